@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds deepinfer and runs every test: set-up, Release build with all tests (ctest), an ASan+UBSan build
+# running the unit tests, short libFuzzer runs, and the Python tests (pytest).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+jobs="$(nproc)"
+start=$(date +%s)
+
+scripts/setup.sh
+
+echo "== Release build"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERROR=ON >/dev/null
+ninja -C build/release -j "$jobs"
+echo "== Release tests"
+ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
+
+echo "== ASan+UBSan build"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEEPINFER_SANITIZE=ON \
+  -DDEEPINFER_WERROR=ON -DDEEPINFER_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
+ninja -C build/asan -j "$jobs"
+echo "== ASan+UBSan unit tests"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan -j "$jobs" -L unit --output-on-failure --timeout 900
+
+echo "== Fuzzers (short runs)"
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEEPINFER_FUZZ=ON \
+  -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF >/dev/null
+ninja -C build/fuzz -j "$jobs"
+for fuzzer in build/fuzz/fuzz/fuzz_*; do
+  [ -x "$fuzzer" ] || continue
+  name="$(basename "$fuzzer")"
+  work="$(mktemp -d)"
+  corpus=("$work")
+  [ -d "fuzz/seeds/${name#fuzz_}" ] && corpus+=("fuzz/seeds/${name#fuzz_}")
+  echo "-- $name"
+  if ! "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -print_final_stats=1 -artifact_prefix="$work/" \
+      "${corpus[@]}" >"$work/log" 2>&1; then
+    tail -n 60 "$work/log"
+    echo "fuzzer $name failed; reproducer kept in $work"
+    exit 1
+  fi
+  grep -E "stat::number_of_executed_units" "$work/log" || true
+  rm -rf "$work"
+done
+
+echo "== Python tests"
+export DEEPINFER_BUILD_DIR="$root/build/release"
+set +e
+.venv/bin/python -m pytest -q tests/python
+status=$?
+set -e
+[ $status -eq 5 ] && { echo "pytest: no Python tests collected"; status=0; }
+echo "test.sh: finished in $(( $(date +%s) - start ))s"
+exit $status

@@ -1,0 +1,30 @@
+// The `deepinfer` command's subcommands. Each lives in its own cmd_<name>.cpp and registers itself with
+// a static CommandRegistration, so adding a subcommand touches no other file.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+struct Command {
+  std::string name;
+  std::string summary;  // one line for `deepinfer --help`
+  std::string usage;    // full help for `deepinfer NAME --help`
+  // argv excludes the program and subcommand names. Returns the process exit code.
+  std::function<int(const std::vector<std::string>& args)> run;
+};
+
+std::vector<Command>& Registry();
+
+struct CommandRegistration {
+  explicit CommandRegistration(Command command) { Registry().push_back(std::move(command)); }
+};
+
+// Prints "deepinfer NAME: message" to stderr and returns 1: the CLI's error convention.
+int Fail(const std::string& command, const std::string& message);
+// Prints a usage error ("see deepinfer NAME --help") and returns 2.
+int UsageError(const std::string& command, const std::string& message);
+
+}  // namespace deepinfer::cli
