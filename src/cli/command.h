@@ -28,3 +28,15 @@ int Fail(const std::string& command, const std::string& message);
 int UsageError(const std::string& command, const std::string& message);
 
 }  // namespace deepinfer::cli
+
+namespace deepinfer::cli {
+
+// `deepinfer bench TARGET`: each benchmark target lives in its own cmd_bench_<target>.cpp and registers
+// itself here the same way.
+std::vector<Command>& BenchRegistry();
+
+struct BenchRegistration {
+  explicit BenchRegistration(Command command) { BenchRegistry().push_back(std::move(command)); }
+};
+
+}  // namespace deepinfer::cli

@@ -27,6 +27,8 @@ int UsageError(const std::string& command, const std::string& message) {
   return 2;
 }
 
+std::string BenchHelp();
+
 namespace {
 void PrintHelp() {
   auto commands = Registry();
@@ -59,8 +61,11 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
         std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
-      std::cout << command.usage;
-      return 0;
+      // `bench` forwards --help to its target when one is named.
+      if (command.name != "bench" || rest.empty() || rest[0].rfind("-", 0) == 0) {
+        std::cout << (command.name == "bench" ? BenchHelp() : command.usage);
+        return 0;
+      }
     }
     return command.run(rest);
   }
