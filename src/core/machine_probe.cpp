@@ -52,7 +52,7 @@ BandwidthResult MeasureMemoryBandwidth(int buffer_mib, int repeats) {
         for (int j = 0; j < 32; ++j) acc[j] += pb[i + j];
       for (; i < hi; ++i) acc[0] += pb[i];
       float total = 0;
-      for (float a : acc) total += a;
+      for (float lane : acc) total += lane;
       partial[(lo / grain) * 16] = total;
     }, grain);
     result.read_gbps = std::max(result.read_gbps, n * sizeof(float) / sw.ElapsedSeconds() / 1e9);
