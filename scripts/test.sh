@@ -45,7 +45,7 @@ for fuzzer in build/fuzz/fuzz/fuzz_*; do
 done
 
 echo "== Python tests"
-export DEEPINFER_BUILD_DIR="$root/build/release"
+export DEEPINFER_BUILD_DIR="$root/build/release" DEEPINFER_ASAN_BUILD_DIR="$root/build/asan"
 set +e
 .venv/bin/python -m pytest -q tests/python
 status=$?

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
+
 namespace deepinfer {
 namespace {
 
@@ -96,9 +98,12 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view bytes, uint64_
   try {
     header = Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
-    // e.what() is nlohmann's own message; keep it on one line.
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
+    // nlohmann's message quotes the bytes it read: make it one line of valid UTF-8 without its id prefix.
+    std::string what = utf8::ToValidLossy(e.what());
+    if (what.rfind("[json.exception", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    for (char& c : what)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     return Status::InvalidArgument("header is not valid JSON: " + what);
   }
   if (!header.is_object()) return Status::InvalidArgument("header is not a JSON object");
