@@ -1,0 +1,40 @@
+// Internal: the per-ISA bodies of Linear. Each computes outputs [n_begin, n_end) of every row of x; the
+// dispatcher (linear.cpp) validates, splits output rows among threads and picks the ISA.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/linear.h"
+
+namespace deepinfer::kernels::cpu {
+
+struct LinearTask {
+  const float* x = nullptr;
+  int64_t m = 0;
+  int64_t x_stride = 0;
+  const WeightView* w = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  bool accumulate = false;
+  // For LinearPrecision::kBf16Activations: x rounded to bf16, rows `x_bf16_stride` elements apart, each row
+  // zero-padded to a multiple of 32 elements.
+  const uint16_t* x_bf16 = nullptr;
+  int64_t x_bf16_stride = 0;
+};
+
+using LinearRangeFn = void (*)(const LinearTask& task, int64_t n_begin, int64_t n_end);
+
+void LinearRangeScalar(const LinearTask& task, int64_t n_begin, int64_t n_end);
+void LinearRangeAvx2(const LinearTask& task, int64_t n_begin, int64_t n_end);
+void LinearRangeAvx512(const LinearTask& task, int64_t n_begin, int64_t n_end);
+// The kBf16Activations path (needs task.x_bf16).
+void LinearRangeAvx512Bf16(const LinearTask& task, int64_t n_begin, int64_t n_end);
+
+// Decodes W[n, k_begin .. k_end) to fp32 exactly (decode(q) · scale rounded to fp32). Portable code, used by
+// the scalar kernel, and as the reference decode of the vector kernels' tails.
+void DecodeWeightRow(const WeightView& w, int64_t n, int64_t k_begin, int64_t k_end, float* out);
+
+// The canonical reduction (see linear.h) of x[0..k) · w[0..k), in portable code.
+float CanonicalDot(const float* x, const float* w, int64_t k);
+
+}  // namespace deepinfer::kernels::cpu

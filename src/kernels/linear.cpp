@@ -1,0 +1,126 @@
+#include "kernels/linear.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/linear_kernels.h"
+#include "kernels/linear_dispatch.h"
+#include "kernels/number_formats.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+[[noreturn]] void FailPrecondition(const Status& status) {
+  std::fprintf(stderr, "kernels::Linear: %s\n", status.ToString().c_str());
+  std::abort();
+}
+
+cpu::LinearRangeFn KernelFor(Isa isa, LinearPrecision precision, WeightFormat format) {
+  switch (isa) {
+    case Isa::kAvx512Bf16:
+      if (precision == LinearPrecision::kBf16Activations && format != WeightFormat::kF32) {
+        return cpu::LinearRangeAvx512Bf16;
+      }
+      return cpu::LinearRangeAvx512;
+    case Isa::kAvx512: return cpu::LinearRangeAvx512;
+    case Isa::kAvx2: return cpu::LinearRangeAvx2;
+    case Isa::kScalar: return cpu::LinearRangeScalar;
+  }
+  return cpu::LinearRangeScalar;
+}
+
+// Below this many multiply-adds the pool's hand-off costs more than it saves.
+constexpr int64_t kMinParallelWork = int64_t{1} << 17;
+
+}  // namespace
+
+Status ValidateWeightView(const WeightView& w) {
+  if (w.out_features < 0 || w.in_features < 0) return Status::InvalidArgument("negative weight shape");
+  if (w.data == nullptr && w.out_features > 0 && w.in_features > 0) {
+    return Status::InvalidArgument("weight data is null");
+  }
+  switch (w.format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16: return Status::Ok();
+    case WeightFormat::kFP8Block:
+      if (w.block_out <= 0 || w.block_in <= 0) return Status::InvalidArgument("FP8 block shape must be positive");
+      if (w.scales == nullptr) return Status::InvalidArgument("FP8 weight without scales");
+      return Status::Ok();
+    case WeightFormat::kMXFP4:
+      if (w.in_features % 32 != 0) {
+        return Status::InvalidArgument("MXFP4 in_features " + std::to_string(w.in_features) +
+                                       " is not a multiple of 32");
+      }
+      if (w.scales == nullptr) return Status::InvalidArgument("MXFP4 weight without scales");
+      return Status::Ok();
+  }
+  return Status::InvalidArgument("unknown weight format");
+}
+
+int64_t WeightBytes(const WeightView& w) {
+  const int64_t elements = w.out_features * w.in_features;
+  switch (w.format) {
+    case WeightFormat::kF32: return elements * 4;
+    case WeightFormat::kBF16: return elements * 2;
+    case WeightFormat::kFP8Block: {
+      const int64_t blocks = ((w.out_features + w.block_out - 1) / w.block_out) *
+                             ((w.in_features + w.block_in - 1) / w.block_in);
+      return elements + blocks * (w.scale_format == ScaleFormat::kF32 ? 4 : 1);
+    }
+    case WeightFormat::kMXFP4: return elements / 2 + elements / 32;
+  }
+  return 0;
+}
+
+void LinearWithIsa(Isa isa, const float* x, int64_t m, int64_t x_stride, const WeightView& w, float* y,
+                   int64_t y_stride, const LinearOptions& options, ThreadPool* pool) {
+  if (Status status = ValidateWeightView(w); !status.ok()) FailPrecondition(status);
+  if (m < 0) FailPrecondition(Status::InvalidArgument("negative m"));
+  if (m == 0 || w.out_features == 0) return;
+  cpu::LinearTask task;
+  task.x = x;
+  task.m = m;
+  task.x_stride = x_stride;
+  task.w = &w;
+  task.y = y;
+  task.y_stride = y_stride;
+  task.accumulate = options.accumulate;
+  const cpu::LinearRangeFn kernel = KernelFor(isa, options.precision, w.format);
+
+  std::vector<uint16_t> x_bf16;
+  if (kernel == cpu::LinearRangeAvx512Bf16) {
+    const int64_t padded = (w.in_features + 31) / 32 * 32;
+    x_bf16.assign(static_cast<size_t>(m * padded), 0);
+    for (int64_t i = 0; i < m; ++i) FloatToBf16(x + i * x_stride, x_bf16.data() + i * padded, w.in_features);
+    task.x_bf16 = x_bf16.data();
+    task.x_bf16_stride = padded;
+  }
+
+  const int64_t n = w.out_features;
+  const int64_t work = m * n * std::max<int64_t>(w.in_features, 1);
+  if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
+    kernel(task, 0, n);
+    return;
+  }
+  // About four chunks per thread for balance, in whole groups of 16 outputs; every output is computed
+  // whole by one thread, so the split never changes a result.
+  const int64_t target_chunks = int64_t{4} * pool->size();
+  int64_t grain = (n + target_chunks - 1) / target_chunks;
+  grain = std::max<int64_t>(16, (grain + 15) / 16 * 16);
+  pool->ParallelFor(n, [&](int64_t begin, int64_t end) { kernel(task, begin, end); }, grain);
+}
+
+void Linear(const float* x, int64_t m, int64_t x_stride, const WeightView& w, float* y, int64_t y_stride,
+            const LinearOptions& options, ThreadPool* pool) {
+  LinearWithIsa(BestIsa(), x, m, x_stride, w, y, y_stride, options, pool);
+}
+
+void Linear(const float* x, int64_t m, int64_t x_stride, const WeightView& w, float* y, int64_t y_stride,
+            ThreadPool* pool) {
+  Linear(x, m, x_stride, w, y, y_stride, LinearOptions{}, pool);
+}
+
+}  // namespace deepinfer::kernels
