@@ -26,7 +26,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== Fuzzers (short runs)"
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEEPINFER_FUZZ=ON \
   -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF >/dev/null
-ninja -C build/fuzz -j "$jobs"
+fuzzers=$(ninja -C build/fuzz -t targets all | grep -oE "^fuzz_[A-Za-z0-9_]+" | sort -u)
+ninja -C build/fuzz -j "$jobs" $fuzzers
 for fuzzer in build/fuzz/fuzz/fuzz_*; do
   [ -x "$fuzzer" ] || continue
   name="$(basename "$fuzzer")"
