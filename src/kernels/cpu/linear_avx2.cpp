@@ -1,9 +1,95 @@
-#include "kernels/cpu/linear_kernels.h"
+// Linear on AVX2: a pair of ymm registers holds the 16 lanes of the canonical order, so results equal the
+// AVX-512 and scalar kernels bit for bit.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/number_formats.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+struct V {
+  struct Reg {
+    __m256 lo, hi;  // lanes 0..7 and 8..15
+  };
+  struct Fp4Table {
+    __m256 magnitude;  // |E2M1| · scale for codes 0..7
+  };
+  static constexpr int kDirectNr1 = 4;
+  static constexpr int kDirectNr = 2;
+  static constexpr int kPanelMr = 2;
+  static constexpr int kPanelNr = 2;
+
+  static Reg Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static Reg Load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static void Store(float* p, Reg r) {
+    _mm256_storeu_ps(p, r.lo);
+    _mm256_storeu_ps(p + 8, r.hi);
+  }
+  static Reg Set1(float v) { return {_mm256_set1_ps(v), _mm256_set1_ps(v)}; }
+  static Reg Mul(Reg a, Reg b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  static Reg Fma(Reg a, Reg b, Reg c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+
+  static float Reduce(Reg a) {
+    const __m256 s8 = _mm256_add_ps(a.lo, a.hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+  }
+
+  static __m256 Bf16x8(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static Reg LoadBf16(const uint16_t* p) { return {Bf16x8(p), Bf16x8(p + 8)}; }
+
+  // As on AVX-512: E4M3 bits placed in fp16 are the value times 2^-8; the NaN code is patched.
+  static __m256 E4M3x8(const uint8_t* p) {
+    const __m128i sign_extended = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    __m128i half = _mm_and_si128(_mm_slli_epi16(sign_extended, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
+    const __m128i magnitude_bits = _mm_set1_epi16(0x3F80);
+    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(half, magnitude_bits), magnitude_bits);
+    half = _mm_or_si128(half, _mm_and_si128(nan, _mm_set1_epi16(0x7E00)));
+    return _mm256_cvtph_ps(half);
+  }
+  static Reg LoadE4M3Over256(const uint8_t* p) { return {E4M3x8(p), E4M3x8(p + 8)}; }
+
+  static Fp4Table MakeFp4Table(float scale) {
+    return {_mm256_mul_ps(_mm256_loadu_ps(number_tables::kE2M1.data()), _mm256_set1_ps(scale))};
+  }
+
+  // Eight values from bytes 4g .. 4g+3: each byte duplicated into two dwords, shifted so the wanted nibble
+  // sits in bits 0..3; vpermps looks up the magnitude (bits 0..2) and bit 3 becomes the sign.
+  static __m256 Fp4x8(__m128i bytes, int group, __m256i shifts, const Fp4Table& table) {
+    const char b = static_cast<char>(4 * group);
+    const __m128i spread = _mm_setr_epi8(b, b, static_cast<char>(b + 1), static_cast<char>(b + 1),
+                                         static_cast<char>(b + 2), static_cast<char>(b + 2),
+                                         static_cast<char>(b + 3), static_cast<char>(b + 3), -1, -1, -1, -1, -1,
+                                         -1, -1, -1);
+    const __m256i codes = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_shuffle_epi8(bytes, spread)), shifts);
+    const __m256 magnitude = _mm256_permutevar8x32_ps(table.magnitude, codes);
+    const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(codes, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    return _mm256_xor_ps(magnitude, _mm256_castsi256_ps(sign));
+  }
+  static void DecodeFp4(const uint8_t* bytes, const Fp4Table& table, bool low_first, Reg* out) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
+    const __m256i shifts = low_first ? _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4) : _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0);
+    out[0] = {Fp4x8(raw, 0, shifts, table), Fp4x8(raw, 1, shifts, table)};
+    out[1] = {Fp4x8(raw, 2, shifts, table), Fp4x8(raw, 3, shifts, table)};
+  }
+};
+
+}  // namespace
+}  // namespace deepinfer::kernels::cpu
+
+#include "kernels/cpu/linear_vector_impl.h"
 
 namespace deepinfer::kernels::cpu {
 
 void LinearRangeAvx2(const LinearTask& task, int64_t n_begin, int64_t n_end) {
-  LinearRangeScalar(task, n_begin, n_end);
+  LinearRangeVector(task, n_begin, n_end);
 }
 
 }  // namespace deepinfer::kernels::cpu

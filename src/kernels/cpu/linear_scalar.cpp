@@ -3,7 +3,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "kernels/cpu/linear_kernels.h"
+#include "kernels/cpu/linear_scratch.h"
 #include "kernels/number_formats.h"
 
 namespace deepinfer::kernels::cpu {
@@ -68,6 +70,12 @@ void LinearRangeScalar(const LinearTask& task, int64_t n_begin, int64_t n_end) {
       out = task.accumulate ? out + dot : dot;
     }
   }
+}
+
+float* ThreadScratch(size_t floats) {
+  thread_local AlignedBuffer buffer;
+  if (buffer.size() < floats * sizeof(float)) buffer = AlignedBuffer(floats * sizeof(float));
+  return buffer.as<float>();
 }
 
 }  // namespace deepinfer::kernels::cpu

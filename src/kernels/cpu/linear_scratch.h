@@ -1,0 +1,13 @@
+// Internal: per-thread scratch memory for the Linear kernels (decoded weight panels), allocated by portable
+// code so that no ISA-specific translation unit instantiates library containers.
+#pragma once
+
+#include <cstddef>
+
+namespace deepinfer::kernels::cpu {
+
+// A 64-byte aligned buffer of at least `floats` floats owned by the calling thread, valid until the
+// thread's next call.
+float* ThreadScratch(size_t floats);
+
+}  // namespace deepinfer::kernels::cpu

@@ -1,0 +1,277 @@
+// Internal: the vector Linear, written once over a 16-lane register type and instantiated per ISA.
+//
+// Include this from an ISA's translation unit after defining, in an anonymous namespace, `struct V` with:
+//   using Reg;                                  16 fp32 lanes (one zmm, or two ymm)
+//   Reg Zero(); Reg Load(const float*); Reg Set1(float); Reg Mul(Reg, Reg); Reg Fma(Reg a, Reg b, Reg c);
+//   float Reduce(Reg)                           lanes summed by halving: j+8, j+4, j+2, j+1 (linear.h)
+//   Reg LoadBf16(const uint16_t*)               16 bf16 -> fp32
+//   Reg LoadE4M3Over256(const uint8_t*)         16 E4M3 bytes -> their values · 2^-8 (exact, via fp16)
+//   void Store(float*, Reg)
+//   constexpr int kDirectNr1, kDirectNr         weight rows per tile of the direct path (m = 1, m = 2..4)
+//   using Fp4Table; Fp4Table MakeFp4Table(float scale);
+//   void DecodeFp4(const uint8_t* bytes16, const Fp4Table&, bool low_first, Reg out[2])   32 E2M1 values
+//   constexpr int kPanelMr, kPanelNr            register tile of the batched (panel) path
+// Everything here has internal linkage so that the per-ISA copies never merge at link time.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/linear_kernels.h"
+#include "kernels/cpu/linear_scratch.h"
+#include "kernels/number_formats.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+inline int Log2IfPowerOfTwo(int64_t v) {
+  if (v <= 0 || (v & (v - 1)) != 0) return -1;
+  int s = 0;
+  while ((int64_t{1} << s) < v) ++s;
+  return s;
+}
+
+// Weight sources: give the fp32 values of rows rows[j] at k .. k + kStep (kStep/16 registers), and the
+// zero-padded tail (k .. in) through the portable decoder.
+template <int NR>
+struct SourceBase {
+  const WeightView* w;
+  int64_t rows[NR];
+  void Tail(int j, int64_t k, float* out16) const {
+    std::memset(out16, 0, kLanes * sizeof(float));
+    DecodeWeightRow(*w, rows[j], k, w->in_features, out16);
+  }
+};
+
+template <int NR>
+struct F32Source : SourceBase<NR> {
+  static constexpr int kStep = 16;
+  const float* ptr[NR];
+  F32Source(const WeightView& weights, const int64_t* row_indices) {
+    this->w = &weights;
+    for (int j = 0; j < NR; ++j) {
+      this->rows[j] = row_indices[j];
+      ptr[j] = static_cast<const float*>(weights.data) + row_indices[j] * weights.in_features;
+    }
+  }
+  void Load(int j, int64_t k, V::Reg* out) const { out[0] = V::Load(ptr[j] + k); }
+};
+
+template <int NR>
+struct Bf16Source : SourceBase<NR> {
+  static constexpr int kStep = 16;
+  const uint16_t* ptr[NR];
+  Bf16Source(const WeightView& weights, const int64_t* row_indices) {
+    this->w = &weights;
+    for (int j = 0; j < NR; ++j) {
+      this->rows[j] = row_indices[j];
+      ptr[j] = static_cast<const uint16_t*>(weights.data) + row_indices[j] * weights.in_features;
+    }
+  }
+  void Load(int j, int64_t k, V::Reg* out) const { out[0] = V::LoadBf16(ptr[j] + k); }
+};
+
+template <int NR>
+struct Fp8Source : SourceBase<NR> {
+  static constexpr int kStep = 16;
+  const uint8_t* ptr[NR];
+  const uint8_t* scale_row[NR];  // of the row's block row, in bytes (4 per F32 scale)
+  bool f32_scales;
+  int block_shift;     // log2(block_in) when block_in is a power of two ≥ 16, else -1
+  bool aligned_blocks;  // block_in % 16 == 0: one scale per 16 weights
+  Fp8Source(const WeightView& weights, const int64_t* row_indices) {
+    this->w = &weights;
+    f32_scales = weights.scale_format == ScaleFormat::kF32;
+    block_shift = Log2IfPowerOfTwo(weights.block_in);
+    aligned_blocks = weights.block_in % 16 == 0;
+    const int64_t scale_cols = (weights.in_features + weights.block_in - 1) / weights.block_in;
+    for (int j = 0; j < NR; ++j) {
+      this->rows[j] = row_indices[j];
+      ptr[j] = static_cast<const uint8_t*>(weights.data) + row_indices[j] * weights.in_features;
+      scale_row[j] = static_cast<const uint8_t*>(weights.scales) +
+                     (row_indices[j] / weights.block_out) * scale_cols * (f32_scales ? 4 : 1);
+    }
+  }
+  float Scale(int j, int64_t block) const {
+    if (f32_scales) {
+      float s;
+      std::memcpy(&s, scale_row[j] + block * 4, 4);
+      return s;
+    }
+    return E8M0ToFloat(scale_row[j][block]);
+  }
+  void Load(int j, int64_t k, V::Reg* out) const {
+    if (!aligned_blocks) {  // a scale boundary may fall inside these 16 weights: decode portably
+      alignas(64) float tmp[kLanes];
+      DecodeWeightRow(*this->w, this->rows[j], k, k + kLanes, tmp);
+      out[0] = V::Load(tmp);
+      return;
+    }
+    const int64_t block = block_shift >= 0 ? (k >> block_shift) : k / this->w->block_in;
+    // (value · 2^-8) · 2^8 is exact, then one rounding by the scale, as in DecodeWeightRow.
+    out[0] = V::Mul(V::Mul(V::LoadE4M3Over256(ptr[j] + k), V::Set1(256.0f)), V::Set1(Scale(j, block)));
+  }
+};
+
+template <int NR>
+struct Fp4Source : SourceBase<NR> {
+  static constexpr int kStep = 32;
+  const uint8_t* ptr[NR];
+  const uint8_t* scales[NR];
+  bool low_first;
+  Fp4Source(const WeightView& weights, const int64_t* row_indices) {
+    this->w = &weights;
+    low_first = weights.nibble_order == NibbleOrder::kLowFirst;
+    for (int j = 0; j < NR; ++j) {
+      this->rows[j] = row_indices[j];
+      ptr[j] = static_cast<const uint8_t*>(weights.data) + row_indices[j] * (weights.in_features / 2);
+      scales[j] = static_cast<const uint8_t*>(weights.scales) + row_indices[j] * (weights.in_features / 32);
+    }
+  }
+  void Load(int j, int64_t k, V::Reg* out) const {
+    const V::Fp4Table table = V::MakeFp4Table(E8M0ToFloat(scales[j][k / 32]));
+    V::DecodeFp4(ptr[j] + k / 2, table, low_first, out);
+  }
+};
+
+// A decoded panel of NR rows, each `stride` floats (≥ in rounded up to 16, zero-padded).
+template <int NR>
+struct PanelSource {
+  static constexpr int kStep = 16;
+  const float* panel;
+  int64_t stride;
+  void Load(int j, int64_t k, V::Reg* out) const { out[0] = V::Load(panel + j * stride + k); }
+  void Tail(int j, int64_t k, float* out16) const { std::memcpy(out16, panel + j * stride + k, kLanes * 4); }
+};
+
+// y[i][j] (+)= canonical dot of x row i with weight row j, for an MR x NR tile; rows beyond `valid_m`
+// / columns beyond `valid_n` are computed on duplicates and not stored.
+template <int MR, int NR, class Source>
+inline void MicroKernel(const float* const* x, const Source& src, int64_t in, float* const* y, int64_t y_col,
+                        int valid_m, int valid_n, bool accumulate) {
+  constexpr int kSub = Source::kStep / 16;
+  typename V::Reg acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = V::Zero();
+  const int64_t full = in / Source::kStep * Source::kStep;
+  for (int64_t k = 0; k < full; k += Source::kStep) {
+    typename V::Reg wv[NR][kSub];
+    for (int j = 0; j < NR; ++j) src.Load(j, k, wv[j]);
+    for (int s = 0; s < kSub; ++s) {
+      for (int i = 0; i < MR; ++i) {
+        const typename V::Reg xv = V::Load(x[i] + k + s * 16);
+        for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, wv[j][s], acc[i][j]);
+      }
+    }
+  }
+  for (int64_t k = full; k < in; k += kLanes) {  // only when in % 16 != 0 (kStep 32 needs in % 32 == 0)
+    alignas(64) float wt[NR][kLanes];
+    alignas(64) float xt[kLanes];
+    for (int j = 0; j < NR; ++j) src.Tail(j, k, wt[j]);
+    for (int i = 0; i < MR; ++i) {
+      std::memset(xt, 0, sizeof(xt));
+      std::memcpy(xt, x[i] + k, static_cast<size_t>(in - k) * sizeof(float));
+      const typename V::Reg xv = V::Load(xt);
+      for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, V::Load(wt[j]), acc[i][j]);
+    }
+  }
+  for (int i = 0; i < valid_m; ++i) {
+    for (int j = 0; j < valid_n; ++j) {
+      const float dot = V::Reduce(acc[i][j]);
+      float& out = y[i][y_col + j];
+      out = accumulate ? out + dot : dot;
+    }
+  }
+}
+
+template <int NR>
+inline void RowIndices(int64_t n0, int64_t n_end, int64_t* rows) {
+  for (int j = 0; j < NR; ++j) rows[j] = n0 + j < n_end ? n0 + j : n_end - 1;
+}
+
+// Small batches: weights decoded in registers straight from their stored form, all m rows at once.
+template <int MR, int NR, template <int> class Source>
+void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  const float* x[MR];
+  float* y[MR];
+  for (int i = 0; i < MR; ++i) {
+    x[i] = t.x + i * t.x_stride;
+    y[i] = t.y + i * t.y_stride;
+  }
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+    int64_t rows[NR];
+    RowIndices<NR>(n0, n_end, rows);
+    const Source<NR> src(*t.w, rows);
+    const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
+    MicroKernel<MR, NR>(x, src, t.w->in_features, y, n0, MR, valid_n, t.accumulate);
+  }
+}
+
+// Larger batches: NR weight rows decoded once into a small per-thread panel, then reused by every
+// register tile of MR rows of x. x is walked in blocks that stay in L2 while the panel is reused.
+template <template <int> class Source>
+void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  constexpr int MR = V::kPanelMr, NR = V::kPanelNr;
+  const int64_t in = t.w->in_features;
+  const int64_t stride = (in + kLanes - 1) / kLanes * kLanes;
+  float* panel = ThreadScratch(static_cast<size_t>(NR * stride));
+  // Rows of x per block: about 256 KiB of x, a whole number of tiles.
+  int64_t block_m = (int64_t{256} * 1024 / 4) / (stride > 0 ? stride : 1);
+  block_m = block_m < MR ? MR : block_m / MR * MR;
+  for (int64_t m0 = 0; m0 < t.m; m0 += block_m) {
+    const int64_t m1 = m0 + block_m < t.m ? m0 + block_m : t.m;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+      int64_t rows[NR];
+      RowIndices<NR>(n0, n_end, rows);
+      const Source<NR> src(*t.w, rows);
+      for (int j = 0; j < NR; ++j) {
+        float* dst = panel + j * stride;
+        const int64_t full = in / Source<NR>::kStep * Source<NR>::kStep;
+        for (int64_t k = 0; k < full; k += Source<NR>::kStep) {
+          typename V::Reg r[Source<NR>::kStep / 16];
+          src.Load(j, k, r);
+          for (int s = 0; s < Source<NR>::kStep / 16; ++s) V::Store(dst + k + s * 16, r[s]);
+        }
+        if (full < in) src.Tail(j, full, dst + full);
+      }
+      const PanelSource<NR> panel_src{panel, stride};
+      const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
+      for (int64_t i0 = m0; i0 < m1; i0 += MR) {
+        const float* x[MR];
+        float* y[MR];
+        for (int i = 0; i < MR; ++i) {
+          const int64_t row = i0 + i < m1 ? i0 + i : m1 - 1;
+          x[i] = t.x + row * t.x_stride;
+          y[i] = t.y + row * t.y_stride;
+        }
+        const int valid_m = static_cast<int>(m1 - i0 < MR ? m1 - i0 : MR);
+        MicroKernel<MR, NR>(x, panel_src, in, y, n0, valid_m, valid_n, t.accumulate);
+      }
+    }
+  }
+}
+
+template <template <int> class Source>
+void RunFormat(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  switch (t.m) {
+    case 1: return DirectPath<1, V::kDirectNr1, Source>(t, n_begin, n_end);
+    case 2: return DirectPath<2, V::kDirectNr, Source>(t, n_begin, n_end);
+    case 3: return DirectPath<3, V::kDirectNr, Source>(t, n_begin, n_end);
+    case 4: return DirectPath<4, V::kDirectNr, Source>(t, n_begin, n_end);
+    default: return PanelPath<Source>(t, n_begin, n_end);
+  }
+}
+
+void LinearRangeVector(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  switch (t.w->format) {
+    case WeightFormat::kF32: return RunFormat<F32Source>(t, n_begin, n_end);
+    case WeightFormat::kBF16: return RunFormat<Bf16Source>(t, n_begin, n_end);
+    case WeightFormat::kFP8Block: return RunFormat<Fp8Source>(t, n_begin, n_end);
+    case WeightFormat::kMXFP4: return RunFormat<Fp4Source>(t, n_begin, n_end);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels::cpu
