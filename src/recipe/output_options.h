@@ -1,0 +1,52 @@
+// Options of the output side of the recipe codec: how a model completion is parsed and which protocol
+// response it becomes. Kept apart from the request side so that parsing depends on nothing but these.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace deepinfer::recipe {
+
+enum class OutputModelVersion { kV32, kV4, kV41 };
+
+// Where parsing begins in thinking mode (deepseek-recipe's ThinkingInitialStage); absent = chat mode.
+enum class ThinkingStage {
+  kReasoningStart,         // a new turn: reasoning first, its leading newlines dropped
+  kReasoningContinuation,  // a prefix continuation inside reasoning: newlines kept
+  kContentContinuation,    // a prefix continuation after `</think>`: newlines kept
+};
+
+struct OutputParserOptions {
+  OutputModelVersion model_version = OutputModelVersion::kV4;
+  bool parse_tool_calls = true;
+  bool starts_in_tool_calls = false;  // tool_choice "required": the prompt opened the block
+  bool parse_json_output = false;     // response_format json_object
+  std::optional<ThinkingStage> thinking_stage;
+  std::vector<std::string> stop_sequences;  // empty strings are ignored
+};
+
+enum class OutputProtocol { kChatCompletions, kMessages, kResponses };
+
+// What the backend reported when generation ended.
+enum class BackendFinish { kStop, kLength, kContentFilter };
+
+struct UsageCounts {
+  int64_t prompt_tokens = 0;
+  int64_t prompt_cache_hit_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+struct ResponseOptions {
+  std::string id = "chatcmpl-deepinfer";
+  std::string model = "deepseek";
+  int64_t created = 0;  // Unix seconds
+  bool thinking = true;  // the conversation's thinking mode (shapes Chat Completions deltas)
+  std::optional<bool> include_usage;  // stream_options.include_usage as the request gave it
+  // Tool-call id for the call with this index; default: "call_NN_" + 24 random characters.
+  std::function<std::string(int index)> tool_call_id;
+};
+
+}  // namespace deepinfer::recipe

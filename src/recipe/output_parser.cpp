@@ -1,0 +1,370 @@
+#include "recipe/output_parser.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/py_json.h"
+#include "core/utf8.h"
+
+namespace deepinfer::recipe {
+namespace {
+
+// Delimiters of deepseek-recipe's stream state machine (the tag prefix before `invoke`/`parameter` is
+// not matched, which is what lets one parser read V4 `<｜DSML｜invoke` and V4.1 `<｜DSML｜ invoke`).
+constexpr std::string_view kDsmlBeginLabel = "<｜DSML｜";
+constexpr std::string_view kDsmlEndLabel = "</｜DSML｜";
+constexpr std::string_view kThinkingEnd = "</think>";
+constexpr std::string_view kToolCallsEndV4 = "</｜DSML｜tool_calls>";
+constexpr std::string_view kToolCallsEndV41 = "</｜DSML｜ calls>";
+constexpr std::string_view kFunctionCallsEndV32 = "</｜DSML｜function_calls>";
+
+enum class PatternId {
+  kDsmlBegin,          // newlines + `<｜DSML｜`: the tool-call block starts
+  kReasoningEnd,       // newlines + `</think>` in reasoning
+  kExtraThinkingEnd,   // `</think>` in content: invalid, dropped
+  kJsonFence,          // ```json\n or ```\n
+  kJsonOpen,           // a raw `{` or `[` starts the JSON (and is part of it)
+  kStop,
+  kJsonEnd,            // \n```
+  kInvoke,             // invoke name="
+  kToolCallsEnd,
+  kToolNameEnd,        // "
+  kParameter,          // parameter name=
+  kArgumentsEnd,       // </｜DSML｜ closing the invoke
+  kParameterNameEnd,   // a space after the name
+  kStringType,         // true">
+  kRawType,            // false">
+  kValueEnd,           // </｜DSML｜ closing the parameter
+};
+
+}  // namespace
+
+enum class OutputParser::Stage {
+  kReasoning, kContent, kJson, kMatchedJson, kToolCalls, kToolName, kToolArguments, kParameterName,
+  kParameterType, kParameterValue, kFinished,
+};
+
+// What the bytes between delimiters become.
+enum class OutputParser::Unmatched {
+  kReasoning, kContent, kSpace, kSkip, kInvalid, kToolName, kRawArguments, kStringArguments,
+};
+
+struct OutputParser::Pattern {
+  DelimiterMatcher matcher;
+  PatternId id;
+};
+
+OutputParser::OutputParser(OutputParserOptions options) : options_(std::move(options)) {
+  auto add = [&](std::string_view text, bool newlines, PatternId id) {
+    patterns_.push_back(Pattern{DelimiterMatcher(text, newlines), id});
+  };
+  add(kDsmlBeginLabel, true, PatternId::kDsmlBegin);                 // 0
+  add(kThinkingEnd, true, PatternId::kReasoningEnd);            // 1
+  add(kThinkingEnd, false, PatternId::kExtraThinkingEnd);       // 2
+  add("```json\n", false, PatternId::kJsonFence);               // 3
+  add("```\n", false, PatternId::kJsonFence);                   // 4
+  add("{", false, PatternId::kJsonOpen);                        // 5
+  add("[", false, PatternId::kJsonOpen);                        // 6
+  add("\n```", false, PatternId::kJsonEnd);                     // 7
+  add("invoke name=\"", false, PatternId::kInvoke);             // 8
+  add("\"", false, PatternId::kToolNameEnd);                    // 9
+  add("parameter name=", false, PatternId::kParameter);         // 10
+  add(kDsmlEndLabel, false, PatternId::kArgumentsEnd);               // 11
+  add(" ", false, PatternId::kParameterNameEnd);                // 12
+  add("true\">", false, PatternId::kStringType);                // 13
+  add("false\">", false, PatternId::kRawType);                  // 14
+  add(kDsmlEndLabel, false, PatternId::kValueEnd);                   // 15
+  add(kToolCallsEndV4, false, PatternId::kToolCallsEnd);        // 16
+  add(kToolCallsEndV41, false, PatternId::kToolCallsEnd);       // 17
+  if (options_.model_version == OutputModelVersion::kV32) {
+    add(kFunctionCallsEndV32, false, PatternId::kToolCallsEnd);
+  }
+  for (const std::string& stop : options_.stop_sequences) {
+    if (!stop.empty()) add(stop, false, PatternId::kStop);
+  }
+  pending_.emplace_back();
+  if (options_.starts_in_tool_calls) {
+    EnterStage(Stage::kToolCalls, false);
+  } else if (!options_.thinking_stage) {
+    EnterStage(Stage::kContent, true);
+  } else if (*options_.thinking_stage == ThinkingStage::kContentContinuation) {
+    EnterStage(Stage::kContent, false);
+  } else {
+    EnterStage(Stage::kReasoning, *options_.thinking_stage == ThinkingStage::kReasoningStart);
+  }
+}
+
+OutputParser::~OutputParser() = default;
+
+bool OutputParser::finished() const { return stage_ == Stage::kFinished; }
+
+void OutputParser::EnterStage(Stage stage, bool leading) {
+  stage_ = stage;
+  leading_ = leading;
+  active_.clear();
+  auto use = [&](size_t index) { active_.push_back(index); };
+  auto use_stops = [&] {
+    for (size_t i = 0; i < patterns_.size(); ++i) {
+      if (patterns_[i].id == PatternId::kStop) use(i);
+    }
+  };
+  switch (stage) {
+    case Stage::kReasoning:
+      if (options_.parse_tool_calls) use(0);
+      use(1);
+      break;
+    case Stage::kContent:
+      if (options_.parse_json_output) {
+        use(3); use(4); use(5); use(6);
+      } else {
+        use_stops();
+      }
+      if (options_.parse_tool_calls) use(0);
+      use(2);
+      break;
+    case Stage::kJson:
+      use_stops();
+      use(7);
+      break;
+    case Stage::kMatchedJson:
+      if (options_.parse_tool_calls) use(0);
+      break;
+    case Stage::kToolCalls:
+      use(8);
+      for (size_t i = 0; i < patterns_.size(); ++i) {
+        if (patterns_[i].id == PatternId::kToolCallsEnd) use(i);
+      }
+      break;
+    case Stage::kToolName: use(9); break;
+    case Stage::kToolArguments: use(10); use(11); break;
+    case Stage::kParameterName: use(12); break;
+    case Stage::kParameterType: use(13); use(14); break;
+    case Stage::kParameterValue: use(15); break;
+    case Stage::kFinished: break;
+  }
+  for (size_t index : active_) patterns_[index].matcher.Reset();
+}
+
+OutputParser::Unmatched OutputParser::CurrentUnmatched() const {
+  switch (stage_) {
+    case Stage::kReasoning: return Unmatched::kReasoning;
+    case Stage::kContent: return options_.parse_json_output ? Unmatched::kSpace : Unmatched::kContent;
+    case Stage::kJson: return Unmatched::kContent;
+    case Stage::kMatchedJson: return Unmatched::kSpace;
+    case Stage::kToolCalls: return Unmatched::kSkip;
+    case Stage::kToolName: return Unmatched::kToolName;
+    case Stage::kToolArguments: return Unmatched::kSkip;
+    case Stage::kParameterName: return Unmatched::kRawArguments;
+    case Stage::kParameterType: return Unmatched::kSkip;
+    case Stage::kParameterValue:
+      return string_value_ ? Unmatched::kStringArguments : Unmatched::kRawArguments;
+    case Stage::kFinished: return Unmatched::kInvalid;
+  }
+  return Unmatched::kSkip;
+}
+
+void OutputParser::AddIssue(OutputIssue issue) {
+  if (std::find(issues_.begin(), issues_.end(), issue) == issues_.end()) issues_.push_back(issue);
+}
+
+void OutputParser::EmitArguments(std::string text, std::vector<OutputDelta>* deltas) {
+  deltas->push_back(OutputDelta{OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::move(text)});
+}
+
+void OutputParser::EmitPiece(Unmatched action, std::string_view piece, std::vector<OutputDelta>* deltas) {
+  if (piece.empty()) return;
+  switch (action) {
+    case Unmatched::kReasoning:
+      deltas->push_back(OutputDelta{OutputDelta::Kind::kReasoning, -1, std::string(piece)});
+      break;
+    case Unmatched::kContent:
+      deltas->push_back(OutputDelta{OutputDelta::Kind::kContent, -1, std::string(piece)});
+      break;
+    case Unmatched::kSpace:  // JSON mode: text around the JSON becomes one space per piece
+      deltas->push_back(OutputDelta{OutputDelta::Kind::kContent, -1, " "});
+      break;
+    case Unmatched::kSkip:
+      break;
+    case Unmatched::kInvalid:
+      AddIssue(OutputIssue::kContentAfterFinished);
+      break;
+    case Unmatched::kToolName:
+      tool_name_.append(piece);
+      break;
+    case Unmatched::kRawArguments:
+      EmitArguments(std::string(piece), deltas);
+      break;
+    case Unmatched::kStringArguments: {
+      std::string quoted = PyJsonString(piece, /*ensure_ascii=*/false);
+      EmitArguments(quoted.substr(1, quoted.size() - 2), deltas);
+      break;
+    }
+  }
+}
+
+void OutputParser::FlushPending(std::vector<OutputDelta>* deltas) {
+  const Unmatched action = CurrentUnmatched();
+  for (const std::string& piece : pending_) EmitPiece(action, piece, deltas);
+  pending_.clear();
+  pending_.emplace_back();
+  pending_bytes_ = 0;
+}
+
+void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<OutputDelta>* deltas) {
+  // The match is the tail of the pending bytes; what precedes it is the stage's ordinary text.
+  std::string matched;
+  size_t left = std::min(matched_length, pending_bytes_);
+  while (left > 0) {
+    std::string& last = pending_.back();
+    const size_t take = std::min(left, last.size());
+    matched.insert(0, last, last.size() - take, take);
+    last.resize(last.size() - take);
+    left -= take;
+    if (left > 0) pending_.pop_back();
+  }
+  FlushPending(deltas);
+
+  switch (patterns_[pattern].id) {
+    case PatternId::kDsmlBegin:
+      EnterStage(Stage::kToolCalls, false);
+      break;
+    case PatternId::kReasoningEnd:
+      EnterStage(Stage::kContent, true);
+      break;
+    case PatternId::kExtraThinkingEnd:
+      AddIssue(OutputIssue::kExtraThinkingEnd);
+      EnterStage(Stage::kContent, false);
+      break;
+    case PatternId::kJsonFence:
+      EnterStage(Stage::kJson, false);
+      break;
+    case PatternId::kJsonOpen:
+      EnterStage(Stage::kJson, false);
+      EmitPiece(Unmatched::kContent, matched, deltas);
+      break;
+    case PatternId::kStop:
+      stopped_by_sequence_ = true;
+      EnterStage(Stage::kFinished, false);
+      break;
+    case PatternId::kJsonEnd:
+      EnterStage(Stage::kMatchedJson, false);
+      break;
+    case PatternId::kInvoke:
+      tool_name_.clear();
+      EnterStage(Stage::kToolName, false);
+      break;
+    case PatternId::kToolCallsEnd:
+      EnterStage(Stage::kFinished, false);
+      break;
+    case PatternId::kToolNameEnd:
+      deltas->push_back(OutputDelta{OutputDelta::Kind::kToolCallBegin, tool_call_count_, tool_name_});
+      ++tool_call_count_;
+      first_parameter_ = true;
+      EnterStage(Stage::kToolArguments, false);
+      break;
+    case PatternId::kParameter:
+      EmitArguments(first_parameter_ ? "{" : ", ", deltas);
+      first_parameter_ = false;
+      EnterStage(Stage::kParameterName, false);
+      break;
+    case PatternId::kArgumentsEnd:
+      EmitArguments(first_parameter_ ? "{}" : "}", deltas);
+      EnterStage(Stage::kToolCalls, false);
+      break;
+    case PatternId::kParameterNameEnd:
+      EmitArguments(": ", deltas);
+      EnterStage(Stage::kParameterType, false);
+      break;
+    case PatternId::kStringType:
+      EmitArguments("\"", deltas);
+      string_value_ = true;
+      EnterStage(Stage::kParameterValue, false);
+      break;
+    case PatternId::kRawType:
+      string_value_ = false;
+      EnterStage(Stage::kParameterValue, false);
+      break;
+    case PatternId::kValueEnd:
+      if (string_value_) EmitArguments("\"", deltas);
+      EnterStage(Stage::kToolArguments, false);
+      break;
+  }
+}
+
+void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
+  if (stage_ == Stage::kFinished) {
+    AddIssue(OutputIssue::kContentAfterFinished);
+    return;
+  }
+  if (leading_) {
+    if (byte == '\n' && pending_bytes_ == 0) return;
+    leading_ = false;
+  }
+  pending_.back().push_back(static_cast<char>(byte));
+  ++pending_bytes_;
+  for (size_t index : active_) {
+    DelimiterMatcher& matcher = patterns_[index].matcher;
+    if (matcher.Advance(byte)) {
+      OnMatch(index, matcher.matched_length(), deltas);
+      return;
+    }
+  }
+}
+
+void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas) {
+  std::string text;
+  if (!utf8_carry_.empty()) {
+    text = std::move(utf8_carry_);
+    utf8_carry_.clear();
+    text.append(chunk);
+    chunk = text;
+  }
+  const size_t carry = utf8::IncompleteTailLength(chunk);
+  utf8_carry_.assign(chunk.substr(chunk.size() - carry));
+  chunk.remove_suffix(carry);
+  std::string repaired;
+  if (!utf8::IsValid(chunk)) {
+    AddIssue(OutputIssue::kInvalidUtf8);
+    repaired = utf8::ToValidLossy(chunk);
+    chunk = repaired;
+  }
+  if (chunk.empty()) return;
+  if (!pending_.back().empty()) pending_.emplace_back();
+  for (char c : chunk) ProcessByte(static_cast<uint8_t>(c), deltas);
+  if (stage_ == Stage::kFinished) return;
+  // A delimiter may be starting: the chunk piece it starts in, and any after it, wait for more input
+  // (the whole piece, as deepseek-recipe does); pieces of earlier chunks wholly before it go out now.
+  size_t partial = 0;
+  for (size_t index : active_) partial = std::max(partial, patterns_[index].matcher.pending_length());
+  if (partial == 0) {
+    FlushPending(deltas);
+    return;
+  }
+  const size_t partial_start = pending_bytes_ - std::min(partial, pending_bytes_);
+  size_t released = 0;
+  size_t end = 0;
+  while (released < pending_.size() && end + pending_[released].size() <= partial_start) {
+    end += pending_[released].size();
+    ++released;
+  }
+  if (released == 0) return;
+  const Unmatched action = CurrentUnmatched();
+  for (size_t i = 0; i < released; ++i) EmitPiece(action, pending_[i], deltas);
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(released));
+  pending_bytes_ -= end;
+  if (pending_.empty()) pending_.emplace_back();
+}
+
+void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
+  if (!utf8_carry_.empty()) {
+    std::string tail = std::move(utf8_carry_);
+    utf8_carry_.clear();
+    AddIssue(OutputIssue::kInvalidUtf8);
+    std::string repaired = utf8::ToValidLossy(tail);
+    if (!pending_.back().empty()) pending_.emplace_back();
+    for (char c : repaired) ProcessByte(static_cast<uint8_t>(c), deltas);
+  }
+  if (stage_ != Stage::kFinished) FlushPending(deltas);
+}
+
+}  // namespace deepinfer::recipe

@@ -1,0 +1,93 @@
+// The incremental parser of a DeepSeek model completion (V3.2, V4, V4.1), fed decoded text chunks as
+// they stream out of the detokenizer. It splits reasoning, answer content and DSML tool calls, handles
+// JSON-output mode and stop sequences, and emits each piece exactly once, never retracting it.
+//
+// It reproduces deepseek-recipe 0.2's stream state machine, deltas included: every stage has an ordered
+// list of delimiters matched byte by byte (DelimiterMatcher); the bytes between delimiters form
+// segments; a segment goes out when it ends, or at the end of a chunk when no delimiter is partially
+// matched (otherwise the whole open segment waits for the next chunk). A segment spanning several
+// chunks goes out as one delta per chunk. Tool-call arguments stream as JSON text fragments: `{`, the
+// raw parameter name with its quotes, `: `, `"`, the value (escaped piece by piece for string="true",
+// verbatim for string="false"), `"`, `, `, ... `}`, each boundary leaving as soon as it is crossed.
+//
+// Bytes of a chunk that end inside a UTF-8 character are held until the character completes, so a
+// chunk boundary anywhere gives the same deltas as a boundary at the character's start.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recipe/delimiter_matcher.h"
+#include "recipe/output_options.h"
+
+namespace deepinfer::recipe {
+
+struct OutputDelta {
+  enum class Kind { kReasoning, kContent, kToolCallBegin, kToolArguments };
+  Kind kind;
+  int tool_index = -1;  // tool calls only
+  std::string text;     // the text, the tool name (kToolCallBegin) or an arguments fragment
+
+  bool operator==(const OutputDelta&) const = default;
+};
+
+// Model output the reference treats as invalid; it is dropped from the response and recorded here.
+enum class OutputIssue {
+  kExtraThinkingEnd,       // `</think>` in the answer content
+  kContentAfterFinished,   // text after the tool-call block or a stop sequence
+  kInvalidUtf8,            // bytes that are not UTF-8 (replaced by U+FFFD)
+};
+
+class OutputParser {
+ public:
+  explicit OutputParser(OutputParserOptions options);
+  ~OutputParser();
+  OutputParser(const OutputParser&) = delete;
+  OutputParser& operator=(const OutputParser&) = delete;
+
+  // Parses the next chunk of the completion and appends the deltas it completes.
+  void Feed(std::string_view chunk, std::vector<OutputDelta>* deltas);
+  // The completion has ended: flushes what was held back (a partial delimiter is then plain text).
+  void Finish(std::vector<OutputDelta>* deltas);
+
+  // A stop sequence matched: the response is complete and further text is ignored.
+  bool stopped_by_sequence() const { return stopped_by_sequence_; }
+  // The tool-call block closed or a stop sequence matched; further text is invalid.
+  bool finished() const;
+  int tool_call_count() const { return tool_call_count_; }
+  const std::vector<OutputIssue>& issues() const { return issues_; }
+
+ private:
+  enum class Stage;
+  enum class Unmatched;
+  struct Pattern;
+
+  void EnterStage(Stage stage, bool leading);
+  void ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas);
+  void OnMatch(size_t pattern, size_t matched_length, std::vector<OutputDelta>* deltas);
+  void FlushPending(std::vector<OutputDelta>* deltas);
+  void EmitPiece(Unmatched action, std::string_view piece, std::vector<OutputDelta>* deltas);
+  void EmitArguments(std::string text, std::vector<OutputDelta>* deltas);
+  Unmatched CurrentUnmatched() const;
+  void AddIssue(OutputIssue issue);
+
+  OutputParserOptions options_;
+  std::vector<Pattern> patterns_;        // every delimiter any stage uses
+  std::vector<size_t> active_;           // indices of the current stage's delimiters, in order
+  Stage stage_;
+  bool leading_ = false;                 // the stage drops leading '\n' bytes
+  bool first_parameter_ = true;
+  bool string_value_ = false;
+  bool stopped_by_sequence_ = false;
+  int tool_call_count_ = 0;
+  std::string tool_name_;
+  // Bytes of the open segment not yet emitted, one string per chunk they came from.
+  std::vector<std::string> pending_;
+  size_t pending_bytes_ = 0;
+  std::string utf8_carry_;  // an incomplete UTF-8 character at the end of the last chunk
+  std::vector<OutputIssue> issues_;
+};
+
+}  // namespace deepinfer::recipe

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Generates the model-output corpus for the recipe output parser and the oracle's answers.
+
+Each case is a model completion (reasoning, content, DSML tool calls in the V4 and V4.1 spellings with
+arguments of every JSON type and Unicode, JSON-output mode, stop sequences, malformed DSML), parsing
+options, a chunking, and a backend finish reason. The oracle (deepseek-recipe's StreamProcessor with the
+Chat Completions generator) turns it into chunks; the chunks are stored with their random parts (created
+time, tool-call ids) normalised. The C++ tests replay every case and require byte-identical chunks.
+
+  .venv/bin/python tools/recipe/gen_outputs.py [--count N] [--seed S] [--out tests/recipe/data/parse/chat_cases.jsonl]
+  .venv/bin/python tools/recipe/gen_outputs.py --check FILE   # re-run the live oracle against a golden file
+"""
+import argparse
+import json
+import random
+import re
+import sys
+
+import deepseek_recipe as dr
+
+FINISH = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,
+          "content_filter": dr.InferenceFinishReason.ContentFilter}
+INITIAL = {"reasoning_start": dr.ThinkingInitialStage.ReasoningStart,
+           "reasoning_continuation": dr.ThinkingInitialStage.ReasoningContinuation,
+           "content_continuation": dr.ThinkingInitialStage.ContentContinuation}
+
+WORDS = ["hello", "world", "日本語", "données", "ünïcødé", "emoji 😀", "tab\there", "quote\"d", "back\\slash",
+         "<tag>", "a|b", "｜", "</thi", "```", "{", "[", "json", "STOP", "\u2028", "\x01ctl", "  ", "x"]
+
+
+def words(rng, lo=1, hi=6):
+    parts = []
+    for _ in range(rng.randint(lo, hi)):
+        w = rng.choice(WORDS)
+        parts.append(w)
+        parts.append(rng.choice([" ", " ", "\n", "\n\n", ""]))
+    return "".join(parts)
+
+
+def json_value(rng, depth=0):
+    kind = rng.choice(["int", "float", "bool", "null", "str", "list", "obj"] if depth < 2 else ["int", "str", "bool"])
+    if kind == "int":
+        return rng.choice([0, -7, 42, 10**18])
+    if kind == "float":
+        return rng.choice([1.5, -0.25, 1e-07, 3.0])
+    if kind == "bool":
+        return rng.choice([True, False])
+    if kind == "null":
+        return None
+    if kind == "str":
+        return words(rng, 1, 3)
+    if kind == "list":
+        return [json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {words(rng, 1, 1).strip() or "k": json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def dsml_block(rng, v41):
+    block = " calls" if v41 else "tool_calls"
+    p = " " if v41 else ""
+    invokes = []
+    for _ in range(rng.randint(1, 3)):
+        params = []
+        for _ in range(rng.randint(0, 4)):
+            name = rng.choice(["city", "count", "opts", "日付", "a b", "q\"x", "path"])
+            value = json_value(rng)
+            if isinstance(value, str):
+                params.append(f'<｜DSML｜{p}parameter name="{name}" string="true">{value}</｜DSML｜{p}parameter>')
+            else:
+                raw = json.dumps(value, ensure_ascii=False)
+                params.append(f'<｜DSML｜{p}parameter name="{name}" string="false">{raw}</｜DSML｜{p}parameter>')
+        fname = rng.choice(["get_weather", "search", "f", "工具"])
+        body = "\n".join(params)
+        invokes.append(f'<｜DSML｜{p}invoke name="{fname}">\n{body}\n</｜DSML｜{p}invoke>')
+    text = f"<｜DSML｜{block}>\n" + "\n".join(invokes) + f"\n</｜DSML｜{block}>"
+    if rng.random() < 0.15:  # malformed: truncated anywhere
+        text = text[: rng.randint(1, len(text) - 1)]
+    elif rng.random() < 0.1:  # malformed: a broken tag
+        i = rng.randint(0, len(text) - 1)
+        text = text[:i] + rng.choice(["<｜DSML｜", "</｜DSML｜", "\"", ">", "\n"]) + text[i:]
+    return text
+
+
+def make_case(rng, index):
+    thinking = rng.random() < 0.6
+    initial = None
+    if thinking:
+        initial = rng.choice(["reasoning_start"] * 4 + ["reasoning_continuation", "content_continuation"])
+    tools = rng.random() < 0.6
+    json_mode = rng.random() < 0.15
+    required = tools and rng.random() < 0.1
+    stops = []
+    if rng.random() < 0.2:
+        stops = rng.sample(["STOP", "world", "\n\n", "日本", "}"], rng.randint(1, 2))
+    v41 = rng.random() < 0.5
+    text = ""
+    if required:
+        text = dsml_block(rng, v41).split(">\n", 1)[-1]
+    else:
+        if thinking and initial != "content_continuation":
+            text += rng.choice(["", "\n", "\n\n"]) + words(rng) + rng.choice(["", "\n", "\n\n"])
+            if rng.random() < 0.9:
+                text += "</think>"
+        text += rng.choice(["", "\n", "\n\n"])
+        if json_mode:
+            body = json.dumps(json_value(rng), ensure_ascii=False)
+            text += rng.choice(["", "Here: ", "pre "]) + rng.choice([f"```json\n{body}\n```", f"```\n{body}\n```", body]) + rng.choice(["", " bye", "\n"])
+        else:
+            text += words(rng, 0, 8)
+        if rng.random() < 0.1:
+            text += "</think>" + words(rng, 0, 2)
+        if tools and rng.random() < 0.6:
+            text += rng.choice(["\n\n", "\n", ""]) + dsml_block(rng, v41)
+            if rng.random() < 0.2:
+                text += words(rng, 1, 2)
+        elif rng.random() < 0.1:
+            text += "\n\n" + dsml_block(rng, v41)
+    # Chunkings: whole text, or token-like pieces of 1-6 code points.
+    if rng.random() < 0.3:
+        chunks = [text] if text else []
+    else:
+        chunks, i = [], 0
+        while i < len(text):
+            n = rng.choice([1, 1, 2, 3, 4, 6])
+            chunks.append(text[i:i + n])
+            i += n
+    finish = rng.choice(["stop"] * 6 + ["length", "content_filter", None])
+    return {"name": f"case{index:04d}", "thinking": thinking, "initial_stage": initial, "tools": tools,
+            "json_mode": json_mode, "starts_in_tool_calls": required, "stop": stops, "chunks": chunks,
+            "finish": finish, "include_usage": rng.choice([None, True, False])}
+
+
+CALL_ID = re.compile(r'"call_(\d\d)_[A-Za-z0-9_-]+"')
+CREATED = re.compile(r'^(\{"id":"resp-1","object":"chat.completion.chunk","created":)\d+,')
+# Every chunk starts with this envelope (after `created` is zeroed); the golden file keeps the rest.
+ENVELOPE = '{"id":"resp-1","object":"chat.completion.chunk","created":0,"model":"deepseek-test",' \
+           '"system_fingerprint":null,"choices":['
+
+
+def normalise(chunk_json):
+    text = CREATED.sub(r"\g<1>0,", chunk_json)
+    assert text.startswith(ENVELOPE), text
+    return CALL_ID.sub(r'"call_\1_ID"', text[len(ENVELOPE):])
+
+
+def run_oracle(case):
+    body = {"model": "DeepSeek-V4-Pro", "messages": [{"role": "user", "content": "hi json"}], "stream": True}
+    if not case["thinking"]:
+        body["thinking"] = {"type": "disabled"}
+    if case["include_usage"] is not None:
+        body["stream_options"] = {"include_usage": case["include_usage"]}
+    request = dr.ChatCompletionRequest(body).convert(dr.ConversionOptions())
+    options = dr.ParsingOptions(
+        parse_tool_calls=case["tools"], starts_in_tool_calls=case["starts_in_tool_calls"],
+        parse_json_output=case["json_mode"],
+        thinking_initial_stage=INITIAL[case["initial_stage"]] if case["initial_stage"] else None,
+        stop_sequences=case["stop"])
+    gen = dr.ChatCompletionRequest.chunk_generator(request, "resp-1", "deepseek-test")
+    proc = dr.StreamProcessor(gen, options)
+    pushes = []
+    response = dr.ChatCompletionResponse("resp-1", "deepseek-test", 0, 11, 4)
+    def record(label, out):
+        pushes.append([normalise(o.to_json()) for o in out])
+        for o in out:
+            response.accumulate(o)
+    record("ready", proc.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=11, prompt_cache_hit_tokens=4))))
+    for c in case["chunks"]:
+        if proc.finished:
+            break
+        record("text", proc.push(dr.InferenceChunk.text(c, 1)))
+    if case["finish"] and not proc.finished:
+        record("finish", proc.push(dr.InferenceChunk.finish(FINISH[case["finish"]])))
+    if not proc.finished:
+        record("end", proc.finish())
+    return pushes, CALL_ID.sub(r'"call_\1_ID"', response.to_json())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=4)
+    ap.add_argument("--out", default="tests/recipe/data/parse/chat_cases.jsonl")
+    ap.add_argument("--check")
+    args = ap.parse_args()
+    if args.check:
+        bad = 0
+        for line in open(args.check, encoding="utf-8"):
+            case = json.loads(line)
+            if list(run_oracle(case)) != [case["pushes"], case["response"]]:
+                bad += 1
+                print("differs:", case["name"])
+        print(f"{bad} cases differ from the live oracle")
+        sys.exit(1 if bad else 0)
+    rng = random.Random(args.seed)
+    with open(args.out, "w", encoding="utf-8") as f:
+        for i in range(args.count):
+            case = make_case(rng, i)
+            case["pushes"], case["response"] = run_oracle(case)
+            f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    main()
