@@ -293,7 +293,8 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
 
 void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
   if (stage_ == Stage::kFinished) {
-    AddIssue(OutputIssue::kContentAfterFinished);
+    // Text after a stop sequence is simply cut; after the tool-call block it is invalid output.
+    if (!stopped_by_sequence_) AddIssue(OutputIssue::kContentAfterFinished);
     return;
   }
   if (leading_) {

@@ -36,7 +36,7 @@ struct OutputDelta {
 // Model output the reference treats as invalid; it is dropped from the response and recorded here.
 enum class OutputIssue {
   kExtraThinkingEnd,       // `</think>` in the answer content
-  kContentAfterFinished,   // text after the tool-call block or a stop sequence
+  kContentAfterFinished,   // text after the tool-call block
   kInvalidUtf8,            // bytes that are not UTF-8 (replaced by U+FFFD)
 };
 
