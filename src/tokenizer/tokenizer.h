@@ -23,7 +23,8 @@
 
 namespace deepinfer {
 
-class TokenizerModel;  // the loaded vocabulary, merges and added tokens (tokenizer/model.h)
+class TokenizerModel;      // the loaded vocabulary, merges and added tokens (tokenizer/model.h)
+class AddedTokenMatcher;   // finds added-token spellings (tokenizer/added_tokens.h)
 
 // One element of a prompt: a control token (control_id >= 0) or plain text encoded with EncodeText.
 struct EncodePiece {
@@ -76,6 +77,7 @@ class Tokenizer {
  private:
   explicit Tokenizer(std::unique_ptr<TokenizerModel> model);
   std::unique_ptr<TokenizerModel> model_;
+  std::unique_ptr<AddedTokenMatcher> added_matcher_;
 };
 
 // Turns ids fed one at a time into text, emitting only complete UTF-8 code points and holding back an

@@ -1,0 +1,133 @@
+// deepinfer tokenize: text to token ids and back with a tokenizer.json.
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/mapped_file.h"
+#include "tokenizer/locate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: deepinfer tokenize [options] [TEXT...]\n\n"
+    "Encodes TEXT (the arguments joined by spaces), or --file, or standard input when neither is given,\n"
+    "and prints the token ids separated by spaces. Added-token spellings such as <｜User｜> in the text stay\n"
+    "plain text unless --special is given. Files are read as raw bytes (\\r\\n is kept).\n\n"
+    "  --tokenizer PATH  tokenizer.json, or a directory holding one (default: $DEEPINFER_TOKENIZER,\n"
+    "                    ./tokenizer.json, then the repository's shared DeepSeek-V3 tokenizer)\n"
+    "  --file PATH       read the input from PATH ('-' for standard input)\n"
+    "  --decode          the input is token ids (spaces, commas or a JSON array); print the text\n"
+    "  --skip-special    with --decode: drop special tokens\n"
+    "  --special         match added-token spellings in the text (Hugging Face encode behaviour)\n"
+    "  --json            print a JSON array of ids (or, with --decode, a JSON string)\n"
+    "  --count           print only the number of tokens\n";
+
+Result<std::vector<int32_t>> ParseIds(const std::string& input) {
+  std::vector<int32_t> ids;
+  std::string token;
+  auto flush = [&]() -> Status {
+    if (token.empty()) return Status::Ok();
+    char* end = nullptr;
+    long long v = std::strtoll(token.c_str(), &end, 10);
+    if (end == nullptr || *end != '\0' || v < 0 || v > INT32_MAX) {
+      return Status::InvalidArgument("not a token id: '" + token + "'");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    token.clear();
+    return Status::Ok();
+  };
+  for (char c : input) {
+    if (c == ' ' || c == ',' || c == '\n' || c == '\r' || c == '\t' || c == '[' || c == ']') {
+      DI_RETURN_IF_ERROR(flush());
+    } else {
+      token.push_back(c);
+    }
+  }
+  DI_RETURN_IF_ERROR(flush());
+  return ids;
+}
+
+int RunTokenize(const std::vector<std::string>& args) {
+  std::string tokenizer_hint, file, text;
+  bool decode = false, as_json = false, count = false, special = false, skip_special = false, have_text = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--tokenizer" || a == "--file") {
+      if (i + 1 >= args.size()) return UsageError("tokenize", a + " needs a value");
+      (a == "--tokenizer" ? tokenizer_hint : file) = args[++i];
+    } else if (a == "--decode") {
+      decode = true;
+    } else if (a == "--json") {
+      as_json = true;
+    } else if (a == "--count") {
+      count = true;
+    } else if (a == "--special") {
+      special = true;
+    } else if (a == "--skip-special") {
+      skip_special = true;
+    } else if (a == "--") {
+      for (++i; i < args.size(); ++i) text += (have_text ? " " : "") + args[i], have_text = true;
+    } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
+      return UsageError("tokenize", "unknown option '" + a + "'");
+    } else {
+      text += (have_text ? " " : "") + a;
+      have_text = true;
+    }
+  }
+  if (have_text && !file.empty()) return UsageError("tokenize", "give TEXT or --file, not both");
+  if (!have_text) {
+    if (file.empty() || file == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else {
+      Result<std::string> content = ReadFileToString(file);
+      if (!content.ok()) return Fail("tokenize", content.status().ToString());
+      text = std::move(*content);
+    }
+  }
+  Result<std::string> path = LocateTokenizerJson(tokenizer_hint);
+  if (!path.ok()) return Fail("tokenize", path.status().message());
+  Result<Tokenizer> tokenizer = Tokenizer::FromFile(*path);
+  if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status().ToString());
+
+  if (decode) {
+    Result<std::vector<int32_t>> ids = ParseIds(text);
+    if (!ids.ok()) return Fail("tokenize", ids.status().message());
+    for (int32_t id : *ids) {
+      if (static_cast<size_t>(id) >= tokenizer->vocab_size() || tokenizer->IdToToken(id).empty()) {
+        return Fail("tokenize", "token id " + std::to_string(id) + " is not in the vocabulary");
+      }
+    }
+    std::string decoded = tokenizer->Decode(*ids, skip_special);
+    if (as_json) {
+      std::printf("%s\n", nlohmann::json(decoded).dump().c_str());
+    } else {
+      std::fwrite(decoded.data(), 1, decoded.size(), stdout);
+    }
+    return 0;
+  }
+  std::vector<int32_t> ids = special ? tokenizer->EncodeWithAddedTokens(text) : tokenizer->EncodeText(text);
+  if (count) {
+    std::printf("%zu\n", ids.size());
+    return 0;
+  }
+  std::string out = as_json ? "[" : "";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += as_json ? ", " : " ";
+    out += std::to_string(ids[i]);
+  }
+  out += as_json ? "]\n" : "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+const CommandRegistration kRegistration({"tokenize", "text to token ids and back (tokenizer.json)", kUsage,
+                                         RunTokenize});
+
+}  // namespace
+}  // namespace deepinfer::cli
