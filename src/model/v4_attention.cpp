@@ -1,0 +1,179 @@
+// V4 attention: low-rank queries with per-head RMS normalisation, one shared K=V latent per token, RoPE on
+// the trailing channels, the sliding window plus (CSA) indexer-selected or (HCA) all compressed entries,
+// a per-head sink in the softmax denominator, inverse RoPE on the output and the grouped output projection.
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "kernels/elementwise.h"
+#include "kernels/linear.h"
+#include "model/v4_internal.h"
+
+namespace deepinfer::model::v4 {
+namespace {
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+// Runs one compressor over every row of the step, writing finished entries to the KV blocks.
+void RunCompressor(const Step& step, const BlockRef& block, const V4CompressorWeights& w, const float* x,
+                   bool index_compressor) {
+  const V4Config& c = *step.config;
+  const int64_t n = step.num_rows(), width = (w.overlapping ? 2 : 1) * w.head_dim;
+  std::vector<float> kv(static_cast<size_t>(n * width)), gate(static_cast<size_t>(n * width));
+  kernels::Linear(x, n, c.hidden_size, w.wkv, kv.data(), width);
+  kernels::Linear(x, n, c.hidden_size, w.wgate, gate.data(), width);
+  const int64_t offset = index_compressor ? step.layout->index_offset[block.layer] : step.layout->kv_offset[block.layer];
+  ThreadPool::Shared().ParallelFor(static_cast<int64_t>(step.chunks.size()), [&](int64_t begin, int64_t end) {
+    std::vector<float> entry(w.head_dim);
+    for (int64_t ci = begin; ci < end; ++ci) {
+      const ChunkRows& chunk = step.chunks[ci];
+      V4LayerState& ls = LayerState(chunk, block);
+      V4CompressorState& state = index_compressor ? ls.index_compressor : ls.compressor;
+      for (int64_t i = chunk.first_row; i < chunk.first_row + chunk.num_rows; ++i) {
+        const int64_t pos = step.rows[i].pos;
+        if (CompressorFeed(w, *step.compress_inv_freq, static_cast<float>(c.rms_norm_eps), state, pos,
+                           kv.data() + i * width, gate.data() + i * width, entry.data())) {
+          float* dst = CompressedEntry(step, chunk, w.ratio, offset, w.head_dim, pos / w.ratio);
+          std::copy(entry.begin(), entry.end(), dst);
+        }
+      }
+    }
+  }, 1);
+}
+
+}  // namespace
+
+void Attention(const Step& step, const BlockRef& block, const float* x, float* out) {
+  const V4Config& c = *step.config;
+  const V4AttentionWeights& w = block.weights->attention;
+  const int64_t n = step.num_rows(), d = c.hidden_size, h = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
+  const int64_t win = c.sliding_window, ql = c.q_lora_rank;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const std::vector<float>& inv_freq =
+      block.type == V4AttentionType::kSliding ? *step.main_inv_freq : *step.compress_inv_freq;
+  const int64_t half = rd / 2;
+
+  std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
+  kernels::Linear(x, n, d, w.wq_a, qr.data(), ql);
+  kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
+  kernels::Linear(qr.data(), n, ql, w.wq_b, q.data(), h * hd);
+  kernels::Linear(x, n, d, w.wkv, kv.data(), hd);
+  kernels::RmsNormRows(kv.data(), hd, w.kv_norm.data(), eps, n, hd, kv.data(), hd);
+  std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
+  for (int64_t i = 0; i < n; ++i) {
+    RopeAngles(inv_freq, step.rows[i].pos, cos.data() + i * half, sin.data() + i * half);
+    float* qi = q.data() + i * h * hd;
+    kernels::RmsNormRows(qi, hd, nullptr, eps, h, hd, qi, hd);
+    kernels::ApplyRope(qi, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
+                       kernels::RopeLayout::kInterleaved);
+    kernels::ApplyRope(kv.data() + i * hd, 1, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
+                       kernels::RopeLayout::kInterleaved);
+  }
+
+  // Compressed entries first: a query sees the entries of every window complete at its position.
+  const int64_t ratio = block.ratio;
+  const bool csa = block.type == V4AttentionType::kCsa;
+  if (w.compressor) RunCompressor(step, block, *w.compressor, x, false);
+  const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+  std::vector<float> iq, iw;
+  if (csa) {
+    RunCompressor(step, block, w.indexer->compressor, x, true);
+    iq.resize(static_cast<size_t>(n * ih * ihd));
+    iw.resize(static_cast<size_t>(n * ih));
+    kernels::Linear(qr.data(), n, ql, w.indexer->wq_b, iq.data(), ih * ihd);
+    kernels::Linear(x, n, d, w.indexer->weights_proj, iw.data(), ih);
+    const float weight_scale = 1.0f / std::sqrt(static_cast<float>(ih));
+    std::vector<float> icos(half), isin(half);
+    for (int64_t i = 0; i < n; ++i) {
+      RopeAngles(*step.compress_inv_freq, step.rows[i].pos, icos.data(), isin.data());
+      kernels::ApplyRope(iq.data() + i * ih * ihd, ih, ihd, ihd - rd, rd, icos.data(), isin.data(),
+                         kernels::RopeLayout::kInterleaved);
+      for (int64_t j = 0; j < ih; ++j) iw[i * ih + j] *= weight_scale;
+    }
+  }
+
+  std::vector<float> o(static_cast<size_t>(n * h * hd));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float index_scale = csa ? 1.0f / std::sqrt(static_cast<float>(ihd)) : 0.0f;
+  ThreadPool::Shared().ParallelFor(n, [&](int64_t begin, int64_t end) {
+    std::vector<const float*> keys;
+    std::vector<float> logits, scores;
+    std::vector<int32_t> picked;
+    for (int64_t i = begin; i < end; ++i) {
+      const Row& row = step.rows[i];
+      const ChunkRows& chunk = step.chunks[row.chunk];
+      const V4LayerState& ls = LayerState(chunk, block);
+      const int64_t p = row.pos;
+      keys.clear();
+      for (int64_t t = std::max<int64_t>(0, p - win + 1); t <= p; ++t) {
+        keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
+                                            : ls.ring.data() + (t % win) * hd);
+      }
+      if (ratio > 0) {
+        const int64_t count = (p + 1) / ratio;
+        const int64_t kv_offset = step.layout->kv_offset[block.layer];
+        if (!csa || count <= c.index_topk) {
+          for (int64_t t = 0; t < count; ++t) keys.push_back(CompressedEntry(step, chunk, ratio, kv_offset, hd, t));
+        } else {
+          const int64_t index_offset = step.layout->index_offset[block.layer];
+          const float* qi = iq.data() + i * ih * ihd;
+          const float* wi = iw.data() + i * ih;
+          scores.assign(static_cast<size_t>(count), 0.0f);
+          for (int64_t t = 0; t < count; ++t) {
+            const float* k = CompressedEntry(step, chunk, ratio, index_offset, ihd, t);
+            float acc = 0;
+            for (int64_t j = 0; j < ih; ++j) acc += std::max(Dot(qi + j * ihd, k, ihd), 0.0f) * index_scale * wi[j];
+            scores[t] = acc;
+          }
+          picked.resize(static_cast<size_t>(c.index_topk));
+          kernels::TopK(scores.data(), count, c.index_topk, picked.data(), nullptr);
+          for (int32_t t : picked) keys.push_back(CompressedEntry(step, chunk, ratio, kv_offset, hd, t));
+        }
+      }
+      const int64_t nk = static_cast<int64_t>(keys.size());
+      logits.resize(static_cast<size_t>(nk));
+      for (int64_t head = 0; head < h; ++head) {
+        const float* qh = q.data() + (i * h + head) * hd;
+        const float sink = w.sink[head];
+        float mx = sink;
+        for (int64_t t = 0; t < nk; ++t) {
+          logits[t] = Dot(qh, keys[t], hd) * scale;
+          mx = std::max(mx, logits[t]);
+        }
+        float den = std::exp(sink - mx);
+        for (int64_t t = 0; t < nk; ++t) den += logits[t] = std::exp(logits[t] - mx);
+        float* oh = o.data() + (i * h + head) * hd;
+        std::fill(oh, oh + hd, 0.0f);
+        for (int64_t t = 0; t < nk; ++t) {
+          const float pt = logits[t] / den;
+          const float* k = keys[t];
+          for (int64_t e = 0; e < hd; ++e) oh[e] += pt * k[e];
+        }
+      }
+      kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
+                         kernels::RopeLayout::kInterleaved, /*inverse=*/true);
+    }
+  }, 1);
+
+  // The window ring keeps the last `win` positions of each sequence.
+  for (const ChunkRows& chunk : step.chunks) {
+    V4LayerState& ls = LayerState(chunk, block);
+    if (ls.ring.empty()) ls.ring.assign(static_cast<size_t>(win * hd), 0.0f);
+    for (int64_t i = std::max<int64_t>(0, chunk.num_rows - win); i < chunk.num_rows; ++i) {
+      const int64_t pos = chunk.start_pos + i;
+      std::copy(kv.data() + (chunk.first_row + i) * hd, kv.data() + (chunk.first_row + i + 1) * hd,
+                ls.ring.data() + (pos % win) * hd);
+    }
+  }
+
+  const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
+  std::vector<float> low(static_cast<size_t>(n * groups * lr));
+  for (int64_t g = 0; g < groups; ++g)
+    kernels::Linear(o.data() + g * group_in, n, h * hd, w.wo_a_groups[g], low.data() + g * lr, groups * lr);
+  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d);
+}
+
+}  // namespace deepinfer::model::v4

@@ -1,0 +1,122 @@
+// mHC (manifold-constrained hyper-connections): the hc_mult residual streams, their per-site pre / post /
+// comb coefficients with the Sinkhorn projection, and the final hc_head collapse.
+#include <cmath>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "model/v4_internal.h"
+
+namespace deepinfer::model::v4 {
+namespace {
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// mixes[n, rows] = fn · (x / rms(x)) over the flattened streams of each row.
+std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n) {
+  const int64_t width = c.hc_mult * c.hidden_size;
+  std::vector<float> normed(static_cast<size_t>(n * width));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = streams + i * width;
+    double sum = 0;
+    for (int64_t k = 0; k < width; ++k) sum += static_cast<double>(x[k]) * x[k];
+    const float mean = static_cast<float>(sum / static_cast<double>(width));
+    const float r = 1.0f / std::sqrt(mean + static_cast<float>(c.rms_norm_eps));
+    for (int64_t k = 0; k < width; ++k) normed[i * width + k] = x[k] * r;
+  }
+  std::vector<float> mixes(static_cast<size_t>(n * w.fn_view.out_features));
+  kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), w.fn_view.out_features);
+  return mixes;
+}
+
+}  // namespace
+
+void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
+                        float* post, float* comb, float* collapsed) {
+  const int64_t hc = c.hc_mult, d = c.hidden_size, mix = (2 + hc) * hc;
+  const float eps = static_cast<float>(c.hc_eps);
+  std::vector<float> mixes = Mixes(c, w, streams, n);
+  std::vector<float> pre(hc);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* m = mixes.data() + i * mix;
+    float* po = post + i * hc;
+    float* cb = comb + i * hc * hc;
+    for (int64_t j = 0; j < hc; ++j) {
+      pre[j] = Sigmoid(m[j] * w.scale[0] + w.base[j]) + eps;
+      po[j] = 2.0f * Sigmoid(m[hc + j] * w.scale[1] + w.base[hc + j]);
+    }
+    // comb: softmax over each row, then Sinkhorn (column, then row/column rounds) towards doubly stochastic.
+    for (int64_t j = 0; j < hc; ++j) {
+      float* row = cb + j * hc;
+      float mx = -INFINITY;
+      for (int64_t k = 0; k < hc; ++k) {
+        row[k] = m[2 * hc + j * hc + k] * w.scale[2] + w.base[2 * hc + j * hc + k];
+        mx = std::max(mx, row[k]);
+      }
+      float sum = 0;
+      for (int64_t k = 0; k < hc; ++k) sum += row[k] = std::exp(row[k] - mx);
+      for (int64_t k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
+    }
+    auto normalise_columns = [&] {
+      for (int64_t k = 0; k < hc; ++k) {
+        float sum = 0;
+        for (int64_t j = 0; j < hc; ++j) sum += cb[j * hc + k];
+        for (int64_t j = 0; j < hc; ++j) cb[j * hc + k] /= sum + eps;
+      }
+    };
+    normalise_columns();
+    for (int64_t it = 1; it < c.hc_sinkhorn_iters; ++it) {
+      for (int64_t j = 0; j < hc; ++j) {
+        float sum = 0;
+        for (int64_t k = 0; k < hc; ++k) sum += cb[j * hc + k];
+        for (int64_t k = 0; k < hc; ++k) cb[j * hc + k] /= sum + eps;
+      }
+      normalise_columns();
+    }
+    const float* x = streams + i * hc * d;
+    float* y = collapsed + i * d;
+    for (int64_t e = 0; e < d; ++e) {
+      float acc = 0;
+      for (int64_t j = 0; j < hc; ++j) acc += pre[j] * x[j * d + e];
+      y[e] = acc;
+    }
+  }
+}
+
+void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
+                         float* streams) {
+  const int64_t hc = c.hc_mult, d = c.hidden_size;
+  std::vector<float> mixed(static_cast<size_t>(hc * d));
+  for (int64_t i = 0; i < n; ++i) {
+    float* x = streams + i * hc * d;
+    const float* cb = comb + i * hc * hc;
+    const float* po = post + i * hc;
+    const float* o = out + i * d;
+    for (int64_t k = 0; k < hc; ++k) {
+      for (int64_t e = 0; e < d; ++e) {
+        float acc = 0;
+        for (int64_t j = 0; j < hc; ++j) acc += cb[j * hc + k] * x[j * d + e];
+        mixed[k * d + e] = po[k] * o[e] + acc;
+      }
+    }
+    std::copy(mixed.begin(), mixed.end(), x);
+  }
+}
+
+void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
+                         float* out) {
+  const int64_t hc = c.hc_mult, d = c.hidden_size;
+  std::vector<float> mixes = Mixes(c, w, streams, n);
+  std::vector<float> pre(hc);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < hc; ++j)
+      pre[j] = Sigmoid(mixes[i * hc + j] * w.scale[0] + w.base[j]) + static_cast<float>(c.hc_eps);
+    const float* x = streams + i * hc * d;
+    for (int64_t e = 0; e < d; ++e) {
+      float acc = 0;
+      for (int64_t j = 0; j < hc; ++j) acc += pre[j] * x[j * d + e];
+      out[i * d + e] = acc;
+    }
+  }
+}
+
+}  // namespace deepinfer::model::v4

@@ -1,0 +1,88 @@
+// Internals of the DeepSeek-V4 forward pass shared by its source files (not part of the model API).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/causal_lm.h"
+#include "model/v4_config.h"
+#include "model/v4_model.h"
+#include "model/v4_state.h"
+#include "model/v4_weights.h"
+
+namespace deepinfer::model::v4 {
+
+// One token of the step: its id and absolute position, and the chunk it belongs to.
+struct Row {
+  int32_t token = 0;
+  int64_t pos = 0;
+  int32_t chunk = 0;
+};
+
+// One sequence's contiguous rows in the step.
+struct ChunkRows {
+  V4SequenceState* state = nullptr;
+  int64_t first_row = 0;
+  int64_t num_rows = 0;
+  int64_t start_pos = 0;
+};
+
+struct Step {
+  const V4Config* config = nullptr;
+  const V4BlockLayout* layout = nullptr;
+  KvBlockPool* pool = nullptr;
+  const std::vector<float>* main_inv_freq = nullptr;
+  const std::vector<float>* compress_inv_freq = nullptr;
+  std::vector<Row> rows;
+  std::vector<ChunkRows> chunks;
+  int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
+};
+
+// Which block runs: a main layer (its index addresses the KV block layout) or an MTP layer.
+struct BlockRef {
+  const V4BlockWeights* weights = nullptr;
+  V4AttentionType type = V4AttentionType::kSliding;
+  int64_t ratio = 0;
+  V4RouterType router = V4RouterType::kScore;
+  int64_t layer = 0;  // index into the state's layers (or mtp_layers)
+  bool mtp = false;
+};
+
+inline V4LayerState& LayerState(const ChunkRows& chunk, const BlockRef& block) {
+  return block.mtp ? chunk.state->mtp_layers[block.layer] : chunk.state->layers[block.layer];
+}
+
+// cos/sin of one position for a rope table (inv_freq.size() entries each), as transformers computes them:
+// angle = float(pos) · inv_freq in fp32.
+void RopeAngles(const std::vector<float>& inv_freq, int64_t pos, float* cos, float* sin);
+
+// mHC. Pre: from the streams [n, hc, d] of each row compute post [n, hc], comb [n, hc, hc] and the
+// collapsed input [n, d]. Post: streams ← post ⊗ out + combᵀ · streams.
+void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
+                        float* post, float* comb, float* collapsed);
+void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
+                         float* streams);
+// hc_head: collapses the streams [n, hc, d] to [n, d].
+void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
+                         float* out);
+
+// Attention sub-block on normalised inputs x [n, d]; writes out [n, d]. Feeds the compressors, writes
+// compressed entries to KV blocks and updates the window rings.
+void Attention(const Step& step, const BlockRef& block, const float* x, float* out);
+
+// Feeds one token's raw compressor projections (kv, gate: coff · head_dim each) at position `pos`; when it
+// completes a window, writes the finished entry (normalised, rotated) to `entry` and returns true.
+bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_freq, float eps,
+                    V4CompressorState& state, int64_t pos, const float* kv, const float* gate, float* entry);
+
+// The KV-block address of compressed entry `index` of a layer (offset = the layer's offset in a block).
+float* CompressedEntry(const Step& step, const ChunkRows& chunk, int64_t ratio, int64_t offset, int64_t width,
+                       int64_t index);
+
+// MoE sub-block on normalised inputs x [n, d]; writes out [n, d].
+void Moe(const Step& step, const BlockRef& block, const float* x, float* out);
+
+// A whole block (attention and MoE with their mHC sites) on the streams [n, hc, d].
+void Block(const Step& step, const BlockRef& block, float* streams);
+
+}  // namespace deepinfer::model::v4

@@ -1,0 +1,206 @@
+#include "model/v4_model.h"
+
+#include <unordered_set>
+
+#include "core/hf_config.h"
+#include "kernels/elementwise.h"
+#include "kernels/linear.h"
+#include "model/v4_internal.h"
+
+namespace deepinfer::model {
+
+namespace v4 {
+
+void Block(const Step& step, const BlockRef& block, float* streams) {
+  const V4Config& c = *step.config;
+  const V4BlockWeights& w = *block.weights;
+  const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  std::vector<float> post(static_cast<size_t>(n * hc)), comb(static_cast<size_t>(n * hc * hc));
+  std::vector<float> collapsed(static_cast<size_t>(n * d)), out(static_cast<size_t>(n * d));
+
+  HyperConnectionPre(c, w.attn_hc, streams, n, post.data(), comb.data(), collapsed.data());
+  kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
+  Attention(step, block, collapsed.data(), out.data());
+  HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
+
+  HyperConnectionPre(c, w.ffn_hc, streams, n, post.data(), comb.data(), collapsed.data());
+  kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
+  Moe(step, block, collapsed.data(), out.data());
+  HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
+}
+
+}  // namespace v4
+
+Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir) {
+  std::unique_ptr<V4Model> model(new V4Model());
+  DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
+  DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
+  DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
+  DI_ASSIGN_OR_RETURN(model->weights_, LoadV4Weights(model->checkpoint_, model->config_));
+  const V4Config& c = model->config_;
+  V4BlockLayout& layout = model->layout_;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int64_t r = c.compress_ratios[l];
+    layout.kv_offset.push_back(r ? layout.block_floats : -1);
+    if (r) layout.block_floats += kKvBlockTokens / r * c.head_dim;
+    const bool csa = c.attention_types[l] == V4AttentionType::kCsa;
+    layout.index_offset.push_back(csa ? layout.block_floats : -1);
+    if (csa) layout.block_floats += kKvBlockTokens / r * c.index_head_dim;
+  }
+  model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
+  model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
+  return model;
+}
+
+std::unique_ptr<SequenceState> V4Model::NewSequence() const {
+  auto state = std::make_unique<V4SequenceState>();
+  state->layers.resize(config_.num_layers);
+  state->mtp_layers.resize(weights_->mtp.size());
+  return state;
+}
+
+Status V4Model::Forward(std::span<const SequenceChunk> batch, KvBlockPool& pool, ForwardOutput* out) {
+  return Run(batch, {}, pool, out, nullptr);
+}
+
+Status V4Model::ForwardWithMtp(std::span<const SequenceChunk> batch,
+                               std::span<const std::span<const int32_t>> next_tokens, KvBlockPool& pool,
+                               ForwardOutput* out, std::vector<float>* mtp_logits) {
+  if (weights_->mtp.empty()) return Status::FailedPrecondition("the checkpoint has no MTP layer weights");
+  if (next_tokens.size() != batch.size())
+    return Status::InvalidArgument("ForwardWithMtp needs next tokens for every chunk");
+  if (mtp_logits == nullptr) return Status::InvalidArgument("ForwardWithMtp needs an output for MTP logits");
+  return Run(batch, next_tokens, pool, out, mtp_logits);
+}
+
+Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
+                    KvBlockPool& pool, ForwardOutput* out, std::vector<float>* mtp_logits) {
+  const V4Config& c = config_;
+  const bool with_mtp = mtp_logits != nullptr;
+  // Validate everything before any state changes.
+  if (layout_.block_floats > 0 && pool.block_floats() != layout_.block_floats)
+    return Status::InvalidArgument("KV block pool has blocks of " + std::to_string(pool.block_floats()) +
+                                   " floats; this model needs " + std::to_string(layout_.block_floats));
+  std::unordered_set<const SequenceState*> seen;
+  v4::Step step;
+  step.config = &c;
+  step.layout = &layout_;
+  step.pool = &pool;
+  step.main_inv_freq = &main_inv_freq_;
+  step.compress_inv_freq = &compress_inv_freq_;
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    const SequenceChunk& chunk = batch[ci];
+    const std::string where = "batch chunk " + std::to_string(ci);
+    auto* state = dynamic_cast<V4SequenceState*>(chunk.state);
+    if (state == nullptr || state->layers.size() != static_cast<size_t>(c.num_layers))
+      return Status::InvalidArgument(where + ": not a sequence state of this model");
+    if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
+    if (chunk.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
+    for (int32_t t : chunk.tokens) {
+      if (t < 0 || t >= c.vocab_size)
+        return Status::OutOfRange(where + ": token id " + std::to_string(t) + " outside the vocabulary");
+    }
+    const int64_t start = state->num_tokens(), len = static_cast<int64_t>(chunk.tokens.size());
+    if (layout_.block_floats > 0) {
+      const int64_t need = KvBlocksFor(start + len);
+      if (static_cast<int64_t>(state->block_table().size()) < need)
+        return Status::InvalidArgument(where + ": the block table covers " +
+                                       std::to_string(state->block_table().size()) + " blocks; positions up to " +
+                                       std::to_string(start + len) + " need " + std::to_string(need));
+      for (int64_t b = 0; b < need; ++b) {
+        const int32_t id = state->block_table()[b];
+        if (id < 0 || id >= pool.num_blocks())
+          return Status::OutOfRange(where + ": block id " + std::to_string(id) + " is not in the pool");
+      }
+    }
+    if (with_mtp) {
+      if (next_tokens[ci].size() != chunk.tokens.size())
+        return Status::InvalidArgument(where + ": next tokens and tokens differ in length");
+      for (int32_t t : next_tokens[ci]) {
+        if (t < 0 || t >= c.vocab_size)
+          return Status::OutOfRange(where + ": next token id " + std::to_string(t) + " outside the vocabulary");
+      }
+      if (state->mtp_tokens != start)
+        return Status::FailedPrecondition(where + ": the MTP layer has seen " + std::to_string(state->mtp_tokens) +
+                                          " positions, the sequence " + std::to_string(start));
+    }
+    v4::ChunkRows rows{state, step.num_rows(), len, start};
+    for (int64_t i = 0; i < len; ++i)
+      step.rows.push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
+    step.chunks.push_back(rows);
+  }
+
+  const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, v = c.vocab_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  std::vector<float> streams(static_cast<size_t>(n * hc * d));
+  for (int64_t i = 0; i < n; ++i) {
+    float* s = streams.data() + i * hc * d;
+    EmbeddingRow(*weights_->embed, step.rows[i].token, d, s);
+    for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    v4::BlockRef block{&weights_->layers[l], c.attention_types[l], c.compress_ratios[l], c.router_types[l], l, false};
+    v4::Block(step, block, streams.data());
+  }
+
+  // Logits for the rows asked for.
+  out->vocab_size = v;
+  out->first_row.assign(batch.size(), 0);
+  out->num_rows.assign(batch.size(), 0);
+  std::vector<int64_t> wanted;
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    const v4::ChunkRows& chunk = step.chunks[ci];
+    out->first_row[ci] = static_cast<int64_t>(wanted.size());
+    if (batch[ci].logits == LogitsWanted::kLast) {
+      wanted.push_back(chunk.first_row + chunk.num_rows - 1);
+    } else if (batch[ci].logits == LogitsWanted::kAll) {
+      for (int64_t i = 0; i < chunk.num_rows; ++i) wanted.push_back(chunk.first_row + i);
+    }
+    out->num_rows[ci] = static_cast<int64_t>(wanted.size()) - out->first_row[ci];
+  }
+  auto head = [&](const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm, const float* rows_streams,
+                  int64_t m, std::vector<float>* logits) {
+    std::vector<float> y(static_cast<size_t>(m * d));
+    v4::HyperConnectionHead(c, hc_head, rows_streams, m, y.data());
+    kernels::RmsNormRows(y.data(), d, norm.data(), eps, m, d, y.data(), d);
+    logits->resize(static_cast<size_t>(m * v));
+    kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v);
+  };
+  const int64_t m = static_cast<int64_t>(wanted.size());
+  std::vector<float> picked(static_cast<size_t>(m * hc * d));
+  for (int64_t r = 0; r < m; ++r)
+    std::copy(streams.data() + wanted[r] * hc * d, streams.data() + (wanted[r] + 1) * hc * d,
+              picked.data() + r * hc * d);
+  head(weights_->hc_head, weights_->norm, picked.data(), m, &out->logits);
+
+  if (with_mtp) {
+    // x = e_proj(enorm(embed(next))) broadcast over the streams + h_proj(hnorm(stream)), then one block.
+    const V4MtpWeights& mw = weights_->mtp[0];
+    std::vector<float> e(static_cast<size_t>(n * d)), ep(static_cast<size_t>(n * d));
+    int64_t row = 0;
+    for (size_t ci = 0; ci < batch.size(); ++ci) {
+      for (int32_t t : next_tokens[ci]) EmbeddingRow(*weights_->embed, t, d, e.data() + (row++) * d);
+    }
+    kernels::RmsNormRows(e.data(), d, mw.enorm.data(), eps, n, d, e.data(), d);
+    kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d);
+    std::vector<float> hn(static_cast<size_t>(n * hc * d)), x(static_cast<size_t>(n * hc * d));
+    kernels::RmsNormRows(streams.data(), d, mw.hnorm.data(), eps, n * hc, d, hn.data(), d);
+    kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hc; ++j)
+        for (int64_t k = 0; k < d; ++k) x[(i * hc + j) * d + k] += ep[i * d + k];
+    v4::BlockRef block{&mw.block, c.mtp_attention_type, 0, V4RouterType::kScore, 0, true};
+    v4::Block(step, block, x.data());
+    head(mw.hc_head, mw.norm, x.data(), n, mtp_logits);
+  }
+
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    auto* state = static_cast<V4SequenceState*>(batch[ci].state);
+    if (with_mtp) state->mtp_tokens += static_cast<int64_t>(batch[ci].tokens.size());
+    state->Advance(static_cast<int64_t>(batch[ci].tokens.size()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace deepinfer::model

@@ -1,0 +1,89 @@
+// V4 mixture of experts: sqrt(softplus) (or sigmoid) router scores, experts chosen by a token-id table
+// (hash layers) or by top-k of score + bias, weights renormalised and scaled, clamped SwiGLU experts, plus
+// the shared expert.
+#include <cmath>
+
+#include "kernels/elementwise.h"
+#include "kernels/linear.h"
+#include "model/v4_internal.h"
+
+namespace deepinfer::model::v4 {
+namespace {
+
+float Score(const std::string& func, float logit) {
+  if (func == "sigmoid") return 1.0f / (1.0f + std::exp(-logit));
+  // softplus as torch computes it (linear above 20), then sqrt.
+  const float softplus = logit > 20.0f ? logit : std::log1p(std::exp(logit));
+  return std::sqrt(softplus);
+}
+
+// out[n, d] = down(swiglu(gate(x), up(x))) for the rows of x.
+void Expert(const V4Config& c, const V4ExpertWeights& w, const float* x, int64_t n, float* out) {
+  const int64_t d = c.hidden_size, inter = w.w1.out_features;
+  std::vector<float> g(static_cast<size_t>(n * inter)), u(static_cast<size_t>(n * inter));
+  kernels::Linear(x, n, d, w.w1, g.data(), inter);
+  kernels::Linear(x, n, d, w.w3, u.data(), inter);
+  kernels::SwiGlu(g.data(), u.data(), n * inter, static_cast<float>(c.swiglu_limit), g.data());
+  kernels::Linear(g.data(), n, inter, w.w2, out, d);
+}
+
+}  // namespace
+
+void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
+  const V4Config& c = *step.config;
+  const V4MoeWeights& w = block.weights->moe;
+  const int64_t n = step.num_rows(), d = c.hidden_size, e = c.n_routed_experts, k = c.num_experts_per_tok;
+
+  std::vector<float> logits(static_cast<size_t>(n * e));
+  kernels::Linear(x, n, d, w.gate, logits.data(), e);
+  std::vector<int32_t> chosen(static_cast<size_t>(n * k));
+  std::vector<float> weights(static_cast<size_t>(n * k));
+  std::vector<float> scores(e), biased(e);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < e; ++j) scores[j] = Score(c.scoring_func, logits[i * e + j]);
+    int32_t* sel = chosen.data() + i * k;
+    if (block.router == V4RouterType::kHash) {
+      const int32_t* row = w.tid2eid.data() + static_cast<int64_t>(step.rows[i].token) * k;
+      std::copy(row, row + k, sel);
+    } else {
+      for (int64_t j = 0; j < e; ++j) biased[j] = scores[j] + w.gate_bias[j];
+      kernels::TopK(biased.data(), e, k, sel, nullptr);
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += scores[sel[j]];
+    for (int64_t j = 0; j < k; ++j)
+      weights[i * k + j] = scores[sel[j]] / (sum + 1e-20f) * static_cast<float>(c.routed_scaling_factor);
+  }
+
+  // Routed experts, in increasing expert order, each over the rows routed to it.
+  std::vector<float> routed(static_cast<size_t>(n * d), 0.0f);
+  std::vector<float> gathered, result;
+  std::vector<int64_t> rows;
+  std::vector<float> row_weights;
+  for (int64_t ex = 0; ex < e; ++ex) {
+    rows.clear();
+    row_weights.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (chosen[i * k + j] == ex) {
+          rows.push_back(i);
+          row_weights.push_back(weights[i * k + j]);
+        }
+      }
+    }
+    if (rows.empty()) continue;
+    const int64_t m = static_cast<int64_t>(rows.size());
+    gathered.resize(static_cast<size_t>(m * d));
+    result.resize(static_cast<size_t>(m * d));
+    for (int64_t r = 0; r < m; ++r) std::copy(x + rows[r] * d, x + (rows[r] + 1) * d, gathered.data() + r * d);
+    Expert(c, w.experts[ex], gathered.data(), m, result.data());
+    for (int64_t r = 0; r < m; ++r) {
+      float* dst = routed.data() + rows[r] * d;
+      for (int64_t t = 0; t < d; ++t) dst[t] += result[r * d + t] * row_weights[r];
+    }
+  }
+  Expert(c, w.shared, x, n, out);
+  for (int64_t i = 0; i < n * d; ++i) out[i] = routed[i] + out[i];
+}
+
+}  // namespace deepinfer::model::v4
