@@ -114,6 +114,126 @@ TEST_P(V4Forward, ChunkedPrefillAndDecodeMatchReference) {
   }
 }
 
+// Every row's result is computed by the same operations whatever the chunking or the batch, so rows are
+// bit-identical, not merely close.
+TEST_P(V4Forward, ChunkingAndBatchingDoNotChangeBits) {
+  Reference ref(GetParam());
+  ASSERT_TRUE(ref.ok());
+  Runner run(GetParam(), 512);
+  ASSERT_TRUE(run.model);
+  const int64_t v = run.model->vocab_size();
+  const int n = ref.NumSequences();
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> alone;
+  for (int s = 0; s < n; ++s) {
+    tokens.push_back(ref.Ints("seq" + std::to_string(s) + ".tokens"));
+    alone.push_back(run.RunChunked(tokens.back(), {static_cast<int64_t>(tokens.back().size())}));
+  }
+  // All sequences advance together: each step gives sequence s a chunk of sizes[s][step % ...] tokens
+  // (single decode tokens beside prefill chunks), until every sequence is done.
+  const std::vector<std::vector<int64_t>> sizes = {{3, 1, 1, 8}, {1}, {11, 1, 4}};
+  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<size_t> at(n, 0);
+  std::vector<std::vector<float>> got(n);
+  for (int s = 0; s < n; ++s) states.push_back(run.model->NewSequence());
+  for (int step = 0;; ++step) {
+    std::vector<SequenceChunk> batch;
+    std::vector<int> who;
+    for (int s = 0; s < n; ++s) {
+      if (at[s] == tokens[s].size()) continue;
+      const auto& sz = sizes[s % sizes.size()];
+      const int64_t len = std::min<int64_t>(sz[step % sz.size()], tokens[s].size() - at[s]);
+      run.Reserve(*states[s], len);
+      batch.push_back({states[s].get(), std::span(tokens[s]).subspan(at[s], len), LogitsWanted::kAll});
+      who.push_back(s);
+      at[s] += len;
+    }
+    if (batch.empty()) break;
+    ForwardOutput out;
+    ASSERT_TRUE(run.model->Forward(batch, run.pool, &out).ok());
+    for (size_t b = 0; b < batch.size(); ++b) {
+      ASSERT_EQ(out.num_rows[b], static_cast<int64_t>(batch[b].tokens.size()));
+      got[who[b]].insert(got[who[b]].end(), out.row(b), out.row(b) + out.num_rows[b] * v);
+    }
+  }
+  for (int s = 0; s < n; ++s) {
+    ASSERT_EQ(got[s].size(), alone[s].size());
+    for (size_t i = 0; i < got[s].size(); ++i)
+      ASSERT_EQ(got[s][i], alone[s][i]) << "sequence " << s << " position " << i / v;
+  }
+}
+
+TEST_P(V4Forward, LastPositionLogitsEqualTheLastRowOfAll) {
+  Reference ref(GetParam());
+  ASSERT_TRUE(ref.ok());
+  Runner run(GetParam());
+  ASSERT_TRUE(run.model);
+  const int64_t v = run.model->vocab_size();
+  std::vector<int32_t> tokens = ref.Ints("seq0.tokens");
+  std::vector<float> want = ref.Floats("seq0.logits");
+  auto state = run.model->NewSequence();
+  run.Reserve(*state, tokens.size());
+  SequenceChunk chunk{state.get(), tokens, LogitsWanted::kLast};
+  ForwardOutput out;
+  ASSERT_TRUE(run.model->Forward(std::span(&chunk, 1), run.pool, &out).ok());
+  ASSERT_EQ(out.logits.size(), static_cast<size_t>(v));
+  EXPECT_TRUE(RowClose(out.row(0), want.data() + (tokens.size() - 1) * v, v, "last position"));
+}
+
+TEST_P(V4Forward, GreedyContinuationIsIdentical) {
+  Reference ref(GetParam());
+  ASSERT_TRUE(ref.ok());
+  Runner run(GetParam(), 64);
+  ASSERT_TRUE(run.model);
+  const int64_t v = run.model->vocab_size();
+  std::vector<int32_t> prompt = ref.Ints("greedy.prompt");
+  std::vector<int32_t> want = ref.Ints("greedy.output");
+  auto state = run.model->NewSequence();
+  std::vector<int32_t> next(prompt);
+  std::vector<int32_t> got;
+  while (got.size() < want.size()) {
+    run.Reserve(*state, next.size());
+    SequenceChunk chunk{state.get(), next, LogitsWanted::kLast};
+    ForwardOutput out;
+    ASSERT_TRUE(run.model->Forward(std::span(&chunk, 1), run.pool, &out).ok());
+    const float* row = out.row(0);
+    const int32_t token = static_cast<int32_t>(std::max_element(row, row + v) - row);
+    got.push_back(token);
+    next.assign(1, token);
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST_P(V4Forward, MtpMatchesReference) {
+  Reference ref(GetParam());
+  ASSERT_TRUE(ref.ok());
+  Runner run(GetParam());
+  ASSERT_TRUE(run.model);
+  ASSERT_TRUE(run.model->has_mtp());
+  const int64_t v = run.model->vocab_size();
+  std::vector<int32_t> tokens = ref.Ints("mtp.tokens");
+  std::vector<float> want = ref.Floats("mtp.logits");
+  // Positions 0..T-2, each with the token that follows it; run in two uneven chunks.
+  const size_t total = tokens.size() - 1, first = total / 3;
+  auto state = run.model->NewSequence();
+  std::vector<float> got;
+  for (auto [begin, end] : {std::pair{size_t{0}, first}, std::pair{first, total}}) {
+    std::span<const int32_t> chunk_tokens = std::span(tokens).subspan(begin, end - begin);
+    std::span<const int32_t> next = std::span(tokens).subspan(begin + 1, end - begin);
+    run.Reserve(*state, chunk_tokens.size());
+    SequenceChunk chunk{state.get(), chunk_tokens, LogitsWanted::kNone};
+    ForwardOutput out;
+    std::vector<float> mtp;
+    Status s = run.model->ForwardWithMtp(std::span(&chunk, 1), std::span(&next, 1), run.pool, &out, &mtp);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(out.logits.empty());
+    got.insert(got.end(), mtp.begin(), mtp.end());
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t t = 0; t < total; ++t)
+    EXPECT_TRUE(RowClose(got.data() + t * v, want.data() + t * v, v, "MTP position " + std::to_string(t)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, V4Forward, ::testing::ValuesIn(FixtureNames()));
 
 }  // namespace
