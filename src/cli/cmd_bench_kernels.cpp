@@ -79,7 +79,8 @@ BenchWeight MakeWeight(WeightFormat format, const Shape& shape, uint64_t seed) {
       b.data = AlignedBuffer(static_cast<size_t>(elements / 2));
       for (int64_t i = 0; i < elements / 2; ++i) b.data.data()[i] = static_cast<uint8_t>(NextRandom(state));
       b.scales = AlignedBuffer(static_cast<size_t>(elements / 32));
-      for (int64_t i = 0; i < elements / 32; ++i) b.scales.data()[i] = static_cast<uint8_t>(120 + NextRandom(state) % 8);
+      for (int64_t i = 0; i < elements / 32; ++i)
+        b.scales.data()[i] = static_cast<uint8_t>(120 + NextRandom(state) % 8);
       break;
     }
   }
@@ -90,10 +91,14 @@ BenchWeight MakeWeight(WeightFormat format, const Shape& shape, uint64_t seed) {
 
 const char* FormatName(WeightFormat f) {
   switch (f) {
-    case WeightFormat::kF32: return "F32";
-    case WeightFormat::kBF16: return "BF16";
-    case WeightFormat::kFP8Block: return "FP8";
-    case WeightFormat::kMXFP4: return "MXFP4";
+    case WeightFormat::kF32:
+      return "F32";
+    case WeightFormat::kBF16:
+      return "BF16";
+    case WeightFormat::kFP8Block:
+      return "FP8";
+    case WeightFormat::kMXFP4:
+      return "MXFP4";
   }
   return "?";
 }
@@ -108,12 +113,11 @@ struct Config {
 };
 
 // Seconds per call, cycling through `weights` so that GEMV streams from memory rather than from cache.
-double TimeLinear(const Config& config, const std::vector<BenchWeight>& weights, const float* x, int64_t m,
-                  float* y) {
+double TimeLinear(const Config& config, const std::vector<BenchWeight>& weights, const float* x, int64_t m, float* y) {
   const WeightView& first = weights[0].view;
   auto call = [&](size_t i) {
-    kernels::LinearWithIsa(config.isa, x, m, first.in_features, weights[i % weights.size()].view, y,
-                           first.out_features, config.options, &ThreadPool::Shared());
+    kernels::LinearWithIsa(config.isa, x, m, first.in_features, weights[i % weights.size()].view, y, first.out_features,
+                           config.options, &ThreadPool::Shared());
   };
   call(0);  // warm-up
   Stopwatch total;
@@ -135,8 +139,8 @@ int RunBenchKernels(const std::vector<std::string>& args) {
     if (a == "--isa" && i + 1 < args.size()) {
       const std::string name = args[++i];
       bool found = false;
-      for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512,
-                               kernels::Isa::kAvx512Bf16}) {
+      for (kernels::Isa isa :
+           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kAvx512Bf16}) {
         if (kernels::IsaName(isa) == name) {
           config.isa = isa;
           found = true;
@@ -168,13 +172,13 @@ int RunBenchKernels(const std::vector<std::string>& args) {
               config.options.precision == kernels::LinearPrecision::kExact ? "exact fp32" : "bf16 activations");
   const BandwidthResult bandwidth = MeasureMemoryBandwidth();
   const FlopsResult flops = MeasurePeakFlops();
-  const bool bf16_peak = config.options.precision == kernels::LinearPrecision::kBf16Activations &&
-                         flops.bf16_gflops > 0;
+  const bool bf16_peak =
+      config.options.precision == kernels::LinearPrecision::kBf16Activations && flops.bf16_gflops > 0;
   const double peak = bf16_peak ? flops.bf16_gflops : flops.fp32_gflops;
   std::printf("measured: memory read %.1f GB/s, peak %s %.1f GFLOP/s\n\n", bandwidth.read_gbps,
               bf16_peak ? "bf16 dot" : "fp32 FMA", peak);
-  std::printf("%-6s %-14s %5s %10s %9s %7s %10s %7s\n", "format", "shape (out,in)", "m", "ms/call", "GB/s",
-              "of bw", "GFLOP/s", "of pk");
+  std::printf("%-6s %-14s %5s %10s %9s %7s %10s %7s\n", "format", "shape (out,in)", "m", "ms/call", "GB/s", "of bw",
+              "GFLOP/s", "of pk");
 
   const Shape shapes[] = {{"expert", 2048, 4096}, {"dense", 8192, 4096}};
   for (WeightFormat format : config.formats) {

@@ -20,8 +20,8 @@ void RmsNorm(const float* x, const float* weight, float eps, int64_t n, float* o
   }
 }
 
-void RmsNormRows(const float* x, int64_t x_stride, const float* weight, float eps, int64_t rows, int64_t n,
-                 float* out, int64_t out_stride) {
+void RmsNormRows(const float* x, int64_t x_stride, const float* weight, float eps, int64_t rows, int64_t n, float* out,
+                 int64_t out_stride) {
   for (int64_t r = 0; r < rows; ++r) RmsNorm(x + r * x_stride, weight, eps, n, out + r * out_stride);
 }
 
@@ -62,8 +62,8 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void ApplyRope(float* x, int64_t count, int64_t stride, int64_t offset, int64_t dim, const float* cos,
-               const float* sin, RopeLayout layout, bool inverse) {
+void ApplyRope(float* x, int64_t count, int64_t stride, int64_t offset, int64_t dim, const float* cos, const float* sin,
+               RopeLayout layout, bool inverse) {
   const int64_t half = dim / 2;
   const int64_t pair_step = layout == RopeLayout::kInterleaved ? 2 : 1;
   const int64_t partner = layout == RopeLayout::kInterleaved ? 1 : half;

@@ -10,8 +10,8 @@ namespace deepinfer::kernels {
 // The sum of squares is accumulated in double. out may equal x.
 void RmsNorm(const float* x, const float* weight, float eps, int64_t n, float* out);
 // The same over `rows` rows with the given strides.
-void RmsNormRows(const float* x, int64_t x_stride, const float* weight, float eps, int64_t rows, int64_t n,
-                 float* out, int64_t out_stride);
+void RmsNormRows(const float* x, int64_t x_stride, const float* weight, float eps, int64_t rows, int64_t n, float* out,
+                 int64_t out_stride);
 
 // x[i] = x[i] * sigmoid(x[i]).
 void Silu(float* x, int64_t n);
@@ -32,8 +32,8 @@ enum class RopeLayout {
 // whose cosines and sines are cos[i], sin[i], i < dim/2 (one position's table):
 //   (a, b) -> (a·cos - b·sin, a·sin + b·cos), or with `inverse` the opposite rotation
 //   (a, b) -> (a·cos + b·sin, -a·sin + b·cos).
-void ApplyRope(float* x, int64_t count, int64_t stride, int64_t offset, int64_t dim, const float* cos,
-               const float* sin, RopeLayout layout, bool inverse = false);
+void ApplyRope(float* x, int64_t count, int64_t stride, int64_t offset, int64_t dim, const float* cos, const float* sin,
+               RopeLayout layout, bool inverse = false);
 
 // The k largest values of row[0..n) in descending order, ties broken by the smaller index; NaNs rank
 // below every number. Writes k indices (and values, if non-null). k must be ≤ n.

@@ -7,10 +7,14 @@ namespace deepinfer::kernels {
 bool IsaSupported(Isa isa) {
   const CpuFeatures& cpu = GetCpuFeatures();
   switch (isa) {
-    case Isa::kScalar: return true;
-    case Isa::kAvx2: return cpu.has_avx2_set();
-    case Isa::kAvx512: return cpu.has_avx512_set();
-    case Isa::kAvx512Bf16: return cpu.has_avx512bf16_set();
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return cpu.has_avx2_set();
+    case Isa::kAvx512:
+      return cpu.has_avx512_set();
+    case Isa::kAvx512Bf16:
+      return cpu.has_avx512bf16_set();
   }
   return false;
 }
@@ -27,10 +31,14 @@ Isa BestIsa() {
 
 std::string_view IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx512Bf16: return "avx512bf16";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "unknown";
 }

@@ -18,16 +18,35 @@ namespace {
   std::abort();
 }
 
-cpu::LinearRangeFn KernelFor(Isa isa, LinearPrecision precision, WeightFormat format) {
+// kBf16Activations needs weights whose dequantised values are exact in bf16: BF16, MXFP4, and FP8 with
+// power-of-two (UE8M0) scales.
+bool WeightsExactInBf16(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return false;
+    case WeightFormat::kBF16:
+      return true;
+    case WeightFormat::kFP8Block:
+      return w.scale_format == ScaleFormat::kUE8M0;
+    case WeightFormat::kMXFP4:
+      return true;
+  }
+  return false;
+}
+
+cpu::LinearRangeFn KernelFor(Isa isa, LinearPrecision precision, const WeightView& w) {
   switch (isa) {
     case Isa::kAvx512Bf16:
-      if (precision == LinearPrecision::kBf16Activations && format != WeightFormat::kF32) {
+      if (precision == LinearPrecision::kBf16Activations && WeightsExactInBf16(w)) {
         return cpu::LinearRangeAvx512Bf16;
       }
       return cpu::LinearRangeAvx512;
-    case Isa::kAvx512: return cpu::LinearRangeAvx512;
-    case Isa::kAvx2: return cpu::LinearRangeAvx2;
-    case Isa::kScalar: return cpu::LinearRangeScalar;
+    case Isa::kAvx512:
+      return cpu::LinearRangeAvx512;
+    case Isa::kAvx2:
+      return cpu::LinearRangeAvx2;
+    case Isa::kScalar:
+      return cpu::LinearRangeScalar;
   }
   return cpu::LinearRangeScalar;
 }
@@ -44,7 +63,8 @@ Status ValidateWeightView(const WeightView& w) {
   }
   switch (w.format) {
     case WeightFormat::kF32:
-    case WeightFormat::kBF16: return Status::Ok();
+    case WeightFormat::kBF16:
+      return Status::Ok();
     case WeightFormat::kFP8Block:
       if (w.block_out <= 0 || w.block_in <= 0) return Status::InvalidArgument("FP8 block shape must be positive");
       if (w.scales == nullptr) return Status::InvalidArgument("FP8 weight without scales");
@@ -63,14 +83,17 @@ Status ValidateWeightView(const WeightView& w) {
 int64_t WeightBytes(const WeightView& w) {
   const int64_t elements = w.out_features * w.in_features;
   switch (w.format) {
-    case WeightFormat::kF32: return elements * 4;
-    case WeightFormat::kBF16: return elements * 2;
+    case WeightFormat::kF32:
+      return elements * 4;
+    case WeightFormat::kBF16:
+      return elements * 2;
     case WeightFormat::kFP8Block: {
-      const int64_t blocks = ((w.out_features + w.block_out - 1) / w.block_out) *
-                             ((w.in_features + w.block_in - 1) / w.block_in);
+      const int64_t blocks =
+          ((w.out_features + w.block_out - 1) / w.block_out) * ((w.in_features + w.block_in - 1) / w.block_in);
       return elements + blocks * (w.scale_format == ScaleFormat::kF32 ? 4 : 1);
     }
-    case WeightFormat::kMXFP4: return elements / 2 + elements / 32;
+    case WeightFormat::kMXFP4:
+      return elements / 2 + elements / 32;
   }
   return 0;
 }
@@ -88,7 +111,7 @@ void LinearWithIsa(Isa isa, const float* x, int64_t m, int64_t x_stride, const W
   task.y = y;
   task.y_stride = y_stride;
   task.accumulate = options.accumulate;
-  const cpu::LinearRangeFn kernel = KernelFor(isa, options.precision, w.format);
+  const cpu::LinearRangeFn kernel = KernelFor(isa, options.precision, w);
 
   std::vector<uint16_t> x_bf16;
   if (kernel == cpu::LinearRangeAvx512Bf16) {
@@ -110,7 +133,8 @@ void LinearWithIsa(Isa isa, const float* x, int64_t m, int64_t x_stride, const W
   const int64_t target_chunks = int64_t{4} * pool->size();
   int64_t grain = (n + target_chunks - 1) / target_chunks;
   grain = std::max<int64_t>(16, (grain + 15) / 16 * 16);
-  pool->ParallelFor(n, [&](int64_t begin, int64_t end) { kernel(task, begin, end); }, grain);
+  pool->ParallelFor(
+      n, [&](int64_t begin, int64_t end) { kernel(task, begin, end); }, grain);
 }
 
 void Linear(const float* x, int64_t m, int64_t x_stride, const WeightView& w, float* y, int64_t y_stride,

@@ -52,7 +52,7 @@ struct WeightView {
   // MXFP4: [out, in/32] E8M0 bytes (scale_format is ignored and always E8M0).
   const void* scales = nullptr;
   ScaleFormat scale_format = ScaleFormat::kF32;
-  int64_t block_out = 128, block_in = 128;  // FP8 block shape
+  int64_t block_out = 128, block_in = 128;            // FP8 block shape
   NibbleOrder nibble_order = NibbleOrder::kLowFirst;  // MXFP4 only
 };
 
@@ -69,8 +69,8 @@ enum class LinearPrecision {
   // the products are summed by vdpbf16ps (pairs of products per fp32 lane, denormals flushed). For BF16,
   // FP8 and MXFP4 weights the weight values themselves are exact in bf16 (scales are applied in fp32 per
   // block), so the only rounding beyond fp32 accumulation is that of x (relative error ≤ 2^-9 per element).
-  // Still batch invariant and deterministic, but not equal to kExact. Without AVX512_BF16 (or for F32
-  // weights) it falls back to kExact.
+  // Still batch invariant and deterministic, but not equal to kExact. Without AVX512_BF16, and for F32
+  // weights or FP8 weights with F32 scales (whose dequantised values are not exact in bf16), it is kExact.
   kBf16Activations,
 };
 

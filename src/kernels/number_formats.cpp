@@ -75,7 +75,7 @@ namespace number_tables {
 extern const std::array<float, 256> kFp8E4M3 = MakeE4M3();
 extern const std::array<float, 256> kFp8E5M2 = MakeE5M2();
 extern const std::array<float, 16> kE2M1 = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+                                            -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 extern const std::array<float, 256> kE8M0 = MakeE8M0();
 }  // namespace number_tables
 

@@ -33,9 +33,8 @@ struct Shape {
 };
 
 // Odd sizes on purpose: tails of the 16-lane reduction, partial FP8 blocks, tiny and single-row cases.
-const Shape kShapes[] = {{1, 1, 1},    {1, 17, 33},  {2, 5, 64},    {3, 31, 127}, {5, 16, 128},
-                         {7, 33, 200}, {8, 129, 96}, {13, 40, 257}, {33, 23, 320}, {16, 70, 512},
-                         {4, 3, 1000}, {20, 48, 48}};
+const Shape kShapes[] = {{1, 1, 1},    {1, 17, 33},   {2, 5, 64},    {3, 31, 127},  {5, 16, 128}, {7, 33, 200},
+                         {8, 129, 96}, {13, 40, 257}, {33, 23, 320}, {16, 70, 512}, {4, 3, 1000}, {20, 48, 48}};
 
 struct FormatCase {
   WeightFormat format;
@@ -55,9 +54,7 @@ std::vector<FormatCase> FormatCases() {
   return cases;
 }
 
-int64_t AdjustIn(WeightFormat format, int64_t in) {
-  return format == WeightFormat::kMXFP4 ? (in + 31) / 32 * 32 : in;
-}
+int64_t AdjustIn(WeightFormat format, int64_t in) { return format == WeightFormat::kMXFP4 ? (in + 31) / 32 * 32 : in; }
 
 // Σ_k x·w in double, and Σ_k |x·w| for the error bound.
 void Reference(const float* x, const TestWeight& w, int64_t n, double* value, double* magnitude) {
@@ -110,8 +107,10 @@ TEST(LinearTest, MatchesReferenceOnEveryFormatShapeAndIsa) {
           }
         }
         // Every ISA computes the same canonical order, so results agree bit for bit.
-        if (isa == Isa::kScalar) scalar_result = y;
-        else EXPECT_TRUE(BitEqual(y, scalar_result)) << "differs from the scalar kernel";
+        if (isa == Isa::kScalar)
+          scalar_result = y;
+        else
+          EXPECT_TRUE(BitEqual(y, scalar_result)) << "differs from the scalar kernel";
       }
     }
   }
@@ -143,27 +142,33 @@ TEST(LinearTest, BatchInvariance) {
     const TestWeight w = MakeTestWeight(fc.format, out, in, 7, fc.options);
     const std::vector<float> x = RandomVector(static_cast<size_t>(rows * in), 8);
     for (Isa isa : IsasToTest()) {
-      SCOPED_TRACE(fc.name + " isa=" + std::string(IsaName(isa)));
-      // Each row alone, single-threaded.
-      std::vector<float> alone(static_cast<size_t>(rows * out));
-      for (int64_t i = 0; i < rows; ++i) {
-        LinearWithIsa(isa, x.data() + i * in, 1, in, w.view, alone.data() + i * out, out, {}, nullptr);
-      }
-      // Every prefix batch size m, every pool; the rows reversed so that each row moves position.
-      std::vector<float> reversed_x(x.size());
-      for (int64_t i = 0; i < rows; ++i) {
-        std::memcpy(reversed_x.data() + i * in, x.data() + (rows - 1 - i) * in, static_cast<size_t>(in) * 4);
-      }
-      for (int64_t m : {2, 3, 7, 8, 9, 16, 17, 32, 33}) {
-        ThreadPool* pool = pools[m % 4];
-        std::vector<float> batch(static_cast<size_t>(m * out));
-        LinearWithIsa(isa, x.data(), m, in, w.view, batch.data(), out, {}, pool);
-        ASSERT_EQ(0, std::memcmp(batch.data(), alone.data(), batch.size() * 4)) << "m=" << m;
-        const float* tail = reversed_x.data() + (rows - m) * in;  // rows m-1 .. 0 of x, in reverse
-        LinearWithIsa(isa, tail, m, in, w.view, batch.data(), out, {}, pools[(m + 1) % 4]);
-        for (int64_t i = 0; i < m; ++i) {
-          ASSERT_EQ(0, std::memcmp(batch.data() + i * out, alone.data() + (m - 1 - i) * out, out * 4))
-              << "m=" << m << " row " << i;
+      for (LinearPrecision precision : {LinearPrecision::kExact, LinearPrecision::kBf16Activations}) {
+        if (precision != LinearPrecision::kExact && isa != Isa::kAvx512Bf16) continue;
+        LinearOptions options;
+        options.precision = precision;
+        SCOPED_TRACE(fc.name + " isa=" + std::string(IsaName(isa)) +
+                     (precision == LinearPrecision::kExact ? " exact" : " bf16"));
+        // Each row alone, single-threaded.
+        std::vector<float> alone(static_cast<size_t>(rows * out));
+        for (int64_t i = 0; i < rows; ++i) {
+          LinearWithIsa(isa, x.data() + i * in, 1, in, w.view, alone.data() + i * out, out, options, nullptr);
+        }
+        // Every prefix batch size m, every pool; the rows reversed so that each row moves position.
+        std::vector<float> reversed_x(x.size());
+        for (int64_t i = 0; i < rows; ++i) {
+          std::memcpy(reversed_x.data() + i * in, x.data() + (rows - 1 - i) * in, static_cast<size_t>(in) * 4);
+        }
+        for (int64_t m : {2, 3, 7, 8, 9, 16, 17, 32, 33}) {
+          ThreadPool* pool = pools[m % 4];
+          std::vector<float> batch(static_cast<size_t>(m * out));
+          LinearWithIsa(isa, x.data(), m, in, w.view, batch.data(), out, options, pool);
+          ASSERT_EQ(0, std::memcmp(batch.data(), alone.data(), batch.size() * 4)) << "m=" << m;
+          const float* tail = reversed_x.data() + (rows - m) * in;  // rows m-1 .. 0 of x, in reverse
+          LinearWithIsa(isa, tail, m, in, w.view, batch.data(), out, options, pools[(m + 1) % 4]);
+          for (int64_t i = 0; i < m; ++i) {
+            ASSERT_EQ(0, std::memcmp(batch.data() + i * out, alone.data() + (m - 1 - i) * out, out * 4))
+                << "m=" << m << " row " << i;
+          }
         }
       }
     }
@@ -203,10 +208,18 @@ TEST(LinearTest, Bf16ActivationsStayWithinTheirDocumentedRounding) {
   options.precision = LinearPrecision::kBf16Activations;
   for (const FormatCase& fc : FormatCases()) {
     const int64_t m = 5, out = 41, in = AdjustIn(fc.format, 333);
+    const bool takes_bf16_path =
+        fc.format == WeightFormat::kBF16 || fc.format == WeightFormat::kMXFP4 ||
+        (fc.format == WeightFormat::kFP8Block && fc.options.scale_format == ScaleFormat::kUE8M0);
     const TestWeight w = MakeTestWeight(fc.format, out, in, 21, fc.options);
     const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), 22);
     std::vector<float> y(static_cast<size_t>(m * out)), single(static_cast<size_t>(out));
     LinearWithIsa(Isa::kAvx512Bf16, x.data(), m, in, w.view, y.data(), out, options, nullptr);
+    std::vector<float> exact(y.size());
+    LinearWithIsa(Isa::kAvx512Bf16, x.data(), m, in, w.view, exact.data(), out, {}, nullptr);
+    // Rounding x to bf16 must show somewhere, or the fast path did not run; where it does not apply, the
+    // result is the exact one.
+    EXPECT_EQ(BitEqual(y, exact), !takes_bf16_path) << fc.name;
     for (int64_t i = 0; i < m; ++i) {
       LinearWithIsa(Isa::kAvx512Bf16, x.data() + i * in, 1, in, w.view, single.data(), out, options, nullptr);
       ASSERT_EQ(0, std::memcmp(single.data(), y.data() + i * out, out * 4)) << fc.name << " row " << i;

@@ -33,7 +33,8 @@ TEST(NumberFormatsTest, DecodersMatchTheFormatDefinitions) {
     ExpectSameValue(ReferenceE5M2(static_cast<uint8_t>(c)), Fp8E5M2ToFloat(static_cast<uint8_t>(c)), c);
     ExpectSameValue(ReferenceE8M0(static_cast<uint8_t>(c)), E8M0ToFloat(static_cast<uint8_t>(c)), c);
   }
-  for (int c = 0; c < 16; ++c) ExpectSameValue(ReferenceE2M1(static_cast<uint8_t>(c)), E2M1ToFloat(static_cast<uint8_t>(c)), c);
+  for (int c = 0; c < 16; ++c)
+    ExpectSameValue(ReferenceE2M1(static_cast<uint8_t>(c)), E2M1ToFloat(static_cast<uint8_t>(c)), c);
   // Landmarks stated by the OCP specification.
   EXPECT_EQ(Fp8E4M3ToFloat(0x7E), 448.0f);
   EXPECT_EQ(Fp8E4M3ToFloat(0x01), std::ldexp(1.0f, -9));
@@ -86,8 +87,8 @@ TEST(NumberFormatsTest, EncodersInvertDecodersAndRoundToNearest) {
   }
   for (int c = 0; c < 16; ++c) EXPECT_EQ(FloatToE2M1(E2M1ToFloat(static_cast<uint8_t>(c))), c);
   // Between neighbours: nearest wins, ties go to the even code (derived from the grids by hand).
-  EXPECT_EQ(E2M1ToFloat(FloatToE2M1(2.5f)), 2.0f);   // tie 2|3 -> code 4 (even)
-  EXPECT_EQ(E2M1ToFloat(FloatToE2M1(3.5f)), 4.0f);   // tie 3|4 -> code 6 (even)
+  EXPECT_EQ(E2M1ToFloat(FloatToE2M1(2.5f)), 2.0f);  // tie 2|3 -> code 4 (even)
+  EXPECT_EQ(E2M1ToFloat(FloatToE2M1(3.5f)), 4.0f);  // tie 3|4 -> code 6 (even)
   EXPECT_EQ(E2M1ToFloat(FloatToE2M1(5.1f)), 6.0f);
   EXPECT_EQ(E2M1ToFloat(FloatToE2M1(100.0f)), 6.0f);  // saturates
   EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(1e6f)), 448.0f);

@@ -25,9 +25,12 @@ inline double ReferenceE4M3(uint8_t b) {
 inline double ReferenceE5M2(uint8_t b) {
   const int sign = b >> 7, e = (b >> 2) & 0x1F, m = b & 3;
   double magnitude;
-  if (e == 31) magnitude = m == 0 ? INFINITY : NAN;
-  else if (e == 0) magnitude = std::ldexp(m / 4.0, -14);
-  else magnitude = std::ldexp(1.0 + m / 4.0, e - 15);
+  if (e == 31)
+    magnitude = m == 0 ? INFINITY : NAN;
+  else if (e == 0)
+    magnitude = std::ldexp(m / 4.0, -14);
+  else
+    magnitude = std::ldexp(1.0 + m / 4.0, e - 15);
   return sign ? -magnitude : magnitude;
 }
 
@@ -49,10 +52,14 @@ inline float ReferenceBf16(uint16_t bits) {
 
 inline std::string FormatName(WeightFormat f) {
   switch (f) {
-    case WeightFormat::kF32: return "F32";
-    case WeightFormat::kBF16: return "BF16";
-    case WeightFormat::kFP8Block: return "FP8";
-    case WeightFormat::kMXFP4: return "MXFP4";
+    case WeightFormat::kF32:
+      return "F32";
+    case WeightFormat::kBF16:
+      return "BF16";
+    case WeightFormat::kFP8Block:
+      return "FP8";
+    case WeightFormat::kMXFP4:
+      return "MXFP4";
   }
   return "?";
 }

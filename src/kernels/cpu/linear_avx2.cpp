@@ -65,17 +65,18 @@ struct V {
   static __m256 Fp4x8(__m128i bytes, int group, __m256i shifts, const Fp4Table& table) {
     const char b = static_cast<char>(4 * group);
     const __m128i spread = _mm_setr_epi8(b, b, static_cast<char>(b + 1), static_cast<char>(b + 1),
-                                         static_cast<char>(b + 2), static_cast<char>(b + 2),
-                                         static_cast<char>(b + 3), static_cast<char>(b + 3), -1, -1, -1, -1, -1,
-                                         -1, -1, -1);
+                                         static_cast<char>(b + 2), static_cast<char>(b + 2), static_cast<char>(b + 3),
+                                         static_cast<char>(b + 3), -1, -1, -1, -1, -1, -1, -1, -1);
     const __m256i codes = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_shuffle_epi8(bytes, spread)), shifts);
     const __m256 magnitude = _mm256_permutevar8x32_ps(table.magnitude, codes);
-    const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(codes, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    const __m256i sign =
+        _mm256_and_si256(_mm256_slli_epi32(codes, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
     return _mm256_xor_ps(magnitude, _mm256_castsi256_ps(sign));
   }
   static void DecodeFp4(const uint8_t* bytes, const Fp4Table& table, bool low_first, Reg* out) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
-    const __m256i shifts = low_first ? _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4) : _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0);
+    const __m256i shifts =
+        low_first ? _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4) : _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0);
     out[0] = {Fp4x8(raw, 0, shifts, table), Fp4x8(raw, 1, shifts, table)};
     out[1] = {Fp4x8(raw, 2, shifts, table), Fp4x8(raw, 3, shifts, table)};
   }

@@ -1,9 +1,213 @@
+// Linear with LinearPrecision::kBf16Activations on AVX512_BF16: weights decoded to bf16 (exactly: the
+// dispatcher sends only formats whose dequantised values bf16 represents) and x pre-rounded to bf16 by the
+// dispatcher, multiplied with vdpbf16ps. Lane j of an output's accumulator takes the pairs (32c + 2j,
+// 32c + 2j + 1) of each 32-element chunk c in order; the lanes are then reduced as in the exact kernels.
+// Each output depends only on its own row, so the result is batch invariant.
+#include <cstring>
+
+#include "kernels/cpu/avx512_ops.h"
 #include "kernels/cpu/linear_kernels.h"
+#include "kernels/cpu/linear_scratch.h"
 
 namespace deepinfer::kernels::cpu {
+namespace {
+
+constexpr int64_t kChunk = 32;
+
+inline __m512bh ToBf16(__m512 lo, __m512 hi) { return _mm512_cvtne2ps_pbh(hi, lo); }
+
+// Weight rows as bf16 chunks of 32; rows[j] may repeat (tile padding).
+template <int NR>
+struct Bf16Chunks {
+  const WeightView* w;
+  int64_t rows[NR];
+  const uint8_t* data[NR];
+  const uint8_t* scales[NR];
+  int block_shift = -1;  // FP8: log2(block_in) when a power of two ≥ 32
+  bool low_first = true;
+
+  Bf16Chunks(const WeightView& weights, const int64_t* row_indices) : w(&weights) {
+    low_first = weights.nibble_order == NibbleOrder::kLowFirst;
+    if (weights.format == WeightFormat::kFP8Block && weights.block_in >= kChunk &&
+        (weights.block_in & (weights.block_in - 1)) == 0) {
+      block_shift = 0;
+      while ((int64_t{1} << block_shift) < weights.block_in) ++block_shift;
+    }
+    const int64_t in = weights.in_features;
+    const int64_t fp8_scale_cols = (in + weights.block_in - 1) / weights.block_in;
+    for (int j = 0; j < NR; ++j) {
+      const int64_t n = rows[j] = row_indices[j];
+      const uint8_t* base = static_cast<const uint8_t*>(weights.data);
+      switch (weights.format) {
+        case WeightFormat::kBF16:
+          data[j] = base + n * in * 2;
+          scales[j] = nullptr;
+          break;
+        case WeightFormat::kFP8Block:
+          data[j] = base + n * in;
+          scales[j] = static_cast<const uint8_t*>(weights.scales) + (n / weights.block_out) * fp8_scale_cols;
+          break;
+        case WeightFormat::kMXFP4:
+          data[j] = base + n * (in / 2);
+          scales[j] = static_cast<const uint8_t*>(weights.scales) + n * (in / 32);
+          break;
+        case WeightFormat::kF32:
+          data[j] = base + n * in * 4;
+          scales[j] = nullptr;
+          break;
+      }
+    }
+  }
+
+  // Chunk [k, k + 32) of row j, k a multiple of 32 with k + 32 ≤ in.
+  __m512bh Load(int j, int64_t k) const {
+    switch (w->format) {
+      case WeightFormat::kBF16:
+        return reinterpret_cast<__m512bh>(_mm512_loadu_si512(data[j] + k * 2));
+      case WeightFormat::kMXFP4: {
+        __m512 v[2];
+        V::DecodeFp4(data[j] + k / 2, V::MakeFp4Table(E8M0ToFloat(scales[j][k / 32])), low_first, v);
+        return ToBf16(v[0], v[1]);
+      }
+      case WeightFormat::kFP8Block:
+        if (block_shift >= 0) {
+          const __m512 scale = _mm512_set1_ps(E8M0ToFloat(scales[j][k >> block_shift]) * 256.0f);
+          return ToBf16(_mm512_mul_ps(V::LoadE4M3Over256(data[j] + k), scale),
+                        _mm512_mul_ps(V::LoadE4M3Over256(data[j] + k + 16), scale));
+        }
+        [[fallthrough]];
+      default: {
+        alignas(64) float tmp[kChunk];
+        DecodeWeightRow(*w, rows[j], k, k + kChunk, tmp);
+        return ToBf16(_mm512_load_ps(tmp), _mm512_load_ps(tmp + 16));
+      }
+    }
+  }
+
+  // The zero-padded last partial chunk starting at k.
+  __m512bh Tail(int j, int64_t k) const {
+    alignas(64) float tmp[kChunk] = {};
+    DecodeWeightRow(*w, rows[j], k, w->in_features, tmp);
+    return ToBf16(_mm512_load_ps(tmp), _mm512_load_ps(tmp + 16));
+  }
+};
+
+// Rows of bf16 weights already decoded into a panel, `stride` elements apart, zero-padded to 32.
+struct PanelChunks {
+  const uint16_t* panel;
+  int64_t stride;
+  __m512bh Load(int j, int64_t k) const {
+    return reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel + j * stride + k));
+  }
+  __m512bh Tail(int j, int64_t k) const { return Load(j, k); }
+};
+
+template <int MR, int NR, class Source>
+inline void MicroKernel(const uint16_t* const* x, const Source& src, int64_t in, float* const* y, int64_t y_col,
+                        int valid_m, int valid_n, bool accumulate) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int64_t full = in / kChunk * kChunk;
+  auto step = [&](int64_t k, const __m512bh* wv) {
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x[i] + k));
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  };
+  for (int64_t k = 0; k < full; k += kChunk) {
+    __m512bh wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = src.Load(j, k);
+    step(k, wv);
+  }
+  if (full < in) {  // x rows are zero-padded to a multiple of 32 by the dispatcher
+    __m512bh wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = src.Tail(j, full);
+    step(full, wv);
+  }
+  for (int i = 0; i < valid_m; ++i) {
+    for (int j = 0; j < valid_n; ++j) {
+      const float dot = V::Reduce(acc[i][j]);
+      float& out = y[i][y_col + j];
+      out = accumulate ? out + dot : dot;
+    }
+  }
+}
+
+template <int NR>
+void RowIndices(int64_t n0, int64_t n_end, int64_t* rows) {
+  for (int j = 0; j < NR; ++j) rows[j] = n0 + j < n_end ? n0 + j : n_end - 1;
+}
+
+template <int MR, int NR>
+void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  const uint16_t* x[MR];
+  float* y[MR];
+  for (int i = 0; i < MR; ++i) {
+    x[i] = t.x_bf16 + i * t.x_bf16_stride;
+    y[i] = t.y + i * t.y_stride;
+  }
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+    int64_t rows[NR];
+    RowIndices<NR>(n0, n_end, rows);
+    const Bf16Chunks<NR> src(*t.w, rows);
+    const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
+    MicroKernel<MR, NR>(x, src, t.w->in_features, y, n0, MR, valid_n, t.accumulate);
+  }
+}
+
+void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  constexpr int MR = 4, NR = 4;
+  const int64_t in = t.w->in_features;
+  const int64_t stride = (in + kChunk - 1) / kChunk * kChunk;
+  uint16_t* panel = reinterpret_cast<uint16_t*>(ThreadScratch(static_cast<size_t>(NR * stride / 2)));
+  int64_t block_m = (int64_t{256} * 1024 / 2) / stride;
+  block_m = block_m < MR ? MR : block_m / MR * MR;
+  for (int64_t m0 = 0; m0 < t.m; m0 += block_m) {
+    const int64_t m1 = m0 + block_m < t.m ? m0 + block_m : t.m;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+      int64_t rows[NR];
+      RowIndices<NR>(n0, n_end, rows);
+      const Bf16Chunks<NR> src(*t.w, rows);
+      for (int j = 0; j < NR; ++j) {
+        uint16_t* dst = panel + j * stride;
+        const int64_t full = in / kChunk * kChunk;
+        for (int64_t k = 0; k < full; k += kChunk)
+          _mm512_storeu_si512(dst + k, reinterpret_cast<__m512i>(src.Load(j, k)));
+        if (full < in) _mm512_storeu_si512(dst + full, reinterpret_cast<__m512i>(src.Tail(j, full)));
+      }
+      const PanelChunks panel_src{panel, stride};
+      const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
+      for (int64_t i0 = m0; i0 < m1; i0 += MR) {
+        const uint16_t* x[MR];
+        float* y[MR];
+        for (int i = 0; i < MR; ++i) {
+          const int64_t row = i0 + i < m1 ? i0 + i : m1 - 1;
+          x[i] = t.x_bf16 + row * t.x_bf16_stride;
+          y[i] = t.y + row * t.y_stride;
+        }
+        const int valid_m = static_cast<int>(m1 - i0 < MR ? m1 - i0 : MR);
+        MicroKernel<MR, NR>(x, panel_src, in, y, n0, valid_m, valid_n, t.accumulate);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void LinearRangeAvx512Bf16(const LinearTask& task, int64_t n_begin, int64_t n_end) {
-  LinearRangeScalar(task, n_begin, n_end);
+  switch (task.m) {
+    case 1:
+      return DirectPath<1, 8>(task, n_begin, n_end);
+    case 2:
+      return DirectPath<2, 4>(task, n_begin, n_end);
+    case 3:
+      return DirectPath<3, 4>(task, n_begin, n_end);
+    case 4:
+      return DirectPath<4, 4>(task, n_begin, n_end);
+    default:
+      return PanelPath(task, n_begin, n_end);
+  }
 }
 
 }  // namespace deepinfer::kernels::cpu

@@ -79,7 +79,7 @@ struct Fp8Source : SourceBase<NR> {
   const uint8_t* ptr[NR];
   const uint8_t* scale_row[NR];  // of the row's block row, in bytes (4 per F32 scale)
   bool f32_scales;
-  int block_shift;     // log2(block_in) when block_in is a power of two ≥ 16, else -1
+  int block_shift;      // log2(block_in) when block_in is a power of two ≥ 16, else -1
   bool aligned_blocks;  // block_in % 16 == 0: one scale per 16 weights
   Fp8Source(const WeightView& weights, const int64_t* row_indices) {
     this->w = &weights;
@@ -256,20 +256,29 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
 template <template <int> class Source>
 void RunFormat(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   switch (t.m) {
-    case 1: return DirectPath<1, V::kDirectNr1, Source>(t, n_begin, n_end);
-    case 2: return DirectPath<2, V::kDirectNr, Source>(t, n_begin, n_end);
-    case 3: return DirectPath<3, V::kDirectNr, Source>(t, n_begin, n_end);
-    case 4: return DirectPath<4, V::kDirectNr, Source>(t, n_begin, n_end);
-    default: return PanelPath<Source>(t, n_begin, n_end);
+    case 1:
+      return DirectPath<1, V::kDirectNr1, Source>(t, n_begin, n_end);
+    case 2:
+      return DirectPath<2, V::kDirectNr, Source>(t, n_begin, n_end);
+    case 3:
+      return DirectPath<3, V::kDirectNr, Source>(t, n_begin, n_end);
+    case 4:
+      return DirectPath<4, V::kDirectNr, Source>(t, n_begin, n_end);
+    default:
+      return PanelPath<Source>(t, n_begin, n_end);
   }
 }
 
 void LinearRangeVector(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   switch (t.w->format) {
-    case WeightFormat::kF32: return RunFormat<F32Source>(t, n_begin, n_end);
-    case WeightFormat::kBF16: return RunFormat<Bf16Source>(t, n_begin, n_end);
-    case WeightFormat::kFP8Block: return RunFormat<Fp8Source>(t, n_begin, n_end);
-    case WeightFormat::kMXFP4: return RunFormat<Fp4Source>(t, n_begin, n_end);
+    case WeightFormat::kF32:
+      return RunFormat<F32Source>(t, n_begin, n_end);
+    case WeightFormat::kBF16:
+      return RunFormat<Bf16Source>(t, n_begin, n_end);
+    case WeightFormat::kFP8Block:
+      return RunFormat<Fp8Source>(t, n_begin, n_end);
+    case WeightFormat::kMXFP4:
+      return RunFormat<Fp4Source>(t, n_begin, n_end);
   }
 }
 

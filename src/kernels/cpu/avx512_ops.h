@@ -1,0 +1,75 @@
+// Internal: AVX-512 register operations of the Linear kernels (the `V` of linear_vector_impl.h), shared by
+// the AVX-512 translation units. Internal linkage: include only from files compiled with AVX-512 flags.
+#pragma once
+
+// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics headers as uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/number_formats.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+struct V {
+  using Reg = __m512;
+  using Fp4Table = __m512;
+  static constexpr int kDirectNr1 = 8;
+  static constexpr int kDirectNr = 4;
+  static constexpr int kPanelMr = 4;
+  static constexpr int kPanelNr = 4;
+
+  static Reg Zero() { return _mm512_setzero_ps(); }
+  static Reg Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, Reg r) { _mm512_storeu_ps(p, r); }
+  static Reg Set1(float v) { return _mm512_set1_ps(v); }
+  static Reg Mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg Fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+
+  static float Reduce(Reg a) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+  }
+
+  static Reg LoadBf16(const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+
+  // E4M3 S.EEEE.MMM placed in fp16 S.0EEEE.MMM0000000 is the same number times 2^-8 (bias 15 vs 7),
+  // subnormals included; only the NaN code needs patching.
+  static Reg LoadE4M3Over256(const uint8_t* p) {
+    const __m256i sign_extended = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    __m256i half = _mm256_and_si256(_mm256_slli_epi16(sign_extended, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    const __m256i magnitude_bits = _mm256_set1_epi16(0x3F80);
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(half, magnitude_bits), magnitude_bits);
+    half = _mm256_mask_mov_epi16(half, nan, _mm256_or_si256(half, _mm256_set1_epi16(0x7E00)));
+    return _mm512_cvtph_ps(half);
+  }
+
+  static Fp4Table MakeFp4Table(float scale) {
+    return _mm512_mul_ps(_mm512_loadu_ps(number_tables::kE2M1.data()), _mm512_set1_ps(scale));
+  }
+
+  // 16 bytes -> 32 values: each byte's dword is duplicated, shifted so that the wanted nibble is in bits
+  // 0..3, and vpermps (which reads only those bits) looks the value up.
+  static void DecodeFp4(const uint8_t* bytes, const Fp4Table& table, bool low_first, Reg* out) {
+    const __m512i dwords = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+    const __m512i first = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i second = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    const __m512i shifts = low_first ? _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0)
+                                     : _mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    out[0] = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_permutexvar_epi32(first, dwords), shifts), table);
+    out[1] = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_permutexvar_epi32(second, dwords), shifts), table);
+  }
+};
+
+}  // namespace
+}  // namespace deepinfer::kernels::cpu
