@@ -1,0 +1,95 @@
+// Loading a V4 checkpoint: a missing or mis-shaped tensor is an error that names it; Forward rejects bad
+// batches without changing any state.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/safetensors.h"
+#include "model/causal_lm.h"
+#include "model/v4_model.h"
+#include "v4_fixture.h"
+
+namespace deepinfer::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Copies the v4_mixed fixture to a temporary directory, dropping `drop` and giving `reshape` a new shape.
+std::string CopyFixture(const std::string& tag, const std::string& drop, const std::string& reshape = "",
+                        std::vector<int64_t> shape = {}) {
+  const std::string src = testing::FixtureDir("v4_mixed");
+  const fs::path dir = fs::path(::testing::TempDir()) / ("v4_loading_" + tag);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(src + "/config.json", dir / "config.json");
+  auto file = SafetensorsFile::Open(src + "/model.safetensors");
+  EXPECT_TRUE(file.ok());
+  std::vector<TensorToWrite> tensors;
+  for (const TensorInfo& t : file->tensors()) {
+    if (t.name == drop) continue;
+    TensorToWrite w{t.name, t.dtype, t.shape,
+                    std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes())};
+    if (t.name == reshape) w.shape = shape;
+    tensors.push_back(w);
+  }
+  EXPECT_TRUE(WriteSafetensors((dir / "model.safetensors").string(), tensors).ok());
+  return dir.string();
+}
+
+TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
+  auto model = LoadCausalLM(testing::FixtureDir("v4_hca128"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->architecture(), "DeepseekV4ForCausalLM");
+  EXPECT_EQ((*model)->vocab_size(), 256);
+  // Layers: HCA 128 (1 entry of 32 per block), CSA 4 (32 entries of 32 + 32 indexer keys of 16).
+  EXPECT_EQ((*model)->kv_block_floats(), 1 * 32 + 32 * 32 + 32 * 16);
+}
+
+TEST(V4Loading, MissingTensorIsNamed) {
+  for (const std::string name : {"layers.1.attn.indexer.compressor.ape", "layers.0.ffn.gate.tid2eid",
+                                 "layers.4.ffn.experts.7.w2.weight", "hc_head_fn", "head.weight"}) {
+    auto model = V4Model::Load(CopyFixture("missing", name));
+    ASSERT_FALSE(model.ok()) << name;
+    EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(model.status().message().find("'" + name + "'"), std::string::npos) << model.status().message();
+  }
+}
+
+TEST(V4Loading, MisShapedTensorIsNamed) {
+  auto model = V4Model::Load(CopyFixture("shape", "", "layers.2.attn.wkv.weight", {32, 128}));
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("'layers.2.attn.wkv.weight' has shape [32, 128], expected [64, 64]"),
+            std::string::npos)
+      << model.status().message();
+}
+
+TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
+  auto loaded = V4Model::Load(testing::FixtureDir("v4_mixed"));
+  ASSERT_TRUE(loaded.ok());
+  V4Model& model = **loaded;
+  KvBlockPool pool(model.kv_block_floats(), 4);
+  auto state = model.NewSequence();
+  std::vector<int32_t> tokens = {1, 2, 3};
+  ForwardOutput out;
+  SequenceChunk chunk{state.get(), tokens, LogitsWanted::kLast};
+  // No block table yet.
+  Status s = model.Forward(std::span(&chunk, 1), pool, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("block table"), std::string::npos) << s.message();
+  state->block_table().push_back(7);  // not in a pool of 4
+  EXPECT_EQ(model.Forward(std::span(&chunk, 1), pool, &out).code(), StatusCode::kOutOfRange);
+  state->block_table()[0] = 0;
+  std::vector<int32_t> bad = {1, 256};
+  SequenceChunk bad_chunk{state.get(), bad, LogitsWanted::kLast};
+  EXPECT_EQ(model.Forward(std::span(&bad_chunk, 1), pool, &out).code(), StatusCode::kOutOfRange);
+  SequenceChunk twice[2] = {chunk, chunk};
+  EXPECT_FALSE(model.Forward(twice, pool, &out).ok());
+  KvBlockPool wrong(model.kv_block_floats() + 1, 4);
+  EXPECT_FALSE(model.Forward(std::span(&chunk, 1), wrong, &out).ok());
+  EXPECT_EQ(state->num_tokens(), 0);
+  ASSERT_TRUE(model.Forward(std::span(&chunk, 1), pool, &out).ok());
+  EXPECT_EQ(state->num_tokens(), 3);
+}
+
+}  // namespace
+}  // namespace deepinfer::model
