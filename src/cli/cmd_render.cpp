@@ -1,0 +1,175 @@
+// deepinfer render: an API request in, the DeepSeek prompt (text or token ids) out.
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "cli/command.h"
+#include "core/mapped_file.h"
+#include "recipe/encoding.h"
+#include "recipe/request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: deepinfer render [options] [REQUEST.json | -]\n\n"
+    "Reads an API request (a file, or stdin when the path is '-' or absent), converts it into a conversation\n"
+    "and prints the DeepSeek prompt for it.\n\n"
+    "  --protocol chat|responses|anthropic   request protocol (default chat)\n"
+    "  --model-version v3.2|v4|v4.1          prompt encoding (default v4)\n"
+    "  --ids                                 print token ids (one JSON array) instead of text\n"
+    "  --tokenizer PATH                      tokenizer.json for --ids\n"
+    "  --jsonl                               stdin holds one request per line; print one JSON result per line\n"
+    "                                        ({\"prompt\": ...} or {\"error\": {\"status\", \"body\"}})\n\n"
+    "An invalid request prints the protocol's error body on stderr and exits 1.\n";
+
+struct RenderArgs {
+  recipe::Protocol protocol = recipe::Protocol::kChatCompletions;
+  recipe::ModelVersion version = recipe::ModelVersion::kV4;
+  bool ids = false;
+  bool jsonl = false;
+  std::string tokenizer_path;
+  std::string input = "-";
+};
+
+// Renders one request; on failure stores the protocol error body and the HTTP status.
+bool RenderOne(const RenderArgs& args, std::string_view body, recipe::RenderedPrompt* prompt, std::string* error,
+               int* status) {
+  recipe::RequestOptions options;
+  options.model_version = args.version;
+  recipe::ParseOutcome parsed = recipe::ParseRequest(args.protocol, body, options);
+  if (!parsed.ok()) {
+    *error = recipe::ErrorBody(args.protocol, parsed.error);
+    *status = parsed.error.http_status;
+    return false;
+  }
+  auto rendered = recipe::RenderPrompt(parsed.request->conversation, args.version);
+  if (!rendered.ok()) {
+    *error = recipe::ErrorBody(args.protocol, {400, "invalid_request_error", "", rendered.status().message()});
+    *status = 400;
+    return false;
+  }
+  *prompt = std::move(rendered).value();
+  return true;
+}
+
+std::string IdsJson(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(ids[i]);
+  }
+  return out + "]";
+}
+
+int RunRender(const std::vector<std::string>& argv) {
+  RenderArgs args;
+  bool have_input = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    auto value = [&](const char* name) -> const std::string* {
+      if (i + 1 >= argv.size()) return nullptr;
+      (void)name;
+      return &argv[++i];
+    };
+    if (a == "--protocol") {
+      const std::string* v = value("--protocol");
+      auto p = v ? recipe::ParseProtocol(*v) : std::nullopt;
+      if (!p) return UsageError("render", "--protocol takes chat, responses or anthropic");
+      args.protocol = *p;
+    } else if (a == "--model-version") {
+      const std::string* v = value("--model-version");
+      if (!v) return UsageError("render", "--model-version takes v3.2, v4 or v4.1");
+      auto version = recipe::ParseModelVersion(*v);
+      if (!version.ok()) return UsageError("render", version.status().message());
+      args.version = *version;
+    } else if (a == "--ids") {
+      args.ids = true;
+    } else if (a == "--jsonl") {
+      args.jsonl = true;
+    } else if (a == "--tokenizer") {
+      const std::string* v = value("--tokenizer");
+      if (!v) return UsageError("render", "--tokenizer takes a path");
+      args.tokenizer_path = *v;
+    } else if (a != "-" && !a.empty() && a[0] == '-') {
+      return UsageError("render", "unknown option '" + a + "'");
+    } else if (!have_input) {
+      args.input = a;
+      have_input = true;
+    } else {
+      return UsageError("render", "more than one request file given");
+    }
+  }
+  if (args.ids && args.tokenizer_path.empty()) return UsageError("render", "--ids needs --tokenizer PATH");
+
+  std::optional<Tokenizer> tokenizer;
+  if (args.ids) {
+    auto loaded = Tokenizer::FromFile(args.tokenizer_path);
+    if (!loaded.ok()) return Fail("render", loaded.status().message());
+    tokenizer.emplace(std::move(loaded).value());
+  }
+  auto output = [&](const recipe::RenderedPrompt& prompt, std::string* out) -> bool {
+    if (!args.ids) {
+      *out = prompt.text;
+      return true;
+    }
+    auto ids = recipe::EncodePrompt(prompt, *tokenizer);
+    if (!ids.ok()) {
+      *out = ids.status().message();
+      return false;
+    }
+    *out = IdsJson(*ids);
+    return true;
+  };
+
+  if (args.jsonl) {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      nlohmann::ordered_json result;
+      recipe::RenderedPrompt prompt;
+      std::string error, text;
+      int status = 0;
+      if (!RenderOne(args, line, &prompt, &error, &status)) {
+        result["error"]["status"] = status;
+        result["error"]["body"] = error;
+      } else if (!output(prompt, &text)) {
+        result["error"]["status"] = 500;
+        result["error"]["body"] = text;
+      } else if (args.ids) {
+        result["ids"] = nlohmann::ordered_json::parse(text);
+      } else {
+        result["prompt"] = text;
+      }
+      std::cout << result.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    }
+    return 0;
+  }
+
+  std::string body;
+  if (args.input == "-") {
+    body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    auto read = ReadFileToString(args.input);
+    if (!read.ok()) return Fail("render", read.status().message());
+    body = std::move(read).value();
+  }
+  recipe::RenderedPrompt prompt;
+  std::string error, text;
+  int status = 0;
+  if (!RenderOne(args, body, &prompt, &error, &status)) {
+    std::fprintf(stderr, "deepinfer render: HTTP %d %s\n", status, error.c_str());
+    return 1;
+  }
+  if (!output(prompt, &text)) return Fail("render", text);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (args.ids) std::fputc('\n', stdout);
+  return 0;
+}
+
+const CommandRegistration kRegistration({"render", "render an API request into a DeepSeek prompt (text or ids)", kUsage,
+                                         RunRender});
+
+}  // namespace
+}  // namespace deepinfer::cli

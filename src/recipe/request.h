@@ -1,0 +1,59 @@
+// API requests → Conversation. One parser per protocol (OpenAI Chat Completions, OpenAI Responses,
+// Anthropic Messages); each validates the request the way the official API does and reports problems in
+// that protocol's own JSON error shape, naming the offending parameter. Unknown fields are ignored, as
+// the official APIs ignore them. Conversion rules follow deepseek-recipe 0.2.0 so prompts match it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "recipe/conversation.h"
+#include "recipe/encoding.h"
+
+namespace deepinfer::recipe {
+
+enum class Protocol { kChatCompletions, kResponses, kAnthropicMessages };
+std::string_view ProtocolName(Protocol protocol);  // "chat", "responses", "anthropic"
+std::optional<Protocol> ParseProtocol(std::string_view name);
+
+struct RequestError {
+  int http_status = 400;
+  std::string type = "invalid_request_error";
+  std::string param;  // path of the offending parameter, e.g. "messages[2].content"; empty if none
+  std::string message;
+};
+
+// The error as the protocol's API returns it:
+//   OpenAI:    {"error": {"message", "type", "param", "code"}}
+//   Anthropic: {"type": "error", "error": {"type", "message"}}
+std::string ErrorBody(Protocol protocol, const RequestError& error);
+
+struct RequestOptions {
+  // The encoding the conversation is for: images become placeholders only where the model reads them.
+  ModelVersion model_version = ModelVersion::kV4;
+  bool default_thinking_mode = true;
+  int64_t max_tokens_upper_bound = 393216;
+};
+
+struct ParsedRequest {
+  Protocol protocol = Protocol::kChatCompletions;
+  std::string model;
+  Conversation conversation;
+  InferenceOptions inference;
+};
+
+// Either a request or the error that rejects it.
+struct ParseOutcome {
+  std::optional<ParsedRequest> request;
+  RequestError error;
+  bool ok() const { return request.has_value(); }
+};
+
+ParseOutcome ParseChatCompletionsRequest(std::string_view body, const RequestOptions& options = {});
+ParseOutcome ParseResponsesRequest(std::string_view body, const RequestOptions& options = {});
+ParseOutcome ParseAnthropicRequest(std::string_view body, const RequestOptions& options = {});
+ParseOutcome ParseRequest(Protocol protocol, std::string_view body, const RequestOptions& options = {});
+
+}  // namespace deepinfer::recipe

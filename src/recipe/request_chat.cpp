@@ -1,0 +1,399 @@
+// OpenAI Chat Completions request → Conversation.
+#include <algorithm>
+#include <cctype>
+
+#include "recipe/request_internal.h"
+
+namespace deepinfer::recipe {
+namespace {
+
+using internal::Check;
+using internal::Field;
+using internal::Index;
+using internal::Invalid;
+using internal::Join;
+using internal::Json;
+using internal::WrongType;
+
+// Text of a content value: a string, or an array of parts joined by "\n\n". Image parts are allowed only
+// where `images` is given.
+Check ReadContent(const Json& content, const std::string& path, const RequestOptions& options, std::string* text,
+                  std::vector<ImageSource>* images, const std::string& message_path) {
+  if (content.is_string()) {
+    *text = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) return WrongType(path, "a string or an array of content parts", content);
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string part_path = Index(path, i);
+    if (!part.is_object()) return WrongType(part_path, "an object", part);
+    std::optional<std::string> type;
+    DI_REQ_CHECK(internal::ReadString(part, "type", part_path, &type));
+    if (!type) return Invalid(Join(part_path, "type"), "Missing required parameter: '" + Join(part_path, "type") + "'.");
+    if (*type == "text") {
+      std::optional<std::string> t;
+      DI_REQ_CHECK(internal::ReadString(part, "text", part_path, &t));
+      if (!t) return Invalid(Join(part_path, "text"), "Missing required parameter: '" + Join(part_path, "text") + "'.");
+      parts.push_back(*t);
+    } else if (*type == "image_url" && images) {
+      const Json* image = Field(part, "image_url");
+      std::string url, detail;
+      if (image && image->is_string()) {
+        url = image->get<std::string>();
+      } else if (image && image->is_object()) {
+        std::optional<std::string> u, d;
+        DI_REQ_CHECK(internal::ReadString(*image, "url", Join(part_path, "image_url"), &u));
+        DI_REQ_CHECK(internal::ReadString(*image, "detail", Join(part_path, "image_url"), &d));
+        if (!u) return Invalid(Join(part_path, "image_url.url"), "Missing required parameter: 'url'.");
+        url = *u;
+        detail = d.value_or("");
+        if (!detail.empty() && detail != "low" && detail != "high" && detail != "auto" && detail != "original") {
+          return Invalid(Join(part_path, "image_url.detail"), "Invalid value for 'detail': '" + detail + "'.");
+        }
+        if (detail == "auto") detail = "high";
+      } else {
+        return Invalid(Join(part_path, "image_url"), "Missing required parameter: 'image_url'.");
+      }
+      auto source = internal::ImageFromUrl(url, detail, message_path);
+      if (!source) return Invalid(Join(part_path, "image_url.url"), "Invalid image URL: expected a data: or http(s) URL.");
+      if (options.model_version == ModelVersion::kV41) images->push_back(std::move(*source));
+      parts.emplace_back(internal::ImagePartText(options));
+    } else {
+      return Invalid(Join(part_path, "type"), "Invalid value: '" + *type + "'. Supported values are: 'text'" +
+                                                   std::string(images ? " and 'image_url'." : "."));
+    }
+  }
+  text->clear();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) text->append("\n\n");
+    text->append(parts[i]);
+  }
+  return std::nullopt;
+}
+
+Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, Message* out) {
+  const std::string path = Index("messages", index);
+  const std::string message_path = ".messages[" + std::to_string(index) + "]";
+  if (!m.is_object()) return WrongType(path, "an object", m);
+  std::optional<std::string> role;
+  DI_REQ_CHECK(internal::ReadString(m, "role", path, &role));
+  if (!role) return Invalid(Join(path, "role"), "Missing required parameter: '" + Join(path, "role") + "'.");
+  const Json* content = Field(m, "content");
+  if (*role == "system" || *role == "developer") {
+    out->role = Role::kSystem;
+  } else if (*role == "user") {
+    out->role = Role::kUser;
+  } else if (*role == "assistant") {
+    out->role = Role::kAssistant;
+  } else if (*role == "tool") {
+    out->role = Role::kTool;
+  } else if (*role == "latest_reminder") {
+    out->role = Role::kLatestReminder;
+  } else {
+    return Invalid(Join(path, "role"), "Invalid value: '" + *role +
+                                           "'. Supported values are: 'system', 'developer', 'user', 'assistant', "
+                                           "'tool' and 'latest_reminder'.");
+  }
+  const bool takes_images = out->role == Role::kUser;
+  if (content) {
+    DI_REQ_CHECK(ReadContent(*content, Join(path, "content"), options, &out->content,
+                             takes_images ? &out->images : nullptr, message_path));
+  } else if (out->role != Role::kAssistant) {
+    return Invalid(Join(path, "content"), "Missing required parameter: '" + Join(path, "content") + "'.");
+  }
+  if (out->role == Role::kAssistant) {
+    DI_REQ_CHECK(internal::ReadString(m, "reasoning_content", path, &out->reasoning_content));
+    std::optional<bool> prefix;
+    DI_REQ_CHECK(internal::ReadBool(m, "prefix", path, &prefix));
+    out->prefix = prefix.value_or(false);
+    if (const Json* calls = Field(m, "tool_calls")) {
+      if (!calls->is_array()) return WrongType(Join(path, "tool_calls"), "an array", *calls);
+      for (size_t i = 0; i < calls->size(); ++i) {
+        const Json& call = (*calls)[i];
+        const std::string call_path = Index(Join(path, "tool_calls"), i);
+        if (!call.is_object()) return WrongType(call_path, "an object", call);
+        ToolCall tc;
+        std::optional<std::string> id, type;
+        DI_REQ_CHECK(internal::ReadString(call, "id", call_path, &id));
+        DI_REQ_CHECK(internal::ReadString(call, "type", call_path, &type));
+        if (!id) return Invalid(Join(call_path, "id"), "Missing required parameter: '" + Join(call_path, "id") + "'.");
+        if (type && *type != "function") {
+          return Invalid(Join(call_path, "type"), "Invalid value: '" + *type + "'. Supported values are: 'function'.");
+        }
+        const Json* function = Field(call, "function");
+        if (!function || !function->is_object()) {
+          return Invalid(Join(call_path, "function"), "Missing required parameter: '" + Join(call_path, "function") + "'.");
+        }
+        std::optional<std::string> name, arguments;
+        DI_REQ_CHECK(internal::ReadString(*function, "name", Join(call_path, "function"), &name));
+        DI_REQ_CHECK(internal::ReadString(*function, "arguments", Join(call_path, "function"), &arguments));
+        if (!name) return Invalid(Join(call_path, "function.name"), "Missing required parameter: 'name'.");
+        if (!arguments) return Invalid(Join(call_path, "function.arguments"), "Missing required parameter: 'arguments'.");
+        tc.id = *id;
+        tc.name = *name;
+        tc.arguments = *arguments;
+        out->tool_calls.push_back(std::move(tc));
+      }
+    }
+  }
+  if (out->role == Role::kTool) {
+    DI_REQ_CHECK(internal::ReadString(m, "tool_call_id", path, &out->tool_call_id));
+    if (!out->tool_call_id) {
+      return Invalid(Join(path, "tool_call_id"), "Missing required parameter: '" + Join(path, "tool_call_id") + "'.");
+    }
+  }
+  return std::nullopt;
+}
+
+Check ParseTools(const Json& body, Conversation* c) {
+  const Json* tools = Field(body, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const Json& tool = (*tools)[i];
+    const std::string path = Index("tools", i);
+    if (!tool.is_object()) return WrongType(path, "an object", tool);
+    std::optional<std::string> type;
+    DI_REQ_CHECK(internal::ReadString(tool, "type", path, &type));
+    if (type && *type != "function") {
+      return Invalid(Join(path, "type"), "Invalid value: '" + *type + "'. Supported values are: 'function'.");
+    }
+    const Json* function = Field(tool, "function");
+    if (!function || !function->is_object()) {
+      return Invalid(Join(path, "function"), "Missing required parameter: '" + Join(path, "function") + "'.");
+    }
+    const std::string fpath = Join(path, "function");
+    ToolDefinition def;
+    std::optional<std::string> name;
+    DI_REQ_CHECK(internal::ReadString(*function, "name", fpath, &name));
+    if (!name) return Invalid(Join(fpath, "name"), "Missing required parameter: '" + Join(fpath, "name") + "'.");
+    DI_REQ_CHECK(internal::CheckToolName(*name, Join(fpath, "name")));
+    for (const ToolDefinition& earlier : c->tools) {
+      if (earlier.name == *name) return Invalid(Join(fpath, "name"), "Tool names must be unique.");
+    }
+    def.name = *name;
+    DI_REQ_CHECK(internal::ReadString(*function, "description", fpath, &def.description));
+    DI_REQ_CHECK(internal::ReadBool(*function, "strict", fpath, &def.strict));
+    if (const Json* params = Field(*function, "parameters")) {
+      if (!params->is_object()) return WrongType(Join(fpath, "parameters"), "an object", *params);
+      if (def.strict.value_or(false)) {
+        DI_REQ_CHECK(internal::NormalizeStrictSchema(*params, Join(fpath, "parameters"), &def.parameters));
+      } else {
+        def.parameters = *params;
+      }
+    }
+    c->tools.push_back(std::move(def));
+  }
+  return std::nullopt;
+}
+
+Check ParseToolChoice(const Json& body, Conversation* c, std::optional<std::string>* named) {
+  const Json* choice = Field(body, "tool_choice");
+  if (!choice) return std::nullopt;
+  if (choice->is_string()) {
+    const std::string s = choice->get<std::string>();
+    if (s == "auto") c->tool_choice = ToolChoice::kAuto;
+    else if (s == "none") c->tool_choice = ToolChoice::kNone;
+    else if (s == "required") c->tool_choice = ToolChoice::kRequired;
+    else return Invalid("tool_choice", "Invalid value: '" + s + "'. Supported values are: 'none', 'auto' and 'required'.");
+    return std::nullopt;
+  }
+  if (!choice->is_object()) return WrongType("tool_choice", "a string or an object", *choice);
+  const Json* function = Field(*choice, "function");
+  std::optional<std::string> name;
+  if (function && function->is_object()) DI_REQ_CHECK(internal::ReadString(*function, "name", "tool_choice.function", &name));
+  if (!name) return Invalid("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.");
+  *named = name;
+  return std::nullopt;
+}
+
+Check ParseResponseFormat(const Json& body, Conversation* c) {
+  const Json* rf = Field(body, "response_format");
+  if (!rf) return std::nullopt;
+  if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+  std::optional<std::string> type;
+  DI_REQ_CHECK(internal::ReadString(*rf, "type", "response_format", &type));
+  if (!type) return Invalid("response_format.type", "Missing required parameter: 'response_format.type'.");
+  if (*type == "text") {
+    c->response_format = ResponseFormat::kText;
+  } else if (*type == "json_object") {
+    c->response_format = ResponseFormat::kJsonObject;
+  } else if (*type == "json_schema") {
+    const Json* js = Field(*rf, "json_schema");
+    if (!js || !js->is_object()) {
+      return Invalid("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.");
+    }
+    std::optional<std::string> name;
+    DI_REQ_CHECK(internal::ReadString(*js, "name", "response_format.json_schema", &name));
+    if (!name) return Invalid("response_format.json_schema.name", "Missing required parameter: 'response_format.json_schema.name'.");
+    c->response_format = ResponseFormat::kJsonSchema;
+    const Json* schema = Field(*js, "schema");
+    c->response_schema = schema ? *schema : Json::object();
+  } else {
+    return Invalid("response_format.type",
+                   "Invalid value: '" + *type + "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
+  }
+  return std::nullopt;
+}
+
+bool ContainsJsonWord(const Conversation& c) {
+  for (const Message& m : c.messages) {
+    std::string lower = m.content;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (lower.find("json") != std::string::npos) return true;
+  }
+  return false;
+}
+
+Check ParseSampling(const Json& body, const RequestOptions& options, ParsedRequest* r) {
+  InferenceOptions& inf = r->inference;
+  DI_REQ_CHECK(internal::ReadNumber(body, "temperature", "", &inf.temperature));
+  DI_REQ_CHECK(internal::CheckTemperature(inf.temperature, "temperature"));
+  DI_REQ_CHECK(internal::ReadNumber(body, "top_p", "", &inf.top_p));
+  DI_REQ_CHECK(internal::CheckTopP(inf.top_p, "top_p"));
+  DI_REQ_CHECK(internal::ReadInt(body, "top_k", "", &inf.top_k));
+  std::optional<int64_t> max_tokens, max_completion_tokens;
+  DI_REQ_CHECK(internal::ReadInt(body, "max_tokens", "", &max_tokens));
+  DI_REQ_CHECK(internal::ReadInt(body, "max_completion_tokens", "", &max_completion_tokens));
+  DI_REQ_CHECK(internal::CheckMaxTokens(max_tokens, options.max_tokens_upper_bound, "max_tokens"));
+  DI_REQ_CHECK(internal::CheckMaxTokens(max_completion_tokens, options.max_tokens_upper_bound, "max_completion_tokens"));
+  inf.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+  DI_REQ_CHECK(internal::ReadInt(body, "seed", "", &inf.seed));
+  if (inf.seed && *inf.seed < 0) return Invalid("seed", "Invalid seed value, the valid range of seed is [0, 2^63)");
+  std::optional<int64_t> n;
+  DI_REQ_CHECK(internal::ReadInt(body, "n", "", &n));
+  if (n && *n != 1) return Invalid("n", "Invalid n value (currently only n = 1 is supported)");
+  std::optional<bool> logprobs, stream;
+  DI_REQ_CHECK(internal::ReadBool(body, "logprobs", "", &logprobs));
+  inf.logprobs = logprobs.value_or(false);
+  DI_REQ_CHECK(internal::ReadInt(body, "top_logprobs", "", &inf.top_logprobs));
+  if (inf.top_logprobs && (*inf.top_logprobs < 0 || *inf.top_logprobs > 20)) {
+    return Invalid("top_logprobs", "Invalid top_logprobs value, the valid range of top_logprobs is [0, 20]");
+  }
+  if (inf.top_logprobs && !inf.logprobs) {
+    return Invalid("top_logprobs", "Invalid top_logprobs: logprobs must be true when top_logprobs is set");
+  }
+  DI_REQ_CHECK(internal::ReadBool(body, "stream", "", &stream));
+  inf.stream = stream.value_or(false);
+  if (const Json* so = Field(body, "stream_options")) {
+    if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+    std::optional<bool> include_usage;
+    DI_REQ_CHECK(internal::ReadBool(*so, "include_usage", "stream_options", &include_usage));
+    inf.include_usage = include_usage.value_or(false);
+  }
+  if (const Json* stop = Field(body, "stop")) {
+    if (stop->is_string()) {
+      inf.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > 16) return Invalid("stop", "Invalid stop: at most 16 stop sequences are supported");
+      for (size_t i = 0; i < stop->size(); ++i) {
+        if (!(*stop)[i].is_string()) return WrongType(Index("stop", i), "a string", (*stop)[i]);
+        inf.stop.push_back((*stop)[i].get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *stop);
+    }
+  }
+  DI_REQ_CHECK(internal::ReadString(body, "user", "", &inf.user));
+  if (const Json* metadata = Field(body, "metadata")) {
+    if (!metadata->is_object()) return WrongType("metadata", "an object", *metadata);
+    inf.metadata = *metadata;
+  }
+  return std::nullopt;
+}
+
+Check ParseThinking(const Json& body, const RequestOptions& options, Conversation* c) {
+  std::optional<bool> thinking;
+  if (const Json* t = Field(body, "thinking")) {
+    if (!t->is_object()) return WrongType("thinking", "an object", *t);
+    std::optional<std::string> type;
+    DI_REQ_CHECK(internal::ReadString(*t, "type", "thinking", &type));
+    if (type && *type == "enabled") thinking = true;
+    else if (type && *type == "disabled") thinking = false;
+    else if (type) return Invalid("thinking.type", "Invalid value: '" + *type + "'. Supported values are: 'enabled' and 'disabled'.");
+  }
+  std::optional<std::string> effort_name;
+  DI_REQ_CHECK(internal::ReadString(body, "reasoning_effort", "", &effort_name));
+  std::optional<ReasoningEffort> effort;
+  if (effort_name) {
+    bool disables = false, known = false;
+    effort = internal::EffortFromName(*effort_name, &disables, &known);
+    if (!known) {
+      return Invalid("reasoning_effort", "Invalid value: '" + *effort_name +
+                                             "'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', "
+                                             "'xhigh', 'ultra' and 'max'.");
+    }
+    if (disables && !thinking) thinking = false;
+  }
+  c->thinking_mode = thinking.value_or(options.default_thinking_mode);
+  c->reasoning_effort = c->thinking_mode ? effort : std::nullopt;
+  return std::nullopt;
+}
+
+Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
+  r->protocol = Protocol::kChatCompletions;
+  std::optional<std::string> model;
+  DI_REQ_CHECK(internal::ReadString(body, "model", "", &model));
+  if (!model) return Invalid("model", "Missing required parameter: 'model'.");
+  r->model = *model;
+  const Json* messages = Field(body, "messages");
+  if (!messages) return Invalid("messages", "Missing required parameter: 'messages'.");
+  if (!messages->is_array()) return WrongType("messages", "an array", *messages);
+  if (messages->empty()) return Invalid("messages", "Empty input messages");
+  Conversation& c = r->conversation;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    Message m;
+    DI_REQ_CHECK(ParseMessage((*messages)[i], i, options, &m));
+    c.messages.push_back(std::move(m));
+  }
+  for (size_t i = 0; i + 1 < c.messages.size(); ++i) {
+    if (c.messages[i].prefix) {
+      return Invalid(Index("messages", i) + ".prefix",
+                     "Invalid completion message: prefix set true with message which is not final message or "
+                     "message role is not assistant");
+    }
+  }
+  DI_REQ_CHECK(internal::CheckToolSequence(c));
+  DI_REQ_CHECK(ParseTools(body, &c));
+  std::optional<std::string> named_tool;
+  DI_REQ_CHECK(ParseToolChoice(body, &c, &named_tool));
+  DI_REQ_CHECK(ParseResponseFormat(body, &c));
+  if (c.response_format == ResponseFormat::kJsonObject && !ContainsJsonWord(c)) {
+    return Invalid("response_format",
+                   "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
+  }
+  DI_REQ_CHECK(ParseThinking(body, options, &c));
+  if (c.tool_choice != ToolChoice::kNone) DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
+  const bool has_prefix = !c.messages.empty() && c.messages.back().prefix;
+  if (has_prefix && !c.tools.empty()) return Invalid("tools", "Function call should not be used with prefix");
+  if (has_prefix && c.response_format == ResponseFormat::kJsonObject) {
+    return Invalid("response_format", "response_format json_object should not be used with prefix");
+  }
+  if (c.thinking_mode && !c.tools.empty() && (named_tool || c.tool_choice == ToolChoice::kRequired)) {
+    return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
+  }
+  DI_REQ_CHECK(ParseSampling(body, options, r));
+  return internal::FinishConversation(r, named_tool, "tool_choice");
+}
+
+}  // namespace
+
+ParseOutcome ParseChatCompletionsRequest(std::string_view body_text, const RequestOptions& options) {
+  ParseOutcome outcome;
+  Json body;
+  if (Check error = internal::ParseBody(body_text, &body)) {
+    outcome.error = std::move(*error);
+    return outcome;
+  }
+  ParsedRequest request;
+  if (Check error = Parse(body, options, &request)) {
+    outcome.error = std::move(*error);
+    return outcome;
+  }
+  outcome.request = std::move(request);
+  return outcome;
+}
+
+}  // namespace deepinfer::recipe

@@ -1,0 +1,340 @@
+// Shared request-parsing helpers, error bodies and the protocol dispatcher.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "recipe/request_internal.h"
+
+namespace deepinfer::recipe {
+
+std::string_view ProtocolName(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kChatCompletions: return "chat";
+    case Protocol::kResponses: return "responses";
+    case Protocol::kAnthropicMessages: return "anthropic";
+  }
+  return "?";
+}
+
+std::optional<Protocol> ParseProtocol(std::string_view name) {
+  if (name == "chat") return Protocol::kChatCompletions;
+  if (name == "responses") return Protocol::kResponses;
+  if (name == "anthropic" || name == "messages") return Protocol::kAnthropicMessages;
+  return std::nullopt;
+}
+
+std::string ErrorBody(Protocol protocol, const RequestError& error) {
+  nlohmann::ordered_json body;
+  if (protocol == Protocol::kAnthropicMessages) {
+    body["type"] = "error";
+    body["error"]["type"] = error.type;
+    body["error"]["message"] = error.param.empty() ? error.message : error.param + ": " + error.message;
+  } else {
+    body["error"]["message"] = error.message;
+    body["error"]["type"] = error.type;
+    body["error"]["param"] = error.param.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error.param);
+    body["error"]["code"] = nullptr;
+  }
+  return body.dump();
+}
+
+ParseOutcome ParseRequest(Protocol protocol, std::string_view body, const RequestOptions& options) {
+  switch (protocol) {
+    case Protocol::kChatCompletions: return ParseChatCompletionsRequest(body, options);
+    case Protocol::kResponses: return ParseResponsesRequest(body, options);
+    case Protocol::kAnthropicMessages: return ParseAnthropicRequest(body, options);
+  }
+  return {std::nullopt, internal::Invalid("", "unknown protocol")};
+}
+
+namespace internal {
+
+namespace {
+
+// Nesting depth of a JSON text, scanning brackets outside strings; stops early past `limit`.
+int JsonDepth(std::string_view text, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == ']' || c == '}') --depth;
+  }
+  return max_depth;
+}
+
+}  // namespace
+
+Check ParseBody(std::string_view body, Json* out) {
+  if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return Invalid("", "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  *out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    return Invalid("", "We could not parse the JSON body of your request. The body must be valid JSON.");
+  }
+  if (!out->is_object()) return Invalid("", "the request body must be a JSON object");
+  return std::nullopt;
+}
+
+std::string_view TypeName(const Json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number()) return "number";
+  if (v.is_string()) return "string";
+  if (v.is_array()) return "array";
+  return "object";
+}
+
+RequestError WrongType(const std::string& param, std::string_view expected, const Json& got) {
+  return Invalid(param, "Invalid type for '" + param + "': expected " + std::string(expected) + ", but got " +
+                            std::string(TypeName(got)) + ".");
+}
+
+const Json* Field(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Check ReadString(const Json& obj, const char* key, const std::string& path, std::optional<std::string>* out) {
+  const Json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return WrongType(Join(path, key), "a string", *v);
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+Check ReadBool(const Json& obj, const char* key, const std::string& path, std::optional<bool>* out) {
+  const Json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return WrongType(Join(path, key), "a boolean", *v);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+Check ReadInt(const Json& obj, const char* key, const std::string& path, std::optional<int64_t>* out) {
+  const Json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return Invalid(Join(path, key), "integer is too large");
+    *out = static_cast<int64_t>(u);
+    return std::nullopt;
+  }
+  if (v->is_number_integer()) {
+    *out = v->get<int64_t>();
+    return std::nullopt;
+  }
+  return WrongType(Join(path, key), "an integer", *v);
+}
+
+Check ReadNumber(const Json& obj, const char* key, const std::string& path, std::optional<double>* out) {
+  const Json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return WrongType(Join(path, key), "a number", *v);
+  *out = v->get<double>();
+  return std::nullopt;
+}
+
+std::string Join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+std::string Index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+Check CheckTemperature(const std::optional<double>& t, const std::string& param) {
+  if (t && !(*t >= 0.0 && *t <= 2.0)) {
+    return Invalid(param, "Invalid temperature value, the valid range of temperature is [0, 2]");
+  }
+  return std::nullopt;
+}
+
+Check CheckTopP(const std::optional<double>& p, const std::string& param) {
+  if (p && !(*p > 0.0 && *p <= 1.0)) return Invalid(param, "Invalid top_p value, the valid range of top_p is (0, 1]");
+  return std::nullopt;
+}
+
+Check CheckMaxTokens(const std::optional<int64_t>& n, int64_t upper, const std::string& param) {
+  if (n && (*n < 1 || *n > upper)) {
+    return Invalid(param, "Invalid " + param + " value, the valid range of " + param + " is [1, " +
+                              std::to_string(upper) + "]");
+  }
+  return std::nullopt;
+}
+
+std::optional<ReasoningEffort> EffortFromName(std::string_view name, bool* disables_thinking, bool* known) {
+  *disables_thinking = false;
+  *known = true;
+  if (name == "none") {
+    *disables_thinking = true;
+    return std::nullopt;
+  }
+  if (name == "minimal" || name == "low") return ReasoningEffort::kLow;
+  if (name == "medium" || name == "high") return ReasoningEffort::kHigh;
+  if (name == "xhigh") return ReasoningEffort::kXHigh;
+  if (name == "ultra" || name == "max") return ReasoningEffort::kMax;
+  *known = false;
+  return std::nullopt;
+}
+
+Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* out) {
+  if (schema.is_array()) {
+    *out = Json::array();
+    for (size_t i = 0; i < schema.size(); ++i) {
+      Json item;
+      DI_REQ_CHECK(NormalizeStrictSchema(schema[i], Index(path, i), &item));
+      out->push_back(std::move(item));
+    }
+    return std::nullopt;
+  }
+  if (!schema.is_object()) {
+    *out = schema;
+    return std::nullopt;
+  }
+  *out = Json::object();
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    if (it->is_object() && it.key() == "properties") {
+      Json props = Json::object();
+      for (auto p = it->begin(); p != it->end(); ++p) {
+        DI_REQ_CHECK(NormalizeStrictSchema(*p, Join(Join(path, "properties"), p.key()), &props[p.key()]));
+      }
+      (*out)[it.key()] = std::move(props);
+    } else if (it->is_object() || it->is_array()) {
+      DI_REQ_CHECK(NormalizeStrictSchema(*it, Join(path, it.key()), &(*out)[it.key()]));
+    } else {
+      (*out)[it.key()] = *it;
+    }
+  }
+  const auto type = out->find("type");
+  if (type != out->end() && *type == "object") {
+    (*out)["additionalProperties"] = false;
+    Json keys = Json::array();
+    const auto props = out->find("properties");
+    if (props != out->end() && props->is_object()) {
+      for (auto p = props->begin(); p != props->end(); ++p) keys.push_back(p.key());
+    }
+    const auto required = out->find("required");
+    if (required == out->end()) {
+      (*out)["required"] = std::move(keys);
+    } else {
+      bool same = required->is_array() && required->size() == keys.size();
+      for (size_t i = 0; same && i < keys.size(); ++i) {
+        same = std::find(required->begin(), required->end(), keys[i]) != required->end();
+      }
+      if (!same) return Invalid(Join(path, "required"), "Required properties must match all properties in the object");
+    }
+  }
+  return std::nullopt;
+}
+
+Check CheckStrictConsistency(const std::vector<ToolDefinition>& tools, const std::string& path) {
+  bool any_strict = false, any_loose = false;
+  for (const ToolDefinition& tool : tools) (tool.strict.value_or(false) ? any_strict : any_loose) = true;
+  if (any_strict && any_loose) return Invalid(path, "Cannot use strict tool with non-strict tool in the same request");
+  return std::nullopt;
+}
+
+Check CheckToolName(const std::string& name, const std::string& path) {
+  bool valid = !name.empty();
+  for (char ch : name) {
+    valid = valid && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
+  }
+  if (!valid) {
+    return Invalid(path, "Invalid '" + path +
+                             "': string does not match pattern. Expected a string that matches the pattern "
+                             "'^[a-zA-Z0-9_-]+$'.");
+  }
+  return std::nullopt;
+}
+
+std::optional<ImageSource> ImageFromUrl(const std::string& url, const std::string& detail, const std::string& path) {
+  ImageSource source;
+  source.url = url;
+  source.detail = detail.empty() ? "high" : detail;
+  source.path = path;
+  if (url.rfind("data:", 0) == 0) {
+    source.kind = ImageSource::Kind::kDataUrl;
+  } else if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+    source.kind = ImageSource::Kind::kUrl;
+  } else {
+    return std::nullopt;
+  }
+  return source;
+}
+
+std::string_view ImagePartText(const RequestOptions& options) {
+  return options.model_version == ModelVersion::kV41 ? kImageToken : std::string_view("[Unsupported Image]");
+}
+
+Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool,
+                         const std::string& tool_choice_param) {
+  Conversation& c = request->conversation;
+  if (named_tool) {
+    std::vector<ToolDefinition> kept;
+    for (ToolDefinition& tool : c.tools) {
+      if (tool.name == *named_tool) kept.push_back(std::move(tool));
+    }
+    if (kept.empty()) {
+      return Invalid(tool_choice_param, "Tool choice names a function that is not in tools: " + *named_tool);
+    }
+    c.tools = std::move(kept);
+    c.tool_choice = ToolChoice::kRequired;
+  }
+  if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
+  if (c.tools.empty() && c.tool_choice == ToolChoice::kRequired) c.tool_choice = ToolChoice::kAuto;
+  if (c.thinking_mode) {
+    if (!c.reasoning_effort) c.reasoning_effort = ReasoningEffort::kHigh;
+    for (Message& m : c.messages) {
+      if (m.role == Role::kAssistant && !m.reasoning_content) m.reasoning_content = "";
+    }
+    request->inference.temperature = 1.0;
+  } else {
+    c.reasoning_effort.reset();
+    if (!request->inference.temperature) request->inference.temperature = 1.0;
+  }
+  if (!request->inference.top_p) request->inference.top_p = 1.0;
+  return std::nullopt;
+}
+
+Check CheckToolSequence(const Conversation& c) {
+  const auto& ms = c.messages;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i].role == Role::kTool) {
+      size_t k = i;
+      while (k > 0 && ms[k - 1].role == Role::kTool) --k;
+      if (k == 0 || ms[k - 1].role != Role::kAssistant || ms[k - 1].tool_calls.empty()) {
+        return Invalid(Index("messages", i),
+                       "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'");
+      }
+    }
+    if (ms[i].role == Role::kAssistant && !ms[i].tool_calls.empty()) {
+      std::string missing;
+      for (const ToolCall& call : ms[i].tool_calls) {
+        bool found = false;
+        for (size_t j = i + 1; j < ms.size() && ms[j].role == Role::kTool; ++j) {
+          if (ms[j].tool_call_id && *ms[j].tool_call_id == call.id) found = true;
+        }
+        if (!found) missing += (missing.empty() ? "" : ", ") + call.id;
+      }
+      if (!missing.empty()) {
+        return Invalid(Index("messages", i),
+                       "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                       "'tool_call_id', The following tool_call_ids did not have response messages: " + missing);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace internal
+}  // namespace deepinfer::recipe

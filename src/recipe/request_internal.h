@@ -1,0 +1,75 @@
+// Helpers shared by the three request parsers (not part of the public interface).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "recipe/request.h"
+
+namespace deepinfer::recipe::internal {
+
+using Json = nlohmann::ordered_json;
+
+// An optional error: empty means success.
+using Check = std::optional<RequestError>;
+
+#define DI_REQ_CHECK(expr)          \
+  do {                              \
+    ::deepinfer::recipe::internal::Check di_check_ = (expr); \
+    if (di_check_) return di_check_; \
+  } while (0)
+
+inline RequestError Invalid(std::string param, std::string message) {
+  return RequestError{400, "invalid_request_error", std::move(param), std::move(message)};
+}
+
+// Parses the body into a JSON object; rejects non-objects and nesting deeper than kMaxJsonDepth.
+inline constexpr int kMaxJsonDepth = 256;
+Check ParseBody(std::string_view body, Json* out);
+
+std::string_view TypeName(const Json& value);  // "string", "number", "object", ...
+RequestError WrongType(const std::string& param, std::string_view expected, const Json& got);
+
+// Typed field readers: absent or null leaves *out untouched and succeeds; a wrong type is an error.
+Check ReadString(const Json& obj, const char* key, const std::string& path, std::optional<std::string>* out);
+Check ReadBool(const Json& obj, const char* key, const std::string& path, std::optional<bool>* out);
+Check ReadInt(const Json& obj, const char* key, const std::string& path, std::optional<int64_t>* out);
+Check ReadNumber(const Json& obj, const char* key, const std::string& path, std::optional<double>* out);
+const Json* Field(const Json& obj, const char* key);  // nullptr when absent or null
+
+std::string Join(const std::string& path, std::string_view key);  // "a" + "b" → "a.b"
+std::string Index(const std::string& path, size_t i);             // "a" + 2 → "a[2]"
+
+// Common range checks (deepseek-recipe's messages).
+Check CheckTemperature(const std::optional<double>& t, const std::string& param);
+Check CheckTopP(const std::optional<double>& p, const std::string& param);
+Check CheckMaxTokens(const std::optional<int64_t>& n, int64_t upper, const std::string& param);
+
+// Thinking mode and effort from a protocol's spelling of them.
+std::optional<ReasoningEffort> EffortFromName(std::string_view name, bool* disables_thinking, bool* known);
+
+// The `strict: true` rewrite of a tool's parameters: every object schema gets additionalProperties
+// false and all of its properties required (a `required` list naming a different set is an error).
+Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* out);
+// Strict and non-strict tools cannot be mixed.
+Check CheckStrictConsistency(const std::vector<ToolDefinition>& tools, const std::string& path);
+// Function names match ^[a-zA-Z0-9_-]+$.
+Check CheckToolName(const std::string& name, const std::string& path);
+
+// An image URL (data: or http(s)) as an image source; nullopt when it is neither.
+std::optional<ImageSource> ImageFromUrl(const std::string& url, const std::string& detail, const std::string& path);
+
+// The text an image part becomes in the message: a placeholder where the model reads images.
+std::string_view ImagePartText(const RequestOptions& options);
+
+// Finishes the conversation the way deepseek-recipe does for every protocol: thinking-mode reasoning
+// defaults, tool-choice filtering, temperature in thinking mode.
+Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool, const std::string& tool_choice_param);
+
+// Tool-call / tool-result pairing rules of the OpenAI API.
+Check CheckToolSequence(const Conversation& conversation);
+
+}  // namespace deepinfer::recipe::internal

