@@ -133,6 +133,33 @@ TEST(LinearTest, QuantizedEqualsF32OnDequantizedWeights) {
   }
 }
 
+// FP8 scales so large that scale · 256 overflows (the vector kernels fold 256 into the scale otherwise).
+TEST(LinearTest, Fp8HugeScalesStayExact) {
+  const int64_t out = 20, in = 256;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 31, {ScaleFormat::kF32, 16, 128});
+  const float huge = std::ldexp(1.0f, 121);
+  float* scales = reinterpret_cast<float*>(w.scales.data());
+  const size_t scale_count = w.scales.size() / 4;
+  for (size_t s = 0; s < scale_count; s += 2) scales[s] = huge;
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t k = 0; k < in; ++k) {
+      uint8_t& q = w.data[static_cast<size_t>(n * in + k)];
+      q &= 0xBF;  // exponent field < 8: |value| < 2, so value · 2^121 stays finite
+      const float scale = scales[(n / 16) * 2 + k / 128];
+      w.dequantized[static_cast<size_t>(n * in + k)] = static_cast<float>(testing::ReferenceE4M3(q)) * scale;
+    }
+  }
+  const std::vector<float> x = RandomVector(3 * in, 32, 1e-30f);
+  WeightView dense{WeightFormat::kF32, out, in, w.dequantized.data()};
+  for (Isa isa : IsasToTest()) {
+    std::vector<float> quantized(3 * out), reference(3 * out);
+    LinearWithIsa(isa, x.data(), 3, in, w.view, quantized.data(), out, {}, nullptr);
+    LinearWithIsa(isa, x.data(), 3, in, dense, reference.data(), out, {}, nullptr);
+    EXPECT_TRUE(BitEqual(quantized, reference)) << IsaName(isa);
+    for (float v : quantized) EXPECT_TRUE(std::isfinite(v));
+  }
+}
+
 // The result for a row depends on that row alone: not on m, on its position, or on the thread count.
 TEST(LinearTest, BatchInvariance) {
   ThreadPool pool1(1), pool2(2), pool3(3);

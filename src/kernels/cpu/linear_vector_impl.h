@@ -26,13 +26,6 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 
-inline int Log2IfPowerOfTwo(int64_t v) {
-  if (v <= 0 || (v & (v - 1)) != 0) return -1;
-  int s = 0;
-  while ((int64_t{1} << s) < v) ++s;
-  return s;
-}
-
 // Weight sources: give the fp32 values of rows rows[j] at k .. k + kStep (kStep/16 registers), and the
 // zero-padded tail (k .. in) through the portable decoder.
 template <int NR>
@@ -56,6 +49,8 @@ struct F32Source : SourceBase<NR> {
       ptr[j] = static_cast<const float*>(weights.data) + row_indices[j] * weights.in_features;
     }
   }
+  int64_t Span() const { return this->w->in_features; }
+  void Begin(int64_t) {}
   void Load(int j, int64_t k, V::Reg* out) const { out[0] = V::Load(ptr[j] + k); }
 };
 
@@ -70,6 +65,8 @@ struct Bf16Source : SourceBase<NR> {
       ptr[j] = static_cast<const uint16_t*>(weights.data) + row_indices[j] * weights.in_features;
     }
   }
+  int64_t Span() const { return this->w->in_features; }
+  void Begin(int64_t) {}
   void Load(int j, int64_t k, V::Reg* out) const { out[0] = V::LoadBf16(ptr[j] + k); }
 };
 
@@ -79,12 +76,15 @@ struct Fp8Source : SourceBase<NR> {
   const uint8_t* ptr[NR];
   const uint8_t* scale_row[NR];  // of the row's block row, in bytes (4 per F32 scale)
   bool f32_scales;
-  int block_shift;      // log2(block_in) when block_in is a power of two ≥ 16, else -1
   bool aligned_blocks;  // block_in % 16 == 0: one scale per 16 weights
+  // The current block's scales, times 256 when that product stays finite (then one multiply of the
+  // fp16-decoded value, which is the E4M3 value · 2^-8, rounds exactly like value · scale); else
+  // `fold_ok` is false and Load multiplies twice.
+  float scale[NR], scale256[NR];
+  bool fold_ok = true;
   Fp8Source(const WeightView& weights, const int64_t* row_indices) {
     this->w = &weights;
     f32_scales = weights.scale_format == ScaleFormat::kF32;
-    block_shift = Log2IfPowerOfTwo(weights.block_in);
     aligned_blocks = weights.block_in % 16 == 0;
     const int64_t scale_cols = (weights.in_features + weights.block_in - 1) / weights.block_in;
     for (int j = 0; j < NR; ++j) {
@@ -94,13 +94,21 @@ struct Fp8Source : SourceBase<NR> {
                      (row_indices[j] / weights.block_out) * scale_cols * (f32_scales ? 4 : 1);
     }
   }
-  float Scale(int j, int64_t block) const {
-    if (f32_scales) {
-      float s;
-      std::memcpy(&s, scale_row[j] + block * 4, 4);
-      return s;
+  int64_t Span() const { return aligned_blocks ? this->w->block_in : kLanes; }
+  void Begin(int64_t k) {
+    if (!aligned_blocks) return;
+    const int64_t block = k / this->w->block_in;
+    fold_ok = true;
+    for (int j = 0; j < NR; ++j) {
+      if (f32_scales) {
+        std::memcpy(&scale[j], scale_row[j] + block * 4, 4);
+      } else {
+        scale[j] = E8M0ToFloat(scale_row[j][block]);
+      }
+      scale256[j] = scale[j] * 256.0f;
+      // Overflow of the folded scale alone would change the product; inf/NaN scales fold consistently.
+      if (scale256[j] - scale256[j] != 0.0f && scale[j] - scale[j] == 0.0f) fold_ok = false;
     }
-    return E8M0ToFloat(scale_row[j][block]);
   }
   void Load(int j, int64_t k, V::Reg* out) const {
     if (!aligned_blocks) {  // a scale boundary may fall inside these 16 weights: decode portably
@@ -109,9 +117,9 @@ struct Fp8Source : SourceBase<NR> {
       out[0] = V::Load(tmp);
       return;
     }
-    const int64_t block = block_shift >= 0 ? (k >> block_shift) : k / this->w->block_in;
-    // (value · 2^-8) · 2^8 is exact, then one rounding by the scale, as in DecodeWeightRow.
-    out[0] = V::Mul(V::Mul(V::LoadE4M3Over256(ptr[j] + k), V::Set1(256.0f)), V::Set1(Scale(j, block)));
+    const typename V::Reg over256 = V::LoadE4M3Over256(ptr[j] + k);
+    out[0] = fold_ok ? V::Mul(over256, V::Set1(scale256[j]))
+                     : V::Mul(V::Mul(over256, V::Set1(256.0f)), V::Set1(scale[j]));
   }
 };
 
@@ -121,6 +129,7 @@ struct Fp4Source : SourceBase<NR> {
   const uint8_t* ptr[NR];
   const uint8_t* scales[NR];
   bool low_first;
+  typename V::Fp4Table table[NR];  // the current 32-block's values times its scale
   Fp4Source(const WeightView& weights, const int64_t* row_indices) {
     this->w = &weights;
     low_first = weights.nibble_order == NibbleOrder::kLowFirst;
@@ -130,10 +139,11 @@ struct Fp4Source : SourceBase<NR> {
       scales[j] = static_cast<const uint8_t*>(weights.scales) + row_indices[j] * (weights.in_features / 32);
     }
   }
-  void Load(int j, int64_t k, V::Reg* out) const {
-    const V::Fp4Table table = V::MakeFp4Table(E8M0ToFloat(scales[j][k / 32]));
-    V::DecodeFp4(ptr[j] + k / 2, table, low_first, out);
+  int64_t Span() const { return 32; }
+  void Begin(int64_t k) {
+    for (int j = 0; j < NR; ++j) table[j] = V::MakeFp4Table(E8M0ToFloat(scales[j][k / 32]));
   }
+  void Load(int j, int64_t k, V::Reg* out) const { V::DecodeFp4(ptr[j] + k / 2, table[j], low_first, out); }
 };
 
 // A decoded panel of NR rows, each `stride` floats (≥ in rounded up to 16, zero-padded).
@@ -142,6 +152,8 @@ struct PanelSource {
   static constexpr int kStep = 16;
   const float* panel;
   int64_t stride;
+  int64_t Span() const { return stride; }
+  void Begin(int64_t) {}
   void Load(int j, int64_t k, V::Reg* out) const { out[0] = V::Load(panel + j * stride + k); }
   void Tail(int j, int64_t k, float* out16) const { std::memcpy(out16, panel + j * stride + k, kLanes * 4); }
 };
@@ -149,20 +161,25 @@ struct PanelSource {
 // y[i][j] (+)= canonical dot of x row i with weight row j, for an MR x NR tile; rows beyond `valid_m`
 // / columns beyond `valid_n` are computed on duplicates and not stored.
 template <int MR, int NR, class Source>
-inline void MicroKernel(const float* const* x, const Source& src, int64_t in, float* const* y, int64_t y_col,
+inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* const* y, int64_t y_col,
                         int valid_m, int valid_n, bool accumulate) {
   constexpr int kSub = Source::kStep / 16;
   typename V::Reg acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = V::Zero();
   const int64_t full = in / Source::kStep * Source::kStep;
-  for (int64_t k = 0; k < full; k += Source::kStep) {
-    typename V::Reg wv[NR][kSub];
-    for (int j = 0; j < NR; ++j) src.Load(j, k, wv[j]);
-    for (int s = 0; s < kSub; ++s) {
-      for (int i = 0; i < MR; ++i) {
-        const typename V::Reg xv = V::Load(x[i] + k + s * 16);
-        for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, wv[j][s], acc[i][j]);
+  const int64_t span = src.Span();
+  for (int64_t kb = 0; kb < full; kb += span) {
+    src.Begin(kb);
+    const int64_t kb_end = kb + span < full ? kb + span : full;
+    for (int64_t k = kb; k < kb_end; k += Source::kStep) {
+      typename V::Reg wv[NR][kSub];
+      for (int j = 0; j < NR; ++j) src.Load(j, k, wv[j]);
+      for (int s = 0; s < kSub; ++s) {
+        for (int i = 0; i < MR; ++i) {
+          const typename V::Reg xv = V::Load(x[i] + k + s * 16);
+          for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, wv[j][s], acc[i][j]);
+        }
       }
     }
   }
@@ -203,7 +220,7 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
     int64_t rows[NR];
     RowIndices<NR>(n0, n_end, rows);
-    const Source<NR> src(*t.w, rows);
+    Source<NR> src(*t.w, rows);
     const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
     MicroKernel<MR, NR>(x, src, t.w->in_features, y, n0, MR, valid_n, t.accumulate);
   }
@@ -225,18 +242,25 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
       int64_t rows[NR];
       RowIndices<NR>(n0, n_end, rows);
-      const Source<NR> src(*t.w, rows);
-      for (int j = 0; j < NR; ++j) {
-        float* dst = panel + j * stride;
-        const int64_t full = in / Source<NR>::kStep * Source<NR>::kStep;
-        for (int64_t k = 0; k < full; k += Source<NR>::kStep) {
-          typename V::Reg r[Source<NR>::kStep / 16];
-          src.Load(j, k, r);
-          for (int s = 0; s < Source<NR>::kStep / 16; ++s) V::Store(dst + k + s * 16, r[s]);
+      Source<NR> src(*t.w, rows);
+      constexpr int kStep = Source<NR>::kStep;
+      const int64_t full = in / kStep * kStep;
+      const int64_t span = src.Span();
+      for (int64_t kb = 0; kb < full; kb += span) {
+        src.Begin(kb);
+        const int64_t kb_end = kb + span < full ? kb + span : full;
+        for (int j = 0; j < NR; ++j) {
+          for (int64_t k = kb; k < kb_end; k += kStep) {
+            typename V::Reg r[kStep / 16];
+            src.Load(j, k, r);
+            for (int s = 0; s < kStep / 16; ++s) V::Store(panel + j * stride + k + s * 16, r[s]);
+          }
         }
-        if (full < in) src.Tail(j, full, dst + full);
       }
-      const PanelSource<NR> panel_src{panel, stride};
+      if (full < in) {
+        for (int j = 0; j < NR; ++j) src.Tail(j, full, panel + j * stride + full);
+      }
+      PanelSource<NR> panel_src{panel, stride};
       const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
       for (int64_t i0 = m0; i0 < m1; i0 += MR) {
         const float* x[MR];
