@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_scan.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace deepinfer {
@@ -95,6 +96,46 @@ Status CheckModelOptions(const Json& m) {
 
 std::atomic<uint64_t> next_serial{1};
 
+// Parses everything but model.vocab and model.merges into a DOM; returns those two as raw text.
+Status ParseOutline(std::string_view json_text, Json* top, std::string_view* vocab, std::string_view* merges) {
+  JsonScanner scanner(json_text);
+  scanner.SkipSpace();
+  if (scanner.AtEnd() || json_text[scanner.pos()] != '{') {
+    return Status::InvalidArgument("tokenizer.json: top level is not an object");
+  }
+  std::vector<std::pair<std::string, std::string_view>> members;
+  DI_RETURN_IF_ERROR(scanner.ObjectMembers(&members));
+  if (!scanner.AtEnd()) return scanner.Error("trailing characters");
+  auto parse = [](std::string_view text, const std::string& key, Json* out) -> Status {
+    *out = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (out->is_discarded()) return Status::InvalidArgument("tokenizer.json: malformed value of '" + key + "'");
+    return Status::Ok();
+  };
+  *top = Json::object();
+  for (const auto& [key, value] : members) {
+    if (key != "model" || value.empty() || value[0] != '{') {
+      DI_RETURN_IF_ERROR(parse(value, key, &(*top)[key]));
+      continue;
+    }
+    JsonScanner model_scanner(value);
+    std::vector<std::pair<std::string, std::string_view>> model_members;
+    DI_RETURN_IF_ERROR(model_scanner.ObjectMembers(&model_members));
+    Json& m = (*top)["model"] = Json::object();
+    for (const auto& [mkey, mvalue] : model_members) {
+      if (mkey == "vocab" && mvalue[0] == '{') {
+        *vocab = mvalue;
+        m[mkey] = Json::object();  // stands for the raw text in *vocab
+      } else if (mkey == "merges" && mvalue[0] == '[') {
+        *merges = mvalue;
+        m[mkey] = Json::array();  // stands for the raw text in *merges
+      } else {
+        DI_RETURN_IF_ERROR(parse(mvalue, "model." + mkey, &m[mkey]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int32_t TokenizerModel::Find(std::string_view spelling) const {
@@ -105,9 +146,9 @@ int32_t TokenizerModel::Find(std::string_view spelling) const {
 }
 
 Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
-  Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("tokenizer.json: not valid JSON");
-  if (!j.is_object()) return Status::InvalidArgument("tokenizer.json: top level is not an object");
+  Json j;
+  std::string_view vocab_text, merges_text;
+  DI_RETURN_IF_ERROR(ParseOutline(json_text, &j, &vocab_text, &merges_text));
   if (j.contains("truncation") && !j["truncation"].is_null()) return Unsupported("truncation");
   if (j.contains("padding") && !j["padding"].is_null()) return Unsupported("padding");
   DI_RETURN_IF_ERROR(CheckNormalizer(j));
@@ -124,13 +165,24 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
   model.serial_ = next_serial.fetch_add(1);
   constexpr int64_t kMaxId = 1 << 24;  // far above any real vocabulary; bounds memory on bad input
   int64_t limit = 0;
-  model.vocab_.reserve(m["vocab"].size());
-  for (const auto& [token, id_json] : m["vocab"].items()) {
-    if (!id_json.is_number_integer()) return Status::InvalidArgument("tokenizer.json: vocab id of '" + token + "' is not an integer");
-    int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id >= kMaxId) return Status::OutOfRange("tokenizer.json: vocab id " + std::to_string(id) + " out of range");
-    model.vocab_.emplace(token, static_cast<int32_t>(id));
-    limit = std::max(limit, id + 1);
+  {
+    JsonScanner scanner(vocab_text);
+    DI_RETURN_IF_ERROR(scanner.Expect('{'));
+    model.vocab_.reserve(vocab_text.size() / 16);
+    std::string token;
+    bool first = true;
+    while (!scanner.Consume('}')) {
+      if (!first) DI_RETURN_IF_ERROR(scanner.Expect(','));
+      first = false;
+      DI_RETURN_IF_ERROR(scanner.String(&token));
+      DI_RETURN_IF_ERROR(scanner.Expect(':'));
+      int64_t id;
+      Status s = scanner.Integer(&id);
+      if (!s.ok()) return Status::InvalidArgument("tokenizer.json: vocab id of '" + token + "' is not an integer");
+      if (id < 0 || id >= kMaxId) return Status::OutOfRange("tokenizer.json: vocab id " + std::to_string(id) + " out of range");
+      model.vocab_[token] = static_cast<int32_t>(id);
+      limit = std::max(limit, id + 1);
+    }
   }
   if (j.contains("added_tokens") && !j["added_tokens"].is_array()) {
     return Status::InvalidArgument("tokenizer.json: added_tokens is not an array");
@@ -187,24 +239,25 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
     model.byte_ids_[b] = it->second;
   }
 
-  const Json& merges = m["merges"];
-  model.merges_.Reserve(merges.size());
-  std::string left, right;
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const Json& rule = merges[rank];
-    if (rule.is_string()) {
-      const std::string& s = rule.get_ref<const std::string&>();
-      size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        return Status::InvalidArgument("tokenizer.json: merge " + std::to_string(rank) + " '" + s + "' is not 'a b'");
-      }
-      left.assign(s, 0, space);
-      right.assign(s, space + 1);
-    } else if (rule.is_array() && rule.size() == 2 && rule[0].is_string() && rule[1].is_string()) {
-      left = rule[0].get<std::string>();
-      right = rule[1].get<std::string>();
+  JsonScanner scanner(merges_text);
+  DI_RETURN_IF_ERROR(scanner.Expect('['));
+  model.merges_.Reserve(merges_text.size() / 12);
+  std::string left, right, pair;
+  for (uint32_t rank = 0; !scanner.Consume(']'); ++rank) {
+    if (rank > 0) DI_RETURN_IF_ERROR(scanner.Expect(','));
+    if (scanner.Consume('[')) {
+      DI_RETURN_IF_ERROR(scanner.String(&left));
+      DI_RETURN_IF_ERROR(scanner.Expect(','));
+      DI_RETURN_IF_ERROR(scanner.String(&right));
+      DI_RETURN_IF_ERROR(scanner.Expect(']'));
     } else {
-      return Status::InvalidArgument("tokenizer.json: merge " + std::to_string(rank) + " is malformed");
+      DI_RETURN_IF_ERROR(scanner.String(&pair));
+      size_t space = pair.find(' ');
+      if (space == std::string::npos || pair.find(' ', space + 1) != std::string::npos) {
+        return Status::InvalidArgument("tokenizer.json: merge " + std::to_string(rank) + " '" + pair + "' is not 'a b'");
+      }
+      left.assign(pair, 0, space);
+      right.assign(pair, space + 1);
     }
     auto l = model.vocab_.find(left);
     auto r = model.vocab_.find(right);
@@ -213,7 +266,7 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
       return Status::InvalidArgument("tokenizer.json: merge " + std::to_string(rank) + " '" + left + " " + right +
                                      "' uses a token missing from the vocab");
     }
-    model.merges_.Add(l->second, r->second, static_cast<uint32_t>(rank), merged->second);
+    model.merges_.Add(l->second, r->second, rank, merged->second);
   }
   return model;
 }
