@@ -146,7 +146,9 @@ TEST(TokenizerProperty, StreamingHoldsBackIncompleteCodePoints) {
     }
     ASSERT_GE(id, 0);
     out += stream.Add(id);
-    if (out.empty()) EXPECT_GT(stream.pending_bytes(), 0u);
+    if (out.empty()) {
+      EXPECT_GT(stream.pending_bytes(), 0u);
+    }
   }
   EXPECT_EQ(out, "你");
   EXPECT_EQ(stream.Finish(), "");
