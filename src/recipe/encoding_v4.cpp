@@ -125,6 +125,8 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
         break;
       case Role::kUser:
         if (!turns.empty() && turns.back().role == Role::kUser) {
+          // V4 replaces an empty turn so far rather than joining it with a separator; V4.1 joins.
+          if (!v41 && turns.back().parts.size() == 1 && turns.back().parts[0].text.empty()) turns.back().parts.clear();
           turns.back().parts.push_back({m.content, m.images.size()});
           turns.back().images.insert(turns.back().images.end(), m.images.begin(), m.images.end());
         } else {

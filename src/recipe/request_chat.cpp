@@ -176,7 +176,10 @@ Check ParseTools(const Json& body, Conversation* c) {
     def.name = *name;
     DI_REQ_CHECK(internal::ReadString(*function, "description", fpath, &def.description));
     DI_REQ_CHECK(internal::ReadBool(*function, "strict", fpath, &def.strict));
-    if (const Json* params = Field(*function, "parameters")) {
+    const Json* params = Field(*function, "parameters");
+    const Json empty_object_schema = {{"type", "object"}, {"properties", Json::object()}};
+    if (!params && def.strict.value_or(false)) params = &empty_object_schema;
+    if (params) {
       if (!params->is_object()) return WrongType(Join(fpath, "parameters"), "an object", *params);
       if (def.strict.value_or(false)) {
         DI_REQ_CHECK(internal::NormalizeStrictSchema(*params, Join(fpath, "parameters"), &def.parameters));
@@ -346,6 +349,8 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   for (size_t i = 0; i < messages->size(); ++i) {
     Message m;
     DI_REQ_CHECK(ParseMessage((*messages)[i], i, options, &m));
+    // deepseek-recipe drops system messages without text.
+    if (m.role == Role::kSystem && m.content.empty()) continue;
     c.messages.push_back(std::move(m));
   }
   for (size_t i = 0; i + 1 < c.messages.size(); ++i) {
@@ -365,7 +370,6 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
                    "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
   }
   DI_REQ_CHECK(ParseThinking(body, options, &c));
-  if (c.tool_choice != ToolChoice::kNone) DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
   const bool has_prefix = !c.messages.empty() && c.messages.back().prefix;
   if (has_prefix && !c.tools.empty()) return Invalid("tools", "Function call should not be used with prefix");
   if (has_prefix && c.response_format == ResponseFormat::kJsonObject) {
@@ -375,7 +379,13 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
   }
   DI_REQ_CHECK(ParseSampling(body, options, r));
-  return internal::FinishConversation(r, named_tool, "tool_choice");
+  DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice"));
+  DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
+  const bool strict_tools = !c.tools.empty() && c.tools.front().strict.value_or(false);
+  if (strict_tools && Field(body, "response_format")) {
+    return Invalid("response_format", "response_format should not be used with tools");
+  }
+  return std::nullopt;
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+"""Differential test of `deepinfer render` against the live deepseek-recipe package (and, when
+DEEPINFER_DSV32_ENCODER points at DeepSeek's encoding_dsv32.py, against V3.2's reference encoder).
+
+Unlike the committed golden corpus, the requests here come from a fresh seed each run of the generator
+(DEEPINFER_RENDER_SEED, default 1004), so the live oracle is re-asked on requests the goldens never saw.
+"""
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tools" / "recipe"))
+
+gen = pytest.importorskip("gen_requests", reason="deepseek_recipe is not installed")
+
+
+def _render_all(deepinfer_bin, requests, version, protocol="chat"):
+    stdin = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests)
+    out = subprocess.run([deepinfer_bin, "render", "--jsonl", "--protocol", protocol, "--model-version", version],
+                         input=stdin.encode(), capture_output=True, check=True).stdout.decode()
+    return [json.loads(line) for line in out.split("\n") if line]
+
+
+def _compare(results, requests, oracle):
+    mismatches = []
+    for i, (got, request) in enumerate(zip(results, requests)):
+        want = oracle(request)
+        ours = got["prompt"] if "prompt" in got else {"error": got["error"]["status"]}
+        if ours != want:
+            mismatches.append((i, request, want, ours))
+    return mismatches
+
+
+@pytest.mark.parametrize("version", ["v4", "v4.1"])
+def test_render_matches_live_oracle(deepinfer_bin, version):
+    import random
+    rng = random.Random(int(os.environ.get("DEEPINFER_RENDER_SEED", "1004")))
+    requests = [gen.chat_request(rng) for _ in range(200)]
+    results = _render_all(deepinfer_bin, requests, version)
+    assert len(results) == len(requests)
+    mismatches = _compare(results, requests, lambda r: gen.render_oracle("chat", r, version)[0])
+    assert not mismatches, "first mismatch: %r" % (mismatches[0],)
+
+
+def test_render_v32_matches_reference_encoder(deepinfer_bin):
+    path = os.environ.get("DEEPINFER_DSV32_ENCODER")
+    if not path:
+        pytest.skip("set DEEPINFER_DSV32_ENCODER to DeepSeek-V3.2's encoding/encoding_dsv32.py")
+    spec = importlib.util.spec_from_file_location("encoding_dsv32", path)
+    dsv32 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dsv32)
+    import random
+    rng = random.Random(int(os.environ.get("DEEPINFER_RENDER_SEED", "1004")))
+    requests = [gen.chat_request(rng) for _ in range(200)]
+    results = _render_all(deepinfer_bin, requests, "v3.2")
+    mismatches = _compare(results, requests, lambda r: gen.render_v32(dsv32, "chat", r))
+    assert not mismatches, "first mismatch: %r" % (mismatches[0],)
+
+
+def test_render_cli_errors(deepinfer_bin, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"model": "m", "messages": []}')
+    proc = subprocess.run([deepinfer_bin, "render", str(bad)], capture_output=True)
+    assert proc.returncode == 1
+    assert b"Empty input messages" in proc.stderr
+    proc = subprocess.run([deepinfer_bin, "render", "--model-version", "v9", str(bad)], capture_output=True)
+    assert proc.returncode == 2
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                "thinking": {"type": "disabled"}}))
+    proc = subprocess.run([deepinfer_bin, "render", str(good)], capture_output=True, check=True)
+    # deepseek-recipe renders this request (as DeepSeek-V4-Pro) to exactly these bytes.
+    assert proc.stdout.decode() == "<\uff5cbegin\u2581of\u2581sentence\uff5c><\uff5cUser\uff5c>hi<\uff5cAssistant\uff5c></think>"
