@@ -97,7 +97,7 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view bytes, uint64_
   Json header;
   try {
     header = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers that overflow
     // nlohmann's message quotes the bytes it read: make it one line of valid UTF-8 without its id prefix.
     std::string what = utf8::ToValidLossy(e.what());
     if (what.rfind("[json.exception", 0) == 0 && what.find("] ") != std::string::npos)

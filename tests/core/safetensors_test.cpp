@@ -160,3 +160,21 @@ TEST_F(SafetensorsTest, TruncationsAndBitFlipsNeverEscapeTheFile) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// Found by the fuzzer: a number too large for a double made the JSON library throw out_of_range.
+TEST(SafetensorsHeader, NumberOverflowIsAnError) {
+  const std::string json = R"({"t": {"dtype": "F32", "shape": [1E99999999], "data_offsets": [0, 4]}})";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(json.size());
+  bytes += json;
+  bytes += std::string(4, '\0');
+  auto header = ParseSafetensorsHeader(bytes, bytes.size());
+  ASSERT_FALSE(header.ok());
+  EXPECT_NE(header.status().message().find("not valid JSON"), std::string::npos) << header.status().message();
+}
+
+}  // namespace
+}  // namespace deepinfer
