@@ -160,6 +160,27 @@ TEST(LinearTest, Fp8HugeScalesStayExact) {
   }
 }
 
+// E4M3 NaN codes (0x7F, 0xFF) in the weights make exactly their outputs NaN, on every ISA and path.
+TEST(LinearTest, Fp8NanCodesGiveNan) {
+  const int64_t out = 9, in = 200;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 41);
+  w.data[2 * in + 17] = 0x7F;
+  w.data[5 * in + 130] = 0xFF;
+  const std::vector<float> x = RandomVector(6 * in, 42);
+  for (Isa isa : IsasToTest()) {
+    for (int64_t m : {1, 6}) {  // the in-register and the panel path
+      std::vector<float> y(static_cast<size_t>(m * out));
+      LinearWithIsa(isa, x.data(), m, in, w.view, y.data(), out, {}, nullptr);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t n = 0; n < out; ++n) {
+          EXPECT_EQ(std::isnan(y[static_cast<size_t>(i * out + n)]), n == 2 || n == 5)
+              << IsaName(isa) << " m=" << m << " row " << i << " out " << n;
+        }
+      }
+    }
+  }
+}
+
 // The result for a row depends on that row alone: not on m, on its position, or on the thread count.
 TEST(LinearTest, BatchInvariance) {
   ThreadPool pool1(1), pool2(2), pool3(3);

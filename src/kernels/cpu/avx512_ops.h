@@ -18,7 +18,7 @@ namespace {
 struct V {
   using Reg = __m512;
   using Fp4Table = __m512;
-  static constexpr int kDirectNr1 = 8;
+  static constexpr int kDirectNr1 = 4;
   static constexpr int kDirectNr = 4;
   static constexpr int kPanelMr = 4;
   static constexpr int kPanelNr = 4;
@@ -43,15 +43,18 @@ struct V {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
 
-  // E4M3 S.EEEE.MMM placed in fp16 S.0EEEE.MMM0000000 is the same number times 2^-8 (bias 15 vs 7),
-  // subnormals included; only the NaN code needs patching.
-  static Reg LoadE4M3Over256(const uint8_t* p) {
+  // E4M3 S.EEEE.MMM placed in fp16 as S.0EEEE.MMM0000000 is the same number times 2^-8 (bias 15 vs 7),
+  // subnormals included, and the conversion to fp32 is exact (fp16 subnormals become fp32 normals, so no
+  // slow denormal arithmetic follows). Returns that times `factor` (one rounding), with the NaN codes
+  // (0x7F, 0xFF: the only bytes whose value + 1 has zero low 7 bits) as NaN.
+  static Reg DecodeE4M3(const uint8_t* p, Reg factor) {
     const __m256i sign_extended = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    __m256i half = _mm256_and_si256(_mm256_slli_epi16(sign_extended, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
-    const __m256i magnitude_bits = _mm256_set1_epi16(0x3F80);
-    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(half, magnitude_bits), magnitude_bits);
-    half = _mm256_mask_mov_epi16(half, nan, _mm256_or_si256(half, _mm256_set1_epi16(0x7E00)));
-    return _mm512_cvtph_ps(half);
+    const __m256i half =
+        _mm256_and_si256(_mm256_slli_epi16(sign_extended, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    const __mmask16 nan =
+        _mm256_testn_epi16_mask(_mm256_add_epi16(sign_extended, _mm256_set1_epi16(1)), _mm256_set1_epi16(0x7F));
+    return _mm512_mask_mul_ps(_mm512_set1_ps(__builtin_nanf("")), static_cast<__mmask16>(~nan),
+                              _mm512_cvtph_ps(half), factor);
   }
 
   static Fp4Table MakeFp4Table(float scale) {

@@ -45,16 +45,17 @@ struct V {
   }
   static Reg LoadBf16(const uint16_t* p) { return {Bf16x8(p), Bf16x8(p + 8)}; }
 
-  // As on AVX-512: E4M3 bits placed in fp16 are the value times 2^-8; the NaN code is patched.
-  static __m256 E4M3x8(const uint8_t* p) {
+  // As on AVX-512: E4M3 bits placed in fp16 are the value times 2^-8; NaN codes are patched.
+  static __m256 E4M3x8(const uint8_t* p, __m256 factor) {
     const __m128i sign_extended = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    __m128i half = _mm_and_si128(_mm_slli_epi16(sign_extended, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
-    const __m128i magnitude_bits = _mm_set1_epi16(0x3F80);
-    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(half, magnitude_bits), magnitude_bits);
-    half = _mm_or_si128(half, _mm_and_si128(nan, _mm_set1_epi16(0x7E00)));
-    return _mm256_cvtph_ps(half);
+    const __m128i half =
+        _mm_and_si128(_mm_slli_epi16(sign_extended, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
+    const __m128i low7 = _mm_and_si128(_mm_add_epi16(sign_extended, _mm_set1_epi16(1)), _mm_set1_epi16(0x7F));
+    const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(low7, _mm_setzero_si128())));
+    const __m256 product = _mm256_mul_ps(_mm256_cvtph_ps(half), factor);
+    return _mm256_blendv_ps(product, _mm256_set1_ps(__builtin_nanf("")), nan);
   }
-  static Reg LoadE4M3Over256(const uint8_t* p) { return {E4M3x8(p), E4M3x8(p + 8)}; }
+  static Reg DecodeE4M3(const uint8_t* p, Reg factor) { return {E4M3x8(p, factor.lo), E4M3x8(p + 8, factor.hi)}; }
 
   static Fp4Table MakeFp4Table(float scale) {
     return {_mm256_mul_ps(_mm256_loadu_ps(number_tables::kE2M1.data()), _mm256_set1_ps(scale))};

@@ -71,9 +71,11 @@ struct Bf16Chunks {
       }
       case WeightFormat::kFP8Block:
         if (block_shift >= 0) {
-          const __m512 scale = _mm512_set1_ps(E8M0ToFloat(scales[j][k >> block_shift]) * 256.0f);
-          return ToBf16(_mm512_mul_ps(V::LoadE4M3Over256(data[j] + k), scale),
-                        _mm512_mul_ps(V::LoadE4M3Over256(data[j] + k + 16), scale));
+          // E8M0 scales are powers of two, so value · scale is exact whichever way it is formed.
+          const __m512 scale = _mm512_set1_ps(E8M0ToFloat(scales[j][k >> block_shift]));
+          const __m512 unit = _mm512_set1_ps(256.0f);
+          return ToBf16(_mm512_mul_ps(V::DecodeE4M3(data[j] + k, unit), scale),
+                        _mm512_mul_ps(V::DecodeE4M3(data[j] + k + 16, unit), scale));
         }
         [[fallthrough]];
       default: {

@@ -5,7 +5,7 @@
 //   Reg Zero(); Reg Load(const float*); Reg Set1(float); Reg Mul(Reg, Reg); Reg Fma(Reg a, Reg b, Reg c);
 //   float Reduce(Reg)                           lanes summed by halving: j+8, j+4, j+2, j+1 (linear.h)
 //   Reg LoadBf16(const uint16_t*)               16 bf16 -> fp32
-//   Reg LoadE4M3Over256(const uint8_t*)         16 E4M3 bytes -> their values · 2^-8 (exact, via fp16)
+//   Reg DecodeE4M3(const uint8_t*, Reg factor)  16 E4M3 bytes -> (value · 2^-8) · factor, NaN codes NaN
 //   void Store(float*, Reg)
 //   constexpr int kDirectNr1, kDirectNr         weight rows per tile of the direct path (m = 1, m = 2..4)
 //   using Fp4Table; Fp4Table MakeFp4Table(float scale);
@@ -25,6 +25,7 @@ namespace deepinfer::kernels::cpu {
 namespace {
 
 constexpr int64_t kLanes = 16;
+constexpr float kTwoTo8 = 256.0f;
 
 // Weight sources: give the fp32 values of rows rows[j] at k .. k + kStep (kStep/16 registers), and the
 // zero-padded tail (k .. in) through the portable decoder.
@@ -77,10 +78,9 @@ struct Fp8Source : SourceBase<NR> {
   const uint8_t* scale_row[NR];  // of the row's block row, in bytes (4 per F32 scale)
   bool f32_scales;
   bool aligned_blocks;  // block_in % 16 == 0: one scale per 16 weights
-  // The current block's scales, times 256 when that product stays finite (then one multiply of the
-  // fp16-decoded value, which is the E4M3 value · 2^-8, rounds exactly like value · scale); else
-  // `fold_ok` is false and Load multiplies twice.
-  float scale[NR], scale256[NR];
+  // The current block's scales, times 2^8 when that stays finite (then one multiply of the decoded
+  // value · 2^-8 rounds exactly like value · scale); else `fold_ok` is false and Load multiplies twice.
+  float scale[NR], folded[NR];
   bool fold_ok = true;
   Fp8Source(const WeightView& weights, const int64_t* row_indices) {
     this->w = &weights;
@@ -105,9 +105,9 @@ struct Fp8Source : SourceBase<NR> {
       } else {
         scale[j] = E8M0ToFloat(scale_row[j][block]);
       }
-      scale256[j] = scale[j] * 256.0f;
+      folded[j] = scale[j] * kTwoTo8;
       // Overflow of the folded scale alone would change the product; inf/NaN scales fold consistently.
-      if (scale256[j] - scale256[j] != 0.0f && scale[j] - scale[j] == 0.0f) fold_ok = false;
+      if (folded[j] - folded[j] != 0.0f && scale[j] - scale[j] == 0.0f) fold_ok = false;
     }
   }
   void Load(int j, int64_t k, V::Reg* out) const {
@@ -117,9 +117,8 @@ struct Fp8Source : SourceBase<NR> {
       out[0] = V::Load(tmp);
       return;
     }
-    const typename V::Reg over256 = V::LoadE4M3Over256(ptr[j] + k);
-    out[0] = fold_ok ? V::Mul(over256, V::Set1(scale256[j]))
-                     : V::Mul(V::Mul(over256, V::Set1(256.0f)), V::Set1(scale[j]));
+    out[0] = fold_ok ? V::DecodeE4M3(ptr[j] + k, V::Set1(folded[j]))
+                     : V::Mul(V::DecodeE4M3(ptr[j] + k, V::Set1(kTwoTo8)), V::Set1(scale[j]));
   }
 };
 
