@@ -1,0 +1,250 @@
+// deepinfer bench model: prefill and decode speed of a DeepSeek-V4 checkpoint, each against the machine's
+// measured limit: prefill FLOPs ÷ measured peak fp32 FLOP/s, decode bytes of weights and KV read per step ÷
+// measured memory bandwidth.
+#include <sys/resource.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/clock.h"
+#include "core/machine_probe.h"
+#include "core/thread_pool.h"
+#include "kernels/linear.h"
+#include "model/v4_model.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using model::V4AttentionType;
+using model::V4Config;
+using model::V4Model;
+
+constexpr const char* kUsage =
+    "usage: deepinfer bench model --model DIR [--prompts 512,4096] [--batches 1,8,32] [--context N]\n"
+    "                             [--steps N]\n\n"
+    "Prefill tokens/s for one prompt of each length (FLOPs against the measured peak fp32 FLOP/s) and decode\n"
+    "tokens/s for each batch size after a context of N tokens per sequence (default 256; bytes of weights and\n"
+    "KV read per step against the measured memory bandwidth; routed-expert bytes use the expected number of\n"
+    "distinct experts a batch touches). Also the load time and the peak resident memory.\n";
+
+double PeakRssMiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+std::vector<int64_t> ParseList(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    out.push_back(std::atoll(text.substr(at, comma - at).c_str()));
+    at = comma + 1;
+  }
+  return out;
+}
+
+int64_t Bytes(const kernels::WeightView& w) { return kernels::WeightBytes(w); }
+
+// Weight bytes of one block that every token reads (everything but the routed experts).
+int64_t DenseBlockBytes(const model::V4BlockWeights& b) {
+  const auto& a = b.attention;
+  int64_t n = Bytes(a.wq_a) + Bytes(a.wq_b) + Bytes(a.wkv) + Bytes(a.wo_b);
+  for (const auto& g : a.wo_a_groups) n += Bytes(g);
+  if (a.compressor) n += Bytes(a.compressor->wkv) + Bytes(a.compressor->wgate);
+  if (a.indexer)
+    n += Bytes(a.indexer->wq_b) + Bytes(a.indexer->weights_proj) + Bytes(a.indexer->compressor.wkv) +
+         Bytes(a.indexer->compressor.wgate);
+  n += Bytes(b.moe.gate) + Bytes(b.moe.shared.w1) + Bytes(b.moe.shared.w2) + Bytes(b.moe.shared.w3);
+  n += static_cast<int64_t>(b.attn_hc.fn.size() + b.ffn_hc.fn.size()) * 4;
+  return n;
+}
+
+int64_t ExpertBytes(const model::V4BlockWeights& b) {
+  const auto& e = b.moe.experts[0];
+  return Bytes(e.w1) + Bytes(e.w2) + Bytes(e.w3);
+}
+
+// Keys one query at position p reads in a layer, and the indexer keys it scores.
+struct Visible {
+  int64_t keys = 0, index_keys = 0;
+};
+Visible VisibleAt(const V4Config& c, int64_t layer, int64_t p) {
+  Visible v;
+  v.keys = std::min(p + 1, c.sliding_window);
+  const int64_t r = c.compress_ratios[layer];
+  if (r == 0) return v;
+  const int64_t count = (p + 1) / r;
+  if (c.attention_types[layer] == V4AttentionType::kCsa) {
+    v.index_keys = count;
+    v.keys += std::min(count, c.index_topk);
+  } else {
+    v.keys += count;
+  }
+  return v;
+}
+
+// FLOPs of one token at position p (matrix products, attention and indexer scoring; no logits).
+double TokenFlops(const V4Model& m, int64_t p) {
+  const V4Config& c = m.config();
+  double macs = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const auto& b = m.weights().layers[l];
+    const auto& a = b.attention;
+    auto mat = [](const kernels::WeightView& w) { return static_cast<double>(w.out_features) * w.in_features; };
+    macs += mat(a.wq_a) + mat(a.wq_b) + mat(a.wkv) + mat(a.wo_b) + mat(b.moe.gate);
+    for (const auto& g : a.wo_a_groups) macs += mat(g);
+    if (a.compressor) macs += mat(a.compressor->wkv) + mat(a.compressor->wgate);
+    if (a.indexer)
+      macs += mat(a.indexer->wq_b) + mat(a.indexer->weights_proj) + mat(a.indexer->compressor.wkv) +
+              mat(a.indexer->compressor.wgate);
+    const auto& e = b.moe.experts[0];
+    macs += (c.num_experts_per_tok + 1) * (mat(e.w1) + mat(e.w2) + mat(e.w3));
+    macs += mat(b.attn_hc.fn_view) + mat(b.ffn_hc.fn_view);
+    const Visible v = VisibleAt(c, l, p);
+    macs += 2.0 * c.num_heads * v.keys * c.head_dim + static_cast<double>(c.index_n_heads) * v.index_keys * c.index_head_dim;
+  }
+  return 2 * macs;
+}
+
+Status Reserve(model::SequenceState& s, int64_t extra, int32_t& next_block, int64_t pool_blocks) {
+  while (static_cast<int64_t>(s.block_table().size()) < model::KvBlocksFor(s.num_tokens() + extra)) {
+    if (next_block >= pool_blocks) return Status::ResourceExhausted("benchmark KV pool too small");
+    s.block_table().push_back(next_block++);
+  }
+  return Status::Ok();
+}
+
+int RunBenchModel(const std::vector<std::string>& args) {
+  std::string dir;
+  std::vector<int64_t> prompts = {512, 4096}, batches = {1, 8, 32};
+  int64_t context = 256, steps = 8;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--model" && has_value) dir = args[++i];
+    else if (args[i] == "--prompts" && has_value) prompts = ParseList(args[++i]);
+    else if (args[i] == "--batches" && has_value) batches = ParseList(args[++i]);
+    else if (args[i] == "--context" && has_value) context = std::atoll(args[++i].c_str());
+    else if (args[i] == "--steps" && has_value) steps = std::atoll(args[++i].c_str());
+    else return UsageError("bench model", "unknown argument '" + args[i] + "'");
+  }
+  if (dir.empty()) return UsageError("bench model", "--model is required");
+  for (int64_t v : prompts) if (v <= 0) return UsageError("bench model", "prompt lengths must be positive");
+  for (int64_t v : batches) if (v <= 0) return UsageError("bench model", "batch sizes must be positive");
+  if (context < 0 || steps <= 0) return UsageError("bench model", "--context must be >= 0 and --steps > 0");
+
+  Stopwatch load_watch;
+  auto loaded = V4Model::Load(dir);
+  if (!loaded.ok()) return Fail("bench model", loaded.status().message());
+  V4Model& m = **loaded;
+  const V4Config& c = m.config();
+  std::printf("model: %s (%lld layers, hidden %lld, %lld experts, top-%lld), loaded in %.2f s\n", dir.c_str(),
+              static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
+              static_cast<long long>(c.n_routed_experts), static_cast<long long>(c.num_experts_per_tok),
+              load_watch.ElapsedSeconds());
+  // Runs first, the machine probes after (so that the peak resident memory is the model's own).
+  struct PrefillResult { int64_t len; double seconds, flops; };
+  struct DecodeResult { int64_t batch; double step_seconds, bytes; };
+  std::vector<PrefillResult> prefill_results;
+  std::vector<DecodeResult> decode_results;
+
+  int64_t max_tokens = context + steps + 1;
+  for (int64_t p : prompts) max_tokens = std::max(max_tokens, p);
+  int64_t max_batch = 1;
+  for (int64_t b : batches) max_batch = std::max(max_batch, b);
+  const int64_t pool_blocks = model::KvBlocksFor(max_tokens) * std::max<int64_t>(max_batch, 1) + 1;
+  model::KvBlockPool pool(m.kv_block_floats(), m.kv_block_floats() > 0 ? pool_blocks : 0);
+  auto token_at = [&](int64_t seq, int64_t i) {
+    return static_cast<int32_t>((seq * 7919 + i * 104729 + 17) % c.vocab_size);
+  };
+
+  for (int64_t len : prompts) {
+    int32_t next_block = 0;
+    auto state = m.NewSequence();
+    std::vector<int32_t> tokens(len);
+    for (int64_t i = 0; i < len; ++i) tokens[i] = token_at(0, i);
+    if (Status s = Reserve(*state, len, next_block, pool.num_blocks()); !s.ok()) return Fail("bench model", s.message());
+    model::SequenceChunk chunk{state.get(), tokens, model::LogitsWanted::kLast};
+    model::ForwardOutput out;
+    Stopwatch watch;
+    if (Status s = m.Forward(std::span(&chunk, 1), pool, &out); !s.ok()) return Fail("bench model", s.message());
+    const double seconds = watch.ElapsedSeconds();
+    double flops = 2.0 * c.vocab_size * c.hidden_size;
+    for (int64_t p = 0; p < len; ++p) flops += TokenFlops(m, p);
+    prefill_results.push_back({len, seconds, flops});
+  }
+
+  int64_t dense_bytes = kernels::WeightBytes(m.weights().head);
+  for (const auto& b : m.weights().layers) dense_bytes += DenseBlockBytes(b);
+  for (int64_t batch : batches) {
+    int32_t next_block = 0;
+    std::vector<std::unique_ptr<model::SequenceState>> states;
+    std::vector<std::vector<int32_t>> prompt_tokens(batch);
+    std::vector<model::SequenceChunk> chunks;
+    for (int64_t s = 0; s < batch; ++s) {
+      states.push_back(m.NewSequence());
+      for (int64_t i = 0; i < std::max<int64_t>(context, 1); ++i) prompt_tokens[s].push_back(token_at(s + 1, i));
+      if (Status st = Reserve(*states[s], prompt_tokens[s].size(), next_block, pool.num_blocks()); !st.ok())
+        return Fail("bench model", st.message());
+      chunks.push_back({states[s].get(), prompt_tokens[s], model::LogitsWanted::kLast});
+    }
+    model::ForwardOutput out;
+    if (Status st = m.Forward(chunks, pool, &out); !st.ok()) return Fail("bench model", st.message());
+    std::vector<int32_t> next(batch);
+    double seconds = 0;
+    for (int64_t step = 0; step <= steps; ++step) {
+      chunks.clear();
+      for (int64_t s = 0; s < batch; ++s) {
+        next[s] = token_at(s + 1, states[s]->num_tokens());
+        if (Status st = Reserve(*states[s], 1, next_block, pool.num_blocks()); !st.ok())
+          return Fail("bench model", st.message());
+        chunks.push_back({states[s].get(), std::span(&next[s], 1), model::LogitsWanted::kLast});
+      }
+      Stopwatch watch;
+      if (Status st = m.Forward(chunks, pool, &out); !st.ok()) return Fail("bench model", st.message());
+      if (step > 0) seconds += watch.ElapsedSeconds();  // step 0 warms up
+    }
+    // Bytes per step: dense weights once, the distinct routed experts the batch touches, each sequence's KV.
+    const double k = static_cast<double>(c.num_experts_per_tok), e = static_cast<double>(c.n_routed_experts);
+    const double distinct = e * (1.0 - std::pow(1.0 - k / e, static_cast<double>(batch)));
+    double bytes = static_cast<double>(dense_bytes) + batch * c.hidden_size * 2.0;
+    const int64_t pos = context + steps / 2;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      bytes += distinct * ExpertBytes(m.weights().layers[l]);
+      const Visible v = VisibleAt(c, l, pos);
+      bytes += batch * 4.0 * (v.keys * c.head_dim + v.index_keys * c.index_head_dim);
+    }
+    decode_results.push_back({batch, seconds / steps, bytes});
+  }
+  const double peak_rss = PeakRssMiB();
+
+  const BandwidthResult bw = MeasureMemoryBandwidth();
+  const FlopsResult peak = MeasurePeakFlops();
+  std::printf("machine: %d threads, memory read %.1f GB/s, peak fp32 %.1f GFLOP/s (%s)\n\n", ThreadPool::Shared().size(),
+              bw.read_gbps, peak.fp32_gflops, peak.isa.c_str());
+  std::printf("%-18s %12s %12s %10s\n", "prefill", "tokens/s", "GFLOP/s", "of peak");
+  for (const PrefillResult& r : prefill_results) {
+    const double gflops = r.flops / r.seconds / 1e9;
+    std::printf("%-18s %12.1f %12.1f %9.1f%%\n", ("prompt " + std::to_string(r.len)).c_str(), r.len / r.seconds,
+                gflops, 100.0 * gflops / peak.fp32_gflops);
+  }
+  std::printf("\n%-18s %12s %12s %10s %14s\n", "decode", "tokens/s", "GB/s", "of bw", "MB read/step");
+  for (const DecodeResult& r : decode_results) {
+    const double gbps = r.bytes / r.step_seconds / 1e9;
+    std::printf("%-18s %12.1f %12.1f %9.1f%% %14.1f\n", ("batch " + std::to_string(r.batch)).c_str(),
+                r.batch / r.step_seconds, gbps, 100.0 * gbps / bw.read_gbps, r.bytes / 1e6);
+  }
+  std::printf("\npeak resident memory (model runs, before the machine probes): %.0f MiB\n", peak_rss);
+  return 0;
+}
+
+const BenchRegistration kRegistration({"model", "prefill and decode speed of a DeepSeek-V4 checkpoint", kUsage,
+                                       RunBenchModel});
+
+}  // namespace
+}  // namespace deepinfer::cli
