@@ -80,7 +80,8 @@ OutputParser::OutputParser(OutputParserOptions options) : options_(std::move(opt
     add(kFunctionCallsEndV32, false, PatternId::kToolCallsEnd);
   }
   for (const std::string& stop : options_.stop_sequences) {
-    if (!stop.empty()) add(stop, false, PatternId::kStop);
+    // A stop sequence that is not UTF-8 could match inside a character and cut it; repair it first.
+    if (!stop.empty()) add(utf8::IsValid(stop) ? stop : utf8::ToValidLossy(stop), false, PatternId::kStop);
   }
   pending_.emplace_back();
   if (options_.starts_in_tool_calls) {

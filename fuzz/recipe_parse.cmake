@@ -1,0 +1,1 @@
+deepinfer_add_fuzzer(recipe_parse fuzz_recipe_parse.cpp deepinfer_recipe)
