@@ -225,51 +225,62 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
-// Larger batches: NR weight rows decoded once into a small per-thread panel, then reused by every
-// register tile of MR rows of x. x is walked in blocks that stay in L2 while the panel is reused.
+// Decodes weight rows n0 .. n0 + NR (duplicating the last valid row past n_end) into `panel`, each row
+// `stride` floats, zero-padded past in_features.
+template <int NR, template <int> class Source>
+void DecodePanel(const WeightView& w, int64_t n0, int64_t n_end, float* panel, int64_t stride) {
+  int64_t rows[NR];
+  RowIndices<NR>(n0, n_end, rows);
+  Source<NR> src(w, rows);
+  constexpr int kStep = Source<NR>::kStep;
+  const int64_t in = w.in_features;
+  const int64_t full = in / kStep * kStep;
+  const int64_t span = src.Span();
+  for (int64_t kb = 0; kb < full; kb += span) {
+    src.Begin(kb);
+    const int64_t kb_end = kb + span < full ? kb + span : full;
+    for (int j = 0; j < NR; ++j) {
+      for (int64_t k = kb; k < kb_end; k += kStep) {
+        typename V::Reg r[kStep / 16];
+        src.Load(j, k, r);
+        for (int s = 0; s < kStep / 16; ++s) V::Store(panel + j * stride + k + s * 16, r[s]);
+      }
+    }
+  }
+  if (full < in) {
+    for (int j = 0; j < NR; ++j) src.Tail(j, full, panel + j * stride + full);
+  }
+}
+
+// Larger batches: a block of weight rows is decoded once into a per-thread panel that stays in L2, then
+// every register tile of MR rows of x runs across it. Each weight byte is read from memory once per
+// call; x streams once per block of weight rows.
 template <template <int> class Source>
 void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   constexpr int MR = V::kPanelMr, NR = V::kPanelNr;
   const int64_t in = t.w->in_features;
   const int64_t stride = (in + kLanes - 1) / kLanes * kLanes;
-  float* panel = ThreadScratch(static_cast<size_t>(NR * stride));
-  // Rows of x per block: about 256 KiB of x, a whole number of tiles.
-  int64_t block_m = (int64_t{256} * 1024 / 4) / (stride > 0 ? stride : 1);
-  block_m = block_m < MR ? MR : block_m / MR * MR;
-  for (int64_t m0 = 0; m0 < t.m; m0 += block_m) {
-    const int64_t m1 = m0 + block_m < t.m ? m0 + block_m : t.m;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
-      int64_t rows[NR];
-      RowIndices<NR>(n0, n_end, rows);
-      Source<NR> src(*t.w, rows);
-      constexpr int kStep = Source<NR>::kStep;
-      const int64_t full = in / kStep * kStep;
-      const int64_t span = src.Span();
-      for (int64_t kb = 0; kb < full; kb += span) {
-        src.Begin(kb);
-        const int64_t kb_end = kb + span < full ? kb + span : full;
-        for (int j = 0; j < NR; ++j) {
-          for (int64_t k = kb; k < kb_end; k += kStep) {
-            typename V::Reg r[kStep / 16];
-            src.Load(j, k, r);
-            for (int s = 0; s < kStep / 16; ++s) V::Store(panel + j * stride + k + s * 16, r[s]);
-          }
-        }
+  // Weight rows per block: about 384 KiB of decoded panel, a whole number of tiles.
+  int64_t block_n = (int64_t{384} * 1024 / 4) / (stride > 0 ? stride : 1);
+  block_n = block_n < NR ? NR : block_n / NR * NR;
+  float* panel = ThreadScratch(static_cast<size_t>(block_n * stride));
+  for (int64_t nb = n_begin; nb < n_end; nb += block_n) {
+    const int64_t nb_end = nb + block_n < n_end ? nb + block_n : n_end;
+    for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
+      DecodePanel<NR, Source>(*t.w, n0, nb_end, panel + (n0 - nb) * stride, stride);
+    }
+    for (int64_t i0 = 0; i0 < t.m; i0 += MR) {
+      const float* x[MR];
+      float* y[MR];
+      for (int i = 0; i < MR; ++i) {
+        const int64_t row = i0 + i < t.m ? i0 + i : t.m - 1;
+        x[i] = t.x + row * t.x_stride;
+        y[i] = t.y + row * t.y_stride;
       }
-      if (full < in) {
-        for (int j = 0; j < NR; ++j) src.Tail(j, full, panel + j * stride + full);
-      }
-      PanelSource<NR> panel_src{panel, stride};
-      const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
-      for (int64_t i0 = m0; i0 < m1; i0 += MR) {
-        const float* x[MR];
-        float* y[MR];
-        for (int i = 0; i < MR; ++i) {
-          const int64_t row = i0 + i < m1 ? i0 + i : m1 - 1;
-          x[i] = t.x + row * t.x_stride;
-          y[i] = t.y + row * t.y_stride;
-        }
-        const int valid_m = static_cast<int>(m1 - i0 < MR ? m1 - i0 : MR);
+      const int valid_m = static_cast<int>(t.m - i0 < MR ? t.m - i0 : MR);
+      for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
+        PanelSource<NR> panel_src{panel + (n0 - nb) * stride, stride};
+        const int valid_n = static_cast<int>(nb_end - n0 < NR ? nb_end - n0 : NR);
         MicroKernel<MR, NR>(x, panel_src, in, y, n0, valid_m, valid_n, t.accumulate);
       }
     }
