@@ -9,7 +9,6 @@
 #include "cli/command.h"
 #include "core/mapped_file.h"
 #include "recipe/output_options.h"
-#include "recipe/response_chat.h"
 #include "recipe/stream_events.h"
 
 namespace deepinfer::cli {
@@ -22,7 +21,7 @@ constexpr const char* kUsage =
     "--stream the server-sent events ending in `data: [DONE]`. The text is fed in chunks of\n"
     "--chunk-size bytes (default: all at once), each counted as one completion token.\n\n"
     "  --model-version v3.2|v4|v4.1   tool-call block spelling to accept at the end (default v4)\n"
-    "  --protocol chat                Chat Completions (messages and responses: not yet)\n"
+    "  --protocol chat|messages       OpenAI Chat Completions or Anthropic Messages (responses: not yet)\n"
     "  --stream                       print the SSE event stream\n"
     "  --chunk-size N                 feed N bytes at a time (splits may fall inside characters)\n"
     "  --no-thinking                  the prompt ended with </think>: no reasoning part\n"
@@ -44,6 +43,7 @@ int RunParse(const std::vector<std::string>& args) {
   std::optional<recipe::BackendFinish> finish = recipe::BackendFinish::kStop;
   recipe::UsageCounts usage;
   bool stream = false;
+  recipe::OutputProtocol protocol = recipe::OutputProtocol::kChatCompletions;
   size_t chunk_size = 0;
   std::string path;
 
@@ -91,8 +91,10 @@ int RunParse(const std::vector<std::string>& args) {
       else return UsageError("parse", "unknown --model-version '" + v + "' (v3.2, v4 or v4.1)");
     } else if (a == "--protocol") {
       if (!value(&v)) return UsageError("parse", "--protocol needs a value");
-      if (v == "messages" || v == "responses") return Fail("parse", "--protocol " + v + " is not implemented yet");
-      if (v != "chat") return UsageError("parse", "unknown --protocol '" + v + "' (chat, messages, responses)");
+      if (v == "responses") return Fail("parse", "--protocol responses is not implemented yet");
+      if (v == "chat") protocol = recipe::OutputProtocol::kChatCompletions;
+      else if (v == "messages") protocol = recipe::OutputProtocol::kMessages;
+      else return UsageError("parse", "unknown --protocol '" + v + "' (chat, messages, responses)");
     } else if (a == "--chunk-size") {
       if (!number(&n) || n == 0) return UsageError("parse", "--chunk-size needs a positive integer");
       chunk_size = static_cast<size_t>(n);
@@ -140,13 +142,13 @@ int RunParse(const std::vector<std::string>& args) {
   const size_t step = chunk_size == 0 ? std::max<size_t>(text.size(), 1) : chunk_size;
   for (size_t pos = 0; pos < text.size(); pos += step) chunks.push_back({text.substr(pos, step), 1});
 
+  if (protocol == recipe::OutputProtocol::kMessages && response_options.id == "chatcmpl-deepinfer") {
+    response_options.id = "msg_deepinfer";
+  }
   const recipe::StreamRunResult run =
-      recipe::RunChatCompletion(parser_options, response_options, chunks, finish, usage);
+      recipe::RunCompletion(protocol, parser_options, response_options, chunks, finish, usage);
   if (stream) {
-    for (const auto& step_events : run.events_per_step) {
-      for (const auto& event : step_events) std::cout << recipe::ChatCompletionStream::SseEvent(event);
-    }
-    std::cout << recipe::ChatCompletionStream::SseDone();
+    std::cout << recipe::FormatSse(protocol, run.events_per_step);
   } else {
     std::cout << run.response << "\n";
   }

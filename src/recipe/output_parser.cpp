@@ -245,6 +245,7 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
       break;
     case PatternId::kStop:
       stopped_by_sequence_ = true;
+      matched_stop_sequence_ = patterns_[pattern].matcher.delimiter();
       EnterStage(Stage::kFinished, false);
       break;
     case PatternId::kJsonEnd:

@@ -54,6 +54,10 @@ class OutputParser {
 
   // A stop sequence matched: the response is complete and further text is ignored.
   bool stopped_by_sequence() const { return stopped_by_sequence_; }
+  // The stop sequence that matched, or null.
+  const std::string* matched_stop_sequence() const {
+    return stopped_by_sequence_ ? &matched_stop_sequence_ : nullptr;
+  }
   // The tool-call block closed or a stop sequence matched; further text is invalid.
   bool finished() const;
   int tool_call_count() const { return tool_call_count_; }
@@ -83,6 +87,7 @@ class OutputParser {
   bool stopped_by_sequence_ = false;
   int tool_call_count_ = 0;
   std::string tool_name_;
+  std::string matched_stop_sequence_;
   // Bytes of the open segment not yet emitted, one string per chunk they came from.
   std::vector<std::string> pending_;
   size_t pending_bytes_ = 0;

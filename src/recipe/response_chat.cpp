@@ -150,13 +150,4 @@ std::string ChatCompletionStream::Response(std::string_view finish_reason, const
   return out;
 }
 
-std::string ChatCompletionStream::SseEvent(std::string_view chunk_json) {
-  std::string out = "data: ";
-  out.append(chunk_json);
-  out += "\n\n";
-  return out;
-}
-
-std::string ChatCompletionStream::SseDone() { return "data: [DONE]\n\n"; }
-
 }  // namespace deepinfer::recipe

@@ -31,10 +31,6 @@ class ChatCompletionStream {
   // The non-streaming body holding everything the deltas so far carried.
   std::string Response(std::string_view finish_reason, const UsageCounts& usage) const;
 
-  // "data: {json}\n\n" lines of an SSE stream, and its terminator "data: [DONE]\n\n".
-  static std::string SseEvent(std::string_view chunk_json);
-  static std::string SseDone();
-
  private:
   struct ToolCall {
     std::string id;

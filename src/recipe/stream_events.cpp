@@ -1,47 +1,137 @@
 #include "recipe/stream_events.h"
 
+#include <memory>
+
 #include "recipe/output_parser.h"
 #include "recipe/response_chat.h"
+#include "recipe/response_messages.h"
 
 namespace deepinfer::recipe {
+namespace {
 
-StreamRunResult RunChatCompletion(const OutputParserOptions& parser_options, const ResponseOptions& response_options,
-                                  const std::vector<CompletionChunk>& chunks, std::optional<BackendFinish> finish,
-                                  UsageCounts prompt_usage) {
+// The protocol-specific half of a run: turns parser deltas into events.
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  virtual void Start(const UsageCounts& usage, std::vector<StreamEvent>* events) = 0;
+  virtual void Deltas(const std::vector<OutputDelta>& deltas, std::vector<StreamEvent>* events) = 0;
+  // Ends the stream; returns the finish/stop reason.
+  virtual std::string Finish(std::optional<BackendFinish> finish, const OutputParser& parser,
+                             const UsageCounts& usage, std::vector<StreamEvent>* events) = 0;
+  virtual std::string Response(const OutputParser& parser, const std::string& reason,
+                               const UsageCounts& usage) const = 0;
+};
+
+class ChatEncoder final : public Encoder {
+ public:
+  explicit ChatEncoder(const ResponseOptions& options) : stream_(options) {}
+  void Start(const UsageCounts&, std::vector<StreamEvent>* events) override {
+    events->push_back({"", stream_.RoleChunk()});
+  }
+  void Deltas(const std::vector<OutputDelta>& deltas, std::vector<StreamEvent>* events) override {
+    std::vector<std::string> chunks;
+    stream_.AppendChunks(deltas, &chunks);
+    for (std::string& chunk : chunks) events->push_back({"", std::move(chunk)});
+  }
+  std::string Finish(std::optional<BackendFinish> finish, const OutputParser& parser, const UsageCounts& usage,
+                     std::vector<StreamEvent>* events) override {
+    // Without a backend finish the stream just ended: deepseek-recipe reports "stop" even after tool calls.
+    const std::string reason =
+        parser.stopped_by_sequence() || !finish
+            ? std::string("stop")
+            : std::string(ChatFinishReason(*finish, false, parser.tool_call_count()));
+    events->push_back({"", stream_.FinalChunk(reason, usage)});
+    return reason;
+  }
+  std::string Response(const OutputParser&, const std::string& reason, const UsageCounts& usage) const override {
+    return stream_.Response(reason, usage);
+  }
+
+ private:
+  ChatCompletionStream stream_;
+};
+
+class MessagesEncoder final : public Encoder {
+ public:
+  explicit MessagesEncoder(const ResponseOptions& options) : stream_(options) {}
+  void Start(const UsageCounts& usage, std::vector<StreamEvent>* events) override {
+    std::vector<MessagesEvent> out;
+    stream_.Start(usage, &out);
+    Move(out, events);
+  }
+  void Deltas(const std::vector<OutputDelta>& deltas, std::vector<StreamEvent>* events) override {
+    std::vector<MessagesEvent> out;
+    stream_.AppendEvents(deltas, &out);
+    Move(out, events);
+  }
+  std::string Finish(std::optional<BackendFinish> finish, const OutputParser& parser, const UsageCounts& usage,
+                     std::vector<StreamEvent>* events) override {
+    const std::string reason(
+        MessagesStopReason(finish, parser.stopped_by_sequence(), parser.tool_call_count()));
+    std::vector<MessagesEvent> out;
+    stream_.Finish(reason, parser.matched_stop_sequence(), usage, &out);
+    Move(out, events);
+    return reason;
+  }
+  std::string Response(const OutputParser& parser, const std::string& reason,
+                       const UsageCounts& usage) const override {
+    return stream_.Response(reason, parser.matched_stop_sequence(), usage);
+  }
+
+ private:
+  static void Move(std::vector<MessagesEvent>& from, std::vector<StreamEvent>* to) {
+    for (MessagesEvent& e : from) to->push_back({std::move(e.name), std::move(e.json)});
+  }
+  MessagesStream stream_;
+};
+
+}  // namespace
+
+StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions& parser_options,
+                              const ResponseOptions& response_options, const std::vector<CompletionChunk>& chunks,
+                              std::optional<BackendFinish> finish, UsageCounts prompt_usage) {
   StreamRunResult result;
   OutputParser parser(parser_options);
-  ChatCompletionStream stream(response_options);
+  std::unique_ptr<Encoder> encoder;
+  if (protocol == OutputProtocol::kMessages) encoder = std::make_unique<MessagesEncoder>(response_options);
+  else encoder = std::make_unique<ChatEncoder>(response_options);
+
   UsageCounts usage = prompt_usage;
   usage.completion_tokens = 0;
-  result.events_per_step.push_back({stream.RoleChunk()});
+  result.events_per_step.emplace_back();
+  encoder->Start(usage, &result.events_per_step.back());
   std::vector<OutputDelta> deltas;
   for (const CompletionChunk& chunk : chunks) {
     if (parser.stopped_by_sequence()) break;
     deltas.clear();
     parser.Feed(chunk.text, &deltas);
     usage.completion_tokens += chunk.token_count;
-    std::vector<std::string> events;
-    stream.AppendChunks(deltas, &events);
-    if (parser.stopped_by_sequence()) {
-      result.finish_reason = "stop";
-      events.push_back(stream.FinalChunk(result.finish_reason, usage));
-    }
-    result.events_per_step.push_back(std::move(events));
+    std::vector<StreamEvent>& events = result.events_per_step.emplace_back();
+    encoder->Deltas(deltas, &events);
+    if (parser.stopped_by_sequence()) result.finish_reason = encoder->Finish(finish, parser, usage, &events);
   }
   if (!parser.stopped_by_sequence()) {
     deltas.clear();
     parser.Finish(&deltas);
-    std::vector<std::string> events;
-    stream.AppendChunks(deltas, &events);
-    // Without a backend finish the stream just ended: deepseek-recipe reports "stop" even after tool calls.
-    result.finish_reason =
-        finish ? std::string(ChatFinishReason(*finish, false, parser.tool_call_count())) : std::string("stop");
-    events.push_back(stream.FinalChunk(result.finish_reason, usage));
-    result.events_per_step.push_back(std::move(events));
+    std::vector<StreamEvent>& events = result.events_per_step.emplace_back();
+    encoder->Deltas(deltas, &events);
+    result.finish_reason = encoder->Finish(finish, parser, usage, &events);
   }
-  result.response = stream.Response(result.finish_reason, usage);
+  result.response = encoder->Response(parser, result.finish_reason, usage);
   for (OutputIssue issue : parser.issues()) result.issues.push_back(static_cast<int>(issue));
   return result;
+}
+
+std::string FormatSse(OutputProtocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step) {
+  std::string out;
+  for (const auto& step : events_per_step) {
+    for (const StreamEvent& event : step) {
+      if (!event.name.empty()) out += "event: " + event.name + "\n";
+      out += "data: " + event.json + "\n\n";
+    }
+  }
+  if (protocol == OutputProtocol::kChatCompletions) out += "data: [DONE]\n\n";
+  return out;
 }
 
 }  // namespace deepinfer::recipe

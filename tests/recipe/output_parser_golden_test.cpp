@@ -1,6 +1,7 @@
-// Replays the committed corpus of model completions (tests/recipe/data/parse/chat_cases.jsonl, made by
+// Replays the committed corpus of model completions (tests/recipe/data/parse/*_cases.jsonl, made by
 // tools/recipe/gen_outputs.py from deepseek-recipe 0.2's StreamProcessor) and requires the Chat
-// Completions chunks of every step, and the non-streaming body, to be byte-identical to the oracle's.
+// Completions chunks and Anthropic Messages events of every step, and the non-streaming bodies, to be
+// byte-identical to the oracle's.
 #include <fstream>
 #include <string>
 #include <vector>
@@ -64,6 +65,25 @@ std::optional<BackendFinish> Finish(const nlohmann::json& c) {
                                  : BackendFinish::kStop;
 }
 
+nlohmann::json StepJson(const std::vector<StreamEvent>& events) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StreamEvent& e : events) out.push_back(e.name + " " + e.json);
+  return out;
+}
+
+void ReportFirstDifference(const std::string& name, const StreamRunResult& run,
+                           const std::vector<std::vector<StreamEvent>>& expected, const std::string& response) {
+  for (size_t i = 0; i < std::max(expected.size(), run.events_per_step.size()); ++i) {
+    const auto got = i < run.events_per_step.size() ? StepJson(run.events_per_step[i]) : nlohmann::json();
+    const auto want = i < expected.size() ? StepJson(expected[i]) : nlohmann::json();
+    if (got != want) {
+      ADD_FAILURE() << name << " step " << i << "\n got:  " << got.dump() << "\n want: " << want.dump();
+      break;
+    }
+  }
+  if (run.response != response) ADD_FAILURE() << "response\n got:  " << run.response << "\n want: " << response;
+}
+
 TEST(OutputParserGolden, ChatCompletionsChunksMatchOracle) {
   const std::vector<nlohmann::json> cases = LoadCases();
   ASSERT_GE(cases.size(), 300u);
@@ -71,31 +91,55 @@ TEST(OutputParserGolden, ChatCompletionsChunksMatchOracle) {
   for (const nlohmann::json& c : cases) {
     std::vector<CompletionChunk> chunks;
     for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
-    const StreamRunResult run =
-        RunChatCompletion(ParserOptions(c), TestResponseOptions(c), chunks, Finish(c), UsageCounts{11, 4, 0});
-    std::vector<std::vector<std::string>> expected;
+    const StreamRunResult run = RunCompletion(OutputProtocol::kChatCompletions, ParserOptions(c),
+                                              TestResponseOptions(c), chunks, Finish(c), UsageCounts{11, 4, 0});
+    std::vector<std::vector<StreamEvent>> expected;
     for (const auto& step : c["pushes"]) {
-      std::vector<std::string> events;
-      for (const auto& e : step) events.push_back(std::string(kEnvelope) + e.get<std::string>());
+      std::vector<StreamEvent> events;
+      for (const auto& e : step) events.push_back({"", std::string(kEnvelope) + e.get<std::string>()});
       expected.push_back(std::move(events));
     }
     const bool same = run.events_per_step == expected && run.response == c["response"].get<std::string>();
     EXPECT_TRUE(same) << c["name"].get<std::string>();
     if (!same && ++failures <= 3) {
-      for (size_t i = 0; i < std::max(expected.size(), run.events_per_step.size()); ++i) {
-        const auto got = i < run.events_per_step.size() ? nlohmann::json(run.events_per_step[i]) : nlohmann::json();
-        const auto want = i < expected.size() ? nlohmann::json(expected[i]) : nlohmann::json();
-        if (got != want) {
-          ADD_FAILURE() << c["name"].get<std::string>() << " step " << i << "\n got:  " << got.dump()
-                        << "\n want: " << want.dump();
-          break;
-        }
-      }
-      if (run.response != c["response"].get<std::string>()) {
-        ADD_FAILURE() << "response\n got:  " << run.response << "\n want: " << c["response"].get<std::string>();
-      }
+      ReportFirstDifference(c["name"], run, expected, c["response"]);
     }
   }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(OutputParserGolden, MessagesEventsMatchOracle) {
+  const std::vector<nlohmann::json> cases = LoadCases();
+  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/messages_cases.jsonl");
+  std::string line;
+  size_t index = 0;
+  int failures = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json golden = nlohmann::json::parse(line);
+    ASSERT_LT(index, cases.size());
+    const nlohmann::json& c = cases[index++];
+    ASSERT_EQ(golden["name"], c["name"]);
+    std::vector<CompletionChunk> chunks;
+    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    ResponseOptions options = TestResponseOptions(c);
+    options.id = "msg-1";
+    const StreamRunResult run =
+        RunCompletion(OutputProtocol::kMessages, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+    std::vector<std::vector<StreamEvent>> expected;
+    for (const auto& step : golden["pushes"]) {
+      std::vector<StreamEvent> events;
+      for (const auto& e : step) {
+        const std::string text = e.get<std::string>();
+        const size_t space = text.find(' ');
+        events.push_back({text.substr(0, space), text.substr(space + 1)});
+      }
+      expected.push_back(std::move(events));
+    }
+    const bool same = run.events_per_step == expected && run.response == golden["response"].get<std::string>();
+    EXPECT_TRUE(same) << c["name"].get<std::string>();
+    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, golden["response"]);
+  }
+  EXPECT_GE(index, 300u);
   EXPECT_EQ(failures, 0);
 }
 

@@ -4,10 +4,11 @@
 Each case is a model completion (reasoning, content, DSML tool calls in the V4 and V4.1 spellings with
 arguments of every JSON type and Unicode, JSON-output mode, stop sequences, malformed DSML), parsing
 options, a chunking, and a backend finish reason. The oracle (deepseek-recipe's StreamProcessor with the
-Chat Completions generator) turns it into chunks; the chunks are stored with their random parts (created
-time, tool-call ids) normalised. The C++ tests replay every case and require byte-identical chunks.
+Chat Completions generator, and for the first 300 cases the Anthropic Messages generator) turns it into
+chunks/events; they are stored with their random parts (created time, tool-call ids) normalised. The C++
+tests replay every case and require byte-identical output.
 
-  .venv/bin/python tools/recipe/gen_outputs.py [--count N] [--seed S] [--out tests/recipe/data/parse/chat_cases.jsonl]
+  .venv/bin/python tools/recipe/gen_outputs.py [--count N] [--seed S]   # writes chat_cases.jsonl, messages_cases.jsonl
   .venv/bin/python tools/recipe/gen_outputs.py --check FILE   # re-run the live oracle against a golden file
 """
 import argparse
@@ -174,11 +175,42 @@ def run_oracle(case):
     return pushes, CALL_ID.sub(r'"call_\1_ID"', response.to_json())
 
 
+MESSAGES_CASES = 300  # the first N cases of the corpus also get Messages goldens
+
+
+def run_messages_oracle(case):
+    """Anthropic Messages events ("event-name json") per step, and the non-streaming body."""
+    options = dr.ParsingOptions(
+        parse_tool_calls=case["tools"], starts_in_tool_calls=case["starts_in_tool_calls"],
+        parse_json_output=case["json_mode"],
+        thinking_initial_stage=INITIAL[case["initial_stage"]] if case["initial_stage"] else None,
+        stop_sequences=case["stop"])
+    proc = dr.StreamProcessor(dr.MessagesChunkGenerator("msg-1", "deepseek-test", case["thinking"]), options)
+    pushes = []
+    response = dr.MessagesResponse("msg-1", "deepseek-test", 0, 11, 4)
+    def record(out):
+        pushes.append([CALL_ID.sub(r'"call_\1_ID"', dr.MessagesResponse.sse_event_name(o) + " " + o.to_json())
+                       for o in out])
+        for o in out:
+            response.accumulate(o)
+    record(proc.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=11, prompt_cache_hit_tokens=4))))
+    for c in case["chunks"]:
+        if proc.finished:
+            break
+        record(proc.push(dr.InferenceChunk.text(c, 1)))
+    if case["finish"] and not proc.finished:
+        record(proc.push(dr.InferenceChunk.finish(FINISH[case["finish"]])))
+    if not proc.finished:
+        record(proc.finish())
+    return pushes, CALL_ID.sub(r'"call_\1_ID"', response.to_json())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--out", default="tests/recipe/data/parse/chat_cases.jsonl")
+    ap.add_argument("--messages-out", default="tests/recipe/data/parse/messages_cases.jsonl")
     ap.add_argument("--check")
     args = ap.parse_args()
     if args.check:
@@ -188,12 +220,23 @@ def main():
             if list(run_oracle(case)) != [case["pushes"], case["response"]]:
                 bad += 1
                 print("differs:", case["name"])
+        messages = args.check.replace("chat_cases", "messages_cases")
+        cases = {json.loads(line)["name"]: json.loads(line) for line in open(args.check, encoding="utf-8")}
+        for line in open(messages, encoding="utf-8"):
+            golden = json.loads(line)
+            if list(run_messages_oracle(cases[golden["name"]])) != [golden["pushes"], golden["response"]]:
+                bad += 1
+                print("differs (messages):", golden["name"])
         print(f"{bad} cases differ from the live oracle")
         sys.exit(1 if bad else 0)
     rng = random.Random(args.seed)
-    with open(args.out, "w", encoding="utf-8") as f:
+    with open(args.out, "w", encoding="utf-8") as f, open(args.messages_out, "w", encoding="utf-8") as m:
         for i in range(args.count):
             case = make_case(rng, i)
+            if i < MESSAGES_CASES:
+                pushes, response = run_messages_oracle(case)
+                m.write(json.dumps({"name": case["name"], "pushes": pushes, "response": response},
+                                   ensure_ascii=False, separators=(",", ":")) + "\n")
             case["pushes"], case["response"] = run_oracle(case)
             f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
 

@@ -1,0 +1,120 @@
+#include "recipe/response_json.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/py_json.h"
+
+namespace deepinfer::recipe {
+namespace {
+
+void Append(std::string& out, const nlohmann::ordered_json& value) {
+  switch (value.type()) {
+    case nlohmann::ordered_json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        PyJsonAppendString(out, it.key(), false);
+        out += ':';
+        Append(out, it.value());
+      }
+      out += '}';
+      break;
+    }
+    case nlohmann::ordered_json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& item : value) {
+        if (!first) out += ',';
+        first = false;
+        Append(out, item);
+      }
+      out += ']';
+      break;
+    }
+    case nlohmann::ordered_json::value_t::string:
+      PyJsonAppendString(out, value.get_ref<const std::string&>(), false);
+      break;
+    case nlohmann::ordered_json::value_t::boolean:
+      out += value.get<bool>() ? "true" : "false";
+      break;
+    case nlohmann::ordered_json::value_t::number_integer:
+      out += std::to_string(value.get<int64_t>());
+      break;
+    case nlohmann::ordered_json::value_t::number_unsigned:
+      out += std::to_string(value.get<uint64_t>());
+      break;
+    case nlohmann::ordered_json::value_t::number_float:
+      SerdeJsonAppendFloat(out, value.get<double>());
+      break;
+    default:
+      out += "null";
+      break;
+  }
+}
+
+}  // namespace
+
+// The layout of Rust's ryu crate (serde_json's float writer): shortest round-trip digits d1..dn with
+// decimal exponent k (value = 0.d1..dn * 10^k): integers below 1e16 get ".0", other values with
+// -5 < k <= 16 are plain decimals, everything else is d1[.d2..dn]e<k-1> without a '+'.
+void SerdeJsonAppendFloat(std::string& out, double value) {
+  if (!std::isfinite(value)) {  // serde_json writes null for NaN and infinities
+    out += "null";
+    return;
+  }
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+  std::string_view sci(buf, static_cast<size_t>(result.ptr - buf));  // "-d.ddde+XX"
+  bool negative = false;
+  if (!sci.empty() && sci[0] == '-') {
+    negative = true;
+    sci.remove_prefix(1);
+  }
+  const size_t e = sci.find('e');
+  std::string digits;
+  for (char c : sci.substr(0, e)) {
+    if (c != '.') digits += c;
+  }
+  const int exponent10 = std::atoi(std::string(sci.substr(e + 1)).c_str());
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  if (negative) out += '-';
+  if (digits == "0") {
+    out += "0.0";
+    return;
+  }
+  const int n = static_cast<int>(digits.size());
+  const int k = exponent10 + 1;  // position of the decimal point after the first k digits
+  if (n <= k && k <= 16) {
+    out += digits;
+    out.append(static_cast<size_t>(k - n), '0');
+    out += ".0";
+  } else if (0 < k && k <= 16) {
+    out += digits.substr(0, static_cast<size_t>(k));
+    out += '.';
+    out += digits.substr(static_cast<size_t>(k));
+  } else if (-5 < k && k <= 0) {
+    out += "0.";
+    out.append(static_cast<size_t>(-k), '0');
+    out += digits;
+  } else {
+    out += digits[0];
+    if (n > 1) {
+      out += '.';
+      out += digits.substr(1);
+    }
+    out += 'e';
+    out += std::to_string(k - 1);
+  }
+}
+
+std::string SerdeJsonDumps(const nlohmann::ordered_json& value) {
+  std::string out;
+  Append(out, value);
+  return out;
+}
+
+}  // namespace deepinfer::recipe
