@@ -158,37 +158,42 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// As the exact kernels' panel path: an L2-sized block of weight rows decoded to bf16 once, every tile of
+// x rows run across it.
 void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   constexpr int MR = 4, NR = 4;
   const int64_t in = t.w->in_features;
   const int64_t stride = (in + kChunk - 1) / kChunk * kChunk;
-  uint16_t* panel = reinterpret_cast<uint16_t*>(ThreadScratch(static_cast<size_t>(NR * stride / 2)));
-  int64_t block_m = (int64_t{256} * 1024 / 2) / stride;
-  block_m = block_m < MR ? MR : block_m / MR * MR;
-  for (int64_t m0 = 0; m0 < t.m; m0 += block_m) {
-    const int64_t m1 = m0 + block_m < t.m ? m0 + block_m : t.m;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+  int64_t block_n = (int64_t{384} * 1024 / 2) / stride;
+  block_n = block_n < NR ? NR : block_n / NR * NR;
+  uint16_t* panel = reinterpret_cast<uint16_t*>(ThreadScratch(static_cast<size_t>(block_n * stride / 2)));
+  const int64_t full = in / kChunk * kChunk;
+  for (int64_t nb = n_begin; nb < n_end; nb += block_n) {
+    const int64_t nb_end = nb + block_n < n_end ? nb + block_n : n_end;
+    for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
       int64_t rows[NR];
-      RowIndices<NR>(n0, n_end, rows);
+      RowIndices<NR>(n0, nb_end, rows);
       const Bf16Chunks<NR> src(*t.w, rows);
       for (int j = 0; j < NR; ++j) {
-        uint16_t* dst = panel + j * stride;
-        const int64_t full = in / kChunk * kChunk;
-        for (int64_t k = 0; k < full; k += kChunk)
+        uint16_t* dst = panel + (n0 - nb + j) * stride;
+        for (int64_t k = 0; k < full; k += kChunk) {
           _mm512_storeu_si512(dst + k, reinterpret_cast<__m512i>(src.Load(j, k)));
+        }
         if (full < in) _mm512_storeu_si512(dst + full, reinterpret_cast<__m512i>(src.Tail(j, full)));
       }
-      const PanelChunks panel_src{panel, stride};
-      const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
-      for (int64_t i0 = m0; i0 < m1; i0 += MR) {
-        const uint16_t* x[MR];
-        float* y[MR];
-        for (int i = 0; i < MR; ++i) {
-          const int64_t row = i0 + i < m1 ? i0 + i : m1 - 1;
-          x[i] = t.x_bf16 + row * t.x_bf16_stride;
-          y[i] = t.y + row * t.y_stride;
-        }
-        const int valid_m = static_cast<int>(m1 - i0 < MR ? m1 - i0 : MR);
+    }
+    for (int64_t i0 = 0; i0 < t.m; i0 += MR) {
+      const uint16_t* x[MR];
+      float* y[MR];
+      for (int i = 0; i < MR; ++i) {
+        const int64_t row = i0 + i < t.m ? i0 + i : t.m - 1;
+        x[i] = t.x_bf16 + row * t.x_bf16_stride;
+        y[i] = t.y + row * t.y_stride;
+      }
+      const int valid_m = static_cast<int>(t.m - i0 < MR ? t.m - i0 : MR);
+      for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
+        const PanelChunks panel_src{panel + (n0 - nb) * stride, stride};
+        const int valid_n = static_cast<int>(nb_end - n0 < NR ? nb_end - n0 : NR);
         MicroKernel<MR, NR>(x, panel_src, in, y, n0, valid_m, valid_n, t.accumulate);
       }
     }
