@@ -26,7 +26,9 @@ constexpr const char* kUsage =
     "  --skip-special    with --decode: drop special tokens\n"
     "  --special         match added-token spellings in the text (Hugging Face encode behaviour)\n"
     "  --json            print a JSON array of ids (or, with --decode, a JSON string)\n"
-    "  --count           print only the number of tokens\n";
+    "  --count           print only the number of tokens\n"
+    "  --jsonl           batch mode: every input line is a JSON string (with --decode: a JSON array of\n"
+    "                    ids); prints one JSON array of ids (a JSON string) per line\n";
 
 Result<std::vector<int32_t>> ParseIds(const std::string& input) {
   std::vector<int32_t> ids;
@@ -53,9 +55,43 @@ Result<std::vector<int32_t>> ParseIds(const std::string& input) {
   return ids;
 }
 
+// One JSON value per input line in, one per output line out: lets tests and tools batch many strings
+// through one process.
+int RunJsonl(const Tokenizer& tokenizer, const std::string& input, bool decode, bool special, bool skip_special) {
+  std::string out;
+  size_t line_no = 0;
+  size_t pos = 0;
+  while (pos < input.size()) {
+    size_t end = input.find('\n', pos);
+    if (end == std::string::npos) end = input.size();
+    std::string_view line(input.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    nlohmann::json value = nlohmann::json::parse(line, nullptr, false);
+    if (decode) {
+      if (!value.is_array()) return Fail("tokenize", "line " + std::to_string(line_no) + ": not a JSON array of ids");
+      std::vector<int32_t> ids;
+      for (const auto& v : value) {
+        if (!v.is_number_integer()) return Fail("tokenize", "line " + std::to_string(line_no) + ": not an id");
+        ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+      }
+      out += nlohmann::json(tokenizer.Decode(ids, skip_special)).dump();
+    } else {
+      if (!value.is_string()) return Fail("tokenize", "line " + std::to_string(line_no) + ": not a JSON string");
+      const std::string& text = value.get_ref<const std::string&>();
+      out += nlohmann::json(special ? tokenizer.EncodeWithAddedTokens(text) : tokenizer.EncodeText(text)).dump();
+    }
+    out += '\n';
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 int RunTokenize(const std::vector<std::string>& args) {
   std::string tokenizer_hint, file, text;
   bool decode = false, as_json = false, count = false, special = false, skip_special = false, have_text = false;
+  bool jsonl = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--tokenizer" || a == "--file") {
@@ -65,6 +101,8 @@ int RunTokenize(const std::vector<std::string>& args) {
       decode = true;
     } else if (a == "--json") {
       as_json = true;
+    } else if (a == "--jsonl") {
+      jsonl = true;
     } else if (a == "--count") {
       count = true;
     } else if (a == "--special") {
@@ -95,6 +133,7 @@ int RunTokenize(const std::vector<std::string>& args) {
   Result<Tokenizer> tokenizer = Tokenizer::FromFile(*path);
   if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status().ToString());
 
+  if (jsonl) return RunJsonl(*tokenizer, text, decode, special, skip_special);
   if (decode) {
     Result<std::vector<int32_t>> ids = ParseIds(text);
     if (!ids.ok()) return Fail("tokenize", ids.status().message());
