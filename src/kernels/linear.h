@@ -1,8 +1,10 @@
 // Matrix products over weights in their stored formats: y[m, out] = x[m, in] · Wᵀ.
 //
-// Weights are used in place (e.g. straight from a memory-mapped checkpoint); FP8 and MXFP4 weights are
-// decoded in registers (or into a small per-thread panel while computing large batches), never expanded
-// into a full-size copy.
+// Weights are used in place (e.g. straight from a memory-mapped checkpoint) and never expanded into a
+// full-size copy. For m ≤ 4 (decode) FP8 and MXFP4 weights are decoded in registers as they stream in;
+// for larger m each thread decodes a block of rows (about 384 KiB of fp32, sized for L2) into a reusable
+// per-thread panel and runs every row of x across it, so each weight byte is read once per call.
+// Output rows are split among the pool's threads in whole rows.
 //
 // Numerics of the default (exact) precision, identical on every ISA and for every batch size:
 //   * each weight is dequantised to fp32 exactly as `decode(q) * scale` rounded to fp32 (for E8M0 scales
