@@ -176,16 +176,9 @@ Check ParseTools(const Json& body, Conversation* c) {
     def.name = *name;
     DI_REQ_CHECK(internal::ReadString(*function, "description", fpath, &def.description));
     DI_REQ_CHECK(internal::ReadBool(*function, "strict", fpath, &def.strict));
-    const Json* params = Field(*function, "parameters");
-    const Json empty_object_schema = {{"type", "object"}, {"properties", Json::object()}};
-    if (!params && def.strict.value_or(false)) params = &empty_object_schema;
-    if (params) {
+    if (const Json* params = Field(*function, "parameters")) {
       if (!params->is_object()) return WrongType(Join(fpath, "parameters"), "an object", *params);
-      if (def.strict.value_or(false)) {
-        DI_REQ_CHECK(internal::NormalizeStrictSchema(*params, Join(fpath, "parameters"), &def.parameters));
-      } else {
-        def.parameters = *params;
-      }
+      def.parameters = *params;  // strict tools are normalized once tool_choice has chosen the tools
     }
     c->tools.push_back(std::move(def));
   }

