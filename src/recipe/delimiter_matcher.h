@@ -24,6 +24,7 @@ class DelimiterMatcher {
   size_t pending_length() const { return state_ + newlines_; }
   size_t matched_length() const { return matched_length_; }
   const std::string& delimiter() const { return delimiter_; }
+  bool absorbs_newlines() const { return absorb_newlines_; }
 
  private:
   std::string delimiter_;

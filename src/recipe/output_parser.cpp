@@ -83,7 +83,6 @@ OutputParser::OutputParser(OutputParserOptions options) : options_(std::move(opt
     // A stop sequence that is not UTF-8 could match inside a character and cut it; repair it first.
     if (!stop.empty()) add(utf8::IsValid(stop) ? stop : utf8::ToValidLossy(stop), false, PatternId::kStop);
   }
-  pending_.emplace_back();
   if (options_.starts_in_tool_calls) {
     EnterStage(Stage::kToolCalls, false);
   } else if (!options_.thinking_stage) {
@@ -143,7 +142,14 @@ void OutputParser::EnterStage(Stage stage, bool leading) {
     case Stage::kParameterValue: use(15); break;
     case Stage::kFinished: break;
   }
-  for (size_t index : active_) patterns_[index].matcher.Reset();
+  std::fill(std::begin(interesting_), std::end(interesting_), false);
+  for (size_t index : active_) {
+    DelimiterMatcher& matcher = patterns_[index].matcher;
+    matcher.Reset();
+    interesting_[static_cast<uint8_t>(matcher.delimiter()[0])] = true;
+    if (matcher.absorbs_newlines()) interesting_[static_cast<uint8_t>('\n')] = true;
+  }
+  idle_ = true;
 }
 
 OutputParser::Unmatched OutputParser::CurrentUnmatched() const {
@@ -203,26 +209,30 @@ void OutputParser::EmitPiece(Unmatched action, std::string_view piece, std::vect
   }
 }
 
-void OutputParser::FlushPending(std::vector<OutputDelta>* deltas) {
+// Emits the first `count` pieces of pending_, which end at byte `end`, and drops them.
+void OutputParser::EmitPieces(size_t count, size_t end, std::vector<OutputDelta>* deltas) {
   const Unmatched action = CurrentUnmatched();
-  for (const std::string& piece : pending_) EmitPiece(action, piece, deltas);
-  pending_.clear();
-  pending_.emplace_back();
-  pending_bytes_ = 0;
+  const std::string_view pending(pending_);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t piece_end = i + 1 < piece_starts_.size() ? piece_starts_[i + 1] : pending_.size();
+    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]), deltas);
+  }
+  pending_.erase(0, end);
+  piece_starts_.erase(piece_starts_.begin(), piece_starts_.begin() + static_cast<std::ptrdiff_t>(count));
+  for (size_t& start : piece_starts_) start -= end;
+  if (piece_starts_.empty() || piece_starts_[0] != 0) piece_starts_.insert(piece_starts_.begin(), 0);
+}
+
+void OutputParser::FlushPending(std::vector<OutputDelta>* deltas) {
+  EmitPieces(piece_starts_.size(), pending_.size(), deltas);
 }
 
 void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<OutputDelta>* deltas) {
   // The match is the tail of the pending bytes; what precedes it is the stage's ordinary text.
-  std::string matched;
-  size_t left = std::min(matched_length, pending_bytes_);
-  while (left > 0) {
-    std::string& last = pending_.back();
-    const size_t take = std::min(left, last.size());
-    matched.insert(0, last, last.size() - take, take);
-    last.resize(last.size() - take);
-    left -= take;
-    if (left > 0) pending_.pop_back();
-  }
+  const size_t keep = pending_.size() - std::min(matched_length, pending_.size());
+  const std::string matched = pending_.substr(keep);
+  pending_.resize(keep);
+  while (piece_starts_.size() > 1 && piece_starts_.back() >= keep) piece_starts_.pop_back();
   FlushPending(deltas);
 
   switch (patterns_[pattern].id) {
@@ -300,18 +310,20 @@ void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
     return;
   }
   if (leading_) {
-    if (byte == '\n' && pending_bytes_ == 0) return;
+    if (byte == '\n' && pending_.empty()) return;
     leading_ = false;
   }
-  pending_.back().push_back(static_cast<char>(byte));
-  ++pending_bytes_;
+  pending_.push_back(static_cast<char>(byte));
+  bool idle = true;
   for (size_t index : active_) {
     DelimiterMatcher& matcher = patterns_[index].matcher;
     if (matcher.Advance(byte)) {
       OnMatch(index, matcher.matched_length(), deltas);
       return;
     }
+    idle = idle && matcher.pending_length() == 0;
   }
+  idle_ = idle;
 }
 
 void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas) {
@@ -332,8 +344,21 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
     chunk = repaired;
   }
   if (chunk.empty()) return;
-  if (!pending_.back().empty()) pending_.emplace_back();
-  for (char c : chunk) ProcessByte(static_cast<uint8_t>(c), deltas);
+  if (!pending_.empty() && piece_starts_.back() != pending_.size()) piece_starts_.push_back(pending_.size());
+  for (size_t i = 0; i < chunk.size();) {
+    if (idle_ && !leading_ && stage_ != Stage::kFinished) {
+      // No delimiter is partially matched: bytes that cannot start one leave every matcher as it is.
+      size_t j = i;
+      while (j < chunk.size() && !interesting_[static_cast<uint8_t>(chunk[j])]) ++j;
+      if (j > i) {
+        pending_.append(chunk.data() + i, j - i);
+        i = j;
+        continue;
+      }
+    }
+    ProcessByte(static_cast<uint8_t>(chunk[i]), deltas);
+    ++i;
+  }
   if (stage_ == Stage::kFinished) return;
   // A delimiter may be starting: the chunk piece it starts in, and any after it, wait for more input
   // (the whole piece, as deepseek-recipe does); pieces of earlier chunks wholly before it go out now.
@@ -343,19 +368,11 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
     FlushPending(deltas);
     return;
   }
-  const size_t partial_start = pending_bytes_ - std::min(partial, pending_bytes_);
+  const size_t partial_start = pending_.size() - std::min(partial, pending_.size());
   size_t released = 0;
-  size_t end = 0;
-  while (released < pending_.size() && end + pending_[released].size() <= partial_start) {
-    end += pending_[released].size();
-    ++released;
-  }
+  while (released + 1 < piece_starts_.size() && piece_starts_[released + 1] <= partial_start) ++released;
   if (released == 0) return;
-  const Unmatched action = CurrentUnmatched();
-  for (size_t i = 0; i < released; ++i) EmitPiece(action, pending_[i], deltas);
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(released));
-  pending_bytes_ -= end;
-  if (pending_.empty()) pending_.emplace_back();
+  EmitPieces(released, piece_starts_[released], deltas);
 }
 
 void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
@@ -364,7 +381,7 @@ void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
     utf8_carry_.clear();
     AddIssue(OutputIssue::kInvalidUtf8);
     std::string repaired = utf8::ToValidLossy(tail);
-    if (!pending_.back().empty()) pending_.emplace_back();
+    if (!pending_.empty() && piece_starts_.back() != pending_.size()) piece_starts_.push_back(pending_.size());
     for (char c : repaired) ProcessByte(static_cast<uint8_t>(c), deltas);
   }
   if (stage_ != Stage::kFinished) FlushPending(deltas);

@@ -72,6 +72,7 @@ class OutputParser {
   void ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas);
   void OnMatch(size_t pattern, size_t matched_length, std::vector<OutputDelta>* deltas);
   void FlushPending(std::vector<OutputDelta>* deltas);
+  void EmitPieces(size_t count, size_t end, std::vector<OutputDelta>* deltas);
   void EmitPiece(Unmatched action, std::string_view piece, std::vector<OutputDelta>* deltas);
   void EmitArguments(std::string text, std::vector<OutputDelta>* deltas);
   Unmatched CurrentUnmatched() const;
@@ -88,9 +89,12 @@ class OutputParser {
   int tool_call_count_ = 0;
   std::string tool_name_;
   std::string matched_stop_sequence_;
-  // Bytes of the open segment not yet emitted, one string per chunk they came from.
-  std::vector<std::string> pending_;
-  size_t pending_bytes_ = 0;
+  // Bytes of the open segment not yet emitted, and where each chunk's piece of them starts.
+  std::string pending_;
+  std::vector<size_t> piece_starts_{0};
+  // Bytes that can change a delimiter's state when none is partially matched (first bytes, '\n').
+  bool interesting_[256] = {};
+  bool idle_ = true;  // no delimiter of the stage is partially matched
   std::string utf8_carry_;  // an incomplete UTF-8 character at the end of the last chunk
   std::vector<OutputIssue> issues_;
 };

@@ -46,19 +46,13 @@ std::string ChatUsageJson(const UsageCounts& usage) {
 
 ChatCompletionStream::ChatCompletionStream(ResponseOptions options) : options_(std::move(options)) {
   if (!options_.tool_call_id) options_.tool_call_id = RandomToolCallId;
-}
-
-std::string ChatCompletionStream::Envelope() const {
-  std::string out = "{\"id\":";
-  AppendString(out, options_.id);
-  out += ",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(options_.created) + ",\"model\":";
-  AppendString(out, options_.model);
-  out += ",\"system_fingerprint\":null,\"choices\":[{\"index\":0,\"delta\":";
-  return out;
-}
-
-std::string ChatCompletionStream::UsageTail() const {
-  return options_.include_usage.value_or(false) ? ",\"usage\":null}" : "}";
+  envelope_ = "{\"id\":";
+  AppendString(envelope_, options_.id);
+  envelope_ += ",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(options_.created) + ",\"model\":";
+  AppendString(envelope_, options_.model);
+  envelope_ += ",\"system_fingerprint\":null,\"choices\":[{\"index\":0,\"delta\":";
+  // `,"usage":null` on every chunk but the last when the request asked for usage chunks.
+  usage_tail_ = options_.include_usage.value_or(false) ? ",\"usage\":null}" : "}";
 }
 
 std::string ChatCompletionStream::RoleChunk() const {
@@ -105,7 +99,8 @@ void ChatCompletionStream::AppendChunks(const std::vector<OutputDelta>& deltas, 
         out += "}}]}";
         break;
     }
-    out += ",\"logprobs\":null,\"finish_reason\":null}]" + UsageTail();
+    out += ",\"logprobs\":null,\"finish_reason\":null}]";
+    out += UsageTail();
     chunks->push_back(std::move(out));
   }
 }

@@ -37,10 +37,12 @@ class ChatCompletionStream {
     std::string name;
     std::string arguments;
   };
-  std::string Envelope() const;
-  std::string UsageTail() const;  // `,"usage":null` when the request asked for usage chunks
+  const std::string& Envelope() const { return envelope_; }
+  const std::string& UsageTail() const { return usage_tail_; }
 
   ResponseOptions options_;
+  std::string envelope_;    // every chunk's opening up to the delta, built once
+  std::string usage_tail_;  // closes a non-final chunk
   std::string reasoning_;
   std::string content_;
   std::vector<ToolCall> tool_calls_;
