@@ -36,18 +36,20 @@ def _compare(results, requests, oracle):
     return mismatches
 
 
+@pytest.mark.parametrize("protocol", ["chat", "anthropic", "responses"])
 @pytest.mark.parametrize("version", ["v4", "v4.1"])
-def test_render_matches_live_oracle(deepinfer_bin, version):
+def test_render_matches_live_oracle(deepinfer_bin, protocol, version):
     import random
     rng = random.Random(int(os.environ.get("DEEPINFER_RENDER_SEED", "1004")))
-    requests = [gen.chat_request(rng) for _ in range(200)]
-    results = _render_all(deepinfer_bin, requests, version)
+    requests = [gen.REQUEST_GENERATORS[protocol](rng) for _ in range(200)]
+    results = _render_all(deepinfer_bin, requests, version, protocol)
     assert len(results) == len(requests)
-    mismatches = _compare(results, requests, lambda r: gen.render_oracle("chat", r, version)[0])
+    mismatches = _compare(results, requests, lambda r: gen.render_oracle(protocol, r, version)[0])
     assert not mismatches, "first mismatch: %r" % (mismatches[0],)
 
 
-def test_render_v32_matches_reference_encoder(deepinfer_bin):
+@pytest.mark.parametrize("protocol", ["chat", "anthropic", "responses"])
+def test_render_v32_matches_reference_encoder(deepinfer_bin, protocol):
     path = os.environ.get("DEEPINFER_DSV32_ENCODER")
     if not path:
         pytest.skip("set DEEPINFER_DSV32_ENCODER to DeepSeek-V3.2's encoding/encoding_dsv32.py")
@@ -56,9 +58,9 @@ def test_render_v32_matches_reference_encoder(deepinfer_bin):
     spec.loader.exec_module(dsv32)
     import random
     rng = random.Random(int(os.environ.get("DEEPINFER_RENDER_SEED", "1004")))
-    requests = [gen.chat_request(rng) for _ in range(200)]
-    results = _render_all(deepinfer_bin, requests, "v3.2")
-    mismatches = _compare(results, requests, lambda r: gen.render_v32(dsv32, "chat", r))
+    requests = [gen.REQUEST_GENERATORS[protocol](rng) for _ in range(200)]
+    results = _render_all(deepinfer_bin, requests, "v3.2", protocol)
+    mismatches = _compare(results, requests, lambda r: gen.render_v32(dsv32, protocol, r))
     assert not mismatches, "first mismatch: %r" % (mismatches[0],)
 
 

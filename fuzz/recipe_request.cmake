@@ -1,0 +1,1 @@
+deepinfer_add_fuzzer(recipe_request fuzz_recipe_request.cpp deepinfer_recipe)

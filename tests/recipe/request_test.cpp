@@ -1,0 +1,190 @@
+// Request parsing: malformed requests of each protocol get the protocol's error shape, the HTTP status and
+// the offending parameter; tolerated fields are tolerated; the parsed settings reach the conversation.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "recipe/encoding_internal.h"
+#include "recipe/request.h"
+
+namespace deepinfer::recipe {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Malformed {
+  Protocol protocol;
+  std::string body;
+  std::string param;  // expected offending parameter ("" = the body itself)
+};
+
+// Each body breaks one rule; the parameter is where the official APIs point for that rule.
+const std::vector<Malformed>& MalformedCorpus() {
+  static const std::vector<Malformed> corpus = {
+      {Protocol::kChatCompletions, "", ""},
+      {Protocol::kChatCompletions, "{", ""},
+      {Protocol::kChatCompletions, "[]", ""},
+      {Protocol::kChatCompletions, "\"text\"", ""},
+      {Protocol::kChatCompletions, std::string(1000, '[') + std::string(1000, ']'), ""},
+      {Protocol::kChatCompletions, R"({"messages":[{"role":"user","content":"x"}]})", "model"},
+      {Protocol::kChatCompletions, R"({"model":"m"})", "messages"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":{}})", "messages"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[]})", "messages"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[7]})", "messages[0]"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"content":"x"}]})", "messages[0].role"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"robot","content":"x"}]})", "messages[0].role"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user"}]})", "messages[0].content"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":5}]})", "messages[0].content"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":[{"type":"audio"}]}]})",
+       "messages[0].content[0].type"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x"}}]}]})",
+       "messages[0].content[0].image_url.url"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"tool","content":"x","tool_call_id":"a"}]})",
+       "messages[0]"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}]})",
+       "messages[1]"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3})",
+       "temperature"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"})",
+       "temperature"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0})",
+       "max_tokens"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":2})", "n"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", "top_logprobs"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop[0]"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a b"}}]})",
+       "tools[0].function.name"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+       "response_format"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})",
+       "response_format.type"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"reasoning_effort":"huge"})",
+       "reasoning_effort"},
+      {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"thinking":{"type":"on"}})",
+       "thinking.type"},
+      {Protocol::kAnthropicMessages, R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "max_tokens"},
+      {Protocol::kAnthropicMessages, R"({"model":"m","max_tokens":5,"messages":[]})", "messages"},
+      {Protocol::kAnthropicMessages, R"({"model":"m","max_tokens":5,"messages":[{"role":"system","content":"x"}]})",
+       "messages[0].role"},
+      {Protocol::kAnthropicMessages, R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[]}]})",
+       "messages[0]"},
+      {Protocol::kAnthropicMessages,
+       R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}]})",
+       "messages[0].content[0]"},
+      {Protocol::kAnthropicMessages,
+       R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":"x"}]})",
+       "messages[2]"},
+      {Protocol::kAnthropicMessages,
+       R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"web_search_20250305","name":"w"}]})",
+       "tools[0].type"},
+      {Protocol::kAnthropicMessages,
+       R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"maybe"}})",
+       "tool_choice.type"},
+      {Protocol::kResponses, R"({"model":"m"})", "input"},
+      {Protocol::kResponses, R"({"model":"m","input":[]})", "input"},
+      {Protocol::kResponses, R"({"model":"m","input":42})", "input"},
+      {Protocol::kResponses, R"({"model":"m","input":[{"type":"function_call_output","call_id":"x","output":"y"}]})",
+       "messages[0]"},
+      {Protocol::kResponses, R"({"model":"m","input":[{"type":"telepathy"}]})", "input[0].type"},
+      {Protocol::kResponses, R"({"model":"m","input":"x","tools":[{"type":"custom","name":"other"}]})",
+       "tools[0].name"},
+      {Protocol::kResponses, R"({"model":"m","input":"x","reasoning":{"effort":"huge"}})", "reasoning.effort"},
+      {Protocol::kResponses, R"({"model":"m","input":"x","max_output_tokens":0})", "max_tokens"},
+  };
+  return corpus;
+}
+
+TEST(RequestErrors, MalformedRequestsGetTheProtocolsErrorShape) {
+  for (const Malformed& m : MalformedCorpus()) {
+    SCOPED_TRACE(std::string(ProtocolName(m.protocol)) + " " + m.body.substr(0, 200));
+    const ParseOutcome outcome = ParseRequest(m.protocol, m.body);
+    ASSERT_FALSE(outcome.ok());
+    EXPECT_EQ(outcome.error.http_status, 400);
+    EXPECT_EQ(outcome.error.param, m.param);
+    EXPECT_FALSE(outcome.error.message.empty());
+    const Json body = Json::parse(ErrorBody(m.protocol, outcome.error));
+    if (m.protocol == Protocol::kAnthropicMessages) {
+      EXPECT_EQ(body["type"], "error");
+      EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+      EXPECT_TRUE(body["error"]["message"].is_string());
+    } else {
+      EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+      EXPECT_EQ(body["error"]["param"], m.param.empty() ? Json() : Json(m.param));
+      EXPECT_TRUE(body["error"].contains("code"));
+    }
+  }
+}
+
+// Every prefix of a valid request is either a valid request or rejected with a 400: never a crash.
+TEST(RequestErrors, EveryTruncationIsRejectedCleanly) {
+  const std::string body =
+      R"({"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"é"}]}],)"
+      R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"temperature":0.5})";
+  ASSERT_TRUE(ParseChatCompletionsRequest(body).ok());
+  for (size_t n = 0; n < body.size(); ++n) {
+    const ParseOutcome outcome = ParseChatCompletionsRequest(body.substr(0, n));
+    EXPECT_FALSE(outcome.ok()) << n;
+    EXPECT_EQ(outcome.error.http_status, 400);
+  }
+}
+
+TEST(RequestParsing, UnknownFieldsAreTolerated) {
+  const ParseOutcome outcome = ParseChatCompletionsRequest(
+      R"({"model":"m","messages":[{"role":"user","content":"x","name":"bob","extra":1}],"store":true,"foo":{"bar":[]}})");
+  ASSERT_TRUE(outcome.ok()) << outcome.error.message;
+  EXPECT_EQ(outcome.request->conversation.messages.size(), 1u);
+}
+
+TEST(RequestParsing, SettingsReachTheConversation) {
+  const ParseOutcome outcome = ParseChatCompletionsRequest(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"},"temperature":0.25,)"
+      R"("top_p":0.5,"top_k":7,"max_completion_tokens":99,"seed":3,"stop":"END","logprobs":true,"top_logprobs":2,)"
+      R"("stream":true,"stream_options":{"include_usage":true},"user":"u","metadata":{"k":"v"}})");
+  ASSERT_TRUE(outcome.ok()) << outcome.error.message;
+  const InferenceOptions& inf = outcome.request->inference;
+  EXPECT_FALSE(outcome.request->conversation.thinking_mode);
+  EXPECT_EQ(inf.temperature, 0.25);
+  EXPECT_EQ(inf.top_p, 0.5);
+  EXPECT_EQ(inf.top_k, 7);
+  EXPECT_EQ(inf.max_tokens, 99);
+  EXPECT_EQ(inf.seed, 3);
+  EXPECT_EQ(inf.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(inf.logprobs);
+  EXPECT_EQ(inf.top_logprobs, 2);
+  EXPECT_TRUE(inf.stream);
+  EXPECT_TRUE(inf.include_usage);
+  EXPECT_EQ(inf.user, "u");
+  EXPECT_EQ(inf.metadata["k"], "v");
+}
+
+TEST(RequestParsing, ThinkingModeForcesTemperatureOneAndDefaultsEffortToHigh) {
+  // deepseek-recipe: thinking mode samples at temperature 1.0; an unset effort means "high".
+  const ParseOutcome outcome =
+      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":0.2})");
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(outcome.request->conversation.thinking_mode);
+  EXPECT_EQ(outcome.request->conversation.reasoning_effort, ReasoningEffort::kHigh);
+  EXPECT_EQ(outcome.request->inference.temperature, 1.0);
+}
+
+// Values the oracle (deepseek-recipe 0.2.0, DeepSeek-V4-Pro) printed for these floats in a tool schema.
+TEST(RecipeJson, FloatsUseTheOraclesLayout) {
+  const std::vector<std::pair<double, std::string>> cases = {
+      {1e-5, "0.00001"}, {1e-6, "1e-6"}, {0.0001, "0.0001"}, {1e15, "1000000000000000.0"}, {1e16, "1e+16"},
+      {1.5e16, "1.5e+16"}, {123456789012345680000.0, "1.2345678901234568e+20"}, {1e-7, "1e-7"},
+      {2.5e-5, "0.000025"}, {0.1, "0.1"}, {100.0, "100.0"}, {-0.0, "-0.0"}, {5e-324, "5e-324"},
+      {1.7976931348623157e308, "1.7976931348623157e+308"}};
+  for (const auto& [value, text] : cases) EXPECT_EQ(RecipeFloatRepr(value), text) << value;
+}
+
+}  // namespace
+}  // namespace deepinfer::recipe
