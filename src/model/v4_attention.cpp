@@ -4,18 +4,13 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "model/v4_internal.h"
 
 namespace deepinfer::model::v4 {
 namespace {
-
-float Dot(const float* a, const float* b, int64_t n) {
-  float acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
 
 // Runs one compressor over every row of the step, writing finished entries to the KV blocks.
 void RunCompressor(const Step& step, const BlockRef& block, const V4CompressorWeights& w, const float* x,
@@ -99,8 +94,8 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float index_scale = csa ? 1.0f / std::sqrt(static_cast<float>(ihd)) : 0.0f;
   ThreadPool::Shared().ParallelFor(n, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> keys;
-    std::vector<float> logits, scores;
+    std::vector<const float*> keys, index_keys;
+    std::vector<float> logits, scores, dots;
     std::vector<int32_t> picked;
     for (int64_t i = begin; i < end; ++i) {
       const Row& row = step.rows[i];
@@ -122,10 +117,13 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
           const float* qi = iq.data() + i * ih * ihd;
           const float* wi = iw.data() + i * ih;
           scores.assign(static_cast<size_t>(count), 0.0f);
+          index_keys.resize(static_cast<size_t>(count));
+          for (int64_t t = 0; t < count; ++t) index_keys[t] = CompressedEntry(step, chunk, ratio, index_offset, ihd, t);
+          dots.resize(static_cast<size_t>(ih * count));
+          kernels::QueryKeyDots(qi, ih, ihd, index_keys.data(), count, 1.0f, dots.data());
           for (int64_t t = 0; t < count; ++t) {
-            const float* k = CompressedEntry(step, chunk, ratio, index_offset, ihd, t);
             float acc = 0;
-            for (int64_t j = 0; j < ih; ++j) acc += std::max(Dot(qi + j * ihd, k, ihd), 0.0f) * index_scale * wi[j];
+            for (int64_t j = 0; j < ih; ++j) acc += std::max(dots[j * count + t], 0.0f) * index_scale * wi[j];
             scores[t] = acc;
           }
           picked.resize(static_cast<size_t>(c.index_topk));
@@ -134,25 +132,19 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
         }
       }
       const int64_t nk = static_cast<int64_t>(keys.size());
-      logits.resize(static_cast<size_t>(nk));
+      logits.resize(static_cast<size_t>(h * nk));
+      kernels::QueryKeyDots(q.data() + i * h * hd, h, hd, keys.data(), nk, scale, logits.data());
       for (int64_t head = 0; head < h; ++head) {
-        const float* qh = q.data() + (i * h + head) * hd;
+        // Softmax over the keys and the head's sink logit, which only enlarges the denominator.
+        float* l = logits.data() + head * nk;
         const float sink = w.sink[head];
         float mx = sink;
-        for (int64_t t = 0; t < nk; ++t) {
-          logits[t] = Dot(qh, keys[t], hd) * scale;
-          mx = std::max(mx, logits[t]);
-        }
+        for (int64_t t = 0; t < nk; ++t) mx = std::max(mx, l[t]);
         float den = std::exp(sink - mx);
-        for (int64_t t = 0; t < nk; ++t) den += logits[t] = std::exp(logits[t] - mx);
-        float* oh = o.data() + (i * h + head) * hd;
-        std::fill(oh, oh + hd, 0.0f);
-        for (int64_t t = 0; t < nk; ++t) {
-          const float pt = logits[t] / den;
-          const float* k = keys[t];
-          for (int64_t e = 0; e < hd; ++e) oh[e] += pt * k[e];
-        }
+        for (int64_t t = 0; t < nk; ++t) den += l[t] = std::exp(l[t] - mx);
+        for (int64_t t = 0; t < nk; ++t) l[t] /= den;
       }
+      kernels::WeightedKeySum(logits.data(), h, keys.data(), nk, hd, o.data() + i * h * hd);
       kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
     }

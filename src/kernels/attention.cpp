@@ -1,0 +1,85 @@
+#include "kernels/attention.h"
+
+#include <cmath>
+
+#include "kernels/attention_kernels.h"
+
+namespace deepinfer::kernels {
+namespace attention_impl {
+
+float DotScalar(const float* a, const float* b, int64_t n) {
+  float lane[16] = {};
+  for (int64_t k = 0; k < n; ++k) lane[k % 16] = std::fma(a[k], b[k], lane[k % 16]);
+  for (int width = 8; width >= 1; width /= 2)
+    for (int j = 0; j < width; ++j) lane[j] = lane[j] + lane[j + width];
+  return lane[0];
+}
+
+void QueryKeyDotsScalar(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
+                        float scale, float* out) {
+  for (int64_t t = 0; t < num_keys; ++t)
+    for (int64_t h = 0; h < heads; ++h) out[h * num_keys + t] = DotScalar(q + h * dim, keys[t], dim) * scale;
+}
+
+void WeightedKeySumScalar(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
+                          float* out) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float* o = out + h * dim;
+    for (int64_t e = 0; e < dim; ++e) o[e] = 0.0f;
+    for (int64_t t = 0; t < num_keys; ++t) {
+      const float w = p[h * num_keys + t];
+      const float* k = keys[t];
+      for (int64_t e = 0; e < dim; ++e) o[e] = std::fma(w, k[e], o[e]);
+    }
+  }
+}
+
+}  // namespace attention_impl
+
+using namespace attention_impl;
+
+float DotF32WithIsa(Isa isa, const float* a, const float* b, int64_t n) {
+  switch (isa) {
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return DotAvx512(a, b, n);
+    case Isa::kAvx2: return DotAvx2(a, b, n);
+    case Isa::kScalar: break;
+  }
+  return DotScalar(a, b, n);
+}
+
+void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const float* const* keys,
+                         int64_t num_keys, float scale, float* out) {
+  switch (isa) {
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return QueryKeyDotsAvx512(q, heads, dim, keys, num_keys, scale, out);
+    case Isa::kAvx2: return QueryKeyDotsAvx2(q, heads, dim, keys, num_keys, scale, out);
+    case Isa::kScalar: break;
+  }
+  QueryKeyDotsScalar(q, heads, dim, keys, num_keys, scale, out);
+}
+
+void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* const* keys, int64_t num_keys,
+                           int64_t dim, float* out) {
+  switch (isa) {
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return WeightedKeySumAvx512(p, heads, keys, num_keys, dim, out);
+    case Isa::kAvx2: return WeightedKeySumAvx2(p, heads, keys, num_keys, dim, out);
+    case Isa::kScalar: break;
+  }
+  WeightedKeySumScalar(p, heads, keys, num_keys, dim, out);
+}
+
+float DotF32(const float* a, const float* b, int64_t n) { return DotF32WithIsa(BestIsa(), a, b, n); }
+
+void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys, float scale,
+                  float* out) {
+  QueryKeyDotsWithIsa(BestIsa(), q, heads, dim, keys, num_keys, scale, out);
+}
+
+void WeightedKeySum(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
+                    float* out) {
+  WeightedKeySumWithIsa(BestIsa(), p, heads, keys, num_keys, dim, out);
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,32 @@
+// Attention building blocks over gathered fp32 key vectors (K = V, one vector shared by all query heads, as in
+// DeepSeek-V4's single-latent MQA), in a fixed reduction order that is the same on every ISA:
+//   * a dot product sums in 16 lanes (lane j takes k ≡ j mod 16, increasing k, fused multiply-add from +0),
+//     then adds the lanes by halving (j + j+8, then j+4, j+2, j+1) — the order of kernels::Linear;
+//   * a weighted sum of keys accumulates each output element over keys in increasing order with FMA from +0.
+// So results are bit-identical across AVX-512, AVX2 and scalar, and depend only on the row's own data.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace deepinfer::kernels {
+
+float DotF32(const float* a, const float* b, int64_t n);
+
+// out[h · num_keys + t] = DotF32(q + h·dim, keys[t], dim) · scale, for h < heads, t < num_keys.
+void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys, float scale,
+                  float* out);
+
+// out[h · dim + e] = Σ_t p[h · num_keys + t] · keys[t][e], t increasing, for h < heads.
+void WeightedKeySum(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
+                    float* out);
+
+// The same on a given ISA (tests compare them); the caller checks IsaSupported(isa).
+float DotF32WithIsa(Isa isa, const float* a, const float* b, int64_t n);
+void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const float* const* keys,
+                         int64_t num_keys, float scale, float* out);
+void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* const* keys, int64_t num_keys,
+                           int64_t dim, float* out);
+
+}  // namespace deepinfer::kernels

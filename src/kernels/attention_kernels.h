@@ -1,0 +1,21 @@
+// Per-ISA implementations behind kernels/attention.h (internal).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels::attention_impl {
+
+#define DI_ATTENTION_KERNELS(suffix)                                                                            \
+  float Dot##suffix(const float* a, const float* b, int64_t n);                                                 \
+  void QueryKeyDots##suffix(const float* q, int64_t heads, int64_t dim, const float* const* keys,              \
+                            int64_t num_keys, float scale, float* out);                                         \
+  void WeightedKeySum##suffix(const float* p, int64_t heads, const float* const* keys, int64_t num_keys,       \
+                              int64_t dim, float* out);
+
+DI_ATTENTION_KERNELS(Scalar)
+DI_ATTENTION_KERNELS(Avx2)
+DI_ATTENTION_KERNELS(Avx512)
+
+#undef DI_ATTENTION_KERNELS
+
+}  // namespace deepinfer::kernels::attention_impl
