@@ -21,7 +21,7 @@ constexpr const char* kUsage =
     "--stream the server-sent events ending in `data: [DONE]`. The text is fed in chunks of\n"
     "--chunk-size bytes (default: all at once), each counted as one completion token.\n\n"
     "  --model-version v3.2|v4|v4.1   tool-call block spelling to accept at the end (default v4)\n"
-    "  --protocol chat|messages       OpenAI Chat Completions or Anthropic Messages (responses: not yet)\n"
+    "  --protocol chat|messages|responses   OpenAI Chat Completions, Anthropic Messages, OpenAI Responses\n"
     "  --stream                       print the SSE event stream\n"
     "  --chunk-size N                 feed N bytes at a time (splits may fall inside characters)\n"
     "  --no-thinking                  the prompt ended with </think>: no reasoning part\n"
@@ -91,8 +91,8 @@ int RunParse(const std::vector<std::string>& args) {
       else return UsageError("parse", "unknown --model-version '" + v + "' (v3.2, v4 or v4.1)");
     } else if (a == "--protocol") {
       if (!value(&v)) return UsageError("parse", "--protocol needs a value");
-      if (v == "responses") return Fail("parse", "--protocol responses is not implemented yet");
-      if (v == "chat") protocol = recipe::OutputProtocol::kChatCompletions;
+      if (v == "responses") protocol = recipe::OutputProtocol::kResponses;
+      else if (v == "chat") protocol = recipe::OutputProtocol::kChatCompletions;
       else if (v == "messages") protocol = recipe::OutputProtocol::kMessages;
       else return UsageError("parse", "unknown --protocol '" + v + "' (chat, messages, responses)");
     } else if (a == "--chunk-size") {
@@ -142,8 +142,9 @@ int RunParse(const std::vector<std::string>& args) {
   const size_t step = chunk_size == 0 ? std::max<size_t>(text.size(), 1) : chunk_size;
   for (size_t pos = 0; pos < text.size(); pos += step) chunks.push_back({text.substr(pos, step), 1});
 
-  if (protocol == recipe::OutputProtocol::kMessages && response_options.id == "chatcmpl-deepinfer") {
-    response_options.id = "msg_deepinfer";
+  if (response_options.id == "chatcmpl-deepinfer") {
+    if (protocol == recipe::OutputProtocol::kMessages) response_options.id = "msg_deepinfer";
+    if (protocol == recipe::OutputProtocol::kResponses) response_options.id = "resp_deepinfer";
   }
   const recipe::StreamRunResult run =
       recipe::RunCompletion(protocol, parser_options, response_options, chunks, finish, usage);

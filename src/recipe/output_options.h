@@ -39,12 +39,32 @@ struct UsageCounts {
   int64_t completion_tokens = 0;
 };
 
+// Request settings an OpenAI Responses object repeats, as JSON values (the request side renders them;
+// the defaults are those of a request that set nothing).
+struct ResponsesEcho {
+  std::string instructions = "null";
+  std::string max_output_tokens = "null";
+  std::string max_tool_calls = "null";
+  std::string parallel_tool_calls = "true";
+  std::string reasoning = R"({"effort":null,"summary":null})";
+  std::string temperature = "1.0";
+  std::string text = R"({"format":{"type":"text"},"verbosity":null})";
+  std::string tool_choice = R"("auto")";
+  std::string tools = "[]";
+  std::string top_logprobs = "0";
+  std::string top_p = "1.0";
+  std::string user = "null";
+  std::string metadata = "{}";
+};
+
 struct ResponseOptions {
   std::string id = "chatcmpl-deepinfer";
   std::string model = "deepseek";
   int64_t created = 0;  // Unix seconds
   bool thinking = true;  // the conversation's thinking mode (shapes Chat Completions deltas)
   std::optional<bool> include_usage;  // stream_options.include_usage as the request gave it
+  ResponsesEcho responses_echo;
+  int64_t completed_at = -1;  // Responses: Unix seconds of completion; < 0: the clock at that moment
   // Tool-call id for the call with this index; default: "call_NN_" + 24 random characters.
   std::function<std::string(int index)> tool_call_id;
 };

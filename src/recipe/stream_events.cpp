@@ -5,6 +5,7 @@
 #include "recipe/output_parser.h"
 #include "recipe/response_chat.h"
 #include "recipe/response_messages.h"
+#include "recipe/response_responses.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -85,6 +86,41 @@ class MessagesEncoder final : public Encoder {
   MessagesStream stream_;
 };
 
+class ResponsesEncoder final : public Encoder {
+ public:
+  explicit ResponsesEncoder(const ResponseOptions& options) : stream_(options) {}
+  void Start(const UsageCounts&, std::vector<StreamEvent>* events) override {
+    std::vector<ResponsesEvent> out;
+    stream_.Start(&out);
+    Move(out, events);
+  }
+  void Deltas(const std::vector<OutputDelta>& deltas, std::vector<StreamEvent>* events) override {
+    std::vector<ResponsesEvent> out;
+    stream_.AppendEvents(deltas, &out);
+    Move(out, events);
+  }
+  std::string Finish(std::optional<BackendFinish> finish, const OutputParser& parser, const UsageCounts& usage,
+                     std::vector<StreamEvent>* events) override {
+    // A stop sequence completes the response, whatever the backend would have said.
+    const std::optional<BackendFinish> effective = parser.stopped_by_sequence() ? std::nullopt : finish;
+    std::vector<ResponsesEvent> out;
+    stream_.Finish(effective, usage, &out);
+    Move(out, events);
+    return effective == BackendFinish::kLength           ? "max_output_tokens"
+           : effective == BackendFinish::kContentFilter ? "content_filter"
+                                                         : "completed";
+  }
+  std::string Response(const OutputParser&, const std::string&, const UsageCounts&) const override {
+    return stream_.Response();
+  }
+
+ private:
+  static void Move(std::vector<ResponsesEvent>& from, std::vector<StreamEvent>* to) {
+    for (ResponsesEvent& e : from) to->push_back({std::move(e.name), std::move(e.json)});
+  }
+  ResponsesStream stream_;
+};
+
 }  // namespace
 
 StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions& parser_options,
@@ -94,6 +130,7 @@ StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions
   OutputParser parser(parser_options);
   std::unique_ptr<Encoder> encoder;
   if (protocol == OutputProtocol::kMessages) encoder = std::make_unique<MessagesEncoder>(response_options);
+  else if (protocol == OutputProtocol::kResponses) encoder = std::make_unique<ResponsesEncoder>(response_options);
   else encoder = std::make_unique<ChatEncoder>(response_options);
 
   UsageCounts usage = prompt_usage;

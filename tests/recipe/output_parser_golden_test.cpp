@@ -139,7 +139,56 @@ TEST(OutputParserGolden, MessagesEventsMatchOracle) {
     EXPECT_TRUE(same) << c["name"].get<std::string>();
     if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, golden["response"]);
   }
-  EXPECT_GE(index, 300u);
+  EXPECT_GE(index, 200u);
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
+  const std::vector<nlohmann::json> cases = LoadCases();
+  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/responses_cases.jsonl");
+  std::string line;
+  size_t index = 0;
+  int failures = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json golden = nlohmann::json::parse(line);
+    ASSERT_LT(index, cases.size());
+    const nlohmann::json& c = cases[index++];
+    ASSERT_EQ(golden["name"], c["name"]);
+    std::vector<CompletionChunk> chunks;
+    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    ResponseOptions options = TestResponseOptions(c);
+    options.id = "resp-1";
+    options.completed_at = 0;
+    if (c["tools"].get<bool>()) {  // RESPONSES_TOOLS of gen_outputs.py, as the oracle echoes it
+      options.responses_echo.tools =
+          R"([{"type":"function","name":"get_weather","description":"Weather of a city","parameters":)"
+          R"({"type":"object","properties":{"city":{"type":"string"}}},"strict":null}])";
+    }
+    const StreamRunResult run =
+        RunCompletion(OutputProtocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+    // The generator stored the repeated request settings once, in the final response.
+    const std::string response = golden["response"];
+    const size_t echo_begin = response.find("\"parallel_tool_calls\":");
+    const std::string echo_end_marker = "\"truncation\":\"disabled\",";
+    const size_t echo_end = response.find(echo_end_marker) + echo_end_marker.size();
+    ASSERT_NE(echo_begin, std::string::npos);
+    const std::string echo = response.substr(echo_begin, echo_end - echo_begin);
+    std::vector<std::vector<StreamEvent>> expected;
+    for (const auto& step : golden["pushes"]) {
+      std::vector<StreamEvent> events;
+      for (const auto& e : step) {
+        std::string text = e.get<std::string>();
+        if (const size_t at = text.find("@ECHO@"); at != std::string::npos) text.replace(at, 6, echo);
+        const size_t space = text.find(' ');
+        events.push_back({text.substr(0, space), text.substr(space + 1)});
+      }
+      expected.push_back(std::move(events));
+    }
+    const bool same = run.events_per_step == expected && run.response == response;
+    EXPECT_TRUE(same) << c["name"].get<std::string>();
+    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, response);
+  }
+  EXPECT_GE(index, 120u);
   EXPECT_EQ(failures, 0);
 }
 

@@ -4,7 +4,8 @@
 Each case is a model completion (reasoning, content, DSML tool calls in the V4 and V4.1 spellings with
 arguments of every JSON type and Unicode, JSON-output mode, stop sequences, malformed DSML), parsing
 options, a chunking, and a backend finish reason. The oracle (deepseek-recipe's StreamProcessor with the
-Chat Completions generator, and for the first 300 cases the Anthropic Messages generator) turns it into
+Chat Completions generator; for the first 200 cases the Anthropic Messages generator, for the first 120
+the OpenAI Responses generator) turns it into
 chunks/events; they are stored with their random parts (created time, tool-call ids) normalised. The C++
 tests replay every case and require byte-identical output.
 
@@ -175,7 +176,7 @@ def run_oracle(case):
     return pushes, CALL_ID.sub(r'"call_\1_ID"', response.to_json())
 
 
-MESSAGES_CASES = 300  # the first N cases of the corpus also get Messages goldens
+MESSAGES_CASES = 200  # the first N cases of the corpus also get Messages goldens
 
 
 def run_messages_oracle(case):
@@ -205,12 +206,55 @@ def run_messages_oracle(case):
     return pushes, CALL_ID.sub(r'"call_\1_ID"', response.to_json())
 
 
+ECHO_TAIL = re.compile(r'"parallel_tool_calls":.*?"truncation":"disabled",')
+RESPONSES_CASES = 120
+TIMES = re.compile(r'"(created_at|completed_at)":\d+')
+RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather of a city",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+
+
+def run_responses_oracle(case):
+    """OpenAI Responses events ("event-name json") per step, and the final response object."""
+    body = {"model": "DeepSeek-V4-Pro", "input": "hi", "stream": True}
+    if case["tools"]:
+        body["tools"] = RESPONSES_TOOLS
+    request = dr.ResponsesRequest(body)
+    converted = request.convert(dr.ConversionOptions())
+    options = dr.ParsingOptions(
+        parse_tool_calls=case["tools"], starts_in_tool_calls=case["starts_in_tool_calls"],
+        parse_json_output=case["json_mode"],
+        thinking_initial_stage=INITIAL[case["initial_stage"]] if case["initial_stage"] else None,
+        stop_sequences=case["stop"])
+    proc = dr.StreamProcessor(dr.ResponsesRequest.chunk_generator(converted, "resp-1", "deepseek-test"), options)
+    pushes = []
+    response = dr.ResponsesResponse("resp-1", "deepseek-test", 0, 11, 4)
+    def norm(text):
+        return CALL_ID.sub(r'"call_\1_ID"', TIMES.sub(r'"\1":0', text))
+    def record(out):
+        events = [norm(dr.ResponsesResponse.sse_event_name(o) + " " + o.to_json()) for o in out]
+        # The request settings every response object repeats are stored once, in the final response.
+        pushes.append([ECHO_TAIL.sub("@ECHO@", e) for e in events])
+        for o in out:
+            response.accumulate(o)
+    record(proc.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=11, prompt_cache_hit_tokens=4))))
+    for c in case["chunks"]:
+        if proc.finished:
+            break
+        record(proc.push(dr.InferenceChunk.text(c, 1)))
+    if case["finish"] and not proc.finished:
+        record(proc.push(dr.InferenceChunk.finish(FINISH[case["finish"]])))
+    if not proc.finished:
+        record(proc.finish())
+    return pushes, norm(response.to_json())
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--count", type=int, default=400)
+    ap.add_argument("--count", type=int, default=300)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--out", default="tests/recipe/data/parse/chat_cases.jsonl")
     ap.add_argument("--messages-out", default="tests/recipe/data/parse/messages_cases.jsonl")
+    ap.add_argument("--responses-out", default="tests/recipe/data/parse/responses_cases.jsonl")
     ap.add_argument("--check")
     args = ap.parse_args()
     if args.check:
@@ -227,15 +271,25 @@ def main():
             if list(run_messages_oracle(cases[golden["name"]])) != [golden["pushes"], golden["response"]]:
                 bad += 1
                 print("differs (messages):", golden["name"])
+        for line in open(args.check.replace("chat_cases", "responses_cases"), encoding="utf-8"):
+            golden = json.loads(line)
+            if list(run_responses_oracle(cases[golden["name"]])) != [golden["pushes"], golden["response"]]:
+                bad += 1
+                print("differs (responses):", golden["name"])
         print(f"{bad} cases differ from the live oracle")
         sys.exit(1 if bad else 0)
     rng = random.Random(args.seed)
-    with open(args.out, "w", encoding="utf-8") as f, open(args.messages_out, "w", encoding="utf-8") as m:
+    with open(args.out, "w", encoding="utf-8") as f, open(args.messages_out, "w", encoding="utf-8") as m, \
+            open(args.responses_out, "w", encoding="utf-8") as r:
         for i in range(args.count):
             case = make_case(rng, i)
             if i < MESSAGES_CASES:
                 pushes, response = run_messages_oracle(case)
                 m.write(json.dumps({"name": case["name"], "pushes": pushes, "response": response},
+                                   ensure_ascii=False, separators=(",", ":")) + "\n")
+            if i < RESPONSES_CASES:
+                pushes, response = run_responses_oracle(case)
+                r.write(json.dumps({"name": case["name"], "pushes": pushes, "response": response},
                                    ensure_ascii=False, separators=(",", ":")) + "\n")
             case["pushes"], case["response"] = run_oracle(case)
             f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -1,0 +1,60 @@
+// OpenAI Responses output: the streamed events (response.created / in_progress, output_item.added /
+// done for reasoning, message and function_call items, content parts, text and argument deltas, and
+// response.completed or response.incomplete) and the final response object, byte for byte as
+// deepseek-recipe 0.2 writes them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recipe/output_options.h"
+#include "recipe/output_parser.h"
+
+namespace deepinfer::recipe {
+
+struct ResponsesEvent {
+  std::string name;  // the SSE event name (= the JSON's "type")
+  std::string json;
+};
+
+class ResponsesStream {
+ public:
+  explicit ResponsesStream(ResponseOptions options);
+
+  void Start(std::vector<ResponsesEvent>* events);
+  void AppendEvents(const std::vector<OutputDelta>& deltas, std::vector<ResponsesEvent>* events);
+  // `finish` absent or kStop: completed; kLength / kContentFilter: incomplete.
+  void Finish(std::optional<BackendFinish> finish, const UsageCounts& usage, std::vector<ResponsesEvent>* events);
+  // The final response object (after Finish).
+  const std::string& Response() const { return final_response_; }
+
+ private:
+  enum class ItemType { kReasoning, kMessage, kFunctionCall };
+  struct Item {
+    ItemType type;
+    std::string id;
+    std::string text;  // reasoning text, message text, or arguments
+    std::string call_id;
+    std::string name;
+    std::string status = "in_progress";
+    std::string phase = "final_answer";
+  };
+  std::string ItemJson(const Item& item) const;
+  std::string PartJson(const Item& item, bool with_text) const;
+  std::string ResponseObject(std::string_view status, int64_t completed_at, std::string_view incomplete_details,
+                             const std::string& usage) const;
+  std::string Sequence();
+  void OpenItem(ItemType type, std::vector<ResponsesEvent>* events, std::string call_id = "", std::string name = "");
+  void CloseItem(std::string_view status, std::vector<ResponsesEvent>* events);
+  void Push(std::string_view name, std::string json, std::vector<ResponsesEvent>* events);
+
+  ResponseOptions options_;
+  std::vector<Item> items_;
+  bool item_open_ = false;
+  int64_t sequence_ = 0;
+  std::string final_response_;
+};
+
+}  // namespace deepinfer::recipe
