@@ -282,6 +282,32 @@ TEST(LinearTest, Bf16ActivationsStayWithinTheirDocumentedRounding) {
   }
 }
 
+// Degenerate shapes: an empty reduction gives zeros (or leaves y unchanged when accumulating); m = 0 and
+// out = 0 touch nothing.
+TEST(LinearTest, EmptyShapes) {
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  const float weight = 0;
+  for (Isa isa : IsasToTest()) {
+    for (int64_t m : {1, 6}) {
+      WeightView w{WeightFormat::kF32, 3, 0, &weight};
+      std::vector<float> y(static_cast<size_t>(m * 3), 9.0f);
+      LinearWithIsa(isa, x, m, 1, w, y.data(), 3, {}, nullptr);
+      for (float v : y) EXPECT_EQ(v, 0.0f) << IsaName(isa);
+      std::fill(y.begin(), y.end(), 9.0f);
+      LinearOptions options;
+      options.accumulate = true;
+      LinearWithIsa(isa, x, m, 1, w, y.data(), 3, options, nullptr);
+      for (float v : y) EXPECT_EQ(v, 9.0f) << IsaName(isa);
+    }
+    float y = 7.0f;
+    WeightView none{WeightFormat::kBF16, 0, 4, nullptr};
+    LinearWithIsa(isa, x, 1, 4, none, &y, 1, {}, nullptr);
+    WeightView some{WeightFormat::kF32, 1, 1, &weight};
+    LinearWithIsa(isa, x, 0, 1, some, &y, 1, {}, nullptr);
+    EXPECT_EQ(y, 7.0f);
+  }
+}
+
 TEST(LinearTest, ValidationNamesTheProblem) {
   WeightView w{WeightFormat::kMXFP4, 4, 48, nullptr};
   uint8_t storage[4 * 48] = {};
