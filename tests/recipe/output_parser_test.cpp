@@ -1,0 +1,129 @@
+// Unit tests of the output side's building blocks: the incremental delimiter matcher, the V3.2 block
+// spelling (not covered by the deepseek-recipe oracle, which knows V4 and V4.1 only), and the
+// serde_json number form of response bodies.
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "recipe/delimiter_matcher.h"
+#include "recipe/output_parser.h"
+#include "recipe/response_json.h"
+
+namespace deepinfer::recipe {
+namespace {
+
+// Property: fed one byte at a time, the matcher reports exactly the leftmost non-overlapping
+// occurrences that repeated std::string::find reports.
+TEST(DelimiterMatcher, AgreesWithFindOnRandomText) {
+  std::mt19937 rng(11);
+  const std::string alphabet = "ab<|";
+  for (int round = 0; round < 2000; ++round) {
+    std::string pattern, text;
+    for (int i = 0, n = 1 + static_cast<int>(rng() % 4); i < n; ++i) pattern += alphabet[rng() % alphabet.size()];
+    for (int i = 0, n = static_cast<int>(rng() % 40); i < n; ++i) text += alphabet[rng() % alphabet.size()];
+    std::vector<size_t> expected;
+    for (size_t at = text.find(pattern); at != std::string::npos; at = text.find(pattern, at + pattern.size())) {
+      expected.push_back(at + pattern.size());
+    }
+    DelimiterMatcher matcher(pattern, false);
+    std::vector<size_t> got;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (matcher.Advance(static_cast<uint8_t>(text[i]))) {
+        got.push_back(i + 1);
+        EXPECT_EQ(matcher.matched_length(), pattern.size());
+      }
+    }
+    ASSERT_EQ(got, expected) << "pattern '" << pattern << "' text '" << text << "'";
+  }
+}
+
+TEST(DelimiterMatcher, AbsorbsTheNewlineRunBeforeTheDelimiter) {
+  DelimiterMatcher matcher("<x", true);
+  const std::string text = "ab\n\n\n<x";
+  bool matched = false;
+  for (char c : text) matched = matcher.Advance(static_cast<uint8_t>(c));
+  EXPECT_TRUE(matched);
+  EXPECT_EQ(matcher.matched_length(), 5u);  // three newlines + "<x"
+  // A partial match in progress is pending, newlines included: "\n\n<" may still become "\n\n<x".
+  for (char c : std::string("\n\n<")) matcher.Advance(static_cast<uint8_t>(c));
+  EXPECT_EQ(matcher.pending_length(), 3u);
+}
+
+std::string Content(const std::vector<OutputDelta>& deltas) {
+  std::string out;
+  for (const OutputDelta& d : deltas) {
+    if (d.kind == OutputDelta::Kind::kContent) out += d.text;
+  }
+  return out;
+}
+
+TEST(OutputParser, V32FunctionCallsBlockEndsTheOutput) {
+  const std::string text =
+      "Sure.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
+      "<｜DSML｜parameter name=\"x\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "</｜DSML｜function_calls>trailing";
+  for (OutputModelVersion version : {OutputModelVersion::kV32, OutputModelVersion::kV4}) {
+    OutputParserOptions options;
+    options.model_version = version;
+    OutputParser parser(options);
+    std::vector<OutputDelta> deltas;
+    parser.Feed(text, &deltas);
+    parser.Finish(&deltas);
+    EXPECT_EQ(Content(deltas), "Sure.");
+    EXPECT_EQ(parser.tool_call_count(), 1);
+    std::string arguments;
+    for (const OutputDelta& d : deltas) {
+      if (d.kind == OutputDelta::Kind::kToolArguments) arguments += d.text;
+    }
+    EXPECT_EQ(arguments, "{\"x\": 1}");
+    // Only V3.2 knows its end tag; a V4 parser keeps looking for `</｜DSML｜tool_calls>`.
+    EXPECT_EQ(parser.finished(), version == OutputModelVersion::kV32);
+    EXPECT_EQ(!parser.issues().empty(), version == OutputModelVersion::kV32);  // "trailing" is invalid
+  }
+}
+
+TEST(OutputParser, StopSequenceEndsTheAnswerButNotTheReasoning) {
+  OutputParserOptions options;
+  options.thinking_stage = ThinkingStage::kReasoningStart;
+  options.stop_sequences = {"END", ""};
+  OutputParser parser(options);
+  std::vector<OutputDelta> deltas;
+  parser.Feed("think END more</think>answer E", &deltas);
+  parser.Feed("ND ignored", &deltas);
+  ASSERT_TRUE(parser.stopped_by_sequence());
+  EXPECT_EQ(*parser.matched_stop_sequence(), "END");
+  std::string reasoning;
+  for (const OutputDelta& d : deltas) {
+    if (d.kind == OutputDelta::Kind::kReasoning) reasoning += d.text;
+  }
+  EXPECT_EQ(reasoning, "think END more");
+  EXPECT_EQ(Content(deltas), "answer ");
+}
+
+// Expected strings follow the ryu layout serde_json uses (digits d1..dn, point position k):
+// integral below 1e16 -> "<digits>.0"; 0 < k <= 16 -> plain decimal; -5 < k <= 0 -> "0.000ddd";
+// otherwise "d.ddde<k-1>" with no '+' and no zero padding (Python would write 1e-07 and 1e+16).
+TEST(ResponseJson, FloatsUseRustShortestForm) {
+  auto f = [](double v) {
+    std::string out;
+    SerdeJsonAppendFloat(out, v);
+    return out;
+  };
+  EXPECT_EQ(f(3.0), "3.0");
+  EXPECT_EQ(f(-0.25), "-0.25");
+  EXPECT_EQ(f(123.456), "123.456");
+  EXPECT_EQ(f(1e-7), "1e-7");
+  EXPECT_EQ(f(1e-5), "0.00001");
+  EXPECT_EQ(f(0.0001), "0.0001");
+  EXPECT_EQ(f(1e15), "1000000000000000.0");
+  EXPECT_EQ(f(1e16), "1e16");
+  EXPECT_EQ(f(1.5e300), "1.5e300");
+  EXPECT_EQ(f(0.0), "0.0");
+  EXPECT_EQ(SerdeJsonDumps(nlohmann::ordered_json::parse(R"({"b": [1, 2.50, "é\n"], "a": {"x": null}})")),
+            R"({"b":[1,2.5,"é\n"],"a":{"x":null}})");
+}
+
+}  // namespace
+}  // namespace deepinfer::recipe
