@@ -113,6 +113,7 @@ void BpeEncodePiece(const BpeMerges& merges, const int32_t* byte_ids, std::strin
     MergeLong(merges, ids);
   }
   out->insert(out->end(), ids.begin(), ids.end());
+  if (ids.capacity() > (size_t{1} << 20)) std::vector<int32_t>().swap(ids);
 }
 
 }  // namespace deepinfer

@@ -5,19 +5,36 @@
 namespace deepinfer {
 
 PieceCache& PieceCache::ForThread(uint64_t serial) {
-  thread_local PieceCache cache;
-  if (cache.serial_ != serial || cache.slots_.empty()) {
-    cache.serial_ = serial;
-    cache.Clear();
+  constexpr size_t kModelsPerThread = 4;
+  thread_local PieceCache caches[kModelsPerThread];
+  thread_local size_t next_victim = 0;
+  for (PieceCache& c : caches) {
+    if (c.serial_ == serial && !c.slots_.empty()) return c;
   }
-  return cache;
+  PieceCache& c = caches[next_victim];
+  next_victim = (next_victim + 1) % kModelsPerThread;
+  c.serial_ = serial;
+  c.Clear(kInitialSlots);
+  return c;
 }
 
-void PieceCache::Clear() {
-  slots_.assign(kSlots, Entry{});
+void PieceCache::Clear(size_t slots) {
+  slots_.assign(slots, Entry{});
   keys_.clear();
   ids_.clear();
   used_ = 0;
+}
+
+void PieceCache::Grow() {
+  std::vector<Entry> old = std::move(slots_);
+  slots_.assign(old.size() * 2, Entry{});
+  size_t mask = slots_.size() - 1;
+  for (const Entry& e : old) {
+    if (!e.used) continue;
+    size_t i = e.hash & mask;
+    while (slots_[i].used) i = (i + 1) & mask;
+    slots_[i] = e;
+  }
 }
 
 uint64_t PieceCache::Hash(std::string_view piece) {
@@ -37,7 +54,7 @@ uint64_t PieceCache::Hash(std::string_view piece) {
 }
 
 bool PieceCache::Find(std::string_view piece, uint64_t hash, const int32_t** ids, size_t* count) const {
-  size_t mask = kSlots - 1;
+  size_t mask = slots_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const Entry& e = slots_[i];
     if (!e.used) return false;
@@ -52,8 +69,14 @@ bool PieceCache::Find(std::string_view piece, uint64_t hash, const int32_t** ids
 
 void PieceCache::Insert(std::string_view piece, uint64_t hash, const int32_t* ids, size_t count) {
   if (piece.size() > kMaxPieceBytes || count > 255) return;
-  if (used_ * 2 >= kSlots) Clear();
-  size_t mask = kSlots - 1;
+  if (used_ * 2 >= slots_.size()) {
+    if (slots_.size() < kMaxSlots) {
+      Grow();
+    } else {
+      Clear(kMaxSlots);
+    }
+  }
+  size_t mask = slots_.size() - 1;
   size_t i = hash & mask;
   while (slots_[i].used) i = (i + 1) & mask;
   Entry& e = slots_[i];

@@ -12,7 +12,8 @@ class PieceCache {
  public:
   static constexpr size_t kMaxPieceBytes = 48;
 
-  // The cache of this thread for the model with `serial` (emptied when the model changes).
+  // This thread's cache for the model with `serial`. A thread keeps caches for a few models at once, so
+  // alternating between two tokenizers does not empty them.
   static PieceCache& ForThread(uint64_t serial);
 
   // The cached ids of `piece`, or false.
@@ -29,9 +30,12 @@ class PieceCache {
     uint8_t id_count = 0;
     bool used = false;
   };
-  void Clear();
+  void Clear(size_t slots);
+  void Grow();
 
-  static constexpr size_t kSlots = 1 << 17;
+  // Starts small (a thread that encodes one short prompt pays little) and doubles up to the maximum.
+  static constexpr size_t kInitialSlots = 1 << 10;
+  static constexpr size_t kMaxSlots = 1 << 17;
   uint64_t serial_ = 0;
   size_t used_ = 0;
   std::vector<Entry> slots_;

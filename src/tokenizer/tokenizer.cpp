@@ -69,6 +69,8 @@ void Tokenizer::AppendEncodedText(std::string_view text, std::vector<int32_t>* o
     BpeEncodePiece(merges, byte_ids, piece, out);
     cache.Insert(piece, hash, out->data() + first, out->size() - first);
   }
+  // Do not keep a huge offset buffer alive on this thread after one very long input.
+  if (piece_ends.capacity() > (size_t{1} << 20)) std::vector<uint32_t>().swap(piece_ends);
 }
 
 std::vector<int32_t> Tokenizer::EncodeTextSequential(std::string_view text) const {
