@@ -252,6 +252,8 @@ Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* o
       }
       if (!same) return Invalid(Join(path, "required"), "Required properties must match all properties in the object");
     }
+    const bool top_level = path.size() >= 11 && path.compare(path.size() - 11, 11, ".parameters") == 0;
+    if (keys.empty() && !top_level) return Invalid(path, "An object with no properties is not allowed.");
     Json rebuilt = Json::object();
     rebuilt["type"] = "object";
     rebuilt["properties"] = props != out->end() ? *props : Json::object();
@@ -304,9 +306,26 @@ std::string_view ImagePartText(const RequestOptions& options) {
   return options.model_version == ModelVersion::kV41 ? kImageToken : std::string_view("[Unsupported Image]");
 }
 
+namespace {
+
+Check NormalizeStrictTools(Conversation& c) {
+  for (size_t i = 0; i < c.tools.size(); ++i) {
+    ToolDefinition& tool = c.tools[i];
+    if (!tool.strict.value_or(false)) continue;
+    const Json raw = tool.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}}
+                                               : tool.parameters;
+    DI_REQ_CHECK(NormalizeStrictSchema(raw, "tools." + tool.name + ".parameters", &tool.parameters));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool,
-                         const std::string& tool_choice_param) {
+                         const std::string& tool_choice_param, bool strict_before_named_choice) {
   Conversation& c = request->conversation;
+  if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
+  if (strict_before_named_choice) DI_REQ_CHECK(NormalizeStrictTools(c));
   if (named_tool) {
     std::vector<ToolDefinition> kept;
     for (ToolDefinition& tool : c.tools) {
@@ -319,13 +338,7 @@ Check FinishConversation(ParsedRequest* request, std::optional<std::string> name
     c.tool_choice = ToolChoice::kRequired;
   }
   if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
-  for (size_t i = 0; i < c.tools.size(); ++i) {
-    ToolDefinition& tool = c.tools[i];
-    if (!tool.strict.value_or(false)) continue;
-    const Json raw = tool.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}}
-                                               : tool.parameters;
-    DI_REQ_CHECK(NormalizeStrictSchema(raw, "tools." + tool.name + ".parameters", &tool.parameters));
-  }
+  if (!strict_before_named_choice) DI_REQ_CHECK(NormalizeStrictTools(c));
   if (c.tools.empty() && c.tool_choice == ToolChoice::kRequired) c.tool_choice = ToolChoice::kAuto;
   if (c.thinking_mode) {
     if (!c.reasoning_effort) c.reasoning_effort = ReasoningEffort::kHigh;

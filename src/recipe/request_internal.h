@@ -67,7 +67,10 @@ std::string_view ImagePartText(const RequestOptions& options);
 
 // Finishes the conversation the way deepseek-recipe does for every protocol: thinking-mode reasoning
 // defaults, tool-choice filtering, temperature in thinking mode.
-Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool, const std::string& tool_choice_param);
+// Strict tool schemas are checked and rewritten after tool_choice "none" drops the tools, and either before
+// (Responses) or after (the others) a named tool_choice narrows them.
+Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool,
+                         const std::string& tool_choice_param, bool strict_before_named_choice = false);
 
 // Tool-call / tool-result pairing rules of the OpenAI API.
 Check CheckToolSequence(const Conversation& conversation);

@@ -384,8 +384,13 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     if (!metadata->is_object()) return WrongType("metadata", "an object", *metadata);
     inf.metadata = *metadata;
   }
-  DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice"));
-  return internal::CheckStrictConsistency(c.tools, "tools");
+  DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice", /*strict_before_named_choice=*/true));
+  DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
+  const Json* text = Field(body, "text");
+  if (!c.tools.empty() && c.tools.front().strict.value_or(false) && text && Field(*text, "format")) {
+    return Invalid("text.format", "response_format should not be used with tools");
+  }
+  return std::nullopt;
 }
 
 }  // namespace
