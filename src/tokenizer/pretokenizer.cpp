@@ -69,7 +69,7 @@ inline bool InCjkRanges(char32_t c) { return (c >= 0x4E00 && c <= 0x9FA5) || (c 
 
 class Splitter {
  public:
-  Splitter(std::string_view text, std::vector<uint32_t>* ends)
+  Splitter(std::string_view text, std::vector<size_t>* ends)
       : s_(reinterpret_cast<const uint8_t*>(text.data())), n_(text.size()), ends_(ends),
         table_(ClassTable::Get()) {}
 
@@ -98,7 +98,7 @@ class Splitter {
   }
 
  private:
-  void Emit(size_t end) { ends_->push_back(static_cast<uint32_t>(end)); }
+  void Emit(size_t end) { ends_->push_back(end); }
 
   // R2 over one R1 gap: runs of the CJK ranges and the gaps between them, each then split by R3.
   void SplitCjk(size_t begin, size_t end) {
@@ -198,7 +198,7 @@ class Splitter {
 
   const uint8_t* s_;
   size_t n_;
-  std::vector<uint32_t>* ends_;
+  std::vector<size_t>* ends_;
   const ClassTable& table_;
 };
 
@@ -219,7 +219,7 @@ bool CodePointBefore(const uint8_t* s, size_t n, size_t p, CodePoint* out) {
 
 }  // namespace
 
-void PreTokenize(std::string_view text, std::vector<uint32_t>* piece_ends) {
+void PreTokenize(std::string_view text, std::vector<size_t>* piece_ends) {
   Splitter(text, piece_ends).Run();
 }
 

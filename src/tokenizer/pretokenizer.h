@@ -20,7 +20,7 @@ namespace deepinfer {
 extern const std::string_view kDeepSeekSplitPatterns[3];
 
 // Appends the end offset of every piece of `text` to *piece_ends (the first piece starts at 0).
-void PreTokenize(std::string_view text, std::vector<uint32_t>* piece_ends);
+void PreTokenize(std::string_view text, std::vector<size_t>* piece_ends);
 
 // True when every piece boundary of text[0, p) and text[p, n) is also one of text, and p is a boundary:
 // encoding the two halves separately gives the ids of the whole. Proven cases only (see the .cpp).

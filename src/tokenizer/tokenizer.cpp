@@ -40,14 +40,14 @@ Result<Tokenizer> Tokenizer::FromFile(const std::string& tokenizer_json_path) {
 }
 
 void Tokenizer::AppendEncodedText(std::string_view text, std::vector<int32_t>* out) const {
-  thread_local std::vector<uint32_t> piece_ends;
+  thread_local std::vector<size_t> piece_ends;
   piece_ends.clear();
   PreTokenize(text, &piece_ends);
   const int32_t* byte_ids = model_->byte_ids();
   const BpeMerges& merges = model_->merges();
   PieceCache& cache = PieceCache::ForThread(model_->serial());
   size_t begin = 0;
-  for (uint32_t end : piece_ends) {
+  for (size_t end : piece_ends) {
     std::string_view piece = text.substr(begin, end - begin);
     begin = end;
     if (piece.size() == 1) {
@@ -70,7 +70,7 @@ void Tokenizer::AppendEncodedText(std::string_view text, std::vector<int32_t>* o
     cache.Insert(piece, hash, out->data() + first, out->size() - first);
   }
   // Do not keep a huge offset buffer alive on this thread after one very long input.
-  if (piece_ends.capacity() > (size_t{1} << 20)) std::vector<uint32_t>().swap(piece_ends);
+  if (piece_ends.capacity() > (size_t{1} << 20)) std::vector<size_t>().swap(piece_ends);
 }
 
 std::vector<int32_t> Tokenizer::EncodeTextSequential(std::string_view text) const {
