@@ -80,6 +80,40 @@ Status ValidateWeightView(const WeightView& w) {
   return Status::InvalidArgument("unknown weight format");
 }
 
+Result<WeightView> SliceRows(const WeightView& w, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0 || begin + count > w.out_features) {
+    return Status::OutOfRange("rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                              ") outside a weight of " + std::to_string(w.out_features) + " rows");
+  }
+  WeightView slice = w;
+  slice.out_features = count;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  switch (w.format) {
+    case WeightFormat::kF32:
+      slice.data = data + begin * w.in_features * 4;
+      break;
+    case WeightFormat::kBF16:
+      slice.data = data + begin * w.in_features * 2;
+      break;
+    case WeightFormat::kFP8Block: {
+      if (w.block_out <= 0 || begin % w.block_out != 0) {
+        return Status::InvalidArgument("FP8 row slice must start on a block boundary (block_out " +
+                                       std::to_string(w.block_out) + "), not at row " + std::to_string(begin));
+      }
+      const int64_t scale_cols = (w.in_features + w.block_in - 1) / w.block_in;
+      slice.data = data + begin * w.in_features;
+      slice.scales = scales + (begin / w.block_out) * scale_cols * (w.scale_format == ScaleFormat::kF32 ? 4 : 1);
+      break;
+    }
+    case WeightFormat::kMXFP4:
+      slice.data = data + begin * (w.in_features / 2);
+      slice.scales = scales + begin * (w.in_features / 32);
+      break;
+  }
+  return slice;
+}
+
 int64_t WeightBytes(const WeightView& w) {
   const int64_t elements = w.out_features * w.in_features;
   switch (w.format) {

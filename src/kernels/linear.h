@@ -61,6 +61,10 @@ struct WeightView {
 // Checks shapes, pointers and format constraints (MXFP4 needs in_features % 32 == 0; FP8 block shape > 0).
 Status ValidateWeightView(const WeightView& w);
 
+// Rows [begin, begin + count) of W as a view of the same storage (e.g. one group of a grouped projection,
+// or the gate half of a fused gate/up matrix). FP8 needs begin to be a multiple of block_out.
+Result<WeightView> SliceRows(const WeightView& w, int64_t begin, int64_t count);
+
 // Bytes of weights and scales a full product reads from W (what a memory-bound GEMV streams).
 int64_t WeightBytes(const WeightView& w);
 

@@ -308,6 +308,29 @@ TEST(LinearTest, EmptyShapes) {
   }
 }
 
+// A row slice computes exactly the corresponding outputs of the whole matrix.
+TEST(LinearTest, SliceRowsMatchesTheWholeProduct) {
+  for (const FormatCase& fc : FormatCases()) {
+    const int64_t out = 300, in = AdjustIn(fc.format, 160), m = 3;
+    const TestWeight w = MakeTestWeight(fc.format, out, in, 51, fc.options);
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), 52);
+    std::vector<float> whole(static_cast<size_t>(m * out));
+    Linear(x.data(), m, in, w.view, whole.data(), out, nullptr);
+    const int64_t begin = fc.format == WeightFormat::kFP8Block ? 2 * fc.options.block_out : 77;
+    const int64_t count = 40;
+    Result<WeightView> slice = SliceRows(w.view, begin, count);
+    ASSERT_TRUE(slice.ok()) << fc.name;
+    std::vector<float> part(static_cast<size_t>(m * count));
+    Linear(x.data(), m, in, slice.value(), part.data(), count, nullptr);
+    for (int64_t i = 0; i < m; ++i) {
+      ASSERT_EQ(0, std::memcmp(part.data() + i * count, whole.data() + i * out + begin, count * 4)) << fc.name;
+    }
+  }
+  const TestWeight fp8 = MakeTestWeight(WeightFormat::kFP8Block, 256, 128, 53);
+  EXPECT_FALSE(SliceRows(fp8.view, 5, 10).ok()) << "not on a block boundary";
+  EXPECT_FALSE(SliceRows(fp8.view, 128, 200).ok()) << "past the end";
+}
+
 TEST(LinearTest, ValidationNamesTheProblem) {
   WeightView w{WeightFormat::kMXFP4, 4, 48, nullptr};
   uint8_t storage[4 * 48] = {};
