@@ -53,8 +53,8 @@ struct V {
         _mm256_and_si256(_mm256_slli_epi16(sign_extended, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
     const __mmask16 nan =
         _mm256_testn_epi16_mask(_mm256_add_epi16(sign_extended, _mm256_set1_epi16(1)), _mm256_set1_epi16(0x7F));
-    return _mm512_mask_mul_ps(_mm512_set1_ps(__builtin_nanf("")), static_cast<__mmask16>(~nan),
-                              _mm512_cvtph_ps(half), factor);
+    return _mm512_mask_mul_ps(_mm512_set1_ps(__builtin_nanf("")), static_cast<__mmask16>(~nan), _mm512_cvtph_ps(half),
+                              factor);
   }
 
   static Fp4Table MakeFp4Table(float scale) {

@@ -48,8 +48,7 @@ struct V {
   // As on AVX-512: E4M3 bits placed in fp16 are the value times 2^-8; NaN codes are patched.
   static __m256 E4M3x8(const uint8_t* p, __m256 factor) {
     const __m128i sign_extended = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i half =
-        _mm_and_si128(_mm_slli_epi16(sign_extended, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
+    const __m128i half = _mm_and_si128(_mm_slli_epi16(sign_extended, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
     const __m128i low7 = _mm_and_si128(_mm_add_epi16(sign_extended, _mm_set1_epi16(1)), _mm_set1_epi16(0x7F));
     const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(low7, _mm_setzero_si128())));
     const __m256 product = _mm256_mul_ps(_mm256_cvtph_ps(half), factor);

@@ -160,8 +160,8 @@ struct PanelSource {
 // y[i][j] (+)= canonical dot of x row i with weight row j, for an MR x NR tile; rows beyond `valid_m`
 // / columns beyond `valid_n` are computed on duplicates and not stored.
 template <int MR, int NR, class Source>
-inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* const* y, int64_t y_col,
-                        int valid_m, int valid_n, bool accumulate) {
+inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* const* y, int64_t y_col, int valid_m,
+                        int valid_n, bool accumulate) {
   constexpr int kSub = Source::kStep / 16;
   typename V::Reg acc[MR][NR];
   for (int i = 0; i < MR; ++i)
