@@ -16,7 +16,7 @@ struct V {
   struct Fp4Table {
     __m256 magnitude;  // |E2M1| · scale for codes 0..7
   };
-  static constexpr int kDirectNr1 = 4;
+  static constexpr int kDirectNr1 = 3;
   static constexpr int kDirectNr = 2;
   static constexpr int kPanelMr = 2;
   static constexpr int kPanelNr = 2;
