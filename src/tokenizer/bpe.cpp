@@ -7,24 +7,29 @@ namespace deepinfer {
 void BpeMerges::Reserve(size_t n) {
   size_t cap = 16;
   while (cap < n * 2) cap <<= 1;
-  slots_.assign(cap, Slot{});
+  slots_.assign(cap, kEmpty);
   mask_ = cap - 1;
   count_ = 0;
 }
 
+void BpeMerges::Insert(uint64_t key, uint32_t rank) {
+  size_t i = Hash(key) & mask_;
+  while (slots_[i] != kEmpty && (slots_[i] >> kRankBits) != key) i = (i + 1) & mask_;
+  if (slots_[i] == kEmpty) ++count_;
+  slots_[i] = (key << kRankBits) | rank;
+}
+
 void BpeMerges::Add(int32_t left, int32_t right, uint32_t rank, int32_t merged) {
   if ((count_ + 1) * 2 > slots_.size()) {
-    std::vector<Slot> old = std::move(slots_);
+    std::vector<uint64_t> old = std::move(slots_);
     Reserve((count_ + 1) * 2);
-    for (const Slot& s : old) {
-      if (s.key != kEmptyKey) Add(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key), s.rank, s.merged);
+    for (uint64_t s : old) {
+      if (s != kEmpty) Insert(s >> kRankBits, static_cast<uint32_t>(s & kRankMask));
     }
   }
-  uint64_t key = Key(left, right);
-  size_t i = Hash(key) & mask_;
-  while (slots_[i].key != kEmptyKey && slots_[i].key != key) i = (i + 1) & mask_;
-  if (slots_[i].key == kEmptyKey) ++count_;
-  slots_[i] = Slot{key, rank, merged};
+  if (merged_by_rank_.size() <= rank) merged_by_rank_.resize(rank + 1, -1);
+  merged_by_rank_[rank] = merged;
+  Insert(Key(left, right), rank);
 }
 
 namespace {
@@ -33,7 +38,7 @@ namespace {
 void MergeShort(const BpeMerges& merges, std::vector<int32_t>& ids, std::vector<uint32_t>& ranks) {
   size_t n = ids.size();
   ranks.resize(n);
-  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = merges.Find(ids[i], ids[i + 1]).rank;
+  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = merges.Rank(ids[i], ids[i + 1]);
   while (n > 1) {
     size_t best = 0;
     uint32_t best_rank = BpeMerges::kNoRank;
@@ -44,14 +49,14 @@ void MergeShort(const BpeMerges& merges, std::vector<int32_t>& ids, std::vector<
       }
     }
     if (best_rank == BpeMerges::kNoRank) break;
-    ids[best] = merges.Find(ids[best], ids[best + 1]).merged;
+    ids[best] = merges.MergedByRank(best_rank);
     for (size_t i = best + 1; i + 1 < n; ++i) {
       ids[i] = ids[i + 1];
       ranks[i] = ranks[i + 1];
     }
     --n;
-    if (best > 0) ranks[best - 1] = merges.Find(ids[best - 1], ids[best]).rank;
-    ranks[best] = best + 1 < n ? merges.Find(ids[best], ids[best + 1]).rank : BpeMerges::kNoRank;
+    if (best > 0) ranks[best - 1] = merges.Rank(ids[best - 1], ids[best]);
+    ranks[best] = best + 1 < n ? merges.Rank(ids[best], ids[best + 1]) : BpeMerges::kNoRank;
   }
   ids.resize(n);
 }
@@ -85,7 +90,7 @@ void MergeLong(const BpeMerges& merges, std::vector<int32_t>& ids) {
     heap.pop();
     int64_t right = next[c.pos];
     if (!alive[c.pos] || right < 0 || ids[c.pos] != c.left || ids[right] != c.right) continue;
-    ids[c.pos] = merges.Find(c.left, c.right).merged;
+    ids[c.pos] = merges.MergedByRank(c.rank);
     alive[right] = false;
     next[c.pos] = next[right];
     if (next[right] >= 0) prev[next[right]] = c.pos;

@@ -163,7 +163,7 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
 
   TokenizerModel model;
   model.serial_ = next_serial.fetch_add(1);
-  constexpr int64_t kMaxId = 1 << 24;  // far above any real vocabulary; bounds memory on bad input
+  constexpr int64_t kMaxId = BpeMerges::kMaxId;  // far above any real vocabulary; bounds memory on bad input
   int64_t limit = 0;
   {
     JsonScanner scanner(vocab_text);
@@ -245,6 +245,7 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
   std::string left, right, pair;
   for (uint32_t rank = 0; !scanner.Consume(']'); ++rank) {
     if (rank > 0) DI_RETURN_IF_ERROR(scanner.Expect(','));
+    if (rank > BpeMerges::kMaxRank) return Unsupported("more than " + std::to_string(BpeMerges::kMaxRank) + " merges");
     if (scanner.Consume('[')) {
       DI_RETURN_IF_ERROR(scanner.String(&left));
       DI_RETURN_IF_ERROR(scanner.Expect(','));
