@@ -17,7 +17,7 @@ constexpr int64_t kChunk = 32;
 inline __m512bh ToBf16(__m512 lo, __m512 hi) { return _mm512_cvtne2ps_pbh(hi, lo); }
 
 // Weight rows as bf16 chunks of 32; rows[j] may repeat (tile padding).
-template <int NR>
+template <int NR, WeightFormat kFormat>
 struct Bf16Chunks {
   const WeightView* w;
   int64_t rows[NR];
@@ -61,7 +61,7 @@ struct Bf16Chunks {
 
   // Chunk [k, k + 32) of row j, k a multiple of 32 with k + 32 ≤ in.
   __m512bh Load(int j, int64_t k) const {
-    switch (w->format) {
+    switch (kFormat) {
       case WeightFormat::kBF16:
         return reinterpret_cast<__m512bh>(_mm512_loadu_si512(data[j] + k * 2));
       case WeightFormat::kMXFP4: {
@@ -141,7 +141,7 @@ void RowIndices(int64_t n0, int64_t n_end, int64_t* rows) {
   for (int j = 0; j < NR; ++j) rows[j] = n0 + j < n_end ? n0 + j : n_end - 1;
 }
 
-template <int MR, int NR>
+template <int MR, int NR, WeightFormat kFormat>
 void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   const uint16_t* x[MR];
   float* y[MR];
@@ -152,7 +152,7 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
     int64_t rows[NR];
     RowIndices<NR>(n0, n_end, rows);
-    const Bf16Chunks<NR> src(*t.w, rows);
+    const Bf16Chunks<NR, kFormat> src(*t.w, rows);
     const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
     MicroKernel<MR, NR>(x, src, t.w->in_features, y, n0, MR, valid_n, t.accumulate);
   }
@@ -160,6 +160,7 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
 
 // As the exact kernels' panel path: an L2-sized block of weight rows decoded to bf16 once, every tile of
 // x rows run across it.
+template <WeightFormat kFormat>
 void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   constexpr int MR = 4, NR = 4;
   const int64_t in = t.w->in_features;
@@ -173,7 +174,7 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
       int64_t rows[NR];
       RowIndices<NR>(n0, nb_end, rows);
-      const Bf16Chunks<NR> src(*t.w, rows);
+      const Bf16Chunks<NR, kFormat> src(*t.w, rows);
       for (int j = 0; j < NR; ++j) {
         uint16_t* dst = panel + (n0 - nb + j) * stride;
         for (int64_t k = 0; k < full; k += kChunk) {
@@ -200,20 +201,35 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// The weight format is a template parameter so that the chunk decode has no per-chunk branch.
+template <WeightFormat kFormat>
+void RunFormat(const LinearTask& task, int64_t n_begin, int64_t n_end) {
+  switch (task.m) {
+    case 1:
+      return DirectPath<1, 4, kFormat>(task, n_begin, n_end);
+    case 2:
+      return DirectPath<2, 4, kFormat>(task, n_begin, n_end);
+    case 3:
+      return DirectPath<3, 4, kFormat>(task, n_begin, n_end);
+    case 4:
+      return DirectPath<4, 4, kFormat>(task, n_begin, n_end);
+    default:
+      return PanelPath<kFormat>(task, n_begin, n_end);
+  }
+}
+
 }  // namespace
 
 void LinearRangeAvx512Bf16(const LinearTask& task, int64_t n_begin, int64_t n_end) {
-  switch (task.m) {
-    case 1:
-      return DirectPath<1, 8>(task, n_begin, n_end);
-    case 2:
-      return DirectPath<2, 4>(task, n_begin, n_end);
-    case 3:
-      return DirectPath<3, 4>(task, n_begin, n_end);
-    case 4:
-      return DirectPath<4, 4>(task, n_begin, n_end);
-    default:
-      return PanelPath(task, n_begin, n_end);
+  switch (task.w->format) {
+    case WeightFormat::kBF16:
+      return RunFormat<WeightFormat::kBF16>(task, n_begin, n_end);
+    case WeightFormat::kFP8Block:
+      return RunFormat<WeightFormat::kFP8Block>(task, n_begin, n_end);
+    case WeightFormat::kMXFP4:
+      return RunFormat<WeightFormat::kMXFP4>(task, n_begin, n_end);
+    case WeightFormat::kF32:
+      return RunFormat<WeightFormat::kF32>(task, n_begin, n_end);
   }
 }
 
