@@ -44,15 +44,20 @@ void QueryKeyDotsAvx2(const float* q, int64_t heads, int64_t dim, const float* c
 
 void WeightedKeySumAvx2(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
                         float* out) {
-  for (int64_t h = 0; h < heads; ++h) {
-    float* o = out + h * dim;
-    for (int64_t e = 0; e < dim; e += 8) {
-      const int64_t width = dim - e < 8 ? dim - e : 8;
-      const __m256i m = TailMask(width);
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t t = 0; t < num_keys; ++t)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(p[h * num_keys + t]), _mm256_maskload_ps(keys[t] + e, m), acc);
-      _mm256_maskstore_ps(o + e, m, acc);
+  // Keys outermost, so each key is read once for all heads; the accumulators (heads × dim) stay in L1.
+  for (int64_t i = 0; i < heads * dim; ++i) out[i] = 0.0f;
+  const int64_t full = dim / 8 * 8;
+  const __m256i tail = TailMask(dim - full);
+  for (int64_t t = 0; t < num_keys; ++t) {
+    const float* k = keys[t];
+    for (int64_t h = 0; h < heads; ++h) {
+      const __m256 w = _mm256_set1_ps(p[h * num_keys + t]);
+      float* o = out + h * dim;
+      for (int64_t e = 0; e < full; e += 8)
+        _mm256_storeu_ps(o + e, _mm256_fmadd_ps(w, _mm256_loadu_ps(k + e), _mm256_loadu_ps(o + e)));
+      if (full < dim)
+        _mm256_maskstore_ps(o + full, tail, _mm256_fmadd_ps(w, _mm256_maskload_ps(k + full, tail),
+                                                            _mm256_maskload_ps(o + full, tail)));
     }
   }
 }

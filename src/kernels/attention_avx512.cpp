@@ -38,21 +38,20 @@ void QueryKeyDotsAvx512(const float* q, int64_t heads, int64_t dim, const float*
 
 void WeightedKeySumAvx512(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
                           float* out) {
-  for (int64_t h = 0; h < heads; ++h) {
-    float* o = out + h * dim;
-    int64_t e = 0;
-    for (; e + 16 <= dim; e += 16) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t t = 0; t < num_keys; ++t)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(p[h * num_keys + t]), _mm512_loadu_ps(keys[t] + e), acc);
-      _mm512_storeu_ps(o + e, acc);
-    }
-    if (e < dim) {
-      const __mmask16 m = static_cast<__mmask16>((1u << (dim - e)) - 1);
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t t = 0; t < num_keys; ++t)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(p[h * num_keys + t]), _mm512_maskz_loadu_ps(m, keys[t] + e), acc);
-      _mm512_mask_storeu_ps(o + e, m, acc);
+  // Keys outermost, so each key is read once for all heads; the accumulators (heads × dim) stay in L1.
+  for (int64_t i = 0; i < heads * dim; ++i) out[i] = 0.0f;
+  const int64_t full = dim / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (dim - full)) - 1);
+  for (int64_t t = 0; t < num_keys; ++t) {
+    const float* k = keys[t];
+    for (int64_t h = 0; h < heads; ++h) {
+      const __m512 w = _mm512_set1_ps(p[h * num_keys + t]);
+      float* o = out + h * dim;
+      for (int64_t e = 0; e < full; e += 16)
+        _mm512_storeu_ps(o + e, _mm512_fmadd_ps(w, _mm512_loadu_ps(k + e), _mm512_loadu_ps(o + e)));
+      if (full < dim)
+        _mm512_mask_storeu_ps(o + full, tail, _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(tail, k + full),
+                                                              _mm512_maskz_loadu_ps(tail, o + full)));
     }
   }
 }
