@@ -31,7 +31,9 @@ std::string ErrorBody(Protocol protocol, const RequestError& error) {
   if (protocol == Protocol::kAnthropicMessages) {
     body["type"] = "error";
     body["error"]["type"] = error.type;
-    body["error"]["message"] = error.param.empty() ? error.message : error.param + ": " + error.message;
+    // Anthropic's messages name the parameter in the text ("messages.0.content: Field required").
+    const bool names_param = error.param.empty() || error.message.rfind(error.param, 0) == 0;
+    body["error"]["message"] = names_param ? error.message : error.param + ": " + error.message;
   } else {
     body["error"]["message"] = error.message;
     body["error"]["type"] = error.type;
