@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
 #include "recipe/encoding.h"
 #include "render_corpus.h"
 #include "recipe/request.h"
@@ -44,6 +45,16 @@ void CheckVersion(Protocol protocol, const std::vector<Json>& corpus, const char
     ASSERT_TRUE(prompt.ok()) << "request #" << i << ": " << prompt.status().ToString();
     const std::string& text = want.get_ref<const std::string&>();
     EXPECT_EQ(prompt->text, text) << "request #" << i << " " << key << " " << FirstDifference(text, prompt->text);
+    if (version == ModelVersion::kV41 && line.contains("v4.1_special")) {
+      // The oracle's control-token ranges, as code-point offsets, must be ours.
+      std::vector<int32_t> offsets;
+      for (const SpecialRange& r : prompt->special_ranges) {
+        offsets.push_back(static_cast<int32_t>(utf8::CountCodePoints(std::string_view(prompt->text).substr(0, r.begin))));
+        offsets.push_back(static_cast<int32_t>(utf8::CountCodePoints(std::string_view(prompt->text).substr(0, r.end))));
+      }
+      EXPECT_EQ(static_cast<int64_t>(offsets.size()), line["v4.1_special"][0].get<int64_t>()) << "request #" << i;
+      EXPECT_EQ(Fnv1a64Hex(offsets), line["v4.1_special"][1].get<std::string>()) << "request #" << i;
+    }
     // Every marked range spells its control token, in ascending disjoint order.
     size_t end = 0;
     for (const SpecialRange& r : prompt->special_ranges) {

