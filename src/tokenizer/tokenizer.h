@@ -44,7 +44,9 @@ class Tokenizer {
   ~Tokenizer();
 
   // Plain text to ids; added-token spellings stay text. Long inputs are split where the pre-tokenizer
-  // cuts anyway and encoded on ThreadPool::Shared(); the result equals EncodeTextSequential.
+  // cuts anyway and encoded on ThreadPool::Shared(); the result equals EncodeTextSequential. Any bytes
+  // are accepted: invalid UTF-8 bytes pre-tokenize as characters of no Unicode class and encode as their
+  // byte tokens, so the ids' bytes always concatenate back to the input.
   std::vector<int32_t> EncodeText(std::string_view text) const;
   // The same ids, computed on the calling thread only.
   std::vector<int32_t> EncodeTextSequential(std::string_view text) const;
