@@ -242,7 +242,7 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
   JsonScanner scanner(merges_text);
   DI_RETURN_IF_ERROR(scanner.Expect('['));
   model.merges_.Reserve(merges_text.size() / 12);
-  std::string left, right, pair;
+  std::string left, right, pair, joined;
   for (uint32_t rank = 0; !scanner.Consume(']'); ++rank) {
     if (rank > 0) DI_RETURN_IF_ERROR(scanner.Expect(','));
     if (rank > BpeMerges::kMaxRank) return Unsupported("more than " + std::to_string(BpeMerges::kMaxRank) + " merges");
@@ -262,7 +262,8 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
     }
     auto l = model.vocab_.find(left);
     auto r = model.vocab_.find(right);
-    auto merged = model.vocab_.find(left + right);
+    joined.assign(left).append(right);
+    auto merged = model.vocab_.find(joined);
     if (l == model.vocab_.end() || r == model.vocab_.end() || merged == model.vocab_.end()) {
       return Status::InvalidArgument("tokenizer.json: merge " + std::to_string(rank) + " '" + left + " " + right +
                                      "' uses a token missing from the vocab");
