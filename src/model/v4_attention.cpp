@@ -12,16 +12,14 @@
 namespace deepinfer::model::v4 {
 namespace {
 
-// Runs one compressor over every row of the step, writing finished entries to the KV blocks.
-void RunCompressor(const Step& step, const BlockRef& block, const V4CompressorWeights& w, const float* x,
-                   bool index_compressor) {
+// Feeds one compressor's projections (kv, gate: [n, coff · head_dim]) through every sequence of the step,
+// writing finished entries to the KV blocks.
+void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorWeights& w, const float* kv,
+                    const float* gate, bool index_compressor) {
   const V4Config& c = *step.config;
-  const int64_t n = step.num_rows(), width = (w.overlapping ? 2 : 1) * w.head_dim;
-  std::vector<float> kv(static_cast<size_t>(n * width)), gate(static_cast<size_t>(n * width));
-  kernels::Linear(x, n, c.hidden_size, w.wkv, kv.data(), width);
-  kernels::Linear(x, n, c.hidden_size, w.wgate, gate.data(), width);
+  const int64_t width = (w.overlapping ? 2 : 1) * w.head_dim;
   const int64_t offset = index_compressor ? step.layout->index_offset[block.layer] : step.layout->kv_offset[block.layer];
-  ThreadPool::Shared().ParallelFor(static_cast<int64_t>(step.chunks.size()), [&](int64_t begin, int64_t end) {
+  auto feed = [&](int64_t begin, int64_t end) {
     std::vector<float> entry(w.head_dim);
     for (int64_t ci = begin; ci < end; ++ci) {
       const ChunkRows& chunk = step.chunks[ci];
@@ -30,13 +28,16 @@ void RunCompressor(const Step& step, const BlockRef& block, const V4CompressorWe
       for (int64_t i = chunk.first_row; i < chunk.first_row + chunk.num_rows; ++i) {
         const int64_t pos = step.rows[i].pos;
         if (CompressorFeed(w, *step.compress_inv_freq, static_cast<float>(c.rms_norm_eps), state, pos,
-                           kv.data() + i * width, gate.data() + i * width, entry.data())) {
+                           kv + i * width, gate + i * width, entry.data())) {
           float* dst = CompressedEntry(step, chunk, w.ratio, offset, w.head_dim, pos / w.ratio);
           std::copy(entry.begin(), entry.end(), dst);
         }
       }
     }
-  }, 1);
+  };
+  const int64_t chunks = static_cast<int64_t>(step.chunks.size());
+  if (chunks == 1) feed(0, 1);
+  else ThreadPool::Shared().ParallelFor(chunks, feed, 1);
 }
 
 }  // namespace
@@ -51,11 +52,33 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
       block.type == V4AttentionType::kSliding ? *step.main_inv_freq : *step.compress_inv_freq;
   const int64_t half = rd / 2;
 
+  // Every projection of x, then those of the normalised low-rank query.
+  const bool csa = block.type == V4AttentionType::kCsa;
+  const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
   std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
-  kernels::Linear(x, n, d, w.wq_a, qr.data(), ql);
+  std::vector<float> ckv, cgate, ikv, igate, iq, iw;
+  std::vector<LinearTask> tasks = {{x, n, d, &w.wq_a, qr.data(), ql}, {x, n, d, &w.wkv, kv.data(), hd}};
+  if (w.compressor) {
+    const int64_t width = (w.compressor->overlapping ? 2 : 1) * hd;
+    ckv.resize(static_cast<size_t>(n * width));
+    cgate.resize(static_cast<size_t>(n * width));
+    tasks.push_back({x, n, d, &w.compressor->wkv, ckv.data(), width});
+    tasks.push_back({x, n, d, &w.compressor->wgate, cgate.data(), width});
+  }
+  if (csa) {
+    ikv.resize(static_cast<size_t>(n * 2 * ihd));
+    igate.resize(static_cast<size_t>(n * 2 * ihd));
+    iq.resize(static_cast<size_t>(n * ih * ihd));
+    iw.resize(static_cast<size_t>(n * ih));
+    tasks.push_back({x, n, d, &w.indexer->compressor.wkv, ikv.data(), 2 * ihd});
+    tasks.push_back({x, n, d, &w.indexer->compressor.wgate, igate.data(), 2 * ihd});
+    tasks.push_back({x, n, d, &w.indexer->weights_proj, iw.data(), ih});
+  }
+  RunLinearTasks(tasks);
   kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
-  kernels::Linear(qr.data(), n, ql, w.wq_b, q.data(), h * hd);
-  kernels::Linear(x, n, d, w.wkv, kv.data(), hd);
+  tasks = {{qr.data(), n, ql, &w.wq_b, q.data(), h * hd}};
+  if (csa) tasks.push_back({qr.data(), n, ql, &w.indexer->wq_b, iq.data(), ih * ihd});
+  RunLinearTasks(tasks);
   kernels::RmsNormRows(kv.data(), hd, w.kv_norm.data(), eps, n, hd, kv.data(), hd);
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
   for (int64_t i = 0; i < n; ++i) {
@@ -70,16 +93,9 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
 
   // Compressed entries first: a query sees the entries of every window complete at its position.
   const int64_t ratio = block.ratio;
-  const bool csa = block.type == V4AttentionType::kCsa;
-  if (w.compressor) RunCompressor(step, block, *w.compressor, x, false);
-  const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
-  std::vector<float> iq, iw;
+  if (w.compressor) FeedCompressor(step, block, *w.compressor, ckv.data(), cgate.data(), false);
   if (csa) {
-    RunCompressor(step, block, w.indexer->compressor, x, true);
-    iq.resize(static_cast<size_t>(n * ih * ihd));
-    iw.resize(static_cast<size_t>(n * ih));
-    kernels::Linear(qr.data(), n, ql, w.indexer->wq_b, iq.data(), ih * ihd);
-    kernels::Linear(x, n, d, w.indexer->weights_proj, iw.data(), ih);
+    FeedCompressor(step, block, w.indexer->compressor, ikv.data(), igate.data(), true);
     const float weight_scale = 1.0f / std::sqrt(static_cast<float>(ih));
     std::vector<float> icos(half), isin(half);
     for (int64_t i = 0; i < n; ++i) {
@@ -93,7 +109,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float index_scale = csa ? 1.0f / std::sqrt(static_cast<float>(ihd)) : 0.0f;
-  ThreadPool::Shared().ParallelFor(n, [&](int64_t begin, int64_t end) {
+  auto attend = [&](int64_t begin, int64_t end) {
     std::vector<const float*> keys, index_keys;
     std::vector<float> logits, scores, dots;
     std::vector<int32_t> picked;
@@ -148,7 +164,9 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
       kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
     }
-  }, 1);
+  };
+  if (n == 1) attend(0, 1);
+  else ThreadPool::Shared().ParallelFor(n, attend, 1);
 
   // The window ring keeps the last `win` positions of each sequence.
   for (const ChunkRows& chunk : step.chunks) {
@@ -163,8 +181,10 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
 
   const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
   std::vector<float> low(static_cast<size_t>(n * groups * lr));
+  tasks.clear();
   for (int64_t g = 0; g < groups; ++g)
-    kernels::Linear(o.data() + g * group_in, n, h * hd, w.wo_a_groups[g], low.data() + g * lr, groups * lr);
+    tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
+  RunLinearTasks(tasks);
   kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d);
 }
 

@@ -79,6 +79,18 @@ bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_
 float* CompressedEntry(const Step& step, const ChunkRows& chunk, int64_t ratio, int64_t offset, int64_t width,
                        int64_t index);
 
+// Independent matrix products y = x·Wᵀ. With few rows (decode) they run side by side, one per thread, each
+// on its own thread (one pool wake-up instead of one per product); with many rows each product is split
+// across the pool. Products are bit-identical either way (kernels::Linear does not depend on threading).
+struct LinearTask {
+  const float* x;
+  int64_t m, x_stride;
+  const kernels::WeightView* w;
+  float* y;
+  int64_t y_stride;
+};
+void RunLinearTasks(const std::vector<LinearTask>& tasks);
+
 // MoE sub-block on normalised inputs x [n, d]; writes out [n, d].
 void Moe(const Step& step, const BlockRef& block, const float* x, float* out);
 

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "core/hf_config.h"
+#include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "model/v4_internal.h"
@@ -10,6 +11,20 @@
 namespace deepinfer::model {
 
 namespace v4 {
+
+void RunLinearTasks(const std::vector<LinearTask>& tasks) {
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const LinearTask& t = tasks[i];
+      kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride);
+    }
+  };
+  // Side by side (each product then runs on one thread: nested pool calls run inline) only while the
+  // products are small; large ones are better split across the pool one after another.
+  constexpr int64_t kSideBySideRows = 16;
+  if (tasks.size() > 1 && tasks[0].m <= kSideBySideRows) ThreadPool::Shared().ParallelFor(static_cast<int64_t>(tasks.size()), run, 1);
+  else run(0, static_cast<int64_t>(tasks.size()));
+}
 
 void Block(const Step& step, const BlockRef& block, float* streams) {
   const V4Config& c = *step.config;

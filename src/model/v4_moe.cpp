@@ -3,6 +3,7 @@
 // the shared expert.
 #include <cmath>
 
+#include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "model/v4_internal.h"
@@ -55,34 +56,52 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
       weights[i * k + j] = scores[sel[j]] / (sum + 1e-20f) * static_cast<float>(c.routed_scaling_factor);
   }
 
-  // Routed experts, in increasing expert order, each over the rows routed to it.
-  std::vector<float> routed(static_cast<size_t>(n * d), 0.0f);
-  std::vector<float> gathered, result;
-  std::vector<int64_t> rows;
-  std::vector<float> row_weights;
+  // Each routed expert over the rows routed to it, and the shared expert over all rows, computed
+  // independently (side by side when the batch is small), then summed in increasing expert order.
+  struct Work {
+    const V4ExpertWeights* weights;
+    std::vector<int64_t> rows;
+    std::vector<float> row_weights, input, output;
+  };
+  std::vector<Work> work;
   for (int64_t ex = 0; ex < e; ++ex) {
-    rows.clear();
-    row_weights.clear();
+    Work item{&w.experts[ex], {}, {}, {}, {}};
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < k; ++j) {
         if (chosen[i * k + j] == ex) {
-          rows.push_back(i);
-          row_weights.push_back(weights[i * k + j]);
+          item.rows.push_back(i);
+          item.row_weights.push_back(weights[i * k + j]);
         }
       }
     }
-    if (rows.empty()) continue;
-    const int64_t m = static_cast<int64_t>(rows.size());
-    gathered.resize(static_cast<size_t>(m * d));
-    result.resize(static_cast<size_t>(m * d));
-    for (int64_t r = 0; r < m; ++r) std::copy(x + rows[r] * d, x + (rows[r] + 1) * d, gathered.data() + r * d);
-    Expert(c, w.experts[ex], gathered.data(), m, result.data());
-    for (int64_t r = 0; r < m; ++r) {
-      float* dst = routed.data() + rows[r] * d;
-      for (int64_t t = 0; t < d; ++t) dst[t] += result[r * d + t] * row_weights[r];
+    if (item.rows.empty()) continue;
+    const int64_t m = static_cast<int64_t>(item.rows.size());
+    item.input.resize(static_cast<size_t>(m * d));
+    for (int64_t r = 0; r < m; ++r) std::copy(x + item.rows[r] * d, x + (item.rows[r] + 1) * d, item.input.data() + r * d);
+    item.output.resize(static_cast<size_t>(m * d));
+    work.push_back(std::move(item));
+  }
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (i == static_cast<int64_t>(work.size())) {
+        Expert(c, w.shared, x, n, out);
+      } else {
+        Expert(c, *work[i].weights, work[i].input.data(), static_cast<int64_t>(work[i].rows.size()),
+               work[i].output.data());
+      }
+    }
+  };
+  const int64_t tasks = static_cast<int64_t>(work.size()) + 1;
+  if (n <= 16) ThreadPool::Shared().ParallelFor(tasks, run, 1);
+  else run(0, tasks);
+
+  std::vector<float> routed(static_cast<size_t>(n * d), 0.0f);
+  for (const Work& item : work) {
+    for (size_t r = 0; r < item.rows.size(); ++r) {
+      float* dst = routed.data() + item.rows[r] * d;
+      for (int64_t t = 0; t < d; ++t) dst[t] += item.output[r * d + t] * item.row_weights[r];
     }
   }
-  Expert(c, w.shared, x, n, out);
   for (int64_t i = 0; i < n * d; ++i) out[i] = routed[i] + out[i];
 }
 
