@@ -1,6 +1,6 @@
 // libFuzzer target for the recipe output parser: arbitrary bytes as a model completion, arbitrary
-// options and chunking. Checks that nothing crashes, every Chat Completions chunk and the final body are
-// valid JSON (valid UTF-8 included), and the concatenated deltas do not depend on the chunking.
+// options and chunking. Checks that nothing crashes, every Chat Completions chunk, Messages and Responses
+// event and final body is valid JSON (valid UTF-8 included), and the deltas do not depend on the chunking.
 //
 // Input layout: byte 0 = option bits, byte 1 = chunking seed, byte 2 = stop-sequence length (0-7), then
 // the stop sequence, then the completion text.
@@ -16,6 +16,8 @@
 
 #include "recipe/output_parser.h"
 #include "recipe/response_chat.h"
+#include "recipe/response_messages.h"
+#include "recipe/response_responses.h"
 
 namespace {
 
@@ -90,6 +92,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string finish(ChatFinishReason(BackendFinish::kStop, false, tool_calls));
   chunks.push_back(stream.FinalChunk(finish, UsageCounts{5, 2, 3}));
   chunks.push_back(stream.Response(finish, UsageCounts{5, 2, 3}));
+
+  MessagesStream messages(response_options);
+  std::vector<MessagesEvent> message_events;
+  messages.Start(UsageCounts{5, 2, 0}, &message_events);
+  messages.AppendEvents(chunked, &message_events);
+  const std::string stop_reason(MessagesStopReason(BackendFinish::kLength, false, tool_calls));
+  messages.Finish(stop_reason, nullptr, UsageCounts{5, 2, 3}, &message_events);
+  for (const MessagesEvent& e : message_events) chunks.push_back(e.json);
+  chunks.push_back(messages.Response(stop_reason, nullptr, UsageCounts{5, 2, 3}));
+
+  ResponsesStream responses(response_options);
+  std::vector<ResponsesEvent> response_events;
+  responses.Start(&response_events);
+  responses.AppendEvents(chunked, &response_events);
+  responses.Finish(BackendFinish::kStop, UsageCounts{5, 2, 3}, &response_events);
+  for (const ResponsesEvent& e : response_events) chunks.push_back(e.json);
+  chunks.push_back(responses.Response());
+
   for (const std::string& chunk : chunks) {
     if (!nlohmann::json::accept(chunk)) std::abort();
   }
