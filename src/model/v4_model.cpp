@@ -93,6 +93,9 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
                     KvBlockPool& pool, ForwardOutput* out, std::vector<float>* mtp_logits) {
   const V4Config& c = config_;
   const bool with_mtp = mtp_logits != nullptr;
+  *out = ForwardOutput{};
+  out->vocab_size = c.vocab_size;
+  if (batch.empty()) return Status::Ok();
   // Validate everything before any state changes.
   if (layout_.block_floats > 0 && pool.block_floats() != layout_.block_floats)
     return Status::InvalidArgument("KV block pool has blocks of " + std::to_string(pool.block_floats()) +

@@ -87,6 +87,8 @@ TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
   KvBlockPool wrong(model.kv_block_floats() + 1, 4);
   EXPECT_FALSE(model.Forward(std::span(&chunk, 1), wrong, &out).ok());
   EXPECT_EQ(state->num_tokens(), 0);
+  ASSERT_TRUE(model.Forward({}, pool, &out).ok());  // an empty batch is a no-op
+  EXPECT_TRUE(out.logits.empty());
   ASSERT_TRUE(model.Forward(std::span(&chunk, 1), pool, &out).ok());
   EXPECT_EQ(state->num_tokens(), 3);
 }
