@@ -8,12 +8,11 @@
 #include "recipe/response_responses.h"
 
 namespace deepinfer::recipe {
-namespace {
 
 // The protocol-specific half of a run: turns parser deltas into events.
-class Encoder {
+class CompletionEncoder {
  public:
-  virtual ~Encoder() = default;
+  virtual ~CompletionEncoder() = default;
   virtual void Start(const UsageCounts& usage, std::vector<StreamEvent>* events) = 0;
   virtual void Deltas(const std::vector<OutputDelta>& deltas, std::vector<StreamEvent>* events) = 0;
   // Ends the stream; returns the finish/stop reason.
@@ -23,7 +22,9 @@ class Encoder {
                                const UsageCounts& usage) const = 0;
 };
 
-class ChatEncoder final : public Encoder {
+namespace {
+
+class ChatEncoder final : public CompletionEncoder {
  public:
   explicit ChatEncoder(const ResponseOptions& options) : stream_(options) {}
   void Start(const UsageCounts&, std::vector<StreamEvent>* events) override {
@@ -52,7 +53,7 @@ class ChatEncoder final : public Encoder {
   ChatCompletionStream stream_;
 };
 
-class MessagesEncoder final : public Encoder {
+class MessagesEncoder final : public CompletionEncoder {
  public:
   explicit MessagesEncoder(const ResponseOptions& options) : stream_(options) {}
   void Start(const UsageCounts& usage, std::vector<StreamEvent>* events) override {
@@ -86,7 +87,7 @@ class MessagesEncoder final : public Encoder {
   MessagesStream stream_;
 };
 
-class ResponsesEncoder final : public Encoder {
+class ResponsesEncoder final : public CompletionEncoder {
  public:
   explicit ResponsesEncoder(const ResponseOptions& options) : stream_(options) {}
   void Start(const UsageCounts&, std::vector<StreamEvent>* events) override {
@@ -123,39 +124,73 @@ class ResponsesEncoder final : public Encoder {
 
 }  // namespace
 
+CompletionStream::CompletionStream(OutputProtocol protocol, const OutputParserOptions& parser_options,
+                                   const ResponseOptions& response_options, UsageCounts prompt_usage)
+    : parser_(std::make_unique<OutputParser>(parser_options)), usage_(prompt_usage) {
+  if (protocol == OutputProtocol::kMessages) encoder_ = std::make_unique<MessagesEncoder>(response_options);
+  else if (protocol == OutputProtocol::kResponses) encoder_ = std::make_unique<ResponsesEncoder>(response_options);
+  else encoder_ = std::make_unique<ChatEncoder>(response_options);
+  usage_.completion_tokens = 0;
+}
+
+CompletionStream::~CompletionStream() = default;
+
+std::vector<StreamEvent> CompletionStream::Start() {
+  std::vector<StreamEvent> events;
+  encoder_->Start(usage_, &events);
+  return events;
+}
+
+bool CompletionStream::done() const { return parser_->stopped_by_sequence(); }
+
+std::vector<StreamEvent> CompletionStream::Feed(const CompletionChunk& chunk) {
+  std::vector<StreamEvent> events;
+  if (finished_ || parser_->stopped_by_sequence()) return events;
+  std::vector<OutputDelta> deltas;
+  parser_->Feed(chunk.text, &deltas);
+  usage_.completion_tokens += chunk.token_count;
+  encoder_->Deltas(deltas, &events);
+  if (parser_->stopped_by_sequence()) {
+    // A stop sequence completes the response here; the backend's finish no longer matters.
+    finish_reason_ = encoder_->Finish(std::nullopt, *parser_, usage_, &events);
+    finished_ = true;
+  }
+  return events;
+}
+
+std::vector<StreamEvent> CompletionStream::Finish(std::optional<BackendFinish> finish) {
+  std::vector<StreamEvent> events;
+  if (finished_) return events;
+  std::vector<OutputDelta> deltas;
+  parser_->Finish(&deltas);
+  encoder_->Deltas(deltas, &events);
+  finish_reason_ = encoder_->Finish(finish, *parser_, usage_, &events);
+  finished_ = true;
+  return events;
+}
+
+std::string CompletionStream::Response() const { return encoder_->Response(*parser_, finish_reason_, usage_); }
+
+std::vector<int> CompletionStream::issues() const {
+  std::vector<int> out;
+  for (OutputIssue issue : parser_->issues()) out.push_back(static_cast<int>(issue));
+  return out;
+}
+
 StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions& parser_options,
                               const ResponseOptions& response_options, const std::vector<CompletionChunk>& chunks,
                               std::optional<BackendFinish> finish, UsageCounts prompt_usage) {
   StreamRunResult result;
-  OutputParser parser(parser_options);
-  std::unique_ptr<Encoder> encoder;
-  if (protocol == OutputProtocol::kMessages) encoder = std::make_unique<MessagesEncoder>(response_options);
-  else if (protocol == OutputProtocol::kResponses) encoder = std::make_unique<ResponsesEncoder>(response_options);
-  else encoder = std::make_unique<ChatEncoder>(response_options);
-
-  UsageCounts usage = prompt_usage;
-  usage.completion_tokens = 0;
-  result.events_per_step.emplace_back();
-  encoder->Start(usage, &result.events_per_step.back());
-  std::vector<OutputDelta> deltas;
+  CompletionStream stream(protocol, parser_options, response_options, prompt_usage);
+  result.events_per_step.push_back(stream.Start());
   for (const CompletionChunk& chunk : chunks) {
-    if (parser.stopped_by_sequence()) break;
-    deltas.clear();
-    parser.Feed(chunk.text, &deltas);
-    usage.completion_tokens += chunk.token_count;
-    std::vector<StreamEvent>& events = result.events_per_step.emplace_back();
-    encoder->Deltas(deltas, &events);
-    if (parser.stopped_by_sequence()) result.finish_reason = encoder->Finish(finish, parser, usage, &events);
+    if (stream.done()) break;
+    result.events_per_step.push_back(stream.Feed(chunk));
   }
-  if (!parser.stopped_by_sequence()) {
-    deltas.clear();
-    parser.Finish(&deltas);
-    std::vector<StreamEvent>& events = result.events_per_step.emplace_back();
-    encoder->Deltas(deltas, &events);
-    result.finish_reason = encoder->Finish(finish, parser, usage, &events);
-  }
-  result.response = encoder->Response(parser, result.finish_reason, usage);
-  for (OutputIssue issue : parser.issues()) result.issues.push_back(static_cast<int>(issue));
+  if (!stream.done()) result.events_per_step.push_back(stream.Finish(finish));
+  result.finish_reason = stream.finish_reason();
+  result.response = stream.Response();
+  result.issues = stream.issues();
   return result;
 }
 

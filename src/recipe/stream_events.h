@@ -2,6 +2,7 @@
 // does: the backend becomes ready, text chunks arrive (each counted as its tokens), generation ends.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "recipe/output_options.h"
 
 namespace deepinfer::recipe {
+
+class OutputParser;
 
 struct CompletionChunk {
   std::string text;
@@ -31,7 +34,38 @@ struct StreamRunResult {
   std::vector<int> issues;  // OutputIssue values seen
 };
 
-// `finish` absent: the stream ended without a backend finish (deepseek-recipe's `finish()` alone).
+class CompletionEncoder;
+
+// One completion in flight, fed as the model produces it: Start() once, Feed() per decoded text chunk until
+// done(), then Finish(). Each call returns the protocol events it produced, ready to send.
+class CompletionStream {
+ public:
+  CompletionStream(OutputProtocol protocol, const OutputParserOptions& parser_options,
+                   const ResponseOptions& response_options, UsageCounts prompt_usage);
+  ~CompletionStream();
+  CompletionStream(const CompletionStream&) = delete;
+  CompletionStream& operator=(const CompletionStream&) = delete;
+
+  std::vector<StreamEvent> Start();
+  std::vector<StreamEvent> Feed(const CompletionChunk& chunk);
+  // `finish` absent: the stream ended without a backend finish (deepseek-recipe's `finish()` alone).
+  std::vector<StreamEvent> Finish(std::optional<BackendFinish> finish);
+  // True once a stop sequence completed the response: the caller stops generating and feeds no more.
+  bool done() const;
+  const std::string& finish_reason() const { return finish_reason_; }
+  // The non-streaming body for everything fed so far (call after Finish()).
+  std::string Response() const;
+  std::vector<int> issues() const;
+
+ private:
+  std::unique_ptr<OutputParser> parser_;
+  std::unique_ptr<CompletionEncoder> encoder_;
+  UsageCounts usage_;
+  std::string finish_reason_;
+  bool finished_ = false;
+};
+
+// The whole run at once, through a CompletionStream.
 StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions& parser_options,
                               const ResponseOptions& response_options, const std::vector<CompletionChunk>& chunks,
                               std::optional<BackendFinish> finish, UsageCounts prompt_usage);
