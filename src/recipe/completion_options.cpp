@@ -1,0 +1,53 @@
+#include "recipe/completion_options.h"
+
+namespace deepinfer::recipe {
+
+OutputModelVersion ToOutputModelVersion(ModelVersion version) {
+  switch (version) {
+    case ModelVersion::kV32: return OutputModelVersion::kV32;
+    case ModelVersion::kV4: return OutputModelVersion::kV4;
+    case ModelVersion::kV41: return OutputModelVersion::kV41;
+  }
+  return OutputModelVersion::kV4;
+}
+
+OutputProtocol ToOutputProtocol(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kChatCompletions: return OutputProtocol::kChatCompletions;
+    case Protocol::kResponses: return OutputProtocol::kResponses;
+    case Protocol::kAnthropicMessages: return OutputProtocol::kMessages;
+  }
+  return OutputProtocol::kChatCompletions;
+}
+
+OutputParserOptions OutputParserOptionsFor(const ParsedRequest& request, ModelVersion version) {
+  const Conversation& conversation = request.conversation;
+  OutputParserOptions options;
+  options.model_version = ToOutputModelVersion(version);
+  options.parse_tool_calls = !conversation.tools.empty() && conversation.tool_choice != ToolChoice::kNone;
+  options.starts_in_tool_calls = !conversation.tools.empty() && conversation.tool_choice == ToolChoice::kRequired;
+  options.parse_json_output = conversation.response_format == ResponseFormat::kJsonObject;
+  options.stop_sequences = request.inference.stop;
+  if (conversation.thinking_mode) {
+    options.thinking_stage = ThinkingStage::kReasoningStart;
+    const bool continues = !conversation.messages.empty() && conversation.messages.back().prefix;
+    if (continues) {
+      // A prefix continuation resumes wherever the prefix stopped: inside the reasoning unless the prefix
+      // already carries content after it.
+      const Message& last = conversation.messages.back();
+      options.thinking_stage =
+          last.content.empty() ? ThinkingStage::kReasoningContinuation : ThinkingStage::kContentContinuation;
+    }
+  }
+  return options;
+}
+
+ResponseOptions ResponseOptionsFor(const ParsedRequest& request) {
+  ResponseOptions options;
+  options.model = request.model.empty() ? "deepseek" : request.model;
+  options.thinking = request.conversation.thinking_mode;
+  if (request.inference.include_usage) options.include_usage = true;
+  return options;
+}
+
+}  // namespace deepinfer::recipe
