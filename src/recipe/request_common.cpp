@@ -166,6 +166,22 @@ bool ParseOrderedJson(std::string_view text, Json* out) {
   return true;
 }
 
+ParseOutcome ParseWith(ProtocolParser parse, std::string_view body_text, const RequestOptions& options) {
+  ParseOutcome outcome;
+  Json body;
+  if (Check error = ParseBody(body_text, &body)) {
+    outcome.error = std::move(*error);
+    return outcome;
+  }
+  ParsedRequest request;
+  if (Check error = parse(body, options, &request)) {
+    outcome.error = std::move(*error);
+    return outcome;
+  }
+  outcome.request = std::move(request);
+  return outcome;
+}
+
 Check ParseBody(std::string_view body, Json* out) {
   if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return Invalid("", "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");

@@ -29,6 +29,10 @@ inline RequestError Invalid(std::string param, std::string message) {
 // Parses the body into a JSON object; rejects non-objects and nesting deeper than kMaxJsonDepth.
 inline constexpr int kMaxJsonDepth = 256;
 Check ParseBody(std::string_view body, Json* out);
+
+// Parses the body as JSON and hands it to one protocol's `parse`; either error becomes the outcome's.
+using ProtocolParser = Check (*)(const Json& body, const RequestOptions& options, ParsedRequest* request);
+ParseOutcome ParseWith(ProtocolParser parse, std::string_view body_text, const RequestOptions& options);
 // JSON text → ordered_json (Python dict semantics for duplicate keys), linear time; false when invalid.
 bool ParseOrderedJson(std::string_view text, Json* out);
 

@@ -396,19 +396,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
 }  // namespace
 
 ParseOutcome ParseResponsesRequest(std::string_view body_text, const RequestOptions& options) {
-  ParseOutcome outcome;
-  Json body;
-  if (Check error = internal::ParseBody(body_text, &body)) {
-    outcome.error = std::move(*error);
-    return outcome;
-  }
-  ParsedRequest request;
-  if (Check error = Parse(body, options, &request)) {
-    outcome.error = std::move(*error);
-    return outcome;
-  }
-  outcome.request = std::move(request);
-  return outcome;
+  return internal::ParseWith(Parse, body_text, options);
 }
 
 }  // namespace deepinfer::recipe
