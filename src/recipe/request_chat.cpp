@@ -234,15 +234,6 @@ Check ParseResponseFormat(const Json& body, Conversation* c) {
   return std::nullopt;
 }
 
-bool ContainsJsonWord(const Conversation& c) {
-  for (const Message& m : c.messages) {
-    std::string lower = m.content;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (lower.find("json") != std::string::npos) return true;
-  }
-  return false;
-}
-
 Check ParseSampling(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   InferenceOptions& inf = r->inference;
   DI_REQ_CHECK(internal::ReadNumber(body, "temperature", "", &inf.temperature));
@@ -358,7 +349,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   std::optional<std::string> named_tool;
   DI_REQ_CHECK(ParseToolChoice(body, &c, &named_tool));
   DI_REQ_CHECK(ParseResponseFormat(body, &c));
-  if (c.response_format == ResponseFormat::kJsonObject && !ContainsJsonWord(c)) {
+  if (c.response_format == ResponseFormat::kJsonObject && !internal::ContainsJsonWord(c)) {
     return Invalid("response_format",
                    "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
   }

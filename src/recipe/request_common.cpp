@@ -166,6 +166,15 @@ bool ParseOrderedJson(std::string_view text, Json* out) {
   return true;
 }
 
+bool ContainsJsonWord(const Conversation& c) {
+  for (const Message& m : c.messages) {
+    std::string lower = m.content;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (lower.find("json") != std::string::npos) return true;
+  }
+  return false;
+}
+
 ParseOutcome ParseWith(ProtocolParser parse, std::string_view body_text, const RequestOptions& options) {
   ParseOutcome outcome;
   Json body;

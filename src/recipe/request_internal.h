@@ -30,6 +30,9 @@ inline RequestError Invalid(std::string param, std::string message) {
 inline constexpr int kMaxJsonDepth = 256;
 Check ParseBody(std::string_view body, Json* out);
 
+// Whether any message mentions "json" (any case): json_object mode requires it, as the official API does.
+bool ContainsJsonWord(const Conversation& c);
+
 // Parses the body as JSON and hands it to one protocol's `parse`; either error becomes the outcome's.
 using ProtocolParser = Check (*)(const Json& body, const RequestOptions& options, ParsedRequest* request);
 ParseOutcome ParseWith(ProtocolParser parse, std::string_view body_text, const RequestOptions& options);

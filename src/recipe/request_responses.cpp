@@ -256,15 +256,6 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
   return std::nullopt;
 }
 
-bool ContainsJsonWord(const Conversation& c) {
-  for (const Message& m : c.messages) {
-    std::string lower = m.content;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (lower.find("json") != std::string::npos) return true;
-  }
-  return false;
-}
-
 Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   r->protocol = Protocol::kResponses;
   Conversation& c = r->conversation;
@@ -325,7 +316,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
         c.response_format = ResponseFormat::kText;
       } else if (*type == "json_object") {
         c.response_format = ResponseFormat::kJsonObject;
-        if (!ContainsJsonWord(c)) {
+        if (!internal::ContainsJsonWord(c)) {
           return Invalid("text.format", "Response input messages must contain the word 'json' in some form to use "
                                         "'text.format' of type 'json_object'.");
         }
