@@ -47,6 +47,10 @@ ResponseOptions ResponseOptionsFor(const ParsedRequest& request) {
   options.model = request.model.empty() ? "deepseek" : request.model;
   options.thinking = request.conversation.thinking_mode;
   if (request.inference.include_usage) options.include_usage = true;
+  if (request.responses_echo) options.responses_echo = *request.responses_echo;
+  for (const ToolDefinition& tool : request.conversation.tools) {
+    if (tool.custom) options.custom_tools.push_back(tool.name);
+  }
   return options;
 }
 

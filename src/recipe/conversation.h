@@ -39,6 +39,9 @@ struct ToolDefinition {
   nlohmann::ordered_json parameters;  // JSON Schema; null when the request gave none
   std::optional<bool> strict;
   bool defer_loading = false;
+  // A Responses custom tool (`apply_patch`): the model calls it like a function, and the response reports
+  // the call as a custom_tool_call whose input is the raw text of its `input` argument.
+  bool custom = false;
 };
 
 struct Message {

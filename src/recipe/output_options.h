@@ -65,6 +65,8 @@ struct ResponseOptions {
   std::optional<bool> include_usage;  // stream_options.include_usage as the request gave it
   ResponsesEcho responses_echo;
   int64_t completed_at = -1;  // Responses: Unix seconds of completion; < 0: the clock at that moment
+  // Responses: names of the request's custom tools (`apply_patch`); their calls become custom_tool_call items.
+  std::vector<std::string> custom_tools;
   // Tool-call id for the call with this index; default: "call_NN_" + 24 random characters.
   std::function<std::string(int index)> tool_call_id;
 };

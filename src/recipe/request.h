@@ -11,6 +11,7 @@
 
 #include "recipe/conversation.h"
 #include "recipe/encoding.h"
+#include "recipe/output_options.h"
 
 namespace deepinfer::recipe {
 
@@ -42,6 +43,8 @@ struct ParsedRequest {
   std::string model;
   Conversation conversation;
   InferenceOptions inference;
+  // Responses only: the request settings its response objects repeat.
+  std::optional<ResponsesEcho> responses_echo;
 };
 
 // Either a request or the error that rejects it.

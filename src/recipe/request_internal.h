@@ -81,6 +81,9 @@ std::string_view ImagePartText(const RequestOptions& options);
 Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool,
                          const std::string& tool_choice_param, bool strict_before_named_choice = false);
 
+// The settings a Responses object repeats (deepseek-recipe's ResponsesRequest.echo()), from a valid body.
+ResponsesEcho ResponsesEchoFromBody(const Json& body);
+
 // Tool-call / tool-result pairing rules of the OpenAI API.
 Check CheckToolSequence(const Conversation& conversation);
 

@@ -144,7 +144,30 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     assistant->tool_calls.push_back({*call_id, full_name, *arguments});
     return std::nullopt;
   }
-  if (t == "function_call_output") {
+  if (t == "custom_tool_call") {
+    // deepseek-recipe replays a custom tool call as a function call whose one argument is the raw input.
+    std::optional<std::string> call_id, name, input;
+    DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
+    DI_REQ_CHECK(internal::ReadString(item, "name", path, &name));
+    DI_REQ_CHECK(internal::ReadString(item, "input", path, &input));
+    if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
+    if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+    if (!input) return Invalid(Join(path, "input"), Missing(Join(path, "input")));
+    Message* assistant = OpenAssistant(c);
+    if (!assistant || state->pending_reasoning) {
+      Message m;
+      m.role = Role::kAssistant;
+      m.reasoning_content = state->pending_reasoning;
+      state->pending_reasoning.reset();
+      c->messages.push_back(std::move(m));
+      assistant = &c->messages.back();
+    }
+    Json arguments = Json::object();
+    arguments["input"] = *input;
+    assistant->tool_calls.push_back({*call_id, *name, arguments.dump()});
+    return std::nullopt;
+  }
+  if (t == "function_call_output" || t == "custom_tool_call_output") {
     std::optional<std::string> call_id;
     DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
     if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
@@ -158,8 +181,8 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     return std::nullopt;
   }
   return Invalid(Join(path, "type"), "Invalid value: '" + t +
-                                         "'. Supported values are: 'message', 'reasoning', 'function_call' and "
-                                         "'function_call_output'.");
+                                         "'. Supported values are: 'message', 'reasoning', 'function_call', "
+                                         "'function_call_output', 'custom_tool_call' and 'custom_tool_call_output'.");
 }
 
 // Function calls in call-id order, and each run of outputs in the order of the calls it answers.
@@ -195,6 +218,17 @@ Check ParseFunctionTool(const Json& tool, const std::string& path, ToolDefinitio
     def->parameters = *params;  // strict tools are normalized once tool_choice has chosen the tools
   }
   return std::nullopt;
+}
+
+#include "recipe/apply_patch_tool.inc"
+
+ToolDefinition ApplyPatchTool(ModelVersion version) {
+  ToolDefinition def;
+  def.name = "apply_patch";
+  def.description = std::string(version == ModelVersion::kV41 ? kApplyPatchDescriptionV41 : kApplyPatchDescriptionV4);
+  def.parameters = Json::parse(kApplyPatchParameters);
+  def.custom = true;
+  return def;
 }
 
 Check ParseTools(const Json& body, const RequestOptions& options, Conversation* c) {
@@ -244,10 +278,12 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
     } else if (t == "custom") {
       std::optional<std::string> name;
       DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
-      return Invalid(Join(path, "name"), name && *name == "apply_patch"
-                                             ? "The apply_patch custom tool is not supported by deepinfer yet."
-                                             : "Unsupported custom tool: '" + name.value_or("") +
-                                                   "'. Only 'apply_patch' is supported.");
+      if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+      if (*name != "apply_patch") {
+        return Invalid(Join(path, "name"), "Unsupported custom tool: '" + *name + "'. Only 'apply_patch' is supported.");
+      }
+      // The oracle ignores the request's description and grammar and declares its own function tool.
+      DI_REQ_CHECK(add(ApplyPatchTool(options.model_version), Join(path, "name")));
     } else {
       return Invalid(Join(path, "type"), "Invalid value: '" + t + "'. Supported values are: 'function', 'namespace' "
                                                                    "and 'custom'.");
@@ -376,6 +412,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     inf.metadata = *metadata;
   }
   DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice", /*strict_before_named_choice=*/true));
+  r->responses_echo = internal::ResponsesEchoFromBody(body);
   DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
   const Json* text = Field(body, "text");
   if (!c.tools.empty() && c.tools.front().strict.value_or(false) && text && Field(*text, "format")) {

@@ -60,7 +60,14 @@ void Append(std::string& out, const nlohmann::ordered_json& value) {
 
 // The layout of Rust's ryu crate (serde_json's float writer): shortest round-trip digits d1..dn with
 // decimal exponent k (value = 0.d1..dn * 10^k): integers below 1e16 get ".0", other values with
-// -5 < k <= 16 are plain decimals, everything else is d1[.d2..dn]e<k-1> without a '+'.
+// -5 < k <= 16 are plain decimals, everything else is d1[.d2..dn]e<k-1>, positive exponents with a '+'
+// (deepseek-recipe 0.2.0 writes 1e+16 and 1e-7).
+namespace {
+
+void AppendShortest(std::string& out, std::string_view sci);
+
+}  // namespace
+
 void SerdeJsonAppendFloat(std::string& out, double value) {
   if (!std::isfinite(value)) {  // serde_json writes null for NaN and infinities
     out += "null";
@@ -68,7 +75,23 @@ void SerdeJsonAppendFloat(std::string& out, double value) {
   }
   char buf[64];
   const auto result = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
-  std::string_view sci(buf, static_cast<size_t>(result.ptr - buf));  // "-d.ddde+XX"
+  AppendShortest(out, std::string_view(buf, static_cast<size_t>(result.ptr - buf)));
+}
+
+void SerdeJsonAppendFloat32(std::string& out, float value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+  AppendShortest(out, std::string_view(buf, static_cast<size_t>(result.ptr - buf)));
+}
+
+namespace {
+
+// `sci` is the shortest round-trip form "-d.ddde+XX" of a float of either width.
+void AppendShortest(std::string& out, std::string_view sci) {
   bool negative = false;
   if (!sci.empty() && sci[0] == '-') {
     negative = true;
@@ -107,9 +130,12 @@ void SerdeJsonAppendFloat(std::string& out, double value) {
       out += digits.substr(1);
     }
     out += 'e';
+    if (k - 1 > 0) out += '+';
     out += std::to_string(k - 1);
   }
 }
+
+}  // namespace
 
 std::string SerdeJsonDumps(const nlohmann::ordered_json& value) {
   std::string out;

@@ -1,7 +1,10 @@
 #include "recipe/response_responses.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "core/py_json.h"
 #include "recipe/response_chat.h"
@@ -70,6 +73,10 @@ std::string ResponsesStream::ItemJson(const Item& item) const {
       return "{\"type\":\"message\",\"id\":" + Quoted(item.id) + ",\"status\":\"" + item.status +
              "\",\"role\":\"assistant\",\"phase\":\"" + item.phase + "\",\"content\":[" +
              (done ? PartJson(item, true) : "") + "]}";
+    case ItemType::kCustomToolCall:
+      return "{\"type\":\"custom_tool_call\",\"id\":" + Quoted(item.id) + ",\"status\":\"" + item.status +
+             "\",\"call_id\":" + Quoted(item.call_id) + ",\"name\":" + Quoted(item.name) +
+             ",\"input\":" + Quoted(done ? item.text : "") + "}";
     case ItemType::kFunctionCall:
       return "{\"type\":\"function_call\",\"id\":" + Quoted(item.id) + ",\"status\":\"" + item.status +
              "\",\"call_id\":" + Quoted(item.call_id) + ",\"name\":" + Quoted(item.name) +
@@ -88,12 +95,15 @@ void ResponsesStream::Start(std::vector<ResponsesEvent>* events) {
 void ResponsesStream::OpenItem(ItemType type, std::vector<ResponsesEvent>* events, std::string call_id,
                                std::string name) {
   const size_t index = items_.size();
-  const char* prefix = type == ItemType::kReasoning ? "rs_" : type == ItemType::kMessage ? "msg_" : "fc_";
+  const char* prefix = type == ItemType::kReasoning        ? "rs_"
+                       : type == ItemType::kMessage        ? "msg_"
+                       : type == ItemType::kCustomToolCall ? "ctc_"
+                                                           : "fc_";
   Item item{type, prefix + options_.id + "_" + std::to_string(index), "", std::move(call_id), std::move(name)};
   const std::string output_index = ",\"output_index\":" + std::to_string(index);
   Push("response.output_item.added",
        Prefix("response.output_item.added") + ",\"item\":" + ItemJson(item) + output_index + Sequence() + "}", events);
-  if (type != ItemType::kFunctionCall) {
+  if (type == ItemType::kReasoning || type == ItemType::kMessage) {
     Push("response.content_part.added",
          Prefix("response.content_part.added") + ",\"content_index\":0,\"item_id\":" + Quoted(item.id) +
              output_index + ",\"part\":" + PartJson(item, false) + Sequence() + "}",
@@ -127,8 +137,15 @@ void ResponsesStream::CloseItem(std::string_view status, std::vector<ResponsesEv
                output_index + Sequence() + "}",
            events);
       break;
+    case ItemType::kCustomToolCall:
+      if (item.custom_input == CustomInput::kHolding && !item.held.empty()) PushCustomDelta(item.held, events);
+      Push("response.custom_tool_call_input.done",
+           Prefix("response.custom_tool_call_input.done") + ",\"input\":" + Quoted(item.text) + item_id +
+               output_index + Sequence() + "}",
+           events);
+      break;
   }
-  if (item.type != ItemType::kFunctionCall) {
+  if (item.type == ItemType::kReasoning || item.type == ItemType::kMessage) {
     Push("response.content_part.done",
          Prefix("response.content_part.done") + ",\"content_index\":0" + item_id + output_index +
              ",\"part\":" + PartJson(item, true) + Sequence() + "}",
@@ -142,10 +159,12 @@ void ResponsesStream::CloseItem(std::string_view status, std::vector<ResponsesEv
 
 void ResponsesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::vector<ResponsesEvent>* events) {
   for (const OutputDelta& delta : deltas) {
-    const bool open_of = [&](ItemType t) { return item_open_ && items_.back().type == t; }(
-        delta.kind == OutputDelta::Kind::kReasoning ? ItemType::kReasoning
-        : delta.kind == OutputDelta::Kind::kContent ? ItemType::kMessage
-                                                    : ItemType::kFunctionCall);
+    const bool open_of = [&](ItemType t) {
+      return item_open_ && (items_.back().type == t || (t == ItemType::kFunctionCall &&
+                                                        items_.back().type == ItemType::kCustomToolCall));
+    }(delta.kind == OutputDelta::Kind::kReasoning ? ItemType::kReasoning
+      : delta.kind == OutputDelta::Kind::kContent ? ItemType::kMessage
+                                                  : ItemType::kFunctionCall);
     switch (delta.kind) {
       case OutputDelta::Kind::kReasoning:
       case OutputDelta::Kind::kContent: {
@@ -168,11 +187,19 @@ void ResponsesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::
         // A message followed by tool calls was commentary, not the final answer.
         if (item_open_ && items_.back().type == ItemType::kMessage) items_.back().phase = "commentary";
         CloseItem("completed", events);
-        OpenItem(ItemType::kFunctionCall, events, options_.tool_call_id(delta.tool_index), delta.text);
+        OpenItem(std::find(options_.custom_tools.begin(), options_.custom_tools.end(), delta.text) !=
+                         options_.custom_tools.end()
+                     ? ItemType::kCustomToolCall
+                     : ItemType::kFunctionCall,
+                 events, options_.tool_call_id(delta.tool_index), delta.text);
         break;
       case OutputDelta::Kind::kToolArguments: {
         if (!open_of) break;  // cannot happen: a call begins before its arguments
         Item& item = items_.back();
+        if (item.type == ItemType::kCustomToolCall) {
+          AppendCustomInput(delta.text, events);
+          break;
+        }
         item.text += delta.text;
         Push("response.function_call_arguments.delta",
              Prefix("response.function_call_arguments.delta") + ",\"delta\":" + Quoted(delta.text) +
@@ -182,6 +209,55 @@ void ResponsesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::
         break;
       }
     }
+  }
+}
+
+void ResponsesStream::PushCustomDelta(const std::string& text, std::vector<ResponsesEvent>* events) {
+  Item& item = items_.back();
+  item.text += text;
+  Push("response.custom_tool_call_input.delta",
+       Prefix("response.custom_tool_call_input.delta") + ",\"delta\":" + Quoted(text) + ",\"item_id\":" +
+           Quoted(item.id) + ",\"output_index\":" + std::to_string(items_.size() - 1) + Sequence() + "}",
+       events);
+}
+
+void ResponsesStream::AppendCustomInput(const std::string& fragment, std::vector<ResponsesEvent>* events) {
+  static constexpr std::string_view kRawPrefix = "{\"input\": \"";
+  Item& item = items_.back();
+  switch (item.custom_input) {
+    case CustomInput::kHolding: {
+      item.held += fragment;
+      if (item.held == kRawPrefix) {
+        item.custom_input = CustomInput::kRawValue;
+        item.held.clear();
+      } else if (item.held.size() > kRawPrefix.size() || kRawPrefix.compare(0, item.held.size(), item.held) != 0) {
+        item.custom_input = CustomInput::kVerbatim;
+        std::string text = std::move(item.held);
+        item.held.clear();
+        PushCustomDelta(text, events);
+      }
+      return;
+    }
+    case CustomInput::kRawValue: {
+      if (fragment == "\"") {  // a quote inside the value arrives escaped: this one closes it
+        item.custom_input = CustomInput::kRawDone;
+        return;
+      }
+      // The parser escapes each value piece on its own, so every fragment is a complete JSON string body.
+      std::string raw;
+      try {
+        raw = nlohmann::json::parse("\"" + fragment + "\"").get<std::string>();
+      } catch (const nlohmann::json::exception&) {
+        raw = fragment;
+      }
+      if (!raw.empty()) PushCustomDelta(raw, events);
+      return;
+    }
+    case CustomInput::kRawDone:
+      return;
+    case CustomInput::kVerbatim:
+      PushCustomDelta(fragment, events);
+      return;
   }
 }
 

@@ -31,7 +31,12 @@ class ResponsesStream {
   const std::string& Response() const { return final_response_; }
 
  private:
-  enum class ItemType { kReasoning, kMessage, kFunctionCall };
+  enum class ItemType { kReasoning, kMessage, kFunctionCall, kCustomToolCall };
+  // How a custom tool call's argument fragments become its raw input (deepseek-recipe's rule): while the
+  // arguments so far are a prefix of `{"input": "`, they are held; once they equal it, the string value's
+  // pieces go out unescaped and everything after its closing quote is dropped; once they diverge, the
+  // held text and every later fragment go out as they are.
+  enum class CustomInput { kHolding, kRawValue, kRawDone, kVerbatim };
   struct Item {
     ItemType type;
     std::string id;
@@ -40,7 +45,11 @@ class ResponsesStream {
     std::string name;
     std::string status = "in_progress";
     std::string phase = "final_answer";
+    CustomInput custom_input = CustomInput::kHolding;
+    std::string held;  // custom tool calls: argument text held while kHolding
   };
+  void AppendCustomInput(const std::string& fragment, std::vector<ResponsesEvent>* events);
+  void PushCustomDelta(const std::string& text, std::vector<ResponsesEvent>* events);
   std::string ItemJson(const Item& item) const;
   std::string PartJson(const Item& item, bool with_text) const;
   std::string ResponseObject(std::string_view status, int64_t completed_at, std::string_view incomplete_details,

@@ -104,7 +104,9 @@ TEST(OutputParser, StopSequenceEndsTheAnswerButNotTheReasoning) {
 
 // Expected strings follow the ryu layout serde_json uses (digits d1..dn, point position k):
 // integral below 1e16 -> "<digits>.0"; 0 < k <= 16 -> plain decimal; -5 < k <= 0 -> "0.000ddd";
-// otherwise "d.ddde<k-1>" with no '+' and no zero padding (Python would write 1e-07 and 1e+16).
+// otherwise "d.ddde<k-1>" with '+' on positive exponents and no zero padding (Python would write 1e-07).
+// The exponent forms were checked against deepseek-recipe 0.2.0's Messages tool_use input, which writes
+// [1e16, 1e-7, 1.5e300, 1e-5, 2.5E+20] as [1e+16,1e-7,1.5e+300,0.00001,2.5e+20].
 TEST(ResponseJson, FloatsUseRustShortestForm) {
   auto f = [](double v) {
     std::string out;
@@ -118,8 +120,9 @@ TEST(ResponseJson, FloatsUseRustShortestForm) {
   EXPECT_EQ(f(1e-5), "0.00001");
   EXPECT_EQ(f(0.0001), "0.0001");
   EXPECT_EQ(f(1e15), "1000000000000000.0");
-  EXPECT_EQ(f(1e16), "1e16");
-  EXPECT_EQ(f(1.5e300), "1.5e300");
+  EXPECT_EQ(f(1e16), "1e+16");
+  EXPECT_EQ(f(1.5e300), "1.5e+300");
+  EXPECT_EQ(f(2.5e20), "2.5e+20");
   EXPECT_EQ(f(0.0), "0.0");
   EXPECT_EQ(SerdeJsonDumps(nlohmann::ordered_json::parse(R"({"b": [1, 2.50, "é\n"], "a": {"x": null}})")),
             R"({"b":[1,2.5,"é\n"],"a":{"x":null}})");
