@@ -3,17 +3,23 @@
 // measured memory bandwidth.
 #include <sys/resource.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
+#include "core/mapped_file.h"
 #include "core/clock.h"
 #include "core/machine_probe.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
+#include "model/step_profile.h"
 #include "model/v4_model.h"
 
 namespace deepinfer::cli {
@@ -25,11 +31,14 @@ using model::V4Model;
 
 constexpr const char* kUsage =
     "usage: deepinfer bench model --model DIR [--prompts 512,4096] [--batches 1,8,32] [--context N]\n"
-    "                             [--steps N]\n\n"
+    "                             [--steps N] [--precision exact|bf16] [--breakdown] [--peer FILE]\n\n"
     "Prefill tokens/s for one prompt of each length (FLOPs against the measured peak fp32 FLOP/s) and decode\n"
     "tokens/s for each batch size after a context of N tokens per sequence (default 256; bytes of weights and\n"
     "KV read per step against the measured memory bandwidth; routed-expert bytes use the expected number of\n"
-    "distinct experts a batch touches). Also the load time and the peak resident memory.\n";
+    "distinct experts a batch touches). Also the load time and the peak resident memory. --breakdown adds the\n"
+    "milliseconds per decode step spent in each phase of the forward pass. --precision bf16 rounds activations\n"
+    "to bf16 for the matrix products (bf16 dot-product instructions). --peer FILE prints another system's\n"
+    "figures for the same runs beside ours (JSON from tools/model/bench_transformers.py).\n";
 
 double PeakRssMiB() {
   rusage usage{};
@@ -120,10 +129,37 @@ Status Reserve(model::SequenceState& s, int64_t extra, int32_t& next_block, int6
   return Status::Ok();
 }
 
+// Another system's figures for the same runs: {"system": "...", "prefill": {"512": tokens/s, ...},
+// "decode": {"1": tokens/s, ...}}.
+struct PeerFigures {
+  std::string system;
+  std::map<int64_t, double> prefill, decode;
+};
+
+Result<PeerFigures> LoadPeer(const std::string& path) {
+  DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  PeerFigures peer;
+  peer.system = doc.value("system", std::string("peer"));
+  for (const char* key : {"prefill", "decode"}) {
+    if (!doc.contains(key)) continue;
+    if (!doc[key].is_object()) return Status::InvalidArgument(path + ": '" + key + "' must be an object");
+    for (const auto& [k, v] : doc[key].items()) {
+      if (!v.is_number()) return Status::InvalidArgument(path + ": " + key + "." + k + " must be a number");
+      (std::string(key) == "prefill" ? peer.prefill : peer.decode)[std::atoll(k.c_str())] = v.get<double>();
+    }
+  }
+  return peer;
+}
+
 int RunBenchModel(const std::vector<std::string>& args) {
   std::string dir;
   std::vector<int64_t> prompts = {512, 4096}, batches = {1, 8, 32};
   int64_t context = 256, steps = 8;
+  bool breakdown = false;
+  model::LoadOptions load_options;
+  std::string peer_path;
   for (size_t i = 0; i < args.size(); ++i) {
     const bool has_value = i + 1 < args.size();
     if (args[i] == "--model" && has_value) dir = args[++i];
@@ -131,15 +167,38 @@ int RunBenchModel(const std::vector<std::string>& args) {
     else if (args[i] == "--batches" && has_value) batches = ParseList(args[++i]);
     else if (args[i] == "--context" && has_value) context = std::atoll(args[++i].c_str());
     else if (args[i] == "--steps" && has_value) steps = std::atoll(args[++i].c_str());
+    else if (args[i] == "--breakdown") breakdown = true;
+    else if (args[i] == "--peer" && has_value) peer_path = args[++i];
+    else if (args[i] == "--precision" && has_value) {
+      const std::string v = args[++i];
+      if (v == "exact") load_options.precision = model::ComputePrecision::kExact;
+      else if (v == "bf16") load_options.precision = model::ComputePrecision::kBf16Activations;
+      else return UsageError("bench model", "unknown --precision '" + v + "' (exact, bf16)");
+    }
     else return UsageError("bench model", "unknown argument '" + args[i] + "'");
   }
   if (dir.empty()) return UsageError("bench model", "--model is required");
+  PeerFigures peer;
+  if (!peer_path.empty()) {
+    auto loaded_peer = LoadPeer(peer_path);
+    if (!loaded_peer.ok()) return Fail("bench model", loaded_peer.status().message());
+    peer = std::move(*loaded_peer);
+  }
+  auto peer_cells = [&](const std::map<int64_t, double>& figures, int64_t key, double ours) {
+    if (peer_path.empty()) return std::string();
+    auto it = figures.find(key);
+    char buf[64];
+    if (it == figures.end()) std::snprintf(buf, sizeof buf, " %12s %8s", "-", "-");
+    else std::snprintf(buf, sizeof buf, " %12.2f %7.1fx", it->second, ours / it->second);
+    return std::string(buf);
+  };
   for (int64_t v : prompts) if (v <= 0) return UsageError("bench model", "prompt lengths must be positive");
   for (int64_t v : batches) if (v <= 0) return UsageError("bench model", "batch sizes must be positive");
   if (context < 0 || steps <= 0) return UsageError("bench model", "--context must be >= 0 and --steps > 0");
 
   Stopwatch load_watch;
-  auto loaded = V4Model::Load(dir);
+  load_options.progress = model::TerminalProgressBar("loading " + dir);
+  auto loaded = V4Model::Load(dir, load_options);
   if (!loaded.ok()) return Fail("bench model", loaded.status().message());
   V4Model& m = **loaded;
   const V4Config& c = m.config();
@@ -149,7 +208,11 @@ int RunBenchModel(const std::vector<std::string>& args) {
               load_watch.ElapsedSeconds());
   // Runs first, the machine probes after (so that the peak resident memory is the model's own).
   struct PrefillResult { int64_t len; double seconds, flops; };
-  struct DecodeResult { int64_t batch; double step_seconds, bytes; };
+  struct DecodeResult {
+    int64_t batch;
+    double step_seconds, bytes;
+    std::array<double, static_cast<int>(model::Phase::kCount)> phases;
+  };
   std::vector<PrefillResult> prefill_results;
   std::vector<DecodeResult> decode_results;
 
@@ -197,7 +260,9 @@ int RunBenchModel(const std::vector<std::string>& args) {
     if (Status st = m.Forward(chunks, pool, &out); !st.ok()) return Fail("bench model", st.message());
     std::vector<int32_t> next(batch);
     double seconds = 0;
+    model::StepProfile::Enable(breakdown);
     for (int64_t step = 0; step <= steps; ++step) {
+      if (step == 1) model::StepProfile::Reset();
       chunks.clear();
       for (int64_t s = 0; s < batch; ++s) {
         next[s] = token_at(s + 1, states[s]->num_tokens());
@@ -219,25 +284,47 @@ int RunBenchModel(const std::vector<std::string>& args) {
       const Visible v = VisibleAt(c, l, pos);
       bytes += batch * 4.0 * (v.keys * c.head_dim + v.index_keys * c.index_head_dim);
     }
-    decode_results.push_back({batch, seconds / steps, bytes});
+    model::StepProfile::Enable(false);
+    decode_results.push_back({batch, seconds / steps, bytes, model::StepProfile::Totals()});
   }
   const double peak_rss = PeakRssMiB();
 
   const BandwidthResult bw = MeasureMemoryBandwidth();
   const FlopsResult peak = MeasurePeakFlops();
-  std::printf("machine: %d threads, memory read %.1f GB/s, peak fp32 %.1f GFLOP/s (%s)\n\n", ThreadPool::Shared().size(),
-              bw.read_gbps, peak.fp32_gflops, peak.isa.c_str());
-  std::printf("%-18s %12s %12s %10s\n", "prefill", "tokens/s", "GFLOP/s", "of peak");
+  const bool bf16 = load_options.precision == model::ComputePrecision::kBf16Activations && peak.bf16_gflops > 0;
+  const double peak_gflops = bf16 ? peak.bf16_gflops : peak.fp32_gflops;
+  std::printf("machine: %d threads, memory read %.1f GB/s, peak fp32 %.1f GFLOP/s (%s), peak bf16 dot %.1f GFLOP/s\n",
+              ThreadPool::Shared().size(), bw.read_gbps, peak.fp32_gflops, peak.isa.c_str(), peak.bf16_gflops);
+  std::printf("precision: %s (prefill %% of the %s peak)\n\n", bf16 ? "bf16 activations" : "exact fp32",
+              bf16 ? "bf16 dot" : "fp32 FMA");
+  if (!peer_path.empty()) std::printf("peer: %s (from %s)\n\n", peer.system.c_str(), peer_path.c_str());
+  const std::string peer_header = peer_path.empty() ? "" : " peer tok/s    ratio";
+  std::printf("%-18s %12s %12s %10s%s\n", "prefill", "tokens/s", "GFLOP/s", "of peak", peer_header.c_str());
   for (const PrefillResult& r : prefill_results) {
     const double gflops = r.flops / r.seconds / 1e9;
-    std::printf("%-18s %12.1f %12.1f %9.1f%%\n", ("prompt " + std::to_string(r.len)).c_str(), r.len / r.seconds,
-                gflops, 100.0 * gflops / peak.fp32_gflops);
+    std::printf("%-18s %12.1f %12.1f %9.1f%%%s\n", ("prompt " + std::to_string(r.len)).c_str(), r.len / r.seconds,
+                gflops, 100.0 * gflops / peak_gflops, peer_cells(peer.prefill, r.len, r.len / r.seconds).c_str());
   }
-  std::printf("\n%-18s %12s %12s %10s %14s\n", "decode", "tokens/s", "GB/s", "of bw", "MB read/step");
+  std::printf("\n%-18s %12s %12s %10s %14s%s\n", "decode", "tokens/s", "GB/s", "of bw", "MB read/step",
+              peer_header.c_str());
   for (const DecodeResult& r : decode_results) {
     const double gbps = r.bytes / r.step_seconds / 1e9;
-    std::printf("%-18s %12.1f %12.1f %9.1f%% %14.1f\n", ("batch " + std::to_string(r.batch)).c_str(),
-                r.batch / r.step_seconds, gbps, 100.0 * gbps / bw.read_gbps, r.bytes / 1e6);
+    std::printf("%-18s %12.1f %12.1f %9.1f%% %14.1f%s\n", ("batch " + std::to_string(r.batch)).c_str(),
+                r.batch / r.step_seconds, gbps, 100.0 * gbps / bw.read_gbps, r.bytes / 1e6,
+                peer_cells(peer.decode, r.batch, r.batch / r.step_seconds).c_str());
+  }
+  if (breakdown) {
+    std::printf("\n%-34s", "ms per decode step");
+    for (const DecodeResult& r : decode_results) std::printf(" %9s", ("batch " + std::to_string(r.batch)).c_str());
+    std::printf("\n");
+    for (int p = 0; p < static_cast<int>(model::Phase::kCount); ++p) {
+      std::printf("%-34s", model::PhaseName(static_cast<model::Phase>(p)));
+      for (const DecodeResult& r : decode_results) std::printf(" %9.3f", 1e3 * r.phases[p] / steps);
+      std::printf("\n");
+    }
+    std::printf("%-34s", "whole step");
+    for (const DecodeResult& r : decode_results) std::printf(" %9.3f", 1e3 * r.step_seconds);
+    std::printf("\n");
   }
   std::printf("\npeak resident memory (model runs, before the machine probes): %.0f MiB\n", peak_rss);
   return 0;

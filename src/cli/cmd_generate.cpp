@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "  --no-thinking                  with --prompt: chat mode instead of thinking mode\n"
     "  --stream                       print the SSE event stream as tokens are generated\n"
     "  --tokenizer PATH               tokenizer.json (default: DIR/tokenizer.json)\n"
-    "  --prefill-chunk N              prompt tokens per forward call (default 512)\n";
+    "  --prefill-chunk N              prompt tokens per forward call (default 512)\n"
+    "  --precision exact|bf16         matrix-product arithmetic (default exact; bf16 rounds activations)\n";
 
 struct GenerateArgs {
   std::string model_dir;
@@ -49,6 +50,7 @@ struct GenerateArgs {
   recipe::ModelVersion version = recipe::ModelVersion::kV4;
   int64_t max_tokens = 64;
   int64_t prefill_chunk = 512;
+  model::ComputePrecision precision = model::ComputePrecision::kExact;
   bool thinking = true;
   bool stream = false;
 };
@@ -76,7 +78,12 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
     else if (a == "--tokenizer") rc = value("--tokenizer", &out->tokenizer_path);
     else if (a == "--stream") out->stream = true;
     else if (a == "--no-thinking") out->thinking = false;
-    else if (a == "--protocol") {
+    else if (a == "--precision") {
+      if ((rc = value("--precision", &v))) return rc;
+      if (v == "exact") out->precision = model::ComputePrecision::kExact;
+      else if (v == "bf16") out->precision = model::ComputePrecision::kBf16Activations;
+      else return UsageError("generate", "unknown --precision '" + v + "' (exact, bf16)");
+    } else if (a == "--protocol") {
       if ((rc = value("--protocol", &v))) return rc;
       auto protocol = recipe::ParseProtocol(v);
       if (!protocol) return UsageError("generate", "unknown --protocol '" + v + "' (chat, responses, anthropic)");
@@ -159,7 +166,10 @@ int RunGenerate(const std::vector<std::string>& argv) {
   auto prompt_ids = recipe::EncodePrompt(*rendered, *tokenizer);
   if (!prompt_ids.ok()) return Fail("generate", prompt_ids.status().message());
 
-  auto loaded = model::LoadCausalLM(args.model_dir);
+  model::LoadOptions load_options;
+  load_options.precision = args.precision;
+  load_options.progress = model::TerminalProgressBar("loading " + args.model_dir);
+  auto loaded = model::LoadCausalLM(args.model_dir, load_options);
   if (!loaded.ok()) return Fail("generate", loaded.status().message());
   model::CausalLM& lm = **loaded;
   if (lm.vocab_size() < static_cast<int64_t>(tokenizer->vocab_size()))

@@ -1,5 +1,11 @@
 #include "model/causal_lm.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/clock.h"
 #include "core/hf_config.h"
 #include "model/v4_model.h"
 
@@ -10,14 +16,37 @@ KvBlockPool::KvBlockPool(int64_t block_floats, int64_t num_blocks)
       num_blocks_(num_blocks),
       storage_(static_cast<size_t>(std::max<int64_t>(block_floats * num_blocks, 0)) * sizeof(float)) {}
 
-Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir) {
+Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   const std::string type = hf.model_type();
   if (type == "deepseek_v4") {
-    DI_ASSIGN_OR_RETURN(std::unique_ptr<V4Model> model, V4Model::Load(dir));
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<V4Model> model, V4Model::Load(dir, options));
     return std::unique_ptr<CausalLM>(std::move(model));
   }
   return Status::Unimplemented(hf.source() + ": model_type '" + type + "' is not supported (deepseek_v4)");
+}
+
+std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label) {
+  if (!isatty(STDERR_FILENO)) return {};
+  struct Bar {
+    std::string label;
+    Stopwatch watch;
+    int last_percent = -1;
+  };
+  auto bar = std::make_shared<Bar>();
+  bar->label = std::move(label);
+  return [bar](int64_t done, int64_t total) {
+    const int percent = total > 0 ? static_cast<int>(100 * done / total) : 100;
+    if (percent == bar->last_percent) return;
+    bar->last_percent = percent;
+    constexpr int kWidth = 30;
+    const int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\r%s [%.*s%*s] %3d%% %7.1f/%.1f MiB %5.1fs", bar->label.c_str(), filled,
+                 "##############################", kWidth - filled, "", percent, done / 1048576.0, total / 1048576.0,
+                 bar->watch.ElapsedSeconds());
+    if (done >= total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
 }
 
 }  // namespace deepinfer::model

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -93,7 +94,28 @@ class CausalLM {
   virtual Status Forward(std::span<const SequenceChunk> batch, KvBlockPool& pool, ForwardOutput* out) = 0;
 };
 
+// Arithmetic of the matrix products.
+enum class ComputePrecision {
+  // fp32 activations and accumulation: results follow the reference implementation to fp32 rounding.
+  kExact,
+  // Activations rounded to bf16 before each product with bf16/FP8/FP4 weights, summed in fp32 by the
+  // CPU's bf16 dot-product instructions where it has them (about twice the arithmetic throughput).
+  // Still deterministic and batch invariant; logits move by about 1e-2 relative.
+  kBf16Activations,
+};
+
+struct LoadOptions {
+  ComputePrecision precision = ComputePrecision::kExact;
+  // Reads every weight page once while loading (so that the first request does not pay the page faults
+  // of a cold checkpoint), reporting bytes done and total after each tensor file region.
+  bool prefault = true;
+  std::function<void(int64_t done_bytes, int64_t total_bytes)> progress;
+};
+
 // Loads the model in a Hugging Face checkpoint directory, choosing the architecture from config.json.
-Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir);
+Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options = {});
+
+// A progress callback that draws a bar on stderr when stderr is a terminal, and does nothing otherwise.
+std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label);
 
 }  // namespace deepinfer::model

@@ -2,11 +2,13 @@
 // the trailing channels, the sliding window plus (CSA) indexer-selected or (HCA) all compressed entries,
 // a per-head sink in the softmax denominator, inverse RoPE on the output and the grouped output projection.
 #include <cmath>
+#include <optional>
 
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "model/step_profile.h"
 #include "model/v4_internal.h"
 
 namespace deepinfer::model::v4 {
@@ -55,6 +57,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   // Every projection of x, then those of the normalised low-rank query.
   const bool csa = block.type == V4AttentionType::kCsa;
   const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+  std::optional<ScopedPhase> phase(std::in_place, Phase::kAttnProjections);
   std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
   std::vector<float> ckv, cgate, ikv, igate, iq, iw;
   std::vector<LinearTask> tasks = {{x, n, d, &w.wq_a, qr.data(), ql}, {x, n, d, &w.wkv, kv.data(), hd}};
@@ -74,11 +77,11 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     tasks.push_back({x, n, d, &w.indexer->compressor.wgate, igate.data(), 2 * ihd});
     tasks.push_back({x, n, d, &w.indexer->weights_proj, iw.data(), ih});
   }
-  RunLinearTasks(tasks);
+  RunLinearTasks(tasks, step.linear);
   kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
   tasks = {{qr.data(), n, ql, &w.wq_b, q.data(), h * hd}};
   if (csa) tasks.push_back({qr.data(), n, ql, &w.indexer->wq_b, iq.data(), ih * ihd});
-  RunLinearTasks(tasks);
+  RunLinearTasks(tasks, step.linear);
   kernels::RmsNormRows(kv.data(), hd, w.kv_norm.data(), eps, n, hd, kv.data(), hd);
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
   for (int64_t i = 0; i < n; ++i) {
@@ -91,6 +94,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
                        kernels::RopeLayout::kInterleaved);
   }
 
+  phase.emplace(Phase::kAttnCompress);
   // Compressed entries first: a query sees the entries of every window complete at its position.
   const int64_t ratio = block.ratio;
   if (w.compressor) FeedCompressor(step, block, *w.compressor, ckv.data(), cgate.data(), false);
@@ -106,6 +110,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     }
   }
 
+  phase.emplace(Phase::kAttend);
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float index_scale = csa ? 1.0f / std::sqrt(static_cast<float>(ihd)) : 0.0f;
@@ -179,13 +184,14 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     }
   }
 
+  phase.emplace(Phase::kAttnOutput);
   const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
   std::vector<float> low(static_cast<size_t>(n * groups * lr));
   tasks.clear();
   for (int64_t g = 0; g < groups; ++g)
     tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  RunLinearTasks(tasks);
-  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d);
+  RunLinearTasks(tasks, step.linear);
+  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear);
 }
 
 }  // namespace deepinfer::model::v4

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/linear.h"
 #include "model/causal_lm.h"
 #include "model/v4_config.h"
 #include "model/v4_model.h"
@@ -33,6 +34,7 @@ struct Step {
   KvBlockPool* pool = nullptr;
   const std::vector<float>* main_inv_freq = nullptr;
   const std::vector<float>* compress_inv_freq = nullptr;
+  kernels::LinearOptions linear;  // precision of every matrix product
   std::vector<Row> rows;
   std::vector<ChunkRows> chunks;
   int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
@@ -89,7 +91,7 @@ struct LinearTask {
   float* y;
   int64_t y_stride;
 };
-void RunLinearTasks(const std::vector<LinearTask>& tasks);
+void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options);
 
 // MoE sub-block on normalised inputs x [n, d]; writes out [n, d].
 void Moe(const Step& step, const BlockRef& block, const float* x, float* out);

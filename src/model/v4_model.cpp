@@ -1,22 +1,24 @@
 #include "model/v4_model.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "core/hf_config.h"
 #include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "model/step_profile.h"
 #include "model/v4_internal.h"
 
 namespace deepinfer::model {
 
 namespace v4 {
 
-void RunLinearTasks(const std::vector<LinearTask>& tasks) {
+void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options) {
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const LinearTask& t = tasks[i];
-      kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride);
+      kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride, options);
     }
   };
   // Side by side (each product then runs on one thread: nested pool calls run inline) only while the
@@ -34,25 +36,56 @@ void Block(const Step& step, const BlockRef& block, float* streams) {
   std::vector<float> post(static_cast<size_t>(n * hc)), comb(static_cast<size_t>(n * hc * hc));
   std::vector<float> collapsed(static_cast<size_t>(n * d)), out(static_cast<size_t>(n * d));
 
-  HyperConnectionPre(c, w.attn_hc, streams, n, post.data(), comb.data(), collapsed.data());
-  kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
+  {
+    ScopedPhase phase(Phase::kHcPre);
+    HyperConnectionPre(c, w.attn_hc, streams, n, post.data(), comb.data(), collapsed.data());
+    kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
+  }
   Attention(step, block, collapsed.data(), out.data());
-  HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
-
-  HyperConnectionPre(c, w.ffn_hc, streams, n, post.data(), comb.data(), collapsed.data());
-  kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
+  {
+    ScopedPhase phase(Phase::kHcPost);
+    HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
+  }
+  {
+    ScopedPhase phase(Phase::kHcPre);
+    HyperConnectionPre(c, w.ffn_hc, streams, n, post.data(), comb.data(), collapsed.data());
+    kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
+  }
   Moe(step, block, collapsed.data(), out.data());
+  ScopedPhase phase(Phase::kHcPost);
   HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
 }
 
 }  // namespace v4
 
-Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir) {
+namespace {
+
+// Reads one byte of every page of every tensor, reporting progress in bytes.
+void Prefault(const Checkpoint& checkpoint, const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t total = static_cast<int64_t>(checkpoint.total_bytes());
+  int64_t done = 0;
+  uint8_t sink = 0;
+  for (const TensorInfo* t : checkpoint.tensors()) {
+    const volatile uint8_t* p = t->data;
+    for (uint64_t at = 0; at < t->nbytes(); at += 4096) sink ^= p[at];
+    done += static_cast<int64_t>(t->nbytes());
+    if (progress) progress(std::min(done, total), total);
+  }
+  if (progress) progress(total, total);
+  static volatile uint8_t keep;
+  keep = sink;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V4Model> model(new V4Model());
+  model->precision_ = options.precision;
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_, LoadV4Weights(model->checkpoint_, model->config_));
+  if (options.prefault) Prefault(model->checkpoint_, options.progress);
   const V4Config& c = model->config_;
   V4BlockLayout& layout = model->layout_;
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -107,6 +140,8 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
   step.pool = &pool;
   step.main_inv_freq = &main_inv_freq_;
   step.compress_inv_freq = &compress_inv_freq_;
+  if (precision_ == ComputePrecision::kBf16Activations)
+    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     const SequenceChunk& chunk = batch[ci];
     const std::string where = "batch chunk " + std::to_string(ci);
@@ -153,6 +188,7 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> streams(static_cast<size_t>(n * hc * d));
   for (int64_t i = 0; i < n; ++i) {
+    ScopedPhase phase(Phase::kEmbed);
     float* s = streams.data() + i * hc * d;
     EmbeddingRow(*weights_->embed, step.rows[i].token, d, s);
     for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
@@ -179,11 +215,12 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
   }
   auto head = [&](const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm, const float* rows_streams,
                   int64_t m, std::vector<float>* logits) {
+    ScopedPhase phase(Phase::kHead);
     std::vector<float> y(static_cast<size_t>(m * d));
     v4::HyperConnectionHead(c, hc_head, rows_streams, m, y.data());
     kernels::RmsNormRows(y.data(), d, norm.data(), eps, m, d, y.data(), d);
     logits->resize(static_cast<size_t>(m * v));
-    kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v);
+    kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v, step.linear);
   };
   const int64_t m = static_cast<int64_t>(wanted.size());
   std::vector<float> picked(static_cast<size_t>(m * hc * d));
@@ -193,6 +230,7 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
   head(weights_->hc_head, weights_->norm, picked.data(), m, &out->logits);
 
   if (with_mtp) {
+    ScopedPhase phase(Phase::kMtp);
     // x = e_proj(enorm(embed(next))) broadcast over the streams + h_proj(hnorm(stream)), then one block.
     const V4MtpWeights& mw = weights_->mtp[0];
     std::vector<float> e(static_cast<size_t>(n * d)), ep(static_cast<size_t>(n * d));
@@ -201,10 +239,10 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
       for (int32_t t : next_tokens[ci]) EmbeddingRow(*weights_->embed, t, d, e.data() + (row++) * d);
     }
     kernels::RmsNormRows(e.data(), d, mw.enorm.data(), eps, n, d, e.data(), d);
-    kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d);
+    kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d, step.linear);
     std::vector<float> hn(static_cast<size_t>(n * hc * d)), x(static_cast<size_t>(n * hc * d));
     kernels::RmsNormRows(streams.data(), d, mw.hnorm.data(), eps, n * hc, d, hn.data(), d);
-    kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d);
+    kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d, step.linear);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < hc; ++j)
         for (int64_t k = 0; k < d; ++k) x[(i * hc + j) * d + k] += ep[i * d + k];

@@ -23,7 +23,7 @@ struct V4BlockLayout {
 
 class V4Model : public CausalLM {
  public:
-  static Result<std::unique_ptr<V4Model>> Load(const std::string& dir);
+  static Result<std::unique_ptr<V4Model>> Load(const std::string& dir, const LoadOptions& options = {});
 
   std::string architecture() const override { return "DeepseekV4ForCausalLM"; }
   int64_t vocab_size() const override { return config_.vocab_size; }
@@ -41,6 +41,7 @@ class V4Model : public CausalLM {
   const V4Config& config() const { return config_; }
   const V4Weights& weights() const { return *weights_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }
+  ComputePrecision precision() const { return precision_; }
 
  private:
   V4Model() = default;
@@ -51,6 +52,7 @@ class V4Model : public CausalLM {
   Checkpoint checkpoint_;
   std::unique_ptr<V4Weights> weights_;
   V4BlockLayout layout_;
+  ComputePrecision precision_ = ComputePrecision::kExact;
   std::vector<float> main_inv_freq_, compress_inv_freq_;
 };
 

@@ -2,10 +2,12 @@
 // (hash layers) or by top-k of score + bias, weights renormalised and scaled, clamped SwiGLU experts, plus
 // the shared expert.
 #include <cmath>
+#include <optional>
 
 #include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "model/step_profile.h"
 #include "model/v4_internal.h"
 
 namespace deepinfer::model::v4 {
@@ -19,13 +21,14 @@ float Score(const std::string& func, float logit) {
 }
 
 // out[n, d] = down(swiglu(gate(x), up(x))) for the rows of x.
-void Expert(const V4Config& c, const V4ExpertWeights& w, const float* x, int64_t n, float* out) {
+void Expert(const V4Config& c, const kernels::LinearOptions& options, const V4ExpertWeights& w, const float* x,
+            int64_t n, float* out) {
   const int64_t d = c.hidden_size, inter = w.w1.out_features;
   std::vector<float> g(static_cast<size_t>(n * inter)), u(static_cast<size_t>(n * inter));
-  kernels::Linear(x, n, d, w.w1, g.data(), inter);
-  kernels::Linear(x, n, d, w.w3, u.data(), inter);
+  kernels::Linear(x, n, d, w.w1, g.data(), inter, options);
+  kernels::Linear(x, n, d, w.w3, u.data(), inter, options);
   kernels::SwiGlu(g.data(), u.data(), n * inter, static_cast<float>(c.swiglu_limit), g.data());
-  kernels::Linear(g.data(), n, inter, w.w2, out, d);
+  kernels::Linear(g.data(), n, inter, w.w2, out, d, options);
 }
 
 }  // namespace
@@ -35,8 +38,9 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   const V4MoeWeights& w = block.weights->moe;
   const int64_t n = step.num_rows(), d = c.hidden_size, e = c.n_routed_experts, k = c.num_experts_per_tok;
 
+  std::optional<ScopedPhase> phase(std::in_place, Phase::kMoeGate);
   std::vector<float> logits(static_cast<size_t>(n * e));
-  kernels::Linear(x, n, d, w.gate, logits.data(), e);
+  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   std::vector<float> scores(e), biased(e);
@@ -58,6 +62,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
 
   // Each routed expert over the rows routed to it, and the shared expert over all rows, computed
   // independently (side by side when the batch is small), then summed in increasing expert order.
+  phase.emplace(Phase::kMoeExperts);
   struct Work {
     const V4ExpertWeights* weights;
     std::vector<int64_t> rows;
@@ -84,9 +89,9 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (i == static_cast<int64_t>(work.size())) {
-        Expert(c, w.shared, x, n, out);
+        Expert(c, step.linear, w.shared, x, n, out);
       } else {
-        Expert(c, *work[i].weights, work[i].input.data(), static_cast<int64_t>(work[i].rows.size()),
+        Expert(c, step.linear, *work[i].weights, work[i].input.data(), static_cast<int64_t>(work[i].rows.size()),
                work[i].output.data());
       }
     }
@@ -95,6 +100,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   if (n <= 16) ThreadPool::Shared().ParallelFor(tasks, run, 1);
   else run(0, tasks);
 
+  phase.emplace(Phase::kMoeCombine);
   std::vector<float> routed(static_cast<size_t>(n * d), 0.0f);
   for (const Work& item : work) {
     for (size_t r = 0; r < item.rows.size(); ++r) {
