@@ -207,7 +207,11 @@ int RunBenchModel(const std::vector<std::string>& args) {
               static_cast<long long>(c.n_routed_experts), static_cast<long long>(c.num_experts_per_tok),
               load_watch.ElapsedSeconds());
   // Runs first, the machine probes after (so that the peak resident memory is the model's own).
-  struct PrefillResult { int64_t len; double seconds, flops; };
+  struct PrefillResult {
+    int64_t len;
+    double seconds, flops;
+    std::array<double, static_cast<int>(model::Phase::kCount)> phases;
+  };
   struct DecodeResult {
     int64_t batch;
     double step_seconds, bytes;
@@ -234,12 +238,15 @@ int RunBenchModel(const std::vector<std::string>& args) {
     if (Status s = Reserve(*state, len, next_block, pool.num_blocks()); !s.ok()) return Fail("bench model", s.message());
     model::SequenceChunk chunk{state.get(), tokens, model::LogitsWanted::kLast};
     model::ForwardOutput out;
+    model::StepProfile::Reset();
+    model::StepProfile::Enable(breakdown);
     Stopwatch watch;
     if (Status s = m.Forward(std::span(&chunk, 1), pool, &out); !s.ok()) return Fail("bench model", s.message());
     const double seconds = watch.ElapsedSeconds();
+    model::StepProfile::Enable(false);
     double flops = 2.0 * c.vocab_size * c.hidden_size;
     for (int64_t p = 0; p < len; ++p) flops += TokenFlops(m, p);
-    prefill_results.push_back({len, seconds, flops});
+    prefill_results.push_back({len, seconds, flops, model::StepProfile::Totals()});
   }
 
   int64_t dense_bytes = kernels::WeightBytes(m.weights().head);
@@ -312,6 +319,19 @@ int RunBenchModel(const std::vector<std::string>& args) {
     std::printf("%-18s %12.1f %12.1f %9.1f%% %14.1f%s\n", ("batch " + std::to_string(r.batch)).c_str(),
                 r.batch / r.step_seconds, gbps, 100.0 * gbps / bw.read_gbps, r.bytes / 1e6,
                 peer_cells(peer.decode, r.batch, r.batch / r.step_seconds).c_str());
+  }
+  if (breakdown && !prefill_results.empty()) {
+    std::printf("\n%-34s", "ms per prefill");
+    for (const PrefillResult& r : prefill_results) std::printf(" %9s", ("prompt " + std::to_string(r.len)).c_str());
+    std::printf("\n");
+    for (int p = 0; p < static_cast<int>(model::Phase::kCount); ++p) {
+      std::printf("%-34s", model::PhaseName(static_cast<model::Phase>(p)));
+      for (const PrefillResult& r : prefill_results) std::printf(" %9.1f", 1e3 * r.phases[p]);
+      std::printf("\n");
+    }
+    std::printf("%-34s", "whole prefill");
+    for (const PrefillResult& r : prefill_results) std::printf(" %9.1f", 1e3 * r.seconds);
+    std::printf("\n");
   }
   if (breakdown) {
     std::printf("\n%-34s", "ms per decode step");

@@ -208,6 +208,7 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   if (c.rope_dim <= 0 || c.rope_dim % 2 || c.rope_dim > c.head_dim)
     return Invalid(hf, "the rope dimension must be even and within head_dim");
   if (c.num_heads % c.o_groups) return Invalid(hf, "num_attention_heads must be a multiple of o_groups");
+  if (c.hc_mult > 16) return Invalid(hf, "hc_mult above 16 is not supported");
   if (c.num_experts_per_tok > c.n_routed_experts) return Invalid(hf, "num_experts_per_tok exceeds n_routed_experts");
   bool any_csa = false;
   for (size_t i = 0; i < c.compress_ratios.size(); ++i) {

@@ -1,8 +1,10 @@
 // mHC (manifold-constrained hyper-connections): the hc_mult residual streams, their per-site pre / post /
 // comb coefficients with the Sinkhorn projection, and the final hc_head collapse.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/linear.h"
 #include "model/v4_internal.h"
 
@@ -11,18 +13,29 @@ namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// Runs fn(i) for every row i < n, rows shared among the pool's threads when there are several. Each row's
+// result depends only on that row, so threading changes nothing.
+template <class Fn>
+void ForRows(int64_t n, const Fn& fn) {
+  auto range = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  };
+  if (n < 4) range(0, n);
+  else ThreadPool::Shared().ParallelFor(n, range, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
+}
+
 // mixes[n, rows] = fn · (x / rms(x)) over the flattened streams of each row.
 std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n) {
   const int64_t width = c.hc_mult * c.hidden_size;
   std::vector<float> normed(static_cast<size_t>(n * width));
-  for (int64_t i = 0; i < n; ++i) {
+  ForRows(n, [&](int64_t i) {
     const float* x = streams + i * width;
     double sum = 0;
     for (int64_t k = 0; k < width; ++k) sum += static_cast<double>(x[k]) * x[k];
     const float mean = static_cast<float>(sum / static_cast<double>(width));
     const float r = 1.0f / std::sqrt(mean + static_cast<float>(c.rms_norm_eps));
     for (int64_t k = 0; k < width; ++k) normed[i * width + k] = x[k] * r;
-  }
+  });
   std::vector<float> mixes(static_cast<size_t>(n * w.fn_view.out_features));
   kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), w.fn_view.out_features);
   return mixes;
@@ -35,8 +48,8 @@ void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, co
   const int64_t hc = c.hc_mult, d = c.hidden_size, mix = (2 + hc) * hc;
   const float eps = static_cast<float>(c.hc_eps);
   std::vector<float> mixes = Mixes(c, w, streams, n);
-  std::vector<float> pre(hc);
-  for (int64_t i = 0; i < n; ++i) {
+  ForRows(n, [&](int64_t i) {
+    float pre[16];  // hc_mult ≤ 16 (checked by V4Config)
     const float* m = mixes.data() + i * mix;
     float* po = post + i * hc;
     float* cb = comb + i * hc * hc;
@@ -79,14 +92,15 @@ void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, co
       for (int64_t j = 0; j < hc; ++j) acc += pre[j] * x[j * d + e];
       y[e] = acc;
     }
-  }
+  });
 }
 
 void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
                          float* streams) {
   const int64_t hc = c.hc_mult, d = c.hidden_size;
-  std::vector<float> mixed(static_cast<size_t>(hc * d));
-  for (int64_t i = 0; i < n; ++i) {
+  ForRows(n, [&](int64_t i) {
+    thread_local std::vector<float> mixed;
+    mixed.resize(static_cast<size_t>(hc * d));
     float* x = streams + i * hc * d;
     const float* cb = comb + i * hc * hc;
     const float* po = post + i * hc;
@@ -99,15 +113,15 @@ void HyperConnectionPost(const V4Config& c, const float* post, const float* comb
       }
     }
     std::copy(mixed.begin(), mixed.end(), x);
-  }
+  });
 }
 
 void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
                          float* out) {
   const int64_t hc = c.hc_mult, d = c.hidden_size;
   std::vector<float> mixes = Mixes(c, w, streams, n);
-  std::vector<float> pre(hc);
-  for (int64_t i = 0; i < n; ++i) {
+  ForRows(n, [&](int64_t i) {
+    float pre[16];
     for (int64_t j = 0; j < hc; ++j)
       pre[j] = Sigmoid(mixes[i * hc + j] * w.scale[0] + w.base[j]) + static_cast<float>(c.hc_eps);
     const float* x = streams + i * hc * d;
@@ -116,7 +130,7 @@ void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, c
       for (int64_t j = 0; j < hc; ++j) acc += pre[j] * x[j * d + e];
       out[i * d + e] = acc;
     }
-  }
+  });
 }
 
 }  // namespace deepinfer::model::v4

@@ -81,9 +81,9 @@ bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_
 float* CompressedEntry(const Step& step, const ChunkRows& chunk, int64_t ratio, int64_t offset, int64_t width,
                        int64_t index);
 
-// Independent matrix products y = x·Wᵀ. With few rows (decode) they run side by side, one per thread, each
-// on its own thread (one pool wake-up instead of one per product); with many rows each product is split
-// across the pool. Products are bit-identical either way (kernels::Linear does not depend on threading).
+// Independent matrix products y = x·Wᵀ, cut into row slices of about equal work that the pool's threads
+// share in one hand-off. Results are bit-identical to running each product alone (kernels::Linear's rows
+// do not depend on how the rows are split or threaded).
 struct LinearTask {
   const float* x;
   int64_t m, x_stride;

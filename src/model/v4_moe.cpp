@@ -1,6 +1,7 @@
 // V4 mixture of experts: sqrt(softplus) (or sigmoid) router scores, experts chosen by a token-id table
 // (hash layers) or by top-k of score + bias, weights renormalised and scaled, clamped SwiGLU experts, plus
 // the shared expert.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -18,17 +19,6 @@ float Score(const std::string& func, float logit) {
   // softplus as torch computes it (linear above 20), then sqrt.
   const float softplus = logit > 20.0f ? logit : std::log1p(std::exp(logit));
   return std::sqrt(softplus);
-}
-
-// out[n, d] = down(swiglu(gate(x), up(x))) for the rows of x.
-void Expert(const V4Config& c, const kernels::LinearOptions& options, const V4ExpertWeights& w, const float* x,
-            int64_t n, float* out) {
-  const int64_t d = c.hidden_size, inter = w.w1.out_features;
-  std::vector<float> g(static_cast<size_t>(n * inter)), u(static_cast<size_t>(n * inter));
-  kernels::Linear(x, n, d, w.w1, g.data(), inter, options);
-  kernels::Linear(x, n, d, w.w3, u.data(), inter, options);
-  kernels::SwiGlu(g.data(), u.data(), n * inter, static_cast<float>(c.swiglu_limit), g.data());
-  kernels::Linear(g.data(), n, inter, w.w2, out, d, options);
 }
 
 }  // namespace
@@ -60,17 +50,18 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
       weights[i * k + j] = scores[sel[j]] / (sum + 1e-20f) * static_cast<float>(c.routed_scaling_factor);
   }
 
-  // Each routed expert over the rows routed to it, and the shared expert over all rows, computed
-  // independently (side by side when the batch is small), then summed in increasing expert order.
+  // Each routed expert over the rows routed to it, and the shared expert over all rows: every gate and
+  // up product in one balanced hand-off, the clamped SwiGLU, then every down product in another; the
+  // routed outputs are then summed in increasing expert order.
   phase.emplace(Phase::kMoeExperts);
   struct Work {
     const V4ExpertWeights* weights;
     std::vector<int64_t> rows;
-    std::vector<float> row_weights, input, output;
+    std::vector<float> row_weights, input, gate, up, output;
   };
   std::vector<Work> work;
   for (int64_t ex = 0; ex < e; ++ex) {
-    Work item{&w.experts[ex], {}, {}, {}, {}};
+    Work item{&w.experts[ex], {}, {}, {}, {}, {}, {}};
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < k; ++j) {
         if (chosen[i * k + j] == ex) {
@@ -86,29 +77,47 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
     item.output.resize(static_cast<size_t>(m * d));
     work.push_back(std::move(item));
   }
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      if (i == static_cast<int64_t>(work.size())) {
-        Expert(c, step.linear, w.shared, x, n, out);
-      } else {
-        Expert(c, step.linear, *work[i].weights, work[i].input.data(), static_cast<int64_t>(work[i].rows.size()),
-               work[i].output.data());
-      }
-    }
+  Work shared{&w.shared, {}, {}, {}, {}, {}, {}};
+  std::vector<LinearTask> tasks;
+  auto add_gate_up = [&](Work& item, const float* input, int64_t m) {
+    const int64_t inter = item.weights->w1.out_features;
+    item.gate.resize(static_cast<size_t>(m * inter));
+    item.up.resize(static_cast<size_t>(m * inter));
+    tasks.push_back({input, m, d, &item.weights->w1, item.gate.data(), inter});
+    tasks.push_back({input, m, d, &item.weights->w3, item.up.data(), inter});
   };
-  const int64_t tasks = static_cast<int64_t>(work.size()) + 1;
-  if (n <= 16) ThreadPool::Shared().ParallelFor(tasks, run, 1);
-  else run(0, tasks);
+  for (Work& item : work) add_gate_up(item, item.input.data(), static_cast<int64_t>(item.rows.size()));
+  add_gate_up(shared, x, n);
+  RunLinearTasks(tasks, step.linear);
+  tasks.clear();
+  const float limit = static_cast<float>(c.swiglu_limit);
+  auto add_down = [&](Work& item, int64_t m, float* output) {
+    const int64_t inter = item.weights->w1.out_features;
+    kernels::SwiGlu(item.gate.data(), item.up.data(), m * inter, limit, item.gate.data());
+    tasks.push_back({item.gate.data(), m, inter, &item.weights->w2, output, d});
+  };
+  for (Work& item : work) add_down(item, static_cast<int64_t>(item.rows.size()), item.output.data());
+  add_down(shared, n, out);
+  RunLinearTasks(tasks, step.linear);
 
   phase.emplace(Phase::kMoeCombine);
-  std::vector<float> routed(static_cast<size_t>(n * d), 0.0f);
+  // Row i's routed sum, in increasing expert order, then plus the shared expert's output.
+  std::vector<std::vector<std::pair<const float*, float>>> contributions(static_cast<size_t>(n));
   for (const Work& item : work) {
-    for (size_t r = 0; r < item.rows.size(); ++r) {
-      float* dst = routed.data() + item.rows[r] * d;
-      for (int64_t t = 0; t < d; ++t) dst[t] += item.output[r * d + t] * item.row_weights[r];
-    }
+    for (size_t r = 0; r < item.rows.size(); ++r)
+      contributions[item.rows[r]].push_back({item.output.data() + r * d, item.row_weights[r]});
   }
-  for (int64_t i = 0; i < n * d; ++i) out[i] = routed[i] + out[i];
+  auto combine = [&](int64_t begin, int64_t end) {
+    std::vector<float> routed(static_cast<size_t>(d));
+    for (int64_t i = begin; i < end; ++i) {
+      std::fill(routed.begin(), routed.end(), 0.0f);
+      for (const auto& [src, weight] : contributions[i])
+        for (int64_t t = 0; t < d; ++t) routed[t] += src[t] * weight;
+      for (int64_t t = 0; t < d; ++t) out[i * d + t] = routed[t] + out[i * d + t];
+    }
+  };
+  if (n < 4) combine(0, n);
+  else ThreadPool::Shared().ParallelFor(n, combine, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
 }
 
 }  // namespace deepinfer::model::v4
