@@ -89,6 +89,20 @@ BenchWeight MakeWeight(WeightFormat format, const Shape& shape, uint64_t seed) {
   return b;
 }
 
+BenchWeight CopyWeight(const BenchWeight& from) {
+  BenchWeight b;
+  b.view = from.view;
+  b.data = AlignedBuffer(from.data.size());
+  std::memcpy(b.data.data(), from.data.data(), from.data.size());
+  b.view.data = b.data.data();
+  if (!from.scales.empty()) {
+    b.scales = AlignedBuffer(from.scales.size());
+    std::memcpy(b.scales.data(), from.scales.data(), from.scales.size());
+    b.view.scales = b.scales.data();
+  }
+  return b;
+}
+
 const char* FormatName(WeightFormat f) {
   switch (f) {
     case WeightFormat::kF32:
@@ -108,6 +122,8 @@ struct Config {
   kernels::LinearOptions options;
   double seconds = 0.3;
   int64_t gemm_m = 512;
+  std::vector<int64_t> ms = {1, 2, 4, 8, 32};
+  bool bench_shapes = true, model_shapes = true;
   std::vector<WeightFormat> formats = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFP8Block,
                                        WeightFormat::kMXFP4};
 };
@@ -154,6 +170,23 @@ int RunBenchKernels(const std::vector<std::string>& args) {
       config.seconds = std::atof(args[++i].c_str());
     } else if (a == "--gemm-m" && i + 1 < args.size()) {
       config.gemm_m = std::atoll(args[++i].c_str());
+    } else if (a == "--m" && i + 1 < args.size()) {
+      config.ms.clear();
+      const std::string list = args[++i];
+      for (size_t pos = 0; pos < list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        const int64_t m = std::atoll(list.substr(pos, comma - pos).c_str());
+        if (m <= 0) return UsageError("bench kernels", "bad --m list '" + list + "'");
+        config.ms.push_back(m);
+        pos = comma + 1;
+      }
+    } else if (a == "--shapes" && i + 1 < args.size()) {
+      const std::string which = args[++i];
+      config.bench_shapes = which == "bench" || which == "all";
+      config.model_shapes = which == "model" || which == "all";
+      if (!config.bench_shapes && !config.model_shapes) {
+        return UsageError("bench kernels", "--shapes takes bench, model or all");
+      }
     } else if (a == "--format" && i + 1 < args.size()) {
       const std::string name = args[++i];
       config.formats.clear();
@@ -165,7 +198,7 @@ int RunBenchKernels(const std::vector<std::string>& args) {
       return UsageError("bench kernels", "unknown argument '" + a + "'");
     }
   }
-  if (config.seconds <= 0 || config.gemm_m <= 0) return UsageError("bench kernels", "values must be positive");
+  if (config.seconds <= 0 || config.gemm_m < 0) return UsageError("bench kernels", "values must be positive");
 
   std::printf("threads: %d, isa: %s, precision: %s\n", ThreadPool::Shared().size(),
               std::string(kernels::IsaName(config.isa)).c_str(),
@@ -177,20 +210,35 @@ int RunBenchKernels(const std::vector<std::string>& args) {
   const double peak = bf16_peak ? flops.bf16_gflops : flops.fp32_gflops;
   std::printf("measured: memory read %.1f GB/s, peak %s %.1f GFLOP/s\n\n", bandwidth.read_gbps,
               bf16_peak ? "bf16 dot" : "fp32 FMA", peak);
-  std::printf("%-6s %-14s %5s %10s %9s %7s %10s %7s\n", "format", "shape (out,in)", "m", "ms/call", "GB/s", "of bw",
+  std::printf("%-6s %-14s %5s %10s %9s %7s %10s %7s\n", "format", "shape (out,in)", "m", "us/call", "GB/s", "of bw",
               "GFLOP/s", "of pk");
 
-  const Shape shapes[] = {{"expert", 2048, 4096}, {"dense", 8192, 4096}};
+  // "bench": large matrices; "model": the per-layer matrices of the small V4 presets, which one decode
+  // step multiplies one after another (their per-call overheads matter as much as the streaming).
+  std::vector<Shape> shapes;
+  if (config.bench_shapes) {
+    shapes.push_back({"expert", 2048, 4096});
+    shapes.push_back({"dense", 8192, 4096});
+  }
+  if (config.model_shapes) {
+    for (const Shape& s : {Shape{"model", 512, 1024}, Shape{"model", 1024, 512}, Shape{"model", 4096, 512},
+                           Shape{"model", 2048, 1024}, Shape{"model", 1024, 1024}}) {
+      shapes.push_back(s);
+    }
+  }
   for (WeightFormat format : config.formats) {
     for (const Shape& shape : shapes) {
       const BenchWeight probe = MakeWeight(format, shape, 0);
       const int64_t bytes = kernels::WeightBytes(probe.view);
-      // Enough distinct copies that one pass over them all far exceeds the caches.
-      const int64_t copies = std::max<int64_t>(1, (int64_t{512} << 20) / bytes);
+      // Enough distinct copies that one pass over them all far exceeds the caches (contents are
+      // irrelevant to the speed, so they are copies of one random matrix).
+      const int64_t copies = std::max<int64_t>(2, (int64_t{256} << 20) / bytes);
       std::vector<BenchWeight> weights;
       weights.reserve(static_cast<size_t>(copies));
-      for (int64_t c = 0; c < copies; ++c) weights.push_back(MakeWeight(format, shape, static_cast<uint64_t>(c + 1)));
-      const int64_t max_m = std::max<int64_t>(config.gemm_m, 32);
+      for (int64_t c = 0; c < copies; ++c) weights.push_back(CopyWeight(probe));
+      std::vector<int64_t> ms = config.ms;
+      if (config.gemm_m > 0) ms.push_back(config.gemm_m);
+      const int64_t max_m = *std::max_element(ms.begin(), ms.end());
       std::vector<float> x(static_cast<size_t>(max_m * shape.in));
       uint64_t state = 7;
       for (float& v : x) v = static_cast<float>(static_cast<int64_t>(NextRandom(state) % 2001) - 1000) / 1000.0f;
@@ -198,12 +246,12 @@ int RunBenchKernels(const std::vector<std::string>& args) {
       char label[64];
       std::snprintf(label, sizeof(label), "%s %lldx%lld", shape.name, static_cast<long long>(shape.out),
                     static_cast<long long>(shape.in));
-      for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}, config.gemm_m}) {
+      for (int64_t m : ms) {
         const double seconds = TimeLinear(config, weights, x.data(), m, y.data());
         const double gbps = static_cast<double>(bytes) / seconds / 1e9;
         const double gflops = 2.0 * static_cast<double>(m * shape.out * shape.in) / seconds / 1e9;
-        std::printf("%-6s %-14s %5lld %10.3f %9.1f %6.0f%% %10.1f %6.0f%%\n", FormatName(format), label,
-                    static_cast<long long>(m), seconds * 1e3, gbps, 100.0 * gbps / bandwidth.read_gbps, gflops,
+        std::printf("%-6s %-14s %5lld %10.1f %9.1f %6.0f%% %10.1f %6.0f%%\n", FormatName(format), label,
+                    static_cast<long long>(m), seconds * 1e6, gbps, 100.0 * gbps / bandwidth.read_gbps, gflops,
                     100.0 * gflops / peak);
       }
     }
@@ -214,7 +262,9 @@ int RunBenchKernels(const std::vector<std::string>& args) {
 const BenchRegistration kRegistration(
     {"kernels", "Linear GEMV/GEMM throughput per weight format, against the machine's limits",
      "usage: deepinfer bench kernels [--isa scalar|avx2|avx512|avx512bf16] [--bf16-activations]\n"
-     "                               [--format F32|BF16|FP8|MXFP4] [--seconds S] [--gemm-m M]\n",
+     "                               [--format F32|BF16|FP8|MXFP4] [--seconds S] [--gemm-m M]\n"
+     "                               [--m 1,2,4,8,32] [--shapes bench|model|all]\n"
+     "  --gemm-m 0 leaves out the prefill-sized product; DEEPINFER_THREADS=1 measures one thread.\n",
      RunBenchKernels});
 
 }  // namespace

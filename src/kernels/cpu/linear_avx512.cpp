@@ -5,6 +5,7 @@
 namespace deepinfer::kernels::cpu {
 
 void LinearRangeAvx512(const LinearTask& task, int64_t n_begin, int64_t n_end) {
+  if (LinearGemvAvx512(task, n_begin, n_end, LinearRangeVector)) return;
   LinearRangeVector(task, n_begin, n_end);
 }
 

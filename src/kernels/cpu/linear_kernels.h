@@ -27,6 +27,10 @@ using LinearRangeFn = void (*)(const LinearTask& task, int64_t n_begin, int64_t 
 void LinearRangeScalar(const LinearTask& task, int64_t n_begin, int64_t n_end);
 void LinearRangeAvx2(const LinearTask& task, int64_t n_begin, int64_t n_end);
 void LinearRangeAvx512(const LinearTask& task, int64_t n_begin, int64_t n_end);
+// The decode-sized (m ≤ 8) FP8-block and MXFP4 kernels of AVX-512 (linear_gemv_avx512.cpp). Returns
+// false, touching nothing, where they do not apply; otherwise computes outputs [n_begin, n_end), handing
+// any rows their shortcuts cannot take to `fallback` (a kernel with bit-identical results).
+bool LinearGemvAvx512(const LinearTask& task, int64_t n_begin, int64_t n_end, LinearRangeFn fallback);
 // The kBf16Activations path (needs task.x_bf16).
 void LinearRangeAvx512Bf16(const LinearTask& task, int64_t n_begin, int64_t n_end);
 

@@ -78,4 +78,10 @@ float* ThreadScratch(size_t floats) {
   return buffer.as<float>();
 }
 
+float* ThreadScratchX(size_t floats) {
+  thread_local AlignedBuffer buffer;
+  if (buffer.size() < floats * sizeof(float)) buffer = AlignedBuffer(floats * sizeof(float));
+  return buffer.as<float>();
+}
+
 }  // namespace deepinfer::kernels::cpu

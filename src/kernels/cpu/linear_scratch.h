@@ -9,5 +9,7 @@ namespace deepinfer::kernels::cpu {
 // A 64-byte aligned buffer of at least `floats` floats owned by the calling thread, valid until the
 // thread's next call.
 float* ThreadScratch(size_t floats);
+// A second such buffer, for prepared rows of x that must stay valid while a kernel also uses ThreadScratch.
+float* ThreadScratchX(size_t floats);
 
 }  // namespace deepinfer::kernels::cpu

@@ -1,0 +1,332 @@
+// Decode-sized Linear (m ≤ 8 rows of x) over FP8-block and MXFP4 weights on AVX-512, with the fewest vector
+// operations per weight: at m = 1 the product is bound by decoding, not by memory, so every operation
+// counts. Results are bit-identical to the generic kernels (linear_vector_impl.h), which this falls back to
+// wherever a shortcut's precondition fails.
+//
+// FP8 (scales that are powers of two: UE8M0, or fp32 scales that happen to be): an E4M3 byte b becomes
+// the fp32 bit pattern sign(b) << 31 | (b & 0x7F) << 20, which is exactly value(b) · 2^-120 (E4M3
+// subnormals land on fp32 subnormals, which the FMA takes at full speed), in three integer operations.
+// The block scale s and the 2^120 move onto x instead: xs = x · (s · 2^120) once per block of weight rows.
+// When xs is exact (checked: no overflow, no underflow) x·(q·s) and xs·(q·2^-120) are the same real
+// product, and an FMA rounds that product with the accumulator once, so the result is bit-identical.
+// NaN codes (0x7F, 0xFF) do not decode to NaN this way; they are detected as the bytes stream by, and a
+// tile that holds one is recomputed by the generic kernel (which makes exactly those outputs NaN).
+//
+// MXFP4: a byte lookup table of the 16 E2M1 values times the 32-block's scale (the generic kernel's
+// rounding), indexed through vpermps by nibbles that one vpmultishiftqb spreads out of a broadcast qword.
+// Needs AVX512_VBMI, checked at run time.
+//
+// Both stream NR weight rows at a time and issue software prefetches one tile ahead: rows of small matrices
+// are short, and the hardware prefetcher ramps up too slowly over many short interleaved streams.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/avx512_ops.h"
+#include "kernels/cpu/linear_kernels.h"
+#include "kernels/cpu/linear_scratch.h"
+#include "kernels/number_formats.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+constexpr int64_t kLanes = 16;
+constexpr int kMaxRows = 8;  // of x
+// Software prefetch runs at least this many bytes ahead of the weight rows being read.
+constexpr int64_t kPrefetchBytes = 4096;
+
+inline void StoreOutputs(const LinearTask& t, int valid_m, int valid_n, int64_t n0, const float* dots, int nr) {
+  for (int i = 0; i < valid_m; ++i) {
+    float* y = t.y + i * t.y_stride + n0;
+    for (int j = 0; j < valid_n; ++j) {
+      const float dot = dots[i * nr + j];
+      y[j] = t.accumulate ? y[j] + dot : dot;
+    }
+  }
+}
+
+inline bool DenormalsAreZero() { return (_mm_getcsr() & 0x0040u) != 0; }
+
+// ---------------------------------------------------------------------------------------------------
+// FP8
+
+// s · 2^120 for a block scale s that is a power of two in [2^-127, 2^7] (so the product stays a normal
+// fp32 number and q · s is exact for every E4M3 q); false otherwise.
+bool Fp8PrescaleFactor(const WeightView& w, int64_t block, float* factor) {
+  float s;
+  if (w.scale_format == ScaleFormat::kUE8M0) {
+    s = E8M0ToFloat(static_cast<const uint8_t*>(w.scales)[block]);
+  } else {
+    std::memcpy(&s, static_cast<const uint8_t*>(w.scales) + block * 4, 4);
+  }
+  int exponent = 0;
+  const float mantissa = std::frexp(s, &exponent);  // |s| = 2^(exponent-1) when |mantissa| = 0.5
+  if (std::fabs(mantissa) != 0.5f || exponent - 1 < -127 || exponent - 1 > 7) return false;
+  *factor = std::ldexp(s, 120);
+  return true;
+}
+
+// xs[i][k] = x[i][k] · factor(k) for the weight block row `block_row`, each row `stride` floats and
+// zero-padded past in_features. False when a factor or a product is not exact (the caller then uses the
+// generic kernel for these weight rows).
+bool PrescaleX(const LinearTask& t, int64_t block_row, float* xs, int64_t stride) {
+  const WeightView& w = *t.w;
+  const int64_t in = w.in_features;
+  const int64_t blocks = (in + w.block_in - 1) / w.block_in;
+  __mmask16 inexact = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    float factor;
+    if (!Fp8PrescaleFactor(w, block_row * blocks + b, &factor)) return false;
+    const __m512 f = _mm512_set1_ps(factor);
+    const __m512 inverse = _mm512_set1_ps(1.0f / factor);  // a power of two: exact
+    const int64_t k_begin = b * w.block_in, k_end = k_begin + w.block_in < in ? k_begin + w.block_in : in;
+    for (int64_t i = 0; i < t.m; ++i) {
+      const float* x = t.x + i * t.x_stride;
+      float* out = xs + i * stride;
+      for (int64_t k = k_begin; k < k_end; k += kLanes) {
+        const int64_t n = k_end - k < kLanes ? k_end - k : kLanes;
+        const __mmask16 lanes = static_cast<__mmask16>((1u << n) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(lanes, x + k);
+        const __m512 scaled = _mm512_mul_ps(v, f);
+        // Exact iff scaling back returns x (overflow gives inf, underflow loses bits; NaN x fails too).
+        inexact |= _mm512_mask_cmp_ps_mask(lanes, _mm512_mul_ps(scaled, inverse), v, _CMP_NEQ_UQ);
+        _mm512_mask_storeu_ps(out + k, lanes, scaled);
+      }
+    }
+  }
+  if (inexact != 0) return false;
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t k = in; k < stride; ++k) xs[i * stride + k] = 0.0f;
+  }
+  return true;
+}
+
+// 16 E4M3 bytes -> value · 2^-120 as fp32 bit patterns.
+inline __m512 DecodeE4M3Scaled(__m128i bytes) {
+  const __m512i sign_extended = _mm512_cvtepi8_epi32(bytes);
+  return _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_slli_epi32(sign_extended, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u))));
+}
+
+// Lanes of 64 bytes that are E4M3 NaN codes.
+inline __mmask64 NanCodes(__m512i bytes) {
+  return _mm512_cmpeq_epi8_mask(_mm512_or_si512(bytes, _mm512_set1_epi8(static_cast<char>(0x80))),
+                                _mm512_set1_epi8(static_cast<char>(0xFF)));
+}
+
+// The canonical dots of MR prescaled x rows with NR FP8 weight rows; false if a NaN code was seen.
+template <int MR, int NR>
+inline bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* rows, int64_t in, int64_t prefetch,
+                    float* dots) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  __mmask64 nan = 0;
+  auto step = [&](int64_t k, const __m512* wv) {
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_loadu_ps(xs + i * xs_stride + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  };
+  const int64_t full64 = in / 64 * 64;
+  for (int64_t k = 0; k < full64; k += 64) {
+    for (int j = 0; j < NR; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows[j] + k + prefetch), _MM_HINT_T0);
+      nan |= NanCodes(_mm512_loadu_si512(rows[j] + k));
+    }
+    for (int s = 0; s < 64; s += 16) {
+      __m512 wv[NR];
+      for (int j = 0; j < NR; ++j) {
+        wv[j] = DecodeE4M3Scaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + k + s)));
+      }
+      step(k + s, wv);
+    }
+  }
+  for (int64_t k = full64; k < in; k += kLanes) {  // zero-padded, as the generic kernel pads its tail
+    const int64_t n = in - k < kLanes ? in - k : kLanes;
+    const __mmask16 lanes = static_cast<__mmask16>((1u << n) - 1);
+    __m512 wv[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m128i bytes = _mm_maskz_loadu_epi8(lanes, rows[j] + k);
+      nan |= NanCodes(_mm512_zextsi128_si512(bytes)) & lanes;
+      wv[j] = DecodeE4M3Scaled(bytes);
+    }
+    step(k, wv);
+  }
+  if (nan != 0) return false;
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) dots[i * NR + j] = V::Reduce(acc[i][j]);
+  return true;
+}
+
+template <int MR, int NR>
+void Fp8Rows(const LinearTask& t, int64_t n_begin, int64_t n_end, const float* xs, int64_t xs_stride,
+             LinearRangeFn fallback) {
+  const WeightView& w = *t.w;
+  const int64_t in = w.in_features;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t tile_bytes = NR * in;
+  const int64_t prefetch = (kPrefetchBytes + tile_bytes - 1) / tile_bytes * tile_bytes;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+    const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
+    const uint8_t* rows[NR];
+    for (int j = 0; j < NR; ++j) rows[j] = base + (j < valid_n ? n0 + j : n_end - 1) * in;
+    float dots[MR * NR];
+    if (Fp8Tile<MR, NR>(xs, xs_stride, rows, in, prefetch, dots)) {
+      StoreOutputs(t, MR, valid_n, n0, dots, NR);
+    } else {
+      fallback(t, n0, n0 + valid_n);
+    }
+  }
+}
+
+template <int MR, int NR>
+void Fp8Gemv(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn fallback) {
+  const WeightView& w = *t.w;
+  const int64_t stride = (w.in_features + kLanes - 1) / kLanes * kLanes;
+  float* xs = ThreadScratchX(static_cast<size_t>(MR * stride));
+  for (int64_t block_begin = n_begin; block_begin < n_end;) {
+    const int64_t block_row = block_begin / w.block_out;
+    const int64_t block_end = (block_row + 1) * w.block_out < n_end ? (block_row + 1) * w.block_out : n_end;
+    if (PrescaleX(t, block_row, xs, stride)) {
+      Fp8Rows<MR, NR>(t, block_begin, block_end, xs, stride, fallback);
+    } else {
+      fallback(t, block_begin, block_end);
+    }
+    block_begin = block_end;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// MXFP4
+
+// Multishift controls: byte 0 of dword d takes the 8 bits from bit 4d of the qword (nibble d in its low
+// bits, when nibble 2b is the low nibble of byte b), or the neighbouring nibble for the high-first order.
+// vpermps reads only bits 0..3 of each dword.
+alignas(64) constexpr uint8_t kLowFirstControl[64] = {
+    0,  0, 0, 0, 4,  0, 0, 0, 8,  0, 0, 0, 12, 0, 0, 0, 16, 0, 0, 0, 20, 0, 0, 0, 24, 0, 0, 0, 28, 0, 0, 0,
+    32, 0, 0, 0, 36, 0, 0, 0, 40, 0, 0, 0, 44, 0, 0, 0, 48, 0, 0, 0, 52, 0, 0, 0, 56, 0, 0, 0, 60, 0, 0, 0};
+alignas(64) constexpr uint8_t kHighFirstControl[64] = {
+    4,  0, 0, 0, 0,  0, 0, 0, 12, 0, 0, 0, 8,  0, 0, 0, 20, 0, 0, 0, 16, 0, 0, 0, 28, 0, 0, 0, 24, 0, 0, 0,
+    36, 0, 0, 0, 32, 0, 0, 0, 44, 0, 0, 0, 40, 0, 0, 0, 52, 0, 0, 0, 48, 0, 0, 0, 60, 0, 0, 0, 56, 0, 0, 0};
+
+template <int MR, int NR>
+__attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, const uint8_t* const* rows,
+                                                           const uint8_t* const* scales, int64_t in,
+                                                           int64_t prefetch, __m512i control, float* dots) {
+  const __m512 values = _mm512_loadu_ps(number_tables::kE2M1.data());
+  const float* e8m0 = number_tables::kE8M0.data();
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < in; k += 32) {
+    const int64_t byte = k / 2;
+    __m512 wv[NR][2];
+    for (int j = 0; j < NR; ++j) {
+      if (byte % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + byte + prefetch), _MM_HINT_T0);
+      // The same rounding as the generic kernel's table: value · scale to fp32.
+      const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(e8m0[scales[j][k / 32]]));
+      long long lo, hi;
+      std::memcpy(&lo, rows[j] + byte, 8);
+      std::memcpy(&hi, rows[j] + byte + 8, 8);
+      wv[j][0] = _mm512_permutexvar_ps(_mm512_multishift_epi64_epi8(control, _mm512_set1_epi64(lo)), table);
+      wv[j][1] = _mm512_permutexvar_ps(_mm512_multishift_epi64_epi8(control, _mm512_set1_epi64(hi)), table);
+    }
+    for (int s = 0; s < 2; ++s) {
+      for (int i = 0; i < MR; ++i) {
+        const __m512 xv = _mm512_loadu_ps(t.x + i * t.x_stride + k + 16 * s);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j][s], acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) dots[i * NR + j] = V::Reduce(acc[i][j]);
+}
+
+template <int MR, int NR>
+__attribute__((target("avx512vbmi"))) void Fp4Gemv(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  const WeightView& w = *t.w;
+  const int64_t in = w.in_features;
+  const int64_t row_bytes = in / 2, scale_bytes = in / 32;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const auto* scale_base = static_cast<const uint8_t*>(w.scales);
+  const __m512i control = _mm512_load_si512(w.nibble_order == NibbleOrder::kLowFirst ? kLowFirstControl
+                                                                                       : kHighFirstControl);
+  const int64_t tile_bytes = NR * row_bytes;
+  const int64_t tiles_ahead = (kPrefetchBytes + tile_bytes - 1) / tile_bytes;
+  const int64_t prefetch = tiles_ahead * tile_bytes;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+    const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
+    const uint8_t* rows[NR];
+    const uint8_t* scales[NR];
+    for (int j = 0; j < NR; ++j) {
+      const int64_t n = j < valid_n ? n0 + j : n_end - 1;
+      rows[j] = data + n * row_bytes;
+      scales[j] = scale_base + n * scale_bytes;
+    }
+    // The scales of the tile being prefetched: NR rows of scales, contiguous.
+    const uint8_t* ahead = scale_base + (n0 + tiles_ahead * NR) * scale_bytes;
+    for (int64_t b = 0; b < NR * scale_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+    float dots[MR * NR];
+    Fp4Tile<MR, NR>(t, rows, scales, in, prefetch, control, dots);
+    StoreOutputs(t, MR, valid_n, n0, dots, NR);
+  }
+}
+
+bool HasVbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
+template <int MR>
+void RunRows(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn fallback) {
+  // Tiles: 4 weight rows up to m = 4 (16 accumulators at most), 2 beyond.
+  constexpr int NR = MR <= 4 ? 4 : 2;
+  if (t.w->format == WeightFormat::kFP8Block) {
+    Fp8Gemv<MR, NR>(t, n_begin, n_end, fallback);
+  } else {
+    Fp4Gemv<MR, NR>(t, n_begin, n_end);
+  }
+}
+
+}  // namespace
+
+bool LinearGemvAvx512(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn fallback) {
+  if (t.m < 1 || t.m > kMaxRows) return false;
+  const WeightView& w = *t.w;
+  if (w.format == WeightFormat::kFP8Block) {
+    if (DenormalsAreZero()) return false;  // the decode relies on subnormal FMA inputs
+  } else if (w.format == WeightFormat::kMXFP4) {
+    if (!HasVbmi()) return false;
+  } else {
+    return false;
+  }
+  switch (t.m) {
+    case 1:
+      RunRows<1>(t, n_begin, n_end, fallback);
+      break;
+    case 2:
+      RunRows<2>(t, n_begin, n_end, fallback);
+      break;
+    case 3:
+      RunRows<3>(t, n_begin, n_end, fallback);
+      break;
+    case 4:
+      RunRows<4>(t, n_begin, n_end, fallback);
+      break;
+    case 5:
+      RunRows<5>(t, n_begin, n_end, fallback);
+      break;
+    case 6:
+      RunRows<6>(t, n_begin, n_end, fallback);
+      break;
+    case 7:
+      RunRows<7>(t, n_begin, n_end, fallback);
+      break;
+    default:
+      RunRows<8>(t, n_begin, n_end, fallback);
+      break;
+  }
+  return true;
+}
+
+}  // namespace deepinfer::kernels::cpu

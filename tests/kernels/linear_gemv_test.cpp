@@ -1,0 +1,188 @@
+// The decode-sized kernels (m ≤ 8) take shortcuts that hold only under preconditions: FP8 block scales
+// that are powers of two in range, rows of x that scale exactly, no E4M3 NaN codes, subnormal inputs
+// honoured (no DAZ). Each test drives one precondition to both sides, for every m from 1 to 8, odd shapes
+// and tails, and requires every ISA's result to be bit-identical to the scalar kernel (NaN where it is NaN).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "kernels/linear_dispatch.h"
+#include "test_weights.h"
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+namespace deepinfer::kernels {
+namespace {
+
+using testing::MakeTestWeight;
+using testing::RandomVector;
+using testing::TestWeight;
+using testing::WeightOptions;
+
+std::vector<Isa> VectorIsas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (IsaSupported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// Equal bit for bit, except that any NaN matches any NaN (payloads are not part of the contract).
+bool SameResult(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::memcmp(&a, &b, 4) == 0;
+}
+
+// Runs every m in 1..8 on every vector ISA (single- and two-threaded) and compares with the scalar kernel.
+void ExpectEveryIsaMatchesScalar(const WeightView& w, const std::vector<float>& x, const std::string& what) {
+  ThreadPool pool(2);
+  const int64_t in = w.in_features, out = w.out_features;
+  for (int64_t m = 1; m <= 8; ++m) {
+    ASSERT_GE(static_cast<int64_t>(x.size()), m * in);
+    std::vector<float> expected(static_cast<size_t>(m * out));
+    LinearWithIsa(Isa::kScalar, x.data(), m, in, w, expected.data(), out, {}, nullptr);
+    for (Isa isa : VectorIsas()) {
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> y(static_cast<size_t>(m * out), -3.0f);
+        LinearWithIsa(isa, x.data(), m, in, w, y.data(), out, {}, p);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_TRUE(SameResult(y[i], expected[i]))
+              << what << " isa=" << IsaName(isa) << " m=" << m << " threads=" << (p ? 2 : 1) << " row "
+              << static_cast<int64_t>(i) / out << " out " << static_cast<int64_t>(i) % out << ": " << y[i]
+              << " vs scalar " << expected[i];
+        }
+      }
+    }
+  }
+}
+
+struct Shape {
+  int64_t out, in;
+};
+// Tails of 16 and of 64 bytes, partial FP8 blocks, fewer rows than a tile, row blocks split among threads.
+const Shape kFp8Shapes[] = {{1, 1}, {7, 15}, {9, 64}, {33, 100}, {130, 200}, {300, 1030}};
+
+TEST(LinearGemvTest, Fp8EveryBatchSizeShapeAndScaleKind) {
+  uint32_t seed = 100;
+  for (const Shape& s : kFp8Shapes) {
+    const std::vector<float> x = RandomVector(static_cast<size_t>(8 * s.in), seed++);
+    // Power-of-two scales in both encodings (the prescaled path), and arbitrary fp32 scales (not).
+    const TestWeight ue8m0 = MakeTestWeight(WeightFormat::kFP8Block, s.out, s.in, seed++);
+    ExpectEveryIsaMatchesScalar(ue8m0.view, x, "ue8m0 " + std::to_string(s.out) + "x" + std::to_string(s.in));
+    const TestWeight odd_blocks =
+        MakeTestWeight(WeightFormat::kFP8Block, s.out, s.in, seed++, {ScaleFormat::kUE8M0, 5, 24});
+    ExpectEveryIsaMatchesScalar(odd_blocks.view, x, "ue8m0 5x24 blocks");
+    TestWeight pow2 = MakeTestWeight(WeightFormat::kFP8Block, s.out, s.in, seed++, {ScaleFormat::kF32, 16, 48});
+    std::mt19937 rng(seed++);
+    for (size_t i = 0; i + 4 <= pow2.scales.size(); i += 4) {
+      const float scale = std::ldexp(rng() % 2 ? 1.0f : -1.0f, static_cast<int>(rng() % 30) - 25);
+      std::memcpy(pow2.scales.data() + i, &scale, 4);
+    }
+    ExpectEveryIsaMatchesScalar(pow2.view, x, "f32 power-of-two scales");
+    const TestWeight f32 = MakeTestWeight(WeightFormat::kFP8Block, s.out, s.in, seed++, {ScaleFormat::kF32});
+    ExpectEveryIsaMatchesScalar(f32.view, x, "f32 scales");
+  }
+}
+
+// Rows of x whose prescaled values would overflow or lose bits, and non-finite x: those weight blocks take
+// the generic kernel, with the same results.
+TEST(LinearGemvTest, Fp8XThatCannotBePrescaledFallsBack) {
+  const int64_t out = 260, in = 300;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 7);
+  // Block row 1 gets tiny scales (2^-127 .. 2^-121): x · s · 2^120 is then below 1 and tiny x underflow.
+  for (size_t i = 3; i < 6; ++i) w.scales[i] = static_cast<uint8_t>(i - 3);
+  const float cases[] = {3e38f, -2e37f, 1.1e-38f, 3e-42f, INFINITY, -INFINITY, NAN, 0.0f, -0.0f};
+  for (float special : cases) {
+    for (int64_t position : {0, 131, 299}) {
+      std::vector<float> x = RandomVector(static_cast<size_t>(8 * in), 8);
+      x[static_cast<size_t>(5 * in + position)] = special;  // row 5 of x: present from m = 6
+      x[static_cast<size_t>(position)] = special / 4;       // row 0
+      ExpectEveryIsaMatchesScalar(w.view, x, "x=" + std::to_string(special) + " at " + std::to_string(position));
+    }
+  }
+}
+
+// Scales outside [2^-127, 2^7] (UE8M0 bytes above 134, and the NaN byte 255) leave the prescaled path.
+TEST(LinearGemvTest, Fp8ScalesOutsideTheShortcutRange) {
+  const int64_t out = 384, in = 512;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 9);
+  const uint8_t bytes[] = {0, 1, 134, 135, 136, 200, 254, 255, 127, 118, 140, 133};
+  for (size_t i = 0; i < w.scales.size(); ++i) w.scales[i] = bytes[i % std::size(bytes)];
+  ExpectEveryIsaMatchesScalar(w.view, RandomVector(static_cast<size_t>(8 * in), 10, 1e-3f), "extreme scales");
+}
+
+// Every E4M3 code, subnormals and both zeros included, at every position of the 64-byte steps and the tail;
+// NaN codes make exactly their outputs NaN.
+TEST(LinearGemvTest, Fp8EveryCodeAndNanCodes) {
+  const int64_t out = 11, in = 256 + 64 + 13;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 11);
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t k = 0; k < in; ++k) {
+      uint8_t code = static_cast<uint8_t>((k * 7 + n * 13) % 256);
+      if ((code & 0x7F) == 0x7F) code ^= 0x01;
+      w.data[static_cast<size_t>(n * in + k)] = code;
+    }
+  }
+  w.data[2 * in + 5] = 0x7F;         // a main 64-byte step
+  w.data[3 * in + in - 1] = 0xFF;    // the last tail byte
+  w.data[8 * in + 320] = 0x7F;       // the first tail byte
+  w.data[10 * in + 63] = 0xFF;       // the end of a 64-byte step, in the last (partial) tile
+  const std::vector<float> x = RandomVector(static_cast<size_t>(8 * in), 12);
+  ExpectEveryIsaMatchesScalar(w.view, x, "all codes");
+  std::vector<float> y(static_cast<size_t>(8 * out));
+  for (Isa isa : VectorIsas()) {
+    LinearWithIsa(isa, x.data(), 8, in, w.view, y.data(), out, {}, nullptr);
+    for (int64_t i = 0; i < 8; ++i) {
+      for (int64_t n = 0; n < out; ++n) {
+        EXPECT_EQ(std::isnan(y[static_cast<size_t>(i * out + n)]), n == 2 || n == 3 || n == 8 || n == 10)
+            << IsaName(isa) << " row " << i << " out " << n;
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// The prescaled FP8 decode feeds subnormal fp32 patterns to the FMA; with denormals-are-zero set it must
+// not be used (E4M3 subnormals would read as zero).
+TEST(LinearGemvTest, Fp8ExactUnderDenormalsAreZero) {
+  const int64_t out = 20, in = 128;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 13);
+  for (size_t i = 0; i < w.data.size(); ++i) w.data[i] = static_cast<uint8_t>(i % 8 | (i % 3 == 0 ? 0x80 : 0));
+  const std::vector<float> x = RandomVector(static_cast<size_t>(8 * in), 14);
+  const unsigned int saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x0040u);  // DAZ
+  ExpectEveryIsaMatchesScalar(w.view, x, "DAZ");
+  std::vector<float> y(static_cast<size_t>(out));
+  LinearWithIsa(BestIsa(), x.data(), 1, in, w.view, y.data(), out, {}, nullptr);
+  _mm_setcsr(saved);
+  int nonzero = 0;
+  for (float v : y) nonzero += v != 0.0f;
+  EXPECT_GT(nonzero, 0) << "subnormal weights read as zero";
+}
+#endif
+
+TEST(LinearGemvTest, Mxfp4EveryBatchSizeOrderAndScale) {
+  const Shape shapes[] = {{1, 32}, {3, 64}, {17, 96}, {40, 1024}, {129, 160}};
+  uint32_t seed = 200;
+  for (NibbleOrder order : {NibbleOrder::kLowFirst, NibbleOrder::kHighFirst}) {
+    for (const Shape& s : shapes) {
+      TestWeight w = MakeTestWeight(WeightFormat::kMXFP4, s.out, s.in, seed++, {ScaleFormat::kUE8M0, 128, 128, order});
+      const std::vector<float> x = RandomVector(static_cast<size_t>(8 * s.in), seed++);
+      ExpectEveryIsaMatchesScalar(w.view, x, "mxfp4 " + std::to_string(s.out) + "x" + std::to_string(s.in));
+      // Extreme scales: subnormal products, overflow to infinity, and the NaN scale.
+      const uint8_t extremes[] = {0, 1, 2, 127, 252, 253, 254, 255};
+      for (size_t i = 0; i < w.scales.size(); i += 3) w.scales[i] = extremes[(i / 3) % std::size(extremes)];
+      ExpectEveryIsaMatchesScalar(w.view, x, "mxfp4 extreme scales");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels
