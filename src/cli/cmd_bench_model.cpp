@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +34,7 @@ constexpr const char* kUsage =
     "usage: deepinfer bench model --model DIR [--prompts 512,4096] [--batches 1,8,32] [--context N]\n"
     "                             [--steps N] [--precision exact|bf16] [--breakdown] [--peer FILE]\n\n"
     "Prefill tokens/s for one prompt of each length (FLOPs against the measured peak fp32 FLOP/s) and decode\n"
-    "tokens/s for each batch size after a context of N tokens per sequence (default 256; bytes of weights and\n"
+    "tokens/s (median step) for each batch size after a context of N tokens per sequence (default 256; bytes of weights and\n"
     "KV read per step against the measured memory bandwidth; routed-expert bytes use the expected number of\n"
     "distinct experts a batch touches). Also the load time and the peak resident memory. --breakdown adds the\n"
     "milliseconds per decode step spent in each phase of the forward pass. --precision bf16 rounds activations\n"
@@ -266,7 +267,7 @@ int RunBenchModel(const std::vector<std::string>& args) {
     model::ForwardOutput out;
     if (Status st = m.Forward(chunks, pool, &out); !st.ok()) return Fail("bench model", st.message());
     std::vector<int32_t> next(batch);
-    double seconds = 0;
+    std::vector<double> step_seconds;
     model::StepProfile::Enable(breakdown);
     for (int64_t step = 0; step <= steps; ++step) {
       if (step == 1) model::StepProfile::Reset();
@@ -279,7 +280,7 @@ int RunBenchModel(const std::vector<std::string>& args) {
       }
       Stopwatch watch;
       if (Status st = m.Forward(chunks, pool, &out); !st.ok()) return Fail("bench model", st.message());
-      if (step > 0) seconds += watch.ElapsedSeconds();  // step 0 warms up
+      if (step > 0) step_seconds.push_back(watch.ElapsedSeconds());  // step 0 warms up
     }
     // Bytes per step: dense weights once, the distinct routed experts the batch touches, each sequence's KV.
     const double k = static_cast<double>(c.num_experts_per_tok), e = static_cast<double>(c.n_routed_experts);
@@ -292,7 +293,15 @@ int RunBenchModel(const std::vector<std::string>& args) {
       bytes += batch * 4.0 * (v.keys * c.head_dim + v.index_keys * c.index_head_dim);
     }
     model::StepProfile::Enable(false);
-    decode_results.push_back({batch, seconds / steps, bytes, model::StepProfile::Totals()});
+    // The median step: robust to a neighbour's burst on a shared machine.
+    std::sort(step_seconds.begin(), step_seconds.end());
+    const double median = step_seconds[step_seconds.size() / 2];
+    // Phase totals over all timed steps, scaled to one median step.
+    auto phases = model::StepProfile::Totals();
+    double total = 0;
+    for (double sec : step_seconds) total += sec;
+    for (double& p : phases) p *= median / total;
+    decode_results.push_back({batch, median, bytes, phases});
   }
   const double peak_rss = PeakRssMiB();
 
@@ -339,7 +348,7 @@ int RunBenchModel(const std::vector<std::string>& args) {
     std::printf("\n");
     for (int p = 0; p < static_cast<int>(model::Phase::kCount); ++p) {
       std::printf("%-34s", model::PhaseName(static_cast<model::Phase>(p)));
-      for (const DecodeResult& r : decode_results) std::printf(" %9.3f", 1e3 * r.phases[p] / steps);
+      for (const DecodeResult& r : decode_results) std::printf(" %9.3f", 1e3 * r.phases[p]);
       std::printf("\n");
     }
     std::printf("%-34s", "whole step");
