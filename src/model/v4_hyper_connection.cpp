@@ -24,6 +24,16 @@ void ForRows(int64_t n, const Fn& fn) {
   else ThreadPool::Shared().ParallelFor(n, range, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
 }
 
+// y[e] = Σ_j pre[j]·x[j][e] from 0 in increasing j, with the hidden dimension innermost (vectorised).
+void CollapseStreams(const float* pre, const float* x, int64_t hc, int64_t d, float* y) {
+  std::fill(y, y + d, 0.0f);
+  for (int64_t j = 0; j < hc; ++j) {
+    const float weight = pre[j];
+    const float* xj = x + j * d;
+    for (int64_t e = 0; e < d; ++e) y[e] += weight * xj[e];
+  }
+}
+
 // mixes[n, rows] = fn · (x / rms(x)) over the flattened streams of each row.
 std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n) {
   const int64_t width = c.hc_mult * c.hidden_size;
@@ -86,12 +96,7 @@ void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, co
       normalise_columns();
     }
     const float* x = streams + i * hc * d;
-    float* y = collapsed + i * d;
-    for (int64_t e = 0; e < d; ++e) {
-      float acc = 0;
-      for (int64_t j = 0; j < hc; ++j) acc += pre[j] * x[j * d + e];
-      y[e] = acc;
-    }
+    CollapseStreams(pre, x, hc, d, collapsed + i * d);
   });
 }
 
@@ -105,12 +110,18 @@ void HyperConnectionPost(const V4Config& c, const float* post, const float* comb
     const float* cb = comb + i * hc * hc;
     const float* po = post + i * hc;
     const float* o = out + i * d;
+    // Stream by stream with the hidden dimension innermost (vectorised); per element the same operations
+    // in the same order as Σ_j cb[j][k]·x[j][e] from 0, then post[k]·out[e] + that sum.
     for (int64_t k = 0; k < hc; ++k) {
-      for (int64_t e = 0; e < d; ++e) {
-        float acc = 0;
-        for (int64_t j = 0; j < hc; ++j) acc += cb[j * hc + k] * x[j * d + e];
-        mixed[k * d + e] = po[k] * o[e] + acc;
+      float* m = mixed.data() + k * d;
+      std::fill(m, m + d, 0.0f);
+      for (int64_t j = 0; j < hc; ++j) {
+        const float weight = cb[j * hc + k];
+        const float* xj = x + j * d;
+        for (int64_t e = 0; e < d; ++e) m[e] += weight * xj[e];
       }
+      const float scale = po[k];
+      for (int64_t e = 0; e < d; ++e) m[e] = scale * o[e] + m[e];
     }
     std::copy(mixed.begin(), mixed.end(), x);
   });
@@ -124,12 +135,7 @@ void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, c
     float pre[16];
     for (int64_t j = 0; j < hc; ++j)
       pre[j] = Sigmoid(mixes[i * hc + j] * w.scale[0] + w.base[j]) + static_cast<float>(c.hc_eps);
-    const float* x = streams + i * hc * d;
-    for (int64_t e = 0; e < d; ++e) {
-      float acc = 0;
-      for (int64_t j = 0; j < hc; ++j) acc += pre[j] * x[j * d + e];
-      out[i * d + e] = acc;
-    }
+    CollapseStreams(pre, streams + i * hc * d, hc, d, out + i * d);
   });
 }
 
