@@ -106,7 +106,7 @@ struct PanelChunks {
 
 template <int MR, int NR, class Source>
 inline void MicroKernel(const uint16_t* const* x, const Source& src, int64_t in, float* const* y, int64_t y_col,
-                        int valid_m, int valid_n, bool accumulate) {
+                        int valid_m, int valid_n, bool accumulate, const int64_t* cols = nullptr) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -128,9 +128,10 @@ inline void MicroKernel(const uint16_t* const* x, const Source& src, int64_t in,
     step(full, wv);
   }
   for (int i = 0; i < valid_m; ++i) {
-    for (int j = 0; j < valid_n; ++j) {
+    for (int j = 0; j < (cols ? NR : valid_n); ++j) {
+      if (cols && cols[j] < 0) continue;  // a padding row
       const float dot = V::Reduce(acc[i][j]);
-      float& out = y[i][y_col + j];
+      float& out = y[i][cols ? cols[j] : y_col + j];
       out = accumulate ? out + dot : dot;
     }
   }
@@ -149,12 +150,18 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     x[i] = t.x_bf16 + i * t.x_bf16_stride;
     y[i] = t.y + i * t.y_stride;
   }
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
-    int64_t rows[NR];
-    RowIndices<NR>(n0, n_end, rows);
+  // A tile's rows come from NR separate stretches of the range, so the weights stream as NR long runs (as
+  // in the exact kernels' direct path, linear_vector_impl.h).
+  const int64_t stretch = (n_end - n_begin + NR - 1) / NR;
+  for (int64_t s = 0; s < stretch; ++s) {
+    int64_t rows[NR], cols[NR];
+    for (int j = 0; j < NR; ++j) {
+      const int64_t row = n_begin + j * stretch + s;
+      cols[j] = row < n_end ? row : -1;
+      rows[j] = row < n_end ? row : n_begin + s;
+    }
     const Bf16Chunks<NR, kFormat> src(*t.w, rows);
-    const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
-    MicroKernel<MR, NR>(x, src, t.w->in_features, y, n0, MR, valid_n, t.accumulate);
+    MicroKernel<MR, NR>(x, src, t.w->in_features, y, 0, MR, NR, t.accumulate, cols);
   }
 }
 
