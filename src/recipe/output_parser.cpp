@@ -174,21 +174,33 @@ void OutputParser::AddIssue(OutputIssue issue) {
   if (std::find(issues_.begin(), issues_.end(), issue) == issues_.end()) issues_.push_back(issue);
 }
 
-void OutputParser::EmitArguments(std::string text, std::vector<OutputDelta>* deltas) {
-  deltas->push_back(OutputDelta{OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::move(text)});
+void OutputParser::Push(OutputDelta::Kind kind, int tool_index, std::string text, size_t input_end,
+                        std::vector<OutputDelta>* deltas) {
+  deltas->push_back(OutputDelta{kind, tool_index, std::move(text), input_end, last_delimiter_end_});
 }
 
-void OutputParser::EmitPiece(Unmatched action, std::string_view piece, std::vector<OutputDelta>* deltas) {
+void OutputParser::ReleaseHeld(std::vector<OutputDelta>* deltas) {
+  if (held_.empty()) return;
+  for (OutputDelta& delta : held_) deltas->push_back(std::move(delta));
+  held_.clear();
+}
+
+void OutputParser::EmitArguments(std::string text, std::vector<OutputDelta>* deltas) {
+  Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::move(text), consumed_, deltas);
+}
+
+void OutputParser::EmitPiece(Unmatched action, std::string_view piece, size_t input_end,
+                             std::vector<OutputDelta>* deltas) {
   if (piece.empty()) return;
   switch (action) {
     case Unmatched::kReasoning:
-      deltas->push_back(OutputDelta{OutputDelta::Kind::kReasoning, -1, std::string(piece)});
+      Push(OutputDelta::Kind::kReasoning, -1, std::string(piece), input_end, deltas);
       break;
     case Unmatched::kContent:
-      deltas->push_back(OutputDelta{OutputDelta::Kind::kContent, -1, std::string(piece)});
+      Push(OutputDelta::Kind::kContent, -1, std::string(piece), input_end, deltas);
       break;
     case Unmatched::kSpace:  // JSON mode: text around the JSON becomes one space per piece
-      deltas->push_back(OutputDelta{OutputDelta::Kind::kContent, -1, " "});
+      Push(OutputDelta::Kind::kContent, -1, " ", input_end, deltas);
       break;
     case Unmatched::kSkip:
       break;
@@ -199,11 +211,12 @@ void OutputParser::EmitPiece(Unmatched action, std::string_view piece, std::vect
       tool_name_.append(piece);
       break;
     case Unmatched::kRawArguments:
-      EmitArguments(std::string(piece), deltas);
+      Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::string(piece), input_end, deltas);
       break;
     case Unmatched::kStringArguments: {
       std::string quoted = PyJsonString(piece, /*ensure_ascii=*/false);
-      EmitArguments(quoted.substr(1, quoted.size() - 2), deltas);
+      Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, quoted.substr(1, quoted.size() - 2), input_end,
+           deltas);
       break;
     }
   }
@@ -213,9 +226,11 @@ void OutputParser::EmitPiece(Unmatched action, std::string_view piece, std::vect
 void OutputParser::EmitPieces(size_t count, size_t end, std::vector<OutputDelta>* deltas) {
   const Unmatched action = CurrentUnmatched();
   const std::string_view pending(pending_);
+  const size_t pending_begin = consumed_ - match_cut_ - pending_.size();
   for (size_t i = 0; i < count; ++i) {
     const size_t piece_end = i + 1 < piece_starts_.size() ? piece_starts_[i + 1] : pending_.size();
-    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]), deltas);
+    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]), pending_begin + piece_end,
+              deltas);
   }
   pending_.erase(0, end);
   piece_starts_.erase(piece_starts_.begin(), piece_starts_.begin() + static_cast<std::ptrdiff_t>(count));
@@ -231,9 +246,17 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
   // The match is the tail of the pending bytes; what precedes it is the stage's ordinary text.
   const size_t keep = pending_.size() - std::min(matched_length, pending_.size());
   const std::string matched = pending_.substr(keep);
+  match_cut_ = pending_.size() - keep;
   pending_.resize(keep);
   while (piece_starts_.size() > 1 && piece_starts_.back() >= keep) piece_starts_.pop_back();
+  ReleaseHeld(deltas);
   FlushPending(deltas);
+  match_cut_ = 0;
+  last_delimiter_end_ = consumed_;
+  // A delimiter that began in this chunk: what it emits waits while the bytes right after it keep a
+  // delimiter of the new stage partially matched (V4's `</｜DSML｜parameter>` looks like the start of
+  // `parameter name=`), as the oracle's does. Only chunks of several tokens can show the difference.
+  if (consumed_ - matched.size() >= chunk_begin_) deltas = &held_;
 
   switch (patterns_[pattern].id) {
     case PatternId::kDsmlBegin:
@@ -251,7 +274,7 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
       break;
     case PatternId::kJsonOpen:
       EnterStage(Stage::kJson, false);
-      EmitPiece(Unmatched::kContent, matched, deltas);
+      EmitPiece(Unmatched::kContent, matched, consumed_, deltas);
       break;
     case PatternId::kStop:
       stopped_by_sequence_ = true;
@@ -269,7 +292,7 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
       EnterStage(Stage::kFinished, false);
       break;
     case PatternId::kToolNameEnd:
-      deltas->push_back(OutputDelta{OutputDelta::Kind::kToolCallBegin, tool_call_count_, tool_name_});
+      Push(OutputDelta::Kind::kToolCallBegin, tool_call_count_, tool_name_, consumed_, deltas);
       ++tool_call_count_;
       first_parameter_ = true;
       EnterStage(Stage::kToolArguments, false);
@@ -304,6 +327,7 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
 }
 
 void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
+  ++consumed_;
   if (stage_ == Stage::kFinished) {
     // Text after a stop sequence is simply cut; after the tool-call block it is invalid output.
     if (!stopped_by_sequence_) AddIssue(OutputIssue::kContentAfterFinished);
@@ -324,6 +348,7 @@ void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
     idle = idle && matcher.pending_length() == 0;
   }
   idle_ = idle;
+  if (idle && !held_.empty()) ReleaseHeld(deltas);
 }
 
 void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas) {
@@ -344,14 +369,16 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
     chunk = repaired;
   }
   if (chunk.empty()) return;
+  chunk_begin_ = consumed_;
   if (!pending_.empty() && piece_starts_.back() != pending_.size()) piece_starts_.push_back(pending_.size());
   for (size_t i = 0; i < chunk.size();) {
-    if (idle_ && !leading_ && stage_ != Stage::kFinished) {
+    if (idle_ && !leading_ && stage_ != Stage::kFinished && held_.empty()) {
       // No delimiter is partially matched: bytes that cannot start one leave every matcher as it is.
       size_t j = i;
       while (j < chunk.size() && !interesting_[static_cast<uint8_t>(chunk[j])]) ++j;
       if (j > i) {
         pending_.append(chunk.data() + i, j - i);
+        consumed_ += j - i;
         i = j;
         continue;
       }
@@ -365,6 +392,7 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
   size_t partial = 0;
   for (size_t index : active_) partial = std::max(partial, patterns_[index].matcher.pending_length());
   if (partial == 0) {
+    ReleaseHeld(deltas);
     FlushPending(deltas);
     return;
   }
@@ -372,10 +400,13 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
   size_t released = 0;
   while (released + 1 < piece_starts_.size() && piece_starts_[released + 1] <= partial_start) ++released;
   if (released == 0) return;
+  ReleaseHeld(deltas);  // it sits before the first piece, which goes out
   EmitPieces(released, piece_starts_[released], deltas);
 }
 
 void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
+  ReleaseHeld(deltas);
+  chunk_begin_ = consumed_;
   if (!utf8_carry_.empty()) {
     std::string tail = std::move(utf8_carry_);
     utf8_carry_.clear();
@@ -384,6 +415,7 @@ void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
     if (!pending_.empty() && piece_starts_.back() != pending_.size()) piece_starts_.push_back(pending_.size());
     for (char c : repaired) ProcessByte(static_cast<uint8_t>(c), deltas);
   }
+  ReleaseHeld(deltas);
   if (stage_ != Stage::kFinished) FlushPending(deltas);
 }
 

@@ -29,8 +29,14 @@ struct OutputDelta {
   Kind kind;
   int tool_index = -1;  // tool calls only
   std::string text;     // the text, the tool name (kToolCallBegin) or an arguments fragment
+  // Where the delta's source text ends in the completion (bytes fed so far when it ended), and where the
+  // last delimiter before it ended: what per-token data (logprobs) belongs to it.
+  size_t input_end = 0;
+  size_t after_delimiter = 0;
 
-  bool operator==(const OutputDelta&) const = default;
+  bool operator==(const OutputDelta& other) const {
+    return kind == other.kind && tool_index == other.tool_index && text == other.text;
+  }
 };
 
 // Model output the reference treats as invalid; it is dropped from the response and recorded here.
@@ -61,6 +67,10 @@ class OutputParser {
   // The tool-call block closed or a stop sequence matched; further text is invalid.
   bool finished() const;
   int tool_call_count() const { return tool_call_count_; }
+  // Bytes fed and parsed so far, and where the text the parser still holds back begins: input before it
+  // has gone out in deltas or been dropped (delimiters, skipped newlines).
+  size_t consumed() const { return consumed_; }
+  size_t held_input_begin() const { return consumed_ - pending_.size(); }
   const std::vector<OutputIssue>& issues() const { return issues_; }
 
  private:
@@ -73,8 +83,10 @@ class OutputParser {
   void OnMatch(size_t pattern, size_t matched_length, std::vector<OutputDelta>* deltas);
   void FlushPending(std::vector<OutputDelta>* deltas);
   void EmitPieces(size_t count, size_t end, std::vector<OutputDelta>* deltas);
-  void EmitPiece(Unmatched action, std::string_view piece, std::vector<OutputDelta>* deltas);
+  void EmitPiece(Unmatched action, std::string_view piece, size_t input_end, std::vector<OutputDelta>* deltas);
   void EmitArguments(std::string text, std::vector<OutputDelta>* deltas);
+  void Push(OutputDelta::Kind kind, int tool_index, std::string text, size_t input_end, std::vector<OutputDelta>* deltas);
+  void ReleaseHeld(std::vector<OutputDelta>* deltas);
   Unmatched CurrentUnmatched() const;
   void AddIssue(OutputIssue issue);
 
@@ -97,6 +109,16 @@ class OutputParser {
   bool idle_ = true;  // no delimiter of the stage is partially matched
   std::string utf8_carry_;  // an incomplete UTF-8 character at the end of the last chunk
   std::vector<OutputIssue> issues_;
+  // Input offsets (bytes parsed): in total, at the start of the chunk being fed, at the end of the last
+  // delimiter, and the matched delimiter tail being cut from pending_ while OnMatch flushes it.
+  size_t consumed_ = 0;
+  size_t chunk_begin_ = 0;
+  size_t last_delimiter_end_ = 0;
+  size_t match_cut_ = 0;
+  // What a delimiter that began in the current chunk emits (quotes, braces, a tool call's start), held
+  // while the bytes after it keep a delimiter partially matched, as deepseek-recipe holds it; it goes out
+  // before anything that follows it.
+  std::vector<OutputDelta> held_;
 };
 
 }  // namespace deepinfer::recipe

@@ -192,5 +192,53 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
   EXPECT_EQ(failures, 0);
 }
 
+// Responses completions for a request that declares the apply_patch custom tool and get_weather
+// (responses_custom_cases.jsonl: each line holds its case; the final response object is stored once and
+// the request settings are left out of the events, as in responses_cases.jsonl).
+TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
+  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/responses_custom_cases.jsonl");
+  std::string line;
+  int cases = 0, failures = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json c = nlohmann::json::parse(line);
+    ++cases;
+    std::vector<CompletionChunk> chunks;
+    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    ResponseOptions options = TestResponseOptions(c);
+    options.completed_at = 0;
+    options.custom_tools = {"apply_patch"};
+    options.responses_echo.tools =  // CUSTOM_TOOLS of gen_outputs.py, as the oracle echoes it
+        R"([{"type":"custom","name":"apply_patch"},{"type":"function","name":"get_weather","description":)"
+        R"("Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":null}])";
+    const StreamRunResult run =
+        RunCompletion(OutputProtocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+    const std::string response = c["response"];
+    const size_t echo_begin = response.find("\"parallel_tool_calls\":");
+    const std::string echo_end_marker = "\"truncation\":\"disabled\",";
+    const size_t echo_end = response.find(echo_end_marker) + echo_end_marker.size();
+    ASSERT_NE(echo_begin, std::string::npos);
+    const std::string echo = response.substr(echo_begin, echo_end - echo_begin);
+    std::string stored_response = response;
+    stored_response.replace(echo_begin, echo_end - echo_begin, "@ECHO@");
+    std::vector<std::vector<StreamEvent>> expected;
+    for (const auto& step : c["pushes"]) {
+      std::vector<StreamEvent> events;
+      for (const auto& e : step) {
+        std::string text = e.get<std::string>();
+        if (const size_t at = text.find("@RESPONSE@"); at != std::string::npos) text.replace(at, 10, stored_response);
+        if (const size_t at = text.find("@ECHO@"); at != std::string::npos) text.replace(at, 6, echo);
+        const size_t space = text.find(' ');
+        events.push_back({text.substr(0, space), text.substr(space + 1)});
+      }
+      expected.push_back(std::move(events));
+    }
+    const bool same = run.events_per_step == expected && run.response == response;
+    EXPECT_TRUE(same) << c["name"].get<std::string>();
+    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, response);
+  }
+  EXPECT_GE(cases, 32);
+  EXPECT_EQ(failures, 0);
+}
+
 }  // namespace
 }  // namespace deepinfer::recipe

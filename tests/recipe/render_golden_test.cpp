@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/utf8.h"
+#include "recipe/completion_options.h"
 #include "recipe/encoding.h"
 #include "render_corpus.h"
 #include "recipe/request.h"
@@ -20,8 +21,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-void CheckVersion(Protocol protocol, const std::vector<Json>& corpus, const char* key, ModelVersion version) {
-  ASSERT_GE(corpus.size(), 300u);
+void CheckVersion(Protocol protocol, const std::vector<Json>& corpus, const char* key, ModelVersion version,
+                  size_t min_requests = 300) {
+  ASSERT_GE(corpus.size(), min_requests);
   int rendered = 0, rejected = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
     const Json& line = corpus[i];
@@ -88,6 +90,42 @@ TEST(RenderGolden, ResponsesV41) {
 }
 TEST(RenderGolden, ResponsesV32) {
   CheckVersion(kResponses, LoadCorpus("responses.jsonl"), "v3.2", ModelVersion::kV32);
+}
+
+// Responses requests around the apply_patch custom tool and the echoed settings (gen_requests.py
+// --protocol responses_features).
+TEST(RenderGolden, ResponsesFeaturesV4) {
+  CheckVersion(kResponses, LoadCorpus("responses_features.jsonl"), "v4", ModelVersion::kV4, 200);
+}
+TEST(RenderGolden, ResponsesFeaturesV41) {
+  CheckVersion(kResponses, LoadCorpus("responses_features.jsonl"), "v4.1", ModelVersion::kV41, 200);
+}
+TEST(RenderGolden, ResponsesFeaturesV32) {
+  CheckVersion(kResponses, LoadCorpus("responses_features.jsonl"), "v3.2", ModelVersion::kV32, 200);
+}
+
+// Every accepted request of that corpus echoes its settings exactly as the oracle's response objects do.
+TEST(ResponsesEchoGolden, ParsedRequestEchoesLikeTheOracle) {
+  int checked = 0;
+  for (const Json& line : LoadCorpus("responses_features.jsonl")) {
+    if (!line.contains("echo")) continue;
+    const ParseOutcome parsed = ParseRequest(kResponses, line.at("request").dump());
+    ASSERT_TRUE(parsed.ok()) << line.at("request").dump();
+    const ResponseOptions options = ResponseOptionsFor(*parsed.request);
+    const ResponsesEcho& echo = options.responses_echo;
+    const Json& want = line.at("echo");
+    const std::pair<const char*, const std::string*> fields[] = {
+        {"instructions", &echo.instructions}, {"max_output_tokens", &echo.max_output_tokens},
+        {"reasoning", &echo.reasoning},       {"temperature", &echo.temperature},
+        {"text", &echo.text},                 {"tool_choice", &echo.tool_choice},
+        {"tools", &echo.tools},               {"top_logprobs", &echo.top_logprobs},
+        {"top_p", &echo.top_p},               {"user", &echo.user}};
+    for (const auto& [key, got] : fields) {
+      EXPECT_EQ(*got, want.at(key).get<std::string>()) << key << " of " << line.at("request").dump();
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ the OpenAI Responses generator) turns it into
 chunks/events; they are stored with their random parts (created time, tool-call ids) normalised. The C++
 tests replay every case and require byte-identical output.
 
-  .venv/bin/python tools/recipe/gen_outputs.py [--count N] [--seed S]   # writes chat_cases.jsonl, messages_cases.jsonl
+  .venv/bin/python tools/recipe/gen_outputs.py [--count N] [--seed S]   # writes chat_cases.jsonl, messages_cases.jsonl,
+                                                                       # responses_cases.jsonl, responses_custom_cases.jsonl
   .venv/bin/python tools/recipe/gen_outputs.py --check FILE   # re-run the live oracle against a golden file
 """
 import argparse
@@ -213,11 +214,11 @@ RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "W
                     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
 
 
-def run_responses_oracle(case):
+def run_responses_oracle(case, tools=None):
     """OpenAI Responses events ("event-name json") per step, and the final response object."""
     body = {"model": "DeepSeek-V4-Pro", "input": "hi", "stream": True}
     if case["tools"]:
-        body["tools"] = RESPONSES_TOOLS
+        body["tools"] = tools or RESPONSES_TOOLS
     request = dr.ResponsesRequest(body)
     converted = request.convert(dr.ConversionOptions())
     options = dr.ParsingOptions(
@@ -248,6 +249,64 @@ def run_responses_oracle(case):
     return pushes, norm(response.to_json())
 
 
+CUSTOM_TOOLS = [{"type": "custom", "name": "apply_patch"}] + RESPONSES_TOOLS
+CUSTOM_CASES = 32
+PATCH_WORDS = ["*** Begin Patch\n", "*** Update File: a.py\n", "@@ def f():\n", "-x = 1\n", "+x = \"é\"\n",
+               "+\\n\t😀\n", "*** End Patch", "<tag>", "</｜DSML｜", "｜", "\n\n"]
+
+
+def custom_call_block(rng, v41):
+    """A DSML block calling apply_patch (mostly the well-formed `input` string parameter) and get_weather."""
+    p = " " if v41 else ""
+    block = " calls" if v41 else "tool_calls"
+    invokes = []
+    for _ in range(rng.randint(1, 2)):
+        if rng.random() < 0.75:
+            r = rng.random()
+            patch = "".join(rng.choice(PATCH_WORDS[:7]) for _ in range(rng.randint(0, 6)))
+            if r < 0.6:
+                params = [f'<｜DSML｜{p}parameter name="input" string="true">{patch}</｜DSML｜{p}parameter>']
+            elif r < 0.7:
+                params = [f'<｜DSML｜{p}parameter name="input" string="false">' + rng.choice(['{"a": 1}', "12", "[1, \"x\"]", "null"])
+                          + f"</｜DSML｜{p}parameter>"]
+            elif r < 0.8:
+                params = [f'<｜DSML｜{p}parameter name="{rng.choice(["other", "inp", "input2"])}" string="true">{patch}</｜DSML｜{p}parameter>']
+            elif r < 0.9:
+                params = [f'<｜DSML｜{p}parameter name="input" string="true">{patch}</｜DSML｜{p}parameter>',
+                          f'<｜DSML｜{p}parameter name="b" string="false">2</｜DSML｜{p}parameter>']
+            else:
+                params = []
+            invokes.append(f'<｜DSML｜{p}invoke name="apply_patch">\n' + "\n".join(params) + f"\n</｜DSML｜{p}invoke>")
+        else:
+            invokes.append(f'<｜DSML｜{p}invoke name="get_weather">\n<｜DSML｜{p}parameter name="city" string="true">'
+                           f'{words(rng, 1, 2)}</｜DSML｜{p}parameter>\n</｜DSML｜{p}invoke>')
+    text = f"<｜DSML｜{block}>\n" + "\n".join(invokes) + f"\n</｜DSML｜{block}>"
+    if rng.random() < 0.1:
+        text = text[: rng.randint(1, len(text) - 1)]
+    return text
+
+
+def make_custom_case(rng, index):
+    """A completion for a Responses request that declares apply_patch (and get_weather)."""
+    thinking = rng.random() < 0.5
+    v41 = rng.random() < 0.5
+    text = ""
+    if thinking:
+        text += words(rng, 1, 3) + "</think>"
+    text += rng.choice(["", "Sure.\n\n", "\n\n"]) + custom_call_block(rng, v41)
+    if rng.random() < 0.3:
+        chunks = [text]
+    else:
+        chunks, i = [], 0
+        while i < len(text):
+            n = rng.choice([1, 3, 5, 8, 13, 21])
+            chunks.append(text[i:i + n])
+            i += n
+    return {"name": f"custom{index:03d}", "thinking": thinking, "initial_stage": "reasoning_start" if thinking else None,
+            "tools": True, "json_mode": False, "starts_in_tool_calls": False, "stop": [], "chunks": chunks,
+            "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": None}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=300)
@@ -255,6 +314,7 @@ def main():
     ap.add_argument("--out", default="tests/recipe/data/parse/chat_cases.jsonl")
     ap.add_argument("--messages-out", default="tests/recipe/data/parse/messages_cases.jsonl")
     ap.add_argument("--responses-out", default="tests/recipe/data/parse/responses_cases.jsonl")
+    ap.add_argument("--custom-out", default="tests/recipe/data/parse/responses_custom_cases.jsonl")
     ap.add_argument("--check")
     args = ap.parse_args()
     if args.check:
@@ -276,6 +336,14 @@ def main():
             if list(run_responses_oracle(cases[golden["name"]])) != [golden["pushes"], golden["response"]]:
                 bad += 1
                 print("differs (responses):", golden["name"])
+        for line in open(args.check.replace("chat_cases", "responses_custom_cases"), encoding="utf-8"):
+            golden = json.loads(line)
+            pushes, response = run_responses_oracle(golden, CUSTOM_TOOLS)
+            stored = ECHO_TAIL.sub("@ECHO@", response)
+            pushes = [[e.replace(stored, "@RESPONSE@") for e in step] for step in pushes]
+            if [pushes, response] != [golden["pushes"], golden["response"]]:
+                bad += 1
+                print("differs (responses, apply_patch):", golden["name"])
         print(f"{bad} cases differ from the live oracle")
         sys.exit(1 if bad else 0)
     rng = random.Random(args.seed)
@@ -293,6 +361,17 @@ def main():
                                    ensure_ascii=False, separators=(",", ":")) + "\n")
             case["pushes"], case["response"] = run_oracle(case)
             f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+    # Responses with the apply_patch custom tool: its own cases (and random stream), self-contained lines.
+    custom_rng = random.Random(args.seed + 1)
+    with open(args.custom_out, "w", encoding="utf-8") as out:
+        for i in range(CUSTOM_CASES):
+            case = make_custom_case(custom_rng, i)
+            pushes, response = run_responses_oracle(case, CUSTOM_TOOLS)
+            # The final event repeats the response object: stored once, as "response".
+            stored = ECHO_TAIL.sub("@ECHO@", response)
+            case["pushes"] = [[e.replace(stored, "@RESPONSE@") for e in step] for step in pushes]
+            case["response"] = response
+            out.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,19 @@ each request is converted twice: once named DeepSeek-V4-Pro and once DeepSeek-V4
 
   .venv/bin/python tools/recipe/gen_requests.py --protocol chat --count 320 \
       --dsv32 /path/to/encoding_dsv32.py > tests/recipe/data/render/chat.jsonl
+
+`--protocol responses_features` writes Responses requests around the `apply_patch` custom tool and the
+request settings a response object repeats; each line also gets "echo": those settings as the oracle's
+response.created event writes them (the raw JSON text of each field):
+
+  .venv/bin/python tools/recipe/gen_requests.py --protocol responses_features --count 200 \
+      --dsv32 /path/to/encoding_dsv32.py > tests/recipe/data/render/responses_features.jsonl
 """
 import argparse
 import importlib.util
 import json
 import random
+import re
 import sys
 
 import deepseek_recipe as dr
@@ -395,6 +403,139 @@ def responses_request(rng):
     return req
 
 
+PATCH_LINES = ["*** Update File: src/app.py", "@@ def greet():", "-print(\"Hi\")", "+print(\"Hello, w\u00f6rld!\")",
+               "*** Add File: docs/\u65e5\u672c.md", "+# \u00e9t\u00e9 \U0001F600", "*** Delete File: old.txt",
+               " context line", "+\t<tool_result>", "*** Move to: src/main.py", "*** End of File"]
+
+
+def rand_patch(rng):
+    body = [rng.choice(PATCH_LINES) for _ in range(rng.randint(0, 5))]
+    return "\n".join(["*** Begin Patch"] + body + ["*** End Patch"]) + rng.choice(["\n", ""])
+
+
+def rand_float_setting(rng, hi):
+    return rng.choice([0, 1, hi, 0.5, 0.7, 0.9, 0.95, 0.123456789, 1e-5, 1.9999999 if hi > 1 else 0.999])
+
+
+def responses_feature_request(rng):
+    """Responses requests around the `apply_patch` custom tool and the settings a response object echoes."""
+    tools = []
+    if rng.random() < 0.75:
+        custom = {"type": "custom", "name": "apply_patch"}
+        if rng.random() < 0.3:
+            custom["description"] = rand_text(rng, 1, 4)
+        if rng.random() < 0.2:
+            custom["format"] = rng.choice([{"type": "text"}, {"type": "grammar", "syntax": "lark", "definition": "start: x"}])
+        tools.append(custom)
+    for n in rng.sample(["get_weather", "search", "run_code"], rng.choice([0, 0, 1, 2])):
+        tools.append({"type": "function", **rand_tool(rng, n)["function"]})
+    if rng.random() < 0.15:
+        members = [{"type": "function", **rand_tool(rng, "lookup")["function"]}]
+        ns = {"type": "namespace", "name": "docs", "tools": members}
+        if rng.random() < 0.5:
+            ns["description"] = rand_text(rng, 1, 4)
+        tools.append(ns)
+    if rng.random() < 0.15:
+        tools.append(rng.choice([{"type": "apply_patch"}, {"type": "web_search_preview"}, {"type": "web_search"},
+                                 {"type": "web_search", "search_context_size": "low",
+                                  "user_location": {"type": "approximate", "city": "Paris"}}]))
+    rng.shuffle(tools)
+    names = [t["name"] for t in tools if t["type"] == "function"]
+    req = {"model": "DeepSeek-V4-Pro"}
+    items = []
+    if rng.random() < 0.2:
+        items.append({"role": rng.choice(["system", "developer"]), "content": rand_text(rng, 0, 4)})
+    counter = 0
+    for t in range(rng.randint(1, 3)):
+        items.append({"role": "user", "content": responses_content(rng, "user")})
+        if rng.random() < 0.3:
+            break
+        for _ in range(rng.randint(0, 2)):
+            if rng.random() < 0.4:
+                items.append({"type": "reasoning", "summary": [],
+                              "content": [{"type": "reasoning_text", "text": rand_text(rng, 0, 4)}]})
+            calls = []
+            for _ in range(rng.randint(1, 2)):
+                counter += 1
+                call_id = "call_%s%d" % (rng.choice("abxy"), counter)
+                if not names or rng.random() < 0.6:
+                    calls.append({"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch",
+                                  "input": rand_patch(rng)})
+                else:
+                    calls.append({"type": "function_call", "call_id": call_id, "name": rng.choice(names),
+                                  "arguments": rand_args(rng)})
+            items.extend(calls)
+            outputs = []
+            for c in calls:
+                kind = "custom_tool_call_output" if c["type"] == "custom_tool_call" else "function_call_output"
+                output = rand_text(rng, 0, 4) if rng.random() < 0.7 else [
+                    {"type": "input_text", "text": rand_text(rng, 0, 3)} for _ in range(rng.randint(1, 2))]
+                outputs.append({"type": kind, "call_id": c["call_id"], "output": output})
+            if rng.random() < 0.4:
+                rng.shuffle(outputs)
+            items.extend(outputs)
+        items.append({"type": "message", "role": "assistant", "content": responses_content(rng, "assistant")})
+    req["input"] = items if rng.random() < 0.9 else rand_text(rng, 1, 6)
+    if tools:
+        req["tools"] = tools
+        r = rng.random()
+        has_patch = any(t["type"] == "custom" for t in tools)
+        if r < 0.15 and has_patch:
+            req["tool_choice"] = {"type": "custom", "name": "apply_patch"}
+            req["reasoning"] = {"effort": "none"}
+        elif r < 0.25 and names:
+            req["tool_choice"] = {"type": "function", "name": rng.choice(names)}
+            req["reasoning"] = {"effort": "none"}
+        elif r < 0.35:
+            req["tool_choice"] = rng.choice(["none", "auto", "required"])
+            if req["tool_choice"] == "required":
+                req["reasoning"] = {"effort": "none"}
+    if "reasoning" not in req and rng.random() < 0.5:
+        req["reasoning"] = {}
+        if rng.random() < 0.8:
+            req["reasoning"]["effort"] = rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"])
+        if rng.random() < 0.4:
+            req["reasoning"]["summary"] = rng.choice(["auto", "concise", "detailed"])
+    r = rng.random()
+    if r < 0.1:
+        req["text"] = {"format": {"type": "json_object"}}
+        req["instructions"] = "Answer in JSON."
+    elif r < 0.2:
+        fmt = {"type": "json_schema", "name": "answer", "schema": rand_schema(rng, 1)}
+        if rng.random() < 0.5:
+            fmt["description"] = rand_text(rng, 1, 3)
+        if rng.random() < 0.3:
+            fmt["strict"] = False
+        req["text"] = {"format": fmt}
+    elif r < 0.3:
+        req["text"] = {"format": {"type": "text"}}
+    if rng.random() < 0.2:
+        req.setdefault("text", {})["verbosity"] = rng.choice(["low", "medium", "high"])
+    if "instructions" not in req and rng.random() < 0.4:
+        req["instructions"] = rand_text(rng, 0, 6)
+    if rng.random() < 0.3:
+        req["temperature"] = rand_float_setting(rng, 2)
+    if rng.random() < 0.3:
+        req["top_p"] = rand_float_setting(rng, 1)
+    if rng.random() < 0.2:
+        req["max_output_tokens"] = rng.choice([16, 4096, 393216])
+    if rng.random() < 0.2:
+        req["top_logprobs"] = rng.choice([0, 5, 20])
+    if rng.random() < 0.2:
+        req["user"] = rng.choice(["", "user-1", "\u00e9\u2028"])
+    for key, values in [("metadata", [{"k": "v"}, {}]), ("store", [True, False]), ("parallel_tool_calls", [True, False]),
+                        ("previous_response_id", ["resp_123"]), ("truncation", ["auto", "disabled"]),
+                        ("max_tool_calls", [3]), ("service_tier", ["auto", "flex"])]:
+        if rng.random() < 0.1:
+            req[key] = rng.choice(values)
+    if rng.random() < 0.05:  # rejected: a custom tool other than apply_patch, or a call without input
+        if rng.random() < 0.5:
+            req.setdefault("tools", []).append({"type": "custom", "name": "other"})
+        elif isinstance(req["input"], list):
+            req["input"].insert(1, {"type": "custom_tool_call", "call_id": "call_z", "name": "apply_patch"})
+    return req
+
+
 def corrupt(rng, req):
     """A request the API must reject (or, for some mutations, tolerate): exercises the error paths."""
     req = json.loads(json.dumps(req))
@@ -435,13 +576,18 @@ def with_corruption(generator):
 
 
 REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_corruption(anthropic_request),
-                      "responses": with_corruption(responses_request)}
+                      "responses": with_corruption(responses_request),
+                      "responses_features": with_corruption(responses_feature_request)}
+# The protocol each generator's requests are written in.
+GENERATOR_PROTOCOLS = {"chat": "chat", "anthropic": "anthropic", "responses": "responses",
+                       "responses_features": "responses"}
 MODEL_NAMES = {"v4": "DeepSeek-V4-Pro", "v4.1": "DeepSeek-V4.1-Flash"}
 REQUEST_CLASSES = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
                    "anthropic": dr.MessagesRequest}
 
 
 def convert(protocol, request, version):
+    protocol = GENERATOR_PROTOCOLS.get(protocol, protocol)
     req = dict(request)
     req["model"] = MODEL_NAMES[version]
     try:
@@ -527,6 +673,12 @@ def build_dictionary(dsv32):
         p = dsv32.encode_messages([{"role": "system", "content": "", "tools": [
             {"type": "function", "function": {"name": "f"}}]}, {"role": "user", "content": "q"}], "chat")
         words.append(p[p.index("## Tools"):p.index('{"name": "f"')])
+    for version in ("DeepSeek-V4-Pro", "DeepSeek-V4.1-Flash"):
+        body = {"model": version, "input": "q", "tools": [{"type": "custom", "name": "apply_patch"}]}
+        conv = dr.ResponsesRequest(body).convert(dr.ConversionOptions()).conversation
+        p = (dr.DeepseekV4Encoding() if version.endswith("Pro") else dr.DeepseekV41Encoding()).render_conversation(conv).prompt
+        start = p.index('{"name": "apply_patch"')
+        words.append(p[start:p.index("\n", start)])
     for effort in ("max", "high"):
         conv = dr.Conversation([dr.UserMessage("q")], reasoning_effort=effort)
         p = dr.DeepseekV4Encoding().render_conversation(conv).prompt
@@ -540,6 +692,47 @@ def compact(prompt, dictionary):
     for i, word in enumerate(dictionary):
         prompt = prompt.replace(word, "\u0001%d\u0001" % i)
     return prompt
+
+
+ECHO_FIELDS = ["instructions", "max_output_tokens", "reasoning", "temperature", "text", "tool_choice", "tools",
+               "top_logprobs", "top_p", "user"]
+
+
+def raw_json_field(text, key):
+    """The raw text of the value of `"key":` in compact JSON text (the first occurrence), as written."""
+    start = text.index('"%s":' % key) + len(key) + 3
+    depth, i, in_string = 0, start, False
+    while True:
+        c = text[i]
+        if in_string:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            if depth == 0:
+                return text[start:i]
+            depth -= 1
+        elif c == "," and depth == 0:
+            return text[start:i]
+        i += 1
+
+
+def responses_echo(request):
+    """The settings the oracle's response objects repeat for the request, as the raw JSON text of each field
+    of its response.created event (ECHO_FIELDS)."""
+    req = dict(request, model=MODEL_NAMES["v4"])
+    parsed = dr.ResponsesRequest(req)
+    echo = parsed.echo()
+    converted = parsed.convert(dr.ConversionOptions())
+    generator = dr.ResponsesRequest.chunk_generator(converted, "resp-1", "m").with_echo(echo)
+    [created, _] = dr.StreamProcessor(generator, converted.parsing_options).push(dr.InferenceChunk.ready())
+    event = created.to_json()
+    return {key: raw_json_field(event, key) for key in ECHO_FIELDS}
 
 
 def ids_digest(ids):
@@ -584,6 +777,8 @@ def main():
                 line["v4.1_special"] = ids_digest([x for r in rendered.special_ranges for x in r])
         if dsv32:
             line["v3.2"] = compact(render_v32(dsv32, args.protocol, request), dictionary)
+        if args.protocol == "responses_features" and not isinstance(line["v4"], dict):
+            line["echo"] = responses_echo(request)
         sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
