@@ -12,12 +12,15 @@
 // NaN codes (0x7F, 0xFF) do not decode to NaN this way; they are detected as the bytes stream by, and a
 // tile that holds one is recomputed by the generic kernel (which makes exactly those outputs NaN).
 //
-// MXFP4: a byte lookup table of the 16 E2M1 values times the 32-block's scale (the generic kernel's
-// rounding), indexed through vpermps by nibbles that one vpmultishiftqb spreads out of a broadcast qword.
-// Needs AVX512_VBMI, checked at run time.
+// MXFP4: one vpmultishiftqb spreads the 16 nibbles of a broadcast qword into the index bytes of 16 dwords,
+// and one table lookup turns them into fp32: vpermw of the bf16 patterns of value · scale (built per
+// 32-block by adding the scale's exponent to the patterns of the bare values) into each dword's high half,
+// or, for scales where that would leave the normal range, vpermps of the fp32 table value · scale (the
+// generic kernel's rounding). Needs AVX512_VBMI, checked at run time.
 //
 // Both stream NR weight rows at a time and issue software prefetches one tile ahead: rows of small matrices
 // are short, and the hardware prefetcher ramps up too slowly over many short interleaved streams.
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -199,21 +202,67 @@ void Fp8Gemv(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn 
 // ---------------------------------------------------------------------------------------------------
 // MXFP4
 
-// Multishift controls: byte 0 of dword d takes the 8 bits from bit 4d of the qword (nibble d in its low
-// bits, when nibble 2b is the low nibble of byte b), or the neighbouring nibble for the high-first order.
-// vpermps reads only bits 0..3 of each dword.
-alignas(64) constexpr uint8_t kLowFirstControl[64] = {
-    0,  0, 0, 0, 4,  0, 0, 0, 8,  0, 0, 0, 12, 0, 0, 0, 16, 0, 0, 0, 20, 0, 0, 0, 24, 0, 0, 0, 28, 0, 0, 0,
-    32, 0, 0, 0, 36, 0, 0, 0, 40, 0, 0, 0, 44, 0, 0, 0, 48, 0, 0, 0, 52, 0, 0, 0, 56, 0, 0, 0, 60, 0, 0, 0};
-alignas(64) constexpr uint8_t kHighFirstControl[64] = {
-    4,  0, 0, 0, 0,  0, 0, 0, 12, 0, 0, 0, 8,  0, 0, 0, 20, 0, 0, 0, 16, 0, 0, 0, 28, 0, 0, 0, 24, 0, 0, 0,
-    36, 0, 0, 0, 32, 0, 0, 0, 44, 0, 0, 0, 40, 0, 0, 0, 52, 0, 0, 0, 48, 0, 0, 0, 60, 0, 0, 0, 56, 0, 0, 0};
+// Multishift controls: the byte that indexes each dword's lookup takes the 8 bits from bit 4d of the
+// qword, so that nibble d (of 16 in the qword) sits in its low bits; the high-first order swaps each pair.
+// The lookups read only the low 4 (vpermps) or 5 (vpermw) bits of their index, so the other bits may be
+// anything. `kIndexByte` is the byte of the dword that holds the index: 0 for vpermps, 2 for vpermw (the
+// index of the dword's high word).
+constexpr std::array<uint8_t, 64> MultishiftControl(bool low_first, int index_byte) {
+  std::array<uint8_t, 64> control{};
+  for (int d = 0; d < 16; ++d) {
+    const int nibble = low_first ? d : (d ^ 1);
+    control[static_cast<size_t>(4 * d + index_byte)] = static_cast<uint8_t>(4 * nibble);
+  }
+  return control;
+}
+alignas(64) constexpr std::array<uint8_t, 64> kPermpsControl[2] = {MultishiftControl(false, 0),
+                                                                    MultishiftControl(true, 0)};
+alignas(64) constexpr std::array<uint8_t, 64> kPermwControl[2] = {MultishiftControl(false, 2),
+                                                                   MultishiftControl(true, 2)};
 
-template <int MR, int NR>
+// bf16 bit patterns of the 16 E2M1 values, twice (vpermw's table has 32 words).
+alignas(64) constexpr uint16_t kE2M1Bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+// Scale bytes for which every E2M1 value times 2^(e-127) is a normal fp32 number (|v| from 2^-1 to
+// 1.5·2^2): then that product is a bf16 pattern whose exponent field is the value's plus e - 127.
+constexpr int kWordScaleMin = 2, kWordScaleMax = 252;
+
+// (e - 127) << 7 in both halves of a dword, for a broadcast from memory.
+struct ExponentSteps {
+  uint32_t step[256];
+  constexpr ExponentSteps() : step() {
+    for (int e = 0; e < 256; ++e) {
+      const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>((e - 127) * 128));
+      step[e] = half | half << 16;
+    }
+  }
+};
+alignas(64) constexpr ExponentSteps kExponentSteps;
+
+// 16 weights from the 8 bytes at `bytes` through the 32-block's table (see Fp4Tile).
+template <bool kWordTable>
+__attribute__((target("avx512vbmi"))) inline __m512 Fp4Lookup(const uint8_t* bytes, __m512i control, __m512i table) {
+  long long packed;
+  std::memcpy(&packed, bytes, 8);
+  const __m512i index = _mm512_multishift_epi64_epi8(control, _mm512_set1_epi64(packed));
+  if constexpr (kWordTable) {
+    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, index, table));
+  } else {
+    return _mm512_permutexvar_ps(index, _mm512_castsi512_ps(table));
+  }
+}
+
+// The canonical dots of MR rows of x with NR MXFP4 weight rows. kWordTable: the 32-block's table is built
+// in the bf16 domain by an exponent add and read by vpermw into each dword's high half (scales must lie in
+// [kWordScaleMin, kWordScaleMax]); otherwise it is the fp32 table value · scale read by vpermps, which is
+// exact for every scale (it rounds as the generic kernel does).
+template <int MR, int NR, bool kWordTable>
 __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, const uint8_t* const* rows,
                                                            const uint8_t* const* scales, int64_t in,
                                                            int64_t prefetch, __m512i control, float* dots) {
   const __m512 values = _mm512_loadu_ps(number_tables::kE2M1.data());
+  const __m512i words = _mm512_load_si512(kE2M1Bf16);
   const float* e8m0 = number_tables::kE8M0.data();
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
@@ -223,13 +272,16 @@ __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, c
     __m512 wv[NR][2];
     for (int j = 0; j < NR; ++j) {
       if (byte % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + byte + prefetch), _MM_HINT_T0);
-      // The same rounding as the generic kernel's table: value · scale to fp32.
-      const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(e8m0[scales[j][k / 32]]));
-      long long lo, hi;
-      std::memcpy(&lo, rows[j] + byte, 8);
-      std::memcpy(&hi, rows[j] + byte + 8, 8);
-      wv[j][0] = _mm512_permutexvar_ps(_mm512_multishift_epi64_epi8(control, _mm512_set1_epi64(lo)), table);
-      wv[j][1] = _mm512_permutexvar_ps(_mm512_multishift_epi64_epi8(control, _mm512_set1_epi64(hi)), table);
+      const uint8_t e = scales[j][k / 32];
+      __m512i table;
+      if constexpr (kWordTable) {
+        table = _mm512_mask_add_epi16(words, 0xFEFEFEFEu, words,
+                                      _mm512_set1_epi32(static_cast<int>(kExponentSteps.step[e])));
+      } else {
+        table = _mm512_castps_si512(_mm512_mul_ps(values, _mm512_set1_ps(e8m0[e])));
+      }
+      wv[j][0] = Fp4Lookup<kWordTable>(rows[j] + byte, control, table);
+      wv[j][1] = Fp4Lookup<kWordTable>(rows[j] + byte + 8, control, table);
     }
     for (int s = 0; s < 2; ++s) {
       for (int i = 0; i < MR; ++i) {
@@ -242,6 +294,23 @@ __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, c
     for (int j = 0; j < NR; ++j) dots[i * NR + j] = V::Reduce(acc[i][j]);
 }
 
+// Whether every scale byte of the tile's rows lies in [kWordScaleMin, kWordScaleMax].
+inline bool ScalesFitWordTable(const uint8_t* const* scales, int nr, int64_t count) {
+  const __m512i low = _mm512_set1_epi8(static_cast<char>(kWordScaleMin));
+  const __m512i high = _mm512_set1_epi8(static_cast<char>(kWordScaleMax));
+  for (int j = 0; j < nr; ++j) {
+    for (int64_t b = 0; b < count; b += 64) {
+      const int64_t n = count - b < 64 ? count - b : 64;
+      const __mmask64 lanes = n == 64 ? ~__mmask64{0} : ((__mmask64{1} << n) - 1);
+      const __m512i v = _mm512_maskz_loadu_epi8(lanes, scales[j] + b);
+      if ((_mm512_mask_cmplt_epu8_mask(lanes, v, low) | _mm512_mask_cmpgt_epu8_mask(lanes, v, high)) != 0) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 template <int MR, int NR>
 __attribute__((target("avx512vbmi"))) void Fp4Gemv(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   const WeightView& w = *t.w;
@@ -249,8 +318,9 @@ __attribute__((target("avx512vbmi"))) void Fp4Gemv(const LinearTask& t, int64_t 
   const int64_t row_bytes = in / 2, scale_bytes = in / 32;
   const auto* data = static_cast<const uint8_t*>(w.data);
   const auto* scale_base = static_cast<const uint8_t*>(w.scales);
-  const __m512i control = _mm512_load_si512(w.nibble_order == NibbleOrder::kLowFirst ? kLowFirstControl
-                                                                                       : kHighFirstControl);
+  const int order = w.nibble_order == NibbleOrder::kLowFirst ? 1 : 0;
+  const __m512i permw_control = _mm512_load_si512(kPermwControl[order].data());
+  const __m512i permps_control = _mm512_load_si512(kPermpsControl[order].data());
   const int64_t tile_bytes = NR * row_bytes;
   const int64_t tiles_ahead = (kPrefetchBytes + tile_bytes - 1) / tile_bytes;
   const int64_t prefetch = tiles_ahead * tile_bytes;
@@ -265,9 +335,15 @@ __attribute__((target("avx512vbmi"))) void Fp4Gemv(const LinearTask& t, int64_t 
     }
     // The scales of the tile being prefetched: NR rows of scales, contiguous.
     const uint8_t* ahead = scale_base + (n0 + tiles_ahead * NR) * scale_bytes;
-    for (int64_t b = 0; b < NR * scale_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+    for (int64_t b = 0; b < NR * scale_bytes; b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+    }
     float dots[MR * NR];
-    Fp4Tile<MR, NR>(t, rows, scales, in, prefetch, control, dots);
+    if (ScalesFitWordTable(scales, NR, scale_bytes)) {
+      Fp4Tile<MR, NR, true>(t, rows, scales, in, prefetch, permw_control, dots);
+    } else {
+      Fp4Tile<MR, NR, false>(t, rows, scales, in, prefetch, permps_control, dots);
+    }
     StoreOutputs(t, MR, valid_n, n0, dots, NR);
   }
 }
