@@ -51,7 +51,7 @@ std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, c
     for (double p : partial) sum += p;
     const float mean = static_cast<float>(sum / static_cast<double>(width));
     const float r = 1.0f / std::sqrt(mean + static_cast<float>(c.rms_norm_eps));
-    for (int64_t k = 0; k < width; ++k) normed[i * width + k] = x[k] * r;
+    for (int64_t e = 0; e < width; ++e) normed[i * width + e] = x[e] * r;
   });
   std::vector<float> mixes(static_cast<size_t>(n * w.fn_view.out_features));
   kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), w.fn_view.out_features);
