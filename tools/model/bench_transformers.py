@@ -4,7 +4,7 @@ the figures as JSON for `deepinfer bench model --peer FILE`, which prints them b
 
 Same work as ours: one prompt of each length (prefill tokens/s), then for each batch size that many
 sequences with a context of --context tokens, timed over --steps single-token decode steps on a DynamicCache
-(tokens/s = batch / step time). Token ids follow the same formula as ours.
+(tokens/s = batch / median step time). Token ids follow the same formula as ours.
 
 transformers cannot run the FP8/MXFP4 checkpoints on CPU, so give it a BF16 checkpoint of the same shape
 (`deepinfer init-model --preset bench --format bf16 --out DIR`) and run ours on that directory too for a
@@ -63,16 +63,17 @@ def main():
             ids = torch.tensor([[token_at(s + 1, i, vocab) for i in range(context)] for s in range(batch)])
             cache = DynamicCache(config=model.config)
             model(ids, use_cache=True, past_key_values=cache)
-            seconds = 0.0
+            times = []
             for step in range(args.steps + 1):
                 pos = context + step
                 nxt = torch.tensor([[token_at(s + 1, pos, vocab)] for s in range(batch)])
                 start = time.perf_counter()
                 model(nxt, use_cache=True, past_key_values=cache, position_ids=torch.full((batch, 1), pos))
                 if step > 0:  # step 0 warms up, as in ours
-                    seconds += time.perf_counter() - start
-            result["decode"][str(batch)] = batch * args.steps / seconds
-            print(f"decode batch {batch}: {batch * args.steps / seconds:.2f} tokens/s", flush=True)
+                    times.append(time.perf_counter() - start)
+            median = sorted(times)[len(times) // 2]  # as ours: robust to one slow step
+            result["decode"][str(batch)] = batch / median
+            print(f"decode batch {batch}: {batch / median:.2f} tokens/s (median of {len(times)} steps)", flush=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
