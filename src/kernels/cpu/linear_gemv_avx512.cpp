@@ -36,6 +36,9 @@ constexpr int64_t kLanes = 16;
 constexpr int kMaxRows = 8;  // of x
 // Software prefetch runs at least this many bytes ahead of the weight rows being read.
 constexpr int64_t kPrefetchBytes = 4096;
+// Into L2: prefetches to L1 run out of L1 miss buffers and get dropped (measured: FP8 rows of 1 KiB
+// streamed at 9 GB/s with T0 hints, 17 GB/s with T1, on one Zen 4 core).
+constexpr auto kPrefetchHint = _MM_HINT_T1;
 
 inline void StoreOutputs(const LinearTask& t, int valid_m, int valid_n, int64_t n0, const float* dots, int nr) {
   for (int i = 0; i < valid_m; ++i) {
@@ -133,7 +136,7 @@ inline bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* ro
   const int64_t full64 = in / 64 * 64;
   for (int64_t k = 0; k < full64; k += 64) {
     for (int j = 0; j < NR; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[j] + k + prefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[j] + k + prefetch), kPrefetchHint);
       nan |= NanCodes(_mm512_loadu_si512(rows[j] + k));
     }
     for (int s = 0; s < 64; s += 16) {
@@ -271,7 +274,9 @@ __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, c
     const int64_t byte = k / 2;
     __m512 wv[NR][2];
     for (int j = 0; j < NR; ++j) {
-      if (byte % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + byte + prefetch), _MM_HINT_T0);
+      if (byte % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[j] + byte + prefetch), kPrefetchHint);
+      }
       const uint8_t e = scales[j][k / 32];
       __m512i table;
       if constexpr (kWordTable) {
@@ -336,7 +341,7 @@ __attribute__((target("avx512vbmi"))) void Fp4Gemv(const LinearTask& t, int64_t 
     // The scales of the tile being prefetched: NR rows of scales, contiguous.
     const uint8_t* ahead = scale_base + (n0 + tiles_ahead * NR) * scale_bytes;
     for (int64_t b = 0; b < NR * scale_bytes; b += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + b), kPrefetchHint);
     }
     float dots[MR * NR];
     if (ScalesFitWordTable(scales, NR, scale_bytes)) {
