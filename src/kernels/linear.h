@@ -1,10 +1,15 @@
 // Matrix products over weights in their stored formats: y[m, out] = x[m, in] · Wᵀ.
 //
 // Weights are used in place (e.g. straight from a memory-mapped checkpoint) and never expanded into a
-// full-size copy. For m ≤ 4 (decode) FP8 and MXFP4 weights are decoded in registers as they stream in;
-// for larger m each thread decodes a block of rows (about 384 KiB of fp32, sized for L2) into a reusable
-// per-thread panel and runs every row of x across it, so each weight byte is read once per call.
-// Output rows are split among the pool's threads in whole rows.
+// full-size copy. For decode-sized m (≤ 4; FP8 and MXFP4 on AVX-512: ≤ 8) weights are decoded in
+// registers as they stream in; for larger m each thread decodes a block of rows (about 384 KiB of fp32,
+// sized for L2) into a reusable per-thread panel and runs every row of x across it, so each weight byte is
+// read once per call. Output rows are split among the pool's threads in whole rows.
+// The AVX-512 FP8 decode applies power-of-two block scales (UE8M0, or fp32 scales that are powers of two)
+// to x instead of to each weight, which is exact (see cpu/linear_gemv_avx512.cpp); blocks where it would
+// not be (scales beyond 2^7, x that would overflow or underflow when scaled, E4M3 NaN codes, the FPU in
+// denormals-are-zero mode) take the general kernel, so results never depend on the shortcut. An E4M3 NaN
+// code in weight row n makes output n NaN for every row of x, and nothing else.
 //
 // Numerics of the default (exact) precision, identical on every ISA and for every batch size:
 //   * each weight is dequantised to fp32 exactly as `decode(q) * scale` rounded to fp32 (for E8M0 scales
