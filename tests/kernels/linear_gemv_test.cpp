@@ -184,5 +184,54 @@ TEST(LinearGemvTest, Mxfp4EveryBatchSizeOrderAndScale) {
   }
 }
 
+// kBf16Activations on MXFP4 and UE8M0 FP8 weights is the same computation as on BF16 weights holding the
+// dequantised values (they are exact in bf16), so the results must agree bit for bit, whichever decode
+// (table lookup, or the general decode for extreme scales) produced the bf16 weights.
+TEST(LinearGemvTest, Bf16ActivationsQuantizedEqualsBf16OnDequantized) {
+  if (!IsaSupported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 here";
+  LinearOptions options;
+  options.precision = LinearPrecision::kBf16Activations;
+  uint32_t seed = 300;
+  for (int variant = 0; variant < 5; ++variant) {
+    const int64_t out = 37, in = 320;
+    TestWeight w = variant < 4 ? MakeTestWeight(WeightFormat::kMXFP4, out, in, seed++,
+                                                {ScaleFormat::kUE8M0, 128, 128,
+                                                 variant % 2 ? NibbleOrder::kHighFirst : NibbleOrder::kLowFirst})
+                               : MakeTestWeight(WeightFormat::kFP8Block, out, in, seed++);
+    if (variant == 2 || variant == 3) {  // scales at and beyond the ends of the table's range
+      const uint8_t extremes[] = {1, 2, 3, 250, 252, 253, 127};
+      for (size_t i = 0; i < w.scales.size(); ++i) {
+        if (i % 2 == 0) w.scales[i] = extremes[(i / 2) % std::size(extremes)];
+      }
+      for (int64_t n = 0; n < out; ++n) {
+        for (int64_t k = 0; k < in; ++k) {
+          const uint8_t b = w.data[static_cast<size_t>(n * in / 2 + k / 2)];
+          const bool low = (k % 2 == 0) == (w.view.nibble_order == NibbleOrder::kLowFirst);
+          w.dequantized[static_cast<size_t>(n * in + k)] =
+              static_cast<float>(testing::ReferenceE2M1(low ? (b & 0xF) : (b >> 4)) *
+                                 testing::ReferenceE8M0(w.scales[static_cast<size_t>(n * in / 32 + k / 32)]));
+        }
+      }
+    }
+    std::vector<uint16_t> bf16(w.dequantized.size());
+    for (size_t i = 0; i < bf16.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &w.dequantized[i], 4);
+      ASSERT_EQ(bits & 0xFFFFu, 0u) << "dequantised value not exact in bf16";
+      bf16[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    WeightView dense{WeightFormat::kBF16, out, in, bf16.data()};
+    for (int64_t m : {1, 3, 8}) {
+      const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), seed++);
+      std::vector<float> quantized(static_cast<size_t>(m * out)), reference(quantized.size());
+      LinearWithIsa(Isa::kAvx512Bf16, x.data(), m, in, w.view, quantized.data(), out, options, nullptr);
+      LinearWithIsa(Isa::kAvx512Bf16, x.data(), m, in, dense, reference.data(), out, options, nullptr);
+      for (size_t i = 0; i < quantized.size(); ++i) {
+        ASSERT_TRUE(SameResult(quantized[i], reference[i])) << "variant " << variant << " m=" << m << " at " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::kernels

@@ -15,6 +15,35 @@
 namespace deepinfer::kernels::cpu {
 namespace {
 
+// bf16 bit patterns of the 16 E2M1 values, twice (vpermw reads a table of 32 words).
+alignas(64) constexpr uint16_t kE2M1Bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80,
+    0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0, 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040,
+    0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+// E8M0 scale bytes e for which every E2M1 value times 2^(e-127) is a normal fp32 number (|v| from 2^-1
+// to 1.5·2^2): then that product is the bf16 pattern of the value with e - 127 added to its exponent.
+constexpr int kE2M1Bf16ScaleMin = 2, kE2M1Bf16ScaleMax = 252;
+
+// (e - 127) << 7 in both halves of a dword, broadcast from memory by E2M1Bf16Table.
+struct E2M1ExponentSteps {
+  uint32_t step[256];
+  constexpr E2M1ExponentSteps() : step() {
+    for (int e = 0; e < 256; ++e) {
+      const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>((e - 127) * 128));
+      step[e] = half | half << 16;
+    }
+  }
+};
+alignas(64) constexpr E2M1ExponentSteps kE2M1ExponentSteps;
+
+// The 32-word vpermw table of bf16(value · 2^(e-127)) for the 16 E2M1 codes (twice), for scale bytes e in
+// [kE2M1Bf16ScaleMin, kE2M1Bf16ScaleMax]: the exponent step added to every nonzero pattern.
+inline __m512i E2M1Bf16Table(uint8_t e) {
+  const __m512i words = _mm512_load_si512(kE2M1Bf16);
+  const __m512i step = _mm512_set1_epi32(static_cast<int>(kE2M1ExponentSteps.step[e]));
+  return _mm512_mask_add_epi16(words, 0xFEFEFEFEu, words, step);
+}
+
 struct V {
   using Reg = __m512;
   using Fp4Table = __m512;

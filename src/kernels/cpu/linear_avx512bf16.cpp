@@ -14,6 +14,25 @@ namespace {
 
 constexpr int64_t kChunk = 32;
 
+// vpshufb control: qword q of each 128-bit lane (qword 2l + q of the register) gets bytes 2(2l+q) and
+// 2(2l+q)+1 of the lane's 16 bytes in each of its four words.
+struct PairSpread {
+  alignas(64) uint8_t control[64];
+  constexpr PairSpread() : control() {
+    for (int b = 0; b < 64; ++b) {
+      const int qword = b / 8;  // of the register
+      control[b] = static_cast<uint8_t>(2 * qword + (b % 2));
+    }
+  }
+};
+alignas(64) constexpr PairSpread kPairSpreadTable;
+constexpr const uint8_t* kPairSpread = kPairSpreadTable.control;
+// Per-word right shifts selecting nibble i (low-first) or nibble i ^ 1 (high-first) of a qword's pair.
+alignas(64) constexpr uint16_t kLowFirstShifts[32] = {0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12,
+                                                      0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12};
+alignas(64) constexpr uint16_t kHighFirstShifts[32] = {4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8,
+                                                       4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8};
+
 inline __m512bh ToBf16(__m512 lo, __m512 hi) { return _mm512_cvtne2ps_pbh(hi, lo); }
 
 // Weight rows as bf16 chunks of 32; rows[j] may repeat (tile padding).
@@ -65,8 +84,19 @@ struct Bf16Chunks {
       case WeightFormat::kBF16:
         return reinterpret_cast<__m512bh>(_mm512_loadu_si512(data[j] + k * 2));
       case WeightFormat::kMXFP4: {
+        const uint8_t e = scales[j][k / 32];
+        if (e >= kE2M1Bf16ScaleMin && e <= kE2M1Bf16ScaleMax) {
+          // Word i of qword q is weight 4q + i: the 16 bytes go to every 128-bit lane, each qword gets
+          // its two bytes in every word, and a per-word shift brings the word's nibble to bits 0..3, which
+          // (with one garbage bit, hence the doubled table) index vpermw's table of bf16(value · scale).
+          const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data[j] + k / 2));
+          const __m512i spread = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(packed), _mm512_load_si512(kPairSpread));
+          const __m512i shifts = _mm512_load_si512(low_first ? kLowFirstShifts : kHighFirstShifts);
+          const __m512i index = _mm512_srlv_epi16(spread, shifts);
+          return reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(index, E2M1Bf16Table(e)));
+        }
         __m512 v[2];
-        V::DecodeFp4(data[j] + k / 2, V::MakeFp4Table(E8M0ToFloat(scales[j][k / 32])), low_first, v);
+        V::DecodeFp4(data[j] + k / 2, V::MakeFp4Table(E8M0ToFloat(e)), low_first, v);
         return ToBf16(v[0], v[1]);
       }
       case WeightFormat::kFP8Block:

@@ -223,26 +223,6 @@ alignas(64) constexpr std::array<uint8_t, 64> kPermpsControl[2] = {MultishiftCon
 alignas(64) constexpr std::array<uint8_t, 64> kPermwControl[2] = {MultishiftControl(false, 2),
                                                                    MultishiftControl(true, 2)};
 
-// bf16 bit patterns of the 16 E2M1 values, twice (vpermw's table has 32 words).
-alignas(64) constexpr uint16_t kE2M1Bf16[32] = {
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
-// Scale bytes for which every E2M1 value times 2^(e-127) is a normal fp32 number (|v| from 2^-1 to
-// 1.5·2^2): then that product is a bf16 pattern whose exponent field is the value's plus e - 127.
-constexpr int kWordScaleMin = 2, kWordScaleMax = 252;
-
-// (e - 127) << 7 in both halves of a dword, for a broadcast from memory.
-struct ExponentSteps {
-  uint32_t step[256];
-  constexpr ExponentSteps() : step() {
-    for (int e = 0; e < 256; ++e) {
-      const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>((e - 127) * 128));
-      step[e] = half | half << 16;
-    }
-  }
-};
-alignas(64) constexpr ExponentSteps kExponentSteps;
-
 // 16 weights from the 8 bytes at `bytes` through the 32-block's table (see Fp4Tile).
 template <bool kWordTable>
 __attribute__((target("avx512vbmi"))) inline __m512 Fp4Lookup(const uint8_t* bytes, __m512i control, __m512i table) {
@@ -258,14 +238,13 @@ __attribute__((target("avx512vbmi"))) inline __m512 Fp4Lookup(const uint8_t* byt
 
 // The canonical dots of MR rows of x with NR MXFP4 weight rows. kWordTable: the 32-block's table is built
 // in the bf16 domain by an exponent add and read by vpermw into each dword's high half (scales must lie in
-// [kWordScaleMin, kWordScaleMax]); otherwise it is the fp32 table value · scale read by vpermps, which is
+// [kE2M1Bf16ScaleMin, kE2M1Bf16ScaleMax]); otherwise it is the fp32 table value · scale read by vpermps, which is
 // exact for every scale (it rounds as the generic kernel does).
 template <int MR, int NR, bool kWordTable>
 __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, const uint8_t* const* rows,
                                                            const uint8_t* const* scales, int64_t in,
                                                            int64_t prefetch, __m512i control, float* dots) {
   const __m512 values = _mm512_loadu_ps(number_tables::kE2M1.data());
-  const __m512i words = _mm512_load_si512(kE2M1Bf16);
   const float* e8m0 = number_tables::kE8M0.data();
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
@@ -280,8 +259,7 @@ __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, c
       const uint8_t e = scales[j][k / 32];
       __m512i table;
       if constexpr (kWordTable) {
-        table = _mm512_mask_add_epi16(words, 0xFEFEFEFEu, words,
-                                      _mm512_set1_epi32(static_cast<int>(kExponentSteps.step[e])));
+        table = E2M1Bf16Table(e);
       } else {
         table = _mm512_castps_si512(_mm512_mul_ps(values, _mm512_set1_ps(e8m0[e])));
       }
@@ -299,10 +277,10 @@ __attribute__((target("avx512vbmi"))) inline void Fp4Tile(const LinearTask& t, c
     for (int j = 0; j < NR; ++j) dots[i * NR + j] = V::Reduce(acc[i][j]);
 }
 
-// Whether every scale byte of the tile's rows lies in [kWordScaleMin, kWordScaleMax].
+// Whether every scale byte of the tile's rows lies in [kE2M1Bf16ScaleMin, kE2M1Bf16ScaleMax].
 inline bool ScalesFitWordTable(const uint8_t* const* scales, int nr, int64_t count) {
-  const __m512i low = _mm512_set1_epi8(static_cast<char>(kWordScaleMin));
-  const __m512i high = _mm512_set1_epi8(static_cast<char>(kWordScaleMax));
+  const __m512i low = _mm512_set1_epi8(static_cast<char>(kE2M1Bf16ScaleMin));
+  const __m512i high = _mm512_set1_epi8(static_cast<char>(kE2M1Bf16ScaleMax));
   for (int j = 0; j < nr; ++j) {
     for (int64_t b = 0; b < count; b += 64) {
       const int64_t n = count - b < 64 ? count - b : 64;
