@@ -122,7 +122,7 @@ struct Config {
   kernels::LinearOptions options;
   double seconds = 0.3;
   int64_t gemm_m = 512;
-  std::vector<int64_t> ms = {1, 2, 4, 8, 32};
+  std::vector<int64_t> ms = {1, 2, 8, 32};
   bool bench_shapes = true, model_shapes = true;
   std::vector<WeightFormat> formats = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFP8Block,
                                        WeightFormat::kMXFP4};
@@ -263,7 +263,7 @@ const BenchRegistration kRegistration(
     {"kernels", "Linear GEMV/GEMM throughput per weight format, against the machine's limits",
      "usage: deepinfer bench kernels [--isa scalar|avx2|avx512|avx512bf16] [--bf16-activations]\n"
      "                               [--format F32|BF16|FP8|MXFP4] [--seconds S] [--gemm-m M]\n"
-     "                               [--m 1,2,4,8,32] [--shapes bench|model|all]\n"
+     "                               [--m 1,2,8,32] [--shapes bench|model|all]\n"
      "  --gemm-m 0 leaves out the prefill-sized product; DEEPINFER_THREADS=1 measures one thread.\n",
      RunBenchKernels});
 
