@@ -167,6 +167,12 @@ void LinearWithIsa(Isa isa, const float* x, int64_t m, int64_t x_stride, const W
   const int64_t target_chunks = int64_t{4} * pool->size();
   int64_t grain = (n + target_chunks - 1) / target_chunks;
   grain = std::max<int64_t>(16, (grain + 15) / 16 * 16);
+  // FP8: whole scale blocks of rows where that still feeds every thread, so that the decode kernels
+  // prepare each block's scaled x once rather than once per piece of the block.
+  if (w.format == WeightFormat::kFP8Block && w.block_out > grain) {
+    const int64_t blocks = (grain + w.block_out - 1) / w.block_out * w.block_out;
+    if ((n + blocks - 1) / blocks >= pool->size()) grain = blocks;
+  }
   pool->ParallelFor(
       n, [&](int64_t begin, int64_t end) { kernel(task, begin, end); }, grain);
 }
