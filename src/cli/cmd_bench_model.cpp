@@ -130,6 +130,33 @@ Status Reserve(model::SequenceState& s, int64_t extra, int32_t& next_block, int6
   return Status::Ok();
 }
 
+using PhaseSeconds = std::array<double, static_cast<int>(model::Phase::kCount)>;
+
+struct BreakdownColumn {
+  std::string label;
+  double total_seconds;
+  PhaseSeconds phases;
+};
+
+// A table of milliseconds per phase, one column per run.
+void PrintBreakdown(const char* title, const char* total_label, const std::vector<BreakdownColumn>& columns,
+                    const char* cell_format) {
+  std::printf("\n%-34s", title);
+  for (const BreakdownColumn& c : columns) std::printf(" %9s", c.label.c_str());
+  std::printf("\n");
+  auto row = [&](const char* label, auto value) {
+    std::printf("%-34s", label);
+    for (const BreakdownColumn& c : columns) {
+      std::printf(" ");
+      std::printf(cell_format, 1e3 * value(c));
+    }
+    std::printf("\n");
+  };
+  for (int p = 0; p < static_cast<int>(model::Phase::kCount); ++p)
+    row(model::PhaseName(static_cast<model::Phase>(p)), [p](const BreakdownColumn& c) { return c.phases[p]; });
+  row(total_label, [](const BreakdownColumn& c) { return c.total_seconds; });
+}
+
 // Another system's figures for the same runs: {"system": "...", "prefill": {"512": tokens/s, ...},
 // "decode": {"1": tokens/s, ...}}.
 struct PeerFigures {
@@ -211,12 +238,12 @@ int RunBenchModel(const std::vector<std::string>& args) {
   struct PrefillResult {
     int64_t len;
     double seconds, flops;
-    std::array<double, static_cast<int>(model::Phase::kCount)> phases;
+    PhaseSeconds phases;
   };
   struct DecodeResult {
     int64_t batch;
     double step_seconds, bytes;
-    std::array<double, static_cast<int>(model::Phase::kCount)> phases;
+    PhaseSeconds phases;
   };
   std::vector<PrefillResult> prefill_results;
   std::vector<DecodeResult> decode_results;
@@ -329,31 +356,15 @@ int RunBenchModel(const std::vector<std::string>& args) {
                 r.batch / r.step_seconds, gbps, 100.0 * gbps / bw.read_gbps, r.bytes / 1e6,
                 peer_cells(peer.decode, r.batch, r.batch / r.step_seconds).c_str());
   }
-  if (breakdown && !prefill_results.empty()) {
-    std::printf("\n%-34s", "ms per prefill");
-    for (const PrefillResult& r : prefill_results) std::printf(" %9s", ("prompt " + std::to_string(r.len)).c_str());
-    std::printf("\n");
-    for (int p = 0; p < static_cast<int>(model::Phase::kCount); ++p) {
-      std::printf("%-34s", model::PhaseName(static_cast<model::Phase>(p)));
-      for (const PrefillResult& r : prefill_results) std::printf(" %9.1f", 1e3 * r.phases[p]);
-      std::printf("\n");
-    }
-    std::printf("%-34s", "whole prefill");
-    for (const PrefillResult& r : prefill_results) std::printf(" %9.1f", 1e3 * r.seconds);
-    std::printf("\n");
-  }
   if (breakdown) {
-    std::printf("\n%-34s", "ms per decode step");
-    for (const DecodeResult& r : decode_results) std::printf(" %9s", ("batch " + std::to_string(r.batch)).c_str());
-    std::printf("\n");
-    for (int p = 0; p < static_cast<int>(model::Phase::kCount); ++p) {
-      std::printf("%-34s", model::PhaseName(static_cast<model::Phase>(p)));
-      for (const DecodeResult& r : decode_results) std::printf(" %9.3f", 1e3 * r.phases[p]);
-      std::printf("\n");
-    }
-    std::printf("%-34s", "whole step");
-    for (const DecodeResult& r : decode_results) std::printf(" %9.3f", 1e3 * r.step_seconds);
-    std::printf("\n");
+    std::vector<BreakdownColumn> columns;
+    for (const PrefillResult& r : prefill_results)
+      columns.push_back({"prompt " + std::to_string(r.len), r.seconds, r.phases});
+    if (!columns.empty()) PrintBreakdown("ms per prefill", "whole prefill", columns, "%9.1f");
+    columns.clear();
+    for (const DecodeResult& r : decode_results)
+      columns.push_back({"batch " + std::to_string(r.batch), r.step_seconds, r.phases});
+    if (!columns.empty()) PrintBreakdown("ms per decode step", "whole step", columns, "%9.3f");
   }
   std::printf("\npeak resident memory (model runs, before the machine probes): %.0f MiB\n", peak_rss);
   return 0;

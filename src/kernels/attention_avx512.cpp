@@ -1,32 +1,11 @@
 // AVX-512 attention kernels: one 16-lane accumulator per dot product (kernels/attention.h order).
-// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics headers as uninitialised.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <immintrin.h>
 
 #include "kernels/attention_kernels.h"
+#include "kernels/cpu/avx512_ops.h"  // V::Reduce, the halving reduction
 
 namespace deepinfer::kernels::attention_impl {
 namespace {
-
-// The same sums as Reduce16 without the round trip through memory.
-inline float ReduceHalving(__m512 a) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
-
-inline float Reduce16(__m512 acc) {
-  // Lanes j + j+8, then j + j+4, j + j+2, j + j+1: the halving order of the scalar reference.
-  alignas(64) float lane[16];
-  _mm512_store_ps(lane, acc);
-  for (int width = 8; width >= 1; width /= 2)
-    for (int j = 0; j < width; ++j) lane[j] = lane[j] + lane[j + width];
-  return lane[0];
-}
 
 inline __m512 DotLanes(const float* a, const float* b, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
@@ -41,7 +20,7 @@ inline __m512 DotLanes(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-float DotAvx512(const float* a, const float* b, int64_t n) { return Reduce16(DotLanes(a, b, n)); }
+float DotAvx512(const float* a, const float* b, int64_t n) { return cpu::V::Reduce(DotLanes(a, b, n)); }
 
 // Up to kHeadBlock heads of one key at a time, each head's dot in its own accumulator (so the key is
 // loaded once per 16 dims for all of them, and the FMA chains run side by side instead of one after the
@@ -62,7 +41,7 @@ inline void KeyDots(const float* q, int64_t dim, const float* key, float scale, 
     const __m512 kv = _mm512_maskz_loadu_ps(m, key + k);
     for (int h = 0; h < H; ++h) acc[h] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * dim + k), kv, acc[h], m);
   }
-  for (int h = 0; h < H; ++h) out[h * out_stride] = ReduceHalving(acc[h]) * scale;
+  for (int h = 0; h < H; ++h) out[h * out_stride] = cpu::V::Reduce(acc[h]) * scale;
 }
 
 void QueryKeyDotsAvx512(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,

@@ -180,16 +180,10 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     x[i] = t.x_bf16 + i * t.x_bf16_stride;
     y[i] = t.y + i * t.y_stride;
   }
-  // A tile's rows come from NR separate stretches of the range, so the weights stream as NR long runs (as
-  // in the exact kernels' direct path, linear_vector_impl.h).
-  const int64_t stretch = (n_end - n_begin + NR - 1) / NR;
+  const int64_t stretch = DecodeStretch(n_begin, n_end, NR);  // tiles from separate stretches
   for (int64_t s = 0; s < stretch; ++s) {
     int64_t rows[NR], cols[NR];
-    for (int j = 0; j < NR; ++j) {
-      const int64_t row = n_begin + j * stretch + s;
-      cols[j] = row < n_end ? row : -1;
-      rows[j] = row < n_end ? row : n_begin + s;
-    }
+    StretchTile<NR>(n_begin, n_end, stretch, s, rows, cols);
     const Bf16Chunks<NR, kFormat> src(*t.w, rows);
     MicroKernel<MR, NR>(x, src, t.w->in_features, y, 0, MR, NR, t.accumulate, cols);
   }

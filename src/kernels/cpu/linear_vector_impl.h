@@ -209,11 +209,8 @@ inline void RowIndices(int64_t n0, int64_t n_end, int64_t* rows) {
   for (int j = 0; j < NR; ++j) rows[j] = n0 + j < n_end ? n0 + j : n_end - 1;
 }
 
-// Small batches: weights decoded in registers straight from their stored form, all m rows at once.
-// The NR weight rows of a tile come from NR separate stretches of [n_begin, n_end) (row s of each
-// stretch), so the weights stream from memory as NR long sequential runs. NR adjacent rows read side by
-// side would be NR short streams per tile, which the hardware prefetcher cannot follow when rows are short
-// (measured here: a 129280 x 1024 BF16 matrix streams at well under half the bandwidth that way).
+// Small batches: weights decoded in registers straight from their stored form, all m rows at once, in
+// tiles of rows from separate stretches (StretchTile, linear_kernels.h).
 template <int MR, int NR, template <int> class Source>
 void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   const float* x[MR];
@@ -222,14 +219,10 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     x[i] = t.x + i * t.x_stride;
     y[i] = t.y + i * t.y_stride;
   }
-  const int64_t stretch = (n_end - n_begin + NR - 1) / NR;
+  const int64_t stretch = DecodeStretch(n_begin, n_end, NR);
   for (int64_t s = 0; s < stretch; ++s) {
     int64_t rows[NR], cols[NR];
-    for (int j = 0; j < NR; ++j) {
-      const int64_t row = n_begin + j * stretch + s;
-      cols[j] = row < n_end ? row : -1;
-      rows[j] = row < n_end ? row : n_begin + s;  // a valid row, computed and not stored
-    }
+    StretchTile<NR>(n_begin, n_end, stretch, s, rows, cols);
     Source<NR> src(*t.w, rows);
     MicroKernel<MR, NR>(x, src, t.w->in_features, y, 0, MR, NR, t.accumulate, cols);
   }
