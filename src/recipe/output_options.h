@@ -37,7 +37,27 @@ struct UsageCounts {
   int64_t prompt_tokens = 0;
   int64_t prompt_cache_hit_tokens = 0;
   int64_t completion_tokens = 0;
+  // Counted when the completion arrives as tokens (chunks carrying per-token data), as deepseek-recipe
+  // counts them for token chunks: tokens of the reasoning before its end. Unset for text chunks.
+  std::optional<int64_t> reasoning_tokens;
 };
+
+// One generated token as the engine reports it: its bytes (possibly part of a UTF-8 character), its log
+// probability and the most likely alternatives at that step (the token itself usually among them).
+struct TokenAlternative {
+  std::string token;
+  double logprob = 0;
+};
+struct TokenLogprob {
+  std::string token;
+  double logprob = 0;
+  std::vector<TokenAlternative> top_logprobs;
+};
+
+// The JSON of one token's entry in Chat Completions `logprobs.content[]` and Responses `logprobs[]`, as
+// deepseek-recipe writes it: {"token","logprob","bytes","top_logprobs":[{"token","logprob","bytes"}]}.
+// Bytes that are not UTF-8 appear in "token" as \xNN; log probabilities are 32-bit floats.
+std::string TokenLogprobJson(const TokenLogprob& token);
 
 // Request settings an OpenAI Responses object repeats, as JSON values (the request side renders them;
 // the defaults are those of a request that set nothing).

@@ -229,8 +229,10 @@ void OutputParser::EmitPieces(size_t count, size_t end, std::vector<OutputDelta>
   const size_t pending_begin = consumed_ - match_cut_ - pending_.size();
   for (size_t i = 0; i < count; ++i) {
     const size_t piece_end = i + 1 < piece_starts_.size() ? piece_starts_[i + 1] : pending_.size();
-    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]), pending_begin + piece_end,
-              deltas);
+    // Newlines a delimiter absorbed count as the end of the text it cuts (their tokens' logprobs go with it).
+    const size_t extension = piece_end == pending_.size() ? match_newlines_ : 0;
+    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]),
+              pending_begin + piece_end + extension, deltas);
   }
   pending_.erase(0, end);
   piece_starts_.erase(piece_starts_.begin(), piece_starts_.begin() + static_cast<std::ptrdiff_t>(count));
@@ -247,22 +249,31 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
   const size_t keep = pending_.size() - std::min(matched_length, pending_.size());
   const std::string matched = pending_.substr(keep);
   match_cut_ = pending_.size() - keep;
+  match_newlines_ = std::min(matched.find_first_not_of('\n'), matched.size());
   pending_.resize(keep);
   while (piece_starts_.size() > 1 && piece_starts_.back() >= keep) piece_starts_.pop_back();
   ReleaseHeld(deltas);
   FlushPending(deltas);
   match_cut_ = 0;
+  match_newlines_ = 0;
   last_delimiter_end_ = consumed_;
   // A delimiter that began in this chunk: what it emits waits while the bytes right after it keep a
   // delimiter of the new stage partially matched (V4's `</｜DSML｜parameter>` looks like the start of
   // `parameter name=`), as the oracle's does. Only chunks of several tokens can show the difference.
-  if (consumed_ - matched.size() >= chunk_begin_) deltas = &held_;
+  size_t unit_begin = chunk_begin_;
+  if (const auto token = std::upper_bound(token_starts_.begin(), token_starts_.end(), consumed_ - 1);
+      token != token_starts_.begin()) {
+    unit_begin = std::max(unit_begin, *(token - 1));
+  }
+  if (consumed_ - matched.size() >= unit_begin) deltas = &held_;
 
   switch (patterns_[pattern].id) {
     case PatternId::kDsmlBegin:
+      if (stage_ == Stage::kReasoning) reasoning_end_ = consumed_ - matched.size();
       EnterStage(Stage::kToolCalls, false);
       break;
     case PatternId::kReasoningEnd:
+      reasoning_end_ = consumed_ - matched.size();  // newlines before `</think>` are not reasoning
       EnterStage(Stage::kContent, true);
       break;
     case PatternId::kExtraThinkingEnd:
@@ -336,6 +347,7 @@ void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
   if (leading_) {
     if (byte == '\n' && pending_.empty()) return;
     leading_ = false;
+    if (stage_ == Stage::kReasoning) reasoning_begin_ = consumed_ - 1;
   }
   pending_.push_back(static_cast<char>(byte));
   bool idle = true;
@@ -351,7 +363,8 @@ void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
   if (idle && !held_.empty()) ReleaseHeld(deltas);
 }
 
-void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas) {
+void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas, std::vector<size_t> token_starts) {
+  token_starts_ = std::move(token_starts);
   std::string text;
   if (!utf8_carry_.empty()) {
     text = std::move(utf8_carry_);
@@ -406,6 +419,7 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
 
 void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
   ReleaseHeld(deltas);
+  token_starts_.clear();
   chunk_begin_ = consumed_;
   if (!utf8_carry_.empty()) {
     std::string tail = std::move(utf8_carry_);

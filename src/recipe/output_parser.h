@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,8 +54,11 @@ class OutputParser {
   OutputParser(const OutputParser&) = delete;
   OutputParser& operator=(const OutputParser&) = delete;
 
-  // Parses the next chunk of the completion and appends the deltas it completes.
-  void Feed(std::string_view chunk, std::vector<OutputDelta>* deltas);
+  // Parses the next chunk of the completion and appends the deltas it completes. `token_starts`, when the
+  // chunk is made of tokens, holds where each begins (bytes since the completion's start): deepseek-recipe
+  // reads token chunks token by token, so only a delimiter that begins and ends within one token holds
+  // back what it emits.
+  void Feed(std::string_view chunk, std::vector<OutputDelta>* deltas, std::vector<size_t> token_starts = {});
   // The completion has ended: flushes what was held back (a partial delimiter is then plain text).
   void Finish(std::vector<OutputDelta>* deltas);
 
@@ -71,6 +75,11 @@ class OutputParser {
   // has gone out in deltas or been dropped (delimiters, skipped newlines).
   size_t consumed() const { return consumed_; }
   size_t held_input_begin() const { return consumed_ - pending_.size(); }
+
+  // The reasoning's extent in the input: it begins after the leading newlines a new turn drops and ends
+  // where `</think>` (or a tool-call block) begins; no end while the reasoning lasts.
+  size_t reasoning_begin() const { return reasoning_begin_; }
+  std::optional<size_t> reasoning_end() const { return reasoning_end_; }
   const std::vector<OutputIssue>& issues() const { return issues_; }
 
  private:
@@ -115,6 +124,10 @@ class OutputParser {
   size_t chunk_begin_ = 0;
   size_t last_delimiter_end_ = 0;
   size_t match_cut_ = 0;
+  size_t match_newlines_ = 0;  // leading newlines of that tail
+  std::vector<size_t> token_starts_;
+  size_t reasoning_begin_ = 0;
+  std::optional<size_t> reasoning_end_;
   // What a delimiter that began in the current chunk emits (quotes, braces, a tool call's start), held
   // while the bytes after it keep a delimiter partially matched, as deepseek-recipe holds it; it goes out
   // before anything that follows it.

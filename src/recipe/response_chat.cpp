@@ -40,7 +40,11 @@ std::string ChatUsageJson(const UsageCounts& usage) {
          ",\"completion_tokens\":" + std::to_string(usage.completion_tokens) +
          ",\"total_tokens\":" + std::to_string(usage.prompt_tokens + usage.completion_tokens) +
          ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(usage.prompt_cache_hit_tokens) +
-         "},\"prompt_cache_hit_tokens\":" + std::to_string(usage.prompt_cache_hit_tokens) +
+         "}" +
+         (usage.reasoning_tokens
+              ? ",\"completion_tokens_details\":{\"reasoning_tokens\":" + std::to_string(*usage.reasoning_tokens) + "}"
+              : std::string()) +
+         ",\"prompt_cache_hit_tokens\":" + std::to_string(usage.prompt_cache_hit_tokens) +
          ",\"prompt_cache_miss_tokens\":" + std::to_string(miss) + "}";
 }
 
@@ -63,8 +67,11 @@ std::string ChatCompletionStream::RoleChunk() const {
   return out;
 }
 
-void ChatCompletionStream::AppendChunks(const std::vector<OutputDelta>& deltas, std::vector<std::string>* chunks) {
-  for (const OutputDelta& delta : deltas) {
+void ChatCompletionStream::AppendChunks(const std::vector<OutputDelta>& deltas, std::vector<std::string>* chunks,
+                                        const std::vector<std::string>* logprobs) {
+  for (size_t d = 0; d < deltas.size(); ++d) {
+    const OutputDelta& delta = deltas[d];
+    const std::string* entries = logprobs && d < logprobs->size() && !(*logprobs)[d].empty() ? &(*logprobs)[d] : nullptr;
     std::string out = Envelope();
     switch (delta.kind) {
       case OutputDelta::Kind::kReasoning:
@@ -99,7 +106,17 @@ void ChatCompletionStream::AppendChunks(const std::vector<OutputDelta>& deltas, 
         out += "}}]}";
         break;
     }
-    out += ",\"logprobs\":null,\"finish_reason\":null}]";
+    const bool reasoning = delta.kind == OutputDelta::Kind::kReasoning;
+    if (entries && (reasoning || delta.kind == OutputDelta::Kind::kContent)) {
+      std::string& all = reasoning ? reasoning_logprobs_ : content_logprobs_;
+      if (!all.empty()) all += ',';
+      all += *entries;
+      out += reasoning ? ",\"logprobs\":{\"reasoning_content\":[" : ",\"logprobs\":{\"content\":[";
+      out += *entries;
+      out += "]},\"finish_reason\":null}]";
+    } else {
+      out += ",\"logprobs\":null,\"finish_reason\":null}]";
+    }
     out += UsageTail();
     chunks->push_back(std::move(out));
   }
@@ -139,7 +156,19 @@ std::string ChatCompletionStream::Response(std::string_view finish_reason, const
     }
     out += "]";
   }
-  out += "},\"logprobs\":null,\"finish_reason\":";
+  out += "},\"logprobs\":";
+  if (content_logprobs_.empty() && reasoning_logprobs_.empty()) {
+    out += "null";
+  } else {
+    out += '{';
+    if (!content_logprobs_.empty()) out += "\"content\":[" + content_logprobs_ + "]";
+    if (!reasoning_logprobs_.empty()) {
+      if (!content_logprobs_.empty()) out += ',';
+      out += "\"reasoning_content\":[" + reasoning_logprobs_ + "]";
+    }
+    out += '}';
+  }
+  out += ",\"finish_reason\":";
   AppendString(out, finish_reason);
   out += "}],\"usage\":" + ChatUsageJson(usage) + ",\"system_fingerprint\":null}";
   return out;

@@ -24,8 +24,10 @@ class ChatCompletionStream {
 
   // The first chunk: the assistant role (sent when the backend is ready).
   std::string RoleChunk() const;
-  // One chunk per delta, in order; a tool call's first chunk carries its id and name.
-  void AppendChunks(const std::vector<OutputDelta>& deltas, std::vector<std::string>* chunks);
+  // One chunk per delta, in order; a tool call's first chunk carries its id and name. `logprobs`, when
+  // given, holds for each delta the comma-joined TokenLogprobJson entries of its tokens (empty: none).
+  void AppendChunks(const std::vector<OutputDelta>& deltas, std::vector<std::string>* chunks,
+                    const std::vector<std::string>* logprobs = nullptr);
   // The last chunk: empty delta, finish_reason and usage.
   std::string FinalChunk(std::string_view finish_reason, const UsageCounts& usage) const;
   // The non-streaming body holding everything the deltas so far carried.
@@ -45,6 +47,8 @@ class ChatCompletionStream {
   std::string usage_tail_;  // closes a non-final chunk
   std::string reasoning_;
   std::string content_;
+  std::string reasoning_logprobs_;  // comma-joined entries
+  std::string content_logprobs_;
   std::vector<ToolCall> tool_calls_;
 };
 

@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "core/py_json.h"
+#include "core/utf8.h"
+#include "recipe/output_options.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -140,6 +142,54 @@ void AppendShortest(std::string& out, std::string_view sci) {
 std::string SerdeJsonDumps(const nlohmann::ordered_json& value) {
   std::string out;
   Append(out, value);
+  return out;
+}
+
+namespace {
+
+// A token's text: the token itself when it is UTF-8, else every one of its bytes as \xNN (a token that
+// holds part of a character, " \xf0\x9f\x98" of an emoji, reads "\x20\xf0\x9f\x98").
+void AppendTokenText(std::string& out, std::string_view bytes) {
+  if (utf8::IsValid(bytes)) {
+    PyJsonAppendString(out, bytes, false);
+    return;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    text += "\\x";
+    text += kHex[byte >> 4];
+    text += kHex[byte & 15];
+  }
+  PyJsonAppendString(out, text, false);
+}
+
+void AppendTokenFields(std::string& out, std::string_view token, double logprob) {
+  out += "{\"token\":";
+  AppendTokenText(out, token);
+  out += ",\"logprob\":";
+  SerdeJsonAppendFloat32(out, static_cast<float>(logprob));
+  out += ",\"bytes\":[";
+  for (size_t i = 0; i < token.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(static_cast<unsigned char>(token[i]));
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string TokenLogprobJson(const TokenLogprob& token) {
+  std::string out;
+  AppendTokenFields(out, token.token, token.logprob);
+  out += ",\"top_logprobs\":[";
+  for (size_t i = 0; i < token.top_logprobs.size(); ++i) {
+    if (i) out += ',';
+    AppendTokenFields(out, token.top_logprobs[i].token, token.top_logprobs[i].logprob);
+    out += '}';
+  }
+  out += "]}";
   return out;
 }
 

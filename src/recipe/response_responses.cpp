@@ -59,7 +59,8 @@ std::string ResponsesStream::ResponseObject(std::string_view status, int64_t com
 std::string ResponsesStream::PartJson(const Item& item, bool with_text) const {
   const std::string text = with_text ? Quoted(item.text) : std::string("\"\"");
   if (item.type == ItemType::kReasoning) return "{\"type\":\"reasoning_text\",\"text\":" + text + "}";
-  return "{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":" + text + "}";
+  return "{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[" + (with_text ? item.logprobs : "") +
+         "],\"text\":" + text + "}";
 }
 
 std::string ResponsesStream::ItemJson(const Item& item) const {
@@ -127,7 +128,8 @@ void ResponsesStream::CloseItem(std::string_view status, std::vector<ResponsesEv
       break;
     case ItemType::kMessage:
       Push("response.output_text.done",
-           Prefix("response.output_text.done") + ",\"content_index\":0" + item_id + ",\"logprobs\":[]" +
+           Prefix("response.output_text.done") + ",\"content_index\":0" + item_id + ",\"logprobs\":[" +
+               item.logprobs + "]" +
                output_index + Sequence() + ",\"text\":" + Quoted(item.text) + "}",
            events);
       break;
@@ -157,8 +159,12 @@ void ResponsesStream::CloseItem(std::string_view status, std::vector<ResponsesEv
   item_open_ = false;
 }
 
-void ResponsesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::vector<ResponsesEvent>* events) {
-  for (const OutputDelta& delta : deltas) {
+void ResponsesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::vector<ResponsesEvent>* events,
+                                   const std::vector<std::string>* logprobs) {
+  for (size_t d = 0; d < deltas.size(); ++d) {
+    const OutputDelta& delta = deltas[d];
+    const std::string no_entries;
+    const std::string& entries = logprobs && d < logprobs->size() ? (*logprobs)[d] : no_entries;
     const bool open_of = [&](ItemType t) {
       return item_open_ && (items_.back().type == t || (t == ItemType::kFunctionCall &&
                                                         items_.back().type == ItemType::kCustomToolCall));
@@ -175,10 +181,14 @@ void ResponsesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::
         }
         Item& item = items_.back();
         item.text += delta.text;
+        if (!reasoning && !entries.empty()) {
+          if (!item.logprobs.empty()) item.logprobs += ',';
+          item.logprobs += entries;
+        }
         const std::string type = reasoning ? "response.reasoning_text.delta" : "response.output_text.delta";
         Push(type,
              Prefix(type) + ",\"content_index\":0,\"delta\":" + Quoted(delta.text) + ",\"item_id\":" +
-                 Quoted(item.id) + (reasoning ? "" : ",\"logprobs\":[]") + ",\"output_index\":" +
+                 Quoted(item.id) + (reasoning ? "" : ",\"logprobs\":[" + entries + "]") + ",\"output_index\":" +
                  std::to_string(items_.size() - 1) + Sequence() + "}",
              events);
         break;
@@ -276,7 +286,8 @@ void ResponsesStream::Finish(std::optional<BackendFinish> finish, const UsageCou
   const std::string usage_json =
       "{\"input_tokens\":" + std::to_string(usage.prompt_tokens) + ",\"input_tokens_details\":{\"cached_tokens\":" +
       std::to_string(usage.prompt_cache_hit_tokens) + "},\"output_tokens\":" +
-      std::to_string(usage.completion_tokens) + ",\"output_tokens_details\":{\"reasoning_tokens\":0},"
+      std::to_string(usage.completion_tokens) + ",\"output_tokens_details\":{\"reasoning_tokens\":" +
+      std::to_string(usage.reasoning_tokens.value_or(0)) + "},"
       "\"total_tokens\":" + std::to_string(usage.prompt_tokens + usage.completion_tokens) + "}";
   final_response_ = ResponseObject(complete ? "completed" : "incomplete", completed_at, incomplete, usage_json);
   const std::string type = complete ? "response.completed" : "response.incomplete";

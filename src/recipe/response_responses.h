@@ -24,7 +24,9 @@ class ResponsesStream {
   explicit ResponsesStream(ResponseOptions options);
 
   void Start(std::vector<ResponsesEvent>* events);
-  void AppendEvents(const std::vector<OutputDelta>& deltas, std::vector<ResponsesEvent>* events);
+  // `logprobs`: as for ChatCompletionStream::AppendChunks; output text carries them, reasoning does not.
+  void AppendEvents(const std::vector<OutputDelta>& deltas, std::vector<ResponsesEvent>* events,
+                    const std::vector<std::string>* logprobs = nullptr);
   // `finish` absent or kStop: completed; kLength / kContentFilter: incomplete.
   void Finish(std::optional<BackendFinish> finish, const UsageCounts& usage, std::vector<ResponsesEvent>* events);
   // The final response object (after Finish).
@@ -47,6 +49,7 @@ class ResponsesStream {
     std::string phase = "final_answer";
     CustomInput custom_input = CustomInput::kHolding;
     std::string held;  // custom tool calls: argument text held while kHolding
+    std::string logprobs;  // messages: the comma-joined token entries of the text
   };
   void AppendCustomInput(const std::string& fragment, std::vector<ResponsesEvent>* events);
   void PushCustomDelta(const std::string& text, std::vector<ResponsesEvent>* events);

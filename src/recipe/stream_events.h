@@ -2,9 +2,11 @@
 // does: the backend becomes ready, text chunks arrive (each counted as its tokens), generation ends.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "recipe/output_options.h"
@@ -12,10 +14,17 @@
 namespace deepinfer::recipe {
 
 class OutputParser;
+struct OutputDelta;
 
 struct CompletionChunk {
   std::string text;
   int64_t token_count = 1;
+  // The chunk's tokens with their log probabilities, when the engine reports them: their bytes
+  // concatenated over the completion equal the text. Each token's entry goes out with the reasoning or
+  // content delta its text ends in (Chat Completions `logprobs`, Responses `output_text` `logprobs`);
+  // tokens of delimiters, tool calls and dropped text have none, as in deepseek-recipe. A completion fed
+  // such chunks also reports its reasoning tokens in the usage.
+  std::vector<TokenLogprob> logprobs;
 };
 
 // One protocol event: the SSE event name (empty for Chat Completions' unnamed events) and its JSON.
@@ -58,9 +67,25 @@ class CompletionStream {
   std::vector<int> issues() const;
 
  private:
+  struct PendingToken {
+    size_t end;        // byte offset in the completion where the token's bytes end
+    std::string json;  // its TokenLogprobJson
+  };
+  // For each delta, the entries of the pending tokens that end in its text; drops the tokens the parser
+  // has consumed without output.
+  std::vector<std::string> AttachLogprobs(const std::vector<OutputDelta>& deltas, size_t chunk_begin);
+  void CountReasoningTokens();
+
   std::unique_ptr<OutputParser> parser_;
   std::unique_ptr<CompletionEncoder> encoder_;
   UsageCounts usage_;
+  bool thinking_ = false;
+  bool starts_in_reasoning_ = false;
+  bool token_mode_ = false;  // some chunk carried per-token data
+  size_t token_bytes_ = 0;   // bytes of all tokens reported so far
+  std::deque<PendingToken> pending_tokens_;
+  std::vector<std::pair<size_t, size_t>> token_spans_;  // each token's bytes, until the reasoning's extent is known
+  int64_t reasoning_tokens_ = 0;
   std::string finish_reason_;
   bool finished_ = false;
 };

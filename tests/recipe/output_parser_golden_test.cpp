@@ -240,5 +240,73 @@ TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
   EXPECT_EQ(failures, 0);
 }
 
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// Completions that arrive as tokens with log probabilities (logprob_cases.jsonl: the oracle got token ids
+// and decoded them with the V4 tokenizer; we get each token's bytes): the logprobs entries of every
+// chunk or event, and the usage's reasoning tokens, must be the oracle's.
+TEST(OutputParserGolden, LogprobsMatchOracle) {
+  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/logprob_cases.jsonl");
+  std::string line;
+  int cases = 0, failures = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json c = nlohmann::json::parse(line);
+    ++cases;
+    std::vector<CompletionChunk> chunks;
+    for (size_t p = 0; p < c["token_pushes"].size(); ++p) {
+      const auto& push = c["token_pushes"][p];
+      CompletionChunk chunk;
+      chunk.text = c["push_texts"][p].get<std::string>();  // what the streaming detokenizer released
+      chunk.token_count = static_cast<int64_t>(push.size());
+      for (const auto& token : push) {
+        TokenLogprob entry{FromHex(token[0]), token[1].get<double>(), {}};
+        for (const auto& alternative : token[2]) {
+          entry.top_logprobs.push_back({FromHex(alternative[0]), alternative[1].get<double>()});
+        }
+        chunk.logprobs.push_back(std::move(entry));
+      }
+      chunks.push_back(std::move(chunk));
+    }
+    const bool chat = c["protocol"] == "chat";
+    ResponseOptions options = TestResponseOptions(c);
+    options.completed_at = 0;
+    const StreamRunResult run = RunCompletion(chat ? OutputProtocol::kChatCompletions : OutputProtocol::kResponses,
+                                              ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+    const std::string response = c["response"];
+    std::string echo;
+    if (!chat) {
+      const size_t echo_begin = response.find("\"parallel_tool_calls\":");
+      const std::string echo_end_marker = "\"truncation\":\"disabled\",";
+      const size_t echo_end = response.find(echo_end_marker) + echo_end_marker.size();
+      ASSERT_NE(echo_begin, std::string::npos);
+      echo = response.substr(echo_begin, echo_end - echo_begin);
+    }
+    std::vector<std::vector<StreamEvent>> expected;
+    for (const auto& step : c["pushes"]) {
+      std::vector<StreamEvent> events;
+      for (const auto& e : step) {
+        std::string text = e.get<std::string>();
+        if (chat) {
+          events.push_back({"", std::string(kEnvelope) + text});
+          continue;
+        }
+        if (const size_t at = text.find("@ECHO@"); at != std::string::npos) text.replace(at, 6, echo);
+        const size_t space = text.find(' ');
+        events.push_back({text.substr(0, space), text.substr(space + 1)});
+      }
+      expected.push_back(std::move(events));
+    }
+    const bool same = run.events_per_step == expected && run.response == response;
+    EXPECT_TRUE(same) << c["name"].get<std::string>();
+    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, response);
+  }
+  EXPECT_GE(cases, 30);
+  EXPECT_EQ(failures, 0);
+}
+
 }  // namespace
 }  // namespace deepinfer::recipe

