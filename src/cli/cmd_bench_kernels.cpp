@@ -124,6 +124,8 @@ struct Config {
   int64_t gemm_m = 512;
   std::vector<int64_t> ms = {1, 2, 8, 32};
   bool bench_shapes = true, model_shapes = true;
+  // FP8 weights marked NaN-free after one check, as a model loader can do at load (--fp8-unchecked: not).
+  bool fp8_checked = true;
   std::vector<WeightFormat> formats = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFP8Block,
                                        WeightFormat::kMXFP4};
 };
@@ -164,6 +166,8 @@ int RunBenchKernels(const std::vector<std::string>& args) {
       }
       if (!found) return UsageError("bench kernels", "unknown ISA '" + name + "'");
       if (!kernels::IsaSupported(config.isa)) return Fail("bench kernels", "ISA " + name + " is not available here");
+    } else if (a == "--fp8-unchecked") {
+      config.fp8_checked = false;
     } else if (a == "--bf16-activations") {
       config.options.precision = kernels::LinearPrecision::kBf16Activations;
     } else if (a == "--seconds" && i + 1 < args.size()) {
@@ -228,7 +232,10 @@ int RunBenchKernels(const std::vector<std::string>& args) {
   }
   for (WeightFormat format : config.formats) {
     for (const Shape& shape : shapes) {
-      const BenchWeight probe = MakeWeight(format, shape, 0);
+      BenchWeight probe = MakeWeight(format, shape, 0);
+      if (format == WeightFormat::kFP8Block && config.fp8_checked) {
+        probe.view.fp8_nan_free = !kernels::Fp8ContainsNanCodes(probe.view);
+      }
       const int64_t bytes = kernels::WeightBytes(probe.view);
       // Enough distinct copies that one pass over them all far exceeds the caches (contents are
       // irrelevant to the speed, so they are copies of one random matrix).
@@ -263,7 +270,7 @@ const BenchRegistration kRegistration(
     {"kernels", "Linear GEMV/GEMM throughput per weight format, against the machine's limits",
      "usage: deepinfer bench kernels [--isa scalar|avx2|avx512|avx512bf16] [--bf16-activations]\n"
      "                               [--format F32|BF16|FP8|MXFP4] [--seconds S] [--gemm-m M]\n"
-     "                               [--m 1,2,8,32] [--shapes bench|model|all]\n"
+     "                               [--m 1,2,8,32] [--shapes bench|model|all] [--fp8-unchecked]\n"
      "  --gemm-m 0 leaves out the prefill-sized product; DEEPINFER_THREADS=1 measures one thread.\n",
      RunBenchKernels});
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,25 @@ Result<WeightView> SliceRows(const WeightView& w, int64_t begin, int64_t count) 
       break;
   }
   return slice;
+}
+
+bool Fp8ContainsNanCodes(const WeightView& w) {
+  if (w.format != WeightFormat::kFP8Block || w.data == nullptr) return false;
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const int64_t count = w.out_features * w.in_features;
+  // Eight bytes at a time: a byte is a NaN code iff its low seven bits are all ones, i.e. iff adding one
+  // to them carries into bit 7 (which never carries further, the low bits being at most 0x7F).
+  constexpr uint64_t kLow7 = 0x7F7F7F7F7F7F7F7Full, kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  int64_t i = 0;
+  uint64_t found = 0;
+  for (; i + 8 <= count; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, bytes + i, 8);
+    found |= ((v & kLow7) + kOnes) & kHigh;
+    if ((i & 0xFFFF) == 0 && found != 0) return true;
+  }
+  for (; i < count; ++i) found |= (bytes[i] & 0x7F) == 0x7F;
+  return found != 0;
 }
 
 int64_t WeightBytes(const WeightView& w) {

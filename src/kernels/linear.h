@@ -61,7 +61,14 @@ struct WeightView {
   ScaleFormat scale_format = ScaleFormat::kF32;
   int64_t block_out = 128, block_in = 128;            // FP8 block shape
   NibbleOrder nibble_order = NibbleOrder::kLowFirst;  // MXFP4 only
+  // FP8 only: the owner has checked (Fp8ContainsNanCodes, e.g. once when loading) that no E4M3 NaN code
+  // occurs in `data`, so the decode kernels skip watching for them (about 15% faster at m = 1). If the
+  // claim is false, the outputs of rows with NaN codes are unspecified (finite garbage instead of NaN).
+  bool fp8_nan_free = false;
 };
+
+// Whether an FP8 weight's data holds an E4M3 NaN code (0x7F or 0xFF). Reads every byte (several GB/s).
+bool Fp8ContainsNanCodes(const WeightView& w);
 
 // Checks shapes, pointers and format constraints (MXFP4 needs in_features % 32 == 0; FP8 block shape > 0).
 Status ValidateWeightView(const WeightView& w);

@@ -4,6 +4,7 @@
 // and tails, and requires every ISA's result to be bit-identical to the scalar kernel (NaN where it is NaN).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -230,6 +231,39 @@ TEST(LinearGemvTest, Bf16ActivationsQuantizedEqualsBf16OnDequantized) {
         ASSERT_TRUE(SameResult(quantized[i], reference[i])) << "variant " << variant << " m=" << m << " at " << i;
       }
     }
+  }
+}
+
+TEST(LinearGemvTest, Fp8ContainsNanCodesFindsEveryPosition) {
+  const int64_t out = 5, in = 37;  // 185 bytes: the eight-byte steps and a tail
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 15);
+  EXPECT_FALSE(Fp8ContainsNanCodes(w.view));
+  for (size_t position : {size_t{0}, size_t{7}, size_t{8}, size_t{100}, size_t{183}, size_t{184}}) {
+    for (uint8_t code : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+      const uint8_t saved = w.data[position];
+      w.data[position] = code;
+      EXPECT_TRUE(Fp8ContainsNanCodes(w.view)) << "code " << int{code} << " at " << position;
+      w.data[position] = saved;
+    }
+  }
+  // Every other byte value is a number.
+  for (int v = 0; v < 256; ++v) {
+    if ((v & 0x7F) == 0x7F) continue;
+    std::fill(w.data.begin(), w.data.end(), static_cast<uint8_t>(v));
+    ASSERT_FALSE(Fp8ContainsNanCodes(w.view)) << v;
+  }
+  const TestWeight mxfp4 = MakeTestWeight(WeightFormat::kMXFP4, 4, 64, 16);
+  EXPECT_FALSE(Fp8ContainsNanCodes(mxfp4.view)) << "not an FP8 weight";
+}
+
+// A weight marked NaN-free (the kernels then skip watching for NaN codes) gives the same results.
+TEST(LinearGemvTest, Fp8MarkedNanFreeMatchesScalar) {
+  uint32_t seed = 400;
+  for (const Shape& s : kFp8Shapes) {
+    TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, s.out, s.in, seed++);
+    ASSERT_FALSE(Fp8ContainsNanCodes(w.view));
+    w.view.fp8_nan_free = true;
+    ExpectEveryIsaMatchesScalar(w.view, RandomVector(static_cast<size_t>(8 * s.in), seed++), "nan-free");
   }
 }
 

@@ -119,8 +119,9 @@ inline __mmask64 NanCodes(__m512i bytes) {
                                 _mm512_set1_epi8(static_cast<char>(0xFF)));
 }
 
-// The canonical dots of MR prescaled x rows with NR FP8 weight rows; false if a NaN code was seen.
-template <int MR, int NR>
+// The canonical dots of MR prescaled x rows with NR FP8 weight rows; false if a NaN code was seen
+// (watched for unless kNanFree).
+template <int MR, int NR, bool kNanFree>
 inline bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* rows, int64_t in, int64_t prefetch,
                     float* dots) {
   __m512 acc[MR][NR];
@@ -137,7 +138,7 @@ inline bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* ro
   for (int64_t k = 0; k < full64; k += 64) {
     for (int j = 0; j < NR; ++j) {
       _mm_prefetch(reinterpret_cast<const char*>(rows[j] + k + prefetch), kPrefetchHint);
-      nan |= NanCodes(_mm512_loadu_si512(rows[j] + k));
+      if constexpr (!kNanFree) nan |= NanCodes(_mm512_loadu_si512(rows[j] + k));
     }
     for (int s = 0; s < 64; s += 16) {
       __m512 wv[NR];
@@ -153,7 +154,7 @@ inline bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* ro
     __m512 wv[NR];
     for (int j = 0; j < NR; ++j) {
       const __m128i bytes = _mm_maskz_loadu_epi8(lanes, rows[j] + k);
-      nan |= NanCodes(_mm512_zextsi128_si512(bytes)) & lanes;
+      if constexpr (!kNanFree) nan |= NanCodes(_mm512_zextsi128_si512(bytes)) & lanes;
       wv[j] = DecodeE4M3Scaled(bytes);
     }
     step(k, wv);
@@ -164,7 +165,7 @@ inline bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* ro
   return true;
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool kNanFree>
 void Fp8Rows(const LinearTask& t, int64_t n_begin, int64_t n_end, const float* xs, int64_t xs_stride,
              LinearRangeFn fallback) {
   const WeightView& w = *t.w;
@@ -177,7 +178,7 @@ void Fp8Rows(const LinearTask& t, int64_t n_begin, int64_t n_end, const float* x
     const uint8_t* rows[NR];
     for (int j = 0; j < NR; ++j) rows[j] = base + (j < valid_n ? n0 + j : n_end - 1) * in;
     float dots[MR * NR];
-    if (Fp8Tile<MR, NR>(xs, xs_stride, rows, in, prefetch, dots)) {
+    if (Fp8Tile<MR, NR, kNanFree>(xs, xs_stride, rows, in, prefetch, dots)) {
       StoreOutputs(t, MR, valid_n, n0, dots, NR);
     } else {
       fallback(t, n0, n0 + valid_n);
@@ -194,7 +195,11 @@ void Fp8Gemv(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn 
     const int64_t block_row = block_begin / w.block_out;
     const int64_t block_end = (block_row + 1) * w.block_out < n_end ? (block_row + 1) * w.block_out : n_end;
     if (PrescaleX(t, block_row, xs, stride)) {
-      Fp8Rows<MR, NR>(t, block_begin, block_end, xs, stride, fallback);
+      if (w.fp8_nan_free) {
+        Fp8Rows<MR, NR, true>(t, block_begin, block_end, xs, stride, fallback);
+      } else {
+        Fp8Rows<MR, NR, false>(t, block_begin, block_end, xs, stride, fallback);
+      }
     } else {
       fallback(t, block_begin, block_end);
     }
