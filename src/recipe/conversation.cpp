@@ -2,6 +2,27 @@
 
 namespace deepinfer::recipe {
 
+namespace {
+constexpr std::pair<MessageTask, std::string_view> kTaskNames[] = {
+    {MessageTask::kAction, "action"}, {MessageTask::kQuery, "query"},   {MessageTask::kAuthority, "authority"},
+    {MessageTask::kDomain, "domain"}, {MessageTask::kTitle, "title"}, {MessageTask::kReadUrl, "read_url"},
+};
+}  // namespace
+
+std::string_view MessageTaskName(MessageTask task) {
+  for (const auto& [value, name] : kTaskNames) {
+    if (value == task) return name;
+  }
+  return "?";
+}
+
+std::optional<MessageTask> ParseMessageTask(std::string_view name) {
+  for (const auto& [value, spelling] : kTaskNames) {
+    if (spelling == name) return value;
+  }
+  return std::nullopt;
+}
+
 std::string_view RoleName(Role role) {
   switch (role) {
     case Role::kSystem: return "system";

@@ -44,6 +44,11 @@ struct ToolDefinition {
   bool custom = false;
 };
 
+// The task tokens of DeepSeek V4 and V4.1 (formats.md DS_TASK_SP_TOKENS).
+enum class MessageTask { kAction, kQuery, kAuthority, kDomain, kTitle, kReadUrl };
+std::string_view MessageTaskName(MessageTask task);  // "action", "query", ...
+std::optional<MessageTask> ParseMessageTask(std::string_view name);
+
 struct Message {
   Role role = Role::kUser;
   // Text with image placeholders already in place (one image token per entry of `images`).
@@ -53,6 +58,9 @@ struct Message {
   std::optional<std::string> tool_call_id;       // tool only
   std::vector<ImageSource> images;               // user / tool / system
   bool prefix = false;  // assistant only: continue this message instead of starting a new turn
+  // V4/V4.1 task (encoding_dsv4.py's message `task`): the turn after this message is answered for that
+  // task; an extension field that deepseek-recipe 0.2.0 does not read.
+  std::optional<MessageTask> task;
 };
 
 enum class ReasoningEffort { kLow, kHigh, kXHigh, kMax };

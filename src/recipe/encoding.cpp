@@ -32,6 +32,12 @@ constexpr std::array<std::string_view, kSpecialTokenCount> kSpellings = {
     "<" DI_BAR "/point" DI_BAR ">",
     "<" DI_BAR "polygon" DI_BAR ">",
     "<" DI_BAR "/polygon" DI_BAR ">",
+    "<" DI_BAR "action" DI_BAR ">",
+    "<" DI_BAR "query" DI_BAR ">",
+    "<" DI_BAR "authority" DI_BAR ">",
+    "<" DI_BAR "domain" DI_BAR ">",
+    "<" DI_BAR "title" DI_BAR ">",
+    "<" DI_BAR "read_url" DI_BAR ">",
 };
 
 #undef DI_BAR
@@ -140,7 +146,11 @@ Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const To
 
 Result<RenderedPrompt> RenderPrompt(const Conversation& conversation, ModelVersion version) {
   switch (version) {
-    case ModelVersion::kV32: return RenderPromptV32(conversation);
+    case ModelVersion::kV32:
+      for (const Message& m : conversation.messages) {
+        if (m.task) return Status::InvalidArgument("message tasks exist only in the V4 and V4.1 encodings");
+      }
+      return RenderPromptV32(conversation);
     case ModelVersion::kV4: return RenderPromptV4(conversation, false);
     case ModelVersion::kV41: return RenderPromptV4(conversation, true);
   }

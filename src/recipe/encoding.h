@@ -28,8 +28,9 @@ Result<ModelVersion> ParseModelVersion(std::string_view name);
 enum class SpecialToken {
   kBos, kEos, kThinkingStart, kThinkingEnd, kSystem, kUser, kAssistant, kLatestReminder, kDsml, kImage,
   kRef, kRefEnd, kBox, kBoxEnd, kPoint, kPointEnd, kPolygon, kPolygonEnd,
+  kAction, kQuery, kAuthority, kDomain, kTitle, kReadUrl,  // V4/V4.1 task tokens
 };
-inline constexpr int kSpecialTokenCount = 18;
+inline constexpr int kSpecialTokenCount = 24;
 std::string_view SpecialTokenSpelling(SpecialToken token);
 
 struct SpecialRange {

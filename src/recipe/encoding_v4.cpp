@@ -85,6 +85,7 @@ struct Turn {
   bool is_tool_merge = false;  // a user turn that holds tool results
   std::vector<ImageSource> images;
   bool has_text_block = false;  // (tool-result turns) the user text that follows them is in
+  std::optional<MessageTask> task;  // of the turn's last message
 };
 
 // deepseek-recipe renders a message's tool calls, and the results answering them, in the byte order of
@@ -116,6 +117,7 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
           has_system = true;
         } else {
           turns.push_back({Role::kSystem, {{m.content, m.images.size()}}, nullptr, false, m.images});
+          turns.back().task = m.task;
         }
         break;
       case Role::kAssistant:
@@ -127,6 +129,7 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
       case Role::kUser:
         if (!turns.empty() && turns.back().role == Role::kUser) {
           Turn& prev = turns.back();
+          prev.task = m.task;
           const Part part{m.content, m.images.size()};
           if (v41) {
             prev.parts.push_back(part);
@@ -147,6 +150,7 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
           prev.images.insert(prev.images.end(), m.images.begin(), m.images.end());
         } else {
           turns.push_back({Role::kUser, {{m.content, m.images.size()}}, nullptr, false, m.images});
+          turns.back().task = m.task;
         }
         break;
       case Role::kTool: {
@@ -261,6 +265,19 @@ Result<RenderedPrompt> RenderPromptV4(const Conversation& c, bool v41) {
     b.Special(SpecialToken::kAssistant);
     b.Special(think ? SpecialToken::kThinkingStart : SpecialToken::kThinkingEnd);
   };
+  // encoding_dsv4.py: after a message with a task, the answer opens with the task token instead of the
+  // generation header (`action`: the header, then <｜action｜>), and carries no reasoning.
+  auto task_of_turn_before = [&](size_t i) -> std::optional<MessageTask> {
+    return i > 0 && turns[i - 1].role != Role::kAssistant ? turns[i - 1].task : std::nullopt;
+  };
+  auto task_header = [&](MessageTask task) {
+    if (task == MessageTask::kAction) {
+      header(c.thinking_mode);
+      b.Special(SpecialToken::kAction);
+      return;
+    }
+    b.Special(static_cast<SpecialToken>(static_cast<int>(SpecialToken::kAction) + static_cast<int>(task)));
+  };
 
   bool ends_with_prefix = false;
   for (size_t i = 0; i < turns.size(); ++i) {
@@ -293,8 +310,10 @@ Result<RenderedPrompt> RenderPromptV4(const Conversation& c, bool v41) {
         break;
       case Role::kAssistant: {
         const Message& m = *turn.assistant;
-        const bool with_reasoning = c.thinking_mode && (keep_all_reasoning || m.prefix);
-        header(with_reasoning);
+        const std::optional<MessageTask> task = task_of_turn_before(i);
+        const bool with_reasoning = !task && c.thinking_mode && (keep_all_reasoning || m.prefix);
+        if (task) task_header(*task);
+        else header(with_reasoning);
         if (with_reasoning) {
           b.TextWithGroundingTokens(m.reasoning_content.value_or(""));
           // A prefix with no answer text yet continues its reasoning, so the reasoning stays open.
@@ -312,6 +331,10 @@ Result<RenderedPrompt> RenderPromptV4(const Conversation& c, bool v41) {
     }
   }
   if (!ends_with_prefix) {
+    if (const std::optional<MessageTask> task = task_of_turn_before(turns.size())) {
+      task_header(*task);
+      return b.Finish();
+    }
     header(c.thinking_mode);
     if (c.tool_choice == ToolChoice::kRequired && !c.tools.empty()) AppendTemplate(b, "\n\n<{D}{calls}>\n", tags);
   }

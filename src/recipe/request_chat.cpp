@@ -103,6 +103,16 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, M
   } else if (out->role != Role::kAssistant) {
     return Invalid(Join(path, "content"), "Missing required parameter: '" + Join(path, "content") + "'.");
   }
+  std::optional<std::string> task;
+  DI_REQ_CHECK(internal::ReadString(m, "task", path, &task));
+  if (task) {
+    out->task = ParseMessageTask(*task);
+    if (!out->task) {
+      return Invalid(Join(path, "task"), "Invalid value: '" + *task +
+                                             "'. Supported values are: 'action', 'query', 'authority', 'domain', "
+                                             "'title' and 'read_url'.");
+    }
+  }
   if (out->role == Role::kAssistant) {
     DI_REQ_CHECK(internal::ReadString(m, "reasoning_content", path, &out->reasoning_content));
     std::optional<bool> prefix;
