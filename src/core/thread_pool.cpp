@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -15,6 +16,15 @@ int DefaultThreadCount() {
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }
+// How long a worker that has just finished keeps watching for the next job before it sleeps:
+// DEEPINFER_POOL_SPIN_US (0 sleeps at once), default 200 µs.
+int SpinMicroseconds() {
+  static const int us = [] {
+    const char* env = std::getenv("DEEPINFER_POOL_SPIN_US");
+    return env != nullptr && std::atoi(env) >= 0 ? std::atoi(env) : 200;
+  }();
+  return us;
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -26,7 +36,7 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -51,16 +61,44 @@ void ThreadPool::RunChunks(Job& job) {
   t_inside_job = was_inside;
 }
 
+ThreadPool::Job* ThreadPool::TryTakeJob(uint64_t& seen) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Job* job = job_.load(std::memory_order_relaxed);
+  const uint64_t generation = generation_.load(std::memory_order_relaxed);
+  if (generation == seen) return nullptr;
+  seen = generation;
+  if (job == nullptr) return nullptr;  // that job has already finished
+  ++active_workers_;
+  return job;
+}
+
 void ThreadPool::WorkerLoop() {
+  const auto spin = std::chrono::microseconds(SpinMicroseconds());
   uint64_t seen_generation = 0;
   for (;;) {
-    Job* job;
-    {
+    Job* job = nullptr;
+    const auto spin_until = std::chrono::steady_clock::now() + spin;
+    for (int polls = 0; job == nullptr; ++polls) {
+      if (stopping_.load(std::memory_order_acquire)) return;
+      if (generation_.load(std::memory_order_acquire) != seen_generation) job = TryTakeJob(seen_generation);
+      if (job != nullptr) break;
+      if ((polls & 63) == 63 && std::chrono::steady_clock::now() > spin_until) break;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (job == nullptr) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || (job_ != nullptr && generation_ != seen_generation); });
-      if (stopping_) return;
-      seen_generation = generation_;
-      job = job_;
+      ++sleeping_workers_;
+      wake_.wait(lock, [&] {
+        return stopping_.load(std::memory_order_relaxed) ||
+               (job_.load(std::memory_order_relaxed) != nullptr &&
+                generation_.load(std::memory_order_relaxed) != seen_generation);
+      });
+      --sleeping_workers_;
+      if (stopping_.load(std::memory_order_relaxed)) return;
+      seen_generation = generation_.load(std::memory_order_relaxed);
+      job = job_.load(std::memory_order_relaxed);
       ++active_workers_;
     }
     RunChunks(*job);
@@ -88,19 +126,21 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   job.n = n;
   job.grain = grain;
   job.num_chunks = num_chunks;
+  bool any_sleeping;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &job;
-    ++generation_;
+    job_.store(&job, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
+    any_sleeping = sleeping_workers_ > 0;
   }
-  wake_.notify_all();
+  if (any_sleeping) wake_.notify_all();  // spinning workers see the new generation by themselves
   RunChunks(job);
   std::unique_lock<std::mutex> lock(mutex_);
   // Workers that woke late may still hold a pointer to the job: wait until none is inside it.
   finished_.wait(lock, [&] {
     return job.done_chunks.load(std::memory_order_acquire) == num_chunks && active_workers_ == 0;
   });
-  job_ = nullptr;
+  job_.store(nullptr, std::memory_order_release);
 }
 
 }  // namespace deepinfer

@@ -48,15 +48,23 @@ class ThreadPool {
   void WorkerLoop();
   void RunChunks(Job& job);
 
+  // Takes the current job if it is new to a worker that last saw `seen`; null if there is none.
+  Job* TryTakeJob(uint64_t& seen);
+
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;  // held by the thread whose job owns the pool
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable finished_;
-  Job* job_ = nullptr;
-  uint64_t generation_ = 0;
+  // job_, generation_ and stopping_ change under mutex_; they are atomic so that a worker that has just
+  // finished can watch for the next job without the lock (and without a futex wake) for a short while:
+  // decode steps hand the pool a job every few tens of microseconds, less than a sleeping thread takes
+  // to wake.
+  std::atomic<Job*> job_{nullptr};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stopping_{false};
   int active_workers_ = 0;
-  bool stopping_ = false;
+  int sleeping_workers_ = 0;
 };
 
 }  // namespace deepinfer

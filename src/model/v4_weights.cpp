@@ -52,6 +52,9 @@ class Binder {
         else return Status::InvalidArgument("tensor '" + s->name + "': FP8 scales must be F32 or F8_E8M0");
         w.scales = s->data;
         DI_RETURN_IF_ERROR(kernels::ValidateWeightView(w));
+        // Checked once here so that the decode kernels need not watch every byte (a weight that does
+        // hold NaN codes keeps the watch and gives NaN outputs where it should).
+        w.fp8_nan_free = !kernels::Fp8ContainsNanCodes(w);
         return w;
       }
       case DType::kI8:
