@@ -30,6 +30,8 @@ constexpr const char* kUsage =
     "  --tool-choice-required         the prompt opened the tool-call block\n"
     "  --json-object                  response_format json_object\n"
     "  --stop TEXT                    a stop sequence (repeatable)\n"
+    "  --custom-tool NAME             Responses: the request declared this custom tool (apply_patch); its\n"
+    "                                 calls become custom_tool_call items with raw input (repeatable)\n"
     "  --finish stop|length|content_filter|none   how the backend ended (default stop)\n"
     "  --model NAME  --id ID  --created SECONDS  --prompt-tokens N  --cache-hit-tokens N\n"
     "  --include-usage true|false     stream_options.include_usage as the request gave it\n";
@@ -83,6 +85,9 @@ int RunParse(const std::vector<std::string>& args) {
     } else if (a == "--stop") {
       if (!value(&v)) return UsageError("parse", "--stop needs a value");
       parser_options.stop_sequences.push_back(v);
+    } else if (a == "--custom-tool") {
+      if (!value(&v)) return UsageError("parse", "--custom-tool needs a value");
+      response_options.custom_tools.push_back(v);
     } else if (a == "--model-version") {
       if (!value(&v)) return UsageError("parse", "--model-version needs a value");
       if (v == "v3.2") parser_options.model_version = recipe::OutputModelVersion::kV32;

@@ -21,6 +21,7 @@ gen = pytest.importorskip("gen_requests", reason="deepseek_recipe is not install
 
 def _render_all(deepinfer_bin, requests, version, protocol="chat"):
     stdin = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests)
+    protocol = gen.GENERATOR_PROTOCOLS[protocol]
     out = subprocess.run([deepinfer_bin, "render", "--jsonl", "--protocol", protocol, "--model-version", version],
                          input=stdin.encode(), capture_output=True, check=True).stdout.decode()
     return [json.loads(line) for line in out.split("\n") if line]
@@ -36,7 +37,7 @@ def _compare(results, requests, oracle):
     return mismatches
 
 
-@pytest.mark.parametrize("protocol", ["chat", "anthropic", "responses"])
+@pytest.mark.parametrize("protocol", ["chat", "anthropic", "responses", "responses_features"])
 @pytest.mark.parametrize("version", ["v4", "v4.1"])
 def test_render_matches_live_oracle(deepinfer_bin, protocol, version):
     import random
