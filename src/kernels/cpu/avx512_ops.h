@@ -67,6 +67,29 @@ struct V {
     return _mm_cvtss_f32(s1);
   }
 
+  // Reduce of a0..a3 at once: the same additions with their operands in the same order, four registers per
+  // instruction (128-bit blocks regrouped with vshuff32x4, then vpermilps within blocks). Returns the four
+  // dots in lanes 0..3.
+  static __m128 Reduce4(Reg a0, Reg a1, Reg a2, Reg a3) {
+    const Reg s8_01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
+    const Reg s8_23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_f32x4(a2, a3, _MM_SHUFFLE(3, 2, 3, 2)));
+    // 128-bit block r of s4 holds the four j+4 sums of a_r.
+    const Reg s4 = _mm512_add_ps(_mm512_shuffle_f32x4(s8_01, s8_23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(s8_01, s8_23, _MM_SHUFFLE(3, 1, 3, 1)));
+    const Reg s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, _MM_SHUFFLE(3, 2, 3, 2)));
+    const Reg s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2, _MM_SHUFFLE(1, 1, 1, 1)));
+    const __m512i firsts = _mm512_set_epi32(12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0);
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(firsts, s1));
+  }
+  // out[0..4) = Reduce of a0..a3, added to out's values (out first, as the scalar `out + dot`) when
+  // `accumulate`.
+  static void Reduce4Store(Reg a0, Reg a1, Reg a2, Reg a3, float* out, bool accumulate) {
+    const __m128 dots = Reduce4(a0, a1, a2, a3);
+    _mm_storeu_ps(out, accumulate ? _mm_add_ps(_mm_loadu_ps(out), dots) : dots);
+  }
+
   static Reg LoadBf16(const uint16_t* p) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));

@@ -204,6 +204,38 @@ inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* c
   }
 }
 
+template <class Vec>
+concept HasReduce4Store = requires(typename Vec::Reg r, float* out) { Vec::Reduce4Store(r, r, r, r, out, true); };
+
+// MicroKernel for a full-width tile of a panel (NR = 4) when in % 16 == 0, on ISAs with V::Reduce4Store:
+// the same FMAs, with no tail and the four dots of each row reduced and stored together, so the per-tile
+// work outside the k loop stays small (it is a fifth of the tile's time at in = 512 otherwise).
+template <int MR, class Vec = V>
+inline void PanelKernelN4(const float* const* x, const float* panel, int64_t stride, int64_t in, float* const* y,
+                          int64_t y_col, int valid_m, bool accumulate) {
+  typename Vec::Reg acc[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = Vec::Zero();
+  const float* w0 = panel;
+  const float* w1 = panel + stride;
+  const float* w2 = panel + 2 * stride;
+  const float* w3 = panel + 3 * stride;
+  for (int64_t k = 0; k < in; k += kLanes) {
+    const typename Vec::Reg wv0 = Vec::Load(w0 + k), wv1 = Vec::Load(w1 + k), wv2 = Vec::Load(w2 + k),
+                            wv3 = Vec::Load(w3 + k);
+    for (int i = 0; i < MR; ++i) {
+      const typename Vec::Reg xv = Vec::Load(x[i] + k);
+      acc[i][0] = Vec::Fma(xv, wv0, acc[i][0]);
+      acc[i][1] = Vec::Fma(xv, wv1, acc[i][1]);
+      acc[i][2] = Vec::Fma(xv, wv2, acc[i][2]);
+      acc[i][3] = Vec::Fma(xv, wv3, acc[i][3]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    if (i < valid_m) Vec::Reduce4Store(acc[i][0], acc[i][1], acc[i][2], acc[i][3], y[i] + y_col, accumulate);
+  }
+}
+
 template <int NR>
 inline void RowIndices(int64_t n0, int64_t n_end, int64_t* rows) {
   for (int j = 0; j < NR; ++j) rows[j] = n0 + j < n_end ? n0 + j : n_end - 1;
@@ -282,8 +314,14 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
       }
       const int valid_m = static_cast<int>(t.m - i0 < MR ? t.m - i0 : MR);
       for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
-        PanelSource<NR> panel_src{panel + (n0 - nb) * stride, stride};
         const int valid_n = static_cast<int>(nb_end - n0 < NR ? nb_end - n0 : NR);
+        if constexpr (NR == 4 && HasReduce4Store<V>) {
+          if (valid_n == NR && in % kLanes == 0) {
+            PanelKernelN4<MR>(x, panel + (n0 - nb) * stride, stride, in, y, n0, valid_m, t.accumulate);
+            continue;
+          }
+        }
+        PanelSource<NR> panel_src{panel + (n0 - nb) * stride, stride};
         MicroKernel<MR, NR>(x, panel_src, in, y, n0, valid_m, valid_n, t.accumulate);
       }
     }
