@@ -1,0 +1,117 @@
+// The batched (panel) path of Linear (m ≥ 5), tile by tile: every mix of full and partial register tiles
+// in m and out_features, inputs that are and are not whole 16-lane steps, plain and accumulating stores,
+// on every ISA, against the canonical order of linear.h written out here from its definition.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "kernels/linear_dispatch.h"
+#include "test_weights.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+using testing::MakeTestWeight;
+using testing::RandomVector;
+using testing::TestWeight;
+
+std::vector<Isa> IsasToTest() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (IsaSupported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// linear.h's kExact order: lane j sums x[k]·w[k] for k ≡ j (mod 16) in increasing k with FMA from +0,
+// then lanes are added by halving (j + 8, j + 4, j + 2, j + 1), lower lane first.
+float CanonicalDot(const float* x, const TestWeight& w, int64_t n) {
+  float lanes[16] = {};
+  for (int64_t k = 0; k < w.view.in_features; ++k) {
+    lanes[k % 16] = std::fma(x[k], w.At(n, k), lanes[k % 16]);
+  }
+  for (int half = 8; half >= 1; half /= 2) {
+    for (int j = 0; j < half; ++j) lanes[j] = lanes[j] + lanes[j + half];
+  }
+  return lanes[0];
+}
+
+// x whose lanes differ in magnitude by factors of 2^5, so a reduction that pairs lanes differently rounds
+// differently and shows up as a bit difference.
+std::vector<float> SpreadX(int64_t rows, int64_t stride, uint32_t seed) {
+  std::vector<float> x = RandomVector(static_cast<size_t>(rows * stride), seed);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t k = 0; k < stride; ++k) x[static_cast<size_t>(i * stride + k)] *= std::ldexp(1.0f, (k % 16) * 5 - 40);
+  }
+  return x;
+}
+
+TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
+  uint32_t seed = 100;
+  // At() is the decoded fp32 weight exactly as the kernels define it, so it is the FMA's operand.
+  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kF32, WeightFormat::kFP8Block, WeightFormat::kMXFP4}) {
+    for (int64_t in_asked : {16, 48, 64, 200, 512}) {
+      const int64_t in = format == WeightFormat::kMXFP4 ? (in_asked + 31) / 32 * 32 : in_asked;
+      for (int64_t out : {1, 3, 4, 5, 8, 13}) {
+        const TestWeight w = MakeTestWeight(format, out, in, seed++);
+        for (int64_t m : {5, 6, 7, 8, 11, 48, 49}) {
+          const int64_t x_stride = in + 3, y_stride = out + 2;
+          const std::vector<float> x = SpreadX(m, x_stride, seed++);
+          const std::vector<float> initial = RandomVector(static_cast<size_t>(m * y_stride), seed++);
+          for (bool accumulate : {false, true}) {
+            for (Isa isa : IsasToTest()) {
+              SCOPED_TRACE(testing::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
+                           " in=" + std::to_string(in) + (accumulate ? " accumulate" : "") +
+                           " isa=" + std::string(IsaName(isa)));
+              std::vector<float> y = initial;
+              LinearOptions options;
+              options.accumulate = accumulate;
+              LinearWithIsa(isa, x.data(), m, x_stride, w.view, y.data(), y_stride, options, nullptr);
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t n = 0; n < y_stride; ++n) {
+                  const size_t at = static_cast<size_t>(i * y_stride + n);
+                  float expected = initial[at];  // past out_features: untouched
+                  if (n < out) {
+                    const float dot = CanonicalDot(x.data() + i * x_stride, w, n);
+                    expected = accumulate ? initial[at] + dot : dot;
+                  }
+                  ASSERT_EQ(0, std::memcmp(&y[at], &expected, 4))
+                      << "row " << i << " output " << n << ": " << y[at] << " vs " << expected;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// NaN weight codes and infinite activations inside whole-tile panels (in % 16 == 0) come out exactly as
+// the scalar kernel has them, including which NaN.
+TEST(LinearPanelTest, NanAndInfinityInFullTilesMatchScalar) {
+  const int64_t m = 9, out = 12, in = 256;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 5);
+  w.data[1 * in + 3] = 0x7F;
+  w.data[6 * in + 200] = 0xFF;
+  std::vector<float> x = RandomVector(static_cast<size_t>(m * in), 6);
+  x[2 * in + 40] = INFINITY;
+  x[7 * in + 41] = -INFINITY;
+  std::vector<float> scalar(static_cast<size_t>(m * out));
+  LinearWithIsa(Isa::kScalar, x.data(), m, in, w.view, scalar.data(), out, {}, nullptr);
+  EXPECT_TRUE(std::isnan(scalar[1]));
+  EXPECT_TRUE(std::isnan(scalar[6]));
+  EXPECT_TRUE(std::isinf(scalar[2 * out]) || std::isnan(scalar[2 * out]));
+  for (Isa isa : IsasToTest()) {
+    std::vector<float> y(scalar.size());
+    LinearWithIsa(isa, x.data(), m, in, w.view, y.data(), out, {}, nullptr);
+    EXPECT_EQ(0, std::memcmp(y.data(), scalar.data(), y.size() * 4)) << IsaName(isa);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels
