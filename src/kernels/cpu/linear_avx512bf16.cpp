@@ -167,6 +167,28 @@ inline void MicroKernel(const uint16_t* const* x, const Source& src, int64_t in,
   }
 }
 
+// MicroKernel for a full 4-wide tile of a panel: the panel and the x rows are both zero-padded to whole
+// chunks, so the tail chunk is one more step of the loop, and each row's four dots are reduced and stored
+// together (V::Reduce4Store: the same additions), keeping the per-tile work outside the loop small.
+template <int MR>
+inline void PanelKernelN4(const uint16_t* const* x, const uint16_t* panel, int64_t stride, float* const* y,
+                          int64_t y_col, int valid_m, bool accumulate) {
+  __m512 acc[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < stride; k += kChunk) {
+    __m512bh wv[4];
+    for (int j = 0; j < 4; ++j) wv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel + j * stride + k));
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x[i] + k));
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    if (i < valid_m) V::Reduce4Store(acc[i][0], acc[i][1], acc[i][2], acc[i][3], y[i] + y_col, accumulate);
+  }
+}
+
 template <int NR>
 void RowIndices(int64_t n0, int64_t n_end, int64_t* rows) {
   for (int j = 0; j < NR; ++j) rows[j] = n0 + j < n_end ? n0 + j : n_end - 1;
@@ -224,8 +246,12 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
       }
       const int valid_m = static_cast<int>(t.m - i0 < MR ? t.m - i0 : MR);
       for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
-        const PanelChunks panel_src{panel + (n0 - nb) * stride, stride};
         const int valid_n = static_cast<int>(nb_end - n0 < NR ? nb_end - n0 : NR);
+        if (valid_n == NR) {
+          PanelKernelN4<MR>(x, panel + (n0 - nb) * stride, stride, y, n0, valid_m, t.accumulate);
+          continue;
+        }
+        const PanelChunks panel_src{panel + (n0 - nb) * stride, stride};
         MicroKernel<MR, NR>(x, panel_src, in, y, n0, valid_m, valid_n, t.accumulate);
       }
     }
