@@ -91,6 +91,42 @@ TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
   }
 }
 
+// kBf16Activations (AVX512_BF16): the panel path of every tile mix gives each row bit for bit what the
+// in-register path gives it alone (m = 1), and accumulating adds that once to the existing output.
+TEST(LinearPanelTest, Bf16ActivationPanelsEqualSingleRows) {
+  if (!IsaSupported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 here";
+  LinearOptions options;
+  options.precision = LinearPrecision::kBf16Activations;
+  uint32_t seed = 300;
+  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kFP8Block, WeightFormat::kMXFP4}) {
+    for (int64_t in_asked : {32, 40, 200, 512}) {  // 40, 200: a zero-padded last 32-element chunk
+      const int64_t in = format == WeightFormat::kMXFP4 ? (in_asked + 31) / 32 * 32 : in_asked;
+      for (int64_t out : {1, 4, 5, 8, 13}) {
+        const TestWeight w = MakeTestWeight(format, out, in, seed++);
+        for (int64_t m : {5, 7, 8, 49}) {
+          SCOPED_TRACE(testing::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
+                       " in=" + std::to_string(in));
+          const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), seed++);
+          std::vector<float> alone(static_cast<size_t>(m * out));
+          for (int64_t i = 0; i < m; ++i) {
+            LinearWithIsa(Isa::kAvx512Bf16, x.data() + i * in, 1, in, w.view, alone.data() + i * out, out, options,
+                          nullptr);
+          }
+          std::vector<float> batch(alone.size());
+          LinearWithIsa(Isa::kAvx512Bf16, x.data(), m, in, w.view, batch.data(), out, options, nullptr);
+          ASSERT_EQ(0, std::memcmp(batch.data(), alone.data(), batch.size() * 4));
+          const std::vector<float> initial = RandomVector(alone.size(), seed++);
+          std::vector<float> accumulated = initial;
+          LinearOptions accumulating = options;
+          accumulating.accumulate = true;
+          LinearWithIsa(Isa::kAvx512Bf16, x.data(), m, in, w.view, accumulated.data(), out, accumulating, nullptr);
+          for (size_t a = 0; a < initial.size(); ++a) ASSERT_EQ(accumulated[a], initial[a] + alone[a]) << a;
+        }
+      }
+    }
+  }
+}
+
 // NaN weight codes and infinite activations inside whole-tile panels (in % 16 == 0) come out exactly as
 // the scalar kernel has them, including which NaN.
 TEST(LinearPanelTest, NanAndInfinityInFullTilesMatchScalar) {
