@@ -3,6 +3,8 @@
 // order, so the results are bit-identical).
 #include "model/v4_init.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -123,6 +125,39 @@ TEST(V4Init, QuantizedEqualsDequantized) {
   float lo = a[0], hi = a[0];
   for (float v : a) lo = std::min(lo, v), hi = std::max(hi, v);
   EXPECT_GT(hi - lo, 1.0f);
+}
+
+// Loading checks FP8 weights for E4M3 NaN codes once (so that the decode kernels can skip the check); a
+// weight that holds one must still make NaN, as its dequantised F32 copy would, not finite garbage.
+TEST(V4Init, Fp8NanCodeStillGivesNan) {
+  const std::string q = TempDir("nan");
+  ASSERT_TRUE(WriteRandomV4Checkpoint(TinyConfig(), q, 7, V4InitFormat::kQuantized).ok());
+  std::vector<int32_t> tokens = {5, 17, 300};
+  std::vector<float> clean = AllLogits(q, tokens);
+  for (float v : clean) ASSERT_TRUE(std::isfinite(v));
+  // Overwrite one byte of an FP8 weight (row 0, column 0 of layers.1.attn.wq_b) with the NaN code 0x7F.
+  std::string path;
+  {
+    auto ckpt = Checkpoint::Open(q);
+    ASSERT_TRUE(ckpt.ok());
+    const TensorInfo* t = ckpt->Find("layers.1.attn.wq_b.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->dtype, DType::kF8_E4M3);
+    path = t->file;
+  }
+  std::string bytes = ReadAll(path);
+  auto header = ParseSafetensorsHeader(bytes, bytes.size());
+  ASSERT_TRUE(header.ok());
+  for (const TensorInfo& t : header->tensors) {
+    if (t.name == "layers.1.attn.wq_b.weight") bytes[header->data_offset + t.data_begin] = static_cast<char>(0x7F);
+  }
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  std::vector<float> poisoned = AllLogits(q, tokens);
+  ASSERT_EQ(poisoned.size(), clean.size());
+  EXPECT_TRUE(std::any_of(poisoned.begin(), poisoned.end(), [](float v) { return std::isnan(v); }));
 }
 
 TEST(V4Init, UnknownPresetAndFormat) {
