@@ -287,6 +287,26 @@ void DecodePanel(const WeightView& w, int64_t n0, int64_t n_end, float* panel, i
   }
 }
 
+// A weight source that also stores every step it decodes into a panel laid out as DecodePanel's (the tail
+// zero-padded), so the first tile of x rows decodes the panel while it multiplies, the decode overlapping
+// the FMAs instead of running as a pass of its own.
+template <int NR, template <int> class Inner>
+struct PanelWritingSource : Inner<NR> {
+  static constexpr int kStep = Inner<NR>::kStep;
+  float* panel;
+  int64_t stride;
+  PanelWritingSource(const WeightView& weights, const int64_t* row_indices, float* panel_rows, int64_t row_stride)
+      : Inner<NR>(weights, row_indices), panel(panel_rows), stride(row_stride) {}
+  void Load(int j, int64_t k, V::Reg* out) const {
+    Inner<NR>::Load(j, k, out);
+    for (int s = 0; s < kStep / 16; ++s) V::Store(panel + j * stride + k + s * 16, out[s]);
+  }
+  void Tail(int j, int64_t k, float* out16) const {
+    Inner<NR>::Tail(j, k, out16);
+    std::memcpy(panel + j * stride + k, out16, kLanes * sizeof(float));
+  }
+};
+
 // Larger batches: a block of weight rows is decoded once into a per-thread panel that stays in L2, then
 // every register tile of MR rows of x runs across it. Each weight byte is read from memory once per
 // call; x streams once per block of weight rows.
@@ -301,10 +321,24 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   float* panel = ThreadScratch(static_cast<size_t>(block_n * stride));
   for (int64_t nb = n_begin; nb < n_end; nb += block_n) {
     const int64_t nb_end = nb + block_n < n_end ? nb + block_n : n_end;
-    for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
-      DecodePanel<NR, Source>(*t.w, n0, nb_end, panel + (n0 - nb) * stride, stride);
+    {  // x rows 0 .. MR, decoding the panel on the way
+      const float* x[MR];
+      float* y[MR];
+      for (int i = 0; i < MR; ++i) {
+        const int64_t row = i < t.m ? i : t.m - 1;
+        x[i] = t.x + row * t.x_stride;
+        y[i] = t.y + row * t.y_stride;
+      }
+      const int valid_m = static_cast<int>(t.m < MR ? t.m : MR);
+      for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
+        int64_t rows[NR];
+        RowIndices<NR>(n0, nb_end, rows);
+        PanelWritingSource<NR, Source> src(*t.w, rows, panel + (n0 - nb) * stride, stride);
+        const int valid_n = static_cast<int>(nb_end - n0 < NR ? nb_end - n0 : NR);
+        MicroKernel<MR, NR>(x, src, in, y, n0, valid_m, valid_n, t.accumulate);
+      }
     }
-    for (int64_t i0 = 0; i0 < t.m; i0 += MR) {
+    for (int64_t i0 = MR; i0 < t.m; i0 += MR) {
       const float* x[MR];
       float* y[MR];
       for (int i = 0; i < MR; ++i) {
