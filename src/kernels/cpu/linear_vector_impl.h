@@ -260,36 +260,9 @@ void DirectPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
-// Decodes weight rows n0 .. n0 + NR (duplicating the last valid row past n_end) into `panel`, each row
-// `stride` floats, zero-padded past in_features.
-template <int NR, template <int> class Source>
-void DecodePanel(const WeightView& w, int64_t n0, int64_t n_end, float* panel, int64_t stride) {
-  int64_t rows[NR];
-  RowIndices<NR>(n0, n_end, rows);
-  Source<NR> src(w, rows);
-  constexpr int kStep = Source<NR>::kStep;
-  const int64_t in = w.in_features;
-  const int64_t full = in / kStep * kStep;
-  const int64_t span = src.Span();
-  for (int64_t kb = 0; kb < full; kb += span) {
-    src.Begin(kb);
-    const int64_t kb_end = kb + span < full ? kb + span : full;
-    for (int j = 0; j < NR; ++j) {
-      for (int64_t k = kb; k < kb_end; k += kStep) {
-        typename V::Reg r[kStep / 16];
-        src.Load(j, k, r);
-        for (int s = 0; s < kStep / 16; ++s) V::Store(panel + j * stride + k + s * 16, r[s]);
-      }
-    }
-  }
-  if (full < in) {
-    for (int j = 0; j < NR; ++j) src.Tail(j, full, panel + j * stride + full);
-  }
-}
-
-// A weight source that also stores every step it decodes into a panel laid out as DecodePanel's (the tail
-// zero-padded), so the first tile of x rows decodes the panel while it multiplies, the decode overlapping
-// the FMAs instead of running as a pass of its own.
+// A weight source that also stores every step it decodes into a panel, each row `stride` floats (the tail
+// zero-padded past in_features), so the first tile of x rows decodes the panel while it multiplies: the
+// decode overlaps the FMAs instead of running as a pass of its own.
 template <int NR, template <int> class Inner>
 struct PanelWritingSource : Inner<NR> {
   static constexpr int kStep = Inner<NR>::kStep;
@@ -307,8 +280,8 @@ struct PanelWritingSource : Inner<NR> {
   }
 };
 
-// Larger batches: a block of weight rows is decoded once into a per-thread panel that stays in L2, then
-// every register tile of MR rows of x runs across it. Each weight byte is read from memory once per
+// Larger batches: a block of weight rows is decoded once into a per-thread panel that stays in L2 (by the
+// first register tile of MR rows of x), then every other tile runs across it. Each weight byte is read from memory once per
 // call; x streams once per block of weight rows.
 template <template <int> class Source>
 void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
