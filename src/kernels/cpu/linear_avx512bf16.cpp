@@ -248,7 +248,21 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
       for (int64_t n0 = nb; n0 < nb_end; n0 += NR) {
         const int valid_n = static_cast<int>(nb_end - n0 < NR ? nb_end - n0 : NR);
         if (valid_n == NR) {
-          PanelKernelN4<MR>(x, panel + (n0 - nb) * stride, stride, y, n0, valid_m, t.accumulate);
+          // A last tile of fewer rows runs only those (m is often not a multiple of MR: expert batches).
+          const uint16_t* rows_panel = panel + (n0 - nb) * stride;
+          switch (valid_m) {
+            case 1:
+              PanelKernelN4<1>(x, rows_panel, stride, y, n0, 1, t.accumulate);
+              break;
+            case 2:
+              PanelKernelN4<2>(x, rows_panel, stride, y, n0, 2, t.accumulate);
+              break;
+            case 3:
+              PanelKernelN4<3>(x, rows_panel, stride, y, n0, 3, t.accumulate);
+              break;
+            default:
+              PanelKernelN4<MR>(x, rows_panel, stride, y, n0, valid_m, t.accumulate);
+          }
           continue;
         }
         const PanelChunks panel_src{panel + (n0 - nb) * stride, stride};
