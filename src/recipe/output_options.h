@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace deepinfer::recipe {
@@ -52,6 +53,8 @@ struct TokenLogprob {
   std::string token;
   double logprob = 0;
   std::vector<TokenAlternative> top_logprobs;
+  // An added token of the vocabulary (`</think>`, `｜DSML｜`, `<｜User｜>`, ...): decoded on its own.
+  bool control = false;
 };
 
 // The JSON of one token's entry in Chat Completions `logprobs.content[]` and Responses `logprobs[]`, as
@@ -89,6 +92,10 @@ struct ResponseOptions {
   std::vector<std::string> custom_tools;
   // Tool-call id for the call with this index; default: "call_NN_" + 24 random characters.
   std::function<std::string(int index)> tool_call_id;
+  // How many tokens a text encodes to (control-token spellings as control tokens). deepseek-recipe reports
+  // the reasoning tokens of a completion fed as tokens as its reasoning text re-encoded, not as the tokens
+  // generated; unset, the generated tokens of the reasoning are counted instead.
+  std::function<int64_t(std::string_view text)> count_tokens;
 };
 
 }  // namespace deepinfer::recipe

@@ -17,6 +17,10 @@ constexpr std::string_view kThinkingEnd = "</think>";
 constexpr std::string_view kToolCallsEndV4 = "</｜DSML｜tool_calls>";
 constexpr std::string_view kToolCallsEndV41 = "</｜DSML｜ calls>";
 constexpr std::string_view kFunctionCallsEndV32 = "</｜DSML｜function_calls>";
+// The `</think>` control token inside the parser when the completion arrives as tokens: bytes that never
+// occur in (validated) UTF-8 text, as many as the token's, so that input offsets stay those of the tokens.
+constexpr std::string_view kThinkingEndToken = "\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF";
+static_assert(kThinkingEndToken.size() == kThinkingEnd.size());
 
 enum class PatternId {
   kDsmlBegin,          // newlines + `<｜DSML｜`: the tool-call block starts
@@ -174,9 +178,16 @@ void OutputParser::AddIssue(OutputIssue issue) {
   if (std::find(issues_.begin(), issues_.end(), issue) == issues_.end()) issues_.push_back(issue);
 }
 
-void OutputParser::Push(OutputDelta::Kind kind, int tool_index, std::string text, size_t input_end,
+void OutputParser::Push(OutputDelta::Kind kind, int tool_index, std::string text, size_t source,
                         std::vector<OutputDelta>* deltas) {
-  deltas->push_back(OutputDelta{kind, tool_index, std::move(text), input_end, last_delimiter_end_});
+  deltas->push_back(OutputDelta{kind, tool_index, std::move(text), source});
+}
+
+size_t OutputParser::oldest_held_source() const {
+  size_t oldest = chunks_fed_;
+  if (!held_.empty()) oldest = held_.front().source;
+  if (!pending_.empty()) oldest = std::min(oldest, piece_sources_.front());
+  return oldest;
 }
 
 void OutputParser::ReleaseHeld(std::vector<OutputDelta>* deltas) {
@@ -186,21 +197,21 @@ void OutputParser::ReleaseHeld(std::vector<OutputDelta>* deltas) {
 }
 
 void OutputParser::EmitArguments(std::string text, std::vector<OutputDelta>* deltas) {
-  Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::move(text), consumed_, deltas);
+  Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::move(text), chunks_fed_ - 1, deltas);
 }
 
-void OutputParser::EmitPiece(Unmatched action, std::string_view piece, size_t input_end,
+void OutputParser::EmitPiece(Unmatched action, std::string_view piece, size_t source,
                              std::vector<OutputDelta>* deltas) {
   if (piece.empty()) return;
   switch (action) {
     case Unmatched::kReasoning:
-      Push(OutputDelta::Kind::kReasoning, -1, std::string(piece), input_end, deltas);
+      Push(OutputDelta::Kind::kReasoning, -1, std::string(piece), source, deltas);
       break;
     case Unmatched::kContent:
-      Push(OutputDelta::Kind::kContent, -1, std::string(piece), input_end, deltas);
+      Push(OutputDelta::Kind::kContent, -1, std::string(piece), source, deltas);
       break;
     case Unmatched::kSpace:  // JSON mode: text around the JSON becomes one space per piece
-      Push(OutputDelta::Kind::kContent, -1, " ", input_end, deltas);
+      Push(OutputDelta::Kind::kContent, -1, " ", source, deltas);
       break;
     case Unmatched::kSkip:
       break;
@@ -211,11 +222,11 @@ void OutputParser::EmitPiece(Unmatched action, std::string_view piece, size_t in
       tool_name_.append(piece);
       break;
     case Unmatched::kRawArguments:
-      Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::string(piece), input_end, deltas);
+      Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, std::string(piece), source, deltas);
       break;
     case Unmatched::kStringArguments: {
       std::string quoted = PyJsonString(piece, /*ensure_ascii=*/false);
-      Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, quoted.substr(1, quoted.size() - 2), input_end,
+      Push(OutputDelta::Kind::kToolArguments, tool_call_count_ - 1, quoted.substr(1, quoted.size() - 2), source,
            deltas);
       break;
     }
@@ -226,18 +237,20 @@ void OutputParser::EmitPiece(Unmatched action, std::string_view piece, size_t in
 void OutputParser::EmitPieces(size_t count, size_t end, std::vector<OutputDelta>* deltas) {
   const Unmatched action = CurrentUnmatched();
   const std::string_view pending(pending_);
-  const size_t pending_begin = consumed_ - match_cut_ - pending_.size();
   for (size_t i = 0; i < count; ++i) {
     const size_t piece_end = i + 1 < piece_starts_.size() ? piece_starts_[i + 1] : pending_.size();
-    // Newlines a delimiter absorbed count as the end of the text it cuts (their tokens' logprobs go with it).
-    const size_t extension = piece_end == pending_.size() ? match_newlines_ : 0;
-    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]),
-              pending_begin + piece_end + extension, deltas);
+    EmitPiece(action, pending.substr(piece_starts_[i], piece_end - piece_starts_[i]), piece_sources_[i], deltas);
   }
   pending_.erase(0, end);
-  piece_starts_.erase(piece_starts_.begin(), piece_starts_.begin() + static_cast<std::ptrdiff_t>(count));
+  const auto erased = static_cast<std::ptrdiff_t>(count);
+  piece_starts_.erase(piece_starts_.begin(), piece_starts_.begin() + erased);
+  piece_sources_.erase(piece_sources_.begin(), piece_sources_.begin() + erased);
   for (size_t& start : piece_starts_) start -= end;
-  if (piece_starts_.empty() || piece_starts_[0] != 0) piece_starts_.insert(piece_starts_.begin(), 0);
+  if (piece_starts_.empty() || piece_starts_[0] != 0) {
+    // What follows is the rest of the chunk being parsed.
+    piece_starts_.insert(piece_starts_.begin(), 0);
+    piece_sources_.insert(piece_sources_.begin(), chunks_fed_ == 0 ? 0 : chunks_fed_ - 1);
+  }
 }
 
 void OutputParser::FlushPending(std::vector<OutputDelta>* deltas) {
@@ -248,24 +261,17 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
   // The match is the tail of the pending bytes; what precedes it is the stage's ordinary text.
   const size_t keep = pending_.size() - std::min(matched_length, pending_.size());
   const std::string matched = pending_.substr(keep);
-  match_cut_ = pending_.size() - keep;
-  match_newlines_ = std::min(matched.find_first_not_of('\n'), matched.size());
   pending_.resize(keep);
-  while (piece_starts_.size() > 1 && piece_starts_.back() >= keep) piece_starts_.pop_back();
+  while (piece_starts_.size() > 1 && piece_starts_.back() >= keep) {
+    piece_starts_.pop_back();
+    piece_sources_.pop_back();
+  }
   ReleaseHeld(deltas);
   FlushPending(deltas);
-  match_cut_ = 0;
-  match_newlines_ = 0;
-  last_delimiter_end_ = consumed_;
   // A delimiter that began in this chunk: what it emits waits while the bytes right after it keep a
   // delimiter of the new stage partially matched (V4's `</｜DSML｜parameter>` looks like the start of
   // `parameter name=`), as the oracle's does. Only chunks of several tokens can show the difference.
-  size_t unit_begin = chunk_begin_;
-  if (const auto token = std::upper_bound(token_starts_.begin(), token_starts_.end(), consumed_ - 1);
-      token != token_starts_.begin()) {
-    unit_begin = std::max(unit_begin, *(token - 1));
-  }
-  if (consumed_ - matched.size() >= unit_begin) deltas = &held_;
+  if (consumed_ - matched.size() >= chunk_begin_) deltas = &held_;
 
   switch (patterns_[pattern].id) {
     case PatternId::kDsmlBegin:
@@ -285,7 +291,7 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
       break;
     case PatternId::kJsonOpen:
       EnterStage(Stage::kJson, false);
-      EmitPiece(Unmatched::kContent, matched, consumed_, deltas);
+      EmitPiece(Unmatched::kContent, matched, chunks_fed_ - 1, deltas);
       break;
     case PatternId::kStop:
       stopped_by_sequence_ = true;
@@ -303,7 +309,7 @@ void OutputParser::OnMatch(size_t pattern, size_t matched_length, std::vector<Ou
       EnterStage(Stage::kFinished, false);
       break;
     case PatternId::kToolNameEnd:
-      Push(OutputDelta::Kind::kToolCallBegin, tool_call_count_, tool_name_, consumed_, deltas);
+      Push(OutputDelta::Kind::kToolCallBegin, tool_call_count_, tool_name_, chunks_fed_ - 1, deltas);
       ++tool_call_count_;
       first_parameter_ = true;
       EnterStage(Stage::kToolArguments, false);
@@ -363,8 +369,36 @@ void OutputParser::ProcessByte(uint8_t byte, std::vector<OutputDelta>* deltas) {
   if (idle && !held_.empty()) ReleaseHeld(deltas);
 }
 
-void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas, std::vector<size_t> token_starts) {
-  token_starts_ = std::move(token_starts);
+void OutputParser::UseThinkingEndToken() {
+  if (thinking_end_token_) return;
+  thinking_end_token_ = true;
+  for (Pattern& pattern : patterns_) {
+    if (pattern.id == PatternId::kReasoningEnd || pattern.id == PatternId::kExtraThinkingEnd) {
+      pattern.matcher = DelimiterMatcher(kThinkingEndToken, pattern.matcher.absorbs_newlines());
+    }
+  }
+  EnterStage(stage_, leading_);
+}
+
+void OutputParser::FeedThinkingEndToken(std::vector<OutputDelta>* deltas) {
+  // Where it is no delimiter (JSON, tool calls), deepseek-recipe reads the token as its text.
+  if (!thinking_end_token_ || (stage_ != Stage::kReasoning && stage_ != Stage::kContent)) {
+    Feed(kThinkingEnd, deltas, true);
+    return;
+  }
+  ++chunks_fed_;
+  std::string text;
+  if (!utf8_carry_.empty()) {  // a character the token cut short
+    AddIssue(OutputIssue::kInvalidUtf8);
+    text = utf8::ToValidLossy(utf8_carry_);
+    utf8_carry_.clear();
+  }
+  text.append(kThinkingEndToken);
+  ParseChunk(text, deltas);
+}
+
+void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas, bool ends_unit) {
+  ++chunks_fed_;
   std::string text;
   if (!utf8_carry_.empty()) {
     text = std::move(utf8_carry_);
@@ -372,7 +406,7 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
     text.append(chunk);
     chunk = text;
   }
-  const size_t carry = utf8::IncompleteTailLength(chunk);
+  const size_t carry = ends_unit ? 0 : utf8::IncompleteTailLength(chunk);
   utf8_carry_.assign(chunk.substr(chunk.size() - carry));
   chunk.remove_suffix(carry);
   std::string repaired;
@@ -381,9 +415,17 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
     repaired = utf8::ToValidLossy(chunk);
     chunk = repaired;
   }
+  ParseChunk(chunk, deltas);
+}
+
+void OutputParser::ParseChunk(std::string_view chunk, std::vector<OutputDelta>* deltas) {
   if (chunk.empty()) return;
   chunk_begin_ = consumed_;
-  if (!pending_.empty() && piece_starts_.back() != pending_.size()) piece_starts_.push_back(pending_.size());
+  if (!pending_.empty() && piece_starts_.back() != pending_.size()) {
+    piece_starts_.push_back(pending_.size());
+    piece_sources_.push_back(chunks_fed_ - 1);
+  }
+  piece_sources_.back() = chunks_fed_ - 1;
   for (size_t i = 0; i < chunk.size();) {
     if (idle_ && !leading_ && stage_ != Stage::kFinished && held_.empty()) {
       // No delimiter is partially matched: bytes that cannot start one leave every matcher as it is.
@@ -419,14 +461,16 @@ void OutputParser::Feed(std::string_view chunk, std::vector<OutputDelta>* deltas
 
 void OutputParser::Finish(std::vector<OutputDelta>* deltas) {
   ReleaseHeld(deltas);
-  token_starts_.clear();
   chunk_begin_ = consumed_;
   if (!utf8_carry_.empty()) {
     std::string tail = std::move(utf8_carry_);
     utf8_carry_.clear();
     AddIssue(OutputIssue::kInvalidUtf8);
     std::string repaired = utf8::ToValidLossy(tail);
-    if (!pending_.empty() && piece_starts_.back() != pending_.size()) piece_starts_.push_back(pending_.size());
+    if (!pending_.empty() && piece_starts_.back() != pending_.size()) {
+      piece_starts_.push_back(pending_.size());
+      piece_sources_.push_back(chunks_fed_ - 1);
+    }
     for (char c : repaired) ProcessByte(static_cast<uint8_t>(c), deltas);
   }
   ReleaseHeld(deltas);

@@ -30,10 +30,9 @@ struct OutputDelta {
   Kind kind;
   int tool_index = -1;  // tool calls only
   std::string text;     // the text, the tool name (kToolCallBegin) or an arguments fragment
-  // Where the delta's source text ends in the completion (bytes fed so far when it ended), and where the
-  // last delimiter before it ended: what per-token data (logprobs) belongs to it.
-  size_t input_end = 0;
-  size_t after_delimiter = 0;
+  // The chunk the text came from (chunks_fed() when it was fed; for what a delimiter emits, the chunk that
+  // completed the delimiter): per-token data (logprobs) of that chunk goes with the delta.
+  size_t source = 0;
 
   bool operator==(const OutputDelta& other) const {
     return kind == other.kind && tool_index == other.tool_index && text == other.text;
@@ -54,11 +53,16 @@ class OutputParser {
   OutputParser(const OutputParser&) = delete;
   OutputParser& operator=(const OutputParser&) = delete;
 
-  // Parses the next chunk of the completion and appends the deltas it completes. `token_starts`, when the
-  // chunk is made of tokens, holds where each begins (bytes since the completion's start): deepseek-recipe
-  // reads token chunks token by token, so only a delimiter that begins and ends within one token holds
-  // back what it emits.
-  void Feed(std::string_view chunk, std::vector<OutputDelta>* deltas, std::vector<size_t> token_starts = {});
+  // Parses the next chunk of the completion and appends the deltas it completes. Bytes at its end that
+  // begin a UTF-8 character wait for the next chunk, unless `ends_unit`: then the chunk was decoded on its
+  // own and they are invalid (U+FFFD), as in a run of tokens that a control token interrupts.
+  void Feed(std::string_view chunk, std::vector<OutputDelta>* deltas, bool ends_unit = false);
+  // The completion arrives as tokens: `</think>` then ends the reasoning (or is dropped from the answer
+  // content) only as the control token, fed by FeedThinkingEndToken; spelled out in text it is text, as
+  // deepseek-recipe reads token chunks. Call before feeding anything.
+  void UseThinkingEndToken();
+  // The `</think>` control token, as a chunk of its own.
+  void FeedThinkingEndToken(std::vector<OutputDelta>* deltas);
   // The completion has ended: flushes what was held back (a partial delimiter is then plain text).
   void Finish(std::vector<OutputDelta>* deltas);
 
@@ -71,10 +75,11 @@ class OutputParser {
   // The tool-call block closed or a stop sequence matched; further text is invalid.
   bool finished() const;
   int tool_call_count() const { return tool_call_count_; }
-  // Bytes fed and parsed so far, and where the text the parser still holds back begins: input before it
-  // has gone out in deltas or been dropped (delimiters, skipped newlines).
-  size_t consumed() const { return consumed_; }
-  size_t held_input_begin() const { return consumed_ - pending_.size(); }
+  // Chunks fed so far (Feed and FeedThinkingEndToken calls): the next chunk's `source`.
+  size_t chunks_fed() const { return chunks_fed_; }
+  // The oldest chunk whose text the parser still holds back (chunks_fed() when it holds none): deltas of
+  // later calls have no older source.
+  size_t oldest_held_source() const;
 
   // The reasoning's extent in the input: it begins after the leading newlines a new turn drops and ends
   // where `</think>` (or a tool-call block) begins; no end while the reasoning lasts.
@@ -92,9 +97,10 @@ class OutputParser {
   void OnMatch(size_t pattern, size_t matched_length, std::vector<OutputDelta>* deltas);
   void FlushPending(std::vector<OutputDelta>* deltas);
   void EmitPieces(size_t count, size_t end, std::vector<OutputDelta>* deltas);
-  void EmitPiece(Unmatched action, std::string_view piece, size_t input_end, std::vector<OutputDelta>* deltas);
+  void EmitPiece(Unmatched action, std::string_view piece, size_t source, std::vector<OutputDelta>* deltas);
   void EmitArguments(std::string text, std::vector<OutputDelta>* deltas);
-  void Push(OutputDelta::Kind kind, int tool_index, std::string text, size_t input_end, std::vector<OutputDelta>* deltas);
+  void Push(OutputDelta::Kind kind, int tool_index, std::string text, size_t source, std::vector<OutputDelta>* deltas);
+  void ParseChunk(std::string_view chunk, std::vector<OutputDelta>* deltas);
   void ReleaseHeld(std::vector<OutputDelta>* deltas);
   Unmatched CurrentUnmatched() const;
   void AddIssue(OutputIssue issue);
@@ -110,22 +116,20 @@ class OutputParser {
   int tool_call_count_ = 0;
   std::string tool_name_;
   std::string matched_stop_sequence_;
-  // Bytes of the open segment not yet emitted, and where each chunk's piece of them starts.
+  // Bytes of the open segment not yet emitted, where each chunk's piece of them starts, and that chunk.
   std::string pending_;
   std::vector<size_t> piece_starts_{0};
+  std::vector<size_t> piece_sources_{0};
   // Bytes that can change a delimiter's state when none is partially matched (first bytes, '\n').
   bool interesting_[256] = {};
   bool idle_ = true;  // no delimiter of the stage is partially matched
   std::string utf8_carry_;  // an incomplete UTF-8 character at the end of the last chunk
   std::vector<OutputIssue> issues_;
-  // Input offsets (bytes parsed): in total, at the start of the chunk being fed, at the end of the last
-  // delimiter, and the matched delimiter tail being cut from pending_ while OnMatch flushes it.
+  // Input offsets (bytes parsed): in total and at the start of the chunk being parsed; chunks fed.
   size_t consumed_ = 0;
   size_t chunk_begin_ = 0;
-  size_t last_delimiter_end_ = 0;
-  size_t match_cut_ = 0;
-  size_t match_newlines_ = 0;  // leading newlines of that tail
-  std::vector<size_t> token_starts_;
+  size_t chunks_fed_ = 0;
+  bool thinking_end_token_ = false;  // UseThinkingEndToken() was called
   size_t reasoning_begin_ = 0;
   std::optional<size_t> reasoning_end_;
   // What a delimiter that began in the current chunk emits (quotes, braces, a tool call's start), held

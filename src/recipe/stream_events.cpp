@@ -1,8 +1,10 @@
 #include "recipe/stream_events.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
+#include "core/utf8.h"
 #include "recipe/output_parser.h"
 #include "recipe/response_chat.h"
 #include "recipe/response_messages.h"
@@ -135,7 +137,8 @@ CompletionStream::CompletionStream(OutputProtocol protocol, const OutputParserOp
       usage_(prompt_usage),
       thinking_(parser_options.thinking_stage.has_value()),
       starts_in_reasoning_(thinking_ && !parser_options.starts_in_tool_calls &&
-                           parser_options.thinking_stage != ThinkingStage::kContentContinuation) {
+                           parser_options.thinking_stage != ThinkingStage::kContentContinuation),
+      count_tokens_(response_options.count_tokens) {
   if (protocol == OutputProtocol::kMessages) encoder_ = std::make_unique<MessagesEncoder>(response_options);
   else if (protocol == OutputProtocol::kResponses) encoder_ = std::make_unique<ResponsesEncoder>(response_options);
   else encoder_ = std::make_unique<ChatEncoder>(response_options);
@@ -156,19 +159,19 @@ std::vector<StreamEvent> CompletionStream::Feed(const CompletionChunk& chunk) {
   std::vector<StreamEvent> events;
   if (finished_ || parser_->stopped_by_sequence()) return events;
   std::vector<OutputDelta> deltas;
-  if (!chunk.logprobs.empty()) token_mode_ = true;
-  const size_t chunk_begin = token_bytes_;
-  std::vector<size_t> token_starts;
-  for (const TokenLogprob& token : chunk.logprobs) {
-    token_starts.push_back(token_bytes_);
-    if (starts_in_reasoning_ && !parser_->reasoning_end()) token_spans_.push_back({token_bytes_, token_bytes_ + token.token.size()});
-    token_bytes_ += token.token.size();
-    pending_tokens_.push_back({token_bytes_, TokenLogprobJson(token)});
+  if (!chunk.logprobs.empty() && !token_mode_) {
+    token_mode_ = true;
+    parser_->UseThinkingEndToken();
+    first_source_ = parser_->chunks_fed();
   }
-  parser_->Feed(chunk.text, &deltas, std::move(token_starts));
-  usage_.completion_tokens += chunk.token_count;
   if (token_mode_) {
-    const std::vector<std::string> logprobs = AttachLogprobs(deltas, chunk_begin);
+    FeedTokens(chunk.logprobs, &deltas);
+  } else {
+    parser_->Feed(chunk.text, &deltas);
+    usage_.completion_tokens += chunk.token_count;
+  }
+  if (token_mode_) {
+    const std::vector<std::string> logprobs = AttachLogprobs(deltas);
     encoder_->Deltas(deltas, &logprobs, &events);
   } else {
     encoder_->Deltas(deltas, nullptr, &events);
@@ -182,51 +185,105 @@ std::vector<StreamEvent> CompletionStream::Feed(const CompletionChunk& chunk) {
   return events;
 }
 
+namespace {
+
+// deepseek-recipe's streaming decoding releases a unit's text once it no longer ends in U+FFFD.
+bool EndsUndecoded(std::string_view bytes) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  if (utf8::IncompleteTailLength(bytes) > 0) return true;
+  const std::string text = utf8::ToValidLossy(bytes.substr(bytes.size() - std::min<size_t>(bytes.size(), 4)));
+  return std::string_view(text).ends_with(kReplacement);
+}
+
+}  // namespace
+
+void CompletionStream::FeedTokens(const std::vector<TokenLogprob>& tokens, std::vector<OutputDelta>* deltas) {
+  for (const TokenLogprob& token : tokens) {
+    // Tokens after a stop sequence's unit are not read (nor counted).
+    if (parser_->stopped_by_sequence()) return;
+    if (starts_in_reasoning_ && !parser_->reasoning_end()) {
+      token_spans_.push_back({token_bytes_, token_bytes_ + token.token.size()});
+    }
+    token_bytes_ += token.token.size();
+    if (token.control) {
+      if (!unit_text_.empty() || !unit_entries_.empty()) FeedUnit(deltas);
+      if (parser_->stopped_by_sequence()) return;
+      if (token.token == "</think>") {
+        source_entries_.push_back(TokenLogprobJson(token));
+        ++usage_.completion_tokens;
+        parser_->FeedThinkingEndToken(deltas);
+        continue;
+      }
+    }
+    ++unit_tokens_;
+    unit_text_ += token.token;
+    if (!unit_entries_.empty()) unit_entries_ += ',';
+    unit_entries_ += TokenLogprobJson(token);
+    if (token.control) FeedUnit(deltas);
+  }
+  if (!unit_text_.empty() && !EndsUndecoded(unit_text_)) FeedUnit(deltas);
+}
+
+void CompletionStream::FeedUnit(std::vector<OutputDelta>* deltas) {
+  source_entries_.push_back(std::move(unit_entries_));
+  unit_entries_.clear();
+  const std::string text = std::move(unit_text_);
+  unit_text_.clear();
+  usage_.completion_tokens += unit_tokens_;  // deepseek-recipe counts the tokens it has decoded
+  unit_tokens_ = 0;
+  parser_->Feed(text, deltas, /*ends_unit=*/true);
+}
+
 std::vector<StreamEvent> CompletionStream::Finish(std::optional<BackendFinish> finish) {
   std::vector<StreamEvent> events;
   if (finished_) return events;
+  // Tokens still waiting to form a character never decode: deepseek-recipe drops their unit.
+  unit_text_.clear();
+  unit_entries_.clear();
+  unit_tokens_ = 0;
   std::vector<OutputDelta> deltas;
   parser_->Finish(&deltas);
   if (token_mode_) {
-    const std::vector<std::string> logprobs = AttachLogprobs(deltas, token_bytes_);
+    const std::vector<std::string> logprobs = AttachLogprobs(deltas);
     encoder_->Deltas(deltas, &logprobs, &events);
   } else {
     encoder_->Deltas(deltas, nullptr, &events);
   }
-  pending_tokens_.clear();
+  source_entries_.clear();
   CountReasoningTokens();
   finish_reason_ = encoder_->Finish(finish, *parser_, usage_, &events);
   finished_ = true;
   return events;
 }
 
-std::vector<std::string> CompletionStream::AttachLogprobs(const std::vector<OutputDelta>& deltas, size_t chunk_begin) {
+std::vector<std::string> CompletionStream::AttachLogprobs(const std::vector<OutputDelta>& deltas) {
   std::vector<std::string> entries(deltas.size());
   for (size_t i = 0; i < deltas.size(); ++i) {
     const OutputDelta& delta = deltas[i];
     if (delta.kind != OutputDelta::Kind::kReasoning && delta.kind != OutputDelta::Kind::kContent) continue;
-    // Tokens that ended inside a delimiter before this text belong to no delta.
-    while (!pending_tokens_.empty() && pending_tokens_.front().end <= delta.after_delimiter) pending_tokens_.pop_front();
-    while (!pending_tokens_.empty() && pending_tokens_.front().end <= delta.input_end) {
-      if (!entries[i].empty()) entries[i] += ',';
-      entries[i] += pending_tokens_.front().json;
-      pending_tokens_.pop_front();
+    if (delta.kind == OutputDelta::Kind::kReasoning && count_tokens_) reasoning_text_ += delta.text;
+    if (delta.source >= first_source_ && delta.source - first_source_ < source_entries_.size()) {
+      entries[i] = source_entries_[delta.source - first_source_];
     }
   }
-  // What the parser no longer holds has gone out or been dropped (skipped newlines, tool calls, markup),
-  // except that while it holds text of this chunk, this chunk's tokens wait with it.
-  const size_t held_begin = parser_->held_input_begin();
-  const bool holds_this_chunk = held_begin < parser_->consumed() && held_begin >= chunk_begin;
-  const size_t gone = holds_this_chunk ? chunk_begin : held_begin;
-  while (!pending_tokens_.empty() && pending_tokens_.front().end <= gone) pending_tokens_.pop_front();
+  const size_t oldest = parser_->oldest_held_source();
+  while (!source_entries_.empty() && first_source_ < oldest) {
+    source_entries_.pop_front();
+    ++first_source_;
+  }
   return entries;
 }
 
-// deepseek-recipe counts, for token chunks, the tokens of the reasoning: those ending after the newlines a
-// new turn drops and beginning before the reasoning's end (the newlines and `</think>` that close it, or
-// a tool-call block).
+// deepseek-recipe reports, for token chunks, the reasoning text it emitted re-encoded (so `</`, `think`,
+// `>` count as one `</think>` token, and "a" + "a" as "aa"). Without a token counter, the generated
+// tokens of the reasoning are counted: those ending after the newlines a new turn drops and beginning
+// before the reasoning's end (the newlines and `</think>` that close it, or a tool-call block).
 void CompletionStream::CountReasoningTokens() {
   if (!token_mode_ || !thinking_) return;
+  if (count_tokens_) {
+    usage_.reasoning_tokens = count_tokens_(reasoning_text_);
+    return;
+  }
   const size_t begin = parser_->reasoning_begin();
   const size_t end = parser_->reasoning_end().value_or(SIZE_MAX);
   for (const auto& [token_begin, token_end] : token_spans_) {

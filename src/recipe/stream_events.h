@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,11 +19,14 @@ struct OutputDelta;
 
 struct CompletionChunk {
   std::string text;
-  int64_t token_count = 1;
+  int64_t token_count = 1;  // with per-token data, the tokens decoded count instead
   // The chunk's tokens with their log probabilities, when the engine reports them: their bytes
-  // concatenated over the completion equal the text. Each token's entry goes out with the reasoning or
-  // content delta its text ends in (Chat Completions `logprobs`, Responses `output_text` `logprobs`);
-  // tokens of delimiters, tool calls and dropped text have none, as in deepseek-recipe. A completion fed
+  // concatenated over the completion equal the text. The completion is then read as deepseek-recipe reads
+  // token chunks, from these tokens (`text` is not used): a run of ordinary tokens is decoded and parsed
+  // as one unit (waiting for the next chunk while it ends inside a character), each control token as a
+  // unit of its own, and every reasoning or content delta carries the entries of all the tokens of the
+  // unit its text came from (Chat Completions `logprobs`, Responses `output_text` `logprobs`); units
+  // that produce no such delta (delimiters, tool calls, dropped text) give theirs to none. A completion fed
   // such chunks also reports its reasoning tokens in the usage.
   std::vector<TokenLogprob> logprobs;
 };
@@ -67,13 +71,10 @@ class CompletionStream {
   std::vector<int> issues() const;
 
  private:
-  struct PendingToken {
-    size_t end;        // byte offset in the completion where the token's bytes end
-    std::string json;  // its TokenLogprobJson
-  };
-  // For each delta, the entries of the pending tokens that end in its text; drops the tokens the parser
-  // has consumed without output.
-  std::vector<std::string> AttachLogprobs(const std::vector<OutputDelta>& deltas, size_t chunk_begin);
+  void FeedTokens(const std::vector<TokenLogprob>& tokens, std::vector<OutputDelta>* deltas);
+  void FeedUnit(std::vector<OutputDelta>* deltas);
+  // For each delta, the entries of the unit its text came from; forgets units the parser no longer holds.
+  std::vector<std::string> AttachLogprobs(const std::vector<OutputDelta>& deltas);
   void CountReasoningTokens();
 
   std::unique_ptr<OutputParser> parser_;
@@ -83,9 +84,17 @@ class CompletionStream {
   bool starts_in_reasoning_ = false;
   bool token_mode_ = false;  // some chunk carried per-token data
   size_t token_bytes_ = 0;   // bytes of all tokens reported so far
-  std::deque<PendingToken> pending_tokens_;
+  // The unit being gathered (ordinary tokens not yet parsed): its bytes and its tokens' entries.
+  std::string unit_text_;
+  std::string unit_entries_;
+  int64_t unit_tokens_ = 0;
+  // Entries of the units parsed (parser chunks), from the oldest the parser may still emit text of.
+  std::deque<std::string> source_entries_;
+  size_t first_source_ = 0;
   std::vector<std::pair<size_t, size_t>> token_spans_;  // each token's bytes, until the reasoning's extent is known
   int64_t reasoning_tokens_ = 0;
+  std::function<int64_t(std::string_view)> count_tokens_;
+  std::string reasoning_text_;  // the reasoning emitted, for count_tokens_
   std::string finish_reason_;
   bool finished_ = false;
 };

