@@ -317,7 +317,9 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
     EXPECT_TRUE(same) << c["name"].get<std::string>();
     if (!same && ++failures <= 20) ReportFirstDifference(c["name"], run, expected, response);
   }
-  EXPECT_GE(cases, 30);
+  if (other == nullptr || *other == '\0') {
+    EXPECT_GE(cases, 90);  // 40 plain, 32 wider and 20 hand-made shapes
+  }
   EXPECT_EQ(failures, 0);
 }
 

@@ -360,7 +360,7 @@ def make_logprob_case(rng, index, encode):
             "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": True}
 
 
-WIDE_LOGPROB_CASES = 40
+WIDE_LOGPROB_CASES = 32
 # Token pieces of the wider cases, each encoded on its own (so `</think>` spelled as three ordinary tokens
 # stays text); ints are added (control) tokens: </think>, ｜DSML｜, <｜User｜>.
 WIDE_PIECES = ["Hello", " world", "日本語", " 😀", "\n", "\n\n", " x", "{\"a\": 1}", "{\"", "a", "\":", " 2}", " é",
@@ -411,6 +411,40 @@ def make_wide_logprob_case(rng, index, encode):
             "tools": tools, "json_mode": json_mode, "starts_in_tool_calls": False,
             "stop": rng.choice([[], [], ["STOP"], ["world"], ["OP\n", "日本"], ["é"]]), "token_pushes": pushes,
             "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": True}
+
+
+# Hand-made token shapes (pushes of pieces; ints are token ids, EMOJI_n the n-th token of " 😀 x"): a
+# character cut by an added token, a lone continuation byte, tokens still undecoded at the end, `</think>`
+# in JSON and after a stop, newlines around `</think>`, a tool-call block opening across an added token.
+EDGE_LOGPROB_SHAPES = [
+    ("cut_by_added", {}, [["a", "EMOJI_0"], [128825, "EMOJI_1", "EMOJI_2"], ["y"]]),
+    ("cut_by_added_one_push", {}, [["a", "EMOJI_0", 128825, "EMOJI_1", "EMOJI_2"], ["y"]]),
+    ("cut_by_think_end", {"thinking": True}, [["a", "EMOJI_0"], [128822, "EMOJI_1", "EMOJI_2"], ["y"]]),
+    ("lone_continuation", {}, [["a", "EMOJI_1"], ["b"], ["c", "EMOJI_1"]]),
+    ("undecoded_at_end", {"thinking": True}, [["a", "EMOJI_0"]]),
+    ("think_end_in_json", {"json_mode": True}, [["x", 128822, "{\"a\":", 128822, " 1}", 128822, "z"]]),
+    ("think_end_and_stop", {"thinking": True, "stop": ["ok"]}, [["Hm", 128822, "o"], ["k", 128822, "z"]]),
+    ("newlines_around_think_end", {"thinking": True}, [["\n\n"], [128822], ["\n\n", "x"]]),
+    ("think_end_first", {"thinking": True}, [[128822, "\n", "x"]]),
+    ("dsml_across_added", {"thinking": True, "tools": True}, [["a\n\n<", 128825], [128822, "tool_calls>\n"]]),
+]
+
+
+def edge_logprob_cases(encode):
+    emoji = encode(" 😀 x")
+    for name, opts, pushes in EDGE_LOGPROB_SHAPES:
+        token_pushes = []
+        for push in pushes:
+            ids = []
+            for piece in push:
+                ids += [piece] if isinstance(piece, int) else [emoji[int(piece[6:])]] if piece.startswith("EMOJI_") \
+                    else encode(piece)
+            token_pushes.append([[t, -0.5 * len(token_pushes), []] for t in ids])
+        for protocol in ["chat", "responses"]:
+            yield {"name": f"{name}_{protocol}", "thinking": opts.get("thinking", False),
+                   "initial_stage": "reasoning_start" if opts.get("thinking") else None, "tools": opts.get("tools", False),
+                   "json_mode": opts.get("json_mode", False), "starts_in_tool_calls": False, "stop": opts.get("stop", []),
+                   "token_pushes": token_pushes, "finish": "stop", "include_usage": True, "protocol": protocol}
 
 
 def run_logprob_oracle(case, tokenizer, protocol):
@@ -469,9 +503,11 @@ def write_logprob_cases(path, seed, count=None, wide_count=WIDE_LOGPROB_CASES):
     with open(path, "w", encoding="utf-8") as out:
         plain = LOGPROB_CASES if count is None else count
         wide_rng = random.Random(seed + 1)
-        for i in range(plain + wide_count):
+        edge = list(edge_logprob_cases(tokenizer.encode))
+        for i in range(plain + wide_count + len(edge)):
             case = (make_logprob_case(rng, i, tokenizer.encode) if i < plain
-                    else make_wide_logprob_case(wide_rng, i - plain, tokenizer.encode))
+                    else make_wide_logprob_case(wide_rng, i - plain, tokenizer.encode) if i < plain + wide_count
+                    else edge[i - plain - wide_count])
             # The text of each push as the oracle's streaming decoding releases it: the whole push waits while
             # the decoded text ends in a replacement character. Kept for reading the cases; the C++ side reads
             # the tokens (as the oracle does: runs of ordinary tokens decoded together, added tokens alone).
@@ -485,8 +521,7 @@ def write_logprob_cases(path, seed, count=None, wide_count=WIDE_LOGPROB_CASES):
                     texts.append(full[len(released):])
                     released = full
             case["push_texts"] = texts
-            protocol = "chat" if i % 3 else "responses"
-            case["protocol"] = protocol
+            protocol = case.setdefault("protocol", "chat" if i % 3 else "responses")
             case["pushes"], case["response"] = run_logprob_oracle(case, tokenizer, protocol)
             # Its usage counts the reasoning text re-encoded: the C++ test's token counter answers from this.
             final = json.loads(case["response"])
