@@ -15,8 +15,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
 #include "recipe/output_parser.h"
 #include "recipe/response_chat.h"
+#include "recipe/stream_events.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -125,6 +127,78 @@ TEST(OutputParserProperty, ChunkingNeverChangesTheResult) {
     ++cases;
   }
   EXPECT_GE(cases, 300);
+}
+
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// The message and finish reason of a token-chunk completion, its tokens grouped into chunks of the given
+// sizes (the last chunk takes the rest).
+nlohmann::json TokenRun(const nlohmann::json& c, const std::vector<TokenLogprob>& tokens, const std::vector<size_t>& sizes) {
+  OutputParserOptions options;
+  options.parse_tool_calls = c["tools"];
+  if (!c["initial_stage"].is_null()) options.thinking_stage = ThinkingStage::kReasoningStart;
+  for (const auto& stop : c["stop"]) options.stop_sequences.push_back(stop);
+  ResponseOptions response_options;
+  response_options.thinking = c["thinking"];
+  response_options.tool_call_id = [](int i) { return "call_" + std::to_string(i); };
+  std::vector<CompletionChunk> chunks;
+  size_t next = 0;
+  for (size_t i = 0; next < tokens.size(); ++i) {
+    const size_t n = i < sizes.size() ? sizes[i] : tokens.size() - next;
+    CompletionChunk chunk;
+    chunk.logprobs.assign(tokens.begin() + static_cast<std::ptrdiff_t>(next),
+                          tokens.begin() + static_cast<std::ptrdiff_t>(std::min(tokens.size(), next + n)));
+    chunk.token_count = static_cast<int64_t>(chunk.logprobs.size());
+    next += chunk.logprobs.size();
+    chunks.push_back(std::move(chunk));
+  }
+  const StreamRunResult run = RunCompletion(OutputProtocol::kChatCompletions, options, response_options, chunks,
+                                            BackendFinish::kStop, UsageCounts{});
+  const nlohmann::json choice = nlohmann::json::parse(run.response)["choices"][0];
+  return {choice["message"], choice["finish_reason"]};
+}
+
+// Token chunks: however the tokens of a completion that ends in whole characters are grouped into chunks,
+// the text, tool calls and finish reason come out the same (the per-token entries follow the grouping, as in deepseek-recipe, so they are
+// not compared; JSON mode is left out for its filler spaces, see above).
+TEST(OutputParserProperty, TokenGroupingNeverChangesTheMessage) {
+  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/logprob_cases.jsonl");
+  std::string line;
+  std::mt19937 rng(11);
+  int cases = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json c = nlohmann::json::parse(line);
+    if (c["json_mode"].get<bool>()) continue;
+    std::vector<TokenLogprob> tokens;
+    std::vector<size_t> as_stored;
+    for (const auto& push : c["token_pushes"]) {
+      as_stored.push_back(push.size());
+      for (const auto& token : push) {
+        tokens.push_back({FromHex(token[0]), token[1].get<double>(), {}, token.size() > 3 && token[3] == 1});
+      }
+    }
+    // Tokens that end the completion inside a character are dropped with the chunk's whole run, so there
+    // the grouping does matter (deepseek-recipe drops them the same way: lone_continuation in the goldens).
+    std::string bytes;
+    for (const TokenLogprob& token : tokens) bytes += token.token;
+    if (!utf8::IsValid(bytes.substr(bytes.size() - std::min<size_t>(bytes.size(), 4)))) continue;
+    const nlohmann::json expected = TokenRun(c, tokens, as_stored);
+    const std::string name = c["name"];
+    EXPECT_EQ(TokenRun(c, tokens, {}), expected) << name << " in one chunk";
+    EXPECT_EQ(TokenRun(c, tokens, std::vector<size_t>(tokens.size(), 1)), expected) << name << " one token per chunk";
+    for (int round = 0; round < 3; ++round) {
+      std::vector<size_t> sizes;
+      for (size_t total = 0; total < tokens.size(); total += sizes.back()) sizes.push_back(1 + rng() % 5);
+      EXPECT_EQ(TokenRun(c, tokens, sizes), expected) << name << " regrouped round " << round;
+    }
+    if (::testing::Test::HasFailure()) break;
+    ++cases;
+  }
+  EXPECT_GE(cases, 60);
 }
 
 TEST(OutputParserProperty, ToolArgumentsStreamBeforeTheCallCompletes) {
