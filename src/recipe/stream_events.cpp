@@ -201,7 +201,7 @@ void CompletionStream::FeedTokens(const std::vector<TokenLogprob>& tokens, std::
   for (const TokenLogprob& token : tokens) {
     // Tokens after a stop sequence's unit are not read (nor counted).
     if (parser_->stopped_by_sequence()) return;
-    if (starts_in_reasoning_ && !parser_->reasoning_end()) {
+    if (starts_in_reasoning_ && !count_tokens_ && !parser_->reasoning_end()) {
       token_spans_.push_back({token_bytes_, token_bytes_ + token.token.size()});
     }
     token_bytes_ += token.token.size();
