@@ -74,6 +74,19 @@ Message* OpenAssistant(Conversation* c) {
   return nullptr;
 }
 
+// The assistant message a tool call item joins: the open one, or a new one when there is none or when
+// reasoning is pending (the pending reasoning then becomes the new message's).
+Message* AssistantForToolCall(InputState* state, Conversation* c) {
+  Message* assistant = OpenAssistant(c);
+  if (assistant && !state->pending_reasoning) return assistant;
+  Message m;
+  m.role = Role::kAssistant;
+  m.reasoning_content = state->pending_reasoning;
+  state->pending_reasoning.reset();
+  c->messages.push_back(std::move(m));
+  return &c->messages.back();
+}
+
 Check ParseItem(const Json& item, size_t index, const RequestOptions& options, InputState* state, Conversation* c) {
   const std::string path = Index("input", index);
   if (!item.is_object()) return WrongType(path, "an object", item);
@@ -128,15 +141,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
     if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
     if (!arguments) return Invalid(Join(path, "arguments"), Missing(Join(path, "arguments")));
-    Message* assistant = OpenAssistant(c);
-    if (!assistant || state->pending_reasoning) {
-      Message m;
-      m.role = Role::kAssistant;
-      m.reasoning_content = state->pending_reasoning;
-      state->pending_reasoning.reset();
-      c->messages.push_back(std::move(m));
-      assistant = &c->messages.back();
-    }
+    Message* assistant = AssistantForToolCall(state, c);
     std::optional<std::string> ns;
     DI_REQ_CHECK(internal::ReadString(item, "namespace", path, &ns));
     std::string full_name = *name;
@@ -153,15 +158,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
     if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
     if (!input) return Invalid(Join(path, "input"), Missing(Join(path, "input")));
-    Message* assistant = OpenAssistant(c);
-    if (!assistant || state->pending_reasoning) {
-      Message m;
-      m.role = Role::kAssistant;
-      m.reasoning_content = state->pending_reasoning;
-      state->pending_reasoning.reset();
-      c->messages.push_back(std::move(m));
-      assistant = &c->messages.back();
-    }
+    Message* assistant = AssistantForToolCall(state, c);
     Json arguments = Json::object();
     arguments["input"] = *input;
     assistant->tool_calls.push_back({*call_id, *name, arguments.dump()});

@@ -1,6 +1,7 @@
-"""Shared pytest fixtures: where the built deepinfer binaries are."""
+"""Shared pytest fixtures: where the built deepinfer binaries are, and generated checkpoints."""
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -30,3 +31,11 @@ def deepinfer_binaries():
         if path is not None:
             found.append(pytest.param(str(path), id=name))
     return found
+
+
+def make_tiny_model(binary, out, seed):
+    """A random `tiny` DeepSeek-V4 checkpoint written by `deepinfer init-model` into `out`."""
+    proc = subprocess.run([binary, "init-model", "--preset", "tiny", "--out", str(out), "--seed", str(seed)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return str(out)

@@ -72,6 +72,21 @@ nlohmann::json StepJson(const std::vector<StreamEvent>& events) {
   return out;
 }
 
+// Where a Responses object's repeated request settings lie ("parallel_tool_calls" up to and including
+// "truncation"): the generator stores them once, in the final response, and marks them @ECHO@ in events.
+struct EchoSpan {
+  size_t begin = std::string::npos, end = std::string::npos;
+  bool found() const { return begin != std::string::npos && end != std::string::npos && end > begin; }
+};
+EchoSpan FindEcho(const std::string& response) {
+  const std::string end_marker = "\"truncation\":\"disabled\",";
+  EchoSpan span;
+  span.begin = response.find("\"parallel_tool_calls\":");
+  const size_t end = response.find(end_marker);
+  if (end != std::string::npos) span.end = end + end_marker.size();
+  return span;
+}
+
 void ReportFirstDifference(const std::string& name, const StreamRunResult& run,
                            const std::vector<std::vector<StreamEvent>>& expected, const std::string& response) {
   for (size_t i = 0; i < std::max(expected.size(), run.events_per_step.size()); ++i) {
@@ -169,11 +184,9 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
         RunCompletion(OutputProtocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     // The generator stored the repeated request settings once, in the final response.
     const std::string response = golden["response"];
-    const size_t echo_begin = response.find("\"parallel_tool_calls\":");
-    const std::string echo_end_marker = "\"truncation\":\"disabled\",";
-    const size_t echo_end = response.find(echo_end_marker) + echo_end_marker.size();
-    ASSERT_NE(echo_begin, std::string::npos);
-    const std::string echo = response.substr(echo_begin, echo_end - echo_begin);
+    const EchoSpan span = FindEcho(response);
+    ASSERT_TRUE(span.found());
+    const std::string echo = response.substr(span.begin, span.end - span.begin);
     std::vector<std::vector<StreamEvent>> expected;
     for (const auto& step : golden["pushes"]) {
       std::vector<StreamEvent> events;
@@ -214,13 +227,11 @@ TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
     const StreamRunResult run =
         RunCompletion(OutputProtocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     const std::string response = c["response"];
-    const size_t echo_begin = response.find("\"parallel_tool_calls\":");
-    const std::string echo_end_marker = "\"truncation\":\"disabled\",";
-    const size_t echo_end = response.find(echo_end_marker) + echo_end_marker.size();
-    ASSERT_NE(echo_begin, std::string::npos);
-    const std::string echo = response.substr(echo_begin, echo_end - echo_begin);
+    const EchoSpan span = FindEcho(response);
+    ASSERT_TRUE(span.found());
+    const std::string echo = response.substr(span.begin, span.end - span.begin);
     std::string stored_response = response;
-    stored_response.replace(echo_begin, echo_end - echo_begin, "@ECHO@");
+    stored_response.replace(span.begin, span.end - span.begin, "@ECHO@");
     std::vector<std::vector<StreamEvent>> expected;
     for (const auto& step : c["pushes"]) {
       std::vector<StreamEvent> events;
@@ -292,11 +303,9 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
     const std::string response = c["response"];
     std::string echo;
     if (!chat) {
-      const size_t echo_begin = response.find("\"parallel_tool_calls\":");
-      const std::string echo_end_marker = "\"truncation\":\"disabled\",";
-      const size_t echo_end = response.find(echo_end_marker) + echo_end_marker.size();
-      ASSERT_NE(echo_begin, std::string::npos);
-      echo = response.substr(echo_begin, echo_end - echo_begin);
+      const EchoSpan span = FindEcho(response);
+      ASSERT_TRUE(span.found());
+      echo = response.substr(span.begin, span.end - span.begin);
     }
     std::vector<std::vector<StreamEvent>> expected;
     for (const auto& step : c["pushes"]) {

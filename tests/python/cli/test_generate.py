@@ -5,6 +5,7 @@ import json
 import subprocess
 
 import pytest
+from conftest import make_tiny_model
 from openai._streaming import SSEDecoder
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
@@ -14,11 +15,7 @@ MAX_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def tiny_model(deepinfer_bin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny")
-    proc = subprocess.run([deepinfer_bin, "init-model", "--preset", "tiny", "--out", str(out), "--seed", "3"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return str(out)
+    return make_tiny_model(deepinfer_bin, tmp_path_factory.mktemp("tiny"), seed=3)
 
 
 def generate(binary, model, *args, stdin=None):

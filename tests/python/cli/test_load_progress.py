@@ -6,15 +6,12 @@ import pty
 import subprocess
 
 import pytest
+from conftest import make_tiny_model
 
 
 @pytest.fixture(scope="module")
 def tiny_model(deepinfer_bin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny")
-    proc = subprocess.run([deepinfer_bin, "init-model", "--preset", "tiny", "--out", str(out), "--seed", "5"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return str(out)
+    return make_tiny_model(deepinfer_bin, tmp_path_factory.mktemp("tiny"), seed=5)
 
 
 def command(binary, model):
