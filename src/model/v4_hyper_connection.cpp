@@ -13,17 +13,6 @@ namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// Runs fn(i) for every row i < n, rows shared among the pool's threads when there are several. Each row's
-// result depends only on that row, so threading changes nothing.
-template <class Fn>
-void ForRows(int64_t n, const Fn& fn) {
-  auto range = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) fn(i);
-  };
-  if (n < 4) range(0, n);
-  else ThreadPool::Shared().ParallelFor(n, range, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
-}
-
 // y[e] = Σ_j pre[j]·x[j][e] from 0 in increasing j, with the hidden dimension innermost (vectorised).
 void CollapseStreams(const float* pre, const float* x, int64_t hc, int64_t d, float* y) {
   std::fill(y, y + d, 0.0f);

@@ -1,9 +1,11 @@
 // Internals of the DeepSeek-V4 forward pass shared by its source files (not part of the model API).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/linear.h"
 #include "model/causal_lm.h"
 #include "model/v4_config.h"
@@ -92,6 +94,20 @@ struct LinearTask {
   int64_t y_stride;
 };
 void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options);
+
+// Runs fn(begin, end) over the rows [0, n), in ranges shared among the pool's threads when there are
+// several rows. For work where each row's result depends only on that row, so threading changes nothing.
+template <class Fn>
+void ForRowRanges(int64_t n, const Fn& fn) {
+  if (n < 4) return fn(int64_t{0}, n);
+  ThreadPool::Shared().ParallelFor(n, fn, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
+}
+template <class Fn>
+void ForRows(int64_t n, const Fn& fn) {
+  ForRowRanges(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  });
+}
 
 // MoE sub-block on normalised inputs x [n, d]; writes out [n, d].
 void Moe(const Step& step, const BlockRef& block, const float* x, float* out);

@@ -41,21 +41,22 @@ void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearO
       slices.push_back({&t, w, 0});
       continue;
     }
+    const size_t first_slice = slices.size();
     for (int64_t begin = 0; begin < w.out_features; begin += rows) {
       auto view = kernels::SliceRows(w, begin, std::min(rows, w.out_features - begin));
-      slices.push_back({&t, view.ok() ? *view : w, view.ok() ? begin : -1});
-      if (!view.ok()) break;  // cannot happen: begin is a multiple of the granule
+      if (!view.ok()) {  // not expected (begin is a multiple of the granule): the product stays whole
+        slices.resize(first_slice);
+        slices.push_back({&t, w, 0});
+        break;
+      }
+      slices.push_back({&t, *view, begin});
     }
   }
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Slice& s = slices[i];
       const LinearTask& t = *s.task;
-      if (s.first_row < 0) {
-        kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride, options, nullptr);
-      } else {
-        kernels::Linear(t.x, t.m, t.x_stride, s.weights, t.y + s.first_row, t.y_stride, options, nullptr);
-      }
+      kernels::Linear(t.x, t.m, t.x_stride, s.weights, t.y + s.first_row, t.y_stride, options, nullptr);
     }
   };
   if (slices.size() == 1) {

@@ -107,7 +107,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
     for (size_t r = 0; r < item.rows.size(); ++r)
       contributions[item.rows[r]].push_back({item.output.data() + r * d, item.row_weights[r]});
   }
-  auto combine = [&](int64_t begin, int64_t end) {
+  ForRowRanges(n, [&](int64_t begin, int64_t end) {
     std::vector<float> routed(static_cast<size_t>(d));
     for (int64_t i = begin; i < end; ++i) {
       std::fill(routed.begin(), routed.end(), 0.0f);
@@ -115,9 +115,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
         for (int64_t t = 0; t < d; ++t) routed[t] += src[t] * weight;
       for (int64_t t = 0; t < d; ++t) out[i * d + t] = routed[t] + out[i * d + t];
     }
-  };
-  if (n < 4) combine(0, n);
-  else ThreadPool::Shared().ParallelFor(n, combine, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
+  });
 }
 
 }  // namespace deepinfer::model::v4

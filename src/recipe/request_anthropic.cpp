@@ -356,18 +356,9 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   std::optional<ReasoningEffort> effort;
   if (const Json* config = Field(body, "output_config")) {
     if (!config->is_object()) return WrongType("output_config", "an object", *config);
-    std::optional<std::string> name;
-    DI_REQ_CHECK(internal::ReadString(*config, "effort", "output_config", &name));
-    if (name) {
-      bool disables = false, known = false;
-      effort = internal::EffortFromName(*name, &disables, &known);
-      if (!known) {
-        return Invalid("output_config.effort", "Invalid value: '" + *name +
-                                                   "'. Supported values are: 'none', 'minimal', 'low', 'medium', "
-                                                   "'high', 'xhigh', 'ultra' and 'max'.");
-      }
-      if (disables && !thinking) thinking = false;
-    }
+    bool disables = false;
+    DI_REQ_CHECK(internal::ReadEffort(*config, "effort", "output_config", &effort, &disables));
+    if (disables && !thinking) thinking = false;
   }
   c.thinking_mode = thinking.value_or(options.default_thinking_mode);
   c.reasoning_effort = c.thinking_mode ? effort : std::nullopt;

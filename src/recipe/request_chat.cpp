@@ -311,19 +311,10 @@ Check ParseThinking(const Json& body, const RequestOptions& options, Conversatio
     else if (type && *type == "disabled") thinking = false;
     else if (type) return Invalid("thinking.type", "Invalid value: '" + *type + "'. Supported values are: 'enabled' and 'disabled'.");
   }
-  std::optional<std::string> effort_name;
-  DI_REQ_CHECK(internal::ReadString(body, "reasoning_effort", "", &effort_name));
   std::optional<ReasoningEffort> effort;
-  if (effort_name) {
-    bool disables = false, known = false;
-    effort = internal::EffortFromName(*effort_name, &disables, &known);
-    if (!known) {
-      return Invalid("reasoning_effort", "Invalid value: '" + *effort_name +
-                                             "'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', "
-                                             "'xhigh', 'ultra' and 'max'.");
-    }
-    if (disables && !thinking) thinking = false;
-  }
+  bool disables = false;
+  DI_REQ_CHECK(internal::ReadEffort(body, "reasoning_effort", "", &effort, &disables));
+  if (disables && !thinking) thinking = false;
   c->thinking_mode = thinking.value_or(options.default_thinking_mode);
   c->reasoning_effort = c->thinking_mode ? effort : std::nullopt;
   return std::nullopt;

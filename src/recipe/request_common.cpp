@@ -304,6 +304,21 @@ std::optional<ReasoningEffort> EffortFromName(std::string_view name, bool* disab
   return std::nullopt;
 }
 
+Check ReadEffort(const Json& obj, const char* key, const std::string& path, std::optional<ReasoningEffort>* effort,
+                 bool* disables_thinking) {
+  std::optional<std::string> name;
+  DI_REQ_CHECK(ReadString(obj, key, path, &name));
+  if (!name) return std::nullopt;
+  bool known = false;
+  *effort = EffortFromName(*name, disables_thinking, &known);
+  if (!known) {
+    return Invalid(Join(path, key), "Invalid value: '" + *name +
+                                        "'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', "
+                                        "'xhigh', 'ultra' and 'max'.");
+  }
+  return std::nullopt;
+}
+
 Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* out) {
   if (schema.is_array()) {
     *out = Json::array();

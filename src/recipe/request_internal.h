@@ -59,6 +59,10 @@ Check CheckMaxTokens(const std::optional<int64_t>& n, int64_t upper, const std::
 
 // Thinking mode and effort from a protocol's spelling of them.
 std::optional<ReasoningEffort> EffortFromName(std::string_view name, bool* disables_thinking, bool* known);
+// obj[key] as an effort name (absent or null leaves both outputs untouched); an unknown name is an error
+// naming path.key. *disables_thinking is set true for "none".
+Check ReadEffort(const Json& obj, const char* key, const std::string& path, std::optional<ReasoningEffort>* effort,
+                 bool* disables_thinking);
 
 // The `strict: true` rewrite of a tool's parameters: every object schema gets additionalProperties
 // false and all of its properties required (a `required` list naming a different set is an error).

@@ -370,18 +370,9 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   std::optional<ReasoningEffort> effort;
   if (const Json* reasoning = Field(body, "reasoning")) {
     if (!reasoning->is_object()) return WrongType("reasoning", "an object", *reasoning);
-    std::optional<std::string> name;
-    DI_REQ_CHECK(internal::ReadString(*reasoning, "effort", "reasoning", &name));
-    if (name) {
-      bool disables = false, known = false;
-      effort = internal::EffortFromName(*name, &disables, &known);
-      if (!known) {
-        return Invalid("reasoning.effort", "Invalid value: '" + *name +
-                                               "'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', "
-                                               "'xhigh', 'ultra' and 'max'.");
-      }
-      if (disables) thinking = false;
-    }
+    bool disables = false;
+    DI_REQ_CHECK(internal::ReadEffort(*reasoning, "effort", "reasoning", &effort, &disables));
+    if (disables) thinking = false;
   }
   c.thinking_mode = thinking.value_or(options.default_thinking_mode);
   c.reasoning_effort = c.thinking_mode ? effort : std::nullopt;

@@ -100,26 +100,64 @@ void ReportFirstDifference(const std::string& name, const StreamRunResult& run,
   if (run.response != response) ADD_FAILURE() << "response\n got:  " << run.response << "\n want: " << response;
 }
 
+// A case's decoded text chunks (one token each).
+std::vector<CompletionChunk> TextChunks(const nlohmann::json& c) {
+  std::vector<CompletionChunk> chunks;
+  for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+  return chunks;
+}
+
+// Chat Completions chunks per push, stored without their common envelope.
+std::vector<std::vector<StreamEvent>> ChatEvents(const nlohmann::json& pushes) {
+  std::vector<std::vector<StreamEvent>> expected;
+  for (const auto& step : pushes) {
+    std::vector<StreamEvent> events;
+    for (const auto& e : step) events.push_back({"", std::string(kEnvelope) + e.get<std::string>()});
+    expected.push_back(std::move(events));
+  }
+  return expected;
+}
+
+// Named events per push, stored as "name data" with the repeated parts marked: @ECHO@ for the Responses
+// request settings, @RESPONSE@ for the final response object (itself with its echo marked). An empty
+// replacement leaves its mark alone.
+std::vector<std::vector<StreamEvent>> NamedEvents(const nlohmann::json& pushes, const std::string& echo = "",
+                                                  const std::string& stored_response = "") {
+  std::vector<std::vector<StreamEvent>> expected;
+  for (const auto& step : pushes) {
+    std::vector<StreamEvent> events;
+    for (const auto& e : step) {
+      std::string text = e.get<std::string>();
+      if (const size_t at = text.find("@RESPONSE@"); !stored_response.empty() && at != std::string::npos)
+        text.replace(at, 10, stored_response);
+      if (const size_t at = text.find("@ECHO@"); !echo.empty() && at != std::string::npos) text.replace(at, 6, echo);
+      const size_t space = text.find(' ');
+      events.push_back({text.substr(0, space), text.substr(space + 1)});
+    }
+    expected.push_back(std::move(events));
+  }
+  return expected;
+}
+
+// Whether a run gave the expected events and response; the first `max_reports` differences are printed.
+bool SameAsOracle(const std::string& name, const StreamRunResult& run,
+                  const std::vector<std::vector<StreamEvent>>& expected, const std::string& response, int* failures,
+                  int max_reports = 3) {
+  const bool same = run.events_per_step == expected && run.response == response;
+  EXPECT_TRUE(same) << name;
+  if (!same && ++*failures <= max_reports) ReportFirstDifference(name, run, expected, response);
+  return same;
+}
+
 TEST(OutputParserGolden, ChatCompletionsChunksMatchOracle) {
   const std::vector<nlohmann::json> cases = LoadCases();
   ASSERT_GE(cases.size(), 300u);
   int failures = 0;
   for (const nlohmann::json& c : cases) {
-    std::vector<CompletionChunk> chunks;
-    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    const std::vector<CompletionChunk> chunks = TextChunks(c);
     const StreamRunResult run = RunCompletion(OutputProtocol::kChatCompletions, ParserOptions(c),
                                               TestResponseOptions(c), chunks, Finish(c), UsageCounts{11, 4, 0});
-    std::vector<std::vector<StreamEvent>> expected;
-    for (const auto& step : c["pushes"]) {
-      std::vector<StreamEvent> events;
-      for (const auto& e : step) events.push_back({"", std::string(kEnvelope) + e.get<std::string>()});
-      expected.push_back(std::move(events));
-    }
-    const bool same = run.events_per_step == expected && run.response == c["response"].get<std::string>();
-    EXPECT_TRUE(same) << c["name"].get<std::string>();
-    if (!same && ++failures <= 3) {
-      ReportFirstDifference(c["name"], run, expected, c["response"]);
-    }
+    SameAsOracle(c["name"], run, ChatEvents(c["pushes"]), c["response"], &failures);
   }
   EXPECT_EQ(failures, 0);
 }
@@ -135,25 +173,12 @@ TEST(OutputParserGolden, MessagesEventsMatchOracle) {
     ASSERT_LT(index, cases.size());
     const nlohmann::json& c = cases[index++];
     ASSERT_EQ(golden["name"], c["name"]);
-    std::vector<CompletionChunk> chunks;
-    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    const std::vector<CompletionChunk> chunks = TextChunks(c);
     ResponseOptions options = TestResponseOptions(c);
     options.id = "msg-1";
     const StreamRunResult run =
         RunCompletion(OutputProtocol::kMessages, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
-    std::vector<std::vector<StreamEvent>> expected;
-    for (const auto& step : golden["pushes"]) {
-      std::vector<StreamEvent> events;
-      for (const auto& e : step) {
-        const std::string text = e.get<std::string>();
-        const size_t space = text.find(' ');
-        events.push_back({text.substr(0, space), text.substr(space + 1)});
-      }
-      expected.push_back(std::move(events));
-    }
-    const bool same = run.events_per_step == expected && run.response == golden["response"].get<std::string>();
-    EXPECT_TRUE(same) << c["name"].get<std::string>();
-    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, golden["response"]);
+    SameAsOracle(c["name"], run, NamedEvents(golden["pushes"]), golden["response"], &failures);
   }
   EXPECT_GE(index, 200u);
   EXPECT_EQ(failures, 0);
@@ -170,8 +195,7 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
     ASSERT_LT(index, cases.size());
     const nlohmann::json& c = cases[index++];
     ASSERT_EQ(golden["name"], c["name"]);
-    std::vector<CompletionChunk> chunks;
-    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    const std::vector<CompletionChunk> chunks = TextChunks(c);
     ResponseOptions options = TestResponseOptions(c);
     options.id = "resp-1";
     options.completed_at = 0;
@@ -187,20 +211,7 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
     const EchoSpan span = FindEcho(response);
     ASSERT_TRUE(span.found());
     const std::string echo = response.substr(span.begin, span.end - span.begin);
-    std::vector<std::vector<StreamEvent>> expected;
-    for (const auto& step : golden["pushes"]) {
-      std::vector<StreamEvent> events;
-      for (const auto& e : step) {
-        std::string text = e.get<std::string>();
-        if (const size_t at = text.find("@ECHO@"); at != std::string::npos) text.replace(at, 6, echo);
-        const size_t space = text.find(' ');
-        events.push_back({text.substr(0, space), text.substr(space + 1)});
-      }
-      expected.push_back(std::move(events));
-    }
-    const bool same = run.events_per_step == expected && run.response == response;
-    EXPECT_TRUE(same) << c["name"].get<std::string>();
-    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, response);
+    SameAsOracle(c["name"], run, NamedEvents(golden["pushes"], echo), response, &failures);
   }
   EXPECT_GE(index, 120u);
   EXPECT_EQ(failures, 0);
@@ -216,8 +227,7 @@ TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
   while (std::getline(in, line)) {
     const nlohmann::json c = nlohmann::json::parse(line);
     ++cases;
-    std::vector<CompletionChunk> chunks;
-    for (const auto& text : c["chunks"]) chunks.push_back({text.get<std::string>(), 1});
+    const std::vector<CompletionChunk> chunks = TextChunks(c);
     ResponseOptions options = TestResponseOptions(c);
     options.completed_at = 0;
     options.custom_tools = {"apply_patch"};
@@ -232,21 +242,7 @@ TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
     const std::string echo = response.substr(span.begin, span.end - span.begin);
     std::string stored_response = response;
     stored_response.replace(span.begin, span.end - span.begin, "@ECHO@");
-    std::vector<std::vector<StreamEvent>> expected;
-    for (const auto& step : c["pushes"]) {
-      std::vector<StreamEvent> events;
-      for (const auto& e : step) {
-        std::string text = e.get<std::string>();
-        if (const size_t at = text.find("@RESPONSE@"); at != std::string::npos) text.replace(at, 10, stored_response);
-        if (const size_t at = text.find("@ECHO@"); at != std::string::npos) text.replace(at, 6, echo);
-        const size_t space = text.find(' ');
-        events.push_back({text.substr(0, space), text.substr(space + 1)});
-      }
-      expected.push_back(std::move(events));
-    }
-    const bool same = run.events_per_step == expected && run.response == response;
-    EXPECT_TRUE(same) << c["name"].get<std::string>();
-    if (!same && ++failures <= 3) ReportFirstDifference(c["name"], run, expected, response);
+    SameAsOracle(c["name"], run, NamedEvents(c["pushes"], echo, stored_response), response, &failures);
   }
   EXPECT_GE(cases, 32);
   EXPECT_EQ(failures, 0);
@@ -307,24 +303,8 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
       ASSERT_TRUE(span.found());
       echo = response.substr(span.begin, span.end - span.begin);
     }
-    std::vector<std::vector<StreamEvent>> expected;
-    for (const auto& step : c["pushes"]) {
-      std::vector<StreamEvent> events;
-      for (const auto& e : step) {
-        std::string text = e.get<std::string>();
-        if (chat) {
-          events.push_back({"", std::string(kEnvelope) + text});
-          continue;
-        }
-        if (const size_t at = text.find("@ECHO@"); at != std::string::npos) text.replace(at, 6, echo);
-        const size_t space = text.find(' ');
-        events.push_back({text.substr(0, space), text.substr(space + 1)});
-      }
-      expected.push_back(std::move(events));
-    }
-    const bool same = run.events_per_step == expected && run.response == response;
-    EXPECT_TRUE(same) << c["name"].get<std::string>();
-    if (!same && ++failures <= 20) ReportFirstDifference(c["name"], run, expected, response);
+    SameAsOracle(c["name"], run, chat ? ChatEvents(c["pushes"]) : NamedEvents(c["pushes"], echo), response,
+                 &failures, 20);
   }
   if (other == nullptr || *other == '\0') {
     EXPECT_GE(cases, 90);  // 40 plain, 32 wider and 20 hand-made shapes
