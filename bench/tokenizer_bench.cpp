@@ -13,13 +13,13 @@
 namespace deepinfer {
 namespace {
 
-const Tokenizer& Get() {
-  static const Tokenizer* tok = [] {
-    Result<std::string> path = LocateTokenizerJson("");
+const tokenizer::Tokenizer& Get() {
+  static const tokenizer::Tokenizer* tok = [] {
+    Result<std::string> path = tokenizer::LocateTokenizerJson("");
     if (!path.ok()) std::abort();
-    Result<Tokenizer> t = Tokenizer::FromFile(*path);
+    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(*path);
     if (!t.ok()) std::abort();
-    return new Tokenizer(std::move(*t));
+    return new tokenizer::Tokenizer(std::move(*t));
   }();
   return *tok;
 }
@@ -42,7 +42,7 @@ void BM_PreTokenize(benchmark::State& state) {
   std::vector<size_t> ends;
   for (auto _ : state) {
     ends.clear();
-    PreTokenize(Text(), &ends);
+    tokenizer::PreTokenize(Text(), &ends);
     benchmark::DoNotOptimize(ends.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));
@@ -50,14 +50,14 @@ void BM_PreTokenize(benchmark::State& state) {
 BENCHMARK(BM_PreTokenize);
 
 void BM_EncodeTextSequential(benchmark::State& state) {
-  const Tokenizer& tok = Get();
+  const tokenizer::Tokenizer& tok = Get();
   for (auto _ : state) benchmark::DoNotOptimize(tok.EncodeTextSequential(Text()));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));
 }
 BENCHMARK(BM_EncodeTextSequential);
 
 void BM_Decode(benchmark::State& state) {
-  const Tokenizer& tok = Get();
+  const tokenizer::Tokenizer& tok = Get();
   std::vector<int32_t> ids = tok.EncodeTextSequential(Text());
   for (auto _ : state) benchmark::DoNotOptimize(tok.Decode(ids));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * ids.size()));
@@ -65,10 +65,10 @@ void BM_Decode(benchmark::State& state) {
 BENCHMARK(BM_Decode);
 
 void BM_StreamingDetokenizer(benchmark::State& state) {
-  const Tokenizer& tok = Get();
+  const tokenizer::Tokenizer& tok = Get();
   std::vector<int32_t> ids = tok.EncodeTextSequential(Text());
   for (auto _ : state) {
-    StreamingDetokenizer stream(tok);
+    tokenizer::StreamingDetokenizer stream(tok);
     size_t bytes = 0;
     for (int32_t id : ids) bytes += stream.Add(id).size();
     benchmark::DoNotOptimize(bytes);

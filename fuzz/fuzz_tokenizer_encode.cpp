@@ -11,12 +11,12 @@
 
 namespace {
 
-const deepinfer::Tokenizer& Get() {
-  static const deepinfer::Tokenizer* tok = [] {
-    auto t = deepinfer::Tokenizer::FromFile(std::string(DEEPINFER_SHARED_DIR) +
+const deepinfer::tokenizer::Tokenizer& Get() {
+  static const deepinfer::tokenizer::Tokenizer* tok = [] {
+    auto t = deepinfer::tokenizer::Tokenizer::FromFile(std::string(DEEPINFER_SHARED_DIR) +
                                             "/data/tokenizers/deepseek-v3/tokenizer.json");
     if (!t.ok()) std::abort();
-    return new deepinfer::Tokenizer(std::move(*t));
+    return new deepinfer::tokenizer::Tokenizer(std::move(*t));
   }();
   return *tok;
 }
@@ -29,7 +29,7 @@ void Check(bool ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;
-  const deepinfer::Tokenizer& tok = Get();
+  const deepinfer::tokenizer::Tokenizer& tok = Get();
   std::string_view text(reinterpret_cast<const char*>(data), size);
   std::vector<int32_t> ids = tok.EncodeTextSequential(text);
   std::string bytes;

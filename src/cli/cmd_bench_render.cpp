@@ -122,7 +122,7 @@ int RunBenchRender(const std::vector<std::string>& args) {
   }
   if (turns <= 0 || iterations <= 0) return UsageError("bench render", "--turns and --iterations must be positive");
   if (tokenizer_path.empty()) return UsageError("bench render", "no V4 tokenizer.json found; pass --tokenizer PATH");
-  auto tokenizer = Tokenizer::FromFile(tokenizer_path);
+  auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
   if (!tokenizer.ok()) return Fail("bench render", tokenizer.status().message());
 
   const std::string body = BuildRequest(turns);

@@ -211,14 +211,14 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
     else return UsageError("bench tokenize", "unknown argument '" + args[i] + "'");
   }
   if (mixed_mb <= 0 || mixed_mb > 1024) return UsageError("bench tokenize", "--mixed-mb must be in (0, 1024]");
-  Result<std::string> path = LocateTokenizerJson(tokenizer_hint);
+  Result<std::string> path = tokenizer::LocateTokenizerJson(tokenizer_hint);
   if (!path.ok()) return Fail("bench tokenize", path.status().message());
   Stopwatch load_watch;
-  Result<Tokenizer> loaded = Tokenizer::FromFile(*path);
+  Result<tokenizer::Tokenizer> loaded = tokenizer::Tokenizer::FromFile(*path);
   double load_wall_s = load_watch.ElapsedSeconds();
   if (!loaded.ok()) return Fail("bench tokenize", loaded.status().ToString());
-  const Tokenizer& tok = *loaded;
-  double load_cpu_s = BestCpu(3, [&] { (void)Tokenizer::FromFile(*path); });
+  const tokenizer::Tokenizer& tok = *loaded;
+  double load_cpu_s = BestCpu(3, [&] { (void)tokenizer::Tokenizer::FromFile(*path); });
 
   std::string corpus_path = FindUp("tests/tokenizer/data/corpus.jsonl");
   std::vector<std::string> corpus = LoadCorpus(corpus_path);

@@ -159,7 +159,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   const std::string tokenizer_path = args.tokenizer_path.empty()
                                          ? (std::filesystem::path(args.model_dir) / "tokenizer.json").string()
                                          : args.tokenizer_path;
-  auto tokenizer = Tokenizer::FromFile(tokenizer_path);
+  auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
   if (!tokenizer.ok()) return Fail("generate", tokenizer.status().message());
   auto rendered = recipe::RenderPrompt(request.conversation, args.version);
   if (!rendered.ok()) return Fail("generate", rendered.status().message());
@@ -208,7 +208,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   }
 
   const std::optional<int32_t> eos = tokenizer->TokenToId("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
-  StreamingDetokenizer detokenizer(*tokenizer, /*skip_special=*/true);
+  tokenizer::StreamingDetokenizer detokenizer(*tokenizer, /*skip_special=*/true);
   recipe::BackendFinish finish = recipe::BackendFinish::kLength;
   for (int64_t step = 0; step < max_new && !completion.done(); ++step) {
     const int32_t next = Argmax(out.row(0), out.vocab_size);

@@ -104,9 +104,9 @@ int RunRender(const std::vector<std::string>& argv) {
   }
   if (args.ids && args.tokenizer_path.empty()) return UsageError("render", "--ids needs --tokenizer PATH");
 
-  std::optional<Tokenizer> tokenizer;
+  std::optional<tokenizer::Tokenizer> tokenizer;
   if (args.ids) {
-    auto loaded = Tokenizer::FromFile(args.tokenizer_path);
+    auto loaded = tokenizer::Tokenizer::FromFile(args.tokenizer_path);
     if (!loaded.ok()) return Fail("render", loaded.status().message());
     tokenizer.emplace(std::move(loaded).value());
   }

@@ -57,7 +57,7 @@ Result<std::vector<int32_t>> ParseIds(const std::string& input) {
 
 // One JSON value per input line in, one per output line out: lets tests and tools batch many strings
 // through one process.
-int RunJsonl(const Tokenizer& tokenizer, const std::string& input, bool decode, bool special, bool skip_special) {
+int RunJsonl(const tokenizer::Tokenizer& tokenizer, const std::string& input, bool decode, bool special, bool skip_special) {
   std::string out;
   size_t line_no = 0;
   size_t pos = 0;
@@ -128,9 +128,9 @@ int RunTokenize(const std::vector<std::string>& args) {
       text = std::move(*content);
     }
   }
-  Result<std::string> path = LocateTokenizerJson(tokenizer_hint);
+  Result<std::string> path = tokenizer::LocateTokenizerJson(tokenizer_hint);
   if (!path.ok()) return Fail("tokenize", path.status().message());
-  Result<Tokenizer> tokenizer = Tokenizer::FromFile(*path);
+  Result<tokenizer::Tokenizer> tokenizer = tokenizer::Tokenizer::FromFile(*path);
   if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status().ToString());
 
   if (jsonl) return RunJsonl(*tokenizer, text, decode, special, skip_special);

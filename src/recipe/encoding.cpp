@@ -111,7 +111,7 @@ void PromptBuilder::TextWithImages(std::string_view text, size_t image_count) {
   Text(text.substr(pos));
 }
 
-ControlTokenIds ControlTokenIds::FromTokenizer(const Tokenizer& tokenizer) {
+ControlTokenIds ControlTokenIds::FromTokenizer(const tokenizer::Tokenizer& tokenizer) {
   ControlTokenIds ids;
   for (int i = 0; i < kSpecialTokenCount; ++i) {
     const auto id = tokenizer.TokenToId(kSpellings[i]);
@@ -120,9 +120,9 @@ ControlTokenIds ControlTokenIds::FromTokenizer(const Tokenizer& tokenizer) {
   return ids;
 }
 
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const Tokenizer& tokenizer,
+Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer,
                                           const ControlTokenIds& control_ids) {
-  std::vector<EncodePiece> pieces;
+  std::vector<tokenizer::EncodePiece> pieces;
   pieces.reserve(prompt.special_ranges.size() * 2 + 1);
   size_t pos = 0;
   const std::string_view text = prompt.text;
@@ -140,7 +140,7 @@ Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const To
   return tokenizer.Encode(pieces);
 }
 
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const Tokenizer& tokenizer) {
+Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer) {
   return EncodePrompt(prompt, tokenizer, ControlTokenIds::FromTokenizer(tokenizer));
 }
 

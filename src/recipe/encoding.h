@@ -15,7 +15,7 @@
 #include "core/status.h"
 #include "recipe/conversation.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 class Tokenizer;
 }
 
@@ -68,13 +68,13 @@ Result<RenderedPrompt> RenderPrompt(const Conversation& conversation, ModelVersi
 // Control-token ids for one tokenizer (looked up by spelling; -1 where the vocabulary lacks one).
 struct ControlTokenIds {
   int32_t ids[kSpecialTokenCount];
-  static ControlTokenIds FromTokenizer(const Tokenizer& tokenizer);
+  static ControlTokenIds FromTokenizer(const tokenizer::Tokenizer& tokenizer);
 };
 
 // Token ids of a rendered prompt: control tokens as their ids, all other text through EncodeText.
 // Fails when the prompt holds a control token the tokenizer does not have.
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const Tokenizer& tokenizer,
+Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer,
                                           const ControlTokenIds& control_ids);
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const Tokenizer& tokenizer);
+Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer);
 
 }  // namespace deepinfer::recipe

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) {
   for (const AddedToken& t : tokens) {
@@ -57,4 +57,4 @@ std::vector<AddedTokenMatcher::Segment> AddedTokenMatcher::Split(std::string_vie
   return out;
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/model.h"
+#include "tokenizer/vocabulary.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 class AddedTokenMatcher {
  public:
@@ -35,4 +35,4 @@ class AddedTokenMatcher {
   Pass normalized_;
 };
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -2,7 +2,7 @@
 
 #include <queue>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 void BpeMerges::Reserve(size_t n) {
   size_t cap = 16;
@@ -121,4 +121,4 @@ void BpeEncodePiece(const BpeMerges& merges, const int32_t* byte_ids, std::strin
   if (ids.capacity() > (size_t{1} << 20)) std::vector<int32_t>().swap(ids);
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 class BpeMerges {
  public:
@@ -66,4 +66,4 @@ class BpeMerges {
 void BpeEncodePiece(const BpeMerges& merges, const int32_t* byte_ids, std::string_view piece,
                     std::vector<int32_t>* out);
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

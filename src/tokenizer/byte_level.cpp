@@ -2,7 +2,7 @@
 
 #include "core/utf8.h"
 
-namespace deepinfer::byte_level {
+namespace deepinfer::tokenizer::byte_level {
 namespace {
 
 struct Alphabet {
@@ -52,4 +52,4 @@ std::string Encode(std::string_view bytes) {
   return out;
 }
 
-}  // namespace deepinfer::byte_level
+}  // namespace deepinfer::tokenizer::byte_level

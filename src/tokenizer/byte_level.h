@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace deepinfer::byte_level {
+namespace deepinfer::tokenizer::byte_level {
 
 // The code point that spells byte b.
 char32_t ByteToCodePoint(uint8_t b);
@@ -20,4 +20,4 @@ std::optional<std::string> Decode(std::string_view byte_level_text);
 // The byte-level spelling of raw bytes.
 std::string Encode(std::string_view bytes);
 
-}  // namespace deepinfer::byte_level
+}  // namespace deepinfer::tokenizer::byte_level

@@ -2,7 +2,7 @@
 
 #include "core/utf8.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 namespace {
 constexpr int kMaxDepth = 128;
@@ -145,4 +145,4 @@ Status JsonScanner::ObjectMembers(std::vector<std::pair<std::string, std::string
   }
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

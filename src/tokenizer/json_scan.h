@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 class JsonScanner {
  public:
@@ -58,4 +58,4 @@ class JsonScanner {
   std::string scratch_;
 };
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 namespace fs = std::filesystem;
 
@@ -47,4 +47,4 @@ Result<std::string> LocateTokenizerJson(const std::string& hint) {
   return Status::NotFound("no tokenizer.json found (use --tokenizer PATH or set DEEPINFER_TOKENIZER); tried:" + tried);
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -6,7 +6,7 @@
 
 #include "core/status.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 // The places searched, in order: $DEEPINFER_TOKENIZER, ./tokenizer.json, then
 // <ancestor>/shared/data/tokenizers/deepseek-v3/tokenizer.json for each ancestor directory of the running
@@ -16,4 +16,4 @@ std::vector<std::string> DefaultTokenizerCandidates();
 // `hint` may name a tokenizer.json or a directory holding one; empty means "search the defaults".
 Result<std::string> LocateTokenizerJson(const std::string& hint);
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 PieceCache& PieceCache::ForThread(uint64_t serial) {
   constexpr size_t kModelsPerThread = 4;
@@ -91,4 +91,4 @@ void PieceCache::Insert(std::string_view piece, uint64_t hash, const int32_t* id
   ++used_;
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

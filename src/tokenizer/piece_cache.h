@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 class PieceCache {
  public:
@@ -43,4 +43,4 @@ class PieceCache {
   std::vector<int32_t> ids_;
 };
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

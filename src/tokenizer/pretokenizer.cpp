@@ -2,7 +2,7 @@
 
 #include "tokenizer/unicode_classes.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 const std::string_view kDeepSeekSplitPatterns[3] = {
     "\\p{N}{1,3}",
@@ -251,4 +251,4 @@ size_t NextSafeCut(std::string_view text, size_t from) {
   return text.size();
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 // The three pattern strings exactly as a tokenizer.json stores them (after JSON unescaping).
 extern const std::string_view kDeepSeekSplitPatterns[3];
@@ -29,4 +29,4 @@ bool IsSafeCut(std::string_view text, size_t p);
 // The first safe cut at or after `from` (and before text.size()), or text.size() when there is none.
 size_t NextSafeCut(std::string_view text, size_t from);
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -7,11 +7,11 @@
 #include "core/utf8.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/model.h"
+#include "tokenizer/vocabulary.h"
 #include "tokenizer/piece_cache.h"
 #include "tokenizer/pretokenizer.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 namespace {
 
 // Below this size a text is encoded on the calling thread: splitting costs more than it saves.
@@ -20,15 +20,15 @@ constexpr size_t kMinSegmentBytes = 16 * 1024;
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::unique_ptr<TokenizerModel> model)
+Tokenizer::Tokenizer(std::unique_ptr<Vocabulary> model)
     : model_(std::move(model)), added_matcher_(std::make_unique<AddedTokenMatcher>(model_->added_tokens())) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Result<Tokenizer> Tokenizer::FromJson(std::string_view tokenizer_json) {
-  DI_ASSIGN_OR_RETURN(TokenizerModel model, TokenizerModel::FromJson(tokenizer_json));
-  return Tokenizer(std::make_unique<TokenizerModel>(std::move(model)));
+  DI_ASSIGN_OR_RETURN(Vocabulary model, Vocabulary::FromJson(tokenizer_json));
+  return Tokenizer(std::make_unique<Vocabulary>(std::move(model)));
 }
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& tokenizer_json_path) {
@@ -162,7 +162,7 @@ StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, bool skip
     : tokenizer_(&tokenizer), skip_special_(skip_special) {}
 
 std::string StreamingDetokenizer::Add(int32_t id) {
-  const TokenizerModel& model = tokenizer_->model();
+  const Vocabulary& model = tokenizer_->model();
   if (!model.Known(id) || (skip_special_ && model.IsSpecial(id))) return {};
   pending_.append(model.Bytes(id));
   size_t hold = utf8::IncompleteTailLength(pending_);
@@ -178,4 +178,4 @@ std::string StreamingDetokenizer::Finish() {
   return out;
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -21,9 +21,9 @@
 
 #include "core/status.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
-class TokenizerModel;      // the loaded vocabulary, merges and added tokens (tokenizer/model.h)
+class Vocabulary;      // the loaded vocabulary, merges and added tokens (tokenizer/vocabulary.h)
 class AddedTokenMatcher;   // finds added-token spellings (tokenizer/added_tokens.h)
 
 // One element of a prompt: a control token (control_id >= 0) or plain text encoded with EncodeText.
@@ -74,11 +74,11 @@ class Tokenizer {
   // invalid subsequence; unknown ids are skipped; skip_special drops special added tokens.
   std::string Decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
-  const TokenizerModel& model() const { return *model_; }
+  const Vocabulary& model() const { return *model_; }
 
  private:
-  explicit Tokenizer(std::unique_ptr<TokenizerModel> model);
-  std::unique_ptr<TokenizerModel> model_;
+  explicit Tokenizer(std::unique_ptr<Vocabulary> model);
+  std::unique_ptr<Vocabulary> model_;
   std::unique_ptr<AddedTokenMatcher> added_matcher_;
 };
 
@@ -102,4 +102,4 @@ class StreamingDetokenizer {
   std::string pending_;
 };
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace deepinfer::unicode_classes {
+namespace deepinfer::tokenizer::unicode_classes {
 
 const ClassTable& ClassTable::Get() {
   static const ClassTable* table = new ClassTable();  // never destroyed: used from pool threads
@@ -29,4 +29,4 @@ ClassTable::ClassTable() {
   std::memcpy(blocks_, blocks.data(), blocks.size());
 }
 
-}  // namespace deepinfer::unicode_classes
+}  // namespace deepinfer::tokenizer::unicode_classes

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace deepinfer::unicode_classes {
+namespace deepinfer::tokenizer::unicode_classes {
 
 enum ClassBit : uint8_t {
   kLetter = 1,   // \p{L}
@@ -40,4 +40,4 @@ class ClassTable {
   uint8_t* blocks_;
 };
 
-}  // namespace deepinfer::unicode_classes
+}  // namespace deepinfer::tokenizer::unicode_classes

@@ -3,7 +3,7 @@
 // (its Oniguruma tables; Python unicodedata 14.0.0 differs on 10294 code points). Do not edit.
 #include "tokenizer/unicode_classes.h"
 
-namespace deepinfer::unicode_classes {
+namespace deepinfer::tokenizer::unicode_classes {
 
 const ClassRange kClassRanges[] = {
     {0x9, 0xE, 32},
@@ -1595,4 +1595,4 @@ const ClassRange kClassRanges[] = {
 };
 const size_t kNumClassRanges = 1586;
 
-}  // namespace deepinfer::unicode_classes
+}  // namespace deepinfer::tokenizer::unicode_classes

@@ -12,7 +12,7 @@ namespace {
 // Golden outputs from tools/core/gen_py_json_corpus.py: Python's json.dumps under five option sets, and
 // repr() of random doubles.
 TEST(PyJson, MatchesPythonJsonDumpsOnCorpus) {
-  auto lines = testing::ReadLines(testing::SourcePath("tests/core/data/py_json_corpus.jsonl"));
+  auto lines = test_support::ReadLines(test_support::SourcePath("tests/core/data/py_json_corpus.jsonl"));
   ASSERT_GT(lines.size(), 1000u);
   const std::map<std::string, PyJsonOptions> options = {
       {"default", PyJsonOptions::Default()},

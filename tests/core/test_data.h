@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace deepinfer::testing {
+namespace deepinfer::test_support {
 
 inline std::string SourcePath(const std::string& relative) { return std::string(DEEPINFER_SOURCE_DIR) + "/" + relative; }
 
@@ -17,4 +17,4 @@ inline std::vector<std::string> ReadLines(const std::string& path) {
   return lines;
 }
 
-}  // namespace deepinfer::testing
+}  // namespace deepinfer::test_support

@@ -18,7 +18,7 @@ std::string FromHex(const std::string& hex) {
 
 // Golden cases from tools/core/gen_utf8_corpus.py (Python's strict and errors="replace" decoding).
 TEST(Utf8, AgreesWithPythonOnCorpus) {
-  auto lines = testing::ReadLines(testing::SourcePath("tests/core/data/utf8_corpus.jsonl"));
+  auto lines = test_support::ReadLines(test_support::SourcePath("tests/core/data/utf8_corpus.jsonl"));
   ASSERT_GT(lines.size(), 1000u);
   for (const auto& line : lines) {
     auto c = nlohmann::json::parse(line);

@@ -13,7 +13,7 @@
 namespace deepinfer::kernels {
 namespace {
 
-using testing::RandomVector;
+using test_support::RandomVector;
 
 // Relative error of a few fp32 roundings on an O(1) result.
 constexpr double kTolerance = 1e-6;

@@ -22,10 +22,10 @@
 namespace deepinfer::kernels {
 namespace {
 
-using testing::MakeTestWeight;
-using testing::RandomVector;
-using testing::TestWeight;
-using testing::WeightOptions;
+using test_support::MakeTestWeight;
+using test_support::RandomVector;
+using test_support::TestWeight;
+using test_support::WeightOptions;
 
 std::vector<Isa> VectorIsas() {
   std::vector<Isa> isas;
@@ -209,8 +209,8 @@ TEST(LinearGemvTest, Bf16ActivationsQuantizedEqualsBf16OnDequantized) {
           const uint8_t b = w.data[static_cast<size_t>(n * in / 2 + k / 2)];
           const bool low = (k % 2 == 0) == (w.view.nibble_order == NibbleOrder::kLowFirst);
           w.dequantized[static_cast<size_t>(n * in + k)] =
-              static_cast<float>(testing::ReferenceE2M1(low ? (b & 0xF) : (b >> 4)) *
-                                 testing::ReferenceE8M0(w.scales[static_cast<size_t>(n * in / 32 + k / 32)]));
+              static_cast<float>(test_support::ReferenceE2M1(low ? (b & 0xF) : (b >> 4)) *
+                                 test_support::ReferenceE8M0(w.scales[static_cast<size_t>(n * in / 32 + k / 32)]));
         }
       }
     }

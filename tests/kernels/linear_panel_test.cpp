@@ -15,9 +15,9 @@
 namespace deepinfer::kernels {
 namespace {
 
-using testing::MakeTestWeight;
-using testing::RandomVector;
-using testing::TestWeight;
+using test_support::MakeTestWeight;
+using test_support::RandomVector;
+using test_support::TestWeight;
 
 std::vector<Isa> IsasToTest() {
   std::vector<Isa> isas;
@@ -64,7 +64,7 @@ TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
           const std::vector<float> initial = RandomVector(static_cast<size_t>(m * y_stride), seed++);
           for (bool accumulate : {false, true}) {
             for (Isa isa : IsasToTest()) {
-              SCOPED_TRACE(testing::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
+              SCOPED_TRACE(test_support::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
                            " in=" + std::to_string(in) + (accumulate ? " accumulate" : "") +
                            " isa=" + std::string(IsaName(isa)));
               std::vector<float> y = initial;
@@ -104,7 +104,7 @@ TEST(LinearPanelTest, Bf16ActivationPanelsEqualSingleRows) {
       for (int64_t out : {1, 4, 5, 8, 13}) {
         const TestWeight w = MakeTestWeight(format, out, in, seed++);
         for (int64_t m : {5, 7, 8, 49}) {
-          SCOPED_TRACE(testing::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
+          SCOPED_TRACE(test_support::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
                        " in=" + std::to_string(in));
           const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), seed++);
           std::vector<float> alone(static_cast<size_t>(m * out));

@@ -15,10 +15,10 @@
 namespace deepinfer::kernels {
 namespace {
 
-using testing::MakeTestWeight;
-using testing::RandomVector;
-using testing::TestWeight;
-using testing::WeightOptions;
+using test_support::MakeTestWeight;
+using test_support::RandomVector;
+using test_support::TestWeight;
+using test_support::WeightOptions;
 
 std::vector<Isa> IsasToTest() {
   std::vector<Isa> isas;
@@ -146,7 +146,7 @@ TEST(LinearTest, Fp8HugeScalesStayExact) {
       uint8_t& q = w.data[static_cast<size_t>(n * in + k)];
       q &= 0xBF;  // exponent field < 8: |value| < 2, so value · 2^121 stays finite
       const float scale = scales[(n / 16) * 2 + k / 128];
-      w.dequantized[static_cast<size_t>(n * in + k)] = static_cast<float>(testing::ReferenceE4M3(q)) * scale;
+      w.dequantized[static_cast<size_t>(n * in + k)] = static_cast<float>(test_support::ReferenceE4M3(q)) * scale;
     }
   }
   const std::vector<float> x = RandomVector(3 * in, 32, 1e-30f);

@@ -13,10 +13,10 @@
 namespace deepinfer::kernels {
 namespace {
 
-using testing::ReferenceE2M1;
-using testing::ReferenceE4M3;
-using testing::ReferenceE5M2;
-using testing::ReferenceE8M0;
+using test_support::ReferenceE2M1;
+using test_support::ReferenceE4M3;
+using test_support::ReferenceE5M2;
+using test_support::ReferenceE8M0;
 
 void ExpectSameValue(double expected, float actual, int code) {
   if (std::isnan(expected)) {

@@ -12,7 +12,7 @@
 
 #include "kernels/linear.h"
 
-namespace deepinfer::kernels::testing {
+namespace deepinfer::kernels::test_support {
 
 // Value of an E4M3 byte from its definition: bias 7, subnormals at exponent 0, S.1111.111 is NaN.
 inline double ReferenceE4M3(uint8_t b) {
@@ -181,4 +181,4 @@ inline std::vector<float> RandomVector(size_t n, uint32_t seed, float stddev = 1
   return v;
 }
 
-}  // namespace deepinfer::kernels::testing
+}  // namespace deepinfer::kernels::test_support

@@ -12,7 +12,7 @@ namespace deepinfer::model {
 namespace {
 
 nlohmann::json FixtureJson(const std::string& name) {
-  std::ifstream in(testing::FixtureDir(name) + "/config.json");
+  std::ifstream in(test_support::FixtureDir(name) + "/config.json");
   std::stringstream ss;
   ss << in.rdbuf();
   return nlohmann::json::parse(ss.str());

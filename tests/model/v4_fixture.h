@@ -9,7 +9,7 @@
 
 #include "core/safetensors.h"
 
-namespace deepinfer::model::testing {
+namespace deepinfer::model::test_support {
 
 inline std::string FixtureDir(const std::string& name) {
   return std::string(DEEPINFER_SOURCE_DIR) + "/tests/model/data/" + name;
@@ -54,4 +54,4 @@ class Reference {
   std::unique_ptr<SafetensorsFile> file_;
 };
 
-}  // namespace deepinfer::model::testing
+}  // namespace deepinfer::model::test_support

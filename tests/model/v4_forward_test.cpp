@@ -23,9 +23,9 @@
 namespace deepinfer::model {
 namespace {
 
-using testing::FixtureDir;
-using testing::FixtureNames;
-using testing::Reference;
+using test_support::FixtureDir;
+using test_support::FixtureNames;
+using test_support::Reference;
 
 constexpr double kRelativeTolerance = 1e-4;
 

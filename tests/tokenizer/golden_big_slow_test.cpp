@@ -13,7 +13,7 @@ class BigGoldenTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(BigGoldenTest, MegabyteInputsMatchOracle) {
   std::string path = GetParam() == "v3" ? tokenizer_test::V3Path() : tokenizer_test::V4Path();
   if (path.empty()) GTEST_SKIP() << GetParam() << " tokenizer.json not installed (run scripts/setup.sh)";
-  Result<Tokenizer> tok = Tokenizer::FromFile(path);
+  Result<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::FromFile(path);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   std::vector<std::string> corpus = tokenizer_test::LoadCorpus();
   tokenizer_test::Golden golden = tokenizer_test::LoadGolden(GetParam());

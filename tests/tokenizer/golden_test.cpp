@@ -14,7 +14,7 @@ using tokenizer_test::Golden;
 struct Loaded {
   std::vector<std::string> corpus;
   Golden golden;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
 };
 
 // Loads once per tokenizer name; a null tokenizer means its file is not installed here.
@@ -25,9 +25,9 @@ const Loaded& Get(const std::string& name) {
   Loaded l;
   std::string path = name == "v3" ? tokenizer_test::V3Path() : tokenizer_test::V4Path();
   if (!path.empty()) {
-    Result<Tokenizer> t = Tokenizer::FromFile(path);
+    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(path);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
-    if (t.ok()) l.tokenizer = std::make_unique<Tokenizer>(std::move(*t));
+    if (t.ok()) l.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
   }
   l.corpus = tokenizer_test::LoadCorpus();
   l.golden = tokenizer_test::LoadGolden(name);
@@ -41,7 +41,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
     if (!loaded_->tokenizer) GTEST_SKIP() << GetParam() << " tokenizer.json not installed (run scripts/setup.sh)";
     ASSERT_EQ(loaded_->corpus.size(), loaded_->golden.text_ids.size());
   }
-  const Tokenizer& tok() const { return *loaded_->tokenizer; }
+  const tokenizer::Tokenizer& tok() const { return *loaded_->tokenizer; }
   const Loaded* loaded_ = nullptr;
 };
 
@@ -76,14 +76,14 @@ TEST_P(GoldenTest, DecodeInvertsEncode) {
 
 // For every prefix of every id sequence, what the detokenizer emitted plus its flush equals the one-shot
 // decode of that prefix, and what it emitted is always whole code points.
-void ExpectStreamingMatches(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
-  StreamingDetokenizer stream(tok, skip_special);
+void ExpectStreamingMatches(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
+  tokenizer::StreamingDetokenizer stream(tok, skip_special);
   std::string emitted;
   for (size_t k = 0; k < ids.size(); ++k) {
     std::string piece = stream.Add(ids[k]);
     ASSERT_TRUE(utf8::IsValid(piece));
     emitted += piece;
-    StreamingDetokenizer flushed = stream;
+    tokenizer::StreamingDetokenizer flushed = stream;
     std::span<const int32_t> prefix(ids.data(), k + 1);
     ASSERT_EQ(emitted + flushed.Finish(), tok.Decode(prefix, skip_special)) << "prefix " << k + 1;
   }

@@ -3,7 +3,7 @@
 
 #include "test_data.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/model.h"
+#include "tokenizer/vocabulary.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,12 +16,12 @@ using Json = nlohmann::json;
 const Json& SmallJson() {
   static const Json j = [] {
     Json vocab = Json::object();
-    for (int b = 0; b < 256; ++b) vocab[byte_level::Encode(std::string(1, static_cast<char>(b)))] = b;
+    for (int b = 0; b < 256; ++b) vocab[tokenizer::byte_level::Encode(std::string(1, static_cast<char>(b)))] = b;
     vocab["he"] = 256;
     vocab["ll"] = 257;
     vocab["hell"] = 258;
     Json split = Json::array();
-    for (std::string_view p : kDeepSeekSplitPatterns) {
+    for (std::string_view p : tokenizer::kDeepSeekSplitPatterns) {
       split.push_back({{"type", "Split"}, {"pattern", {{"Regex", std::string(p)}}}, {"behavior", "Isolated"},
                        {"invert", false}});
     }
@@ -50,7 +50,7 @@ const Json& SmallJson() {
 Status LoadModified(const std::function<void(Json&)>& edit) {
   Json j = SmallJson();
   edit(j);
-  Result<Tokenizer> t = Tokenizer::FromJson(j.dump());
+  Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromJson(j.dump());
   return t.status();
 }
 
@@ -77,8 +77,8 @@ TEST(TokenizerLoader, UnsupportedConstructsAreNamed) {
 }
 
 TEST(TokenizerLoader, MalformedFilesAreInvalidArguments) {
-  EXPECT_EQ(Tokenizer::FromJson("{").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Tokenizer::FromJson("[]").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tokenizer::Tokenizer::FromJson("{").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tokenizer::Tokenizer::FromJson("[]").status().code(), StatusCode::kInvalidArgument);
   Status s = LoadModified([](Json& j) { j["model"]["merges"].push_back("nosuch token"); });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   s = LoadModified([](Json& j) { j["model"]["merges"].push_back("a b c"); });
@@ -87,11 +87,11 @@ TEST(TokenizerLoader, MalformedFilesAreInvalidArguments) {
   EXPECT_FALSE(s.ok());
   s = LoadModified([](Json& j) { j["model"]["vocab"]["x"] = "seven"; });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  EXPECT_EQ(Tokenizer::FromFile("/nonexistent/tokenizer.json").status().code() == StatusCode::kOk, false);
+  EXPECT_EQ(tokenizer::Tokenizer::FromFile("/nonexistent/tokenizer.json").status().code() == StatusCode::kOk, false);
 }
 
 TEST(TokenizerLoader, SmallTokenizerEncodesByRank) {
-  Result<Tokenizer> t = Tokenizer::FromJson(SmallJson().dump());
+  Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromJson(SmallJson().dump());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   // "hello": h e l l o -> he l l o -> he ll o -> hell o (merge ranks 0, 1, 2).
   EXPECT_EQ(t->EncodeText("hello"), (std::vector<int32_t>{258, 'o'}));
@@ -106,13 +106,13 @@ TEST(TokenizerLoader, MergesAsPairsLoadLikeStrings) {
     size_t space = s.find(' ');
     m = Json::array({s.substr(0, space), s.substr(space + 1)});
   }
-  Result<Tokenizer> pairs = Tokenizer::FromJson(j.dump());
+  Result<tokenizer::Tokenizer> pairs = tokenizer::Tokenizer::FromJson(j.dump());
   ASSERT_TRUE(pairs.ok()) << pairs.status().ToString();
   EXPECT_EQ(pairs->EncodeText("hello hell"), (std::vector<int32_t>{258, 'o', ' ', 258}));
 }
 
 TEST(TokenizerLoader, DeepSeekV3LoadsWithItsCounts) {
-  Result<Tokenizer> t = Tokenizer::FromFile(tokenizer_test::V3Path());
+  Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(tokenizer_test::V3Path());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->vocab_size(), 128815u);
   EXPECT_EQ(t->model().merges().size(), 127741u);

@@ -5,18 +5,18 @@
 #include <gtest/gtest.h>
 
 #include "test_data.h"
-#include "tokenizer/model.h"
+#include "tokenizer/vocabulary.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
 namespace {
 
-const Tokenizer& V3() {
-  static Tokenizer* tok = [] {
-    Result<Tokenizer> t = Tokenizer::FromFile(tokenizer_test::V3Path());
+const tokenizer::Tokenizer& V3() {
+  static tokenizer::Tokenizer* tok = [] {
+    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(tokenizer_test::V3Path());
     EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return new Tokenizer(std::move(*t));
+    return new tokenizer::Tokenizer(std::move(*t));
   }();
   return *tok;
 }
@@ -62,7 +62,7 @@ TEST(TokenizerProperty, EverySafeCutSplitsTheEncoding) {
     std::string text = RandomText(rng, 1 + rng() % 300);
     std::vector<int32_t> whole = V3().EncodeTextSequential(text);
     for (size_t p = 1; p < text.size(); ++p) {
-      if (!IsSafeCut(text, p)) continue;
+      if (!tokenizer::IsSafeCut(text, p)) continue;
       std::vector<int32_t> joined = V3().EncodeTextSequential(text.substr(0, p));
       std::vector<int32_t> right = V3().EncodeTextSequential(text.substr(p));
       joined.insert(joined.end(), right.begin(), right.end());
@@ -76,16 +76,16 @@ TEST(TokenizerProperty, EverySafeCutSplitsTheEncoding) {
 
 TEST(TokenizerProperty, CutsExistInEnglishChineseAndCode) {
   for (std::string_view text : {"hello world", "写代码。然后", "x=foo(bar);", "中文and English"}) {
-    EXPECT_LT(NextSafeCut(text, 1), text.size()) << text;
+    EXPECT_LT(tokenizer::NextSafeCut(text, 1), text.size()) << text;
   }
 }
 
 TEST(TokenizerProperty, AddedTokenSpellingsInTextNeverBecomeTheirIds) {
-  const Tokenizer& tok = V3();
+  const tokenizer::Tokenizer& tok = V3();
   const auto& added = tok.model().added_tokens();
   ASSERT_GT(added.size(), 800u);
   std::mt19937_64 rng(3);
-  for (const AddedToken& t : added) {
+  for (const tokenizer::AddedToken& t : added) {
     std::string text = Corpus()[rng() % Corpus().size()] + t.content + t.content + " " + t.content;
     for (int32_t id : tok.EncodeText(text)) ASSERT_FALSE(tok.IsAddedToken(id)) << t.content;
     EXPECT_EQ(tok.Decode(tok.EncodeText(text)), text);
@@ -98,14 +98,14 @@ TEST(TokenizerProperty, AddedTokenSpellingsInTextNeverBecomeTheirIds) {
 }
 
 TEST(TokenizerProperty, PiecesConcatenateControlIdsAndText) {
-  const Tokenizer& tok = V3();
+  const tokenizer::Tokenizer& tok = V3();
   int32_t bos = *tok.TokenToId("<｜begin▁of▁sentence｜>");
   int32_t user = *tok.TokenToId("<｜User｜>");
   EXPECT_EQ(bos, 0);
   EXPECT_EQ(user, 128803);
   std::mt19937_64 rng(5);
   std::string big = RandomText(rng, 100 * 1024);
-  std::vector<EncodePiece> pieces = {{bos, {}}, {-1, "Hi <｜Assistant｜>"}, {user, {}}, {-1, big}, {-1, ""}};
+  std::vector<tokenizer::EncodePiece> pieces = {{bos, {}}, {-1, "Hi <｜Assistant｜>"}, {user, {}}, {-1, big}, {-1, ""}};
   std::vector<int32_t> expected = {bos};
   for (int32_t id : tok.EncodeText("Hi <｜Assistant｜>")) expected.push_back(id);
   expected.push_back(user);
@@ -114,7 +114,7 @@ TEST(TokenizerProperty, PiecesConcatenateControlIdsAndText) {
 }
 
 TEST(TokenizerProperty, TokenLookupsAgree) {
-  const Tokenizer& tok = V3();
+  const tokenizer::Tokenizer& tok = V3();
   EXPECT_EQ(tok.vocab_size(), 128815u);
   for (int32_t id : {0, 1, 3, 100, 259, 127999, 128000, 128805, 128814}) {
     std::string_view spelling = tok.IdToToken(id);
@@ -133,11 +133,11 @@ TEST(TokenizerProperty, TokenLookupsAgree) {
 }
 
 TEST(TokenizerProperty, StreamingHoldsBackIncompleteCodePoints) {
-  const Tokenizer& tok = V3();
+  const tokenizer::Tokenizer& tok = V3();
   // "你" is E4 BD A0; feed its bytes as single-byte tokens.
   std::string text = "你";
   std::vector<int32_t> ids = tok.EncodeText(text);
-  StreamingDetokenizer stream(tok);
+  tokenizer::StreamingDetokenizer stream(tok);
   std::string out;
   for (unsigned char b : text) {
     int32_t id = -1;

@@ -9,11 +9,11 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
-const Tokenizer& V3() {
-  static Tokenizer* tok = [] {
-    Result<Tokenizer> t = Tokenizer::FromFile(tokenizer_test::V3Path());
+const tokenizer::Tokenizer& V3() {
+  static tokenizer::Tokenizer* tok = [] {
+    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(tokenizer_test::V3Path());
     EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return new Tokenizer(std::move(*t));
+    return new tokenizer::Tokenizer(std::move(*t));
   }();
   return *tok;
 }
@@ -66,7 +66,7 @@ TEST(TokenizerSpecVectors, DeepSeekV3AddedTokensOnlyWhenAsked) {
 TEST(TokenizerSpecVectors, DeepSeekV4AddedTokens) {
   std::string path = tokenizer_test::V4Path();
   if (path.empty()) GTEST_SKIP() << "V4 tokenizer.json not installed (run scripts/setup.sh)";
-  Result<Tokenizer> v4 = Tokenizer::FromFile(path);
+  Result<tokenizer::Tokenizer> v4 = tokenizer::Tokenizer::FromFile(path);
   ASSERT_TRUE(v4.ok()) << v4.status().ToString();
   EXPECT_EQ(v4->EncodeWithAddedTokens("<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>"),
             (Ids{128803, 30594, 128804, 128821, 36101, 128822, 7624, 1}));

@@ -76,12 +76,12 @@ def main():
               f"{tokenizers.__version__}\n// (Unicode {infer_unicode_version(bits)} by probe letters)\n")
     out.write(f"// (its Oniguruma tables; Python unicodedata {unicodedata.unidata_version} differs on "
               f"{disagreements} code points). Do not edit.\n")
-    out.write('#include "tokenizer/unicode_classes.h"\n\nnamespace deepinfer::unicode_classes {\n\n')
+    out.write('#include "tokenizer/unicode_classes.h"\n\nnamespace deepinfer::tokenizer::unicode_classes {\n\n')
     out.write(f"const ClassRange kClassRanges[] = {{\n")
     for a, b, c in ranges:
         out.write(f"    {{0x{a:X}, 0x{b:X}, {c}}},\n")
     out.write("};\n")
-    out.write(f"const size_t kNumClassRanges = {len(ranges)};\n\n}}  // namespace deepinfer::unicode_classes\n")
+    out.write(f"const size_t kNumClassRanges = {len(ranges)};\n\n}}  // namespace deepinfer::tokenizer::unicode_classes\n")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-#include "tokenizer/model.h"
+#include "tokenizer/vocabulary.h"
 
 #include <atomic>
 
@@ -8,7 +8,7 @@
 #include "tokenizer/json_scan.h"
 #include "tokenizer/pretokenizer.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
@@ -138,14 +138,14 @@ Status ParseOutline(std::string_view json_text, Json* top, std::string_view* voc
 
 }  // namespace
 
-int32_t TokenizerModel::Find(std::string_view spelling) const {
+int32_t Vocabulary::Find(std::string_view spelling) const {
   std::string key(spelling);
   if (auto it = added_by_content_.find(key); it != added_by_content_.end()) return it->second;
   if (auto it = vocab_.find(key); it != vocab_.end()) return it->second;
   return -1;
 }
 
-Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
+Result<Vocabulary> Vocabulary::FromJson(std::string_view json_text) {
   Json j;
   std::string_view vocab_text, merges_text;
   DI_RETURN_IF_ERROR(ParseOutline(json_text, &j, &vocab_text, &merges_text));
@@ -161,7 +161,7 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
   const Json& m = j["model"];
   DI_RETURN_IF_ERROR(CheckModelOptions(m));
 
-  TokenizerModel model;
+  Vocabulary model;
   model.serial_ = next_serial.fetch_add(1);
   constexpr int64_t kMaxId = BpeMerges::kMaxId;  // far above any real vocabulary; bounds memory on bad input
   int64_t limit = 0;
@@ -273,4 +273,4 @@ Result<TokenizerModel> TokenizerModel::FromJson(std::string_view json_text) {
   return model;
 }
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer

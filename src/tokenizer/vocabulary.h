@@ -1,4 +1,4 @@
-// TokenizerModel: what a tokenizer.json describes, loaded and checked: vocabulary, merges, added tokens.
+// Vocabulary: what a tokenizer.json describes, loaded and checked: vocabulary, merges, added tokens.
 // Only the constructs the DeepSeek tokenizers use are accepted; anything else is a kUnimplemented error
 // that names the construct, so an unsupported file never tokenizes silently differently.
 #pragma once
@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "tokenizer/bpe.h"
 
-namespace deepinfer {
+namespace deepinfer::tokenizer {
 
 struct AddedToken {
   int32_t id = -1;
@@ -21,9 +21,9 @@ struct AddedToken {
   bool normalized = false;
 };
 
-class TokenizerModel {
+class Vocabulary {
  public:
-  static Result<TokenizerModel> FromJson(std::string_view json_text);
+  static Result<Vocabulary> FromJson(std::string_view json_text);
 
   const BpeMerges& merges() const { return merges_; }
   const int32_t* byte_ids() const { return byte_ids_; }
@@ -62,4 +62,4 @@ class TokenizerModel {
   uint64_t serial_ = 0;
 };
 
-}  // namespace deepinfer
+}  // namespace deepinfer::tokenizer
