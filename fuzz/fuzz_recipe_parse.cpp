@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2: options.thinking_stage = ThinkingStage::kReasoningContinuation; break;
     case 3: options.thinking_stage = ThinkingStage::kContentContinuation; break;
   }
-  options.model_version = (bits & 0x20) ? OutputModelVersion::kV32 : OutputModelVersion::kV4;
+  options.model_version = (bits & 0x20) ? ModelVersion::kV32 : ModelVersion::kV4;
   if (bits & 0x40) options.stop_sequences.push_back(stop);
 
   auto run = [&](size_t max_chunk, std::vector<OutputDelta>* deltas) {

@@ -11,13 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "recipe/encoding.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace deepinfer::recipe;
   if (size < 1) return 0;
-  const Protocol protocols[] = {Protocol::kChatCompletions, Protocol::kResponses, Protocol::kAnthropicMessages,
+  const Protocol protocols[] = {Protocol::kChatCompletions, Protocol::kResponses, Protocol::kMessages,
                                 Protocol::kChatCompletions};
   const ModelVersion versions[] = {ModelVersion::kV4, ModelVersion::kV41, ModelVersion::kV32, ModelVersion::kV4};
   const Protocol protocol = protocols[data[0] & 3];

@@ -12,7 +12,8 @@
 
 #include "cli/command.h"
 #include "core/clock.h"
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -139,7 +140,7 @@ int RunBenchRender(const std::vector<std::string>& args) {
     auto prompt = recipe::RenderPrompt(parsed.request->conversation, recipe::ModelVersion::kV4);
     if (!prompt.ok()) return Fail("bench render", prompt.status().message());
     const double t_render = total.ElapsedMillis();
-    auto encoded = recipe::EncodePrompt(*prompt, *tokenizer, control);
+    auto encoded = recipe::TokenizePrompt(*prompt, *tokenizer, control);
     if (!encoded.ok()) return Fail("bench render", encoded.status().message());
     const double t_total = total.ElapsedMillis();
     if (it == 0) continue;

@@ -15,7 +15,8 @@
 #include "core/mapped_file.h"
 #include "model/causal_lm.h"
 #include "recipe/completion_options.h"
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
 #include "tokenizer/tokenizer.h"
@@ -133,10 +134,10 @@ int32_t Argmax(const float* logits, int64_t n) {
   return best;
 }
 
-void PrintEvents(recipe::OutputProtocol protocol, const std::vector<recipe::StreamEvent>& events) {
+void PrintEvents(recipe::Protocol protocol, const std::vector<recipe::StreamEvent>& events) {
   std::string text = recipe::FormatSse(protocol, {events});
   // FormatSse closes Chat Completions streams with [DONE]; the caller writes it once, at the very end.
-  if (protocol == recipe::OutputProtocol::kChatCompletions) text.resize(text.size() - std::string("data: [DONE]\n\n").size());
+  if (protocol == recipe::Protocol::kChatCompletions) text.resize(text.size() - std::string("data: [DONE]\n\n").size());
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
@@ -163,7 +164,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!tokenizer.ok()) return Fail("generate", tokenizer.status().message());
   auto rendered = recipe::RenderPrompt(request.conversation, args.version);
   if (!rendered.ok()) return Fail("generate", rendered.status().message());
-  auto prompt_ids = recipe::EncodePrompt(*rendered, *tokenizer);
+  auto prompt_ids = recipe::TokenizePrompt(*rendered, *tokenizer);
   if (!prompt_ids.ok()) return Fail("generate", prompt_ids.status().message());
 
   model::LoadOptions load_options;
@@ -182,7 +183,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   std::unique_ptr<model::SequenceState> state = lm.NewSequence();
   for (int32_t b = 0; b < static_cast<int32_t>(pool.num_blocks()); ++b) state->block_table().push_back(b);
 
-  const recipe::OutputProtocol protocol = recipe::ToOutputProtocol(request.protocol);
+  const recipe::Protocol protocol = request.protocol;
   recipe::ResponseOptions response_options = recipe::ResponseOptionsFor(request);
   response_options.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -228,7 +229,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   }
   emit(completion.Finish(finish));
   if (stream) {
-    if (protocol == recipe::OutputProtocol::kChatCompletions) std::fputs("data: [DONE]\n\n", stdout);
+    if (protocol == recipe::Protocol::kChatCompletions) std::fputs("data: [DONE]\n\n", stdout);
   } else {
     std::cout << completion.Response() << "\n";
   }

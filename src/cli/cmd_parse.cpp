@@ -45,7 +45,7 @@ int RunParse(const std::vector<std::string>& args) {
   std::optional<recipe::BackendFinish> finish = recipe::BackendFinish::kStop;
   recipe::UsageCounts usage;
   bool stream = false;
-  recipe::OutputProtocol protocol = recipe::OutputProtocol::kChatCompletions;
+  recipe::Protocol protocol = recipe::Protocol::kChatCompletions;
   size_t chunk_size = 0;
   std::string path;
 
@@ -90,15 +90,15 @@ int RunParse(const std::vector<std::string>& args) {
       response_options.custom_tools.push_back(v);
     } else if (a == "--model-version") {
       if (!value(&v)) return UsageError("parse", "--model-version needs a value");
-      if (v == "v3.2") parser_options.model_version = recipe::OutputModelVersion::kV32;
-      else if (v == "v4") parser_options.model_version = recipe::OutputModelVersion::kV4;
-      else if (v == "v4.1") parser_options.model_version = recipe::OutputModelVersion::kV41;
+      if (v == "v3.2") parser_options.model_version = recipe::ModelVersion::kV32;
+      else if (v == "v4") parser_options.model_version = recipe::ModelVersion::kV4;
+      else if (v == "v4.1") parser_options.model_version = recipe::ModelVersion::kV41;
       else return UsageError("parse", "unknown --model-version '" + v + "' (v3.2, v4 or v4.1)");
     } else if (a == "--protocol") {
       if (!value(&v)) return UsageError("parse", "--protocol needs a value");
-      if (v == "responses") protocol = recipe::OutputProtocol::kResponses;
-      else if (v == "chat") protocol = recipe::OutputProtocol::kChatCompletions;
-      else if (v == "messages") protocol = recipe::OutputProtocol::kMessages;
+      if (v == "responses") protocol = recipe::Protocol::kResponses;
+      else if (v == "chat") protocol = recipe::Protocol::kChatCompletions;
+      else if (v == "messages") protocol = recipe::Protocol::kMessages;
       else return UsageError("parse", "unknown --protocol '" + v + "' (chat, messages, responses)");
     } else if (a == "--chunk-size") {
       if (!number(&n) || n == 0) return UsageError("parse", "--chunk-size needs a positive integer");
@@ -148,8 +148,8 @@ int RunParse(const std::vector<std::string>& args) {
   for (size_t pos = 0; pos < text.size(); pos += step) chunks.push_back({text.substr(pos, step), 1});
 
   if (response_options.id == "chatcmpl-deepinfer") {
-    if (protocol == recipe::OutputProtocol::kMessages) response_options.id = "msg_deepinfer";
-    if (protocol == recipe::OutputProtocol::kResponses) response_options.id = "resp_deepinfer";
+    if (protocol == recipe::Protocol::kMessages) response_options.id = "msg_deepinfer";
+    if (protocol == recipe::Protocol::kResponses) response_options.id = "resp_deepinfer";
   }
   const recipe::StreamRunResult run =
       recipe::RunCompletion(protocol, parser_options, response_options, chunks, finish, usage);

@@ -6,7 +6,8 @@
 
 #include "cli/command.h"
 #include "core/mapped_file.h"
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -115,7 +116,7 @@ int RunRender(const std::vector<std::string>& argv) {
       *out = prompt.text;
       return true;
     }
-    auto ids = recipe::EncodePrompt(prompt, *tokenizer);
+    auto ids = recipe::TokenizePrompt(prompt, *tokenizer);
     if (!ids.ok()) {
       *out = ids.status().message();
       return false;

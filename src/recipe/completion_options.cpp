@@ -2,28 +2,10 @@
 
 namespace deepinfer::recipe {
 
-OutputModelVersion ToOutputModelVersion(ModelVersion version) {
-  switch (version) {
-    case ModelVersion::kV32: return OutputModelVersion::kV32;
-    case ModelVersion::kV4: return OutputModelVersion::kV4;
-    case ModelVersion::kV41: return OutputModelVersion::kV41;
-  }
-  return OutputModelVersion::kV4;
-}
-
-OutputProtocol ToOutputProtocol(Protocol protocol) {
-  switch (protocol) {
-    case Protocol::kChatCompletions: return OutputProtocol::kChatCompletions;
-    case Protocol::kResponses: return OutputProtocol::kResponses;
-    case Protocol::kAnthropicMessages: return OutputProtocol::kMessages;
-  }
-  return OutputProtocol::kChatCompletions;
-}
-
 OutputParserOptions OutputParserOptionsFor(const ParsedRequest& request, ModelVersion version) {
   const Conversation& conversation = request.conversation;
   OutputParserOptions options;
-  options.model_version = ToOutputModelVersion(version);
+  options.model_version = version;
   options.parse_tool_calls = !conversation.tools.empty() && conversation.tool_choice != ToolChoice::kNone;
   options.starts_in_tool_calls = !conversation.tools.empty() && conversation.tool_choice == ToolChoice::kRequired;
   options.parse_json_output = conversation.response_format == ResponseFormat::kJsonObject;

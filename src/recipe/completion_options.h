@@ -8,9 +8,6 @@
 
 namespace deepinfer::recipe {
 
-OutputModelVersion ToOutputModelVersion(ModelVersion version);
-OutputProtocol ToOutputProtocol(Protocol protocol);
-
 // Thinking stage (a new turn, or a prefix continuation inside or after the reasoning), tool-call parsing
 // (only when tools were declared; "required" opens the block in the prompt), JSON mode, stop sequences.
 OutputParserOptions OutputParserOptionsFor(const ParsedRequest& request, ModelVersion version);

@@ -1,5 +1,5 @@
 // Conversation: the protocol-neutral form of a chat request. The three API parsers (Chat Completions,
-// Responses, Anthropic Messages) produce it; the prompt encodings (V3.2, V4, V4.1) consume it. It mirrors
+// Responses, Anthropic Messages) produce it; prompt rendering (V3.2, V4, V4.1) consumes it. It mirrors
 // deepseek-recipe's Conversation so the two can be compared field by field.
 #pragma once
 

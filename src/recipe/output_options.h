@@ -9,9 +9,10 @@
 #include <string_view>
 #include <vector>
 
-namespace deepinfer::recipe {
+#include "recipe/model_version.h"
+#include "recipe/protocol.h"
 
-enum class OutputModelVersion { kV32, kV4, kV41 };
+namespace deepinfer::recipe {
 
 // Where parsing begins in thinking mode (deepseek-recipe's ThinkingInitialStage); absent = chat mode.
 enum class ThinkingStage {
@@ -21,15 +22,13 @@ enum class ThinkingStage {
 };
 
 struct OutputParserOptions {
-  OutputModelVersion model_version = OutputModelVersion::kV4;
+  ModelVersion model_version = ModelVersion::kV4;
   bool parse_tool_calls = true;
   bool starts_in_tool_calls = false;  // tool_choice "required": the prompt opened the block
   bool parse_json_output = false;     // response_format json_object
   std::optional<ThinkingStage> thinking_stage;
   std::vector<std::string> stop_sequences;  // empty strings are ignored
 };
-
-enum class OutputProtocol { kChatCompletions, kMessages, kResponses };
 
 // What the backend reported when generation ended.
 enum class BackendFinish { kStop, kLength, kContentFilter };

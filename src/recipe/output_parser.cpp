@@ -80,7 +80,7 @@ OutputParser::OutputParser(OutputParserOptions options) : options_(std::move(opt
   add(kDsmlEndLabel, false, PatternId::kValueEnd);                   // 15
   add(kToolCallsEndV4, false, PatternId::kToolCallsEnd);        // 16
   add(kToolCallsEndV41, false, PatternId::kToolCallsEnd);       // 17
-  if (options_.model_version == OutputModelVersion::kV32) {
+  if (options_.model_version == ModelVersion::kV32) {
     add(kFunctionCallsEndV32, false, PatternId::kToolCallsEnd);
   }
   for (const std::string& stop : options_.stop_sequences) {

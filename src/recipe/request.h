@@ -10,14 +10,11 @@
 #include <string_view>
 
 #include "recipe/conversation.h"
-#include "recipe/encoding.h"
+#include "recipe/model_version.h"
 #include "recipe/output_options.h"
+#include "recipe/protocol.h"
 
 namespace deepinfer::recipe {
-
-enum class Protocol { kChatCompletions, kResponses, kAnthropicMessages };
-std::string_view ProtocolName(Protocol protocol);  // "chat", "responses", "anthropic"
-std::optional<Protocol> ParseProtocol(std::string_view name);
 
 struct RequestError {
   int http_status = 400;
@@ -32,7 +29,7 @@ struct RequestError {
 std::string ErrorBody(Protocol protocol, const RequestError& error);
 
 struct RequestOptions {
-  // The encoding the conversation is for: images become placeholders only where the model reads them.
+  // The model the conversation is rendered for: images become placeholders only where the model reads them.
   ModelVersion model_version = ModelVersion::kV4;
   bool default_thinking_mode = true;
   int64_t max_tokens_upper_bound = 393216;
@@ -56,7 +53,7 @@ struct ParseOutcome {
 
 ParseOutcome ParseChatCompletionsRequest(std::string_view body, const RequestOptions& options = {});
 ParseOutcome ParseResponsesRequest(std::string_view body, const RequestOptions& options = {});
-ParseOutcome ParseAnthropicRequest(std::string_view body, const RequestOptions& options = {});
+ParseOutcome ParseMessagesRequest(std::string_view body, const RequestOptions& options = {});
 ParseOutcome ParseRequest(Protocol protocol, std::string_view body, const RequestOptions& options = {});
 
 }  // namespace deepinfer::recipe

@@ -10,25 +10,9 @@
 
 namespace deepinfer::recipe {
 
-std::string_view ProtocolName(Protocol protocol) {
-  switch (protocol) {
-    case Protocol::kChatCompletions: return "chat";
-    case Protocol::kResponses: return "responses";
-    case Protocol::kAnthropicMessages: return "anthropic";
-  }
-  return "?";
-}
-
-std::optional<Protocol> ParseProtocol(std::string_view name) {
-  if (name == "chat") return Protocol::kChatCompletions;
-  if (name == "responses") return Protocol::kResponses;
-  if (name == "anthropic" || name == "messages") return Protocol::kAnthropicMessages;
-  return std::nullopt;
-}
-
 std::string ErrorBody(Protocol protocol, const RequestError& error) {
   nlohmann::ordered_json body;
-  if (protocol == Protocol::kAnthropicMessages) {
+  if (protocol == Protocol::kMessages) {
     body["type"] = "error";
     body["error"]["type"] = error.type;
     // Anthropic's messages name the parameter in the text ("messages.0.content: Field required").
@@ -47,7 +31,7 @@ ParseOutcome ParseRequest(Protocol protocol, std::string_view body, const Reques
   switch (protocol) {
     case Protocol::kChatCompletions: return ParseChatCompletionsRequest(body, options);
     case Protocol::kResponses: return ParseResponsesRequest(body, options);
-    case Protocol::kAnthropicMessages: return ParseAnthropicRequest(body, options);
+    case Protocol::kMessages: return ParseMessagesRequest(body, options);
   }
   return {std::nullopt, internal::Invalid("", "unknown protocol")};
 }

@@ -13,9 +13,9 @@
 namespace deepinfer::recipe {
 
 // The protocol-specific half of a run: turns parser deltas into events.
-class CompletionEncoder {
+class ProtocolSerializer {
  public:
-  virtual ~CompletionEncoder() = default;
+  virtual ~ProtocolSerializer() = default;
   virtual void Start(const UsageCounts& usage, std::vector<StreamEvent>* events) = 0;
   virtual void Deltas(const std::vector<OutputDelta>& deltas, const std::vector<std::string>* logprobs,
                       std::vector<StreamEvent>* events) = 0;
@@ -28,9 +28,9 @@ class CompletionEncoder {
 
 namespace {
 
-class ChatEncoder final : public CompletionEncoder {
+class ChatSerializer final : public ProtocolSerializer {
  public:
-  explicit ChatEncoder(const ResponseOptions& options) : stream_(options) {}
+  explicit ChatSerializer(const ResponseOptions& options) : stream_(options) {}
   void Start(const UsageCounts&, std::vector<StreamEvent>* events) override {
     events->push_back({"", stream_.RoleChunk()});
   }
@@ -58,9 +58,9 @@ class ChatEncoder final : public CompletionEncoder {
   ChatCompletionStream stream_;
 };
 
-class MessagesEncoder final : public CompletionEncoder {
+class MessagesSerializer final : public ProtocolSerializer {
  public:
-  explicit MessagesEncoder(const ResponseOptions& options) : stream_(options) {}
+  explicit MessagesSerializer(const ResponseOptions& options) : stream_(options) {}
   void Start(const UsageCounts& usage, std::vector<StreamEvent>* events) override {
     std::vector<MessagesEvent> out;
     stream_.Start(usage, &out);
@@ -93,9 +93,9 @@ class MessagesEncoder final : public CompletionEncoder {
   MessagesStream stream_;
 };
 
-class ResponsesEncoder final : public CompletionEncoder {
+class ResponsesSerializer final : public ProtocolSerializer {
  public:
-  explicit ResponsesEncoder(const ResponseOptions& options) : stream_(options) {}
+  explicit ResponsesSerializer(const ResponseOptions& options) : stream_(options) {}
   void Start(const UsageCounts&, std::vector<StreamEvent>* events) override {
     std::vector<ResponsesEvent> out;
     stream_.Start(&out);
@@ -131,7 +131,7 @@ class ResponsesEncoder final : public CompletionEncoder {
 
 }  // namespace
 
-CompletionStream::CompletionStream(OutputProtocol protocol, const OutputParserOptions& parser_options,
+CompletionStream::CompletionStream(Protocol protocol, const OutputParserOptions& parser_options,
                                    const ResponseOptions& response_options, UsageCounts prompt_usage)
     : parser_(std::make_unique<OutputParser>(parser_options)),
       usage_(prompt_usage),
@@ -139,9 +139,9 @@ CompletionStream::CompletionStream(OutputProtocol protocol, const OutputParserOp
       starts_in_reasoning_(thinking_ && !parser_options.starts_in_tool_calls &&
                            parser_options.thinking_stage != ThinkingStage::kContentContinuation),
       count_tokens_(response_options.count_tokens) {
-  if (protocol == OutputProtocol::kMessages) encoder_ = std::make_unique<MessagesEncoder>(response_options);
-  else if (protocol == OutputProtocol::kResponses) encoder_ = std::make_unique<ResponsesEncoder>(response_options);
-  else encoder_ = std::make_unique<ChatEncoder>(response_options);
+  if (protocol == Protocol::kMessages) serializer_ = std::make_unique<MessagesSerializer>(response_options);
+  else if (protocol == Protocol::kResponses) serializer_ = std::make_unique<ResponsesSerializer>(response_options);
+  else serializer_ = std::make_unique<ChatSerializer>(response_options);
   usage_.completion_tokens = 0;
 }
 
@@ -149,7 +149,7 @@ CompletionStream::~CompletionStream() = default;
 
 std::vector<StreamEvent> CompletionStream::Start() {
   std::vector<StreamEvent> events;
-  encoder_->Start(usage_, &events);
+  serializer_->Start(usage_, &events);
   return events;
 }
 
@@ -172,14 +172,14 @@ std::vector<StreamEvent> CompletionStream::Feed(const CompletionChunk& chunk) {
   }
   if (token_mode_) {
     const std::vector<std::string> logprobs = AttachLogprobs(deltas);
-    encoder_->Deltas(deltas, &logprobs, &events);
+    serializer_->Deltas(deltas, &logprobs, &events);
   } else {
-    encoder_->Deltas(deltas, nullptr, &events);
+    serializer_->Deltas(deltas, nullptr, &events);
   }
   if (parser_->stopped_by_sequence()) {
     // A stop sequence completes the response here; the backend's finish no longer matters.
     CountReasoningTokens();
-    finish_reason_ = encoder_->Finish(std::nullopt, *parser_, usage_, &events);
+    finish_reason_ = serializer_->Finish(std::nullopt, *parser_, usage_, &events);
     finished_ = true;
   }
   return events;
@@ -245,13 +245,13 @@ std::vector<StreamEvent> CompletionStream::Finish(std::optional<BackendFinish> f
   parser_->Finish(&deltas);
   if (token_mode_) {
     const std::vector<std::string> logprobs = AttachLogprobs(deltas);
-    encoder_->Deltas(deltas, &logprobs, &events);
+    serializer_->Deltas(deltas, &logprobs, &events);
   } else {
-    encoder_->Deltas(deltas, nullptr, &events);
+    serializer_->Deltas(deltas, nullptr, &events);
   }
   source_entries_.clear();
   CountReasoningTokens();
-  finish_reason_ = encoder_->Finish(finish, *parser_, usage_, &events);
+  finish_reason_ = serializer_->Finish(finish, *parser_, usage_, &events);
   finished_ = true;
   return events;
 }
@@ -293,7 +293,7 @@ void CompletionStream::CountReasoningTokens() {
   usage_.reasoning_tokens = reasoning_tokens_;
 }
 
-std::string CompletionStream::Response() const { return encoder_->Response(*parser_, finish_reason_, usage_); }
+std::string CompletionStream::Response() const { return serializer_->Response(*parser_, finish_reason_, usage_); }
 
 std::vector<int> CompletionStream::issues() const {
   std::vector<int> out;
@@ -301,7 +301,7 @@ std::vector<int> CompletionStream::issues() const {
   return out;
 }
 
-StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions& parser_options,
+StreamRunResult RunCompletion(Protocol protocol, const OutputParserOptions& parser_options,
                               const ResponseOptions& response_options, const std::vector<CompletionChunk>& chunks,
                               std::optional<BackendFinish> finish, UsageCounts prompt_usage) {
   StreamRunResult result;
@@ -318,7 +318,7 @@ StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions
   return result;
 }
 
-std::string FormatSse(OutputProtocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step) {
+std::string FormatSse(Protocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step) {
   std::string out;
   for (const auto& step : events_per_step) {
     for (const StreamEvent& event : step) {
@@ -326,7 +326,7 @@ std::string FormatSse(OutputProtocol protocol, const std::vector<std::vector<Str
       out += "data: " + event.json + "\n\n";
     }
   }
-  if (protocol == OutputProtocol::kChatCompletions) out += "data: [DONE]\n\n";
+  if (protocol == Protocol::kChatCompletions) out += "data: [DONE]\n\n";
   return out;
 }
 

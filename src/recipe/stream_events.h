@@ -1,4 +1,4 @@
-// Drives a whole completion through the output parser and a protocol encoder, the way the serving path
+// Drives a whole completion through the output parser and a protocol serializer, the way the serving path
 // does: the backend becomes ready, text chunks arrive (each counted as its tokens), generation ends.
 #pragma once
 
@@ -47,13 +47,13 @@ struct StreamRunResult {
   std::vector<int> issues;  // OutputIssue values seen
 };
 
-class CompletionEncoder;
+class ProtocolSerializer;
 
 // One completion in flight, fed as the model produces it: Start() once, Feed() per decoded text chunk until
 // done(), then Finish(). Each call returns the protocol events it produced, ready to send.
 class CompletionStream {
  public:
-  CompletionStream(OutputProtocol protocol, const OutputParserOptions& parser_options,
+  CompletionStream(Protocol protocol, const OutputParserOptions& parser_options,
                    const ResponseOptions& response_options, UsageCounts prompt_usage);
   ~CompletionStream();
   CompletionStream(const CompletionStream&) = delete;
@@ -78,7 +78,7 @@ class CompletionStream {
   void CountReasoningTokens();
 
   std::unique_ptr<OutputParser> parser_;
-  std::unique_ptr<CompletionEncoder> encoder_;
+  std::unique_ptr<ProtocolSerializer> serializer_;
   UsageCounts usage_;
   bool thinking_ = false;
   bool starts_in_reasoning_ = false;
@@ -100,12 +100,12 @@ class CompletionStream {
 };
 
 // The whole run at once, through a CompletionStream.
-StreamRunResult RunCompletion(OutputProtocol protocol, const OutputParserOptions& parser_options,
+StreamRunResult RunCompletion(Protocol protocol, const OutputParserOptions& parser_options,
                               const ResponseOptions& response_options, const std::vector<CompletionChunk>& chunks,
                               std::optional<BackendFinish> finish, UsageCounts prompt_usage);
 
 // The text of a server-sent-events stream: `data: ...` lines (with `event:` lines where events are
 // named) and, for Chat Completions, the closing `data: [DONE]`.
-std::string FormatSse(OutputProtocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step);
+std::string FormatSse(Protocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step);
 
 }  // namespace deepinfer::recipe

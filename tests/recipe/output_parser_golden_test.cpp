@@ -155,7 +155,7 @@ TEST(OutputParserGolden, ChatCompletionsChunksMatchOracle) {
   int failures = 0;
   for (const nlohmann::json& c : cases) {
     const std::vector<CompletionChunk> chunks = TextChunks(c);
-    const StreamRunResult run = RunCompletion(OutputProtocol::kChatCompletions, ParserOptions(c),
+    const StreamRunResult run = RunCompletion(Protocol::kChatCompletions, ParserOptions(c),
                                               TestResponseOptions(c), chunks, Finish(c), UsageCounts{11, 4, 0});
     SameAsOracle(c["name"], run, ChatEvents(c["pushes"]), c["response"], &failures);
   }
@@ -177,7 +177,7 @@ TEST(OutputParserGolden, MessagesEventsMatchOracle) {
     ResponseOptions options = TestResponseOptions(c);
     options.id = "msg-1";
     const StreamRunResult run =
-        RunCompletion(OutputProtocol::kMessages, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+        RunCompletion(Protocol::kMessages, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     SameAsOracle(c["name"], run, NamedEvents(golden["pushes"]), golden["response"], &failures);
   }
   EXPECT_GE(index, 200u);
@@ -205,7 +205,7 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
           R"({"type":"object","properties":{"city":{"type":"string"}}},"strict":null}])";
     }
     const StreamRunResult run =
-        RunCompletion(OutputProtocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+        RunCompletion(Protocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     // The generator stored the repeated request settings once, in the final response.
     const std::string response = golden["response"];
     const EchoSpan span = FindEcho(response);
@@ -235,7 +235,7 @@ TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
         R"([{"type":"custom","name":"apply_patch"},{"type":"function","name":"get_weather","description":)"
         R"("Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":null}])";
     const StreamRunResult run =
-        RunCompletion(OutputProtocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
+        RunCompletion(Protocol::kResponses, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     const std::string response = c["response"];
     const EchoSpan span = FindEcho(response);
     ASSERT_TRUE(span.found());
@@ -294,7 +294,7 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
     options.count_tokens = [reasoning, reasoning_count](std::string_view text) -> int64_t {
       return text == reasoning ? reasoning_count : -1000;
     };
-    const StreamRunResult run = RunCompletion(chat ? OutputProtocol::kChatCompletions : OutputProtocol::kResponses,
+    const StreamRunResult run = RunCompletion(chat ? Protocol::kChatCompletions : Protocol::kResponses,
                                               ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     const std::string response = c["response"];
     std::string echo;

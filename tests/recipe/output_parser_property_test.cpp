@@ -156,7 +156,7 @@ nlohmann::json TokenRun(const nlohmann::json& c, const std::vector<TokenLogprob>
     next += chunk.logprobs.size();
     chunks.push_back(std::move(chunk));
   }
-  const StreamRunResult run = RunCompletion(OutputProtocol::kChatCompletions, options, response_options, chunks,
+  const StreamRunResult run = RunCompletion(Protocol::kChatCompletions, options, response_options, chunks,
                                             BackendFinish::kStop, UsageCounts{});
   const nlohmann::json choice = nlohmann::json::parse(run.response)["choices"][0];
   return {choice["message"], choice["finish_reason"]};

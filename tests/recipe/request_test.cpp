@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "recipe/encoding_internal.h"
+#include "recipe/render_internal.h"
 #include "recipe/request.h"
 
 namespace deepinfer::recipe {
@@ -71,22 +71,22 @@ const std::vector<Malformed>& MalformedCorpus() {
        "reasoning_effort"},
       {Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],"thinking":{"type":"on"}})",
        "thinking.type"},
-      {Protocol::kAnthropicMessages, R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "max_tokens"},
-      {Protocol::kAnthropicMessages, R"({"model":"m","max_tokens":5,"messages":[]})", "messages"},
-      {Protocol::kAnthropicMessages, R"({"model":"m","max_tokens":5,"messages":[{"role":"system","content":"x"}]})",
+      {Protocol::kMessages, R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "max_tokens"},
+      {Protocol::kMessages, R"({"model":"m","max_tokens":5,"messages":[]})", "messages"},
+      {Protocol::kMessages, R"({"model":"m","max_tokens":5,"messages":[{"role":"system","content":"x"}]})",
        "messages[0].role"},
-      {Protocol::kAnthropicMessages, R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[]}]})",
+      {Protocol::kMessages, R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[]}]})",
        "messages[0]"},
-      {Protocol::kAnthropicMessages,
+      {Protocol::kMessages,
        R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}]})",
        "messages[0].content[0]"},
-      {Protocol::kAnthropicMessages,
+      {Protocol::kMessages,
        R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":"x"}]})",
        "messages[2]"},
-      {Protocol::kAnthropicMessages,
+      {Protocol::kMessages,
        R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"web_search_20250305","name":"w"}]})",
        "tools[0].type"},
-      {Protocol::kAnthropicMessages,
+      {Protocol::kMessages,
        R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"maybe"}})",
        "tool_choice.type"},
       {Protocol::kResponses, R"({"model":"m"})", "input"},
@@ -112,7 +112,7 @@ TEST(RequestErrors, MalformedRequestsGetTheProtocolsErrorShape) {
     EXPECT_EQ(outcome.error.param, m.param);
     EXPECT_FALSE(outcome.error.message.empty());
     const Json body = Json::parse(ErrorBody(m.protocol, outcome.error));
-    if (m.protocol == Protocol::kAnthropicMessages) {
+    if (m.protocol == Protocol::kMessages) {
       EXPECT_EQ(body["type"], "error");
       EXPECT_EQ(body["error"]["type"], "invalid_request_error");
       EXPECT_TRUE(body["error"]["message"].is_string());

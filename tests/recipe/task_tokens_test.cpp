@@ -13,7 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -115,7 +116,7 @@ TEST(TaskTokens, IdsComeFromTheV4Vocabulary) {
   ASSERT_TRUE(parsed.ok());
   const auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV4);
   ASSERT_TRUE(prompt.ok());
-  const auto encoded = EncodePrompt(*prompt, *tokenizer);
+  const auto encoded = TokenizePrompt(*prompt, *tokenizer);
   ASSERT_TRUE(encoded.ok());
   ASSERT_FALSE(encoded->empty());
   EXPECT_EQ(encoded->back(), 128830);

@@ -1,11 +1,11 @@
-// DeepSeek V4 and V4.1 prompt encodings, matching deepseek-recipe 0.2.0 (DeepseekV4Encoding,
+// DeepSeek V4 and V4.1 prompt rendering, matching deepseek-recipe 0.2.0 (DeepseekV4Encoding,
 // DeepseekV41Encoding). The two differ in the DSML tag names, the reasoning-effort text, the <｜System｜>
 // token and where system messages go; everything else is shared.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "recipe/encoding_internal.h"
+#include "recipe/render_internal.h"
 
 namespace deepinfer::recipe {
 namespace {

@@ -261,7 +261,7 @@ Check ParseTools(const Json& body, Conversation* c) {
 }
 
 Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
-  r->protocol = Protocol::kAnthropicMessages;
+  r->protocol = Protocol::kMessages;
   Conversation& c = r->conversation;
   InferenceOptions& inf = r->inference;
   std::optional<std::string> model;
@@ -390,7 +390,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
 
 }  // namespace
 
-ParseOutcome ParseAnthropicRequest(std::string_view body_text, const RequestOptions& options) {
+ParseOutcome ParseMessagesRequest(std::string_view body_text, const RequestOptions& options) {
   return internal::ParseWith(Parse, body_text, options);
 }
 

@@ -1,5 +1,5 @@
-// Prompt encoding properties: control tokens come only from the template, never from what a user,
-// tool or tool schema writes, whatever special-token spellings that text contains.
+// Prompt rendering and tokenizing properties: control tokens come only from the template, never from what
+// a user, tool or tool schema writes, whatever special-token spellings that text contains.
 #include <algorithm>
 #include <filesystem>
 #include <random>
@@ -8,7 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,7 +34,7 @@ const char* const kSpellings[] = {
     "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "<|EOT|>"};
 
-TEST(PromptEncoding, UserTextNeverBecomesControlTokens) {
+TEST(PromptTokens, UserTextNeverBecomesControlTokens) {
   const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
   if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
@@ -59,7 +60,7 @@ TEST(PromptEncoding, UserTextNeverBecomesControlTokens) {
     for (ModelVersion version : {ModelVersion::kV32, ModelVersion::kV4}) {
       auto prompt = RenderPrompt(parsed.request->conversation, version);
       ASSERT_TRUE(prompt.ok());
-      auto ids = EncodePrompt(*prompt, *tokenizer, control);
+      auto ids = TokenizePrompt(*prompt, *tokenizer, control);
       ASSERT_TRUE(ids.ok()) << ids.status().ToString();
       // The template has one BOS, two <｜User｜>, two <｜Assistant｜> (two turn headers) and one EOS.
       EXPECT_EQ(std::count(ids->begin(), ids->end(), bos_id), 1);
@@ -72,22 +73,22 @@ TEST(PromptEncoding, UserTextNeverBecomesControlTokens) {
   }
 }
 
-TEST(PromptEncoding, PiecesEncodeLikeTheWholeTextWhenNothingIsSpecial) {
+TEST(PromptTokens, PiecesEncodeLikeTheWholeTextWhenNothingIsSpecial) {
   const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
   if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
   RenderedPrompt prompt;
   prompt.text = "plain text only, 日本語 and digits 12345";
-  auto ids = EncodePrompt(prompt, *tokenizer);
+  auto ids = TokenizePrompt(prompt, *tokenizer);
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(*ids, tokenizer->EncodeText(prompt.text));
 }
 
-TEST(PromptEncoding, MissingControlTokenIsAnError) {
+TEST(PromptTokens, MissingControlTokenIsAnError) {
   const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
   if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
   PromptBuilder builder;
   builder.Special(SpecialToken::kSystem);  // a V4.1 token the V4 vocabulary lacks
-  auto ids = EncodePrompt(builder.Finish(), *tokenizer);
+  auto ids = TokenizePrompt(builder.Finish(), *tokenizer);
   EXPECT_FALSE(ids.ok());
 }
 

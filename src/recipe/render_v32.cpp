@@ -1,11 +1,11 @@
-// DeepSeek V3.2 prompt encoding (encoding/encoding_dsv32.py of deepseek-ai/DeepSeek-V3.2; spec §3).
+// DeepSeek V3.2 prompt rendering (encoding/encoding_dsv32.py of deepseek-ai/DeepSeek-V3.2; spec §3).
 // V3.2 keeps a tool role (results in <function_results>, in request order), closes every user turn with
 // the generation header, and has no "tools keep reasoning" exception. deepinfer's convention for what the
 // reference takes per message: the tools and the response format ride on the first system message (an
 // empty one is inserted when the conversation does not start with one).
 #include <vector>
 
-#include "recipe/encoding_internal.h"
+#include "recipe/render_internal.h"
 
 namespace deepinfer::recipe {
 namespace {

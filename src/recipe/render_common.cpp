@@ -1,9 +1,9 @@
-// Helpers shared by the encoders: tool schema lines, tool-call arguments, response-format text.
+// Helpers shared by the prompt renderers: tool schema lines, tool-call arguments, response-format text.
 #include <charconv>
 #include <cmath>
 
 #include "core/py_json.h"
-#include "recipe/encoding_internal.h"
+#include "recipe/render_internal.h"
 
 namespace deepinfer::recipe {
 

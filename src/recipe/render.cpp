@@ -1,10 +1,9 @@
-// Shared parts of the prompt encodings: token spellings, the builder, and prompt → token ids.
-#include "recipe/encoding.h"
+// Shared parts of prompt rendering: token spellings, the builder, the dispatch to a version.
+#include "recipe/render.h"
 
 #include <array>
 
-#include "recipe/encoding_internal.h"
-#include "tokenizer/tokenizer.h"
+#include "recipe/render_internal.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -52,22 +51,6 @@ constexpr SpecialToken kGroundingTokens[] = {
 
 std::string_view SpecialTokenSpelling(SpecialToken token) { return kSpellings[static_cast<int>(token)]; }
 
-std::string_view ModelVersionName(ModelVersion version) {
-  switch (version) {
-    case ModelVersion::kV32: return "v3.2";
-    case ModelVersion::kV4: return "v4";
-    case ModelVersion::kV41: return "v4.1";
-  }
-  return "?";
-}
-
-Result<ModelVersion> ParseModelVersion(std::string_view name) {
-  if (name == "v3.2" || name == "V3.2") return ModelVersion::kV32;
-  if (name == "v4" || name == "V4") return ModelVersion::kV4;
-  if (name == "v4.1" || name == "V4.1") return ModelVersion::kV41;
-  return Status::InvalidArgument("unknown model version '" + std::string(name) + "' (expected v3.2, v4 or v4.1)");
-}
-
 void PromptBuilder::Special(SpecialToken token) {
   const size_t begin = prompt_.text.size();
   prompt_.text.append(SpecialTokenSpelling(token));
@@ -111,44 +94,11 @@ void PromptBuilder::TextWithImages(std::string_view text, size_t image_count) {
   Text(text.substr(pos));
 }
 
-ControlTokenIds ControlTokenIds::FromTokenizer(const tokenizer::Tokenizer& tokenizer) {
-  ControlTokenIds ids;
-  for (int i = 0; i < kSpecialTokenCount; ++i) {
-    const auto id = tokenizer.TokenToId(kSpellings[i]);
-    ids.ids[i] = id ? *id : -1;
-  }
-  return ids;
-}
-
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer,
-                                          const ControlTokenIds& control_ids) {
-  std::vector<tokenizer::EncodePiece> pieces;
-  pieces.reserve(prompt.special_ranges.size() * 2 + 1);
-  size_t pos = 0;
-  const std::string_view text = prompt.text;
-  for (const SpecialRange& range : prompt.special_ranges) {
-    if (range.begin > pos) pieces.push_back({-1, text.substr(pos, range.begin - pos)});
-    const int32_t id = control_ids.ids[static_cast<int>(range.token)];
-    if (id < 0) {
-      return Status::NotFound("the tokenizer has no id for the control token " +
-                              std::string(SpecialTokenSpelling(range.token)));
-    }
-    pieces.push_back({id, {}});
-    pos = range.end;
-  }
-  if (pos < text.size()) pieces.push_back({-1, text.substr(pos)});
-  return tokenizer.Encode(pieces);
-}
-
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer) {
-  return EncodePrompt(prompt, tokenizer, ControlTokenIds::FromTokenizer(tokenizer));
-}
-
 Result<RenderedPrompt> RenderPrompt(const Conversation& conversation, ModelVersion version) {
   switch (version) {
     case ModelVersion::kV32:
       for (const Message& m : conversation.messages) {
-        if (m.task) return Status::InvalidArgument("message tasks exist only in the V4 and V4.1 encodings");
+        if (m.task) return Status::InvalidArgument("message tasks exist only in the V4 and V4.1 prompt formats");
       }
       return RenderPromptV32(conversation);
     case ModelVersion::kV4: return RenderPromptV4(conversation, false);

@@ -1,4 +1,4 @@
-// Pieces shared by the V3.2 and V4/V4.1 encoders (not part of the public interface).
+// Pieces shared by the V3.2 and V4/V4.1 prompt renderers (not part of the public interface).
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "recipe/conversation.h"
-#include "recipe/encoding.h"
+#include "recipe/render.h"
 
 namespace deepinfer::recipe {
 

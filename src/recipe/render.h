@@ -1,29 +1,22 @@
-// Prompt encodings: a Conversation rendered into the prompt text of DeepSeek V3.2, V4 or V4.1, with the
-// spans that are control tokens marked, and from there into token ids.
+// Prompt rendering: a Conversation rendered into the prompt text of DeepSeek V3.2, V4 or V4.1 (the
+// "encodings" of deepseek-recipe and of DeepSeek's encoding_dsv*.py), with the spans that are control
+// tokens marked. prompt_tokens.h turns the result into token ids.
 //
 // Only template control tokens (and image placeholders, and grounding tokens in assistant history) are
-// special; every other byte - message text, tool schemas, arguments - is plain text and is tokenized
-// with added-token matching off, so a user who types "<｜Assistant｜>" gets the ids of its characters.
+// special; every other byte - message text, tool schemas, arguments - is plain text, so a user who types
+// "<｜Assistant｜>" gets the ids of its characters.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
 #include "recipe/conversation.h"
-
-namespace deepinfer::tokenizer {
-class Tokenizer;
-}
+#include "recipe/model_version.h"
 
 namespace deepinfer::recipe {
-
-enum class ModelVersion { kV32, kV4, kV41 };
-std::string_view ModelVersionName(ModelVersion version);  // "v3.2", "v4", "v4.1"
-Result<ModelVersion> ParseModelVersion(std::string_view name);
 
 enum class SpecialToken {
   kBos, kEos, kThinkingStart, kThinkingEnd, kSystem, kUser, kAssistant, kLatestReminder, kDsml, kImage,
@@ -64,17 +57,5 @@ class PromptBuilder {
 };
 
 Result<RenderedPrompt> RenderPrompt(const Conversation& conversation, ModelVersion version);
-
-// Control-token ids for one tokenizer (looked up by spelling; -1 where the vocabulary lacks one).
-struct ControlTokenIds {
-  int32_t ids[kSpecialTokenCount];
-  static ControlTokenIds FromTokenizer(const tokenizer::Tokenizer& tokenizer);
-};
-
-// Token ids of a rendered prompt: control tokens as their ids, all other text through EncodeText.
-// Fails when the prompt holds a control token the tokenizer does not have.
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer,
-                                          const ControlTokenIds& control_ids);
-Result<std::vector<int32_t>> EncodePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer);
 
 }  // namespace deepinfer::recipe
