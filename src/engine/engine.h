@@ -1,0 +1,239 @@
+// The serving engine: one model, its KV block pools with the prefix cache, and a step thread that runs
+// continuous batching over every request in flight. The HTTP server, `deepinfer generate` and the
+// benchmarks all drive it through this header.
+//
+// Threads. AddRequest, Abort, Stats and Generate may be called from any thread. Forward passes run on the
+// engine's step thread (on the model's pool); each request's updates are delivered on the engine's output
+// thread, in order, one call at a time per request, so a slow consumer never delays a step. A callback
+// must not block: it hands the update to its own thread (an asio strand, a queue) and returns.
+//
+// Determinism. A request's tokens and logprobs depend only on its prompt, its parameters and its seed:
+// never on the other requests in the batch, on how its prompt was chunked, on preemption, or on
+// prefix-cache hits (with --swa-replay bounded, a hit whose window blocks are gone is the documented
+// exception). A request without a seed gets a random one, reported in its updates so it can be repeated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/logits_mask.h"
+#include "sampling/params.h"
+
+namespace deepinfer::tokenizer {
+class Tokenizer;
+}
+namespace deepinfer::model {
+class CausalLM;
+}
+namespace deepinfer::kvcache {
+class LowerTier;
+}
+
+namespace deepinfer::engine {
+
+using RequestId = uint64_t;
+
+enum class FinishReason {
+  kStop,      // an end-of-sequence or stop token, a stop string, or the logits mask terminated
+  kLength,    // max_tokens, or the model's context is full
+  kAbort,     // Abort() or Shutdown()
+  kDeadline,  // the request's deadline passed (waiting or running)
+  kError,     // this request failed (its logits mask, or the model); RequestUpdate::status says why
+};
+// "stop", "length", "abort", "deadline", "error".
+std::string_view FinishReasonName(FinishReason reason);
+
+struct RequestParams {
+  // Sampling, n, logprobs / top_logprobs, stop token ids and stop strings, max_tokens, seed.
+  sampling::SamplingParams sampling;
+  // Lower values are scheduled first (vLLM's convention); among equals, earlier arrivals. When memory runs
+  // out, the running sequence with the highest value (then the newest) is preempted first.
+  int priority = 0;
+  // Steady-clock time (core/clock.h NowNanos()) after which the request finishes with kDeadline, whether
+  // it is waiting or running; 0: none.
+  int64_t deadline_nanos = 0;
+  // Only requests with the same salt share prefix-cache blocks (per-tenant isolation, vLLM's cache_salt).
+  std::string cache_salt;
+  // The persistent KV tier's retention class ("agent", "chat"; empty: the tier's default).
+  std::string kv_ttl_class;
+  // A constraint on each output (structured output, scripted tokens); empty: none.
+  sampling::LogitsMaskFactory logits_mask;
+  // Fill the updates' text and token bytes (needs EngineOptions::tokenizer); stop strings need it too.
+  bool detokenize = true;
+  bool skip_special_tokens = true;  // special added tokens contribute no text
+  std::string tag;                  // shown in log lines about the request (e.g. its x-request-id)
+};
+
+struct TokenAlternative {
+  int32_t id = 0;
+  float logprob = 0;
+  std::string bytes;  // the token's bytes (may be part of a UTF-8 character); empty without a tokenizer
+};
+
+struct GeneratedToken {
+  int32_t id = 0;
+  std::string bytes;     // empty without a tokenizer or with detokenize off
+  bool control = false;  // an added token of the vocabulary (recipe::TokenLogprob::control)
+  float logprob = 0;     // when logprobs: log-softmax of the raw logits (sampling/params.h)
+  std::vector<TokenAlternative> top_logprobs;  // top_logprobs entries, most likely first
+};
+
+// What one of a request's n outputs produced since its previous update.
+struct SequenceDelta {
+  int index = 0;                        // 0 .. n-1
+  std::vector<GeneratedToken> tokens;   // every token generated, stop tokens included
+  // New text: complete UTF-8 characters; a stop string and what follows are cut (kept with
+  // include_stop_str_in_output); text that could still become a stop string is held back until it cannot.
+  std::string text;
+  std::optional<FinishReason> finish;   // set in this output's last delta
+  std::string stop_string;              // the stop string that finished it
+  int32_t stop_token = -1;              // the end or stop token that finished it
+};
+
+struct RequestUpdate {
+  RequestId id = 0;
+  int64_t prompt_tokens = 0;
+  // Prompt tokens whose KV came from the prefix cache (RAM or the persistent tier), exact, decided at the
+  // request's first admission (a later preemption does not change it). The same in every update.
+  int64_t prompt_cache_hit_tokens = 0;
+  uint64_t seed = 0;  // the seed its draws used
+  std::vector<SequenceDelta> sequences;  // outputs with something new
+  bool finished = false;  // every output has finished: this is the request's last update
+  Status status;          // why, when an output finished with kError
+};
+// Called exactly once with finished = true for every accepted request (also on Abort and Shutdown).
+using UpdateCallback = std::function<void(RequestUpdate update)>;
+
+enum class SwaReplay {
+  // A prefix hit whose window blocks are gone recomputes the window state over the last 128 positions of
+  // the hit (as DeepSeek V4.1 does): cheap, approximate; its deviation is measured by `bench engine`.
+  kBounded,
+  // Recompute the whole dependency cone (about layers × (window − 1) positions): bit-identical.
+  kExact,
+};
+
+struct EngineOptions {
+  // Bytes of KV block pools over all cache groups (split as the model's cache spec asks).
+  int64_t kv_cache_bytes = int64_t{1} << 30;
+  int64_t max_num_seqs = 64;              // sequences running at once
+  int64_t max_num_batched_tokens = 2048;  // tokens per step, prefill and decode together
+  int64_t max_waiting = 4096;             // queued requests; beyond it AddRequest is refused (kUnavailable)
+  // > 0: each step takes the largest prefill chunk that keeps its predicted time within this target
+  // time-between-tokens (cost model calibrated at start-up and updated from observed steps). 0: fixed
+  // chunks of prefill_chunk tokens.
+  double tbt_target_ms = 0;
+  int64_t prefill_chunk = 512;
+  bool enable_prefix_caching = true;
+  SwaReplay swa_replay = SwaReplay::kBounded;
+  double window_ttl_s = 180;       // cached window blocks expire after this long unused
+  int64_t window_cache_bytes = 0;  // LRU byte budget of cached (unreferenced) window blocks; 0: no bound but the pool
+  // Prepare step N+1 and finish step N−1 while step N runs.
+  bool async_scheduling = true;
+  bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
+  // Needed for text, token bytes, stop strings and the control flag; not owned, must outlive the engine.
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  // Tokens that end generation unless ignore_eos; empty: the model's (config.json eos_token_id).
+  std::vector<int32_t> eos_token_ids;
+  // The persistent tier under the RAM prefix cache (the SSD store); not owned, must outlive the engine.
+  kvcache::LowerTier* lower_tier = nullptr;
+};
+
+struct EngineInfo {
+  std::string architecture;
+  int64_t vocab_size = 0;
+  int64_t max_model_len = 0;        // prompt + generated tokens of one sequence
+  int64_t block_tokens = 128;
+  int64_t kv_blocks = 0;            // blocks of the main (prefix) pool
+  int64_t max_prompt_tokens = 0;    // the longest prompt that can ever be admitted (context and pool)
+};
+
+// A histogram with fixed bucket bounds (seconds), for Prometheus exposition.
+struct HistogramSnapshot {
+  std::vector<double> upper_bounds;  // increasing; an implicit +Inf bucket follows
+  std::vector<uint64_t> counts;      // per bucket (not cumulative), upper_bounds.size() + 1 entries
+  uint64_t count = 0;
+  double sum = 0;
+};
+
+// Counters are totals since start; gauges are the state when Stats() ran. Named after vLLM's metrics.
+struct EngineStats {
+  int64_t num_requests_running = 0;
+  int64_t num_requests_waiting = 0;  // queued, preempted, or loading from the persistent tier
+  uint64_t num_preemptions = 0;
+  // Main pool: used (referenced by a live sequence), cached (unreferenced, holding a reusable prefix
+  // block), free; used + cached + free = total.
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
+  double kv_cache_usage = 0;  // used / total
+  int64_t window_blocks_total = 0, window_blocks_used = 0, window_blocks_cached = 0;
+  uint64_t prefix_cache_queries = 0;  // prompt tokens looked up
+  uint64_t prefix_cache_hits = 0;     // of them, tokens served from cache (RAM and persistent tier)
+  uint64_t external_prefix_cache_hits = 0;  // of the hits, tokens the persistent tier served
+  uint64_t window_block_hits = 0;     // prefix hits resumed exactly from cached window blocks
+  uint64_t replay_hits = 0;           // prefix hits that replayed (window blocks gone)
+  uint64_t replayed_tokens = 0;       // tokens those replays recomputed
+  uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests
+  uint64_t generation_tokens = 0;
+  uint64_t requests_finished[5] = {};  // by FinishReason
+  uint64_t requests_rejected = 0;      // refused by AddRequest
+  uint64_t steps = 0;
+  double forward_seconds = 0;          // inside Forward
+  double idle_gap_seconds = 0;         // between one Forward's end and the next one's start, when work waited
+  HistogramSnapshot time_to_first_token;
+  HistogramSnapshot inter_token_latency;
+  HistogramSnapshot request_queue_time;
+  HistogramSnapshot e2e_request_latency;
+  HistogramSnapshot step_idle_gap;
+};
+
+// Generate's result for one prompt.
+struct GenerateOutput {
+  struct Sequence {
+    std::vector<GeneratedToken> tokens;
+    std::string text;
+    FinishReason finish = FinishReason::kStop;
+    std::string stop_string;
+  };
+  int64_t prompt_tokens = 0;
+  int64_t prompt_cache_hit_tokens = 0;
+  uint64_t seed = 0;
+  std::vector<Sequence> sequences;  // n of them
+  Status status;
+};
+
+class Engine {
+ public:
+  // Takes the model, sizes the pools from its cache spec, calibrates the cost model and starts the step
+  // and output threads.
+  static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<model::CausalLM> model, EngineOptions options);
+  virtual ~Engine() = default;
+
+  // Queues a request. kInvalidArgument (naming the parameter) for bad sampling parameters, an empty
+  // prompt, token ids outside the vocabulary, a prompt that leaves no room to generate within the context
+  // or can never fit the block pool, stop strings without a tokenizer; kUnavailable when the waiting queue
+  // is full or the engine is shutting down. Generation also stops (kLength) where the context ends.
+  virtual Result<RequestId> AddRequest(std::vector<int32_t> prompt, RequestParams params, UpdateCallback callback) = 0;
+  // Finishes the request with kAbort and frees its blocks before the next step; unknown or finished ids
+  // are ignored.
+  virtual void Abort(RequestId id) = 0;
+  // Runs the prompts together (continuous batching) with the same parameters and waits for all.
+  virtual Result<std::vector<GenerateOutput>> Generate(std::span<const std::vector<int32_t>> prompts,
+                                                       const RequestParams& params) = 0;
+  virtual EngineStats Stats() const = 0;
+  virtual const EngineInfo& info() const = 0;
+  // Refuses new requests, aborts those in flight (each gets its final update), joins the threads.
+  // Idempotent; the destructor calls it.
+  virtual void Shutdown() = 0;
+};
+
+// The count ResponseOptions::count_tokens wants (recipe/output_options.h): tokens of a text with
+// added-token spellings counted as those tokens.
+std::function<int64_t(std::string_view)> TokenCounter(const tokenizer::Tokenizer& tokenizer);
+
+}  // namespace deepinfer::engine
