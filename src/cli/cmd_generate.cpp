@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/recipe_flags.h"
 #include "core/mapped_file.h"
 #include "model/causal_lm.h"
 #include "recipe/completion_options.h"
@@ -33,7 +35,7 @@ constexpr const char* kUsage =
     "  --model DIR                    Hugging Face checkpoint directory (config.json, safetensors, tokenizer.json)\n"
     "  --prompt TEXT                  a single user message (Chat Completions request)\n"
     "  --request FILE|-               the request body as JSON\n"
-    "  --protocol chat|responses|anthropic   the request's API (default chat)\n"
+    "  --protocol chat|responses|messages    the request's API (default chat; anthropic = messages)\n"
     "  --model-version v3.2|v4|v4.1   prompt encoding (default v4)\n"
     "  --max-tokens N                 generation limit when the request sets none (default 64)\n"
     "  --no-thinking                  with --prompt: chat mode instead of thinking mode\n"
@@ -56,54 +58,22 @@ struct GenerateArgs {
   bool stream = false;
 };
 
-bool ParsePositive(const std::string& text, int64_t* out) {
-  if (text.empty() || text.size() > 12 || !std::all_of(text.begin(), text.end(), ::isdigit)) return false;
-  *out = std::stoll(text);
-  return *out > 0;
-}
-
 // Returns 0 on success, else the exit code of a usage error already printed.
 int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const char* name, std::string* dest) {
-      if (i + 1 >= args.size()) return UsageError("generate", std::string(name) + " needs a value");
-      *dest = args[++i];
-      return 0;
-    };
-    std::string v;
-    int rc = 0;
-    if (a == "--model") rc = value("--model", &out->model_dir);
-    else if (a == "--prompt") rc = value("--prompt", &out->prompt);
-    else if (a == "--request") rc = value("--request", &out->request_path);
-    else if (a == "--tokenizer") rc = value("--tokenizer", &out->tokenizer_path);
-    else if (a == "--stream") out->stream = true;
-    else if (a == "--no-thinking") out->thinking = false;
-    else if (a == "--precision") {
-      if ((rc = value("--precision", &v))) return rc;
-      if (v == "exact") out->precision = model::ComputePrecision::kExact;
-      else if (v == "bf16") out->precision = model::ComputePrecision::kBf16Activations;
-      else return UsageError("generate", "unknown --precision '" + v + "' (exact, bf16)");
-    } else if (a == "--protocol") {
-      if ((rc = value("--protocol", &v))) return rc;
-      auto protocol = recipe::ParseProtocol(v);
-      if (!protocol) return UsageError("generate", "unknown --protocol '" + v + "' (chat, responses, anthropic)");
-      out->protocol = *protocol;
-    } else if (a == "--model-version") {
-      if ((rc = value("--model-version", &v))) return rc;
-      auto version = recipe::ParseModelVersion(v);
-      if (!version.ok()) return UsageError("generate", version.status().message());
-      out->version = *version;
-    } else if (a == "--max-tokens" || a == "--prefill-chunk") {
-      if ((rc = value(a.c_str(), &v))) return rc;
-      if (!ParsePositive(v, a == "--max-tokens" ? &out->max_tokens : &out->prefill_chunk))
-        return UsageError("generate", a + " needs a positive integer");
-    } else {
-      return UsageError("generate", "unknown argument '" + a + "'");
-    }
-    if (rc) return rc;
-  }
-  if (out->model_dir.empty()) return UsageError("generate", "--model DIR is required");
+  Flags flags("generate");
+  flags.Path("--model", &out->model_dir).Required();
+  flags.String("--prompt", &out->prompt);
+  flags.Path("--request", &out->request_path);
+  flags.Path("--tokenizer", &out->tokenizer_path);
+  flags.Switch("--stream", &out->stream);
+  flags.Switch("--no-thinking", &out->thinking, false);
+  flags.Choice("--precision", &out->precision,
+               {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
+  AddProtocolFlag(flags, &out->protocol);
+  AddModelVersionFlag(flags, &out->version);
+  flags.Int<int64_t>("--max-tokens", &out->max_tokens, 1, 1 << 20);
+  flags.Int<int64_t>("--prefill-chunk", &out->prefill_chunk, 1, 1 << 20);
+  if (int rc = flags.Parse(args)) return rc;
   if (out->prompt.empty() == out->request_path.empty())
     return UsageError("generate", "give exactly one of --prompt and --request");
   if (!out->prompt.empty() && out->protocol != recipe::Protocol::kChatCompletions)

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "model/v4_init.h"
 
 namespace deepinfer::cli {
@@ -55,32 +56,13 @@ std::optional<fs::path> DefaultTokenizer() {
 int RunInitModel(const std::vector<std::string>& args) {
   std::string preset, out, format_name, tokenizer;
   uint64_t seed = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&](std::string* dst) {
-      if (i + 1 >= args.size()) return false;
-      *dst = args[++i];
-      return true;
-    };
-    std::string seed_text;
-    if (args[i] == "--preset") {
-      if (!value(&preset)) return UsageError("init-model", "--preset needs a value");
-    } else if (args[i] == "--out") {
-      if (!value(&out)) return UsageError("init-model", "--out needs a value");
-    } else if (args[i] == "--format") {
-      if (!value(&format_name)) return UsageError("init-model", "--format needs a value");
-    } else if (args[i] == "--tokenizer") {
-      if (!value(&tokenizer)) return UsageError("init-model", "--tokenizer needs a value");
-    } else if (args[i] == "--seed") {
-      if (!value(&seed_text)) return UsageError("init-model", "--seed needs a value");
-      char* end = nullptr;
-      seed = std::strtoull(seed_text.c_str(), &end, 10);
-      if (seed_text.empty() || *end != '\0') return UsageError("init-model", "--seed must be a non-negative integer");
-    } else {
-      return UsageError("init-model", "unknown argument '" + args[i] + "'");
-    }
-  }
-  if (preset.empty()) return UsageError("init-model", "--preset is required");
-  if (out.empty()) return UsageError("init-model", "--out is required");
+  Flags flags("init-model");
+  flags.String("--preset", &preset).Required();
+  flags.Path("--out", &out).Required();
+  flags.String("--format", &format_name);
+  flags.Path("--tokenizer", &tokenizer);
+  flags.Int<uint64_t>("--seed", &seed, 0, UINT64_MAX);
+  if (int rc = flags.Parse(args)) return rc;
   auto config = model::V4PresetConfig(preset);
   if (!config.ok()) return UsageError("init-model", config.status().message());
   if (format_name.empty()) format_name = preset == "bench" ? "fp8" : "bf16";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 
@@ -53,14 +54,12 @@ std::string HumanBytes(uint64_t bytes) {
 
 int RunInspect(const std::vector<std::string>& args) {
   bool as_json = false;
-  std::string dir;
-  for (const auto& a : args) {
-    if (a == "--json") as_json = true;
-    else if (!a.empty() && a[0] == '-') return UsageError("inspect", "unknown option '" + a + "'");
-    else if (dir.empty()) dir = a;
-    else return UsageError("inspect", "more than one MODEL_DIR given");
-  }
-  if (dir.empty()) return UsageError("inspect", "MODEL_DIR is required");
+  std::vector<std::string> dirs;
+  Flags flags("inspect");
+  flags.Switch("--json", &as_json);
+  flags.Positionals("MODEL_DIR", &dirs, 1, 1);
+  if (int rc = flags.Parse(args)) return rc;
+  const std::string& dir = dirs[0];
 
   std::optional<HfConfig> config;
   const bool is_dir = std::filesystem::is_directory(dir);

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/recipe_flags.h"
 #include "core/mapped_file.h"
 #include "recipe/output_options.h"
 #include "recipe/stream_events.h"
@@ -21,7 +23,8 @@ constexpr const char* kUsage =
     "--stream the server-sent events ending in `data: [DONE]`. The text is fed in chunks of\n"
     "--chunk-size bytes (default: all at once), each counted as one completion token.\n\n"
     "  --model-version v3.2|v4|v4.1   tool-call block spelling to accept at the end (default v4)\n"
-    "  --protocol chat|messages|responses   OpenAI Chat Completions, Anthropic Messages, OpenAI Responses\n"
+    "  --protocol chat|responses|messages   OpenAI Chat Completions, OpenAI Responses, Anthropic Messages\n"
+    "                                 (anthropic = messages)\n"
     "  --stream                       print the SSE event stream\n"
     "  --chunk-size N                 feed N bytes at a time (splits may fall inside characters)\n"
     "  --no-thinking                  the prompt ended with </think>: no reasoning part\n"
@@ -47,96 +50,56 @@ int RunParse(const std::vector<std::string>& args) {
   bool stream = false;
   recipe::Protocol protocol = recipe::Protocol::kChatCompletions;
   size_t chunk_size = 0;
-  std::string path;
-
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    auto number = [&](int64_t* out) {
-      std::string v;
-      if (!value(&v)) return false;
-      try {
-        size_t used = 0;
-        *out = std::stoll(v, &used);
-        return used == v.size() && *out >= 0;
-      } catch (...) {
-        return false;
-      }
-    };
-    std::string v;
-    int64_t n = 0;
-    if (a == "--stream") {
-      stream = true;
-    } else if (a == "--no-thinking") {
-      parser_options.thinking_stage.reset();
-      response_options.thinking = false;
-    } else if (a == "--continue-reasoning") {
-      parser_options.thinking_stage = recipe::ThinkingStage::kReasoningContinuation;
-    } else if (a == "--no-tools") {
-      parser_options.parse_tool_calls = false;
-    } else if (a == "--tool-choice-required") {
-      parser_options.starts_in_tool_calls = true;
-    } else if (a == "--json-object") {
-      parser_options.parse_json_output = true;
-    } else if (a == "--stop") {
-      if (!value(&v)) return UsageError("parse", "--stop needs a value");
-      parser_options.stop_sequences.push_back(v);
-    } else if (a == "--custom-tool") {
-      if (!value(&v)) return UsageError("parse", "--custom-tool needs a value");
-      response_options.custom_tools.push_back(v);
-    } else if (a == "--model-version") {
-      if (!value(&v)) return UsageError("parse", "--model-version needs a value");
-      if (v == "v3.2") parser_options.model_version = recipe::ModelVersion::kV32;
-      else if (v == "v4") parser_options.model_version = recipe::ModelVersion::kV4;
-      else if (v == "v4.1") parser_options.model_version = recipe::ModelVersion::kV41;
-      else return UsageError("parse", "unknown --model-version '" + v + "' (v3.2, v4 or v4.1)");
-    } else if (a == "--protocol") {
-      if (!value(&v)) return UsageError("parse", "--protocol needs a value");
-      if (v == "responses") protocol = recipe::Protocol::kResponses;
-      else if (v == "chat") protocol = recipe::Protocol::kChatCompletions;
-      else if (v == "messages") protocol = recipe::Protocol::kMessages;
-      else return UsageError("parse", "unknown --protocol '" + v + "' (chat, messages, responses)");
-    } else if (a == "--chunk-size") {
-      if (!number(&n) || n == 0) return UsageError("parse", "--chunk-size needs a positive integer");
-      chunk_size = static_cast<size_t>(n);
-    } else if (a == "--finish") {
-      if (!value(&v)) return UsageError("parse", "--finish needs a value");
-      if (v == "stop") finish = recipe::BackendFinish::kStop;
-      else if (v == "length") finish = recipe::BackendFinish::kLength;
-      else if (v == "content_filter") finish = recipe::BackendFinish::kContentFilter;
-      else if (v == "none") finish.reset();
-      else return UsageError("parse", "unknown --finish '" + v + "'");
-    } else if (a == "--model") {
-      if (!value(&response_options.model)) return UsageError("parse", "--model needs a value");
-    } else if (a == "--id") {
-      if (!value(&response_options.id)) return UsageError("parse", "--id needs a value");
-    } else if (a == "--created") {
-      if (!number(&response_options.created)) return UsageError("parse", "--created needs a number");
-    } else if (a == "--prompt-tokens") {
-      if (!number(&usage.prompt_tokens)) return UsageError("parse", "--prompt-tokens needs a number");
-    } else if (a == "--cache-hit-tokens") {
-      if (!number(&usage.prompt_cache_hit_tokens)) return UsageError("parse", "--cache-hit-tokens needs a number");
-    } else if (a == "--include-usage") {
-      if (!value(&v) || (v != "true" && v != "false")) return UsageError("parse", "--include-usage needs true or false");
-      response_options.include_usage = v == "true";
-    } else if (a == "-" || a.empty() || a[0] != '-') {
-      if (!path.empty()) return UsageError("parse", "more than one input file given");
-      path = a;
-    } else {
-      return UsageError("parse", "unknown option '" + a + "'");
-    }
+  std::vector<std::string> paths;
+  bool no_thinking = false, continue_reasoning = false, no_tools = false;
+  std::string finish_name = "stop";
+  constexpr int64_t kMaxCount = int64_t{1} << 53;  // exact in every JSON reader
+  Flags flags("parse");
+  flags.Switch("--stream", &stream);
+  flags.Switch("--no-thinking", &no_thinking);
+  flags.Switch("--continue-reasoning", &continue_reasoning);
+  flags.Switch("--no-tools", &no_tools);
+  flags.Switch("--tool-choice-required", &parser_options.starts_in_tool_calls);
+  flags.Switch("--json-object", &parser_options.parse_json_output);
+  flags.Strings("--stop", &parser_options.stop_sequences);
+  flags.Strings("--custom-tool", &response_options.custom_tools);
+  AddModelVersionFlag(flags, &parser_options.model_version);
+  AddProtocolFlag(flags, &protocol);
+  flags.Int<size_t>("--chunk-size", &chunk_size, 1, size_t{1} << 30);
+  flags.Choice<std::string>("--finish", &finish_name,
+                            {{"stop", "stop"}, {"length", "length"}, {"content_filter", "content_filter"}, {"none", "none"}});
+  flags.String("--model", &response_options.model);
+  flags.String("--id", &response_options.id);
+  flags.Int<int64_t>("--created", &response_options.created, 0, kMaxCount);
+  flags.Int<int64_t>("--prompt-tokens", &usage.prompt_tokens, 0, kMaxCount);
+  flags.Int<int64_t>("--cache-hit-tokens", &usage.prompt_cache_hit_tokens, 0, kMaxCount);
+  flags.Custom("--include-usage", "true|false", [&](const std::string& v) {
+    if (v != "true" && v != "false") return Status::InvalidArgument("takes true or false (got '" + v + "')");
+    response_options.include_usage = v == "true";
+    return Status::Ok();
+  });
+  flags.Positionals("FILE", &paths, 0, 1);
+  if (int rc = flags.Parse(args)) return rc;
+  const std::string path = paths.empty() ? "-" : paths[0];
+  if (no_thinking) {
+    parser_options.thinking_stage.reset();
+    response_options.thinking = false;
   }
+  if (continue_reasoning) parser_options.thinking_stage = recipe::ThinkingStage::kReasoningContinuation;
+  if (no_tools) parser_options.parse_tool_calls = false;
+  if (finish_name == "stop") finish = recipe::BackendFinish::kStop;
+  else if (finish_name == "length") finish = recipe::BackendFinish::kLength;
+  else if (finish_name == "content_filter") finish = recipe::BackendFinish::kContentFilter;
+  else finish.reset();
   if (usage.prompt_cache_hit_tokens > usage.prompt_tokens) {
     return UsageError("parse", "--cache-hit-tokens exceeds --prompt-tokens");
   }
 
   std::string text;
   if (path.empty() || path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    auto read_stdin = ReadStdinToString();
+    if (!read_stdin.ok()) return Fail("parse", read_stdin.status().message());
+    text = std::move(read_stdin).value();
   } else {
     auto loaded = ReadFileToString(path);
     if (!loaded.ok()) return Fail("parse", loaded.status().message());

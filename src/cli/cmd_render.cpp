@@ -5,6 +5,8 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/recipe_flags.h"
 #include "core/mapped_file.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
@@ -18,7 +20,7 @@ constexpr const char* kUsage =
     "usage: deepinfer render [options] [REQUEST.json | -]\n\n"
     "Reads an API request (a file, or stdin when the path is '-' or absent), converts it into a conversation\n"
     "and prints the DeepSeek prompt for it.\n\n"
-    "  --protocol chat|responses|anthropic   request protocol (default chat)\n"
+    "  --protocol chat|responses|messages    request protocol (default chat; anthropic = messages)\n"
     "  --model-version v3.2|v4|v4.1          prompt encoding (default v4)\n"
     "  --ids                                 print token ids (one JSON array) instead of text\n"
     "  --tokenizer PATH                      tokenizer.json for --ids\n"
@@ -67,42 +69,16 @@ std::string IdsJson(const std::vector<int32_t>& ids) {
 
 int RunRender(const std::vector<std::string>& argv) {
   RenderArgs args;
-  bool have_input = false;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    auto value = [&](const char* name) -> const std::string* {
-      if (i + 1 >= argv.size()) return nullptr;
-      (void)name;
-      return &argv[++i];
-    };
-    if (a == "--protocol") {
-      const std::string* v = value("--protocol");
-      auto p = v ? recipe::ParseProtocol(*v) : std::nullopt;
-      if (!p) return UsageError("render", "--protocol takes chat, responses or anthropic");
-      args.protocol = *p;
-    } else if (a == "--model-version") {
-      const std::string* v = value("--model-version");
-      if (!v) return UsageError("render", "--model-version takes v3.2, v4 or v4.1");
-      auto version = recipe::ParseModelVersion(*v);
-      if (!version.ok()) return UsageError("render", version.status().message());
-      args.version = *version;
-    } else if (a == "--ids") {
-      args.ids = true;
-    } else if (a == "--jsonl") {
-      args.jsonl = true;
-    } else if (a == "--tokenizer") {
-      const std::string* v = value("--tokenizer");
-      if (!v) return UsageError("render", "--tokenizer takes a path");
-      args.tokenizer_path = *v;
-    } else if (a != "-" && !a.empty() && a[0] == '-') {
-      return UsageError("render", "unknown option '" + a + "'");
-    } else if (!have_input) {
-      args.input = a;
-      have_input = true;
-    } else {
-      return UsageError("render", "more than one request file given");
-    }
-  }
+  std::vector<std::string> inputs;
+  Flags flags("render");
+  AddProtocolFlag(flags, &args.protocol);
+  AddModelVersionFlag(flags, &args.version);
+  flags.Switch("--ids", &args.ids);
+  flags.Switch("--jsonl", &args.jsonl);
+  flags.Path("--tokenizer", &args.tokenizer_path);
+  flags.Positionals("REQUEST", &inputs, 0, 1);
+  if (int rc = flags.Parse(argv)) return rc;
+  if (!inputs.empty()) args.input = inputs[0];
   if (args.ids && args.tokenizer_path.empty()) return UsageError("render", "--ids needs --tokenizer PATH");
 
   std::optional<tokenizer::Tokenizer> tokenizer;
@@ -150,7 +126,9 @@ int RunRender(const std::vector<std::string>& argv) {
 
   std::string body;
   if (args.input == "-") {
-    body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    auto read_stdin = ReadStdinToString();
+    if (!read_stdin.ok()) return Fail("render", read_stdin.status().message());
+    body = std::move(read_stdin).value();
   } else {
     auto read = ReadFileToString(args.input);
     if (!read.ok()) return Fail("render", read.status().message());

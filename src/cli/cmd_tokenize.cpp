@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
@@ -68,13 +70,18 @@ int RunJsonl(const tokenizer::Tokenizer& tokenizer, const std::string& input, bo
     pos = end + 1;
     ++line_no;
     if (line.empty()) continue;
-    nlohmann::json value = nlohmann::json::parse(line, nullptr, false);
+    auto parsed = ParseJson(line);
+    if (!parsed.ok()) return Fail("tokenize", "line " + std::to_string(line_no) + ": " + parsed.status().message());
+    const nlohmann::json& value = *parsed;
     if (decode) {
       if (!value.is_array()) return Fail("tokenize", "line " + std::to_string(line_no) + ": not a JSON array of ids");
       std::vector<int32_t> ids;
       for (const auto& v : value) {
-        if (!v.is_number_integer()) return Fail("tokenize", "line " + std::to_string(line_no) + ": not an id");
-        ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+        // Ids are checked against the vocabulary before the cast: 4294967297 must not wrap to 1.
+        if (!v.is_number_unsigned() || v.get<uint64_t>() >= tokenizer.vocab_size()) {
+          return Fail("tokenize", "line " + std::to_string(line_no) + ": " + v.dump() + " is not a token id of this vocabulary");
+        }
+        ids.push_back(static_cast<int32_t>(v.get<uint64_t>()));
       }
       out += nlohmann::json(tokenizer.Decode(ids, skip_special)).dump();
     } else {
@@ -90,48 +97,38 @@ int RunJsonl(const tokenizer::Tokenizer& tokenizer, const std::string& input, bo
 
 int RunTokenize(const std::vector<std::string>& args) {
   std::string tokenizer_hint, file, text;
-  bool decode = false, as_json = false, count = false, special = false, skip_special = false, have_text = false;
+  bool decode = false, as_json = false, count = false, special = false, skip_special = false;
   bool jsonl = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--tokenizer" || a == "--file") {
-      if (i + 1 >= args.size()) return UsageError("tokenize", a + " needs a value");
-      (a == "--tokenizer" ? tokenizer_hint : file) = args[++i];
-    } else if (a == "--decode") {
-      decode = true;
-    } else if (a == "--json") {
-      as_json = true;
-    } else if (a == "--jsonl") {
-      jsonl = true;
-    } else if (a == "--count") {
-      count = true;
-    } else if (a == "--special") {
-      special = true;
-    } else if (a == "--skip-special") {
-      skip_special = true;
-    } else if (a == "--") {
-      for (++i; i < args.size(); ++i) text += (have_text ? " " : "") + args[i], have_text = true;
-    } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
-      return UsageError("tokenize", "unknown option '" + a + "'");
-    } else {
-      text += (have_text ? " " : "") + a;
-      have_text = true;
-    }
-  }
+  std::vector<std::string> words;
+  Flags flags("tokenize");
+  flags.Path("--tokenizer", &tokenizer_hint);
+  flags.Path("--file", &file);
+  flags.Switch("--decode", &decode);
+  flags.Switch("--json", &as_json);
+  flags.Switch("--jsonl", &jsonl);
+  flags.Switch("--count", &count);
+  flags.Switch("--special", &special);
+  flags.Switch("--skip-special", &skip_special);
+  flags.Positionals("TEXT", &words);
+  if (int rc = flags.Parse(args)) return rc;
+  const bool have_text = !words.empty();
+  for (size_t i = 0; i < words.size(); ++i) text += (i ? " " : "") + words[i];
   if (have_text && !file.empty()) return UsageError("tokenize", "give TEXT or --file, not both");
   if (!have_text) {
     if (file.empty() || file == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      Result<std::string> content = ReadStdinToString();
+      if (!content.ok()) return Fail("tokenize", content.status().message());
+      text = std::move(*content);
     } else {
       Result<std::string> content = ReadFileToString(file);
-      if (!content.ok()) return Fail("tokenize", content.status().ToString());
+      if (!content.ok()) return Fail("tokenize", content.status().message());
       text = std::move(*content);
     }
   }
   Result<std::string> path = tokenizer::LocateTokenizerJson(tokenizer_hint);
   if (!path.ok()) return Fail("tokenize", path.status().message());
   Result<tokenizer::Tokenizer> tokenizer = tokenizer::Tokenizer::FromFile(*path);
-  if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status().ToString());
+  if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status().message());
 
   if (jsonl) return RunJsonl(*tokenizer, text, decode, special, skip_special);
   if (decode) {

@@ -1,5 +1,7 @@
-// The `deepinfer` command's subcommands. Each lives in its own cmd_<name>.cpp and registers itself with
-// a static CommandRegistration, so adding a subcommand touches no other file.
+// The `deepinfer` command's subcommands. Each lives in its own src/cli/cmd_<name>.cpp and registers itself
+// with a static CommandRegistration, so adding a subcommand touches no other file. Their arguments are
+// parsed with cli/flags.h. This header and flags.h form the library deepinfer_cli, which the bench targets
+// (bench/targets/) link as well; the `deepinfer` executable is main.cpp + cmd_*.cpp + the bench targets.
 #pragma once
 
 #include <functional>
@@ -31,9 +33,11 @@ int UsageError(const std::string& command, const std::string& message);
 
 namespace deepinfer::cli {
 
-// `deepinfer bench TARGET`: each benchmark target lives in its own cmd_bench_<target>.cpp and registers
+// `deepinfer bench TARGET`: each benchmark target lives in its own bench/targets/<target>.cpp and registers
 // itself here the same way.
 std::vector<Command>& BenchRegistry();
+// `deepinfer bench --help`: the targets and their summaries.
+std::string BenchHelp();
 
 struct BenchRegistration {
   explicit BenchRegistration(Command command) { BenchRegistry().push_back(std::move(command)); }

@@ -1,6 +1,7 @@
 #include <algorithm>
-#include <cstdio>
+#include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -11,23 +12,6 @@
 #endif
 
 namespace deepinfer::cli {
-
-std::vector<Command>& Registry() {
-  static std::vector<Command> commands;
-  return commands;
-}
-
-int Fail(const std::string& command, const std::string& message) {
-  std::cerr << "deepinfer " << command << ": " << message << "\n";
-  return 1;
-}
-
-int UsageError(const std::string& command, const std::string& message) {
-  std::cerr << "deepinfer " << command << ": " << message << " (see 'deepinfer " << command << " --help')\n";
-  return 2;
-}
-
-std::string BenchHelp();
 
 namespace {
 void PrintHelp() {
@@ -67,7 +51,16 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
-    return command.run(rest);
+    // Errors cross into main as exit codes; an exception arriving here is a bug in a library edge, and
+    // the distinct exit code 3 lets the hostile-input harness tell it apart from a handled error.
+    try {
+      return command.run(rest);
+    } catch (const std::bad_alloc&) {
+      std::cerr << "deepinfer " << command.name << ": out of memory\n";
+    } catch (const std::exception& e) {
+      std::cerr << "deepinfer " << command.name << ": internal error: " << e.what() << "\n";
+    }
+    return 3;
   }
   std::cerr << "deepinfer: unknown command '" << args[0] << "' (see 'deepinfer --help')\n";
   return 2;

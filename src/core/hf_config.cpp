@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "core/json.h"
 #include "core/mapped_file.h"
 
 namespace deepinfer {
@@ -16,8 +17,14 @@ Result<HfConfig> HfConfig::Load(const std::string& path) {
 Result<HfConfig> HfConfig::Parse(std::string_view text, std::string source) {
   HfConfig config;
   config.source_ = std::move(source);
-  config.raw_ = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (config.raw_.is_discarded()) return Status::InvalidArgument(config.source_ + ": not valid JSON");
+  // A config.json is a few KB; 16 MiB and 64 levels leave room for any real one (nested rope_scaling,
+  // quantization_config) while keeping a hostile file's parse and every later walk over it small.
+  JsonLimits limits;
+  limits.max_bytes = size_t{16} << 20;
+  limits.max_depth = 64;
+  auto parsed = ParseJson(text, limits);
+  if (!parsed.ok()) return Status(parsed.status().code(), config.source_ + ": " + parsed.status().message());
+  config.raw_ = std::move(parsed).value();
   if (!config.raw_.is_object()) return Status::InvalidArgument(config.source_ + ": not a JSON object");
   return config;
 }

@@ -7,8 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <algorithm>
 #include <utility>
 
 namespace deepinfer {
@@ -69,17 +68,58 @@ void MappedFile::Reset() {
   size_ = 0;
 }
 
-Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": no such file");
-    return Status::IoError(path + ": cannot open");
+namespace {
+
+Result<std::string> ReadFd(int fd, const std::string& name, size_t max_bytes, size_t size_hint) {
+  std::string out;
+  out.reserve(std::min(size_hint, max_bytes) + 1);
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      if (err == EISDIR) return Status::InvalidArgument(name + ": is a directory");
+      return Status::IoError(name + ": read failed: " + std::strerror(err));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      return Status::InvalidArgument(name + ": longer than the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::IoError(path + ": read failed");
-  return buffer.str();
+  return out;
 }
+
+}  // namespace
+
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return Status::NotFound(path + ": no such file");
+    return Status::IoError(path + ": cannot open: " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IoError(path + ": cannot stat: " + std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": is a directory");
+  }
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": " + std::to_string(st.st_size) + " bytes, more than the limit of " +
+                                   std::to_string(max_bytes));
+  }
+  auto result = ReadFd(fd, path, max_bytes, S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0);
+  ::close(fd);
+  return result;
+}
+
+Result<std::string> ReadStdinToString(size_t max_bytes) { return ReadFd(0, "standard input", max_bytes, 0); }
 
 }  // namespace deepinfer

@@ -33,7 +33,15 @@ class MappedFile {
   std::string path_;
 };
 
-// Reads a whole (small) file into a string.
-Result<std::string> ReadFileToString(const std::string& path);
+// The default bound on a file or stream read whole into memory (requests, tokenizer.json, config.json,
+// text to tokenize): larger inputs are an error, not an allocation of whatever size the input claims.
+inline constexpr size_t kMaxReadBytes = size_t{1} << 30;
+
+// Reads a whole file into a string. A directory is InvalidArgument ("is a directory"); a file (or FIFO, or
+// device such as /dev/zero) longer than max_bytes is InvalidArgument, found without reading past the bound.
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes = kMaxReadBytes);
+
+// Reads standard input to its end, with the same bound ("standard input" in messages).
+Result<std::string> ReadStdinToString(size_t max_bytes = kMaxReadBytes);
 
 }  // namespace deepinfer

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/utf8.h"
 
 namespace deepinfer {
@@ -94,18 +95,10 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view bytes, uint64_
   if (bytes.size() < 8 + header_len) return Status::DataLoss("truncated header");
   const std::string_view text = bytes.substr(8, header_len);
 
-  Json header;
-  try {
-    header = Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers that overflow
-    // nlohmann's message quotes the bytes it read: make it one line of valid UTF-8 without its id prefix.
-    std::string what = utf8::ToValidLossy(e.what());
-    if (what.rfind("[json.exception", 0) == 0 && what.find("] ") != std::string::npos)
-      what = what.substr(what.find("] ") + 2);
-    for (char& c : what)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    return Status::InvalidArgument("header is not valid JSON: " + what);
-  }
+  // A header is a flat object of tensor entries (depth 3 with the shape arrays); 16 levels is generous.
+  auto parsed = ParseJson(text, JsonLimits{kMaxHeaderBytes, 16});
+  if (!parsed.ok()) return Status::InvalidArgument("header is not valid JSON: " + parsed.status().message());
+  const Json header = std::move(parsed).value();
   if (!header.is_object()) return Status::InvalidArgument("header is not a JSON object");
 
   SafetensorsHeader result;
@@ -191,9 +184,10 @@ Result<Checkpoint> Checkpoint::Open(const std::string& path) {
   const fs::path index_path = dir / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
     DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path.string()));
-    Json index = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded() || !index.is_object())
-      return Status::InvalidArgument(index_path.string() + ": not valid JSON");
+    auto parsed = ParseJson(text, JsonLimits{kMaxHeaderBytes, 16});
+    if (!parsed.ok()) return Status::InvalidArgument(index_path.string() + ": " + parsed.status().message());
+    const Json index = std::move(parsed).value();
+    if (!index.is_object()) return Status::InvalidArgument(index_path.string() + ": not a JSON object");
     auto map_it = index.find("weight_map");
     if (map_it == index.end() || !map_it->is_object())
       return Status::InvalidArgument(index_path.string() + ": missing weight_map object");

@@ -1,21 +1,21 @@
 // deepinfer bench model: prefill and decode speed of a DeepSeek-V4 checkpoint, each against the machine's
 // measured limit: prefill FLOPs ÷ measured peak fp32 FLOP/s, decode bytes of weights and KV read per step ÷
 // measured memory bandwidth.
-#include <sys/resource.h>
-
 #include <array>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common.h"
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/clock.h"
 #include "core/machine_probe.h"
@@ -24,8 +24,10 @@
 #include "model/step_profile.h"
 #include "model/v4_model.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
+
+using cli::Fail;
 
 using model::V4AttentionType;
 using model::V4Config;
@@ -42,38 +44,6 @@ constexpr const char* kUsage =
     "milliseconds per decode step spent in each phase of the forward pass. --precision bf16 rounds activations\n"
     "to bf16 for the matrix products (bf16 dot-product instructions). --peer FILE prints another system's\n"
     "figures for the same runs beside ours (JSON from tools/model/bench_transformers.py).\n";
-
-// The process's peak resident set (VmHWM) since the last ResetPeakRss, in MiB; getrusage's lifetime peak
-// where /proc is missing.
-double PeakRssMiB() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;  // in kB
-  }
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;
-}
-
-// Starts a new peak for VmHWM (writing 5 to clear_refs), so that the machine probes before the model runs
-// do not count in the model's peak.
-void ResetPeakRss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-}
-
-std::vector<int64_t> ParseList(const std::string& text) {
-  std::vector<int64_t> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    out.push_back(std::atoll(text.substr(at, comma - at).c_str()));
-    at = comma + 1;
-  }
-  return out;
-}
 
 int64_t Bytes(const kernels::WeightView& w) { return kernels::WeightBytes(w); }
 
@@ -182,10 +152,16 @@ struct PeerFigures {
 
 Result<PeerFigures> LoadPeer(const std::string& path) {
   DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(text);
+  if (!parsed.ok()) return Status::InvalidArgument(path + ": " + parsed.status().message());
+  const nlohmann::json& doc = *parsed;
   if (!doc.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
   PeerFigures peer;
-  peer.system = doc.value("system", std::string("peer"));
+  peer.system = "peer";
+  if (doc.contains("system")) {
+    if (!doc["system"].is_string()) return Status::InvalidArgument(path + ": 'system' must be a string");
+    peer.system = doc["system"].get<std::string>();
+  }
   for (const char* key : {"prefill", "decode"}) {
     if (!doc.contains(key)) continue;
     if (!doc[key].is_object()) return Status::InvalidArgument(path + ": '" + key + "' must be an object");
@@ -204,24 +180,17 @@ int RunBenchModel(const std::vector<std::string>& args) {
   bool breakdown = false;
   model::LoadOptions load_options;
   std::string peer_path;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const bool has_value = i + 1 < args.size();
-    if (args[i] == "--model" && has_value) dir = args[++i];
-    else if (args[i] == "--prompts" && has_value) prompts = ParseList(args[++i]);
-    else if (args[i] == "--batches" && has_value) batches = ParseList(args[++i]);
-    else if (args[i] == "--context" && has_value) context = std::atoll(args[++i].c_str());
-    else if (args[i] == "--steps" && has_value) steps = std::atoll(args[++i].c_str());
-    else if (args[i] == "--breakdown") breakdown = true;
-    else if (args[i] == "--peer" && has_value) peer_path = args[++i];
-    else if (args[i] == "--precision" && has_value) {
-      const std::string v = args[++i];
-      if (v == "exact") load_options.precision = model::ComputePrecision::kExact;
-      else if (v == "bf16") load_options.precision = model::ComputePrecision::kBf16Activations;
-      else return UsageError("bench model", "unknown --precision '" + v + "' (exact, bf16)");
-    }
-    else return UsageError("bench model", "unknown argument '" + args[i] + "'");
-  }
-  if (dir.empty()) return UsageError("bench model", "--model is required");
+  cli::Flags flags("bench model");
+  flags.Path("--model", &dir).Required();
+  flags.IntList("--prompts", &prompts, 1, 1 << 20);
+  flags.IntList("--batches", &batches, 1, 4096);
+  flags.Int<int64_t>("--context", &context, 0, 1 << 20);
+  flags.Int<int64_t>("--steps", &steps, 1, 1 << 20);
+  flags.Switch("--breakdown", &breakdown);
+  flags.Path("--peer", &peer_path);
+  flags.Choice("--precision", &load_options.precision,
+               {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
+  if (int rc = flags.Parse(args)) return rc;
   PeerFigures peer;
   if (!peer_path.empty()) {
     auto loaded_peer = LoadPeer(peer_path);
@@ -236,9 +205,6 @@ int RunBenchModel(const std::vector<std::string>& args) {
     else std::snprintf(buf, sizeof buf, " %12.2f %7.1fx", it->second, ours / it->second);
     return std::string(buf);
   };
-  for (int64_t v : prompts) if (v <= 0) return UsageError("bench model", "prompt lengths must be positive");
-  for (int64_t v : batches) if (v <= 0) return UsageError("bench model", "batch sizes must be positive");
-  if (context < 0 || steps <= 0) return UsageError("bench model", "--context must be >= 0 and --steps > 0");
 
   // The machine's limits, measured before and after the model runs (the better of the two: a neighbour's
   // burst during one probe must not flatter our fractions).
@@ -394,8 +360,8 @@ int RunBenchModel(const std::vector<std::string>& args) {
   return 0;
 }
 
-const BenchRegistration kRegistration({"model", "prefill and decode speed of a DeepSeek-V4 checkpoint", kUsage,
+const cli::BenchRegistration kRegistration({"model", "prefill and decode speed of a DeepSeek-V4 checkpoint", kUsage,
                                        RunBenchModel});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench

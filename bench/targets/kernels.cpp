@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "core/aligned_buffer.h"
 #include "core/clock.h"
 #include "core/machine_probe.h"
@@ -16,7 +17,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_dispatch.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
 
 using kernels::WeightFormat;
@@ -152,57 +153,32 @@ double TimeLinear(const Config& config, const std::vector<BenchWeight>& weights,
 
 int RunBenchKernels(const std::vector<std::string>& args) {
   Config config;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--isa" && i + 1 < args.size()) {
-      const std::string name = args[++i];
-      bool found = false;
-      for (kernels::Isa isa :
-           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kAvx512Bf16}) {
-        if (kernels::IsaName(isa) == name) {
-          config.isa = isa;
-          found = true;
-        }
-      }
-      if (!found) return UsageError("bench kernels", "unknown ISA '" + name + "'");
-      if (!kernels::IsaSupported(config.isa)) return Fail("bench kernels", "ISA " + name + " is not available here");
-    } else if (a == "--fp8-unchecked") {
-      config.fp8_checked = false;
-    } else if (a == "--bf16-activations") {
-      config.options.precision = kernels::LinearPrecision::kBf16Activations;
-    } else if (a == "--seconds" && i + 1 < args.size()) {
-      config.seconds = std::atof(args[++i].c_str());
-    } else if (a == "--gemm-m" && i + 1 < args.size()) {
-      config.gemm_m = std::atoll(args[++i].c_str());
-    } else if (a == "--m" && i + 1 < args.size()) {
-      config.ms.clear();
-      const std::string list = args[++i];
-      for (size_t pos = 0; pos < list.size();) {
-        const size_t comma = std::min(list.find(',', pos), list.size());
-        const int64_t m = std::atoll(list.substr(pos, comma - pos).c_str());
-        if (m <= 0) return UsageError("bench kernels", "bad --m list '" + list + "'");
-        config.ms.push_back(m);
-        pos = comma + 1;
-      }
-    } else if (a == "--shapes" && i + 1 < args.size()) {
-      const std::string which = args[++i];
-      config.bench_shapes = which == "bench" || which == "all";
-      config.model_shapes = which == "model" || which == "all";
-      if (!config.bench_shapes && !config.model_shapes) {
-        return UsageError("bench kernels", "--shapes takes bench, model or all");
-      }
-    } else if (a == "--format" && i + 1 < args.size()) {
-      const std::string name = args[++i];
-      config.formats.clear();
-      for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFP8Block, WeightFormat::kMXFP4}) {
-        if (name == FormatName(f)) config.formats.push_back(f);
-      }
-      if (config.formats.empty()) return UsageError("bench kernels", "unknown format '" + name + "'");
-    } else {
-      return UsageError("bench kernels", "unknown argument '" + a + "'");
-    }
+  bool fp8_unchecked = false, bf16_activations = false;
+  std::string which_shapes = "all";
+  std::vector<std::pair<std::string, kernels::Isa>> isas;
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kAvx512Bf16})
+    isas.emplace_back(std::string(kernels::IsaName(isa)), isa);
+  std::vector<std::pair<std::string, WeightFormat>> formats;
+  for (WeightFormat f : config.formats) formats.emplace_back(FormatName(f), f);
+  WeightFormat only_format = WeightFormat::kF32;
+  cli::Flags flags("bench kernels");
+  flags.Choice("--isa", &config.isa, isas);
+  flags.Switch("--fp8-unchecked", &fp8_unchecked);
+  flags.Switch("--bf16-activations", &bf16_activations);
+  flags.Double("--seconds", &config.seconds, 1e-3, 3600);
+  flags.Int<int64_t>("--gemm-m", &config.gemm_m, 0, 65536);
+  flags.IntList("--m", &config.ms, 1, 65536);
+  flags.Choice<std::string>("--shapes", &which_shapes, {{"bench", "bench"}, {"model", "model"}, {"all", "all"}});
+  flags.Choice("--format", &only_format, formats);
+  if (int rc = flags.Parse(args)) return rc;
+  if (!kernels::IsaSupported(config.isa)) {
+    return cli::Fail("bench kernels", "ISA " + std::string(kernels::IsaName(config.isa)) + " is not available here");
   }
-  if (config.seconds <= 0 || config.gemm_m < 0) return UsageError("bench kernels", "values must be positive");
+  config.fp8_checked = !fp8_unchecked;
+  if (bf16_activations) config.options.precision = kernels::LinearPrecision::kBf16Activations;
+  config.bench_shapes = which_shapes == "bench" || which_shapes == "all";
+  config.model_shapes = which_shapes == "model" || which_shapes == "all";
+  if (flags.given("--format")) config.formats = {only_format};
 
   std::printf("threads: %d, isa: %s, precision: %s\n", ThreadPool::Shared().size(),
               std::string(kernels::IsaName(config.isa)).c_str(),
@@ -266,7 +242,7 @@ int RunBenchKernels(const std::vector<std::string>& args) {
   return 0;
 }
 
-const BenchRegistration kRegistration(
+const cli::BenchRegistration kRegistration(
     {"kernels", "Linear GEMV/GEMM throughput per weight format, against the machine's limits",
      "usage: deepinfer bench kernels [--isa scalar|avx2|avx512|avx512bf16] [--bf16-activations]\n"
      "                               [--format F32|BF16|FP8|MXFP4] [--seconds S] [--gemm-m M]\n"
@@ -275,4 +251,4 @@ const BenchRegistration kRegistration(
      RunBenchKernels});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench

@@ -2,20 +2,19 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "core/cpu_features.h"
 #include "core/machine_probe.h"
 #include "core/thread_pool.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
 
 int RunBenchMachine(const std::vector<std::string>& args) {
   int mib = 256;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--buffer-mib" && i + 1 < args.size()) mib = std::atoi(args[++i].c_str());
-    else return UsageError("bench machine", "unknown argument '" + args[i] + "'");
-  }
-  if (mib <= 0) return UsageError("bench machine", "--buffer-mib must be positive");
+  cli::Flags flags("bench machine");
+  flags.Int("--buffer-mib", &mib, 1, 16384);
+  if (int rc = flags.Parse(args)) return rc;
   const CpuFeatures& cpu = GetCpuFeatures();
   std::printf("threads: %d\ncpu: %s\nbest isa: %s\n", ThreadPool::Shared().size(), cpu.ToString().c_str(),
               cpu.best_isa().c_str());
@@ -28,8 +27,8 @@ int RunBenchMachine(const std::vector<std::string>& args) {
   return 0;
 }
 
-const BenchRegistration kRegistration({"machine", "memory bandwidth and peak FLOP/s of this machine",
+const cli::BenchRegistration kRegistration({"machine", "memory bandwidth and peak FLOP/s of this machine",
                                        "usage: deepinfer bench machine [--buffer-mib N]\n", RunBenchMachine});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench

@@ -11,14 +11,18 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "core/clock.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
 #include "tokenizer/tokenizer.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
+
+using cli::Fail;
+using cli::UsageError;
 
 using Json = nlohmann::ordered_json;
 
@@ -112,16 +116,12 @@ int RunBenchRender(const std::vector<std::string>& args) {
   std::string tokenizer_path = DefaultTokenizerPath();
   std::string python = ".venv/bin/python";
   int turns = 160, iterations = 20;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto next = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-    const std::string* v = nullptr;
-    if (args[i] == "--tokenizer" && (v = next())) tokenizer_path = *v;
-    else if (args[i] == "--python" && (v = next())) python = *v;
-    else if (args[i] == "--turns" && (v = next())) turns = std::atoi(v->c_str());
-    else if (args[i] == "--iterations" && (v = next())) iterations = std::atoi(v->c_str());
-    else return UsageError("bench render", "unknown or incomplete argument '" + args[i] + "'");
-  }
-  if (turns <= 0 || iterations <= 0) return UsageError("bench render", "--turns and --iterations must be positive");
+  cli::Flags flags("bench render");
+  flags.Path("--tokenizer", &tokenizer_path);
+  flags.Path("--python", &python);
+  flags.Int("--turns", &turns, 1, 100000);
+  flags.Int("--iterations", &iterations, 1, 100000);
+  if (int rc = flags.Parse(args)) return rc;
   if (tokenizer_path.empty()) return UsageError("bench render", "no V4 tokenizer.json found; pass --tokenizer PATH");
   auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
   if (!tokenizer.ok()) return Fail("bench render", tokenizer.status().message());
@@ -188,9 +188,9 @@ int RunBenchRender(const std::vector<std::string>& args) {
   return same ? 0 : 1;
 }
 
-const BenchRegistration kRegistration({"render",
+const cli::BenchRegistration kRegistration({"render",
                                        "request → prompt → token ids for a 77k-token conversation, vs deepseek-recipe",
                                        kUsage, RunBenchRender});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench

@@ -1,6 +1,5 @@
 // deepinfer bench tokenize: encoding speed against the Hugging Face `tokenizers` package, measured in the
 // same run on the same inputs (the committed test corpus and a generated mixed English/Chinese/code file).
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,15 +12,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common.h"
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "core/clock.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
+
+using cli::Fail;
 
 namespace fs = std::filesystem;
 
@@ -139,45 +142,6 @@ std::string GenerateMixed(size_t bytes) {
   return out;
 }
 
-double Best(int runs, const std::function<void()>& fn) {
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
-    Stopwatch sw;
-    fn();
-    best = std::min(best, sw.ElapsedSeconds());
-  }
-  return best;
-}
-
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// Single-thread figures use process CPU time: other work on a shared machine then does not count against
-// either side (the pool's workers are idle meanwhile, so only the calling thread's time is measured).
-double BestCpu(int runs, const std::function<void()>& fn) {
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
-    double start = ProcessCpuSeconds();
-    fn();
-    best = std::min(best, ProcessCpuSeconds() - start);
-  }
-  return best;
-}
-
-std::string FindUp(const std::string& relative) {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    if (fs::exists(dir / relative, ec)) return (dir / relative).string();
-    if (dir == dir.root_path()) break;
-  }
-  return "";
-}
-
 std::vector<std::string> LoadCorpus(const std::string& path) {
   std::vector<std::string> out;
   Result<std::string> text = ReadFileToString(path);
@@ -192,31 +156,22 @@ std::vector<std::string> LoadCorpus(const std::string& path) {
   return out;
 }
 
-std::string Ratio(double ours, double theirs) {
-  if (theirs <= 0) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fx", ours / theirs);
-  return buf;
-}
-
 int RunBenchTokenize(const std::vector<std::string>& args) {
   std::string tokenizer_hint, python;
   double mixed_mb = 10;
   bool hf = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--tokenizer" && i + 1 < args.size()) tokenizer_hint = args[++i];
-    else if (args[i] == "--python" && i + 1 < args.size()) python = args[++i];
-    else if (args[i] == "--mixed-mb" && i + 1 < args.size()) mixed_mb = std::atof(args[++i].c_str());
-    else if (args[i] == "--no-hf") hf = false;
-    else return UsageError("bench tokenize", "unknown argument '" + args[i] + "'");
-  }
-  if (mixed_mb <= 0 || mixed_mb > 1024) return UsageError("bench tokenize", "--mixed-mb must be in (0, 1024]");
+  cli::Flags flags("bench tokenize");
+  flags.Path("--tokenizer", &tokenizer_hint);
+  flags.Path("--python", &python);
+  flags.Double("--mixed-mb", &mixed_mb, 0.001, 1024);
+  flags.Switch("--no-hf", &hf, false);
+  if (int rc = flags.Parse(args)) return rc;
   Result<std::string> path = tokenizer::LocateTokenizerJson(tokenizer_hint);
   if (!path.ok()) return Fail("bench tokenize", path.status().message());
   Stopwatch load_watch;
   Result<tokenizer::Tokenizer> loaded = tokenizer::Tokenizer::FromFile(*path);
   double load_wall_s = load_watch.ElapsedSeconds();
-  if (!loaded.ok()) return Fail("bench tokenize", loaded.status().ToString());
+  if (!loaded.ok()) return Fail("bench tokenize", loaded.status().message());
   const tokenizer::Tokenizer& tok = *loaded;
   double load_cpu_s = BestCpu(3, [&] { (void)tokenizer::Tokenizer::FromFile(*path); });
 
@@ -236,16 +191,16 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   double corpus_1t = BestCpu(3, [&] {
     for (const auto& s : corpus) (void)tok.EncodeTextSequential(s);
   });
-  double corpus_all = Best(3, [&] {
+  double corpus_all = BestWall(3, [&] {
     pool.ParallelFor(static_cast<int64_t>(corpus.size()), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) (void)tok.EncodeTextSequential(corpus[i]);
     }, 64);
   });
   size_t mixed_count = 0;
   double mixed_1t = BestCpu(3, [&] { mixed_count = tok.EncodeTextSequential(mixed).size(); });
-  double mixed_all = Best(3, [&] { (void)tok.EncodeText(mixed); });
+  double mixed_all = BestWall(3, [&] { (void)tok.EncodeText(mixed); });
   // Scaling is wall time against wall time (CPU time cannot show it).
-  double mixed_1t_wall = Best(3, [&] { (void)tok.EncodeTextSequential(mixed); });
+  double mixed_1t_wall = BestWall(3, [&] { (void)tok.EncodeTextSequential(mixed); });
 
   // The longest line-aligned prefix of the mixed file that encodes to at most 77,000 tokens.
   size_t lo = 0, hi = std::min(mixed.size(), size_t{77000} * 16);
@@ -258,7 +213,7 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   std::string_view prompt = std::string_view(mixed).substr(0, prompt_bytes);
   size_t prompt_tokens = tok.EncodeText(prompt).size();
   double prompt_1t = BestCpu(5, [&] { (void)tok.EncodeTextSequential(prompt); });
-  double prompt_all = Best(5, [&] { (void)tok.EncodeText(prompt); });
+  double prompt_all = BestWall(5, [&] { (void)tok.EncodeText(prompt); });
 
   nlohmann::json theirs;
   std::string hf_note;
@@ -327,8 +282,8 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
-const BenchRegistration kRegistration({"tokenize", "tokenizer throughput against Hugging Face tokenizers",
+const cli::BenchRegistration kRegistration({"tokenize", "tokenizer throughput against Hugging Face tokenizers",
                                        kUsage, RunBenchTokenize});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench

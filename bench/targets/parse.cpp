@@ -12,12 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common.h"
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "core/clock.h"
 #include "recipe/output_parser.h"
 #include "recipe/response_chat.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -63,14 +65,6 @@ pick = lambda q: times[min(len(times) - 1, int(q * len(times)))]
 print(json.dumps({"seconds": seconds, "p50": pick(0.5), "p99": pick(0.99), "p999": pick(0.999),
                   "worst": times[-1], "events": events}))
 )PY";
-
-std::string FindUp(const std::string& relative) {
-  for (fs::path dir = fs::current_path(); !dir.empty(); dir = dir.parent_path()) {
-    if (fs::exists(dir / relative)) return (dir / relative).string();
-    if (dir == dir.root_path()) break;
-  }
-  return "";
-}
 
 // A deterministic thinking-mode completion of about `bytes` bytes.
 std::string MakeCompletion(size_t bytes) {
@@ -158,14 +152,12 @@ int RunBenchParse(const std::vector<std::string>& args) {
   size_t chunk_bytes = 4;
   std::string python;
   bool oracle = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--kib" && i + 1 < args.size()) kib = std::strtoul(args[++i].c_str(), nullptr, 10);
-    else if (args[i] == "--chunk-bytes" && i + 1 < args.size()) chunk_bytes = std::strtoul(args[++i].c_str(), nullptr, 10);
-    else if (args[i] == "--python" && i + 1 < args.size()) python = args[++i];
-    else if (args[i] == "--no-oracle") oracle = false;
-    else return UsageError("bench parse", "unknown argument '" + args[i] + "'");
-  }
-  if (kib == 0 || kib > 1 << 20 || chunk_bytes == 0) return UsageError("bench parse", "--kib and --chunk-bytes must be positive");
+  cli::Flags flags("bench parse");
+  flags.Int<size_t>("--kib", &kib, 1, 1 << 20);
+  flags.Int<size_t>("--chunk-bytes", &chunk_bytes, 1, 1 << 20);
+  flags.Path("--python", &python);
+  flags.Switch("--no-oracle", &oracle, false);
+  if (int rc = flags.Parse(args)) return rc;
 
   const std::string text = MakeCompletion(kib * 1024);
   const std::vector<std::string> chunks = ChunkAtCharacters(text, chunk_bytes);
@@ -234,8 +226,8 @@ int RunBenchParse(const std::vector<std::string>& args) {
   return 0;
 }
 
-const BenchRegistration kRegistration({"parse", "output parser MB/s and worst chunk latency vs deepseek-recipe",
+const cli::BenchRegistration kRegistration({"parse", "output parser MB/s and worst chunk latency vs deepseek-recipe",
                                        kUsage, RunBenchParse});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench
