@@ -12,6 +12,7 @@ apt_packages=(
   libgtest-dev libgmock-dev               # GoogleTest: unit tests
   libbenchmark-dev                        # Google Benchmark: bench/
   nlohmann-json3-dev                      # JSON parsing (requests, config.json, tokenizer.json)
+  libxxhash-dev                           # XXH3-128: prefix-block hashes, weights fingerprint, checksums
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
   python3 python3-venv                    # test tooling
 )

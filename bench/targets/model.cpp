@@ -21,6 +21,7 @@
 #include "core/machine_probe.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
+#include "model/sequential_blocks.h"
 #include "model/step_profile.h"
 #include "model/v4_model.h"
 
@@ -106,14 +107,6 @@ double TokenFlops(const V4Model& m, int64_t p) {
     macs += 2.0 * c.num_heads * v.keys * c.head_dim + static_cast<double>(c.index_n_heads) * v.index_keys * c.index_head_dim;
   }
   return 2 * macs;
-}
-
-Status Reserve(model::SequenceState& s, int64_t extra, int32_t& next_block, int64_t pool_blocks) {
-  while (static_cast<int64_t>(s.block_table().size()) < model::KvBlocksFor(s.num_tokens() + extra)) {
-    if (next_block >= pool_blocks) return Status::ResourceExhausted("benchmark KV pool too small");
-    s.block_table().push_back(next_block++);
-  }
-  return Status::Ok();
 }
 
 using PhaseSeconds = std::array<double, static_cast<int>(model::Phase::kCount)>;
@@ -239,18 +232,20 @@ int RunBenchModel(const std::vector<std::string>& args) {
   for (int64_t p : prompts) max_tokens = std::max(max_tokens, p);
   int64_t max_batch = 1;
   for (int64_t b : batches) max_batch = std::max(max_batch, b);
-  const int64_t pool_blocks = model::KvBlocksFor(max_tokens) * std::max<int64_t>(max_batch, 1) + 1;
-  model::KvBlockPool pool(m.kv_block_floats(), m.kv_block_floats() > 0 ? pool_blocks : 0);
+  const int64_t pool_blocks = model::BlocksFor(max_tokens) * std::max<int64_t>(max_batch, 1) + 1;
+  auto pools = model::KvPools::Create(m.cache_spec(), pool_blocks);
+  if (!pools.ok()) return Fail("bench model", pools.status().message());
+  model::KvPools& pool = *pools;
   auto token_at = [&](int64_t seq, int64_t i) {
     return static_cast<int32_t>((seq * 7919 + i * 104729 + 17) % c.vocab_size);
   };
 
   for (int64_t len : prompts) {
-    int32_t next_block = 0;
+    model::SequentialBlocks blocks(m.cache_spec(), pool);
     auto state = m.NewSequence();
     std::vector<int32_t> tokens(len);
     for (int64_t i = 0; i < len; ++i) tokens[i] = token_at(0, i);
-    if (Status s = Reserve(*state, len, next_block, pool.num_blocks()); !s.ok()) return Fail("bench model", s.message());
+    if (Status s = blocks.Reserve(*state, len); !s.ok()) return Fail("bench model", s.message());
     model::SequenceChunk chunk{state.get(), tokens, model::LogitsWanted::kLast};
     model::ForwardOutput out;
     model::StepProfile::Reset();
@@ -267,14 +262,14 @@ int RunBenchModel(const std::vector<std::string>& args) {
   int64_t dense_bytes = kernels::WeightBytes(m.weights().head);
   for (const auto& b : m.weights().layers) dense_bytes += DenseBlockBytes(b);
   for (int64_t batch : batches) {
-    int32_t next_block = 0;
+    model::SequentialBlocks blocks(m.cache_spec(), pool);
     std::vector<std::unique_ptr<model::SequenceState>> states;
     std::vector<std::vector<int32_t>> prompt_tokens(batch);
     std::vector<model::SequenceChunk> chunks;
     for (int64_t s = 0; s < batch; ++s) {
       states.push_back(m.NewSequence());
       for (int64_t i = 0; i < std::max<int64_t>(context, 1); ++i) prompt_tokens[s].push_back(token_at(s + 1, i));
-      if (Status st = Reserve(*states[s], prompt_tokens[s].size(), next_block, pool.num_blocks()); !st.ok())
+      if (Status st = blocks.Reserve(*states[s], static_cast<int64_t>(prompt_tokens[s].size())); !st.ok())
         return Fail("bench model", st.message());
       chunks.push_back({states[s].get(), prompt_tokens[s], model::LogitsWanted::kLast});
     }
@@ -288,7 +283,7 @@ int RunBenchModel(const std::vector<std::string>& args) {
       chunks.clear();
       for (int64_t s = 0; s < batch; ++s) {
         next[s] = token_at(s + 1, states[s]->num_tokens());
-        if (Status st = Reserve(*states[s], 1, next_block, pool.num_blocks()); !st.ok())
+        if (Status st = blocks.Reserve(*states[s], 1); !st.ok())
           return Fail("bench model", st.message());
         chunks.push_back({states[s].get(), std::span(&next[s], 1), model::LogitsWanted::kLast});
       }

@@ -16,6 +16,7 @@
 #include "cli/recipe_flags.h"
 #include "core/mapped_file.h"
 #include "model/causal_lm.h"
+#include "model/sequential_blocks.h"
 #include "recipe/completion_options.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
@@ -143,15 +144,17 @@ int RunGenerate(const std::vector<std::string>& argv) {
   auto loaded = model::LoadCausalLM(args.model_dir, load_options);
   if (!loaded.ok()) return Fail("generate", loaded.status().message());
   model::CausalLM& lm = **loaded;
-  if (lm.vocab_size() < static_cast<int64_t>(tokenizer->vocab_size()))
-    return Fail("generate", "the model's vocabulary (" + std::to_string(lm.vocab_size()) +
+  if (lm.info().vocab_size < static_cast<int64_t>(tokenizer->vocab_size()))
+    return Fail("generate", "the model's vocabulary (" + std::to_string(lm.info().vocab_size) +
                                 ") is smaller than the tokenizer's (" + std::to_string(tokenizer->vocab_size()) + ")");
 
   const int64_t max_new = request.inference.max_tokens.value_or(args.max_tokens);
   const int64_t total = static_cast<int64_t>(prompt_ids->size()) + max_new;
-  model::KvBlockPool pool(lm.kv_block_floats(), model::KvBlocksFor(total));
+  auto pools = model::KvPools::Create(lm.cache_spec(), model::BlocksFor(total));
+  if (!pools.ok()) return Fail("generate", pools.status().message());
+  model::KvPools& pool = *pools;
+  model::SequentialBlocks blocks(lm.cache_spec(), pool);
   std::unique_ptr<model::SequenceState> state = lm.NewSequence();
-  for (int32_t b = 0; b < static_cast<int32_t>(pool.num_blocks()); ++b) state->block_table().push_back(b);
 
   const recipe::Protocol protocol = request.protocol;
   recipe::ResponseOptions response_options = recipe::ResponseOptionsFor(request);
@@ -174,23 +177,26 @@ int RunGenerate(const std::vector<std::string>& argv) {
     const size_t end = std::min(ids.size(), begin + static_cast<size_t>(args.prefill_chunk));
     model::SequenceChunk chunk{state.get(), std::span<const int32_t>(ids.data() + begin, end - begin),
                                end == ids.size() ? model::LogitsWanted::kLast : model::LogitsWanted::kNone};
-    Status status = lm.Forward({&chunk, 1}, pool, &out);
+    Status status = blocks.Reserve(*state, static_cast<int64_t>(end - begin));
+    if (status.ok()) status = lm.Forward({&chunk, 1}, pool, &out);
     if (!status.ok()) return Fail("generate", status.message());
   }
 
-  const std::optional<int32_t> eos = tokenizer->TokenToId("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
+  // End of sequence: the ids config.json names (the model's own control tokens).
+  const std::vector<int32_t>& eos_ids = lm.info().eos_token_ids;
   tokenizer::StreamingDetokenizer detokenizer(*tokenizer, /*skip_special=*/true);
   recipe::BackendFinish finish = recipe::BackendFinish::kLength;
   for (int64_t step = 0; step < max_new && !completion.done(); ++step) {
     const int32_t next = Argmax(out.row(0), out.vocab_size);
-    if (eos && next == *eos) {
+    if (std::find(eos_ids.begin(), eos_ids.end(), next) != eos_ids.end()) {
       finish = recipe::BackendFinish::kStop;
       break;
     }
     emit(completion.Feed({detokenizer.Add(next), 1}));
     if (step + 1 == max_new) break;
     model::SequenceChunk chunk{state.get(), std::span<const int32_t>(&next, 1), model::LogitsWanted::kLast};
-    Status status = lm.Forward({&chunk, 1}, pool, &out);
+    Status status = blocks.Reserve(*state, 1);
+    if (status.ok()) status = lm.Forward({&chunk, 1}, pool, &out);
     if (!status.ok()) return Fail("generate", status.message());
   }
   if (!completion.done()) {

@@ -11,11 +11,6 @@
 
 namespace deepinfer::model {
 
-KvBlockPool::KvBlockPool(int64_t block_floats, int64_t num_blocks)
-    : block_floats_(block_floats),
-      num_blocks_(num_blocks),
-      storage_(static_cast<size_t>(std::max<int64_t>(block_floats * num_blocks, 0)) * sizeof(float)) {}
-
 Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   const std::string type = hf.model_type();

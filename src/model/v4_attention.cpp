@@ -20,7 +20,9 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
                     const float* gate, bool index_compressor) {
   const V4Config& c = *step.config;
   const int64_t width = (w.overlapping ? 2 : 1) * w.head_dim;
-  const int64_t offset = index_compressor ? step.layout->index_offset[block.layer] : step.layout->kv_offset[block.layer];
+  const V4CacheLayout::Layer& where = step.layout->layers[block.layer];
+  const int group = index_compressor ? where.index_group : where.kv_group;
+  const int64_t offset = index_compressor ? where.index_offset : where.kv_offset;
   auto feed = [&](int64_t begin, int64_t end) {
     std::vector<float> entry(w.head_dim);
     for (int64_t ci = begin; ci < end; ++ci) {
@@ -31,7 +33,7 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
         const int64_t pos = step.rows[i].pos;
         if (CompressorFeed(w, *step.compress_inv_freq, static_cast<float>(c.rms_norm_eps), state, pos,
                            kv + i * width, gate + i * width, entry.data())) {
-          float* dst = CompressedEntry(step, chunk, w.ratio, offset, w.head_dim, pos / w.ratio);
+          float* dst = CompressedEntry(step, chunk, group, w.ratio, offset, w.head_dim, pos / w.ratio);
           std::copy(entry.begin(), entry.end(), dst);
         }
       }
@@ -111,6 +113,17 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   }
 
   phase.emplace(Phase::kAttend);
+  // The chunk's K=V vectors go to the window blocks (the MTP layer's to its ring, after attending) first,
+  // so that every key is read from where later steps will read it.
+  const V4CacheLayout::Layer* where = block.mtp ? nullptr : &step.layout->layers[block.layer];
+  if (where != nullptr) {
+    for (const ChunkRows& chunk : step.chunks) {
+      for (int64_t i = 0; i < chunk.num_rows; ++i) {
+        const float* src = kv.data() + (chunk.first_row + i) * hd;
+        std::copy(src, src + hd, WindowEntry(step, chunk, where->window_offset, chunk.start_pos + i));
+      }
+    }
+  }
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float index_scale = csa ? 1.0f / std::sqrt(static_cast<float>(ihd)) : 0.0f;
@@ -125,21 +138,25 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
       const int64_t p = row.pos;
       keys.clear();
       for (int64_t t = std::max<int64_t>(0, p - win + 1); t <= p; ++t) {
-        keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
-                                            : ls.ring.data() + (t % win) * hd);
+        if (where != nullptr) keys.push_back(WindowEntry(step, chunk, where->window_offset, t));
+        else keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
+                                                 : ls.ring.data() + (t % win) * hd);
       }
       if (ratio > 0) {
         const int64_t count = (p + 1) / ratio;
-        const int64_t kv_offset = step.layout->kv_offset[block.layer];
+        const int kv_group = where->kv_group;
+        const int64_t kv_offset = where->kv_offset;
         if (!csa || count <= c.index_topk) {
-          for (int64_t t = 0; t < count; ++t) keys.push_back(CompressedEntry(step, chunk, ratio, kv_offset, hd, t));
+          for (int64_t t = 0; t < count; ++t)
+            keys.push_back(CompressedEntry(step, chunk, kv_group, ratio, kv_offset, hd, t));
         } else {
-          const int64_t index_offset = step.layout->index_offset[block.layer];
+          const int index_group = where->index_group;
+          const int64_t index_offset = where->index_offset;
           const float* qi = iq.data() + i * ih * ihd;
           const float* wi = iw.data() + i * ih;
           scores.assign(static_cast<size_t>(count), 0.0f);
           index_keys.resize(static_cast<size_t>(count));
-          for (int64_t t = 0; t < count; ++t) index_keys[t] = CompressedEntry(step, chunk, ratio, index_offset, ihd, t);
+          for (int64_t t = 0; t < count; ++t) index_keys[t] = CompressedEntry(step, chunk, index_group, ratio, index_offset, ihd, t);
           dots.resize(static_cast<size_t>(ih * count));
           kernels::QueryKeyDots(qi, ih, ihd, index_keys.data(), count, 1.0f, dots.data());
           for (int64_t t = 0; t < count; ++t) {
@@ -149,7 +166,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
           }
           picked.resize(static_cast<size_t>(c.index_topk));
           kernels::TopK(scores.data(), count, c.index_topk, picked.data(), nullptr);
-          for (int32_t t : picked) keys.push_back(CompressedEntry(step, chunk, ratio, kv_offset, hd, t));
+          for (int32_t t : picked) keys.push_back(CompressedEntry(step, chunk, kv_group, ratio, kv_offset, hd, t));
         }
       }
       const int64_t nk = static_cast<int64_t>(keys.size());
@@ -173,8 +190,9 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   if (n == 1) attend(0, 1);
   else ThreadPool::Shared().ParallelFor(n, attend, 1);
 
-  // The window ring keeps the last `win` positions of each sequence.
+  // The MTP layer's window ring keeps the last `win` positions of each sequence.
   for (const ChunkRows& chunk : step.chunks) {
+    if (where != nullptr) break;
     V4LayerState& ls = LayerState(chunk, block);
     if (ls.ring.empty()) ls.ring.assign(static_cast<size_t>(win * hd), 0.0f);
     for (int64_t i = std::max<int64_t>(0, chunk.num_rows - win); i < chunk.num_rows; ++i) {

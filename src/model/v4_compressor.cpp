@@ -77,11 +77,18 @@ bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_
   return true;
 }
 
-float* CompressedEntry(const Step& step, const ChunkRows& chunk, int64_t ratio, int64_t offset, int64_t width,
-                       int64_t index) {
-  const int64_t per_block = kKvBlockTokens / ratio;
-  const int32_t block = chunk.state->block_table()[index / per_block];
-  return step.pool->block(block) + offset + (index % per_block) * width;
+float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
+                       int64_t width, int64_t index) {
+  const int64_t per_block = kBlockTokens / ratio;
+  const int32_t block = chunk.state->block_table(group)[index / per_block];
+  return reinterpret_cast<float*>(step.pools->group(group).block(block)) + offset + (index % per_block) * width;
+}
+
+float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos) {
+  const int group = step.layout->window_group;
+  const int32_t block = chunk.state->block_table(group)[pos / kBlockTokens];
+  return reinterpret_cast<float*>(step.pools->group(group).block(block)) + offset +
+         (pos % kBlockTokens) * step.config->head_dim;
 }
 
 }  // namespace deepinfer::model::v4

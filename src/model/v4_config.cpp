@@ -103,7 +103,14 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   c.rms_norm_eps = hf.GetFloat("rms_norm_eps", 1e-6);
   c.num_mtp_layers = hf.GetInt("num_nextn_predict_layers", 0);
   c.bos_token_id = hf.GetInt("bos_token_id", 0);
-  c.eos_token_id = hf.GetInt("eos_token_id", 1);
+  if (hf.Has("eos_token_id") && hf.raw()["eos_token_id"].is_array()) {
+    DI_ASSIGN_OR_RETURN(c.eos_token_ids, hf.IntList("eos_token_id"));
+    if (c.eos_token_ids.empty()) return Invalid(hf, "eos_token_id is an empty list");
+  } else {
+    c.eos_token_ids = {hf.GetInt("eos_token_id", 1)};
+  }
+  c.eos_token_id = c.eos_token_ids[0];
+  c.max_position_embeddings = hf.GetInt("max_position_embeddings", 0);
 
   // Per-type compression rates.
   int64_t csa_rate = hf.GetInt("compress_rate_csa", 4), hca_rate = hf.GetInt("compress_rate_hca", 128);

@@ -69,7 +69,9 @@ struct V4Config {
   int64_t mtp_compress_ratio = 0;
 
   int64_t bos_token_id = 0;
-  int64_t eos_token_id = 1;
+  int64_t eos_token_id = 1;                // the first of eos_token_ids
+  std::vector<int64_t> eos_token_ids = {1};  // config.json's eos_token_id, a number or a list
+  int64_t max_position_embeddings = 0;     // 0 when config.json does not say
 
   static Result<V4Config> FromHf(const HfConfig& hf);
 };

@@ -32,8 +32,8 @@ struct ChunkRows {
 
 struct Step {
   const V4Config* config = nullptr;
-  const V4BlockLayout* layout = nullptr;
-  KvBlockPool* pool = nullptr;
+  const V4CacheLayout* layout = nullptr;
+  KvPools* pools = nullptr;
   const std::vector<float>* main_inv_freq = nullptr;
   const std::vector<float>* compress_inv_freq = nullptr;
   kernels::LinearOptions linear;  // precision of every matrix product
@@ -71,7 +71,7 @@ void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, c
                          float* out);
 
 // Attention sub-block on normalised inputs x [n, d]; writes out [n, d]. Feeds the compressors, writes
-// compressed entries to KV blocks and updates the window rings.
+// compressed entries and the window's K=V vectors to KV blocks (the MTP layer: to its window ring).
 void Attention(const Step& step, const BlockRef& block, const float* x, float* out);
 
 // Feeds one token's raw compressor projections (kv, gate: coff · head_dim each) at position `pos`; when it
@@ -79,9 +79,12 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
 bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_freq, float eps,
                     V4CompressorState& state, int64_t pos, const float* kv, const float* gate, float* entry);
 
-// The KV-block address of compressed entry `index` of a layer (offset = the layer's offset in a block).
-float* CompressedEntry(const Step& step, const ChunkRows& chunk, int64_t ratio, int64_t offset, int64_t width,
-                       int64_t index);
+// The KV-block address of entry `index` (one per `ratio` positions) of a layer in a prefix group (offset =
+// the layer's offset in the group's blocks, in floats).
+float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
+                       int64_t width, int64_t index);
+// The KV-block address of the window K=V vector at position `pos` of a layer (offset in floats).
+float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos);
 
 // Independent matrix products y = x·Wᵀ, cut into row slices of about equal work that the pool's threads
 // share in one hand-off. Results are bit-identical to running each product alone (kernels::Linear's rows

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/hash.h"
 #include "core/hf_config.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
@@ -116,95 +118,257 @@ void Prefault(const Checkpoint& checkpoint, const std::function<void(int64_t, in
   g_prefault_sink = g_prefault_sink + sink;  // keeps the reads
 }
 
+// XXH3-128 over config.json, each safetensors file's size and tensor table (names, dtypes, shapes), and a
+// few sampled bytes of every tensor (its first, middle and last 64): header-identical checkpoints with
+// different weights (another seed, another fine-tune) get different fingerprints, without reading the
+// weights.
+Result<Hash128> WeightsFingerprint(const std::string& dir, const Checkpoint& checkpoint) {
+  DI_ASSIGN_OR_RETURN(std::string config, ReadFileToString(dir + "/config.json"));
+  Hasher128 h;
+  h.UpdateInt(config.size()).Update(config);
+  for (const TensorInfo* t : checkpoint.tensors()) {
+    h.UpdateInt(t->name.size()).Update(t->name).UpdateInt(static_cast<uint64_t>(t->dtype));
+    h.UpdateInt(t->shape.size());
+    for (int64_t dim : t->shape) h.UpdateInt(static_cast<uint64_t>(dim));
+    const uint64_t bytes = t->nbytes();
+    h.UpdateInt(bytes);
+    const uint64_t sample = std::min<uint64_t>(64, bytes);
+    h.Update(t->data, sample);
+    h.Update(t->data + bytes / 2 - std::min(bytes / 2, sample / 2), sample);
+    h.Update(t->data + bytes - sample, sample);
+  }
+  return h.Digest();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V4Model> model(new V4Model());
   model->precision_ = options.precision;
+  if (options.kv_precision != KvPrecision::kF32)
+    return Status::Unimplemented("DeepSeek-V4: bf16 KV storage is not implemented yet (use f32)");
+  if (options.drafting)
+    return Status::Unimplemented("DeepSeek-V4: drafting through CausalLM::Draft is not implemented yet");
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_, LoadV4Weights(model->checkpoint_, model->config_));
   if (options.prefault) Prefault(model->checkpoint_, options.progress);
   const V4Config& c = model->config_;
-  V4BlockLayout& layout = model->layout_;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const int64_t r = c.compress_ratios[l];
-    layout.kv_offset.push_back(r ? layout.block_floats : -1);
-    if (r) layout.block_floats += kKvBlockTokens / r * c.head_dim;
-    const bool csa = c.attention_types[l] == V4AttentionType::kCsa;
-    layout.index_offset.push_back(csa ? layout.block_floats : -1);
-    if (csa) layout.block_floats += kKvBlockTokens / r * c.index_head_dim;
-  }
+  DI_RETURN_IF_ERROR(model->BuildCacheSpec());
+  ModelInfo& info = model->info_;
+  info.architecture = "DeepseekV4ForCausalLM";
+  info.vocab_size = c.vocab_size;
+  info.hidden_size = c.hidden_size;
+  info.hidden_width = c.hc_mult * c.hidden_size;
+  info.max_position_embeddings = c.max_position_embeddings;
+  info.bos_token_id = c.bos_token_id;
+  for (int64_t id : c.eos_token_ids) info.eos_token_ids.push_back(static_cast<int32_t>(id));
+  DI_ASSIGN_OR_RETURN(info.weights_fingerprint, WeightsFingerprint(dir, model->checkpoint_));
   model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
   model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
   return model;
 }
 
+Status V4Model::BuildCacheSpec() {
+  const V4Config& c = config_;
+  // Groups are made in a fixed order: compressed entries by ratio (CSA ratios, then HCA ones), indexer
+  // keys by ratio, the window. Offsets are in floats.
+  struct Pending {
+    CacheGroupSpec spec;
+    int64_t floats = 0;
+  };
+  std::vector<Pending> groups;
+  auto group_for = [&](const std::string& name, CacheKind kind, int64_t ratio) -> int {
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (groups[g].spec.kind == kind && groups[g].spec.name == name) return static_cast<int>(g);
+    Pending p;
+    p.spec.name = name;
+    p.spec.kind = kind;
+    p.spec.retention = CacheRetention::kPrefix;
+    p.spec.ratio = ratio;
+    groups.push_back(p);
+    return static_cast<int>(groups.size()) - 1;
+  };
+  std::vector<int64_t> csa_ratios, hca_ratios;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int64_t r = c.compress_ratios[l];
+    if (r == 0) continue;
+    if (kBlockTokens % r != 0)
+      return Status::Unimplemented("DeepSeek-V4: layer " + std::to_string(l) + "'s compress ratio " +
+                                   std::to_string(r) + " does not divide the " + std::to_string(kBlockTokens) +
+                                   "-position KV block");
+    auto& list = c.attention_types[l] == V4AttentionType::kCsa ? csa_ratios : hca_ratios;
+    if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+  }
+  auto kv_name = [&](V4AttentionType type, int64_t r) {
+    const bool csa = type == V4AttentionType::kCsa;
+    const auto& list = csa ? csa_ratios : hca_ratios;
+    return std::string(csa ? "csa_kv" : "hca_kv") + (list.size() > 1 ? std::to_string(r) : "");
+  };
+  auto index_name = [&](int64_t r) { return "csa_index" + (csa_ratios.size() > 1 ? std::to_string(r) : std::string()); };
+  for (int64_t r : csa_ratios) group_for(kv_name(V4AttentionType::kCsa, r), CacheKind::kCompressed, r);
+  for (int64_t r : hca_ratios) group_for(kv_name(V4AttentionType::kHca, r), CacheKind::kCompressed, r);
+  for (int64_t r : csa_ratios) group_for(index_name(r), CacheKind::kIndexerKeys, r);
+  layout_.layers.assign(static_cast<size_t>(c.num_layers), {});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int64_t r = c.compress_ratios[l];
+    if (r == 0) continue;
+    V4CacheLayout::Layer& layer = layout_.layers[l];
+    Pending& kv = groups[group_for(kv_name(c.attention_types[l], r), CacheKind::kCompressed, r)];
+    layer.kv_group = group_for(kv_name(c.attention_types[l], r), CacheKind::kCompressed, r);
+    layer.kv_offset = kv.floats;
+    kv.floats += kBlockTokens / r * c.head_dim;
+    ++kv.spec.num_layers;
+    if (c.attention_types[l] == V4AttentionType::kCsa) {
+      layer.index_group = group_for(index_name(r), CacheKind::kIndexerKeys, r);
+      Pending& index = groups[layer.index_group];
+      layer.index_offset = index.floats;
+      index.floats += kBlockTokens / r * c.index_head_dim;
+      ++index.spec.num_layers;
+    }
+  }
+  Pending window;
+  window.spec.name = "window";
+  window.spec.kind = CacheKind::kSlidingWindow;
+  window.spec.retention = CacheRetention::kWindow;
+  window.spec.window = c.sliding_window;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    layout_.layers[l].window_offset = window.floats;
+    window.floats += kBlockTokens * c.head_dim;
+    ++window.spec.num_layers;
+  }
+  groups.push_back(window);
+  layout_.window_group = static_cast<int>(groups.size()) - 1;
+  spec_.groups.clear();
+  for (Pending& g : groups) {
+    g.spec.bytes_per_block = g.floats * static_cast<int64_t>(sizeof(float));
+    g.spec.element = CacheElement::kF32;
+    spec_.groups.push_back(g.spec);
+  }
+  // Outside the blocks: each compressor's open window (raw kv and gate of up to `ratio` positions, coff ·
+  // head_dim each) and an overlapping compressor's previous window (ratio × head_dim, kv and gate); the
+  // MTP layer's window ring.
+  int64_t floats = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int64_t r = c.compress_ratios[l];
+    if (r == 0) continue;
+    const bool csa = c.attention_types[l] == V4AttentionType::kCsa;
+    const int64_t coff = csa ? 2 : 1;
+    floats += 2 * r * coff * c.head_dim + (csa ? 2 * r * c.head_dim : 0);
+    if (csa) floats += 2 * r * 2 * c.index_head_dim + 2 * r * c.index_head_dim;
+  }
+  floats += static_cast<int64_t>(weights_->mtp.size()) * c.sliding_window * c.head_dim;
+  spec_.sequence_state_bytes = floats * static_cast<int64_t>(sizeof(float));
+  return Status::Ok();
+}
+
 std::unique_ptr<SequenceState> V4Model::NewSequence() const {
-  auto state = std::make_unique<V4SequenceState>();
+  auto state = std::make_unique<V4SequenceState>(this, spec_.groups.size());
   state->layers.resize(config_.num_layers);
   state->mtp_layers.resize(weights_->mtp.size());
   return state;
 }
 
-Status V4Model::Forward(std::span<const SequenceChunk> batch, KvBlockPool& pool, ForwardOutput* out) {
-  return Run(batch, {}, pool, out, nullptr);
+Status V4Model::Truncate(SequenceState&, int64_t) {
+  return Status::Unimplemented("DeepSeek-V4: Truncate is not implemented yet");
+}
+
+Result<std::unique_ptr<SequenceState>> V4Model::Fork(const SequenceState&) {
+  return Status::Unimplemented("DeepSeek-V4: Fork is not implemented yet");
+}
+
+Status V4Model::RestoreAt(SequenceState&, int64_t, RestoreFrom, const KvPools&) {
+  return Status::Unimplemented("DeepSeek-V4: RestoreAt is not implemented yet");
+}
+
+Status V4Model::Draft(std::span<const DraftChunk>, KvPools&, ForwardOutput*) {
+  return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
+}
+
+Result<StepCost> V4Model::EstimateStepCost(std::span<const ChunkShape>) const {
+  return Status::Unimplemented("DeepSeek-V4: EstimateStepCost is not implemented yet");
+}
+
+Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
+  return Run(batch, {}, pools, out, nullptr);
 }
 
 Status V4Model::ForwardWithMtp(std::span<const SequenceChunk> batch,
-                               std::span<const std::span<const int32_t>> next_tokens, KvBlockPool& pool,
+                               std::span<const std::span<const int32_t>> next_tokens, KvPools& pools,
                                ForwardOutput* out, std::vector<float>* mtp_logits) {
   if (weights_->mtp.empty()) return Status::FailedPrecondition("the checkpoint has no MTP layer weights");
   if (next_tokens.size() != batch.size())
     return Status::InvalidArgument("ForwardWithMtp needs next tokens for every chunk");
   if (mtp_logits == nullptr) return Status::InvalidArgument("ForwardWithMtp needs an output for MTP logits");
-  return Run(batch, next_tokens, pool, out, mtp_logits);
+  return Run(batch, next_tokens, pools, out, mtp_logits);
 }
 
 Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
-                    KvBlockPool& pool, ForwardOutput* out, std::vector<float>* mtp_logits) {
+                    KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits) {
   const V4Config& c = config_;
   const bool with_mtp = mtp_logits != nullptr;
-  *out = ForwardOutput{};
+  // Cleared, not replaced: the buffers keep their capacity.
   out->vocab_size = c.vocab_size;
+  out->hidden_width = info_.hidden_width;
+  out->logits.clear();
+  out->hidden.clear();
+  out->first_row.clear();
+  out->num_rows.clear();
   if (batch.empty()) return Status::Ok();
   // Validate everything before any state changes.
-  if (layout_.block_floats > 0 && pool.block_floats() != layout_.block_floats)
-    return Status::InvalidArgument("KV block pool has blocks of " + std::to_string(pool.block_floats()) +
-                                   " floats; this model needs " + std::to_string(layout_.block_floats));
+  if (pools.num_groups() != spec_.groups.size())
+    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
+                                   std::to_string(spec_.groups.size()));
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
+      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
+                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
+                                     std::to_string(spec_.groups[g].bytes_per_block));
+  }
   std::unordered_set<const SequenceState*> seen;
   v4::Step step;
   step.config = &c;
   step.layout = &layout_;
-  step.pool = &pool;
+  step.pools = &pools;
   step.main_inv_freq = &main_inv_freq_;
   step.compress_inv_freq = &compress_inv_freq_;
   if (precision_ == ComputePrecision::kBf16Activations)
     step.linear.precision = kernels::LinearPrecision::kBf16Activations;
+  bool want_hidden = false;
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     const SequenceChunk& chunk = batch[ci];
     const std::string where = "batch chunk " + std::to_string(ci);
-    auto* state = dynamic_cast<V4SequenceState*>(chunk.state);
-    if (state == nullptr || state->layers.size() != static_cast<size_t>(c.num_layers))
+    if (chunk.state == nullptr || chunk.state->owner() != this)
       return Status::InvalidArgument(where + ": not a sequence state of this model");
+    auto* state = static_cast<V4SequenceState*>(chunk.state);
     if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
     if (chunk.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
+    if (chunk.state_only) return Status::Unimplemented(where + ": state-only chunks are not implemented yet");
     for (int32_t t : chunk.tokens) {
       if (t < 0 || t >= c.vocab_size)
         return Status::OutOfRange(where + ": token id " + std::to_string(t) + " outside the vocabulary");
     }
     const int64_t start = state->num_tokens(), len = static_cast<int64_t>(chunk.tokens.size());
-    if (layout_.block_floats > 0) {
-      const int64_t need = KvBlocksFor(start + len);
-      if (static_cast<int64_t>(state->block_table().size()) < need)
-        return Status::InvalidArgument(where + ": the block table covers " +
-                                       std::to_string(state->block_table().size()) + " blocks; positions up to " +
-                                       std::to_string(start + len) + " need " + std::to_string(need));
-      for (int64_t b = 0; b < need; ++b) {
-        const int32_t id = state->block_table()[b];
-        if (id < 0 || id >= pool.num_blocks())
-          return Status::OutOfRange(where + ": block id " + std::to_string(id) + " is not in the pool");
+    if (chunk.logits == LogitsWanted::kRows) {
+      for (size_t i = 0; i < chunk.rows.size(); ++i) {
+        if (chunk.rows[i] < 0 || chunk.rows[i] >= len || (i > 0 && chunk.rows[i] <= chunk.rows[i - 1]))
+          return Status::InvalidArgument(where + ": logit rows must be increasing rows of the chunk (0.." +
+                                         std::to_string(len - 1) + ")");
+      }
+    }
+    want_hidden = want_hidden || chunk.want_hidden;
+    for (size_t g = 0; g < spec_.groups.size(); ++g) {
+      const BlockSpan need = BlocksNeeded(spec_.groups[g], start, start + len);
+      const std::vector<int32_t>& table = state->block_table(g);
+      if (static_cast<int64_t>(table.size()) < need.end)
+        return Status::InvalidArgument(where + ": the block table of group '" + spec_.groups[g].name + "' covers " +
+                                       std::to_string(table.size()) + " blocks; positions up to " +
+                                       std::to_string(start + len) + " need " + std::to_string(need.end));
+      for (int64_t b = need.first; b < need.end; ++b) {
+        if (!pools.group(g).contains(table[b]))
+          return Status::OutOfRange(where + ": block id " + std::to_string(table[b]) + " (group '" +
+                                    spec_.groups[g].name + "', block " + std::to_string(b) + ") is not in the pool");
       }
     }
     if (with_mtp) {
@@ -238,18 +402,22 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
     v4::Block(step, block, streams.data());
   }
 
-  // Logits for the rows asked for.
-  out->vocab_size = v;
+  // Logits (and hidden states) for the rows asked for.
   out->first_row.assign(batch.size(), 0);
   out->num_rows.assign(batch.size(), 0);
   std::vector<int64_t> wanted;
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     const v4::ChunkRows& chunk = step.chunks[ci];
     out->first_row[ci] = static_cast<int64_t>(wanted.size());
-    if (batch[ci].logits == LogitsWanted::kLast) {
-      wanted.push_back(chunk.first_row + chunk.num_rows - 1);
-    } else if (batch[ci].logits == LogitsWanted::kAll) {
-      for (int64_t i = 0; i < chunk.num_rows; ++i) wanted.push_back(chunk.first_row + i);
+    switch (batch[ci].logits) {
+      case LogitsWanted::kNone: break;
+      case LogitsWanted::kLast: wanted.push_back(chunk.first_row + chunk.num_rows - 1); break;
+      case LogitsWanted::kAll:
+        for (int64_t i = 0; i < chunk.num_rows; ++i) wanted.push_back(chunk.first_row + i);
+        break;
+      case LogitsWanted::kRows:
+        for (int32_t i : batch[ci].rows) wanted.push_back(chunk.first_row + i);
+        break;
     }
     out->num_rows[ci] = static_cast<int64_t>(wanted.size()) - out->first_row[ci];
   }
@@ -268,6 +436,7 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
     std::copy(streams.data() + wanted[r] * hc * d, streams.data() + (wanted[r] + 1) * hc * d,
               picked.data() + r * hc * d);
   head(weights_->hc_head, weights_->norm, picked.data(), m, &out->logits);
+  if (want_hidden) out->hidden.assign(picked.begin(), picked.end());
 
   if (with_mtp) {
     ScopedPhase phase(Phase::kMtp);

@@ -1,5 +1,12 @@
 // DeepSeek-V4 (model_type "deepseek_v4"): the whole forward pass over batched sequence chunks, in fp32 over
 // weights in their stored formats. Numerics follow transformers' deepseek_v4 model.
+//
+// Cache groups (see kv_cache_spec.h), in this order, each present when some layer uses it:
+//   "csa_kv"    kCompressed, the CSA ratio (4): per CSA layer 128/4 entries of head_dim
+//   "hca_kv"    kCompressed, the HCA ratio (128): per HCA layer 1 entry of head_dim
+//   "csa_index" kIndexerKeys, the CSA ratio: per CSA layer 128/4 keys of index_head_dim
+//   "window"    kSlidingWindow (window = sliding_window): per layer 128 K=V vectors of head_dim
+// (A config with several CSA or HCA ratios gets one group per distinct ratio, named with it.)
 #pragma once
 
 #include <memory>
@@ -14,44 +21,60 @@
 
 namespace deepinfer::model {
 
-// Where a compressed layer's entries (and a CSA layer's indexer keys) sit inside a KV block.
-struct V4BlockLayout {
-  std::vector<int64_t> kv_offset;     // per layer, -1 for sliding-window layers
-  std::vector<int64_t> index_offset;  // per layer, -1 unless CSA
-  int64_t block_floats = 0;
+// Where each layer's entries sit in the cache groups' blocks (offsets in floats from a block's start).
+struct V4CacheLayout {
+  struct Layer {
+    int kv_group = -1;  // compressed entries (CSA and HCA layers)
+    int64_t kv_offset = 0;
+    int index_group = -1;  // indexer keys (CSA layers)
+    int64_t index_offset = 0;
+    int64_t window_offset = 0;  // K=V vectors in the window group
+  };
+  std::vector<Layer> layers;
+  int window_group = -1;
 };
 
 class V4Model : public CausalLM {
  public:
   static Result<std::unique_ptr<V4Model>> Load(const std::string& dir, const LoadOptions& options = {});
 
-  std::string architecture() const override { return "DeepseekV4ForCausalLM"; }
-  int64_t vocab_size() const override { return config_.vocab_size; }
-  int64_t kv_block_floats() const override { return layout_.block_floats; }
+  const ModelInfo& info() const override { return info_; }
+  const KvCacheSpec& cache_spec() const override { return spec_; }
   std::unique_ptr<SequenceState> NewSequence() const override;
-  Status Forward(std::span<const SequenceChunk> batch, KvBlockPool& pool, ForwardOutput* out) override;
+  Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) override;
+  int64_t max_rollback() const override { return 0; }
+  Status Truncate(SequenceState& state, int64_t n) override;
+  Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) override;
+  Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const KvPools& pools) override;
+  Status Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) override;
+  Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
 
   // Multi-token prediction: like Forward, but also returns, for every position p of every chunk, the MTP
   // layer's logits for token p + 2 given the main model's streams at p and `next_tokens` (the token at
   // p + 1 for each position; same length as the chunk's tokens). `mtp_logits` rows follow the chunks'
   // tokens. Requires MTP weights; the MTP layer keeps its own window ring in the state.
   Status ForwardWithMtp(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
-                        KvBlockPool& pool, ForwardOutput* out, std::vector<float>* mtp_logits);
+                        KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits);
 
+  int64_t vocab_size() const { return config_.vocab_size; }
   const V4Config& config() const { return config_; }
   const V4Weights& weights() const { return *weights_; }
+  const V4CacheLayout& cache_layout() const { return layout_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }
   ComputePrecision precision() const { return precision_; }
 
  private:
   V4Model() = default;
+  Status BuildCacheSpec();
   Status Run(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
-             KvBlockPool& pool, ForwardOutput* out, std::vector<float>* mtp_logits);
+             KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits);
 
   V4Config config_;
   Checkpoint checkpoint_;
   std::unique_ptr<V4Weights> weights_;
-  V4BlockLayout layout_;
+  ModelInfo info_;
+  KvCacheSpec spec_;
+  V4CacheLayout layout_;
   ComputePrecision precision_ = ComputePrecision::kExact;
   std::vector<float> main_inv_freq_, compress_inv_freq_;
 };

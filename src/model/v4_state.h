@@ -1,5 +1,6 @@
-// Per-sequence DeepSeek-V4 state kept between Forward calls, apart from the block-addressed compressed
-// entries: each layer's sliding-window ring of K=V vectors and each compressor's partial window.
+// Per-sequence DeepSeek-V4 state kept between Forward calls, apart from the block-addressed entries
+// (compressed entries, indexer keys and the window's K=V vectors): each compressor's partial window, and
+// the MTP layer's window ring.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +19,15 @@ struct V4CompressorState {
 };
 
 struct V4LayerState {
-  std::vector<float> ring;  // [sliding_window, head_dim]; position p lives in slot p % sliding_window
+  std::vector<float> ring;  // MTP layers only: [sliding_window, head_dim]; position p in slot p % window
   V4CompressorState compressor;
   V4CompressorState index_compressor;
 };
 
 class V4SequenceState : public SequenceState {
  public:
+  V4SequenceState(const void* owner, size_t num_groups) : SequenceState(owner, num_groups) {}
+
   std::vector<V4LayerState> layers;
   std::vector<V4LayerState> mtp_layers;
   int64_t mtp_tokens = 0;  // positions the MTP layer has consumed

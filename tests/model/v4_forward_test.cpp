@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.h"
+#include "model/sequential_blocks.h"
 #include "model/v4_model.h"
 #include "v4_fixture.h"
 
@@ -42,23 +43,27 @@ constexpr double kRelativeTolerance = 1e-4;
 
 struct Runner {
   std::unique_ptr<V4Model> model;
-  KvBlockPool pool;
-  int32_t next_block = 0;
+  KvPools pool;
+  std::unique_ptr<SequentialBlocks> blocks;
 
-  explicit Runner(const std::string& fixture, int64_t blocks = 64,
+  explicit Runner(const std::string& fixture, int64_t blocks_each = 64,
                   ComputePrecision precision = ComputePrecision::kExact) {
     LoadOptions options;
     options.precision = precision;
     auto m = V4Model::Load(FixtureDir(fixture), options);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (m.ok()) model = std::move(*m);
-    if (model) pool = KvBlockPool(model->kv_block_floats(), blocks);
+    if (!model) return;
+    auto pools = KvPools::Create(model->cache_spec(), blocks_each);
+    EXPECT_TRUE(pools.ok()) << pools.status().ToString();
+    if (pools.ok()) pool = std::move(*pools);
+    blocks = std::make_unique<SequentialBlocks>(model->cache_spec(), pool);
   }
 
-  // Grows the block table of `state` to cover `extra` more tokens (blocks handed out in order).
+  // Grows the block tables of `state` to cover `extra` more tokens (blocks handed out in order).
   void Reserve(SequenceState& state, int64_t extra) {
-    while (static_cast<int64_t>(state.block_table().size()) < KvBlocksFor(state.num_tokens() + extra))
-      state.block_table().push_back(next_block++);
+    Status s = blocks->Reserve(state, extra);
+    EXPECT_TRUE(s.ok()) << s.ToString();
   }
 
   // Runs `tokens` through a fresh sequence in chunks of the given sizes; returns all-position logits.

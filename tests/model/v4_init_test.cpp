@@ -13,6 +13,7 @@
 
 #include "core/safetensors.h"
 #include "kernels/number_formats.h"
+#include "model/sequential_blocks.h"
 #include "model/v4_model.h"
 
 namespace deepinfer::model {
@@ -89,12 +90,15 @@ std::vector<float> AllLogits(const std::string& dir, const std::vector<int32_t>&
   auto model = V4Model::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return {};
-  KvBlockPool pool((*model)->kv_block_floats(), 8);
+  auto pool = KvPools::Create((*model)->cache_spec(), 8);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  if (!pool.ok()) return {};
   auto state = (*model)->NewSequence();
-  for (int32_t b = 0; b < KvBlocksFor(static_cast<int64_t>(tokens.size())); ++b) state->block_table().push_back(b);
+  SequentialBlocks blocks((*model)->cache_spec(), *pool);
+  EXPECT_TRUE(blocks.Reserve(*state, static_cast<int64_t>(tokens.size())).ok());
   SequenceChunk chunk{state.get(), tokens, LogitsWanted::kAll};
   ForwardOutput out;
-  EXPECT_TRUE((*model)->Forward(std::span(&chunk, 1), pool, &out).ok());
+  EXPECT_TRUE((*model)->Forward(std::span(&chunk, 1), *pool, &out).ok());
   return out.logits;
 }
 

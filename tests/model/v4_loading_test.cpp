@@ -39,10 +39,29 @@ std::string CopyFixture(const std::string& tag, const std::string& drop, const s
 TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
   auto model = LoadCausalLM(test_support::FixtureDir("v4_hca128"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ((*model)->architecture(), "DeepseekV4ForCausalLM");
-  EXPECT_EQ((*model)->vocab_size(), 256);
-  // Layers: HCA 128 (1 entry of 32 per block), CSA 4 (32 entries of 32 + 32 indexer keys of 16).
-  EXPECT_EQ((*model)->kv_block_floats(), 1 * 32 + 32 * 32 + 32 * 16);
+  EXPECT_EQ((*model)->info().architecture, "DeepseekV4ForCausalLM");
+  EXPECT_EQ((*model)->info().vocab_size, 256);
+  // Layers: HCA 128 (1 entry of 32 per block), CSA 4 (32 entries of 32 + 32 indexer keys of 16), in
+  // groups csa_kv, hca_kv, csa_index, then the window (128 K=V vectors of 32 for each of the 3 layers).
+  const KvCacheSpec& spec = (*model)->cache_spec();
+  int64_t prefix_floats = 0;
+  for (const CacheGroupSpec& g : spec.groups)
+    if (g.retention == CacheRetention::kPrefix) prefix_floats += g.bytes_per_block / 4;
+  EXPECT_EQ(prefix_floats, 1 * 32 + 32 * 32 + 32 * 16);
+  ASSERT_EQ(spec.groups.size(), 4u);
+  const std::vector<std::string> names = {"csa_kv", "hca_kv", "csa_index", "window"};
+  const std::vector<int64_t> floats = {32 * 32, 1 * 32, 32 * 16, 3 * 128 * 32};
+  const std::vector<int64_t> ratios = {4, 128, 4, 1};
+  for (size_t g = 0; g < 4; ++g) {
+    EXPECT_EQ(spec.groups[g].name, names[g]);
+    EXPECT_EQ(spec.groups[g].bytes_per_block, floats[g] * 4) << names[g];
+    EXPECT_EQ(spec.groups[g].ratio, ratios[g]) << names[g];
+    EXPECT_EQ(spec.groups[g].tokens_per_block, kBlockTokens);
+    EXPECT_EQ(spec.groups[g].num_layers, g == 3 ? 3 : 1) << names[g];
+  }
+  EXPECT_EQ(spec.groups[3].retention, CacheRetention::kWindow);
+  EXPECT_EQ(spec.groups[3].window, 32);  // the fixture's sliding_window
+  EXPECT_EQ(spec.groups[3].kind, CacheKind::kSlidingWindow);
 }
 
 TEST(V4Loading, MissingTensorIsNamed) {
@@ -67,7 +86,9 @@ TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
   auto loaded = V4Model::Load(test_support::FixtureDir("v4_mixed"));
   ASSERT_TRUE(loaded.ok());
   V4Model& model = **loaded;
-  KvBlockPool pool(model.kv_block_floats(), 4);
+  auto made = KvPools::Create(model.cache_spec(), 4);
+  ASSERT_TRUE(made.ok());
+  KvPools& pool = *made;
   auto state = model.NewSequence();
   std::vector<int32_t> tokens = {1, 2, 3};
   ForwardOutput out;
@@ -76,16 +97,19 @@ TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
   Status s = model.Forward(std::span(&chunk, 1), pool, &out);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("block table"), std::string::npos) << s.message();
-  state->block_table().push_back(7);  // not in a pool of 4
+  for (size_t g = 0; g < state->num_groups(); ++g) state->block_table(g).push_back(7);  // not in a pool of 4
   EXPECT_EQ(model.Forward(std::span(&chunk, 1), pool, &out).code(), StatusCode::kOutOfRange);
-  state->block_table()[0] = 0;
+  for (size_t g = 0; g < state->num_groups(); ++g) state->block_table(g)[0] = 0;
   std::vector<int32_t> bad = {1, 256};
   SequenceChunk bad_chunk{state.get(), bad, LogitsWanted::kLast};
   EXPECT_EQ(model.Forward(std::span(&bad_chunk, 1), pool, &out).code(), StatusCode::kOutOfRange);
   SequenceChunk twice[2] = {chunk, chunk};
   EXPECT_FALSE(model.Forward(twice, pool, &out).ok());
-  KvBlockPool wrong(model.kv_block_floats() + 1, 4);
-  EXPECT_FALSE(model.Forward(std::span(&chunk, 1), wrong, &out).ok());
+  KvCacheSpec wrong_spec = model.cache_spec();
+  wrong_spec.groups[0].bytes_per_block += 4;
+  auto wrong = KvPools::Create(wrong_spec, 4);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_FALSE(model.Forward(std::span(&chunk, 1), *wrong, &out).ok());
   EXPECT_EQ(state->num_tokens(), 0);
   ASSERT_TRUE(model.Forward({}, pool, &out).ok());  // an empty batch is a no-op
   EXPECT_TRUE(out.logits.empty());
