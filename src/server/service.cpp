@@ -1,0 +1,296 @@
+#include "server/service.h"
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "server/service_internal.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::server {
+
+namespace {
+
+constexpr Route kRoutes[] = {
+    {"POST", "/v1/chat/completions"},
+    {"POST", "/v1/completions"},
+    {"POST", "/v1/responses"},
+    {"POST", "/v1/messages"},
+    {"POST", "/v1/messages/count_tokens"},
+    {"POST", "/tokenize"},
+    {"POST", "/detokenize"},
+    {"GET", "/v1/models"},
+    {"GET", "/health"},
+    {"GET", "/version"},
+    {"GET", "/metrics"},
+};
+
+// A client's x-request-id is kept when it is 1..128 visible ASCII characters; otherwise one is made.
+std::string RequestId(std::string_view given) {
+  bool ok = !given.empty() && given.size() <= 128;
+  for (const char c : given) ok = ok && c > 0x20 && c < 0x7f;
+  if (ok) return std::string(given);
+  thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t r = rng();
+    for (int j = 0; j < 16; ++j) id[static_cast<size_t>(i * 16 + j)] = kHex[(r >> (4 * j)) & 15];
+  }
+  return id;
+}
+
+// Compares in time independent of where the strings differ, so the key cannot be guessed byte by byte.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+std::string Rfc3339(int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace
+
+std::span<const Route> Routes() { return kRoutes; }
+
+std::string_view EndpointLabel(std::string_view method, std::string_view path) {
+  for (const Route& r : kRoutes)
+    if (r.path == path) return r.path;
+  if (method == "GET" && path.rfind("/v1/models/", 0) == 0) return "/v1/models/{model}";
+  return "other";
+}
+
+void ServiceExchange::Reply(HttpResponse response) {
+  if (replied_.exchange(true)) return;
+  response.headers.push_back({"x-request-id", request_id});
+  counter->Add(endpoint, response.status);
+  DI_LOG(kDebug, "request").Field("id", request_id).Field("method", request.method).Field("path", request.path)
+      .Field("status", response.status).Field("ms", stopwatch.ElapsedMillis());
+  channel->Respond(std::move(response));
+}
+
+void ServiceExchange::Fail(const ApiError& error) { Reply(ErrorResponse(family, error)); }
+
+bool ServiceExchange::BeginStream(int status, std::string content_type) {
+  if (replied_.exchange(true)) return false;
+  counter->Add(endpoint, status);
+  channel->StartStream(status, std::move(content_type), {{"x-request-id", request_id}});
+  return true;
+}
+
+Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
+    : options_(std::move(options)),
+      tokenizer_(tokenizer),
+      control_ids_(recipe::ControlTokenIds::FromTokenizer(*tokenizer)) {
+  if (options_.served_model_names.empty()) options_.served_model_names.push_back("deepinfer");
+}
+
+Service::~Service() = default;
+
+bool Service::KnownModel(std::string_view model) const {
+  for (const auto& name : options_.served_model_names)
+    if (name == model) return true;
+  return false;
+}
+
+ApiError Service::ModelNotFound(std::string_view model) const {
+  ApiError e;
+  e.status = 404;
+  e.param = "model";
+  e.code = "model_not_found";
+  e.message = "The model `" + std::string(model) + "` does not exist (this server serves `" +
+              options_.served_model_names.front() + "`).";
+  return e;
+}
+
+bool Service::Authorized(const HttpRequest& request) const {
+  if (options_.api_keys.empty()) return true;
+  std::string_view given = request.Header("x-api-key");
+  if (given.empty()) {
+    const std::string_view auth = request.Header("authorization");
+    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) given = auth.substr(7);
+  }
+  bool ok = false;
+  for (const auto& key : options_.api_keys) ok |= ConstantTimeEquals(given, key);
+  return ok;
+}
+
+HttpResponse Service::TransportError(int status, std::string_view path, std::string_view message) {
+  ApiError e;
+  e.status = status;
+  e.message = std::string(message);
+  requests_.Add(path.empty() ? "other" : EndpointLabel("", path), status);
+  return ErrorResponse(FamilyForPath(path), e);
+}
+
+void Service::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channel) {
+  auto exchange = std::make_shared<Exchange>();
+  exchange->request_id = RequestId(request.Header("x-request-id"));
+  exchange->family = FamilyForPath(request.path);
+  exchange->endpoint = std::string(EndpointLabel(request.method, request.path));
+  exchange->counter = &requests_;
+  exchange->request = std::move(request);
+  exchange->channel = std::move(channel);
+  Dispatch(exchange);
+}
+
+void Service::Dispatch(const std::shared_ptr<Exchange>& exchange) {
+  const HttpRequest& request = exchange->request;
+  const std::string_view path = request.path;
+  const std::string_view method = request.method;
+
+  // Probes and metrics need no key (as in vLLM); everything that reads or generates text does.
+  const bool open = path == "/health" || path == "/version" || path == "/metrics";
+  if (!open && !Authorized(request)) {
+    ApiError e;
+    e.status = 401;
+    e.code = "invalid_api_key";
+    e.message = request.Header("authorization").empty() && request.Header("x-api-key").empty()
+                    ? "Missing API key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'."
+                    : "Incorrect API key provided.";
+    return exchange->Fail(e);
+  }
+
+  const Route* route = nullptr;
+  bool path_known = false;
+  for (const Route& r : kRoutes) {
+    if (r.path != path) continue;
+    path_known = true;
+    if (r.method == method) route = &r;
+  }
+  const bool model_path = path.rfind("/v1/models/", 0) == 0 && path.size() > 11;
+  if (model_path) {
+    path_known = true;
+    if (method == "GET") return HandleModel(exchange, path.substr(11));
+  }
+  if (!route) {
+    ApiError e;
+    e.status = path_known ? 405 : 404;
+    e.message = path_known ? "Method " + std::string(method) + " is not allowed on " + std::string(path) + "."
+                           : "Unknown endpoint " + std::string(method) + " " + std::string(path) + ".";
+    return exchange->Fail(e);
+  }
+
+  if (path == "/health") {
+    if (ready()) return exchange->Reply(JsonResponse(200, R"({"status":"ok"})"));
+    HttpResponse r = JsonResponse(503, draining_.load() ? R"({"status":"shutting down"})" : R"({"status":"loading"})");
+    r.headers.push_back({"retry-after", "1"});
+    return exchange->Reply(std::move(r));
+  }
+  if (path == "/version") {
+    nlohmann::json body = {{"version", options_.version}};
+    return exchange->Reply(JsonResponse(200, body.dump()));
+  }
+  if (path == "/metrics") {
+    HttpResponse r = JsonResponse(200, MetricsText());
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return exchange->Reply(std::move(r));
+  }
+  if (path == "/v1/models") return HandleModels(exchange);
+
+  // Everything below reads the body as JSON, whatever Content-Type says (curl -d sends a form type).
+  if (path == "/tokenize") return HandleTokenize(exchange);
+  if (path == "/detokenize") return HandleDetokenize(exchange);
+  if (path == "/v1/messages/count_tokens") return HandleCountTokens(exchange);
+
+  if (!ready()) {
+    ApiError e;
+    e.status = 503;
+    e.retry_after_s = 1;
+    e.message = draining_.load() ? "The server is shutting down." : "The model is still loading.";
+    return exchange->Fail(e);
+  }
+  if (path == "/v1/chat/completions") return HandleGenerate(exchange, recipe::Protocol::kChatCompletions);
+  if (path == "/v1/responses") return HandleGenerate(exchange, recipe::Protocol::kResponses);
+  if (path == "/v1/messages") return HandleGenerate(exchange, recipe::Protocol::kAnthropicMessages);
+  if (path == "/v1/completions") return HandleCompletions(exchange);
+}
+
+void Service::HandleModels(const std::shared_ptr<Exchange>& exchange) {
+  // An Anthropic client (it sends anthropic-version) gets the Models API's shape; others OpenAI's.
+  const bool anthropic = !exchange->request.Header("anthropic-version").empty();
+  nlohmann::ordered_json data = nlohmann::ordered_json::array();
+  for (const auto& name : options_.served_model_names) {
+    if (anthropic) {
+      data.push_back({{"type", "model"}, {"id", name}, {"display_name", name}, {"created_at", Rfc3339(options_.created)}});
+    } else {
+      data.push_back({{"id", name}, {"object", "model"}, {"created", options_.created}, {"owned_by", "deepinfer"},
+                      {"root", options_.model_path}, {"parent", nullptr}, {"max_model_len", options_.max_model_len}});
+    }
+  }
+  nlohmann::ordered_json body;
+  if (anthropic) {
+    body = {{"data", data}, {"has_more", false}, {"first_id", options_.served_model_names.front()},
+            {"last_id", options_.served_model_names.back()}};
+  } else {
+    body = {{"object", "list"}, {"data", data}};
+  }
+  exchange->Reply(JsonResponse(200, body.dump()));
+}
+
+void Service::HandleModel(const std::shared_ptr<Exchange>& exchange, std::string_view id) {
+  if (!KnownModel(id)) return exchange->Fail(ModelNotFound(id));
+  const bool anthropic = !exchange->request.Header("anthropic-version").empty();
+  nlohmann::ordered_json body;
+  if (anthropic) {
+    body = {{"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", Rfc3339(options_.created)}};
+  } else {
+    body = {{"id", id}, {"object", "model"}, {"created", options_.created}, {"owned_by", "deepinfer"},
+            {"root", options_.model_path}, {"parent", nullptr}, {"max_model_len", options_.max_model_len}};
+  }
+  exchange->Reply(JsonResponse(200, body.dump()));
+}
+
+std::string Service::MetricsText() const {
+  PrometheusText out;
+  const MetricLabels model = {{"model_name", options_.served_model_names.front()}};
+
+  out.Family("deepinfer:http_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
+  for (const auto& [key, count] : requests_.Snapshot())
+    out.Sample("deepinfer:http_requests_total", {{"endpoint", key.first}, {"status", std::to_string(key.second)}},
+               static_cast<double>(count));
+
+  if (http_counters_) {
+    const HttpServerCounters c = http_counters_();
+    out.Family("deepinfer:http_connections_open", "gauge", "Client connections open.");
+    out.Sample("deepinfer:http_connections_open", {}, static_cast<double>(c.connections_open));
+    out.Family("deepinfer:http_connections_total", "counter", "Client connections accepted.");
+    out.Sample("deepinfer:http_connections_total", {}, static_cast<double>(c.connections_total));
+    out.Family("deepinfer:http_connections_rejected_total", "counter",
+               "Connections refused because --max-connections were open.");
+    out.Sample("deepinfer:http_connections_rejected_total", {}, static_cast<double>(c.connections_rejected));
+    out.Family("deepinfer:http_disconnects_total", "counter",
+               "Responses cut short: the client went away, stopped reading, or the server shut down.");
+    out.Sample("deepinfer:http_disconnects_total", {}, static_cast<double>(c.exchanges_cancelled));
+    out.Family("deepinfer:http_transport_errors_total", "counter",
+               "Requests rejected before routing: malformed HTTP, headers or body over the limits, timeouts.");
+    out.Sample("deepinfer:http_transport_errors_total", {}, static_cast<double>(c.transport_errors));
+  }
+  AppendEngineMetrics(&out, model);
+  return out.text();
+}
+
+}  // namespace deepinfer::server

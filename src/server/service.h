@@ -1,0 +1,103 @@
+// The API of `deepinfer serve`: routing, API keys, x-request-id, the info endpoints (/health, /version,
+// /v1/models, /metrics), tokenization endpoints (/tokenize, /detokenize, /v1/messages/count_tokens) and
+// the generation endpoints (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages).
+//
+// Requests are validated by the codec (src/recipe) and answered in their protocol's error shape; the
+// service adds what the codec cannot know: the served model name (404), the context length (400), the
+// API key (401), readiness and overload (503 / 429 with Retry-After).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recipe/encoding.h"
+#include "recipe/request.h"
+#include "server/api_errors.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace deepinfer::tokenizer {
+class Tokenizer;
+}
+
+namespace deepinfer::server {
+
+struct ServiceExchange;  // service_internal.h
+
+struct ServiceOptions {
+  // Names clients may give as `model`; the first is the one /v1/models lists first and responses carry.
+  std::vector<std::string> served_model_names = {"deepinfer"};
+  std::string model_path;  // /v1/models "root"
+  std::vector<std::string> api_keys;  // empty: no key needed
+  recipe::ModelVersion model_version = recipe::ModelVersion::kV4;
+  bool default_thinking_mode = true;
+  int64_t max_model_len = 4096;  // prompt + completion tokens
+  std::string version = "0";
+  int64_t created = 0;  // Unix seconds, /v1/models "created"
+};
+
+// Routes the service knows, for metric labels and method checks.
+struct Route {
+  std::string_view method;
+  std::string_view path;
+};
+std::span<const Route> Routes();
+
+class Service : public HttpHandler {
+ public:
+  Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer);
+  ~Service() override;
+
+  void Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channel) override;
+  HttpResponse TransportError(int status, std::string_view path, std::string_view message) override;
+
+  // /health answers 200 only while ready and not draining.
+  void SetReady(bool ready) { ready_.store(ready); }
+  void SetDraining(bool draining) { draining_.store(draining); }
+  bool ready() const { return ready_.load() && !draining_.load(); }
+  // Transport counters for /metrics.
+  void SetHttpCounters(std::function<HttpServerCounters()> counters) { http_counters_ = std::move(counters); }
+
+  std::string MetricsText() const;
+  const ServiceOptions& options() const { return options_; }
+
+ private:
+  using Exchange = ServiceExchange;
+  void Dispatch(const std::shared_ptr<Exchange>& exchange);
+  bool Authorized(const HttpRequest& request) const;
+  bool KnownModel(std::string_view model) const;
+
+  void HandleModels(const std::shared_ptr<Exchange>& exchange);
+  void HandleModel(const std::shared_ptr<Exchange>& exchange, std::string_view id);
+  void HandleTokenize(const std::shared_ptr<Exchange>& exchange);
+  void HandleDetokenize(const std::shared_ptr<Exchange>& exchange);
+  void HandleCountTokens(const std::shared_ptr<Exchange>& exchange);
+  void HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol);
+  void HandleCompletions(const std::shared_ptr<Exchange>& exchange);
+
+  // The parsed request and its prompt ids; false when the error response was already sent.
+  struct Prompt {
+    recipe::ParsedRequest request;
+    std::vector<int32_t> ids;
+  };
+  bool PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol, std::string_view body,
+                     Prompt* out);
+  ApiError ModelNotFound(std::string_view model) const;
+  void AppendEngineMetrics(PrometheusText* out, const MetricLabels& model) const;
+
+  ServiceOptions options_;
+  const tokenizer::Tokenizer* tokenizer_;
+  recipe::ControlTokenIds control_ids_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  std::function<HttpServerCounters()> http_counters_;
+  RequestCounter requests_;
+};
+
+}  // namespace deepinfer::server
