@@ -13,7 +13,7 @@ bool FitsContext(ServiceExchange& exchange, recipe::Protocol protocol, int64_t p
   const bool over = prompt_tokens >= max_model_len || (max_tokens && prompt_tokens + *max_tokens > max_model_len);
   if (!over) return true;
   recipe::RequestError e;
-  if (protocol == recipe::Protocol::kAnthropicMessages) {
+  if (protocol == recipe::Protocol::kMessages) {
     e.message = "prompt is too long: " + std::to_string(prompt_tokens) + " tokens + max_tokens " +
                 std::to_string(max_tokens.value_or(0)) + " > " + std::to_string(max_model_len) + " maximum";
   } else {

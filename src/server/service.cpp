@@ -225,7 +225,7 @@ void Service::Dispatch(const std::shared_ptr<Exchange>& exchange) {
   }
   if (path == "/v1/chat/completions") return HandleGenerate(exchange, recipe::Protocol::kChatCompletions);
   if (path == "/v1/responses") return HandleGenerate(exchange, recipe::Protocol::kResponses);
-  if (path == "/v1/messages") return HandleGenerate(exchange, recipe::Protocol::kAnthropicMessages);
+  if (path == "/v1/messages") return HandleGenerate(exchange, recipe::Protocol::kMessages);
   if (path == "/v1/completions") return HandleCompletions(exchange);
 }
 

@@ -16,7 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "recipe/encoding.h"
+#include "recipe/prompt_tokens.h"
+#include "recipe/render.h"
 #include "recipe/request.h"
 #include "server/api_errors.h"
 #include "server/http_server.h"

@@ -62,7 +62,7 @@ bool Service::PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::P
     exchange->Fail(BadRequest(rendered.status().message(), "messages"));
     return false;
   }
-  auto ids = recipe::EncodePrompt(*rendered, *tokenizer_, control_ids_);
+  auto ids = recipe::TokenizePrompt(*rendered, *tokenizer_, control_ids_);
   if (!ids.ok()) {
     ApiError e;
     e.status = 500;
@@ -169,12 +169,12 @@ void Service::HandleCountTokens(const std::shared_ptr<Exchange>& exchange) {
   if (!json.ok()) {
     recipe::RequestError e;
     e.message = json.error;
-    return exchange->Reply(RequestErrorResponse(recipe::Protocol::kAnthropicMessages, e));
+    return exchange->Reply(RequestErrorResponse(recipe::Protocol::kMessages, e));
   }
   // count_tokens takes a Messages request without max_tokens; the codec wants one, and it does not change
   // the prompt.
   Prompt prompt;
-  if (!PreparePrompt(exchange, recipe::Protocol::kAnthropicMessages, WithDefaultField(body, json.value, "max_tokens", "1"),
+  if (!PreparePrompt(exchange, recipe::Protocol::kMessages, WithDefaultField(body, json.value, "max_tokens", "1"),
                      &prompt))
     return;
   nlohmann::ordered_json out;
