@@ -17,8 +17,12 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/recipe_flags.h"
 #include "core/hf_config.h"
 #include "core/log.h"
+#include "engine/engine.h"
+#include "model/causal_lm.h"
 #include "model/v4_init.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
@@ -58,6 +62,15 @@ constexpr const char* kUsage =
     "  --io-threads N              HTTP event-loop threads (default 1)\n"
     "  --shutdown-grace-s S        on SIGTERM/SIGINT, how long requests in flight may take to finish\n"
     "                              (default 30)\n"
+    "  --request-timeout-s S       a generation request finishes (as \"length\") after S seconds (default 600;\n"
+    "                              0: never)\n"
+    "  --kv-cache-memory-bytes N   bytes of KV-cache blocks (default 1 GiB)\n"
+    "  --max-num-seqs N            sequences running at once (default 256)\n"
+    "  --max-num-batched-tokens N  tokens per engine step (default 2048)\n"
+    "  --max-queued-requests N     waiting requests beyond which new ones get 429 (default 4096)\n"
+    "  --no-enable-prefix-caching  no prefix reuse between requests\n"
+    "  --precision exact|bf16      matrix-product arithmetic (default exact)\n"
+    "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
 struct ServeArgs {
@@ -78,97 +91,63 @@ struct ServeArgs {
   int64_t max_connections = 4096;
   int64_t io_threads = 1;
   double shutdown_grace_s = 30;
+  double request_timeout_s = 600;
+  bool enable_test_hooks = false;
+  // Engine
+  int64_t kv_cache_bytes = int64_t{1} << 30;
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_queued_requests = 4096;
+  bool no_prefix_caching = false;
+  model::ComputePrecision precision = model::ComputePrecision::kExact;
 };
 
-bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
-  if (text.empty() || text.size() > 18) return false;
-  for (const char c : text)
-    if (c < '0' || c > '9') return false;
-  const int64_t v = std::stoll(text);
-  if (v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseSeconds(const std::string& text, double* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v > 0) || v > 86400) return false;
-  *out = v;
-  return true;
-}
-
 int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string v;
-    auto value = [&]() {
-      if (i + 1 >= args.size()) return false;
-      v = args[++i];
-      return true;
-    };
-    auto integer = [&](int64_t lo, int64_t hi, int64_t* dst) {
-      if (!value()) return UsageError("serve", a + " needs a value");
-      if (!ParseInt(v, lo, hi, dst))
-        return UsageError("serve", a + " needs an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
-      return 0;
-    };
-    auto seconds = [&](double* dst) {
-      if (!value()) return UsageError("serve", a + " needs a value");
-      if (!ParseSeconds(v, dst)) return UsageError("serve", a + " needs a number of seconds in (0, 86400]");
-      return 0;
-    };
-    int rc = 0;
-    if (a == "--host") {
-      if (!value()) return UsageError("serve", "--host needs a value");
-      out->host = v;
-    } else if (a == "--port") {
-      rc = integer(0, 65535, &out->port);
-    } else if (a == "--api-key") {
-      if (!value() || v.empty()) return UsageError("serve", "--api-key needs a non-empty value");
-      out->api_keys.push_back(v);
-    } else if (a == "--served-model-name") {
-      if (!value() || v.empty()) return UsageError("serve", "--served-model-name needs a non-empty value");
-      out->served_names.push_back(v);
-    } else if (a == "--tokenizer") {
-      if (!value()) return UsageError("serve", "--tokenizer needs a value");
-      out->tokenizer_path = v;
-    } else if (a == "--model-version") {
-      if (!value()) return UsageError("serve", "--model-version needs a value");
-      auto version = recipe::ParseModelVersion(v);
-      if (!version.ok()) return UsageError("serve", version.status().message());
-      out->model_version = *version;
-    } else if (a == "--no-thinking") {
-      out->thinking = false;
-    } else if (a == "--max-model-len") {
-      rc = integer(16, 1 << 24, &out->max_model_len);
-    } else if (a == "--max-request-bytes") {
-      rc = integer(1024, int64_t{1} << 32, &out->max_request_bytes);
-    } else if (a == "--max-header-bytes") {
-      rc = integer(1024, 1 << 24, &out->max_header_bytes);
-    } else if (a == "--timeout-keep-alive") {
-      rc = seconds(&out->keep_alive_s);
-    } else if (a == "--request-body-timeout-s") {
-      rc = seconds(&out->body_timeout_s);
-    } else if (a == "--write-timeout-s") {
-      rc = seconds(&out->write_timeout_s);
-    } else if (a == "--shutdown-grace-s") {
-      rc = seconds(&out->shutdown_grace_s);
-    } else if (a == "--max-connections") {
-      rc = integer(1, 1 << 20, &out->max_connections);
-    } else if (a == "--io-threads") {
-      rc = integer(1, 64, &out->io_threads);
-    } else if (a == "--log-level") {
-      if (!value()) return UsageError("serve", "--log-level needs a value");
-      LogLevel level;
-      if (!ParseLogLevel(v, &level)) return UsageError("serve", "unknown --log-level '" + v + "'");
-      SetLogLevel(level);
-    } else if (!a.empty() && a[0] != '-' && out->model_dir.empty()) {
-      out->model_dir = a;
-    } else {
-      return UsageError("serve", "unknown argument '" + a + "'");
-    }
-    if (rc) return rc;
+  std::vector<std::string> positionals;
+  std::string log_level;
+  recipe::ModelVersion version = recipe::ModelVersion::kV4;
+  bool no_thinking = false;
+  Flags flags("serve");
+  flags.Positionals("MODEL_DIR", &positionals, 0, 1);
+  flags.String("--host", &out->host);
+  flags.Int<int64_t>("--port", &out->port, 0, 65535);
+  flags.Strings("--api-key", &out->api_keys);
+  flags.Strings("--served-model-name", &out->served_names);
+  flags.Path("--tokenizer", &out->tokenizer_path);
+  AddModelVersionFlag(flags, &version);
+  flags.Switch("--no-thinking", &no_thinking);
+  flags.Int<int64_t>("--max-model-len", &out->max_model_len, 16, int64_t{1} << 24);
+  flags.Int<int64_t>("--max-request-bytes", &out->max_request_bytes, 1024, int64_t{1} << 32);
+  flags.Int<int64_t>("--max-header-bytes", &out->max_header_bytes, 1024, int64_t{1} << 24);
+  flags.Double("--timeout-keep-alive", &out->keep_alive_s, 0.001, 86400);
+  flags.Double("--request-body-timeout-s", &out->body_timeout_s, 0.001, 86400);
+  flags.Double("--write-timeout-s", &out->write_timeout_s, 0.001, 86400);
+  flags.Double("--shutdown-grace-s", &out->shutdown_grace_s, 0, 86400);
+  flags.Int<int64_t>("--max-connections", &out->max_connections, 1, 1 << 20);
+  flags.Int<int64_t>("--io-threads", &out->io_threads, 1, 64);
+  flags.Double("--request-timeout-s", &out->request_timeout_s, 0, 86400 * 7);
+  flags.Switch("--enable-test-hooks", &out->enable_test_hooks);
+  flags.Int<int64_t>("--kv-cache-memory-bytes", &out->kv_cache_bytes, int64_t{1} << 20, int64_t{1} << 40);
+  flags.Int<int64_t>("--max-num-seqs", &out->max_num_seqs, 1, 1 << 16);
+  flags.Int<int64_t>("--max-num-batched-tokens", &out->max_num_batched_tokens, 16, 1 << 20);
+  flags.Int<int64_t>("--max-queued-requests", &out->max_queued_requests, 1, 1 << 20);
+  flags.Switch("--no-enable-prefix-caching", &out->no_prefix_caching);
+  flags.Choice("--precision", &out->precision,
+               {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
+  flags.Choice("--log-level", &log_level,
+               {{"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}, {"off", "off"}});
+  if (int rc = flags.Parse(args)) return rc;
+  for (const auto& key : out->api_keys)
+    if (key.empty()) return UsageError("serve", "--api-key needs a non-empty value");
+  for (const auto& name : out->served_names)
+    if (name.empty()) return UsageError("serve", "--served-model-name needs a non-empty value");
+  if (!positionals.empty()) out->model_dir = positionals[0];
+  if (flags.given("--model-version")) out->model_version = version;
+  out->thinking = !no_thinking;
+  if (!log_level.empty()) {
+    LogLevel level;
+    ParseLogLevel(log_level, &level);
+    SetLogLevel(level);
   }
   if (out->api_keys.empty())
     if (const char* env = std::getenv("DEEPINFER_API_KEY"); env && *env) out->api_keys.push_back(env);
@@ -287,6 +266,8 @@ int RunServe(const std::vector<std::string>& argv) {
   service_options.version = DEEPINFER_VERSION;
   service_options.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  service_options.request_timeout_s = args.request_timeout_s;
+  service_options.enable_test_hooks = args.enable_test_hooks;
   server::Service service(service_options, &*tokenizer);
 
   server::HttpServerOptions http_options;
@@ -303,6 +284,31 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!http.ok()) return Fail("serve", http.status().message());
   server::HttpServer& server = **http;
   service.SetHttpCounters([&server] { return server.counters(); });
+
+  // The engine: without one (it could not be created) the server still answers everything but generation,
+  // which gets 503 with the reason logged here.
+  std::unique_ptr<engine::Engine> engine;
+  {
+    model::LoadOptions load_options;
+    load_options.precision = args.precision;
+    load_options.progress = model::TerminalProgressBar("loading " + args.model_dir);
+    auto loaded = model::LoadCausalLM(args.model_dir, load_options);
+    if (!loaded.ok()) return Fail("serve", loaded.status().message());
+    engine::EngineOptions engine_options;
+    engine_options.tokenizer = &*tokenizer;
+    engine_options.kv_cache_bytes = args.kv_cache_bytes;
+    engine_options.max_num_seqs = args.max_num_seqs;
+    engine_options.max_num_batched_tokens = args.max_num_batched_tokens;
+    engine_options.max_waiting = args.max_queued_requests;
+    engine_options.enable_prefix_caching = !args.no_prefix_caching;
+    auto created = engine::Engine::Create(std::move(*loaded), engine_options);
+    if (created.ok()) {
+      engine = std::move(*created);
+      service.SetEngine(engine.get());
+    } else {
+      DI_LOG(kWarn, "no generation engine: generation endpoints answer 503").Field("reason", created.status().message());
+    }
+  }
 
   DI_LOG(kInfo, "model").Field("dir", args.model_dir).Field("name", args.served_names.front())
       .Field("encoding", recipe::ModelVersionName(*args.model_version)).Field("max_model_len", args.max_model_len);
@@ -329,6 +335,7 @@ int RunServe(const std::vector<std::string>& argv) {
   }
   const int64_t unfinished = server.counters().exchanges_active;
   server.CancelAll();
+  if (engine) engine->Shutdown();
   server.Stop();
   DI_LOG(kInfo, "stopped").Field("cancelled_requests", unfinished);
   return 0;

@@ -1,11 +1,46 @@
-// The generation endpoints: Chat Completions, Responses, Messages (through the codec's stream encoders)
-// and the legacy Completions API.
+// The generation endpoints: Chat Completions, Responses and Messages through the codec's stream encoders,
+// and the legacy Completions API (raw text, written here: the codec has no such protocol).
+//
+// A request is validated and tokenized on the connection's strand, then handed to the engine. The engine
+// delivers updates on its output thread; the callback only queues them and posts one drain task to the
+// strand, where the codec turns tokens into protocol events and the events go to the socket. So the step
+// thread never waits for the network, and updates that pile up while a write is in flight are encoded
+// and sent together.
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "recipe/completion_options.h"
+#include "recipe/response_chat.h"
+#include "recipe/stream_events.h"
+#include "sampling/logits_mask.h"
+#include "server/generation.h"
+#include "server/json_body.h"
 #include "server/service.h"
 #include "server/service_internal.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
 
 namespace {
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string RandomId(std::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string id(prefix);
+  for (int i = 0; i < 24; ++i) id += kChars[rng() % 62];
+  return id;
+}
 
 // The context check every generation request passes before it reaches the engine.
 bool FitsContext(ServiceExchange& exchange, recipe::Protocol protocol, int64_t prompt_tokens,
@@ -28,6 +63,330 @@ bool FitsContext(ServiceExchange& exchange, recipe::Protocol protocol, int64_t p
   return false;
 }
 
+// The engine's refusal as the protocol's error: bad parameters 400 (the message starts with the
+// parameter's name), a full queue 429, shutting down 503.
+ApiError EngineRefusal(const Status& status, bool draining) {
+  ApiError e;
+  e.message = status.message();
+  if (status.code() == StatusCode::kInvalidArgument) {
+    e.status = 400;
+    const size_t colon = e.message.find(':');
+    if (colon != std::string::npos && colon < 64 && e.message.find(' ') > colon) e.param = e.message.substr(0, colon);
+  } else if (status.code() == StatusCode::kUnavailable) {
+    e.status = draining ? 503 : 429;
+    e.retry_after_s = 1;
+    if (!draining) e.code = "rate_limit_exceeded";
+  } else {
+    e.status = 500;
+  }
+  return e;
+}
+
+std::optional<recipe::BackendFinish> ToBackendFinish(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kStop: return recipe::BackendFinish::kStop;
+    case engine::FinishReason::kLength:
+    case engine::FinishReason::kDeadline: return recipe::BackendFinish::kLength;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+// One chat-protocol request in flight: a CompletionStream per output, fed on the strand.
+class ChatGeneration : public Generation {
+ public:
+  ChatGeneration(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine, recipe::Protocol protocol,
+                 recipe::ParsedRequest request, recipe::ModelVersion version, const tokenizer::Tokenizer* tokenizer,
+                 std::string served_name)
+      : Generation(std::move(exchange), engine),
+        protocol_(protocol),
+        request_(std::move(request)),
+        version_(version),
+        tokenizer_(tokenizer),
+        served_name_(std::move(served_name)) {
+    stream_ = request_.inference.stream;
+    n_ = static_cast<int>(request_.inference.n);
+    logprobs_ = request_.inference.logprobs;
+    id_prefix_ = protocol == recipe::Protocol::kChatCompletions ? "chatcmpl-"
+                 : protocol == recipe::Protocol::kResponses     ? "resp_"
+                                                                : "msg_";
+    response_id_ = RandomId(id_prefix_);
+    outputs_.resize(static_cast<size_t>(n_));
+  }
+
+ protected:
+  void OnStart() override {
+    if (stream_) exchange_->BeginStream(200);
+  }
+
+  void OnUpdate(const engine::RequestUpdate& update) override {
+    for (const engine::SequenceDelta& delta : update.sequences) {
+      if (delta.index < 0 || delta.index >= n_) continue;
+      Output& out = outputs_[static_cast<size_t>(delta.index)];
+      if (!out.stream) Begin(out, delta.index, update);
+      if (out.finished) continue;
+      recipe::CompletionChunk chunk;
+      chunk.token_count = 0;
+      for (const engine::GeneratedToken& token : delta.tokens) {
+        if (delta.finish && token.id == delta.stop_token) continue;  // the end token is not text
+        ++chunk.token_count;
+        if (logprobs_) {
+          recipe::TokenLogprob entry;
+          entry.token = token.bytes;
+          entry.logprob = token.logprob;
+          entry.control = token.control;
+          for (const auto& alt : token.top_logprobs) entry.top_logprobs.push_back({alt.bytes, alt.logprob});
+          chunk.logprobs.push_back(std::move(entry));
+        } else {
+          chunk.text += token.bytes;
+        }
+      }
+      if (chunk.token_count > 0) Send(out, out.stream->Feed(chunk));
+      if (out.stream->done()) {
+        out.finished = true;  // a stop sequence completed it: the codec already wrote its finish
+        ++finished_outputs_;
+        if (finished_outputs_ == n_) AbortEngine();
+      } else if (delta.finish) {
+        const auto finish = ToBackendFinish(*delta.finish);
+        if (*delta.finish == engine::FinishReason::kError) failed_ = update.status.ok() ? Status::Internal("generation failed") : update.status;
+        Send(out, out.stream->Finish(finish));
+        out.finished = true;
+        ++finished_outputs_;
+      }
+    }
+    if (update.finished) Complete(update);
+  }
+
+  void OnRefused(const ApiError& error) override { exchange_->Fail(error); }
+
+ private:
+  struct Output {
+    std::unique_ptr<recipe::CompletionStream> stream;
+    bool finished = false;
+  };
+
+  void Begin(Output& out, int index, const engine::RequestUpdate& update) {
+    recipe::ResponseOptions options = recipe::ResponseOptionsFor(request_);
+    options.id = response_id_;
+    options.model = served_name_;
+    options.created = created_;
+    if (tokenizer_) options.count_tokens = engine::TokenCounter(*tokenizer_);
+    recipe::UsageCounts usage;
+    usage.prompt_tokens = update.prompt_tokens;
+    usage.prompt_cache_hit_tokens = update.prompt_cache_hit_tokens;
+    out.stream = std::make_unique<recipe::CompletionStream>(protocol_, recipe::OutputParserOptionsFor(request_, version_),
+                                                            options, usage);
+    index_of_[out.stream.get()] = index;
+    Send(out, out.stream->Start());
+  }
+
+  // Chat Completions chunks of choice i > 0 carry their index (the codec writes 0).
+  std::string WithChoiceIndex(std::string json, int index) const {
+    if (index == 0 || protocol_ != recipe::Protocol::kChatCompletions) return json;
+    static constexpr std::string_view kFirst = "\"choices\":[{\"index\":0";
+    const size_t at = json.find(kFirst);
+    if (at != std::string::npos) json.replace(at, kFirst.size(), "\"choices\":[{\"index\":" + std::to_string(index));
+    return json;
+  }
+
+  void Send(Output& out, const std::vector<recipe::StreamEvent>& events) {
+    if (!stream_ || events.empty()) return;
+    const int index = index_of_[out.stream.get()];
+    std::string text;
+    for (const recipe::StreamEvent& event : events) {
+      if (!event.name.empty()) {
+        text += "event: ";
+        text += event.name;
+        text += '\n';
+      }
+      text += "data: ";
+      text += WithChoiceIndex(event.json, index);
+      text += "\n\n";
+    }
+    exchange_->channel->Write(std::move(text));
+  }
+
+  void Complete(const engine::RequestUpdate& update) {
+    (void)update;
+    if (stream_) {
+      if (!failed_.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failed_.message());
+      if (protocol_ == recipe::Protocol::kChatCompletions) exchange_->channel->Write("data: [DONE]\n\n");
+      exchange_->channel->End();
+      return;
+    }
+    if (!failed_.ok()) {
+      ApiError e;
+      e.status = 500;
+      e.message = "generation failed: " + failed_.message();
+      return exchange_->Fail(e);
+    }
+    HttpResponse response;
+    response.body = Body();
+    exchange_->Reply(std::move(response));
+  }
+
+  // The non-streaming body; n > 1 merges the choices of the per-output bodies.
+  std::string Body() {
+    for (Output& out : outputs_)
+      if (out.stream && !out.finished) out.stream->Finish(std::nullopt);
+    if (n_ == 1 || protocol_ != recipe::Protocol::kChatCompletions) return outputs_[0].stream ? outputs_[0].stream->Response() : "{}";
+    nlohmann::ordered_json merged;
+    int64_t completion_tokens = 0;
+    for (int i = 0; i < n_; ++i) {
+      if (!outputs_[static_cast<size_t>(i)].stream) continue;
+      auto body = ParseOrderedJson(outputs_[static_cast<size_t>(i)].stream->Response());
+      if (!body.ok()) continue;
+      if (merged.is_null()) {
+        merged = *body;
+        merged["choices"] = nlohmann::ordered_json::array();
+      }
+      for (auto& choice : (*body)["choices"]) {
+        choice["index"] = i;
+        merged["choices"].push_back(choice);
+      }
+      if ((*body).contains("usage")) completion_tokens += (*body)["usage"].value("completion_tokens", int64_t{0});
+    }
+    if (merged.contains("usage")) {
+      merged["usage"]["completion_tokens"] = completion_tokens;
+      merged["usage"]["total_tokens"] = merged["usage"].value("prompt_tokens", int64_t{0}) + completion_tokens;
+    }
+    return DumpJson(merged);
+  }
+
+  recipe::Protocol protocol_;
+  recipe::ParsedRequest request_;
+  recipe::ModelVersion version_;
+  const tokenizer::Tokenizer* tokenizer_;
+  std::string served_name_;
+  std::string id_prefix_;
+  std::string response_id_;
+  int64_t created_ = UnixSeconds();
+  bool stream_ = false;
+  bool logprobs_ = false;
+  int n_ = 1;
+  int finished_outputs_ = 0;
+  Status failed_;
+  std::vector<Output> outputs_;
+  std::map<const recipe::CompletionStream*, int> index_of_;
+};
+
+// --- Generation: the hand-off between the engine's output thread and the strand ---
+
+Generation::Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine)
+    : exchange_(std::move(exchange)), engine_(engine) {}
+
+Generation::~Generation() = default;
+
+void Generation::Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining) {
+  OnStart();
+  std::weak_ptr<Generation> weak = weak_from_this();
+  auto id = engine_->AddRequest(std::move(prompt), std::move(params), [weak](engine::RequestUpdate update) {
+    if (auto self = weak.lock()) self->Deliver(std::move(update));
+  });
+  if (!id.ok()) {
+    keep_alive_.reset();
+    return OnRefused(EngineRefusal(id.status(), draining));
+  }
+  id_ = *id;
+  started_ = true;
+  // Held until the final update: the engine's callback only holds a weak reference.
+  keep_alive_ = shared_from_this();
+  exchange_->channel->OnCancel([weak] {
+    if (auto self = weak.lock()) self->AbortEngine();
+  });
+}
+
+void Generation::AbortEngine() {
+  if (started_ && !aborted_.exchange(true)) engine_->Abort(id_);
+}
+
+void Generation::Deliver(engine::RequestUpdate update) {
+  bool post = false;
+  {
+    std::lock_guard lock(mu_);
+    inbox_.push_back(std::move(update));
+    post = !drain_posted_;
+    drain_posted_ = true;
+  }
+  if (post) {
+    auto self = shared_from_this();
+    exchange_->channel->Post([self] { self->Drain(); });
+  }
+}
+
+void Generation::Drain() {
+  std::deque<engine::RequestUpdate> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(inbox_);
+    drain_posted_ = false;
+  }
+  for (const engine::RequestUpdate& update : batch) {
+    if (done_) break;
+    OnUpdate(update);
+    if (update.finished) {
+      done_ = true;
+      keep_alive_.reset();
+    }
+  }
+}
+
+// --- the endpoints ---
+
+void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol) {
+  Prompt prompt;
+  if (!PreparePrompt(exchange, protocol, exchange->request.body, &prompt)) return;
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.ids.size());
+  if (!FitsContext(*exchange, protocol, prompt_tokens, prompt.request.inference.max_tokens, options_.max_model_len))
+    return;
+  if (!engine_) return exchange->Fail(NoEngine());
+
+  engine::RequestParams params;
+  const recipe::InferenceOptions& inf = prompt.request.inference;
+  params.sampling.max_tokens = inf.max_tokens.value_or(options_.max_model_len - prompt_tokens);
+  if (inf.temperature) params.sampling.temperature = *inf.temperature;
+  if (inf.top_p) params.sampling.top_p = *inf.top_p;
+  if (inf.top_k) params.sampling.top_k = *inf.top_k;
+  if (inf.seed) params.sampling.seed = static_cast<uint64_t>(*inf.seed);
+  params.sampling.n = static_cast<int>(inf.n);
+  params.sampling.logprobs = inf.logprobs;
+  params.sampling.top_logprobs = static_cast<int>(inf.top_logprobs.value_or(0));
+  params.tag = exchange->request_id;
+  if (options_.request_timeout_s > 0)
+    params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
+  if (!ApplyTestHooks(exchange, &params)) return;
+
+  auto generation = std::make_shared<ChatGeneration>(exchange, engine_, protocol, std::move(prompt.request),
+                                                     options_.model_version, tokenizer_,
+                                                     options_.served_model_names.front());
+  generation->Start(std::move(prompt.ids), std::move(params), draining_.load());
+}
+
+// The test-only scripted output (--enable-test-hooks): a request's "deepinfer_test_output" text is
+// tokenized with control-token spellings as control tokens, and the engine's logits mask allows exactly
+// those tokens in order, so real reasoning, tool calls and content come back through the whole path.
+bool Service::ApplyTestHooks(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params) {
+  if (!options_.enable_test_hooks) return true;
+  JsonBody json = ParseJsonObject(exchange->request.body);
+  if (!json.ok()) return true;
+  auto it = json.value.find("deepinfer_test_output");
+  if (it == json.value.end()) return true;
+  if (!it->is_string()) {
+    ApiError e;
+    e.message = "deepinfer_test_output must be a string";
+    e.param = "deepinfer_test_output";
+    exchange->Fail(e);
+    return false;
+  }
+  std::vector<int32_t> script = tokenizer_->EncodeWithAddedTokens(it->get_ref<const std::string&>());
+  params->logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
+    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
+  };
+  params->sampling.max_tokens = std::max<int64_t>(params->sampling.max_tokens, static_cast<int64_t>(script.size()) + 1);
+  return true;
+}
+
 ApiError NoEngine() {
   ApiError e;
   e.status = 503;
@@ -36,19 +395,64 @@ ApiError NoEngine() {
   return e;
 }
 
-}  // namespace
-
-void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol) {
-  Prompt prompt;
-  if (!PreparePrompt(exchange, protocol, exchange->request.body, &prompt)) return;
-  if (!FitsContext(*exchange, protocol, static_cast<int64_t>(prompt.ids.size()), prompt.request.inference.max_tokens,
-                   options_.max_model_len))
-    return;
-  exchange->Fail(NoEngine());
+void Service::AppendEngineMetrics(PrometheusText* out, const MetricLabels& model) const {
+  if (!engine_) return;
+  const engine::EngineStats s = engine_->Stats();
+  auto gauge = [&](const char* name, const char* help, double value) {
+    out->Family(name, "gauge", help);
+    out->Sample(name, model, value);
+  };
+  auto counter = [&](const char* name, const char* help, double value) {
+    out->Family(name, "counter", help);
+    out->Sample(name, model, value);
+  };
+  auto histogram = [&](const char* name, const char* help, const engine::HistogramSnapshot& h) {
+    out->Family(name, "histogram", help);
+    std::vector<uint64_t> cumulative;
+    uint64_t total = 0;
+    for (size_t i = 0; i < h.upper_bounds.size() && i < h.counts.size(); ++i) cumulative.push_back(total += h.counts[i]);
+    out->Histogram(name, model, h.upper_bounds, cumulative, h.sum, h.count);
+  };
+  gauge("deepinfer:num_requests_running", "Requests in the running batch.", static_cast<double>(s.num_requests_running));
+  gauge("deepinfer:num_requests_waiting", "Requests waiting to be scheduled (queued, preempted or loading).",
+        static_cast<double>(s.num_requests_waiting));
+  counter("deepinfer:num_preemptions_total", "Preemptions (a running sequence evicted and later recomputed).",
+          static_cast<double>(s.num_preemptions));
+  gauge("deepinfer:kv_cache_usage_perc", "Fraction of the main KV pool's blocks referenced by live sequences.",
+        s.kv_cache_usage);
+  gauge("deepinfer:kv_blocks_total", "Blocks of the main KV pool.", static_cast<double>(s.kv_blocks_total));
+  gauge("deepinfer:kv_blocks_used", "Main-pool blocks referenced by live sequences.", static_cast<double>(s.kv_blocks_used));
+  gauge("deepinfer:kv_blocks_cached", "Main-pool blocks unreferenced but holding a reusable prefix.",
+        static_cast<double>(s.kv_blocks_cached));
+  gauge("deepinfer:kv_blocks_free", "Main-pool blocks free.", static_cast<double>(s.kv_blocks_free));
+  gauge("deepinfer:window_blocks_used", "Sliding-window blocks referenced by live sequences.",
+        static_cast<double>(s.window_blocks_used));
+  gauge("deepinfer:window_blocks_cached", "Sliding-window blocks kept as resume points of prefix hits.",
+        static_cast<double>(s.window_blocks_cached));
+  counter("deepinfer:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          static_cast<double>(s.prefix_cache_queries));
+  counter("deepinfer:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
+          static_cast<double>(s.prefix_cache_hits));
+  counter("deepinfer:external_prefix_cache_hits_total", "Prompt tokens served from the persistent KV tier.",
+          static_cast<double>(s.external_prefix_cache_hits));
+  counter("deepinfer:window_block_hits_total", "Prefix hits resumed exactly from cached window blocks.",
+          static_cast<double>(s.window_block_hits));
+  counter("deepinfer:replay_hits_total", "Prefix hits whose window state was recomputed.",
+          static_cast<double>(s.replay_hits));
+  counter("deepinfer:replayed_tokens_total", "Tokens recomputed by window-state replays.",
+          static_cast<double>(s.replayed_tokens));
+  counter("deepinfer:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(s.prompt_tokens));
+  counter("deepinfer:generation_tokens_total", "Generated tokens.", static_cast<double>(s.generation_tokens));
+  out->Family("deepinfer:request_success_total", "counter", "Finished requests by finish reason.");
+  for (int r = 0; r < 5; ++r) {
+    MetricLabels labels = model;
+    labels.push_back({"finished_reason", std::string(engine::FinishReasonName(static_cast<engine::FinishReason>(r)))});
+    out->Sample("deepinfer:request_success_total", labels, static_cast<double>(s.requests_finished[r]));
+  }
+  histogram("deepinfer:time_to_first_token_seconds", "Time to first token.", s.time_to_first_token);
+  histogram("deepinfer:inter_token_latency_seconds", "Time between tokens (TBT).", s.inter_token_latency);
+  histogram("deepinfer:request_queue_time_seconds", "Time waiting before first scheduled.", s.request_queue_time);
+  histogram("deepinfer:e2e_request_latency_seconds", "End-to-end request latency.", s.e2e_request_latency);
 }
-
-void Service::HandleCompletions(const std::shared_ptr<Exchange>& exchange) { exchange->Fail(NoEngine()); }
-
-void Service::AppendEngineMetrics(PrometheusText*, const MetricLabels&) const {}
 
 }  // namespace deepinfer::server

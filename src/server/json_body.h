@@ -1,5 +1,5 @@
 // Request bodies of the server's own endpoints (/tokenize, /detokenize, /v1/completions), parsed with the
-// bounds every untrusted JSON text gets: nesting depth checked before parsing, no exceptions.
+// bounds every untrusted JSON text gets (core/json.h: size and depth bounded, no recursion, no exceptions).
 #pragma once
 
 #include <optional>

@@ -26,6 +26,10 @@
 namespace deepinfer::tokenizer {
 class Tokenizer;
 }
+namespace deepinfer::engine {
+class Engine;
+struct RequestParams;
+}
 
 namespace deepinfer::server {
 
@@ -41,6 +45,10 @@ struct ServiceOptions {
   int64_t max_model_len = 4096;  // prompt + completion tokens
   std::string version = "0";
   int64_t created = 0;  // Unix seconds, /v1/models "created"
+  // Generation requests finish (as "length") once this many seconds passed since they arrived; 0: never.
+  double request_timeout_s = 600;
+  // Test-only: the `deepinfer_test_output` request field scripts the model's output (generate.cpp).
+  bool enable_test_hooks = false;
 };
 
 // Routes the service knows, for metric labels and method checks.
@@ -62,6 +70,8 @@ class Service : public HttpHandler {
   void SetReady(bool ready) { ready_.store(ready); }
   void SetDraining(bool draining) { draining_.store(draining); }
   bool ready() const { return ready_.load() && !draining_.load(); }
+  // The engine generation requests go to (not owned; null: they get 503). Set before serving.
+  void SetEngine(engine::Engine* engine) { engine_ = engine; }
   // Transport counters for /metrics.
   void SetHttpCounters(std::function<HttpServerCounters()> counters) { http_counters_ = std::move(counters); }
 
@@ -90,10 +100,12 @@ class Service : public HttpHandler {
   bool PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol, std::string_view body,
                      Prompt* out);
   ApiError ModelNotFound(std::string_view model) const;
+  bool ApplyTestHooks(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params);
   void AppendEngineMetrics(PrometheusText* out, const MetricLabels& model) const;
 
   ServiceOptions options_;
   const tokenizer::Tokenizer* tokenizer_;
+  engine::Engine* engine_ = nullptr;
   recipe::ControlTokenIds control_ids_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};

@@ -16,6 +16,9 @@
 
 namespace deepinfer::server {
 
+// 503: the server runs without a generation engine.
+ApiError NoEngine();
+
 // The metric label of a request: its route, "/v1/models/{model}", or "other".
 std::string_view EndpointLabel(std::string_view method, std::string_view path);
 

@@ -1,0 +1,50 @@
+// A generation request in flight between the engine and one HTTP exchange (internal to src/server).
+// The engine's output thread calls Deliver(); everything else runs on the exchange's strand. Subclasses
+// turn updates into protocol events (chat protocols through the codec, legacy completions directly).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_errors.h"
+#include "server/service_internal.h"
+
+namespace deepinfer::server {
+
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine);
+  virtual ~Generation();
+
+  // On the strand: queues the request in the engine (or answers the refusal) and ties a client's
+  // disconnect to Abort.
+  void Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining);
+
+ protected:
+  virtual void OnStart() = 0;
+  virtual void OnUpdate(const engine::RequestUpdate& update) = 0;
+  virtual void OnRefused(const ApiError& error) = 0;
+  void AbortEngine();
+
+  std::shared_ptr<ServiceExchange> exchange_;
+  engine::Engine* engine_;
+
+ private:
+  void Deliver(engine::RequestUpdate update);
+  void Drain();
+
+  engine::RequestId id_ = 0;
+  bool started_ = false;
+  std::atomic<bool> aborted_{false};
+  bool done_ = false;
+  std::shared_ptr<Generation> keep_alive_;
+  std::mutex mu_;
+  std::deque<engine::RequestUpdate> inbox_;
+  bool drain_posted_ = false;
+};
+
+}  // namespace deepinfer::server
