@@ -47,7 +47,6 @@ namespace deepinfer::model {
 class SequenceState {
  public:
   virtual ~SequenceState() = default;
-  SequenceState(const SequenceState&) = delete;
   SequenceState& operator=(const SequenceState&) = delete;
 
   int64_t num_tokens() const { return num_tokens_; }
@@ -64,6 +63,7 @@ class SequenceState {
 
  protected:
   SequenceState(const void* owner, size_t num_groups) : owner_(owner), tables_(num_groups) {}
+  SequenceState(const SequenceState&) = default;  // for a model's Fork
 
   const void* owner_;
   int64_t num_tokens_ = 0;
@@ -179,8 +179,9 @@ class CausalLM {
   // implemented; 0 where not).
   virtual int64_t max_rollback() const = 0;
   // Drops the last num_tokens() − n positions (speculative rollback): afterwards the state is bit-identical
-  // to one that ran only the first n positions, provided n ≥ num_tokens() − max_rollback() (and not below a
-  // RestoreAt position); otherwise OutOfRange and nothing changes. Blocks are untouched; the entries for
+  // to one that ran only the first n positions, provided n ≥ m − max_rollback(), where m is the most
+  // positions the state has held since it was made or restored (num_tokens() unless already truncated),
+  // and n is not below a RestoreAt position; otherwise OutOfRange and nothing changes. Blocks are untouched; the entries for
   // positions ≥ n in them become stale, and the next Forward rewrites them (the caller makes the blocks
   // covering n onward writable and, to keep the window, holds window blocks from n − window + 1).
   virtual Status Truncate(SequenceState& state, int64_t n) = 0;

@@ -15,7 +15,8 @@ namespace deepinfer::model::v4 {
 namespace {
 
 // Feeds one compressor's projections (kv, gate: [n, coff · head_dim]) through every sequence of the step,
-// writing finished entries to the KV blocks.
+// writing finished entries to the KV blocks (not for state-only chunks) and, at each block's last
+// position, an overlapping compressor's boundary state to the window block.
 void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorWeights& w, const float* kv,
                     const float* gate, bool index_compressor) {
   const V4Config& c = *step.config;
@@ -23,6 +24,7 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
   const V4CacheLayout::Layer& where = step.layout->layers[block.layer];
   const int group = index_compressor ? where.index_group : where.kv_group;
   const int64_t offset = index_compressor ? where.index_offset : where.kv_offset;
+  const int64_t boundary = index_compressor ? where.index_boundary_offset : where.kv_boundary_offset;
   auto feed = [&](int64_t begin, int64_t end) {
     std::vector<float> entry(w.head_dim);
     for (int64_t ci = begin; ci < end; ++ci) {
@@ -31,11 +33,15 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
       V4CompressorState& state = index_compressor ? ls.index_compressor : ls.compressor;
       for (int64_t i = chunk.first_row; i < chunk.first_row + chunk.num_rows; ++i) {
         const int64_t pos = step.rows[i].pos;
-        if (CompressorFeed(w, *step.compress_inv_freq, static_cast<float>(c.rms_norm_eps), state, pos,
-                           kv + i * width, gate + i * width, entry.data())) {
+        if (CompressorFeed(w, *step.compress_inv_freq, static_cast<float>(c.rms_norm_eps), state,
+                           chunk.state->compress_floor, pos, kv + i * width, gate + i * width,
+                           chunk.state_only ? nullptr : entry.data()) &&
+            !chunk.state_only) {
           float* dst = CompressedEntry(step, chunk, group, w.ratio, offset, w.head_dim, pos / w.ratio);
           std::copy(entry.begin(), entry.end(), dst);
         }
+        if (boundary >= 0 && (pos + 1) % kBlockTokens == 0)
+          SaveCompressorBoundary(w, state, pos + 1, WindowBlock(step, chunk, pos / kBlockTokens) + boundary);
       }
     }
   };
@@ -137,7 +143,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
       const V4LayerState& ls = LayerState(chunk, block);
       const int64_t p = row.pos;
       keys.clear();
-      for (int64_t t = std::max<int64_t>(0, p - win + 1); t <= p; ++t) {
+      for (int64_t t = std::max<int64_t>(chunk.state->window_floor, p - win + 1); t <= p; ++t) {
         if (where != nullptr) keys.push_back(WindowEntry(step, chunk, where->window_offset, t));
         else keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
                                                  : ls.ring.data() + (t % win) * hd);

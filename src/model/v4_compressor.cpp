@@ -17,39 +17,50 @@ void RopeAngles(const std::vector<float>& inv_freq, int64_t pos, float* cos, flo
   }
 }
 
-bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_freq, float eps,
-                    V4CompressorState& state, int64_t pos, const float* kv, const float* gate, float* entry) {
-  const int64_t r = w.ratio, hd = w.head_dim, width = (w.overlapping ? 2 : 1) * hd;
-  if (state.window_kv.empty()) {
-    state.window_kv.assign(static_cast<size_t>(r * width), 0.0f);
-    state.window_gate.assign(static_cast<size_t>(r * width), 0.0f);
-    if (w.overlapping) {
-      state.prev_kv.assign(static_cast<size_t>(r * hd), 0.0f);
-      state.prev_gate.assign(static_cast<size_t>(r * hd), 0.0f);
-    }
-  }
-  const int64_t slot = pos % r;
-  std::copy(kv, kv + width, state.window_kv.begin() + slot * width);
-  std::copy(gate, gate + width, state.window_gate.begin() + slot * width);
-  if (slot != r - 1) return false;
+namespace {
 
-  const float* wkv = state.window_kv.data();
-  const float* wg = state.window_gate.data();
+void EnsureRows(const V4CompressorWeights& w, V4CompressorState& state) {
+  const int64_t width = (w.overlapping ? 2 : 1) * w.head_dim;
+  if (state.rows.empty()) state.rows.assign(static_cast<size_t>(CompressorCapacity(w) * 2 * width), 0.0f);
+}
+
+}  // namespace
+
+bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_freq, float eps,
+                    V4CompressorState& state, int64_t floor, int64_t pos, const float* kv, const float* gate,
+                    float* entry) {
+  const int64_t r = w.ratio, hd = w.head_dim, width = (w.overlapping ? 2 : 1) * hd;
+  const int64_t capacity = CompressorCapacity(w);
+  EnsureRows(w, state);
+  auto row = [&](int64_t q) { return state.rows.data() + (q % capacity) * 2 * width; };
+  float* dst = row(pos);
+  std::copy(kv, kv + width, dst);
+  std::copy(gate, gate + width, dst + width);
+  if (pos % r != r - 1) return false;
+  if (entry == nullptr) return true;
+
+  // The window [first, pos] and, overlapping, the one before it (absent before `floor`).
+  const int64_t first = pos - (r - 1);
+  const bool has_prev = w.overlapping && first - r >= floor;
   const float* ape = w.ape.data();
   const int64_t slots = w.overlapping ? 2 * r : r;
+  std::vector<const float*> cur(r), prev(w.overlapping ? r : 0);
+  for (int64_t s = 0; s < r; ++s) cur[s] = row(first + s);
+  if (has_prev)
+    for (int64_t s = 0; s < r; ++s) prev[s] = row(first - r + s);
   std::vector<float> g(slots), v(slots);
   for (int64_t c = 0; c < hd; ++c) {
     if (w.overlapping) {
       for (int64_t s = 0; s < r; ++s) {
-        v[s] = state.has_prev ? state.prev_kv[s * hd + c] : 0.0f;
-        g[s] = state.has_prev ? state.prev_gate[s * hd + c] : -INFINITY;
-        v[r + s] = wkv[s * width + hd + c];
-        g[r + s] = wg[s * width + hd + c] + ape[s * width + hd + c];
+        v[s] = has_prev ? prev[s][c] : 0.0f;
+        g[s] = has_prev ? prev[s][width + c] + ape[s * width + c] : -INFINITY;
+        v[r + s] = cur[s][hd + c];
+        g[r + s] = cur[s][width + hd + c] + ape[s * width + hd + c];
       }
     } else {
       for (int64_t s = 0; s < r; ++s) {
-        v[s] = wkv[s * width + c];
-        g[s] = wg[s * width + c] + ape[s * width + c];
+        v[s] = cur[s][c];
+        g[s] = cur[s][width + c] + ape[s * width + c];
       }
     }
     float mx = -INFINITY;
@@ -60,21 +71,31 @@ bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_
     for (int64_t s = 0; s < slots; ++s) acc += v[s] * (g[s] / sum);
     entry[c] = acc;
   }
-  if (w.overlapping) {
-    for (int64_t s = 0; s < r; ++s) {
-      for (int64_t c = 0; c < hd; ++c) {
-        state.prev_kv[s * hd + c] = wkv[s * width + c];
-        state.prev_gate[s * hd + c] = wg[s * width + c] + ape[s * width + c];
-      }
-    }
-    state.has_prev = true;
-  }
   kernels::RmsNorm(entry, w.norm.data(), eps, hd, entry);
   const int64_t half = static_cast<int64_t>(inv_freq.size());
   std::vector<float> cos(half), sin(half);
-  RopeAngles(inv_freq, pos - (r - 1), cos.data(), sin.data());
+  RopeAngles(inv_freq, first, cos.data(), sin.data());
   kernels::ApplyRope(entry, 1, hd, hd - 2 * half, 2 * half, cos.data(), sin.data(), kernels::RopeLayout::kInterleaved);
   return true;
+}
+
+void SaveCompressorBoundary(const V4CompressorWeights& w, const V4CompressorState& state, int64_t end, float* dst) {
+  const int64_t r = w.ratio, hd = w.head_dim, width = 2 * hd, capacity = CompressorCapacity(w);
+  for (int64_t s = 0; s < r; ++s) {
+    const float* row = state.rows.data() + ((end - r + s) % capacity) * 2 * width;
+    std::copy(row, row + hd, dst + s * hd);
+    std::copy(row + width, row + width + hd, dst + (r + s) * hd);
+  }
+}
+
+void LoadCompressorBoundary(const V4CompressorWeights& w, V4CompressorState& state, int64_t end, const float* src) {
+  const int64_t r = w.ratio, hd = w.head_dim, width = 2 * hd, capacity = CompressorCapacity(w);
+  state.rows.assign(static_cast<size_t>(capacity * 2 * width), 0.0f);
+  for (int64_t s = 0; s < r; ++s) {
+    float* row = state.rows.data() + ((end - r + s) % capacity) * 2 * width;
+    std::copy(src + s * hd, src + (s + 1) * hd, row);
+    std::copy(src + (r + s) * hd, src + (r + s + 1) * hd, row + width);
+  }
 }
 
 float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
@@ -84,11 +105,13 @@ float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int6
   return reinterpret_cast<float*>(step.pools->group(group).block(block)) + offset + (index % per_block) * width;
 }
 
-float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos) {
+float* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index) {
   const int group = step.layout->window_group;
-  const int32_t block = chunk.state->block_table(group)[pos / kBlockTokens];
-  return reinterpret_cast<float*>(step.pools->group(group).block(block)) + offset +
-         (pos % kBlockTokens) * step.config->head_dim;
+  return reinterpret_cast<float*>(step.pools->group(group).block(chunk.state->block_table(group)[index]));
+}
+
+float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos) {
+  return WindowBlock(step, chunk, pos / kBlockTokens) + offset + (pos % kBlockTokens) * step.config->head_dim;
 }
 
 }  // namespace deepinfer::model::v4

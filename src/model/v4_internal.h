@@ -28,6 +28,7 @@ struct ChunkRows {
   int64_t first_row = 0;
   int64_t num_rows = 0;
   int64_t start_pos = 0;
+  bool state_only = false;  // writes no kPrefix block
 };
 
 struct Step {
@@ -74,10 +75,28 @@ void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, c
 // compressed entries and the window's K=V vectors to KV blocks (the MTP layer: to its window ring).
 void Attention(const Step& step, const BlockRef& block, const float* x, float* out);
 
-// Feeds one token's raw compressor projections (kv, gate: coff · head_dim each) at position `pos`; when it
-// completes a window, writes the finished entry (normalised, rotated) to `entry` and returns true.
+// Positions of raw projections a compressor's state keeps (see V4CompressorState).
+inline int64_t CompressorCapacity(const V4CompressorWeights& w) {
+  return kV4MaxRollback + (w.overlapping ? 2 : 1) * w.ratio;
+}
+
+// Stores one token's raw compressor projections (kv, gate: coff · head_dim each) at position `pos`; when
+// that completes a window, writes the finished entry (normalised, rotated) to `entry` (unless null) and
+// returns true. Windows start at multiples of the ratio; the first one at or after `floor` has no previous
+// window (an overlapping compressor pools zeros with −∞ gates in its place).
 bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_freq, float eps,
-                    V4CompressorState& state, int64_t pos, const float* kv, const float* gate, float* entry);
+                    V4CompressorState& state, int64_t floor, int64_t pos, const float* kv, const float* gate,
+                    float* entry);
+
+// An overlapping compressor's state at a block's end boundary, as the window block keeps it: the first
+// series (head_dim values) of the raw kv, then of the raw gate, of the last `ratio` positions.
+inline int64_t CompressorBoundaryFloats(const V4CompressorWeights& w) {
+  return w.overlapping ? 2 * w.ratio * w.head_dim : 0;
+}
+// Copies the boundary state at `end` (a multiple of the ratio) out of the state to `dst`, or from `src`
+// into the state (whose other rows become zero).
+void SaveCompressorBoundary(const V4CompressorWeights& w, const V4CompressorState& state, int64_t end, float* dst);
+void LoadCompressorBoundary(const V4CompressorWeights& w, V4CompressorState& state, int64_t end, const float* src);
 
 // The KV-block address of entry `index` (one per `ratio` positions) of a layer in a prefix group (offset =
 // the layer's offset in the group's blocks, in floats).
@@ -85,6 +104,8 @@ float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int6
                        int64_t width, int64_t index);
 // The KV-block address of the window K=V vector at position `pos` of a layer (offset in floats).
 float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos);
+// The start of the chunk's window block `index`.
+float* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index);
 
 // Independent matrix products y = x·Wᵀ, cut into row slices of about equal work that the pool's threads
 // share in one hand-off. Results are bit-identical to running each product alone (kernels::Linear's rows

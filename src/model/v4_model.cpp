@@ -11,6 +11,7 @@
 #include "kernels/linear.h"
 #include "model/step_profile.h"
 #include "model/v4_internal.h"
+#include "model/v4_state.h"
 
 namespace deepinfer::model {
 
@@ -238,6 +239,19 @@ Status V4Model::BuildCacheSpec() {
     window.floats += kBlockTokens * c.head_dim;
     ++window.spec.num_layers;
   }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const V4AttentionWeights& a = weights_->layers[l].attention;
+    if (a.compressor && a.compressor->overlapping) {
+      layout_.layers[l].kv_boundary_offset = window.floats;
+      window.floats += v4::CompressorBoundaryFloats(*a.compressor);
+    }
+    if (a.indexer) {
+      if (!a.indexer->compressor.overlapping)
+        return Status::Unimplemented("DeepSeek-V4: layer " + std::to_string(l) + "'s indexer compressor does not overlap");
+      layout_.layers[l].index_boundary_offset = window.floats;
+      window.floats += v4::CompressorBoundaryFloats(a.indexer->compressor);
+    }
+  }
   groups.push_back(window);
   layout_.window_group = static_cast<int>(groups.size()) - 1;
   spec_.groups.clear();
@@ -246,17 +260,15 @@ Status V4Model::BuildCacheSpec() {
     g.spec.element = CacheElement::kF32;
     spec_.groups.push_back(g.spec);
   }
-  // Outside the blocks: each compressor's open window (raw kv and gate of up to `ratio` positions, coff ·
-  // head_dim each) and an overlapping compressor's previous window (ratio × head_dim, kv and gate); the
-  // MTP layer's window ring.
+  // Outside the blocks: each compressor's recent raw rows (kv and gate), the MTP layer's window ring.
   int64_t floats = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const int64_t r = c.compress_ratios[l];
-    if (r == 0) continue;
-    const bool csa = c.attention_types[l] == V4AttentionType::kCsa;
-    const int64_t coff = csa ? 2 : 1;
-    floats += 2 * r * coff * c.head_dim + (csa ? 2 * r * c.head_dim : 0);
-    if (csa) floats += 2 * r * 2 * c.index_head_dim + 2 * r * c.index_head_dim;
+    const V4AttentionWeights& a = weights_->layers[l].attention;
+    auto rows = [](const V4CompressorWeights& w) {
+      return v4::CompressorCapacity(w) * 2 * (w.overlapping ? 2 : 1) * w.head_dim;
+    };
+    if (a.compressor) floats += rows(*a.compressor);
+    if (a.indexer) floats += rows(a.indexer->compressor);
   }
   floats += static_cast<int64_t>(weights_->mtp.size()) * c.sliding_window * c.head_dim;
   spec_.sequence_state_bytes = floats * static_cast<int64_t>(sizeof(float));
@@ -270,16 +282,70 @@ std::unique_ptr<SequenceState> V4Model::NewSequence() const {
   return state;
 }
 
-Status V4Model::Truncate(SequenceState&, int64_t) {
-  return Status::Unimplemented("DeepSeek-V4: Truncate is not implemented yet");
+Status V4Model::Truncate(SequenceState& base, int64_t n) {
+  if (base.owner() != this) return Status::InvalidArgument("Truncate: not a sequence state of this model");
+  auto& state = static_cast<V4SequenceState&>(base);
+  // The compressors' rows reach back kV4MaxRollback positions (plus their windows) from the most positions
+  // the state has held; a restore leaves nothing before its position.
+  const int64_t lowest = std::max(state.rollback_floor, state.high_water - kV4MaxRollback);
+  if (n > state.num_tokens() || n < lowest)
+    return Status::OutOfRange("Truncate to " + std::to_string(n) + " positions: the sequence has " +
+                              std::to_string(state.num_tokens()) + " and can go back to " + std::to_string(lowest));
+  state.SetPosition(n);
+  if (state.mtp_tokens > n) state.mtp_tokens = -1;  // the MTP window ring cannot rewind
+  return Status::Ok();
 }
 
-Result<std::unique_ptr<SequenceState>> V4Model::Fork(const SequenceState&) {
-  return Status::Unimplemented("DeepSeek-V4: Fork is not implemented yet");
+Result<std::unique_ptr<SequenceState>> V4Model::Fork(const SequenceState& base) {
+  if (base.owner() != this) return Status::InvalidArgument("Fork: not a sequence state of this model");
+  return std::unique_ptr<SequenceState>(std::make_unique<V4SequenceState>(static_cast<const V4SequenceState&>(base)));
 }
 
-Status V4Model::RestoreAt(SequenceState&, int64_t, RestoreFrom, const KvPools&) {
-  return Status::Unimplemented("DeepSeek-V4: RestoreAt is not implemented yet");
+Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom from, const KvPools& pools) {
+  if (base.owner() != this) return Status::InvalidArgument("RestoreAt: not a sequence state of this model");
+  auto& state = static_cast<V4SequenceState&>(base);
+  if (position < 0 || position % kBlockTokens != 0)
+    return Status::InvalidArgument("RestoreAt: position " + std::to_string(position) + " is not a multiple of " +
+                                   std::to_string(kBlockTokens));
+  if (pools.num_groups() != spec_.groups.size())
+    return Status::InvalidArgument("RestoreAt: KV pools have " + std::to_string(pools.num_groups()) +
+                                   " groups; this model has " + std::to_string(spec_.groups.size()));
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    if (spec_.groups[g].retention != CacheRetention::kPrefix) continue;
+    for (int64_t b = 0; b < BlocksFor(position); ++b) {
+      if (!pools.group(g).contains(state.block_at(g, b * kBlockTokens)))
+        return Status::InvalidArgument("RestoreAt " + std::to_string(position) + ": group '" + spec_.groups[g].name +
+                                       "' has no valid block " + std::to_string(b));
+    }
+  }
+  const bool window = from == RestoreFrom::kWindowBlocks && position > 0;
+  const size_t wg = static_cast<size_t>(layout_.window_group);
+  const int32_t boundary_block = window ? state.block_at(wg, position - 1) : kNoBlock;
+  if (window && !pools.group(wg).contains(boundary_block))
+    return Status::InvalidArgument("RestoreAt " + std::to_string(position) + " from window blocks: window block " +
+                                   std::to_string(position / kBlockTokens - 1) + " is not valid");
+  // Validated: replace the per-sequence state.
+  for (V4LayerState& ls : state.layers) ls = V4LayerState{};
+  for (V4LayerState& ls : state.mtp_layers) ls = V4LayerState{};
+  state.mtp_tokens = position == 0 ? 0 : -1;  // the MTP window ring is not restored
+  state.SetPosition(position);
+  state.high_water = position;
+  state.rollback_floor = position;
+  state.window_floor = window ? 0 : position;
+  state.compress_floor = window ? 0 : position;
+  if (window) {
+    const float* block = reinterpret_cast<const float*>(pools.group(wg).block(boundary_block));
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+      const V4AttentionWeights& a = weights_->layers[l].attention;
+      const V4CacheLayout::Layer& where = layout_.layers[l];
+      if (where.kv_boundary_offset >= 0)
+        v4::LoadCompressorBoundary(*a.compressor, state.layers[l].compressor, position, block + where.kv_boundary_offset);
+      if (where.index_boundary_offset >= 0)
+        v4::LoadCompressorBoundary(a.indexer->compressor, state.layers[l].index_compressor, position,
+                                   block + where.index_boundary_offset);
+    }
+  }
+  return Status::Ok();
 }
 
 Status V4Model::Draft(std::span<const DraftChunk>, KvPools&, ForwardOutput*) {
@@ -344,7 +410,6 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
     auto* state = static_cast<V4SequenceState*>(chunk.state);
     if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
     if (chunk.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
-    if (chunk.state_only) return Status::Unimplemented(where + ": state-only chunks are not implemented yet");
     for (int32_t t : chunk.tokens) {
       if (t < 0 || t >= c.vocab_size)
         return Status::OutOfRange(where + ": token id " + std::to_string(t) + " outside the vocabulary");
@@ -382,7 +447,7 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
         return Status::FailedPrecondition(where + ": the MTP layer has seen " + std::to_string(state->mtp_tokens) +
                                           " positions, the sequence " + std::to_string(start));
     }
-    v4::ChunkRows rows{state, step.num_rows(), len, start};
+    v4::ChunkRows rows{state, step.num_rows(), len, start, chunk.state_only};
     for (int64_t i = 0; i < len; ++i)
       step.rows.push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
     step.chunks.push_back(rows);

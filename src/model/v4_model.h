@@ -5,7 +5,14 @@
 //   "csa_kv"    kCompressed, the CSA ratio (4): per CSA layer 128/4 entries of head_dim
 //   "hca_kv"    kCompressed, the HCA ratio (128): per HCA layer 1 entry of head_dim
 //   "csa_index" kIndexerKeys, the CSA ratio: per CSA layer 128/4 keys of index_head_dim
-//   "window"    kSlidingWindow (window = sliding_window): per layer 128 K=V vectors of head_dim
+//   "window"    kSlidingWindow (window = sliding_window): per layer 128 K=V vectors of head_dim, then the
+//               overlapping compressors' state at the block's end: per CSA layer the first series of the raw
+//               kv and gate of the last `ratio` positions, for its compressor and its indexer's
+//
+// Per sequence (sequence_state_bytes): each compressor's raw kv and gate for kV4MaxRollback + coff · ratio
+// positions, and the MTP layer's window ring (sliding_window × head_dim). V4-Flash in fp32: 21 CSA layers ×
+// 24 positions × (2·1024 + 2·256) + 20 HCA layers × 144 × 2·512 + 128 × 512 floats ≈ 17.2 MB, of which the
+// HCA layers' open 128-position windows are 11.8 MB.
 // (A config with several CSA or HCA ratios gets one group per distinct ratio, named with it.)
 #pragma once
 
@@ -29,6 +36,9 @@ struct V4CacheLayout {
     int index_group = -1;  // indexer keys (CSA layers)
     int64_t index_offset = 0;
     int64_t window_offset = 0;  // K=V vectors in the window group
+    // Overlapping compressors' boundary state in the window group (-1: none).
+    int64_t kv_boundary_offset = -1;
+    int64_t index_boundary_offset = -1;
   };
   std::vector<Layer> layers;
   int window_group = -1;
@@ -42,7 +52,7 @@ class V4Model : public CausalLM {
   const KvCacheSpec& cache_spec() const override { return spec_; }
   std::unique_ptr<SequenceState> NewSequence() const override;
   Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) override;
-  int64_t max_rollback() const override { return 0; }
+  int64_t max_rollback() const override { return kV4MaxRollback; }
   Status Truncate(SequenceState& state, int64_t n) override;
   Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) override;
   Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const KvPools& pools) override;

@@ -42,7 +42,8 @@ TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
   EXPECT_EQ((*model)->info().architecture, "DeepseekV4ForCausalLM");
   EXPECT_EQ((*model)->info().vocab_size, 256);
   // Layers: HCA 128 (1 entry of 32 per block), CSA 4 (32 entries of 32 + 32 indexer keys of 16), in
-  // groups csa_kv, hca_kv, csa_index, then the window (128 K=V vectors of 32 for each of the 3 layers).
+  // groups csa_kv, hca_kv, csa_index, then the window (128 K=V vectors of 32 for each of the 3 layers, then the CSA layer's compressor
+  // and indexer state at the block's end: first-series kv and gate of 4 positions, 2·4·32 + 2·4·16 floats).
   const KvCacheSpec& spec = (*model)->cache_spec();
   int64_t prefix_floats = 0;
   for (const CacheGroupSpec& g : spec.groups)
@@ -50,7 +51,7 @@ TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
   EXPECT_EQ(prefix_floats, 1 * 32 + 32 * 32 + 32 * 16);
   ASSERT_EQ(spec.groups.size(), 4u);
   const std::vector<std::string> names = {"csa_kv", "hca_kv", "csa_index", "window"};
-  const std::vector<int64_t> floats = {32 * 32, 1 * 32, 32 * 16, 3 * 128 * 32};
+  const std::vector<int64_t> floats = {32 * 32, 1 * 32, 32 * 16, 3 * 128 * 32 + 2 * 4 * 32 + 2 * 4 * 16};
   const std::vector<int64_t> ratios = {4, 128, 4, 1};
   for (size_t g = 0; g < 4; ++g) {
     EXPECT_EQ(spec.groups[g].name, names[g]);
