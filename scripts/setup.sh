@@ -16,6 +16,7 @@ apt_packages=(
   libboost-dev                            # Boost.Asio/Beast (header-only): the HTTP server (src/server)
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
   python3 python3-venv                    # test tooling
+  liburing-dev libxxhash-dev fio          # KV store: io_uring, XXH3 checksums, the device's limit in bench kvstore
 )
 missing=()
 for p in "${apt_packages[@]}"; do

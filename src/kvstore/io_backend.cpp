@@ -1,0 +1,321 @@
+#include "kvstore/io_backend.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#if DEEPINFER_HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+namespace deepinfer::kvstore {
+
+void RunIoOpBlocking(IoOp* op) {
+  int r = 0;
+  do {
+    switch (op->kind) {
+      case IoOp::Kind::kStatx:
+        r = ::statx(AT_FDCWD, op->path, AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS, op->stx);
+        break;
+      case IoOp::Kind::kOpen:
+        r = ::open(op->path, op->flags, op->mode);
+        break;
+      case IoOp::Kind::kReadv:
+        r = static_cast<int>(::preadv(op->fd, op->iov, op->iovcnt, static_cast<off_t>(op->offset)));
+        break;
+      case IoOp::Kind::kWritev:
+        r = static_cast<int>(::pwritev(op->fd, op->iov, op->iovcnt, static_cast<off_t>(op->offset)));
+        break;
+      case IoOp::Kind::kFsync:
+        r = ::fsync(op->fd);
+        break;
+      case IoOp::Kind::kFdatasync:
+        r = ::fdatasync(op->fd);
+        break;
+      case IoOp::Kind::kClose:
+        r = ::close(op->fd);
+        if (r != 0 && errno == EINTR) r = 0;  // the descriptor is gone either way on Linux
+        break;
+      case IoOp::Kind::kRename:
+        r = op->flags != 0 ? ::renameat2(AT_FDCWD, op->path, AT_FDCWD, op->path2, static_cast<unsigned>(op->flags))
+                           : ::rename(op->path, op->path2);
+        break;
+      case IoOp::Kind::kUnlink:
+        r = ::unlink(op->path);
+        break;
+    }
+  } while (r < 0 && errno == EINTR);
+  op->result = r < 0 ? -errno : r;
+}
+
+namespace {
+
+// Worker threads running operations as blocking syscalls; as many workers as operations may be in
+// flight (up to 8), so a slow open or read does not hold up the others.
+class PosixBackend final : public IoBackend {
+ public:
+  explicit PosixBackend(int depth) {
+    const int workers = std::clamp(depth, 1, 8);
+    for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  ~PosixBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  std::string_view name() const override { return "posix"; }
+  void Prepare(IoOp* op) override { pending_.push_back(op); }
+  void Submit() override {
+    if (pending_.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (IoOp* op : pending_) work_.push_back(op);
+    }
+    pending_.clear();
+    work_cv_.notify_all();
+  }
+  void Wait(std::vector<IoOp*>* done, bool block) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (block) done_cv_.wait(lock, [this] { return !done_.empty() || woken_; });
+    woken_ = false;
+    done->insert(done->end(), done_.begin(), done_.end());
+    done_.clear();
+  }
+  void Wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      woken_ = true;
+    }
+    done_cv_.notify_all();
+  }
+
+ private:
+  void WorkerLoop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      work_cv_.wait(lock, [this] { return stopping_ || !work_.empty(); });
+      if (work_.empty()) return;  // stopping, nothing left
+      IoOp* op = work_.front();
+      work_.pop_front();
+      lock.unlock();
+      RunIoOpBlocking(op);
+      lock.lock();
+      done_.push_back(op);
+      done_cv_.notify_all();
+    }
+  }
+
+  std::vector<IoOp*> pending_;  // owner thread only
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::deque<IoOp*> work_;
+  std::vector<IoOp*> done_;
+  bool woken_ = false;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+#if DEEPINFER_HAVE_LIBURING
+
+// One ring per I/O thread. Wake() writes an eventfd the ring polls, so a thread blocked on completions
+// also wakes for new work. Opcodes the kernel lacks (probed once) run synchronously instead.
+class UringBackend final : public IoBackend {
+ public:
+  static std::unique_ptr<UringBackend> Create(int depth, std::string* why) {
+    auto b = std::unique_ptr<UringBackend>(new UringBackend());
+    const unsigned entries = static_cast<unsigned>(std::clamp(depth * 2 + 4, 8, 4096));
+    const int err = io_uring_queue_init(entries, &b->ring_, 0);
+    if (err < 0) {
+      *why = std::string("io_uring_queue_init: ") + std::strerror(-err);
+      return nullptr;
+    }
+    b->ring_ok_ = true;
+    b->event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (b->event_fd_ < 0) {
+      *why = std::string("eventfd: ") + std::strerror(errno);
+      return nullptr;
+    }
+    if (io_uring_probe* probe = io_uring_get_probe_ring(&b->ring_)) {
+      for (int op : {IORING_OP_STATX, IORING_OP_OPENAT, IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC,
+                     IORING_OP_CLOSE, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_POLL_ADD}) {
+        b->supported_[op] = io_uring_opcode_supported(probe, op) != 0;
+      }
+      io_uring_free_probe(probe);
+    } else {
+      // Kernels before 5.6 cannot probe; they have readv/writev/fsync/poll for certain.
+      for (int op : {IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC, IORING_OP_POLL_ADD}) b->supported_[op] = true;
+    }
+    if (!b->supported_[IORING_OP_READV] || !b->supported_[IORING_OP_POLL_ADD]) {
+      *why = "io_uring lacks readv or poll";
+      return nullptr;
+    }
+    b->ArmWakePoll();
+    io_uring_submit(&b->ring_);
+    return b;
+  }
+
+  ~UringBackend() override {
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+  }
+
+  std::string_view name() const override { return "io_uring"; }
+
+  void Prepare(IoOp* op) override {
+    const int opcode = Opcode(op->kind);
+    if (!supported_[opcode]) {
+      RunIoOpBlocking(op);
+      inline_done_.push_back(op);
+      return;
+    }
+    io_uring_sqe* sqe = GetSqe();
+    switch (op->kind) {
+      case IoOp::Kind::kStatx:
+        io_uring_prep_statx(sqe, AT_FDCWD, op->path, AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS, op->stx);
+        break;
+      case IoOp::Kind::kOpen:
+        io_uring_prep_openat(sqe, AT_FDCWD, op->path, op->flags, op->mode);
+        break;
+      case IoOp::Kind::kReadv:
+        io_uring_prep_readv(sqe, op->fd, op->iov, static_cast<unsigned>(op->iovcnt), op->offset);
+        break;
+      case IoOp::Kind::kWritev:
+        io_uring_prep_writev(sqe, op->fd, op->iov, static_cast<unsigned>(op->iovcnt), op->offset);
+        break;
+      case IoOp::Kind::kFsync:
+        io_uring_prep_fsync(sqe, op->fd, 0);
+        break;
+      case IoOp::Kind::kFdatasync:
+        io_uring_prep_fsync(sqe, op->fd, IORING_FSYNC_DATASYNC);
+        break;
+      case IoOp::Kind::kClose:
+        io_uring_prep_close(sqe, op->fd);
+        break;
+      case IoOp::Kind::kRename:
+        io_uring_prep_renameat(sqe, AT_FDCWD, op->path, AT_FDCWD, op->path2, static_cast<unsigned>(op->flags));
+        break;
+      case IoOp::Kind::kUnlink:
+        io_uring_prep_unlinkat(sqe, AT_FDCWD, op->path, 0);
+        break;
+    }
+    io_uring_sqe_set_data(sqe, op);
+  }
+
+  void Submit() override { io_uring_submit(&ring_); }
+
+  void Wait(std::vector<IoOp*>* done, bool block) override {
+    if (!inline_done_.empty()) {
+      done->insert(done->end(), inline_done_.begin(), inline_done_.end());
+      inline_done_.clear();
+      block = false;
+    }
+    io_uring_cqe* cqe = nullptr;
+    if (block) {
+      int r;
+      do {
+        r = io_uring_wait_cqe(&ring_, &cqe);
+      } while (r == -EINTR);
+      if (r < 0) return;
+    }
+    unsigned head;
+    unsigned seen = 0;
+    bool rearm = false;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      void* data = io_uring_cqe_get_data(cqe);
+      if (data == &wake_marker_) {
+        uint64_t value;
+        while (::read(event_fd_, &value, sizeof(value)) > 0) {
+        }
+        rearm = true;
+        continue;
+      }
+      auto* op = static_cast<IoOp*>(data);
+      op->result = cqe->res;
+      done->push_back(op);
+    }
+    io_uring_cq_advance(&ring_, seen);
+    if (rearm) {
+      ArmWakePoll();
+      io_uring_submit(&ring_);
+    }
+  }
+
+  void Wake() override {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof(one));
+  }
+
+ private:
+  UringBackend() = default;
+
+  static int Opcode(IoOp::Kind kind) {
+    switch (kind) {
+      case IoOp::Kind::kStatx: return IORING_OP_STATX;
+      case IoOp::Kind::kOpen: return IORING_OP_OPENAT;
+      case IoOp::Kind::kReadv: return IORING_OP_READV;
+      case IoOp::Kind::kWritev: return IORING_OP_WRITEV;
+      case IoOp::Kind::kFsync:
+      case IoOp::Kind::kFdatasync: return IORING_OP_FSYNC;
+      case IoOp::Kind::kClose: return IORING_OP_CLOSE;
+      case IoOp::Kind::kRename: return IORING_OP_RENAMEAT;
+      case IoOp::Kind::kUnlink: return IORING_OP_UNLINKAT;
+    }
+    return IORING_OP_NOP;
+  }
+
+  io_uring_sqe* GetSqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (sqe == nullptr) {
+      io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+  }
+
+  void ArmWakePoll() {
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_poll_add(sqe, event_fd_, POLLIN);
+    io_uring_sqe_set_data(sqe, &wake_marker_);
+  }
+
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  int event_fd_ = -1;
+  char wake_marker_ = 0;
+  bool supported_[IORING_OP_LAST] = {};
+  std::vector<IoOp*> inline_done_;
+};
+
+#endif  // DEEPINFER_HAVE_LIBURING
+
+}  // namespace
+
+std::unique_ptr<IoBackend> MakeIoBackend(IoBackendKind kind, int depth, std::string* chosen_reason) {
+  chosen_reason->clear();
+  if (kind == IoBackendKind::kPosix) return std::make_unique<PosixBackend>(depth);
+#if DEEPINFER_HAVE_LIBURING
+  std::string why;
+  if (auto b = UringBackend::Create(depth, &why)) return b;
+  *chosen_reason = why;
+#else
+  *chosen_reason = "built without liburing";
+#endif
+  return std::make_unique<PosixBackend>(depth);
+}
+
+}  // namespace deepinfer::kvstore

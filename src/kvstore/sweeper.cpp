@@ -1,0 +1,234 @@
+#include "kvstore/sweeper.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace deepinfer::kvstore {
+namespace {
+
+int64_t ToNanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
+
+struct BlockEntry {
+  std::string path;
+  uint64_t bytes = 0;
+  int64_t atime_ns = 0;
+  int64_t mtime_ns = 0;
+};
+
+// Calls fn(name) for each entry of `dir` other than . and ..; false if the directory cannot be opened.
+template <typename Fn>
+bool ForEachEntry(const std::string& dir, Fn&& fn) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    fn(name);
+  }
+  ::closedir(d);
+  return true;
+}
+
+bool IsNamespaceName(std::string_view name) {
+  Hash128 h;
+  return ParseHex(name, &h);
+}
+
+bool IsBucketName(std::string_view name) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  return name.size() == 2 && hex(name[0]) && hex(name[1]);
+}
+
+// Holds the sweep lock (flock on DIR/sweep.lock) for the sweep's duration.
+class SweepLock {
+ public:
+  // busy: another process holds it. A filesystem without flock support sweeps unlocked.
+  SweepLock(const std::string& path, bool wait, bool* busy) {
+    *busy = false;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;
+    int r;
+    do {
+      r = ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB));
+    } while (r != 0 && errno == EINTR);
+    if (r != 0 && errno == EWOULDBLOCK) {
+      *busy = true;
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~SweepLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  SweepLock(const SweepLock&) = delete;
+  SweepLock& operator=(const SweepLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+bool TmpOwnerIsGone(const std::string& host, int64_t pid) {
+  if (host != HostTag() || pid <= 0 || pid == ::getpid()) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+uint64_t CleanTemporaries(const StoreDir& dir, double tmp_max_age_s, bool dry_run) {
+  const int64_t now_ns = UnixMillis() * 1'000'000;
+  uint64_t removed = 0;
+  // Writers that crashed (this host: the pid is gone) or stalled (any host: too old).
+  ForEachEntry(dir.TmpDir(), [&](std::string_view name) {
+    const std::string path = dir.TmpDir() + "/" + std::string(name);
+    std::string host;
+    int64_t pid = 0;
+    bool remove = ParseTmpName(name, &host, &pid) && TmpOwnerIsGone(host, pid);
+    struct stat st {};
+    if (!remove && ::lstat(path.c_str(), &st) == 0 &&
+        now_ns - ToNanos(st.st_mtim) > static_cast<int64_t>(tmp_max_age_s * 1e9)) {
+      remove = true;
+    }
+    if (remove && (dry_run || ::unlink(path.c_str()) == 0)) ++removed;
+  });
+  return removed;
+}
+
+Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
+  SweepReport report;
+  if (!dir.StillThere()) return Status::Unavailable(dir.root() + ": the KV store directory is gone");
+  SweepLock lock(dir.SweepLockPath(), options.wait_for_lock, &report.lock_busy);
+  if (report.lock_busy) return report;
+
+  const int64_t now_ms = UnixMillis();
+  const int64_t now_ns = now_ms * 1'000'000;
+  const bool act = !options.dry_run;
+
+  report.tmp_removed = CleanTemporaries(dir, options.tmp_max_age_s, options.dry_run);
+
+  // The trash: unlink what is past its grace period (all of it for --all). The time is in the name,
+  // because a rename does not reliably change the times a sweeper on another host sees.
+  uint64_t trash_pending_bytes = 0;
+  ForEachEntry(dir.TrashDir(), [&](std::string_view name) {
+    const std::string path = dir.TrashDir() + "/" + std::string(name);
+    int64_t ms = 0;
+    const bool named = ParseLeadingMillis(name, &ms);
+    if (options.evict_all || !named || now_ms - ms > static_cast<int64_t>(options.trash_grace_s * 1e3)) {
+      if (!act || ::unlink(path.c_str()) == 0) ++report.trash_unlinked;
+      return;
+    }
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) trash_pending_bytes += static_cast<uint64_t>(st.st_size);
+    ++report.trash_pending;
+  });
+
+  ForEachEntry(dir.QuarantineDir(), [&](std::string_view name) {
+    int64_t ms = 0;
+    if (!ParseLeadingMillis(name, &ms) || now_ms - ms <= static_cast<int64_t>(options.quarantine_max_age_s * 1e3)) return;
+    const std::string path = dir.QuarantineDir() + "/" + std::string(name);
+    if (!act || ::unlink(path.c_str()) == 0) ++report.quarantine_removed;
+  });
+
+  // Every block of every namespace, with its times.
+  std::vector<BlockEntry> blocks;
+  ForEachEntry(dir.root(), [&](std::string_view ns_name) {
+    if (!IsNamespaceName(ns_name)) return;
+    ++report.namespaces;
+    const std::string ns_dir = dir.root() + "/" + std::string(ns_name);
+    ForEachEntry(ns_dir, [&](std::string_view bucket) {
+      if (!IsBucketName(bucket)) return;
+      const std::string bucket_dir = ns_dir + "/" + std::string(bucket);
+      ForEachEntry(bucket_dir, [&](std::string_view name) {
+        Hash128 h;
+        if (!ParseBlockName(name, &h)) return;
+        BlockEntry e;
+        e.path = bucket_dir + "/" + std::string(name);
+        struct stat st {};
+        if (::lstat(e.path.c_str(), &st) != 0) {
+          if (errno != ENOENT) ++report.errors;  // ENOENT: another sweeper or a reader's quarantine took it
+          return;
+        }
+        if (!S_ISREG(st.st_mode)) return;
+        e.bytes = static_cast<uint64_t>(st.st_size);
+        e.atime_ns = ToNanos(st.st_atim);
+        e.mtime_ns = ToNanos(st.st_mtim);
+        report.block_bytes += e.bytes;
+        blocks.push_back(std::move(e));
+      });
+    });
+  });
+  report.blocks = blocks.size();
+
+  auto evict = [&](const BlockEntry& e) {
+    if (act && ::rename(e.path.c_str(), dir.NewTrashPath(now_ms).c_str()) != 0) {
+      if (errno != ENOENT) ++report.errors;
+      return false;
+    }
+    report.evicted_bytes += e.bytes;
+    trash_pending_bytes += e.bytes;
+    return true;
+  };
+
+  std::vector<BlockEntry> live;
+  live.reserve(blocks.size());
+  for (auto& e : blocks) {
+    if (options.evict_all || (options.expired && e.mtime_ns <= now_ns)) {
+      if (evict(e)) ++report.expired;
+    } else {
+      live.push_back(std::move(e));
+    }
+  }
+  if (options.evict_all && act) {
+    // Nobody should be reading a store being emptied; free the space now.
+    ForEachEntry(dir.TrashDir(), [&](std::string_view name) {
+      if (::unlink((dir.TrashDir() + "/" + std::string(name)).c_str()) == 0) ++report.trash_unlinked;
+    });
+    trash_pending_bytes = 0;
+    report.trash_pending = 0;
+  }
+
+  // Capacity: the store's own bytes against a configured capacity, or the filesystem's used space.
+  uint64_t used = 0;
+  if (options.capacity_bytes > 0) {
+    report.capacity = options.capacity_bytes;
+    uint64_t live_bytes = 0;
+    for (const auto& e : live) live_bytes += e.bytes;
+    used = live_bytes + trash_pending_bytes;
+  } else {
+    struct statvfs vfs {};
+    if (::statvfs(dir.root().c_str(), &vfs) == 0) {
+      report.capacity = uint64_t{vfs.f_blocks} * vfs.f_frsize;
+      used = (uint64_t{vfs.f_blocks} - uint64_t{vfs.f_bavail}) * vfs.f_frsize;
+    }
+  }
+  report.used_before = used;
+  // What the trash holds is about to be freed (after its grace period): count it as gone.
+  uint64_t projected = used > trash_pending_bytes ? used - trash_pending_bytes : 0;
+  if (report.capacity > 0 && static_cast<double>(projected) > options.high_watermark * static_cast<double>(report.capacity)) {
+    const auto target = static_cast<uint64_t>(options.low_watermark * static_cast<double>(report.capacity));
+    std::sort(live.begin(), live.end(), [](const BlockEntry& a, const BlockEntry& b) {
+      return a.atime_ns != b.atime_ns ? a.atime_ns < b.atime_ns : a.path < b.path;
+    });
+    for (const auto& e : live) {
+      if (projected <= target) break;
+      if (evict(e)) {
+        ++report.capacity_evicted;
+        projected = projected > e.bytes ? projected - e.bytes : 0;
+      }
+    }
+  }
+  report.used_after = projected;
+  return report;
+}
+
+}  // namespace deepinfer::kvstore
