@@ -249,9 +249,31 @@ bool ParseLeadingMillis(std::string_view name, int64_t* ms) {
   return ParseUnsigned(name.substr(0, dot), ms);
 }
 
+bool ForEachDirEntry(const std::string& dir, const std::function<void(std::string_view name)>& fn) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    fn(name);
+  }
+  ::closedir(d);
+  return true;
+}
+
+bool IsNamespaceName(std::string_view name) {
+  Hash128 h;
+  return ParseHex(name, &h) && ToHex(h) == name;
+}
+
+bool IsBucketName(std::string_view name) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  return name.size() == 2 && hex(name[0]) && hex(name[1]);
+}
+
 bool ParseBlockName(std::string_view name, Hash128* hash) {
   if (name.size() != 36 || !name.ends_with(".kvb")) return false;
-  return ParseHex(name.substr(0, 32), hash);
+  return ParseHex(name.substr(0, 32), hash) && ToHex(*hash) == name.substr(0, 32);
 }
 
 }  // namespace deepinfer::kvstore

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -69,5 +70,11 @@ bool ParseLeadingMillis(std::string_view name, int64_t* ms);
 bool ParseBlockName(std::string_view name, Hash128* hash);
 
 int64_t UnixMillis();
+
+// Calls fn(name) for each entry of `dir` but . and ..; false if the directory cannot be listed.
+bool ForEachDirEntry(const std::string& dir, const std::function<void(std::string_view name)>& fn);
+// A namespace directory's name (32 hex digits) and a bucket's (2 lowercase hex digits).
+bool IsNamespaceName(std::string_view name);
+bool IsBucketName(std::string_view name);
 
 }  // namespace deepinfer::kvstore

@@ -26,30 +26,6 @@ struct BlockEntry {
   int64_t mtime_ns = 0;
 };
 
-// Calls fn(name) for each entry of `dir` other than . and ..; false if the directory cannot be opened.
-template <typename Fn>
-bool ForEachEntry(const std::string& dir, Fn&& fn) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    fn(name);
-  }
-  ::closedir(d);
-  return true;
-}
-
-bool IsNamespaceName(std::string_view name) {
-  Hash128 h;
-  return ParseHex(name, &h);
-}
-
-bool IsBucketName(std::string_view name) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  return name.size() == 2 && hex(name[0]) && hex(name[1]);
-}
-
 // Holds the sweep lock (flock on DIR/sweep.lock) for the sweep's duration.
 class SweepLock {
  public:
@@ -89,7 +65,7 @@ uint64_t CleanTemporaries(const StoreDir& dir, double tmp_max_age_s, bool dry_ru
   const int64_t now_ns = UnixMillis() * 1'000'000;
   uint64_t removed = 0;
   // Writers that crashed (this host: the pid is gone) or stalled (any host: too old).
-  ForEachEntry(dir.TmpDir(), [&](std::string_view name) {
+  ForEachDirEntry(dir.TmpDir(), [&](std::string_view name) {
     const std::string path = dir.TmpDir() + "/" + std::string(name);
     std::string host;
     int64_t pid = 0;
@@ -119,7 +95,7 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
   // The trash: unlink what is past its grace period (all of it for --all). The time is in the name,
   // because a rename does not reliably change the times a sweeper on another host sees.
   uint64_t trash_pending_bytes = 0;
-  ForEachEntry(dir.TrashDir(), [&](std::string_view name) {
+  ForEachDirEntry(dir.TrashDir(), [&](std::string_view name) {
     const std::string path = dir.TrashDir() + "/" + std::string(name);
     int64_t ms = 0;
     const bool named = ParseLeadingMillis(name, &ms);
@@ -132,7 +108,7 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
     ++report.trash_pending;
   });
 
-  ForEachEntry(dir.QuarantineDir(), [&](std::string_view name) {
+  ForEachDirEntry(dir.QuarantineDir(), [&](std::string_view name) {
     int64_t ms = 0;
     if (!ParseLeadingMillis(name, &ms) || now_ms - ms <= static_cast<int64_t>(options.quarantine_max_age_s * 1e3)) return;
     const std::string path = dir.QuarantineDir() + "/" + std::string(name);
@@ -141,14 +117,14 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
 
   // Every block of every namespace, with its times.
   std::vector<BlockEntry> blocks;
-  ForEachEntry(dir.root(), [&](std::string_view ns_name) {
+  ForEachDirEntry(dir.root(), [&](std::string_view ns_name) {
     if (!IsNamespaceName(ns_name)) return;
     ++report.namespaces;
     const std::string ns_dir = dir.root() + "/" + std::string(ns_name);
-    ForEachEntry(ns_dir, [&](std::string_view bucket) {
+    ForEachDirEntry(ns_dir, [&](std::string_view bucket) {
       if (!IsBucketName(bucket)) return;
       const std::string bucket_dir = ns_dir + "/" + std::string(bucket);
-      ForEachEntry(bucket_dir, [&](std::string_view name) {
+      ForEachDirEntry(bucket_dir, [&](std::string_view name) {
         Hash128 h;
         if (!ParseBlockName(name, &h)) return;
         BlockEntry e;
@@ -190,7 +166,7 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
   }
   if (options.evict_all && act) {
     // Nobody should be reading a store being emptied; free the space now.
-    ForEachEntry(dir.TrashDir(), [&](std::string_view name) {
+    ForEachDirEntry(dir.TrashDir(), [&](std::string_view name) {
       if (::unlink((dir.TrashDir() + "/" + std::string(name)).c_str()) == 0) ++report.trash_unlinked;
     });
     trash_pending_bytes = 0;
