@@ -99,7 +99,7 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
     const std::string path = dir.TrashDir() + "/" + std::string(name);
     int64_t ms = 0;
     const bool named = ParseLeadingMillis(name, &ms);
-    if (options.evict_all || !named || now_ms - ms > static_cast<int64_t>(options.trash_grace_s * 1e3)) {
+    if (options.evict_all || !named || now_ms - ms >= static_cast<int64_t>(options.trash_grace_s * 1e3)) {
       if (!act || ::unlink(path.c_str()) == 0) ++report.trash_unlinked;
       return;
     }
