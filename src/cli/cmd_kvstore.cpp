@@ -72,7 +72,7 @@ int RunStats(const std::vector<std::string>& args) {
     j["dir"] = dir->root();
     j["namespaces"] = nlohmann::ordered_json::array();
     for (const auto& ns : s->namespaces) {
-      j["namespaces"].push_back({{"id", kvstore::ToHex(ns.id)},
+      j["namespaces"].push_back({{"id", ns.id.ToHex()},
                                  {"model_fingerprint", ns.model_fingerprint},
                                  {"description", ns.description},
                                  {"payload_bytes", ns.payload_bytes},
@@ -96,7 +96,7 @@ int RunStats(const std::vector<std::string>& args) {
   for (const auto& ns : s->namespaces) {
     blocks += ns.blocks;
     bytes += ns.bytes;
-    std::printf("namespace %s  model %s\n  %s\n", kvstore::ToHex(ns.id).c_str(), ns.model_fingerprint.c_str(),
+    std::printf("namespace %s  model %s\n  %s\n", ns.id.ToHex().c_str(), ns.model_fingerprint.c_str(),
                 ns.description.c_str());
     std::printf("  %llu blocks, %s (payload %s each), %llu expired; last uses %s .. %s\n",
                 static_cast<unsigned long long>(ns.blocks), HumanBytes(ns.bytes).c_str(),

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 namespace deepinfer::kvstore {
 namespace {
@@ -19,8 +17,8 @@ void Put64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 void PutHash(uint8_t* p, const Hash128& h) {
-  Put64(p, h.lo);
-  Put64(p + 8, h.hi);
+  Put64(p, h.low);
+  Put64(p + 8, h.high);
 }
 uint32_t Get32(const uint8_t* p) {
   uint32_t v = 0;
@@ -32,7 +30,7 @@ uint64_t Get64(const uint8_t* p) {
   for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
   return v;
 }
-Hash128 GetHash(const uint8_t* p) { return {Get64(p), Get64(p + 8)}; }
+Hash128 GetHash(const uint8_t* p) { return {.high = Get64(p + 8), .low = Get64(p)}; }
 
 bool AllZero(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -41,19 +39,7 @@ bool AllZero(const uint8_t* p, size_t n) {
   return true;
 }
 
-Hash128 FromXxh(XXH128_hash_t h) { return {h.low64, h.high64}; }
-
 }  // namespace
-
-std::string ToHex(const Hash128& h) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out(32, '0');
-  for (int i = 0; i < 16; ++i) {
-    out[15 - i] = kDigits[(h.hi >> (4 * i)) & 0xF];
-    out[31 - i] = kDigits[(h.lo >> (4 * i)) & 0xF];
-  }
-  return out;
-}
 
 bool ParseHex(std::string_view text, Hash128* out) {
   if (text.size() != 32) return false;
@@ -67,19 +53,10 @@ bool ParseHex(std::string_view text, Hash128* out) {
     else return false;
     parts[i / 16] = (parts[i / 16] << 4) | d;
   }
-  out->hi = parts[0];
-  out->lo = parts[1];
+  out->high = parts[0];
+  out->low = parts[1];
   return true;
 }
-
-Hash128 Xxh3Hash128(std::span<const uint8_t> bytes) { return FromXxh(XXH3_128bits(bytes.data(), bytes.size())); }
-
-Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) { XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_)); }
-Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
-void Xxh3Stream::Update(std::span<const uint8_t> bytes) {
-  XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), bytes.data(), bytes.size());
-}
-Hash128 Xxh3Stream::Digest() const { return FromXxh(XXH3_128bits_digest(static_cast<XXH3_state_t*>(state_))); }
 
 std::string_view TtlClassName(TtlClass c) {
   switch (c) {
@@ -104,18 +81,14 @@ uint64_t StoreLayout::payload_bytes() const {
 
 Hash128 StoreLayout::Id() const {
   // The id covers the format version too: a future format with the same layout gets its own namespace.
-  Xxh3Stream s;
+  Hasher128 s;
   uint8_t fixed[8 + 16 + 8];
   std::memcpy(fixed, kBlockMagic.data(), 8);
   PutHash(fixed + 8, model_fingerprint);
   Put64(fixed + 24, (uint64_t{kFormatVersion} << 32) | segment_bytes.size());
-  s.Update(fixed);
-  for (uint64_t b : segment_bytes) {
-    uint8_t v[8];
-    Put64(v, b);
-    s.Update(v);
-  }
-  s.Update({reinterpret_cast<const uint8_t*>(description.data()), description.size()});
+  s.Update(fixed, sizeof fixed);
+  for (uint64_t b : segment_bytes) s.UpdateInt(b);
+  s.Update(description);
   return s.Digest();
 }
 
@@ -152,12 +125,12 @@ void EncodeHeader(const BlockHeader& header, std::span<uint8_t, kHeaderBytes> ou
 }
 
 Hash128 ComputeChecksum(std::span<const uint8_t, kHeaderBytes> header, std::span<const std::span<const uint8_t>> payload) {
-  Xxh3Stream s;
-  s.Update(header.subspan(0, kChecksumOffset));
+  Hasher128 s;
+  s.Update(header.data(), kChecksumOffset);
   static constexpr uint8_t kZero[16] = {};
-  s.Update(kZero);
-  s.Update(header.subspan(kChecksumOffset + 16));
-  for (const auto& piece : payload) s.Update(piece);
+  s.Update(kZero, sizeof kZero);
+  s.Update(header.data() + kChecksumOffset + 16, kHeaderBytes - kChecksumOffset - 16);
+  for (const auto& piece : payload) s.Update(piece.data(), piece.size());
   return s.Digest();
 }
 

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hash.h"
 #include "core/status.h"
 
 namespace deepinfer::kvstore {
@@ -44,38 +45,12 @@ inline constexpr std::string_view kBlockMagic{"DIKVBLK\0", 8};
 // enough that a corrupt size field can never make a reader allocate or read without bound.
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 30;
 
-// A 128-bit identifier (block hashes, fingerprints, checksums). Written as 32 lowercase hex digits, `hi`
-// first; in binary as lo then hi, little-endian.
-struct Hash128 {
-  uint64_t lo = 0;
-  uint64_t hi = 0;
-  bool is_zero() const { return lo == 0 && hi == 0; }
-  friend bool operator==(const Hash128&, const Hash128&) = default;
-};
+// 128-bit values (block hashes, fingerprints, checksums) are core's Hash128; in a file, low half first.
+using deepinfer::Hash128;
+using deepinfer::Hash128Hasher;
 
-std::string ToHex(const Hash128& h);
-// Exactly 32 hex digits (either case); false otherwise.
+// Parses exactly 32 hex digits (either case, high half first, as Hash128::ToHex writes them).
 bool ParseHex(std::string_view text, Hash128* out);
-
-struct Hash128Hasher {
-  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9E3779B97F4A7C15ull)); }
-};
-
-// XXH3-128 of bytes, one call or streamed over pieces (the read path verifies a block scattered over
-// several pool blocks without gathering it).
-Hash128 Xxh3Hash128(std::span<const uint8_t> bytes);
-class Xxh3Stream {
- public:
-  Xxh3Stream();
-  ~Xxh3Stream();
-  Xxh3Stream(const Xxh3Stream&) = delete;
-  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
-  void Update(std::span<const uint8_t> bytes);
-  Hash128 Digest() const;
-
- private:
-  void* state_;
-};
 
 // How long a block lives after its last use. The class is a request's (`--kv-ttl-class` or the request's
 // extension field); the durations are the store's options.

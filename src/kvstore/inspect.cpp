@@ -75,7 +75,7 @@ Result<StoreSummary> SummarizeStore(const StoreDir& dir) {
     s.namespaces.push_back(std::move(ns));
   });
   std::sort(s.namespaces.begin(), s.namespaces.end(),
-            [](const NamespaceSummary& a, const NamespaceSummary& b) { return ToHex(a.id) < ToHex(b.id); });
+            [](const NamespaceSummary& a, const NamespaceSummary& b) { return a.id.ToHex() < b.id.ToHex(); });
   ForEachDirEntry(dir.TmpDir(), [&](std::string_view) { ++s.tmp_files; });
   ForEachDirEntry(dir.TrashDir(), [&](std::string_view name) {
     struct stat st {};
@@ -112,18 +112,18 @@ VerifyFailure VerifyBlockFile(const std::string& path, const Hash128& ns, const 
   if (size != kHeaderBytes + payload) return VerifyFailure::kTruncated;
   if (decoded->payload_bytes != payload) return VerifyFailure::kHeader;
   // Stream the payload in pieces: a verifier's memory stays bounded whatever the block size.
-  Xxh3Stream sum;
+  Hasher128 sum;
   constexpr size_t kPiece = 1 << 20;
   std::vector<uint8_t> buf(std::min<uint64_t>(payload, kPiece));
   const std::span<const uint8_t, kHeaderBytes> h(header, kHeaderBytes);
-  sum.Update(h.subspan(0, 96));
+  sum.Update(h.data(), 96);
   static constexpr uint8_t kZero[16] = {};
-  sum.Update(kZero);
-  sum.Update(h.subspan(112));
+  sum.Update(kZero, sizeof kZero);
+  sum.Update(h.data() + 112, kHeaderBytes - 112);
   for (uint64_t at = 0; at < payload;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(payload - at, kPiece));
     if (!ReadAt(fd, buf.data(), n, kHeaderBytes + at)) return VerifyFailure::kIo;
-    sum.Update(std::span<const uint8_t>(buf.data(), n));
+    sum.Update(buf.data(), n);
     at += n;
   }
   if (sum.Digest() != decoded->checksum) return VerifyFailure::kChecksum;
@@ -150,7 +150,7 @@ Result<VerifyReport> VerifyStore(const StoreDir& dir, bool quarantine) {
         const std::string path = bucket_dir + "/" + std::string(name);
         ++report.checked;
         VerifyFailure f = VerifyBlockFile(path, ns.id, h, ns.payload_bytes);
-        if (f == VerifyFailure::kNone && ToHex(h).substr(0, 2) != bucket) f = VerifyFailure::kHash;
+        if (f == VerifyFailure::kNone && h.ToHex().substr(0, 2) != bucket) f = VerifyFailure::kHash;
         if (f == VerifyFailure::kNone) {
           ++report.good;
           return;

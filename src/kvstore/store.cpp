@@ -333,7 +333,7 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   if (impl->options.sweep_interval_s > 0) impl->sweeper = std::thread([p = impl.get()] { p->SweeperLoop(); });
   DI_LOG(kInfo, "kvstore: opened")
       .Field("dir", impl->dir.root())
-      .Field("namespace", ToHex(impl->ns))
+      .Field("namespace", impl->ns.ToHex())
       .Field("block_bytes", impl->file_bytes)
       .Field("io", impl->backend_name);
   return std::unique_ptr<Store>(new Store(std::move(impl)));
@@ -389,7 +389,7 @@ bool Store::Put(const BlockWrite& block) {
     p += seg.size();
   }
   s.counters.writes_queued.fetch_add(1);
-  s.ThreadFor(block.hash.lo).Push(internal::MakeWriteTask(&s, block.hash, block.ttl, std::move(buffer), bytes));
+  s.ThreadFor(block.hash.low).Push(internal::MakeWriteTask(&s, block.hash, block.ttl, std::move(buffer), bytes));
   return true;
 }
 

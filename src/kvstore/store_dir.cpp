@@ -100,7 +100,7 @@ Result<bool> IsEmptyOrOurs(const std::string& dir) {
 std::string LayoutJson(const StoreLayout& layout) {
   nlohmann::ordered_json j;
   j["format"] = kFormatVersion;
-  j["model_fingerprint"] = ToHex(layout.model_fingerprint);
+  j["model_fingerprint"] = layout.model_fingerprint.ToHex();
   j["segment_bytes"] = layout.segment_bytes;
   j["payload_bytes"] = layout.payload_bytes();
   j["description"] = layout.description;
@@ -179,14 +179,14 @@ Result<StoreDir> StoreDir::Open(const std::string& dir, bool create) {
   return store;
 }
 
-std::string StoreDir::NamespaceDir(const Hash128& ns) const { return root_ + "/" + ToHex(ns); }
+std::string StoreDir::NamespaceDir(const Hash128& ns) const { return root_ + "/" + ns.ToHex(); }
 
 std::string StoreDir::BucketDir(const Hash128& ns, const Hash128& hash) const {
-  return NamespaceDir(ns) + "/" + ToHex(hash).substr(0, 2);
+  return NamespaceDir(ns) + "/" + hash.ToHex().substr(0, 2);
 }
 
 std::string StoreDir::BlockPath(const Hash128& ns, const Hash128& hash) const {
-  const std::string hex = ToHex(hash);
+  const std::string hex = hash.ToHex();
   return NamespaceDir(ns) + "/" + hex.substr(0, 2) + "/" + hex + ".kvb";
 }
 
@@ -201,7 +201,7 @@ std::string StoreDir::NewTrashPath(int64_t now_ms) const {
 }
 
 std::string StoreDir::QuarantinePath(int64_t now_ms, std::string_view reason, const Hash128& hash) const {
-  return QuarantineDir() + "/" + std::to_string(now_ms) + "." + std::string(reason) + "." + ToHex(hash) + "." +
+  return QuarantineDir() + "/" + std::to_string(now_ms) + "." + std::string(reason) + "." + hash.ToHex() + "." +
          std::to_string(g_sequence.fetch_add(1)) + ".kvb";
 }
 
@@ -263,7 +263,7 @@ bool ForEachDirEntry(const std::string& dir, const std::function<void(std::strin
 
 bool IsNamespaceName(std::string_view name) {
   Hash128 h;
-  return ParseHex(name, &h) && ToHex(h) == name;
+  return ParseHex(name, &h) && h.ToHex() == name;
 }
 
 bool IsBucketName(std::string_view name) {
@@ -273,7 +273,7 @@ bool IsBucketName(std::string_view name) {
 
 bool ParseBlockName(std::string_view name, Hash128* hash) {
   if (name.size() != 36 || !name.ends_with(".kvb")) return false;
-  return ParseHex(name.substr(0, 32), hash) && ToHex(*hash) == name.substr(0, 32);
+  return ParseHex(name.substr(0, 32), hash) && hash->ToHex() == name.substr(0, 32);
 }
 
 }  // namespace deepinfer::kvstore

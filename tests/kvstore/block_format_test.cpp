@@ -8,8 +8,8 @@ namespace deepinfer::kvstore {
 namespace {
 
 TEST(BlockFormat, HexRoundTripAndRejects) {
-  const Hash128 h{0x0123456789abcdefull, 0xfedcba9876543210ull};
-  EXPECT_EQ(ToHex(h), "fedcba98765432100123456789abcdef");  // hi first
+  const Hash128 h{.high = 0xfedcba9876543210ull, .low = 0x0123456789abcdefull};
+  EXPECT_EQ(h.ToHex(), "fedcba98765432100123456789abcdef");  // high first
   Hash128 back;
   ASSERT_TRUE(ParseHex("FEDCBA98765432100123456789ABCDEF", &back));
   EXPECT_EQ(back, h);
@@ -18,24 +18,31 @@ TEST(BlockFormat, HexRoundTripAndRejects) {
   EXPECT_FALSE(ParseHex("fedcba98765432100123456789abcdef0", &back));  // 33 digits
 }
 
-TEST(BlockFormat, Xxh3MatchesReferenceAndStreams) {
-  // XXH3-128 of the empty input with seed 0, as `xxhsum -H2` prints it: 99aa06d3014798d86001c324468d497f.
-  const Hash128 empty = Xxh3Hash128({});
-  EXPECT_EQ(ToHex(empty), "99aa06d3014798d86001c324468d497f");
-  // Streaming over any split equals the one-shot hash.
+// The checksum of a scattered block equals the one over its bytes laid end to end: the read path verifies
+// a block spread over several pool blocks without gathering it.
+TEST(BlockFormat, ChecksumIgnoresHowThePayloadIsCut) {
+  std::array<uint8_t, kHeaderBytes> header;
+  BlockHeader h;
+  h.payload_bytes = 10000;
+  EncodeHeader(h, header);
   std::mt19937 rng(5);
   std::vector<uint8_t> data(10000);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
-  const Hash128 whole = Xxh3Hash128(data);
+  const std::span<const uint8_t> whole_piece(data);
+  const Hash128 whole = ComputeChecksum(header, std::span(&whole_piece, 1));
+  // By hand: XXH3-128 of the header (checksum field zero, as EncodeHeader leaves it) then the payload.
+  std::vector<uint8_t> all(header.begin(), header.end());
+  all.insert(all.end(), data.begin(), data.end());
+  EXPECT_EQ(whole, HashBytes(all.data(), all.size()));
   for (int trial = 0; trial < 20; ++trial) {
-    Xxh3Stream s;
+    std::vector<std::span<const uint8_t>> pieces;
     size_t at = 0;
     while (at < data.size()) {
       const size_t n = std::min<size_t>(data.size() - at, rng() % 3000);
-      s.Update(std::span(data).subspan(at, n));
+      pieces.push_back(std::span<const uint8_t>(data).subspan(at, n));
       at += n;
     }
-    EXPECT_EQ(s.Digest(), whole);
+    EXPECT_EQ(ComputeChecksum(header, pieces), whole);
   }
 }
 
@@ -43,9 +50,9 @@ BlockHeader SampleHeader() {
   BlockHeader h;
   h.payload_bytes = 8000;
   h.created_unix_ms = 1764000000123;
-  h.namespace_id = {1, 2};
-  h.block_hash = {3, 4};
-  h.parent_hash = {5, 6};
+  h.namespace_id = {.high = 2, .low = 1};
+  h.block_hash = {.high = 4, .low = 3};
+  h.parent_hash = {.high = 6, .low = 5};
   h.block_index = 7;
   h.ttl_class = TtlClass::kAgent;
   for (int i = 0; i < kBlockTokens; ++i) h.tokens[i] = i * 1000 - 3;
@@ -62,8 +69,8 @@ TEST(BlockFormat, HeaderRoundTripsAtDocumentedOffsets) {
   EXPECT_EQ(bytes[13], 0x10); // 4096 = 0x1000, little-endian
   EXPECT_EQ(bytes[16], 8000 & 0xFF);
   EXPECT_EQ(bytes[17], 8000 >> 8);
-  EXPECT_EQ(bytes[32], 1);  // namespace lo
-  EXPECT_EQ(bytes[40], 2);  // namespace hi
+  EXPECT_EQ(bytes[32], 1);  // namespace, low half
+  EXPECT_EQ(bytes[40], 2);  // namespace, high half
   EXPECT_EQ(bytes[48], 3);
   EXPECT_EQ(bytes[64], 5);
   EXPECT_EQ(bytes[80], 7);
@@ -137,12 +144,12 @@ TEST(BlockFormat, PayloadSizeIsBounded) {
 
 TEST(BlockFormat, LayoutIdCoversEveryField) {
   StoreLayout a;
-  a.model_fingerprint = {1, 2};
+  a.model_fingerprint = {.high = 2, .low = 1};
   a.description = "g0 compressed r=4 f32";
   a.segment_bytes = {100, 200};
   StoreLayout b = a;
   EXPECT_EQ(a.Id(), b.Id());
-  b.model_fingerprint.hi = 3;
+  b.model_fingerprint.high = 3;
   EXPECT_NE(a.Id(), b.Id());
   b = a;
   b.description += " ";

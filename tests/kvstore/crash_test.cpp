@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 // The hash MakeBlock gives `seed`, without making the block's bytes.
 Hash128 HashOf(uint64_t seed) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 7);
-  const uint64_t lo = rng();
-  return {lo, rng()};
+  const uint64_t first = rng();
+  return {.high = rng(), .low = first};
 }
 
 // Runs in a forked child until killed: writes blocks seed_base + 0, 1, 2, ...
@@ -71,14 +71,14 @@ TEST(CrashTest, KilledWritersNeverLeaveABlockThatIsServedWrong) {
   for (int k = 0; k < kKills; ++k) {
     for (uint64_t i = 0; i < 4000; ++i) {
       const Hash128 h = HashOf(k * kPerChild + i);
-      seed_of[{h.lo, h.hi}] = k * kPerChild + i;
+      seed_of[{h.low, h.high}] = k * kPerChild + i;
     }
   }
   uint64_t compared = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(dir.path() + "/" + ToHex((*store)->namespace_id()))) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path() + "/" + (*store)->namespace_id().ToHex())) {
     Hash128 h;
     if (!entry.is_regular_file() || !ParseBlockName(entry.path().filename().string(), &h)) continue;
-    auto it = seed_of.find({h.lo, h.hi});
+    auto it = seed_of.find({h.low, h.high});
     ASSERT_NE(it, seed_of.end()) << entry.path();
     const TestBlock b = MakeBlock((*store)->layout(), it->second);
     std::vector<std::vector<uint8_t>> got;

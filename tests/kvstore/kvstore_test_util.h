@@ -40,7 +40,7 @@ class ScratchDir {
 
 inline StoreLayout TestLayout(uint64_t fingerprint = 1, uint64_t a = 3000, uint64_t b = 5000) {
   StoreLayout layout;
-  layout.model_fingerprint = {fingerprint, 0x1234};
+  layout.model_fingerprint = {.high = 0x1234, .low = fingerprint};
   layout.description = "test: compressed r=4 f32 " + std::to_string(a) + "; indexer r=4 f32 " + std::to_string(b);
   layout.segment_bytes = {a, b};
   return layout;
@@ -64,7 +64,8 @@ struct TestBlock {
 inline TestBlock MakeBlock(const StoreLayout& layout, uint64_t seed, Hash128 parent = {}, uint32_t index = 0) {
   TestBlock b;
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 7);
-  b.hash = {rng(), rng()};
+  const uint64_t first = rng();
+  b.hash = {.high = rng(), .low = first};
   b.parent = parent;
   b.index = index;
   for (int i = 0; i < kBlockTokens; ++i) b.tokens.push_back(static_cast<int32_t>(rng() % 129280));
