@@ -219,7 +219,7 @@ void Store::Impl::RequestSweep() {
 }
 
 void Store::Impl::RefreshTimes(const std::string& path, int64_t atime_ns, int64_t mtime_ns, TtlClass ttl) {
-  const int64_t now_ns = UnixMillis() * 1'000'000;
+  const int64_t now_ns = UnixNanos();
   if (now_ns - atime_ns < static_cast<int64_t>(options.refresh_interval_s * 1e9)) return;
   const int64_t expiry_ns = std::max(mtime_ns, now_ns + options.ttl_seconds[static_cast<int>(ttl)] * 1'000'000'000);
   struct timespec times[2];

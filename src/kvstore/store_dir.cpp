@@ -124,6 +124,10 @@ int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+int64_t UnixNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 const std::string& HostTag() {
   static const std::string tag = [] {
     char buf[256] = {};

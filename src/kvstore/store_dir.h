@@ -70,6 +70,7 @@ bool ParseLeadingMillis(std::string_view name, int64_t* ms);
 bool ParseBlockName(std::string_view name, Hash128* hash);
 
 int64_t UnixMillis();
+int64_t UnixNanos();
 
 // Calls fn(name) for each entry of `dir` but . and ..; false if the directory cannot be listed.
 bool ForEachDirEntry(const std::string& dir, const std::function<void(std::string_view name)>& fn);

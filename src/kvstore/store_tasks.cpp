@@ -168,7 +168,7 @@ class WriteTask final : public Task {
   // The file's times carry its life (see sweeper.h): atime = now, mtime = expiry. Set before the rename,
   // so a block is never visible without them.
   bool StampAndClose(IoBackend& io) {
-    const int64_t now_ns = UnixMillis() * 1'000'000;
+    const int64_t now_ns = UnixNanos();
     const struct timespec times[2] = {
         ToTimespec(now_ns), ToTimespec(now_ns + s_->options.ttl_seconds[static_cast<int>(ttl_)] * 1'000'000'000)};
     if (::futimens(fd_, times) != 0) return Fail(errno, "futimens");

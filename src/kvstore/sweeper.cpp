@@ -62,7 +62,7 @@ bool TmpOwnerIsGone(const std::string& host, int64_t pid) {
 }
 
 uint64_t CleanTemporaries(const StoreDir& dir, double tmp_max_age_s, bool dry_run) {
-  const int64_t now_ns = UnixMillis() * 1'000'000;
+  const int64_t now_ns = UnixNanos();
   uint64_t removed = 0;
   // Writers that crashed (this host: the pid is gone) or stalled (any host: too old).
   ForEachDirEntry(dir.TmpDir(), [&](std::string_view name) {
@@ -72,7 +72,7 @@ uint64_t CleanTemporaries(const StoreDir& dir, double tmp_max_age_s, bool dry_ru
     bool remove = ParseTmpName(name, &host, &pid) && TmpOwnerIsGone(host, pid);
     struct stat st {};
     if (!remove && ::lstat(path.c_str(), &st) == 0 &&
-        now_ns - ToNanos(st.st_mtim) > static_cast<int64_t>(tmp_max_age_s * 1e9)) {
+        now_ns - ToNanos(st.st_mtim) >= static_cast<int64_t>(tmp_max_age_s * 1e9)) {
       remove = true;
     }
     if (remove && (dry_run || ::unlink(path.c_str()) == 0)) ++removed;
