@@ -1,9 +1,34 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <random>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "engine/engine_impl.h"
 #include "model/causal_lm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::engine {
+namespace {
+
+constexpr size_t kMaxSaltBytes = 1024;
+constexpr size_t kMaxTagBytes = 256;
+constexpr size_t kMaxTtlClassBytes = 64;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+const char* ComputeName(model::ComputePrecision p) {
+  return p == model::ComputePrecision::kExact ? "exact" : "bf16-activations";
+}
+const char* KvName(model::KvPrecision p) { return p == model::KvPrecision::kF32 ? "f32" : "bf16"; }
+
+}  // namespace
 
 std::string_view FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -16,16 +41,325 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "error";
 }
 
-Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::CausalLM> model, EngineOptions options) {
-  (void)model;
-  (void)options;
-  return Status::Unimplemented("engine: the scheduler is not implemented yet (issue 12 in progress)");
-}
-
 std::function<int64_t(std::string_view)> TokenCounter(const tokenizer::Tokenizer& tokenizer) {
   return [&tokenizer](std::string_view text) {
     return static_cast<int64_t>(tokenizer.EncodeWithAddedTokens(text).size());
   };
+}
+
+bool SeqOrder::operator()(const Sequence* a, const Sequence* b) const {
+  if (a->request->params.priority != b->request->params.priority)
+    return a->request->params.priority < b->request->params.priority;
+  if (a->request->order != b->request->order) return a->request->order < b->request->order;
+  return a->index < b->index;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::CausalLM> model, EngineOptions options) {
+  if (!model) return Status::InvalidArgument("engine: no model");
+  auto engine = std::make_unique<EngineImpl>(std::move(model), std::move(options));
+  DI_RETURN_IF_ERROR(engine->Init());
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+EngineImpl::EngineImpl(std::unique_ptr<model::CausalLM> model, EngineOptions options)
+    : model_(std::move(model)), options_(std::move(options)) {}
+
+EngineImpl::~EngineImpl() { Shutdown(); }
+
+Status EngineImpl::Init() {
+  const EngineOptions& o = options_;
+  if (o.max_num_seqs < 1 || o.max_num_seqs > 4096) return Status::InvalidArgument("max_num_seqs: must be in [1, 4096]");
+  if (o.max_num_batched_tokens < 1 || o.max_num_batched_tokens > (1 << 20))
+    return Status::InvalidArgument("max_num_batched_tokens: must be in [1, 1048576]");
+  if (o.prefill_chunk < 1) return Status::InvalidArgument("prefill_chunk: must be at least 1");
+  if (o.max_waiting < 0) return Status::InvalidArgument("max_waiting: must not be negative");
+  if (!(o.tbt_target_ms >= 0)) return Status::InvalidArgument("tbt_target_ms: must not be negative");
+  if (o.kv_cache_bytes <= 0) return Status::InvalidArgument("kv_cache_bytes: must be positive");
+
+  const model::ModelInfo& mi = model_->info();
+  spec_ = model_->cache_spec();
+  int64_t prefix_bytes = 0, window_bytes = 0, window = 0, window_layers = 0;
+  for (const model::CacheGroupSpec& g : spec_.groups) {
+    if (g.tokens_per_block != model::kBlockTokens)
+      return Status::Unimplemented("engine: cache group '" + g.name + "' has blocks of " +
+                                   std::to_string(g.tokens_per_block) + " positions (the engine needs 128)");
+    if (g.retention == model::CacheRetention::kPrefix) {
+      prefix_bytes += g.bytes_per_block;
+    } else {
+      window_bytes += g.bytes_per_block;
+      window = std::max(window, g.window);
+      window_layers = std::max(window_layers, g.num_layers);
+    }
+  }
+  const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
+  int64_t window_blocks = 0, window_cached = -1;
+  if (window_bytes > 0) {
+    const int64_t per_decode = (window - 1 + model::kBlockTokens - 1) / model::kBlockTokens + 1;
+    const int64_t per_prefill = (window - 1 + max_chunk + model::kBlockTokens - 1) / model::kBlockTokens + 1;
+    const int64_t running = o.max_num_seqs * per_decode + 2 * per_prefill;
+    const int64_t cache_bytes = o.window_cache_bytes > 0 ? o.window_cache_bytes : o.kv_cache_bytes / 4;
+    window_cached = std::max<int64_t>(cache_bytes / window_bytes, 0);
+    if ((running + window_cached) * window_bytes > o.kv_cache_bytes * 3 / 4)
+      window_cached = std::max<int64_t>(0, o.kv_cache_bytes * 3 / 4 / window_bytes - running);
+    window_blocks = running + window_cached;
+    if (running * window_bytes > o.kv_cache_bytes && o.window_blocks <= 0)
+      return Status::ResourceExhausted(
+          "kv_cache_bytes: " + std::to_string(o.kv_cache_bytes) + " bytes cannot hold the sliding-window state of " +
+          std::to_string(o.max_num_seqs) + " running sequences (" + std::to_string(running * window_bytes) +
+          " bytes); raise it or lower max_num_seqs");
+  }
+  if (window_bytes > 0 && o.window_blocks > 0) {
+    window_blocks = o.window_blocks;
+    window_cached = -1;
+  }
+  int64_t prefix_blocks = 0;
+  if (prefix_bytes > 0 && o.kv_blocks > 0) {
+    prefix_blocks = o.kv_blocks;
+  } else if (prefix_bytes > 0) {
+    prefix_blocks = (o.kv_cache_bytes - window_blocks * window_bytes) / prefix_bytes;
+    if (prefix_blocks < 2)
+      return Status::ResourceExhausted("kv_cache_bytes: too small for the model's KV blocks (" +
+                                       std::to_string(prefix_bytes + window_bytes) + " bytes per block)");
+  }
+  std::vector<int64_t> per_group;
+  for (const model::CacheGroupSpec& g : spec_.groups)
+    per_group.push_back(g.retention == model::CacheRetention::kPrefix ? prefix_blocks : window_blocks);
+  DI_ASSIGN_OR_RETURN(pools_, model::KvPools::Create(spec_, per_group));
+  blocks_ = std::make_unique<kvcache::BlockManager>(kvcache::BlockManagerOptions{
+      .prefix_blocks = prefix_blocks,
+      .window_blocks = window_blocks,
+      .window = window,
+      .window_max_cached = window_cached,
+      .window_ttl_s = o.window_ttl_s,
+      .prefix_caching = o.enable_prefix_caching});
+  cone_positions_ = (window_layers + 1) * std::max<int64_t>(window - 1, 0) + model::kBlockTokens;
+
+  eos_ = o.eos_token_ids.empty() ? mi.eos_token_ids : o.eos_token_ids;
+  if (eos_.empty() && o.tokenizer) {
+    if (auto id = o.tokenizer->TokenToId("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>")) eos_.push_back(*id);
+  }
+
+  info_.architecture = mi.architecture;
+  info_.vocab_size = mi.vocab_size;
+  info_.max_model_len = mi.max_position_embeddings > 0 ? mi.max_position_embeddings : (int64_t{1} << 30);
+  info_.block_tokens = model::kBlockTokens;
+  info_.kv_blocks = prefix_blocks;
+  info_.max_prompt_tokens = info_.max_model_len - 1;
+  if (prefix_blocks > 0) info_.max_prompt_tokens = std::min(info_.max_prompt_tokens, prefix_blocks * model::kBlockTokens - 1);
+
+  // Which sequence operations the model has (milestones of the model boundary land them one by one).
+  {
+    auto probe = model_->NewSequence();
+    can_restore_ = model_->RestoreAt(*probe, 0, model::RestoreFrom::kNoWindow, pools_).code() != StatusCode::kUnimplemented;
+    auto fork = model_->Fork(*probe);
+    can_fork_ = fork.ok() || fork.status().code() != StatusCode::kUnimplemented;
+  }
+  if (!can_restore_ && o.enable_prefix_caching)
+    DI_LOG(kInfo, "engine: the model cannot restore a sequence at a block boundary yet; prefix-cache hits are off")
+        .Field("architecture", mi.architecture);
+
+  std::random_device rd;
+  seed_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(NowNanos());
+  counters_.kv_blocks_total = prefix_blocks;
+  counters_.window_blocks_total = window_blocks;
+  gauge_blocks_free_ = {prefix_blocks, window_blocks};
+
+  if (o.tbt_target_ms > 0 && o.calibrate) Calibrate();
+
+  step_thread_ = std::thread([this] { StepLoop(); });
+  output_thread_ = std::thread([this] { OutputLoop(); });
+  DI_LOG(kInfo, "engine ready")
+      .Field("architecture", mi.architecture)
+      .Field("prefix_blocks", prefix_blocks)
+      .Field("window_blocks", window_blocks)
+      .Field("max_num_seqs", o.max_num_seqs)
+      .Field("tbt_target_ms", o.tbt_target_ms);
+  return Status::Ok();
+}
+
+Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestParams params, UpdateCallback callback) {
+  const sampling::SamplingParams& sp = params.sampling;
+  DI_RETURN_IF_ERROR(sampling::ValidateSamplingParams(sp, info_.vocab_size));
+  if (prompt.empty()) return Status::InvalidArgument("prompt: must not be empty");
+  const int64_t p = static_cast<int64_t>(prompt.size());
+  if (p > info_.max_prompt_tokens) {
+    const bool context = p >= info_.max_model_len;
+    return Status::InvalidArgument("prompt: " + std::to_string(p) + " tokens is longer than " +
+                                   (context ? "the model's context (" + std::to_string(info_.max_model_len) + " tokens)"
+                                            : "the KV cache can hold (" + std::to_string(info_.max_prompt_tokens) +
+                                                  " tokens)"));
+  }
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= info_.vocab_size)
+      return Status::InvalidArgument("prompt: token id " + std::to_string(t) + " is not in the vocabulary [0, " +
+                                     std::to_string(info_.vocab_size) + ")");
+  }
+  bool has_stops = false;
+  for (const std::string& s : sp.stop) has_stops |= !s.empty();
+  if (has_stops && (!options_.tokenizer || !params.detokenize))
+    return Status::InvalidArgument("stop: stop strings need the engine's tokenizer and detokenize on");
+  if (params.cache_salt.size() > kMaxSaltBytes) return Status::InvalidArgument("cache_salt: at most 1024 bytes");
+  if (params.tag.size() > kMaxTagBytes) return Status::InvalidArgument("tag: at most 256 bytes");
+  if (params.kv_ttl_class.size() > kMaxTtlClassBytes) return Status::InvalidArgument("kv_ttl_class: at most 64 bytes");
+  if (!callback) return Status::InvalidArgument("callback: required");
+
+  auto r = std::make_unique<Request>();
+  r->prompt_tokens = p;
+  r->arrival_nanos = NowNanos();
+  r->params = std::move(params);
+  const Hash128& fingerprint = model_->info().weights_fingerprint;
+  r->root = kvcache::RootHash(fingerprint, ComputeName(options_.compute_precision), KvName(options_.kv_precision),
+                              r->params.cache_salt);
+  const int n = sp.n;
+  std::vector<std::unique_ptr<sampling::LogitsMask>> masks(static_cast<size_t>(n));
+  if (r->params.logits_mask) {
+    // Made here, on the caller's thread: building a constraint (compiling a grammar) never holds a step.
+    for (int i = 0; i < n; ++i) {
+      auto mask = r->params.logits_mask(i);
+      if (!mask.ok()) return mask.status();
+      masks[static_cast<size_t>(i)] = std::move(mask).value();
+    }
+  }
+  const bool penalties = sp.repetition_penalty != 1.0 || sp.presence_penalty != 0 || sp.frequency_penalty != 0;
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<Sequence>();
+    s->request = r.get();
+    s->index = i;
+    s->born = i == 0;
+    s->tokens = i == 0 ? std::move(prompt) : std::vector<int32_t>{};
+    s->use_counts = penalties;
+    s->mask = std::move(masks[static_cast<size_t>(i)]);
+    if (s->mask) s->allowed.Resize(info_.vocab_size);
+    r->seqs.push_back(std::move(s));
+  }
+  if (penalties) r->seqs[0]->counts.SetPrompt(r->seqs[0]->tokens);
+  r->live = n;
+
+  auto out = std::make_shared<OutputRequest>();
+  out->callback = std::move(callback);
+  out->text = options_.tokenizer && r->params.detokenize;
+  out->prompt_tokens = p;
+  out->seqs.resize(static_cast<size_t>(n));
+  for (OutputSequence& os : out->seqs) {
+    if (out->text) {
+      os.detokenizer = std::make_unique<tokenizer::StreamingDetokenizer>(*options_.tokenizer, r->params.skip_special_tokens);
+      os.stops = std::make_unique<sampling::StopStringMatcher>(sp.stop, sp.include_stop_str_in_output);
+    }
+  }
+  r->out = out;
+
+  std::lock_guard<std::mutex> lock(inbox_mutex_);
+  if (stopping_) return Status::Unavailable("engine: shutting down");
+  if (waiting_fresh_ >= options_.max_waiting) {
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    ++counters_.requests_rejected;
+    return Status::Unavailable("engine: the waiting queue is full (" + std::to_string(options_.max_waiting) +
+                               " requests)");
+  }
+  r->id = next_id_++;
+  r->order = next_order_++;
+  r->seed = sp.seed ? *sp.seed : SplitMix64(seed_state_ += 0x9E3779B97F4A7C15ull);
+  out->id = r->id;
+  out->seed = r->seed;
+  ++waiting_fresh_;
+  const RequestId id = r->id;
+  new_requests_.push_back(std::move(r));
+  inbox_cv_.notify_one();
+  return id;
+}
+
+void EngineImpl::Abort(RequestId id) {
+  std::lock_guard<std::mutex> lock(inbox_mutex_);
+  aborts_.push_back(id);
+  inbox_cv_.notify_one();
+}
+
+Result<std::vector<GenerateOutput>> EngineImpl::Generate(std::span<const std::vector<int32_t>> prompts,
+                                                         const RequestParams& params) {
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable cv;
+    size_t remaining = 0;
+    std::vector<GenerateOutput> results;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->results.resize(prompts.size());
+  shared->remaining = prompts.size();
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateOutput& result = shared->results[i];
+    result.sequences.resize(static_cast<size_t>(std::max(params.sampling.n, 1)));
+    auto id = AddRequest(prompts[i], params, [shared, i](RequestUpdate u) {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      GenerateOutput& g = shared->results[i];
+      g.prompt_tokens = u.prompt_tokens;
+      g.prompt_cache_hit_tokens = u.prompt_cache_hit_tokens;
+      g.seed = u.seed;
+      for (SequenceDelta& d : u.sequences) {
+        GenerateOutput::Sequence& s = g.sequences[static_cast<size_t>(d.index)];
+        for (GeneratedToken& t : d.tokens) s.tokens.push_back(std::move(t));
+        s.text += d.text;
+        if (d.finish) {
+          s.finish = *d.finish;
+          s.stop_string = d.stop_string;
+        }
+      }
+      if (u.finished) {
+        g.status = u.status;
+        if (--shared->remaining == 0) shared->cv.notify_all();
+      }
+    });
+    if (!id.ok()) {
+      for (RequestId started : ids) Abort(started);
+      std::unique_lock<std::mutex> lock(shared->mutex);
+      shared->remaining -= prompts.size() - i;
+      shared->cv.wait(lock, [&] { return shared->remaining == 0; });
+      return id.status().WithContext("prompt " + std::to_string(i));
+    }
+    ids.push_back(*id);
+  }
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  shared->cv.wait(lock, [&] { return shared->remaining == 0; });
+  return std::move(shared->results);
+}
+
+EngineStats EngineImpl::Stats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    s = counters_;
+    s.num_requests_running = gauge_running_;
+    s.num_requests_waiting = gauge_waiting_;
+    s.kv_blocks_used = gauge_blocks_used_.prefix;
+    s.kv_blocks_cached = gauge_blocks_cached_.prefix;
+    s.kv_blocks_free = gauge_blocks_free_.prefix;
+    s.window_blocks_used = gauge_blocks_used_.window;
+    s.window_blocks_cached = gauge_blocks_cached_.window;
+  }
+  s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0;
+  s.time_to_first_token = ttft_.Snapshot();
+  s.inter_token_latency = itl_.Snapshot();
+  s.request_queue_time = queue_.Snapshot();
+  s.e2e_request_latency = e2e_.Snapshot();
+  s.step_idle_gap = gap_.Snapshot();
+  return s;
+}
+
+void EngineImpl::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      stopping_ = true;
+      inbox_cv_.notify_all();
+    }
+    if (step_thread_.joinable()) step_thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      out_stop_ = true;
+      out_cv_.notify_all();
+    }
+    if (output_thread_.joinable()) output_thread_.join();
+  });
 }
 
 }  // namespace deepinfer::engine

@@ -23,14 +23,12 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/causal_lm.h"
 #include "sampling/logits_mask.h"
 #include "sampling/params.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
-}
-namespace deepinfer::model {
-class CausalLM;
 }
 namespace deepinfer::kvcache {
 class LowerTier;
@@ -88,7 +86,8 @@ struct GeneratedToken {
 // What one of a request's n outputs produced since its previous update.
 struct SequenceDelta {
   int index = 0;                        // 0 .. n-1
-  std::vector<GeneratedToken> tokens;   // every token generated, stop tokens included
+  // Tokens generated, without the end or stop token that finished the output (see stop_token).
+  std::vector<GeneratedToken> tokens;
   // New text: complete UTF-8 characters; a stop string and what follows are cut (kept with
   // include_stop_str_in_output); text that could still become a stop string is held back until it cannot.
   std::string text;
@@ -122,6 +121,10 @@ enum class SwaReplay {
 struct EngineOptions {
   // Bytes of KV block pools over all cache groups (split as the model's cache spec asks).
   int64_t kv_cache_bytes = int64_t{1} << 30;
+  // Exact pool sizes instead (tests, benchmarks): blocks of each prefix group, and of each window group
+  // (0: derived from kv_cache_bytes).
+  int64_t kv_blocks = 0;
+  int64_t window_blocks = 0;
   int64_t max_num_seqs = 64;              // sequences running at once
   int64_t max_num_batched_tokens = 2048;  // tokens per step, prefill and decode together
   int64_t max_waiting = 4096;             // queued requests; beyond it AddRequest is refused (kUnavailable)
@@ -133,7 +136,8 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   SwaReplay swa_replay = SwaReplay::kBounded;
   double window_ttl_s = 180;       // cached window blocks expire after this long unused
-  int64_t window_cache_bytes = 0;  // LRU byte budget of cached (unreferenced) window blocks; 0: no bound but the pool
+  // LRU byte budget of cached (unreferenced) window blocks; 0: a quarter of kv_cache_bytes.
+  int64_t window_cache_bytes = 0;
   // Prepare step N+1 and finish step N−1 while step N runs.
   bool async_scheduling = true;
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
@@ -143,6 +147,10 @@ struct EngineOptions {
   std::vector<int32_t> eos_token_ids;
   // The persistent tier under the RAM prefix cache (the SSD store); not owned, must outlive the engine.
   kvcache::LowerTier* lower_tier = nullptr;
+  // How the model was loaded (LoadOptions): part of every cached block's name, so that blocks computed
+  // at another precision are never taken for these (the persistent tier may be shared).
+  model::ComputePrecision compute_precision = model::ComputePrecision::kExact;
+  model::KvPrecision kv_precision = model::KvPrecision::kF32;
 };
 
 struct EngineInfo {

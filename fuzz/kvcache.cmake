@@ -1,0 +1,1 @@
+deepinfer_add_fuzzer(kvcache_block_manager fuzz_kvcache_block_manager.cpp deepinfer_kvcache)

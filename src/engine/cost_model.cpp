@@ -1,0 +1,103 @@
+#include "engine/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace deepinfer::engine {
+namespace {
+
+constexpr size_t kWindow = 512;  // observed steps kept beside the calibration profile
+constexpr int64_t kRefitEvery = 16;
+
+}  // namespace
+
+std::array<double, CostModel::kFeatures> CostModel::Features(const StepShape& s) {
+  // Scaled so the normal equations are well conditioned (all features near 1 for a typical step).
+  return {1.0, s.tokens / 256.0, s.logit_rows / 16.0, s.context / 1e6, s.chunks / 16.0};
+}
+
+double CostModel::Predict(const StepShape& shape) const {
+  const auto x = Features(shape);
+  double y = 0;
+  for (int i = 0; i < kFeatures; ++i) y += theta_[i] * x[i];
+  return y;
+}
+
+void CostModel::Observe(const StepShape& shape, double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return;
+  samples_.push_back({Features(shape), seconds});
+  while (samples_.size() > calibration_samples_ + kWindow) samples_.erase(samples_.begin() + static_cast<long>(calibration_samples_));
+  if (!fitted_ || ++since_fit_ >= kRefitEvery) Refit();
+}
+
+// Least squares with non-negative coefficients by an active set: solve the ridge-regularised normal
+// equations over the free features, drop the most negative, repeat (at most kFeatures rounds).
+void CostModel::Refit() {
+  since_fit_ = 0;
+  if (samples_.empty()) return;
+  std::array<bool, kFeatures> active;
+  active.fill(true);
+  std::array<double, kFeatures> theta{};
+  for (int round = 0; round < kFeatures; ++round) {
+    double a[kFeatures][kFeatures + 1] = {};
+    for (const Sample& s : samples_) {
+      for (int i = 0; i < kFeatures; ++i) {
+        if (!active[i]) continue;
+        for (int j = 0; j < kFeatures; ++j) {
+          if (active[j]) a[i][j] += s.x[i] * s.x[j];
+        }
+        a[i][kFeatures] += s.x[i] * s.y;
+      }
+    }
+    for (int i = 0; i < kFeatures; ++i) {
+      if (active[i]) a[i][i] += 1e-9 + 1e-6 * a[i][i];
+      else a[i][i] = 1, a[i][kFeatures] = 0;
+    }
+    // Gaussian elimination with partial pivoting on the 5×5 system.
+    for (int c = 0; c < kFeatures; ++c) {
+      int p = c;
+      for (int r = c + 1; r < kFeatures; ++r) {
+        if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+      }
+      for (int k = 0; k <= kFeatures; ++k) std::swap(a[c][k], a[p][k]);
+      if (std::abs(a[c][c]) < 1e-300) continue;
+      for (int r = 0; r < kFeatures; ++r) {
+        if (r == c) continue;
+        const double f = a[r][c] / a[c][c];
+        for (int k = c; k <= kFeatures; ++k) a[r][k] -= f * a[c][k];
+      }
+    }
+    for (int i = 0; i < kFeatures; ++i) theta[i] = std::abs(a[i][i]) < 1e-300 ? 0 : a[i][kFeatures] / a[i][i];
+    int worst = -1;
+    for (int i = 0; i < kFeatures; ++i) {
+      if (active[i] && theta[i] < 0 && (worst < 0 || theta[i] < theta[worst])) worst = i;
+    }
+    if (worst < 0) break;
+    active[worst] = false;
+    theta[worst] = 0;
+  }
+  for (double& t : theta) t = std::max(t, 0.0);
+  theta_ = theta;
+  fitted_ = true;
+}
+
+int64_t CostModel::SolveChunk(const StepShape& base, int64_t start, int64_t max_tokens, int64_t finish_at,
+                              double target_seconds) const {
+  auto predicted = [&](int64_t n) {
+    StepShape s = base;
+    s.AddChunk(start, n, n == finish_at);
+    return Predict(s);
+  };
+  if (max_tokens <= 0 || predicted(1) > target_seconds) return 0;
+  if (predicted(max_tokens) <= target_seconds) return max_tokens;
+  // The prediction grows with n (non-negative coefficients): bisect.
+  int64_t lo = 1, hi = max_tokens;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (predicted(mid) <= target_seconds) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace deepinfer::engine

@@ -1,0 +1,63 @@
+// Predicts a step's duration from its shape, so that the scheduler can take the largest prefill chunk that
+// keeps the step within the target time-between-tokens. A linear model over the step's tokens, logits rows,
+// attended context (tokens × the positions before them) and chunks, fitted by least squares with
+// non-negative coefficients to a short start-up profile and then to a window of recently observed steps,
+// so it follows the machine's actual speed (other load included).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace deepinfer::engine {
+
+struct StepShape {
+  double tokens = 0;      // rows through the model
+  double logit_rows = 0;  // rows through the LM head
+  double context = 0;     // sum over chunks of tokens × (positions before the chunk + tokens / 2)
+  double chunks = 0;      // sequences in the batch
+
+  void AddChunk(int64_t start, int64_t n, bool logits) {
+    tokens += static_cast<double>(n);
+    logit_rows += logits ? 1 : 0;
+    context += static_cast<double>(n) * (static_cast<double>(start) + static_cast<double>(n) / 2);
+    chunks += 1;
+  }
+};
+
+class CostModel {
+ public:
+  static constexpr int kFeatures = 5;  // intercept, tokens, logit rows, context, chunks
+
+  double Predict(const StepShape& shape) const;
+  void Observe(const StepShape& shape, double seconds);
+  bool ready() const { return fitted_; }
+  int64_t observations() const { return static_cast<int64_t>(samples_.size()); }
+  // The largest n in [0, max_tokens] for which a chunk of n tokens at position `start` (with logits when
+  // it would finish the sequence's pending tokens, i.e. n == finish_at) added to `base` is predicted
+  // within target_seconds.
+  int64_t SolveChunk(const StepShape& base, int64_t start, int64_t max_tokens, int64_t finish_at,
+                     double target_seconds) const;
+  const std::array<double, kFeatures>& coefficients() const { return theta_; }
+
+ private:
+  struct Sample {
+    std::array<double, kFeatures> x;
+    double y;
+  };
+  static std::array<double, kFeatures> Features(const StepShape& s);
+  void Refit();
+
+  std::deque<Sample> samples_;  // calibration samples are kept; observed ones roll over
+  size_t calibration_samples_ = 0;
+  std::array<double, kFeatures> theta_{};
+  bool fitted_ = false;
+  int64_t since_fit_ = 0;
+
+ public:
+  // Marks the samples observed so far as the calibration profile, kept when newer ones roll over.
+  void EndCalibration() { calibration_samples_ = samples_.size(); }
+};
+
+}  // namespace deepinfer::engine

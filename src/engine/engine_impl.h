@@ -1,0 +1,215 @@
+// The engine's internals: requests and sequences on the step thread, the output thread's per-request
+// state, and the step loop. Only engine.cpp's Create sees EngineImpl; everything here is private to
+// src/engine.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/cost_model.h"
+#include "engine/engine.h"
+#include "engine/metrics.h"
+#include "kvcache/block_manager.h"
+#include "kvcache/lower_tier.h"
+#include "model/causal_lm.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::engine {
+
+// ---- Output thread side -------------------------------------------------------------------------------
+
+struct OutputSequence {
+  std::unique_ptr<tokenizer::StreamingDetokenizer> detokenizer;
+  std::unique_ptr<sampling::StopStringMatcher> stops;
+  bool finished = false;
+};
+
+struct OutputRequest {
+  RequestId id = 0;
+  UpdateCallback callback;
+  bool text = false;  // detokenize with a tokenizer
+  int64_t prompt_tokens = 0;
+  int64_t hit_tokens = 0;
+  uint64_t seed = 0;
+  std::vector<OutputSequence> seqs;
+  int finished = 0;
+  bool done = false;
+};
+
+// What the step thread reports for one output of a request.
+struct SeqEvent {
+  int index = 0;
+  std::vector<sampling::SampledToken> tokens;
+  std::optional<FinishReason> finish;
+  int32_t stop_token = -1;
+};
+
+struct OutputEvent {
+  std::shared_ptr<OutputRequest> request;
+  int64_t hit_tokens = 0;
+  std::vector<SeqEvent> seqs;
+  Status status;
+};
+
+// ---- Step thread side ---------------------------------------------------------------------------------
+
+struct Request;
+
+struct Sequence {
+  Request* request = nullptr;
+  int index = 0;
+  bool born = false;     // n > 1: outputs other than 0 are born when the prompt's first token is sampled
+  bool running = false;  // in running_ (else waiting, unborn or finished)
+  bool finished = false;
+  std::unique_ptr<model::SequenceState> state;
+  kvcache::SequenceBlocks blocks;
+  std::vector<int32_t> tokens;  // prompt, then every generated token (the last one not yet computed)
+  int64_t computed = 0;         // positions in the model state
+  int64_t replay_end = 0;       // state-only (replay) chunks run up to this position
+  int64_t generated = 0;
+  int64_t last_token_nanos = 0;
+  sampling::TokenCounts counts;
+  bool use_counts = false;
+  std::unique_ptr<sampling::LogitsMask> mask;
+  sampling::TokenBitmask allowed;
+  bool mask_filled = false;
+  bool all_allowed = false;
+  Status mask_status;
+
+  int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed; }
+  bool replaying() const { return computed < replay_end; }
+};
+
+struct Request {
+  RequestId id = 0;
+  int64_t order = 0;  // arrival sequence number
+  int64_t arrival_nanos = 0;
+  int64_t admitted_nanos = 0;
+  int64_t prompt_tokens = 0;
+  RequestParams params;
+  uint64_t seed = 0;
+  kvcache::BlockHash root;
+  std::shared_ptr<OutputRequest> out;
+  int64_t hit_tokens = -1;  // decided at the first admission
+  bool forked = false;      // outputs 1..n-1 born
+  bool first_token_seen = false;
+  int live = 0;             // outputs not finished
+  bool fresh = true;        // never admitted (counts against max_waiting)
+  std::vector<std::unique_ptr<Sequence>> seqs;
+};
+
+struct SeqOrder {
+  bool operator()(const Sequence* a, const Sequence* b) const;
+};
+
+struct PlannedChunk {
+  Sequence* seq = nullptr;
+  int64_t start = 0, end = 0;
+  bool state_only = false;
+  bool logits = false;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(std::unique_ptr<model::CausalLM> model, EngineOptions options);
+  ~EngineImpl() override;
+  Status Init();
+
+  Result<RequestId> AddRequest(std::vector<int32_t> prompt, RequestParams params, UpdateCallback callback) override;
+  void Abort(RequestId id) override;
+  Result<std::vector<GenerateOutput>> Generate(std::span<const std::vector<int32_t>> prompts,
+                                               const RequestParams& params) override;
+  EngineStats Stats() const override;
+  const EngineInfo& info() const override { return info_; }
+  void Shutdown() override;
+
+ private:
+  // Step thread.
+  void StepLoop();
+  bool DrainInbox(bool wait);
+  void CheckDeadlines(int64_t now);
+  void Schedule(std::vector<PlannedChunk>* plan);
+  int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
+  int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
+  Sequence* PickVictim(const Sequence* better_than) const;
+  void Preempt(Sequence* s, std::vector<PlannedChunk>* plan);
+  void Execute(std::vector<PlannedChunk>& plan);
+  void MirrorTables(Sequence* s);
+  void SampleAndAdvance(std::vector<PlannedChunk>& plan, const model::ForwardOutput& out);
+  void BirthChildren(Sequence* parent);
+  void FinishSequence(Sequence* s, FinishReason reason, int32_t stop_token, OutputEvent* event);
+  void FinishRequest(Request* r, FinishReason reason, const Status& status);
+  void FailPlan(std::vector<PlannedChunk>& plan, const Status& status);
+  void ReleaseSequence(Sequence* s);
+  void Post(OutputEvent event);
+  void FillMasks(const std::vector<PlannedChunk>& plan);
+  OutputEvent& EventFor(Request* r, std::vector<OutputEvent>* events);
+  void Calibrate();
+
+  // Output thread.
+  void OutputLoop();
+  void Deliver(OutputEvent& event);
+
+  std::unique_ptr<model::CausalLM> model_;
+  EngineOptions options_;
+  EngineInfo info_;
+  model::KvCacheSpec spec_;
+  model::KvPools pools_;
+  std::unique_ptr<kvcache::BlockManager> blocks_;
+  std::vector<int32_t> eos_;
+  bool can_restore_ = true;  // the model implements RestoreAt (else no prefix hits)
+  bool can_fork_ = true;     // the model implements Fork (else n > 1 outputs recompute the prompt)
+  int64_t cone_positions_ = 0;  // exact replay's dependency cone
+  CostModel cost_;
+
+  // Step-thread state.
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<Sequence*> running_;  // best first
+  std::set<Sequence*, SeqOrder> waiting_;
+  int64_t last_expire_nanos_ = 0;
+  int64_t last_forward_end_ = 0;
+  model::ForwardOutput forward_out_;
+  std::vector<model::SequenceChunk> chunks_;
+
+  // Inbox (any thread → step thread).
+  mutable std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  std::vector<std::unique_ptr<Request>> new_requests_;
+  std::vector<RequestId> aborts_;
+  std::vector<std::pair<RequestId, int>> output_stops_;  // outputs the output thread finished (stop string)
+  int64_t waiting_fresh_ = 0;  // fresh requests queued or not yet admitted
+  bool stopping_ = false;
+  RequestId next_id_ = 1;
+  int64_t next_order_ = 0;
+  uint64_t seed_state_ = 0;
+
+  // Output queue (step thread → output thread).
+  std::mutex out_mutex_;
+  std::condition_variable out_cv_;
+  std::deque<OutputEvent> out_queue_;
+  bool out_stop_ = false;
+
+  // Metrics.
+  mutable std::mutex stats_mutex_;
+  EngineStats counters_;  // the counter fields; gauges are filled by Stats()
+  int64_t gauge_running_ = 0, gauge_waiting_ = 0;
+  kvcache::BlockManager::Need gauge_blocks_used_, gauge_blocks_cached_, gauge_blocks_free_;
+  FixedHistogram ttft_{FirstTokenBuckets()}, itl_{InterTokenBuckets()}, queue_{RequestBuckets()},
+      e2e_{RequestBuckets()}, gap_{GapBuckets()};
+
+  std::thread step_thread_, output_thread_;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace deepinfer::engine

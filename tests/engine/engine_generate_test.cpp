@@ -1,0 +1,285 @@
+// The engine end to end on the tiny V4 fixture: results against the model driven directly, batch and
+// chunking invariance, preemption, n > 1, finish reasons, cancellation, deadlines and bad input.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "core/clock.h"
+#include "engine_test_support.h"
+#include "sampling/logits_mask.h"
+
+namespace deepinfer::engine {
+namespace {
+
+using test_support::Ids;
+using test_support::MakeEngine;
+using test_support::Prompt;
+using test_support::ReferenceGreedy;
+
+RequestParams Greedy(int64_t max_tokens) {
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = max_tokens;
+  p.sampling.ignore_eos = true;
+  return p;
+}
+
+TEST(EngineGenerate, GreedyMatchesTheModelDrivenDirectly) {
+  auto engine = MakeEngine();
+  ASSERT_TRUE(engine);
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(5, 1), Prompt(130, 2), Prompt(300, 3)};
+  auto results = engine->Generate(prompts, Greedy(12));
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const GenerateOutput& r = (*results)[i];
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_EQ(r.prompt_tokens, static_cast<int64_t>(prompts[i].size()));
+    ASSERT_EQ(r.sequences.size(), 1u);
+    EXPECT_EQ(r.sequences[0].finish, FinishReason::kLength);
+    EXPECT_EQ(Ids(r.sequences[0]), ReferenceGreedy(prompts[i], 12)) << "prompt " << i;
+  }
+}
+
+// A request's tokens and logprobs, whatever runs beside it and however its prompt is chunked.
+struct Observed {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  bool operator==(const Observed&) const = default;
+};
+
+Observed Observe(const GenerateOutput& r, size_t seq = 0) {
+  Observed o;
+  for (const GeneratedToken& t : r.sequences[seq].tokens) {
+    o.ids.push_back(t.id);
+    o.logprobs.push_back(t.logprob);
+  }
+  return o;
+}
+
+RequestParams Seeded(int64_t max_tokens, uint64_t seed) {
+  RequestParams p;
+  p.sampling.temperature = 0.9;
+  p.sampling.top_p = 0.95;
+  p.sampling.max_tokens = max_tokens;
+  p.sampling.seed = seed;
+  p.sampling.logprobs = true;
+  p.sampling.ignore_eos = true;
+  return p;
+}
+
+TEST(EngineGenerate, PropertySeededRequestsAreBatchAndChunkInvariant) {
+  const std::vector<int32_t> subject = Prompt(200, 42);
+  // Alone, with whole-prompt chunks.
+  Observed alone;
+  {
+    EngineOptions o;
+    o.prefill_chunk = 512;
+    auto engine = MakeEngine(o);
+    ASSERT_TRUE(engine);
+    auto r = engine->Generate(std::vector<std::vector<int32_t>>{subject}, Seeded(10, 7));
+    ASSERT_TRUE(r.ok());
+    alone = Observe((*r)[0]);
+    ASSERT_EQ(alone.ids.size(), 10u);
+  }
+  // Among 1..24 unrelated requests with other seeds and lengths, chunked by 7..97 tokens, budgets that
+  // mix decodes and prefill chunks differently.
+  uint32_t rng = 99;
+  for (int trial = 0; trial < 4; ++trial) {
+    rng = rng * 1103515245u + 12345u;
+    EngineOptions o;
+    o.prefill_chunk = 7 + (rng >> 16) % 91;
+    o.max_num_batched_tokens = 16 + (rng >> 8) % 200;
+    auto engine = MakeEngine(o);
+    ASSERT_TRUE(engine);
+    std::vector<std::vector<int32_t>> others;
+    const int count = 1 + static_cast<int>((rng >> 4) % 24);
+    std::atomic<int> left{count};
+    for (int i = 0; i < count; ++i) {
+      auto id = engine->AddRequest(Prompt(1 + (i * 37) % 180, 1000 + static_cast<uint32_t>(i)),
+                                   Seeded(3 + i % 9, 100 + static_cast<uint64_t>(i)), [&](RequestUpdate u) {
+                                     if (u.finished) --left;
+                                   });
+      ASSERT_TRUE(id.ok());
+    }
+    auto r = engine->Generate(std::vector<std::vector<int32_t>>{subject}, Seeded(10, 7));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Observe((*r)[0]), alone) << "trial " << trial << " chunk " << o.prefill_chunk << " budget "
+                                       << o.max_num_batched_tokens << " others " << count;
+    while (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(EngineGenerate, PreemptionByRecomputationChangesNoResult) {
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(150, 5), Prompt(90, 6), Prompt(260, 7), Prompt(40, 8)};
+  std::vector<Observed> alone;
+  {
+    auto engine = MakeEngine();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto r = engine->Generate(std::vector<std::vector<int32_t>>{prompts[i]}, Seeded(150, 11 + i));
+      ASSERT_TRUE(r.ok());
+      alone.push_back(Observe((*r)[0]));
+    }
+  }
+  // A pool of a few blocks: the four cannot all hold their prompt and 150 new tokens at once.
+  EngineOptions o;
+  o.max_num_seqs = 4;
+  o.kv_blocks = 6;
+  o.window_blocks = 12;
+  auto engine = MakeEngine(o);
+  ASSERT_TRUE(engine);
+  std::vector<std::unique_ptr<std::vector<int32_t>>> unused;
+  std::mutex mu;
+  std::vector<Observed> got(prompts.size());
+  std::atomic<int> left{static_cast<int>(prompts.size())};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = engine->AddRequest(prompts[i], Seeded(150, 11 + i), [&, i](RequestUpdate u) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const SequenceDelta& d : u.sequences) {
+        for (const GeneratedToken& t : d.tokens) {
+          got[i].ids.push_back(t.id);
+          got[i].logprobs.push_back(t.logprob);
+        }
+      }
+      if (u.finished) --left;
+    });
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+  }
+  while (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "request " << i;
+  const EngineStats s = engine->Stats();
+  EXPECT_GT(s.num_preemptions, 0u);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
+TEST(EngineGenerate, NOutputsShareThePromptAndTheFirstEqualsASingleOutput) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> prompt = Prompt(140, 9);
+  RequestParams one = Seeded(8, 3);
+  auto single = engine->Generate(std::vector<std::vector<int32_t>>{prompt}, one);
+  RequestParams three = one;
+  three.sampling.n = 3;
+  auto multi = engine->Generate(std::vector<std::vector<int32_t>>{prompt}, three);
+  ASSERT_TRUE(single.ok() && multi.ok());
+  ASSERT_EQ((*multi)[0].sequences.size(), 3u);
+  EXPECT_EQ(Observe((*multi)[0], 0), Observe((*single)[0]));
+  EXPECT_NE(Observe((*multi)[0], 1).ids, Observe((*multi)[0], 2).ids);
+  for (const auto& s : (*multi)[0].sequences) EXPECT_EQ(s.tokens.size(), 8u);
+}
+
+TEST(EngineGenerate, FinishReasons) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> prompt = Prompt(20, 4);
+  const std::vector<int32_t> ref = ReferenceGreedy(prompt, 6);
+  // A stop token id ends the output before that token.
+  RequestParams p = Greedy(6);
+  p.sampling.stop_token_ids = {ref[3]};
+  auto r = engine->Generate(std::vector<std::vector<int32_t>>{prompt}, p);
+  ASSERT_TRUE(r.ok());
+  const size_t first = static_cast<size_t>(std::find(ref.begin(), ref.end(), ref[3]) - ref.begin());
+  EXPECT_EQ(Ids((*r)[0].sequences[0]), std::vector<int32_t>(ref.begin(), ref.begin() + static_cast<long>(first)));
+  EXPECT_EQ((*r)[0].sequences[0].finish, FinishReason::kStop);
+  // min_tokens bans it until then: the first token is then the runner-up (anything but ref[0]).
+  p.sampling.stop_token_ids = {ref[0]};
+  p.sampling.min_tokens = 2;
+  r = engine->Generate(std::vector<std::vector<int32_t>>{prompt}, p);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE((*r)[0].sequences[0].tokens.empty());
+  EXPECT_NE((*r)[0].sequences[0].tokens[0].id, ref[0]);
+  // The scripted mask forces its tokens and finishes with "stop" after the last.
+  RequestParams forced = Greedy(50);
+  const std::vector<int32_t> script = {7, 7, 200, 3};
+  forced.logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
+    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
+  };
+  r = engine->Generate(std::vector<std::vector<int32_t>>{prompt}, forced);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Ids((*r)[0].sequences[0]), script);
+  EXPECT_EQ((*r)[0].sequences[0].finish, FinishReason::kStop);
+}
+
+TEST(EngineGenerate, AbortFreesEverythingAndReportsAbort) {
+  auto engine = MakeEngine();
+  std::atomic<bool> finished{false};
+  std::atomic<int> reason{-1};
+  std::atomic<int> tokens{0};
+  auto id = engine->AddRequest(Prompt(100, 1), Greedy(100000), [&](RequestUpdate u) {
+    for (const SequenceDelta& d : u.sequences) {
+      tokens += static_cast<int>(d.tokens.size());
+      if (d.finish) reason = static_cast<int>(*d.finish);
+    }
+    if (u.finished) finished = true;
+  });
+  ASSERT_TRUE(id.ok());
+  while (tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  engine->Abort(*id);
+  engine->Abort(*id);  // idempotent
+  while (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(reason, static_cast<int>(FinishReason::kAbort));
+  // Blocks are back before the next step: poll Stats until the step thread published them.
+  for (int i = 0; i < 1000 && engine->Stats().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine->Stats().window_blocks_used, 0);
+}
+
+TEST(EngineGenerate, DeadlinesFinishRequests) {
+  auto engine = MakeEngine();
+  RequestParams p = Greedy(100000);
+  p.deadline_nanos = NowNanos() + 20'000'000;
+  auto r = engine->Generate(std::vector<std::vector<int32_t>>{Prompt(30, 2)}, p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].sequences[0].finish, FinishReason::kDeadline);
+}
+
+TEST(EngineGenerate, BadInputIsRefusedWithTheParameterNamed) {
+  auto engine = MakeEngine();
+  auto expect = [&](std::vector<int32_t> prompt, RequestParams p, const std::string& param) {
+    auto id = engine->AddRequest(std::move(prompt), std::move(p), [](RequestUpdate) {});
+    ASSERT_FALSE(id.ok()) << param;
+    EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(id.status().message().rfind(param + ":", 0), 0u) << id.status().message();
+  };
+  RequestParams p;
+  expect({}, p, "prompt");
+  expect({1, 2, 999}, p, "prompt");
+  expect(std::vector<int32_t>(static_cast<size_t>(engine->info().max_prompt_tokens + 1), 3), p, "prompt");
+  p.sampling.temperature = -1;
+  expect({1, 2}, p, "temperature");
+  p = {};
+  p.sampling.n = 0;
+  expect({1, 2}, p, "n");
+  p = {};
+  p.sampling.max_tokens = 0;
+  expect({1, 2}, p, "max_tokens");
+  p = {};
+  p.sampling.logit_bias = {{256, 1.0f}};
+  expect({1, 2}, p, "logit_bias");
+  p = {};
+  p.sampling.stop = {"x"};  // no tokenizer
+  expect({1, 2}, p, "stop");
+}
+
+TEST(EngineGenerate, AFullQueueRefusesWithUnavailable) {
+  EngineOptions o;
+  o.max_waiting = 0;
+  auto engine = MakeEngine(o);
+  auto id = engine->AddRequest(Prompt(3, 1), Greedy(2), [](RequestUpdate) {});
+  EXPECT_EQ(id.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(engine->Stats().requests_rejected, 1u);
+}
+
+TEST(EngineGenerate, ShutdownFinishesEverythingInFlight) {
+  auto engine = MakeEngine();
+  std::atomic<int> finished{0};
+  for (int i = 0; i < 5; ++i) {
+    auto id = engine->AddRequest(Prompt(50, static_cast<uint32_t>(i)), Greedy(100000), [&](RequestUpdate u) {
+      if (u.finished) ++finished;
+    });
+    ASSERT_TRUE(id.ok());
+  }
+  engine->Shutdown();
+  EXPECT_EQ(finished, 5);
+  EXPECT_EQ(engine->AddRequest(Prompt(3, 1), Greedy(2), [](RequestUpdate) {}).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
