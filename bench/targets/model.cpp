@@ -46,69 +46,6 @@ constexpr const char* kUsage =
     "to bf16 for the matrix products (bf16 dot-product instructions). --peer FILE prints another system's\n"
     "figures for the same runs beside ours (JSON from tools/model/bench_transformers.py).\n";
 
-int64_t Bytes(const kernels::WeightView& w) { return kernels::WeightBytes(w); }
-
-// Weight bytes of one block that every token reads (everything but the routed experts).
-int64_t DenseBlockBytes(const model::V4BlockWeights& b) {
-  const auto& a = b.attention;
-  int64_t n = Bytes(a.wq_a) + Bytes(a.wq_b) + Bytes(a.wkv) + Bytes(a.wo_b);
-  for (const auto& g : a.wo_a_groups) n += Bytes(g);
-  if (a.compressor) n += Bytes(a.compressor->wkv) + Bytes(a.compressor->wgate);
-  if (a.indexer)
-    n += Bytes(a.indexer->wq_b) + Bytes(a.indexer->weights_proj) + Bytes(a.indexer->compressor.wkv) +
-         Bytes(a.indexer->compressor.wgate);
-  n += Bytes(b.moe.gate) + Bytes(b.moe.shared.w1) + Bytes(b.moe.shared.w2) + Bytes(b.moe.shared.w3);
-  n += static_cast<int64_t>(b.attn_hc.fn.size() + b.ffn_hc.fn.size()) * 4;
-  return n;
-}
-
-int64_t ExpertBytes(const model::V4BlockWeights& b) {
-  const auto& e = b.moe.experts[0];
-  return Bytes(e.w1) + Bytes(e.w2) + Bytes(e.w3);
-}
-
-// Keys one query at position p reads in a layer, and the indexer keys it scores.
-struct Visible {
-  int64_t keys = 0, index_keys = 0;
-};
-Visible VisibleAt(const V4Config& c, int64_t layer, int64_t p) {
-  Visible v;
-  v.keys = std::min(p + 1, c.sliding_window);
-  const int64_t r = c.compress_ratios[layer];
-  if (r == 0) return v;
-  const int64_t count = (p + 1) / r;
-  if (c.attention_types[layer] == V4AttentionType::kCsa) {
-    v.index_keys = count;
-    v.keys += std::min(count, c.index_topk);
-  } else {
-    v.keys += count;
-  }
-  return v;
-}
-
-// FLOPs of one token at position p (matrix products, attention and indexer scoring; no logits).
-double TokenFlops(const V4Model& m, int64_t p) {
-  const V4Config& c = m.config();
-  double macs = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const auto& b = m.weights().layers[l];
-    const auto& a = b.attention;
-    auto mat = [](const kernels::WeightView& w) { return static_cast<double>(w.out_features) * w.in_features; };
-    macs += mat(a.wq_a) + mat(a.wq_b) + mat(a.wkv) + mat(a.wo_b) + mat(b.moe.gate);
-    for (const auto& g : a.wo_a_groups) macs += mat(g);
-    if (a.compressor) macs += mat(a.compressor->wkv) + mat(a.compressor->wgate);
-    if (a.indexer)
-      macs += mat(a.indexer->wq_b) + mat(a.indexer->weights_proj) + mat(a.indexer->compressor.wkv) +
-              mat(a.indexer->compressor.wgate);
-    const auto& e = b.moe.experts[0];
-    macs += (c.num_experts_per_tok + 1) * (mat(e.w1) + mat(e.w2) + mat(e.w3));
-    macs += mat(b.attn_hc.fn_view) + mat(b.ffn_hc.fn_view);
-    const Visible v = VisibleAt(c, l, p);
-    macs += 2.0 * c.num_heads * v.keys * c.head_dim + static_cast<double>(c.index_n_heads) * v.index_keys * c.index_head_dim;
-  }
-  return 2 * macs;
-}
-
 using PhaseSeconds = std::array<double, static_cast<int>(model::Phase::kCount)>;
 
 struct BreakdownColumn {
@@ -254,13 +191,12 @@ int RunBenchModel(const std::vector<std::string>& args) {
     if (Status s = m.Forward(std::span(&chunk, 1), pool, &out); !s.ok()) return Fail("bench model", s.message());
     const double seconds = watch.ElapsedSeconds();
     model::StepProfile::Enable(false);
-    double flops = 2.0 * c.vocab_size * c.hidden_size;
-    for (int64_t p = 0; p < len; ++p) flops += TokenFlops(m, p);
-    prefill_results.push_back({len, seconds, flops, model::StepProfile::Totals()});
+    const model::ChunkShape shape{0, len, 1};
+    auto cost = m.EstimateStepCost(std::span(&shape, 1));
+    if (!cost.ok()) return Fail("bench model", cost.status().message());
+    prefill_results.push_back({len, seconds, cost->flops, model::StepProfile::Totals()});
   }
 
-  int64_t dense_bytes = kernels::WeightBytes(m.weights().head);
-  for (const auto& b : m.weights().layers) dense_bytes += DenseBlockBytes(b);
   for (int64_t batch : batches) {
     model::SequentialBlocks blocks(m.cache_spec(), pool);
     std::vector<std::unique_ptr<model::SequenceState>> states;
@@ -291,16 +227,12 @@ int RunBenchModel(const std::vector<std::string>& args) {
       if (Status st = m.Forward(chunks, pool, &out); !st.ok()) return Fail("bench model", st.message());
       if (step > 0) step_seconds.push_back(watch.ElapsedSeconds());  // step 0 warms up
     }
-    // Bytes per step: dense weights once, the distinct routed experts the batch touches, each sequence's KV.
-    const double k = static_cast<double>(c.num_experts_per_tok), e = static_cast<double>(c.n_routed_experts);
-    const double distinct = e * (1.0 - std::pow(1.0 - k / e, static_cast<double>(batch)));
-    double bytes = static_cast<double>(dense_bytes) + batch * c.hidden_size * 2.0;
-    const int64_t pos = context + steps / 2;
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      bytes += distinct * ExpertBytes(m.weights().layers[l]);
-      const Visible v = VisibleAt(c, l, pos);
-      bytes += batch * 4.0 * (v.keys * c.head_dim + v.index_keys * c.index_head_dim);
-    }
+    // Bytes per step (the model's cost figures): dense weights once, the distinct routed experts the batch
+    // touches, each sequence's KV, at the middle of the timed steps.
+    const std::vector<model::ChunkShape> shapes(static_cast<size_t>(batch), model::ChunkShape{context + steps / 2, 1, 1});
+    auto cost = m.EstimateStepCost(shapes);
+    if (!cost.ok()) return Fail("bench model", cost.status().message());
+    const double bytes = cost->weight_bytes + cost->kv_bytes;
     model::StepProfile::Enable(false);
     // The median step: robust to a neighbour's burst on a shared machine.
     std::sort(step_seconds.begin(), step_seconds.end());

@@ -158,7 +158,7 @@ struct ChunkShape {
 struct StepCost {
   double flops = 0;         // multiply-adds × 2 of the matrix products, attention and indexer scoring
   double weight_bytes = 0;  // weight bytes read (each distinct weight once per step; expected distinct experts)
-  double kv_bytes = 0;      // KV bytes read and written
+  double kv_bytes = 0;      // KV bytes attention reads (keys it sees, indexer keys it scores)
 };
 
 class CausalLM {

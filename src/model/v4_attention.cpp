@@ -47,7 +47,7 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
   };
   const int64_t chunks = static_cast<int64_t>(step.chunks.size());
   if (chunks == 1) feed(0, 1);
-  else ThreadPool::Shared().ParallelFor(chunks, feed, 1);
+  else step.pool->ParallelFor(chunks, feed, 1);
 }
 
 }  // namespace
@@ -85,11 +85,11 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     tasks.push_back({x, n, d, &w.indexer->compressor.wgate, igate.data(), 2 * ihd});
     tasks.push_back({x, n, d, &w.indexer->weights_proj, iw.data(), ih});
   }
-  RunLinearTasks(tasks, step.linear);
+  RunLinearTasks(tasks, step.linear, *step.pool);
   kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
   tasks = {{qr.data(), n, ql, &w.wq_b, q.data(), h * hd}};
   if (csa) tasks.push_back({qr.data(), n, ql, &w.indexer->wq_b, iq.data(), ih * ihd});
-  RunLinearTasks(tasks, step.linear);
+  RunLinearTasks(tasks, step.linear, *step.pool);
   kernels::RmsNormRows(kv.data(), hd, w.kv_norm.data(), eps, n, hd, kv.data(), hd);
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
   for (int64_t i = 0; i < n; ++i) {
@@ -194,7 +194,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     }
   };
   if (n == 1) attend(0, 1);
-  else ThreadPool::Shared().ParallelFor(n, attend, 1);
+  else step.pool->ParallelFor(n, attend, 1);
 
   // The MTP layer's window ring keeps the last `win` positions of each sequence.
   for (const ChunkRows& chunk : step.chunks) {
@@ -214,8 +214,8 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   tasks.clear();
   for (int64_t g = 0; g < groups; ++g)
     tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  RunLinearTasks(tasks, step.linear);
-  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear);
+  RunLinearTasks(tasks, step.linear, *step.pool);
+  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear, step.pool);
 }
 
 }  // namespace deepinfer::model::v4

@@ -24,10 +24,11 @@ void CollapseStreams(const float* pre, const float* x, int64_t hc, int64_t d, fl
 }
 
 // mixes[n, rows] = fn · (x / rms(x)) over the flattened streams of each row.
-std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n) {
+std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
+                         ThreadPool& pool) {
   const int64_t width = c.hc_mult * c.hidden_size;
   std::vector<float> normed(static_cast<size_t>(n * width));
-  ForRows(n, [&](int64_t i) {
+  ForRows(pool, n, [&](int64_t i) {
     const float* x = streams + i * width;
     // In double, over 8 interleaved partial sums (k mod 8) added at the end in a fixed order: vectorised,
     // and the same bits whatever the batch.
@@ -43,18 +44,18 @@ std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, c
     for (int64_t e = 0; e < width; ++e) normed[i * width + e] = x[e] * r;
   });
   std::vector<float> mixes(static_cast<size_t>(n * w.fn_view.out_features));
-  kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), w.fn_view.out_features);
+  kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), w.fn_view.out_features, &pool);
   return mixes;
 }
 
 }  // namespace
 
 void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                        float* post, float* comb, float* collapsed) {
+                        float* post, float* comb, float* collapsed, ThreadPool& pool) {
   const int64_t hc = c.hc_mult, d = c.hidden_size, mix = (2 + hc) * hc;
   const float eps = static_cast<float>(c.hc_eps);
-  std::vector<float> mixes = Mixes(c, w, streams, n);
-  ForRows(n, [&](int64_t i) {
+  std::vector<float> mixes = Mixes(c, w, streams, n, pool);
+  ForRows(pool, n, [&](int64_t i) {
     float pre[16];  // hc_mult ≤ 16 (checked by V4Config)
     const float* m = mixes.data() + i * mix;
     float* po = post + i * hc;
@@ -97,9 +98,9 @@ void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, co
 }
 
 void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
-                         float* streams) {
+                         float* streams, ThreadPool& pool) {
   const int64_t hc = c.hc_mult, d = c.hidden_size;
-  ForRows(n, [&](int64_t i) {
+  ForRows(pool, n, [&](int64_t i) {
     thread_local std::vector<float> mixed;
     mixed.resize(static_cast<size_t>(hc * d));
     float* x = streams + i * hc * d;
@@ -124,10 +125,10 @@ void HyperConnectionPost(const V4Config& c, const float* post, const float* comb
 }
 
 void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                         float* out) {
+                         float* out, ThreadPool& pool) {
   const int64_t hc = c.hc_mult, d = c.hidden_size;
-  std::vector<float> mixes = Mixes(c, w, streams, n);
-  ForRows(n, [&](int64_t i) {
+  std::vector<float> mixes = Mixes(c, w, streams, n, pool);
+  ForRows(pool, n, [&](int64_t i) {
     float pre[16];
     for (int64_t j = 0; j < hc; ++j)
       pre[j] = Sigmoid(mixes[i * hc + j] * w.scale[0] + w.base[j]) + static_cast<float>(c.hc_eps);

@@ -33,6 +33,7 @@ struct ChunkRows {
 
 struct Step {
   const V4Config* config = nullptr;
+  ThreadPool* pool = nullptr;  // every parallel part of the step runs here
   const V4CacheLayout* layout = nullptr;
   KvPools* pools = nullptr;
   const std::vector<float>* main_inv_freq = nullptr;
@@ -64,12 +65,12 @@ void RopeAngles(const std::vector<float>& inv_freq, int64_t pos, float* cos, flo
 // mHC. Pre: from the streams [n, hc, d] of each row compute post [n, hc], comb [n, hc, hc] and the
 // collapsed input [n, d]. Post: streams ← post ⊗ out + combᵀ · streams.
 void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                        float* post, float* comb, float* collapsed);
+                        float* post, float* comb, float* collapsed, ThreadPool& pool);
 void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
-                         float* streams);
+                         float* streams, ThreadPool& pool);
 // hc_head: collapses the streams [n, hc, d] to [n, d].
 void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                         float* out);
+                         float* out, ThreadPool& pool);
 
 // Attention sub-block on normalised inputs x [n, d]; writes out [n, d]. Feeds the compressors, writes
 // compressed entries and the window's K=V vectors to KV blocks (the MTP layer: to its window ring).
@@ -117,18 +118,18 @@ struct LinearTask {
   float* y;
   int64_t y_stride;
 };
-void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options);
+void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options, ThreadPool& pool);
 
 // Runs fn(begin, end) over the rows [0, n), in ranges shared among the pool's threads when there are
 // several rows. For work where each row's result depends only on that row, so threading changes nothing.
 template <class Fn>
-void ForRowRanges(int64_t n, const Fn& fn) {
+void ForRowRanges(ThreadPool& pool, int64_t n, const Fn& fn) {
   if (n < 4) return fn(int64_t{0}, n);
-  ThreadPool::Shared().ParallelFor(n, fn, std::max<int64_t>(1, n / (4 * ThreadPool::Shared().size())));
+  pool.ParallelFor(n, fn, std::max<int64_t>(1, n / (4 * pool.size())));
 }
 template <class Fn>
-void ForRows(int64_t n, const Fn& fn) {
-  ForRowRanges(n, [&](int64_t begin, int64_t end) {
+void ForRows(ThreadPool& pool, int64_t n, const Fn& fn) {
+  ForRowRanges(pool, n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) fn(i);
   });
 }

@@ -17,13 +17,12 @@ namespace deepinfer::model {
 
 namespace v4 {
 
-void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options) {
+void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options, ThreadPool& pool) {
   // Every product is cut into slices of whole weight rows (FP8: whole scale blocks) of about equal work,
   // and the pool's threads take slices until none are left: one hand-off for the whole list, threads
   // balanced however unequal the products are, and each slice streams one contiguous run of weight rows.
   // A row's result depends only on that row (kernels::Linear is batch and split invariant), so slicing
   // never changes a bit.
-  ThreadPool& pool = ThreadPool::Shared();
   struct Slice {
     const LinearTask* task;
     kernels::WeightView weights;
@@ -64,7 +63,7 @@ void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearO
   };
   if (slices.size() == 1) {
     const LinearTask& t = *slices[0].task;
-    kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride, options);  // splits across the pool itself
+    kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride, options, &pool);  // splits across the pool itself
   } else {
     pool.ParallelFor(static_cast<int64_t>(slices.size()), run, 1);
   }
@@ -80,22 +79,22 @@ void Block(const Step& step, const BlockRef& block, float* streams) {
 
   {
     ScopedPhase phase(Phase::kHcPre);
-    HyperConnectionPre(c, w.attn_hc, streams, n, post.data(), comb.data(), collapsed.data());
+    HyperConnectionPre(c, w.attn_hc, streams, n, post.data(), comb.data(), collapsed.data(), *step.pool);
     kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
   }
   Attention(step, block, collapsed.data(), out.data());
   {
     ScopedPhase phase(Phase::kHcPost);
-    HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
+    HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams, *step.pool);
   }
   {
     ScopedPhase phase(Phase::kHcPre);
-    HyperConnectionPre(c, w.ffn_hc, streams, n, post.data(), comb.data(), collapsed.data());
+    HyperConnectionPre(c, w.ffn_hc, streams, n, post.data(), comb.data(), collapsed.data(), *step.pool);
     kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
   }
   Moe(step, block, collapsed.data(), out.data());
   ScopedPhase phase(Phase::kHcPost);
-  HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams);
+  HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams, *step.pool);
 }
 
 }  // namespace v4
@@ -146,6 +145,7 @@ Result<Hash128> WeightsFingerprint(const std::string& dir, const Checkpoint& che
 Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V4Model> model(new V4Model());
   model->precision_ = options.precision;
+  model->pool_ = options.pool != nullptr ? options.pool : &ThreadPool::Shared();
   if (options.kv_precision != KvPrecision::kF32)
     return Status::Unimplemented("DeepSeek-V4: bf16 KV storage is not implemented yet (use f32)");
   if (options.drafting)
@@ -157,6 +157,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   if (options.prefault) Prefault(model->checkpoint_, options.progress);
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
+  model->ComputeCostFigures();
   ModelInfo& info = model->info_;
   info.architecture = "DeepseekV4ForCausalLM";
   info.vocab_size = c.vocab_size;
@@ -352,10 +353,6 @@ Status V4Model::Draft(std::span<const DraftChunk>, KvPools&, ForwardOutput*) {
   return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
 }
 
-Result<StepCost> V4Model::EstimateStepCost(std::span<const ChunkShape>) const {
-  return Status::Unimplemented("DeepSeek-V4: EstimateStepCost is not implemented yet");
-}
-
 Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
   return Run(batch, {}, pools, out, nullptr);
 }
@@ -397,6 +394,7 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
   step.config = &c;
   step.layout = &layout_;
   step.pools = &pools;
+  step.pool = pool_;
   step.main_inv_freq = &main_inv_freq_;
   step.compress_inv_freq = &compress_inv_freq_;
   if (precision_ == ComputePrecision::kBf16Activations)
@@ -490,10 +488,10 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
                   int64_t m, std::vector<float>* logits) {
     ScopedPhase phase(Phase::kHead);
     std::vector<float> y(static_cast<size_t>(m * d));
-    v4::HyperConnectionHead(c, hc_head, rows_streams, m, y.data());
+    v4::HyperConnectionHead(c, hc_head, rows_streams, m, y.data(), *step.pool);
     kernels::RmsNormRows(y.data(), d, norm.data(), eps, m, d, y.data(), d);
     logits->resize(static_cast<size_t>(m * v));
-    kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v, step.linear);
+    kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v, step.linear, step.pool);
   };
   const int64_t m = static_cast<int64_t>(wanted.size());
   std::vector<float> picked(static_cast<size_t>(m * hc * d));
@@ -513,10 +511,10 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
       for (int32_t t : next_tokens[ci]) EmbeddingRow(*weights_->embed, t, d, e.data() + (row++) * d);
     }
     kernels::RmsNormRows(e.data(), d, mw.enorm.data(), eps, n, d, e.data(), d);
-    kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d, step.linear);
+    kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d, step.linear, step.pool);
     std::vector<float> hn(static_cast<size_t>(n * hc * d)), x(static_cast<size_t>(n * hc * d));
     kernels::RmsNormRows(streams.data(), d, mw.hnorm.data(), eps, n * hc, d, hn.data(), d);
-    kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d, step.linear);
+    kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d, step.linear, step.pool);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < hc; ++j)
         for (int64_t k = 0; k < d; ++k) x[(i * hc + j) * d + k] += ep[i * d + k];

@@ -76,6 +76,7 @@ class V4Model : public CausalLM {
  private:
   V4Model() = default;
   Status BuildCacheSpec();
+  void ComputeCostFigures();
   Status Run(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
              KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits);
 
@@ -86,6 +87,15 @@ class V4Model : public CausalLM {
   KvCacheSpec spec_;
   V4CacheLayout layout_;
   ComputePrecision precision_ = ComputePrecision::kExact;
+  ThreadPool* pool_ = nullptr;
+  // Per-token and per-step constants of EstimateStepCost (v4_cost.cpp).
+  struct CostFigures {
+    double token_macs = 0;       // matrix products of one token (k + 1 experts), no attention, no logits
+    double dense_bytes = 0;      // every weight but the routed experts and the embedding, head included
+    double expert_bytes = 0;     // one routed expert of every layer
+    double embed_row_bytes = 0;  // one embedding row
+  };
+  CostFigures cost_;
   std::vector<float> main_inv_freq_, compress_inv_freq_;
 };
 

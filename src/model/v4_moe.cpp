@@ -30,7 +30,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
 
   std::optional<ScopedPhase> phase(std::in_place, Phase::kMoeGate);
   std::vector<float> logits(static_cast<size_t>(n * e));
-  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear);
+  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.pool);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   std::vector<float> scores(e), biased(e);
@@ -88,7 +88,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   };
   for (Work& item : work) add_gate_up(item, item.input.data(), static_cast<int64_t>(item.rows.size()));
   add_gate_up(shared, x, n);
-  RunLinearTasks(tasks, step.linear);
+  RunLinearTasks(tasks, step.linear, *step.pool);
   tasks.clear();
   const float limit = static_cast<float>(c.swiglu_limit);
   auto add_down = [&](Work& item, int64_t m, float* output) {
@@ -98,7 +98,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   };
   for (Work& item : work) add_down(item, static_cast<int64_t>(item.rows.size()), item.output.data());
   add_down(shared, n, out);
-  RunLinearTasks(tasks, step.linear);
+  RunLinearTasks(tasks, step.linear, *step.pool);
 
   phase.emplace(Phase::kMoeCombine);
   // Row i's routed sum, in increasing expert order, then plus the shared expert's output.
@@ -107,7 +107,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
     for (size_t r = 0; r < item.rows.size(); ++r)
       contributions[item.rows[r]].push_back({item.output.data() + r * d, item.row_weights[r]});
   }
-  ForRowRanges(n, [&](int64_t begin, int64_t end) {
+  ForRowRanges(*step.pool, n, [&](int64_t begin, int64_t end) {
     std::vector<float> routed(static_cast<size_t>(d));
     for (int64_t i = begin; i < end; ++i) {
       std::fill(routed.begin(), routed.end(), 0.0f);
