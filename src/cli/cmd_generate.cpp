@@ -1,12 +1,18 @@
-// deepinfer generate: one request through the whole pipeline, without a server: parse the API request,
-// render the DeepSeek prompt, tokenize, run the model (prefill, then greedy decode), detokenize as a stream,
-// parse the output and print the protocol's response or its SSE stream.
-#include <algorithm>
+// deepinfer generate: requests through the whole pipeline on the engine, without a server. A protocol
+// request (from --prompt, --request or each line of --requests) is parsed, rendered, tokenized, generated
+// under continuous batching, and its output parsed into the protocol's response body (or SSE stream); raw
+// token ids (--prompt-ids) skip the codec and print the generated ids, text and logprobs as JSON.
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,9 +20,12 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/recipe_flags.h"
+#include "core/clock.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
+#include "core/utf8.h"
+#include "engine/engine.h"
 #include "model/causal_lm.h"
-#include "model/sequential_blocks.h"
 #include "recipe/completion_options.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
@@ -28,84 +37,201 @@ namespace deepinfer::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: deepinfer generate --model DIR (--prompt TEXT | --request FILE|-) [options]\n\n"
-    "Runs one request through the whole pipeline without a server: parses the API request, renders the\n"
-    "DeepSeek prompt, tokenizes it, runs the model (chunked prefill, then greedy decoding), detokenizes as\n"
-    "a stream and prints the protocol's response body, or its SSE event stream with --stream.\n"
-    "Decoding is greedy (argmax, lowest id on ties) whatever the request's temperature says.\n\n"
+    "usage: deepinfer generate --model DIR (--prompt TEXT | --request FILE|- | --requests FILE.jsonl |\n"
+    "                          --prompt-ids IDS...) [options]\n\n"
+    "Runs requests through the whole pipeline on the engine, without a server. Protocol requests are parsed,\n"
+    "rendered into the DeepSeek prompt, tokenized, generated under continuous batching and printed as the\n"
+    "protocol's response body (or its SSE stream with --stream). --requests runs every line of a JSONL file\n"
+    "together and prints one response body per line, in input order (an invalid line prints the protocol's\n"
+    "error body on its line). --prompt-ids takes comma-separated token ids (repeat it for several prompts)\n"
+    "and prints {prompt_tokens, prompt_cache_hit_tokens, seed, outputs: [{token_ids, text, finish_reason,\n"
+    "logprobs}]} per prompt, for any model whatever its tokenizer.\n"
+    "Sampling follows each request; the flags below are the defaults for what a request leaves unset (the\n"
+    "protocols default to temperature 1, and thinking mode forces it, as deepseek-recipe does; --prompt-ids is\n"
+    "greedy unless --temperature says otherwise). Runs are reproducible: requests without a seed use --seed.\n\n"
     "  --model DIR                    Hugging Face checkpoint directory (config.json, safetensors, tokenizer.json)\n"
     "  --prompt TEXT                  a single user message (Chat Completions request)\n"
     "  --request FILE|-               the request body as JSON\n"
-    "  --protocol chat|responses|messages    the request's API (default chat; anthropic = messages)\n"
+    "  --requests FILE.jsonl          one request body per line, run together\n"
+    "  --prompt-ids IDS               comma-separated token ids (repeatable)\n"
+    "  --protocol chat|responses|messages    the requests' API (default chat; anthropic = messages)\n"
     "  --model-version v3.2|v4|v4.1   prompt encoding (default v4)\n"
-    "  --max-tokens N                 generation limit when the request sets none (default 64)\n"
     "  --no-thinking                  with --prompt: chat mode instead of thinking mode\n"
-    "  --stream                       print the SSE event stream as tokens are generated\n"
+    "  --stream                       print the SSE event stream as tokens are generated (one request)\n"
     "  --tokenizer PATH               tokenizer.json (default: DIR/tokenizer.json)\n"
-    "  --prefill-chunk N              prompt tokens per forward call (default 512)\n"
-    "  --precision exact|bf16         matrix-product arithmetic (default exact; bf16 rounds activations)\n";
+    "sampling defaults:\n"
+    "  --max-tokens N                 generation limit (default 64)\n"
+    "  --temperature T (0)  --top-p P (1)  --top-k K (0: off)  --min-p P (0)\n"
+    "  --repetition-penalty R (1)  --presence-penalty P (0)  --frequency-penalty F (0)\n"
+    "  --seed N                       seed of requests without one (default 0); 'random' draws one per request\n"
+    "  --logprobs K                   report each token's logprob and K alternatives (0..20)\n"
+    "  --n N                          outputs per prompt (--prompt-ids)\n"
+    "  --stop TEXT                    stop string (--prompt-ids; repeatable)\n"
+    "  --stop-id ID                   stop token id (--prompt-ids; repeatable)\n"
+    "  --ignore-eos                   keep generating after end-of-sequence tokens\n"
+    "engine:\n"
+    "  --precision exact|bf16         matrix-product arithmetic (default exact; bf16 rounds activations)\n"
+    "  --prefill-chunk N              prompt tokens per step and sequence (default 512)\n"
+    "  --max-num-seqs N               sequences running at once (default 64)\n"
+    "  --max-num-batched-tokens N     tokens per step (default 2048)\n"
+    "  --kv-cache-mib N               KV block pools (default 1024)\n"
+    "  --tbt-target-ms MS             size prefill chunks to keep steps within this time\n"
+    "  --no-prefix-cache              never reuse cached prefix blocks\n"
+    "  --swa-replay exact|bounded     prefix hits without window blocks (default bounded)\n";
 
 struct GenerateArgs {
-  std::string model_dir;
-  std::string prompt;
-  std::string request_path;
-  std::string tokenizer_path;
+  std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
+  std::vector<std::string> prompt_ids;
   recipe::Protocol protocol = recipe::Protocol::kChatCompletions;
   recipe::ModelVersion version = recipe::ModelVersion::kV4;
+  bool thinking = true, stream = false;
+  // Sampling defaults.
   int64_t max_tokens = 64;
-  int64_t prefill_chunk = 512;
+  double temperature = 0, top_p = 1, min_p = 0, repetition = 1, presence = 0, frequency = 0;
+  int64_t top_k = 0;
+  std::optional<uint64_t> seed = 0;
+  int logprobs = -1;
+  int n = 1;
+  std::vector<std::string> stops;
+  std::vector<int32_t> stop_ids;
+  bool ignore_eos = false;
+  // Engine.
   model::ComputePrecision precision = model::ComputePrecision::kExact;
-  bool thinking = true;
-  bool stream = false;
+  int64_t prefill_chunk = 512, max_num_seqs = 64, max_batched = 2048, kv_cache_mib = 1024;
+  double tbt_target_ms = 0;
+  bool prefix_cache = true;
+  engine::SwaReplay replay = engine::SwaReplay::kBounded;
 };
 
-// Returns 0 on success, else the exit code of a usage error already printed.
+Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    if (item.empty() || item.size() > 10 || item.find_first_not_of("0123456789") != std::string::npos)
+      return Status::InvalidArgument("takes comma-separated token ids (got '" + item + "')");
+    const int64_t v = std::stoll(item);
+    if (v > INT32_MAX) return Status::InvalidArgument("token id " + item + " is too large");
+    out->push_back(static_cast<int32_t>(v));
+  }
+  if (out->empty()) return Status::InvalidArgument("takes at least one token id");
+  if (out->size() > (size_t{1} << 22)) return Status::InvalidArgument("at most 4194304 ids");
+  return Status::Ok();
+}
+
 int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   Flags flags("generate");
   flags.Path("--model", &out->model_dir).Required();
   flags.String("--prompt", &out->prompt);
   flags.Path("--request", &out->request_path);
+  flags.Path("--requests", &out->requests_path);
+  flags.Strings("--prompt-ids", &out->prompt_ids);
   flags.Path("--tokenizer", &out->tokenizer_path);
   flags.Switch("--stream", &out->stream);
   flags.Switch("--no-thinking", &out->thinking, false);
-  flags.Choice("--precision", &out->precision,
-               {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
   AddProtocolFlag(flags, &out->protocol);
   AddModelVersionFlag(flags, &out->version);
-  flags.Int<int64_t>("--max-tokens", &out->max_tokens, 1, 1 << 20);
+  flags.Int<int64_t>("--max-tokens", &out->max_tokens, 1, 1 << 24);
+  flags.Double("--temperature", &out->temperature, 0, sampling::kMaxTemperature);
+  flags.Double("--top-p", &out->top_p, 1e-9, 1);
+  flags.Int<int64_t>("--top-k", &out->top_k, -1, INT32_MAX);
+  flags.Double("--min-p", &out->min_p, 0, 1);
+  flags.Double("--repetition-penalty", &out->repetition, 1e-6, 100);
+  flags.Double("--presence-penalty", &out->presence, -2, 2);
+  flags.Double("--frequency-penalty", &out->frequency, -2, 2);
+  flags.Custom("--seed", "N", [out](const std::string& v) {
+    if (v == "random") {
+      out->seed.reset();
+      return Status::Ok();
+    }
+    if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
+      return Status::InvalidArgument("takes a non-negative integer (got '" + v + "')");
+    out->seed = std::stoull(v);
+    return Status::Ok();
+  });
+  flags.Int<int>("--logprobs", &out->logprobs, 0, sampling::kMaxTopLogprobs);
+  flags.Int<int>("--n", &out->n, 1, sampling::kMaxN);
+  flags.Strings("--stop", &out->stops);
+  flags.Custom("--stop-id", "ID", [out](const std::string& v) {
+    std::vector<int32_t> ids;
+    DI_RETURN_IF_ERROR(ParseIds(v, &ids));
+    out->stop_ids.insert(out->stop_ids.end(), ids.begin(), ids.end());
+    return Status::Ok();
+  });
+  flags.Switch("--ignore-eos", &out->ignore_eos);
+  flags.Choice("--precision", &out->precision,
+               {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
   flags.Int<int64_t>("--prefill-chunk", &out->prefill_chunk, 1, 1 << 20);
+  flags.Int<int64_t>("--max-num-seqs", &out->max_num_seqs, 1, 4096);
+  flags.Int<int64_t>("--max-num-batched-tokens", &out->max_batched, 1, 1 << 20);
+  flags.Int<int64_t>("--kv-cache-mib", &out->kv_cache_mib, 1, int64_t{1} << 24);
+  flags.Double("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6);
+  flags.Switch("--no-prefix-cache", &out->prefix_cache, false);
+  flags.Choice("--swa-replay", &out->replay, {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
   if (int rc = flags.Parse(args)) return rc;
-  if (out->prompt.empty() == out->request_path.empty())
-    return UsageError("generate", "give exactly one of --prompt and --request");
+  const int sources = !out->prompt.empty() + !out->request_path.empty() + !out->requests_path.empty() +
+                      !out->prompt_ids.empty();
+  if (sources != 1) return UsageError("generate", "give exactly one of --prompt, --request, --requests and --prompt-ids");
   if (!out->prompt.empty() && out->protocol != recipe::Protocol::kChatCompletions)
     return UsageError("generate", "--prompt builds a Chat Completions request; use --request for other protocols");
+  if (out->stream && (!out->requests_path.empty() || !out->prompt_ids.empty()))
+    return UsageError("generate", "--stream prints one request's events; not with --requests or --prompt-ids");
+  if (out->n > 1 && out->prompt_ids.empty()) return UsageError("generate", "--n is for --prompt-ids (requests say n)");
   return 0;
 }
 
-Result<std::string> RequestBody(const GenerateArgs& args) {
-  if (!args.prompt.empty()) {
-    nlohmann::ordered_json body = {{"model", "deepinfer"},
-                                   {"messages", {{{"role", "user"}, {"content", args.prompt}}}},
-                                   {"thinking", {{"type", args.thinking ? "enabled" : "disabled"}}}};
-    if (args.stream) body["stream"] = true;
-    return body.dump();
-  }
-  if (args.request_path == "-") {
-    std::ostringstream text;
-    text << std::cin.rdbuf();
-    return text.str();
-  }
-  return ReadFileToString(args.request_path);
+sampling::SamplingParams DefaultSampling(const GenerateArgs& a) {
+  sampling::SamplingParams p;
+  p.max_tokens = a.max_tokens;
+  p.temperature = a.temperature;
+  p.top_p = a.top_p;
+  p.top_k = a.top_k;
+  p.min_p = a.min_p;
+  p.repetition_penalty = a.repetition;
+  p.presence_penalty = a.presence;
+  p.frequency_penalty = a.frequency;
+  p.seed = a.seed;
+  p.logprobs = a.logprobs >= 0;
+  p.top_logprobs = std::max(a.logprobs, 0);
+  p.ignore_eos = a.ignore_eos;
+  return p;
 }
 
-int32_t Argmax(const float* logits, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
-}
+// A progress line on stderr for files, when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), enabled_(total > 1 && isatty(STDERR_FILENO)) {}
+  void Done() {
+    const size_t done = ++done_;
+    if (!enabled_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fprintf(stderr, "\rgenerate: %zu/%zu requests, %.1fs", done, total_, watch_.ElapsedSeconds());
+    if (done == total_) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  size_t total_;
+  bool enabled_;
+  std::atomic<size_t> done_{0};
+  std::mutex mu_;
+  Stopwatch watch_;
+};
+
+// One protocol request: parsed, then its outputs through the codec as the engine delivers them. Updates
+// arrive on the engine's output thread, one at a time per request.
+struct ProtocolJob {
+  recipe::ParsedRequest request;
+  std::vector<int32_t> prompt;
+  std::string error_body;  // the line's answer when it could not run
+  std::unique_ptr<recipe::CompletionStream> stream;
+  std::string body;
+  bool logprobs = false;
+  bool print_events = false;
+  bool finished = false;
+};
 
 void PrintEvents(recipe::Protocol protocol, const std::vector<recipe::StreamEvent>& events) {
+  if (events.empty()) return;
   std::string text = recipe::FormatSse(protocol, {events});
   // FormatSse closes Chat Completions streams with [DONE]; the caller writes it once, at the very end.
   if (protocol == recipe::Protocol::kChatCompletions) text.resize(text.size() - std::string("data: [DONE]\n\n").size());
@@ -113,107 +239,300 @@ void PrintEvents(recipe::Protocol protocol, const std::vector<recipe::StreamEven
   std::fflush(stdout);
 }
 
-int RunGenerate(const std::vector<std::string>& argv) {
-  GenerateArgs args;
-  if (int rc = ParseArgs(argv, &args)) return rc;
-
-  auto body = RequestBody(args);
-  if (!body.ok()) return Fail("generate", body.status().message());
-  recipe::RequestOptions request_options;
-  request_options.model_version = args.version;
-  recipe::ParseOutcome parsed = recipe::ParseRequest(args.protocol, *body, request_options);
-  if (!parsed.ok()) {
-    std::cerr << recipe::ErrorBody(args.protocol, parsed.error) << "\n";
-    return 1;
+std::optional<recipe::BackendFinish> ToBackendFinish(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kStop: return recipe::BackendFinish::kStop;
+    case engine::FinishReason::kLength:
+    case engine::FinishReason::kDeadline: return recipe::BackendFinish::kLength;
+    default: return std::nullopt;
   }
-  const recipe::ParsedRequest& request = *parsed.request;
+}
 
+void OnProtocolUpdate(ProtocolJob& job, const engine::RequestUpdate& u, const GenerateArgs& args,
+                      const tokenizer::Tokenizer& tokenizer, engine::Engine& engine) {
+  auto emit = [&](const std::vector<recipe::StreamEvent>& events) {
+    if (job.print_events) PrintEvents(job.request.protocol, events);
+  };
+  if (!job.stream) {
+    recipe::ResponseOptions options = recipe::ResponseOptionsFor(job.request);
+    options.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    options.count_tokens = engine::TokenCounter(tokenizer);
+    recipe::UsageCounts usage;
+    usage.prompt_tokens = u.prompt_tokens;
+    usage.prompt_cache_hit_tokens = u.prompt_cache_hit_tokens;
+    job.stream = std::make_unique<recipe::CompletionStream>(
+        job.request.protocol, recipe::OutputParserOptionsFor(job.request, args.version), options, usage);
+    emit(job.stream->Start());
+  }
+  for (const engine::SequenceDelta& d : u.sequences) {
+    if (job.finished) break;
+    recipe::CompletionChunk chunk;
+    chunk.token_count = 0;
+    for (const engine::GeneratedToken& t : d.tokens) {
+      ++chunk.token_count;
+      if (job.logprobs) {
+        recipe::TokenLogprob entry;
+        entry.token = t.bytes;
+        entry.logprob = t.logprob;
+        entry.control = t.control;
+        for (const engine::TokenAlternative& a : t.top_logprobs) entry.top_logprobs.push_back({a.bytes, a.logprob});
+        chunk.logprobs.push_back(std::move(entry));
+      } else {
+        chunk.text += t.bytes;
+      }
+    }
+    if (chunk.token_count > 0) emit(job.stream->Feed(chunk));
+    if (job.stream->done()) {
+      // A stop sequence completed the response: the codec wrote its finish; the engine stops.
+      job.finished = true;
+      engine.Abort(u.id);
+    } else if (d.finish) {
+      emit(job.stream->Finish(ToBackendFinish(*d.finish)));
+      job.finished = true;
+    }
+  }
+  if (u.finished) {
+    if (!job.finished) emit(job.stream->Finish(std::nullopt));
+    job.finished = true;
+    job.body = job.stream->Response();
+  }
+}
+
+Result<std::string> ReadBody(const std::string& path) {
+  if (path == "-") return ReadStdinToString();
+  return ReadFileToString(path);
+}
+
+struct Loaded {
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<engine::Engine> engine;
+};
+
+Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
+  Loaded out;
   const std::string tokenizer_path = args.tokenizer_path.empty()
                                          ? (std::filesystem::path(args.model_dir) / "tokenizer.json").string()
                                          : args.tokenizer_path;
-  auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
-  if (!tokenizer.ok()) return Fail("generate", tokenizer.status().message());
-  auto rendered = recipe::RenderPrompt(request.conversation, args.version);
-  if (!rendered.ok()) return Fail("generate", rendered.status().message());
-  auto prompt_ids = recipe::TokenizePrompt(*rendered, *tokenizer);
-  if (!prompt_ids.ok()) return Fail("generate", prompt_ids.status().message());
-
-  model::LoadOptions load_options;
-  load_options.precision = args.precision;
-  load_options.progress = model::TerminalProgressBar("loading " + args.model_dir);
-  auto loaded = model::LoadCausalLM(args.model_dir, load_options);
-  if (!loaded.ok()) return Fail("generate", loaded.status().message());
-  model::CausalLM& lm = **loaded;
-  if (lm.info().vocab_size < static_cast<int64_t>(tokenizer->vocab_size()))
-    return Fail("generate", "the model's vocabulary (" + std::to_string(lm.info().vocab_size) +
-                                ") is smaller than the tokenizer's (" + std::to_string(tokenizer->vocab_size()) + ")");
-
-  const int64_t max_new = request.inference.max_tokens.value_or(args.max_tokens);
-  const int64_t total = static_cast<int64_t>(prompt_ids->size()) + max_new;
-  auto pools = model::KvPools::Create(lm.cache_spec(), model::BlocksFor(total));
-  if (!pools.ok()) return Fail("generate", pools.status().message());
-  model::KvPools& pool = *pools;
-  model::SequentialBlocks blocks(lm.cache_spec(), pool);
-  std::unique_ptr<model::SequenceState> state = lm.NewSequence();
-
-  const recipe::Protocol protocol = request.protocol;
-  recipe::ResponseOptions response_options = recipe::ResponseOptionsFor(request);
-  response_options.created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  recipe::UsageCounts usage;
-  usage.prompt_tokens = static_cast<int64_t>(prompt_ids->size());
-  recipe::CompletionStream completion(protocol, recipe::OutputParserOptionsFor(request, args.version),
-                                      response_options, usage);
-  const bool stream = args.stream || request.inference.stream;
-  auto emit = [&](const std::vector<recipe::StreamEvent>& events) {
-    if (stream) PrintEvents(protocol, events);
-  };
-  emit(completion.Start());
-
-  // Prefill in chunks; only the last chunk asks for logits.
-  model::ForwardOutput out;
-  const std::vector<int32_t>& ids = *prompt_ids;
-  for (size_t begin = 0; begin < ids.size(); begin += static_cast<size_t>(args.prefill_chunk)) {
-    const size_t end = std::min(ids.size(), begin + static_cast<size_t>(args.prefill_chunk));
-    model::SequenceChunk chunk{state.get(), std::span<const int32_t>(ids.data() + begin, end - begin),
-                               end == ids.size() ? model::LogitsWanted::kLast : model::LogitsWanted::kNone};
-    Status status = blocks.Reserve(*state, static_cast<int64_t>(end - begin));
-    if (status.ok()) status = lm.Forward({&chunk, 1}, pool, &out);
-    if (!status.ok()) return Fail("generate", status.message());
+  if (need_tokenizer || !args.tokenizer_path.empty() || std::filesystem::exists(tokenizer_path)) {
+    auto t = tokenizer::Tokenizer::FromFile(tokenizer_path);
+    if (!t.ok()) return t.status();
+    out.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(t).value());
   }
-
-  // End of sequence: the ids config.json names (the model's own control tokens).
-  const std::vector<int32_t>& eos_ids = lm.info().eos_token_ids;
-  tokenizer::StreamingDetokenizer detokenizer(*tokenizer, /*skip_special=*/true);
-  recipe::BackendFinish finish = recipe::BackendFinish::kLength;
-  for (int64_t step = 0; step < max_new && !completion.done(); ++step) {
-    const int32_t next = Argmax(out.row(0), out.vocab_size);
-    if (std::find(eos_ids.begin(), eos_ids.end(), next) != eos_ids.end()) {
-      finish = recipe::BackendFinish::kStop;
-      break;
-    }
-    emit(completion.Feed({detokenizer.Add(next), 1}));
-    if (step + 1 == max_new) break;
-    model::SequenceChunk chunk{state.get(), std::span<const int32_t>(&next, 1), model::LogitsWanted::kLast};
-    Status status = blocks.Reserve(*state, 1);
-    if (status.ok()) status = lm.Forward({&chunk, 1}, pool, &out);
-    if (!status.ok()) return Fail("generate", status.message());
-  }
-  if (!completion.done()) {
-    const std::string tail = detokenizer.Finish();
-    if (!tail.empty()) emit(completion.Feed({tail, 0}));
-  }
-  emit(completion.Finish(finish));
-  if (stream) {
-    if (protocol == recipe::Protocol::kChatCompletions) std::fputs("data: [DONE]\n\n", stdout);
-  } else {
-    std::cout << completion.Response() << "\n";
-  }
-  std::fflush(stdout);
-  return 0;
+  model::LoadOptions load;
+  load.precision = args.precision;
+  load.progress = model::TerminalProgressBar("loading " + args.model_dir);
+  auto model = model::LoadCausalLM(args.model_dir, load);
+  if (!model.ok()) return model.status();
+  if (out.tokenizer && need_tokenizer &&
+      (*model)->info().vocab_size < static_cast<int64_t>(out.tokenizer->vocab_size()))
+    return Status::InvalidArgument("the model's vocabulary (" + std::to_string((*model)->info().vocab_size) +
+                                   ") is smaller than the tokenizer's (" +
+                                   std::to_string(out.tokenizer->vocab_size()) + ")");
+  if (out.tokenizer && static_cast<int64_t>(out.tokenizer->vocab_size()) > (*model)->info().vocab_size)
+    out.tokenizer.reset();  // another model's tokenizer: ids only
+  engine::EngineOptions eo;
+  eo.kv_cache_bytes = args.kv_cache_mib << 20;
+  eo.max_num_seqs = args.max_num_seqs;
+  eo.max_num_batched_tokens = args.max_batched;
+  eo.prefill_chunk = args.prefill_chunk;
+  eo.tbt_target_ms = args.tbt_target_ms;
+  eo.enable_prefix_caching = args.prefix_cache;
+  eo.swa_replay = args.replay;
+  eo.tokenizer = out.tokenizer.get();
+  eo.compute_precision = args.precision;
+  eo.max_waiting = INT32_MAX;
+  auto e = engine::Engine::Create(std::move(model).value(), eo);
+  if (!e.ok()) return e.status();
+  out.engine = std::move(e).value();
+  return out;
 }
 
-const CommandRegistration kRegistration({"generate", "one request through the whole pipeline (greedy), no server",
+void ReportSeed(const engine::RequestUpdate& u, const sampling::SamplingParams& p, size_t index, bool several) {
+  if (p.seed || p.greedy()) return;
+  if (several) std::fprintf(stderr, "generate: request %zu sampled with seed %llu\n", index + 1, static_cast<unsigned long long>(u.seed));
+  else std::fprintf(stderr, "generate: sampled with seed %llu (--seed to repeat)\n", static_cast<unsigned long long>(u.seed));
+}
+
+int RunProtocol(const GenerateArgs& args) {
+  // The request bodies: one (--prompt / --request) or one per non-empty line.
+  std::vector<std::string> bodies;
+  if (!args.prompt.empty()) {
+    nlohmann::ordered_json body = {{"model", "deepinfer"},
+                                   {"messages", {{{"role", "user"}, {"content", args.prompt}}}},
+                                   {"thinking", {{"type", args.thinking ? "enabled" : "disabled"}}}};
+    if (args.stream) body["stream"] = true;
+    bodies.push_back(body.dump());
+  } else if (!args.request_path.empty()) {
+    auto body = ReadBody(args.request_path);
+    if (!body.ok()) return Fail("generate", body.status().message());
+    bodies.push_back(std::move(body).value());
+  } else {
+    auto text = ReadBody(args.requests_path);
+    if (!text.ok()) return Fail("generate", text.status().message());
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find_first_not_of(" \t\r") != std::string::npos) bodies.push_back(line);
+    }
+    if (bodies.empty()) return Fail("generate", args.requests_path + ": no requests");
+  }
+  const bool single = bodies.size() == 1 && args.requests_path.empty();
+
+  recipe::RequestOptions request_options;
+  request_options.model_version = args.version;
+  std::vector<ProtocolJob> jobs(bodies.size());
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    recipe::ParseOutcome parsed = recipe::ParseRequest(args.protocol, bodies[i], request_options);
+    if (!parsed.ok()) {
+      if (single) {
+        std::cerr << recipe::ErrorBody(args.protocol, parsed.error) << "\n";
+        return 1;
+      }
+      jobs[i].error_body = recipe::ErrorBody(args.protocol, parsed.error);
+      continue;
+    }
+    jobs[i].request = std::move(*parsed.request);
+  }
+  auto loaded = LoadEngine(args, /*need_tokenizer=*/true);
+  if (!loaded.ok()) return Fail("generate", loaded.status().message());
+  engine::Engine& engine = *loaded->engine;
+  const tokenizer::Tokenizer& tokenizer = *loaded->tokenizer;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t remaining = 0;
+  Progress progress(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ProtocolJob& job = jobs[i];
+    if (!job.error_body.empty()) continue;
+    auto rendered = recipe::RenderPrompt(job.request.conversation, args.version);
+    if (!rendered.ok()) {
+      if (single) return Fail("generate", rendered.status().message());
+      job.error_body = recipe::ErrorBody(args.protocol, {.param = "", .message = rendered.status().message()});
+      continue;
+    }
+    auto ids = recipe::TokenizePrompt(*rendered, tokenizer);
+    if (!ids.ok()) return Fail("generate", ids.status().message());
+    const recipe::InferenceOptions& inf = job.request.inference;
+    engine::RequestParams params;
+    params.sampling = DefaultSampling(args);
+    if (inf.max_tokens) params.sampling.max_tokens = *inf.max_tokens;
+    if (inf.temperature) params.sampling.temperature = *inf.temperature;
+    if (inf.top_p) params.sampling.top_p = *inf.top_p;
+    if (inf.top_k) params.sampling.top_k = *inf.top_k;
+    if (inf.seed) params.sampling.seed = static_cast<uint64_t>(*inf.seed);
+    params.sampling.n = static_cast<int>(inf.n);
+    if (inf.logprobs) {
+      params.sampling.logprobs = true;
+      params.sampling.top_logprobs = static_cast<int>(inf.top_logprobs.value_or(0));
+    }
+    job.logprobs = params.sampling.logprobs;
+    job.print_events = single && (args.stream || inf.stream);
+    // Stop sequences are the codec's (content only, as deepseek-recipe applies them).
+    const sampling::SamplingParams sampling_copy = params.sampling;
+    ++remaining;
+    auto id = engine.AddRequest(std::move(ids).value(), std::move(params),
+                                [&, i, sampling_copy](engine::RequestUpdate u) {
+                                  OnProtocolUpdate(jobs[i], u, args, tokenizer, engine);
+                                  if (u.finished) {
+                                    ReportSeed(u, sampling_copy, i, !single);
+                                    progress.Done();
+                                    std::lock_guard<std::mutex> lock(mu);
+                                    --remaining;
+                                    cv.notify_all();
+                                  }
+                                });
+    if (!id.ok()) {
+      --remaining;
+      if (single) return Fail("generate", id.status().message());
+      recipe::RequestError e;
+      e.message = id.status().message();
+      job.error_body = recipe::ErrorBody(args.protocol, e);
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return remaining == 0; });
+  }
+  int rc = 0;
+  for (ProtocolJob& job : jobs) {
+    if (!job.error_body.empty()) {
+      std::cout << job.error_body << "\n";
+      rc = 1;
+    } else if (job.print_events) {
+      if (job.request.protocol == recipe::Protocol::kChatCompletions) std::fputs("data: [DONE]\n\n", stdout);
+    } else {
+      std::cout << job.body << "\n";
+    }
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+int RunPromptIds(const GenerateArgs& args) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : args.prompt_ids) {
+    std::vector<int32_t> ids;
+    Status s = ParseIds(text, &ids);
+    if (!s.ok()) return UsageError("generate", "--prompt-ids " + s.message());
+    prompts.push_back(std::move(ids));
+  }
+  auto loaded = LoadEngine(args, /*need_tokenizer=*/false);
+  if (!loaded.ok()) return Fail("generate", loaded.status().message());
+  engine::RequestParams params;
+  params.sampling = DefaultSampling(args);
+  params.sampling.n = args.n;
+  params.sampling.stop = args.stops;
+  params.sampling.stop_token_ids = args.stop_ids;
+  auto results = loaded->engine->Generate(prompts, params);
+  if (!results.ok()) return Fail("generate", results.status().message());
+  int rc = 0;
+  for (size_t i = 0; i < results->size(); ++i) {
+    const engine::GenerateOutput& r = (*results)[i];
+    nlohmann::ordered_json out = {{"prompt_tokens", r.prompt_tokens},
+                                  {"prompt_cache_hit_tokens", r.prompt_cache_hit_tokens},
+                                  {"seed", r.seed}};
+    nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
+    for (const engine::GenerateOutput::Sequence& s : r.sequences) {
+      nlohmann::ordered_json o;
+      nlohmann::ordered_json ids = nlohmann::ordered_json::array();
+      for (const engine::GeneratedToken& t : s.tokens) ids.push_back(t.id);
+      o["token_ids"] = ids;
+      if (loaded->tokenizer) o["text"] = utf8::ToValidLossy(s.text);
+      o["finish_reason"] = std::string(engine::FinishReasonName(s.finish));
+      if (!s.stop_string.empty()) o["stop"] = utf8::ToValidLossy(s.stop_string);
+      if (params.sampling.logprobs) {
+        nlohmann::ordered_json lp = nlohmann::ordered_json::array();
+        for (const engine::GeneratedToken& t : s.tokens) {
+          nlohmann::ordered_json top = nlohmann::ordered_json::array();
+          for (const engine::TokenAlternative& a : t.top_logprobs) top.push_back({{"id", a.id}, {"logprob", a.logprob}});
+          lp.push_back({{"id", t.id}, {"logprob", t.logprob}, {"top_logprobs", top}});
+        }
+        o["logprobs"] = lp;
+      }
+      outputs.push_back(o);
+    }
+    out["outputs"] = outputs;
+    if (!r.status.ok()) {
+      out["error"] = r.status.message();
+      rc = 1;
+    }
+    std::cout << DumpJson(out) << "\n";
+    if (!params.sampling.seed && !params.sampling.greedy())
+      std::fprintf(stderr, "generate: prompt %zu sampled with seed %llu\n", i + 1, static_cast<unsigned long long>(r.seed));
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+int RunGenerate(const std::vector<std::string>& argv) {
+  GenerateArgs args;
+  if (int rc = ParseArgs(argv, &args)) return rc;
+  return args.prompt_ids.empty() ? RunProtocol(args) : RunPromptIds(args);
+}
+
+const CommandRegistration kRegistration({"generate", "requests through the whole pipeline on the engine, no server",
                                          kUsage, RunGenerate});
 
 }  // namespace

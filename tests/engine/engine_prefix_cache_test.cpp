@@ -1,0 +1,149 @@
+// Prefix-cache hits against cold runs: a hit resumed from cached window blocks, and replays when the
+// window blocks are gone (exact, and bounded, which is exact on the fixture because layers × (window − 1)
+// < 128), give bit-identical logprobs; prompt_cache_hit_tokens is exact; the counters say which path ran.
+#include "engine_test_support.h"
+
+namespace deepinfer::engine {
+namespace {
+
+using test_support::MakeEngine;
+using test_support::Prompt;
+
+RequestParams Probe(int64_t max_tokens) {
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = max_tokens;
+  p.sampling.ignore_eos = true;
+  p.sampling.logprobs = true;
+  p.sampling.top_logprobs = 20;  // 20 of the 256 logits of every step, to the bit
+  return p;
+}
+
+// Every generated token's id, logprob and top-20 alternatives, flattened.
+std::vector<float> Fingerprint(const GenerateOutput& r) {
+  std::vector<float> v;
+  for (const GeneratedToken& t : r.sequences[0].tokens) {
+    v.push_back(static_cast<float>(t.id));
+    v.push_back(t.logprob);
+    for (const TokenAlternative& a : t.top_logprobs) {
+      v.push_back(static_cast<float>(a.id));
+      v.push_back(a.logprob);
+    }
+  }
+  return v;
+}
+
+GenerateOutput GenerateOne(Engine& e, const std::vector<int32_t>& prompt, RequestParams p = Probe(6)) {
+  auto r = e.Generate(std::vector<std::vector<int32_t>>{prompt}, p);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? (*r)[0] : GenerateOutput{};
+}
+
+std::vector<float> Cold(const std::vector<int32_t>& prompt, const RequestParams& p = Probe(6)) {
+  EngineOptions o;
+  o.enable_prefix_caching = false;
+  auto e = MakeEngine(o);
+  return Fingerprint(GenerateOne(*e, prompt, p));
+}
+
+TEST(EnginePrefixCache, WindowBlockHitIsBitExactWithAnExactHitCount) {
+  auto e = MakeEngine();
+  const std::vector<int32_t> first = Prompt(300, 1);
+  std::vector<int32_t> second = first;
+  for (int32_t t : Prompt(77, 2)) second.push_back(t);
+  const GenerateOutput a = GenerateOne(*e, first);
+  EXPECT_EQ(a.prompt_cache_hit_tokens, 0);
+  const GenerateOutput b = GenerateOne(*e, second);
+  EXPECT_EQ(b.prompt_cache_hit_tokens, 256);  // two full blocks of `first`
+  EXPECT_EQ(Fingerprint(b), Cold(second));
+  const EngineStats s = e->Stats();
+  EXPECT_EQ(s.window_block_hits, 1u);
+  EXPECT_EQ(s.replay_hits, 0u);
+  EXPECT_EQ(s.prefix_cache_hits, 256u);
+  EXPECT_EQ(s.prefix_cache_queries, 300u + 377u);
+}
+
+TEST(EnginePrefixCache, AFullyCachedPromptRecomputesOnlyItsLastBlock) {
+  auto e = MakeEngine();
+  const std::vector<int32_t> prompt = Prompt(384, 3);  // exactly three blocks
+  GenerateOne(*e, prompt);
+  const GenerateOutput again = GenerateOne(*e, prompt);
+  EXPECT_EQ(again.prompt_cache_hit_tokens, 256);
+  EXPECT_EQ(Fingerprint(again), Cold(prompt));
+}
+
+TEST(EnginePrefixCache, ReplaysWithoutWindowBlocksAreBitExact) {
+  const std::vector<int32_t> first = Prompt(520, 4);
+  std::vector<int32_t> second = first;
+  for (int32_t t : Prompt(40, 5)) second.push_back(t);
+  const std::vector<float> cold = Cold(second);
+  for (SwaReplay mode : {SwaReplay::kExact, SwaReplay::kBounded}) {
+    EngineOptions o;
+    o.swa_replay = mode;
+    o.window_cache_bytes = 1;  // no window block survives its sequence
+    auto e = MakeEngine(o);
+    GenerateOne(*e, first);
+    const GenerateOutput b = GenerateOne(*e, second);
+    EXPECT_EQ(b.prompt_cache_hit_tokens, 512);
+    EXPECT_EQ(Fingerprint(b), cold) << (mode == SwaReplay::kExact ? "exact" : "bounded");
+    const EngineStats s = e->Stats();
+    EXPECT_EQ(s.window_block_hits, 0u);
+    EXPECT_EQ(s.replay_hits, 1u);
+    EXPECT_GT(s.replayed_tokens, 0u);
+    if (mode == SwaReplay::kBounded) {
+      EXPECT_EQ(s.replayed_tokens, 128u);
+    }
+  }
+}
+
+TEST(EnginePrefixCache, SaltsIsolateTenants) {
+  auto e = MakeEngine();
+  const std::vector<int32_t> prompt = Prompt(300, 6);
+  RequestParams p = Probe(2);
+  p.cache_salt = "tenant-a";
+  GenerateOne(*e, prompt, p);
+  p.cache_salt = "tenant-b";
+  EXPECT_EQ(GenerateOne(*e, prompt, p).prompt_cache_hit_tokens, 0);
+  p.cache_salt = "tenant-a";
+  EXPECT_EQ(GenerateOne(*e, prompt, p).prompt_cache_hit_tokens, 256);
+}
+
+TEST(EnginePrefixCache, AgentTurnsHitTheWholePreviousTurn) {
+  // Each turn's prompt is the previous prompt, its output and a new message: the hit covers every full
+  // block of the previous turn's prompt + output.
+  auto e = MakeEngine();
+  std::vector<int32_t> context = Prompt(200, 7);
+  int64_t previous_computed = 0;
+  for (int turn = 0; turn < 4; ++turn) {
+    const GenerateOutput r = GenerateOne(*e, context, Probe(20));
+    // Everything the previous turn computed (its prompt and its 20 tokens but the last, whose KV was never
+    // computed), in whole blocks.
+    EXPECT_EQ(r.prompt_cache_hit_tokens, turn == 0 ? 0 : (previous_computed / 128) * 128) << "turn " << turn;
+    EXPECT_EQ(Fingerprint(r), Cold(context, Probe(20))) << "turn " << turn;
+    previous_computed = static_cast<int64_t>(context.size()) + 19;
+    for (const GeneratedToken& t : r.sequences[0].tokens) context.push_back(t.id);
+    for (int32_t t : Prompt(40, 100 + static_cast<uint32_t>(turn))) context.push_back(t);
+  }
+  EXPECT_GE(e->Stats().window_block_hits, 3u);
+}
+
+TEST(EnginePrefixCache, NOutputsForkFromThePromptBitExactly) {
+  auto e = MakeEngine();
+  const std::vector<int32_t> prompt = Prompt(200, 8);
+  RequestParams p = Probe(5);
+  p.sampling.temperature = 1.0;
+  p.sampling.seed = 5;
+  p.sampling.n = 4;
+  const GenerateOutput multi = GenerateOne(*e, prompt, p);
+  // Output i of an n = 4 request equals what a single request sampling with sequence index i would give:
+  // check output 0 against n = 1 on a cold engine.
+  EngineOptions o;
+  o.enable_prefix_caching = false;
+  auto cold = MakeEngine(o);
+  RequestParams single = p;
+  single.sampling.n = 1;
+  EXPECT_EQ(Fingerprint(multi), Fingerprint(GenerateOne(*cold, prompt, single)));
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
