@@ -119,15 +119,15 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   }
 
   phase.emplace(Phase::kAttend);
-  // The chunk's K=V vectors go to the window blocks (the MTP layer's to its ring, after attending) first,
-  // so that every key is read from where later steps will read it.
-  const V4CacheLayout::Layer* where = block.mtp ? nullptr : &step.layout->layers[block.layer];
-  if (where != nullptr) {
-    for (const ChunkRows& chunk : step.chunks) {
-      for (int64_t i = 0; i < chunk.num_rows; ++i) {
-        const float* src = kv.data() + (chunk.first_row + i) * hd;
-        std::copy(src, src + hd, WindowEntry(step, chunk, where->window_offset, chunk.start_pos + i));
-      }
+  // The chunk's K=V vectors go to the window blocks first, so that every key is read from where later
+  // steps will read it. The MTP layer's entry of position p (made from the main model's state at p and the
+  // token at p + 1) sits in the slot of position p + 1, inside the blocks the step writes anyway.
+  const V4CacheLayout::Layer* where = block.mtp ? &step.layout->mtp : &step.layout->layers[block.layer];
+  const int64_t shift = block.mtp ? 1 : 0;
+  for (const ChunkRows& chunk : step.chunks) {
+    for (int64_t i = 0; i < chunk.num_rows; ++i) {
+      const float* src = kv.data() + (chunk.first_row + i) * hd;
+      std::copy(src, src + hd, WindowEntry(step, chunk, where->window_offset, chunk.start_pos + i + shift));
     }
   }
   std::vector<float> o(static_cast<size_t>(n * h * hd));
@@ -140,14 +140,11 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     for (int64_t i = begin; i < end; ++i) {
       const Row& row = step.rows[i];
       const ChunkRows& chunk = step.chunks[row.chunk];
-      const V4LayerState& ls = LayerState(chunk, block);
       const int64_t p = row.pos;
+      const int64_t floor = block.mtp ? chunk.state->mtp_floor : chunk.state->window_floor;
       keys.clear();
-      for (int64_t t = std::max<int64_t>(chunk.state->window_floor, p - win + 1); t <= p; ++t) {
-        if (where != nullptr) keys.push_back(WindowEntry(step, chunk, where->window_offset, t));
-        else keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
-                                                 : ls.ring.data() + (t % win) * hd);
-      }
+      for (int64_t t = std::max<int64_t>(floor, p - win + 1); t <= p; ++t)
+        keys.push_back(WindowEntry(step, chunk, where->window_offset, t + shift));
       if (ratio > 0) {
         const int64_t count = (p + 1) / ratio;
         const int kv_group = where->kv_group;
@@ -195,18 +192,6 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   };
   if (n == 1) attend(0, 1);
   else step.pool->ParallelFor(n, attend, 1);
-
-  // The MTP layer's window ring keeps the last `win` positions of each sequence.
-  for (const ChunkRows& chunk : step.chunks) {
-    if (where != nullptr) break;
-    V4LayerState& ls = LayerState(chunk, block);
-    if (ls.ring.empty()) ls.ring.assign(static_cast<size_t>(win * hd), 0.0f);
-    for (int64_t i = std::max<int64_t>(0, chunk.num_rows - win); i < chunk.num_rows; ++i) {
-      const int64_t pos = chunk.start_pos + i;
-      std::copy(kv.data() + (chunk.first_row + i) * hd, kv.data() + (chunk.first_row + i + 1) * hd,
-                ls.ring.data() + (pos % win) * hd);
-    }
-  }
 
   phase.emplace(Phase::kAttnOutput);
   const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;

@@ -50,12 +50,12 @@ struct BlockRef {
   V4AttentionType type = V4AttentionType::kSliding;
   int64_t ratio = 0;
   V4RouterType router = V4RouterType::kScore;
-  int64_t layer = 0;  // index into the state's layers (or mtp_layers)
+  int64_t layer = 0;  // index into the state's layers and the cache layout (unused for the MTP layer)
   bool mtp = false;
 };
 
 inline V4LayerState& LayerState(const ChunkRows& chunk, const BlockRef& block) {
-  return block.mtp ? chunk.state->mtp_layers[block.layer] : chunk.state->layers[block.layer];
+  return chunk.state->layers[block.layer];  // (the MTP layer has no compressor)
 }
 
 // cos/sin of one position for a rope table (inv_freq.size() entries each), as transformers computes them:

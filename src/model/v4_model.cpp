@@ -148,12 +148,17 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   model->pool_ = options.pool != nullptr ? options.pool : &ThreadPool::Shared();
   if (options.kv_precision != KvPrecision::kF32)
     return Status::Unimplemented("DeepSeek-V4: bf16 KV storage is not implemented yet (use f32)");
-  if (options.drafting)
-    return Status::Unimplemented("DeepSeek-V4: drafting through CausalLM::Draft is not implemented yet");
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_, LoadV4Weights(model->checkpoint_, model->config_));
+  if (options.drafting) {
+    if (model->weights_->mtp.empty())
+      return Status::FailedPrecondition(dir + ": drafting needs the MTP layer, and the checkpoint has none");
+    if (model->config_.mtp_attention_type != V4AttentionType::kSliding)
+      return Status::Unimplemented("DeepSeek-V4: drafting with a compressed MTP layer is not implemented");
+    model->drafting_ = true;
+  }
   if (options.prefault) Prefault(model->checkpoint_, options.progress);
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
@@ -166,6 +171,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   info.max_position_embeddings = c.max_position_embeddings;
   info.bos_token_id = c.bos_token_id;
   for (int64_t id : c.eos_token_ids) info.eos_token_ids.push_back(static_cast<int32_t>(id));
+  if (model->drafting_) info.draft_kind = "mtp";
   DI_ASSIGN_OR_RETURN(info.weights_fingerprint, WeightsFingerprint(dir, model->checkpoint_));
   model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
   model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
@@ -240,6 +246,11 @@ Status V4Model::BuildCacheSpec() {
     window.floats += kBlockTokens * c.head_dim;
     ++window.spec.num_layers;
   }
+  if (drafting_) {
+    layout_.mtp.window_offset = window.floats;
+    window.floats += kBlockTokens * c.head_dim;
+    ++window.spec.num_layers;
+  }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const V4AttentionWeights& a = weights_->layers[l].attention;
     if (a.compressor && a.compressor->overlapping) {
@@ -253,6 +264,10 @@ Status V4Model::BuildCacheSpec() {
       window.floats += v4::CompressorBoundaryFloats(a.indexer->compressor);
     }
   }
+  if (drafting_) {
+    layout_.hidden_offset = window.floats;
+    window.floats += c.hc_mult * c.hidden_size;
+  }
   groups.push_back(window);
   layout_.window_group = static_cast<int>(groups.size()) - 1;
   spec_.groups.clear();
@@ -261,7 +276,7 @@ Status V4Model::BuildCacheSpec() {
     g.spec.element = CacheElement::kF32;
     spec_.groups.push_back(g.spec);
   }
-  // Outside the blocks: each compressor's recent raw rows (kv and gate), the MTP layer's window ring.
+  // Outside the blocks: each compressor's recent raw rows (kv and gate); drafting: recent hidden states.
   int64_t floats = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const V4AttentionWeights& a = weights_->layers[l].attention;
@@ -271,7 +286,7 @@ Status V4Model::BuildCacheSpec() {
     if (a.compressor) floats += rows(*a.compressor);
     if (a.indexer) floats += rows(a.indexer->compressor);
   }
-  floats += static_cast<int64_t>(weights_->mtp.size()) * c.sliding_window * c.head_dim;
+  if (drafting_) floats += (kV4MaxRollback + 2) * c.hc_mult * c.hidden_size;
   spec_.sequence_state_bytes = floats * static_cast<int64_t>(sizeof(float));
   return Status::Ok();
 }
@@ -279,7 +294,11 @@ Status V4Model::BuildCacheSpec() {
 std::unique_ptr<SequenceState> V4Model::NewSequence() const {
   auto state = std::make_unique<V4SequenceState>(this, spec_.groups.size());
   state->layers.resize(config_.num_layers);
-  state->mtp_layers.resize(weights_->mtp.size());
+  if (drafting_) {
+    const int64_t width = config_.hc_mult * config_.hidden_size;
+    state->hidden.assign(static_cast<size_t>((kV4MaxRollback + 1) * width), 0.0f);
+    state->draft_hidden.assign(static_cast<size_t>(width), 0.0f);
+  }
   return state;
 }
 
@@ -293,7 +312,7 @@ Status V4Model::Truncate(SequenceState& base, int64_t n) {
     return Status::OutOfRange("Truncate to " + std::to_string(n) + " positions: the sequence has " +
                               std::to_string(state.num_tokens()) + " and can go back to " + std::to_string(lowest));
   state.SetPosition(n);
-  if (state.mtp_tokens > n) state.mtp_tokens = -1;  // the MTP window ring cannot rewind
+  state.draft_steps = 0;
   return Status::Ok();
 }
 
@@ -327,8 +346,8 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
                                    std::to_string(position / kBlockTokens - 1) + " is not valid");
   // Validated: replace the per-sequence state.
   for (V4LayerState& ls : state.layers) ls = V4LayerState{};
-  for (V4LayerState& ls : state.mtp_layers) ls = V4LayerState{};
-  state.mtp_tokens = position == 0 ? 0 : -1;  // the MTP window ring is not restored
+  state.draft_steps = 0;
+  state.mtp_floor = window ? 0 : position;
   state.SetPosition(position);
   state.high_water = position;
   state.rollback_floor = position;
@@ -345,32 +364,135 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
         v4::LoadCompressorBoundary(a.indexer->compressor, state.layers[l].index_compressor, position,
                                    block + where.index_boundary_offset);
     }
+    if (drafting_) {
+      const int64_t width = config_.hc_mult * config_.hidden_size;
+      const float* h = block + layout_.hidden_offset;
+      std::copy(h, h + width, state.hidden.begin() + ((position - 1) % (kV4MaxRollback + 1)) * width);
+    }
   }
   return Status::Ok();
 }
 
-Status V4Model::Draft(std::span<const DraftChunk>, KvPools&, ForwardOutput*) {
-  return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
+v4::Step V4Model::NewStep(KvPools& pools) const {
+  v4::Step step;
+  step.config = &config_;
+  step.pool = pool_;
+  step.layout = &layout_;
+  step.pools = &pools;
+  step.main_inv_freq = &main_inv_freq_;
+  step.compress_inv_freq = &compress_inv_freq_;
+  if (precision_ == ComputePrecision::kBf16Activations)
+    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
+  return step;
+}
+
+void V4Model::Head(const v4::Step& step, const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm,
+                   const float* streams, int64_t m, std::vector<float>* logits) const {
+  ScopedPhase phase(Phase::kHead);
+  const int64_t d = config_.hidden_size, v = config_.vocab_size;
+  std::vector<float> y(static_cast<size_t>(m * d));
+  v4::HyperConnectionHead(config_, hc_head, streams, m, y.data(), *step.pool);
+  kernels::RmsNormRows(y.data(), d, norm.data(), static_cast<float>(config_.rms_norm_eps), m, d, y.data(), d);
+  logits->resize(static_cast<size_t>(m * v));
+  kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v, step.linear, step.pool);
+}
+
+std::vector<float> V4Model::RunMtp(const v4::Step& step, const float* hidden) const {
+  ScopedPhase phase(Phase::kMtp);
+  const V4Config& c = config_;
+  const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // x = e_proj(enorm(embed(next))) broadcast over the streams + h_proj(hnorm(stream)), then one block.
+  const V4MtpWeights& mw = weights_->mtp[0];
+  std::vector<float> e(static_cast<size_t>(n * d)), ep(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i) EmbeddingRow(*weights_->embed, step.rows[i].token, d, e.data() + i * d);
+  kernels::RmsNormRows(e.data(), d, mw.enorm.data(), eps, n, d, e.data(), d);
+  kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d, step.linear, step.pool);
+  std::vector<float> hn(static_cast<size_t>(n * hc * d)), x(static_cast<size_t>(n * hc * d));
+  kernels::RmsNormRows(hidden, d, mw.hnorm.data(), eps, n * hc, d, hn.data(), d);
+  kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d, step.linear, step.pool);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < hc; ++j)
+      for (int64_t k = 0; k < d; ++k) x[(i * hc + j) * d + k] += ep[i * d + k];
+  v4::BlockRef block{&mw.block, c.mtp_attention_type, 0, V4RouterType::kScore, 0, true};
+  v4::Block(step, block, x.data());
+  return x;
+}
+
+Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) {
+  if (!drafting_) return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
+  const V4Config& c = config_;
+  const int64_t width = c.hc_mult * c.hidden_size;
+  out->vocab_size = c.vocab_size;
+  out->hidden_width = width;
+  out->logits.clear();
+  out->hidden.clear();
+  out->first_row.clear();
+  out->num_rows.clear();
+  if (batch.empty()) return Status::Ok();
+  // Validate everything before any state changes.
+  if (pools.num_groups() != spec_.groups.size())
+    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
+                                   std::to_string(spec_.groups.size()));
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
+      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
+                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
+                                     std::to_string(spec_.groups[g].bytes_per_block));
+  }
+  std::unordered_set<const SequenceState*> seen;
+  v4::Step step = NewStep(pools);
+  bool want_hidden = false;
+  std::vector<float> hidden(static_cast<size_t>(batch.size() * width));
+  const size_t wg = static_cast<size_t>(layout_.window_group);
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    const DraftChunk& chunk = batch[ci];
+    const std::string where = "draft chunk " + std::to_string(ci);
+    if (chunk.state == nullptr || chunk.state->owner() != this)
+      return Status::InvalidArgument(where + ": not a sequence state of this model");
+    auto* state = static_cast<V4SequenceState*>(chunk.state);
+    if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
+    if (chunk.token < 0 || chunk.token >= c.vocab_size)
+      return Status::OutOfRange(where + ": token id " + std::to_string(chunk.token) + " outside the vocabulary");
+    // The MTP layer's position: the one before the consumed token's.
+    const int64_t slot = state->num_tokens() + state->draft_steps, pos = slot - 1;
+    if (pos < state->mtp_floor)
+      return Status::FailedPrecondition(where + ": no hidden state before position " + std::to_string(slot) +
+                                        " to draft from (a fresh or window-less restored sequence needs a Forward first)");
+    const BlockSpan need = BlocksNeeded(spec_.groups[wg], slot, slot + 1);
+    const std::vector<int32_t>& table = state->block_table(wg);
+    if (static_cast<int64_t>(table.size()) < need.end)
+      return Status::InvalidArgument(where + ": the window block table does not reach position " + std::to_string(slot));
+    for (int64_t b = need.first; b < need.end; ++b) {
+      if (!pools.group(wg).contains(table[b]))
+        return Status::OutOfRange(where + ": window block " + std::to_string(b) + " is not in the pool");
+    }
+    const float* h = chunk.hidden != nullptr ? chunk.hidden
+                     : state->draft_steps == 0
+                         ? state->hidden.data() + (pos % (kV4MaxRollback + 1)) * width
+                         : state->draft_hidden.data();
+    std::copy(h, h + width, hidden.begin() + static_cast<int64_t>(ci) * width);
+    want_hidden = want_hidden || chunk.want_hidden;
+    step.rows.push_back({chunk.token, pos, static_cast<int32_t>(ci)});
+    step.chunks.push_back({state, static_cast<int64_t>(ci), 1, pos, false});
+  }
+  std::vector<float> x = RunMtp(step, hidden.data());
+  const V4MtpWeights& mw = weights_->mtp[0];
+  Head(step, mw.hc_head, mw.norm, x.data(), static_cast<int64_t>(batch.size()), &out->logits);
+  if (want_hidden) out->hidden.assign(x.begin(), x.end());
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    out->first_row.push_back(static_cast<int64_t>(ci));
+    out->num_rows.push_back(1);
+    auto* state = static_cast<V4SequenceState*>(batch[ci].state);
+    std::copy(x.begin() + static_cast<int64_t>(ci) * width, x.begin() + static_cast<int64_t>(ci + 1) * width,
+              state->draft_hidden.begin());
+    ++state->draft_steps;
+  }
+  return Status::Ok();
 }
 
 Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
-  return Run(batch, {}, pools, out, nullptr);
-}
-
-Status V4Model::ForwardWithMtp(std::span<const SequenceChunk> batch,
-                               std::span<const std::span<const int32_t>> next_tokens, KvPools& pools,
-                               ForwardOutput* out, std::vector<float>* mtp_logits) {
-  if (weights_->mtp.empty()) return Status::FailedPrecondition("the checkpoint has no MTP layer weights");
-  if (next_tokens.size() != batch.size())
-    return Status::InvalidArgument("ForwardWithMtp needs next tokens for every chunk");
-  if (mtp_logits == nullptr) return Status::InvalidArgument("ForwardWithMtp needs an output for MTP logits");
-  return Run(batch, next_tokens, pools, out, mtp_logits);
-}
-
-Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
-                    KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits) {
   const V4Config& c = config_;
-  const bool with_mtp = mtp_logits != nullptr;
   // Cleared, not replaced: the buffers keep their capacity.
   out->vocab_size = c.vocab_size;
   out->hidden_width = info_.hidden_width;
@@ -390,15 +512,7 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
                                      std::to_string(spec_.groups[g].bytes_per_block));
   }
   std::unordered_set<const SequenceState*> seen;
-  v4::Step step;
-  step.config = &c;
-  step.layout = &layout_;
-  step.pools = &pools;
-  step.pool = pool_;
-  step.main_inv_freq = &main_inv_freq_;
-  step.compress_inv_freq = &compress_inv_freq_;
-  if (precision_ == ComputePrecision::kBf16Activations)
-    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
+  v4::Step step = NewStep(pools);
   bool want_hidden = false;
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     const SequenceChunk& chunk = batch[ci];
@@ -434,29 +548,17 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
                                     spec_.groups[g].name + "', block " + std::to_string(b) + ") is not in the pool");
       }
     }
-    if (with_mtp) {
-      if (next_tokens[ci].size() != chunk.tokens.size())
-        return Status::InvalidArgument(where + ": next tokens and tokens differ in length");
-      for (int32_t t : next_tokens[ci]) {
-        if (t < 0 || t >= c.vocab_size)
-          return Status::OutOfRange(where + ": next token id " + std::to_string(t) + " outside the vocabulary");
-      }
-      if (state->mtp_tokens != start)
-        return Status::FailedPrecondition(where + ": the MTP layer has seen " + std::to_string(state->mtp_tokens) +
-                                          " positions, the sequence " + std::to_string(start));
-    }
     v4::ChunkRows rows{state, step.num_rows(), len, start, chunk.state_only};
     for (int64_t i = 0; i < len; ++i)
       step.rows.push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
     step.chunks.push_back(rows);
   }
 
-  const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, v = c.vocab_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  std::vector<float> streams(static_cast<size_t>(n * hc * d));
+  const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, width = hc * d;
+  std::vector<float> streams(static_cast<size_t>(n * width));
   for (int64_t i = 0; i < n; ++i) {
     ScopedPhase phase(Phase::kEmbed);
-    float* s = streams.data() + i * hc * d;
+    float* s = streams.data() + i * width;
     EmbeddingRow(*weights_->embed, step.rows[i].token, d, s);
     for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
   }
@@ -484,49 +586,55 @@ Status V4Model::Run(std::span<const SequenceChunk> batch, std::span<const std::s
     }
     out->num_rows[ci] = static_cast<int64_t>(wanted.size()) - out->first_row[ci];
   }
-  auto head = [&](const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm, const float* rows_streams,
-                  int64_t m, std::vector<float>* logits) {
-    ScopedPhase phase(Phase::kHead);
-    std::vector<float> y(static_cast<size_t>(m * d));
-    v4::HyperConnectionHead(c, hc_head, rows_streams, m, y.data(), *step.pool);
-    kernels::RmsNormRows(y.data(), d, norm.data(), eps, m, d, y.data(), d);
-    logits->resize(static_cast<size_t>(m * v));
-    kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v, step.linear, step.pool);
-  };
   const int64_t m = static_cast<int64_t>(wanted.size());
-  std::vector<float> picked(static_cast<size_t>(m * hc * d));
+  std::vector<float> picked(static_cast<size_t>(m * width));
   for (int64_t r = 0; r < m; ++r)
-    std::copy(streams.data() + wanted[r] * hc * d, streams.data() + (wanted[r] + 1) * hc * d,
-              picked.data() + r * hc * d);
-  head(weights_->hc_head, weights_->norm, picked.data(), m, &out->logits);
+    std::copy(streams.data() + wanted[r] * width, streams.data() + (wanted[r] + 1) * width, picked.data() + r * width);
+  Head(step, weights_->hc_head, weights_->norm, picked.data(), m, &out->logits);
   if (want_hidden) out->hidden.assign(picked.begin(), picked.end());
 
-  if (with_mtp) {
-    ScopedPhase phase(Phase::kMtp);
-    // x = e_proj(enorm(embed(next))) broadcast over the streams + h_proj(hnorm(stream)), then one block.
-    const V4MtpWeights& mw = weights_->mtp[0];
-    std::vector<float> e(static_cast<size_t>(n * d)), ep(static_cast<size_t>(n * d));
-    int64_t row = 0;
+  if (drafting_) {
+    // The MTP layer keeps pace: for a chunk over [s, e) it makes the entries of positions [s − 1, e − 1)
+    // (those whose next token is known), from the hidden state before the chunk (kept in the state) and
+    // the chunk's own; they land in the slots of [s, e), which the chunk writes anyway.
+    v4::Step mtp = NewStep(pools);
+    std::vector<float> mtp_hidden;
     for (size_t ci = 0; ci < batch.size(); ++ci) {
-      for (int32_t t : next_tokens[ci]) EmbeddingRow(*weights_->embed, t, d, e.data() + (row++) * d);
+      const v4::ChunkRows& chunk = step.chunks[ci];
+      V4SequenceState& state = *chunk.state;
+      const int64_t s = chunk.start_pos, e = s + chunk.num_rows;
+      const int64_t first = std::max(s - 1, state.mtp_floor);
+      v4::ChunkRows rows{&state, mtp.num_rows(), std::max<int64_t>(0, e - 1 - first), first, chunk.state_only};
+      for (int64_t p = first; p < e - 1; ++p) {
+        mtp.rows.push_back({batch[ci].tokens[p + 1 - s], p, static_cast<int32_t>(ci)});
+        const float* h = p < s ? state.hidden.data() + (p % (kV4MaxRollback + 1)) * width
+                               : streams.data() + (chunk.first_row + p - s) * width;
+        mtp_hidden.insert(mtp_hidden.end(), h, h + width);
+      }
+      mtp.chunks.push_back(rows);
     }
-    kernels::RmsNormRows(e.data(), d, mw.enorm.data(), eps, n, d, e.data(), d);
-    kernels::Linear(e.data(), n, d, mw.e_proj, ep.data(), d, step.linear, step.pool);
-    std::vector<float> hn(static_cast<size_t>(n * hc * d)), x(static_cast<size_t>(n * hc * d));
-    kernels::RmsNormRows(streams.data(), d, mw.hnorm.data(), eps, n * hc, d, hn.data(), d);
-    kernels::Linear(hn.data(), n * hc, d, mw.h_proj, x.data(), d, step.linear, step.pool);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < hc; ++j)
-        for (int64_t k = 0; k < d; ++k) x[(i * hc + j) * d + k] += ep[i * d + k];
-    v4::BlockRef block{&mw.block, c.mtp_attention_type, 0, V4RouterType::kScore, 0, true};
-    v4::Block(step, block, x.data());
-    head(mw.hc_head, mw.norm, x.data(), n, mtp_logits);
+    if (mtp.num_rows() > 0) RunMtp(mtp, mtp_hidden.data());
+    // Then the hidden states it will need next: the last kV4MaxRollback + 1 positions, and each finished
+    // window block's last one (the resume point of a restore).
+    for (const v4::ChunkRows& chunk : step.chunks) {
+      V4SequenceState& state = *chunk.state;
+      for (int64_t i = std::max<int64_t>(0, chunk.num_rows - (kV4MaxRollback + 1)); i < chunk.num_rows; ++i) {
+        const float* h = streams.data() + (chunk.first_row + i) * width;
+        std::copy(h, h + width, state.hidden.begin() + ((chunk.start_pos + i) % (kV4MaxRollback + 1)) * width);
+      }
+      for (int64_t i = 0; i < chunk.num_rows; ++i) {
+        const int64_t p = chunk.start_pos + i;
+        if ((p + 1) % kBlockTokens != 0) continue;
+        const float* h = streams.data() + (chunk.first_row + i) * width;
+        std::copy(h, h + width, v4::WindowBlock(step, chunk, p / kBlockTokens) + layout_.hidden_offset);
+      }
+    }
   }
 
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     auto* state = static_cast<V4SequenceState*>(batch[ci].state);
-    if (with_mtp) state->mtp_tokens += static_cast<int64_t>(batch[ci].tokens.size());
     state->Advance(static_cast<int64_t>(batch[ci].tokens.size()));
+    state->draft_steps = 0;
   }
   return Status::Ok();
 }

@@ -9,10 +9,14 @@
 //               overlapping compressors' state at the block's end: per CSA layer the first series of the raw
 //               kv and gate of the last `ratio` positions, for its compressor and its indexer's
 //
+// With drafting the window group also holds the MTP layer's K=V vectors (the entry of position p, made from
+// the final hidden state at p and the token at p + 1, in the slot of p + 1) and, at the end, the final
+// hidden state (hc_mult · hidden_size) of the block's last position.
+//
 // Per sequence (sequence_state_bytes): each compressor's raw kv and gate for kV4MaxRollback + coff · ratio
-// positions, and the MTP layer's window ring (sliding_window × head_dim). V4-Flash in fp32: 21 CSA layers ×
-// 24 positions × (2·1024 + 2·256) + 20 HCA layers × 144 × 2·512 + 128 × 512 floats ≈ 17.2 MB, of which the
-// HCA layers' open 128-position windows are 11.8 MB.
+// positions; with drafting also kV4MaxRollback + 2 hidden states of hc_mult · hidden_size. V4-Flash in fp32:
+// 21 CSA layers × 24 positions × (2·1024 + 2·256) + 20 HCA layers × 144 × 2·512 floats = 16.96 MB, of which
+// the HCA layers' open 128-position windows are 11.8 MB; drafting adds 18 × 16384 floats = 1.18 MB.
 // (A config with several CSA or HCA ratios gets one group per distinct ratio, named with it.)
 #pragma once
 
@@ -25,6 +29,10 @@
 #include "model/v4_config.h"
 #include "model/v4_state.h"
 #include "model/v4_weights.h"
+
+namespace deepinfer::model::v4 {
+struct Step;
+}
 
 namespace deepinfer::model {
 
@@ -41,6 +49,8 @@ struct V4CacheLayout {
     int64_t index_boundary_offset = -1;
   };
   std::vector<Layer> layers;
+  Layer mtp;                     // drafting: the MTP layer's K=V vectors in the window group (no compressor)
+  int64_t hidden_offset = -1;    // drafting: the final hidden state of each window block's last position
   int window_group = -1;
 };
 
@@ -59,13 +69,6 @@ class V4Model : public CausalLM {
   Status Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
 
-  // Multi-token prediction: like Forward, but also returns, for every position p of every chunk, the MTP
-  // layer's logits for token p + 2 given the main model's streams at p and `next_tokens` (the token at
-  // p + 1 for each position; same length as the chunk's tokens). `mtp_logits` rows follow the chunks'
-  // tokens. Requires MTP weights; the MTP layer keeps its own window ring in the state.
-  Status ForwardWithMtp(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
-                        KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits);
-
   int64_t vocab_size() const { return config_.vocab_size; }
   const V4Config& config() const { return config_; }
   const V4Weights& weights() const { return *weights_; }
@@ -77,8 +80,13 @@ class V4Model : public CausalLM {
   V4Model() = default;
   Status BuildCacheSpec();
   void ComputeCostFigures();
-  Status Run(std::span<const SequenceChunk> batch, std::span<const std::span<const int32_t>> next_tokens,
-             KvPools& pools, ForwardOutput* out, std::vector<float>* mtp_logits);
+  // The MTP layer over `step`'s rows (token: the one after the row's position) given the final hidden
+  // streams of those positions; returns its output streams [rows, hc, d].
+  std::vector<float> RunMtp(const v4::Step& step, const float* hidden) const;
+  // The head (hc_head, norm, lm_head) over streams [m, hc, d], into logits [m, vocab].
+  void Head(const v4::Step& step, const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm,
+            const float* streams, int64_t m, std::vector<float>* logits) const;
+  v4::Step NewStep(KvPools& pools) const;
 
   V4Config config_;
   Checkpoint checkpoint_;
@@ -87,6 +95,7 @@ class V4Model : public CausalLM {
   KvCacheSpec spec_;
   V4CacheLayout layout_;
   ComputePrecision precision_ = ComputePrecision::kExact;
+  bool drafting_ = false;
   ThreadPool* pool_ = nullptr;
   // Per-token and per-step constants of EstimateStepCost (v4_cost.cpp).
   struct CostFigures {

@@ -1,8 +1,8 @@
 // Per-sequence DeepSeek-V4 state kept between Forward calls, apart from the block-addressed entries
-// (compressed entries, indexer keys, the window's K=V vectors and the compressors' state at each block's
-// end): each compressor's recent raw projections, enough for the open window, an overlapping compressor's
-// previous window and kV4MaxRollback positions of rollback; the MTP layer's window ring; the floors a
-// restore sets.
+// (compressed entries, indexer keys, the window's K=V vectors, and at each block's end the compressors'
+// state and the final hidden state): each compressor's recent raw projections, enough for the open
+// window, an overlapping compressor's previous window and kV4MaxRollback positions of rollback; with
+// drafting, the last kV4MaxRollback + 1 final hidden states and the draft's own; the floors a restore sets.
 #pragma once
 
 #include <algorithm>
@@ -24,7 +24,6 @@ struct V4CompressorState {
 };
 
 struct V4LayerState {
-  std::vector<float> ring;  // MTP layers only: [sliding_window, head_dim]; position p in slot p % window
   V4CompressorState compressor;
   V4CompressorState index_compressor;
 };
@@ -35,8 +34,13 @@ class V4SequenceState : public SequenceState {
   V4SequenceState(const V4SequenceState&) = default;  // Fork
 
   std::vector<V4LayerState> layers;
-  std::vector<V4LayerState> mtp_layers;
-  int64_t mtp_tokens = 0;  // positions the MTP layer has consumed; -1 after a Truncate cut into them
+
+  // Drafting (the MTP layer). Its entry for position p needs the final hidden state at p and the token at
+  // p + 1; the main model's hidden state of position p sits in hidden[p % (kV4MaxRollback + 1)].
+  std::vector<float> hidden;        // [kV4MaxRollback + 1, hc_mult · hidden_size], allocated when drafting
+  std::vector<float> draft_hidden;  // the last draft step's output streams
+  int64_t draft_steps = 0;          // draft steps since the last Forward / Truncate / RestoreAt
+  int64_t mtp_floor = 0;            // the first position the MTP layer has (or can make) an entry for
 
   int64_t window_floor = 0;    // window attention sees no position below this (RestoreAt kNoWindow)
   int64_t compress_floor = 0;  // the compressors' first window starts here, with no previous window
