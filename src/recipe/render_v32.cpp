@@ -59,7 +59,7 @@ Status AppendToolCallsV32(PromptBuilder& b, const Message& m) {
     AppendTemplate(b, "<{D}invoke name=\"", kTags);
     b.Text(call.name);
     b.Text("\">\n");
-    DI_ASSIGN_OR_RETURN(nlohmann::ordered_json args, ParseToolArguments(call.arguments));
+    DI_ASSIGN_OR_RETURN(nlohmann::ordered_json args, ParseToolArguments(call.arguments, /*serde_numbers=*/false));
     size_t index = 0;
     for (auto it = args.begin(); it != args.end(); ++it, ++index) {
       if (index) b.Text("\n");

@@ -221,7 +221,7 @@ Status AppendToolCalls(PromptBuilder& b, const Message& m, const DsmlTagNames& t
     AppendTemplate(b, "<{D}{invoke} name=\"", tags);
     b.Text(call.name);
     b.Text("\">\n");
-    DI_ASSIGN_OR_RETURN(nlohmann::ordered_json args, ParseToolArguments(call.arguments));
+    DI_ASSIGN_OR_RETURN(nlohmann::ordered_json args, ParseToolArguments(call.arguments, /*serde_numbers=*/true));
     size_t index = 0;
     for (auto it = args.begin(); it != args.end(); ++it, ++index) {
       if (v41 && index) b.Text("\n");

@@ -1,6 +1,7 @@
 // OpenAI Chat Completions request → Conversation.
 #include <algorithm>
 #include <cctype>
+#include <unordered_map>
 
 #include "recipe/request_internal.h"
 
@@ -40,9 +41,7 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
     } else if (*type == "image_url" && images) {
       const Json* image = Field(part, "image_url");
       std::string url, detail;
-      if (image && image->is_string()) {
-        url = image->get<std::string>();
-      } else if (image && image->is_object()) {
+      if (image && image->is_object()) {
         std::optional<std::string> u, d;
         DI_REQ_CHECK(internal::ReadString(*image, "url", Join(part_path, "image_url"), &u));
         DI_REQ_CHECK(internal::ReadString(*image, "detail", Join(part_path, "image_url"), &d));
@@ -53,6 +52,8 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
           return Invalid(Join(part_path, "image_url.detail"), "Invalid value for 'detail': '" + detail + "'.");
         }
         if (detail == "auto") detail = "high";
+      } else if (image) {
+        return WrongType(Join(part_path, "image_url"), "an object", *image);  // the API takes no bare URL string
       } else {
         return Invalid(Join(part_path, "image_url"), "Missing required parameter: 'image_url'.");
       }
@@ -103,12 +104,14 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, M
   } else if (out->role != Role::kAssistant) {
     return Invalid(Join(path, "content"), "Missing required parameter: '" + Join(path, "content") + "'.");
   }
+  // The task extension (conversation.h) has a name of its own: clients send unrelated `task` keys, which
+  // the API ignores, as deepseek-recipe does.
   std::optional<std::string> task;
-  DI_REQ_CHECK(internal::ReadString(m, "task", path, &task));
+  DI_REQ_CHECK(internal::ReadString(m, internal::kTaskField, path, &task));
   if (task) {
     out->task = ParseMessageTask(*task);
     if (!out->task) {
-      return Invalid(Join(path, "task"), "Invalid value: '" + *task +
+      return Invalid(Join(path, internal::kTaskField), "Invalid value: '" + *task +
                                              "'. Supported values are: 'action', 'query', 'authority', 'domain', "
                                              "'title' and 'read_url'.");
     }
@@ -118,7 +121,16 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, M
     std::optional<bool> prefix;
     DI_REQ_CHECK(internal::ReadBool(m, "prefix", path, &prefix));
     out->prefix = prefix.value_or(false);
-    if (const Json* calls = Field(m, "tool_calls")) {
+    const Json* calls = Field(m, "tool_calls");
+    if (calls && calls->is_array() && calls->empty()) {
+      return Invalid(Join(path, "tool_calls"), "Invalid '" + Join(path, "tool_calls") +
+                                                   "': empty array. Expected an array with minimum length 1, but got "
+                                                   "an empty array instead.");
+    }
+    if (!content && !calls) {
+      return Invalid(Join(path, "content"), "Invalid assistant message: content or tool_calls must be set");
+    }
+    if (calls) {
       if (!calls->is_array()) return WrongType(Join(path, "tool_calls"), "an array", *calls);
       for (size_t i = 0; i < calls->size(); ++i) {
         const Json& call = (*calls)[i];
@@ -157,6 +169,58 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, M
   return std::nullopt;
 }
 
+// The Chat Completions pairing rules, with the API's messages, on the request's own message indices: an
+// assistant message with k tool calls (distinct ids) is followed by k tool messages answering them, each
+// once; no other tool message exists. Linear in the number of messages and calls.
+Check CheckToolSequence(const Json& messages) {
+  std::unordered_map<std::string, bool> answered;
+  size_t i = 0;
+  auto role_of = [&](size_t k) { return messages[k].value("role", std::string()); };
+  while (i < messages.size()) {
+    const Json& m = messages[i];
+    const std::string role = role_of(i);
+    if (role == "tool") {
+      return Invalid(Index("messages", i), "Messages with role 'tool' must be a response to a preceding message with "
+                                           "'tool_calls'");
+    }
+    const Json* calls = role == "assistant" ? Field(m, "tool_calls") : nullptr;
+    if (!calls || calls->empty()) {
+      ++i;
+      continue;
+    }
+    answered.clear();
+    for (const Json& call : *calls) {
+      const std::string id = call.value("id", std::string());
+      if (!answered.emplace(id, false).second) {
+        return Invalid(Index("messages", i),
+                       "Duplicate value for 'tool_call_id' of " + id + " in message[" + std::to_string(i) + "]");
+      }
+    }
+    const size_t k = calls->size();
+    for (size_t j = i + 1; j <= i + k; ++j) {
+      if (j >= messages.size() || role_of(j) != "tool") {
+        return Invalid(Index("messages", i),
+                       "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                       "'tool_call_id'. (insufficient tool messages following tool_calls message)");
+      }
+      const std::string id = messages[j].value("tool_call_id", std::string());
+      const auto it = answered.find(id);
+      if (it == answered.end()) {
+        return Invalid(Index("messages", i),
+                       "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                       "'tool_call_id', The following tool_call_ids did not have response messages: " + id);
+      }
+      if (it->second) {
+        return Invalid(Index("messages", j),
+                       "Duplicate value for 'tool_call_id' of " + id + " in message[" + std::to_string(j) + "]");
+      }
+      it->second = true;
+    }
+    i += k + 1;
+  }
+  return std::nullopt;
+}
+
 Check ParseTools(const Json& body, Conversation* c) {
   const Json* tools = Field(body, "tools");
   if (!tools) return std::nullopt;
@@ -180,9 +244,6 @@ Check ParseTools(const Json& body, Conversation* c) {
     DI_REQ_CHECK(internal::ReadString(*function, "name", fpath, &name));
     if (!name) return Invalid(Join(fpath, "name"), "Missing required parameter: '" + Join(fpath, "name") + "'.");
     DI_REQ_CHECK(internal::CheckToolName(*name, Join(fpath, "name")));
-    for (const ToolDefinition& earlier : c->tools) {
-      if (earlier.name == *name) return Invalid(Join(fpath, "name"), "Tool names must be unique.");
-    }
     def.name = *name;
     DI_REQ_CHECK(internal::ReadString(*function, "description", fpath, &def.description));
     DI_REQ_CHECK(internal::ReadBool(*function, "strict", fpath, &def.strict));
@@ -236,7 +297,14 @@ Check ParseResponseFormat(const Json& body, Conversation* c) {
     if (!name) return Invalid("response_format.json_schema.name", "Missing required parameter: 'response_format.json_schema.name'.");
     c->response_format = ResponseFormat::kJsonSchema;
     const Json* schema = Field(*js, "schema");
-    c->response_schema = schema ? *schema : Json::object();
+    if (!schema) {
+      return Invalid("response_format.json_schema.schema",
+                     "Missing required parameter: 'response_format.json_schema.schema'.");
+    }
+    std::optional<bool> strict;
+    DI_REQ_CHECK(internal::ReadBool(*js, "strict", "response_format.json_schema", &strict));
+    DI_REQ_CHECK(internal::ReadResponseSchema(*schema, strict.value_or(false), "response_format.json_schema.schema",
+                                              &c->response_schema));
   } else {
     return Invalid("response_format.type",
                    "Invalid value: '" + *type + "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
@@ -246,6 +314,21 @@ Check ParseResponseFormat(const Json& body, Conversation* c) {
 
 Check ParseSampling(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   InferenceOptions& inf = r->inference;
+  if (const Json* stop = Field(body, "stop")) {
+    if (stop->is_string()) {
+      DI_REQ_CHECK(internal::CheckStopString(stop->get<std::string>(), "stop"));
+      inf.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > 16) return Invalid("stop", "Invalid stop: at most 16 stop sequences are supported");
+      for (size_t i = 0; i < stop->size(); ++i) {
+        if (!(*stop)[i].is_string()) return WrongType(Index("stop", i), "a string", (*stop)[i]);
+        DI_REQ_CHECK(internal::CheckStopString((*stop)[i].get<std::string>(), Index("stop", i)));
+        inf.stop.push_back((*stop)[i].get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *stop);
+    }
+  }
   DI_REQ_CHECK(internal::ReadNumber(body, "temperature", "", &inf.temperature));
   DI_REQ_CHECK(internal::CheckTemperature(inf.temperature, "temperature"));
   DI_REQ_CHECK(internal::ReadNumber(body, "top_p", "", &inf.top_p));
@@ -280,19 +363,6 @@ Check ParseSampling(const Json& body, const RequestOptions& options, ParsedReque
     DI_REQ_CHECK(internal::ReadBool(*so, "include_usage", "stream_options", &include_usage));
     inf.include_usage = include_usage.value_or(false);
   }
-  if (const Json* stop = Field(body, "stop")) {
-    if (stop->is_string()) {
-      inf.stop.push_back(stop->get<std::string>());
-    } else if (stop->is_array()) {
-      if (stop->size() > 16) return Invalid("stop", "Invalid stop: at most 16 stop sequences are supported");
-      for (size_t i = 0; i < stop->size(); ++i) {
-        if (!(*stop)[i].is_string()) return WrongType(Index("stop", i), "a string", (*stop)[i]);
-        inf.stop.push_back((*stop)[i].get<std::string>());
-      }
-    } else {
-      return WrongType("stop", "a string or an array of strings", *stop);
-    }
-  }
   DI_REQ_CHECK(internal::ReadString(body, "user", "", &inf.user));
   if (const Json* metadata = Field(body, "metadata")) {
     if (!metadata->is_object()) return WrongType("metadata", "an object", *metadata);
@@ -307,9 +377,13 @@ Check ParseThinking(const Json& body, const RequestOptions& options, Conversatio
     if (!t->is_object()) return WrongType("thinking", "an object", *t);
     std::optional<std::string> type;
     DI_REQ_CHECK(internal::ReadString(*t, "type", "thinking", &type));
-    if (type && *type == "enabled") thinking = true;
+    // "adaptive" (the model decides how long to think) is thinking mode for DeepSeek, as for the oracle.
+    if (type && (*type == "enabled" || *type == "adaptive")) thinking = true;
     else if (type && *type == "disabled") thinking = false;
-    else if (type) return Invalid("thinking.type", "Invalid value: '" + *type + "'. Supported values are: 'enabled' and 'disabled'.");
+    else if (type) {
+      return Invalid("thinking.type",
+                     "Invalid value: '" + *type + "'. Supported values are: 'enabled', 'disabled' and 'adaptive'.");
+    }
   }
   std::optional<ReasoningEffort> effort;
   bool disables = false;
@@ -345,7 +419,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
                      "message role is not assistant");
     }
   }
-  DI_REQ_CHECK(internal::CheckToolSequence(c));
+  DI_REQ_CHECK(CheckToolSequence(*messages));
   DI_REQ_CHECK(ParseTools(body, &c));
   std::optional<std::string> named_tool;
   DI_REQ_CHECK(ParseToolChoice(body, &c, &named_tool));
@@ -363,8 +437,9 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   if (c.thinking_mode && !c.tools.empty() && (named_tool || c.tool_choice == ToolChoice::kRequired)) {
     return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
   }
+  DI_REQ_CHECK(internal::ChooseTools(r, named_tool, "tool_choice"));  // strict schemas fail before sampling
   DI_REQ_CHECK(ParseSampling(body, options, r));
-  DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice"));
+  internal::FinishConversation(r);
   DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
   const bool strict_tools = !c.tools.empty() && c.tools.front().strict.value_or(false);
   if (strict_tools && Field(body, "response_format")) {

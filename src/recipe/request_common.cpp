@@ -4,8 +4,10 @@
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "recipe/render_internal.h"
 #include "recipe/request_internal.h"
 
 namespace deepinfer::recipe {
@@ -21,8 +23,11 @@ std::string ErrorBody(Protocol protocol, const RequestError& error) {
   } else {
     body["error"]["message"] = error.message;
     body["error"]["type"] = error.type;
+    // param names the offending parameter as the OpenAI API does (deepseek-recipe always writes null there
+    // and puts the path in the message, which ours do too where it does); code repeats the type, as the
+    // oracle writes it.
     body["error"]["param"] = error.param.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error.param);
-    body["error"]["code"] = nullptr;
+    body["error"]["code"] = error.type;
   }
   return body.dump();
 }
@@ -179,7 +184,8 @@ Check ParseBody(std::string_view body, Json* out) {
   if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return Invalid("", "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
-  if (!ParseOrderedJson(body, out)) {
+  const std::optional<std::string> respelled = NegativeZeroAsFloat(body);
+  if (!ParseOrderedJson(respelled ? std::string_view(*respelled) : body, out)) {
     return Invalid("", "We could not parse the JSON body of your request. The body must be valid JSON.");
   }
   if (!out->is_object()) return Invalid("", "the request body must be a JSON object");
@@ -253,15 +259,41 @@ std::string Join(const std::string& path, std::string_view key) {
 
 std::string Index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
+Check CheckStopString(const std::string& stop, const std::string& param) {
+  if (stop.empty()) {
+    return Invalid(param, "Invalid '" + param +
+                              "': empty string. Expected a string with minimum length 1, but got an empty string "
+                              "instead.");
+  }
+  return std::nullopt;
+}
+
+Check ReadResponseSchema(const Json& schema, bool strict, const std::string& param, Json* out) {
+  if (strict) {
+    // deepseek-recipe checks a strict response format the way it reads strict tool schemas, but the prompt
+    // shows the schema as the client wrote it.
+    Json normalized;
+    DI_REQ_CHECK(NormalizeStrictSchema(schema, StrictSchemaUse::kResponseFormat, param, &normalized));
+  } else {
+    DI_REQ_CHECK(CheckSchemaKeywords(schema, "Invalid json schema: ", param));
+  }
+  *out = schema;
+  return std::nullopt;
+}
+
+// deepseek-recipe reads sampling settings as 32-bit floats and checks the rounded value: 2.0000001 is 2.0f
+// and passes, 1e-46 is 0.0f and is no valid top_p.
 Check CheckTemperature(const std::optional<double>& t, const std::string& param) {
-  if (t && !(*t >= 0.0 && *t <= 2.0)) {
+  const float f = t ? static_cast<float>(*t) : 0.0f;
+  if (t && !(f >= 0.0f && f <= 2.0f)) {
     return Invalid(param, "Invalid temperature value, the valid range of temperature is [0, 2]");
   }
   return std::nullopt;
 }
 
 Check CheckTopP(const std::optional<double>& p, const std::string& param) {
-  if (p && !(*p > 0.0 && *p <= 1.0)) return Invalid(param, "Invalid top_p value, the valid range of top_p is (0, 1]");
+  const float f = p ? static_cast<float>(*p) : 0.0f;
+  if (p && !(f > 0.0f && f <= 1.0f)) return Invalid(param, "Invalid top_p value, the valid range of top_p is (0, 1.0]");
   return std::nullopt;
 }
 
@@ -299,86 +331,6 @@ Check ReadEffort(const Json& obj, const char* key, const std::string& path, std:
     return Invalid(Join(path, key), "Invalid value: '" + *name +
                                         "'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', "
                                         "'xhigh', 'ultra' and 'max'.");
-  }
-  return std::nullopt;
-}
-
-Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* out) {
-  if (schema.is_array()) {
-    *out = Json::array();
-    for (size_t i = 0; i < schema.size(); ++i) {
-      Json item;
-      DI_REQ_CHECK(NormalizeStrictSchema(schema[i], Index(path, i), &item));
-      out->push_back(std::move(item));
-    }
-    return std::nullopt;
-  }
-  if (!schema.is_object()) {
-    *out = schema;
-    return std::nullopt;
-  }
-  // Strict mode keeps only the keywords its grammar supports for each type (deepseek-recipe).
-  const auto type_it = schema.find("type");
-  const std::string type = type_it != schema.end() && type_it->is_string() ? type_it->get<std::string>() : "";
-  if (type.empty() && !schema.contains("anyOf") && !schema.contains("$ref")) {
-    return Invalid(path, "Invalid tool parameters schema : one of `type`, `anyOf`, `$ref` field is required");
-  }
-  auto kept = [&](const std::string& key) {
-    if (key == "type" || key == "description" || key == "anyOf" || key == "$ref" || key == "$defs" ||
-        key == "definitions") {
-      return true;
-    }
-    if (type == "string") return key == "enum";
-    if (type == "array") return key == "items";
-    if (type == "object") return key == "properties" || key == "required" || key == "additionalProperties";
-    return type.empty();
-  };
-  *out = Json::object();
-  for (auto it = schema.begin(); it != schema.end(); ++it) {
-    if (!kept(it.key())) continue;
-    if (it->is_object() && it.key() == "properties") {
-      Json props = Json::object();
-      for (auto p = it->begin(); p != it->end(); ++p) {
-        DI_REQ_CHECK(NormalizeStrictSchema(*p, Join(Join(path, "properties"), p.key()), &props[p.key()]));
-      }
-      (*out)[it.key()] = std::move(props);
-    } else if (it->is_object() || it->is_array()) {
-      DI_REQ_CHECK(NormalizeStrictSchema(*it, Join(path, it.key()), &(*out)[it.key()]));
-    } else {
-      (*out)[it.key()] = *it;
-    }
-  }
-  if (type == "object") {
-    // deepseek-recipe rebuilds object schemas as type, properties, additionalProperties, required, then the
-    // remaining keywords in their original order.
-    const auto additional = out->find("additionalProperties");
-    if (additional != out->end() && *additional != false) {
-      return Invalid(Join(path, "additionalProperties"), "additionalProperties should not be true");
-    }
-    Json keys = Json::array();
-    const auto props = out->find("properties");
-    if (props != out->end() && props->is_object()) {
-      for (auto p = props->begin(); p != props->end(); ++p) keys.push_back(p.key());
-    }
-    const auto required = out->find("required");
-    if (required != out->end()) {
-      bool same = required->is_array() && required->size() == keys.size();
-      for (size_t i = 0; same && i < keys.size(); ++i) {
-        same = std::find(required->begin(), required->end(), keys[i]) != required->end();
-      }
-      if (!same) return Invalid(Join(path, "required"), "Required properties must match all properties in the object");
-    }
-    const bool top_level = path.size() >= 11 && path.compare(path.size() - 11, 11, ".parameters") == 0;
-    if (keys.empty() && !top_level) return Invalid(path, "An object with no properties is not allowed.");
-    Json rebuilt = Json::object();
-    rebuilt["type"] = "object";
-    rebuilt["properties"] = props != out->end() ? *props : Json::object();
-    rebuilt["additionalProperties"] = false;
-    rebuilt["required"] = std::move(keys);
-    for (auto it = out->begin(); it != out->end(); ++it) {
-      if (!rebuilt.contains(it.key())) rebuilt[it.key()] = *it;
-    }
-    *out = std::move(rebuilt);
   }
   return std::nullopt;
 }
@@ -424,24 +376,32 @@ std::string_view ImagePartText(const RequestOptions& options) {
 
 namespace {
 
-Check NormalizeStrictTools(Conversation& c) {
+// Tool by tool, in request order: the name is unique (a hash set: linear in the number of tools), strict
+// schemas are rewritten (NormalizeStrictSchema), the others' are checked as written. (deepseek-recipe
+// accepts a Responses namespace member and a function tool that flatten to one name; deepinfer does not:
+// tests/recipe/data/render/deviations.json.)
+Check CheckToolSchemas(Conversation& c) {
+  std::unordered_set<std::string_view> names;
   for (size_t i = 0; i < c.tools.size(); ++i) {
     ToolDefinition& tool = c.tools[i];
-    if (!tool.strict.value_or(false)) continue;
+    if (!names.insert(tool.name).second) return Invalid(Index("tools", i), "Tool names must be unique.");
+    if (!tool.strict.value_or(false)) {
+      if (!tool.custom) DI_REQ_CHECK(CheckToolParameters(tool, "tools"));
+      continue;
+    }
     const Json raw = tool.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}}
                                                : tool.parameters;
-    DI_REQ_CHECK(NormalizeStrictSchema(raw, "tools." + tool.name + ".parameters", &tool.parameters));
+    DI_REQ_CHECK(NormalizeStrictSchema(raw, StrictSchemaUse::kToolParameters, "tools", &tool.parameters));
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool,
-                         const std::string& tool_choice_param, bool strict_before_named_choice) {
+Check ChooseTools(ParsedRequest* request, std::optional<std::string> named_tool, const std::string& tool_choice_param) {
   Conversation& c = request->conversation;
   if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
-  if (strict_before_named_choice) DI_REQ_CHECK(NormalizeStrictTools(c));
+  DI_REQ_CHECK(CheckToolSchemas(c));
   if (named_tool) {
     std::vector<ToolDefinition> kept;
     for (ToolDefinition& tool : c.tools) {
@@ -454,8 +414,12 @@ Check FinishConversation(ParsedRequest* request, std::optional<std::string> name
     c.tool_choice = ToolChoice::kRequired;
   }
   if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
-  if (!strict_before_named_choice) DI_REQ_CHECK(NormalizeStrictTools(c));
   if (c.tools.empty() && c.tool_choice == ToolChoice::kRequired) c.tool_choice = ToolChoice::kAuto;
+  return std::nullopt;
+}
+
+void FinishConversation(ParsedRequest* request) {
+  Conversation& c = request->conversation;
   if (c.thinking_mode) {
     if (!c.reasoning_effort) c.reasoning_effort = ReasoningEffort::kHigh;
     for (Message& m : c.messages) {
@@ -467,37 +431,6 @@ Check FinishConversation(ParsedRequest* request, std::optional<std::string> name
     if (!request->inference.temperature) request->inference.temperature = 1.0;
   }
   if (!request->inference.top_p) request->inference.top_p = 1.0;
-  return std::nullopt;
-}
-
-Check CheckToolSequence(const Conversation& c) {
-  const auto& ms = c.messages;
-  for (size_t i = 0; i < ms.size(); ++i) {
-    if (ms[i].role == Role::kTool) {
-      size_t k = i;
-      while (k > 0 && ms[k - 1].role == Role::kTool) --k;
-      if (k == 0 || ms[k - 1].role != Role::kAssistant || ms[k - 1].tool_calls.empty()) {
-        return Invalid(Index("messages", i),
-                       "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'");
-      }
-    }
-    if (ms[i].role == Role::kAssistant && !ms[i].tool_calls.empty()) {
-      std::string missing;
-      for (const ToolCall& call : ms[i].tool_calls) {
-        bool found = false;
-        for (size_t j = i + 1; j < ms.size() && ms[j].role == Role::kTool; ++j) {
-          if (ms[j].tool_call_id && *ms[j].tool_call_id == call.id) found = true;
-        }
-        if (!found) missing += (missing.empty() ? "" : ", ") + call.id;
-      }
-      if (!missing.empty()) {
-        return Invalid(Index("messages", i),
-                       "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                       "'tool_call_id', The following tool_call_ids did not have response messages: " + missing);
-      }
-    }
-  }
-  return std::nullopt;
 }
 
 }  // namespace internal

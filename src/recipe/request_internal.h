@@ -52,6 +52,15 @@ const Json* Field(const Json& obj, const char* key);  // nullptr when absent or 
 std::string Join(const std::string& path, std::string_view key);  // "a" + "b" → "a.b"
 std::string Index(const std::string& path, size_t i);             // "a" + 2 → "a[2]"
 
+// The message field of deepinfer's task extension (conversation.h MessageTask).
+inline constexpr const char* kTaskField = "deepinfer_task";
+
+// A stop sequence: empty strings are rejected, as the API does.
+Check CheckStopString(const std::string& stop, const std::string& param);
+
+// A response format's json_schema `schema`: checked as every schema is, rewritten when strict.
+Check ReadResponseSchema(const Json& schema, bool strict, const std::string& param, Json* out);
+
 // Common range checks (deepseek-recipe's messages).
 Check CheckTemperature(const std::optional<double>& t, const std::string& param);
 Check CheckTopP(const std::optional<double>& p, const std::string& param);
@@ -64,9 +73,16 @@ std::optional<ReasoningEffort> EffortFromName(std::string_view name, bool* disab
 Check ReadEffort(const Json& obj, const char* key, const std::string& path, std::optional<ReasoningEffort>* effort,
                  bool* disables_thinking);
 
-// The `strict: true` rewrite of a tool's parameters: every object schema gets additionalProperties
-// false and all of its properties required (a `required` list naming a different set is an error).
-Check NormalizeStrictSchema(const Json& schema, const std::string& path, Json* out);
+// The `strict: true` rewrite of a schema as deepseek-recipe reads it (schema_checks.cpp): each type keeps its
+// own keywords, every object schema gets additionalProperties false and all of its properties required (a
+// `required` list naming a different set is an error). Errors carry the oracle's messages.
+enum class StrictSchemaUse { kToolParameters, kResponseFormat };
+Check NormalizeStrictSchema(const Json& schema, StrictSchemaUse use, const std::string& param, Json* out);
+// The meta-schema's rules for the keywords a schema uses (types, counts, bounds, subschema shapes), as
+// deepseek-recipe checks every schema it is given; `message_prefix` names the schema in the message.
+Check CheckSchemaKeywords(const Json& schema, const std::string& message_prefix, const std::string& param);
+// A tool's parameters: an object schema whose keywords pass CheckSchemaKeywords.
+Check CheckToolParameters(const ToolDefinition& tool, const std::string& param);
 // Strict and non-strict tools cannot be mixed.
 Check CheckStrictConsistency(const std::vector<ToolDefinition>& tools, const std::string& path);
 // Function names match ^[a-zA-Z0-9_-]+$.
@@ -78,17 +94,15 @@ std::optional<ImageSource> ImageFromUrl(const std::string& url, const std::strin
 // The text an image part becomes in the message: a placeholder where the model reads images.
 std::string_view ImagePartText(const RequestOptions& options);
 
+// The tools the model sees, the way deepseek-recipe chooses them for every protocol: tool_choice "none"
+// drops them; every remaining tool's schema is checked (strict ones rewritten), whichever a named
+// tool_choice then narrows them to. The oracle checks this before the sampling settings.
+Check ChooseTools(ParsedRequest* request, std::optional<std::string> named_tool, const std::string& tool_choice_param);
 // Finishes the conversation the way deepseek-recipe does for every protocol: thinking-mode reasoning
-// defaults, tool-choice filtering, temperature in thinking mode.
-// Strict tool schemas are checked and rewritten after tool_choice "none" drops the tools, and either before
-// (Responses) or after (the others) a named tool_choice narrows them.
-Check FinishConversation(ParsedRequest* request, std::optional<std::string> named_tool,
-                         const std::string& tool_choice_param, bool strict_before_named_choice = false);
+// defaults, temperature in thinking mode, top_p's default.
+void FinishConversation(ParsedRequest* request);
 
 // The settings a Responses object repeats (deepseek-recipe's ResponsesRequest.echo()), from a valid body.
 ResponsesEcho ResponsesEchoFromBody(const Json& body);
-
-// Tool-call / tool-result pairing rules of the OpenAI API.
-Check CheckToolSequence(const Conversation& conversation);
 
 }  // namespace deepinfer::recipe::internal

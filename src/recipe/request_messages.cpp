@@ -246,9 +246,6 @@ Check ParseTools(const Json& body, Conversation* c) {
     DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
     if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
     DI_REQ_CHECK(internal::CheckToolName(*name, Join(path, "name")));
-    for (const ToolDefinition& earlier : c->tools) {
-      if (earlier.name == *name) return Invalid(Join(path, "name"), "Tool names must be unique.");
-    }
     def.name = *name;
     DI_REQ_CHECK(internal::ReadString(tool, "description", path, &def.description));
     const Json* schema = Field(tool, "input_schema");
@@ -363,6 +360,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   c.thinking_mode = thinking.value_or(options.default_thinking_mode);
   c.reasoning_effort = c.thinking_mode ? effort : std::nullopt;
   if (c.thinking_mode && named_tool) return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
+  DI_REQ_CHECK(internal::ChooseTools(r, named_tool, "tool_choice"));  // schemas fail before sampling settings
 
   DI_REQ_CHECK(internal::ReadNumber(body, "temperature", "", &inf.temperature));
   DI_REQ_CHECK(internal::CheckTemperature(inf.temperature, "temperature"));
@@ -377,6 +375,8 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     if (!stop->is_array()) return WrongType("stop_sequences", "an array of strings", *stop);
     for (size_t i = 0; i < stop->size(); ++i) {
       if (!(*stop)[i].is_string()) return WrongType(Index("stop_sequences", i), "a string", (*stop)[i]);
+      // deepseek-recipe names the parameter `stop` here as in Chat Completions.
+      DI_REQ_CHECK(internal::CheckStopString((*stop)[i].get<std::string>(), Index("stop", i)));
       inf.stop.push_back((*stop)[i].get<std::string>());
     }
   }
@@ -385,7 +385,8 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     inf.metadata = *metadata;
     DI_REQ_CHECK(internal::ReadString(*metadata, "user_id", "metadata", &inf.user));
   }
-  return internal::FinishConversation(r, named_tool, "tool_choice");
+  internal::FinishConversation(r);
+  return std::nullopt;
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // are flattened into functions.
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "recipe/request_internal.h"
 
@@ -46,17 +49,29 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
       std::optional<std::string> url, detail;
       DI_REQ_CHECK(internal::ReadString(part, "image_url", part_path, &url));
       DI_REQ_CHECK(internal::ReadString(part, "detail", part_path, &detail));
-      if (!url) return Invalid(Join(part_path, "image_url"), "Image inputs need an image_url (file_id is not supported).");
+      if (!url) {
+        // An image by file_id: a model that reads no images sees the placeholder text, as for any image; one
+        // that does cannot fetch a file by id.
+        if (options.model_version != ModelVersion::kV41) {
+          piece = std::string(internal::ImagePartText(options));
+          if (i) text += "\n\n";
+          text += piece;
+          continue;
+        }
+        return Invalid(part_path, part_path + ": file_id is not supported. Pass the image as a base64 data url instead.");
+      }
       std::string d = detail.value_or("high");
       if (d == "auto") d = "high";
       auto image = internal::ImageFromUrl(*url, d, message_path);
       if (!image) return Invalid(Join(part_path, "image_url"), "Invalid image URL: expected a data: or http(s) URL.");
       if (options.model_version == ModelVersion::kV41) out->images.push_back(std::move(*image));
       piece = std::string(internal::ImagePartText(options));
+    } else if (t == "input_file") {
+      piece = "[Unsupported Document]";  // documents are not read; the model is told one was there
     } else {
       return Invalid(Join(part_path, "type"), "Invalid value: '" + t +
-                                                  "'. Supported values are: 'input_text', 'output_text' and "
-                                                  "'input_image'.");
+                                                  "'. Supported values are: 'input_text', 'output_text', "
+                                                  "'input_image' and 'input_file'.");
     }
     if (i) text += "\n\n";
     text += piece;
@@ -65,29 +80,44 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
   return std::nullopt;
 }
 
-struct InputState {
-  std::optional<std::string> pending_reasoning;
-};
-
+// Assistant output items (reasoning, messages, tool calls) build one assistant message as deepseek-recipe
+// builds it from the item list: reasoning opens a new message unless the open one has neither text nor tool
+// calls yet (then it joins its reasoning, "\n" between items, as between the parts of one); text joins the
+// open message unless that one already has tool calls ("\n\n" between non-empty texts); tool calls join the
+// open message. Any other item closes it. A reasoning item with no text is no item at all.
 Message* OpenAssistant(Conversation* c) {
   if (!c->messages.empty() && c->messages.back().role == Role::kAssistant) return &c->messages.back();
   return nullptr;
 }
 
-// The assistant message a tool call item joins: the open one, or a new one when there is none or when
-// reasoning is pending (the pending reasoning then becomes the new message's).
-Message* AssistantForToolCall(InputState* state, Conversation* c) {
-  Message* assistant = OpenAssistant(c);
-  if (assistant && !state->pending_reasoning) return assistant;
+Message* NewAssistant(Conversation* c) {
   Message m;
   m.role = Role::kAssistant;
-  m.reasoning_content = state->pending_reasoning;
-  state->pending_reasoning.reset();
   c->messages.push_back(std::move(m));
   return &c->messages.back();
 }
 
-Check ParseItem(const Json& item, size_t index, const RequestOptions& options, InputState* state, Conversation* c) {
+void AddReasoning(std::string text, Conversation* c) {
+  Message* open = OpenAssistant(c);
+  if (!open || !open->content.empty() || !open->tool_calls.empty()) open = NewAssistant(c);
+  if (open->reasoning_content) open->reasoning_content->append("\n").append(text);
+  else open->reasoning_content = std::move(text);
+}
+
+void AddAssistantText(std::string text, Conversation* c) {
+  Message* open = OpenAssistant(c);
+  if (!open || !open->tool_calls.empty()) open = NewAssistant(c);
+  if (text.empty()) return;
+  if (!open->content.empty()) open->content += "\n\n";
+  open->content += text;
+}
+
+Message* AssistantForToolCall(Conversation* c) {
+  Message* open = OpenAssistant(c);
+  return open ? open : NewAssistant(c);
+}
+
+Check ParseItem(const Json& item, size_t index, const RequestOptions& options, Conversation* c) {
   const std::string path = Index("input", index);
   if (!item.is_object()) return WrongType(path, "an object", item);
   std::optional<std::string> type, role;
@@ -112,8 +142,8 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     if (!content) return Invalid(Join(path, "content"), Missing(Join(path, "content")));
     DI_REQ_CHECK(ReadContent(*content, Join(path, "content"), options, message_path, &m));
     if (m.role == Role::kAssistant) {
-      m.reasoning_content = state->pending_reasoning;
-      state->pending_reasoning.reset();
+      AddAssistantText(std::move(m.content), c);
+      return std::nullopt;
     }
     c->messages.push_back(std::move(m));
     return std::nullopt;
@@ -126,11 +156,11 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
         std::optional<std::string> part;
         if (!(*content)[i].is_object()) return WrongType(Index(Join(path, "content"), i), "an object", (*content)[i]);
         DI_REQ_CHECK(internal::ReadString((*content)[i], "text", Index(Join(path, "content"), i), &part));
-        if (i) text += "\n\n";
+        if (i) text += "\n";
         text += part.value_or("");
       }
     }
-    state->pending_reasoning = text;
+    if (!text.empty()) AddReasoning(std::move(text), c);
     return std::nullopt;
   }
   if (t == "function_call") {
@@ -141,7 +171,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
     if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
     if (!arguments) return Invalid(Join(path, "arguments"), Missing(Join(path, "arguments")));
-    Message* assistant = AssistantForToolCall(state, c);
+    Message* assistant = AssistantForToolCall(c);
     std::optional<std::string> ns;
     DI_REQ_CHECK(internal::ReadString(item, "namespace", path, &ns));
     std::string full_name = *name;
@@ -158,7 +188,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
     if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
     if (!input) return Invalid(Join(path, "input"), Missing(Join(path, "input")));
-    Message* assistant = AssistantForToolCall(state, c);
+    Message* assistant = AssistantForToolCall(c);
     Json arguments = Json::object();
     arguments["input"] = *input;
     assistant->tool_calls.push_back({*call_id, *name, arguments.dump()});
@@ -177,30 +207,79 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, I
     c->messages.push_back(std::move(m));
     return std::nullopt;
   }
-  return Invalid(Join(path, "type"), "Invalid value: '" + t +
-                                         "'. Supported values are: 'message', 'reasoning', 'function_call', "
-                                         "'function_call_output', 'custom_tool_call' and 'custom_tool_call_output'.");
+  if (t.empty()) return Invalid(Join(path, "type"), Missing(Join(path, "type")));
+  // Items of the tools this server does not run (item_reference, web_search_call, mcp_*, local_shell_call,
+  // computer_call, compaction, ...), and any type added to the API later: a client replaying a Codex or
+  // Agents-SDK history sends them, and the oracle skips them rather than failing the request.
+  return std::nullopt;
 }
 
 // Function calls in call-id order, and each run of outputs in the order of the calls it answers.
 void OrderToolCalls(Conversation* c) {
   auto& ms = c->messages;
+  std::unordered_map<std::string_view, size_t> rank;
   for (size_t i = 0; i < ms.size(); ++i) {
     if (ms[i].role != Role::kAssistant || ms[i].tool_calls.empty()) continue;
     auto& calls = ms[i].tool_calls;
     std::stable_sort(calls.begin(), calls.end(), [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
+    rank.clear();
+    for (size_t k = 0; k < calls.size(); ++k) rank.emplace(calls[k].id, k);
     size_t j = i + 1;
     while (j < ms.size() && ms[j].role == Role::kTool) ++j;
-    auto rank = [&](const Message& m) {
-      for (size_t k = 0; k < calls.size(); ++k) {
-        if (m.tool_call_id && calls[k].id == *m.tool_call_id) return k;
-      }
-      return calls.size();
+    auto rank_of = [&](const Message& m) {
+      const auto it = m.tool_call_id ? rank.find(*m.tool_call_id) : rank.end();
+      return it == rank.end() ? calls.size() : it->second;
     };
     std::stable_sort(ms.begin() + static_cast<ptrdiff_t>(i) + 1, ms.begin() + static_cast<ptrdiff_t>(j),
-                     [&](const Message& a, const Message& b) { return rank(a) < rank(b); });
+                     [&](const Message& a, const Message& b) { return rank_of(a) < rank_of(b); });
   }
 }
+
+// The Responses pairing rules as deepseek-recipe applies them to the input items themselves, in item
+// order (so an error in a later item is reported after them): a run of adjacent call items must be followed
+// at once by a run of output items answering each call once. Any other item between them (a message, a
+// reasoning item even with no text, an item this server skips) ends the run. Call ids are unique. Linear in
+// the number of items; where several calls lack an output the first in item order is named (the oracle
+// names an arbitrary one).
+class ToolPairing {
+ public:
+  Check Feed(const Json& item) {
+    const std::string type = item.value("type", std::string(item.contains("role") ? "message" : ""));
+    if (type == "function_call" || type == "custom_tool_call") {
+      if (outputs_started_) DI_REQ_CHECK(Close());
+      const std::string id = item.value("call_id", std::string());
+      if (!all_calls_.insert(id).second) return Invalid("input", "Duplicate 'call_id': " + id + ".");
+      run_.push_back(id);
+      answered_.emplace(id, false);
+      return std::nullopt;
+    }
+    if (type == "function_call_output" || type == "custom_tool_call_output") {
+      const std::string id = item.value("call_id", std::string());
+      const auto it = answered_.find(id);
+      if (it == answered_.end()) return Invalid("input", "No tool call found for tool output with call_id " + id + ".");
+      if (it->second) return Invalid("input", "Duplicate tool output for call_id: " + id + ".");
+      it->second = true;
+      outputs_started_ = true;
+      return std::nullopt;
+    }
+    return Close();
+  }
+  Check Close() {
+    for (const std::string& id : run_) {
+      if (!answered_[id]) return Invalid("input", "No tool output found for tool call " + id + ".");
+    }
+    run_.clear();
+    answered_.clear();
+    outputs_started_ = false;
+    return std::nullopt;
+  }
+
+ private:
+  std::unordered_set<std::string> all_calls_;
+  std::vector<std::string> run_;                    // the open run's call ids, in item order
+  std::unordered_map<std::string, bool> answered_;  // of the open run
+  bool outputs_started_ = false;
+};
 
 Check ParseFunctionTool(const Json& tool, const std::string& path, ToolDefinition* def) {
   std::optional<std::string> name;
@@ -214,6 +293,7 @@ Check ParseFunctionTool(const Json& tool, const std::string& path, ToolDefinitio
     if (!params->is_object()) return WrongType(Join(path, "parameters"), "an object", *params);
     def->parameters = *params;  // strict tools are normalized once tool_choice has chosen the tools
   }
+
   return std::nullopt;
 }
 
@@ -232,10 +312,9 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
   const Json* tools = Field(body, "tools");
   if (!tools) return std::nullopt;
   if (!tools->is_array()) return WrongType("tools", "an array", *tools);
-  auto add = [&](ToolDefinition def, const std::string& path) -> Check {
-    for (const ToolDefinition& earlier : c->tools) {
-      if (earlier.name == def.name) return Invalid(path, "Tool names must be unique.");
-    }
+  // Names are checked for uniqueness with the schemas (ChooseTools), across function tools and the
+  // flattened members of namespaces.
+  auto add = [&](ToolDefinition def) -> Check {
     c->tools.push_back(std::move(def));
     return std::nullopt;
   };
@@ -249,7 +328,7 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
     if (t == "function") {
       ToolDefinition def;
       DI_REQ_CHECK(ParseFunctionTool(tool, path, &def));
-      DI_REQ_CHECK(add(std::move(def), Join(path, "name")));
+      DI_REQ_CHECK(add(std::move(def)));
     } else if (t == "namespace") {
       std::optional<std::string> ns, ns_description;
       DI_REQ_CHECK(internal::ReadString(tool, "name", path, &ns));
@@ -268,10 +347,8 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
         } else {
           def.name = *ns + "__" + def.name;
         }
-        DI_REQ_CHECK(add(std::move(def), Join(member_path, "name")));
+        DI_REQ_CHECK(add(std::move(def)));
       }
-    } else if (t == "apply_patch" || t == "web_search" || t == "web_search_preview") {
-      continue;  // dropped, as deepseek-recipe drops them by default
     } else if (t == "custom") {
       std::optional<std::string> name;
       DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
@@ -280,11 +357,12 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
         return Invalid(Join(path, "name"), "Unsupported custom tool: '" + *name + "'. Only 'apply_patch' is supported.");
       }
       // The oracle ignores the request's description and grammar and declares its own function tool.
-      DI_REQ_CHECK(add(ApplyPatchTool(options.model_version), Join(path, "name")));
-    } else {
-      return Invalid(Join(path, "type"), "Invalid value: '" + t + "'. Supported values are: 'function', 'namespace' "
-                                                                   "and 'custom'.");
+      DI_REQ_CHECK(add(ApplyPatchTool(options.model_version)));
+    } else if (t.empty()) {
+      return Invalid(Join(path, "type"), Missing(Join(path, "type")));
     }
+    // Other types are tools this server does not run (web_search, apply_patch, local_shell, mcp, file_search,
+    // computer_use_preview, code_interpreter, ...): dropped, as deepseek-recipe drops them by default.
   }
   return std::nullopt;
 }
@@ -313,13 +391,16 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     c.messages.push_back(std::move(m));
   } else if (input->is_array()) {
     if (input->empty()) return Invalid("input", "Input items array must not be empty");
-    InputState state;
-    for (size_t i = 0; i < input->size(); ++i) DI_REQ_CHECK(ParseItem((*input)[i], i, options, &state, &c));
+    ToolPairing pairing;
+    for (size_t i = 0; i < input->size(); ++i) {
+      if ((*input)[i].is_object()) DI_REQ_CHECK(pairing.Feed((*input)[i]));
+      DI_REQ_CHECK(ParseItem((*input)[i], i, options, &c));
+    }
+    DI_REQ_CHECK(pairing.Close());
   } else {
     return WrongType("input", "a string or an array of input items", *input);
   }
   OrderToolCalls(&c);
-  DI_REQ_CHECK(internal::CheckToolSequence(c));
 
   DI_REQ_CHECK(ParseTools(body, options, &c));
   std::optional<std::string> named_tool;
@@ -358,8 +439,12 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
         DI_REQ_CHECK(internal::ReadString(*format, "name", "text.format", &name));
         if (!name) return Invalid("text.format.name", Missing("text.format.name"));
         const Json* schema = Field(*format, "schema");
+        if (!schema) return Invalid("text.format.schema", Missing("text.format.schema"));
         c.response_format = ResponseFormat::kJsonSchema;
-        c.response_schema = schema ? *schema : Json::object();
+        std::optional<bool> strict;
+        DI_REQ_CHECK(internal::ReadBool(*format, "strict", "text.format", &strict));
+        DI_REQ_CHECK(internal::ReadResponseSchema(*schema, strict.value_or(false), "text.format.schema",
+                                                  &c.response_schema));
       } else {
         return Invalid("text.format.type", "Invalid value: '" + *type +
                                                "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
@@ -379,7 +464,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   if (c.thinking_mode && !c.tools.empty() && (named_tool || c.tool_choice == ToolChoice::kRequired)) {
     return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
   }
-
+  DI_REQ_CHECK(internal::ChooseTools(r, named_tool, "tool_choice"));  // schemas fail before sampling settings
   DI_REQ_CHECK(internal::ReadInt(body, "max_output_tokens", "", &inf.max_tokens));
   DI_REQ_CHECK(internal::CheckMaxTokens(inf.max_tokens, options.max_tokens_upper_bound, "max_tokens"));
   DI_REQ_CHECK(internal::ReadNumber(body, "temperature", "", &inf.temperature));
@@ -399,7 +484,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     if (!metadata->is_object()) return WrongType("metadata", "an object", *metadata);
     inf.metadata = *metadata;
   }
-  DI_REQ_CHECK(internal::FinishConversation(r, named_tool, "tool_choice", /*strict_before_named_choice=*/true));
+  internal::FinishConversation(r);
   r->responses_echo = internal::ResponsesEchoFromBody(body);
   DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
   const Json* text = Field(body, "text");

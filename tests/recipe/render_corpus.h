@@ -51,6 +51,35 @@ inline std::vector<Json> LoadCorpus(const std::string& name) {
   return lines;
 }
 
+// The request body of a corpus line: its "body" text where the generator kept one (numbers such as -0 or
+// 1E2 that a parsed value cannot spell), else its "request" value as JSON.
+inline std::string RequestBody(const Json& line) {
+  return line.contains("body") ? line["body"].get<std::string>() : line.at("request").dump();
+}
+
+// The deliberate deviations (tests/recipe/data/render/deviations.json), by tag.
+inline std::vector<Json> LoadDeviations() {
+  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/render/deviations.json", std::ios::binary);
+  const Json all = Json::parse(in);
+  std::vector<Json> tagged;
+  for (const Json& d : all.at("deviations")) {
+    if (d.contains("tag")) tagged.push_back(d);
+  }
+  return tagged;
+}
+
+// The deviation a corpus line is tagged with, if any.
+inline const Json* DeviationOf(const Json& line) {
+  static const std::vector<Json> deviations = LoadDeviations();
+  if (!line.contains("tags")) return nullptr;
+  for (const Json& tag : line["tags"]) {
+    for (const Json& d : deviations) {
+      if (d.at("tag") == tag) return &d;
+    }
+  }
+  return nullptr;
+}
+
 // Where the prompt first differs, with some context, for a readable failure.
 inline std::string FirstDifference(const std::string& want, const std::string& got) {
   size_t i = 0;

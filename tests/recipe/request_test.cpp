@@ -93,8 +93,8 @@ const std::vector<Malformed>& MalformedCorpus() {
       {Protocol::kResponses, R"({"model":"m","input":[]})", "input"},
       {Protocol::kResponses, R"({"model":"m","input":42})", "input"},
       {Protocol::kResponses, R"({"model":"m","input":[{"type":"function_call_output","call_id":"x","output":"y"}]})",
-       "messages[0]"},
-      {Protocol::kResponses, R"({"model":"m","input":[{"type":"telepathy"}]})", "input[0].type"},
+       "input"},
+      {Protocol::kResponses, R"({"model":"m","input":[{"content":"x"}]})", "input[0].type"},
       {Protocol::kResponses, R"({"model":"m","input":"x","tools":[{"type":"custom","name":"other"}]})",
        "tools[0].name"},
       {Protocol::kResponses, R"({"model":"m","input":"x","reasoning":{"effort":"huge"}})", "reasoning.effort"},
@@ -174,6 +174,98 @@ TEST(RequestParsing, ThinkingModeForcesTemperatureOneAndDefaultsEffortToHigh) {
   EXPECT_TRUE(outcome.request->conversation.thinking_mode);
   EXPECT_EQ(outcome.request->conversation.reasoning_effort, ReasoningEffort::kHigh);
   EXPECT_EQ(outcome.request->inference.temperature, 1.0);
+}
+
+// OpenAI-shaped bodies carry the oracle's type and code, and the parameter path as the OpenAI API does
+// (deepseek-recipe writes null there: deviations.json).
+TEST(ErrorBodies, OpenAiShape) {
+  const ParseOutcome outcome =
+      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],"stop":["a",""]})");
+  ASSERT_FALSE(outcome.ok());
+  const Json body = Json::parse(ErrorBody(Protocol::kChatCompletions, outcome.error));
+  // The oracle's message and type, verbatim.
+  EXPECT_EQ(body["error"]["message"],
+            "Invalid 'stop[1]': empty string. Expected a string with minimum length 1, but got an empty string instead.");
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["code"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["param"], "stop[1]");
+}
+
+// Messages errors keep Anthropic's shape (the anthropic SDK parses it), with the message naming the
+// parameter the way Anthropic's do.
+TEST(ErrorBodies, AnthropicShape) {
+  const ParseOutcome outcome = ParseMessagesRequest(R"({"model":"m","max_tokens":5,"messages":[]})");
+  ASSERT_FALSE(outcome.ok());
+  const Json body = Json::parse(ErrorBody(Protocol::kMessages, outcome.error));
+  EXPECT_EQ(body, Json::parse(R"({"type":"error","error":{"type":"invalid_request_error",)"
+                              R"("message":"messages: at least one message is required"}})"));
+}
+
+// The meta-schema rules deepseek-recipe applies to the schemas of non-strict tools, with its messages
+// (jsonschema's wording, as the oracle printed them for these inputs).
+TEST(SchemaKeywords, MetaSchemaRules) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"multipleOf":0})", "0 is less than or equal to the minimum of 0"},
+      {R"({"multipleOf":-2.5})", "-2.5 is less than or equal to the minimum of 0"},
+      {R"({"minLength":-1})", "-1 is less than the minimum of 0"},
+      {R"({"type":"number","minItems":-1})", "-1 is less than the minimum of 0"},
+      {R"({"type":"foo"})", R"("foo" is not valid under any of the schemas listed in the 'anyOf' keyword)"},
+      {R"({"type":["string","foo"]})", R"(["string","foo"] is not valid under any of the schemas listed in the 'anyOf' keyword)"},
+      {R"({"required":"x"})", R"("x" is not of type "array")"},
+      {R"({"enum":"x"})", R"("x" is not of type "array")"},
+      {R"({"items":5})", R"(5 is not of types "boolean", "object")"},
+      {R"({"maxLength":1.5})", R"(1.5 is not of type "integer")"},
+      {R"({"uniqueItems":"x"})", R"("x" is not of type "boolean")"},
+      {R"({"anyOf":[]})", "[] has less than 1 item"},
+      {R"({"required":["a","a"]})", R"(["a","a"] has non-unique elements)"},
+      {R"({"exclusiveMinimum":true})", R"(true is not of type "number")"},
+      {R"({"description":5})", R"(5 is not of type "string")"},
+  };
+  for (const auto& [property, message] : cases) {
+    const std::string body = R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function",)"
+                             R"("function":{"name":"f","parameters":{"type":"object","properties":{"a":)" +
+                             property + "}}}}]}";
+    const ParseOutcome outcome = ParseChatCompletionsRequest(body);
+    ASSERT_FALSE(outcome.ok()) << property;
+    EXPECT_EQ(outcome.error.message, "Invalid schema for function 'f': " + message) << property;
+  }
+  // Accepted: an integral float where an integer is asked for, an empty enum, a null const.
+  for (const char* property : {R"({"minLength":1.0})", R"({"enum":[]})", R"({"const":null})"}) {
+    const std::string body = R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function",)"
+                             R"("function":{"name":"f","parameters":{"type":"object","properties":{"a":)" +
+                             std::string(property) + "}}}}]}";
+    EXPECT_TRUE(ParseChatCompletionsRequest(body).ok()) << property;
+  }
+}
+
+// Duplicate checks are linear: 100,000 tools (the last a duplicate) are rejected, and a request with
+// 100,000 distinct ones is accepted. A quadratic check would take about 5e9 comparisons here; past a
+// test timeout, it fails.
+TEST(RequestLimits, ManyToolsAreCheckedInLinearTime) {
+  for (Protocol protocol : {Protocol::kChatCompletions, Protocol::kResponses, Protocol::kMessages}) {
+    for (bool duplicate : {false, true}) {
+      const char* open = protocol == Protocol::kChatCompletions ? R"({"type":"function","function":{"name":"f)"
+                         : protocol == Protocol::kResponses     ? R"({"type":"function","name":"f)"
+                                                                : R"({"name":"f)";
+      const char* close = protocol == Protocol::kChatCompletions ? R"("}})"
+                          : protocol == Protocol::kResponses     ? R"("})"
+                                                                 : R"(","input_schema":{"type":"object"}})";
+      std::string body = protocol == Protocol::kResponses
+                             ? R"({"model":"m","input":"hi","tools":[)"
+                             : R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[)";
+      const int n = protocol == Protocol::kChatCompletions ? 100000 : 20000;  // keeps the sanitizer pass short
+      for (int i = 0; i < n; ++i) {
+        if (i) body.append(",");
+        body.append(open).append(std::to_string(duplicate && i == n - 1 ? 0 : i)).append(close);
+      }
+      body.append("]}");
+      const ParseOutcome outcome = ParseRequest(protocol, body);
+      EXPECT_EQ(outcome.ok(), !duplicate) << ProtocolName(protocol);
+      if (duplicate && !outcome.ok()) {
+        EXPECT_EQ(outcome.error.message, "Tool names must be unique.");
+      }
+    }
+  }
 }
 
 // Values the oracle (deepseek-recipe 0.2.0, DeepSeek-V4-Pro) printed for these floats in a tool schema.

