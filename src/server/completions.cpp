@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
+#include "sampling/logits_mask.h"
 #include "recipe/response_chat.h"
 #include "server/generation.h"
 #include "server/json_body.h"
@@ -316,6 +317,43 @@ class LegacyGeneration : public Generation {
 
 }  // namespace
 
+// Sampling fields the chat codecs do not read (OpenAI's penalties, vLLM's extras) and, with
+// --enable-test-hooks, the scripted output: a request's "deepinfer_test_output" text is tokenized with
+// control-token spellings as control tokens, and the engine's logits mask allows exactly those tokens in
+// order, so real reasoning, tool calls and content come back through the whole path.
+bool Service::ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params) {
+  JsonBody json = ParseJsonObject(exchange->request.body);
+  if (!json.ok()) return true;  // the protocol parser already accepted it; nothing extra to read
+  const Json& body = json.value;
+  sampling::SamplingParams& s = params->sampling;
+  int64_t min_tokens = s.min_tokens;
+  std::optional<ApiError> error;
+  if (!error) error = ReadNumber(body, "presence_penalty", -2, 2, &s.presence_penalty);
+  if (!error) error = ReadNumber(body, "frequency_penalty", -2, 2, &s.frequency_penalty);
+  if (!error) error = ReadNumber(body, "repetition_penalty", 0.01, 10, &s.repetition_penalty);
+  if (!error) error = ReadNumber(body, "min_p", 0, 1, &s.min_p);
+  if (!error) error = ReadBool(body, "ignore_eos", &s.ignore_eos);
+  if (!error) error = ReadInteger(body, "min_tokens", 0, int64_t{1} << 24, &min_tokens);
+  if (error) {
+    exchange->Fail(*error);
+    return false;
+  }
+  s.min_tokens = min_tokens;
+  if (!options_.enable_test_hooks) return true;
+  auto it = body.find("deepinfer_test_output");
+  if (it == body.end()) return true;
+  if (!it->is_string()) {
+    exchange->Fail(Invalid("deepinfer_test_output", "deepinfer_test_output must be a string"));
+    return false;
+  }
+  std::vector<int32_t> script = tokenizer_->EncodeWithAddedTokens(it->get_ref<const std::string&>());
+  params->logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
+    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
+  };
+  params->sampling.max_tokens = std::max<int64_t>(params->sampling.max_tokens, static_cast<int64_t>(script.size()) + 1);
+  return true;
+}
+
 void Service::HandleCompletions(const std::shared_ptr<Exchange>& exchange) {
   JsonBody json = ParseJsonObject(exchange->request.body);
   if (!json.ok()) return exchange->Fail(Invalid("", json.error));
@@ -338,7 +376,7 @@ void Service::HandleCompletions(const std::shared_ptr<Exchange>& exchange) {
   request.params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
     request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
-  if (!ApplyTestHooks(exchange, &request.params)) return;
+  if (!ApplyExtras(exchange, &request.params)) return;
   std::vector<int32_t> prompt = request.prompt;
   engine::RequestParams params = request.params;
   auto generation = std::make_shared<LegacyGeneration>(exchange, engine_, std::move(request), options_.served_model_names.front());

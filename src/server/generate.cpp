@@ -355,36 +355,12 @@ void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::
   params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
     params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
-  if (!ApplyTestHooks(exchange, &params)) return;
+  if (!ApplyExtras(exchange, &params)) return;
 
   auto generation = std::make_shared<ChatGeneration>(exchange, engine_, protocol, std::move(prompt.request),
                                                      options_.model_version, tokenizer_,
                                                      options_.served_model_names.front());
   generation->Start(std::move(prompt.ids), std::move(params), draining_.load());
-}
-
-// The test-only scripted output (--enable-test-hooks): a request's "deepinfer_test_output" text is
-// tokenized with control-token spellings as control tokens, and the engine's logits mask allows exactly
-// those tokens in order, so real reasoning, tool calls and content come back through the whole path.
-bool Service::ApplyTestHooks(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params) {
-  if (!options_.enable_test_hooks) return true;
-  JsonBody json = ParseJsonObject(exchange->request.body);
-  if (!json.ok()) return true;
-  auto it = json.value.find("deepinfer_test_output");
-  if (it == json.value.end()) return true;
-  if (!it->is_string()) {
-    ApiError e;
-    e.message = "deepinfer_test_output must be a string";
-    e.param = "deepinfer_test_output";
-    exchange->Fail(e);
-    return false;
-  }
-  std::vector<int32_t> script = tokenizer_->EncodeWithAddedTokens(it->get_ref<const std::string&>());
-  params->logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
-    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
-  };
-  params->sampling.max_tokens = std::max<int64_t>(params->sampling.max_tokens, static_cast<int64_t>(script.size()) + 1);
-  return true;
 }
 
 ApiError NoEngine() {

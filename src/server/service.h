@@ -100,7 +100,9 @@ class Service : public HttpHandler {
   bool PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol, std::string_view body,
                      Prompt* out);
   ApiError ModelNotFound(std::string_view model) const;
-  bool ApplyTestHooks(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params);
+  // Sampling fields beyond the codec's (penalties, ignore_eos, min_tokens, min_p) and the test hook;
+  // false when the error response was sent.
+  bool ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params);
   void AppendEngineMetrics(PrometheusText* out, const MetricLabels& model) const;
 
   ServiceOptions options_;

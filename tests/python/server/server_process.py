@@ -15,7 +15,8 @@ class Server:
         self.log = []
         full_env = dict(os.environ)
         full_env.update(env or {})
-        self.proc = subprocess.Popen([binary, "serve", model_dir, "--port", "0", *args], stdout=subprocess.PIPE,
+        # model_dir None: the embedded default model.
+        self.proc = subprocess.Popen([binary, "serve", *([model_dir] if model_dir else []), "--port", "0", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=full_env)
         self.port = None
         self._ready = threading.Event()
