@@ -283,7 +283,7 @@ int RunServe(const std::vector<std::string>& argv) {
   auto http = server::HttpServer::Create(http_options, &service);
   if (!http.ok()) return Fail("serve", http.status().message());
   server::HttpServer& server = **http;
-  service.SetHttpCounters([&server] { return server.counters(); });
+  service.SetHttpServer(&server);
 
   // The engine: without one (it could not be created) the server still answers everything but generation,
   // which gets 503 with the reason logged here.

@@ -232,7 +232,7 @@ class LegacyGeneration : public Generation {
         events += "data: " + Envelope(Json::array({choice}), false) + "\n\n";
       }
     }
-    if (request_.stream && !events.empty()) exchange_->channel->Write(std::move(events));
+    if (request_.stream && !events.empty()) Write(std::move(events));
     if (update.finished) Complete();
   }
 

@@ -204,7 +204,7 @@ class ChatGeneration : public Generation {
       text += WithChoiceIndex(event.json, index);
       text += "\n\n";
     }
-    exchange_->channel->Write(std::move(text));
+    Write(std::move(text));
   }
 
   void Complete(const engine::RequestUpdate& update) {
@@ -305,7 +305,7 @@ void Generation::Deliver(engine::RequestUpdate update) {
   bool post = false;
   {
     std::lock_guard lock(mu_);
-    inbox_.push_back(std::move(update));
+    inbox_.emplace_back(std::move(update), NowNanos());
     post = !drain_posted_;
     drain_posted_ = true;
   }
@@ -316,14 +316,15 @@ void Generation::Deliver(engine::RequestUpdate update) {
 }
 
 void Generation::Drain() {
-  std::deque<engine::RequestUpdate> batch;
+  std::deque<std::pair<engine::RequestUpdate, int64_t>> batch;
   {
     std::lock_guard lock(mu_);
     batch.swap(inbox_);
     drain_posted_ = false;
   }
-  for (const engine::RequestUpdate& update : batch) {
+  for (const auto& [update, arrival] : batch) {
     if (done_) break;
+    origin_nanos_ = arrival;
     OnUpdate(update);
     if (update.finished) {
       done_ = true;

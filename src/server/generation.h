@@ -29,6 +29,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   virtual void OnUpdate(const engine::RequestUpdate& update) = 0;
   virtual void OnRefused(const ApiError& error) = 0;
   void AbortEngine();
+  // Stream bytes made from the updates being handled (their arrival is the write's origin).
+  void Write(std::string data) { exchange_->channel->Write(std::move(data), origin_nanos_); }
 
   std::shared_ptr<ServiceExchange> exchange_;
   engine::Engine* engine_;
@@ -43,7 +45,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool done_ = false;
   std::shared_ptr<Generation> keep_alive_;
   std::mutex mu_;
-  std::deque<engine::RequestUpdate> inbox_;
+  std::deque<std::pair<engine::RequestUpdate, int64_t>> inbox_;  // with arrival times
+  int64_t origin_nanos_ = 0;
   bool drain_posted_ = false;
 };
 

@@ -95,6 +95,7 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   std::atomic<int64_t> connections_open{0}, connections_total{0}, connections_rejected{0}, exchanges_active{0},
       exchanges_cancelled{0}, transport_errors{0};
+  LatencyHistogram stream_latency;
 
   net::io_context ioc;
   tcp::acceptor acceptor;
@@ -112,7 +113,8 @@ class Exchange final : public ResponseChannel, public std::enable_shared_from_th
 
   void Respond(HttpResponse response) override;
   void StartStream(int status, std::string content_type, std::vector<HttpHeader> headers) override;
-  void Write(std::string data) override;
+  void Write(std::string data) override { Write(std::move(data), 0); }
+  void Write(std::string data, int64_t origin_nanos) override;
   void End() override;
   void OnCancel(std::function<void()> cancel) override {
     std::unique_lock lock(mu_);
@@ -229,9 +231,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-  void DoWrite(Exchange* exchange, std::string data) {
+  void DoWrite(Exchange* exchange, std::string data, int64_t origin_nanos) {
     if (exchange != exchange_.get() || state_ != State::kStreaming || end_requested_) return;
     if (data.empty()) return;
+    if (origin_nanos > 0 && (pending_origin_ == 0 || origin_nanos < pending_origin_)) pending_origin_ = origin_nanos;
     if (pending_.empty()) pending_.swap(data);
     else pending_.append(data);
     if (pending_.size() > server_->options.max_pending_stream_bytes) {
@@ -398,6 +401,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     inflight_.swap(pending_);
     pending_.clear();
+    inflight_origin_ = pending_origin_;
+    pending_origin_ = 0;
     char size_line[24];
     const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", inflight_.size());
     chunk_size_.assign(size_line, static_cast<size_t>(len));
@@ -408,6 +413,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->writing_ = false;
       if (ec) return self->Fail("writing a chunk", ec);
+      if (self->inflight_origin_ > 0)
+        self->server_->stream_latency.Record(static_cast<double>(NowNanos() - self->inflight_origin_) * 1e-9);
       self->inflight_.clear();
       self->Flush();
     });
@@ -470,6 +477,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string pending_;
   std::string inflight_;
   std::string chunk_size_;
+  int64_t pending_origin_ = 0, inflight_origin_ = 0;  // earliest origin of the bytes queued / in flight
   bool writing_ = false;
   bool end_requested_ = false;
 };
@@ -486,9 +494,9 @@ void Exchange::StartStream(int status, std::string content_type, std::vector<Htt
   });
 }
 
-void Exchange::Write(std::string data) {
-  OnStrand([data = std::move(data)](Exchange& self) mutable {
-    if (self.connection_) self.connection_->DoWrite(&self, std::move(data));
+void Exchange::Write(std::string data, int64_t origin_nanos) {
+  OnStrand([data = std::move(data), origin_nanos](Exchange& self) mutable {
+    if (self.connection_) self.connection_->DoWrite(&self, std::move(data), origin_nanos);
   });
 }
 
@@ -613,6 +621,8 @@ void HttpServer::Stop() {
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
 }
+
+const LatencyHistogram& HttpServer::stream_latency() const { return impl_->stream_latency; }
 
 HttpServerCounters HttpServer::counters() const {
   HttpServerCounters c;

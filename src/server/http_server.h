@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace deepinfer::server {
@@ -78,6 +79,10 @@ class ResponseChannel {
   // Queues bytes of the stream; they are written as soon as the socket takes them (each call is flushed
   // without waiting for more, several queued while a write is in flight go out together).
   virtual void Write(std::string data) = 0;
+  // The same, for bytes that stand for something made at `origin_nanos` (NowNanos(), e.g. when the engine
+  // delivered the token): the time from then until the socket accepted them is recorded in
+  // HttpServer::stream_latency().
+  virtual void Write(std::string data, int64_t origin_nanos) = 0;
   virtual void End() = 0;
   // Runs `cancel` once if the exchange dies before it completes (peer closed, stalled writes, shutdown).
   // If that already happened, it runs now, on the calling thread.
@@ -127,6 +132,8 @@ class HttpServer {
   // Stops the io threads (after CancelAll, or they may drop what was being written) and joins them.
   void Stop();
   HttpServerCounters counters() const;
+  // Seconds from a stream write's origin (see ResponseChannel::Write) to the socket taking its bytes.
+  const LatencyHistogram& stream_latency() const;
 
   struct Impl;  // http_server.cpp
 

@@ -1,6 +1,9 @@
 #include "server/service.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <random>
 
@@ -273,8 +276,8 @@ std::string Service::MetricsText() const {
     out.Sample("deepinfer:http_requests_total", {{"endpoint", key.first}, {"status", std::to_string(key.second)}},
                static_cast<double>(count));
 
-  if (http_counters_) {
-    const HttpServerCounters c = http_counters_();
+  if (http_) {
+    const HttpServerCounters c = http_->counters();
     out.Family("deepinfer:http_connections_open", "gauge", "Client connections open.");
     out.Sample("deepinfer:http_connections_open", {}, static_cast<double>(c.connections_open));
     out.Family("deepinfer:http_connections_total", "counter", "Client connections accepted.");
@@ -288,6 +291,23 @@ std::string Service::MetricsText() const {
     out.Family("deepinfer:http_transport_errors_total", "counter",
                "Requests rejected before routing: malformed HTTP, headers or body over the limits, timeouts.");
     out.Sample("deepinfer:http_transport_errors_total", {}, static_cast<double>(c.transport_errors));
+    const LatencyHistogram& overhead = http_->stream_latency();
+    out.Family("deepinfer:http_stream_overhead_seconds", "summary",
+               "Per streamed update: from the engine handing it over to the socket taking its bytes.");
+    for (const double q : {0.5, 0.9, 0.99})
+      out.Sample("deepinfer:http_stream_overhead_seconds", {{"quantile", q == 0.5 ? "0.5" : q == 0.9 ? "0.9" : "0.99"}},
+                 overhead.Percentile(q));
+    out.Sample("deepinfer:http_stream_overhead_seconds_sum", {}, overhead.sum());
+    out.Sample("deepinfer:http_stream_overhead_seconds_count", {}, static_cast<double>(overhead.count()));
+  }
+  // The process's resident memory, as Prometheus client libraries name it.
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long pages = 0, resident = 0;
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) == 2) {
+      out.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+      out.Sample("process_resident_memory_bytes", {}, static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)));
+    }
+    std::fclose(f);
   }
   AppendEngineMetrics(&out, model);
   return out.text();

@@ -72,8 +72,8 @@ class Service : public HttpHandler {
   bool ready() const { return ready_.load() && !draining_.load(); }
   // The engine generation requests go to (not owned; null: they get 503). Set before serving.
   void SetEngine(engine::Engine* engine) { engine_ = engine; }
-  // Transport counters for /metrics.
-  void SetHttpCounters(std::function<HttpServerCounters()> counters) { http_counters_ = std::move(counters); }
+  // The transport whose counters and stream latency /metrics shows (not owned).
+  void SetHttpServer(const HttpServer* server) { http_ = server; }
 
   std::string MetricsText() const;
   const ServiceOptions& options() const { return options_; }
@@ -111,7 +111,7 @@ class Service : public HttpHandler {
   recipe::ControlTokenIds control_ids_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
-  std::function<HttpServerCounters()> http_counters_;
+  const HttpServer* http_ = nullptr;
   RequestCounter requests_;
 };
 

@@ -34,7 +34,7 @@ class TestHandler : public HttpHandler {
       channel->StartStream(200, "text/event-stream", {});
       Spawn([channel] {
         for (int i = 0; i < 10; ++i) {
-          channel->Write("data: " + std::to_string(i) + "\n\n");
+          channel->Write("data: " + std::to_string(i) + "\n\n", NowNanos());
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         channel->End();
@@ -262,6 +262,11 @@ TEST_F(HttpServerTest, StreamIsChunkedAndEachEventArrivesAsItIsMade) {
   std::string expected;
   for (int i = 0; i < 10; ++i) expected += "data: " + std::to_string(i) + "\n\n";
   EXPECT_EQ(body, expected);
+  // Every write had an origin: each reached the socket after it and within the test's lifetime.
+  EXPECT_GE(server_->stream_latency().count(), 1u);
+  EXPECT_LE(server_->stream_latency().count(), 10u);
+  EXPECT_GT(server_->stream_latency().min(), 0.0);
+  EXPECT_LT(server_->stream_latency().max(), 5.0);
   // The connection stays usable after the stream.
   client.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_TRUE(client.ReadResponse(&status, &headers, &body));
