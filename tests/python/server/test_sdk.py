@@ -211,7 +211,11 @@ def test_disconnect_mid_stream_frees_blocks(server):
     sock = socket.create_connection(("127.0.0.1", server.port))
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-    assert b"data:" in sock.recv(65536)
+    received = b""
+    while b"data:" not in received:  # the stream is running: at least one event arrived
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
     sock.close()
     assert wait_for(lambda: server.metrics().get('deepinfer:num_requests_running{model_name="%s"}' % MODEL, 1) == 0)
     after = server.metrics()
