@@ -36,14 +36,16 @@ using model::V4Model;
 
 constexpr const char* kUsage =
     "usage: deepinfer bench model --model DIR [--prompts 512,4096] [--batches 1,8,32] [--context N]\n"
-    "                             [--steps N] [--precision exact|bf16] [--breakdown] [--peer FILE]\n\n"
+    "                             [--steps N] [--precision exact|bf16] [--kv-precision f32|bf16] [--breakdown]\n"
+    "                             [--peer FILE]\n\n"
     "Prefill tokens/s for one prompt of each length (FLOPs against the measured peak fp32 FLOP/s) and decode\n"
     "tokens/s (median step) for each batch size after a context of N tokens per sequence (default 256; bytes of weights and\n"
     "KV read per step against the measured memory bandwidth; routed-expert bytes use the expected number of\n"
     "distinct experts a batch touches; the machine's limits are the better of probes before and after the runs).\n"
     "Also the load time and the peak resident memory of the model runs. --breakdown adds the\n"
     "milliseconds per decode step spent in each phase of the forward pass. --precision bf16 rounds activations\n"
-    "to bf16 for the matrix products (bf16 dot-product instructions). --peer FILE prints another system's\n"
+    "to bf16 for the matrix products (bf16 dot-product instructions); --kv-precision bf16 stores KV entries in bf16\n"
+    "(half the KV bytes). --peer FILE prints another system's\n"
     "figures for the same runs beside ours (JSON from tools/model/bench_transformers.py).\n";
 
 using PhaseSeconds = std::array<double, static_cast<int>(model::Phase::kCount)>;
@@ -120,6 +122,8 @@ int RunBenchModel(const std::vector<std::string>& args) {
   flags.Path("--peer", &peer_path);
   flags.Choice("--precision", &load_options.precision,
                {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
+  flags.Choice("--kv-precision", &load_options.kv_precision,
+               {{"f32", model::KvPrecision::kF32}, {"bf16", model::KvPrecision::kBF16}});
   if (int rc = flags.Parse(args)) return rc;
   PeerFigures peer;
   if (!peer_path.empty()) {
@@ -255,8 +259,8 @@ int RunBenchModel(const std::vector<std::string>& args) {
   const double peak_gflops = bf16 ? peak.bf16_gflops : peak.fp32_gflops;
   std::printf("machine: %d threads, memory read %.1f GB/s, peak fp32 %.1f GFLOP/s (%s), peak bf16 dot %.1f GFLOP/s\n",
               ThreadPool::Shared().size(), bw.read_gbps, peak.fp32_gflops, peak.isa.c_str(), peak.bf16_gflops);
-  std::printf("precision: %s (prefill %% of the %s peak)\n\n", bf16 ? "bf16 activations" : "exact fp32",
-              bf16 ? "bf16 dot" : "fp32 FMA");
+  std::printf("precision: %s (prefill %% of the %s peak), KV storage %s\n\n", bf16 ? "bf16 activations" : "exact fp32",
+              bf16 ? "bf16 dot" : "fp32 FMA", load_options.kv_precision == model::KvPrecision::kBF16 ? "bf16" : "f32");
   if (!peer_path.empty()) std::printf("peer: %s (from %s)\n\n", peer.system.c_str(), peer_path.c_str());
   const std::string peer_header = peer_path.empty() ? "" : " peer tok/s    ratio";
   std::printf("%-18s %12s %12s %10s%s\n", "prefill", "tokens/s", "GFLOP/s", "of peak", peer_header.c_str());

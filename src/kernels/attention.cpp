@@ -3,35 +3,67 @@
 #include <cmath>
 
 #include "kernels/attention_kernels.h"
+#include "kernels/number_formats.h"
 
 namespace deepinfer::kernels {
 namespace attention_impl {
 
-float DotScalar(const float* a, const float* b, int64_t n) {
+namespace {
+
+inline float Widen(float x) { return x; }
+inline float Widen(uint16_t x) { return Bf16ToFloat(x); }
+
+template <class K>
+float Dot(const float* a, const K* b, int64_t n) {
   float lane[16] = {};
-  for (int64_t k = 0; k < n; ++k) lane[k % 16] = std::fma(a[k], b[k], lane[k % 16]);
+  for (int64_t k = 0; k < n; ++k) lane[k % 16] = std::fma(a[k], Widen(b[k]), lane[k % 16]);
   for (int width = 8; width >= 1; width /= 2)
     for (int j = 0; j < width; ++j) lane[j] = lane[j] + lane[j + width];
   return lane[0];
 }
 
-void QueryKeyDotsScalar(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
-                        float scale, float* out) {
+template <class K>
+void QueryKeyDotsT(const float* q, int64_t heads, int64_t dim, const K* const* keys, int64_t num_keys, float scale,
+                   float* out) {
   for (int64_t t = 0; t < num_keys; ++t)
-    for (int64_t h = 0; h < heads; ++h) out[h * num_keys + t] = DotScalar(q + h * dim, keys[t], dim) * scale;
+    for (int64_t h = 0; h < heads; ++h) out[h * num_keys + t] = Dot(q + h * dim, keys[t], dim) * scale;
 }
 
-void WeightedKeySumScalar(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
-                          float* out) {
+template <class K>
+void WeightedKeySumT(const float* p, int64_t heads, const K* const* keys, int64_t num_keys, int64_t dim, float* out) {
   for (int64_t h = 0; h < heads; ++h) {
     float* o = out + h * dim;
     for (int64_t e = 0; e < dim; ++e) o[e] = 0.0f;
     for (int64_t t = 0; t < num_keys; ++t) {
       const float w = p[h * num_keys + t];
-      const float* k = keys[t];
-      for (int64_t e = 0; e < dim; ++e) o[e] = std::fma(w, k[e], o[e]);
+      const K* k = keys[t];
+      for (int64_t e = 0; e < dim; ++e) o[e] = std::fma(w, Widen(k[e]), o[e]);
     }
   }
+}
+
+}  // namespace
+
+float DotScalar(const float* a, const float* b, int64_t n) { return Dot(a, b, n); }
+
+void QueryKeyDotsScalar(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
+                        float scale, float* out) {
+  QueryKeyDotsT(q, heads, dim, keys, num_keys, scale, out);
+}
+
+void WeightedKeySumScalar(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
+                          float* out) {
+  WeightedKeySumT(p, heads, keys, num_keys, dim, out);
+}
+
+void QueryKeyDotsBf16Scalar(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
+                            int64_t num_keys, float scale, float* out) {
+  QueryKeyDotsT(q, heads, dim, keys, num_keys, scale, out);
+}
+
+void WeightedKeySumBf16Scalar(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
+                              int64_t dim, float* out) {
+  WeightedKeySumT(p, heads, keys, num_keys, dim, out);
 }
 
 }  // namespace attention_impl
@@ -68,6 +100,38 @@ void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* 
     case Isa::kScalar: break;
   }
   WeightedKeySumScalar(p, heads, keys, num_keys, dim, out);
+}
+
+void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
+                         int64_t num_keys, float scale, float* out) {
+  switch (isa) {
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return QueryKeyDotsBf16Avx512(q, heads, dim, keys, num_keys, scale, out);
+    case Isa::kAvx2: return QueryKeyDotsBf16Avx2(q, heads, dim, keys, num_keys, scale, out);
+    case Isa::kScalar: break;
+  }
+  QueryKeyDotsBf16Scalar(q, heads, dim, keys, num_keys, scale, out);
+}
+
+void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
+                           int64_t dim, float* out) {
+  switch (isa) {
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return WeightedKeySumBf16Avx512(p, heads, keys, num_keys, dim, out);
+    case Isa::kAvx2: return WeightedKeySumBf16Avx2(p, heads, keys, num_keys, dim, out);
+    case Isa::kScalar: break;
+  }
+  WeightedKeySumBf16Scalar(p, heads, keys, num_keys, dim, out);
+}
+
+void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys, int64_t num_keys,
+                  float scale, float* out) {
+  QueryKeyDotsWithIsa(BestIsa(), q, heads, dim, keys, num_keys, scale, out);
+}
+
+void WeightedKeySum(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys, int64_t dim,
+                    float* out) {
+  WeightedKeySumWithIsa(BestIsa(), p, heads, keys, num_keys, dim, out);
 }
 
 float DotF32(const float* a, const float* b, int64_t n) { return DotF32WithIsa(BestIsa(), a, b, n); }

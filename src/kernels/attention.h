@@ -4,6 +4,8 @@
 //     then adds the lanes by halving (j + j+8, then j+4, j+2, j+1) — the order of kernels::Linear;
 //   * a weighted sum of keys accumulates each output element over keys in increasing order with FMA from +0.
 // So results are bit-identical across AVX-512, AVX2 and scalar, and depend only on the row's own data.
+// Keys may also be stored as bfloat16 (KV storage in bf16): each is widened to fp32 exactly, so a bf16
+// call gives the bits of the fp32 call on the widened keys.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +24,21 @@ void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const float* const
 void WeightedKeySum(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
                     float* out);
 
+// The same with bfloat16 keys.
+void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys, int64_t num_keys,
+                  float scale, float* out);
+void WeightedKeySum(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys, int64_t dim,
+                    float* out);
+
 // The same on a given ISA (tests compare them); the caller checks IsaSupported(isa).
 float DotF32WithIsa(Isa isa, const float* a, const float* b, int64_t n);
 void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const float* const* keys,
                          int64_t num_keys, float scale, float* out);
 void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* const* keys, int64_t num_keys,
+                           int64_t dim, float* out);
+void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
+                         int64_t num_keys, float scale, float* out);
+void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
                            int64_t dim, float* out);
 
 }  // namespace deepinfer::kernels

@@ -7,6 +7,16 @@
 namespace deepinfer::kernels::attention_impl {
 namespace {
 
+// 16 keys elements as fp32 (bf16 widened exactly), all or the first lanes of mask m.
+inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 Load16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+inline __m512 Load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 Load16(__mmask16 m, const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
 inline __m512 DotLanes(const float* a, const float* b, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   int64_t k = 0;
@@ -27,25 +37,26 @@ float DotAvx512(const float* a, const float* b, int64_t n) { return cpu::V::Redu
 // other); each accumulator sees exactly the operations of DotLanes, then the halving reduction.
 constexpr int kHeadBlock = 8;
 
-template <int H>
-inline void KeyDots(const float* q, int64_t dim, const float* key, float scale, float* out, int64_t out_stride) {
+template <int H, class K>
+inline void KeyDots(const float* q, int64_t dim, const K* key, float scale, float* out, int64_t out_stride) {
   __m512 acc[H];
   for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= dim; k += 16) {
-    const __m512 kv = _mm512_loadu_ps(key + k);
+    const __m512 kv = Load16(key + k);
     for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * dim + k), kv, acc[h]);
   }
   if (k < dim) {
     const __mmask16 m = static_cast<__mmask16>((1u << (dim - k)) - 1);
-    const __m512 kv = _mm512_maskz_loadu_ps(m, key + k);
+    const __m512 kv = Load16(m, key + k);
     for (int h = 0; h < H; ++h) acc[h] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * dim + k), kv, acc[h], m);
   }
   for (int h = 0; h < H; ++h) out[h * out_stride] = cpu::V::Reduce(acc[h]) * scale;
 }
 
-void QueryKeyDotsAvx512(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
-                        float scale, float* out) {
+template <class K>
+void QueryKeyDotsAvx512T(const float* q, int64_t heads, int64_t dim, const K* const* keys, int64_t num_keys, float scale,
+                   float* out) {
   for (int64_t t = 0; t < num_keys; ++t) {
     int64_t h = 0;
     for (; h + kHeadBlock <= heads; h += kHeadBlock)
@@ -56,20 +67,20 @@ void QueryKeyDotsAvx512(const float* q, int64_t heads, int64_t dim, const float*
 
 // For each block of 16 output dims, the accumulators of up to kHeadBlock heads stay in registers while
 // every key goes by; per output element that is Σ_t p·key from +0 in increasing t with FMA, as specified.
-template <int H>
-inline void WeightedDims(const float* p, int64_t num_keys, const float* const* keys, int64_t e, __mmask16 lanes,
+template <int H, class K>
+inline void WeightedDims(const float* p, int64_t num_keys, const K* const* keys, int64_t e, __mmask16 lanes,
                          int64_t dim, float* out) {
   __m512 acc[H];
   for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
   for (int64_t t = 0; t < num_keys; ++t) {
-    const __m512 kv = _mm512_maskz_loadu_ps(lanes, keys[t] + e);
+    const __m512 kv = Load16(lanes, keys[t] + e);
     for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * num_keys + t]), kv, acc[h]);
   }
   for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(out + h * dim + e, lanes, acc[h]);
 }
 
-void WeightedKeySumAvx512(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
-                          float* out) {
+template <class K>
+void WeightedKeySumAvx512T(const float* p, int64_t heads, const K* const* keys, int64_t num_keys, int64_t dim, float* out) {
   for (int64_t e = 0; e < dim; e += 16) {
     const __mmask16 lanes = dim - e >= 16 ? static_cast<__mmask16>(0xFFFF)
                                           : static_cast<__mmask16>((1u << (dim - e)) - 1);
@@ -78,6 +89,23 @@ void WeightedKeySumAvx512(const float* p, int64_t heads, const float* const* key
       WeightedDims<kHeadBlock>(p + h * num_keys, num_keys, keys, e, lanes, dim, out + h * dim);
     for (; h < heads; ++h) WeightedDims<1>(p + h * num_keys, num_keys, keys, e, lanes, dim, out + h * dim);
   }
+}
+
+void QueryKeyDotsAvx512(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
+                        float scale, float* out) {
+  QueryKeyDotsAvx512T(q, heads, dim, keys, num_keys, scale, out);
+}
+void QueryKeyDotsBf16Avx512(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
+                            int64_t num_keys, float scale, float* out) {
+  QueryKeyDotsAvx512T(q, heads, dim, keys, num_keys, scale, out);
+}
+void WeightedKeySumAvx512(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
+                          float* out) {
+  WeightedKeySumAvx512T(p, heads, keys, num_keys, dim, out);
+}
+void WeightedKeySumBf16Avx512(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
+                              int64_t dim, float* out) {
+  WeightedKeySumAvx512T(p, heads, keys, num_keys, dim, out);
 }
 
 }  // namespace deepinfer::kernels::attention_impl

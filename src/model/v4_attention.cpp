@@ -37,11 +37,12 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
                            chunk.state->compress_floor, pos, kv + i * width, gate + i * width,
                            chunk.state_only ? nullptr : entry.data()) &&
             !chunk.state_only) {
-          float* dst = CompressedEntry(step, chunk, group, w.ratio, offset, w.head_dim, pos / w.ratio);
-          std::copy(entry.begin(), entry.end(), dst);
+          StoreEntry(step, CompressedEntry(step, chunk, group, w.ratio, offset, w.head_dim, pos / w.ratio),
+                     entry.data(), w.head_dim);
         }
         if (boundary >= 0 && (pos + 1) % kBlockTokens == 0)
-          SaveCompressorBoundary(w, state, pos + 1, WindowBlock(step, chunk, pos / kBlockTokens) + boundary);
+          SaveCompressorBoundary(w, state, pos + 1,
+                                 reinterpret_cast<float*>(WindowBlock(step, chunk, pos / kBlockTokens) + boundary));
       }
     }
   };
@@ -127,14 +128,14 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   for (const ChunkRows& chunk : step.chunks) {
     for (int64_t i = 0; i < chunk.num_rows; ++i) {
       const float* src = kv.data() + (chunk.first_row + i) * hd;
-      std::copy(src, src + hd, WindowEntry(step, chunk, where->window_offset, chunk.start_pos + i + shift));
+      StoreEntry(step, WindowEntry(step, chunk, where->window_offset, chunk.start_pos + i + shift), src, hd);
     }
   }
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float index_scale = csa ? 1.0f / std::sqrt(static_cast<float>(ihd)) : 0.0f;
   auto attend = [&](int64_t begin, int64_t end) {
-    std::vector<const float*> keys, index_keys;
+    KeyList keys(step.kv_bf16), index_keys(step.kv_bf16);
     std::vector<float> logits, scores, dots;
     std::vector<int32_t> picked;
     for (int64_t i = begin; i < end; ++i) {
@@ -158,10 +159,11 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
           const float* qi = iq.data() + i * ih * ihd;
           const float* wi = iw.data() + i * ih;
           scores.assign(static_cast<size_t>(count), 0.0f);
-          index_keys.resize(static_cast<size_t>(count));
-          for (int64_t t = 0; t < count; ++t) index_keys[t] = CompressedEntry(step, chunk, index_group, ratio, index_offset, ihd, t);
+          index_keys.clear();
+          for (int64_t t = 0; t < count; ++t)
+            index_keys.push_back(CompressedEntry(step, chunk, index_group, ratio, index_offset, ihd, t));
           dots.resize(static_cast<size_t>(ih * count));
-          kernels::QueryKeyDots(qi, ih, ihd, index_keys.data(), count, 1.0f, dots.data());
+          index_keys.Dots(qi, ih, ihd, 1.0f, dots.data());
           for (int64_t t = 0; t < count; ++t) {
             float acc = 0;
             for (int64_t j = 0; j < ih; ++j) acc += std::max(dots[j * count + t], 0.0f) * index_scale * wi[j];
@@ -172,9 +174,9 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
           for (int32_t t : picked) keys.push_back(CompressedEntry(step, chunk, kv_group, ratio, kv_offset, hd, t));
         }
       }
-      const int64_t nk = static_cast<int64_t>(keys.size());
+      const int64_t nk = keys.size();
       logits.resize(static_cast<size_t>(h * nk));
-      kernels::QueryKeyDots(q.data() + i * h * hd, h, hd, keys.data(), nk, scale, logits.data());
+      keys.Dots(q.data() + i * h * hd, h, hd, scale, logits.data());
       for (int64_t head = 0; head < h; ++head) {
         // Softmax over the keys and the head's sink logit, which only enlarges the denominator.
         float* l = logits.data() + head * nk;
@@ -185,7 +187,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
         for (int64_t t = 0; t < nk; ++t) den += l[t] = std::exp(l[t] - mx);
         for (int64_t t = 0; t < nk; ++t) l[t] /= den;
       }
-      kernels::WeightedKeySum(logits.data(), h, keys.data(), nk, hd, o.data() + i * h * hd);
+      keys.WeightedSum(logits.data(), h, hd, o.data() + i * h * hd);
       kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
     }

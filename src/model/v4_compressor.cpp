@@ -2,8 +2,11 @@
 // windows of `ratio` tokens (CSA: the previous window's first series and the current window's second).
 // One entry per complete window; partial windows wait in the sequence state.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/number_formats.h"
 #include "model/v4_internal.h"
 
 namespace deepinfer::model::v4 {
@@ -98,20 +101,36 @@ void LoadCompressorBoundary(const V4CompressorWeights& w, V4CompressorState& sta
   }
 }
 
-float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
-                       int64_t width, int64_t index) {
+uint8_t* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
+                         int64_t width, int64_t index) {
   const int64_t per_block = kBlockTokens / ratio;
   const int32_t block = chunk.state->block_table(group)[index / per_block];
-  return reinterpret_cast<float*>(step.pools->group(group).block(block)) + offset + (index % per_block) * width;
+  return step.pools->group(group).block(block) + offset + (index % per_block) * width * KvElementBytes(step);
 }
 
-float* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index) {
+uint8_t* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index) {
   const int group = step.layout->window_group;
-  return reinterpret_cast<float*>(step.pools->group(group).block(chunk.state->block_table(group)[index]));
+  return step.pools->group(group).block(chunk.state->block_table(group)[index]);
 }
 
-float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos) {
-  return WindowBlock(step, chunk, pos / kBlockTokens) + offset + (pos % kBlockTokens) * step.config->head_dim;
+uint8_t* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos) {
+  return WindowBlock(step, chunk, pos / kBlockTokens) + offset +
+         (pos % kBlockTokens) * step.config->head_dim * KvElementBytes(step);
+}
+
+void StoreEntry(const Step& step, uint8_t* dst, const float* src, int64_t n) {
+  if (step.kv_bf16) kernels::FloatToBf16(src, reinterpret_cast<uint16_t*>(dst), n);
+  else std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+void KeyList::Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const {
+  if (bf16_) kernels::QueryKeyDots(q, heads, dim, bf16s_.data(), size(), scale, out);
+  else kernels::QueryKeyDots(q, heads, dim, f32_.data(), size(), scale, out);
+}
+
+void KeyList::WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const {
+  if (bf16_) kernels::WeightedKeySum(p, heads, bf16s_.data(), size(), dim, out);
+  else kernels::WeightedKeySum(p, heads, f32_.data(), size(), dim, out);
 }
 
 }  // namespace deepinfer::model::v4

@@ -39,6 +39,7 @@ struct Step {
   const std::vector<float>* main_inv_freq = nullptr;
   const std::vector<float>* compress_inv_freq = nullptr;
   kernels::LinearOptions linear;  // precision of every matrix product
+  bool kv_bf16 = false;           // KV entries stored as bfloat16 (else fp32)
   std::vector<Row> rows;
   std::vector<ChunkRows> chunks;
   int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
@@ -99,14 +100,41 @@ inline int64_t CompressorBoundaryFloats(const V4CompressorWeights& w) {
 void SaveCompressorBoundary(const V4CompressorWeights& w, const V4CompressorState& state, int64_t end, float* dst);
 void LoadCompressorBoundary(const V4CompressorWeights& w, V4CompressorState& state, int64_t end, const float* src);
 
-// The KV-block address of entry `index` (one per `ratio` positions) of a layer in a prefix group (offset =
-// the layer's offset in the group's blocks, in floats).
-float* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
-                       int64_t width, int64_t index);
-// The KV-block address of the window K=V vector at position `pos` of a layer (offset in floats).
-float* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos);
+// Block-addressed storage. Offsets are in bytes from a block's start; KV entries are stored in the step's
+// KV precision (fp32, or bf16 rounded to nearest even), the window blocks' boundary state in fp32.
+inline int64_t KvElementBytes(const Step& step) { return step.kv_bf16 ? 2 : 4; }
+// The address of entry `index` (one per `ratio` positions, `width` values) of a layer in a prefix group.
+uint8_t* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
+                         int64_t width, int64_t index);
+// The address of the window K=V vector at position `pos` of a layer.
+uint8_t* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos);
 // The start of the chunk's window block `index`.
-float* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index);
+uint8_t* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index);
+// Writes n values to an entry in the KV precision.
+void StoreEntry(const Step& step, uint8_t* dst, const float* src, int64_t n);
+
+// Entries gathered for one query, in storage precision, and the attention kernels over them.
+class KeyList {
+ public:
+  explicit KeyList(bool bf16) : bf16_(bf16) {}
+  void clear() {
+    f32_.clear();
+    bf16s_.clear();
+  }
+  void push_back(const uint8_t* entry) {
+    if (bf16_) bf16s_.push_back(reinterpret_cast<const uint16_t*>(entry));
+    else f32_.push_back(reinterpret_cast<const float*>(entry));
+  }
+  int64_t size() const { return static_cast<int64_t>(bf16_ ? bf16s_.size() : f32_.size()); }
+  // kernels::QueryKeyDots / WeightedKeySum over the list.
+  void Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const;
+  void WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const;
+
+ private:
+  bool bf16_;
+  std::vector<const float*> f32_;
+  std::vector<const uint16_t*> bf16s_;
+};
 
 // Independent matrix products y = x·Wᵀ, cut into row slices of about equal work that the pool's threads
 // share in one hand-off. Results are bit-identical to running each product alone (kernels::Linear's rows

@@ -146,8 +146,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   std::unique_ptr<V4Model> model(new V4Model());
   model->precision_ = options.precision;
   model->pool_ = options.pool != nullptr ? options.pool : &ThreadPool::Shared();
-  if (options.kv_precision != KvPrecision::kF32)
-    return Status::Unimplemented("DeepSeek-V4: bf16 KV storage is not implemented yet (use f32)");
+  model->kv_bf16_ = options.kv_precision == KvPrecision::kBF16;
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
@@ -182,9 +181,11 @@ Status V4Model::BuildCacheSpec() {
   const V4Config& c = config_;
   // Groups are made in a fixed order: compressed entries by ratio (CSA ratios, then HCA ones), indexer
   // keys by ratio, the window. Offsets are in floats.
+  // Offsets and sizes in bytes: entries in the KV precision, the boundary state in fp32.
+  const int64_t eb = kv_bf16_ ? 2 : 4, fb = static_cast<int64_t>(sizeof(float));
   struct Pending {
     CacheGroupSpec spec;
-    int64_t floats = 0;
+    int64_t bytes = 0;
   };
   std::vector<Pending> groups;
   auto group_for = [&](const std::string& name, CacheKind kind, int64_t ratio) -> int {
@@ -225,14 +226,14 @@ Status V4Model::BuildCacheSpec() {
     V4CacheLayout::Layer& layer = layout_.layers[l];
     Pending& kv = groups[group_for(kv_name(c.attention_types[l], r), CacheKind::kCompressed, r)];
     layer.kv_group = group_for(kv_name(c.attention_types[l], r), CacheKind::kCompressed, r);
-    layer.kv_offset = kv.floats;
-    kv.floats += kBlockTokens / r * c.head_dim;
+    layer.kv_offset = kv.bytes;
+    kv.bytes += kBlockTokens / r * c.head_dim * eb;
     ++kv.spec.num_layers;
     if (c.attention_types[l] == V4AttentionType::kCsa) {
       layer.index_group = group_for(index_name(r), CacheKind::kIndexerKeys, r);
       Pending& index = groups[layer.index_group];
-      layer.index_offset = index.floats;
-      index.floats += kBlockTokens / r * c.index_head_dim;
+      layer.index_offset = index.bytes;
+      index.bytes += kBlockTokens / r * c.index_head_dim * eb;
       ++index.spec.num_layers;
     }
   }
@@ -242,38 +243,38 @@ Status V4Model::BuildCacheSpec() {
   window.spec.retention = CacheRetention::kWindow;
   window.spec.window = c.sliding_window;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    layout_.layers[l].window_offset = window.floats;
-    window.floats += kBlockTokens * c.head_dim;
+    layout_.layers[l].window_offset = window.bytes;
+    window.bytes += kBlockTokens * c.head_dim * eb;
     ++window.spec.num_layers;
   }
   if (drafting_) {
-    layout_.mtp.window_offset = window.floats;
-    window.floats += kBlockTokens * c.head_dim;
+    layout_.mtp.window_offset = window.bytes;
+    window.bytes += kBlockTokens * c.head_dim * eb;
     ++window.spec.num_layers;
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const V4AttentionWeights& a = weights_->layers[l].attention;
     if (a.compressor && a.compressor->overlapping) {
-      layout_.layers[l].kv_boundary_offset = window.floats;
-      window.floats += v4::CompressorBoundaryFloats(*a.compressor);
+      layout_.layers[l].kv_boundary_offset = window.bytes;
+      window.bytes += v4::CompressorBoundaryFloats(*a.compressor) * fb;
     }
     if (a.indexer) {
       if (!a.indexer->compressor.overlapping)
         return Status::Unimplemented("DeepSeek-V4: layer " + std::to_string(l) + "'s indexer compressor does not overlap");
-      layout_.layers[l].index_boundary_offset = window.floats;
-      window.floats += v4::CompressorBoundaryFloats(a.indexer->compressor);
+      layout_.layers[l].index_boundary_offset = window.bytes;
+      window.bytes += v4::CompressorBoundaryFloats(a.indexer->compressor) * fb;
     }
   }
   if (drafting_) {
-    layout_.hidden_offset = window.floats;
-    window.floats += c.hc_mult * c.hidden_size;
+    layout_.hidden_offset = window.bytes;
+    window.bytes += c.hc_mult * c.hidden_size * fb;
   }
   groups.push_back(window);
   layout_.window_group = static_cast<int>(groups.size()) - 1;
   spec_.groups.clear();
   for (Pending& g : groups) {
-    g.spec.bytes_per_block = g.floats * static_cast<int64_t>(sizeof(float));
-    g.spec.element = CacheElement::kF32;
+    g.spec.bytes_per_block = g.bytes;
+    g.spec.element = kv_bf16_ ? CacheElement::kBF16 : CacheElement::kF32;
     spec_.groups.push_back(g.spec);
   }
   // Outside the blocks: each compressor's recent raw rows (kv and gate); drafting: recent hidden states.
@@ -354,19 +355,20 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
   state.window_floor = window ? 0 : position;
   state.compress_floor = window ? 0 : position;
   if (window) {
-    const float* block = reinterpret_cast<const float*>(pools.group(wg).block(boundary_block));
+    const uint8_t* block = pools.group(wg).block(boundary_block);
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       const V4AttentionWeights& a = weights_->layers[l].attention;
       const V4CacheLayout::Layer& where = layout_.layers[l];
       if (where.kv_boundary_offset >= 0)
-        v4::LoadCompressorBoundary(*a.compressor, state.layers[l].compressor, position, block + where.kv_boundary_offset);
+        v4::LoadCompressorBoundary(*a.compressor, state.layers[l].compressor, position,
+                                   reinterpret_cast<const float*>(block + where.kv_boundary_offset));
       if (where.index_boundary_offset >= 0)
         v4::LoadCompressorBoundary(a.indexer->compressor, state.layers[l].index_compressor, position,
-                                   block + where.index_boundary_offset);
+                                   reinterpret_cast<const float*>(block + where.index_boundary_offset));
     }
     if (drafting_) {
       const int64_t width = config_.hc_mult * config_.hidden_size;
-      const float* h = block + layout_.hidden_offset;
+      const float* h = reinterpret_cast<const float*>(block + layout_.hidden_offset);
       std::copy(h, h + width, state.hidden.begin() + ((position - 1) % (kV4MaxRollback + 1)) * width);
     }
   }
@@ -383,6 +385,7 @@ v4::Step V4Model::NewStep(KvPools& pools) const {
   step.compress_inv_freq = &compress_inv_freq_;
   if (precision_ == ComputePrecision::kBf16Activations)
     step.linear.precision = kernels::LinearPrecision::kBf16Activations;
+  step.kv_bf16 = kv_bf16_;
   return step;
 }
 
@@ -626,7 +629,7 @@ Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, Fo
         const int64_t p = chunk.start_pos + i;
         if ((p + 1) % kBlockTokens != 0) continue;
         const float* h = streams.data() + (chunk.first_row + i) * width;
-        std::copy(h, h + width, v4::WindowBlock(step, chunk, p / kBlockTokens) + layout_.hidden_offset);
+        std::copy(h, h + width, reinterpret_cast<float*>(v4::WindowBlock(step, chunk, p / kBlockTokens) + layout_.hidden_offset));
       }
     }
   }

@@ -36,7 +36,7 @@ struct Step;
 
 namespace deepinfer::model {
 
-// Where each layer's entries sit in the cache groups' blocks (offsets in floats from a block's start).
+// Where each layer's entries sit in the cache groups' blocks (offsets in bytes from a block's start).
 struct V4CacheLayout {
   struct Layer {
     int kv_group = -1;  // compressed entries (CSA and HCA layers)
@@ -96,6 +96,7 @@ class V4Model : public CausalLM {
   V4CacheLayout layout_;
   ComputePrecision precision_ = ComputePrecision::kExact;
   bool drafting_ = false;
+  bool kv_bf16_ = false;
   ThreadPool* pool_ = nullptr;
   // Per-token and per-step constants of EstimateStepCost (v4_cost.cpp).
   struct CostFigures {

@@ -2,6 +2,8 @@
 // results agree with double-precision sums.
 #include "kernels/attention.h"
 
+#include "kernels/number_formats.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -49,6 +51,37 @@ TEST(AttentionKernels, AllIsasBitIdenticalAndAccurate) {
       EXPECT_EQ(dots, ref_dots) << IsaName(isa) << " dim " << dim;
       EXPECT_EQ(sum, ref_sum) << IsaName(isa) << " dim " << dim;
       EXPECT_EQ(DotF32WithIsa(isa, q.data(), store.data(), dim), DotF32WithIsa(Isa::kScalar, q.data(), store.data(), dim));
+    }
+  }
+}
+
+// bf16 keys (KV storage in bf16) are widened exactly, so every ISA's bf16 call equals the fp32 reference
+// on the widened keys, bit for bit, for every tail length.
+TEST(AttentionKernels, Bf16KeysEqualTheFp32KernelsOnWidenedKeys) {
+  std::mt19937 rng(7);
+  for (int64_t dim : {1, 7, 8, 9, 15, 16, 17, 31, 64, 100, 512}) {
+    const int64_t heads = 9, nk = 5;  // 9 heads: a full block of 8 and a single one
+    std::vector<float> q = Random(rng, heads * dim), store = Random(rng, nk * dim), p = Random(rng, heads * nk);
+    std::vector<uint16_t> half(store.size());
+    FloatToBf16(store.data(), half.data(), static_cast<int64_t>(store.size()));
+    std::vector<float> widened(store.size());
+    Bf16ToFloat(half.data(), widened.data(), static_cast<int64_t>(half.size()));
+    std::vector<const float*> wkeys;
+    std::vector<const uint16_t*> hkeys;
+    for (int64_t t = 0; t < nk; ++t) {
+      wkeys.push_back(widened.data() + t * dim);
+      hkeys.push_back(half.data() + t * dim);
+    }
+    std::vector<float> ref_dots(heads * nk), ref_sum(heads * dim);
+    QueryKeyDotsWithIsa(Isa::kScalar, q.data(), heads, dim, wkeys.data(), nk, 0.25f, ref_dots.data());
+    WeightedKeySumWithIsa(Isa::kScalar, p.data(), heads, wkeys.data(), nk, dim, ref_sum.data());
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (!IsaSupported(isa)) continue;
+      std::vector<float> dots(heads * nk), sum(heads * dim);
+      QueryKeyDotsWithIsa(isa, q.data(), heads, dim, hkeys.data(), nk, 0.25f, dots.data());
+      WeightedKeySumWithIsa(isa, p.data(), heads, hkeys.data(), nk, dim, sum.data());
+      EXPECT_EQ(dots, ref_dots) << IsaName(isa) << " dim " << dim;
+      EXPECT_EQ(sum, ref_sum) << IsaName(isa) << " dim " << dim;
     }
   }
 }

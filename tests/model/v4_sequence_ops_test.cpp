@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -34,10 +35,13 @@ std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-class V4SequenceOps : public ::testing::TestWithParam<std::string> {
+// Every test runs on both fixtures and both KV storage precisions.
+class V4SequenceOps : public ::testing::TestWithParam<std::tuple<std::string, KvPrecision>> {
  protected:
   void SetUp() override {
-    auto m = V4Model::Load(FixtureDir(GetParam()));
+    LoadOptions options;
+    options.kv_precision = std::get<1>(GetParam());
+    auto m = V4Model::Load(FixtureDir(std::get<0>(GetParam())), options);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(*m);
     auto pools = KvPools::Create(model_->cache_spec(), 256);
@@ -278,7 +282,13 @@ TEST_P(V4SequenceOps, RestoreAtZeroIsAFreshSequenceAndBadRestoresChangeNothing) 
   EXPECT_TRUE(model_->Truncate(*hit, 128).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, V4SequenceOps, ::testing::ValuesIn(FixtureNames()));
+INSTANTIATE_TEST_SUITE_P(Fixtures, V4SequenceOps,
+                         ::testing::Combine(::testing::ValuesIn(FixtureNames()),
+                                            ::testing::Values(KvPrecision::kF32, KvPrecision::kBF16)),
+                         [](const auto& param_info) {
+                           return std::get<0>(param_info.param) +
+                                  (std::get<1>(param_info.param) == KvPrecision::kBF16 ? "_bf16_kv" : "_f32_kv");
+                         });
 
 }  // namespace
 }  // namespace deepinfer::model
