@@ -15,9 +15,7 @@ namespace {
 
 const tokenizer::Tokenizer& Get() {
   static const tokenizer::Tokenizer* tok = [] {
-    Result<std::string> path = tokenizer::LocateTokenizerJson("");
-    if (!path.ok()) std::abort();
-    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(*path);
+    Result<tokenizer::Tokenizer> t = tokenizer::LoadTokenizer("deepseek-v3");
     if (!t.ok()) std::abort();
     return new tokenizer::Tokenizer(std::move(*t));
   }();

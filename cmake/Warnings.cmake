@@ -23,8 +23,8 @@ function(deepinfer_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   deepinfer_target_warnings(${name})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE DEEPINFER_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                             DEEPINFER_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+  target_compile_definitions(${name} PRIVATE DEEPINFER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)  # "support/require_data.h"
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "tokenizer/locate.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -13,8 +14,7 @@ namespace {
 
 const deepinfer::tokenizer::Tokenizer& Get() {
   static const deepinfer::tokenizer::Tokenizer* tok = [] {
-    auto t = deepinfer::tokenizer::Tokenizer::FromFile(std::string(DEEPINFER_SHARED_DIR) +
-                                            "/data/tokenizers/deepseek-v3/tokenizer.json");
+    auto t = deepinfer::tokenizer::LoadTokenizer("deepseek-v3");
     if (!t.ok()) std::abort();
     return new deepinfer::tokenizer::Tokenizer(std::move(*t));
   }();

@@ -13,6 +13,7 @@ apt_packages=(
   libbenchmark-dev                        # Google Benchmark: bench/
   nlohmann-json3-dev                      # JSON parsing (requests, config.json, tokenizer.json)
   libxxhash-dev                           # XXH3-128: prefix-block hashes, weights fingerprint, checksums
+  liblzma-dev                             # xz: the tokenizers in data/ are stored and embedded compressed
   libboost-dev                            # Boost.Asio/Beast (header-only): the HTTP server (src/server)
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
   python3 python3-venv                    # test tooling

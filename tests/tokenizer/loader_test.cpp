@@ -5,6 +5,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/vocabulary.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -112,7 +113,7 @@ TEST(TokenizerLoader, MergesAsPairsLoadLikeStrings) {
 }
 
 TEST(TokenizerLoader, DeepSeekV3LoadsWithItsCounts) {
-  Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(tokenizer_test::V3Path());
+  Result<tokenizer::Tokenizer> t = tokenizer::LoadTokenizer("deepseek-v3");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->vocab_size(), 128815u);
   EXPECT_EQ(t->model().merges().size(), 127741u);

@@ -7,6 +7,7 @@
 #include "test_data.h"
 #include "tokenizer/vocabulary.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -14,7 +15,7 @@ namespace {
 
 const tokenizer::Tokenizer& V3() {
   static tokenizer::Tokenizer* tok = [] {
-    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(tokenizer_test::V3Path());
+    Result<tokenizer::Tokenizer> t = tokenizer::LoadTokenizer("deepseek-v3");
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return new tokenizer::Tokenizer(std::move(*t));
   }();

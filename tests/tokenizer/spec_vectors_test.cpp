@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "test_data.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -11,7 +12,7 @@ using Ids = std::vector<int32_t>;
 
 const tokenizer::Tokenizer& V3() {
   static tokenizer::Tokenizer* tok = [] {
-    Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromFile(tokenizer_test::V3Path());
+    Result<tokenizer::Tokenizer> t = tokenizer::LoadTokenizer("deepseek-v3");
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return new tokenizer::Tokenizer(std::move(*t));
   }();
@@ -64,9 +65,7 @@ TEST(TokenizerSpecVectors, DeepSeekV3AddedTokensOnlyWhenAsked) {
 }
 
 TEST(TokenizerSpecVectors, DeepSeekV4AddedTokens) {
-  std::string path = tokenizer_test::V4Path();
-  if (path.empty()) GTEST_SKIP() << "V4 tokenizer.json not installed (run scripts/setup.sh)";
-  Result<tokenizer::Tokenizer> v4 = tokenizer::Tokenizer::FromFile(path);
+  Result<tokenizer::Tokenizer> v4 = tokenizer::LoadTokenizer("deepseek-v4");
   ASSERT_TRUE(v4.ok()) << v4.status().ToString();
   EXPECT_EQ(v4->EncodeWithAddedTokens("<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>"),
             (Ids{128803, 30594, 128804, 128821, 36101, 128822, 7624, 1}));

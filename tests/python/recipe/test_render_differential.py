@@ -91,6 +91,7 @@ def test_render_matches_live_oracle(deepinfer_bin, protocol, version):
     assert not mismatches, "first mismatch: %r" % (mismatches[0],)
 
 
+@pytest.mark.optional("DeepSeek-V3.2's reference encoding_dsv32.py is not part of this repository")
 @pytest.mark.parametrize("protocol", ["chat", "anthropic", "responses"])
 def test_render_v32_matches_reference_encoder(deepinfer_bin, protocol):
     path = os.environ.get("DEEPINFER_DSV32_ENCODER")

@@ -29,9 +29,9 @@ def deepinfer_bin():
     return path
 
 
-def run_jsonl(tokenizer_path, lines, *flags):
+def run_jsonl(tokenizer, lines, *flags):
     data = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in lines).encode("utf-8")
-    proc = subprocess.run([deepinfer_bin(), "tokenize", "--tokenizer", tokenizer_path, "--jsonl", *flags],
+    proc = subprocess.run([deepinfer_bin(), "tokenize", "--tokenizer", tokenizer, "--jsonl", *flags],
                           input=data, capture_output=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     out = [json.loads(line) for line in proc.stdout.decode("utf-8").split("\n") if line]
@@ -39,12 +39,8 @@ def run_jsonl(tokenizer_path, lines, *flags):
     return out
 
 
-def tokenizer_paths():
-    paths = [("v3", oracle.v3_path())]
-    v4 = oracle.v4_path()
-    if v4 and os.path.exists(v4):
-        paths.append(("v4", v4))
-    return paths
+# deepinfer is given the builtin tokenizer's name; the oracle reads the same tokenizer from data/tokenizers/.
+TOKENIZERS = ["deepseek-v3", "deepseek-v4", "deepseek-v4.1"]
 
 
 @pytest.fixture(scope="module")
@@ -66,25 +62,25 @@ def first_mismatch(texts, ours, theirs):
     return None
 
 
-@pytest.mark.parametrize("name,path", tokenizer_paths())
-def test_encode_text_matches_oracle(fresh_corpus, name, path):
-    o = oracle.Oracle(path)
-    ours = run_jsonl(path, fresh_corpus)
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_encode_text_matches_oracle(fresh_corpus, name):
+    o = oracle.Oracle(name)
+    ours = run_jsonl(name, fresh_corpus)
     theirs = o.encode_text_batch(fresh_corpus)
     assert first_mismatch(fresh_corpus, ours, theirs) is None, first_mismatch(fresh_corpus, ours, theirs)
 
 
-@pytest.mark.parametrize("name,path", tokenizer_paths())
-def test_encode_with_added_tokens_matches_oracle(fresh_corpus, name, path):
-    o = oracle.Oracle(path)
-    ours = run_jsonl(path, fresh_corpus, "--special")
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_encode_with_added_tokens_matches_oracle(fresh_corpus, name):
+    o = oracle.Oracle(name)
+    ours = run_jsonl(name, fresh_corpus, "--special")
     theirs = o.encode_with_added_tokens_batch(fresh_corpus)
     assert first_mismatch(fresh_corpus, ours, theirs) is None, first_mismatch(fresh_corpus, ours, theirs)
 
 
-@pytest.mark.parametrize("name,path", tokenizer_paths())
-def test_decode_matches_oracle(name, path):
-    o = oracle.Oracle(path)
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_decode_matches_oracle(name):
+    o = oracle.Oracle(name)
     rng = random.Random(SEED)
     added = sorted(o.full.get_added_tokens_decoder())
     cases = []
@@ -96,7 +92,7 @@ def test_decode_matches_oracle(name, path):
                        else rng.choice(added))
         cases.append(ids)
     for flags, skip in (((), False), (("--skip-special",), True)):
-        ours = run_jsonl(path, cases, "--decode", *flags)
+        ours = run_jsonl(name, cases, "--decode", *flags)
         for ids, text in zip(cases, ours):
             assert text == o.decode(ids, skip), f"seed {SEED}: decode {ids} skip_special={skip}"
 
