@@ -1,0 +1,292 @@
+// deepinfer bench kvstore: block write and read throughput and latency of the KV store (src/kvstore) on a
+// directory, at DeepSeek's production block size and V4-Flash's, beside fio's figures for the same directory,
+// block size and queue depth (tools/kvstore/bench_fio.py writes them; --peer reads them).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
+#include "kvstore/store.h"
+#include "kvstore/store_dir.h"
+#include "kvstore/sweeper.h"
+
+namespace deepinfer::bench {
+namespace {
+
+// DeepSeek's production blocks: "128-token blocks, about 112 KiB each" (their 3FS KV cache).
+constexpr int64_t kDeepSeekBlockBytes = 112 * 1024;
+
+// V4-Flash's persisted (kPrefix) bytes per 128-token block, from its released config.json: 43 layers,
+// compress_ratios [0, 0, 4, 128, 4, ..., 128, 4] = 21 CSA layers (ratio 4) and 20 HCA layers (ratio 128),
+// head_dim 512, index_head_dim 128. Per block: csa_kv 21·(128/4)·512, hca_kv 20·(128/128)·512,
+// csa_index 21·(128/4)·128 elements = 440,320 elements (the window group stays in RAM).
+int64_t V4FlashPrefixBlockBytes(int64_t element_bytes) {
+  const int64_t csa_layers = 21, hca_layers = 20, head_dim = 512, index_head_dim = 128;
+  const int64_t elements = csa_layers * (128 / 4) * head_dim + hca_layers * (128 / 128) * head_dim +
+                           csa_layers * (128 / 4) * index_head_dim;
+  return elements * element_bytes;
+}
+
+struct FioFigures {
+  double gbps = 0, p50_ms = 0, p99_ms = 0;
+};
+struct Peer {
+  std::string system;
+  std::map<int64_t, std::pair<FioFigures, FioFigures>> by_block;  // write, read
+};
+
+Result<Peer> LoadPeer(const std::string& path) {
+  DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto parsed = ParseJson(text);
+  if (!parsed.ok()) return Status::InvalidArgument(path + ": " + parsed.status().message());
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array()) {
+    return Status::InvalidArgument(path + ": expected an object with a 'results' array (tools/kvstore/bench_fio.py)");
+  }
+  Peer peer;
+  peer.system = doc.contains("system") && doc["system"].is_string() ? doc["system"].get<std::string>() : "fio";
+  auto figures = [&](const nlohmann::json& j, FioFigures* out) -> Status {
+    if (!j.is_object()) return Status::InvalidArgument(path + ": a result's read/write must be objects");
+    for (auto [key, field] : {std::pair{"gbps", &out->gbps}, {"p50_ms", &out->p50_ms}, {"p99_ms", &out->p99_ms}}) {
+      if (!j.contains(key) || !j[key].is_number()) return Status::InvalidArgument(path + ": missing number '" + key + "'");
+      *field = j[key].get<double>();
+    }
+    return Status::Ok();
+  };
+  for (const auto& r : doc["results"]) {
+    if (!r.is_object() || !r.contains("block_bytes") || !r["block_bytes"].is_number_integer() || !r.contains("read") ||
+        !r.contains("write")) {
+      return Status::InvalidArgument(path + ": a result needs block_bytes, read and write");
+    }
+    auto& slot = peer.by_block[r["block_bytes"].get<int64_t>()];
+    DI_RETURN_IF_ERROR(figures(r["write"], &slot.first));
+    DI_RETURN_IF_ERROR(figures(r["read"], &slot.second));
+  }
+  return peer;
+}
+
+struct Row {
+  double gbps = 0, p50_ms = 0, p99_ms = 0;
+};
+
+struct Setup {
+  std::string dir;
+  int io_threads = 2;
+  int queue_depth = 32;
+  kvstore::FsyncPolicy fsync = kvstore::FsyncPolicy::kNone;
+  kvstore::IoBackendKind backend = kvstore::IoBackendKind::kAuto;
+};
+
+kvstore::StoreOptions OptionsFor(const Setup& setup, int64_t block_bytes, bool direct) {
+  kvstore::StoreOptions o;
+  o.dir = setup.dir;
+  o.layout.model_fingerprint = {.high = 0xbe, .low = static_cast<uint64_t>(block_bytes)};
+  o.layout.description = "bench kvstore " + std::to_string(block_bytes) + " B";
+  o.layout.segment_bytes = {static_cast<uint64_t>(block_bytes)};
+  o.io_threads = setup.io_threads;
+  o.queue_depth = std::max(1, setup.queue_depth / setup.io_threads);
+  o.write_depth = o.queue_depth;
+  o.max_queue_bytes = uint64_t{256} << 20;
+  o.fsync = setup.fsync;
+  o.backend = setup.backend;
+  o.sweep_interval_s = 0;
+  o.refresh_interval_s = 1e9;  // measure reads, not the last-use stamps
+  o.direct_io = direct;
+  return o;
+}
+
+// Writes n blocks and reads them back (O_DIRECT, then from the page cache). Rows: write, cold, warm.
+Result<std::vector<Row>> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, std::string* backend) {
+  std::vector<uint8_t> payload(static_cast<size_t>(block_bytes));
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + 7);
+  std::vector<int32_t> tokens(kvstore::kBlockTokens);
+  const uint64_t nonce = static_cast<uint64_t>(NowNanos());
+  auto hash_of = [&](int64_t i) { return kvstore::Hash128{.high = nonce, .low = static_cast<uint64_t>(i)}; };
+  const double file_bytes = static_cast<double>(block_bytes + static_cast<int64_t>(kvstore::kHeaderBytes));
+  std::vector<Row> rows;
+  {
+    DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(OptionsFor(setup, block_bytes, false)));
+    *backend = std::string(store->backend_name());
+    const std::span<const uint8_t> seg(payload);
+    Stopwatch watch;
+    for (int64_t i = 0; i < n; ++i) {
+      kvstore::BlockWrite w;
+      w.hash = hash_of(i);
+      w.block_index = static_cast<uint32_t>(i);
+      tokens[0] = static_cast<int32_t>(i);
+      w.tokens = tokens;
+      w.segments = std::span(&seg, 1);
+      // A full queue drops (by design); the bench waits instead, to measure the writers' throughput.
+      while (!store->Put(w)) ::usleep(50);
+    }
+    store->Flush();
+    const double seconds = watch.ElapsedSeconds();
+    const kvstore::StoreStats st = store->stats();
+    if (st.writes_done != static_cast<uint64_t>(n)) {
+      return Status::IoError("wrote " + std::to_string(st.writes_done) + " of " + std::to_string(n) + " blocks (" +
+                             std::to_string(st.writes_failed) + " failed)");
+    }
+    rows.push_back({static_cast<double>(n) * file_bytes / seconds / 1e9, st.write_p50 * 1e3, st.write_p99 * 1e3});
+  }
+  ::sync();  // O_DIRECT reads of dirty pages would wait for their writeback
+  for (bool direct : {true, false}) {
+    DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(OptionsFor(setup, block_bytes, direct)));
+    // setup.queue_depth blocks per batch, two batches in flight, each with its own destination buffers.
+    const int64_t batch = setup.queue_depth;
+    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(2 * batch), std::vector<uint8_t>(payload.size()));
+    std::vector<std::future<std::vector<kvstore::ReadResult>>> in_flight(2);
+    std::vector<bool> used(2, false);
+    int64_t good = 0;
+    auto collect = [&](int slot) {
+      if (!used[slot]) return;
+      for (const auto& r : in_flight[slot].get()) good += r.status.ok() ? 1 : 0;
+      used[slot] = false;
+    };
+    for (int pass = 0; pass < (direct ? 1 : 2); ++pass) {  // page cache: the first pass warms it
+      good = 0;
+      Stopwatch watch;
+      int slot = 0;
+      for (int64_t first = 0; first < n; first += batch, slot ^= 1) {
+        collect(slot);
+        std::vector<kvstore::ReadItem> items;
+        for (int64_t i = first; i < std::min(n, first + batch); ++i) {
+          kvstore::ReadItem item;
+          item.hash = hash_of(i);
+          item.check_parent = true;
+          item.dest.emplace_back(buffers[static_cast<size_t>(slot * batch + (i - first))]);
+          items.push_back(std::move(item));
+        }
+        auto promise = std::make_shared<std::promise<std::vector<kvstore::ReadResult>>>();
+        in_flight[slot] = promise->get_future();
+        used[slot] = true;
+        // The expected token ids must outlive the batch: keep one copy per item in the callback's capture.
+        auto expected = std::make_shared<std::vector<std::vector<int32_t>>>();
+        for (int64_t i = first; i < std::min(n, first + batch); ++i) {
+          expected->push_back(tokens);
+          expected->back()[0] = static_cast<int32_t>(i);
+        }
+        for (size_t k = 0; k < items.size(); ++k) items[k].tokens = (*expected)[k];
+        store->Read(std::move(items), [promise, expected](std::vector<kvstore::ReadResult> r) {
+          promise->set_value(std::move(r));
+        });
+      }
+      collect(0);
+      collect(1);
+      const double seconds = watch.ElapsedSeconds();
+      if (good != n) return Status::DataLoss("read back " + std::to_string(good) + " of " + std::to_string(n) + " blocks");
+      if (pass == (direct ? 0 : 1)) {
+        const kvstore::StoreStats st = store->stats();
+        rows.push_back({static_cast<double>(n) * file_bytes / seconds / 1e9, st.read_p50 * 1e3, st.read_p99 * 1e3});
+      }
+    }
+  }
+  // Leave the directory as found: the bench's namespace emptied.
+  kvstore::SweepOptions all;
+  all.evict_all = true;
+  all.wait_for_lock = true;
+  DI_ASSIGN_OR_RETURN(kvstore::StoreDir dir, kvstore::StoreDir::Open(setup.dir, false));
+  DI_RETURN_IF_ERROR(kvstore::Sweep(dir, all).status());
+  return rows;
+}
+
+std::string FioCells(const Peer* peer, int64_t block_bytes, bool read, const Row& ours) {
+  if (peer == nullptr) return "";
+  auto it = peer->by_block.find(block_bytes);
+  char buf[96];
+  if (it == peer->by_block.end()) {
+    std::snprintf(buf, sizeof buf, " %9s %8s %8s %8s", "-", "-", "-", "-");
+  } else {
+    const FioFigures& f = read ? it->second.second : it->second.first;
+    std::snprintf(buf, sizeof buf, " %9.3f %8.3f %8.3f %7.0f%%", f.gbps, f.p50_ms, f.p99_ms, 100.0 * ours.gbps / f.gbps);
+  }
+  return buf;
+}
+
+int RunBenchKvstore(const std::vector<std::string>& args) {
+  Setup setup;
+  std::vector<int64_t> sizes = {kDeepSeekBlockBytes, V4FlashPrefixBlockBytes(2), V4FlashPrefixBlockBytes(4)};
+  int64_t total_mib = 512;
+  std::string peer_path;
+  cli::Flags flags("bench kvstore");
+  flags.Path("--dir", &setup.dir).Required();
+  flags.IntList("--block-bytes", &sizes, 512, int64_t{256} << 20, 16);
+  flags.Int<int64_t>("--total-mib", &total_mib, 1, 1 << 20);
+  flags.Int("--queue-depth", &setup.queue_depth, 1, 1024);
+  flags.Int("--io-threads", &setup.io_threads, 1, 64);
+  flags.Choice("--fsync", &setup.fsync, {{"none", kvstore::FsyncPolicy::kNone}, {"data", kvstore::FsyncPolicy::kData}});
+  flags.Choice("--backend", &setup.backend,
+               {{"auto", kvstore::IoBackendKind::kAuto}, {"uring", kvstore::IoBackendKind::kUring},
+                {"posix", kvstore::IoBackendKind::kPosix}});
+  flags.Path("--peer", &peer_path);
+  if (int rc = flags.Parse(args)) return rc;
+  if (setup.queue_depth < setup.io_threads) return cli::UsageError("bench kvstore", "--queue-depth below --io-threads");
+  Peer peer;
+  if (!peer_path.empty()) {
+    auto loaded = LoadPeer(peer_path);
+    if (!loaded.ok()) return cli::Fail("bench kvstore", loaded.status().message());
+    peer = std::move(*loaded);
+  }
+  const Peer* peer_ptr = peer_path.empty() ? nullptr : &peer;
+  std::string backend;
+  std::vector<std::pair<int64_t, std::vector<Row>>> results;
+  for (int64_t bytes : sizes) {
+    const int64_t n = std::max<int64_t>(16, (total_mib << 20) / (bytes + static_cast<int64_t>(kvstore::kHeaderBytes)));
+    auto rows = MeasureOne(setup, bytes, n, &backend);
+    if (!rows.ok()) return cli::Fail("bench kvstore", rows.status().message());
+    results.emplace_back(bytes, std::move(*rows));
+  }
+  std::printf("KV store on %s: %s, %d I/O threads x %d = queue depth %d, fsync %s, %lld MiB per block size\n",
+              setup.dir.c_str(), backend.c_str(), setup.io_threads, std::max(1, setup.queue_depth / setup.io_threads),
+              setup.queue_depth, setup.fsync == kvstore::FsyncPolicy::kNone ? "none" : "data",
+              static_cast<long long>(total_mib));
+  if (peer_ptr != nullptr) std::printf("peer: %s (from %s)\n", peer.system.c_str(), peer_path.c_str());
+  std::printf("\n%-22s %-18s %9s %8s %8s%s\n", "block", "op", "GB/s", "p50 ms", "p99 ms",
+              peer_ptr != nullptr ? "  fio GB/s   p50 ms   p99 ms  of fio" : "");
+  for (const auto& [bytes, rows] : results) {
+    char label[64];
+    const char* what = bytes == kDeepSeekBlockBytes               ? "DeepSeek 112 KiB"
+                       : bytes == V4FlashPrefixBlockBytes(2) ? "V4-Flash bf16"
+                       : bytes == V4FlashPrefixBlockBytes(4) ? "V4-Flash f32"
+                                                                  : "";
+    std::snprintf(label, sizeof label, "%lld B %s", static_cast<long long>(bytes), what);
+    const char* ops[] = {"write", "read (O_DIRECT)", "read (page cache)"};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      const std::string fio = i == 2 ? "" : FioCells(peer_ptr, bytes, i == 1, r);
+      std::printf("%-22s %-18s %9.3f %8.3f %8.3f%s\n", i == 0 ? label : "", ops[i], r.gbps, r.p50_ms, r.p99_ms,
+                  fio.c_str());
+    }
+  }
+  std::printf("\nwrite: Put to renamed (%s); read: open to verified, whole batches of %d in flight x 2.\n"
+              "fio: one file beside the store, same block size (rounded to 4 KiB) and queue depth; writes with\n"
+              "fdatasync per block, reads O_DIRECT (tools/kvstore/bench_fio.py).\n",
+              setup.fsync == kvstore::FsyncPolicy::kNone ? "buffered, no fsync" : "fdatasync per block",
+              setup.queue_depth);
+  return 0;
+}
+
+const cli::BenchRegistration kRegistration(
+    {"kvstore", "KV store block write/read throughput and latency, beside fio",
+     "usage: deepinfer bench kvstore --dir DIR [--block-bytes LIST] [--total-mib N] [--queue-depth N]\n"
+     "                              [--io-threads N] [--fsync none|data] [--backend auto|uring|posix]\n"
+     "                              [--peer fio.json]\n\n"
+     "Writes --total-mib (default 512) of blocks per block size into the KV store at DIR (created if missing;\n"
+     "empty or a store), reads them back with O_DIRECT and from the page cache, and removes them. Default sizes:\n"
+     "DeepSeek's 112 KiB and V4-Flash's persisted block in bf16 and f32 (from its config). --peer FILE prints\n"
+     "fio's figures for the same directory, sizes and queue depth beside ours:\n"
+     "  python3 tools/kvstore/bench_fio.py --dir DIR --block-bytes LIST --queue-depth N --out FILE\n",
+     RunBenchKvstore});
+
+}  // namespace
+}  // namespace deepinfer::bench
