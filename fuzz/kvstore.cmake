@@ -1,0 +1,1 @@
+deepinfer_add_fuzzer(kvstore_block fuzz_kvstore_block.cpp deepinfer_kvstore)
