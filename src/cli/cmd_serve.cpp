@@ -22,6 +22,8 @@
 #include "core/hf_config.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/kv_store_tier.h"
+#include "kvstore/store.h"
 #include "model/causal_lm.h"
 #include "model/v4_init.h"
 #include "recipe/prompt_tokens.h"
@@ -71,6 +73,15 @@ constexpr const char* kUsage =
     "  --max-queued-requests N     waiting requests beyond which new ones get 429 (default 4096)\n"
     "  --no-enable-prefix-caching  no prefix reuse between requests\n"
     "  --precision exact|bf16      matrix-product arithmetic (default exact)\n"
+    "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
+    "                              created if missing): they outlive restarts and serve every server on DIR.\n"
+    "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
+    "  --kv-store-capacity BYTES   evict least-recently-used blocks above 90% of BYTES of blocks (default:\n"
+    "                              keep DIR's filesystem below 90% used)\n"
+    "  --kv-ttl-class agent|chat   the retention class of this server's requests (default chat)\n"
+    "  --kv-ttl-agent-s S, --kv-ttl-chat-s S   how long a block lives after its last use (3 d / 7 d)\n"
+    "  --kv-store-fsync none|data|full   durability of written blocks (default none: a block a crash damaged\n"
+    "                              is refused by the checksum and recomputed; data/full survive power loss)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -101,6 +112,13 @@ struct ServeArgs {
   int64_t max_queued_requests = 4096;
   bool no_prefix_caching = false;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
+  // KV store
+  std::string kv_store_dir;
+  uint64_t kv_store_capacity = 0;
+  kvstore::TtlClass kv_ttl_class = kvstore::TtlClass::kChat;
+  int64_t kv_ttl_agent_s = 3 * 86400;
+  int64_t kv_ttl_chat_s = 7 * 86400;
+  kvstore::FsyncPolicy kv_store_fsync = kvstore::FsyncPolicy::kNone;
 };
 
 int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
@@ -135,6 +153,15 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Switch("--no-enable-prefix-caching", &out->no_prefix_caching);
   flags.Choice("--precision", &out->precision,
                {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
+  flags.Path("--kv-store", &out->kv_store_dir);
+  flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{1} << 20, uint64_t{1} << 62);
+  flags.Choice("--kv-ttl-class", &out->kv_ttl_class,
+               {{"agent", kvstore::TtlClass::kAgent}, {"chat", kvstore::TtlClass::kChat}});
+  flags.Int<int64_t>("--kv-ttl-agent-s", &out->kv_ttl_agent_s, 1, int64_t{3650} * 86400);
+  flags.Int<int64_t>("--kv-ttl-chat-s", &out->kv_ttl_chat_s, 1, int64_t{3650} * 86400);
+  flags.Choice("--kv-store-fsync", &out->kv_store_fsync,
+               {{"none", kvstore::FsyncPolicy::kNone}, {"data", kvstore::FsyncPolicy::kData},
+                {"full", kvstore::FsyncPolicy::kFull}});
   flags.Choice("--log-level", &log_level,
                {{"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}, {"off", "off"}});
   if (int rc = flags.Parse(args)) return rc;
@@ -153,6 +180,30 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   if (out->api_keys.empty())
     if (const char* env = std::getenv("DEEPINFER_API_KEY"); env && *env) out->api_keys.push_back(env);
   return 0;
+}
+
+// The KV store under the engine's prefix cache. A store that cannot be opened (a read-only or missing
+// parent, another format, a directory that is not a store) is logged and the server runs on RAM alone.
+std::unique_ptr<engine::KvStoreTier> OpenKvStore(const ServeArgs& args, const model::CausalLM& model) {
+  auto layout = engine::StoreLayoutFor(model.cache_spec(), model.info(), args.precision, model::KvPrecision::kF32);
+  if (!layout.ok()) {
+    DI_LOG(kWarn, "KV store not used").Field("dir", args.kv_store_dir).Field("reason", layout.status().message());
+    return nullptr;
+  }
+  kvstore::StoreOptions o;
+  o.dir = args.kv_store_dir;
+  o.layout = std::move(*layout);
+  o.fsync = args.kv_store_fsync;
+  o.ttl_seconds = {args.kv_ttl_agent_s, args.kv_ttl_chat_s};
+  o.sweep.capacity_bytes = args.kv_store_capacity;
+  auto store = kvstore::Store::Open(std::move(o));
+  if (!store.ok()) {
+    DI_LOG(kWarn, "KV store unavailable; the prefix cache is RAM only")
+        .Field("dir", args.kv_store_dir)
+        .Field("reason", store.status().message());
+    return nullptr;
+  }
+  return std::make_unique<engine::KvStoreTier>(std::move(*store), args.kv_ttl_class);
 }
 
 fs::path CacheDir() {
@@ -263,6 +314,7 @@ int RunServe(const std::vector<std::string>& argv) {
 
   // The engine: without one (it could not be created) the server still answers everything but generation,
   // which gets 503 with the reason logged here.
+  std::unique_ptr<engine::KvStoreTier> kv_tier;  // outlives the engine, which calls it
   std::unique_ptr<engine::Engine> engine;
   {
     model::LoadOptions load_options;
@@ -277,6 +329,18 @@ int RunServe(const std::vector<std::string>& argv) {
     engine_options.max_num_batched_tokens = args.max_num_batched_tokens;
     engine_options.max_waiting = args.max_queued_requests;
     engine_options.enable_prefix_caching = !args.no_prefix_caching;
+    engine_options.compute_precision = args.precision;  // part of every block's name (and the store's namespace)
+    if (!args.kv_store_dir.empty()) {
+      kv_tier = OpenKvStore(args, **loaded);
+      engine_options.lower_tier = kv_tier.get();
+      if (kv_tier) {
+        service.SetExtraMetrics([tier = kv_tier.get()] {
+          std::string text;
+          tier->store().AppendPrometheus(&text);
+          return text;
+        });
+      }
+    }
     auto created = engine::Engine::Create(std::move(*loaded), engine_options);
     if (created.ok()) {
       engine = std::move(*created);

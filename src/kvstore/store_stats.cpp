@@ -68,51 +68,51 @@ uint64_t StoreStats::verify_failures_total() const {
 
 void AppendPrometheus(const StoreStats& s, const LatencyHistogram& read_latency, const LatencyHistogram& write_latency,
                       std::string* out) {
-  Counter(out, "deepinfer_kvstore_lookups_total", "Block hashes looked up in the KV store.", s.lookups);
-  Counter(out, "deepinfer_kvstore_lookup_present_total", "Looked-up block hashes found present.", s.lookup_present);
-  Counter(out, "deepinfer_kvstore_hit_blocks_total", "Blocks read from the KV store and verified.", s.hit_blocks);
-  Counter(out, "deepinfer_kvstore_hit_tokens_total", "Tokens of blocks read and verified.", s.hit_blocks * kBlockTokens);
-  Counter(out, "deepinfer_kvstore_miss_blocks_total", "Blocks asked for that the KV store did not hold.", s.miss_blocks);
-  Counter(out, "deepinfer_kvstore_miss_tokens_total", "Tokens of blocks the KV store did not hold.", s.miss_blocks * kBlockTokens);
-  Counter(out, "deepinfer_kvstore_read_bytes_total", "Bytes read from the KV store.", s.bytes_read);
-  Counter(out, "deepinfer_kvstore_written_bytes_total", "Bytes written to the KV store.", s.bytes_written);
-  Counter(out, "deepinfer_kvstore_writes_queued_total", "Blocks queued for writing.", s.writes_queued);
-  Counter(out, "deepinfer_kvstore_writes_total", "Blocks written.", s.writes_done);
-  Counter(out, "deepinfer_kvstore_writes_present_total", "Block writes skipped: already in the store.", s.writes_present);
-  Counter(out, "deepinfer_kvstore_writes_dropped_total", "Block writes dropped: queue full or store not writable.",
+  Counter(out, "deepinfer:kvstore_lookups_total", "Block hashes looked up in the KV store.", s.lookups);
+  Counter(out, "deepinfer:kvstore_lookup_present_total", "Looked-up block hashes found present.", s.lookup_present);
+  Counter(out, "deepinfer:kvstore_hit_blocks_total", "Blocks read from the KV store and verified.", s.hit_blocks);
+  Counter(out, "deepinfer:kvstore_hit_tokens_total", "Tokens of blocks read and verified.", s.hit_blocks * kBlockTokens);
+  Counter(out, "deepinfer:kvstore_miss_blocks_total", "Blocks asked for that the KV store did not hold.", s.miss_blocks);
+  Counter(out, "deepinfer:kvstore_miss_tokens_total", "Tokens of blocks the KV store did not hold.", s.miss_blocks * kBlockTokens);
+  Counter(out, "deepinfer:kvstore_read_bytes_total", "Bytes read from the KV store.", s.bytes_read);
+  Counter(out, "deepinfer:kvstore_written_bytes_total", "Bytes written to the KV store.", s.bytes_written);
+  Counter(out, "deepinfer:kvstore_writes_queued_total", "Blocks queued for writing.", s.writes_queued);
+  Counter(out, "deepinfer:kvstore_writes_total", "Blocks written.", s.writes_done);
+  Counter(out, "deepinfer:kvstore_writes_present_total", "Block writes skipped: already in the store.", s.writes_present);
+  Counter(out, "deepinfer:kvstore_writes_dropped_total", "Block writes dropped: queue full or store not writable.",
           s.writes_dropped);
-  Counter(out, "deepinfer_kvstore_writes_failed_total", "Block writes that failed with an I/O error.", s.writes_failed);
-  Line(out, "deepinfer_kvstore_evictions_total", "counter", "Blocks evicted, by reason.");
-  Value(out, "deepinfer_kvstore_evictions_total{reason=\"expired\"}", static_cast<double>(s.evicted_expired));
-  Value(out, "deepinfer_kvstore_evictions_total{reason=\"capacity\"}", static_cast<double>(s.evicted_capacity));
-  Counter(out, "deepinfer_kvstore_evicted_bytes_total", "Bytes of evicted blocks.", s.evicted_bytes);
-  Counter(out, "deepinfer_kvstore_tmp_cleaned_total", "Temporaries of crashed writers removed.", s.tmp_cleaned);
-  Line(out, "deepinfer_kvstore_verify_failures_total", "counter",
+  Counter(out, "deepinfer:kvstore_writes_failed_total", "Block writes that failed with an I/O error.", s.writes_failed);
+  Line(out, "deepinfer:kvstore_evictions_total", "counter", "Blocks evicted, by reason.");
+  Value(out, "deepinfer:kvstore_evictions_total{reason=\"expired\"}", static_cast<double>(s.evicted_expired));
+  Value(out, "deepinfer:kvstore_evictions_total{reason=\"capacity\"}", static_cast<double>(s.evicted_capacity));
+  Counter(out, "deepinfer:kvstore_evicted_bytes_total", "Bytes of evicted blocks.", s.evicted_bytes);
+  Counter(out, "deepinfer:kvstore_tmp_cleaned_total", "Temporaries of crashed writers removed.", s.tmp_cleaned);
+  Line(out, "deepinfer:kvstore_verify_failures_total", "counter",
        "Blocks that failed verification (never served; quarantined), by reason.");
   for (int i = 1; i < kNumVerifyFailures; ++i) {
     Value(out,
-          std::string("deepinfer_kvstore_verify_failures_total{reason=\"") +
+          std::string("deepinfer:kvstore_verify_failures_total{reason=\"") +
               std::string(VerifyFailureName(static_cast<VerifyFailure>(i))) + "\"}",
           static_cast<double>(s.verify_failures[i]));
   }
-  Counter(out, "deepinfer_kvstore_quarantined_total", "Blocks moved to the quarantine.", s.quarantined);
-  Counter(out, "deepinfer_kvstore_sweeps_total", "Sweeps run by this process.", s.sweeps);
-  Gauge(out, "deepinfer_kvstore_queue_depth", "Block writes queued or in flight.", static_cast<double>(s.queue_depth));
-  Gauge(out, "deepinfer_kvstore_queue_bytes", "Staging bytes of queued block writes.", static_cast<double>(s.queue_bytes));
-  Gauge(out, "deepinfer_kvstore_used_bytes", "Bytes of blocks in the store (all namespaces), as of the last sweep.",
+  Counter(out, "deepinfer:kvstore_quarantined_total", "Blocks moved to the quarantine.", s.quarantined);
+  Counter(out, "deepinfer:kvstore_sweeps_total", "Sweeps run by this process.", s.sweeps);
+  Gauge(out, "deepinfer:kvstore_queue_depth", "Block writes queued or in flight.", static_cast<double>(s.queue_depth));
+  Gauge(out, "deepinfer:kvstore_queue_bytes", "Staging bytes of queued block writes.", static_cast<double>(s.queue_bytes));
+  Gauge(out, "deepinfer:kvstore_used_bytes", "Bytes of blocks in the store (all namespaces), as of the last sweep.",
         static_cast<double>(s.used_bytes));
-  Gauge(out, "deepinfer_kvstore_used_blocks", "Blocks in the store (all namespaces), as of the last sweep.",
+  Gauge(out, "deepinfer:kvstore_used_blocks", "Blocks in the store (all namespaces), as of the last sweep.",
         static_cast<double>(s.used_blocks));
-  Gauge(out, "deepinfer_kvstore_capacity_bytes", "What the store's watermarks are fractions of.",
+  Gauge(out, "deepinfer:kvstore_capacity_bytes", "What the store's watermarks are fractions of.",
         static_cast<double>(s.capacity_bytes));
-  Line(out, "deepinfer_kvstore_health", "gauge", "1 for the store's current state (writes pause in any but ok).");
+  Line(out, "deepinfer:kvstore_health", "gauge", "1 for the store's current state (writes pause in any but ok).");
   for (int h = 0; h <= static_cast<int>(StoreHealth::kIoErrors); ++h) {
     Value(out,
-          std::string("deepinfer_kvstore_health{state=\"") + std::string(StoreHealthName(static_cast<StoreHealth>(h))) + "\"}",
+          std::string("deepinfer:kvstore_health{state=\"") + std::string(StoreHealthName(static_cast<StoreHealth>(h))) + "\"}",
           s.health == static_cast<StoreHealth>(h) ? 1.0 : 0.0);
   }
-  Summary(out, "deepinfer_kvstore_read_seconds", "Per-block read latency (open to verified).", read_latency);
-  Summary(out, "deepinfer_kvstore_write_seconds", "Per-block write latency (dequeued to renamed).", write_latency);
+  Summary(out, "deepinfer:kvstore_read_seconds", "Per-block read latency (open to verified).", read_latency);
+  Summary(out, "deepinfer:kvstore_write_seconds", "Per-block write latency (dequeued to renamed).", write_latency);
 }
 
 }  // namespace deepinfer::kvstore

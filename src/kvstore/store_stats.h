@@ -59,7 +59,7 @@ struct StoreStats {
   uint64_t verify_failures_total() const;
 };
 
-// Appends the metrics in Prometheus text format (names deepinfer_kvstore_*; latencies as summaries).
+// Appends the metrics in Prometheus text format (names deepinfer:kvstore_*, as the server's deepinfer:*; latencies as summaries).
 void AppendPrometheus(const StoreStats& stats, const LatencyHistogram& read_latency,
                       const LatencyHistogram& write_latency, std::string* out);
 

@@ -310,6 +310,7 @@ std::string Service::MetricsText() const {
     std::fclose(f);
   }
   AppendEngineMetrics(&out, model);
+  if (extra_metrics_) return out.text() + extra_metrics_();
   return out.text();
 }
 

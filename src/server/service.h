@@ -74,6 +74,8 @@ class Service : public HttpHandler {
   void SetEngine(engine::Engine* engine) { engine_ = engine; }
   // The transport whose counters and stream latency /metrics shows (not owned).
   void SetHttpServer(const HttpServer* server) { http_ = server; }
+  // More metric families for /metrics in Prometheus text (the KV store's), appended as given. Set before serving.
+  void SetExtraMetrics(std::function<std::string()> extra) { extra_metrics_ = std::move(extra); }
 
   std::string MetricsText() const;
   const ServiceOptions& options() const { return options_; }
@@ -112,6 +114,7 @@ class Service : public HttpHandler {
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   const HttpServer* http_ = nullptr;
+  std::function<std::string()> extra_metrics_;
   RequestCounter requests_;
 };
 

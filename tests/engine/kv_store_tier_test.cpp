@@ -1,0 +1,159 @@
+// The KV store as the engine's persistent tier: what the engine offers lands in the store under its
+// chained block hashes with exactly the bytes a cold computation gives, and a store reopened (a restart,
+// or a second process) finds and reads them back verified.
+#include "engine/kv_store_tier.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <future>
+
+#include "engine_test_support.h"
+#include "kvcache/block_hash.h"
+
+namespace deepinfer::engine {
+namespace {
+
+using namespace test_support;
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kv_tier_test.XXXXXX";
+    path_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<KvStoreTier> OpenTier(const std::string& dir, const model::CausalLM& m) {
+  auto layout = StoreLayoutFor(m.cache_spec(), m.info(), model::ComputePrecision::kExact, model::KvPrecision::kF32);
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  kvstore::StoreOptions o;
+  o.dir = dir;
+  o.layout = *layout;
+  o.sweep_interval_s = 0;
+  auto store = kvstore::Store::Open(std::move(o));
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return std::make_unique<KvStoreTier>(std::move(store).value(), kvstore::TtlClass::kChat);
+}
+
+TEST(KvStoreTier, LayoutHoldsThePrefixGroupsAndNamesThePrecision) {
+  auto m = LoadFixture();
+  ASSERT_NE(m, nullptr);
+  auto layout = StoreLayoutFor(m->cache_spec(), m->info(), model::ComputePrecision::kExact, model::KvPrecision::kF32);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  size_t prefix_groups = 0;
+  for (const auto& g : m->cache_spec().groups) {
+    if (g.retention != model::CacheRetention::kPrefix) {
+      EXPECT_EQ(layout->description.find(" " + g.name + " "), std::string::npos) << "window groups stay in RAM";
+      continue;
+    }
+    ASSERT_LT(prefix_groups, layout->segment_bytes.size());
+    EXPECT_EQ(layout->segment_bytes[prefix_groups], static_cast<uint64_t>(g.bytes_per_block));
+    EXPECT_NE(layout->description.find(" " + g.name + " "), std::string::npos);
+    ++prefix_groups;
+  }
+  EXPECT_EQ(prefix_groups, layout->segment_bytes.size());
+  EXPECT_EQ(layout->model_fingerprint, m->info().weights_fingerprint);
+  auto bf16 = StoreLayoutFor(m->cache_spec(), m->info(), model::ComputePrecision::kBf16Activations, model::KvPrecision::kF32);
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_NE(bf16->Id(), layout->Id());
+}
+
+// The prefix groups' bytes of the first `blocks` blocks of `prompt`, computed by the model directly.
+std::vector<std::vector<uint8_t>> ColdBlockBytes(const std::vector<int32_t>& prompt, int64_t blocks) {
+  auto m = LoadFixture();
+  const auto& spec = m->cache_spec();
+  auto pools = model::KvPools::Create(spec, model::BlocksFor(static_cast<int64_t>(prompt.size())) + 2);
+  EXPECT_TRUE(pools.ok());
+  model::SequentialBlocks filler(spec, *pools);
+  auto state = m->NewSequence();
+  EXPECT_TRUE(filler.Reserve(*state, static_cast<int64_t>(prompt.size())).ok());
+  model::SequenceChunk c{state.get(), prompt, model::LogitsWanted::kLast};
+  model::ForwardOutput out;
+  EXPECT_TRUE(m->Forward(std::span(&c, 1), *pools, &out).ok());
+  std::vector<std::vector<uint8_t>> result;
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::vector<uint8_t> bytes;
+    for (size_t g = 0; g < spec.groups.size(); ++g) {
+      if (spec.groups[g].retention != model::CacheRetention::kPrefix) continue;
+      const uint8_t* p = pools->group(g).block(state->block_table(g)[static_cast<size_t>(b)]);
+      bytes.insert(bytes.end(), p, p + spec.groups[g].bytes_per_block);
+    }
+    result.push_back(std::move(bytes));
+  }
+  return result;
+}
+
+TEST(KvStoreTier, OfferedBlocksAreTheColdBytesAndSurviveARestart) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(300, 7);  // two full blocks and a partial one
+  kvcache::BlockHash root;
+  {
+    auto m = LoadFixture();
+    ASSERT_NE(m, nullptr);
+    auto tier = OpenTier(dir.path(), *m);
+    root = kvcache::RootHash(m->info().weights_fingerprint, "exact", "f32", "");
+    EngineOptions options;
+    options.kv_cache_bytes = int64_t{64} << 20;
+    options.lower_tier = tier.get();
+    auto engine = Engine::Create(std::move(m), options);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    RequestParams p;
+    p.sampling.max_tokens = 2;
+    auto out = (*engine)->Generate(std::span(&prompt, 1), p);
+    ASSERT_TRUE(out.ok());
+    (*engine)->Shutdown();
+    tier->store().Flush();
+    EXPECT_EQ(tier->store().stats().writes_done, 2u);
+  }
+  // A restarted process (a new store on the directory) finds both blocks under the engine's hashes ...
+  auto m = LoadFixture();
+  auto tier = OpenTier(dir.path(), *m);
+  std::vector<kvcache::BlockHash> hashes;
+  kvcache::ExtendBlockHashes(root, prompt, &hashes);
+  ASSERT_EQ(hashes.size(), 2u);
+  std::vector<kvcache::BlockKey> keys(2);
+  for (size_t i = 0; i < 2; ++i) {
+    keys[i].hash = hashes[i];
+    keys[i].parent = i == 0 ? root : hashes[0];
+    std::copy_n(prompt.begin() + static_cast<int64_t>(i) * 128, 128, keys[i].tokens.begin());
+  }
+  std::promise<size_t> found;
+  tier->Lookup(keys, [&](size_t n) { found.set_value(n); });
+  EXPECT_EQ(found.get_future().get(), 2u);
+  // ... and reads them back verified, byte for byte what a cold prefill computes.
+  const auto cold = ColdBlockBytes(prompt, 2);
+  const auto& segs = tier->store().layout().segment_bytes;
+  std::vector<std::vector<uint8_t>> buffers(2, std::vector<uint8_t>(tier->store().layout().payload_bytes()));
+  std::vector<std::vector<std::span<uint8_t>>> dest(2);
+  for (size_t i = 0; i < 2; ++i) {
+    size_t at = 0;
+    for (uint64_t n : segs) {
+      dest[i].emplace_back(buffers[i].data() + at, n);
+      at += n;
+    }
+  }
+  std::promise<size_t> read;
+  tier->Read(keys, dest, [&](size_t n) { read.set_value(n); });
+  EXPECT_EQ(read.get_future().get(), 2u);
+  EXPECT_EQ(buffers[0], cold[0]);
+  EXPECT_EQ(buffers[1], cold[1]);
+  // Another prompt's tokens under the same hash (a forced collision) are never served.
+  keys[1].tokens[5] ^= 1;
+  std::promise<size_t> collided;
+  tier->Read(keys, dest, [&](size_t n) { collided.set_value(n); });
+  EXPECT_EQ(collided.get_future().get(), 1u);
+  EXPECT_EQ(tier->store().stats().verify_failures[static_cast<int>(kvstore::VerifyFailure::kTokens)], 1u);
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
