@@ -1,8 +1,84 @@
+# The layering (the README's dependency graph), enforced when configuring:
+#
+# deepinfer_declare_component(name [DEPS dep...]) declares src/<name> and the components its code may use
+# directly (their own dependencies come along transitively). The top-level CMakeLists.txt declares every
+# component, one line each, in dependency order: a dependency must be declared before the component that
+# names it, so the graph cannot have a cycle, and naming an undeclared or later component is a configure
+# error. A declared component whose src/<name>/ does not exist (yet) is skipped, but depending on it is an
+# error. The ctest `layering` (cmake/CheckLayering.cmake) then checks that every #include between components
+# follows these declarations and that the declarations stay within the README's graph.
+function(deepinfer_declare_component name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  get_property(declared GLOBAL PROPERTY DEEPINFER_DECLARED_COMPONENTS)
+  if(name IN_LIST declared)
+    message(FATAL_ERROR "component '${name}' is declared twice")
+  endif()
+  set(closure)
+  foreach(dep IN LISTS ARG_DEPS)
+    if(dep STREQUAL name)
+      message(FATAL_ERROR "component '${name}' lists itself as a dependency")
+    endif()
+    if(NOT dep IN_LIST declared)
+      message(FATAL_ERROR "component '${name}' depends on '${dep}', which is not declared before it: declare "
+                          "components in dependency order (CMakeLists.txt, deepinfer_declare_component)")
+    endif()
+    get_property(dep_closure GLOBAL PROPERTY DEEPINFER_CLOSURE_${dep})
+    list(APPEND closure ${dep} ${dep_closure})
+  endforeach()
+  list(REMOVE_DUPLICATES closure)
+  set_property(GLOBAL APPEND PROPERTY DEEPINFER_DECLARED_COMPONENTS ${name})
+  set_property(GLOBAL PROPERTY DEEPINFER_DEPS_${name} "${ARG_DEPS}")
+  set_property(GLOBAL PROPERTY DEEPINFER_CLOSURE_${name} "${closure}")
+endfunction()
+
+# Adds every declared component that has a src/<name>/CMakeLists.txt, in declaration order, and writes the
+# declarations to ${PROJECT_BINARY_DIR}/layering.cmake for the include check.
+function(deepinfer_add_components)
+  get_property(declared GLOBAL PROPERTY DEEPINFER_DECLARED_COMPONENTS)
+  set(present)
+  set(out "# Written by deepinfer_add_components (cmake/Component.cmake); read by cmake/CheckLayering.cmake.\n")
+  foreach(c IN LISTS declared)
+    get_property(deps GLOBAL PROPERTY DEEPINFER_DEPS_${c})
+    get_property(closure GLOBAL PROPERTY DEEPINFER_CLOSURE_${c})
+    if(EXISTS ${PROJECT_SOURCE_DIR}/src/${c}/CMakeLists.txt)
+      foreach(dep IN LISTS deps)
+        if(NOT dep IN_LIST present)
+          message(FATAL_ERROR "component '${c}' depends on '${dep}', but src/${dep}/ does not exist")
+        endif()
+      endforeach()
+      list(APPEND present ${c})
+    endif()
+    string(APPEND out "set(DEEPINFER_DEPS_${c} \"${deps}\")\nset(DEEPINFER_CLOSURE_${c} \"${closure}\")\n")
+  endforeach()
+  file(GLOB dirs RELATIVE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/*)
+  foreach(d IN LISTS dirs)
+    if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/src/${d} AND NOT d IN_LIST declared)
+      message(FATAL_ERROR "src/${d}/ is not a declared component: add deepinfer_declare_component(${d} DEPS ...) "
+                          "to CMakeLists.txt")
+    endif()
+  endforeach()
+  string(APPEND out "set(DEEPINFER_COMPONENTS \"${declared}\")\nset(DEEPINFER_PRESENT_COMPONENTS \"${present}\")\n")
+  file(WRITE ${PROJECT_BINARY_DIR}/layering.cmake "${out}")
+  set_property(GLOBAL PROPERTY DEEPINFER_PRESENT_COMPONENTS "${present}")
+  foreach(c IN LISTS present)
+    add_subdirectory(${PROJECT_SOURCE_DIR}/src/${c} ${PROJECT_BINARY_DIR}/src/${c})
+  endforeach()
+endfunction()
+
 # deepinfer_glob_component(name DEPS deps...): a component library made of every .cpp in the current source
 # directory (and its cpu/ subfolder). Files named *_avx2.cpp, *_avx512.cpp or *_avx512bf16.cpp are compiled
 # for that instruction set only (see Isa.cmake); the code must reach them through a run-time dispatch.
+# Its dependencies are the declared ones (deepinfer_declare_component); DEPS, if given, must be among them.
 function(deepinfer_glob_component name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  get_property(declared_deps GLOBAL PROPERTY DEEPINFER_DEPS_${name})
+  get_property(closure GLOBAL PROPERTY DEEPINFER_CLOSURE_${name})
+  foreach(dep IN LISTS ARG_DEPS)
+    if(NOT dep IN_LIST closure)
+      message(FATAL_ERROR "src/${name}/CMakeLists.txt names '${dep}', which component '${name}' does not declare "
+                          "(CMakeLists.txt: deepinfer_declare_component(${name} DEPS ${declared_deps}))")
+    endif()
+  endforeach()
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/cpu/*.cpp)
   set(plain)
   set(isa_avx2)
@@ -29,10 +105,8 @@ function(deepinfer_glob_component name)
     endif()
   endforeach()
   target_link_libraries(deepinfer_${name} PUBLIC deepinfer_core)
-  foreach(dep IN LISTS ARG_DEPS)
-    if(TARGET deepinfer_${dep})
-      target_link_libraries(deepinfer_${name} PUBLIC deepinfer_${dep})
-    endif()
+  foreach(dep IN LISTS declared_deps)
+    target_link_libraries(deepinfer_${name} PUBLIC deepinfer_${dep})
   endforeach()
 endfunction()
 

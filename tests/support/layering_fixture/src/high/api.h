@@ -1,0 +1,2 @@
+#include "mid/mid.h"
+#include "other/unknown.h"  // not a component: ignored

@@ -1,0 +1,1 @@
+#include "high/api.h"  // low must not use high
