@@ -2,7 +2,9 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/json.h"
 #include "core/py_json.h"
+#include "recipe/response_json.h"
 #include "recipe/render_internal.h"
 
 namespace deepinfer::recipe {
@@ -98,39 +100,12 @@ std::string ToolSchemaLine(const ToolDefinition& tool, bool python_floats) {
   return RecipeJsonDumps(line, python_floats);
 }
 
-std::optional<std::string> NegativeZeroAsFloat(std::string_view text) {
-  std::optional<std::string> out;
-  size_t copied = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '-' && i + 1 < text.size() && text[i + 1] == '0') {
-      const char next = i + 2 < text.size() ? text[i + 2] : ' ';
-      if (next == '.' || next == 'e' || next == 'E' || (next >= '0' && next <= '9')) continue;
-      if (!out) out.emplace();
-      out->append(text.substr(copied, i + 2 - copied)).append(".0");
-      copied = i + 2;
-    }
-  }
-  if (out) out->append(text.substr(copied));
-  return out;
-}
-
 Result<nlohmann::ordered_json> ParseToolArguments(std::string_view arguments, bool serde_numbers) {
-  const std::optional<std::string> respelled = serde_numbers ? NegativeZeroAsFloat(arguments) : std::nullopt;
-  if (respelled) arguments = *respelled;
-  nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(arguments, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    return Status::InvalidArgument("tool call arguments are not valid JSON");
-  }
-  if (!parsed.is_object()) return Status::InvalidArgument("tool call arguments are not a JSON object");
+  // The client's text, parsed with a depth bound and without recursion on its depth (it is inside a
+  // string of the body, which bounded only the body's own depth).
+  Result<nlohmann::ordered_json> parsed = serde_numbers ? ParseSerdeJson(arguments) : ParseOrderedJson(arguments);
+  if (!parsed.ok()) return Status::InvalidArgument("tool call arguments are not valid JSON: " + parsed.status().message());
+  if (!parsed->is_object()) return Status::InvalidArgument("tool call arguments are not a JSON object");
   return parsed;
 }
 

@@ -1,7 +1,6 @@
 // Pieces shared by the V3.2 and V4/V4.1 prompt renderers (not part of the public interface).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,11 +24,6 @@ std::string RecipeFloatRepr(double value);
 // json.dumps({"name", "description", "parameters"}, ensure_ascii=False) of one tool: the line the tools
 // prompt lists it as.
 std::string ToolSchemaLine(const ToolDefinition& tool, bool python_floats);
-
-// serde_json (the oracle's parser) reads the number token `-0` as the float -0.0, where nlohmann reads the
-// integer 0 and loses the sign. Returns the text with every `-0` token spelled `-0.0` (nothing else
-// changes), or nullopt when it has none; callers parse that instead.
-std::optional<std::string> NegativeZeroAsFloat(std::string_view json_text);
 
 // The arguments of a historical tool call as an ordered JSON object (Python json.loads semantics:
 // duplicate keys keep their first position and their last value). `serde_numbers`: read `-0` as -0.0, as

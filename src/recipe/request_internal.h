@@ -26,8 +26,9 @@ inline RequestError Invalid(std::string param, std::string message) {
   return RequestError{400, "invalid_request_error", std::move(param), std::move(message)};
 }
 
-// Parses the body into a JSON object; rejects non-objects and nesting deeper than kMaxJsonDepth.
-inline constexpr int kMaxJsonDepth = 256;
+// Parses the body into a JSON object as the oracle's serde_json reads it (ParseSerdeJson); rejects
+// non-objects and nesting deeper than kMaxJsonDepth (serde's own limit).
+inline constexpr int kMaxJsonDepth = 128;
 Check ParseBody(std::string_view body, Json* out);
 
 // Whether any message mentions "json" (any case): json_object mode requires it, as the official API does.
@@ -36,8 +37,6 @@ bool ContainsJsonWord(const Conversation& c);
 // Parses the body as JSON and hands it to one protocol's `parse`; either error becomes the outcome's.
 using ProtocolParser = Check (*)(const Json& body, const RequestOptions& options, ParsedRequest* request);
 ParseOutcome ParseWith(ProtocolParser parse, std::string_view body_text, const RequestOptions& options);
-// JSON text → ordered_json (Python dict semantics for duplicate keys), linear time; false when invalid.
-bool ParseOrderedJson(std::string_view text, Json* out);
 
 std::string_view TypeName(const Json& value);  // "string", "number", "object", ...
 RequestError WrongType(const std::string& param, std::string_view expected, const Json& got);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/json.h"
 #include "core/py_json.h"
 #include "core/utf8.h"
 #include "recipe/output_options.h"
@@ -191,6 +192,37 @@ std::string TokenLogprobJson(const TokenLogprob& token) {
   }
   out += "]}";
   return out;
+}
+
+std::optional<std::string> NegativeZeroAsFloat(std::string_view text) {
+  std::optional<std::string> out;
+  size_t copied = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '-' && i + 1 < text.size() && text[i + 1] == '0') {
+      const char next = i + 2 < text.size() ? text[i + 2] : ' ';
+      if (next == '.' || next == 'e' || next == 'E' || (next >= '0' && next <= '9')) continue;
+      if (!out) out.emplace();
+      out->append(text.substr(copied, i + 2 - copied)).append(".0");
+      copied = i + 2;
+    }
+  }
+  if (out) out->append(text.substr(copied));
+  return out;
+}
+
+Result<nlohmann::ordered_json> ParseSerdeJson(std::string_view text) {
+  const std::optional<std::string> respelled = NegativeZeroAsFloat(text);
+  const std::string_view input = respelled ? std::string_view(*respelled) : text;
+  return ParseOrderedJson(input, JsonLimits{input.size() + 1, kSerdeMaxDepth});
 }
 
 }  // namespace deepinfer::recipe

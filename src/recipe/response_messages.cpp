@@ -18,9 +18,9 @@ std::string BlockIndexPrefix(std::string_view type, size_t index) {
 // The `input` of a finished tool_use block: the streamed arguments parsed as a JSON object, or `{}`
 // when they are not one (a truncated or malformed call), as deepseek-recipe does.
 std::string ToolInput(const std::string& arguments) {
-  nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(arguments, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) return "{}";
-  return SerdeJsonDumps(parsed);
+  const Result<nlohmann::ordered_json> parsed = ParseSerdeJson(arguments);
+  if (!parsed.ok() || !parsed->is_object()) return "{}";
+  return SerdeJsonDumps(*parsed);
 }
 
 }  // namespace

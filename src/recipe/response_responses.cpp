@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/py_json.h"
+#include "core/utf8.h"
 #include "recipe/response_chat.h"
 
 namespace deepinfer::recipe {
@@ -231,16 +232,99 @@ void ResponsesStream::PushCustomDelta(const std::string& text, std::vector<Respo
        events);
 }
 
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// \uXXXX at text[i] (i at the backslash): its code unit, or -1 when malformed.
+int CodeUnitAt(std::string_view text, size_t i) {
+  if (i + 6 > text.size() || text[i] != '\\' || text[i + 1] != 'u') return -1;
+  int unit = 0;
+  for (size_t k = i + 2; k < i + 6; ++k) {
+    const int h = HexValue(text[k]);
+    if (h < 0) return -1;
+    unit = unit * 16 + h;
+  }
+  return unit;
+}
+
+// Decodes the body of a JSON string from `text` into `out` up to its closing quote (returns true once
+// seen) or up to what cannot be decoded yet (an escape or a character cut off at the end: left in `rest`).
+bool DecodeStringBody(std::string_view text, std::string* out, std::string* rest) {
+  const size_t limit = text.size() - utf8::IncompleteTailLength(text);
+  size_t i = 0;
+  while (i < limit) {
+    const char c = text[i];
+    if (c == '"') return true;
+    if (c != '\\') {
+      *out += c;
+      ++i;
+      continue;
+    }
+    if (i + 1 >= text.size()) break;
+    const char e = text[i + 1];
+    if (e == 'u') {
+      if (i + 6 > text.size()) break;
+      int unit = CodeUnitAt(text, i);
+      size_t used = 6;
+      if (unit < 0) {  // malformed: the text as it is
+        out->append(text.substr(i, 2));
+        i += 2;
+        continue;
+      }
+      if (unit >= 0xD800 && unit <= 0xDBFF) {
+        if (i + 12 > text.size()) break;  // the low half may still come
+        const int low = CodeUnitAt(text, i + 6);
+        if (low >= 0xDC00 && low <= 0xDFFF) {
+          unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+          used = 12;
+        } else {
+          unit = 0xFFFD;
+        }
+      } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
+        unit = 0xFFFD;
+      }
+      utf8::Append(*out, static_cast<char32_t>(unit));
+      i += used;
+      continue;
+    }
+    switch (e) {
+      case 'n': *out += '\n'; break;
+      case 't': *out += '\t'; break;
+      case 'r': *out += '\r'; break;
+      case 'b': *out += '\b'; break;
+      case 'f': *out += '\f'; break;
+      case '/': *out += '/'; break;
+      case '\\': *out += '\\'; break;
+      case '"': *out += '"'; break;
+      default: out->append(text.substr(i, 2)); break;
+    }
+    i += 2;
+  }
+  rest->assign(text.substr(i));
+  return false;
+}
+
+}  // namespace
+
 void ResponsesStream::AppendCustomInput(const std::string& fragment, std::vector<ResponsesEvent>* events) {
   static constexpr std::string_view kRawPrefix = "{\"input\": \"";
   Item& item = items_.back();
   switch (item.custom_input) {
     case CustomInput::kHolding: {
       item.held += fragment;
-      if (item.held == kRawPrefix) {
+      if (item.held.size() >= kRawPrefix.size() && item.held.compare(0, kRawPrefix.size(), kRawPrefix) == 0) {
         item.custom_input = CustomInput::kRawValue;
+        std::string value = item.held.substr(kRawPrefix.size());
         item.held.clear();
-      } else if (item.held.size() > kRawPrefix.size() || kRawPrefix.compare(0, item.held.size(), item.held) != 0) {
+        AppendCustomInput(value, events);
+      } else if (kRawPrefix.compare(0, std::min(item.held.size(), kRawPrefix.size()), item.held, 0,
+                                    std::min(item.held.size(), kRawPrefix.size())) != 0) {
         item.custom_input = CustomInput::kVerbatim;
         std::string text = std::move(item.held);
         item.held.clear();
@@ -249,18 +333,11 @@ void ResponsesStream::AppendCustomInput(const std::string& fragment, std::vector
       return;
     }
     case CustomInput::kRawValue: {
-      if (fragment == "\"") {  // a quote inside the value arrives escaped: this one closes it
-        item.custom_input = CustomInput::kRawDone;
-        return;
-      }
-      // The parser escapes each value piece on its own, so every fragment is a complete JSON string body.
-      std::string raw;
-      try {
-        raw = nlohmann::json::parse("\"" + fragment + "\"").get<std::string>();
-      } catch (const nlohmann::json::exception&) {
-        raw = fragment;
-      }
-      if (!raw.empty()) PushCustomDelta(raw, events);
+      std::string decoded, rest;
+      const bool closed = DecodeStringBody(item.held + fragment, &decoded, &rest);
+      item.held = closed ? std::string() : std::move(rest);
+      if (closed) item.custom_input = CustomInput::kRawDone;
+      if (!decoded.empty()) PushCustomDelta(decoded, events);
       return;
     }
     case CustomInput::kRawDone:

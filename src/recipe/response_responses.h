@@ -35,9 +35,11 @@ class ResponsesStream {
  private:
   enum class ItemType { kReasoning, kMessage, kFunctionCall, kCustomToolCall };
   // How a custom tool call's argument fragments become its raw input (deepseek-recipe's rule): while the
-  // arguments so far are a prefix of `{"input": "`, they are held; once they equal it, the string value's
-  // pieces go out unescaped and everything after its closing quote is dropped; once they diverge, the
-  // held text and every later fragment go out as they are.
+  // arguments so far are a prefix of `{"input": "`, they are held; once they begin with it, the string
+  // value is decoded as it arrives (an escape or a character split between fragments waits for its rest)
+  // and everything after its closing quote is dropped; once they diverge, the held text and every later
+  // fragment go out as they are. The value is the same whether the parameter came as string="true" (the
+  // parser quotes it) or as a JSON string with string="false", and whatever the chunking.
   enum class CustomInput { kHolding, kRawValue, kRawDone, kVerbatim };
   struct Item {
     ItemType type;
@@ -48,7 +50,7 @@ class ResponsesStream {
     std::string status = "in_progress";
     std::string phase = "final_answer";
     CustomInput custom_input = CustomInput::kHolding;
-    std::string held;  // custom tool calls: argument text held while kHolding
+    std::string held;  // custom tool calls: argument text held while kHolding, an unfinished escape in kRawValue
     std::string logprobs;  // messages: the comma-joined token entries of the text
   };
   void AppendCustomInput(const std::string& fragment, std::vector<ResponsesEvent>* events);

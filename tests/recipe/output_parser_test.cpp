@@ -10,6 +10,7 @@
 #include "recipe/delimiter_matcher.h"
 #include "recipe/output_parser.h"
 #include "recipe/response_json.h"
+#include "recipe/stream_events.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -126,6 +127,91 @@ TEST(ResponseJson, FloatsUseRustShortestForm) {
   EXPECT_EQ(f(0.0), "0.0");
   EXPECT_EQ(SerdeJsonDumps(nlohmann::ordered_json::parse(R"({"b": [1, 2.50, "é\n"], "a": {"x": null}})")),
             R"({"b":[1,2.5,"é\n"],"a":{"x":null}})");
+}
+
+// serde_json's reading of JSON text, which the oracle applies to bodies and tool inputs: -0 keeps its sign,
+// duplicate keys keep their first place and last value, nesting past 128 levels is an error.
+TEST(SerdeJson, ReadsLikeTheOracle) {
+  auto dump = [](std::string_view text) {
+    auto parsed = ParseSerdeJson(text);
+    return parsed.ok() ? SerdeJsonDumps(*parsed) : "error";
+  };
+  EXPECT_EQ(dump(R"({"a": -0, "b": [-0, 0, -0.0, -0e1], "c": "-0"})"), R"({"a":-0.0,"b":[-0.0,0,-0.0,-0.0],"c":"-0"})");
+  EXPECT_EQ(dump(R"({"k": 1, "j": 2, "k": 3})"), R"({"k":3,"j":2})");
+  std::string deep(128, '[');
+  deep += std::string(128, ']');
+  EXPECT_NE(dump(deep), "error");
+  EXPECT_EQ(dump("[" + deep + "]"), "error");
+  EXPECT_EQ(NegativeZeroAsFloat("[1, 2]"), std::nullopt);
+  EXPECT_EQ(NegativeZeroAsFloat(R"(["-0", -0, -0.5, -01])"), std::optional<std::string>(R"(["-0", -0.0, -0.5, -01])"));
+}
+
+std::string RunMessages(const std::string& text, size_t chunk_size) {
+  OutputParserOptions options;
+  ResponseOptions response_options;
+  response_options.id = "msg";
+  response_options.tool_call_id = [](int i) { return "call_" + std::to_string(i); };
+  std::vector<CompletionChunk> chunks;
+  for (size_t i = 0; i < text.size(); i += chunk_size) chunks.push_back({text.substr(i, chunk_size), 1});
+  return RunCompletion(Protocol::kMessages, options, response_options, chunks, BackendFinish::kStop, {}).response;
+}
+
+// JSON the model writes inside a tool parameter is parsed with a depth bound and without recursion on its
+// depth: 100,000 levels give the `{}` input the oracle gives for JSON it cannot read, not a crash.
+TEST(ToolInput, DeepJsonFromTheModelIsBounded) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string text = "r</think>\n\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Ctool_calls>\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke "
+                           "name=\"f\">\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter name=\"a\" string=\"false\">" + deep +
+                           "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter>\n</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke>\n</\xEF\xBD\x9C"
+                           "DSML\xEF\xBD\x9Ctool_calls>";
+  const std::string body = RunMessages(text, text.size());
+  EXPECT_NE(body.find(R"("type":"tool_use","id":"call_0","name":"f","input":{})"), std::string::npos) << body.substr(0, 300);
+}
+
+// A Messages tool input keeps the sign of -0 whatever the chunking (the oracle prints -0.0).
+TEST(ToolInput, NegativeZeroKeepsItsSign) {
+  const std::string text = "r</think>\n\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Ctool_calls>\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke "
+                           "name=\"f\">\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter name=\"a\" string=\"false\">[-0, 0]</\xEF\xBD\x9C"
+                           "DSML\xEF\xBD\x9Cparameter>\n</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke>\n</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Ctool_calls>";
+  for (size_t chunk : {text.size(), size_t{1}, size_t{3}, size_t{7}}) {
+    EXPECT_NE(RunMessages(text, chunk).find(R"("input":{"a":[-0.0,0]})"), std::string::npos) << chunk;
+  }
+}
+
+// Responses apply_patch: a patch sent as a JSON string with string="false" is decoded to the patch text,
+// the same for every chunking (escapes and surrogate pairs split between chunks included).
+TEST(CustomToolInput, OneResultForEveryChunking) {
+  const std::string value = R"("*** Begin Patch\n+x = \"\u00e9\" \ud83d\ude00\t\\\n*** End Patch")";
+  const std::string want = "*** Begin Patch\n+x = \"\xC3\xA9\" \xF0\x9F\x98\x80\t\\\n*** End Patch";
+  const std::string text = "<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Ctool_calls>\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke name=\"apply_patch\">\n"
+                           "<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter name=\"input\" string=\"false\">" + value +
+                           "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter>\n</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke>\n</\xEF\xBD\x9C"
+                           "DSML\xEF\xBD\x9Ctool_calls>";
+  OutputParserOptions options;
+  options.thinking_stage.reset();
+  ResponseOptions response_options;
+  response_options.thinking = false;
+  response_options.custom_tools = {"apply_patch"};
+  response_options.completed_at = 0;
+  response_options.tool_call_id = [](int i) { return "call_" + std::to_string(i); };
+  for (size_t chunk_size = 1; chunk_size <= text.size(); chunk_size += chunk_size < 16 ? 1 : 97) {
+    std::vector<CompletionChunk> chunks;
+    for (size_t i = 0; i < text.size(); i += chunk_size) chunks.push_back({text.substr(i, chunk_size), 1});
+    const StreamRunResult run = RunCompletion(Protocol::kResponses, options, response_options, chunks,
+                                              BackendFinish::kStop, {});
+    const auto response = nlohmann::json::parse(run.response);
+    ASSERT_EQ(response["output"].size(), 1u) << chunk_size;
+    EXPECT_EQ(response["output"][0]["type"], "custom_tool_call") << chunk_size;
+    EXPECT_EQ(response["output"][0]["input"], want) << chunk_size;
+    // The streamed deltas add up to the same input.
+    std::string streamed;
+    for (const auto& step : run.events_per_step) {
+      for (const StreamEvent& e : step) {
+        if (e.name == "response.custom_tool_call_input.delta") streamed += nlohmann::json::parse(e.json)["delta"];
+      }
+    }
+    EXPECT_EQ(streamed, want) << chunk_size;
+  }
 }
 
 }  // namespace

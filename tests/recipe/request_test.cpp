@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "recipe/render.h"
 #include "recipe/render_internal.h"
 #include "recipe/request.h"
 
@@ -264,6 +265,25 @@ TEST(RequestLimits, ManyToolsAreCheckedInLinearTime) {
       if (duplicate && !outcome.ok()) {
         EXPECT_EQ(outcome.error.message, "Tool names must be unique.");
       }
+    }
+  }
+}
+
+// Tool-call arguments are JSON inside a string of the body: rendering parses them with a depth bound and
+// without recursion on their depth, so 100,000 levels are a clean error (the oracle's serde_json refuses
+// them too), and 128 levels render.
+TEST(RequestLimits, DeepToolCallArgumentsAreBounded) {
+  for (int depth : {128, 100000}) {
+    const std::string arguments = R"({\"a\": )" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+    const std::string body =
+        R"({"model":"m","messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[)"
+        R"({"id":"c","type":"function","function":{"name":"f","arguments":")" + arguments +
+        R"("}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f"}}]})";
+    const ParseOutcome parsed = ParseChatCompletionsRequest(body);
+    ASSERT_TRUE(parsed.ok()) << parsed.error.message;
+    for (ModelVersion version : {ModelVersion::kV32, ModelVersion::kV4, ModelVersion::kV41}) {
+      const Result<RenderedPrompt> prompt = RenderPrompt(parsed.request->conversation, version);
+      EXPECT_EQ(prompt.ok(), depth == 128) << depth << " " << ModelVersionName(version);
     }
   }
 }

@@ -72,6 +72,8 @@ def dsml_block(rng, v41):
                 params.append(f'<｜DSML｜{p}parameter name="{name}" string="true">{value}</｜DSML｜{p}parameter>')
             else:
                 raw = json.dumps(value, ensure_ascii=False)
+                if rng.random() < 0.12:  # number spellings a parsed value cannot keep: -0 keeps its sign
+                    raw = rng.choice(["-0", "-0.0", "[-0, 0]", "1E2", "{\"a\": -0}", "1e400", "-1e-400"])
                 params.append(f'<｜DSML｜{p}parameter name="{name}" string="false">{raw}</｜DSML｜{p}parameter>')
         fname = rng.choice(["get_weather", "search", "f", "工具"])
         body = "\n".join(params)
@@ -252,7 +254,7 @@ def run_responses_oracle(case, tools=None):
 
 
 CUSTOM_TOOLS = [{"type": "custom", "name": "apply_patch"}] + RESPONSES_TOOLS
-CUSTOM_CASES = 32
+CUSTOM_CASES = 64
 PATCH_WORDS = ["*** Begin Patch\n", "*** Update File: a.py\n", "@@ def f():\n", "-x = 1\n", "+x = \"é\"\n",
                "+\\n\t😀\n", "*** End Patch", "<tag>", "</｜DSML｜", "｜", "\n\n"]
 
@@ -272,8 +274,13 @@ def custom_call_block(rng, v41):
                 params = [f'<｜DSML｜{p}parameter name="input" string="false">' + rng.choice(['{"a": 1}', "12", "[1, \"x\"]", "null"])
                           + f"</｜DSML｜{p}parameter>"]
             elif r < 0.8:
+                # The patch as a JSON string with string="false": the oracle decodes it, whatever the chunking
+                # (escapes and surrogate pairs may be split between chunks).
+                value = json.dumps(patch, ensure_ascii=rng.random() < 0.5)
+                params = [f'<｜DSML｜{p}parameter name="input" string="false">{value}</｜DSML｜{p}parameter>']
+            elif r < 0.85:
                 params = [f'<｜DSML｜{p}parameter name="{rng.choice(["other", "inp", "input2"])}" string="true">{patch}</｜DSML｜{p}parameter>']
-            elif r < 0.9:
+            elif r < 0.93:
                 params = [f'<｜DSML｜{p}parameter name="input" string="true">{patch}</｜DSML｜{p}parameter>',
                           f'<｜DSML｜{p}parameter name="b" string="false">2</｜DSML｜{p}parameter>']
             else:
