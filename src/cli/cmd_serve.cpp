@@ -73,6 +73,8 @@ constexpr const char* kUsage =
     "  --max-queued-requests N     waiting requests beyond which new ones get 429 (default 4096)\n"
     "  --no-enable-prefix-caching  no prefix reuse between requests\n"
     "  --precision exact|bf16      matrix-product arithmetic (default exact)\n"
+    "  --swa-replay exact|bounded  a prefix hit without cached window state replays the whole dependency cone\n"
+    "                              (exact: the same logits as a cold run) or the last block only (default)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
@@ -112,6 +114,7 @@ struct ServeArgs {
   int64_t max_queued_requests = 4096;
   bool no_prefix_caching = false;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
+  engine::SwaReplay swa_replay = engine::SwaReplay::kBounded;
   // KV store
   std::string kv_store_dir;
   uint64_t kv_store_capacity = 0;
@@ -153,6 +156,8 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Switch("--no-enable-prefix-caching", &out->no_prefix_caching);
   flags.Choice("--precision", &out->precision,
                {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
+  flags.Choice("--swa-replay", &out->swa_replay,
+               {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
   flags.Path("--kv-store", &out->kv_store_dir);
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{1} << 20, uint64_t{1} << 62);
   flags.Choice("--kv-ttl-class", &out->kv_ttl_class,
@@ -329,7 +334,8 @@ int RunServe(const std::vector<std::string>& argv) {
     engine_options.max_num_batched_tokens = args.max_num_batched_tokens;
     engine_options.max_waiting = args.max_queued_requests;
     engine_options.enable_prefix_caching = !args.no_prefix_caching;
-    engine_options.compute_precision = args.precision;  // part of every block's name (and the store's namespace)
+    engine_options.compute_precision = args.precision;
+    engine_options.swa_replay = args.swa_replay;  // part of every block's name (and the store's namespace)
     if (!args.kv_store_dir.empty()) {
       kv_tier = OpenKvStore(args, **loaded);
       engine_options.lower_tier = kv_tier.get();

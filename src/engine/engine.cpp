@@ -353,6 +353,7 @@ void EngineImpl::Shutdown() {
       inbox_cv_.notify_all();
     }
     if (step_thread_.joinable()) step_thread_.join();
+    WaitForTier();  // tier reads write into the pools: they finish before the pools go
     {
       std::lock_guard<std::mutex> lock(out_mutex_);
       out_stop_ = true;

@@ -86,6 +86,12 @@ struct Sequence {
   bool mask_filled = false;
   bool all_allowed = false;
   Status mask_status;
+  // The persistent tier (tier_loading.cpp): looked up once, before the first admission; while kLoading the
+  // sequence waits and the step loop serves others.
+  enum class Tier : uint8_t { kUnchecked, kLoading, kChecked };
+  Tier tier = Tier::kUnchecked;
+  int64_t tier_from = 0;    // first block index asked of the tier
+  int64_t tier_loaded = 0;  // blocks it served (verified, now cached in RAM)
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed; }
   bool replaying() const { return computed < replay_end; }
@@ -107,6 +113,23 @@ struct Request {
   int live = 0;             // outputs not finished
   bool fresh = true;        // never admitted (counts against max_waiting)
   std::vector<std::unique_ptr<Sequence>> seqs;
+};
+
+// A lookup or read of the persistent tier that finished (posted by the tier's thread to the inbox).
+struct TierEvent {
+  uint64_t ticket = 0;
+  bool read = false;  // else a lookup
+  size_t leading = 0;  // blocks present (lookup) or verified and filled (read)
+};
+
+// The prefix blocks a tier read fills; they belong to the load, not to a sequence, so that an abort while
+// the read runs cannot free memory the tier is still writing.
+struct TierLoad {
+  RequestId request = 0;
+  int index = 0;
+  int64_t from = 0;
+  std::vector<kvcache::BlockKey> keys;
+  std::vector<int32_t> blocks;  // allocated for the read (one reference each)
 };
 
 struct SeqOrder {
@@ -141,6 +164,12 @@ class EngineImpl final : public Engine {
   void CheckDeadlines(int64_t now);
   void Schedule(std::vector<PlannedChunk>* plan);
   int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
+  // The persistent tier (tier_loading.cpp).
+  bool NeedsTierLookup(const Sequence* s) const;
+  void StartTierLookup(Sequence* s);
+  void OnTierEvent(const TierEvent& e);
+  void PostTierEvent(const TierEvent& e);
+  void WaitForTier();
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
   Sequence* PickVictim(const Sequence* better_than) const;
   void Preempt(Sequence* s, std::vector<PlannedChunk>* plan);
@@ -172,6 +201,8 @@ class EngineImpl final : public Engine {
   bool can_fork_ = true;     // the model implements Fork (else n > 1 outputs recompute the prompt)
   int64_t cone_positions_ = 0;  // exact replay's dependency cone
   CostModel cost_;
+  std::unordered_map<uint64_t, TierLoad> tier_loads_;  // step thread
+  uint64_t next_tier_ticket_ = 1;
 
   // Step-thread state.
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
@@ -188,6 +219,9 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<Request>> new_requests_;
   std::vector<RequestId> aborts_;
   std::vector<std::pair<RequestId, int>> output_stops_;  // outputs the output thread finished (stop string)
+  std::vector<TierEvent> tier_events_;
+  int64_t tier_outstanding_ = 0;  // tier calls whose callback has not run yet
+  std::condition_variable tier_cv_;
   int64_t waiting_fresh_ = 0;  // fresh requests queued or not yet admitted
   bool stopping_ = false;
   RequestId next_id_ = 1;

@@ -20,18 +20,22 @@ bool EngineImpl::DrainInbox(bool wait) {
   std::vector<std::unique_ptr<Request>> fresh;
   std::vector<RequestId> aborts;
   std::vector<std::pair<RequestId, int>> stops;
+  std::vector<TierEvent> tier;
   bool stopping;
   {
     std::unique_lock<std::mutex> lock(inbox_mutex_);
-    if (wait && new_requests_.empty() && aborts_.empty() && output_stops_.empty() && !stopping_) {
+    if (wait && new_requests_.empty() && aborts_.empty() && output_stops_.empty() && tier_events_.empty() &&
+        !stopping_) {
       // Wake for deadlines and cache expiry too, not only for new work.
       inbox_cv_.wait_for(lock, std::chrono::milliseconds(requests_.empty() ? 1000 : 20));
     }
     fresh.swap(new_requests_);
     aborts.swap(aborts_);
     stops.swap(output_stops_);
+    tier.swap(tier_events_);
     stopping = stopping_;
   }
+  for (const TierEvent& e : tier) OnTierEvent(e);
   for (auto& r : fresh) {
     Sequence* s = r->seqs[0].get();
     waiting_.insert(s);
@@ -196,11 +200,19 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
   }
 
   // 3. Admission, best first; a sequence that cannot start keeps the ones behind it waiting (priority).
-  while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_num_seqs) {
-    Sequence* s = *waiting_.begin();
+  // Sequences loading from the persistent tier are passed over until their blocks are in (or not).
+  for (auto it = waiting_.begin();
+       budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) < options_.max_num_seqs;) {
+    Sequence* s = *it;
+    if (NeedsTierLookup(s)) StartTierLookup(s);
+    if (s->tier == Sequence::Tier::kLoading) {
+      ++it;
+      continue;
+    }
     const int64_t n = Admit(s, budget, shape);
     if (n <= 0) break;
     add(s, n);
+    it = waiting_.begin();  // Admit took s out of waiting_
   }
 
   std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -335,6 +347,10 @@ int64_t EngineImpl::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
       counters_.prompt_tokens += static_cast<uint64_t>(r->prompt_tokens);
       counters_.prefix_cache_queries += static_cast<uint64_t>(r->prompt_tokens);
       counters_.prefix_cache_hits += static_cast<uint64_t>(r->hit_tokens);
+      // Of the hit, the blocks the persistent tier brought in for this request.
+      const int64_t from_tier = std::clamp<int64_t>(m - s->tier_from, 0, s->tier_loaded);
+      counters_.external_prefix_cache_hits +=
+          static_cast<uint64_t>(std::min(from_tier * model::kBlockTokens, r->hit_tokens));
     }
     if (m > 0) {
       if (window_hit) ++counters_.window_block_hits;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include "engine_test_support.h"
@@ -153,6 +154,100 @@ TEST(KvStoreTier, OfferedBlocksAreTheColdBytesAndSurviveARestart) {
   tier->Read(keys, dest, [&](size_t n) { collided.set_value(n); });
   EXPECT_EQ(collided.get_future().get(), 1u);
   EXPECT_EQ(tier->store().stats().verify_failures[static_cast<int>(kvstore::VerifyFailure::kTokens)], 1u);
+}
+
+struct ServedRun {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  int64_t hit_tokens = 0;
+  uint64_t external_hits = 0;
+};
+
+// One greedy request through an engine (with the tier when given), exact replay, logprobs kept.
+ServedRun Serve(const std::vector<int32_t>& prompt, KvStoreTier* tier) {
+  EngineOptions options;
+  options.kv_cache_bytes = int64_t{64} << 20;
+  options.lower_tier = tier;
+  options.swa_replay = SwaReplay::kExact;
+  auto engine = Engine::Create(LoadFixture(), options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  RequestParams p;
+  p.sampling.max_tokens = 4;
+  p.sampling.temperature = 0;  // greedy
+  p.sampling.logprobs = true;
+  auto out = (*engine)->Generate(std::span(&prompt, 1), p);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  ServedRun run;
+  for (const GeneratedToken& t : (*out)[0].sequences[0].tokens) {
+    run.ids.push_back(t.id);
+    run.logprobs.push_back(t.logprob);
+  }
+  run.hit_tokens = (*out)[0].prompt_cache_hit_tokens;
+  run.external_hits = (*engine)->Stats().external_prefix_cache_hits;
+  (*engine)->Shutdown();
+  if (tier) tier->store().Flush();
+  return run;
+}
+
+// Restart equivalence: a prompt served by A is served by a restarted A and by a second process B on the
+// same directory as a prefix hit of exactly its full blocks, with tokens and logprobs bit-identical to a
+// cold run (exact replay rebuilds the window state the store does not keep).
+TEST(KvStoreTier, RestartedAndSecondServersHitExactlyAndMatchAColdRun) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(3 * 128 + 40, 21);  // 3 full blocks
+  const ServedRun cold = Serve(prompt, nullptr);
+  ASSERT_EQ(cold.hit_tokens, 0);
+  auto m = LoadFixture();
+  std::unique_ptr<KvStoreTier> a = OpenTier(dir.path(), *m);
+  const ServedRun first = Serve(prompt, a.get());
+  EXPECT_EQ(first.hit_tokens, 0);
+  EXPECT_EQ(first.ids, cold.ids);
+  EXPECT_EQ(a->store().stats().writes_done, 3u);
+  // B: a second store on the directory while A's is still open.
+  std::unique_ptr<KvStoreTier> b = OpenTier(dir.path(), *m);
+  const ServedRun second = Serve(prompt, b.get());
+  // A restarted: its store closed and opened again.
+  a.reset();
+  a = OpenTier(dir.path(), *m);
+  const ServedRun restarted = Serve(prompt, a.get());
+  for (const ServedRun* r : {&second, &restarted}) {
+    EXPECT_EQ(r->hit_tokens, 3 * 128);
+    EXPECT_EQ(r->external_hits, 3u * 128);
+    EXPECT_EQ(r->ids, cold.ids);
+    EXPECT_EQ(r->logprobs, cold.logprobs);  // bit-identical: float ==
+  }
+  EXPECT_EQ(a->store().stats().hit_blocks, 3u);
+  EXPECT_EQ(b->store().stats().hit_blocks, 3u);
+  EXPECT_EQ(a->store().stats().verify_failures_total(), 0u);
+}
+
+// A store whose blocks went bad is never served from: the request recomputes and still matches a cold run.
+TEST(KvStoreTier, CorruptStoreBlocksAreRecomputed) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(2 * 128 + 10, 22);
+  const ServedRun cold = Serve(prompt, nullptr);
+  auto m = LoadFixture();
+  {
+    auto a = OpenTier(dir.path(), *m);
+    Serve(prompt, a.get());
+  }
+  // Flip one payload byte in every stored block.
+  size_t flipped = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (e.path().extension() != ".kvb") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5000);
+    f.put('\x5a');
+    ++flipped;
+  }
+  ASSERT_EQ(flipped, 2u);
+  auto b = OpenTier(dir.path(), *m);
+  const ServedRun again = Serve(prompt, b.get());
+  EXPECT_EQ(again.hit_tokens, 0);
+  EXPECT_EQ(again.ids, cold.ids);
+  EXPECT_EQ(again.logprobs, cold.logprobs);
+  EXPECT_EQ(b->store().stats().verify_failures[static_cast<int>(kvstore::VerifyFailure::kChecksum)], 2u);
+  EXPECT_EQ(b->store().stats().hit_blocks, 0u);
 }
 
 }  // namespace

@@ -55,15 +55,23 @@ def test_serve_writes_blocks_behind_and_reports_them(deepinfer_bin, tiny_model, 
     [ns] = stats["namespaces"]
     assert "compute=exact kv=f32" in ns["description"]
     assert stats["tmp_files"] == 0
-    # A restarted server on the same directory opens it, writes nothing twice, and serves the same answer.
-    again = Server(deepinfer_bin, tiny_model, "--served-model-name", MODEL, "--kv-store", str(store))
+    # A restarted server on the same directory serves the stored prefix: exact prompt_cache_hit_tokens
+    # (every full block but the one holding the last prompt token, which is always recomputed), the same
+    # answer as a cold run under exact replay, and nothing written twice.
+    full_blocks = (prompt_tokens - 1) // 128
+    again = Server(deepinfer_bin, tiny_model, "--served-model-name", MODEL, "--kv-store", str(store),
+                   "--swa-replay", "exact")
     try:
         status, _, body2 = again.json("POST", "/v1/chat/completions", long_prompt_request())
         assert status == 200
+        assert body2["usage"]["prompt_cache_hit_tokens"] == full_blocks * 128
+        assert body2["usage"]["prompt_tokens_details"]["cached_tokens"] == full_blocks * 128
         assert body2["choices"][0]["message"] == body["choices"][0]["message"]
-        assert wait_for(lambda: again.metrics().get("deepinfer:kvstore_writes_present_total", 0)
-                        + again.metrics().get("deepinfer:kvstore_writes_total", 0) >= prompt_tokens // 128)
-        assert again.metrics().get("deepinfer:kvstore_writes_total", 0) == 0
+        m = again.metrics()
+        assert m["deepinfer:kvstore_hit_blocks_total"] == full_blocks
+        [external] = [v for k, v in m.items() if k.startswith("deepinfer:external_prefix_cache_hits_total")]
+        assert external == full_blocks * 128
+        assert m.get("deepinfer:kvstore_writes_total", 0) == 0
     finally:
         assert again.stop() == 0, "\n".join(again.log)
 

@@ -1,0 +1,142 @@
+// The persistent tier at admission: after the RAM prefix match ends, the next blocks of a waiting prompt
+// are looked up in the tier; those present are read (verified) into freshly allocated prefix blocks, which
+// then join the RAM prefix cache under their hashes, and the sequence is admitted as a prefix hit of them.
+// Meanwhile the sequence waits (Tier::kLoading) and the step loop serves the others. Window state is not
+// persisted: a hit from the tier resumes through the replay policy, as a RAM hit whose window blocks are
+// gone does.
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "engine/engine_impl.h"
+
+namespace deepinfer::engine {
+
+bool EngineImpl::NeedsTierLookup(const Sequence* s) const {
+  return options_.lower_tier != nullptr && options_.enable_prefix_caching && can_restore_ &&
+         s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_->has_prefix();
+}
+
+void EngineImpl::PostTierEvent(const TierEvent& e) {
+  std::lock_guard<std::mutex> lock(inbox_mutex_);
+  tier_events_.push_back(e);
+  --tier_outstanding_;
+  inbox_cv_.notify_all();
+  tier_cv_.notify_all();
+}
+
+void EngineImpl::WaitForTier() {
+  std::unique_lock<std::mutex> lock(inbox_mutex_);
+  tier_cv_.wait(lock, [this] { return tier_outstanding_ == 0; });
+}
+
+void EngineImpl::StartTierLookup(Sequence* s) {
+  Request* r = s->request;
+  s->tier = Sequence::Tier::kChecked;
+  kvcache::SequenceBlocks& b = s->blocks;
+  b = kvcache::SequenceBlocks{};
+  b.root = r->root;
+  kvcache::ExtendBlockHashes(b.root, s->tokens, &b.hashes);
+  // As in Admit: at least one position is computed, so a fully cached prompt re-runs its last block.
+  const int64_t length = static_cast<int64_t>(s->tokens.size());
+  const int64_t usable = (length - 1) / model::kBlockTokens;
+  const int64_t m = blocks_->MatchPrefix(b.hashes, usable);
+  if (m >= usable) return;
+  TierLoad load;
+  load.request = r->id;
+  load.index = s->index;
+  load.from = m;
+  for (int64_t i = m; i < usable; ++i) {
+    kvcache::BlockKey key;
+    key.hash = b.hashes[static_cast<size_t>(i)];
+    key.parent = i == 0 ? b.root : b.hashes[static_cast<size_t>(i - 1)];
+    std::copy_n(s->tokens.begin() + i * model::kBlockTokens, model::kBlockTokens, key.tokens.begin());
+    key.ttl_class = r->params.kv_ttl_class;
+    load.keys.push_back(std::move(key));
+  }
+  const uint64_t ticket = next_tier_ticket_++;
+  std::vector<kvcache::BlockKey> keys = load.keys;
+  tier_loads_.emplace(ticket, std::move(load));
+  s->tier = Sequence::Tier::kLoading;
+  s->tier_from = m;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    ++tier_outstanding_;
+  }
+  options_.lower_tier->Lookup(std::move(keys), [this, ticket](size_t present) {
+    PostTierEvent({ticket, /*read=*/false, present});
+  });
+}
+
+void EngineImpl::OnTierEvent(const TierEvent& e) {
+  auto it = tier_loads_.find(e.ticket);
+  if (it == tier_loads_.end()) return;
+  TierLoad& load = it->second;
+  Sequence* s = nullptr;
+  if (auto r = requests_.find(load.request); r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
+    s = r->second->seqs[static_cast<size_t>(load.index)].get();
+    if (s->finished || s->tier != Sequence::Tier::kLoading) s = nullptr;
+  }
+  const int64_t now = NowNanos();
+  if (e.read) {
+    // The verified leading blocks join the RAM prefix cache; the rest go back. Done even when the request
+    // went away meanwhile: the blocks are good either way.
+    int64_t loaded = 0;
+    for (size_t i = 0; i < load.blocks.size(); ++i) {
+      const int32_t block = load.blocks[i];
+      if (i < e.leading) {
+        blocks_->prefix().Register(block, load.keys[i].hash);  // another copy already there: ours goes free
+        ++loaded;
+      }
+      blocks_->prefix().Release(block, now);
+    }
+    if (s) {
+      s->tier_loaded = loaded;
+      s->tier = Sequence::Tier::kChecked;
+    }
+    tier_loads_.erase(it);
+    return;
+  }
+  // A lookup: read what is there into fresh blocks when that is predicted faster than recomputing it.
+  size_t n = std::min(e.leading, load.keys.size());
+  if (s && n > 0 && cost_.ready()) {
+    StepShape shape;
+    shape.AddChunk(load.from * model::kBlockTokens, static_cast<int64_t>(n) * model::kBlockTokens, true);
+    if (options_.lower_tier->PredictReadSeconds(static_cast<int64_t>(n)) >= cost_.Predict(shape)) n = 0;
+  }
+  if (!s || n == 0) {
+    if (s) s->tier = Sequence::Tier::kChecked;
+    tier_loads_.erase(it);
+    return;
+  }
+  // Keep one block free for the chunk that follows; never take blocks others hold (Allocate only reuses
+  // free or cached ones).
+  while (load.blocks.size() < n && blocks_->prefix().num_available() > 1) {
+    const int32_t block = blocks_->prefix().Allocate();
+    if (block == kvcache::kNoBlock) break;
+    load.blocks.push_back(block);
+  }
+  if (load.blocks.empty()) {
+    s->tier = Sequence::Tier::kChecked;
+    tier_loads_.erase(it);
+    return;
+  }
+  load.keys.resize(load.blocks.size());
+  std::vector<std::vector<std::span<uint8_t>>> dest(load.blocks.size());
+  for (size_t i = 0; i < load.blocks.size(); ++i) {
+    for (size_t g = 0; g < spec_.groups.size(); ++g) {
+      if (spec_.groups[g].retention != model::CacheRetention::kPrefix) continue;
+      dest[i].emplace_back(pools_.group(g).block(load.blocks[i]), static_cast<size_t>(spec_.groups[g].bytes_per_block));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    ++tier_outstanding_;
+  }
+  const uint64_t ticket = e.ticket;
+  options_.lower_tier->Read(load.keys, std::move(dest), [this, ticket](size_t ok) {
+    PostTierEvent({ticket, /*read=*/true, ok});
+  });
+}
+
+}  // namespace deepinfer::engine
