@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -22,49 +19,19 @@
 namespace deepinfer::bench {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: deepinfer bench parse [--kib N] [--chunk-bytes N] [--python PATH] [--no-oracle]\n\n"
+    "usage: deepinfer bench parse [--kib N] [--chunk-bytes N] [--peer FILE] [--write-inputs DIR]\n\n"
     "Parses a synthetic thinking-mode completion (reasoning, answer, a DSML tool-call block; English,\n"
     "Chinese and JSON) fed in token-sized chunks, and prints MB/s and per-chunk latency (p50, p99,\n"
     "p99.9, max) of the parser alone and of parser + Chat Completions chunk JSON, beside\n"
-    "deepseek-recipe's StreamProcessor (push + to_json of every chunk) on the same chunks, and the ratio.\n\n"
+    "deepseek-recipe's StreamProcessor (push + to_json of every chunk) on the same chunks (--peer), and the ratio.\n\n"
     "  --kib N          completion size (default 512)\n"
     "  --chunk-bytes N  about N bytes per chunk, cut at character boundaries (default 4, a token)\n"
-    "  --python PATH    Python with deepseek-recipe (default: <repo>/.venv/bin/python, $DEEPINFER_PYTHON)\n";
+    "  --peer FILE      deepseek-recipe's figures for the same chunks (refused if its inputs differ):\n"
+    "                     .venv/bin/python tools/recipe/bench_parse.py --deepinfer BIN --out recipe.json\n"
+    "  --write-inputs DIR  write the chunks (what the peer script reads) into DIR and exit\n";
 
-constexpr const char* kOracleScript = R"PY(
-import json, sys, time
-import deepseek_recipe as dr
-chunks = json.load(open(sys.argv[1], encoding="utf-8"))
-def run(serialise, clocked):
-    request = dr.ChatCompletionRequest({"model": "DeepSeek-V4-Pro", "messages": [{"role": "user", "content": "q"}],
-                                        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]})
-    converted = request.convert(dr.ConversionOptions())
-    options = dr.ParsingOptions(thinking_initial_stage=dr.ThinkingInitialStage.ReasoningStart)
-    proc = dr.StreamProcessor(dr.ChatCompletionRequest.chunk_generator(converted, "id", "m"), options)
-    proc.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=1)))
-    times, n = [], 0
-    clock = time.perf_counter
-    start = clock()
-    for c in chunks:
-        t = clock() if clocked else 0
-        out = proc.push(dr.InferenceChunk.text(c, 1))
-        if serialise:
-            for o in out:
-                o.to_json()
-        if clocked:
-            times.append(clock() - t)
-        n += len(out)
-    proc.push(dr.InferenceChunk.finish(dr.InferenceFinishReason.Stop))
-    return clock() - start, sorted(times), n
-seconds = min(run(True, False)[0] for _ in range(3))
-_, times, events = run(True, True)
-pick = lambda q: times[min(len(times) - 1, int(q * len(times)))]
-print(json.dumps({"seconds": seconds, "p50": pick(0.5), "p99": pick(0.99), "p999": pick(0.999),
-                  "worst": times[-1], "events": events}))
-)PY";
 
 // A deterministic thinking-mode completion of about `bytes` bytes.
 std::string MakeCompletion(size_t bytes) {
@@ -150,54 +117,33 @@ void Best(const std::vector<std::string>& chunks, bool with_json, Measured* m) {
 int RunBenchParse(const std::vector<std::string>& args) {
   size_t kib = 512;
   size_t chunk_bytes = 4;
-  std::string python;
-  bool oracle = true;
+  std::string peer_path, inputs_dir;
   cli::Flags flags("bench parse");
   flags.Int<size_t>("--kib", &kib, 1, 1 << 20);
   flags.Int<size_t>("--chunk-bytes", &chunk_bytes, 1, 1 << 20);
-  flags.Path("--python", &python);
-  flags.Switch("--no-oracle", &oracle, false);
+  flags.Path("--peer", &peer_path);
+  flags.Path("--write-inputs", &inputs_dir);
   if (int rc = flags.Parse(args)) return rc;
 
   const std::string text = MakeCompletion(kib * 1024);
   const std::vector<std::string> chunks = ChunkAtCharacters(text, chunk_bytes);
+  BenchInputs inputs;
+  inputs.files = {{"chunks.json", nlohmann::json(chunks).dump()}};
+  if (!inputs_dir.empty()) {
+    if (Status st = WriteBenchInputs(inputs_dir, "parse", inputs); !st.ok()) return cli::Fail("bench parse", st.message());
+    std::printf("wrote the inputs of bench parse to %s (inputs_id %s)\n", inputs_dir.c_str(), inputs.Id().c_str());
+    return 0;
+  }
+  nlohmann::json theirs;
+  if (!peer_path.empty()) {
+    auto peer = ReadPeer(peer_path, "parse", inputs);
+    if (!peer.ok()) return cli::Fail("bench parse", peer.status().message());
+    theirs = std::move(peer).value();
+  }
   Measured parse_only;
   Best(chunks, false, &parse_only);
   Measured with_json;
   Best(chunks, true, &with_json);
-
-  nlohmann::json theirs;
-  std::string note;
-  if (oracle) {
-    if (python.empty()) {
-      if (const char* env = std::getenv("DEEPINFER_PYTHON"); env != nullptr && *env) python = env;
-      else python = FindUp(".venv/bin/python");
-    }
-    if (python.empty()) {
-      note = "deepseek-recipe: skipped (no .venv/bin/python; pass --python)";
-    } else {
-      const fs::path tmp = fs::temp_directory_path() / ("deepinfer_bench_parse_" + std::to_string(::getpid()));
-      fs::create_directories(tmp);
-      std::ofstream((tmp / "oracle.py").string()) << kOracleScript;
-      std::ofstream((tmp / "chunks.json").string()) << nlohmann::json(chunks).dump();
-      const std::string cmd = "'" + python + "' '" + (tmp / "oracle.py").string() + "' '" +
-                              (tmp / "chunks.json").string() + "' 2>&1";
-      std::string output;
-      if (FILE* pipe = popen(cmd.c_str(), "r"); pipe != nullptr) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-        pclose(pipe);
-      }
-      fs::remove_all(tmp);
-      const size_t brace = output.rfind('{');
-      if (brace != std::string::npos) theirs = nlohmann::json::parse(output.substr(brace), nullptr, false);
-      if (!theirs.is_object()) {
-        note = "deepseek-recipe: failed: " + output.substr(output.size() > 600 ? output.size() - 600 : 0);
-        theirs = nlohmann::json();
-      }
-    }
-  }
 
   const double mb = static_cast<double>(text.size()) / 1e6;
   std::printf("completion: %zu bytes in %zu chunks (%.1f bytes each): reasoning, answer, DSML tool calls\n"
@@ -215,13 +161,14 @@ int RunBenchParse(const std::vector<std::string>& args) {
       with_json.latency.Percentile(0.99), with_json.latency.Percentile(0.999), with_json.latency.max(),
       with_json.events);
   if (theirs.is_object()) {
-    const double s = theirs["seconds"].get<double>();
-    row("deepseek-recipe: push + to_json (Python)", s, theirs["p50"].get<double>(), theirs["p99"].get<double>(),
-        theirs["p999"].get<double>(), theirs["worst"].get<double>(), theirs["events"].get<size_t>());
-    std::printf("\nratio ours (parser + JSON) vs deepseek-recipe: %.1fx throughput, %.1fx lower p99.9 latency\n",
-                s / with_json.seconds, theirs["p999"].get<double>() / with_json.latency.Percentile(0.999));
-  } else if (!note.empty()) {
-    std::printf("\n%s\n", note.c_str());
+    const double s = PeerNumber(theirs, "seconds");
+    row("deepseek-recipe: push + to_json (Python)", s, PeerNumber(theirs, "p50"), PeerNumber(theirs, "p99"),
+        PeerNumber(theirs, "p999"), PeerNumber(theirs, "worst"), static_cast<size_t>(PeerNumber(theirs, "events")));
+    std::printf("\n%s\nratio ours (parser + JSON) vs deepseek-recipe: %.1fx throughput, %.1fx lower p99.9 latency\n",
+                PeerLine(theirs, peer_path).c_str(), s / with_json.seconds,
+                PeerNumber(theirs, "p999") / with_json.latency.Percentile(0.999));
+  } else {
+    std::printf("\npeer: none (see --help: tools/recipe/bench_parse.py, then --peer FILE)\n");
   }
   return 0;
 }

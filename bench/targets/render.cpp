@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/clock.h"
@@ -23,17 +24,18 @@ namespace deepinfer::bench {
 namespace {
 
 using cli::Fail;
-using cli::UsageError;
 
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
-    "usage: deepinfer bench render [--tokenizer PATH] [--python PATH] [--turns N] [--iterations N]\n\n"
+    "usage: deepinfer bench render [--tokenizer T] [--turns N] [--iterations N] [--peer FILE] [--write-inputs DIR]\n\n"
     "Times parse + render + tokenize of one long Chat Completions request (multi-turn, tools, tool results;\n"
-    "about 77,000 prompt tokens with the default 160 turns) for DeepSeek V4, and the same work done by the\n"
-    "deepseek-recipe Python package in a subprocess, and prints both medians and the ratio.\n\n"
+    "about 77,000 prompt tokens with the default 160 turns) for DeepSeek V4; with --peer, beside the same work\n"
+    "done by the deepseek-recipe Python package (its median, the ratio, and whether the token ids match).\n\n"
     "  --tokenizer T     a V4 tokenizer.json or a builtin tokenizer name (default deepseek-v4)\n"
-    "  --python PATH     Python with deepseek_recipe (default .venv/bin/python; 'none' skips the peer)\n";
+    "  --peer FILE       deepseek-recipe's figures for the same request (refused if its inputs differ):\n"
+    "                      .venv/bin/python tools/recipe/bench_render.py --deepinfer BIN --out recipe.json\n"
+    "  --write-inputs DIR  write the request and tokenizer (what the peer script reads) into DIR and exit\n";
 
 constexpr const char* kParagraphs[] = {
     "Please review the following function and explain what it does, then suggest improvements for "
@@ -91,27 +93,14 @@ std::string BuildRequest(int turns) {
   return req.dump();
 }
 
-constexpr const char* kPeerScript = R"PY(
-import json, statistics, sys, time
-import deepseek_recipe as dr
-body = open(sys.argv[1], encoding="utf-8").read()
-encoding = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(sys.argv[2]))
-times = []
-for _ in range(int(sys.argv[3])):
-    start = time.perf_counter()
-    converted = dr.ChatCompletionRequest(body).convert(dr.ConversionOptions())
-    ids = encoding.encode(converted.conversation)
-    times.append((time.perf_counter() - start) * 1e3)
-print(json.dumps({"ms": statistics.median(times), "tokens": len(ids), "ids_head": ids[:64], "ids_sum": sum(ids)}))
-)PY";
 
 int RunBenchRender(const std::vector<std::string>& args) {
-  std::string tokenizer_name;
-  std::string python = ".venv/bin/python";
+  std::string tokenizer_name, peer_path, inputs_dir;
   int turns = 160, iterations = 20;
   cli::Flags flags("bench render");
   flags.Path("--tokenizer", &tokenizer_name);
-  flags.Path("--python", &python);
+  flags.Path("--peer", &peer_path);
+  flags.Path("--write-inputs", &inputs_dir);
   flags.Int("--turns", &turns, 1, 100000);
   flags.Int("--iterations", &iterations, 1, 100000);
   if (int rc = flags.Parse(args)) return rc;
@@ -121,6 +110,21 @@ int RunBenchRender(const std::vector<std::string>& args) {
   if (!tokenizer.ok()) return Fail("bench render", tokenizer.status().message());
 
   const std::string body = BuildRequest(turns);
+  auto tokenizer_json = tokenizer::ReadTokenizerJson(*source);
+  if (!tokenizer_json.ok()) return Fail("bench render", tokenizer_json.status().message());
+  BenchInputs inputs;
+  inputs.files = {{"request.json", body}, {"tokenizer.json", *tokenizer_json}};
+  if (!inputs_dir.empty()) {
+    if (Status st = WriteBenchInputs(inputs_dir, "render", inputs); !st.ok()) return Fail("bench render", st.message());
+    std::printf("wrote the inputs of bench render to %s (inputs_id %s)\n", inputs_dir.c_str(), inputs.Id().c_str());
+    return 0;
+  }
+  nlohmann::json peer;
+  if (!peer_path.empty()) {
+    auto read = ReadPeer(peer_path, "render", inputs);
+    if (!read.ok()) return Fail("bench render", read.status().message());
+    peer = std::move(read).value();
+  }
   const recipe::ControlTokenIds control = recipe::ControlTokenIds::FromTokenizer(*tokenizer);
   recipe::RequestOptions options;
   std::vector<double> parse_ms, render_ms, total_ms;
@@ -153,34 +157,22 @@ int RunBenchRender(const std::vector<std::string>& args) {
   std::printf("deepinfer:       parse %.3f ms + render %.3f ms + tokenize %.3f ms = %.3f ms (median of %d; best %.3f ms)\n",
               median(parse_ms), median(render_ms), median(total_ms) - median(parse_ms) - median(render_ms),
               median(total_ms), iterations, *std::min_element(total_ms.begin(), total_ms.end()));
-  if (python == "none") return 0;
-
-  const std::filesystem::path dir = std::filesystem::temp_directory_path();
-  const std::string request_path = (dir / "deepinfer_bench_render.json").string();
-  const std::string script_path = (dir / "deepinfer_bench_render.py").string();
-  const std::string out_path = (dir / "deepinfer_bench_render.out").string();
-  std::ofstream(request_path, std::ios::binary) << body;
-  std::ofstream(script_path, std::ios::binary) << kPeerScript;
-  const std::string tokenizer_path = (dir / "deepinfer_bench_render_tokenizer.json").string();
-  auto tokenizer_json = tokenizer::ReadTokenizerJson(*source);
-  if (!tokenizer_json.ok()) return Fail("bench render", tokenizer_json.status().message());
-  std::ofstream(tokenizer_path, std::ios::binary) << *tokenizer_json;
-  const std::string command = "'" + python + "' '" + script_path + "' '" + request_path + "' '" + tokenizer_path +
-                              "' " + std::to_string(iterations) + " > '" + out_path + "'";
-  if (std::system(command.c_str()) != 0) {
-    std::printf("deepseek-recipe: not run (%s failed)\n", python.c_str());
+  if (peer.is_null()) {
+    std::printf("peer: none (see --help: tools/recipe/bench_render.py, then --peer FILE)\n");
     return 0;
   }
-  std::ifstream in(out_path);
-  const Json peer = Json::parse(in, nullptr, false);
-  if (peer.is_discarded()) return Fail("bench render", "could not read the peer's result");
+  std::printf("%s\n", PeerLine(peer, peer_path).c_str());
   int64_t sum = 0;
   for (int32_t id : ids) sum += id;
-  bool same = peer["tokens"].get<size_t>() == ids.size() && peer["ids_sum"].get<int64_t>() == sum;
-  for (size_t i = 0; same && i < peer["ids_head"].size(); ++i) same = peer["ids_head"][i].get<int32_t>() == ids[i];
-  const double peer_ms = peer["ms"].get<double>();
-  std::printf("deepseek-recipe: convert + encode %.3f ms (median of %d, Python subprocess), %zu tokens\n", peer_ms,
-              iterations, peer["tokens"].get<size_t>());
+  // The peer's ids must be ours: the same token count, sum and first 64 ids.
+  bool same = PeerNumber(peer, "tokens") == static_cast<double>(ids.size()) && PeerNumber(peer, "ids_sum") == static_cast<double>(sum) &&
+              peer.contains("ids_head") && peer["ids_head"].is_array();
+  for (size_t i = 0; same && i < peer["ids_head"].size() && i < ids.size(); ++i) {
+    same = peer["ids_head"][i].is_number_integer() && peer["ids_head"][i].get<int64_t>() == ids[i];
+  }
+  const double peer_ms = PeerNumber(peer, "ms");
+  std::printf("deepseek-recipe: convert + encode %.3f ms (median of %.0f), %.0f tokens\n", peer_ms,
+              PeerNumber(peer, "iterations"), PeerNumber(peer, "tokens"));
   std::printf("ratio: deepinfer is %.1fx faster; token ids %s\n", peer_ms / median(total_ms),
               same ? "match" : "DIFFER");
   return same ? 0 : 1;

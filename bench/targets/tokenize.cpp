@@ -1,11 +1,8 @@
-// deepinfer bench tokenize: encoding speed against the Hugging Face `tokenizers` package, measured in the
-// same run on the same inputs (the committed test corpus and a generated mixed English/Chinese/code file).
-#include <unistd.h>
+// deepinfer bench tokenize: encoding speed, beside the Hugging Face `tokenizers` package's on the same inputs
+// (the committed test corpus and a generated mixed English/Chinese/code file; tools/tokenizer/bench_hf.py).
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -16,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "tokenizer/locate.h"
@@ -26,51 +24,22 @@ namespace {
 
 using cli::Fail;
 
-namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: deepinfer bench tokenize [--tokenizer PATH] [--python PATH] [--mixed-mb N] [--no-hf]\n\n"
+    "usage: deepinfer bench tokenize [--tokenizer T] [--mixed-mb N] [--corpus FILE] [--peer FILE]\n"
+    "                                [--write-inputs DIR]\n\n"
     "Encoding throughput (MB/s, best of 3) on the committed corpus (tests/tokenizer/data/corpus.jsonl, each\n"
     "string encoded separately) and on a generated mixed English/Chinese/code file, on one thread and on all\n"
-    "threads of the shared pool (segment-parallel for the big file), beside the Hugging Face tokenizers\n"
-    "figure (Python encode on one thread, encode_batch on all cores) and the ratio; then the time to encode\n"
-    "a 77,000-token prompt and to load tokenizer.json.\n\n"
-    "  --tokenizer T   a tokenizer.json, a directory holding one, or a builtin name (default deepseek-v4)\n"
-    "  --python PATH   Python with `tokenizers` (default: <repo>/.venv/bin/python)\n"
-    "  --mixed-mb N    size of the generated file (default 10)\n"
-    "  --no-hf         skip the Hugging Face measurement\n";
-
-constexpr const char* kHfScript = R"PY(
-import json, sys, time
-from tokenizers import Tokenizer
-tok_path, corpus_path, mixed_path, prompt_bytes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-spec = json.load(open(tok_path, encoding="utf-8"))
-spec["added_tokens"] = []  # plain-text encoding, as deepinfer's EncodeText
-tok = Tokenizer.from_str(json.dumps(spec))
-corpus = [json.loads(l) for l in open(corpus_path, encoding="utf-8", newline="").read().split("\n") if l]
-raw = open(mixed_path, "rb").read()
-mixed = raw.decode("utf-8")
-prompt = raw[:prompt_bytes].decode("utf-8")
-chunks, pos = [], 0
-while pos < len(mixed):
-    end = mixed.find("\n", pos + 65536)
-    end = len(mixed) if end < 0 else end + 1
-    chunks.append(mixed[pos:end]); pos = end
-def best(f, n=3, clock=time.perf_counter):
-    t = []
-    for _ in range(n):
-        s = clock(); f(); t.append(clock() - s)
-    return min(t)
-cpu = time.process_time  # one-thread figures in CPU time, as deepinfer's
-out = {}
-out["corpus_1t"] = best(lambda: [tok.encode(s, add_special_tokens=False) for s in corpus], 3, cpu)
-out["corpus_all"] = best(lambda: tok.encode_batch(corpus, add_special_tokens=False))
-out["mixed_1t"] = best(lambda: tok.encode(mixed, add_special_tokens=False), 1, cpu)
-out["mixed_all"] = best(lambda: tok.encode_batch(chunks, add_special_tokens=False), 2)
-out["mixed_count"] = len(tok.encode(mixed, add_special_tokens=False).ids)
-out["prompt_1t"] = best(lambda: tok.encode(prompt, add_special_tokens=False), 3, cpu)
-print(json.dumps(out))
-)PY";
+    "threads of the shared pool (segment-parallel for the big file); then the time to encode a 77,000-token\n"
+    "prompt and to load tokenizer.json. With --peer, the Hugging Face tokenizers figures for the same inputs\n"
+    "(Python encode on one thread, encode_batch on all cores) beside ours, and the ratio:\n"
+    "  .venv/bin/python tools/tokenizer/bench_hf.py --deepinfer build/release/bin/deepinfer --out hf.json\n"
+    "  deepinfer bench tokenize --peer hf.json\n\n"
+    "  --tokenizer T       a tokenizer.json, a directory holding one, or a builtin name (default deepseek-v4)\n"
+    "  --mixed-mb N        size of the generated file (default 10)\n"
+    "  --corpus FILE       the corpus (default: tests/tokenizer/data/corpus.jsonl of this build's tree)\n"
+    "  --peer FILE         the peer's figures (tools/tokenizer/bench_hf.py); refused if its inputs differ\n"
+    "  --write-inputs DIR  write the inputs (what the peer script reads) into DIR and exit\n";
 
 // Deterministic mixed text: English prose, Chinese prose and code, about 40/30/30 by bytes.
 std::string GenerateMixed(size_t bytes) {
@@ -151,21 +120,32 @@ std::vector<std::string> LoadCorpus(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_string()) out.push_back(j.get<std::string>());
+    auto j = ParseJson(line);
+    if (j.ok() && j->is_string()) out.push_back(j->get<std::string>());
   }
   return out;
 }
 
+// The longest line-aligned prefix of `mixed` that encodes to at most 77,000 tokens, in bytes.
+size_t PromptBytes(const tokenizer::Tokenizer& tok, std::string_view mixed) {
+  size_t lo = 0, hi = std::min(mixed.size(), size_t{77000} * 16);
+  while (hi - lo > 64) {
+    const size_t mid = (lo + hi) / 2;
+    if (tok.EncodeText(mixed.substr(0, mid)).size() <= 77000) lo = mid; else hi = mid;
+  }
+  const size_t line_end = mixed.rfind('\n', lo);
+  return line_end == std::string::npos ? lo : line_end + 1;
+}
+
 int RunBenchTokenize(const std::vector<std::string>& args) {
-  std::string tokenizer_hint, python;
+  std::string tokenizer_hint, corpus_path, peer_path, inputs_dir;
   double mixed_mb = 10;
-  bool hf = true;
   cli::Flags flags("bench tokenize");
   flags.Path("--tokenizer", &tokenizer_hint);
-  flags.Path("--python", &python);
   flags.Double("--mixed-mb", &mixed_mb, 0.001, 1024);
-  flags.Switch("--no-hf", &hf, false);
+  flags.Path("--corpus", &corpus_path);
+  flags.Path("--peer", &peer_path);
+  flags.Path("--write-inputs", &inputs_dir);
   if (int rc = flags.Parse(args)) return rc;
   auto source = tokenizer::ResolveTokenizer(tokenizer_hint);
   if (!source.ok()) return Fail("bench tokenize", source.status().message());
@@ -178,20 +158,33 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   double load_wall_s = load_watch.ElapsedSeconds();
   if (!loaded.ok()) return Fail("bench tokenize", loaded.status().message());
   const tokenizer::Tokenizer& tok = *loaded;
-  double load_cpu_s = BestCpu(3, [&] { (void)tokenizer::Tokenizer::FromJson(*json); });
 
-  std::string corpus_path = FindUp("tests/tokenizer/data/corpus.jsonl");
+  if (corpus_path.empty()) corpus_path = FindUp("tests/tokenizer/data/corpus.jsonl");
+  if (corpus_path.empty()) return Fail("bench tokenize", "no corpus: pass --corpus FILE (tests/tokenizer/data/corpus.jsonl)");
+  auto corpus_text = ReadFileToString(corpus_path);
+  if (!corpus_text.ok()) return Fail("bench tokenize", corpus_text.status().message());
   std::vector<std::string> corpus = LoadCorpus(corpus_path);
-  if (corpus.empty()) return Fail("bench tokenize", "committed corpus tests/tokenizer/data/corpus.jsonl not found");
+  if (corpus.empty()) return Fail("bench tokenize", corpus_path + ": no JSON strings");
   size_t corpus_bytes = 0;
   for (const auto& s : corpus) corpus_bytes += s.size();
   std::string mixed = GenerateMixed(static_cast<size_t>(mixed_mb * 1024 * 1024));
-  fs::path tmp = fs::temp_directory_path() / ("deepinfer_bench_tokenize_" + std::to_string(getpid()));
-  fs::create_directories(tmp);
-  std::string mixed_path = (tmp / "mixed.txt").string();
-  std::ofstream(mixed_path, std::ios::binary).write(mixed.data(), static_cast<std::streamsize>(mixed.size()));
-  std::string tokenizer_path = (tmp / "tokenizer.json").string();
-  std::ofstream(tokenizer_path, std::ios::binary).write(json->data(), static_cast<std::streamsize>(json->size()));
+  const size_t prompt_bytes = PromptBytes(tok, mixed);
+
+  BenchInputs inputs;
+  inputs.files = {{"tokenizer.json", *json}, {"corpus.jsonl", *corpus_text}, {"mixed.txt", mixed}};
+  inputs.params = {{"prompt_bytes", prompt_bytes}};
+  if (!inputs_dir.empty()) {
+    if (Status st = WriteBenchInputs(inputs_dir, "tokenize", inputs); !st.ok()) return Fail("bench tokenize", st.message());
+    std::printf("wrote the inputs of bench tokenize to %s (inputs_id %s)\n", inputs_dir.c_str(), inputs.Id().c_str());
+    return 0;
+  }
+  nlohmann::json theirs;
+  if (!peer_path.empty()) {
+    auto peer = ReadPeer(peer_path, "tokenize", inputs);
+    if (!peer.ok()) return Fail("bench tokenize", peer.status().message());
+    theirs = std::move(peer).value();
+  }
+  double load_cpu_s = BestCpu(3, [&] { (void)tokenizer::Tokenizer::FromJson(*json); });
 
   ThreadPool& pool = ThreadPool::Shared();
   const int threads = pool.size();
@@ -209,56 +202,16 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   // Scaling is wall time against wall time (CPU time cannot show it).
   double mixed_1t_wall = BestWall(3, [&] { (void)tok.EncodeTextSequential(mixed); });
 
-  // The longest line-aligned prefix of the mixed file that encodes to at most 77,000 tokens.
-  size_t lo = 0, hi = std::min(mixed.size(), size_t{77000} * 16);
-  while (hi - lo > 64) {
-    size_t mid = (lo + hi) / 2;
-    if (tok.EncodeText(std::string_view(mixed).substr(0, mid)).size() <= 77000) lo = mid; else hi = mid;
-  }
-  size_t prompt_bytes = mixed.rfind('\n', lo);
-  prompt_bytes = prompt_bytes == std::string::npos ? lo : prompt_bytes + 1;
   std::string_view prompt = std::string_view(mixed).substr(0, prompt_bytes);
   size_t prompt_tokens = tok.EncodeText(prompt).size();
   double prompt_1t = BestCpu(5, [&] { (void)tok.EncodeTextSequential(prompt); });
   double prompt_all = BestWall(5, [&] { (void)tok.EncodeText(prompt); });
 
-  nlohmann::json theirs;
-  std::string hf_note;
-  if (hf) {
-    if (python.empty()) {
-      if (const char* env = std::getenv("DEEPINFER_PYTHON"); env != nullptr && *env) python = env;
-      else python = FindUp(".venv/bin/python");
-    }
-    if (python.empty()) {
-      hf_note = "Hugging Face: skipped (no .venv/bin/python; pass --python)";
-    } else {
-      std::string script_path = (tmp / "hf_bench.py").string();
-      std::ofstream(script_path) << kHfScript;
-      std::string cmd = "'" + python + "' '" + script_path + "' '" + tokenizer_path + "' '" + corpus_path + "' '" +
-                        mixed_path + "' " + std::to_string(prompt_bytes) + " 2>&1";
-      FILE* pipe = popen(cmd.c_str(), "r");
-      std::string output;
-      if (pipe != nullptr) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-        pclose(pipe);
-      }
-      size_t brace = output.rfind('{');
-      if (brace != std::string::npos) theirs = nlohmann::json::parse(output.substr(brace), nullptr, false);
-      if (!theirs.is_object()) {
-        hf_note = "Hugging Face: failed: " + output.substr(0, 300);
-        theirs = nlohmann::json();
-      }
-    }
-  }
-  fs::remove_all(tmp);
-
   auto mbps = [](size_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / 1e6 / s : 0.0; };
-  auto hf_mbps = [&](const char* key, size_t bytes) {
-    return theirs.is_object() && theirs.contains(key) ? mbps(bytes, theirs[key].get<double>()) : 0.0;
-  };
-  std::printf("tokenizer: %s\nthreads: %d (shared pool)\n\n", source->ToString().c_str(), threads);
+  auto hf_mbps = [&](const char* key, size_t bytes) { return mbps(bytes, PeerNumber(theirs, key)); };
+  std::printf("tokenizer: %s\nthreads: %d (shared pool)\n", source->ToString().c_str(), threads);
+  std::printf("%s\n\n", theirs.is_object() ? PeerLine(theirs, peer_path).c_str()
+                                          : "peer: none (see --help: tools/tokenizer/bench_hf.py, then --peer FILE)");
   std::printf("%-34s %10s | %9s %9s %6s | %9s %9s %6s\n", "input", "bytes", "ours 1T", "HF 1T", "ratio", "ours all",
               "HF batch", "ratio");
   auto row = [&](const char* name, size_t bytes, double o1, double oa, const char* k1, const char* ka) {
@@ -275,17 +228,16 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
               " HF batch = encode_batch of the strings / of ~64 KB chunks of the mixed file)\n\n");
   std::printf("segment-parallel scaling on the mixed file: %.2fx on %d threads (wall %.0f ms -> %.0f ms)\n",
               mixed_1t_wall / mixed_all, threads, mixed_1t_wall * 1e3, mixed_all * 1e3);
-  if (theirs.is_object() && theirs.contains("mixed_count")) {
-    std::printf("mixed file: %zu tokens (HF: %lld)\n", mixed_count, theirs["mixed_count"].get<long long>());
+  if (PeerNumber(theirs, "mixed_count") > 0) {
+    std::printf("mixed file: %zu tokens (HF: %.0f)\n", mixed_count, PeerNumber(theirs, "mixed_count"));
   }
   std::printf("%zu-token prompt (%zu bytes): ours %.1f ms CPU on 1 thread, %.1f ms wall on %d", prompt_tokens, prompt_bytes,
               prompt_1t * 1e3, prompt_all * 1e3, threads);
-  if (theirs.is_object() && theirs.contains("prompt_1t")) {
-    std::printf("; HF %.1f ms CPU (%s)", theirs["prompt_1t"].get<double>() * 1e3,
-                Ratio(theirs["prompt_1t"].get<double>(), prompt_1t).c_str());
+  if (PeerNumber(theirs, "prompt_1t") > 0) {
+    std::printf("; HF %.1f ms CPU (%s)", PeerNumber(theirs, "prompt_1t") * 1e3,
+                Ratio(PeerNumber(theirs, "prompt_1t"), prompt_1t).c_str());
   }
   std::printf("\nload tokenizer.json: %.0f ms CPU (first load %.0f ms wall)\n", load_cpu_s * 1e3, load_wall_s * 1e3);
-  if (!hf_note.empty()) std::printf("%s\n", hf_note.c_str());
   return 0;
 }
 
