@@ -36,11 +36,17 @@ bool WeightsExactInBf16(const WeightView& w) {
 }
 
 cpu::LinearRangeFn KernelFor(Isa isa, LinearPrecision precision, const WeightView& w) {
+  if (precision == LinearPrecision::kBf16Activations && WeightsExactInBf16(w)) {
+    // The same arithmetic everywhere: the instruction, or its exact emulation.
+    switch (isa) {
+      case Isa::kAvx512Bf16: return cpu::LinearRangeAvx512Bf16;
+      case Isa::kAvx512:
+      case Isa::kAvx2: return cpu::LinearRangeBf16EmulatedAvx2;
+      case Isa::kScalar: return cpu::LinearRangeBf16EmulatedScalar;
+    }
+  }
   switch (isa) {
     case Isa::kAvx512Bf16:
-      if (precision == LinearPrecision::kBf16Activations && WeightsExactInBf16(w)) {
-        return cpu::LinearRangeAvx512Bf16;
-      }
       return cpu::LinearRangeAvx512;
     case Isa::kAvx512:
       return cpu::LinearRangeAvx512;
@@ -168,10 +174,17 @@ void LinearWithIsa(Isa isa, const float* x, int64_t m, int64_t x_stride, const W
   const cpu::LinearRangeFn kernel = KernelFor(isa, options.precision, w);
 
   std::vector<uint16_t> x_bf16;
-  if (kernel == cpu::LinearRangeAvx512Bf16) {
+  if (kernel == cpu::LinearRangeAvx512Bf16 || kernel == cpu::LinearRangeBf16EmulatedAvx2 ||
+      kernel == cpu::LinearRangeBf16EmulatedScalar) {
+    // Rounded to bf16 and zero-padded to whole 32-element chunks; denormals become zeros here (which
+    // vdpbf16ps does anyway), so that the emulations need not.
     const int64_t padded = (w.in_features + 31) / 32 * 32;
     x_bf16.assign(static_cast<size_t>(m * padded), 0);
-    for (int64_t i = 0; i < m; ++i) FloatToBf16(x + i * x_stride, x_bf16.data() + i * padded, w.in_features);
+    for (int64_t i = 0; i < m; ++i) {
+      uint16_t* row = x_bf16.data() + i * padded;
+      FloatToBf16(x + i * x_stride, row, w.in_features);
+      for (int64_t k = 0; k < w.in_features; ++k) row[k] = cpu::Bf16DenormalsToZero(row[k]);
+    }
     task.x_bf16 = x_bf16.data();
     task.x_bf16_stride = padded;
   }

@@ -83,12 +83,16 @@ int64_t WeightBytes(const WeightView& w);
 enum class LinearPrecision {
   // fp32 activations, fp32 FMA in the fixed order above. The default.
   kExact,
-  // Faster where the CPU has AVX512_BF16 (vdpbf16ps): x is rounded to bfloat16 (round-to-nearest-even) and
-  // the products are summed by vdpbf16ps (pairs of products per fp32 lane, denormals flushed). For BF16,
-  // FP8 and MXFP4 weights the weight values themselves are exact in bf16 (scales are applied in fp32 per
-  // block), so the only rounding beyond fp32 accumulation is that of x (relative error ≤ 2^-9 per element).
-  // Still batch invariant and deterministic, but not equal to kExact. Without AVX512_BF16, and for F32
-  // weights or FP8 weights with F32 scales (whose dequantised values are not exact in bf16), it is kExact.
+  // x is rounded to bfloat16 (round-to-nearest-even) and the products are summed as vdpbf16ps sums them:
+  // each fp32 lane j of an output's 16-lane accumulator takes the bf16 pair (2j, 2j + 1) of each 32-element
+  // chunk (x zero-padded) as two fused multiply-adds, the odd element first, with denormal inputs read as
+  // zero and denormal results flushed to zero; then the lanes are reduced by halving as above. Where the CPU
+  // has AVX512_BF16 the instruction runs (about twice the arithmetic throughput); elsewhere an exact
+  // emulation does (much slower), so the bits are the same on every CPU. For BF16, FP8 (UE8M0 scales) and
+  // MXFP4 weights the weight values themselves are exact in bf16, so the only rounding beyond fp32
+  // accumulation is that of x (relative error ≤ 2^-9 per element). Batch invariant and deterministic, but
+  // not equal to kExact. For F32 weights and FP8 weights with F32 scales (whose dequantised values are not
+  // exact in bf16) it is kExact, on every CPU.
   kBf16Activations,
 };
 

@@ -31,8 +31,16 @@ void LinearRangeAvx512(const LinearTask& task, int64_t n_begin, int64_t n_end);
 // false, touching nothing, where they do not apply; otherwise computes outputs [n_begin, n_end), handing
 // any rows their shortcuts cannot take to `fallback` (a kernel with bit-identical results).
 bool LinearGemvAvx512(const LinearTask& task, int64_t n_begin, int64_t n_end, LinearRangeFn fallback);
-// The kBf16Activations path (needs task.x_bf16).
+// The kBf16Activations path (needs task.x_bf16): vdpbf16ps, and its exact emulation for CPUs without it
+// (portable, and AVX2 for AVX2 and AVX-512 CPUs).
 void LinearRangeAvx512Bf16(const LinearTask& task, int64_t n_begin, int64_t n_end);
+void LinearRangeBf16EmulatedScalar(const LinearTask& task, int64_t n_begin, int64_t n_end);
+void LinearRangeBf16EmulatedAvx2(const LinearTask& task, int64_t n_begin, int64_t n_end);
+// bf16 bits with a denormal read as zero of the same sign (vdpbf16ps's treatment of its inputs).
+uint16_t Bf16DenormalsToZero(uint16_t bits);
+// W[n, 0 .. in) as bf16 (exact for the formats kBf16Activations takes; denormals zeroed), zero-padded to
+// `padded` elements; `scratch` holds in_features floats.
+void DecodeWeightRowBf16(const WeightView& w, int64_t n, int64_t padded, float* scratch, uint16_t* out);
 
 // Decodes W[n, k_begin .. k_end) to fp32 exactly (decode(q) · scale rounded to fp32). Portable code, used by
 // the scalar kernel, and as the reference decode of the vector kernels' tails.
