@@ -17,9 +17,12 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
+#include "engine/engine.h"
+#include "engine/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "kvstore/store_dir.h"
 #include "kvstore/sweeper.h"
+#include "model/causal_lm.h"
 
 namespace deepinfer::bench {
 namespace {
@@ -213,6 +216,42 @@ std::string FioCells(const Peer* peer, int64_t block_bytes, bool read, const Row
   return buf;
 }
 
+// TTFT of one prompt (Generate with max_tokens 1) through an engine on `model_dir`, with the store at `dir`
+// as its persistent tier when `with_store`. A fresh engine each time: nothing is in RAM.
+Result<double> TimeFirstToken(const std::string& model_dir, const std::string& dir, bool with_store,
+                              const std::vector<int32_t>& prompt, int64_t* hit_tokens) {
+  model::LoadOptions load;
+  DI_ASSIGN_OR_RETURN(auto m, model::LoadCausalLM(model_dir, load));
+  std::unique_ptr<engine::KvStoreTier> tier;
+  if (with_store) {
+    DI_ASSIGN_OR_RETURN(auto layout, engine::StoreLayoutFor(m->cache_spec(), m->info(), load.precision, load.kv_precision));
+    kvstore::StoreOptions o;
+    o.dir = dir;
+    o.layout = std::move(layout);
+    o.sweep_interval_s = 0;
+    DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(std::move(o)));
+    tier = std::make_unique<engine::KvStoreTier>(std::move(store), kvstore::TtlClass::kChat);
+  }
+  engine::EngineOptions eo;
+  eo.kv_cache_bytes = int64_t{4} << 30;
+  eo.max_num_batched_tokens = 8192;
+  eo.prefill_chunk = 8192;
+  eo.swa_replay = engine::SwaReplay::kBounded;
+  eo.lower_tier = tier.get();
+  DI_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(std::move(m), eo));
+  engine::RequestParams p;
+  p.sampling.max_tokens = 1;
+  p.sampling.temperature = 0;
+  Stopwatch watch;
+  DI_ASSIGN_OR_RETURN(auto out, eng->Generate(std::span(&prompt, 1), p));
+  const double seconds = watch.ElapsedSeconds();
+  DI_RETURN_IF_ERROR(out[0].status);
+  *hit_tokens = out[0].prompt_cache_hit_tokens;
+  eng->Shutdown();
+  if (tier) tier->store().Flush();
+  return seconds;
+}
+
 int RunBenchKvstore(const std::vector<std::string>& args) {
   Setup setup;
   std::vector<int64_t> sizes = {kDeepSeekBlockBytes, V4FlashPrefixBlockBytes(2), V4FlashPrefixBlockBytes(4)};
@@ -229,7 +268,33 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
                {{"auto", kvstore::IoBackendKind::kAuto}, {"uring", kvstore::IoBackendKind::kUring},
                 {"posix", kvstore::IoBackendKind::kPosix}});
   flags.Path("--peer", &peer_path);
+  std::string model_dir;
+  int64_t restart_tokens = 8192;
+  flags.Path("--model", &model_dir);
+  flags.Int<int64_t>("--restart-prompt", &restart_tokens, 129, 1 << 20);
   if (int rc = flags.Parse(args)) return rc;
+  if (!model_dir.empty()) {
+    // TTFT after a restart: cold (no store), then the same prompt through a fresh engine whose store
+    // holds the prompt's blocks (written by a first run), as a fraction of cold.
+    std::vector<int32_t> prompt(static_cast<size_t>(restart_tokens));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(2 + (i * 7919 + 17) % 250);
+    int64_t hit = 0;
+    auto cold = TimeFirstToken(model_dir, setup.dir, false, prompt, &hit);
+    if (!cold.ok()) return cli::Fail("bench kvstore", cold.status().message());
+    auto writer = TimeFirstToken(model_dir, setup.dir, true, prompt, &hit);
+    if (!writer.ok()) return cli::Fail("bench kvstore", writer.status().message());
+    auto restarted = TimeFirstToken(model_dir, setup.dir, true, prompt, &hit);
+    if (!restarted.ok()) return cli::Fail("bench kvstore", restarted.status().message());
+    std::printf("TTFT, %lld-token prompt, %s: cold %.3f s (with the store writing behind: %.3f s); after a restart "
+                "%.3f s (%lld tokens from the store) = %.1f%% of cold\n",
+                static_cast<long long>(restart_tokens), model_dir.c_str(), *cold, *writer, *restarted,
+                static_cast<long long>(hit), 100.0 * *restarted / *cold);
+    kvstore::SweepOptions all;
+    all.evict_all = true;
+    all.wait_for_lock = true;
+    if (auto d = kvstore::StoreDir::Open(setup.dir, false); d.ok()) (void)kvstore::Sweep(*d, all);
+    return 0;
+  }
   if (setup.queue_depth < setup.io_threads) return cli::UsageError("bench kvstore", "--queue-depth below --io-threads");
   Peer peer;
   if (!peer_path.empty()) {
@@ -280,12 +345,15 @@ const cli::BenchRegistration kRegistration(
     {"kvstore", "KV store block write/read throughput and latency, beside fio",
      "usage: deepinfer bench kvstore --dir DIR [--block-bytes LIST] [--total-mib N] [--queue-depth N]\n"
      "                              [--io-threads N] [--fsync none|data] [--backend auto|uring|posix]\n"
-     "                              [--peer fio.json]\n\n"
+     "                              [--peer fio.json]\n"
+     "       deepinfer bench kvstore --dir DIR --model MODEL_DIR [--restart-prompt N]\n\n"
      "Writes --total-mib (default 512) of blocks per block size into the KV store at DIR (created if missing;\n"
      "empty or a store), reads them back with O_DIRECT and from the page cache, and removes them. Default sizes:\n"
      "DeepSeek's 112 KiB and V4-Flash's persisted block in bf16 and f32 (from its config). --peer FILE prints\n"
      "fio's figures for the same directory, sizes and queue depth beside ours:\n"
-     "  python3 tools/kvstore/bench_fio.py --dir DIR --block-bytes LIST --queue-depth N --out FILE\n",
+     "  python3 tools/kvstore/bench_fio.py --dir DIR --block-bytes LIST --queue-depth N --out FILE\n"
+     "With --model: TTFT of an N-token prompt (default 8192) through a fresh engine after a restart (its blocks\n"
+     "in the store at DIR) as a fraction of a cold one.\n",
      RunBenchKvstore});
 
 }  // namespace
