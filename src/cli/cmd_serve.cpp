@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,7 @@ constexpr const char* kUsage =
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
     "  --kv-store-capacity BYTES   evict least-recently-used blocks above 90% of BYTES of blocks (default:\n"
     "                              keep DIR's filesystem below 90% used)\n"
+    "  --kv-store-sweep-s S        seconds between sweeps (expiry, watermark; default 60)\n"
     "  --kv-ttl-class agent|chat   the retention class of this server's requests (default chat)\n"
     "  --kv-ttl-agent-s S, --kv-ttl-chat-s S   how long a block lives after its last use (3 d / 7 d)\n"
     "  --kv-store-fsync none|data|full   durability of written blocks (default none: a block a crash damaged\n"
@@ -122,6 +124,7 @@ struct ServeArgs {
   int64_t kv_ttl_agent_s = 3 * 86400;
   int64_t kv_ttl_chat_s = 7 * 86400;
   kvstore::FsyncPolicy kv_store_fsync = kvstore::FsyncPolicy::kNone;
+  double kv_store_sweep_s = 60;
 };
 
 int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
@@ -159,7 +162,8 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Choice("--swa-replay", &out->swa_replay,
                {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
   flags.Path("--kv-store", &out->kv_store_dir);
-  flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{1} << 20, uint64_t{1} << 62);
+  flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
+  flags.Double("--kv-store-sweep-s", &out->kv_store_sweep_s, 0.01, 86400);
   flags.Choice("--kv-ttl-class", &out->kv_ttl_class,
                {{"agent", kvstore::TtlClass::kAgent}, {"chat", kvstore::TtlClass::kChat}});
   flags.Int<int64_t>("--kv-ttl-agent-s", &out->kv_ttl_agent_s, 1, int64_t{3650} * 86400);
@@ -201,6 +205,9 @@ std::unique_ptr<engine::KvStoreTier> OpenKvStore(const ServeArgs& args, const mo
   o.fsync = args.kv_store_fsync;
   o.ttl_seconds = {args.kv_ttl_agent_s, args.kv_ttl_chat_s};
   o.sweep.capacity_bytes = args.kv_store_capacity;
+  o.sweep_interval_s = args.kv_store_sweep_s;
+  // Trash outlives a sweep period (readers elsewhere finish first) but not for long.
+  o.sweep.trash_grace_s = std::min(30.0, std::max(1.0, 2 * args.kv_store_sweep_s));
   auto store = kvstore::Store::Open(std::move(o));
   if (!store.ok()) {
     DI_LOG(kWarn, "KV store unavailable; the prefix cache is RAM only")
