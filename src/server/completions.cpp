@@ -334,6 +334,14 @@ bool Service::ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::Req
   if (!error) error = ReadNumber(body, "min_p", 0, 1, &s.min_p);
   if (!error) error = ReadBool(body, "ignore_eos", &s.ignore_eos);
   if (!error) error = ReadInteger(body, "min_tokens", 0, int64_t{1} << 24, &min_tokens);
+  // The KV store's retention class of this request's prefix blocks (extension; default: --kv-ttl-class).
+  if (auto ttl = body.find("kv_ttl_class"); !error && ttl != body.end()) {
+    if (!ttl->is_string() || (*ttl != "agent" && *ttl != "chat")) {
+      error = Invalid("kv_ttl_class", "kv_ttl_class must be \"agent\" or \"chat\"");
+    } else {
+      params->kv_ttl_class = ttl->get<std::string>();
+    }
+  }
   if (error) {
     exchange->Fail(*error);
     return false;

@@ -5,6 +5,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -74,6 +75,27 @@ def test_serve_writes_blocks_behind_and_reports_them(deepinfer_bin, tiny_model, 
         assert m.get("deepinfer:kvstore_writes_total", 0) == 0
     finally:
         assert again.stop() == 0, "\n".join(again.log)
+
+
+def test_request_ttl_class_sets_the_blocks_expiry(deepinfer_bin, tiny_model, tmp_path):
+    store = tmp_path / "kv"
+    server = Server(deepinfer_bin, tiny_model, "--served-model-name", MODEL, "--kv-store", str(store),
+                    "--kv-ttl-agent-s", "1000", "--kv-ttl-chat-s", "100000")
+    try:
+        status, _, body = server.json("POST", "/v1/chat/completions", {**long_prompt_request(), "kv_ttl_class": "x"})
+        assert status == 400 and body["error"]["param"] == "kv_ttl_class", body
+        before = time.time()
+        status, _, body = server.json("POST", "/v1/chat/completions",
+                                      {**long_prompt_request(), "kv_ttl_class": "agent"})
+        assert status == 200, body
+        assert wait_for(lambda: server.metrics().get("deepinfer:kvstore_writes_total", 0) >= 2)
+    finally:
+        assert server.stop() == 0
+    blocks = list(store.rglob("*.kvb"))
+    assert blocks
+    for p in blocks:
+        # mtime = expiry = last use + the agent TTL (1000 s), not the server's default chat TTL.
+        assert before + 990 <= p.stat().st_mtime <= time.time() + 1010, p
 
 
 def test_unusable_store_directory_leaves_the_server_on_ram(deepinfer_bin, tiny_model, tmp_path):
