@@ -1,6 +1,7 @@
 #include "model/v4_config.h"
 
 #include <cmath>
+#include <tuple>
 
 namespace deepinfer::model {
 namespace {
@@ -211,6 +212,25 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
                          {c.moe_intermediate_size, "moe_intermediate_size"}, {c.sliding_window, "sliding_window"},
                          {c.hc_mult, "hc_mult"}, {c.hc_sinkhorn_iters, "hc_sinkhorn_iters"}}) {
     DI_RETURN_IF_ERROR(positive(v, name));
+  }
+  // Bounds far above any DeepSeek model (V4-Pro: hidden 7168, 61 layers, 384 experts), so that sizes
+  // computed from the config (tables, cache layouts, buffers) stay small and never overflow.
+  for (auto [v, limit, name] : {std::tuple{c.vocab_size, int64_t{1} << 24, "vocab_size"},
+                                {c.hidden_size, int64_t{1} << 17, "hidden_size"},
+                                {c.num_layers, int64_t{1} << 10, "num_hidden_layers"},
+                                {c.num_heads, int64_t{1} << 12, "num_attention_heads"},
+                                {c.head_dim, int64_t{1} << 14, "head_dim"},
+                                {c.q_lora_rank, int64_t{1} << 17, "q_lora_rank"},
+                                {c.o_lora_rank, int64_t{1} << 17, "o_lora_rank"},
+                                {c.n_routed_experts, int64_t{1} << 16, "n_routed_experts"},
+                                {c.moe_intermediate_size, int64_t{1} << 18, "moe_intermediate_size"},
+                                {c.sliding_window, int64_t{1} << 16, "sliding_window"},
+                                {c.hc_sinkhorn_iters, int64_t{1} << 10, "hc_sinkhorn_iters"},
+                                {c.index_n_heads, int64_t{1} << 12, "index_n_heads"},
+                                {c.index_head_dim, int64_t{1} << 14, "index_head_dim"},
+                                {c.index_topk, int64_t{1} << 24, "index_topk"},
+                                {c.num_mtp_layers, int64_t{16}, "num_nextn_predict_layers"}}) {
+    if (v > limit) return Invalid(hf, std::string(name) + " " + std::to_string(v) + " exceeds " + std::to_string(limit));
   }
   if (c.rope_dim <= 0 || c.rope_dim % 2 || c.rope_dim > c.head_dim)
     return Invalid(hf, "the rope dimension must be even and within head_dim");
