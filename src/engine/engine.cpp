@@ -144,8 +144,9 @@ Status EngineImpl::Init() {
   info_.max_model_len = mi.max_position_embeddings > 0 ? mi.max_position_embeddings : (int64_t{1} << 30);
   info_.block_tokens = model::kBlockTokens;
   info_.kv_blocks = prefix_blocks;
+  // A sequence must fit the pool alone (else preemption could never make room for it).
+  if (prefix_blocks > 0) info_.max_model_len = std::min(info_.max_model_len, prefix_blocks * model::kBlockTokens);
   info_.max_prompt_tokens = info_.max_model_len - 1;
-  if (prefix_blocks > 0) info_.max_prompt_tokens = std::min(info_.max_prompt_tokens, prefix_blocks * model::kBlockTokens - 1);
 
   // Which sequence operations the model has (milestones of the model boundary land them one by one).
   {

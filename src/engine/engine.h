@@ -151,12 +151,15 @@ struct EngineOptions {
   // at another precision are never taken for these (the persistent tier may be shared).
   model::ComputePrecision compute_precision = model::ComputePrecision::kExact;
   model::KvPrecision kv_precision = model::KvPrecision::kF32;
+  // Tests: check the block manager's invariants and the step budget after every step (slow); violations
+  // are counted in EngineStats::invariant_violations and logged.
+  bool check_invariants = false;
 };
 
 struct EngineInfo {
   std::string architecture;
   int64_t vocab_size = 0;
-  int64_t max_model_len = 0;        // prompt + generated tokens of one sequence
+  int64_t max_model_len = 0;        // prompt + generated tokens of one sequence (context and pool)
   int64_t block_tokens = 128;
   int64_t kv_blocks = 0;            // blocks of the main (prefix) pool
   int64_t max_prompt_tokens = 0;    // the longest prompt that can ever be admitted (context and pool)
@@ -191,6 +194,8 @@ struct EngineStats {
   uint64_t requests_finished[5] = {};  // by FinishReason
   uint64_t requests_rejected = 0;      // refused by AddRequest
   uint64_t steps = 0;
+  uint64_t max_step_tokens = 0;        // the most tokens one step ran
+  uint64_t invariant_violations = 0;   // with EngineOptions::check_invariants
   double forward_seconds = 0;          // inside Forward
   double idle_gap_seconds = 0;         // between one Forward's end and the next one's start, when work waited
   HistogramSnapshot time_to_first_token;

@@ -185,6 +185,7 @@ class EngineImpl final : public Engine {
   void FillMasks(const std::vector<PlannedChunk>& plan);
   OutputEvent& EventFor(Request* r, std::vector<OutputEvent>* events);
   void Calibrate();
+  void CheckStep(const std::vector<PlannedChunk>& plan);
 
   // Output thread.
   void OutputLoop();

@@ -2,6 +2,7 @@
 // the bookkeeping the next step depends on — positions, block registration, sampling every logits row in
 // parallel, n > 1 births, finish checks — and the events for the output thread.
 #include <algorithm>
+#include <map>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -139,8 +140,10 @@ void EngineImpl::Execute(std::vector<PlannedChunk>& plan) {
   if (masks.joinable()) masks.join();
   const double seconds = static_cast<double>(t1 - t0) * 1e-9;
   if (status.ok()) cost_.Observe(shape, seconds);
+  if (options_.check_invariants) CheckStep(plan);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
+    counters_.max_step_tokens = std::max<uint64_t>(counters_.max_step_tokens, static_cast<uint64_t>(shape.tokens));
     ++counters_.steps;
     counters_.forward_seconds += seconds;
     if (gap >= 0) counters_.idle_gap_seconds += gap;
@@ -337,6 +340,34 @@ void EngineImpl::BirthChildren(Sequence* parent) {
     }
     if (!forked) waiting_.insert(child);
   }
+}
+
+// The checks of EngineOptions::check_invariants: the block manager's own, the budget, and that every block
+// a sequence holds is referenced at least by it (the allocator counts the references).
+void EngineImpl::CheckStep(const std::vector<PlannedChunk>& plan) {
+  std::vector<std::string> problems;
+  Status s = blocks_->CheckInvariants();
+  if (!s.ok()) problems.push_back(s.message());
+  int64_t tokens = 0;
+  for (const PlannedChunk& c : plan) tokens += c.end - c.start;
+  if (tokens > options_.max_num_batched_tokens) problems.push_back("step of " + std::to_string(tokens) + " tokens");
+  if (static_cast<int64_t>(running_.size()) > options_.max_num_seqs + static_cast<int64_t>(sampling::kMaxN))
+    problems.push_back("too many running sequences");
+  std::map<int32_t, int32_t> prefix, window;
+  for (const Sequence* r : running_) {
+    for (int32_t b : r->blocks.prefix) prefix[b] += b != kvcache::kNoBlock;
+    for (int32_t b : r->blocks.window) window[b] += b != kvcache::kNoBlock;
+  }
+  for (const auto& [b, n] : prefix) {
+    if (b != kvcache::kNoBlock && blocks_->prefix().refcount(b) < n) problems.push_back("prefix block under-referenced");
+  }
+  for (const auto& [b, n] : window) {
+    if (b != kvcache::kNoBlock && blocks_->window_class().refcount(b) < n) problems.push_back("window block under-referenced");
+  }
+  if (problems.empty()) return;
+  for (const std::string& p : problems) DI_LOG(kError, "engine invariant violated").Field("problem", p);
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  counters_.invariant_violations += problems.size();
 }
 
 void EngineImpl::Calibrate() {
