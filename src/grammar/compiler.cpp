@@ -1,0 +1,328 @@
+#include "grammar/compiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "grammar/nfa.h"
+
+namespace deepinfer::grammar {
+
+size_t CompiledGrammar::memory_bytes() const {
+  return next_.size() * 4 + accepting_.size() * 9 + call_begin_.size() * 4 + calls_.size() * sizeof(CallEdge);
+}
+
+bool CompiledGrammar::Matches(std::string_view bytes) const {
+  // Configurations are whole stacks (return states below, current state last); fine for tests and the CLI.
+  using Stack = std::vector<uint32_t>;
+  std::set<Stack> configs = {{start()}};
+  auto close = [&](std::set<Stack> in, uint8_t byte, bool final) {
+    std::set<Stack> out, seen;
+    std::vector<Stack> work(in.begin(), in.end());
+    while (!work.empty()) {
+      Stack s = std::move(work.back());
+      work.pop_back();
+      if (!seen.insert(s).second || seen.size() > 100000) continue;
+      uint32_t top = s.back();
+      if (final) {
+        if (accepting(top) && s.size() == 1) out.insert(s);
+      } else if (uint32_t t = Next(top, byte); t != kDead) {
+        Stack n = s;
+        n.back() = t;
+        out.insert(std::move(n));
+      }
+      for (const CallEdge* c = calls_begin(top); c != calls_end(top); ++c) {
+        Stack n = s;
+        n.back() = c->target;
+        n.push_back(rule_start(c->rule));
+        work.push_back(std::move(n));
+      }
+      if (accepting(top) && s.size() > 1) {
+        Stack n(s.begin(), s.end() - 1);
+        work.push_back(std::move(n));
+      }
+    }
+    return out;
+  };
+  for (char c : bytes) {
+    configs = close(std::move(configs), static_cast<uint8_t>(c), false);
+    if (configs.empty()) return false;
+  }
+  return !close(std::move(configs), 0, true).empty();
+}
+
+class Compiler {
+ public:
+  Compiler(const Grammar& g, const CompileLimits& limits) : g_(g), limits_(limits), builder_(g, limits) {}
+
+  Result<CompiledGrammar> Run();
+
+ private:
+  Status Analyse();
+
+  const Grammar& g_;
+  const CompileLimits& limits_;
+  NfaBuilder builder_;
+  std::vector<uint8_t> recursive_;
+  std::vector<uint8_t> inline_;
+};
+
+Status Compiler::Analyse() {
+  const auto& rules = g_.rules();
+  size_t n = rules.size();
+  if (g_.root() >= n) return Status::InvalidArgument("the grammar has no root rule");
+  std::vector<std::vector<uint32_t>> refs(n);
+  std::vector<uint32_t> refcount(n, 0);
+  std::vector<uint32_t> local_size(n, 0);
+  std::vector<uint32_t> mark(g_.num_exprs(), 0xFFFFFFFFu);
+  for (uint32_t r = 0; r < n; ++r) {
+    if (!rules[r].defined) return Status::InvalidArgument("rule '" + rules[r].name + "' is used but not defined");
+    std::vector<ExprId> stack = {rules[r].body};
+    while (!stack.empty()) {
+      ExprId e = stack.back();
+      stack.pop_back();
+      if (mark[e] == r) continue;
+      mark[e] = r;
+      ++local_size[r];
+      const Expr& x = g_.expr(e);
+      if (x.kind == ExprKind::kRef) {
+        if (x.rule >= n) return Status::InvalidArgument("reference to a rule that does not exist");
+        refs[r].push_back(x.rule);
+        ++refcount[x.rule];
+      }
+      for (ExprId k : x.kids) stack.push_back(k);
+    }
+  }
+  // Tarjan's strongly connected components, iteratively.
+  recursive_.assign(n, 0);
+  std::vector<int32_t> index(n, -1), low(n, 0);
+  std::vector<uint8_t> on_stack(n, 0);
+  std::vector<uint32_t> scc_stack;
+  std::vector<uint32_t> topo;  // rules in reverse topological order of the component graph
+  int32_t counter = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    if (index[s] >= 0) continue;
+    std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
+    index[s] = low[s] = counter++;
+    scc_stack.push_back(s);
+    on_stack[s] = 1;
+    while (!dfs.empty()) {
+      auto& [v, i] = dfs.back();
+      if (i < refs[v].size()) {
+        uint32_t w = refs[v][i++];
+        if (index[w] < 0) {
+          index[w] = low[w] = counter++;
+          scc_stack.push_back(w);
+          on_stack[w] = 1;
+          dfs.push_back({w, 0});
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      uint32_t v_done = v;
+      dfs.pop_back();
+      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[v_done]);
+      if (low[v_done] == index[v_done]) {
+        std::vector<uint32_t> comp;
+        uint32_t w;
+        do {
+          w = scc_stack.back();
+          scc_stack.pop_back();
+          on_stack[w] = 0;
+          comp.push_back(w);
+        } while (w != v_done);
+        bool self = std::find(refs[v_done].begin(), refs[v_done].end(), v_done) != refs[v_done].end();
+        for (uint32_t c : comp) {
+          recursive_[c] = comp.size() > 1 || self;
+          topo.push_back(c);
+        }
+      }
+    }
+  }
+  // Inline a non-recursive rule when it is used once or stays small once its own inlined callees are
+  // counted; a large rule used many times stays a called rule so the automaton does not multiply.
+  inline_.assign(n, 0);
+  std::vector<uint64_t> expanded(n, 0);
+  for (uint32_t r : topo) {  // callees come before callers
+    uint64_t size = local_size[r];
+    for (uint32_t c : refs[r])
+      if (inline_[c]) size += expanded[c];
+    expanded[r] = std::min<uint64_t>(size, 1u << 30);
+    inline_[r] = !recursive_[r] && r != g_.root() && (refcount[r] <= 1 || expanded[r] <= 300);
+  }
+  return Status::Ok();
+}
+
+Result<CompiledGrammar> Compiler::Run() {
+  DI_RETURN_IF_ERROR(Analyse());
+  builder_.SetInline(inline_, recursive_);
+  // Kept rules: the root and every called rule reachable from it through the automata built.
+  std::vector<int32_t> kept_index(g_.rules().size(), -1);
+  std::vector<uint32_t> kept = {g_.root()};
+  kept_index[g_.root()] = 0;
+  std::vector<NfaBuilder::Frag> frags;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    DI_ASSIGN_OR_RETURN(NfaBuilder::Frag f, builder_.BuildRule(kept[i]));
+    frags.push_back(f);
+    for (uint32_t callee : builder_.TakeCallees()) {
+      if (kept_index[callee] < 0) {
+        kept_index[callee] = static_cast<int32_t>(kept.size());
+        kept.push_back(callee);
+      }
+    }
+  }
+  Nfa& nfa = builder_.nfa();
+  nfa.RemapCalls(kept_index);
+  ByteClasses classes = ByteClasses::FromNfa(nfa);
+
+  CompiledGrammar out;
+  out.num_classes_ = classes.count;
+  out.byte_class_ = classes.map;
+  const uint32_t nc = classes.count;
+  // State 0 is dead.
+  out.next_.assign(nc, 0);
+  out.accepting_.push_back(0);
+  out.rule_of_.push_back(0);
+  std::vector<std::vector<CallEdge>> calls(1);
+  for (size_t k = 0; k < kept.size(); ++k) {
+    if (out.accepting_.size() >= limits_.max_dfa_states)
+      return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(limits_.max_dfa_states) +
+                                       " states");
+    DI_ASSIGN_OR_RETURN(Dfa d, Determinize(nfa, frags[k].start, frags[k].end, classes, builder_.deadline(),
+                                           limits_.max_dfa_states - out.accepting_.size()));
+    uint32_t base = static_cast<uint32_t>(out.accepting_.size()) - 1;  // DFA state i (1-based) -> base + i
+    out.rule_start_.push_back(base + 1);
+    for (uint32_t s = 1; s < d.num_states; ++s) {
+      for (uint32_t c = 0; c < nc; ++c) {
+        uint32_t t = d.next[s * nc + c];
+        out.next_.push_back(t == 0 ? 0 : base + t);
+      }
+      out.accepting_.push_back(d.accepting[s]);
+      out.rule_of_.push_back(static_cast<uint32_t>(k));
+      std::vector<CallEdge> ce;
+      for (const auto& [rule, t] : d.calls[s]) ce.push_back(CallEdge{rule, base + t});
+      calls.push_back(std::move(ce));
+    }
+    out.rule_names_.push_back(g_.rules()[kept[k]].name);
+  }
+  nfa = Nfa();  // the NFA is no longer needed: free it before the analyses below
+  const uint32_t ns = static_cast<uint32_t>(out.accepting_.size());
+  const uint32_t nr = static_cast<uint32_t>(kept.size());
+
+  // Liveness and productivity together: a state is live when it reaches an accepting state of its rule
+  // through bytes and calls of productive rules; a rule is productive when its start is live.
+  std::vector<uint8_t> live(ns, 0), productive(nr, 0);
+  std::vector<std::vector<uint32_t>> preds(ns);
+  for (uint32_t s = 1; s < ns; ++s) {
+    for (uint32_t c = 0; c < nc; ++c) {
+      uint32_t t = out.next_[s * nc + c];
+      if (t != 0 && (preds[t].empty() || preds[t].back() != s)) preds[t].push_back(s);
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<uint32_t> work;
+    for (uint32_t s = 1; s < ns; ++s)
+      if (!live[s] && out.accepting_[s]) live[s] = 1, work.push_back(s);
+    // Call edges whose callee is productive act as an edge s -> target.
+    for (uint32_t s = 1; s < ns; ++s)
+      for (const CallEdge& e : calls[s])
+        if (!live[s] && productive[e.rule] && live[e.target]) live[s] = 1, work.push_back(s);
+    while (!work.empty()) {
+      uint32_t t = work.back();
+      work.pop_back();
+      for (uint32_t p : preds[t])
+        if (!live[p]) live[p] = 1, work.push_back(p);
+      // Predecessors through call edges are found by the outer loop's rescan.
+    }
+    for (uint32_t r = 0; r < nr; ++r)
+      if (!productive[r] && live[out.rule_start_[r]]) productive[r] = 1, changed = true;
+    for (uint32_t s = 1; s < ns && !changed; ++s)
+      for (const CallEdge& e : calls[s])
+        if (!live[s] && productive[e.rule] && live[e.target]) changed = true;
+  }
+  if (!productive[0]) return Status::InvalidArgument("the grammar accepts no string");
+  for (uint32_t s = 0; s < ns; ++s) {
+    for (uint32_t c = 0; c < nc; ++c) {
+      uint32_t& t = out.next_[s * nc + c];
+      if (!live[t]) t = 0;
+    }
+    auto& ce = calls[s];
+    ce.erase(std::remove_if(ce.begin(), ce.end(),
+                            [&](const CallEdge& e) { return !productive[e.rule] || !live[e.target] || !live[s]; }),
+             ce.end());
+    std::sort(ce.begin(), ce.end(),
+              [](const CallEdge& a, const CallEdge& b) { return a.rule != b.rule ? a.rule < b.rule : a.target < b.target; });
+    ce.erase(std::unique(ce.begin(), ce.end(),
+                         [](const CallEdge& a, const CallEdge& b) { return a.rule == b.rule && a.target == b.target; }),
+             ce.end());
+  }
+  for (uint32_t r = 0; r < nr; ++r)
+    if (!productive[r]) out.rule_start_[r] = 0;
+
+  // Left recursion: a rule reaching a call to itself without consuming a byte would make the matcher's
+  // closure loop. Nullable rules are found first (their start reaches an accepting state through calls
+  // of nullable rules only).
+  std::vector<uint8_t> nullable(nr, 0);
+  auto null_reach = [&](uint32_t from, std::vector<uint32_t>* called) {
+    // States reachable from `from` through calls of nullable rules; records every callee seen.
+    std::vector<uint32_t> work = {from};
+    std::set<uint32_t> seen = {from};
+    bool acc = false;
+    while (!work.empty()) {
+      uint32_t s = work.back();
+      work.pop_back();
+      if (out.accepting_[s]) acc = true;
+      for (const CallEdge& e : calls[s]) {
+        if (called) called->push_back(e.rule);
+        if (nullable[e.rule] && seen.insert(e.target).second) work.push_back(e.target);
+      }
+    }
+    return acc;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t r = 0; r < nr; ++r)
+      if (!nullable[r] && productive[r] && null_reach(out.rule_start_[r], nullptr)) nullable[r] = 1, changed = true;
+  }
+  std::vector<std::vector<uint32_t>> left(nr);
+  for (uint32_t r = 0; r < nr; ++r)
+    if (productive[r]) null_reach(out.rule_start_[r], &left[r]);
+  {
+    std::vector<uint8_t> color(nr, 0);
+    for (uint32_t s = 0; s < nr; ++s) {
+      if (color[s]) continue;
+      std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
+      color[s] = 1;
+      while (!dfs.empty()) {
+        auto& [v, i] = dfs.back();
+        if (i < left[v].size()) {
+          uint32_t w = left[v][i++];
+          if (color[w] == 1)
+            return Status::InvalidArgument("left recursion through rule '" + out.rule_names_[w] +
+                                           "' (rewrite it to recurse on the right)");
+          if (color[w] == 0) color[w] = 1, dfs.push_back({w, 0});
+          continue;
+        }
+        color[v] = 2;
+        dfs.pop_back();
+      }
+    }
+  }
+  out.call_begin_.assign(ns + 1, 0);
+  for (uint32_t s = 0; s < ns; ++s) {
+    out.call_begin_[s + 1] = out.call_begin_[s] + static_cast<uint32_t>(calls[s].size());
+    for (const CallEdge& e : calls[s]) out.calls_.push_back(e);
+  }
+  return out;
+}
+
+Result<CompiledGrammar> Compile(const Grammar& g, const CompileLimits& limits) {
+  Compiler c(g, limits);
+  return c.Run();
+}
+
+}  // namespace deepinfer::grammar

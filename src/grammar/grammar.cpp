@@ -1,0 +1,214 @@
+#include "grammar/grammar.h"
+
+#include <algorithm>
+
+namespace deepinfer::grammar {
+
+void NormalizeRanges(std::vector<std::pair<uint32_t, uint32_t>>* ranges) {
+  auto& r = *ranges;
+  for (auto& [lo, hi] : r)
+    if (lo > hi) std::swap(lo, hi);
+  std::sort(r.begin(), r.end());
+  size_t out = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (out > 0 && (r[out - 1].second == 0xFFFFFFFFu || r[i].first <= r[out - 1].second + 1)) {
+      r[out - 1].second = std::max(r[out - 1].second, r[i].second);
+    } else {
+      r[out++] = r[i];
+    }
+  }
+  r.resize(out);
+}
+
+ExprId Grammar::Add(Expr e) {
+  exprs_.push_back(std::move(e));
+  return static_cast<ExprId>(exprs_.size() - 1);
+}
+
+ExprId Grammar::Empty() { return Add(Expr{}); }
+
+ExprId Grammar::Nothing() {
+  Expr e;
+  e.kind = ExprKind::kNothing;
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Literal(std::string_view utf8) {
+  if (utf8.empty()) return Empty();
+  Expr e;
+  e.kind = ExprKind::kLiteral;
+  e.text = std::string(utf8);
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Chars(std::vector<std::pair<uint32_t, uint32_t>> ranges) {
+  NormalizeRanges(&ranges);
+  if (ranges.empty()) return Nothing();
+  Expr e;
+  e.kind = ExprKind::kChars;
+  e.ranges = std::move(ranges);
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Bytes(std::vector<std::pair<uint32_t, uint32_t>> ranges) {
+  NormalizeRanges(&ranges);
+  if (ranges.empty()) return Nothing();
+  Expr e;
+  e.kind = ExprKind::kBytes;
+  e.ranges = std::move(ranges);
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Seq(std::vector<ExprId> kids) {
+  if (kids.empty()) return Empty();
+  if (kids.size() == 1) return kids[0];
+  Expr e;
+  e.kind = ExprKind::kSeq;
+  e.kids = std::move(kids);
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Alt(std::vector<ExprId> kids) {
+  if (kids.empty()) return Nothing();
+  if (kids.size() == 1) return kids[0];
+  Expr e;
+  e.kind = ExprKind::kAlt;
+  e.kids = std::move(kids);
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Repeat(ExprId kid, uint32_t min, uint32_t max) {
+  if (min == 1 && max == 1) return kid;
+  if (max == 0) return Empty();
+  Expr e;
+  e.kind = ExprKind::kRepeat;
+  e.kids = {kid};
+  e.min = min;
+  e.max = max;
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Ref(uint32_t rule) {
+  Expr e;
+  e.kind = ExprKind::kRef;
+  e.rule = rule;
+  return Add(std::move(e));
+}
+
+ExprId Grammar::SepList(std::vector<ExprId> items, std::vector<uint8_t> required, ExprId separator,
+                        bool has_separator, bool repeat_last, uint32_t min_count, uint32_t max_count) {
+  Expr e;
+  e.kind = ExprKind::kSepList;
+  e.kids = std::move(items);
+  e.required = std::move(required);
+  e.required.resize(e.kids.size(), 0);
+  if (has_separator) e.kids.push_back(separator);
+  e.has_separator = has_separator;
+  e.repeat_last = repeat_last;
+  e.min = min_count;
+  e.max = max_count;
+  return Add(std::move(e));
+}
+
+ExprId Grammar::And(ExprId a, ExprId b) {
+  Expr e;
+  e.kind = ExprKind::kAnd;
+  e.kids = {a, b};
+  return Add(std::move(e));
+}
+
+ExprId Grammar::Minus(ExprId a, ExprId b) {
+  Expr e;
+  e.kind = ExprKind::kMinus;
+  e.kids = {a, b};
+  return Add(std::move(e));
+}
+
+uint32_t Grammar::AddRule(std::string name) {
+  rules_.push_back(Rule{std::move(name), 0, false});
+  return static_cast<uint32_t>(rules_.size() - 1);
+}
+
+void Grammar::Define(uint32_t rule, ExprId body) {
+  rules_[rule].body = body;
+  rules_[rule].defined = true;
+}
+
+int32_t Grammar::FindRule(std::string_view name) const {
+  for (size_t i = 0; i < rules_.size(); ++i)
+    if (rules_[i].name == name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+std::string Grammar::ToString() const {
+  static const char* kNames[] = {"empty", "nothing", "lit", "chars", "bytes", "seq",
+                                 "alt",   "rep",     "ref", "seplist", "and", "minus"};
+  std::string out;
+  auto num = [&](uint64_t v) { out.append(std::to_string(v)); };
+  out.append("root ");
+  num(root_);
+  out.push_back('\n');
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    out.append("rule ");
+    num(i);
+    out.push_back(' ');
+    out.append(rules_[i].name);
+    out.append(" = e");
+    num(rules_[i].body);
+    out.push_back('\n');
+  }
+  for (size_t i = 0; i < exprs_.size(); ++i) {
+    const Expr& e = exprs_[i];
+    out.push_back('e');
+    num(i);
+    out.push_back(' ');
+    out.append(kNames[static_cast<int>(e.kind)]);
+    switch (e.kind) {
+      case ExprKind::kLiteral:
+        out.push_back(' ');
+        num(e.text.size());
+        out.push_back(':');
+        out.append(e.text);
+        break;
+      case ExprKind::kChars:
+      case ExprKind::kBytes:
+        for (auto [lo, hi] : e.ranges) {
+          out.push_back(' ');
+          num(lo);
+          out.push_back('-');
+          num(hi);
+        }
+        break;
+      case ExprKind::kRepeat:
+        out.push_back(' ');
+        num(e.min);
+        out.push_back(',');
+        num(e.max);
+        break;
+      case ExprKind::kRef:
+        out.push_back(' ');
+        num(e.rule);
+        break;
+      case ExprKind::kSepList:
+        out.push_back(' ');
+        num(e.min);
+        out.push_back(',');
+        num(e.max);
+        if (e.has_separator) out.append(" sep");
+        if (e.repeat_last) out.append(" rep");
+        out.append(" req");
+        for (uint8_t r : e.required) out.push_back(r ? '1' : '0');
+        break;
+      default:
+        break;
+    }
+    for (ExprId k : e.kids) {
+      out.append(" e");
+      num(k);
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,43 @@
+// The JSON Schema front end: a schema (draft 7 / 2019-09 / 2020-12 keywords) lowered to a Grammar that
+// accepts exactly the JSON texts, spelled as described below, of the instances the schema validates.
+//
+// Spelling: compact (no whitespace) by default, or flexible whitespace between tokens; object members in
+// the schema's `properties` order, then other members; strings in canonical spelling where their
+// characters are constrained (json_text.h); numbers without exponent where they are bounded.
+//
+// Supported: type (incl. lists), enum, const, properties, required, additionalProperties,
+// patternProperties, min/maxProperties, items, prefixItems, additionalItems (draft 7 tuples), min/maxItems,
+// min/maxLength, pattern, format (date-time, date, time, duration, uuid, email, hostname, uri, ipv4, ipv6),
+// minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms) with integral bounds (any bound for
+// integers), multipleOf (integers: powers of ten or small ranges; numbers: 10^-k and integers), anyOf,
+// oneOf (when the branches are disjoint or regular), allOf (merged), not (of a type), $ref/$defs/definitions
+// (recursive too; local references only).
+// Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
+// unknown keywords, and formats not listed above (format is an annotation by default).
+// Anything else that constrains instances (if/then/else, dependentSchemas, propertyNames, contains,
+// uniqueItems: true, unevaluated*, remote $ref, ...) is a kUnimplemented error naming the keyword and its
+// path in the schema.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "grammar/grammar.h"
+
+namespace deepinfer::grammar {
+
+struct JsonSchemaOptions {
+  enum class Whitespace { kCompact, kFlexible };
+  Whitespace whitespace = Whitespace::kCompact;
+  // OpenAI `strict: true`: objects without `additionalProperties` allow no other members.
+  bool strict = false;
+  size_t max_schema_bytes = 4u << 20;
+  uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)
+};
+
+Result<Grammar> JsonSchemaToGrammar(std::string_view schema_json, const JsonSchemaOptions& options = {});
+// Any JSON value whose top level is an object (`response_format: json_object`).
+Grammar JsonObjectGrammar(const JsonSchemaOptions& options = {});
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,459 @@
+#include "grammar/nfa.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+namespace deepinfer::grammar {
+
+void Nfa::RemapCalls(const std::vector<int32_t>& kept_index) {
+  for (auto& s : states)
+    for (auto& [rule, target] : s.calls) rule = static_cast<uint32_t>(kept_index[rule]);
+}
+
+ByteClasses ByteClasses::FromNfa(const Nfa& nfa) {
+  std::array<uint8_t, 257> cut{};
+  for (const auto& s : nfa.states)
+    for (const auto& e : s.bytes) {
+      cut[e.lo] = 1;
+      cut[static_cast<size_t>(e.hi) + 1] = 1;
+    }
+  ByteClasses c;
+  uint32_t cls = 0;
+  for (size_t b = 0; b < 256; ++b) {
+    if (b > 0 && cut[b]) ++cls;
+    c.map[b] = static_cast<uint8_t>(cls);
+  }
+  c.count = cls + 1;
+  return c;
+}
+
+namespace {
+
+struct VecHash {
+  size_t operator()(const std::vector<uint32_t>& v) const {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ v.size();
+    for (uint32_t x : v) {
+      h ^= x;
+      h *= 0xBF58476D1CE4E5B9ULL;
+      h ^= h >> 29;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+class Closure {
+ public:
+  explicit Closure(const Nfa& nfa) : nfa_(nfa), mark_(nfa.states.size(), 0) {}
+  // The epsilon closure of `seeds`, sorted.
+  std::vector<uint32_t> Of(const std::vector<uint32_t>& seeds) {
+    ++gen_;
+    std::vector<uint32_t> out;
+    stack_.clear();
+    for (uint32_t s : seeds)
+      if (mark_[s] != gen_) mark_[s] = gen_, stack_.push_back(s);
+    while (!stack_.empty()) {
+      uint32_t s = stack_.back();
+      stack_.pop_back();
+      out.push_back(s);
+      for (uint32_t t : nfa_.states[s].eps)
+        if (mark_[t] != gen_) mark_[t] = gen_, stack_.push_back(t);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  const Nfa& nfa_;
+  std::vector<uint32_t> mark_;
+  std::vector<uint32_t> stack_;
+  uint32_t gen_ = 0;
+};
+
+}  // namespace
+
+Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
+                        const Deadline& deadline, size_t max_states) {
+  Dfa d;
+  const uint32_t nc = classes.count;
+  d.num_classes = nc;
+  d.next.assign(nc, 0);
+  d.accepting.push_back(0);
+  d.calls.emplace_back();
+  Closure closure(nfa);
+  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
+  std::vector<const std::vector<uint32_t>*> sets = {nullptr};
+  auto intern = [&](std::vector<uint32_t> set) -> Result<uint32_t> {
+    if (set.empty()) return 0u;
+    auto [it, fresh] = ids.try_emplace(std::move(set), static_cast<uint32_t>(sets.size()));
+    if (fresh) {
+      if (sets.size() >= max_states)
+        return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(max_states) + " states");
+      sets.push_back(&it->first);
+      d.next.resize(d.next.size() + nc, 0);
+      d.accepting.push_back(std::binary_search(it->first.begin(), it->first.end(), final) ? 1 : 0);
+      d.calls.emplace_back();
+    }
+    return it->second;
+  };
+  DI_ASSIGN_OR_RETURN(uint32_t s0, intern(closure.Of({start})));
+  (void)s0;
+  std::vector<std::vector<uint32_t>> buckets(nc);
+  std::vector<uint32_t> touched;
+  for (uint32_t id = 1; id < sets.size(); ++id) {
+    if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+    touched.clear();
+    std::vector<std::pair<uint32_t, uint32_t>> calls;
+    for (uint32_t s : *sets[id]) {
+      const NfaState& st = nfa.states[s];
+      for (const ByteEdge& e : st.bytes) {
+        for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) {
+          if (buckets[c].empty()) touched.push_back(c);
+          buckets[c].push_back(e.to);
+        }
+      }
+      for (const auto& call : st.calls) calls.push_back(call);
+    }
+    for (uint32_t c : touched) {
+      std::vector<uint32_t> seeds = std::move(buckets[c]);
+      buckets[c].clear();
+      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
+      d.next[static_cast<size_t>(id) * nc + c] = t;
+    }
+    std::sort(calls.begin(), calls.end());
+    for (size_t i = 0; i < calls.size();) {
+      size_t j = i;
+      std::vector<uint32_t> seeds;
+      while (j < calls.size() && calls[j].first == calls[i].first) seeds.push_back(calls[j++].second);
+      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
+      if (t != 0) d.calls[id].push_back({calls[i].first, t});
+      i = j;
+    }
+  }
+  d.num_states = static_cast<uint32_t>(sets.size());
+  return d;
+}
+
+std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo, uint32_t hi) {
+  std::vector<std::vector<std::pair<uint8_t, uint8_t>>> out;
+  std::vector<std::pair<uint32_t, uint32_t>> work;
+  hi = std::min<uint32_t>(hi, 0x10FFFF);
+  if (lo > hi) return out;
+  // Surrogates are not scalar values: they have no UTF-8 form.
+  if (lo < 0xD800 && hi > 0xDFFF) {
+    work.push_back({lo, 0xD7FF});
+    work.push_back({0xE000, hi});
+  } else if (lo >= 0xD800 && hi <= 0xDFFF) {
+    return out;
+  } else if (lo >= 0xD800 && lo <= 0xDFFF) {
+    work.push_back({0xE000, hi});
+  } else if (hi >= 0xD800 && hi <= 0xDFFF) {
+    work.push_back({lo, 0xD7FF});
+  } else {
+    work.push_back({lo, hi});
+  }
+  auto encode = [](uint32_t cp, uint8_t* b) -> int {
+    if (cp < 0x80) return b[0] = static_cast<uint8_t>(cp), 1;
+    if (cp < 0x800) {
+      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 2;
+    }
+    if (cp < 0x10000) {
+      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 3;
+    }
+    b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+    b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+    b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 4;
+  };
+  static const uint32_t kLenBounds[] = {0x7F, 0x7FF, 0xFFFF};
+  while (!work.empty()) {
+    auto [a, b] = work.back();
+    work.pop_back();
+    if (a > b) continue;
+    bool split = false;
+    for (uint32_t m : kLenBounds) {
+      if (a <= m && m < b) {
+        work.push_back({a, m});
+        work.push_back({m + 1, b});
+        split = true;
+        break;
+      }
+    }
+    if (split) continue;
+    uint8_t ea[4], eb[4];
+    int n = encode(a, ea);
+    for (int i = 1; i < n && !split; ++i) {
+      uint32_t m = (1u << (6 * i)) - 1;
+      if ((a & ~m) != (b & ~m)) {
+        if ((a & m) != 0) {
+          work.push_back({a, a | m});
+          work.push_back({(a | m) + 1, b});
+          split = true;
+        } else if ((b & m) != m) {
+          work.push_back({a, (b & ~m) - 1});
+          work.push_back({b & ~m, b});
+          split = true;
+        }
+      }
+    }
+    if (split) continue;
+    encode(b, eb);
+    std::vector<std::pair<uint8_t, uint8_t>> seq;
+    for (int i = 0; i < n; ++i) seq.push_back({ea[i], eb[i]});
+    out.push_back(std::move(seq));
+  }
+  return out;
+}
+
+NfaBuilder::NfaBuilder(const Grammar& g, const CompileLimits& limits) : g_(g), limits_(limits) {
+  deadline_.at = std::chrono::steady_clock::now() +
+                 std::chrono::microseconds(static_cast<int64_t>(limits.max_compile_ms * 1000.0));
+}
+
+Status NfaBuilder::Grow(const Nfa& nfa) {
+  size_t total = nfa_.states.size() + scratch_states_ + (&nfa == &nfa_ ? 0 : nfa.states.size());
+  if (total > limits_.max_nfa_states)
+    return Status::ResourceExhausted("the grammar expands past " + std::to_string(limits_.max_nfa_states) +
+                                     " automaton states (lower repetition bounds or lengths)");
+  if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+  return Status::Ok();
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildRule(uint32_t rule) { return Build(nfa_, g_.rules()[rule].body, 0, false); }
+
+Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, bool standalone) {
+  if (depth > limits_.max_depth)
+    return Status::ResourceExhausted("the grammar nests deeper than " + std::to_string(limits_.max_depth) + " levels");
+  DI_RETURN_IF_ERROR(Grow(nfa));
+  const Expr& x = g_.expr(id);
+  Frag f{nfa.New(), 0};
+  f.end = nfa.New();
+  switch (x.kind) {
+    case ExprKind::kEmpty:
+      nfa.states[f.start].eps.push_back(f.end);
+      break;
+    case ExprKind::kNothing:
+      break;
+    case ExprKind::kLiteral: {
+      uint32_t cur = f.start;
+      for (size_t i = 0; i < x.text.size(); ++i) {
+        uint32_t next = i + 1 == x.text.size() ? f.end : nfa.New();
+        uint8_t b = static_cast<uint8_t>(x.text[i]);
+        nfa.states[cur].bytes.push_back({b, b, next});
+        cur = next;
+      }
+      break;
+    }
+    case ExprKind::kBytes:
+      for (auto [lo, hi] : x.ranges)
+        nfa.states[f.start].bytes.push_back({static_cast<uint8_t>(lo), static_cast<uint8_t>(std::min<uint32_t>(hi, 255)), f.end});
+      break;
+    case ExprKind::kChars:
+      for (auto [lo, hi] : x.ranges) {
+        for (const auto& seq : Utf8Sequences(lo, hi)) {
+          uint32_t cur = f.start;
+          for (size_t i = 0; i < seq.size(); ++i) {
+            uint32_t next = i + 1 == seq.size() ? f.end : nfa.New();
+            nfa.states[cur].bytes.push_back({seq[i].first, seq[i].second, next});
+            cur = next;
+          }
+        }
+      }
+      DI_RETURN_IF_ERROR(Grow(nfa));
+      break;
+    case ExprKind::kSeq: {
+      uint32_t cur = f.start;
+      for (ExprId k : x.kids) {
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, k, depth + 1, standalone));
+        nfa.states[cur].eps.push_back(kf.start);
+        cur = kf.end;
+      }
+      nfa.states[cur].eps.push_back(f.end);
+      break;
+    }
+    case ExprKind::kAlt:
+      for (ExprId k : x.kids) {
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, k, depth + 1, standalone));
+        nfa.states[f.start].eps.push_back(kf.start);
+        nfa.states[kf.end].eps.push_back(f.end);
+      }
+      break;
+    case ExprKind::kRepeat: {
+      if (x.min > limits_.max_repeat || (x.max != kUnbounded && x.max > limits_.max_repeat))
+        return Status::ResourceExhausted("a repetition bound exceeds " + std::to_string(limits_.max_repeat));
+      uint32_t cur = f.start;
+      for (uint32_t i = 0; i < x.min; ++i) {
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, x.kids[0], depth + 1, standalone));
+        nfa.states[cur].eps.push_back(kf.start);
+        cur = kf.end;
+      }
+      if (x.max == kUnbounded) {
+        uint32_t loop = nfa.New();
+        nfa.states[cur].eps.push_back(loop);
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, x.kids[0], depth + 1, standalone));
+        nfa.states[loop].eps.push_back(kf.start);
+        nfa.states[kf.end].eps.push_back(loop);
+        nfa.states[loop].eps.push_back(f.end);
+      } else {
+        for (uint32_t i = x.min; i < x.max; ++i) {
+          DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, x.kids[0], depth + 1, standalone));
+          nfa.states[cur].eps.push_back(kf.start);
+          nfa.states[cur].eps.push_back(f.end);
+          cur = kf.end;
+        }
+        nfa.states[cur].eps.push_back(f.end);
+      }
+      break;
+    }
+    case ExprKind::kRef: {
+      const Rule& r = g_.rules()[x.rule];
+      if (!r.defined) return Status::InvalidArgument("rule '" + r.name + "' is used but not defined");
+      bool inl = x.rule < inline_.size() && inline_[x.rule];
+      if (standalone && !inl && x.rule < recursive_.size() && recursive_[x.rule])
+        return Status::Unimplemented("an intersection or exclusion over the recursive rule '" + r.name + "'");
+      if (inl || standalone) {
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, r.body, depth + 1, standalone));
+        nfa.states[f.start].eps.push_back(kf.start);
+        nfa.states[kf.end].eps.push_back(f.end);
+      } else {
+        nfa.states[f.start].calls.push_back({x.rule, f.end});
+        callees_.push_back(x.rule);
+      }
+      break;
+    }
+    case ExprKind::kSepList: {
+      DI_ASSIGN_OR_RETURN(Frag kf, BuildSepList(nfa, x, depth, standalone));
+      nfa.states[f.start].eps.push_back(kf.start);
+      nfa.states[kf.end].eps.push_back(f.end);
+      break;
+    }
+    case ExprKind::kAnd:
+    case ExprKind::kMinus: {
+      DI_ASSIGN_OR_RETURN(Frag kf, BuildProduct(nfa, x, depth));
+      nfa.states[f.start].eps.push_back(kf.start);
+      nfa.states[kf.end].eps.push_back(f.end);
+      break;
+    }
+  }
+  return f;
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone) {
+  const size_t k = x.kids.size() - (x.has_separator ? 1 : 0);
+  const bool bounded = x.max != kUnbounded;
+  const uint32_t cap = bounded ? x.max : std::max<uint32_t>(x.min, 1);
+  if (cap > 1000) return Status::ResourceExhausted("a property or item count bound exceeds 1000");
+  if (bounded && x.min > x.max) {
+    Frag f{nfa.New(), nfa.New()};
+    return f;
+  }
+  std::vector<std::vector<uint32_t>> n(k + 1, std::vector<uint32_t>(cap + 1));
+  for (auto& row : n)
+    for (auto& s : row) s = nfa.New();
+  Frag f{n[0][0], nfa.New()};
+  for (uint32_t c = x.min; c <= cap; ++c) nfa.states[n[k][c]].eps.push_back(f.end);
+  for (size_t i = 0; i < k; ++i) {
+    const bool rep = x.repeat_last && i + 1 == k;
+    for (uint32_t c = 0; c <= cap; ++c)
+      if (!x.required[i] || rep) nfa.states[n[i][c]].eps.push_back(n[i + 1][c]);
+    for (uint32_t target = 1; target <= cap; ++target) {
+      std::vector<uint32_t> sources = {target - 1};
+      if (target == cap && !bounded) sources.push_back(cap);
+      DI_ASSIGN_OR_RETURN(Frag item, Build(nfa, x.kids[i], depth + 1, standalone));
+      nfa.states[item.end].eps.push_back(rep ? n[i][target] : n[i + 1][target]);
+      for (uint32_t c : sources) {
+        if (c == 0 || !x.has_separator) {
+          nfa.states[n[i][c]].eps.push_back(item.start);
+        } else {
+          DI_ASSIGN_OR_RETURN(Frag sep, Build(nfa, x.kids.back(), depth + 1, standalone));
+          nfa.states[n[i][c]].eps.push_back(sep.start);
+          nfa.states[sep.end].eps.push_back(item.start);
+        }
+      }
+    }
+  }
+  return f;
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth) {
+  Nfa scratch;
+  DI_ASSIGN_OR_RETURN(Frag fa, Build(scratch, x.kids[0], depth + 1, true));
+  DI_ASSIGN_OR_RETURN(Frag fb, Build(scratch, x.kids[1], depth + 1, true));
+  scratch_states_ += scratch.states.size();
+  ByteClasses classes = ByteClasses::FromNfa(scratch);
+  size_t budget = limits_.max_dfa_states;
+  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, classes, deadline_, budget));
+  scratch = Nfa();
+  const bool minus = x.kind == ExprKind::kMinus;
+  const uint32_t nc = classes.count;
+  // Product states (pa, pb); pb == 0 (b dead) stays possible for kMinus.
+  std::unordered_map<uint64_t, uint32_t> ids;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  std::vector<uint32_t> next;
+  auto intern = [&](uint32_t pa, uint32_t pb) -> uint32_t {
+    if (pa == 0 || (!minus && pb == 0)) return 0xFFFFFFFFu;
+    uint64_t key = (static_cast<uint64_t>(pa) << 32) | pb;
+    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size()));
+    if (fresh) pairs.push_back({pa, pb});
+    return it->second;
+  };
+  intern(1, 1);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (pairs.size() > budget) return Status::ResourceExhausted("an intersection or exclusion is too large");
+    if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+    auto [pa, pb] = pairs[i];
+    for (uint32_t c = 0; c < nc; ++c) next.push_back(intern(a.next[pa * nc + c], b.next[pb * nc + c]));
+  }
+  const size_t np = pairs.size();
+  std::vector<uint8_t> acc(np), live(np, 0);
+  for (size_t i = 0; i < np; ++i) {
+    auto [pa, pb] = pairs[i];
+    bool in_b = pb != 0 && b.accepting[pb];
+    acc[i] = a.accepting[pa] && (minus ? !in_b : in_b);
+  }
+  std::vector<std::vector<uint32_t>> preds(np);
+  for (size_t i = 0; i < np; ++i)
+    for (uint32_t c = 0; c < nc; ++c)
+      if (uint32_t t = next[i * nc + c]; t != 0xFFFFFFFFu) preds[t].push_back(static_cast<uint32_t>(i));
+  std::vector<uint32_t> work;
+  for (size_t i = 0; i < np; ++i)
+    if (acc[i]) live[i] = 1, work.push_back(static_cast<uint32_t>(i));
+  while (!work.empty()) {
+    uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : preds[t])
+      if (!live[p]) live[p] = 1, work.push_back(p);
+  }
+  // Class intervals, to turn class transitions back into byte ranges.
+  std::vector<std::pair<uint8_t, uint8_t>> span(nc, {255, 0});
+  for (int byte = 255; byte >= 0; --byte) span[classes.map[byte]].first = static_cast<uint8_t>(byte);
+  for (int byte = 0; byte < 256; ++byte) span[classes.map[byte]].second = static_cast<uint8_t>(byte);
+  std::vector<uint32_t> state(np);
+  for (size_t i = 0; i < np; ++i) state[i] = live[i] ? nfa.New() : 0;
+  Frag f{nfa.New(), nfa.New()};
+  DI_RETURN_IF_ERROR(Grow(nfa));
+  if (live[0]) nfa.states[f.start].eps.push_back(state[0]);
+  for (size_t i = 0; i < np; ++i) {
+    if (!live[i]) continue;
+    if (acc[i]) nfa.states[state[i]].eps.push_back(f.end);
+    for (uint32_t c = 0; c < nc; ++c) {
+      uint32_t t = next[i * nc + c];
+      if (t == 0xFFFFFFFFu || !live[t]) continue;
+      auto& edges = nfa.states[state[i]].bytes;
+      if (!edges.empty() && edges.back().to == state[t] && edges.back().hi + 1 == span[c].first)
+        edges.back().hi = span[c].second;
+      else
+        edges.push_back({span[c].first, span[c].second, state[t]});
+    }
+  }
+  return f;
+}
+
+}  // namespace deepinfer::grammar

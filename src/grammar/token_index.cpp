@@ -1,0 +1,111 @@
+#include "grammar/token_index.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::grammar {
+
+bool TokenIndex::IsStop(int32_t id) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
+}
+
+Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokenizer(const tokenizer::Tokenizer& tok,
+                                                                    const Options& options) {
+  std::vector<std::string> tokens(tok.vocab_size());
+  std::vector<int32_t> excluded;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    tokens[id] = std::string(tok.TokenBytes(static_cast<int32_t>(id)));
+    if (tok.IsAddedToken(static_cast<int32_t>(id))) excluded.push_back(static_cast<int32_t>(id));
+  }
+  std::vector<int32_t> stops = options.stop_ids;
+  if (stops.empty()) {
+    auto eos = tok.TokenToId("<｜end▁of▁sentence｜>");
+    if (!eos) return Status::NotFound("the tokenizer has no <｜end▁of▁sentence｜> token; name the stop ids");
+    stops.push_back(*eos);
+  }
+  return FromTokens(tokens, excluded, stops, options.mask_width);
+}
+
+Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vector<std::string>& tokens,
+                                                                 const std::vector<int32_t>& excluded,
+                                                                 const std::vector<int32_t>& stop_ids,
+                                                                 size_t mask_width) {
+  auto index = std::make_shared<TokenIndex>();
+  TokenIndex& t = *index;
+  t.width_ = mask_width == 0 ? tokens.size() : mask_width;
+  if (t.width_ < tokens.size())
+    return Status::InvalidArgument("the mask width " + std::to_string(t.width_) + " is below the vocabulary size " +
+                                   std::to_string(tokens.size()));
+  for (int32_t s : stop_ids)
+    if (s < 0 || static_cast<size_t>(s) >= t.width_) return Status::OutOfRange("stop id " + std::to_string(s) + " is outside the mask");
+  t.stop_ids_ = stop_ids;
+  t.bytes_ = tokens;
+  t.in_trie_.assign(tokens.size(), 1);
+  for (int32_t e : excluded)
+    if (e >= 0 && static_cast<size_t>(e) < tokens.size()) t.in_trie_[e] = 0;
+  for (int32_t s : stop_ids)
+    if (static_cast<size_t>(s) < tokens.size()) t.in_trie_[s] = 0;
+  std::vector<int32_t> order;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (tokens[id].empty() || tokens[id].size() > 65000) t.in_trie_[id] = 0;
+    if (t.in_trie_[id]) order.push_back(static_cast<int32_t>(id));
+  }
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return tokens[a] != tokens[b] ? tokens[a] < tokens[b] : a < b;
+  });
+  // Build the preorder trie from the sorted list with a stack of open nodes.
+  t.byte_.push_back(0);
+  t.depth_.push_back(0);
+  t.end_.push_back(0);
+  std::vector<std::vector<int32_t>> node_tokens(1);
+  std::vector<uint32_t> path = {0};  // path[d] = open node at depth d
+  std::string prev;
+  for (int32_t id : order) {
+    const std::string& s = tokens[id];
+    size_t common = 0;
+    while (common < s.size() && common < prev.size() && s[common] == prev[common]) ++common;
+    common = std::min(common, path.size() - 1);
+    while (path.size() > common + 1) {
+      t.end_[path.back()] = static_cast<uint32_t>(t.byte_.size());
+      path.pop_back();
+    }
+    for (size_t d = common; d < s.size(); ++d) {
+      t.byte_.push_back(static_cast<uint8_t>(s[d]));
+      t.depth_.push_back(static_cast<uint16_t>(d + 1));
+      t.end_.push_back(0);
+      node_tokens.emplace_back();
+      path.push_back(static_cast<uint32_t>(t.byte_.size() - 1));
+    }
+    node_tokens[path.back()].push_back(id);
+    prev = s;
+  }
+  while (!path.empty()) {
+    t.end_[path.back()] = static_cast<uint32_t>(t.byte_.size());
+    path.pop_back();
+  }
+  t.tok_begin_.push_back(0);
+  for (const auto& v : node_tokens) {
+    for (int32_t id : v) t.tok_ids_.push_back(id);
+    t.tok_begin_.push_back(static_cast<uint32_t>(t.tok_ids_.size()));
+  }
+  uint64_t h = 0xCBF29CE484222325ULL;
+  auto mix = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001B3ULL;
+  };
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    uint32_t n = static_cast<uint32_t>(tokens[id].size());
+    mix(&n, 4);
+    mix(tokens[id].data(), tokens[id].size());
+    mix(&t.in_trie_[id], 1);
+  }
+  for (int32_t s : stop_ids) mix(&s, 4);
+  uint64_t w = t.width_;
+  mix(&w, 8);
+  t.fingerprint_ = h;
+  return std::shared_ptr<const TokenIndex>(std::move(index));
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,69 @@
+// The vocabulary as the matcher walks it: every ordinary token's bytes in one byte trie, flattened in
+// preorder (node i's subtree is [i, end(i))), so a mask is one forward pass that skips rejected subtrees.
+//
+// Added tokens (control and special tokens, DSML markers) are not in the trie: constrained text can never
+// contain them, whatever their spelling. Stop tokens are allowed exactly where the grammar may end. The
+// mask is as wide as the model's logits (129,280 for DeepSeek V3/V4), which may exceed the tokenizer's ids.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace deepinfer::tokenizer {
+class Tokenizer;
+}
+
+namespace deepinfer::grammar {
+
+class TokenIndex {
+ public:
+  struct Options {
+    size_t mask_width = 0;           // 0: one past the largest token id
+    std::vector<int32_t> stop_ids;   // empty: the tokenizer's end-of-sentence token
+  };
+  static Result<std::shared_ptr<const TokenIndex>> FromTokenizer(const tokenizer::Tokenizer& tok, const Options& options);
+  // A vocabulary given as byte strings by id; ids in `excluded` (added tokens) are left out of the trie.
+  static Result<std::shared_ptr<const TokenIndex>> FromTokens(const std::vector<std::string>& tokens,
+                                                              const std::vector<int32_t>& excluded,
+                                                              const std::vector<int32_t>& stop_ids, size_t mask_width);
+
+  size_t width() const { return width_; }
+  size_t words() const { return (width_ + 31) / 32; }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  bool InTrie(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < in_trie_.size() && in_trie_[id]; }
+  bool IsStop(int32_t id) const;
+  std::string_view Bytes(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < bytes_.size() ? std::string_view(bytes_[id]) : std::string_view();
+  }
+  size_t num_tokens() const { return bytes_.size(); }
+
+  // The trie: node 0 is the root (no byte, depth 0).
+  size_t num_nodes() const { return byte_.size(); }
+  uint8_t byte(uint32_t node) const { return byte_[node]; }
+  uint16_t depth(uint32_t node) const { return depth_[node]; }
+  uint32_t end(uint32_t node) const { return end_[node]; }
+  // Token ids whose bytes end at `node`.
+  const int32_t* tokens_begin(uint32_t node) const { return tok_ids_.data() + tok_begin_[node]; }
+  const int32_t* tokens_end(uint32_t node) const { return tok_ids_.data() + tok_begin_[node + 1]; }
+  // Content fingerprint (tokens, exclusions, stops, width): part of the compiled-grammar cache key.
+  uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  size_t width_ = 0;
+  std::vector<int32_t> stop_ids_;
+  std::vector<std::string> bytes_;
+  std::vector<uint8_t> in_trie_;
+  std::vector<uint8_t> byte_;
+  std::vector<uint16_t> depth_;
+  std::vector<uint32_t> end_;
+  std::vector<uint32_t> tok_begin_;
+  std::vector<int32_t> tok_ids_;
+  uint64_t fingerprint_ = 0;
+};
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,88 @@
+// Matcher properties on small vocabularies: the mask allows exactly the tokens whose bytes keep the text a
+// valid prefix (checked by brute force against CompiledGrammar::Matches over all completions), rollback
+// restores, termination and stop tokens.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "grammar/compiler.h"
+#include "grammar/matcher.h"
+#include "grammar/regex.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+std::shared_ptr<const CompiledGrammar> CompileRegexOrDie(const std::string& pattern) {
+  Grammar g;
+  uint32_t r = g.AddRule("root");
+  auto e = CompileRegex(pattern, {}, &g);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  g.Define(r, *e);
+  auto c = Compile(g);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::make_shared<CompiledGrammar>(std::move(*c));
+}
+
+// A prefix is valid when some completion is in the language; for these finite-alphabet tests we check by
+// trying completions over the alphabet up to a small length.
+bool IsValidPrefix(const CompiledGrammar& g, const std::string& prefix, const std::string& alphabet, int extra) {
+  if (g.Matches(prefix)) return true;
+  if (extra == 0) return false;
+  for (char c : alphabet)
+    if (IsValidPrefix(g, prefix + c, alphabet, extra - 1)) return true;
+  return false;
+}
+
+TEST(Matcher, MaskEqualsBruteForceOnRegexes) {
+  const std::vector<std::string> vocab = {"a", "b", "c", "ab", "ba", "abc", "cc", "aaa", "-", "1", "12", "a-", "-1", "x"};
+  const std::string alphabet = "abc-1x2";
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 16);
+  ASSERT_TRUE(index.ok());
+  for (const char* pattern : {"a+b*c?", "(ab|ba)*", "[abc]{2,4}", "a-?1+2?", "(a|b)(c|-1)", "x|ab(c|cc)*"}) {
+    auto cg = CompileRegexOrDie(pattern);
+    auto bound = std::make_shared<BoundGrammar>(cg, *index);
+    GrammarMatcher m(bound);
+    std::mt19937 rng(7);
+    std::string text;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<uint32_t> bits((*index)->words());
+      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+      std::vector<int32_t> allowed;
+      for (size_t id = 0; id < vocab.size(); ++id) {
+        bool want = IsValidPrefix(*cg, text + vocab[id], alphabet, 4);
+        bool got = (bits[id / 32] >> (id % 32)) & 1;
+        EXPECT_EQ(want, got) << pattern << " after '" << text << "' token '" << vocab[id] << "'";
+        if (got) allowed.push_back(static_cast<int32_t>(id));
+      }
+      if (allowed.empty()) break;
+      int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.AcceptToken(pick));
+      text += vocab[pick];
+    }
+  }
+}
+
+TEST(Matcher, RollbackRestoresAndStopTokenEnds) {
+  const std::vector<std::string> vocab = {"a", "b", "<eos>"};
+  auto index = TokenIndex::FromTokens(vocab, {2}, {2}, 3);
+  ASSERT_TRUE(index.ok());
+  auto bound = std::make_shared<BoundGrammar>(CompileRegexOrDie("ab"), *index);
+  GrammarMatcher m(bound);
+  EXPECT_FALSE(m.AcceptToken(1));
+  EXPECT_FALSE(m.AcceptToken(2));  // "" is not in the language
+  EXPECT_TRUE(m.AcceptToken(0));
+  EXPECT_FALSE(m.CanTerminate());
+  EXPECT_TRUE(m.AcceptToken(1));
+  EXPECT_TRUE(m.CanTerminate());
+  m.Rollback(1);
+  EXPECT_FALSE(m.CanTerminate());
+  EXPECT_TRUE(m.AcceptToken(1));
+  EXPECT_TRUE(m.AcceptToken(2));
+  EXPECT_TRUE(m.IsTerminated());
+  EXPECT_EQ(m.ForcedBytes(), "");
+  m.Reset();
+  EXPECT_EQ(m.ForcedBytes(), "ab");
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
