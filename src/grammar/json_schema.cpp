@@ -795,9 +795,10 @@ class SchemaCompiler {
     std::vector<const Json*> schemas;
     std::vector<uint8_t> required;
     std::set<std::string> req;
+    std::vector<std::string> req_order;  // unlisted required names keep the order of `required`
     if (auto it = s.find("required"); it != s.end() && it->is_array())
       for (const auto& r : *it)
-        if (r.is_string()) req.insert(r.get<std::string>());
+        if (r.is_string() && req.insert(r.get<std::string>()).second) req_order.push_back(r.get<std::string>());
     Json any = true;
     const Json* additional = o_.strict ? nullptr : &any;
     Json additional_false = false;
@@ -813,7 +814,7 @@ class SchemaCompiler {
     }
     std::vector<Json> owned;
     owned.reserve(req.size() + names.size());
-    for (const auto& r : req) {
+    for (const auto& r : req_order) {
       if (std::find(names.begin(), names.end(), r) != names.end()) continue;
       names.push_back(r);
       schemas.push_back(additional ? additional : &any);

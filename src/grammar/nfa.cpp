@@ -44,8 +44,10 @@ struct VecHash {
 
 class Closure {
  public:
-  explicit Closure(const Nfa& nfa) : nfa_(nfa), mark_(nfa.states.size(), 0) {}
-  // The epsilon closure of `seeds`, sorted.
+  Closure(const Nfa& nfa, uint32_t final) : nfa_(nfa), final_(final), mark_(nfa.states.size(), 0) {}
+  // The epsilon closure of `seeds`, sorted, keeping only the states that matter to the DFA: those with
+  // byte or call edges, and the final state. Sets that differ only in pass-through states are the same
+  // DFA state, so this also merges states.
   std::vector<uint32_t> Of(const std::vector<uint32_t>& seeds) {
     ++gen_;
     std::vector<uint32_t> out;
@@ -55,8 +57,9 @@ class Closure {
     while (!stack_.empty()) {
       uint32_t s = stack_.back();
       stack_.pop_back();
-      out.push_back(s);
-      for (uint32_t t : nfa_.states[s].eps)
+      const NfaState& st = nfa_.states[s];
+      if (!st.bytes.empty() || !st.calls.empty() || s == final_) out.push_back(s);
+      for (uint32_t t : st.eps)
         if (mark_[t] != gen_) mark_[t] = gen_, stack_.push_back(t);
     }
     std::sort(out.begin(), out.end());
@@ -65,6 +68,7 @@ class Closure {
 
  private:
   const Nfa& nfa_;
+  uint32_t final_;
   std::vector<uint32_t> mark_;
   std::vector<uint32_t> stack_;
   uint32_t gen_ = 0;
@@ -80,7 +84,7 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   d.next.assign(nc, 0);
   d.accepting.push_back(0);
   d.calls.emplace_back();
-  Closure closure(nfa);
+  Closure closure(nfa, final);
   std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
   std::vector<const std::vector<uint32_t>*> sets = {nullptr};
   auto intern = [&](std::vector<uint32_t> set) -> Result<uint32_t> {

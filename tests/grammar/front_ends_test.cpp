@@ -1,0 +1,178 @@
+// Front ends against languages written out by hand: each case lists strings that must be accepted and
+// strings that must be rejected (CompiledGrammar::Matches runs the pushdown automaton on bytes), and bad
+// inputs must fail with an error that names the cause.
+#include <gtest/gtest.h>
+
+#include "grammar/compiler.h"
+#include "grammar/constraint.h"
+#include "grammar/ebnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+struct Case {
+  ConstraintSpec::Kind kind;
+  std::string text;
+  std::vector<std::string> yes, no;
+};
+
+Result<CompiledGrammar> Build(ConstraintSpec::Kind kind, const std::string& text) {
+  ConstraintSpec spec;
+  spec.kind = kind;
+  spec.text = text;
+  DI_ASSIGN_OR_RETURN(Grammar g, BuildGrammar(spec));
+  return Compile(g);
+}
+
+void Check(const Case& c) {
+  auto cg = Build(c.kind, c.text);
+  ASSERT_TRUE(cg.ok()) << c.text << ": " << cg.status().ToString();
+  for (const auto& s : c.yes) EXPECT_TRUE(cg->Matches(s)) << c.text << " should accept " << s;
+  for (const auto& s : c.no) EXPECT_FALSE(cg->Matches(s)) << c.text << " should reject " << s;
+}
+
+using K = ConstraintSpec::Kind;
+
+TEST(Regex, Languages) {
+  for (const Case& c : std::vector<Case>{
+           {K::kRegex, "a|bc*", {"a", "b", "bccc"}, {"", "ab", "c"}},
+           {K::kRegex, "[^a-c]{2}", {"dd", "zé"}, {"ad", "d", "ddd"}},
+           {K::kRegex, "\\d{1,3}(\\.\\d+)?", {"1", "123", "12.5"}, {"1234", "1.", ".5"}},
+           {K::kRegex, "(?:ab)+?x", {"abx", "ababx"}, {"x", "abax"}},
+           {K::kRegex, "\\u00e9\\x41.", {"éAb"}, {"éA\n", "eAb"}},
+           {K::kRegex, "[\\w-]+", {"a-b_9"}, {"a b", ""}},
+           {K::kRegex, "a{2}{", {"aa{"}, {"aa"}},
+       })
+    Check(c);
+}
+
+TEST(Ebnf, GbnfAndW3cForms) {
+  Check({K::kEbnf,
+         "root ::= \"[\" list? \"]\"\nlist ::= item (\",\" item)*\nitem ::= [0-9]+ | 'x' # comment\n",
+         {"[]", "[1]", "[1,x,23]"},
+         {"[", "[1,]", "[y]"}});
+  // Right recursion is a real pushdown language: balanced parentheses.
+  Check({K::kEbnf, "root ::= p\np ::= \"(\" p \")\" p | \"\"", {"", "()", "(())()"}, {"(", "())", ")("}});
+  Check({K::kEbnf, "start ::= [^\"\\\\]{2,3} \"\\n\"", {"ab\n", "abc\n"}, {"a\n", "abcd\n", "a\"\n"}});
+}
+
+TEST(JsonSchema, Keywords) {
+  for (const Case& c : std::vector<Case>{
+           {K::kJsonSchema, R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"],"additionalProperties":false})",
+            {R"({"b":""})", R"({"a":1,"b":"x"})", R"({"a":-20,"b":"\u00e9\n"})"},
+            {R"({})", R"({"a":1})", R"({"b":"x","a":1})", R"({"a":1.5,"b":""})", R"({"b":"x","c":1})"}},
+           {K::kJsonSchema, R"({"type":"object","properties":{"a":{"type":"boolean"}}})",
+            {R"({})", R"({"a":true,"z":[1,{"q":null}]})", R"({"z":1})"},
+            {R"({"a":true,"a":false})", R"({"a":1})"}},
+           {K::kJsonSchema, R"({"type":"integer","minimum":-5,"exclusiveMaximum":120})",
+            {"-5", "0", "119", "7", "100", "3.0"},
+            {"-6", "120", "1000", "-0", "01"}},
+           {K::kJsonSchema, R"({"type":"number","minimum":0,"maximum":1})",
+            {"0", "1", "0.25", "1.0", "0.999"},
+            {"-0.1", "1.5", "2", "1.01"}},
+           {K::kJsonSchema, R"({"type":"integer","multipleOf":10,"minimum":0})", {"0", "10", "250"}, {"5", "-10", "11"}},
+           {K::kJsonSchema, R"({"type":"string","minLength":2,"maxLength":3})",
+            {R"("ab")", R"("abc")", R"("a\"")", R"("\u0041b")"},
+            {R"("a")", R"("abcd")", R"("a\")"}},
+           {K::kJsonSchema, R"({"type":"string","pattern":"^[a-z]+$","maxLength":4})",
+            {R"("abc")", R"("abcd")"},
+            {R"("")", R"("abcde")", R"("aB")"}},
+           {K::kJsonSchema, R"({"type":"string","pattern":"b"})", {R"("abc")", R"("b")"}, {R"("ac")"}},
+           {K::kJsonSchema, R"({"type":"string","format":"date"})", {R"("2024-02-29")"}, {R"("2024-13-01")", R"("24-01-01")"}},
+           {K::kJsonSchema, R"({"type":"string","format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123")"}},
+           {K::kJsonSchema, R"({"type":"array","items":{"type":"null"},"minItems":1,"maxItems":2})",
+            {"[null]", "[null,null]"}, {"[]", "[null,null,null]", "[1]"}},
+           {K::kJsonSchema, R"({"prefixItems":[{"const":1},{"const":"a"}],"items":false})",
+            {"[]", "[1]", "[1,\"a\"]"}, {"[\"a\"]", "[1,\"a\",2]"}},
+           {K::kJsonSchema, R"({"enum":["x",2,null,{"k":[1]}]})", {R"("x")", "2", "null", R"({"k":[1]})"}, {R"("y")", "3"}},
+           {K::kJsonSchema, R"({"anyOf":[{"type":"string"},{"type":"integer"}]})", {R"("s")", "5"}, {"null", "1.5"}},
+           {K::kJsonSchema, R"({"oneOf":[{"type":"string"},{"type":"null"}]})", {R"("s")", "null"}, {"1"}},
+           {K::kJsonSchema, R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"const":true}},"required":["b"]}],"additionalProperties":false})",
+            {R"({"a":1,"b":true})"}, {R"({"a":1})", R"({"b":true})", R"({"a":1,"b":false})"}},
+           {K::kJsonSchema, R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}},"additionalProperties":false}},"$ref":"#/$defs/n"})",
+            {"{}", R"({"next":{"next":{}}})"}, {R"({"next":1})"}},
+           {K::kJsonSchema, R"({"type":"object","patternProperties":{"^x-":{"type":"integer"}},"additionalProperties":false})",
+            {"{}", R"({"x-a":1,"x-b":2})"}, {R"({"y":1})", R"({"x-a":"s"})"}},
+           {K::kJsonSchema, R"({"type":"object","minProperties":1,"maxProperties":2})",
+            {R"({"a":1})", R"({"a":1,"b":2})"}, {"{}", R"({"a":1,"b":2,"c":3})"}},
+           {K::kJsonSchema, R"({"not":{"type":"string"}})", {"1", "null", "[]"}, {R"("s")"}},
+       })
+    Check(c);
+}
+
+TEST(JsonSchema, FlexibleWhitespace) {
+  ConstraintSpec spec;
+  spec.kind = K::kJsonSchema;
+  spec.text = R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}})";
+  spec.json.whitespace = JsonSchemaOptions::Whitespace::kFlexible;
+  auto g = BuildGrammar(spec);
+  ASSERT_TRUE(g.ok());
+  auto cg = Compile(*g);
+  ASSERT_TRUE(cg.ok());
+  EXPECT_TRUE(cg->Matches("{ \"a\" : [ 1 , 2 ]\n}"));
+  EXPECT_TRUE(cg->Matches("{\"a\":[1,2]}"));
+  EXPECT_FALSE(cg->Matches("{ \"a\" : [ 1 , , 2 ] }"));
+}
+
+TEST(Errors, NameTheCause) {
+  struct Bad {
+    K kind;
+    std::string text;
+    StatusCode code;
+    std::string needle;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {K::kJsonSchema, "{", StatusCode::kInvalidArgument, "not valid JSON"},
+           {K::kJsonSchema, R"({"$ref":"#"})", StatusCode::kInvalidArgument, "accepts no string"},
+           {K::kJsonSchema, R"({"properties":{"a":{"if":{}}}})", StatusCode::kUnimplemented, "'if' at #/properties/a"},
+           {K::kJsonSchema, R"({"$ref":"http://x/y.json"})", StatusCode::kUnimplemented, "local references"},
+           {K::kJsonSchema, R"({"type":"string","pattern":"(?<=a)b"})", StatusCode::kUnimplemented, "look-behind"},
+           {K::kRegex, "(a", StatusCode::kInvalidArgument, "missing ')'"},
+           {K::kRegex, "a\\1", StatusCode::kUnimplemented, "backreference"},
+           {K::kRegex, "a{2000000}", StatusCode::kResourceExhausted, "repetition"},
+           {K::kEbnf, "root ::= a\n", StatusCode::kInvalidArgument, "'a' is used but not defined"},
+           {K::kEbnf, "root ::= root \"x\" | \"y\"", StatusCode::kInvalidArgument, "left recursion"},
+           {K::kEbnf, "root ::= [a-z]{99999}[a-z]{99999}[a-z]{99999}", StatusCode::kResourceExhausted, ""},
+       }) {
+    auto r = Build(b.kind, b.text);
+    ASSERT_FALSE(r.ok()) << b.text;
+    EXPECT_EQ(r.status().code(), b.code) << b.text << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find(b.needle), std::string::npos) << b.text << ": " << r.status().message();
+  }
+}
+
+TEST(Errors, DeepNestingIsBounded) {
+  std::string deep(100000, '(');
+  deep += "a";
+  deep += std::string(100000, ')');
+  auto r = Build(K::kRegex, deep);
+  ASSERT_FALSE(r.ok());
+  std::string schema;
+  for (int i = 0; i < 5000; ++i) schema += R"({"items":)";
+  schema += "true";
+  for (int i = 0; i < 5000; ++i) schema += "}";
+  auto s = Build(K::kJsonSchema, schema);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(Cache, SharesCompiledGrammars) {
+  auto vocab = TokenIndex::FromTokens({"a", "b"}, {}, {}, 2);
+  ASSERT_TRUE(vocab.ok());
+  ConstraintCache cache(2);
+  ConstraintSpec a{K::kRegex, "a+", {}, {}};
+  ConstraintSpec b{K::kRegex, "b+", {}, {}};
+  auto x = cache.Get(a, *vocab);
+  auto y = cache.Get(a, *vocab);
+  ASSERT_TRUE(x.ok() && y.ok());
+  EXPECT_EQ(x->get(), y->get());
+  EXPECT_EQ(cache.hits(), 1u);
+  ASSERT_TRUE(cache.Get(b, *vocab).ok());
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.Get({K::kRegex, "(", {}, {}}, *vocab).ok());
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar

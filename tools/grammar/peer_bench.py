@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The peers' side of `deepinfer bench grammar`: xgrammar and llguidance on the same schemas and the same
+token ids, one thread each. Input lines {"schema": str, "ids": [int]}; prints one JSON object per peer:
+{"name", "version", "compiled", "total", "compile_ms": [...], "mask_us": [...], "tested", "rejected", "error"}.
+Usage: peer_bench.py TOKENIZER_JSON CASES_JSONL WIDTH EOS_ID"""
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_xgrammar(tok_json, cases, width, eos):
+    sys.modules["torch"] = None  # tvm_ffi must see no torch
+    import tvm_ffi  # noqa: F401
+    del sys.modules["torch"]
+    sys.path.insert(0, os.path.join(HERE, "peer_stubs"))
+    import numpy as np
+    import xgrammar as xgr
+    spec = json.load(open(tok_json, encoding="utf-8"))
+    enc = [""] * width
+    for s, i in spec["model"]["vocab"].items():
+        enc[i] = s
+    for t in spec.get("added_tokens", []):
+        enc[t["id"]] = t["content"]
+    info = xgr.TokenizerInfo(enc, vocab_type=xgr.VocabType.BYTE_LEVEL, vocab_size=width, stop_token_ids=[eos])
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    out = {"name": "xgrammar", "version": xgr.__version__ if hasattr(xgr, "__version__") else "?"}
+    bm = np.zeros((1, (width + 31) // 32), dtype=np.int32)
+    compiled = 0
+    compile_ms, mask_us = [], []
+    tested = rejected = 0
+    for c in cases:
+        t0 = time.perf_counter()
+        try:
+            cg = compiler.compile_json_schema(c["schema"], any_whitespace=False, strict_mode=False)
+        except Exception:  # noqa: BLE001 - a refused schema counts against coverage
+            compile_ms.append((time.perf_counter() - t0) * 1e3)
+            continue
+        compile_ms.append((time.perf_counter() - t0) * 1e3)
+        compiled += 1
+        if c["ids"] is None:
+            continue
+        m = xgr.GrammarMatcher(cg)
+        tested += 1
+        ok = True
+        for tid in c["ids"] + [eos]:
+            t1 = time.perf_counter()
+            m.fill_next_token_bitmask(bm)
+            mask_us.append((time.perf_counter() - t1) * 1e6)
+            if not m.accept_token(tid):
+                ok = False
+                break
+        rejected += 0 if ok else 1
+    out.update(compiled=compiled, total=len(cases), compile_ms=compile_ms, mask_us=mask_us, tested=tested, rejected=rejected)
+    return out
+
+
+def run_llguidance(tok_json, cases, width, eos):
+    import numpy as np
+    import llguidance
+    import llguidance.numpy as lln
+    tok = llguidance.LLTokenizer(open(tok_json, encoding="utf-8").read(), n_vocab=width, eos_token=eos)
+    out = {"name": "llguidance", "version": getattr(llguidance, "__version__", "?")}
+    bm = np.zeros((1, (width + 31) // 32), dtype=np.int32)
+    compiled = 0
+    compile_ms, mask_us = [], []
+    tested = rejected = 0
+    opts = {"whitespace_flexible": False}
+    for c in cases:
+        t0 = time.perf_counter()
+        try:
+            g = llguidance.LLMatcher.grammar_from_json_schema(c["schema"], defaults=opts)
+            m = llguidance.LLMatcher(tok, g, log_level=0)
+            ok_compile = not m.is_error()
+        except Exception:  # noqa: BLE001
+            ok_compile = False
+        compile_ms.append((time.perf_counter() - t0) * 1e3)
+        if not ok_compile:
+            continue
+        compiled += 1
+        if c["ids"] is None:
+            continue
+        tested += 1
+        ok = True
+        for tid in c["ids"] + [eos]:
+            t1 = time.perf_counter()
+            lln.fill_next_token_bitmask(m, bm, 0)
+            mask_us.append((time.perf_counter() - t1) * 1e6)
+            if not m.consume_token(tid):
+                ok = False
+                break
+        rejected += 0 if ok else 1
+    out.update(compiled=compiled, total=len(cases), compile_ms=compile_ms, mask_us=mask_us, tested=tested, rejected=rejected)
+    return out
+
+
+def main():
+    tok_json, cases_path, width, eos = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    cases = [json.loads(line) for line in open(cases_path, encoding="utf-8")]
+    for runner in (run_xgrammar, run_llguidance):
+        try:
+            print(json.dumps(runner(tok_json, cases, width, eos)), flush=True)
+        except ImportError as e:
+            print(json.dumps({"name": runner.__name__[4:], "error": "not installed: %s" % e}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
