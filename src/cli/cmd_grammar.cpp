@@ -2,13 +2,15 @@
 // compiled; report errors, size and compile time; test strings against it through the token-level
 // matcher; show the allowed next tokens after a prefix. `--jsonl` is the batch form.
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
 #include "grammar/constraint.h"
 #include "grammar/matcher.h"
 #include "tokenizer/locate.h"
@@ -33,12 +35,10 @@ constexpr const char* kUsage =
 
 constexpr size_t kLogitsWidth = 129280;
 
+// A schema or grammar argument: inline text when it does not name a readable file.
 std::string ReadFileOrText(const std::string& arg) {
-  std::ifstream in(arg, std::ios::binary);
-  if (!in) return arg;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = ReadFileToString(arg, 64u << 20);
+  return text.ok() ? *text : arg;
 }
 
 std::string Printable(std::string_view bytes) {
@@ -92,11 +92,15 @@ int RunJsonl(const std::string& tokenizer_hint) {
   auto vocab = LoadVocab(tokenizer_hint);
   if (!vocab.ok()) return Fail("grammar", vocab.status().message());
   grammar::ConstraintCache cache(64);
+  auto input = ReadStdinToString();
+  if (!input.ok()) return Fail("grammar", input.status().message());
+  std::istringstream lines(*input);
   std::string line;
-  while (std::getline(std::cin, line)) {
+  while (std::getline(lines, line)) {
     if (line.empty()) continue;
     nlohmann::ordered_json out = {{"compiled", false}, {"error", nullptr}, {"accepted", false}, {"compile_ms", 0.0}};
-    auto in = nlohmann::ordered_json::parse(line, nullptr, false);
+    auto parsed = ParseOrderedJson(line);
+    nlohmann::ordered_json in = parsed.ok() ? std::move(*parsed) : nlohmann::ordered_json();
     grammar::ConstraintSpec spec;
     std::string instance;
     bool ok_line = in.is_object();
@@ -138,50 +142,32 @@ int RunJsonl(const std::string& tokenizer_hint) {
 
 int RunGrammar(const std::vector<std::string>& args) {
   grammar::ConstraintSpec spec;
-  bool have = false, jsonl = false;
+  bool jsonl = false, json_object = false, flexible = false;
   std::vector<std::string> tests;
-  std::string prefix, tokenizer_hint;
-  bool have_prefix = false;
-  size_t top = 20;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--jsonl") {
-      jsonl = true;
-    } else if (a == "--json-schema" || a == "--regex" || a == "--ebnf") {
-      if (!value(&v)) return UsageError("grammar", a + " needs a value");
-      spec.kind = a == "--regex" ? grammar::ConstraintSpec::Kind::kRegex
-                  : a == "--ebnf" ? grammar::ConstraintSpec::Kind::kEbnf
-                                  : grammar::ConstraintSpec::Kind::kJsonSchema;
-      spec.text = a == "--regex" ? v : ReadFileOrText(v);
-      have = true;
-    } else if (a == "--json-object") {
-      spec.kind = grammar::ConstraintSpec::Kind::kJsonObject;
-      have = true;
-    } else if (a == "--test") {
-      if (!value(&v)) return UsageError("grammar", "--test needs a value");
-      tests.push_back(v);
-    } else if (a == "--prefix") {
-      if (!value(&prefix)) return UsageError("grammar", "--prefix needs a value");
-      have_prefix = true;
-    } else if (a == "--top") {
-      if (!value(&v)) return UsageError("grammar", "--top needs a value");
-      top = static_cast<size_t>(std::strtoul(v.c_str(), nullptr, 10));
-    } else if (a == "--tokenizer") {
-      if (!value(&tokenizer_hint)) return UsageError("grammar", "--tokenizer needs a value");
-    } else if (a == "--flexible-ws") {
-      spec.json.whitespace = grammar::JsonSchemaOptions::Whitespace::kFlexible;
-    } else if (a == "--strict") {
-      spec.json.strict = true;
-    } else {
-      return UsageError("grammar", "unknown argument '" + a + "'");
-    }
-  }
+  std::string schema, regex, ebnf, prefix, tokenizer_hint;
+  int64_t top = 20;
+  Flags flags("grammar");
+  flags.Switch("--jsonl", &jsonl);
+  flags.String("--json-schema", &schema);
+  flags.String("--regex", &regex);
+  flags.String("--ebnf", &ebnf);
+  flags.Switch("--json-object", &json_object);
+  flags.Strings("--test", &tests);
+  flags.String("--prefix", &prefix);
+  flags.Int<int64_t>("--top", &top, 0, 1'000'000);
+  flags.Path("--tokenizer", &tokenizer_hint);
+  flags.Switch("--flexible-ws", &flexible);
+  flags.Switch("--strict", &spec.json.strict);
+  if (int rc = flags.Parse(args)) return rc;
+  const bool have_prefix = flags.given("--prefix");
+  int kinds = flags.given("--json-schema") + flags.given("--regex") + flags.given("--ebnf") + json_object;
+  if (kinds > 1) return UsageError("grammar", "give one of --json-schema, --regex, --ebnf or --json-object");
+  const bool have = kinds == 1;
+  if (flags.given("--json-schema")) spec.text = ReadFileOrText(schema);
+  if (flags.given("--regex")) spec.kind = grammar::ConstraintSpec::Kind::kRegex, spec.text = regex;
+  if (flags.given("--ebnf")) spec.kind = grammar::ConstraintSpec::Kind::kEbnf, spec.text = ReadFileOrText(ebnf);
+  if (json_object) spec.kind = grammar::ConstraintSpec::Kind::kJsonObject;
+  if (flexible) spec.json.whitespace = grammar::JsonSchemaOptions::Whitespace::kFlexible;
   if (jsonl) return RunJsonl(tokenizer_hint);
   if (!have) return UsageError("grammar", "one of --json-schema, --regex, --ebnf or --json-object is required");
   auto t0 = std::chrono::steady_clock::now();
@@ -227,7 +213,7 @@ int RunGrammar(const std::vector<std::string>& args) {
     for (size_t id = 0; id < vocab->index->width(); ++id) {
       if ((bits[id / 32] >> (id % 32)) & 1) {
         ++count;
-        if (shown.size() < top) shown.push_back(static_cast<int32_t>(id));
+        if (shown.size() < static_cast<size_t>(top)) shown.push_back(static_cast<int32_t>(id));
       }
     }
     std::printf("after %s: %zu allowed tokens (mask in %.1f us), forced bytes \"%s\"%s\n", Printable(prefix).c_str(),

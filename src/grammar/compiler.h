@@ -38,6 +38,7 @@ class CompiledGrammar {
 
   uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
   uint32_t num_classes() const { return num_classes_; }
+  uint8_t byte_class(uint8_t byte) const { return byte_class_[byte]; }
   uint32_t Next(uint32_t state, uint8_t byte) const { return next_[state * num_classes_ + byte_class_[byte]]; }
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
   uint32_t rule_of(uint32_t state) const { return rule_of_[state]; }

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "grammar/compiler.h"
 #include "grammar/json_text.h"
 #include "grammar/regex.h"
@@ -910,10 +911,11 @@ class SchemaCompiler {
 Result<Grammar> JsonSchemaToGrammar(std::string_view schema_json, const JsonSchemaOptions& options) {
   if (schema_json.size() > options.max_schema_bytes)
     return Status::ResourceExhausted("the schema is larger than " + std::to_string(options.max_schema_bytes) + " bytes");
-  Json schema = Json::parse(schema_json, nullptr, false);
-  if (schema.is_discarded()) return Status::InvalidArgument("the schema is not valid JSON");
-  // nlohmann's parser recurses on nesting; the size bound above keeps that finite, and the compiler's
-  // depth bound refuses deep schemas before it recurses itself.
+  // Parsed without recursion and with a nesting bound, so nlohmann's own recursive copies and compares
+  // of the value stay bounded too.
+  auto parsed = ParseOrderedJson(schema_json, JsonLimits{options.max_schema_bytes, static_cast<int>(options.max_depth) * 4});
+  if (!parsed.ok()) return Status::InvalidArgument("the schema is not valid JSON: " + parsed.status().message());
+  Json schema = std::move(*parsed);
   SchemaCompiler c(schema, options);
   return c.Run();
 }

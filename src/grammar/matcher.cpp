@@ -83,6 +83,54 @@ class LocalWalker {
 
 inline void SetBit(uint32_t* bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 
+// The states reached from `from` by one byte in [lo, hi], through byte transitions only (one state per
+// byte class the range touches); false when some byte of the range is rejected.
+bool StepRange(const CompiledGrammar& g, const std::vector<uint32_t>& from, uint8_t lo, uint8_t hi,
+               std::vector<uint32_t>* out) {
+  out->clear();
+  for (uint32_t s : from) {
+    for (int b = lo; b <= hi;) {
+      uint32_t t = g.Next(s, static_cast<uint8_t>(b));
+      if (t == CompiledGrammar::kDead) return false;
+      if (std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
+      if (out->size() > 64) return false;
+      const uint8_t cls = g.byte_class(static_cast<uint8_t>(b));
+      while (b <= hi && g.byte_class(static_cast<uint8_t>(b)) == cls) ++b;
+    }
+  }
+  return true;
+}
+
+// The largest L <= kPlainCap such that every string of up to L JSON-plain code points (U+0020.. except
+// '"' and '\') leads from `state` to a live state by byte transitions alone; 0 when even one fails.
+int PlainDepth(const CompiledGrammar& g, uint32_t state) {
+  // Every plain code point as byte-range sequences.
+  static const std::vector<std::vector<std::pair<uint8_t, uint8_t>>> kSeqs = {
+      {{0x20, 0x21}}, {{0x23, 0x5B}}, {{0x5D, 0x7F}}, {{0xC2, 0xDF}, {0x80, 0xBF}},
+      {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}}, {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}}, {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}};
+  // Byte classes are intervals, so StepRange looks at one byte per class.
+  std::vector<uint32_t> frontier = {state}, next, cur, tmp;
+  for (int depth = 0; depth < TokenIndex::kPlainCap; ++depth) {
+    next.clear();
+    for (const auto& seq : kSeqs) {
+      cur = frontier;
+      for (auto [lo, hi] : seq) {
+        if (!StepRange(g, cur, lo, hi, &tmp)) return depth;
+        cur.swap(tmp);
+      }
+      for (uint32_t t : cur)
+        if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
+      if (next.size() > 64) return depth;
+    }
+    frontier.swap(next);
+  }
+  return TokenIndex::kPlainCap;
+}
+
 }  // namespace
 
 BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const TokenIndex> vocab,
@@ -125,9 +173,22 @@ Result<std::shared_ptr<const BoundGrammar::Entry>> BoundGrammar::ComputeEntry(ui
   bool ends = false;
   DI_RETURN_IF_ERROR(walker.Close({{state, -1}}, &level[0], &ends));
   entry->ends_at_start = ends;
+  // Plain-text shortcut: when every run of up to L plain characters keeps this state alive through byte
+  // transitions alone, those tokens are accepted whatever follows, and subtrees holding only such tokens
+  // need no walk. Inside an unconstrained JSON string this leaves a few percent of the trie to visit.
+  const int plain = PlainDepth(g, state);
+  if (plain > 0) {
+    const auto& pm = v.plain_mask(plain);
+    for (size_t w = 0; w < acc.size(); ++w) acc[w] |= pm[w];
+    count += v.plain_count(plain);
+  }
   const uint32_t stop = v.end(0);
   size_t visited = 0;
   for (uint32_t i = 1; i < stop;) {
+    if (plain > 0 && v.subtree_max_plain(i) <= plain) {
+      i = v.end(i);
+      continue;
+    }
     const uint16_t d = v.depth(i);
     walker.Advance(level[d - 1], v.byte(i), &tmp);
     if (tmp.empty()) {

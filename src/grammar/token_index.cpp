@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::grammar {
@@ -89,6 +90,46 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
   for (const auto& v : node_tokens) {
     for (int32_t id : v) t.tok_ids_.push_back(id);
     t.tok_begin_.push_back(static_cast<uint32_t>(t.tok_ids_.size()));
+  }
+  // Plain tokens and the per-subtree maximum of their lengths (children follow their parent in preorder,
+  // so one backward pass folds each node into its parent).
+  auto plain_len = [](std::string_view b) -> int {
+    size_t pos = 0;
+    int n = 0;
+    while (pos < b.size()) {
+      char32_t cp;
+      size_t len = utf8::Decode(b, pos, &cp);
+      if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') return 255;
+      pos += len;
+      if (++n > kPlainCap) return 255;
+    }
+    return n;
+  };
+  t.plain_masks_.assign(kPlainCap + 1, std::vector<uint32_t>(t.words(), 0));
+  t.plain_counts_.assign(kPlainCap + 1, 0);
+  t.max_plain_.assign(t.byte_.size(), 0);
+  for (uint32_t node = 0; node < t.byte_.size(); ++node) {
+    for (uint32_t k = t.tok_begin_[node]; k < t.tok_begin_[node + 1]; ++k) {
+      int32_t id = t.tok_ids_[k];
+      int len = plain_len(tokens[id]);
+      t.max_plain_[node] = static_cast<uint8_t>(std::max<int>(t.max_plain_[node], len));
+      if (len <= kPlainCap)
+        for (int l = len; l <= kPlainCap; ++l) {
+          t.plain_masks_[l][static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+          ++t.plain_counts_[l];
+        }
+    }
+  }
+  {
+    std::vector<uint32_t> parent(t.byte_.size(), 0);
+    std::vector<uint32_t> open = {0};
+    for (uint32_t node = 1; node < t.byte_.size(); ++node) {
+      while (open.size() > t.depth_[node]) open.pop_back();
+      parent[node] = open.back();
+      open.push_back(node);
+    }
+    for (uint32_t node = static_cast<uint32_t>(t.byte_.size()) - 1; node > 0; --node)
+      t.max_plain_[parent[node]] = std::max(t.max_plain_[parent[node]], t.max_plain_[node]);
   }
   uint64_t h = 0xCBF29CE484222325ULL;
   auto mix = [&](const void* p, size_t n) {

@@ -50,6 +50,15 @@ class TokenIndex {
   // Token ids whose bytes end at `node`.
   const int32_t* tokens_begin(uint32_t node) const { return tok_ids_.data() + tok_begin_[node]; }
   const int32_t* tokens_end(uint32_t node) const { return tok_ids_.data() + tok_begin_[node + 1]; }
+  // JSON-plain tokens: every byte belongs to a complete code point >= U+0020 other than '"' and '\'
+  // (what a JSON string holds unescaped). plain_mask(L) has the plain tokens of 1..L code points
+  // (L <= kPlainCap); subtree_max_plain(node) is the largest plain length in the node's subtree, or 255
+  // when the subtree holds a token that is not plain (or longer than kPlainCap). A state that accepts any
+  // L plain characters accepts plain_mask(L) whole and needs to walk only the other subtrees.
+  static constexpr int kPlainCap = 16;
+  const std::vector<uint32_t>& plain_mask(int len) const { return plain_masks_[static_cast<size_t>(len)]; }
+  size_t plain_count(int len) const { return plain_counts_[static_cast<size_t>(len)]; }
+  uint8_t subtree_max_plain(uint32_t node) const { return max_plain_[node]; }
   // Content fingerprint (tokens, exclusions, stops, width): part of the compiled-grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
 
@@ -64,6 +73,9 @@ class TokenIndex {
   std::vector<uint32_t> tok_begin_;
   std::vector<int32_t> tok_ids_;
   uint64_t fingerprint_ = 0;
+  std::vector<std::vector<uint32_t>> plain_masks_;
+  std::vector<size_t> plain_counts_;
+  std::vector<uint8_t> max_plain_;
 };
 
 }  // namespace deepinfer::grammar

@@ -155,7 +155,7 @@ TEST(Errors, DeepNestingIsBounded) {
   for (int i = 0; i < 5000; ++i) schema += "}";
   auto s = Build(K::kJsonSchema, schema);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.status().message().find("deeper than"), std::string::npos) << s.status().message();
 }
 
 TEST(Cache, SharesCompiledGrammars) {

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""The peers' side of `deepinfer bench grammar`: xgrammar and llguidance on the same schemas and the same
-token ids, one thread each. Input lines {"schema": str, "ids": [int]}; prints one JSON object per peer:
-{"name", "version", "compiled", "total", "compile_ms": [...], "mask_us": [...], "tested", "rejected", "error"}.
-Usage: peer_bench.py TOKENIZER_JSON CASES_JSONL WIDTH EOS_ID"""
+"""The peers' side of `deepinfer bench grammar`: xgrammar and llguidance on the same schemas, one thread
+each. For each schema line {"schema", "tests"} the first valid instance is serialised compactly
+(json.dumps, separators (",", ":"), ensure_ascii=False) and tokenized with the Hugging Face tokenizer
+(plain text, no added tokens); both peers compile the schema and are fed those ids, timing each mask.
+Writes {"cases": [ids or null per schema], "peers": [{"name", "version", "compiled", "total",
+"compile_ms": [...], "mask_us": [...], "tested", "rejected"} or {"name", "error"}]}, which
+`deepinfer bench grammar --peer FILE` reads (it feeds ours the same ids).
+Usage: peer_bench.py --tokenizer TOKENIZER_JSON --data SCHEMAS_JSONL --out FILE [--width 129280] [--limit N]"""
 import json
 import os
 import sys
@@ -97,13 +101,38 @@ def run_llguidance(tok_json, cases, width, eos):
 
 
 def main():
-    tok_json, cases_path, width, eos = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    cases = [json.loads(line) for line in open(cases_path, encoding="utf-8")]
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--width", type=int, default=129280)
+    ap.add_argument("--limit", type=int, default=0)
+    a = ap.parse_args()
+    from tokenizers import Tokenizer
+    spec = json.load(open(a.tokenizer, encoding="utf-8"))
+    eos = next(t["id"] for t in spec.get("added_tokens", []) if t["content"] == "<\uff5cend\u2581of\u2581sentence\uff5c>")
+    spec["added_tokens"] = []  # plain text, as deepinfer's EncodeText
+    tok = Tokenizer.from_str(json.dumps(spec))
+    cases = []
+    for line in open(a.data, encoding="utf-8"):
+        if a.limit and len(cases) >= a.limit:
+            break
+        row = json.loads(line)
+        valid = [t for t in row.get("tests", []) if t["valid"]]
+        ids = None
+        if valid:
+            text = json.dumps(valid[0]["data"], separators=(",", ":"), ensure_ascii=False)
+            ids = tok.encode(text, add_special_tokens=False).ids
+        cases.append({"schema": json.dumps(row["schema"], ensure_ascii=False), "ids": ids})
+    peers = []
     for runner in (run_xgrammar, run_llguidance):
         try:
-            print(json.dumps(runner(tok_json, cases, width, eos)), flush=True)
+            peers.append(runner(a.tokenizer, cases, a.width, eos))
         except ImportError as e:
-            print(json.dumps({"name": runner.__name__[4:], "error": "not installed: %s" % e}), flush=True)
+            peers.append({"name": runner.__name__[4:], "error": "not installed: %s" % e})
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump({"cases": [c["ids"] for c in cases], "peers": peers}, f)
 
 
 if __name__ == "__main__":

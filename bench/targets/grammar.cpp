@@ -1,52 +1,46 @@
 // deepinfer bench grammar: JSON Schema constraints on the committed JSONSchemaBench slice with the DeepSeek
-// vocabulary and 129,280-wide masks, ours beside xgrammar and llguidance measured in the same run on the
-// same token ids (tools/grammar/peer_bench.py), one thread each.
+// vocabulary and 129,280-wide masks, ours beside xgrammar and llguidance. The peers run in
+// tools/grammar/peer_bench.py, one thread each, which writes their figures and the token ids it fed
+// them; `--peer FILE` reads that file, feeds ours the same ids and prints the three side by side.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common.h"
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
 #include "grammar/constraint.h"
 #include "grammar/matcher.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
-namespace deepinfer::cli {
+namespace deepinfer::bench {
 namespace {
 
 namespace fs = std::filesystem;
+using cli::Fail;
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
-    "usage: deepinfer bench grammar [--data FILE] [--tokenizer PATH] [--limit N] [--python PATH] [--no-peers]\n\n"
+    "usage: deepinfer bench grammar [--data FILE] [--tokenizer PATH] [--limit N] [--peer FILE]\n\n"
     "For each schema: compile time; then the first valid instance, serialised compactly and tokenized, is fed\n"
     "token by token, timing the allowed-token mask before each token (and before the stop token). Reports\n"
-    "coverage (schemas compiled), valid instances rejected, compile median/p99/max and mask p50/p99/max for\n"
-    "deepinfer, xgrammar and llguidance (one thread each, same token ids), and the ratios.\n\n"
+    "coverage (schemas compiled), valid instances rejected, compile median/p99/max and mask p50/p99/max, one\n"
+    "thread. With --peer FILE (written by tools/grammar/peer_bench.py on the same data and tokenizer: see\n"
+    "requirements-grammar-peers.txt) it uses the peers' token ids and prints xgrammar and llguidance beside\n"
+    "ours with the ratios.\n\n"
     "  --data FILE     schemas as {\"id\", \"schema\", \"tests\"} lines (default: the committed\n"
-    "                  tests/grammar/data/jsonschemabench_601.jsonl)\n"
-    "  --python PATH   Python with xgrammar and llguidance (requirements-grammar-peers.txt; default\n"
-    "                  <repo>/.venv/bin/python or $DEEPINFER_PYTHON)\n"
-    "  --no-peers      ours only\n";
+    "                  tests/grammar/data/jsonschemabench_601.jsonl)\n";
 
 constexpr size_t kWidth = 129280;
-
-std::string FindUp(const std::string& relative) {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    if (fs::exists(dir / relative, ec)) return (dir / relative).string();
-    if (dir == dir.root_path()) break;
-  }
-  return "";
-}
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -63,22 +57,26 @@ struct Figures {
 };
 
 int RunBenchGrammar(const std::vector<std::string>& args) {
-  std::string data, tokenizer_hint, python;
-  size_t limit = 0;
-  bool peers = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto need = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-    const std::string* v = nullptr;
-    if (args[i] == "--data" && (v = need())) data = *v;
-    else if (args[i] == "--tokenizer" && (v = need())) tokenizer_hint = *v;
-    else if (args[i] == "--python" && (v = need())) python = *v;
-    else if (args[i] == "--limit" && (v = need())) limit = static_cast<size_t>(std::strtoul(v->c_str(), nullptr, 10));
-    else if (args[i] == "--no-peers") peers = false;
-    else return UsageError("bench grammar", "unknown or incomplete argument '" + args[i] + "'");
+  std::string data, tokenizer_hint, peer_path;
+  int64_t limit = 0;
+  cli::Flags flags("bench grammar");
+  flags.Path("--data", &data);
+  flags.Path("--tokenizer", &tokenizer_hint);
+  flags.Path("--peer", &peer_path);
+  flags.Int<int64_t>("--limit", &limit, 0, 1'000'000);
+  if (int rc = flags.Parse(args)) return rc;
+  Json peer_doc;
+  if (!peer_path.empty()) {
+    auto text = ReadFileToString(peer_path);
+    if (!text.ok()) return Fail("bench grammar", text.status().message());
+    auto doc = ParseOrderedJson(*text, JsonLimits{size_t{1} << 30, 16});
+    if (!doc.ok() || !doc->is_object()) return Fail("bench grammar", peer_path + ": not a peer_bench.py result");
+    peer_doc = std::move(*doc);
   }
   if (data.empty()) data = FindUp("tests/grammar/data/jsonschemabench_601.jsonl");
-  std::ifstream in(data);
-  if (data.empty() || !in) return Fail("bench grammar", "no schema file (pass --data)");
+  auto text = ReadFileToString(data);
+  if (data.empty() || !text.ok()) return Fail("bench grammar", "no schema file (pass --data)");
+  std::istringstream in(*text);
   auto path = tokenizer::LocateTokenizerJson(tokenizer_hint);
   if (!path.ok()) return Fail("bench grammar", path.status().message());
   auto tok = tokenizer::Tokenizer::FromFile(*path);
@@ -95,9 +93,11 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     bool has_instance = false;
   };
   std::vector<Case> cases;
-  for (std::string line; std::getline(in, line) && (limit == 0 || cases.size() < limit);) {
-    Json row = Json::parse(line, nullptr, false);
-    if (!row.is_object() || !row.contains("schema")) continue;
+  const Json* peer_ids = peer_doc.is_object() && peer_doc.contains("cases") ? &peer_doc["cases"] : nullptr;
+  for (std::string line; std::getline(in, line) && (limit == 0 || cases.size() < static_cast<size_t>(limit));) {
+    auto parsed = ParseOrderedJson(line);
+    if (!parsed.ok() || !parsed->is_object() || !parsed->contains("schema")) continue;
+    const Json& row = *parsed;
     Case c;
     c.schema = row["schema"].dump(-1, ' ', false, Json::error_handler_t::replace);
     for (const auto& t : row.value("tests", Json::array())) {
@@ -106,6 +106,13 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
         c.has_instance = true;
         break;
       }
+    }
+    // The peers' ids (Python's serialisation, the Hugging Face tokenizer) when given, so all three see
+    // the same tokens.
+    if (peer_ids && cases.size() < peer_ids->size()) {
+      const Json& ids = (*peer_ids)[cases.size()];
+      c.has_instance = ids.is_array();
+      c.ids = c.has_instance ? ids.get<std::vector<int32_t>>() : std::vector<int32_t>();
     }
     cases.push_back(std::move(c));
   }
@@ -144,58 +151,23 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   }
 
   std::vector<Figures> all = {ours};
-  if (peers) {
-    if (python.empty()) {
-      if (const char* env = std::getenv("DEEPINFER_PYTHON"); env != nullptr && *env) python = env;
-      else python = FindUp(".venv/bin/python");
-    }
-    std::string script = FindUp("tools/grammar/peer_bench.py");
-    fs::path tmp = fs::temp_directory_path() / ("deepinfer_bench_grammar_" + std::to_string(getpid()) + ".jsonl");
-    {
-      std::ofstream out(tmp);
-      for (const Case& c : cases) {
-        Json j = {{"schema", c.schema}};
-        j["ids"] = c.has_instance ? Json(c.ids) : Json(nullptr);
-        out << j.dump() << "\n";
-      }
-    }
-    std::string output;
-    if (!python.empty() && !script.empty()) {
-      std::string cmd = "'" + python + "' '" + script + "' '" + *path + "' '" + tmp.string() + "' " +
-                        std::to_string(options.mask_width) + " " + std::to_string(eos) + " 2>/dev/null";
-      if (FILE* pipe = popen(cmd.c_str(), "r")) {
-        char buf[65536];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-        pclose(pipe);
-      }
-    }
-    fs::remove(tmp);
-    size_t pos = 0;
-    for (const char* name : {"xgrammar", "llguidance"}) {
-      Figures f{name};
-      f.note = python.empty() ? "no Python (pass --python)" : "did not run";
-      size_t nl = output.find('\n', pos);
-      Json j = Json::parse(output.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos), nullptr, false);
-      pos = nl == std::string::npos ? output.size() : nl + 1;
-      if (j.is_object() && !j.contains("error")) {
-        f.name = std::string(name) + " " + j.value("version", "");
+  if (peer_doc.is_object()) {
+    for (const Json& j : peer_doc.value("peers", Json::array())) {
+      Figures f{j.value("name", "peer") + " " + j.value("version", "")};
+      if (j.contains("error")) {
+        f.note = j.value("error", "");
+      } else {
         f.compiled = j.value("compiled", 0u);
         f.total = j.value("total", 0u);
         f.tested = j.value("tested", 0u);
         f.rejected = j.value("rejected", 0u);
         f.compile_ms = j["compile_ms"].get<std::vector<double>>();
         f.mask_us = j["mask_us"].get<std::vector<double>>();
-        f.note.clear();
-      } else if (j.is_object()) {
-        f.note = j.value("error", "");
       }
       all.push_back(std::move(f));
     }
   }
 
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
   double load[3] = {0, 0, 0};
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
@@ -231,8 +203,8 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   return 0;
 }
 
-const BenchRegistration kRegistration({"grammar", "JSON Schema constraints: coverage, compile and mask time vs peers",
+const cli::BenchRegistration kRegistration({"grammar", "JSON Schema constraints: coverage, compile and mask time vs peers",
                                        kUsage, RunBenchGrammar});
 
 }  // namespace
-}  // namespace deepinfer::cli
+}  // namespace deepinfer::bench
