@@ -191,8 +191,13 @@ Result<CompiledGrammar> Compiler::Run() {
     if (out.accepting_.size() >= limits_.max_dfa_states)
       return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(limits_.max_dfa_states) +
                                        " states");
-    DI_ASSIGN_OR_RETURN(Dfa d, Determinize(nfa, frags[k].start, frags[k].end, classes, builder_.deadline(),
-                                           limits_.max_dfa_states - out.accepting_.size()));
+    auto det = Determinize(nfa, frags[k].start, frags[k].end, classes, builder_.deadline(),
+                           limits_.max_dfa_states - out.accepting_.size());
+    if (!det.ok() && det.status().code() == StatusCode::kResourceExhausted)
+      return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(limits_.max_dfa_states) +
+                                       " states");
+    if (!det.ok()) return det.status();
+    Dfa d = std::move(*det);
     uint32_t base = static_cast<uint32_t>(out.accepting_.size()) - 1;  // DFA state i (1-based) -> base + i
     out.rule_start_.push_back(base + 1);
     for (uint32_t s = 1; s < d.num_states; ++s) {

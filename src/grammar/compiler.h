@@ -20,7 +20,7 @@
 namespace deepinfer::grammar {
 
 struct CompileLimits {
-  size_t max_nfa_states = 4'000'000;   // across all rules and the operands of kAnd/kMinus
+  size_t max_nfa_states = 1'000'000;   // across all rules and kAnd/kMinus operands (about 100 bytes each)
   size_t max_dfa_states = 250'000;     // total
   uint32_t max_depth = 400;            // nesting of expressions plus inlined references
   uint32_t max_repeat = 100'000;       // the largest finite bound of a repetition
