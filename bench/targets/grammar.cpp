@@ -37,6 +37,7 @@ constexpr const char* kUsage =
     "thread. With --peer FILE (written by tools/grammar/peer_bench.py on the same data and tokenizer: see\n"
     "requirements-grammar-peers.txt) it uses the peers' token ids and prints xgrammar and llguidance beside\n"
     "ours with the ratios.\n\n"
+    "  --tokenizer T   a tokenizer.json or a builtin name (default deepseek-v3, as the peers' figures)\n"
     "  --data FILE     schemas as {\"id\", \"schema\", \"tests\"} lines (default: the committed\n"
     "                  tests/grammar/data/jsonschemabench_601.jsonl)\n";
 
@@ -84,9 +85,10 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   auto text = ReadFileToString(data);
   if (data.empty() || !text.ok()) return Fail("bench grammar", "no schema file (pass --data)");
   std::istringstream in(*text);
-  auto path = tokenizer::LocateTokenizerJson(tokenizer_hint);
+  // deepseek-v3 by default: the tokenizer the peer figures were measured with.
+  auto path = tokenizer::ResolveTokenizer(tokenizer_hint, "deepseek-v3");
   if (!path.ok()) return Fail("bench grammar", path.status().message());
-  auto tok = tokenizer::Tokenizer::FromFile(*path);
+  auto tok = tokenizer::LoadTokenizer(*path);
   if (!tok.ok()) return Fail("bench grammar", tok.status().message());
   grammar::TokenIndex::Options options;
   options.mask_width = std::max(kWidth, tok->vocab_size());
@@ -182,7 +184,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   }
   std::printf("schemas: %s (%zu)\ntokenizer: %s, mask width %zu, one thread each, CPU time of the measuring\n"
               "thread (of the process for peer compiles); load average %.2f %.2f %.2f\n\n",
-              data.c_str(), cases.size(), path->c_str(), options.mask_width, load[0], load[1], load[2]);
+              data.c_str(), cases.size(), path->ToString().c_str(), options.mask_width, load[0], load[1], load[2]);
   std::printf("%-20s %9s %11s %9s %9s %9s | %9s %9s %9s\n", "", "compiled", "rejected", "comp p50", "comp p99",
               "comp max", "mask p50", "mask p99", "mask max");
   std::printf("%-20s %9s %11s %9s %9s %9s | %9s %9s %9s\n", "", "%", "valid", "ms", "ms", "ms", "us", "us", "us");

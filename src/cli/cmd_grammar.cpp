@@ -30,8 +30,8 @@ constexpr const char* kUsage =
     "20), their count and the forced bytes (jump-forward).\n\n"
     "--jsonl reads lines {\"json_schema\": {...}} (or \"regex\": str, or \"ebnf\": str) with \"instance\": str\n"
     "and writes {\"compiled\": bool, \"error\": str|null, \"accepted\": bool, \"compile_ms\": float} per line.\n\n"
-    "  --tokenizer PATH  tokenizer.json or its directory (default: the DeepSeek tokenizer found as\n"
-    "                    `deepinfer tokenize` finds it); the mask is 129,280 wide (DeepSeek's logits)\n";
+    "  --tokenizer NAME  a tokenizer.json, its directory, or a builtin (deepseek-v3, deepseek-v4,\n"
+    "                    deepseek-v4.1; default deepseek-v4); the mask is 129,280 wide (DeepSeek's logits)\n";
 
 constexpr size_t kLogitsWidth = 129280;
 
@@ -63,8 +63,7 @@ struct Vocab {
 };
 
 Result<Vocab> LoadVocab(const std::string& hint) {
-  DI_ASSIGN_OR_RETURN(std::string path, tokenizer::LocateTokenizerJson(hint));
-  DI_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::FromFile(path));
+  DI_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::LoadTokenizer(hint));
   Vocab v;
   v.tok = std::make_unique<tokenizer::Tokenizer>(std::move(t));
   grammar::TokenIndex::Options o;

@@ -7,7 +7,7 @@ each. For each schema line {"schema", "tests"} the first valid instance is seria
 Writes {"cases": [ids or null per schema], "peers": [{"name", "version", "compiled", "total",
 "compile_ms": [...], "mask_us": [...], "tested", "rejected"} or {"name", "error"}]}, which
 `deepinfer bench grammar --peer FILE` reads (it feeds ours the same ids).
-Usage: peer_bench.py --tokenizer TOKENIZER_JSON --data SCHEMAS_JSONL --out FILE [--width 129280] [--limit N]"""
+Usage: peer_bench.py --tokenizer TOKENIZER_JSON|deepseek-v3 --data SCHEMAS_JSONL --out FILE [--width 129280] [--limit N]"""
 import json
 import os
 import sys
@@ -110,6 +110,11 @@ def main():
     ap.add_argument("--width", type=int, default=129280)
     ap.add_argument("--limit", type=int, default=0)
     a = ap.parse_args()
+    if not os.path.isfile(a.tokenizer):  # a builtin name: the repository's packed tokenizer
+        import tempfile
+        sys.path.insert(0, os.path.join(HERE, "..", "tokenizer"))
+        import tokenizer_data
+        a.tokenizer = str(tokenizer_data.tokenizer_path(a.tokenizer, tempfile.mkdtemp()))
     from tokenizers import Tokenizer
     spec = json.load(open(a.tokenizer, encoding="utf-8"))
     eos = next(t["id"] for t in spec.get("added_tokens", []) if t["content"] == "<\uff5cend\u2581of\u2581sentence\uff5c>")
