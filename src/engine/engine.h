@@ -147,6 +147,9 @@ struct EngineOptions {
   std::vector<int32_t> eos_token_ids;
   // The persistent tier under the RAM prefix cache (the SSD store); not owned, must outlive the engine.
   kvcache::LowerTier* lower_tier = nullptr;
+  // A request waits at most this long for the persistent tier (a slow or hung filesystem), then is
+  // admitted without it and recomputes; the late read's blocks still join the RAM cache when it ends.
+  double lower_tier_timeout_s = 2;
   // How the model was loaded (LoadOptions): part of every cached block's name, so that blocks computed
   // at another precision are never taken for these (the persistent tier may be shared).
   model::ComputePrecision compute_precision = model::ComputePrecision::kExact;

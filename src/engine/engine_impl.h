@@ -128,8 +128,20 @@ struct TierLoad {
   RequestId request = 0;
   int index = 0;
   int64_t from = 0;
+  int64_t start_nanos = 0;
+  bool detached = false;  // the sequence stopped waiting for it (lower_tier_timeout_s)
   std::vector<kvcache::BlockKey> keys;
   std::vector<int32_t> blocks;  // allocated for the read (one reference each)
+};
+
+// Where the tier's callbacks deliver: the engine while it runs, nothing after Shutdown (a hung lookup that
+// answers late must not touch an engine that is gone). Reads are different: they fill pool blocks, so
+// Shutdown waits for them.
+class EngineImpl;
+struct TierMailbox {
+  std::mutex mu;
+  EngineImpl* engine = nullptr;
+  bool closed = false;
 };
 
 struct SeqOrder {
@@ -169,7 +181,10 @@ class EngineImpl final : public Engine {
   void StartTierLookup(Sequence* s);
   void OnTierEvent(const TierEvent& e);
   void PostTierEvent(const TierEvent& e);
+  // Delivers a tier callback to the engine if it still runs.
+  static void DeliverTierEvent(const std::shared_ptr<TierMailbox>& box, const TierEvent& e);
   void WaitForTier();
+  void CheckTierTimeouts(int64_t now);
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
   Sequence* PickVictim(const Sequence* better_than) const;
   void Preempt(Sequence* s, std::vector<PlannedChunk>* plan);
@@ -221,8 +236,9 @@ class EngineImpl final : public Engine {
   std::vector<RequestId> aborts_;
   std::vector<std::pair<RequestId, int>> output_stops_;  // outputs the output thread finished (stop string)
   std::vector<TierEvent> tier_events_;
-  int64_t tier_outstanding_ = 0;  // tier calls whose callback has not run yet
+  int64_t tier_reads_outstanding_ = 0;  // tier reads whose callback has not run yet
   std::condition_variable tier_cv_;
+  std::shared_ptr<TierMailbox> tier_mailbox_ = std::make_shared<TierMailbox>();
   int64_t waiting_fresh_ = 0;  // fresh requests queued or not yet admitted
   bool stopping_ = false;
   RequestId next_id_ = 1;

@@ -64,6 +64,7 @@ void EngineImpl::CheckDeadlines(int64_t now) {
     if (r->params.deadline_nanos > 0 && now > r->params.deadline_nanos) late.push_back(r.get());
   }
   for (Request* r : late) FinishRequest(r, FinishReason::kDeadline, Status::Ok());
+  if (!tier_loads_.empty()) CheckTierTimeouts(now);
   if (now - last_expire_nanos_ > kExpireEveryNanos) {
     blocks_->Expire(now);
     last_expire_nanos_ = now;

@@ -17,17 +17,27 @@ bool EngineImpl::NeedsTierLookup(const Sequence* s) const {
          s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_->has_prefix();
 }
 
+void EngineImpl::DeliverTierEvent(const std::shared_ptr<TierMailbox>& box, const TierEvent& e) {
+  std::lock_guard<std::mutex> lock(box->mu);
+  if (box->engine != nullptr) box->engine->PostTierEvent(e);
+}
+
 void EngineImpl::PostTierEvent(const TierEvent& e) {
   std::lock_guard<std::mutex> lock(inbox_mutex_);
   tier_events_.push_back(e);
-  --tier_outstanding_;
+  if (e.read) --tier_reads_outstanding_;
   inbox_cv_.notify_all();
   tier_cv_.notify_all();
 }
 
 void EngineImpl::WaitForTier() {
-  std::unique_lock<std::mutex> lock(inbox_mutex_);
-  tier_cv_.wait(lock, [this] { return tier_outstanding_ == 0; });
+  {
+    std::unique_lock<std::mutex> lock(inbox_mutex_);
+    tier_cv_.wait(lock, [this] { return tier_reads_outstanding_ == 0; });
+  }
+  std::lock_guard<std::mutex> lock(tier_mailbox_->mu);
+  tier_mailbox_->engine = nullptr;
+  tier_mailbox_->closed = true;
 }
 
 void EngineImpl::StartTierLookup(Sequence* s) {
@@ -46,6 +56,7 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   load.request = r->id;
   load.index = s->index;
   load.from = m;
+  load.start_nanos = NowNanos();
   for (int64_t i = m; i < usable; ++i) {
     kvcache::BlockKey key;
     key.hash = b.hashes[static_cast<size_t>(i)];
@@ -60,12 +71,28 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   s->tier = Sequence::Tier::kLoading;
   s->tier_from = m;
   {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    ++tier_outstanding_;
+    std::lock_guard<std::mutex> lock(tier_mailbox_->mu);
+    if (!tier_mailbox_->closed) tier_mailbox_->engine = this;
   }
-  options_.lower_tier->Lookup(std::move(keys), [this, ticket](size_t present) {
-    PostTierEvent({ticket, /*read=*/false, present});
+  options_.lower_tier->Lookup(std::move(keys), [box = tier_mailbox_, ticket](size_t present) {
+    DeliverTierEvent(box, {ticket, /*read=*/false, present});
   });
+}
+
+void EngineImpl::CheckTierTimeouts(int64_t now) {
+  const auto limit = static_cast<int64_t>(options_.lower_tier_timeout_s * 1e9);
+  for (auto& [ticket, load] : tier_loads_) {
+    if (load.detached || now - load.start_nanos < limit) continue;
+    load.detached = true;
+    auto r = requests_.find(load.request);
+    if (r == requests_.end() || load.index >= static_cast<int>(r->second->seqs.size())) continue;
+    Sequence* s = r->second->seqs[static_cast<size_t>(load.index)].get();
+    if (s->tier != Sequence::Tier::kLoading) continue;
+    s->tier = Sequence::Tier::kChecked;  // admitted on what RAM has; the rest is recomputed
+    DI_LOG(kWarn, "engine: the persistent KV tier is slow; recomputing instead of waiting")
+        .Field("waited_s", static_cast<double>(now - load.start_nanos) * 1e-9)
+        .Field("blocks", load.keys.size());
+  }
 }
 
 void EngineImpl::OnTierEvent(const TierEvent& e) {
@@ -73,7 +100,8 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   if (it == tier_loads_.end()) return;
   TierLoad& load = it->second;
   Sequence* s = nullptr;
-  if (auto r = requests_.find(load.request); r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
+  if (auto r = requests_.find(load.request);
+      !load.detached && r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
     s = r->second->seqs[static_cast<size_t>(load.index)].get();
     if (s->finished || s->tier != Sequence::Tier::kLoading) s = nullptr;
   }
@@ -131,11 +159,11 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   }
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    ++tier_outstanding_;
+    ++tier_reads_outstanding_;
   }
   const uint64_t ticket = e.ticket;
-  options_.lower_tier->Read(load.keys, std::move(dest), [this, ticket](size_t ok) {
-    PostTierEvent({ticket, /*read=*/true, ok});
+  options_.lower_tier->Read(load.keys, std::move(dest), [box = tier_mailbox_, ticket](size_t ok) {
+    DeliverTierEvent(box, {ticket, /*read=*/true, ok});
   });
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "engine_test_support.h"
 #include "kvcache/block_hash.h"
@@ -164,10 +165,11 @@ struct ServedRun {
 };
 
 // One greedy request through an engine (with the tier when given), exact replay, logprobs kept.
-ServedRun Serve(const std::vector<int32_t>& prompt, KvStoreTier* tier) {
+ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, double tier_timeout_s = 2) {
   EngineOptions options;
   options.kv_cache_bytes = int64_t{64} << 20;
   options.lower_tier = tier;
+  options.lower_tier_timeout_s = tier_timeout_s;
   options.swa_replay = SwaReplay::kExact;
   auto engine = Engine::Create(LoadFixture(), options);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
@@ -185,9 +187,42 @@ ServedRun Serve(const std::vector<int32_t>& prompt, KvStoreTier* tier) {
   run.hit_tokens = (*out)[0].prompt_cache_hit_tokens;
   run.external_hits = (*engine)->Stats().external_prefix_cache_hits;
   (*engine)->Shutdown();
-  if (tier) tier->store().Flush();
+  if (auto* store_tier = dynamic_cast<KvStoreTier*>(tier)) store_tier->store().Flush();
   return run;
 }
+
+// A tier that does not answer lookups until the test lets it (a hung filesystem).
+class HungTier final : public kvcache::LowerTier {
+ public:
+  explicit HungTier(KvStoreTier* inner) : inner_(inner), released_(release_.get_future().share()) {}
+  ~HungTier() override {
+    for (auto& t : threads_) t.join();
+  }
+  void Release() { release_.set_value(); }
+  int lookups() const { return lookups_; }
+  void Offer(const kvcache::BlockKey& key, std::span<const std::span<const uint8_t>> bytes) override {
+    inner_->Offer(key, bytes);
+  }
+  void Lookup(std::vector<kvcache::BlockKey> keys, std::function<void(size_t)> done) override {
+    ++lookups_;
+    threads_.emplace_back([this, keys = std::move(keys), done = std::move(done)]() mutable {
+      released_.wait();
+      inner_->Lookup(std::move(keys), std::move(done));
+    });
+  }
+  void Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> dest,
+            std::function<void(size_t)> done) override {
+    inner_->Read(std::move(keys), std::move(dest), std::move(done));
+  }
+  double PredictReadSeconds(int64_t blocks) const override { return inner_->PredictReadSeconds(blocks); }
+
+ private:
+  KvStoreTier* inner_;
+  std::promise<void> release_;
+  std::shared_future<void> released_;
+  std::vector<std::thread> threads_;
+  int lookups_ = 0;
+};
 
 // Restart equivalence: a prompt served by A is served by a restarted A and by a second process B on the
 // same directory as a prefix hit of exactly its full blocks, with tokens and logprobs bit-identical to a
@@ -248,6 +283,29 @@ TEST(KvStoreTier, CorruptStoreBlocksAreRecomputed) {
   EXPECT_EQ(again.logprobs, cold.logprobs);
   EXPECT_EQ(b->store().stats().verify_failures[static_cast<int>(kvstore::VerifyFailure::kChecksum)], 2u);
   EXPECT_EQ(b->store().stats().hit_blocks, 0u);
+}
+
+// A hung filesystem never stalls serving: after lower_tier_timeout_s the request is admitted without the
+// tier and recomputes (same answer as cold); the late answer is absorbed when it finally comes.
+TEST(KvStoreTier, AHungTierIsWaitedForOnlyUntilTheTimeout) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(2 * 128 + 10, 23);
+  const ServedRun cold = Serve(prompt, nullptr);
+  auto m = LoadFixture();
+  auto store = OpenTier(dir.path(), *m);
+  Serve(prompt, store.get());  // the blocks are in the store
+  HungTier hung(store.get());
+  std::thread release_later;
+  {
+    // Generate returns only once the request finished, which it can only do through the timeout: the tier
+    // stays hung until after it returns.
+    const ServedRun slow = Serve(prompt, &hung, /*tier_timeout_s=*/0.05);
+    EXPECT_EQ(hung.lookups(), 1);
+    EXPECT_EQ(slow.hit_tokens, 0);
+    EXPECT_EQ(slow.ids, cold.ids);
+    EXPECT_EQ(slow.logprobs, cold.logprobs);
+  }
+  hung.Release();
 }
 
 }  // namespace
