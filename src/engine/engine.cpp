@@ -208,10 +208,11 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   r->prompt_tokens = p;
   r->arrival_nanos = NowNanos();
   r->params = std::move(params);
+  const sampling::SamplingParams& rp = r->params.sampling;  // `sp` is moved from now
   const Hash128& fingerprint = model_->info().weights_fingerprint;
   r->root = kvcache::RootHash(fingerprint, ComputeName(options_.compute_precision), KvName(options_.kv_precision),
                               r->params.cache_salt);
-  const int n = sp.n;
+  const int n = rp.n;
   std::vector<std::unique_ptr<sampling::LogitsMask>> masks(static_cast<size_t>(n));
   if (r->params.logits_mask) {
     // Made here, on the caller's thread: building a constraint (compiling a grammar) never holds a step.
@@ -221,7 +222,7 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
       masks[static_cast<size_t>(i)] = std::move(mask).value();
     }
   }
-  const bool penalties = sp.repetition_penalty != 1.0 || sp.presence_penalty != 0 || sp.frequency_penalty != 0;
+  const bool penalties = rp.repetition_penalty != 1.0 || rp.presence_penalty != 0 || rp.frequency_penalty != 0;
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Sequence>();
     s->request = r.get();
@@ -244,7 +245,7 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   for (OutputSequence& os : out->seqs) {
     if (out->text) {
       os.detokenizer = std::make_unique<tokenizer::StreamingDetokenizer>(*options_.tokenizer, r->params.skip_special_tokens);
-      os.stops = std::make_unique<sampling::StopStringMatcher>(sp.stop, sp.include_stop_str_in_output);
+      os.stops = std::make_unique<sampling::StopStringMatcher>(rp.stop, rp.include_stop_str_in_output);
     }
   }
   r->out = out;
@@ -259,7 +260,7 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   }
   r->id = next_id_++;
   r->order = next_order_++;
-  r->seed = sp.seed ? *sp.seed : SplitMix64(seed_state_ += 0x9E3779B97F4A7C15ull);
+  r->seed = rp.seed ? *rp.seed : SplitMix64(seed_state_ += 0x9E3779B97F4A7C15ull);
   out->id = r->id;
   out->seed = r->seed;
   ++waiting_fresh_;

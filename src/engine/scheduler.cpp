@@ -54,6 +54,7 @@ bool EngineImpl::DrainInbox(bool wait) {
     std::vector<OutputEvent> events;
     FinishSequence(s, FinishReason::kStop, -1, &EventFor(it->second.get(), &events));
     for (OutputEvent& e : events) Post(std::move(e));
+    if (it->second->live == 0) requests_.erase(it);
   }
   return stopping;
 }

@@ -128,7 +128,11 @@ void EngineImpl::Execute(std::vector<PlannedChunk>& plan) {
   // The masks of the tokens this step samples are computed while the forward pass runs.
   std::thread masks;
   const bool any_mask = std::any_of(plan.begin(), plan.end(), [](const PlannedChunk& c) {
-    return c.logits && (c.seq->mask || c.seq->request->seqs.size() > 1);
+    if (!c.logits) return false;
+    if (c.seq->mask) return true;
+    const Request* r = c.seq->request;
+    return c.seq->index == 0 && !r->forked &&
+           std::any_of(r->seqs.begin(), r->seqs.end(), [](const auto& s) { return s->mask != nullptr; });
   });
   if (any_mask) masks = std::thread([this, &plan] { FillMasks(plan); });
 

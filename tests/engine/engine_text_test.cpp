@@ -1,0 +1,121 @@
+// The engine's text side with a real tokenizer (the V4 tokenizer beside the tiny preset's random weights
+// and 129,280-token vocabulary): token bytes and control flags, detokenized text, and stop strings matched
+// across token boundaries and cut from the text.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/utf8.h"
+#include "engine_test_support.h"
+#include "model/v4_init.h"
+#include "tokenizer/locate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::engine {
+namespace {
+
+class EngineText : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() / ("engine_text_" + std::to_string(::getpid()))).string());
+    auto config = model::V4PresetConfig("tiny");
+    ASSERT_TRUE(config.ok());
+    ASSERT_TRUE(model::WriteRandomV4Checkpoint(*config, *dir_, 7, model::V4InitFormat::kBF16).ok());
+    auto t = tokenizer::LoadTokenizer("deepseek-v4");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tokenizer_ = new tokenizer::Tokenizer(std::move(t).value());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    delete tokenizer_;
+  }
+
+  std::unique_ptr<Engine> Make() {
+    model::LoadOptions load;
+    load.prefault = false;
+    auto m = model::LoadCausalLM(*dir_, load);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    EngineOptions o;
+    o.kv_cache_bytes = int64_t{256} << 20;
+    o.tokenizer = tokenizer_;
+    auto e = Engine::Create(std::move(m).value(), o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  }
+
+  static GenerateOutput::Sequence Run(Engine& e, const std::vector<int32_t>& prompt, RequestParams p) {
+    auto r = e.Generate(std::vector<std::vector<int32_t>>{prompt}, p);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return (*r)[0].sequences[0];
+  }
+
+  static std::string* dir_;
+  static tokenizer::Tokenizer* tokenizer_;
+};
+
+std::string* EngineText::dir_ = nullptr;
+tokenizer::Tokenizer* EngineText::tokenizer_ = nullptr;
+
+RequestParams Greedy(int64_t n) {
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = n;
+  p.sampling.ignore_eos = true;
+  p.sampling.logprobs = true;
+  p.sampling.top_logprobs = 2;
+  return p;
+}
+
+TEST_F(EngineText, BytesControlFlagsAndTextFollowTheTokenizer) {
+  auto e = Make();
+  const std::vector<int32_t> prompt = tokenizer_->EncodeText("The quick brown fox jumps over the lazy dog.");
+  const GenerateOutput::Sequence s = Run(*e, prompt, Greedy(40));
+  ASSERT_EQ(s.tokens.size(), 40u);
+  std::vector<int32_t> ids;
+  std::string bytes;
+  for (const GeneratedToken& t : s.tokens) {
+    ids.push_back(t.id);
+    bytes += t.bytes;
+    EXPECT_EQ(t.bytes, tokenizer_->TokenBytes(t.id));
+    EXPECT_EQ(t.control, tokenizer_->IsAddedToken(t.id));
+    ASSERT_EQ(t.top_logprobs.size(), 2u);
+    EXPECT_EQ(t.top_logprobs[0].bytes, tokenizer_->TokenBytes(t.top_logprobs[0].id));
+  }
+  EXPECT_EQ(s.text, tokenizer_->Decode(ids, /*skip_special=*/true));
+}
+
+TEST_F(EngineText, StopStringsSpanTokensAndAreCutFromTheText) {
+  auto e = Make();
+  const std::vector<int32_t> prompt = tokenizer_->EncodeText("Once upon a time");
+  const GenerateOutput::Sequence free_run = Run(*e, prompt, Greedy(40));
+  // A stop string of whole characters from the middle of the text (random weights' text; greedy, so the
+  // same every run), long enough to span several tokens.
+  const std::string& text = free_run.text;
+  ASSERT_GT(text.size(), 24u);
+  size_t from = text.size() / 3, to = from + 7;
+  while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
+  while (to < text.size() && (static_cast<unsigned char>(text[to]) & 0xC0) == 0x80) ++to;
+  const std::string stop = text.substr(from, to - from);
+  const size_t at = text.find(stop);
+  ASSERT_NE(at, std::string::npos);
+
+  RequestParams p = Greedy(40);
+  p.sampling.stop = {stop};
+  const GenerateOutput::Sequence stopped = Run(*e, prompt, p);
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.stop_string, stop);
+  EXPECT_EQ(stopped.text, text.substr(0, at));
+  // The tokens up to the one completing the stop were reported, none after it.
+  std::vector<int32_t> seen;
+  for (const GeneratedToken& t : stopped.tokens) seen.push_back(t.id);
+  EXPECT_NE(tokenizer_->Decode(seen, true).find(stop), std::string::npos);
+  seen.pop_back();
+  EXPECT_EQ(tokenizer_->Decode(seen, true).find(stop), std::string::npos);
+
+  p.sampling.include_stop_str_in_output = true;
+  EXPECT_EQ(Run(*e, prompt, p).text, text.substr(0, at + stop.size()));
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
