@@ -100,7 +100,11 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
     }
     return it->second;
   };
-  DI_ASSIGN_OR_RETURN(uint32_t s0, intern(closure.Of({start})));
+  // The start gets a DFA state even when its closure keeps no state (an empty language): callers index
+  // the rule's start state.
+  std::vector<uint32_t> start_set = closure.Of({start});
+  if (start_set.empty()) start_set.push_back(start);
+  DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
   (void)s0;
   std::vector<std::vector<uint32_t>> buckets(nc);
   std::vector<uint32_t> touched;
