@@ -11,6 +11,7 @@
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -23,7 +24,9 @@ constexpr const char* kUsage =
     "  --protocol chat|responses|messages    request protocol (default chat; anthropic = messages)\n"
     "  --model-version v3.2|v4|v4.1          prompt encoding (default v4)\n"
     "  --ids                                 print token ids (one JSON array) instead of text\n"
-    "  --tokenizer PATH                      tokenizer.json for --ids\n"
+    "  --tokenizer NAME|PATH                 the vocabulary for --ids: a tokenizer.json, a directory holding\n"
+    "                                        one, or a builtin (deepseek-v3, deepseek-v4, deepseek-v4.1);\n"
+    "                                        default $DEEPINFER_TOKENIZER, else the builtin of --model-version\n"
     "  --jsonl                               stdin holds one request per line; print one JSON result per line\n"
     "                                        ({\"prompt\": ...} or {\"error\": {\"status\", \"body\"}})\n\n"
     "An invalid request prints the protocol's error body on stderr and exits 1.\n";
@@ -75,15 +78,18 @@ int RunRender(const std::vector<std::string>& argv) {
   AddModelVersionFlag(flags, &args.version);
   flags.Switch("--ids", &args.ids);
   flags.Switch("--jsonl", &args.jsonl);
-  flags.Path("--tokenizer", &args.tokenizer_path);
+  flags.String("--tokenizer", &args.tokenizer_path);
   flags.Positionals("REQUEST", &inputs, 0, 1);
   if (int rc = flags.Parse(argv)) return rc;
   if (!inputs.empty()) args.input = inputs[0];
-  if (args.ids && args.tokenizer_path.empty()) return UsageError("render", "--ids needs --tokenizer PATH");
-
+  // The tokenizer is found as every command finds one (tokenizer/locate.h): the named file or builtin, else
+  // $DEEPINFER_TOKENIZER, else the builtin vocabulary of the model version.
   std::optional<tokenizer::Tokenizer> tokenizer;
   if (args.ids) {
-    auto loaded = tokenizer::Tokenizer::FromFile(args.tokenizer_path);
+    const std::string_view builtin = args.version == recipe::ModelVersion::kV32  ? "deepseek-v3"
+                                     : args.version == recipe::ModelVersion::kV41 ? "deepseek-v4.1"
+                                                                                  : "deepseek-v4";
+    auto loaded = tokenizer::LoadTokenizer(args.tokenizer_path, builtin);
     if (!loaded.ok()) return Fail("render", loaded.status().message());
     tokenizer.emplace(std::move(loaded).value());
   }

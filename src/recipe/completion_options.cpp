@@ -32,6 +32,7 @@ ResponseOptions ResponseOptionsFor(const ParsedRequest& request) {
   if (request.responses_echo) options.responses_echo = *request.responses_echo;
   for (const ToolDefinition& tool : request.conversation.tools) {
     if (tool.custom) options.custom_tools.push_back(tool.name);
+    if (!tool.ns.empty()) options.namespace_tools.push_back({tool.name, tool.ns, tool.local_name});
   }
   return options;
 }

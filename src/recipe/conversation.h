@@ -42,6 +42,9 @@ struct ToolDefinition {
   // A Responses custom tool (`apply_patch`): the model calls it like a function, and the response reports
   // the call as a custom_tool_call whose input is the raw text of its `input` argument.
   bool custom = false;
+  // A Responses namespace member: its namespace and its own name (`name` is the flattened one the model sees).
+  std::string ns;
+  std::string local_name;
 };
 
 // The task tokens of DeepSeek V4 and V4.1 (formats.md DS_TASK_SP_TOKENS).

@@ -61,6 +61,10 @@ struct TokenLogprob {
 // Bytes that are not UTF-8 appear in "token" as \xNN; log probabilities are 32-bit floats.
 std::string TokenLogprobJson(const TokenLogprob& token);
 
+// A fresh response id in the protocol's style: "chatcmpl-", "resp_" or "msg_" and 24 random letters and
+// digits, as the OpenAI and Anthropic APIs write them.
+std::string RandomResponseId(Protocol protocol);
+
 // Request settings an OpenAI Responses object repeats, as JSON values (the request side renders them;
 // the defaults are those of a request that set nothing).
 struct ResponsesEcho {
@@ -79,14 +83,32 @@ struct ResponsesEcho {
   std::string metadata = "{}";
 };
 
+// A Responses namespace member as the model calls it (`docs__lookup` for V4, `docs::lookup` for V4.1) and
+// as the response reports it (`"name":"lookup","namespace":"docs"`).
+struct NamespacedTool {
+  std::string name;
+  std::string ns;
+  std::string local_name;
+};
+
 struct ResponseOptions {
-  std::string id = "chatcmpl-deepinfer";
+  // The response id; empty: a random one in the protocol's own style (RandomResponseId).
+  std::string id;
   std::string model = "deepseek";
   int64_t created = 0;  // Unix seconds
   bool thinking = true;  // the conversation's thinking mode (shapes Chat Completions deltas)
   std::optional<bool> include_usage;  // stream_options.include_usage as the request gave it
   ResponsesEcho responses_echo;
   int64_t completed_at = -1;  // Responses: Unix seconds of completion; < 0: the clock at that moment
+  // Chat Completions: the choice this completion is (`"choices":[{"index":N`), for n > 1.
+  int64_t choice_index = 0;
+  // Whether token entries go into Chat Completions `logprobs` and Responses `output_text` `logprobs` when the
+  // completion arrives as tokens (CompletionChunk::logprobs). False: the completion is still read from its
+  // tokens (`</think>` only as the control token, reasoning tokens counted), but no entries are written, for
+  // a request that asked for no logprobs.
+  bool emit_logprobs = true;
+  // Responses: the request's namespace members (a handful; looked up by the name the model wrote).
+  std::vector<NamespacedTool> namespace_tools;
   // Responses: names of the request's custom tools (`apply_patch`); their calls become custom_tool_call items.
   std::vector<std::string> custom_tools;
   // Tool-call id for the call with this index; default: "call_NN_" + 24 random characters.

@@ -12,6 +12,13 @@ ControlTokenIds ControlTokenIds::FromTokenizer(const tokenizer::Tokenizer& token
     const auto id = tokenizer.TokenToId(SpecialTokenSpelling(static_cast<SpecialToken>(i)));
     ids.ids[i] = id ? *id : -1;
   }
+  // The prompt spells an image placeholder <｜image｜> (deepseek-recipe's default); V4.1's vocabulary has
+  // no such token and reads images as <｜deepseek_image｜> (129264, the config's image_token_id).
+  int32_t& image = ids.ids[static_cast<int>(SpecialToken::kImage)];
+  if (image < 0) {
+    const auto id = tokenizer.TokenToId("<\xEF\xBD\x9C" "deepseek_image\xEF\xBD\x9C>");
+    image = id ? *id : -1;
+  }
   return ids;
 }
 

@@ -33,6 +33,9 @@ struct RequestOptions {
   ModelVersion model_version = ModelVersion::kV4;
   bool default_thinking_mode = true;
   int64_t max_tokens_upper_bound = 393216;
+  // The largest Chat Completions `n` accepted. 1 is deepseek-recipe's rule (it supports no n > 1); a server
+  // that samples several choices raises it.
+  int64_t max_n = 1;
 };
 
 struct ParsedRequest {

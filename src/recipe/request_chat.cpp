@@ -344,7 +344,11 @@ Check ParseSampling(const Json& body, const RequestOptions& options, ParsedReque
   if (inf.seed && *inf.seed < 0) return Invalid("seed", "Invalid seed value, the valid range of seed is [0, 2^63)");
   std::optional<int64_t> n;
   DI_REQ_CHECK(internal::ReadInt(body, "n", "", &n));
-  if (n && *n != 1) return Invalid("n", "Invalid n value (currently only n = 1 is supported)");
+  if (n && options.max_n <= 1 && *n != 1) return Invalid("n", "Invalid n value (currently only n = 1 is supported)");
+  if (n && (*n < 1 || *n > options.max_n)) {
+    return Invalid("n", "Invalid n value, the valid range of n is [1, " + std::to_string(options.max_n) + "]");
+  }
+  inf.n = n.value_or(1);
   std::optional<bool> logprobs, stream;
   DI_REQ_CHECK(internal::ReadBool(body, "logprobs", "", &logprobs));
   inf.logprobs = logprobs.value_or(false);

@@ -341,6 +341,8 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
         if (!(*members)[k].is_object()) return WrongType(member_path, "an object", (*members)[k]);
         ToolDefinition def;
         DI_REQ_CHECK(ParseFunctionTool((*members)[k], member_path, &def));
+        def.ns = *ns;
+        def.local_name = def.name;
         if (options.model_version == ModelVersion::kV41) {
           def.name = *ns + "::" + def.name;
           if (ns_description) def.description = *ns_description + "\n" + def.description.value_or("");

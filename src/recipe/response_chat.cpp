@@ -34,6 +34,15 @@ std::string RandomToolCallId(int index) {
   return id;
 }
 
+std::string RandomResponseId(Protocol protocol) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = protocol == Protocol::kMessages ? "msg_" : protocol == Protocol::kResponses ? "resp_" : "chatcmpl-";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % kAlphabet.size()];
+  return id;
+}
+
 std::string ChatUsageJson(const UsageCounts& usage) {
   const int64_t miss = usage.prompt_tokens - usage.prompt_cache_hit_tokens;
   return "{\"prompt_tokens\":" + std::to_string(usage.prompt_tokens) +
@@ -54,7 +63,8 @@ ChatCompletionStream::ChatCompletionStream(ResponseOptions options) : options_(s
   AppendString(envelope_, options_.id);
   envelope_ += ",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(options_.created) + ",\"model\":";
   AppendString(envelope_, options_.model);
-  envelope_ += ",\"system_fingerprint\":null,\"choices\":[{\"index\":0,\"delta\":";
+  envelope_ += ",\"system_fingerprint\":null,\"choices\":[{\"index\":" + std::to_string(options_.choice_index) +
+               ",\"delta\":";
   // `,"usage":null` on every chunk but the last when the request asked for usage chunks.
   usage_tail_ = options_.include_usage.value_or(false) ? ",\"usage\":null}" : "}";
 }
@@ -136,7 +146,8 @@ std::string ChatCompletionStream::Response(std::string_view finish_reason, const
   AppendString(out, options_.id);
   out += ",\"object\":\"chat.completion\",\"created\":" + std::to_string(options_.created) + ",\"model\":";
   AppendString(out, options_.model);
-  out += ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":";
+  out += ",\"choices\":[{\"index\":" + std::to_string(options_.choice_index) +
+         ",\"message\":{\"role\":\"assistant\",\"content\":";
   AppendString(out, content_);
   if (options_.thinking) {
     out += ",\"reasoning_content\":";

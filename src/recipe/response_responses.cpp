@@ -79,10 +79,18 @@ std::string ResponsesStream::ItemJson(const Item& item) const {
       return "{\"type\":\"custom_tool_call\",\"id\":" + Quoted(item.id) + ",\"status\":\"" + item.status +
              "\",\"call_id\":" + Quoted(item.call_id) + ",\"name\":" + Quoted(item.name) +
              ",\"input\":" + Quoted(done ? item.text : "") + "}";
-    case ItemType::kFunctionCall:
+    case ItemType::kFunctionCall: {
+      // A namespace member's call names its namespace apart, as the request declared it.
+      std::string name = ",\"name\":" + Quoted(item.name);
+      for (const NamespacedTool& tool : options_.namespace_tools) {
+        if (tool.name == item.name) {
+          name = ",\"name\":" + Quoted(tool.local_name) + ",\"namespace\":" + Quoted(tool.ns);
+          break;
+        }
+      }
       return "{\"type\":\"function_call\",\"id\":" + Quoted(item.id) + ",\"status\":\"" + item.status +
-             "\",\"call_id\":" + Quoted(item.call_id) + ",\"name\":" + Quoted(item.name) +
-             ",\"arguments\":" + Quoted(done ? item.text : "") + "}";
+             "\",\"call_id\":" + Quoted(item.call_id) + name + ",\"arguments\":" + Quoted(done ? item.text : "") + "}";
+    }
   }
   return "{}";
 }

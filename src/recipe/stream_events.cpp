@@ -134,14 +134,17 @@ class ResponsesSerializer final : public ProtocolSerializer {
 CompletionStream::CompletionStream(Protocol protocol, const OutputParserOptions& parser_options,
                                    const ResponseOptions& response_options, UsageCounts prompt_usage)
     : parser_(std::make_unique<OutputParser>(parser_options)),
+      emit_logprobs_(response_options.emit_logprobs),
       usage_(prompt_usage),
       thinking_(parser_options.thinking_stage.has_value()),
       starts_in_reasoning_(thinking_ && !parser_options.starts_in_tool_calls &&
                            parser_options.thinking_stage != ThinkingStage::kContentContinuation),
       count_tokens_(response_options.count_tokens) {
-  if (protocol == Protocol::kMessages) serializer_ = std::make_unique<MessagesSerializer>(response_options);
-  else if (protocol == Protocol::kResponses) serializer_ = std::make_unique<ResponsesSerializer>(response_options);
-  else serializer_ = std::make_unique<ChatSerializer>(response_options);
+  ResponseOptions options = response_options;
+  if (options.id.empty()) options.id = RandomResponseId(protocol);
+  if (protocol == Protocol::kMessages) serializer_ = std::make_unique<MessagesSerializer>(options);
+  else if (protocol == Protocol::kResponses) serializer_ = std::make_unique<ResponsesSerializer>(options);
+  else serializer_ = std::make_unique<ChatSerializer>(options);
   usage_.completion_tokens = 0;
 }
 
@@ -172,7 +175,7 @@ std::vector<StreamEvent> CompletionStream::Feed(const CompletionChunk& chunk) {
   }
   if (token_mode_) {
     const std::vector<std::string> logprobs = AttachLogprobs(deltas);
-    serializer_->Deltas(deltas, &logprobs, &events);
+    serializer_->Deltas(deltas, emit_logprobs_ ? &logprobs : nullptr, &events);
   } else {
     serializer_->Deltas(deltas, nullptr, &events);
   }
@@ -245,7 +248,7 @@ std::vector<StreamEvent> CompletionStream::Finish(std::optional<BackendFinish> f
   parser_->Finish(&deltas);
   if (token_mode_) {
     const std::vector<std::string> logprobs = AttachLogprobs(deltas);
-    serializer_->Deltas(deltas, &logprobs, &events);
+    serializer_->Deltas(deltas, emit_logprobs_ ? &logprobs : nullptr, &events);
   } else {
     serializer_->Deltas(deltas, nullptr, &events);
   }

@@ -78,6 +78,7 @@ class CompletionStream {
   void CountReasoningTokens();
 
   std::unique_ptr<OutputParser> parser_;
+  bool emit_logprobs_ = true;  // ResponseOptions::emit_logprobs
   std::unique_ptr<ProtocolSerializer> serializer_;
   UsageCounts usage_;
   bool thinking_ = false;

@@ -214,5 +214,72 @@ TEST(CustomToolInput, OneResultForEveryChunking) {
   }
 }
 
+// A server running n > 1 as one stream per choice names each choice's index in every chunk and body.
+TEST(ChatChoices, ChoiceIndexInEnvelopeAndBody) {
+  OutputParserOptions options;
+  options.thinking_stage.reset();
+  ResponseOptions response_options;
+  response_options.thinking = false;
+  response_options.choice_index = 3;
+  const StreamRunResult run = RunCompletion(Protocol::kChatCompletions, options, response_options, {{"hi", 1}},
+                                            BackendFinish::kStop, {});
+  for (const auto& step : run.events_per_step) {
+    for (const StreamEvent& e : step) EXPECT_EQ(nlohmann::json::parse(e.json)["choices"][0]["index"], 3) << e.json;
+  }
+  EXPECT_EQ(nlohmann::json::parse(run.response)["choices"][0]["index"], 3);
+}
+
+// Token chunks read the same with or without logprob entries written: emit_logprobs only drops them.
+TEST(ChatChoices, TokenReadingWithoutLogprobs) {
+  std::vector<CompletionChunk> chunks;
+  for (const char* t : {"think", "</think>", "Hel", "lo"}) {
+    CompletionChunk c;
+    c.text = t;
+    c.logprobs.push_back({t, -0.5, {}, std::string(t) == "</think>"});
+    chunks.push_back(c);
+  }
+  OutputParserOptions options;
+  options.thinking_stage = ThinkingStage::kReasoningStart;
+  ResponseOptions with, without;
+  without.emit_logprobs = false;
+  with.tool_call_id = without.tool_call_id = [](int i) { return "call_" + std::to_string(i); };
+  for (Protocol protocol : {Protocol::kChatCompletions, Protocol::kResponses}) {
+    with.completed_at = without.completed_at = 0;
+    const auto a = nlohmann::json::parse(RunCompletion(protocol, options, with, chunks, BackendFinish::kStop, {}).response);
+    const auto b = nlohmann::json::parse(RunCompletion(protocol, options, without, chunks, BackendFinish::kStop, {}).response);
+    if (protocol == Protocol::kChatCompletions) {
+      EXPECT_EQ(a["choices"][0]["message"], b["choices"][0]["message"]);
+      EXPECT_EQ(b["choices"][0]["message"]["content"], "Hello");
+      EXPECT_FALSE(a["choices"][0]["logprobs"].is_null());
+      EXPECT_TRUE(b["choices"][0]["logprobs"].is_null());
+      EXPECT_EQ(a["usage"], b["usage"]);  // reasoning tokens counted in both
+      EXPECT_EQ(b["usage"]["completion_tokens_details"]["reasoning_tokens"], 1);
+    } else {
+      EXPECT_EQ(b["usage"]["output_tokens_details"]["reasoning_tokens"], 1);
+      for (const auto& item : b["output"]) {
+        if (item["type"] == "message") {
+          EXPECT_TRUE(item["content"][0]["logprobs"].empty());
+        }
+      }
+    }
+  }
+}
+
+// Without an id given, each protocol's body carries an id in its own style.
+TEST(ResponseIds, EachProtocolItsOwnStyle) {
+  OutputParserOptions options;
+  ResponseOptions response_options;
+  response_options.completed_at = 0;
+  for (auto [protocol, prefix] : {std::pair{Protocol::kChatCompletions, "chatcmpl-"}, std::pair{Protocol::kResponses, "resp_"},
+                                  std::pair{Protocol::kMessages, "msg_"}}) {
+    const auto body =
+        nlohmann::json::parse(RunCompletion(protocol, options, response_options, {{"a</think>b", 1}}, BackendFinish::kStop, {})
+                                  .response);
+    const std::string id = body["id"];
+    EXPECT_EQ(id.rfind(prefix, 0), 0u) << id;
+    EXPECT_EQ(id.size(), std::string(prefix).size() + 24) << id;
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::recipe

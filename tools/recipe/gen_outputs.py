@@ -220,17 +220,21 @@ RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "W
 
 def run_responses_oracle(case, tools=None):
     """OpenAI Responses events ("event-name json") per step, and the final response object."""
-    body = {"model": "DeepSeek-V4-Pro", "input": "hi", "stream": True}
+    body = {"model": case.get("model", "DeepSeek-V4-Pro"), "input": "hi", "stream": True}
     if case["tools"]:
         body["tools"] = tools or RESPONSES_TOOLS
     request = dr.ResponsesRequest(body)
+    namespace_map = request.namespace_tool_map(dr.ConversionOptions())
     converted = request.convert(dr.ConversionOptions())
     options = dr.ParsingOptions(
         parse_tool_calls=case["tools"], starts_in_tool_calls=case["starts_in_tool_calls"],
         parse_json_output=case["json_mode"],
         thinking_initial_stage=INITIAL[case["initial_stage"]] if case["initial_stage"] else None,
         stop_sequences=case["stop"])
-    proc = dr.StreamProcessor(dr.ResponsesRequest.chunk_generator(converted, "resp-1", "deepseek-test"), options)
+    generator = dr.ResponsesRequest.chunk_generator(converted, "resp-1", "deepseek-test")
+    if namespace_map:  # namespace members' calls report their namespace apart
+        generator = generator.with_namespace_tool_map(namespace_map)
+    proc = dr.StreamProcessor(generator, options)
     pushes = []
     response = dr.ResponsesResponse("resp-1", "deepseek-test", 0, 11, 4)
     def norm(text):
@@ -253,7 +257,9 @@ def run_responses_oracle(case, tools=None):
     return pushes, norm(response.to_json())
 
 
-CUSTOM_TOOLS = [{"type": "custom", "name": "apply_patch"}] + RESPONSES_TOOLS
+CUSTOM_TOOLS = [{"type": "custom", "name": "apply_patch"}] + RESPONSES_TOOLS + [
+    {"type": "namespace", "name": "docs", "description": "Docs", "tools": [
+        {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]}]
 CUSTOM_CASES = 64
 PATCH_WORDS = ["*** Begin Patch\n", "*** Update File: a.py\n", "@@ def f():\n", "-x = 1\n", "+x = \"é\"\n",
                "+\\n\t😀\n", "*** End Patch", "<tag>", "</｜DSML｜", "｜", "\n\n"]
@@ -286,8 +292,12 @@ def custom_call_block(rng, v41):
             else:
                 params = []
             invokes.append(f'<｜DSML｜{p}invoke name="apply_patch">\n' + "\n".join(params) + f"\n</｜DSML｜{p}invoke>")
-        else:
+        elif rng.random() < 0.6:
             invokes.append(f'<｜DSML｜{p}invoke name="get_weather">\n<｜DSML｜{p}parameter name="city" string="true">'
+                           f'{words(rng, 1, 2)}</｜DSML｜{p}parameter>\n</｜DSML｜{p}invoke>')
+        else:  # the namespace member, spelled as either version names it (only the request's own is split)
+            name = rng.choice(["docs__lookup", "docs::lookup"])
+            invokes.append(f'<｜DSML｜{p}invoke name="{name}">\n<｜DSML｜{p}parameter name="q" string="true">'
                            f'{words(rng, 1, 2)}</｜DSML｜{p}parameter>\n</｜DSML｜{p}invoke>')
     text = f"<｜DSML｜{block}>\n" + "\n".join(invokes) + f"\n</｜DSML｜{block}>"
     if rng.random() < 0.1:
@@ -311,7 +321,8 @@ def make_custom_case(rng, index):
             n = rng.choice([1, 3, 5, 8, 13, 21])
             chunks.append(text[i:i + n])
             i += n
-    return {"name": f"custom{index:03d}", "thinking": thinking, "initial_stage": "reasoning_start" if thinking else None,
+    return {"name": f"custom{index:03d}", "model": "DeepSeek-V4.1-Flash" if v41 else "DeepSeek-V4-Pro",
+            "thinking": thinking, "initial_stage": "reasoning_start" if thinking else None,
             "tools": True, "json_mode": False, "starts_in_tool_calls": False, "stop": [], "chunks": chunks,
             "finish": rng.choice(["stop", "stop", "length", None]), "include_usage": None}
 

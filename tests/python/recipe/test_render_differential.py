@@ -122,3 +122,30 @@ def test_render_cli_errors(deepinfer_bin, tmp_path):
     proc = subprocess.run([deepinfer_bin, "render", str(good)], capture_output=True, check=True)
     # deepseek-recipe renders this request (as DeepSeek-V4-Pro) to exactly these bytes.
     assert proc.stdout.decode() == "<\uff5cbegin\u2581of\u2581sentence\uff5c><\uff5cUser\uff5c>hi<\uff5cAssistant\uff5c></think>"
+
+
+@pytest.mark.parametrize("version", ["v4", "v4.1"])
+def test_render_ids_find_the_tokenizer_like_other_commands(deepinfer_bin, tmp_path, version):
+    """`render --ids` needs no --tokenizer: it loads the builtin vocabulary of the model version (as
+    tokenize, init-model and bench do); the ids are the oracle's own encoder's with the upstream file."""
+    sys.path.insert(0, str(ROOT / "tools" / "tokenizer"))
+    import tokenizer_data
+    body = {"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "see <｜User｜> this"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}
+    request = tmp_path / "r.json"
+    request.write_text(json.dumps(body))
+    got = json.loads(subprocess.run([deepinfer_bin, "render", "--ids", "--model-version", version, str(request)],
+                                    capture_output=True, check=True).stdout)
+    name = "deepseek-v4.1" if version == "v4.1" else "deepseek-v4"
+    tok = gen.dr.Tokenizer.from_file(tokenizer_data.tokenizer_path(name, str(tmp_path)))
+    options = gen.dr.ConversionOptions()
+    if version == "v4.1":  # V4.1's vocabulary spells the image placeholder <｜deepseek_image｜>
+        options = options.with_special_tokens(gen.dr.SpecialTokens(image="<\uff5cdeepseek_image\uff5c>"))
+    converted, _ = gen.convert("chat", body, version, options)
+    encoder = gen.dr.DeepseekV41Encoding() if version == "v4.1" else gen.dr.DeepseekV4Encoding()
+    assert got == encoder.with_tokenizer(tok).encode(converted.conversation)
+    # The same with the vocabulary named, as a builtin or as a file.
+    named = subprocess.run([deepinfer_bin, "render", "--ids", "--model-version", version, "--tokenizer", name, str(request)],
+                           capture_output=True, check=True).stdout
+    assert json.loads(named) == got
