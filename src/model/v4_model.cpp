@@ -328,9 +328,7 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
   if (position < 0 || position % kBlockTokens != 0)
     return Status::InvalidArgument("RestoreAt: position " + std::to_string(position) + " is not a multiple of " +
                                    std::to_string(kBlockTokens));
-  if (pools.num_groups() != spec_.groups.size())
-    return Status::InvalidArgument("RestoreAt: KV pools have " + std::to_string(pools.num_groups()) +
-                                   " groups; this model has " + std::to_string(spec_.groups.size()));
+  if (Status s = CheckPools(pools); !s.ok()) return s.WithContext("RestoreAt");
   for (size_t g = 0; g < spec_.groups.size(); ++g) {
     if (spec_.groups[g].retention != CacheRetention::kPrefix) continue;
     for (int64_t b = 0; b < BlocksFor(position); ++b) {
@@ -373,6 +371,29 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
     }
   }
   return Status::Ok();
+}
+
+Status V4Model::CheckPools(const KvPools& pools) const {
+  if (pools.num_groups() != spec_.groups.size())
+    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
+                                   std::to_string(spec_.groups.size()));
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
+      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
+                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
+                                     std::to_string(spec_.groups[g].bytes_per_block));
+  }
+  return Status::Ok();
+}
+
+void V4Model::ResetOutput(ForwardOutput* out) const {
+  // Cleared, not replaced: the buffers keep their capacity.
+  out->vocab_size = config_.vocab_size;
+  out->hidden_width = info_.hidden_width;
+  out->logits.clear();
+  out->hidden.clear();
+  out->first_row.clear();
+  out->num_rows.clear();
 }
 
 v4::Step V4Model::NewStep(KvPools& pools) const {
@@ -426,23 +447,10 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forward
   if (!drafting_) return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
   const V4Config& c = config_;
   const int64_t width = c.hc_mult * c.hidden_size;
-  out->vocab_size = c.vocab_size;
-  out->hidden_width = width;
-  out->logits.clear();
-  out->hidden.clear();
-  out->first_row.clear();
-  out->num_rows.clear();
+  ResetOutput(out);
   if (batch.empty()) return Status::Ok();
   // Validate everything before any state changes.
-  if (pools.num_groups() != spec_.groups.size())
-    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
-                                   std::to_string(spec_.groups.size()));
-  for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
-      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
-                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
-                                     std::to_string(spec_.groups[g].bytes_per_block));
-  }
+  DI_RETURN_IF_ERROR(CheckPools(pools));
   std::unordered_set<const SequenceState*> seen;
   v4::Step step = NewStep(pools);
   bool want_hidden = false;
@@ -496,24 +504,10 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forward
 
 Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
   const V4Config& c = config_;
-  // Cleared, not replaced: the buffers keep their capacity.
-  out->vocab_size = c.vocab_size;
-  out->hidden_width = info_.hidden_width;
-  out->logits.clear();
-  out->hidden.clear();
-  out->first_row.clear();
-  out->num_rows.clear();
+  ResetOutput(out);
   if (batch.empty()) return Status::Ok();
   // Validate everything before any state changes.
-  if (pools.num_groups() != spec_.groups.size())
-    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
-                                   std::to_string(spec_.groups.size()));
-  for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
-      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
-                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
-                                     std::to_string(spec_.groups[g].bytes_per_block));
-  }
+  DI_RETURN_IF_ERROR(CheckPools(pools));
   std::unordered_set<const SequenceState*> seen;
   v4::Step step = NewStep(pools);
   bool want_hidden = false;

@@ -87,6 +87,8 @@ class V4Model : public CausalLM {
   void Head(const v4::Step& step, const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm,
             const float* streams, int64_t m, std::vector<float>* logits) const;
   v4::Step NewStep(KvPools& pools) const;
+  Status CheckPools(const KvPools& pools) const;  // one pool per group, blocks of the spec's sizes
+  void ResetOutput(ForwardOutput* out) const;
 
   V4Config config_;
   Checkpoint checkpoint_;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +40,24 @@ constexpr double kRelativeTolerance = 1e-4;
   }
   if (max_diff <= kRelativeTolerance * (1 + max_ref)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": max |diff| " << max_diff << " (max |ref| " << max_ref << ")";
+}
+
+// For rows of approximate logits against the reference: how many rows lie within 3e-2 · (1 + max|ref|),
+// and the largest max |diff| / (1 + max|ref|) of any row.
+std::pair<int64_t, double> Closeness(const std::vector<float>& got, const std::vector<float>& want, int64_t rows,
+                                     int64_t v) {
+  double worst = 0;
+  int64_t within = 0;
+  for (int64_t t = 0; t < rows; ++t) {
+    double max_ref = 0, max_diff = 0;
+    for (int64_t i = 0; i < v; ++i) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[t * v + i])));
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[t * v + i]) - want[t * v + i]));
+    }
+    worst = std::max(worst, max_diff / (1 + max_ref));
+    if (max_diff / (1 + max_ref) <= 3e-2) ++within;
+  }
+  return {within, worst};
 }
 
 struct Runner {
@@ -285,17 +304,7 @@ TEST_P(V4Forward, Bf16ActivationsStayCloseAndBatchInvariant) {
   std::vector<float> want = ref.Floats(name + ".logits");
   std::vector<float> full = run.RunChunked(tokens, {static_cast<int64_t>(tokens.size())});
   ASSERT_EQ(full.size(), want.size());
-  double worst = 0;
-  int64_t within = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    double max_ref = 0, max_diff = 0;
-    for (int64_t i = 0; i < v; ++i) {
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[t * v + i])));
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(full[t * v + i]) - want[t * v + i]));
-    }
-    worst = std::max(worst, max_diff / (1 + max_ref));
-    if (max_diff / (1 + max_ref) <= 3e-2) ++within;
-  }
+  const auto [within, worst] = Closeness(full, want, static_cast<int64_t>(tokens.size()), v);
   EXPECT_LE(worst, 1.0) << "largest relative difference from the fp32 reference";
   EXPECT_GE(within, static_cast<int64_t>(tokens.size()) * 9 / 10) << "positions within 3e-2 of the reference";
   // The rounding is really applied where the weights are bf16-exact, and not otherwise...
@@ -341,17 +350,7 @@ TEST_P(V4Forward, Bf16KvStorageStaysCloseAndBatchInvariant) {
   std::vector<float> want = ref.Floats(name + ".logits");
   std::vector<float> full = run.RunChunked(tokens, {static_cast<int64_t>(tokens.size())});
   ASSERT_EQ(full.size(), want.size());
-  double worst = 0;
-  int64_t within = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    double max_ref = 0, max_diff = 0;
-    for (int64_t i = 0; i < v; ++i) {
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[t * v + i])));
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(full[t * v + i]) - want[t * v + i]));
-    }
-    worst = std::max(worst, max_diff / (1 + max_ref));
-    if (max_diff / (1 + max_ref) <= 3e-2) ++within;
-  }
+  const auto [within, worst] = Closeness(full, want, static_cast<int64_t>(tokens.size()), v);
   EXPECT_LE(worst, 1.0) << "largest relative difference from the fp32 reference";
   EXPECT_GE(within, static_cast<int64_t>(tokens.size()) * 9 / 10) << "positions within 3e-2 of the reference";
   EXPECT_NE(exact.RunChunked(tokens, {static_cast<int64_t>(tokens.size())}), full);  // the rounding is applied

@@ -55,18 +55,22 @@ void DecodeWeightRowBf16(const WeightView& w, int64_t n, int64_t padded, float* 
   for (int64_t k = in; k < padded; ++k) out[k] = 0;
 }
 
-void LinearRangeBf16EmulatedScalar(const LinearTask& task, int64_t n_begin, int64_t n_end) {
+void RunBf16Emulated(const LinearTask& task, int64_t n_begin, int64_t n_end, Bf16DotFn dot) {
   const int64_t padded = task.x_bf16_stride;
   std::vector<float> scratch(static_cast<size_t>(task.w->in_features));
   std::vector<uint16_t> row(static_cast<size_t>(padded));
   for (int64_t n = n_begin; n < n_end; ++n) {
     DecodeWeightRowBf16(*task.w, n, padded, scratch.data(), row.data());
     for (int64_t i = 0; i < task.m; ++i) {
-      const float dot = EmulatedDot(task.x_bf16 + i * task.x_bf16_stride, row.data(), padded);
+      const float d = dot(task.x_bf16 + i * task.x_bf16_stride, row.data(), padded);
       float& out = task.y[i * task.y_stride + n];
-      out = task.accumulate ? out + dot : dot;
+      out = task.accumulate ? out + d : d;
     }
   }
+}
+
+void LinearRangeBf16EmulatedScalar(const LinearTask& task, int64_t n_begin, int64_t n_end) {
+  RunBf16Emulated(task, n_begin, n_end, EmulatedDot);
 }
 
 }  // namespace deepinfer::kernels::cpu

@@ -4,8 +4,6 @@
 // word with its low half cleared and the even one the word shifted left by 16.
 #include <immintrin.h>
 
-#include <vector>
-
 #include "kernels/cpu/linear_kernels.h"
 
 namespace deepinfer::kernels::cpu {
@@ -47,17 +45,7 @@ float EmulatedDot(const uint16_t* x, const uint16_t* w, int64_t padded) {
 }  // namespace
 
 void LinearRangeBf16EmulatedAvx2(const LinearTask& task, int64_t n_begin, int64_t n_end) {
-  const int64_t padded = task.x_bf16_stride;
-  std::vector<float> scratch(static_cast<size_t>(task.w->in_features));
-  std::vector<uint16_t> row(static_cast<size_t>(padded));
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    DecodeWeightRowBf16(*task.w, n, padded, scratch.data(), row.data());
-    for (int64_t i = 0; i < task.m; ++i) {
-      const float dot = EmulatedDot(task.x_bf16 + i * task.x_bf16_stride, row.data(), padded);
-      float& out = task.y[i * task.y_stride + n];
-      out = task.accumulate ? out + dot : dot;
-    }
-  }
+  RunBf16Emulated(task, n_begin, n_end, EmulatedDot);
 }
 
 }  // namespace deepinfer::kernels::cpu

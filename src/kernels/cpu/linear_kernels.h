@@ -41,6 +41,10 @@ uint16_t Bf16DenormalsToZero(uint16_t bits);
 // W[n, 0 .. in) as bf16 (exact for the formats kBf16Activations takes; denormals zeroed), zero-padded to
 // `padded` elements; `scratch` holds in_features floats.
 void DecodeWeightRowBf16(const WeightView& w, int64_t n, int64_t padded, float* scratch, uint16_t* out);
+// The emulations' common body: each weight row decoded to bf16 once, then dot(x row, weight row, padded)
+// for every row of x (outputs [n_begin, n_end)).
+using Bf16DotFn = float (*)(const uint16_t* x, const uint16_t* w, int64_t padded);
+void RunBf16Emulated(const LinearTask& task, int64_t n_begin, int64_t n_end, Bf16DotFn dot);
 
 // Decodes W[n, k_begin .. k_end) to fp32 exactly (decode(q) · scale rounded to fp32). Portable code, used by
 // the scalar kernel, and as the reference decode of the vector kernels' tails.
