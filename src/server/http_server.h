@@ -11,7 +11,8 @@
 //
 // Thread model: `io_threads` threads run the event loop. Handlers are called on one of them and must not
 // block; ResponseChannel methods may be called from any thread (they post to the connection's strand),
-// so a generation engine can hand tokens to a channel without waiting for the network.
+// so a generation engine can hand tokens to a channel without waiting for the network. A channel holds
+// the server's executor: every channel must be released before the HttpServer is destroyed.
 #pragma once
 
 #include <cstdint>

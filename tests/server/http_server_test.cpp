@@ -102,6 +102,8 @@ class HttpServerTest : public ::testing::Test {
     if (server_) {
       server_->CancelAll();
       handler_.JoinAll();
+      // Channels hold the server's executor: none may outlive the server (see http_server.h).
+      handler_.held.clear();
       server_->Stop();
     }
   }
