@@ -1,10 +1,15 @@
-// deepinfer bench server: a closed-loop HTTP load generator against a running `deepinfer serve`.
+// deepinfer bench server: a closed-loop HTTP load generator against a running OpenAI-compatible server
+// (`deepinfer serve`, or a peer such as llama.cpp's llama_cpp.server).
 //   requests/s of 1-token completions at 1, 16 and 256 connections (or of /tokenize, the transport and
 //   service alone), with client-side latency percentiles and errors;
+//   the chat workload: 16 keep-alive connections sending streaming chat requests of --stream-tokens
+//   tokens back to back (streams/s, generated tokens/s, time to first token);
 //   the server's own per-streamed-update overhead (deepinfer:http_stream_overhead_seconds, from the
-//   engine handing an update over to the socket taking its bytes) after a streaming run;
+//   engine handing an update over to the socket taking its bytes) after the chat run;
 //   --hold N: N concurrent SSE streams kept open for --hold-seconds, with errors, the server's RSS over
 //   time and KV blocks still used afterwards.
+// --json FILE writes the figures; --peer FILE reads another system's (written by --json against it, e.g.
+// by tools/peers/llama_cpp_peer.py) and prints them beside ours with the ratio.
 // One blocking client thread per connection: on loopback a thread per socket is the simplest client
 // that cannot itself serialize the connections.
 #include <arpa/inet.h>
@@ -19,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,25 +33,34 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/clock.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
 
 namespace deepinfer::bench {
 namespace {
 
 constexpr const char* kUsage =
     "usage: deepinfer bench server [--url http://127.0.0.1:8000] [--model NAME] [options]\n\n"
-    "Drives a running `deepinfer serve` over loopback HTTP/1.1 keep-alive connections.\n\n"
+    "Drives a running OpenAI-compatible server over loopback HTTP/1.1 keep-alive connections.\n\n"
     "  --url URL             the server (http://HOST:PORT, default http://127.0.0.1:8000)\n"
     "  --model NAME          the served model name (default: the first of /v1/models)\n"
     "  --endpoint completions|tokenize   what the requests/s runs send: 1-token completions (default) or\n"
     "                        /tokenize (transport and service without generation)\n"
     "  --connections LIST    concurrent connections per run (default 1,16,256)\n"
     "  --seconds S           length of each run (default 10)\n"
-    "  --stream-tokens N     tokens per stream of the overhead run (default 64; 0 skips it)\n"
-    "  --hold N              also hold N concurrent streams (default 0: skip)\n"
-    "  --hold-seconds S      how long (default 600)\n";
+    "  --stream-tokens N     tokens per stream of the chat workload (default 64; 0 skips it)\n"
+    "  --stream-connections N   connections of the chat workload (default 16)\n"
+    "  --hold N              also hold N concurrent streams (default 0: skip); each connection streams\n"
+    "                        chats of --hold-tokens tokens back to back, so N streams stay open throughout\n"
+    "  --hold-seconds S      how long (default 600)\n"
+    "  --hold-tokens N       tokens per held stream (default 256)\n"
+    "  --system NAME         what --json calls the system measured (default deepinfer)\n"
+    "  --json FILE           write the figures as JSON\n"
+    "  --peer FILE           another system's figures (from --json) to print beside these, with the ratio\n";
 
 struct Url {
   std::string host = "127.0.0.1";
@@ -194,11 +209,119 @@ void ClosedLoop(const Url& url, int connections, double seconds, const std::stri
   result.errors = errors.load();
 }
 
+// The chat workload's client: streaming requests back to back on each connection; per stream the time to
+// the first generated text and the tokens generated (the usage chunk's completion_tokens, which both
+// deepinfer and llama_cpp.server send with stream_options.include_usage; else the content events).
+struct ChatResult {
+  int64_t streams = 0, errors = 0, tokens = 0;
+  double wall = 0;
+  LatencyHistogram ttft;
+};
+
+int64_t CompletionTokens(std::string_view sse) {
+  const size_t at = sse.rfind("\"completion_tokens\":");
+  if (at == std::string_view::npos) return -1;
+  return std::strtoll(std::string(sse.substr(at + 20, 24)).c_str(), nullptr, 10);
+}
+
+// Whether one SSE data event carries generated text (a non-empty content or reasoning delta).
+bool CarriesText(std::string_view event) {
+  for (std::string_view key : {std::string_view("\"content\":\""), std::string_view("\"reasoning_content\":\"")}) {
+    const size_t at = event.find(key);
+    if (at != std::string_view::npos && at + key.size() < event.size() && event[at + key.size()] != '"') return true;
+  }
+  return false;
+}
+
+void ChatLoop(const Url& url, int connections, double seconds, const std::string& request, ChatResult& result) {
+  std::mutex mu;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  Stopwatch wall;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < connections; ++i) {
+    threads.emplace_back([&] {
+      Connection c(url);
+      int64_t streams = 0, errors = 0, tokens = 0;
+      LatencyHistogram ttft;
+      if (!c.ok()) errors = 1;
+      while (c.ok() && std::chrono::steady_clock::now() < deadline) {
+        Stopwatch w;
+        std::string body;
+        double first = -1;
+        int64_t text_events = 0;
+        size_t scanned = 0;
+        const int status = c.Exchange(request, [&](std::string_view d) {
+          body.append(d);
+          size_t end;
+          while ((end = body.find("\n\n", scanned)) != std::string::npos) {
+            if (CarriesText(std::string_view(body).substr(scanned, end - scanned))) {
+              ++text_events;
+              if (first < 0) first = w.ElapsedSeconds();
+            }
+            scanned = end + 2;
+          }
+          return true;
+        });
+        if (status == 200 && body.find("data: [DONE]") != std::string::npos) {
+          ++streams;
+          const int64_t n = CompletionTokens(body);
+          tokens += n >= 0 ? n : text_events;
+          if (first >= 0) ttft.Record(first);
+        } else {
+          ++errors;
+          if (status < 0) break;
+        }
+      }
+      std::lock_guard lock(mu);
+      result.streams += streams;
+      result.errors += errors;
+      result.tokens += tokens;
+      result.ttft.Merge(ttft);
+    });
+  }
+  for (auto& t : threads) t.join();
+  result.wall = wall.ElapsedSeconds();
+}
+
+// Figures of one system, as --json writes them and --peer reads them.
+struct Figures {
+  std::string system = "peer";
+  std::map<int64_t, double> completions_rps;  // connections -> requests/s
+  double chat_tokens_per_s = -1, chat_streams_per_s = -1, chat_ttft_p50_ms = -1;
+};
+
+Result<Figures> LoadFigures(const std::string& path) {
+  DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto parsed = ParseJson(text);
+  if (!parsed.ok()) return Status::InvalidArgument(path + ": " + parsed.status().message());
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  Figures f;
+  if (auto it = doc.find("system"); it != doc.end() && it->is_string()) f.system = it->get<std::string>();
+  if (auto it = doc.find("completions"); it != doc.end() && it->is_object()) {
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_object() || !v.contains("requests_per_s") || !v["requests_per_s"].is_number())
+        return Status::InvalidArgument(path + ": completions." + k + ".requests_per_s must be a number");
+      f.completions_rps[std::atoll(k.c_str())] = v["requests_per_s"].get<double>();
+    }
+  }
+  if (auto it = doc.find("chat"); it != doc.end() && it->is_object()) {
+    auto number = [&](const char* key, double* out) {
+      if (auto v = it->find(key); v != it->end() && v->is_number()) *out = v->get<double>();
+    };
+    number("tokens_per_s", &f.chat_tokens_per_s);
+    number("streams_per_s", &f.chat_streams_per_s);
+    number("ttft_p50_ms", &f.chat_ttft_p50_ms);
+  }
+  return f;
+}
+
 int RunBenchServer(const std::vector<std::string>& args) {
-  std::string url_text = "http://127.0.0.1:8000", model, endpoint = "completions";
+  std::string url_text = "http://127.0.0.1:8000", model, endpoint = "completions", system = "deepinfer", json_path,
+              peer_path;
   std::vector<int64_t> connections = {1, 16, 256};
   double seconds = 10, hold_seconds = 600;
-  int64_t stream_tokens = 64, hold = 0;
+  int64_t stream_tokens = 64, stream_connections = 16, hold = 0, hold_tokens = 256;
   cli::Flags flags("bench server");
   flags.String("--url", &url_text);
   flags.String("--model", &model);
@@ -206,9 +329,31 @@ int RunBenchServer(const std::vector<std::string>& args) {
   flags.IntList("--connections", &connections, 1, 4096, 16);
   flags.Double("--seconds", &seconds, 0.1, 3600);
   flags.Int<int64_t>("--stream-tokens", &stream_tokens, 0, 1 << 20);
+  flags.Int<int64_t>("--stream-connections", &stream_connections, 1, 4096);
   flags.Int<int64_t>("--hold", &hold, 0, 20000);
   flags.Double("--hold-seconds", &hold_seconds, 1, 86400);
+  flags.Int<int64_t>("--hold-tokens", &hold_tokens, 1, 1 << 20);
+  flags.String("--system", &system);
+  flags.Path("--json", &json_path);
+  flags.Path("--peer", &peer_path);
   if (int rc = flags.Parse(args)) return rc;
+  Figures peer;
+  const bool with_peer = !peer_path.empty();
+  if (with_peer) {
+    auto loaded = LoadFigures(peer_path);
+    if (!loaded.ok()) return cli::Fail("bench server", loaded.status().message());
+    peer = std::move(*loaded);
+  }
+  // Peer value and ratio cells; the ratio says how many times better ours is (for a figure where lower is
+  // better, theirs / ours).
+  auto peer_cells = [&](double theirs, double ours, bool lower_is_better = false) {
+    if (!with_peer) return std::string();
+    char cell[64];
+    if (theirs < 0) return std::string("        n/a      n/a");
+    std::snprintf(cell, sizeof cell, " %10.1f %8s", theirs,
+                  (lower_is_better ? Ratio(theirs, ours) : Ratio(ours, theirs)).c_str());
+    return std::string(cell);
+  };
   Url url;
   {
     std::string rest = url_text;
@@ -232,10 +377,18 @@ int RunBenchServer(const std::vector<std::string>& args) {
     model = parsed["data"][0].value("id", "");
   }
   const std::string name_json = nlohmann::json(model).dump();
+  nlohmann::ordered_json out;
+  out["system"] = system;
+  out["url"] = url_text;
+  out["model"] = model;
+  out["seconds_per_run"] = seconds;
 
-  std::printf("deepinfer bench server: %s, model %s, %s, %.0f s per run\n", url_text.c_str(), model.c_str(),
-              endpoint == "completions" ? "1-token completions" : "/tokenize", seconds);
-  std::printf("%12s %10s %10s %10s %10s %8s\n", "connections", "req/s", "p50 ms", "p99 ms", "ok", "errors");
+  std::printf("deepinfer bench server: %s (%s), model %s, %.0f s per run\n", url_text.c_str(), system.c_str(),
+              model.c_str(), seconds);
+  if (with_peer) std::printf("peer: %s (from %s)\n", peer.system.c_str(), peer_path.c_str());
+  std::printf("\n%s\n", endpoint == "completions" ? "1-token completions (/v1/completions, max_tokens 1)" : "/tokenize");
+  std::printf("%12s %10s %10s %10s %10s %8s%s\n", "connections", "req/s", "p50 ms", "p99 ms", "ok", "errors",
+              with_peer && endpoint == "completions" ? "  peer req/s    ratio" : "");
   const std::string request =
       endpoint == "completions"
           ? Post("/v1/completions", "{\"model\":" + name_json + ",\"prompt\":\"Hello\",\"max_tokens\":1,\"temperature\":0}")
@@ -245,62 +398,114 @@ int RunBenchServer(const std::vector<std::string>& args) {
     RunResult r;
     ClosedLoop(url, static_cast<int>(c), seconds, request, r);
     const double wall = w.ElapsedSeconds();
-    std::printf("%12lld %10.0f %10.3f %10.3f %10lld %8lld\n", static_cast<long long>(c), r.ok / wall,
+    const double rps = r.ok / wall;
+    const auto theirs = peer.completions_rps.find(c);
+    std::printf("%12lld %10.0f %10.3f %10.3f %10lld %8lld%s\n", static_cast<long long>(c), rps,
                 r.latency.Percentile(0.5) * 1e3, r.latency.Percentile(0.99) * 1e3, static_cast<long long>(r.ok),
-                static_cast<long long>(r.errors));
+                static_cast<long long>(r.errors),
+                endpoint == "completions" ? peer_cells(theirs == peer.completions_rps.end() ? -1 : theirs->second, rps).c_str() : "");
+    out[endpoint][std::to_string(c)] = {{"requests_per_s", rps}, {"p50_ms", r.latency.Percentile(0.5) * 1e3},
+                                        {"p99_ms", r.latency.Percentile(0.99) * 1e3}, {"ok", r.ok}, {"errors", r.errors}};
   }
 
+  // The chat workload: the same request body for every system. Extensions a server does not know are
+  // ignored by it (ignore_eos keeps deepinfer's random-weight demo from stopping early; thinking off
+  // makes the tokens content).
   const std::string stream_body = "{\"model\":" + name_json +
                                   ",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],"
-                                  "\"stream\":true,\"ignore_eos\":true,\"thinking\":{\"type\":\"disabled\"},\"max_tokens\":";
+                                  "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"ignore_eos\":true,"
+                                  "\"temperature\":0,\"thinking\":{\"type\":\"disabled\"},\"max_tokens\":";
   if (stream_tokens > 0) {
-    RunResult r;
-    ClosedLoop(url, 16, seconds, Post("/v1/chat/completions", stream_body + std::to_string(stream_tokens) + "}"), r);
+    ChatResult r;
+    ChatLoop(url, static_cast<int>(stream_connections), seconds,
+             Post("/v1/chat/completions", stream_body + std::to_string(stream_tokens) + "}"), r);
+    const double tokens_per_s = r.tokens / r.wall, streams_per_s = r.streams / r.wall;
+    std::printf("\nchat workload: %lld streaming connections, up to %lld tokens per stream: %lld streams, %lld errors\n",
+                static_cast<long long>(stream_connections), static_cast<long long>(stream_tokens),
+                static_cast<long long>(r.streams), static_cast<long long>(r.errors));
+    std::printf("%-26s %10s%s\n", "", "ours", with_peer ? "       peer    ratio" : "");
+    std::printf("%-26s %10.1f%s\n", "generated tokens/s", tokens_per_s, peer_cells(peer.chat_tokens_per_s, tokens_per_s).c_str());
+    std::printf("%-26s %10.2f%s\n", "streams/s", streams_per_s, peer_cells(peer.chat_streams_per_s, streams_per_s).c_str());
+    const double ttft = r.ttft.Percentile(0.5) * 1e3;
+    std::printf("%-26s %10.1f%s\n", "time to first token p50 ms", ttft, peer_cells(peer.chat_ttft_p50_ms, ttft, true).c_str());
+    std::printf("%-26s %10.1f\n", "time to first token p99 ms", r.ttft.Percentile(0.99) * 1e3);
+    out["chat"] = {{"connections", stream_connections}, {"max_tokens", stream_tokens}, {"streams", r.streams},
+                   {"errors", r.errors}, {"tokens", r.tokens}, {"tokens_per_s", tokens_per_s},
+                   {"streams_per_s", streams_per_s}, {"ttft_p50_ms", ttft}, {"ttft_p99_ms", r.ttft.Percentile(0.99) * 1e3}};
     const std::string metrics = Fetch(url, "/metrics");
-    std::printf("\nstreaming, 16 connections, %lld tokens each: %lld streams ok, %lld errors\n",
-                static_cast<long long>(stream_tokens), static_cast<long long>(r.ok), static_cast<long long>(r.errors));
-    std::printf("server overhead per streamed update (engine hand-over -> socket): p50 %.1f us, p99 %.1f us over %.0f "
-                "updates (goal < 50 us)\n",
-                Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.5\"}") * 1e6,
-                Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.99\"}") * 1e6,
-                Metric(metrics, "deepinfer:http_stream_overhead_seconds_count"));
+    const double count = Metric(metrics, "deepinfer:http_stream_overhead_seconds_count");
+    if (count > 0) {
+      const double p50 = Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.5\"}") * 1e6;
+      const double p99 = Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.99\"}") * 1e6;
+      std::printf("server overhead per streamed update (engine hand-over -> socket, since start): p50 %.1f us, "
+                  "p99 %.1f us over %.0f updates (goal < 50 us)\n", p50, p99, count);
+      out["stream_overhead_us"] = {{"p50", p50}, {"p99", p99}, {"updates", count}};
+    } else {
+      std::printf("server overhead per streamed update: not reported by this server\n");
+    }
   }
 
   if (hold > 0) {
     std::printf("\nholding %lld streams for %.0f s\n", static_cast<long long>(hold), hold_seconds);
-    std::atomic<int64_t> errors{0}, events{0}, open{0};
+    std::atomic<int64_t> errors{0}, events{0}, open{0}, completed{0};
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
-    const std::string request_hold = Post("/v1/chat/completions", stream_body + "1000000}");
+    const std::string request_hold = Post("/v1/chat/completions", stream_body + std::to_string(hold_tokens) + "}");
     for (int64_t i = 0; i < hold; ++i) {
       threads.emplace_back([&] {
         Connection c(url);
         if (!c.ok()) return (void)errors.fetch_add(1);
         open.fetch_add(1);
-        const int status = c.Exchange(request_hold, [&](std::string_view) {
-          events.fetch_add(1);
-          return !stop.load();
-        }, hold_seconds + 60);
-        if (status != 200 && !stop.load()) errors.fetch_add(1);
+        // A stream that ends is replaced by the next one on the same connection: N stay open throughout.
+        while (!stop.load()) {
+          bool done = false;
+          const int status = c.Exchange(request_hold, [&](std::string_view d) {
+            events.fetch_add(1);
+            if (d.find("data: [DONE]") != std::string_view::npos) done = true;
+            return !stop.load();
+          }, hold_seconds + 60);
+          if (stop.load()) break;
+          if (status == 200 && done) {
+            completed.fetch_add(1);
+          } else {
+            errors.fetch_add(1);
+            if (status < 0) break;
+          }
+        }
         open.fetch_sub(1);
       });
     }
+    nlohmann::ordered_json samples = nlohmann::ordered_json::array();
     const auto start = std::chrono::steady_clock::now();
     while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < hold_seconds) {
       std::this_thread::sleep_for(std::chrono::seconds(std::min<int>(30, static_cast<int>(hold_seconds))));
       const std::string metrics = Fetch(url, "/metrics");
-      std::printf("  t=%5.0f s  open %lld  events %lld  errors %lld  server RSS %.1f MiB\n",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                  static_cast<long long>(open.load()), static_cast<long long>(events.load()),
-                  static_cast<long long>(errors.load()), Metric(metrics, "process_resident_memory_bytes") / (1 << 20));
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double rss = Metric(metrics, "process_resident_memory_bytes") / (1 << 20);
+      const double running = Metric(metrics, "deepinfer:num_requests_running{model_name=\"" + model + "\"}");
+      std::printf("  t=%5.0f s  open %lld  running %.0f  events %lld  completed %lld  errors %lld  server RSS %.1f MiB\n",
+                  t, static_cast<long long>(open.load()), running, static_cast<long long>(events.load()),
+                  static_cast<long long>(completed.load()), static_cast<long long>(errors.load()), rss);
       std::fflush(stdout);
+      samples.push_back({{"t_s", t}, {"open", open.load()}, {"running", running}, {"events", events.load()},
+                         {"completed", completed.load()}, {"errors", errors.load()}, {"rss_mib", rss}});
     }
     stop.store(true);
     for (auto& t : threads) t.join();
     std::this_thread::sleep_for(std::chrono::seconds(2));
     const std::string metrics = Fetch(url, "/metrics");
-    std::printf("after closing: errors %lld, KV blocks used %.0f\n", static_cast<long long>(errors.load()),
-                Metric(metrics, "deepinfer:kv_blocks_used{model_name=\"" + model + "\"}"));
+    const double used = Metric(metrics, "deepinfer:kv_blocks_used{model_name=\"" + model + "\"}");
+    const double window_used = Metric(metrics, "deepinfer:window_blocks_used{model_name=\"" + model + "\"}");
+    std::printf("after closing: %lld streams completed, errors %lld, KV blocks used %.0f, window blocks used %.0f\n",
+                static_cast<long long>(completed.load()), static_cast<long long>(errors.load()), used, window_used);
+    out["hold"] = {{"streams", hold}, {"seconds", hold_seconds}, {"tokens_per_stream", hold_tokens},
+                   {"completed", completed.load()}, {"errors", errors.load()}, {"kv_blocks_used_after", used},
+                   {"window_blocks_used_after", window_used}, {"samples", samples}};
+  }
+  if (!json_path.empty()) {
+    std::ofstream file(json_path, std::ios::trunc);
+    file << out.dump(2) << "\n";
+    if (!file) return cli::Fail("bench server", "cannot write " + json_path);
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 // deepinfer serve: the OpenAI- and Anthropic-compatible HTTP server (src/server) on one model directory, or
 // on the embedded default (the `small` preset with random weights, created on first use in a cache
 // directory). Flags are named as vLLM names them where the meaning is the same.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -54,7 +55,8 @@ constexpr const char* kUsage =
     "  --max-model-len N           context length in tokens (default: the config's max_position_embeddings,\n"
     "                              at most 65536)\n"
     "  --model-version v3.2|v4|v4.1   prompt encoding (default: from config.json)\n"
-    "  --tokenizer PATH            tokenizer.json (default MODEL_DIR/tokenizer.json)\n"
+    "  --tokenizer PATH|NAME       a tokenizer.json, a directory holding one, or a builtin tokenizer\n"
+    "                              (deepseek-v3, deepseek-v4, deepseek-v4.1); default MODEL_DIR/tokenizer.json\n"
     "  --no-thinking               requests that say nothing about thinking get chat mode\n"
     "  --max-request-bytes N       largest request body accepted (default 33554432); larger ones get 413\n"
     "  --max-header-bytes N        largest request line + headers (default 65536); larger get 431\n"
@@ -263,6 +265,12 @@ int RunServe(const std::vector<std::string>& argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Each running sequence holds model state on the heap (hundreds of KiB for `small`, MiBs for real
+  // models), made and freed per request. glibc raises its mmap threshold after the first such free, after
+  // which those buffers come from the arenas and their pages mostly stay with the process: RSS then follows
+  // the busiest moment so far, not the work in flight. A fixed threshold keeps large buffers mmapped, so
+  // they go back when a request ends.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   // 1,000 streaming clients need more descriptors than the usual soft limit of 1,024.
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
@@ -290,9 +298,8 @@ int RunServe(const std::vector<std::string>& argv) {
   }
   if (args.max_model_len == 0) args.max_model_len = std::min<int64_t>(config->GetInt("max_position_embeddings", 4096), 65536);
 
-  const std::string tokenizer_path =
-      args.tokenizer_path.empty() ? (fs::path(args.model_dir) / "tokenizer.json").string() : args.tokenizer_path;
-  auto tokenizer = tokenizer::Tokenizer::FromFile(tokenizer_path);
+  // The model directory's tokenizer.json unless --tokenizer names another file, directory or builtin.
+  auto tokenizer = tokenizer::LoadTokenizer(args.tokenizer_path.empty() ? args.model_dir : args.tokenizer_path);
   if (!tokenizer.ok()) return Fail("serve", tokenizer.status().message());
 
   server::ServiceOptions service_options;
@@ -341,6 +348,8 @@ int RunServe(const std::vector<std::string>& argv) {
     engine_options.max_num_batched_tokens = args.max_num_batched_tokens;
     engine_options.max_waiting = args.max_queued_requests;
     engine_options.enable_prefix_caching = !args.no_prefix_caching;
+    // A long-running server holds its whole KV budget from the start: memory is flat under load.
+    engine_options.prefault_kv = true;
     engine_options.compute_precision = args.precision;
     engine_options.swa_replay = args.swa_replay;  // part of every block's name (and the store's namespace)
     if (!args.kv_store_dir.empty()) {

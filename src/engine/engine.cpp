@@ -1,5 +1,8 @@
 #include "engine/engine.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 
@@ -27,6 +30,20 @@ const char* ComputeName(model::ComputePrecision p) {
   return p == model::ComputePrecision::kExact ? "exact" : "bf16-activations";
 }
 const char* KvName(model::KvPrecision p) { return p == model::KvPrecision::kF32 ? "f32" : "bf16"; }
+
+// EngineOptions::prefault_kv: the pool's blocks are one mapping (block ids are consecutive strides).
+void Prefault(model::KvBlockPool& pool) {
+  if (pool.num_blocks() == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(pool.block(0)) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(pool.block(static_cast<int32_t>(pool.num_blocks() - 1))) +
+                        static_cast<uintptr_t>(pool.bytes_per_block());
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  // Older kernels: write each page (its contents are zero either way).
+  for (uintptr_t p = begin; p < end; p += page) *reinterpret_cast<volatile uint8_t*>(p) = 0;
+}
 
 }  // namespace
 
@@ -125,6 +142,9 @@ Status EngineImpl::Init() {
   for (const model::CacheGroupSpec& g : spec_.groups)
     per_group.push_back(g.retention == model::CacheRetention::kPrefix ? prefix_blocks : window_blocks);
   DI_ASSIGN_OR_RETURN(pools_, model::KvPools::Create(spec_, per_group));
+  if (o.prefault_kv) {
+    for (size_t g = 0; g < pools_.num_groups(); ++g) Prefault(pools_.group(g));
+  }
   blocks_ = std::make_unique<kvcache::BlockManager>(kvcache::BlockManagerOptions{
       .prefix_blocks = prefix_blocks,
       .window_blocks = window_blocks,

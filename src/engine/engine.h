@@ -138,6 +138,11 @@ struct EngineOptions {
   double window_ttl_s = 180;       // cached window blocks expire after this long unused
   // LRU byte budget of cached (unreferenced) window blocks; 0: a quarter of kv_cache_bytes.
   int64_t window_cache_bytes = 0;
+  // Touch every page of the KV pools at creation. The pools are mapped zero pages, so otherwise the
+  // process's resident memory grows with every position first written (for as long as the pool has
+  // untouched blocks) and the step thread takes those page faults; with it, RSS holds the whole pool from
+  // the start and stays flat. A server sets it; tools that create an engine for one run leave it off.
+  bool prefault_kv = false;
   // Prepare step N+1 and finish step N−1 while step N runs.
   bool async_scheduling = true;
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)

@@ -157,9 +157,12 @@ std::optional<ApiError> ParseCompletions(const Json& body, const tokenizer::Toke
     for (const auto& [key, value] : it->items()) {
       char* end = nullptr;
       const long id = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || id >= static_cast<long>(tokenizer.vocab_size()) || !value.is_number())
+      if (key.empty() || end != key.c_str() + key.size() || id < 0 || id >= static_cast<long>(tokenizer.vocab_size()) || !value.is_number())
         return Invalid("logit_bias", "logit_bias keys must be token ids and values numbers");
-      s.logit_bias.push_back({static_cast<int32_t>(id), value.get<float>()});
+      // OpenAI's range; it also keeps the conversion to float defined.
+      const double bias = value.get<double>();
+      if (!(bias >= -100 && bias <= 100)) return Invalid("logit_bias", "logit_bias values must be in [-100, 100]");
+      s.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
     }
   }
   s.max_tokens = max_tokens;
@@ -380,11 +383,11 @@ void Service::HandleCompletions(const std::shared_ptr<Exchange>& exchange) {
     e.code = "context_length_exceeded";
     return exchange->Fail(e);
   }
-  if (!engine_) return exchange->Fail(NoEngine());
   request.params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
     request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
   if (!ApplyExtras(exchange, &request.params)) return;
+  if (!engine_) return exchange->Fail(NoEngine());
   std::vector<int32_t> prompt = request.prompt;
   engine::RequestParams params = request.params;
   auto generation = std::make_shared<LegacyGeneration>(exchange, engine_, std::move(request), options_.served_model_names.front());

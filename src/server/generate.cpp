@@ -131,18 +131,18 @@ class ChatGeneration : public Generation {
       for (const engine::GeneratedToken& token : delta.tokens) {
         if (delta.finish && token.id == delta.stop_token) continue;  // the end token is not text
         ++chunk.token_count;
+        // Always token chunks, so the codec reads `</think>` as the control token and counts reasoning
+        // tokens; the entries are written only when the request asked (ResponseOptions::emit_logprobs).
+        recipe::TokenLogprob entry;
+        entry.token = token.bytes;
+        entry.control = token.control;
         if (logprobs_) {
-          recipe::TokenLogprob entry;
-          entry.token = token.bytes;
           entry.logprob = token.logprob;
-          entry.control = token.control;
           for (const auto& alt : token.top_logprobs) entry.top_logprobs.push_back({alt.bytes, alt.logprob});
-          chunk.logprobs.push_back(std::move(entry));
-        } else {
-          chunk.text += token.bytes;
         }
+        chunk.logprobs.push_back(std::move(entry));
       }
-      if (chunk.token_count > 0) Send(out, out.stream->Feed(chunk));
+      if (chunk.token_count > 0) Send(out.stream->Feed(chunk));
       if (out.stream->done()) {
         out.finished = true;  // a stop sequence completed it: the codec already wrote its finish
         ++finished_outputs_;
@@ -150,7 +150,7 @@ class ChatGeneration : public Generation {
       } else if (delta.finish) {
         const auto finish = ToBackendFinish(*delta.finish);
         if (*delta.finish == engine::FinishReason::kError) failed_ = update.status.ok() ? Status::Internal("generation failed") : update.status;
-        Send(out, out.stream->Finish(finish));
+        Send(out.stream->Finish(finish));
         out.finished = true;
         ++finished_outputs_;
       }
@@ -172,27 +172,18 @@ class ChatGeneration : public Generation {
     options.model = served_name_;
     options.created = created_;
     if (tokenizer_) options.count_tokens = engine::TokenCounter(*tokenizer_);
+    options.emit_logprobs = logprobs_;
+    options.choice_index = index;  // Chat Completions' "choices":[{"index":i (n > 1)
     recipe::UsageCounts usage;
     usage.prompt_tokens = update.prompt_tokens;
     usage.prompt_cache_hit_tokens = update.prompt_cache_hit_tokens;
     out.stream = std::make_unique<recipe::CompletionStream>(protocol_, recipe::OutputParserOptionsFor(request_, version_),
                                                             options, usage);
-    index_of_[out.stream.get()] = index;
-    Send(out, out.stream->Start());
+    Send(out.stream->Start());
   }
 
-  // Chat Completions chunks of choice i > 0 carry their index (the codec writes 0).
-  std::string WithChoiceIndex(std::string json, int index) const {
-    if (index == 0 || protocol_ != recipe::Protocol::kChatCompletions) return json;
-    static constexpr std::string_view kFirst = "\"choices\":[{\"index\":0";
-    const size_t at = json.find(kFirst);
-    if (at != std::string::npos) json.replace(at, kFirst.size(), "\"choices\":[{\"index\":" + std::to_string(index));
-    return json;
-  }
-
-  void Send(Output& out, const std::vector<recipe::StreamEvent>& events) {
+  void Send(const std::vector<recipe::StreamEvent>& events) {
     if (!stream_ || events.empty()) return;
-    const int index = index_of_[out.stream.get()];
     std::string text;
     for (const recipe::StreamEvent& event : events) {
       if (!event.name.empty()) {
@@ -201,7 +192,7 @@ class ChatGeneration : public Generation {
         text += '\n';
       }
       text += "data: ";
-      text += WithChoiceIndex(event.json, index);
+      text += event.json;
       text += "\n\n";
     }
     Write(std::move(text));
@@ -241,10 +232,7 @@ class ChatGeneration : public Generation {
         merged = *body;
         merged["choices"] = nlohmann::ordered_json::array();
       }
-      for (auto& choice : (*body)["choices"]) {
-        choice["index"] = i;
-        merged["choices"].push_back(choice);
-      }
+      for (auto& choice : (*body)["choices"]) merged["choices"].push_back(choice);  // index from choice_index
       if ((*body).contains("usage")) completion_tokens += (*body)["usage"].value("completion_tokens", int64_t{0});
     }
     if (merged.contains("usage")) {
@@ -268,7 +256,6 @@ class ChatGeneration : public Generation {
   int finished_outputs_ = 0;
   Status failed_;
   std::vector<Output> outputs_;
-  std::map<const recipe::CompletionStream*, int> index_of_;
 };
 
 // --- Generation: the hand-off between the engine's output thread and the strand ---
@@ -341,8 +328,6 @@ void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::
   const int64_t prompt_tokens = static_cast<int64_t>(prompt.ids.size());
   if (!FitsContext(*exchange, protocol, prompt_tokens, prompt.request.inference.max_tokens, options_.max_model_len))
     return;
-  if (!engine_) return exchange->Fail(NoEngine());
-
   engine::RequestParams params;
   const recipe::InferenceOptions& inf = prompt.request.inference;
   params.sampling.max_tokens = inf.max_tokens.value_or(options_.max_model_len - prompt_tokens);
@@ -357,6 +342,8 @@ void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::
   if (options_.request_timeout_s > 0)
     params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
   if (!ApplyExtras(exchange, &params)) return;
+  // Bad parameters are 400 whether or not this server can generate.
+  if (!engine_) return exchange->Fail(NoEngine());
 
   auto generation = std::make_shared<ChatGeneration>(exchange, engine_, protocol, std::move(prompt.request),
                                                      options_.model_version, tokenizer_,

@@ -3,6 +3,7 @@
 // /v1/messages/count_tokens.
 #include <nlohmann/json.hpp>
 
+#include "sampling/params.h"
 #include "server/json_body.h"
 #include "server/service.h"
 #include "server/service_internal.h"
@@ -48,6 +49,7 @@ bool Service::PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::P
   recipe::RequestOptions request_options;
   request_options.model_version = options_.model_version;
   request_options.default_thinking_mode = options_.default_thinking_mode;
+  request_options.max_n = sampling::kMaxN;  // the engine samples n outputs of one prompt
   recipe::ParseOutcome parsed = recipe::ParseRequest(protocol, body, request_options);
   if (!parsed.ok()) {
     exchange->Reply(RequestErrorResponse(protocol, parsed.error));

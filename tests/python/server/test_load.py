@@ -1,20 +1,27 @@
 """CI load test: 200 concurrent streaming clients for 30 s against `deepinfer serve` on the `small` preset.
 Each client keeps one keep-alive connection and sends streaming chat requests back to back, reading every
 SSE event to `data: [DONE]`. Passes when no request failed, no KV block is still held afterwards
-(/metrics), and the server's resident memory stayed flat over the run (sampled from /proc; the bound below
-allows allocator noise, not per-request growth).
+(/metrics), and the server's resident memory (sampled from /proc every second) stays flat once warm.
 
-Generation needs the engine (issue 12); until its scheduler lands the test skips, saying so."""
+Memory under this load, as measured (issue 13): without prefaulting, RSS rose by ~300 MiB within the first
+seconds and then, under slow long streams, kept rising by ~6 KiB per generated token. Neither is a leak:
+the KV pools are mapped zero pages, touched for the first time as positions are written (the free lists
+are LIFO, so the same blocks are reused afterwards), the step's output buffers grow to the batch (logits
+of up to max_num_seqs rows of the 129k vocabulary) and keep their capacity, and each running sequence
+holds its model state. serve now touches the whole pool at start (EngineOptions::prefault_kv) and keeps
+per-sequence buffers mmapped (they go back when a request ends), so what is left is a short warm-up. The
+test discards that warm-up and bounds growth over the rest of the run; a leak or an unbounded cache grows
+across the measured phases, warm-up does not."""
 import asyncio
 import json
 import os
 import time
 
-import pytest
 from server_process import Server, wait_for
 
 CLIENTS = int(os.environ.get("DEEPINFER_LOAD_CLIENTS", "200"))
 SECONDS = float(os.environ.get("DEEPINFER_LOAD_SECONDS", "30"))
+WARMUP_SECONDS = SECONDS / 3  # every client has finished several requests by then
 MODEL = "load-small"
 
 
@@ -72,17 +79,30 @@ async def client(port, deadline, stats, path="/v1/chat/completions", body=None, 
         writer.close()
 
 
-async def run_load(port, pid, seconds=SECONDS, **request):
-    stats = {"ok": 0, "errors": [], "rss": []}
-    deadline = time.monotonic() + seconds
+async def run_load(port, pid, seconds=SECONDS, clients=None, **request):
+    stats = {"ok": 0, "errors": [], "rss": []}  # rss: (seconds since start, MiB)
+    start = time.monotonic()
+    deadline = start + seconds
 
     async def sample():
         while time.monotonic() < deadline:
-            stats["rss"].append(rss_mib(pid))
+            stats["rss"].append((time.monotonic() - start, rss_mib(pid)))
             await asyncio.sleep(1)
 
-    await asyncio.gather(sample(), *(client(port, deadline, stats, **request) for _ in range(CLIENTS)))
+    await asyncio.gather(sample(), *(client(port, deadline, stats, **request) for _ in range(clients or CLIENTS)))
     return stats
+
+
+def assert_flat_after_warmup(rss, warmup=WARMUP_SECONDS):
+    """After `warmup` seconds the run is split into two halves: the later half's peak may exceed the
+    earlier half's by allocator noise only (3% or 16 MiB: at this run's rate of ~30 streams/s, some 50 KiB
+    kept per stream), and neither exceeds the warm-up's peak by more than 10%."""
+    warm = [m for t, m in rss if t < warmup]
+    measured = [m for t, m in rss if t >= warmup]
+    assert len(warm) >= 2 and len(measured) >= 4, rss
+    first, second = measured[:len(measured) // 2], measured[len(measured) // 2:]
+    assert max(second) <= max(max(first) * 1.03, max(first) + 16), rss
+    assert max(measured) <= max(warm) * 1.10 + 16, rss
 
 
 def test_200_keepalive_clients_on_tokenize(deepinfer_bin, tmp_path):
@@ -90,15 +110,15 @@ def test_200_keepalive_clients_on_tokenize(deepinfer_bin, tmp_path):
     # and memory stays flat.
     s = Server(deepinfer_bin, None, "--served-model-name", MODEL, env={"DEEPINFER_CACHE_DIR": str(tmp_path / "cache")})
     try:
+        # The KV pool (1 GiB by default) is resident from the start (prefault_kv), not touched under load.
+        assert rss_mib(s.proc.pid) >= 1024
         expected = s.json("POST", "/tokenize", {"prompt": "Hello there, load test"})[2]
         stats = asyncio.run(run_load(s.port, s.proc.pid, seconds=6, path="/tokenize",
                                      body={"prompt": "Hello there, load test"},
                                      ok=lambda payload: json.loads(payload) == expected))
         assert stats["errors"] == [], stats["errors"][:5]
         assert stats["ok"] >= CLIENTS
-        rss = stats["rss"]
-        half = len(rss) // 2
-        assert max(rss[half:]) <= max(rss[:half]) * 1.05 + 16, rss
+        assert_flat_after_warmup(stats["rss"], warmup=2)
         assert s.metrics()["deepinfer:http_connections_total"] >= CLIENTS
     finally:
         assert s.stop() == 0
@@ -110,20 +130,18 @@ def test_200_streaming_clients_for_30_seconds(deepinfer_bin, tmp_path):
     try:
         status, _, body = s.request("POST", "/v1/chat/completions",
                                     {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
-        if status == 503 and b"no generation engine" in body:
-            pytest.skip("the server has no generation engine yet (engine scheduler, issue 12)")
+        assert status == 200, body
         stats = asyncio.run(run_load(s.port, s.proc.pid))
         assert stats["errors"] == [], stats["errors"][:5]
         assert stats["ok"] >= CLIENTS
         metrics = s.metrics()
         assert wait_for(lambda: s.metrics()['deepinfer:num_requests_running{model_name="%s"}' % MODEL] == 0)
         assert s.metrics()['deepinfer:kv_blocks_used{model_name="%s"}' % MODEL] == 0
-        # Flat memory: the second half of the run grows by less than 5% over the first half's peak.
-        rss = stats["rss"]
-        half = len(rss) // 2
-        assert max(rss[half:]) <= max(rss[:half]) * 1.05 + 16, rss
+        assert_flat_after_warmup(stats["rss"])
+        rss = [m for _, m in stats["rss"]]
         tokens = metrics.get('deepinfer:generation_tokens_total{model_name="%s"}' % MODEL)
         print(f"load: {stats['ok']} streams in {SECONDS:.0f} s with {CLIENTS} clients, RSS MiB {rss[0]:.0f} -> "
               f"{rss[-1]:.0f} (max {max(rss):.0f}), generation tokens {tokens}")
     finally:
         assert s.stop() == 0
+

@@ -123,12 +123,59 @@ def test_chat_logprobs(oai):
 
 
 def test_chat_n_choices(oai):
-    try:
-        r = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], n=3, max_tokens=4,
-                                        temperature=1.0, seed=3)
-    except openai.BadRequestError as e:
-        pytest.skip(f"n > 1 not accepted by the codec yet: {e}")
+    def once():
+        return oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], n=3, max_tokens=6,
+                                           temperature=1.0, seed=3,
+                                           extra_body={"thinking": {"type": "disabled"}, "ignore_eos": True})
+    r = once()
     assert [c.index for c in r.choices] == [0, 1, 2]
+    texts = [c.message.content for c in r.choices]
+    # Three samples of six random-model tokens each: the outputs draw different tokens (a repeat of all six
+    # is a ~vocab^-6 event), and the request's seed fixes all three.
+    assert len(set(texts)) == 3, texts
+    assert [c.message.content for c in once().choices] == texts
+    assert all(c.finish_reason == "length" for c in r.choices)
+    assert r.usage.completion_tokens == 3 * 6
+
+
+def test_chat_n_choices_stream_and_scripted(oai):
+    # Each output gets its own logits mask: every choice is the scripted message.
+    stream = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather?"}], n=2,
+                                         stream=True, stream_options={"include_usage": True},
+                                         extra_body=scripted(REASONING + "</think>" + ANSWER))
+    content, reasoning, finish, usage = {}, {}, {}, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            content[c.index] = content.get(c.index, "") + (c.delta.content or "")
+            reasoning[c.index] = reasoning.get(c.index, "") + ((c.delta.model_extra or {}).get("reasoning_content") or "")
+            if c.finish_reason:
+                finish[c.index] = c.finish_reason
+    assert content == {0: ANSWER, 1: ANSWER}
+    assert reasoning == {0: REASONING, 1: REASONING}
+    assert finish == {0: "stop", 1: "stop"}
+    assert usage is not None and usage.completion_tokens > 0
+
+
+def test_chat_n_out_of_range_is_400(server):
+    for n in (0, 129):
+        status, _, body = server.json("POST", "/v1/chat/completions",
+                                      {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "n": n})
+        assert status == 400, body
+        assert body["error"]["param"] == "n"
+
+
+def test_reasoning_tokens_in_usage_without_logprobs(server, oai):
+    # The reasoning's tokens, re-encoded as deepseek-recipe counts them, whether or not logprobs were asked.
+    _, _, counted = server.json("POST", "/tokenize", {"prompt": REASONING})
+    for logprobs in (False, True):
+        r = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather?"}],
+                                        logprobs=logprobs, extra_body=scripted(REASONING + "</think>" + ANSWER))
+        assert r.usage.completion_tokens_details.reasoning_tokens == counted["count"], logprobs
+        assert (r.choices[0].logprobs is not None) == logprobs
+    resp = oai.responses.create(model=MODEL, input="Weather?", extra_body=scripted(REASONING + "</think>" + ANSWER))
+    assert resp.usage.output_tokens_details.reasoning_tokens == counted["count"]
 
 
 def test_seeded_requests_repeat_alone_and_under_load(oai):
