@@ -440,6 +440,8 @@ StoreStats Store::stats() const {
   s.lookup_present = c.lookup_present.load();
   s.hit_blocks = c.hit_blocks.load();
   s.miss_blocks = c.miss_blocks.load();
+  s.direct_reads = c.direct_reads.load();
+  s.bounced_reads = c.bounced_reads.load();
   s.bytes_read = c.bytes_read.load();
   s.bytes_written = c.bytes_written.load();
   s.writes_queued = c.writes_queued.load();

@@ -50,7 +50,9 @@ struct StoreOptions {
   double sweep_interval_s = 60; // <= 0: no background sweeper
   double refresh_interval_s = 60;  // a hit re-stamps a block's last use at most this often
   double error_backoff_s = 5;   // after a full disk, read-only or vanished directory, writes pause this long
-  bool direct_io = false;       // read with O_DIRECT (through a bounce buffer), bypassing the page cache
+  // Read with O_DIRECT, bypassing the page cache: into the destinations when they are page-aligned in
+  // address and size, else through a bounce buffer.
+  bool direct_io = false;
   double close_flush_s = 10;    // the destructor waits this long for queued writes
 };
 

@@ -23,6 +23,11 @@ namespace internal {
 struct FreeDeleter {
   void operator()(uint8_t* p) const;
 };
+// What O_DIRECT asks of buffer addresses, lengths and file offsets. The device's logical block (512 bytes
+// on most) would do; a page is enough on every device and filesystem.
+inline constexpr size_t kDirectAlign = 4096;
+static_assert(kHeaderBytes % kDirectAlign == 0);
+
 // Page-aligned (O_DIRECT-capable) bytes: header then payload.
 using StagingBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
 StagingBuffer AllocateStaging(size_t bytes);

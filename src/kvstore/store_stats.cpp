@@ -75,6 +75,9 @@ void AppendPrometheus(const StoreStats& s, const LatencyHistogram& read_latency,
   Counter(out, "deepinfer:kvstore_miss_blocks_total", "Blocks asked for that the KV store did not hold.", s.miss_blocks);
   Counter(out, "deepinfer:kvstore_miss_tokens_total", "Tokens of blocks the KV store did not hold.", s.miss_blocks * kBlockTokens);
   Counter(out, "deepinfer:kvstore_read_bytes_total", "Bytes read from the KV store.", s.bytes_read);
+  Counter(out, "deepinfer:kvstore_direct_reads_total", "Blocks read with O_DIRECT.", s.direct_reads);
+  Counter(out, "deepinfer:kvstore_bounced_reads_total",
+          "Blocks read with O_DIRECT through a bounce buffer (a destination not page-aligned).", s.bounced_reads);
   Counter(out, "deepinfer:kvstore_written_bytes_total", "Bytes written to the KV store.", s.bytes_written);
   Counter(out, "deepinfer:kvstore_writes_queued_total", "Blocks queued for writing.", s.writes_queued);
   Counter(out, "deepinfer:kvstore_writes_total", "Blocks written.", s.writes_done);

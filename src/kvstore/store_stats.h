@@ -21,6 +21,8 @@ struct StoreCounters {
   std::atomic<uint64_t> lookup_present{0};     // ... of them found present
   std::atomic<uint64_t> hit_blocks{0};         // blocks read and verified
   std::atomic<uint64_t> miss_blocks{0};        // blocks asked for that were not there (or vanished)
+  std::atomic<uint64_t> direct_reads{0};       // hits read with O_DIRECT ...
+  std::atomic<uint64_t> bounced_reads{0};      // ... of them through a bounce buffer (unaligned destination)
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> bytes_written{0};
   std::atomic<uint64_t> writes_queued{0};
@@ -46,7 +48,7 @@ struct StoreCounters {
 };
 
 struct StoreStats {
-  uint64_t lookups = 0, lookup_present = 0, hit_blocks = 0, miss_blocks = 0;
+  uint64_t lookups = 0, lookup_present = 0, hit_blocks = 0, miss_blocks = 0, direct_reads = 0, bounced_reads = 0;
   uint64_t bytes_read = 0, bytes_written = 0;
   uint64_t writes_queued = 0, writes_done = 0, writes_present = 0, writes_dropped = 0, writes_failed = 0;
   uint64_t evicted_expired = 0, evicted_capacity = 0, evicted_bytes = 0, trash_unlinked = 0, tmp_cleaned = 0;
