@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <string>
@@ -110,15 +111,70 @@ kvstore::StoreOptions OptionsFor(const Setup& setup, int64_t block_bytes, bool d
   return o;
 }
 
-// Writes n blocks and reads them back (O_DIRECT, then from the page cache). Rows: write, cold, warm.
-Result<std::vector<Row>> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, std::string* backend) {
+// fio (Debian), run by the bench itself with --fio, so that its figures and ours come from the same minutes of
+// a shared machine: one scratch file beside the store (not inside: the store refuses foreign files), I/O of the
+// store's file size rounded up to 4 KiB, the same queue depth, io_uring. Writes are buffered with an
+// fdatasync per block, reads O_DIRECT and random, as tools/kvstore/bench_fio.py does.
+Result<FioFigures> RunFio(const std::string& file, bool read, int64_t io_bytes, int queue_depth, int64_t total) {
+  if (file.find('\'') != std::string::npos) return Status::InvalidArgument("--fio: the directory's path holds a quote");
+  const std::string cmd = "fio --name=kvstore '--filename=" + file + "' --rw=" + (read ? "randread" : "write") +
+                          " --bs=" + std::to_string(io_bytes) + " --iodepth=" + std::to_string(queue_depth) +
+                          " --ioengine=io_uring --size=" + std::to_string(total) +
+                          " --numjobs=1 --output-format=json --group_reporting " +
+                          (read ? "--direct=1" : "--fdatasync=1 --direct=0") + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return Status::IoError("--fio: cannot run fio");
+  std::string out;
+  char chunk[4096];
+  for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, pipe)) > 0 && out.size() < (size_t{16} << 20);) out.append(chunk, got);
+  const int rc = ::pclose(pipe);
+  const size_t brace = out.find('{');
+  if (rc != 0 || brace == std::string::npos) {
+    return Status::IoError("--fio: fio failed (is it installed? scripts/setup.sh installs Debian's fio): " +
+                           out.substr(0, 300));
+  }
+  auto parsed = ParseJson(std::string_view(out).substr(brace));
+  if (!parsed.ok()) return Status::IoError("--fio: fio's JSON: " + parsed.status().message());
+  const nlohmann::json& doc = *parsed;
+  const char* side = read ? "read" : "write";
+  if (!doc.contains("jobs") || !doc["jobs"].is_array() || doc["jobs"].empty() || !doc["jobs"][0].contains(side)) {
+    return Status::IoError("--fio: fio's JSON has no jobs[0]." + std::string(side));
+  }
+  const nlohmann::json& j = doc["jobs"][0][side];
+  FioFigures f;
+  f.gbps = j.value("bw_bytes", 0.0) / 1e9;
+  if (j.contains("clat_ns") && j["clat_ns"].contains("percentile")) {
+    const nlohmann::json& pct = j["clat_ns"]["percentile"];
+    f.p50_ms = pct.value("50.000000", 0.0) / 1e6;
+    f.p99_ms = pct.value("99.000000", 0.0) / 1e6;
+  }
+  return f;
+}
+
+struct Measured {
+  std::vector<Row> rows;  // write, read (O_DIRECT; the median round), read (page cache)
+  bool have_fio = false;
+  FioFigures fio_write, fio_read;  // fio_read: the median round's
+  std::vector<double> read_ratios;  // per round: our O_DIRECT read GB/s / fio's
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Writes n blocks, reads them back with O_DIRECT `rounds` times (each right after fio's read, with --fio),
+// then from the page cache.
+Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, int rounds, bool fio,
+                            std::string* backend) {
   std::vector<uint8_t> payload(static_cast<size_t>(block_bytes));
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + 7);
   std::vector<int32_t> tokens(kvstore::kBlockTokens);
   const uint64_t nonce = static_cast<uint64_t>(NowNanos());
   auto hash_of = [&](int64_t i) { return kvstore::Hash128{.high = nonce, .low = static_cast<uint64_t>(i)}; };
   const double file_bytes = static_cast<double>(block_bytes + static_cast<int64_t>(kvstore::kHeaderBytes));
-  std::vector<Row> rows;
+  Measured m;
+  std::vector<Row>& rows = m.rows;
   {
     DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(OptionsFor(setup, block_bytes, false)));
     *backend = std::string(store->backend_name());
@@ -144,7 +200,8 @@ Result<std::vector<Row>> MeasureOne(const Setup& setup, int64_t block_bytes, int
     rows.push_back({static_cast<double>(n) * file_bytes / seconds / 1e9, st.write_p50 * 1e3, st.write_p99 * 1e3});
   }
   ::sync();  // O_DIRECT reads of dirty pages would wait for their writeback
-  for (bool direct : {true, false}) {
+  auto read_pass = [&](bool direct) -> Result<Row> {
+    Row row;
     DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(OptionsFor(setup, block_bytes, direct)));
     // setup.queue_depth blocks per batch, two batches in flight, each with its own destination blocks:
     // page-aligned, as the engine's pool blocks are (an mmap'd pool; V4-Flash's group blocks are page
@@ -199,17 +256,57 @@ Result<std::vector<Row>> MeasureOne(const Setup& setup, int64_t block_bytes, int
         if (direct && st.direct_reads == 0) std::fprintf(stderr, "bench kvstore: %s refuses O_DIRECT; reads were buffered\n", setup.dir.c_str());
         if (st.bounced_reads != 0) std::fprintf(stderr, "bench kvstore: %llu reads went through a bounce buffer\n",
                                                 static_cast<unsigned long long>(st.bounced_reads));
-        rows.push_back({static_cast<double>(n) * file_bytes / seconds / 1e9, st.read_p50 * 1e3, st.read_p99 * 1e3});
+        row = {static_cast<double>(n) * file_bytes / seconds / 1e9, st.read_p50 * 1e3, st.read_p99 * 1e3};
       }
     }
+    return row;
+  };
+  std::string scratch;
+  const int64_t io_bytes = (static_cast<int64_t>(file_bytes) + 4095) / 4096 * 4096;
+  if (fio) {
+    std::string tmpl = (std::filesystem::path(setup.dir).parent_path() / "fio.XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return Status::IoError("--fio: cannot make a scratch directory beside " + setup.dir);
+    scratch = tmpl;
+    m.have_fio = true;
   }
+  const std::string fio_file = scratch + "/fio.dat";
+  auto measure = [&]() -> Status {
+    if (fio) {
+      DI_ASSIGN_OR_RETURN(m.fio_write, RunFio(fio_file, false, io_bytes, setup.queue_depth, n * io_bytes));
+    }
+    std::vector<std::pair<double, std::pair<Row, FioFigures>>> by_ratio;
+    for (int round = 0; round < rounds; ++round) {
+      FioFigures f;
+      if (fio) {
+        DI_ASSIGN_OR_RETURN(f, RunFio(fio_file, true, io_bytes, setup.queue_depth, n * io_bytes));
+      }
+      DI_ASSIGN_OR_RETURN(Row ours, read_pass(true));
+      const double ratio = fio && f.gbps > 0 ? ours.gbps / f.gbps : ours.gbps;
+      if (fio) m.read_ratios.push_back(ratio);
+      by_ratio.push_back({ratio, {ours, f}});
+    }
+    // The median round by ratio (by our throughput without fio): its figures are the row.
+    std::sort(by_ratio.begin(), by_ratio.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    const auto& mid = by_ratio[by_ratio.size() / 2];
+    rows.push_back(mid.second.first);
+    m.fio_read = mid.second.second;
+    DI_ASSIGN_OR_RETURN(Row warm, read_pass(false));
+    rows.push_back(warm);
+    return Status::Ok();
+  };
+  const Status measured = measure();
+  if (fio) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);
+  }
+  DI_RETURN_IF_ERROR(measured);
   // Leave the directory as found: the bench's namespace emptied.
   kvstore::SweepOptions all;
   all.evict_all = true;
   all.wait_for_lock = true;
   DI_ASSIGN_OR_RETURN(kvstore::StoreDir dir, kvstore::StoreDir::Open(setup.dir, false));
   DI_RETURN_IF_ERROR(kvstore::Sweep(dir, all).status());
-  return rows;
+  return m;
 }
 
 std::string FioCells(const Peer* peer, int64_t block_bytes, bool read, const Row& ours) {
@@ -277,6 +374,10 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
                {{"auto", kvstore::IoBackendKind::kAuto}, {"uring", kvstore::IoBackendKind::kUring},
                 {"posix", kvstore::IoBackendKind::kPosix}});
   flags.Path("--peer", &peer_path);
+  bool run_fio = false;
+  int rounds = 0;
+  flags.Switch("--fio", &run_fio);
+  flags.Int("--rounds", &rounds, 1, 100);
   std::string model_dir;
   int64_t restart_tokens = 8192;
   flags.Path("--model", &model_dir);
@@ -305,18 +406,20 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
     return 0;
   }
   if (setup.queue_depth < setup.io_threads) return cli::UsageError("bench kvstore", "--queue-depth below --io-threads");
+  if (run_fio && !peer_path.empty()) return cli::UsageError("bench kvstore", "--fio runs fio itself: drop --peer");
+  if (rounds == 0) rounds = run_fio ? 3 : 1;
   Peer peer;
   if (!peer_path.empty()) {
     auto loaded = LoadPeer(peer_path);
     if (!loaded.ok()) return cli::Fail("bench kvstore", loaded.status().message());
     peer = std::move(*loaded);
   }
-  const Peer* peer_ptr = peer_path.empty() ? nullptr : &peer;
+  const Peer* peer_ptr = peer_path.empty() ? nullptr : &peer;  // --fio: set once fio has run
   std::string backend;
-  std::vector<std::pair<int64_t, std::vector<Row>>> results;
+  std::vector<std::pair<int64_t, Measured>> results;
   for (int64_t bytes : sizes) {
     const int64_t n = std::max<int64_t>(16, (total_mib << 20) / (bytes + static_cast<int64_t>(kvstore::kHeaderBytes)));
-    auto rows = MeasureOne(setup, bytes, n, &backend);
+    auto rows = MeasureOne(setup, bytes, n, rounds, run_fio, &backend);
     if (!rows.ok()) return cli::Fail("bench kvstore", rows.status().message());
     results.emplace_back(bytes, std::move(*rows));
   }
@@ -324,10 +427,19 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
               setup.dir.c_str(), backend.c_str(), setup.io_threads, std::max(1, setup.queue_depth / setup.io_threads),
               setup.queue_depth, setup.fsync == kvstore::FsyncPolicy::kNone ? "none" : "data",
               static_cast<long long>(total_mib));
-  if (peer_ptr != nullptr) std::printf("peer: %s (from %s)\n", peer.system.c_str(), peer_path.c_str());
+  if (run_fio) {
+    peer.system = "fio io_uring (run by this bench), queue depth " + std::to_string(setup.queue_depth);
+    for (const auto& [bytes, m] : results) peer.by_block[bytes] = {m.fio_write, m.fio_read};
+    peer_ptr = &peer;
+    std::printf("peer: %s; O_DIRECT reads in %d rounds, each fio's then ours; the row is the median round by ratio\n",
+                peer.system.c_str(), rounds);
+  } else if (peer_ptr != nullptr) {
+    std::printf("peer: %s (from %s)\n", peer.system.c_str(), peer_path.c_str());
+  }
   std::printf("\n%-22s %-18s %9s %8s %8s%s\n", "block", "op", "GB/s", "p50 ms", "p99 ms",
               peer_ptr != nullptr ? "  fio GB/s   p50 ms   p99 ms  of fio" : "");
-  for (const auto& [bytes, rows] : results) {
+  for (const auto& [bytes, measured] : results) {
+    const std::vector<Row>& rows = measured.rows;
     char label[64];
     const char* what = bytes == kDeepSeekBlockBytes               ? "DeepSeek 112 KiB"
                        : bytes == V4FlashPrefixBlockBytes(2) ? "V4-Flash bf16"
@@ -341,10 +453,20 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
       std::printf("%-22s %-18s %9.3f %8.3f %8.3f%s\n", i == 0 ? label : "", ops[i], r.gbps, r.p50_ms, r.p99_ms,
                   fio.c_str());
     }
+    if (measured.read_ratios.size() > 1) {
+      std::string each;
+      for (double x : measured.read_ratios) {
+        char cell[16];
+        std::snprintf(cell, sizeof cell, " %.0f%%", 100 * x);
+        each += cell;
+      }
+      std::printf("%-22s O_DIRECT read of fio, by round:%s (median %.0f%%)\n", "", each.c_str(),
+                  100 * Median(measured.read_ratios));
+    }
   }
   std::printf("\nwrite: Put to renamed (%s); read: open to verified, whole batches of %d in flight x 2.\n"
               "fio: one file beside the store, same block size (rounded to 4 KiB) and queue depth; writes with\n"
-              "fdatasync per block, reads O_DIRECT (tools/kvstore/bench_fio.py).\n",
+              "fdatasync per block, reads O_DIRECT and random (--fio, or tools/kvstore/bench_fio.py).\n",
               setup.fsync == kvstore::FsyncPolicy::kNone ? "buffered, no fsync" : "fdatasync per block",
               setup.queue_depth);
   return 0;
@@ -354,13 +476,15 @@ const cli::BenchRegistration kRegistration(
     {"kvstore", "KV store block write/read throughput and latency, beside fio",
      "usage: deepinfer bench kvstore --dir DIR [--block-bytes LIST] [--total-mib N] [--queue-depth N]\n"
      "                              [--io-threads N] [--fsync none|data] [--backend auto|uring|posix]\n"
-     "                              [--peer fio.json]\n"
+     "                              [--fio [--rounds N] | --peer fio.json]\n"
      "       deepinfer bench kvstore --dir DIR --model MODEL_DIR [--restart-prompt N]\n\n"
      "Writes --total-mib (default 512) of blocks per block size into the KV store at DIR (created if missing;\n"
      "empty or a store), reads them back with O_DIRECT and from the page cache, and removes them. Default sizes:\n"
      "DeepSeek's 112 KiB and V4-Flash's persisted block in bf16 and f32 (from its config). --peer FILE prints\n"
      "fio's figures for the same directory, sizes and queue depth beside ours:\n"
      "  python3 tools/kvstore/bench_fio.py --dir DIR --block-bytes LIST --queue-depth N --out FILE\n"
+     "--fio runs fio (Debian) itself beside the store instead, and the O_DIRECT reads --rounds times (default 3),\n"
+     "fio's right before ours each time, so a shared machine's load hits both alike; the row is the median round.\n"
      "With --model: TTFT of an N-token prompt (default 8192) through a fresh engine after a restart (its blocks\n"
      "in the store at DIR) as a fraction of a cold one.\n",
      RunBenchKvstore});

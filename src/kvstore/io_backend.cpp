@@ -20,7 +20,37 @@
 
 namespace deepinfer::kvstore {
 
+namespace {
+
+void ReadFileBlocking(IoOp* op) {
+  auto fail = [op](IoOp::Stage stage) {
+    op->stage = stage;
+    op->result = -errno;
+  };
+  if (::statx(AT_FDCWD, op->path, AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS, op->stx) != 0) return fail(IoOp::Stage::kStat);
+  int fd;
+  do {
+    fd = ::open(op->path, op->flags, op->mode);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return fail(IoOp::Stage::kOpen);
+  ssize_t n;
+  do {
+    n = ::preadv(fd, op->iov, op->iovcnt, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    fail(IoOp::Stage::kRead);
+    ::close(fd);
+    return;
+  }
+  ::close(fd);
+  op->stage = IoOp::Stage::kRead;
+  op->result = static_cast<int>(n);
+}
+
+}  // namespace
+
 void RunIoOpBlocking(IoOp* op) {
+  if (op->kind == IoOp::Kind::kReadFile) return ReadFileBlocking(op);
   int r = 0;
   do {
     switch (op->kind) {
@@ -53,6 +83,8 @@ void RunIoOpBlocking(IoOp* op) {
       case IoOp::Kind::kUnlink:
         r = ::unlink(op->path);
         break;
+      case IoOp::Kind::kReadFile:
+        break;  // above
     }
   } while (r < 0 && errno == EINTR);
   op->result = r < 0 ? -errno : r;
@@ -77,6 +109,7 @@ class PosixBackend final : public IoBackend {
     for (auto& t : workers_) t.join();
   }
   std::string_view name() const override { return "posix"; }
+  bool async_read_file() const override { return true; }  // a worker runs it, like any operation
   void Prepare(IoOp* op) override { pending_.push_back(op); }
   void Submit() override {
     if (pending_.empty()) return;
@@ -137,7 +170,8 @@ class UringBackend final : public IoBackend {
  public:
   static std::unique_ptr<UringBackend> Create(int depth, std::string* why) {
     auto b = std::unique_ptr<UringBackend>(new UringBackend());
-    const unsigned entries = static_cast<unsigned>(std::clamp(depth * 2 + 4, 8, 4096));
+    // A block read is a chain of four operations (kReadFile).
+    const unsigned entries = static_cast<unsigned>(std::clamp(depth * 4 + 4, 8, 4096));
     const int err = io_uring_queue_init(entries, &b->ring_, 0);
     if (err < 0) {
       *why = std::string("io_uring_queue_init: ") + std::strerror(-err);
@@ -163,6 +197,15 @@ class UringBackend final : public IoBackend {
       *why = "io_uring lacks readv or poll";
       return nullptr;
     }
+    // kReadFile needs direct descriptors (openat/close into the ring's file table, kernel 5.19): one slot per
+    // read in flight. Without them reads take the single steps.
+    if (b->supported_[IORING_OP_STATX] && b->supported_[IORING_OP_OPENAT] && b->supported_[IORING_OP_CLOSE]) {
+      const unsigned slots = static_cast<unsigned>(std::clamp(depth, 1, 1024));
+      if (io_uring_register_files_sparse(&b->ring_, slots) == 0) {
+        b->compounds_.resize(slots);
+        for (unsigned i = 0; i < slots; ++i) b->free_slots_.push_back(slots - 1 - i);
+      }
+    }
     b->ArmWakePoll();
     io_uring_submit(&b->ring_);
     return b;
@@ -174,8 +217,10 @@ class UringBackend final : public IoBackend {
   }
 
   std::string_view name() const override { return "io_uring"; }
+  bool async_read_file() const override { return !compounds_.empty(); }
 
   void Prepare(IoOp* op) override {
+    if (op->kind == IoOp::Kind::kReadFile) return PrepareReadFile(op);
     const int opcode = Opcode(op->kind);
     if (!supported_[opcode]) {
       RunIoOpBlocking(op);
@@ -211,8 +256,42 @@ class UringBackend final : public IoBackend {
       case IoOp::Kind::kUnlink:
         io_uring_prep_unlinkat(sqe, AT_FDCWD, op->path, 0);
         break;
+      case IoOp::Kind::kReadFile:
+        break;  // PrepareReadFile
     }
     io_uring_sqe_set_data(sqe, op);
+  }
+
+  // statx -> openat (direct, into a free slot) -> readv (fixed file) -> close (the slot). A failed step
+  // cancels the rest of the chain, except that the close is hard-linked to the read, so an opened slot is
+  // always closed. Four completions come back; the operation completes with the last.
+  void PrepareReadFile(IoOp* op) {
+    if (free_slots_.empty()) {  // more reads in flight than slots: never with depth slots, but stay correct
+      RunIoOpBlocking(op);
+      inline_done_.push_back(op);
+      return;
+    }
+    const unsigned slot = free_slots_.back();
+    free_slots_.pop_back();
+    Compound& c = compounds_[slot];
+    c = {};
+    c.op = op;
+    c.remaining = 4;
+    // All four SQEs of a chain must be in the ring together: make room first.
+    if (io_uring_sq_space_left(&ring_) < 4) io_uring_submit(&ring_);
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_statx(sqe, AT_FDCWD, op->path, AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS, op->stx);
+    Tag(sqe, slot, 0, IOSQE_IO_LINK);
+    sqe = GetSqe();
+    // A direct descriptor is never in the process's table: O_CLOEXEC means nothing and the kernel refuses it.
+    io_uring_prep_openat_direct(sqe, AT_FDCWD, op->path, op->flags & ~O_CLOEXEC, op->mode, slot);
+    Tag(sqe, slot, 1, IOSQE_IO_LINK);
+    sqe = GetSqe();
+    io_uring_prep_readv(sqe, static_cast<int>(slot), op->iov, static_cast<unsigned>(op->iovcnt), 0);
+    Tag(sqe, slot, 2, IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK);
+    sqe = GetSqe();
+    io_uring_prep_close_direct(sqe, slot);
+    Tag(sqe, slot, 3, 0);
   }
 
   void Submit() override { io_uring_submit(&ring_); }
@@ -242,6 +321,11 @@ class UringBackend final : public IoBackend {
         while (::read(event_fd_, &value, sizeof(value)) > 0) {
         }
         rearm = true;
+        continue;
+      }
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if ((tag >> 56) == kCompoundTag) {
+        CompoundDone(static_cast<unsigned>((tag >> 8) & 0xffffffffu), static_cast<int>(tag & 0xff), cqe->res, done);
         continue;
       }
       auto* op = static_cast<IoOp*>(data);
@@ -274,8 +358,43 @@ class UringBackend final : public IoBackend {
       case IoOp::Kind::kClose: return IORING_OP_CLOSE;
       case IoOp::Kind::kRename: return IORING_OP_RENAMEAT;
       case IoOp::Kind::kUnlink: return IORING_OP_UNLINKAT;
+      case IoOp::Kind::kReadFile: return IORING_OP_NOP;  // a chain, see PrepareReadFile
     }
     return IORING_OP_NOP;
+  }
+
+  struct Compound {
+    IoOp* op = nullptr;
+    int remaining = 0;
+    int res[4] = {};
+  };
+  // A chain step's user data: this tag in the top byte (user-space pointers never have it), the slot, the step.
+  static constexpr uint64_t kCompoundTag = 0xC5;
+
+  static void Tag(io_uring_sqe* sqe, unsigned slot, int step, unsigned flags) {
+    io_uring_sqe_set_data64(sqe, (kCompoundTag << 56) | (uint64_t{slot} << 8) | static_cast<uint64_t>(step));
+    io_uring_sqe_set_flags(sqe, flags);
+  }
+
+  void CompoundDone(unsigned slot, int step, int res, std::vector<IoOp*>* done) {
+    Compound& c = compounds_[slot];
+    c.res[step] = res;
+    if (--c.remaining > 0) return;
+    IoOp* op = c.op;
+    // The first failure other than -ECANCELED is the cause: what follows a failed step reads -ECANCELED, and
+    // so does the chain's head when a later step was refused as it was submitted.
+    op->stage = IoOp::Stage::kRead;
+    op->result = c.res[2];
+    for (int i = 0; i < 3; ++i) {
+      if (c.res[i] < 0 && c.res[i] != -ECANCELED) {
+        op->stage = static_cast<IoOp::Stage>(i);
+        op->result = c.res[i];
+        break;
+      }
+    }
+    c = {};
+    free_slots_.push_back(slot);
+    done->push_back(op);
   }
 
   io_uring_sqe* GetSqe() {
@@ -299,6 +418,8 @@ class UringBackend final : public IoBackend {
   char wake_marker_ = 0;
   bool supported_[IORING_OP_LAST] = {};
   std::vector<IoOp*> inline_done_;
+  std::vector<Compound> compounds_;  // per direct-descriptor slot
+  std::vector<unsigned> free_slots_;
 };
 
 #endif  // DEEPINFER_HAVE_LIBURING

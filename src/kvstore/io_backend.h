@@ -19,7 +19,13 @@
 namespace deepinfer::kvstore {
 
 struct IoOp {
-  enum class Kind : uint8_t { kStatx, kOpen, kReadv, kWritev, kFsync, kFdatasync, kClose, kRename, kUnlink };
+  // kReadFile is one block read as a single operation: statx(path) into stx, open(path, flags), one readv
+  // into iov from offset 0, close. On io_uring the four are linked in one submission (a direct descriptor
+  // in the ring's file table, never installed in the process), so the kernel goes from one to the next
+  // without waiting for the I/O thread to be scheduled. result: bytes read, or -errno with `stage` saying
+  // which step failed.
+  enum class Kind : uint8_t { kStatx, kOpen, kReadv, kWritev, kFsync, kFdatasync, kClose, kRename, kUnlink, kReadFile };
+  enum class Stage : uint8_t { kStat, kOpen, kRead };
   Kind kind = Kind::kStatx;
   int fd = -1;
   const char* path = nullptr;   // statx, open, rename (from), unlink
@@ -32,6 +38,7 @@ struct IoOp {
   struct statx* stx = nullptr;
   // >= 0 on success (bytes moved, or the new fd), -errno on failure.
   int result = 0;
+  Stage stage = Stage::kRead;  // kReadFile: the step that failed
   void* owner = nullptr;  // the task the completion advances
 };
 
@@ -49,6 +56,8 @@ class IoBackend {
   // called; without, returns at once.
   virtual void Wait(std::vector<IoOp*>* done, bool block) = 0;
   virtual void Wake() = 0;
+  // Whether kReadFile runs asynchronously here (else it would block the I/O thread: use the single steps).
+  virtual bool async_read_file() const = 0;
 };
 
 // kAuto tries io_uring and falls back to the posix backend when the ring cannot be set up (no liburing in

@@ -1,5 +1,6 @@
 // The store's I/O state machines: writing a block behind (stat, create a temporary, write, sync, stamp its
-// times, rename into place), reading and verifying one, and looking hashes up.
+// times, rename into place), reading and verifying one (one chained statx-open-read-close where the backend
+// has it), and looking hashes up.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -243,6 +244,7 @@ class ReadTask final : public Task {
     if (!ok) return Done(Status::InvalidArgument("kvstore: read item does not match the store layout"), VerifyFailure::kNone);
     path_ = s_->dir.BlockPath(s_->ns, item_.hash);
     direct_ = s_->options.direct_io && s_->direct_io_ok.load();
+    if (io.async_read_file()) return IssueReadFile(io);
     IssueOpen(io);
     return false;
   }
@@ -250,6 +252,30 @@ class ReadTask final : public Task {
   bool OnComplete(IoOp* op, IoBackend& io) override {
     const int r = op->result;
     switch (state_) {
+      case State::kReadFile: {
+        if (op->stage == IoOp::Stage::kOpen && r == -EINVAL && direct_) {
+          s_->direct_io_ok.store(false);  // tmpfs and some network filesystems refuse O_DIRECT
+          direct_ = false;
+          return IssueReadFile(io);
+        }
+        if (op->stage != IoOp::Stage::kRead && (r == -ENOENT || r == -ENOTDIR)) {
+          s_->counters.miss_blocks.fetch_add(1);
+          return Done(Status::NotFound("not in the store"), VerifyFailure::kNone);
+        }
+        if (r < 0) return IoFailure(-r, op->stage == IoOp::Stage::kStat ? "statx" : op->stage == IoOp::Stage::kOpen ? "open" : "read");
+        atime_ns_ = StatxNanos(stx_.stx_atime);
+        mtime_ns_ = StatxNanos(stx_.stx_mtime);
+        // The read asked for a page more than a block file holds, so its length is the file's size (statx
+        // was another lookup of the path and may have seen another file).
+        got_ = static_cast<uint64_t>(r);
+        if (got_ == s_->file_bytes) return Finish();
+        if (got_ < s_->file_bytes && stx_.stx_size == s_->file_bytes) {
+          // A short read of a whole file (never seen on a local filesystem): read it again step by step.
+          IssueOpen(io);
+          return false;
+        }
+        return Refuse(VerifyFailure::kTruncated);
+      }
       case State::kOpen: {
         if (r == -EINVAL && direct_) {
           s_->direct_io_ok.store(false);  // tmpfs and some network filesystems refuse O_DIRECT
@@ -271,13 +297,7 @@ class ReadTask final : public Task {
           CloseNow();
           return Refuse(VerifyFailure::kTruncated);
         }
-        // O_DIRECT straight into the destination when every segment is page-aligned in address and size
-        // (the pool's blocks are, for V4-Flash's groups): no bounce buffer to allocate, fault in and copy.
-        bounced_ = direct_ && !DestinationsAligned();
-        if (bounced_) {
-          bounce_ = AllocateStaging(s_->file_bytes);
-          if (bounce_ == nullptr) return IoFailure(ENOMEM, "allocate");
-        }
+        if (!PrepareBuffers()) return IoFailure(ENOMEM, "allocate");
         got_ = 0;
         IssueRead(io);
         return false;
@@ -293,19 +313,8 @@ class ReadTask final : public Task {
         // here, not on the ring: a read-only descriptor's close does no I/O, and a ring round trip per
         // block is latency every read in the batch would wait for.
         CloseNow();
-        const VerifyFailure failure = got_ >= s_->file_bytes ? Verify() : VerifyFailure::kTruncated;
-        if (failure != VerifyFailure::kNone) return Refuse(failure);
-        s_->RefreshTimes(path_, atime_ns_, mtime_ns_, item_.ttl);
-        s_->counters.hit_blocks.fetch_add(1);
-        s_->RecordRead(static_cast<double>(NowNanos() - start_ns_) * 1e-9, s_->file_bytes);
-        batch_->bytes.fetch_add(s_->file_bytes);
-        {
-          std::lock_guard<std::mutex> lock(s_->write_mutex);
-          s_->RememberPresentLocked(item_.hash);
-        }
-        if (direct_) s_->counters.direct_reads.fetch_add(1);
-        if (bounced_) s_->counters.bounced_reads.fetch_add(1);
-        return Done(Status::Ok(), VerifyFailure::kNone);
+        if (got_ < s_->file_bytes) return Refuse(VerifyFailure::kTruncated);
+        return Finish();
       }
     }
     return Done(Status::Internal("kvstore: bad read state"), VerifyFailure::kNone);
@@ -314,7 +323,57 @@ class ReadTask final : public Task {
   void Cancel() override { Done(Status::Cancelled("kvstore: the store closed"), VerifyFailure::kNone); }
 
  private:
-  enum class State { kOpen, kRead };
+  enum class State { kReadFile, kOpen, kRead };
+
+  // The whole file is in header_ and the destinations (or the bounce buffer): verify and report.
+  bool Finish() {
+    const VerifyFailure failure = Verify();
+    if (failure != VerifyFailure::kNone) return Refuse(failure);
+    s_->RefreshTimes(path_, atime_ns_, mtime_ns_, item_.ttl);
+    s_->counters.hit_blocks.fetch_add(1);
+    s_->RecordRead(static_cast<double>(NowNanos() - start_ns_) * 1e-9, s_->file_bytes);
+    batch_->bytes.fetch_add(s_->file_bytes);
+    {
+      std::lock_guard<std::mutex> lock(s_->write_mutex);
+      s_->RememberPresentLocked(item_.hash);
+    }
+    if (direct_) s_->counters.direct_reads.fetch_add(1);
+    if (bounced_) s_->counters.bounced_reads.fetch_add(1);
+    return Done(Status::Ok(), VerifyFailure::kNone);
+  }
+
+  // O_DIRECT straight into the destination when every segment is page-aligned in address and size (the
+  // pool's blocks are, for V4-Flash's groups): no bounce buffer to allocate, fault in and copy. The bounce
+  // buffer has room for the one-page overread of IssueReadFile.
+  bool PrepareBuffers() {
+    bounced_ = direct_ && !DestinationsAligned();
+    if (bounced_ && bounce_ == nullptr) bounce_ = AllocateStaging(s_->file_bytes + kDirectAlign);
+    return !bounced_ || bounce_ != nullptr;
+  }
+
+  // The whole read as one backend operation (statx, open, read, close), asking for a page more than the
+  // file should hold so that a longer file shows in the length read.
+  bool IssueReadFile(IoBackend& io) {
+    if (!PrepareBuffers()) return IoFailure(ENOMEM, "allocate");
+    iov_.clear();
+    if (bounced_) {
+      const uint64_t rounded = (s_->file_bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+      iov_.push_back({bounce_.get(), rounded + kDirectAlign});
+    } else {
+      iov_.push_back({header_, kHeaderBytes});
+      for (const auto& d : item_.dest) iov_.push_back({d.data(), d.size()});
+      iov_.push_back({overread_.get(), kDirectAlign});
+    }
+    op_ = {};
+    op_.kind = IoOp::Kind::kReadFile;
+    op_.path = path_.c_str();
+    op_.flags = O_RDONLY | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
+    op_.stx = &stx_;
+    op_.iov = iov_.data();
+    op_.iovcnt = static_cast<int>(iov_.size());
+    Issue(io, State::kReadFile);
+    return false;
+  }
 
   bool DestinationsAligned() const {
     for (const auto& d : item_.dest) {
@@ -424,7 +483,9 @@ class ReadTask final : public Task {
   IoOp op_;
   // Page-aligned, so an O_DIRECT read can fill it in the same readv as the payload.
   alignas(kDirectAlign) uint8_t header_[kHeaderBytes];
+  StagingBuffer overread_ = AllocateStaging(kDirectAlign);  // where a file longer than a block's would spill
   StagingBuffer bounce_;
+  struct statx stx_ {};
   std::vector<iovec> iov_;
   std::string path_;
   int fd_ = -1;
