@@ -24,6 +24,10 @@ struct ImageSource {
   std::string url;              // the data: URL or the external URL
   std::string detail = "high";  // low | high | original | auto
   std::string path;             // request location, e.g. ".messages[0]"
+  // Where its placeholder starts in the owning Message::content (bytes). Rendering marks exactly these
+  // spans as image tokens, so a user's own text that spells the placeholder stays text (as in the oracle,
+  // whose content parts keep images apart).
+  size_t offset = 0;
 };
 
 // A historical tool call. `arguments` is the caller's JSON text, kept verbatim (rendering parses it).
@@ -54,7 +58,7 @@ std::optional<MessageTask> ParseMessageTask(std::string_view name);
 
 struct Message {
   Role role = Role::kUser;
-  // Text with image placeholders already in place (one image token per entry of `images`).
+  // Text with image placeholders already in place (one per entry of `images`, at its `offset`).
   std::string content;
   std::optional<std::string> reasoning_content;  // assistant only
   std::vector<ToolCall> tool_calls;              // assistant only

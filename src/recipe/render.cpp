@@ -81,15 +81,14 @@ void PromptBuilder::TextWithGroundingTokens(std::string_view text) {
   Text(text.substr(pos));
 }
 
-void PromptBuilder::TextWithImages(std::string_view text, size_t image_count) {
+void PromptBuilder::TextWithImages(std::string_view text, const std::vector<size_t>& image_offsets) {
   size_t pos = 0;
-  while (image_count > 0) {
-    const size_t at = text.find(kImageToken, pos);
-    if (at == std::string_view::npos) break;
+  for (const size_t at : image_offsets) {
+    // The parsers place every offset on a placeholder; anything else stays text rather than a token.
+    if (at < pos || at > text.size() || text.substr(at, kImageToken.size()) != kImageToken) continue;
     Text(text.substr(pos, at - pos));
     Special(SpecialToken::kImage);
     pos = at + kImageToken.size();
-    --image_count;
   }
   Text(text.substr(pos));
 }

@@ -46,8 +46,8 @@ class PromptBuilder {
   // Text in which the grounding tokens (<｜ref｜> ... <｜/polygon｜>) are control tokens: assistant
   // content and reasoning.
   void TextWithGroundingTokens(std::string_view text);
-  // Text whose first `image_count` image-token spellings are image placeholders.
-  void TextWithImages(std::string_view text, size_t image_count);
+  // `text` with an image token at each of `image_offsets` (ascending; each spells kImageToken there).
+  void TextWithImages(std::string_view text, const std::vector<size_t>& image_offsets);
   const std::string& text() const { return prompt_.text; }
   RenderedPrompt& prompt() { return prompt_; }
   RenderedPrompt Finish() { return std::move(prompt_); }

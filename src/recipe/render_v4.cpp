@@ -72,11 +72,18 @@ std::string EffortTextV41(const Conversation& c) {
          " (range 1-100, the higher the value, the more thorough the reasoning)\n\n";
 }
 
-// A user turn after merging: parts joined by "\n\n", each with its own image placeholders.
+// A user turn after merging: parts joined by "\n\n", each with its own image placeholders (where they
+// start in `text`).
 struct Part {
   std::string text;
-  size_t images = 0;
+  std::vector<size_t> images;
 };
+
+Part MessagePart(const Message& m, size_t shift = 0, std::string text = {}) {
+  Part part{text.empty() ? m.content : std::move(text), {}};
+  for (const ImageSource& image : m.images) part.images.push_back(image.offset + shift);
+  return part;
+}
 
 struct Turn {
   Role role = Role::kUser;
@@ -99,7 +106,8 @@ std::vector<const ToolCall*> CallsInPromptOrder(const Message& m, bool v41) {
 }
 
 Part ToolResultPart(const Message& m) {
-  return {"<tool_result>" + m.content + "</tool_result>", m.images.size()};
+  static constexpr std::string_view kOpen = "<tool_result>";
+  return MessagePart(m, kOpen.size(), std::string(kOpen) + m.content + "</tool_result>");
 }
 
 // System hoisting (V4), tool-result merging and ordering, and merging of adjacent user messages.
@@ -112,11 +120,11 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
     switch (m.role) {
       case Role::kSystem:
         if (!v41) {
-          if (!m.content.empty() || !m.images.empty()) hoisted_system.parts.push_back({m.content, m.images.size()});
+          if (!m.content.empty() || !m.images.empty()) hoisted_system.parts.push_back(MessagePart(m));
           hoisted_system.images.insert(hoisted_system.images.end(), m.images.begin(), m.images.end());
           has_system = true;
         } else {
-          turns.push_back({Role::kSystem, {{m.content, m.images.size()}}, nullptr, false, m.images});
+          turns.push_back({Role::kSystem, {MessagePart(m)}, nullptr, false, m.images});
           turns.back().task = m.task;
         }
         break;
@@ -124,13 +132,13 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
         turns.push_back({Role::kAssistant, {}, &m, false, {}});
         break;
       case Role::kLatestReminder:
-        turns.push_back({Role::kLatestReminder, {{m.content, 0}}, nullptr, false, {}});
+        turns.push_back({Role::kLatestReminder, {{m.content, {}}}, nullptr, false, {}});
         break;
       case Role::kUser:
         if (!turns.empty() && turns.back().role == Role::kUser) {
           Turn& prev = turns.back();
           prev.task = m.task;
-          const Part part{m.content, m.images.size()};
+          const Part part = MessagePart(m);
           if (v41) {
             prev.parts.push_back(part);
           } else if (prev.is_tool_merge && !prev.has_text_block) {
@@ -140,16 +148,17 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
           } else {
             // V4 merges adjacent user texts, leaving out empty ones.
             Part& last = prev.parts.back();
+            const size_t shift = last.text.empty() ? 0 : last.text.size() + 2;
             if (last.text.empty()) {
               last.text = part.text;
             } else if (!part.text.empty()) {
               last.text += "\n\n" + part.text;
             }
-            last.images += part.images;
+            for (size_t at : part.images) last.images.push_back(at + shift);
           }
           prev.images.insert(prev.images.end(), m.images.begin(), m.images.end());
         } else {
-          turns.push_back({Role::kUser, {{m.content, m.images.size()}}, nullptr, false, m.images});
+          turns.push_back({Role::kUser, {MessagePart(m)}, nullptr, false, m.images});
           turns.back().task = m.task;
         }
         break;
@@ -199,7 +208,7 @@ Result<std::vector<Turn>> BuildTurns(const Conversation& c, bool v41) {
   if (!v41) {
     if (has_system || needs_system) turns.insert(turns.begin(), std::move(hoisted_system));
   } else if (needs_system && (turns.empty() || turns.front().role != Role::kSystem)) {
-    turns.insert(turns.begin(), Turn{Role::kSystem, {{"", 0}}, nullptr, false, {}});
+    turns.insert(turns.begin(), Turn{Role::kSystem, {Part{}}, nullptr, false, {}});
   }
   return turns;
 }

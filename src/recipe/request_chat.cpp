@@ -26,6 +26,8 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
   }
   if (!content.is_array()) return WrongType(path, "a string or an array of content parts", content);
   std::vector<std::string> parts;
+  std::vector<size_t> image_parts;  // the parts that are the placeholders of new entries of `images`
+  const size_t first_image = images ? images->size() : 0;
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
     const std::string part_path = Index(path, i);
@@ -59,7 +61,10 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
       }
       auto source = internal::ImageFromUrl(url, detail, message_path);
       if (!source) return Invalid(Join(part_path, "image_url.url"), "Invalid image URL: expected a data: or http(s) URL.");
-      if (options.model_version == ModelVersion::kV41) images->push_back(std::move(*source));
+      if (options.model_version == ModelVersion::kV41) {
+        images->push_back(std::move(*source));
+        image_parts.push_back(parts.size());
+      }
       parts.emplace_back(internal::ImagePartText(options));
     } else {
       return Invalid(Join(part_path, "type"), "Invalid value: '" + *type + "'. Supported values are: 'text'" +
@@ -67,8 +72,9 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
     }
   }
   text->clear();
-  for (size_t i = 0; i < parts.size(); ++i) {
+  for (size_t i = 0, k = 0; i < parts.size(); ++i) {
     if (i) text->append("\n\n");
+    if (k < image_parts.size() && image_parts[k] == i) (*images)[first_image + k++].offset = text->size();
     text->append(parts[i]);
   }
   return std::nullopt;

@@ -67,9 +67,11 @@ Check ReadToolResultContent(const Json& block, const std::string& path, const st
   }
   if (!content->is_array()) return WrongType(Join(path, "content"), "a string or an array", *content);
   std::vector<std::string> parts;
+  size_t offset = 0;  // where the next part starts in the joined text
   for (size_t i = 0; i < content->size(); ++i) {
     const Json& part = (*content)[i];
     const std::string part_path = Index(Join(path, "content"), i);
+    if (i) offset += 2;  // JoinTexts' "\n\n"
     if (!part.is_object()) return WrongType(part_path, "an object", part);
     std::optional<std::string> type;
     DI_REQ_CHECK(internal::ReadString(part, "type", part_path, &type));
@@ -80,13 +82,16 @@ Check ReadToolResultContent(const Json& block, const std::string& path, const st
       parts.push_back(*text);
     } else if (type && *type == "image") {
       std::string text;
+      const size_t before = out->images.size();
       DI_REQ_CHECK(ReadImage(part, part_path, message_path, options, &out->images, &text));
+      if (out->images.size() > before) out->images.back().offset = offset;
       parts.push_back(text);
     } else {
       return Invalid(Join(part_path, "type"), "Input tag '" + type.value_or("") +
                                                   "' found using 'type' does not match any of the expected tags: "
                                                   "'text', 'image'");
     }
+    offset += parts.back().size();
   }
   out->content = JoinTexts(parts);
   return std::nullopt;

@@ -64,7 +64,10 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
       if (d == "auto") d = "high";
       auto image = internal::ImageFromUrl(*url, d, message_path);
       if (!image) return Invalid(Join(part_path, "image_url"), "Invalid image URL: expected a data: or http(s) URL.");
-      if (options.model_version == ModelVersion::kV41) out->images.push_back(std::move(*image));
+      if (options.model_version == ModelVersion::kV41) {
+        image->offset = text.size() + (i ? 2 : 0);  // after the "\n\n" below
+        out->images.push_back(std::move(*image));
+      }
       piece = std::string(internal::ImagePartText(options));
     } else if (t == "input_file") {
       piece = "[Unsupported Document]";  // documents are not read; the model is told one was there

@@ -2,6 +2,9 @@
 // tools/recipe/gen_outputs.py from deepseek-recipe 0.2's StreamProcessor) and requires the Chat
 // Completions chunks and Anthropic Messages events of every step, and the non-streaming bodies, to be
 // byte-identical to the oracle's.
+// DEEPINFER_PARSE_CASES names a directory of such files to replay instead (a wider, fresh corpus:
+// tools/recipe/parity.py writes one and reads the "parity" count lines these tests print).
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -22,8 +25,26 @@ constexpr std::string_view kEnvelope =
     "{\"id\":\"resp-1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"deepseek-test\","
     "\"system_fingerprint\":null,\"choices\":[";
 
+// The replayed corpus: DEEPINFER_PARSE_CASES (a directory) or the committed one. Only the committed one has
+// the minimum sizes the tests check.
+const char* OtherCorpus() {
+  const char* dir = std::getenv("DEEPINFER_PARSE_CASES");
+  return dir != nullptr && *dir != '\0' ? dir : nullptr;
+}
+std::string CasesPath(const std::string& file) {
+  const char* dir = OtherCorpus();
+  return (dir != nullptr ? std::string(dir) : std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse") + "/" +
+         file;
+}
+size_t AtLeast(size_t n) { return OtherCorpus() != nullptr ? 0 : n; }
+
+// One line per test for tools/recipe/parity.py: how many cases gave exactly the oracle's output.
+void PrintCounts(const char* what, int cases, int failures) {
+  std::printf("parity %s: %d of %d equal\n", what, cases - failures, cases);
+}
+
 std::vector<nlohmann::json> LoadCases() {
-  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/chat_cases.jsonl");
+  std::ifstream in(CasesPath("chat_cases.jsonl"));
   std::vector<nlohmann::json> cases;
   std::string line;
   while (std::getline(in, line)) cases.push_back(nlohmann::json::parse(line));
@@ -151,7 +172,7 @@ bool SameAsOracle(const std::string& name, const StreamRunResult& run,
 
 TEST(OutputParserGolden, ChatCompletionsChunksMatchOracle) {
   const std::vector<nlohmann::json> cases = LoadCases();
-  ASSERT_GE(cases.size(), 300u);
+  ASSERT_GE(cases.size(), AtLeast(300));
   int failures = 0;
   for (const nlohmann::json& c : cases) {
     const std::vector<CompletionChunk> chunks = TextChunks(c);
@@ -159,12 +180,13 @@ TEST(OutputParserGolden, ChatCompletionsChunksMatchOracle) {
                                               TestResponseOptions(c), chunks, Finish(c), UsageCounts{11, 4, 0});
     SameAsOracle(c["name"], run, ChatEvents(c["pushes"]), c["response"], &failures);
   }
+  PrintCounts("chat", static_cast<int>(cases.size()), failures);
   EXPECT_EQ(failures, 0);
 }
 
 TEST(OutputParserGolden, MessagesEventsMatchOracle) {
   const std::vector<nlohmann::json> cases = LoadCases();
-  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/messages_cases.jsonl");
+  std::ifstream in(CasesPath("messages_cases.jsonl"));
   std::string line;
   size_t index = 0;
   int failures = 0;
@@ -180,13 +202,14 @@ TEST(OutputParserGolden, MessagesEventsMatchOracle) {
         RunCompletion(Protocol::kMessages, ParserOptions(c), options, chunks, Finish(c), UsageCounts{11, 4, 0});
     SameAsOracle(c["name"], run, NamedEvents(golden["pushes"]), golden["response"], &failures);
   }
-  EXPECT_GE(index, 200u);
+  EXPECT_GE(index, AtLeast(200));
+  PrintCounts("messages", static_cast<int>(index), failures);
   EXPECT_EQ(failures, 0);
 }
 
 TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
   const std::vector<nlohmann::json> cases = LoadCases();
-  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/responses_cases.jsonl");
+  std::ifstream in(CasesPath("responses_cases.jsonl"));
   std::string line;
   size_t index = 0;
   int failures = 0;
@@ -213,7 +236,8 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
     const std::string echo = response.substr(span.begin, span.end - span.begin);
     SameAsOracle(c["name"], run, NamedEvents(golden["pushes"], echo), response, &failures);
   }
-  EXPECT_GE(index, 120u);
+  EXPECT_GE(index, AtLeast(120));
+  PrintCounts("responses", static_cast<int>(index), failures);
   EXPECT_EQ(failures, 0);
 }
 
@@ -221,7 +245,7 @@ TEST(OutputParserGolden, ResponsesEventsMatchOracle) {
 // (responses_custom_cases.jsonl: each line holds its case; the final response object is stored once and
 // the request settings are left out of the events, as in responses_cases.jsonl).
 TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
-  std::ifstream in(std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/responses_custom_cases.jsonl");
+  std::ifstream in(CasesPath("responses_custom_cases.jsonl"));
   std::string line;
   int cases = 0, failures = 0;
   while (std::getline(in, line)) {
@@ -249,7 +273,8 @@ TEST(OutputParserGolden, ResponsesCustomToolCallsMatchOracle) {
     stored_response.replace(span.begin, span.end - span.begin, "@ECHO@");
     SameAsOracle(c["name"], run, NamedEvents(c["pushes"], echo, stored_response), response, &failures);
   }
-  EXPECT_GE(cases, 64);
+  EXPECT_GE(cases, static_cast<int>(AtLeast(64)));
+  PrintCounts("responses_custom", cases, failures);
   EXPECT_EQ(failures, 0);
 }
 
@@ -266,10 +291,9 @@ std::string FromHex(const std::string& hex) {
 // inside a run of tokens and JSON opening inside a token.
 // DEEPINFER_LOGPROB_CASES names another file of such cases (a wider run: gen_outputs.py --logprobs-only N).
 TEST(OutputParserGolden, LogprobsMatchOracle) {
-  const char* other = std::getenv("DEEPINFER_LOGPROB_CASES");
-  std::ifstream in(other != nullptr && *other != '\0'
-                       ? std::string(other)
-                       : std::string(DEEPINFER_SOURCE_DIR) + "/tests/recipe/data/parse/logprob_cases.jsonl");
+  const char* file = std::getenv("DEEPINFER_LOGPROB_CASES");
+  const char* other = file != nullptr && *file != '\0' ? file : OtherCorpus();
+  std::ifstream in(file != nullptr && *file != '\0' ? std::string(file) : CasesPath("logprob_cases.jsonl"));
   std::string line;
   int cases = 0, failures = 0;
   while (std::getline(in, line)) {
@@ -311,9 +335,10 @@ TEST(OutputParserGolden, LogprobsMatchOracle) {
     SameAsOracle(c["name"], run, chat ? ChatEvents(c["pushes"]) : NamedEvents(c["pushes"], echo), response,
                  &failures, 20);
   }
-  if (other == nullptr || *other == '\0') {
+  if (other == nullptr) {
     EXPECT_GE(cases, 90);  // 40 plain, 32 wider and 20 hand-made shapes
   }
+  PrintCounts("logprobs", cases, failures);
   EXPECT_EQ(failures, 0);
 }
 

@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "recipe/conversation.h"
 #include "recipe/prompt_tokens.h"
+#include "recipe/protocol.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
 #include "tokenizer/locate.h"
@@ -88,6 +90,70 @@ TEST(PromptTokens, MissingControlTokenIsAnError) {
   builder.Special(SpecialToken::kSystem);  // a V4.1 token the V4 vocabulary lacks
   auto ids = TokenizePrompt(builder.Finish(), *tokenizer);
   EXPECT_FALSE(ids.ok());
+}
+
+// A user's own text may spell the image placeholder <｜image｜>: only the request's image parts become image
+// tokens, wherever the literal spellings fall (deepseek-recipe keeps content parts apart; so do we, by offset).
+TEST(PromptImages, OnlyImagePartsBecomeImageTokens) {
+  const std::string image(kImageToken);
+  const std::string pieces[] = {"a", image, " ", "<\xEF\xBD\x9C", "image\xEF\xBD\x9C>", "\n\n"};
+  std::mt19937 rng(11);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::pair<bool, std::string>> parts;  // (is an image, text)
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 5); k < n; ++k) {
+      if (rng() % 2) {
+        parts.push_back({true, image});
+      } else {
+        std::string text = "a";
+        for (int j = static_cast<int>(rng() % 4); j > 0; --j) text += pieces[rng() % 6];
+        parts.push_back({false, text});
+      }
+    }
+    // The user turn is the parts joined by "\n\n"; the images start where their parts do.
+    std::string joined;
+    std::vector<size_t> expected;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (k) joined += "\n\n";
+      if (parts[k].first) expected.push_back(joined.size());
+      joined += parts[k].second;
+    }
+    for (Protocol protocol : {Protocol::kChatCompletions, Protocol::kResponses, Protocol::kMessages}) {
+      nlohmann::ordered_json content = nlohmann::ordered_json::array();
+      for (const auto& [is_image, text] : parts) {
+        if (protocol == Protocol::kChatCompletions) {
+          content.push_back(is_image ? nlohmann::ordered_json{{"type", "image_url"},
+                                                              {"image_url", {{"url", "data:image/png;base64,AAAA"}}}}
+                                     : nlohmann::ordered_json{{"type", "text"}, {"text", text}});
+        } else if (protocol == Protocol::kResponses) {
+          content.push_back(is_image ? nlohmann::ordered_json{{"type", "input_image"},
+                                                              {"image_url", "data:image/png;base64,AAAA"}}
+                                     : nlohmann::ordered_json{{"type", "input_text"}, {"text", text}});
+        } else {
+          content.push_back(is_image ? nlohmann::ordered_json{{"type", "image"},
+                                                              {"source", {{"type", "base64"},
+                                                                          {"media_type", "image/png"},
+                                                                          {"data", "AAAA"}}}}
+                                     : nlohmann::ordered_json{{"type", "text"}, {"text", text}});
+        }
+      }
+      nlohmann::ordered_json message = {{"role", "user"}, {"content", content}};
+      nlohmann::ordered_json request = {{"model", "m"}, {"max_tokens", 5}};
+      request[protocol == Protocol::kResponses ? "input" : "messages"] = nlohmann::ordered_json::array({message});
+      RequestOptions options;
+      options.model_version = ModelVersion::kV41;
+      ParseOutcome parsed = ParseRequest(protocol, request.dump(), options);
+      ASSERT_TRUE(parsed.ok()) << parsed.error.message << " " << request.dump();
+      auto prompt = RenderPrompt(parsed.request->conversation, ModelVersion::kV41);
+      ASSERT_TRUE(prompt.ok());
+      const size_t at = prompt->text.find(joined);
+      ASSERT_NE(at, std::string::npos) << ProtocolName(protocol) << " " << request.dump();
+      std::vector<size_t> got;
+      for (const SpecialRange& r : prompt->special_ranges) {
+        if (r.token == SpecialToken::kImage) got.push_back(r.begin - at);
+      }
+      EXPECT_EQ(got, expected) << ProtocolName(protocol) << " " << request.dump();
+    }
+  }
 }
 
 TEST(ModelVersions, NamesRoundTrip) {

@@ -556,6 +556,63 @@ def write_logprob_cases(path, seed, count=None, wide_count=WIDE_LOGPROB_CASES):
             out.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+CHUNKINGS = ["whole", "code_points", "random"]
+
+
+def rechunk(case, chunking, rng):
+    """The case's completion in another chunking: whole, one code point per chunk, or pieces of 1-13."""
+    text = "".join(case["chunks"])
+    if chunking == "whole":
+        chunks = [text] if text else []
+    elif chunking == "code_points":
+        chunks = list(text)
+    else:
+        chunks, i = [], 0
+        while i < len(text):
+            n = rng.choice([1, 2, 3, 4, 6, 9, 13])
+            chunks.append(text[i:i + n])
+            i += n
+    return dict(case, name=f"{case['name']}.{chunking}", chunks=chunks)
+
+
+def write_parity_corpus(out_dir, seed, count, custom_count, logprob_count):
+    """A fresh corpus in the layout of tests/recipe/data/parse, for tools/recipe/parity.py: `count` outputs,
+    each in every chunking of CHUNKINGS through all three protocols, `custom_count` apply_patch outputs (every
+    chunking) and `logprob_count` token-chunk cases. Returns {file: cases}."""
+    import os
+    rng, chunk_rng = random.Random(seed), random.Random(seed + 7)
+    counts = {}
+    with open(os.path.join(out_dir, "chat_cases.jsonl"), "w", encoding="utf-8") as f, \
+            open(os.path.join(out_dir, "messages_cases.jsonl"), "w", encoding="utf-8") as m, \
+            open(os.path.join(out_dir, "responses_cases.jsonl"), "w", encoding="utf-8") as r:
+        for i in range(count):
+            base = make_case(rng, i)
+            for chunking in CHUNKINGS:
+                case = rechunk(base, chunking, chunk_rng)
+                for out, run in ((m, run_messages_oracle), (r, run_responses_oracle)):
+                    pushes, response = run(case)
+                    out.write(json.dumps({"name": case["name"], "pushes": pushes, "response": response},
+                                         ensure_ascii=False, separators=(",", ":")) + "\n")
+                case["pushes"], case["response"] = run_oracle(case)
+                f.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+    counts["chat_cases.jsonl"] = counts["messages_cases.jsonl"] = counts["responses_cases.jsonl"] = count * len(CHUNKINGS)
+    custom_rng = random.Random(seed + 1)
+    with open(os.path.join(out_dir, "responses_custom_cases.jsonl"), "w", encoding="utf-8") as out:
+        for i in range(custom_count):
+            base = make_custom_case(custom_rng, i)
+            for chunking in CHUNKINGS:
+                case = rechunk(base, chunking, chunk_rng)
+                pushes, response = run_responses_oracle(case, CUSTOM_TOOLS)
+                stored = ECHO_TAIL.sub("@ECHO@", response)
+                case["pushes"] = [[e.replace(stored, "@RESPONSE@") for e in step] for step in pushes]
+                case["response"] = response
+                out.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+    counts["responses_custom_cases.jsonl"] = custom_count * len(CHUNKINGS)
+    write_logprob_cases(os.path.join(out_dir, "logprob_cases.jsonl"), seed + 2, logprob_count // 2,
+                        logprob_count - logprob_count // 2)
+    return counts
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=300)
