@@ -620,6 +620,13 @@ void HttpServer::Stop() {
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // Run what was posted before the stop on this thread: a generation's final update posted to its strand
+  // (the engine shut down just before) releases the exchange and its channel only when it runs; dropped
+  // unrun, the channel would stay held past the server (see http_server.h). Bounded: nothing here keeps
+  // posting once every connection is cancelled.
+  impl_->ioc.restart();
+  for (int i = 0; i < 1000000 && impl_->ioc.poll_one() > 0; ++i) {
+  }
 }
 
 const LatencyHistogram& HttpServer::stream_latency() const { return impl_->stream_latency; }
