@@ -15,6 +15,7 @@ apt_packages=(
   libxxhash-dev                           # XXH3-128: prefix-block hashes, weights fingerprint, checksums
   liblzma-dev                             # xz: the tokenizers in data/ are stored and embedded compressed
   libboost-dev                            # Boost.Asio/Beast (header-only): the HTTP server (src/server)
+  libicu-dev                              # ICU: Unicode normalisation of DeepSeek-V4.1's Engram token map
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
   python3 python3-venv                    # test tooling
   liburing-dev libxxhash-dev fio          # KV store: io_uring, XXH3 checksums, the device's limit in bench kvstore

@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/hf_config.h"
+#include "model/v41_model.h"
 #include "model/v4_model.h"
 
 namespace deepinfer::model {
@@ -18,7 +19,12 @@ Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const Loa
     DI_ASSIGN_OR_RETURN(std::unique_ptr<V4Model> model, V4Model::Load(dir, options));
     return std::unique_ptr<CausalLM>(std::move(model));
   }
-  return Status::Unimplemented(hf.source() + ": model_type '" + type + "' is not supported (deepseek_v4)");
+  if (type == "deepseek_v41" || type == "deepseek_v41_text") {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<V41Model> model, V41Model::Load(dir, options));
+    return std::unique_ptr<CausalLM>(std::move(model));
+  }
+  return Status::Unimplemented(hf.source() + ": model_type '" + type +
+                               "' is not supported (deepseek_v4, deepseek_v41)");
 }
 
 std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label) {

@@ -23,6 +23,8 @@ const char* PhaseName(Phase phase) {
     case Phase::kMoeCombine: return "MoE combine";
     case Phase::kHead: return "head (hc_head, norm, logits)";
     case Phase::kMtp: return "MTP layer";
+    case Phase::kEngram: return "Engram lookup";
+    case Phase::kIndexer: return "indexer top-k";
     case Phase::kCount: break;
   }
   return "?";

@@ -24,6 +24,8 @@ enum class Phase : int {
   kMoeCombine,
   kHead,
   kMtp,
+  kEngram,   // V4.1: n-gram table lookups, wkv and the gate
+  kIndexer,  // V4.1: indexer scoring and the (two-level) top-k
   kCount,
 };
 

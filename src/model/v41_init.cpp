@@ -1,0 +1,396 @@
+#include "model/v41_init.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/hf_config.h"
+#include "core/safetensors.h"
+#include "core/thread_pool.h"
+#include "kernels/number_formats.h"
+#include "model/v41_config.h"
+#include "model/v41_engram.h"
+
+namespace deepinfer::model {
+namespace {
+
+using nlohmann::ordered_json;
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// n values uniform in [mean − a, mean + a], a = √3·std, reproducible from (seed, name) whatever the thread
+// count: fixed chunks, each with its own stream.
+std::vector<float> RandomValues(uint64_t seed, const std::string& name, int64_t n, float mean, float std) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const uint64_t base = SplitMix(seed ^ HashName(name));
+  const float a = std::sqrt(3.0f) * std;
+  constexpr int64_t kChunk = 1 << 16;
+  ThreadPool::Shared().ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      uint64_t state = SplitMix(base + static_cast<uint64_t>(c));
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+        state = SplitMix(state);
+        const float u = static_cast<float>(state >> 40) * (1.0f / 16777216.0f);
+        out[i] = mean + a * (2.0f * u - 1.0f);
+      }
+    }
+  }, 1);
+  return out;
+}
+
+uint8_t E8M0Ceil(float magnitude) {
+  if (!(magnitude > 0)) return 0;
+  int exp;
+  const float f = std::frexp(magnitude, &exp);
+  return static_cast<uint8_t>(std::clamp((f == 0.5f ? exp - 1 : exp) + 127, 0, 254));
+}
+
+template <typename T>
+std::string Bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+enum class Kind { kDense, kExpert, kKeepBf16 };
+
+class ShardWriter {
+ public:
+  ShardWriter(uint64_t seed, V41InitFormat format) : seed_(seed), format_(format) {}
+
+  void Matrix(const std::string& prefix, int64_t out, int64_t in, Kind kind, float gain = 1.0f) {
+    std::vector<float> w = RandomValues(seed_, prefix, out * in, 0.0f, gain / std::sqrt(static_cast<float>(in)));
+    if (format_ == V41InitFormat::kBF16 || kind == Kind::kKeepBf16 || (kind == Kind::kDense && (out % 32 || in % 32)) ||
+        (kind == Kind::kExpert && in % 32)) {
+      std::vector<uint16_t> b(w.size());
+      kernels::FloatToBf16(w.data(), b.data(), static_cast<int64_t>(w.size()));
+      Add(prefix + ".weight", DType::kBF16, {out, in}, Bytes(b));
+    } else if (kind == Kind::kExpert) {
+      Fp4(prefix, w, out, in);
+    } else {
+      Fp8(prefix, w, out, in, 32, 32);
+    }
+  }
+
+  // An Engram table: rows of dim, FP8 with an E8M0 scale per 32 values (or BF16).
+  void Table(const std::string& prefix, int64_t rows, int64_t dim) {
+    std::vector<float> w = RandomValues(seed_, prefix, rows * dim, 0.0f, 1.0f);
+    if (format_ == V41InitFormat::kBF16 || dim % 32) {
+      std::vector<uint16_t> b(w.size());
+      kernels::FloatToBf16(w.data(), b.data(), static_cast<int64_t>(w.size()));
+      Add(prefix + ".weight", DType::kBF16, {rows, dim}, Bytes(b));
+      return;
+    }
+    Fp8(prefix, w, rows, dim, 1, 32);
+  }
+
+  void Floats(const std::string& name, std::vector<int64_t> shape, float mean, float std, bool bf16 = false) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v = RandomValues(seed_, name, n, mean, std);
+    if (bf16) {
+      std::vector<uint16_t> b(v.size());
+      kernels::FloatToBf16(v.data(), b.data(), n);
+      Add(name, DType::kBF16, std::move(shape), Bytes(b));
+    } else {
+      Add(name, DType::kF32, std::move(shape), Bytes(v));
+    }
+  }
+
+  Status Write(const std::string& path, std::map<std::string, std::string>* weight_map, const std::string& file,
+               uint64_t* total_bytes) {
+    std::vector<TensorToWrite> views;
+    for (const Owned& t : tensors_) {
+      views.push_back({t.name, t.dtype, t.shape, t.bytes});
+      (*weight_map)[t.name] = file;
+      *total_bytes += t.bytes.size();
+    }
+    DI_RETURN_IF_ERROR(WriteSafetensors(path, views, {{"format", "pt"}}));
+    tensors_.clear();
+    return Status::Ok();
+  }
+
+ private:
+  struct Owned {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::string bytes;
+  };
+  void Add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::string bytes) {
+    tensors_.push_back({name, dtype, std::move(shape), std::move(bytes)});
+  }
+
+  // FP8 E4M3 in bo × bi blocks, each with the power-of-two scale that fits its largest magnitude under 448
+  // (scale tensor [ceil(out/bo), ceil(in/bi)], E8M0; for bo = 1 the [rows, dim/32] Engram layout).
+  void Fp8(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in, int64_t bo, int64_t bi) {
+    const int64_t ro = (out + bo - 1) / bo, ri = (in + bi - 1) / bi;
+    std::vector<uint8_t> q(static_cast<size_t>(out * in)), scales(static_cast<size_t>(ro * ri));
+    ThreadPool::Shared().ParallelFor(ro, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        for (int64_t c = 0; c < ri; ++c) {
+          float amax = 0;
+          for (int64_t i = r * bo; i < std::min(out, (r + 1) * bo); ++i)
+            for (int64_t k = c * bi; k < std::min(in, (c + 1) * bi); ++k) amax = std::max(amax, std::fabs(w[i * in + k]));
+          const uint8_t e = E8M0Ceil(amax / 448.0f);
+          scales[r * ri + c] = e;
+          const float inv = 1.0f / kernels::E8M0ToFloat(e);
+          for (int64_t i = r * bo; i < std::min(out, (r + 1) * bo); ++i)
+            for (int64_t k = c * bi; k < std::min(in, (c + 1) * bi); ++k)
+              q[i * in + k] = kernels::FloatToFp8E4M3(w[i * in + k] * inv);
+        }
+      }
+    }, 1);
+    Add(prefix + ".weight", DType::kF8_E4M3, {out, in}, Bytes(q));
+    Add(prefix + ".scale", DType::kF8_E8M0, {ro, ri}, Bytes(scales));
+  }
+
+  // Packed FP4: E2M1 pairs along the input (element 2b in the low nibble), an E8M0 scale per 32 inputs.
+  void Fp4(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in) {
+    std::vector<uint8_t> q(static_cast<size_t>(out * in / 2)), scales(static_cast<size_t>(out * in / 32));
+    ThreadPool::Shared().ParallelFor(out, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int64_t g = 0; g < in / 32; ++g) {
+          const float* x = w.data() + i * in + g * 32;
+          float amax = 0;
+          for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+          const uint8_t e = E8M0Ceil(amax / 6.0f);
+          scales[i * (in / 32) + g] = e;
+          const float inv = 1.0f / kernels::E8M0ToFloat(e);
+          for (int k = 0; k < 32; k += 2) {
+            const uint8_t lo = kernels::FloatToE2M1(x[k] * inv), hi = kernels::FloatToE2M1(x[k + 1] * inv);
+            q[(i * in + g * 32 + k) / 2] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+      }
+    }, 1);
+    Add(prefix + ".weight", DType::kI8, {out, in / 2}, Bytes(q));
+    Add(prefix + ".scale", DType::kF8_E8M0, {out, in / 32}, Bytes(scales));
+  }
+
+  uint64_t seed_;
+  V41InitFormat format_;
+  std::vector<Owned> tensors_;
+};
+
+void AddBlock(ShardWriter& w, const V41Config& c, int64_t l) {
+  const V41LayerPlan& plan = c.layers[l];
+  const int64_t d = c.hidden_size, h = c.num_heads, hd = c.head_dim, hc = c.hc_mult;
+  const std::string p = "layers." + std::to_string(l) + ".", a = p + "attn.";
+  w.Matrix(a + "wq_a", c.q_lora_rank, d, Kind::kDense);
+  w.Floats(a + "q_norm.weight", {c.q_lora_rank}, 1.0f, 0.1f, true);
+  w.Matrix(a + "wq_b", h * hd, c.q_lora_rank, Kind::kDense);
+  w.Matrix(a + "wkv", hd, d, Kind::kDense);
+  w.Floats(a + "kv_norm.weight", {hd}, 1.0f, 0.1f, true);
+  // Each group's rows of wo_a are a matrix of their own: FP8 needs them on whole 32-row blocks.
+  w.Matrix(a + "wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups,
+           c.o_lora_rank % 32 == 0 ? Kind::kDense : Kind::kKeepBf16);
+  w.Matrix(a + "wo_b", d, c.o_groups * c.o_lora_rank, Kind::kDense);
+  w.Floats(a + "attn_sink", {h}, 0.0f, 1.0f);
+  if (plan.kv_source) {
+    w.Matrix(a + "compressor.wkv", hd, d, Kind::kKeepBf16);
+    if (plan.ratio > 1) w.Matrix(a + "compressor.wgate", hd, d, Kind::kKeepBf16, 2.0f);
+    w.Floats(a + "compressor.norm.weight", {hd}, 1.0f, 0.1f, true);
+  }
+  if (plan.index_source) {
+    const std::string ip = a + "indexer.";
+    w.Matrix(ip + "wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, Kind::kDense);
+    w.Matrix(ip + "weights_proj", c.index_n_heads, d, Kind::kKeepBf16);
+    if (plan.kv_source) {
+      w.Matrix(ip + "wk", c.index_head_dim, hd, Kind::kKeepBf16);
+      w.Floats(ip + "k_norm.weight", {c.index_head_dim}, 1.0f, 0.1f, true);
+    }
+  }
+  w.Floats(p + "attn_norm.weight", {d}, 1.0f, 0.1f, true);
+  w.Floats(p + "ffn_norm.weight", {d}, 1.0f, 0.1f, true);
+  const int64_t mix = (2 + hc) * hc;
+  for (const char* site : {"attn", "ffn"}) {
+    const std::string s = p + "hc_" + site;
+    w.Floats(s + "_fn", {mix, hc * d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(hc * d)));
+    w.Floats(s + "_base", {mix}, 0.0f, 0.5f);
+    w.Floats(s + "_scale", {3}, 1.0f, 0.25f);
+  }
+  const std::string f = p + "ffn.";
+  const int64_t e = c.n_routed_experts, inter = c.moe_intermediate_size;
+  w.Matrix(f + "gate", e, d, Kind::kKeepBf16, 2.0f);
+  w.Floats(f + "gate.bias", {e}, 0.0f, 0.3f);
+  w.Floats(f + "gate.bias_vl", {e}, 0.0f, 0.3f);
+  for (int64_t i = 0; i < e; ++i) {
+    const std::string ep = f + "experts." + std::to_string(i) + ".";
+    w.Matrix(ep + "w1", inter, d, Kind::kExpert, 2.0f);
+    w.Matrix(ep + "w2", d, inter, Kind::kExpert);
+    w.Matrix(ep + "w3", inter, d, Kind::kExpert, 2.0f);
+  }
+  w.Matrix(f + "shared_experts.w1", inter, d, Kind::kDense, 2.0f);
+  w.Matrix(f + "shared_experts.w2", d, inter, Kind::kDense);
+  w.Matrix(f + "shared_experts.w3", inter, d, Kind::kDense, 2.0f);
+  if (plan.engram >= 0) {
+    const V41EngramConfig& g = c.engram;
+    const std::string gp = p + "engram.";
+    w.Table(gp + "embed", g.num_embeddings[plan.engram], g.head_dim);
+    w.Matrix(gp + "wkv", (hc + 1) * d, g.num_columns() * g.head_dim, Kind::kDense);
+    w.Floats(gp + "q_weight", {hc, d}, 1.0f, 0.2f, true);
+    w.Floats(gp + "k_weight", {hc, d}, 1.0f, 0.2f, true);
+  }
+}
+
+ordered_json TextBase() {
+  return ordered_json{{"model_type", "deepseek_v41_text"},
+                      {"vocab_size", 129280},
+                      {"bos_token_id", 0},
+                      {"eos_token_id", 1},
+                      {"pad_token_id", 2},
+                      {"tie_word_embeddings", false},
+                      {"hidden_act", "silu"},
+                      {"num_key_value_heads", 1},
+                      {"n_shared_experts", 1},
+                      {"scoring_func", "sqrtsoftplus"},
+                      {"gate_temp", 1.0},
+                      {"topk_method", "noaux_tc"},
+                      {"norm_topk_prob", true},
+                      {"routed_scaling_factor", 1.5},
+                      {"swiglu_limit", 10.0},
+                      {"sliding_window", 128},
+                      {"hc_mult", 4},
+                      {"hc_sinkhorn_iters", 20},
+                      {"hc_eps", 1e-6},
+                      {"rms_norm_eps", 1e-20},
+                      {"rope_theta", 10000.0},
+                      {"compress_rope_theta", 160000.0},
+                      {"rope_scaling",
+                       {{"rope_type", "yarn"}, {"factor", 16}, {"beta_fast", 32}, {"beta_slow", 1},
+                        {"original_max_position_embeddings", 65536}}},
+                      {"max_position_embeddings", 1048576},
+                      {"engram_max_ngram_size", 4},
+                      {"engram_pad_id", 2},
+                      {"engram_compressed_vocab_size", 99092},
+                      {"num_nextn_predict_layers", 0}};
+}
+
+}  // namespace
+
+Result<V41InitFormat> ParseV41InitFormat(const std::string& name) {
+  if (name == "bf16") return V41InitFormat::kBF16;
+  if (name == "fp8") return V41InitFormat::kQuantized;
+  return Status::InvalidArgument("unknown weight format '" + name + "' for DeepSeek-V4.1 (bf16, fp8)");
+}
+
+Result<ordered_json> V41PresetConfig(const std::string& preset) {
+  ordered_json t = TextBase();
+  auto set = [&](std::initializer_list<std::pair<const char*, ordered_json>> kv) {
+    for (const auto& [k, v] : kv) t[k] = v;
+  };
+  // Each preset keeps the release's structure: window-only layers, ratio-2 groups whose KV sources publish
+  // latents for the layers after them, a ratio-1 group whose source is the candidate source and re-index
+  // sources after it, Engram on a window-only layer and on a later one.
+  if (preset == "tiny") {
+    set({{"hidden_size", 64}, {"num_hidden_layers", 6}, {"num_attention_heads", 4}, {"head_dim", 64},
+         {"qk_rope_head_dim", 16}, {"q_lora_rank", 32}, {"o_groups", 2}, {"o_lora_rank", 32},
+         {"compress_ratios", {0, 2, 2, 1, 1, 1}}, {"kv_source_layer_ids", {1, 3}},
+         {"index_source_layer_ids", {1, 3, 4}}, {"candidate_source_layer_id", 3}, {"candidate_topk_blocks", 4},
+         {"candidate_block_size", 8}, {"index_n_heads", 4}, {"index_head_dim", 32}, {"index_topk", 16},
+         {"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+         {"engram_layer_ids", {0, 4}}, {"engram_vocab_size", 300}, {"engram_n_heads", 2}, {"engram_head_dim", 32}});
+  } else if (preset == "small") {
+    set({{"hidden_size", 256}, {"num_hidden_layers", 10}, {"num_attention_heads", 4}, {"head_dim", 256},
+         {"qk_rope_head_dim", 64}, {"q_lora_rank", 128}, {"o_groups", 2}, {"o_lora_rank", 128},
+         {"compress_ratios", {0, 0, 2, 2, 2, 2, 1, 1, 1, 1}}, {"kv_source_layer_ids", {2, 4, 6}},
+         {"index_source_layer_ids", {2, 4, 6, 8}}, {"candidate_source_layer_id", 6}, {"candidate_topk_blocks", 64},
+         {"candidate_block_size", 8}, {"index_n_heads", 8}, {"index_head_dim", 64}, {"index_topk", 128},
+         {"n_routed_experts", 16}, {"num_experts_per_tok", 4}, {"moe_intermediate_size", 256},
+         {"engram_layer_ids", {1, 4}}, {"engram_vocab_size", 5000}, {"engram_n_heads", 4}, {"engram_head_dim", 64}});
+  } else if (preset == "bench") {
+    set({{"hidden_size", 1024}, {"num_hidden_layers", 12}, {"num_attention_heads", 8}, {"head_dim", 512},
+         {"qk_rope_head_dim", 64}, {"q_lora_rank", 512}, {"o_groups", 2}, {"o_lora_rank", 512},
+         {"compress_ratios", {0, 0, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1}}, {"kv_source_layer_ids", {2, 5, 7}},
+         {"index_source_layer_ids", {2, 5, 7, 9, 11}}, {"candidate_source_layer_id", 7},
+         {"candidate_topk_blocks", 256}, {"candidate_block_size", 8}, {"index_n_heads", 16},
+         {"index_head_dim", 128}, {"index_topk", 512}, {"n_routed_experts", 64}, {"num_experts_per_tok", 6},
+         {"moe_intermediate_size", 512}, {"engram_layer_ids", {1, 7}}, {"engram_vocab_size", 100000},
+         {"engram_n_heads", 8}, {"engram_head_dim", 256}});
+  } else {
+    return Status::InvalidArgument("unknown preset '" + preset + "' (tiny, small, bench)");
+  }
+  // The table sizes follow from the primes (transformers checks that they agree).
+  V41EngramConfig e;
+  e.layer_ids = t["engram_layer_ids"].get<std::vector<int64_t>>();
+  e.vocab_size = t["engram_vocab_size"].get<int64_t>();
+  e.max_ngram_size = t["engram_max_ngram_size"].get<int64_t>();
+  e.n_heads = t["engram_n_heads"].get<int64_t>();
+  t["engram_num_embeddings"] = EngramTableRows(e);
+  return ordered_json{{"architectures", {"DeepseekV41ForCausalLM"}},
+                      {"model_type", "deepseek_v41"},
+                      {"torch_dtype", "bfloat16"},
+                      {"image_token_id", 129264},
+                      {"tie_word_embeddings", false},
+                      {"text_config", t},
+                      {"vision_config",
+                       {{"model_type", "deepseek_v41_vision"}, {"hidden_size", 1024}, {"intermediate_size", 2816},
+                        {"num_hidden_layers", 32}, {"num_attention_heads", 16}, {"patch_size", 14},
+                        {"downsample_ratio", 3}, {"rope_theta", 10000.0}, {"max_image_tokens", 1024},
+                        {"min_pixels", 295936}}}};
+}
+
+Status WriteRandomV41Checkpoint(const ordered_json& config_json, const std::string& dir, uint64_t seed,
+                                V41InitFormat format, const std::function<void(int64_t, int64_t)>& progress) {
+  DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Parse(config_json.dump(), "config"));
+  DI_ASSIGN_OR_RETURN(V41Config c, V41Config::FromHf(hf));
+  for (size_t i = 0; i < c.engram.layer_ids.size(); ++i) {
+    if (EngramTableRows(c.engram)[i] != c.engram.num_embeddings[i])
+      return Status::InvalidArgument("engram_num_embeddings does not match the prime layout of engram_vocab_size");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create directory: " + ec.message());
+  ordered_json written = config_json;
+  if (format == V41InitFormat::kQuantized) {
+    written["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                                      {"scale_fmt", "ue8m0"}, {"weight_block_size", {32, 32}}, {"expert_dtype", "fp4"}};
+  }
+  {
+    std::ofstream out(dir + "/config.json", std::ios::trunc);
+    out << written.dump(1) << "\n";
+    if (!out) return Status::IoError(dir + "/config.json: write failed");
+  }
+  const int64_t shards = 1 + c.num_layers;
+  std::map<std::string, std::string> weight_map;
+  uint64_t total_bytes = 0;
+  auto shard_name = [&](int64_t i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05lld-of-%05lld.safetensors", static_cast<long long>(i + 1),
+                  static_cast<long long>(shards));
+    return std::string(buf);
+  };
+  const int64_t d = c.hidden_size;
+  for (int64_t s = 0; s < shards; ++s) {
+    ShardWriter w(seed, format);
+    if (s == 0) {
+      w.Matrix("embed", c.vocab_size, d, Kind::kKeepBf16, std::sqrt(static_cast<float>(d)));
+      w.Matrix("head", c.vocab_size, d, Kind::kKeepBf16, 3.0f);
+      w.Floats("norm.weight", {d}, 1.0f, 0.1f, true);
+    } else {
+      AddBlock(w, c, s - 1);
+    }
+    DI_RETURN_IF_ERROR(w.Write(dir + "/" + shard_name(s), &weight_map, shard_name(s), &total_bytes));
+    if (progress) progress(s + 1, shards);
+  }
+  ordered_json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", ordered_json::object()}};
+  for (const auto& [name, file] : weight_map) index["weight_map"][name] = file;
+  std::ofstream out(dir + "/model.safetensors.index.json", std::ios::trunc);
+  out << index.dump(2) << "\n";
+  if (!out) return Status::IoError(dir + "/model.safetensors.index.json: write failed");
+  return Status::Ok();
+}
+
+}  // namespace deepinfer::model
