@@ -13,11 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/common.h"
+#include "bench/targets/model_v41.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/clock.h"
+#include "core/hf_config.h"
 #include "core/machine_probe.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
@@ -125,6 +127,12 @@ int RunBenchModel(const std::vector<std::string>& args) {
   flags.Choice("--kv-precision", &load_options.kv_precision,
                {{"f32", model::KvPrecision::kF32}, {"bf16", model::KvPrecision::kBF16}});
   if (int rc = flags.Parse(args)) return rc;
+  // DeepSeek-V4.1 has rows of its own (bench/targets/model_v41.cpp).
+  if (auto hf = HfConfig::Load(dir); hf.ok() && hf->model_type().rfind("deepseek_v41", 0) == 0) {
+    if (!peer_path.empty())
+      return Fail("bench model", "no peer for DeepSeek-V4.1: transformers' deepseek_v41 is in no release to run");
+    return RunBenchModelV41({dir, prompts, batches, context, steps, breakdown, load_options});
+  }
   PeerFigures peer;
   if (!peer_path.empty()) {
     auto loaded_peer = LoadPeer(peer_path);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 namespace deepinfer::model {
 namespace {
@@ -114,7 +115,9 @@ Status ParseText(const HfConfig& hf, V41Config& c) {
 
   // Layer schedule, as transformers' __post_init__ derives it when fields are left out.
   const int64_t n = c.num_layers;
-  if (n <= 0) return Invalid(hf, "num_hidden_layers must be positive");
+  // Bounds far above any DeepSeek model (V4.1-Flash: hidden 5120, 40 layers, 384 experts), checked before
+  // anything is sized from them, so that tables, cache layouts and buffers stay small and never overflow.
+  if (n <= 0 || n > (int64_t{1} << 10)) return Invalid(hf, "num_hidden_layers must be in [1, 1024]");
   c.dspark.num_layers = hf.GetInt("num_nextn_predict_layers", 3);
   const std::vector<int64_t> released = [] {
     std::vector<int64_t> r = {0, 0};
@@ -270,8 +273,42 @@ Status ParseText(const HfConfig& hf, V41Config& c) {
   if (default_targets.size() > 3) default_targets.erase(default_targets.begin(), default_targets.end() - 3);
   DI_ASSIGN_OR_RETURN(d.target_layer_ids, OptionalList(hf, "dspark_target_layer_ids", default_targets));
   if (d.num_layers < 0) return Invalid(hf, "num_nextn_predict_layers must not be negative");
+  if (d.num_layers > 0 && (d.noise_token_id < 0 || d.noise_token_id >= c.vocab_size))
+    return Invalid(hf, "dspark_noise_token_id " + std::to_string(d.noise_token_id) + " is outside the vocabulary");
+  if (d.num_layers > 0 && (d.block_size <= 0 || d.markov_rank <= 0 || d.n_routed_experts <= 0 ||
+                           d.num_experts_per_tok <= 0 || d.num_experts_per_tok > d.n_routed_experts))
+    return Invalid(hf, "DSpark sizes (dspark_block_size, dspark_markov_rank, dspark_n_routed_experts, "
+                       "dspark_num_experts_per_tok) must be positive, top-k within the experts");
   for (int64_t t : d.target_layer_ids)
     if (t < 0 || t >= n) return Invalid(hf, "dspark_target_layer_ids " + ListString(d.target_layer_ids) + " out of range");
+
+  for (auto [v, limit, name] : {std::tuple{c.vocab_size, int64_t{1} << 24, "vocab_size"},
+                                {c.hidden_size, int64_t{1} << 17, "hidden_size"},
+                                {c.num_heads, int64_t{1} << 12, "num_attention_heads"},
+                                {c.head_dim, int64_t{1} << 14, "head_dim"},
+                                {c.q_lora_rank, int64_t{1} << 17, "q_lora_rank"},
+                                {c.o_lora_rank, int64_t{1} << 17, "o_lora_rank"},
+                                {c.o_groups, int64_t{1} << 12, "o_groups"},
+                                {c.n_routed_experts, int64_t{1} << 16, "n_routed_experts"},
+                                {c.num_experts_per_tok, int64_t{1} << 16, "num_experts_per_tok"},
+                                {c.moe_intermediate_size, int64_t{1} << 18, "moe_intermediate_size"},
+                                {c.hc_sinkhorn_iters, int64_t{1} << 10, "hc_sinkhorn_iters"},
+                                {c.index_n_heads, int64_t{1} << 12, "index_n_heads"},
+                                {c.index_head_dim, int64_t{1} << 14, "index_head_dim"},
+                                {c.index_topk, int64_t{1} << 24, "index_topk"},
+                                {c.candidate_topk_blocks, int64_t{1} << 24, "candidate_topk_blocks"},
+                                {c.candidate_block_size, int64_t{1} << 16, "candidate_block_size"},
+                                {c.max_position_embeddings, int64_t{1} << 40, "max_position_embeddings"},
+                                {c.engram.n_heads, int64_t{1} << 8, "engram_n_heads"},
+                                {c.engram.head_dim, int64_t{1} << 14, "engram_head_dim"},
+                                {c.dspark.num_layers, int64_t{16}, "num_nextn_predict_layers"},
+                                {c.dspark.block_size, int64_t{1} << 10, "dspark_block_size"},
+                                {c.dspark.markov_rank, int64_t{1} << 16, "dspark_markov_rank"}}) {
+    if (v > limit) return Invalid(hf, std::string(name) + " " + std::to_string(v) + " exceeds " + std::to_string(limit));
+  }
+  for (int64_t rows : c.engram.num_embeddings)
+    if (rows < 0 || rows > (int64_t{1} << 40)) return Invalid(hf, "engram_num_embeddings entries must be in [0, 2^40]");
+  if (c.max_position_embeddings <= 0) return Invalid(hf, "max_position_embeddings must be positive");
 
   // Consistency.
   for (auto [v, name] : {std::pair{c.vocab_size, "vocab_size"}, {c.hidden_size, "hidden_size"},

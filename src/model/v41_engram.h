@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -63,5 +64,8 @@ struct V41EngramHashing {
 // decoded text holds U+FFFD (a partial UTF-8 byte token). `vocab_size` ids are mapped (every id must exist).
 Result<std::vector<int32_t>> BuildEngramTokenMap(const std::string& tokenizer_json, int64_t vocab_size,
                                                  int64_t* classes);
+// The same from the file's text (`source` names it in errors).
+Result<std::vector<int32_t>> BuildEngramTokenMapFromJson(std::string_view text, const std::string& source,
+                                                         int64_t vocab_size, int64_t* classes);
 
 }  // namespace deepinfer::model

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/utf8.h"
 #include "model/v41_engram.h"
@@ -113,8 +114,15 @@ class Normalizer {
 Result<std::vector<int32_t>> BuildEngramTokenMap(const std::string& tokenizer_json, int64_t vocab_size,
                                                  int64_t* classes) {
   DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(tokenizer_json));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(tokenizer_json + ": not a JSON object");
+  return BuildEngramTokenMapFromJson(text, tokenizer_json, vocab_size, classes);
+}
+
+Result<std::vector<int32_t>> BuildEngramTokenMapFromJson(std::string_view text, const std::string& tokenizer_json,
+                                                         int64_t vocab_size, int64_t* classes) {
+  auto parsed = ParseJson(text);
+  if (!parsed.ok()) return Status::InvalidArgument(tokenizer_json + ": " + parsed.status().message());
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return Status::InvalidArgument(tokenizer_json + ": not a JSON object");
   if (vocab_size <= 0 || vocab_size > (int64_t{1} << 24))
     return Status::InvalidArgument(tokenizer_json + ": vocabulary size out of range");
   std::vector<std::optional<std::string>> tokens(static_cast<size_t>(vocab_size));

@@ -18,11 +18,11 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 void HcCoefficients(const V41Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                    float* pre, float* post, float* comb) {
+                    float* pre, float* post, float* comb, ThreadPool& pool) {
   const int64_t hc = c.hc_mult, width = hc * c.hidden_size, mix = (2 + hc) * hc;
   const float eps = static_cast<float>(c.hc_eps);
   std::vector<float> normed(static_cast<size_t>(n * width));
-  v4::ForRows(n, [&](int64_t i) {
+  v4::ForRows(pool, n, [&](int64_t i) {
     const float* x = streams + i * width;
     // In double over 8 interleaved partial sums added in a fixed order: vectorised and batch invariant.
     double partial[8] = {};
@@ -37,8 +37,8 @@ void HcCoefficients(const V41Config& c, const V4HyperConnectionWeights& w, const
     for (int64_t e = 0; e < width; ++e) normed[i * width + e] = x[e] * r;
   });
   std::vector<float> mixes(static_cast<size_t>(n * mix));
-  kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), mix);
-  v4::ForRows(n, [&](int64_t i) {
+  kernels::Linear(normed.data(), n, width, w.fn_view, mixes.data(), mix, &pool);
+  v4::ForRows(pool, n, [&](int64_t i) {
     const float* m = mixes.data() + i * mix;
     float* pr = pre + i * hc;
     float* po = post + i * hc;
@@ -78,9 +78,10 @@ void HcCoefficients(const V41Config& c, const V4HyperConnectionWeights& w, const
   });
 }
 
-void HcCollapse(const V41Config& c, const float* pre, const float* streams, int64_t n, float* collapsed) {
+void HcCollapse(const V41Config& c, const float* pre, const float* streams, int64_t n, float* collapsed,
+                ThreadPool& pool) {
   const int64_t hc = c.hc_mult, d = c.hidden_size;
-  v4::ForRows(n, [&](int64_t i) {
+  v4::ForRows(pool, n, [&](int64_t i) {
     float* y = collapsed + i * d;
     const float* x = streams + i * hc * d;
     std::fill(y, y + d, 0.0f);
@@ -91,9 +92,10 @@ void HcCollapse(const V41Config& c, const float* pre, const float* streams, int6
   });
 }
 
-void HcExpand(const V41Config& c, const float* post, const float* comb, const float* out, int64_t n, float* streams) {
+void HcExpand(const V41Config& c, const float* post, const float* comb, const float* out, int64_t n, float* streams,
+              ThreadPool& pool) {
   const int64_t hc = c.hc_mult, d = c.hidden_size;
-  v4::ForRows(n, [&](int64_t i) {
+  v4::ForRows(pool, n, [&](int64_t i) {
     thread_local std::vector<float> mixed;
     mixed.resize(static_cast<size_t>(hc * d));
     float* x = streams + i * hc * d;

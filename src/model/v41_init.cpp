@@ -184,10 +184,9 @@ class ShardWriter {
   std::vector<Owned> tensors_;
 };
 
-void AddBlock(ShardWriter& w, const V41Config& c, int64_t l) {
-  const V41LayerPlan& plan = c.layers[l];
+void AddBlock(ShardWriter& w, const V41Config& c, const std::string& p, const V41LayerPlan& plan, int64_t experts) {
   const int64_t d = c.hidden_size, h = c.num_heads, hd = c.head_dim, hc = c.hc_mult;
-  const std::string p = "layers." + std::to_string(l) + ".", a = p + "attn.";
+  const std::string a = p + "attn.";
   w.Matrix(a + "wq_a", c.q_lora_rank, d, Kind::kDense);
   w.Floats(a + "q_norm.weight", {c.q_lora_rank}, 1.0f, 0.1f, true);
   w.Matrix(a + "wq_b", h * hd, c.q_lora_rank, Kind::kDense);
@@ -222,7 +221,7 @@ void AddBlock(ShardWriter& w, const V41Config& c, int64_t l) {
     w.Floats(s + "_scale", {3}, 1.0f, 0.25f);
   }
   const std::string f = p + "ffn.";
-  const int64_t e = c.n_routed_experts, inter = c.moe_intermediate_size;
+  const int64_t e = experts, inter = c.moe_intermediate_size;
   w.Matrix(f + "gate", e, d, Kind::kKeepBf16, 2.0f);
   w.Floats(f + "gate.bias", {e}, 0.0f, 0.3f);
   w.Floats(f + "gate.bias_vl", {e}, 0.0f, 0.3f);
@@ -275,7 +274,8 @@ ordered_json TextBase() {
                       {"engram_max_ngram_size", 4},
                       {"engram_pad_id", 2},
                       {"engram_compressed_vocab_size", 99092},
-                      {"num_nextn_predict_layers", 0}};
+                      {"dspark_block_size", 5},
+                      {"dspark_noise_token_id", 128799}};
 }
 
 }  // namespace
@@ -301,7 +301,9 @@ Result<ordered_json> V41PresetConfig(const std::string& preset) {
          {"index_source_layer_ids", {1, 3, 4}}, {"candidate_source_layer_id", 3}, {"candidate_topk_blocks", 4},
          {"candidate_block_size", 8}, {"index_n_heads", 4}, {"index_head_dim", 32}, {"index_topk", 16},
          {"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
-         {"engram_layer_ids", {0, 4}}, {"engram_vocab_size", 300}, {"engram_n_heads", 2}, {"engram_head_dim", 32}});
+         {"engram_layer_ids", {0, 4}}, {"engram_vocab_size", 300}, {"engram_n_heads", 2}, {"engram_head_dim", 32},
+         {"num_nextn_predict_layers", 1}, {"dspark_target_layer_ids", {2, 4, 5}}, {"dspark_markov_rank", 16},
+         {"dspark_n_routed_experts", 4}, {"dspark_num_experts_per_tok", 2}});
   } else if (preset == "small") {
     set({{"hidden_size", 256}, {"num_hidden_layers", 10}, {"num_attention_heads", 4}, {"head_dim", 256},
          {"qk_rope_head_dim", 64}, {"q_lora_rank", 128}, {"o_groups", 2}, {"o_lora_rank", 128},
@@ -309,7 +311,9 @@ Result<ordered_json> V41PresetConfig(const std::string& preset) {
          {"index_source_layer_ids", {2, 4, 6, 8}}, {"candidate_source_layer_id", 6}, {"candidate_topk_blocks", 64},
          {"candidate_block_size", 8}, {"index_n_heads", 8}, {"index_head_dim", 64}, {"index_topk", 128},
          {"n_routed_experts", 16}, {"num_experts_per_tok", 4}, {"moe_intermediate_size", 256},
-         {"engram_layer_ids", {1, 4}}, {"engram_vocab_size", 5000}, {"engram_n_heads", 4}, {"engram_head_dim", 64}});
+         {"engram_layer_ids", {1, 4}}, {"engram_vocab_size", 5000}, {"engram_n_heads", 4}, {"engram_head_dim", 64},
+         {"num_nextn_predict_layers", 2}, {"dspark_target_layer_ids", {7, 8, 9}}, {"dspark_markov_rank", 64},
+         {"dspark_n_routed_experts", 8}, {"dspark_num_experts_per_tok", 2}});
   } else if (preset == "bench") {
     set({{"hidden_size", 1024}, {"num_hidden_layers", 12}, {"num_attention_heads", 8}, {"head_dim", 512},
          {"qk_rope_head_dim", 64}, {"q_lora_rank", 512}, {"o_groups", 2}, {"o_lora_rank", 512},
@@ -318,7 +322,7 @@ Result<ordered_json> V41PresetConfig(const std::string& preset) {
          {"candidate_topk_blocks", 256}, {"candidate_block_size", 8}, {"index_n_heads", 16},
          {"index_head_dim", 128}, {"index_topk", 512}, {"n_routed_experts", 64}, {"num_experts_per_tok", 6},
          {"moe_intermediate_size", 512}, {"engram_layer_ids", {1, 7}}, {"engram_vocab_size", 100000},
-         {"engram_n_heads", 8}, {"engram_head_dim", 256}});
+         {"engram_n_heads", 8}, {"engram_head_dim", 256}, {"num_nextn_predict_layers", 0}});
   } else {
     return Status::InvalidArgument("unknown preset '" + preset + "' (tiny, small, bench)");
   }
@@ -363,7 +367,8 @@ Status WriteRandomV41Checkpoint(const ordered_json& config_json, const std::stri
     out << written.dump(1) << "\n";
     if (!out) return Status::IoError(dir + "/config.json: write failed");
   }
-  const int64_t shards = 1 + c.num_layers;
+  const int64_t dspark_layers = c.dspark.num_layers;
+  const int64_t shards = 1 + c.num_layers + (dspark_layers > 0 ? 1 : 0);
   std::map<std::string, std::string> weight_map;
   uint64_t total_bytes = 0;
   auto shard_name = [&](int64_t i) {
@@ -379,8 +384,19 @@ Status WriteRandomV41Checkpoint(const ordered_json& config_json, const std::stri
       w.Matrix("embed", c.vocab_size, d, Kind::kKeepBf16, std::sqrt(static_cast<float>(d)));
       w.Matrix("head", c.vocab_size, d, Kind::kKeepBf16, 3.0f);
       w.Floats("norm.weight", {d}, 1.0f, 0.1f, true);
+    } else if (s <= c.num_layers) {
+      AddBlock(w, c, "layers." + std::to_string(s - 1) + ".", c.layers[s - 1], c.n_routed_experts);
     } else {
-      AddBlock(w, c, s - 1);
+      // DSpark draft layers (window-only blocks), the context projection, the Markov and confidence heads.
+      const int64_t targets = static_cast<int64_t>(c.dspark.target_layer_ids.size()), r = c.dspark.markov_rank;
+      w.Matrix("mtp.main_proj", d, targets * d, Kind::kDense);
+      w.Floats("mtp.main_norm.weight", {d}, 1.0f, 0.1f, true);
+      for (int64_t k = 0; k < dspark_layers; ++k)
+        AddBlock(w, c, "mtp.layers." + std::to_string(k) + ".", V41LayerPlan{}, c.dspark.n_routed_experts);
+      w.Floats("mtp.norm.weight", {d}, 1.0f, 0.1f, true);
+      w.Matrix("mtp.markov_head.embed", c.vocab_size, r, Kind::kKeepBf16, std::sqrt(static_cast<float>(r)));
+      w.Matrix("mtp.markov_head.head", c.vocab_size, r, Kind::kKeepBf16);
+      w.Floats("mtp.confidence_head.weight", {1, d + r}, 0.0f, 1.0f / std::sqrt(static_cast<float>(d + r)));
     }
     DI_RETURN_IF_ERROR(w.Write(dir + "/" + shard_name(s), &weight_map, shard_name(s), &total_bytes));
     if (progress) progress(s + 1, shards);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/kv_quant.h"
 #include "kernels/linear.h"
 #include "model/causal_lm.h"
@@ -65,6 +66,7 @@ struct Step {
   const V41Weights* weights = nullptr;
   const V41EngramHashing* hashing = nullptr;
   KvPools* pools = nullptr;
+  ThreadPool* threads = nullptr;  // every forward pass runs here (LoadOptions::pool)
   const std::vector<float>* main_inv_freq = nullptr;
   const std::vector<float>* compress_inv_freq = nullptr;
   kernels::LinearOptions linear;
@@ -87,11 +89,13 @@ int32_t* EngramIdSlot(const Step& step, const ChunkRows& chunk, int64_t pos);
 
 // mHC coefficients of one site from the streams [n, hc, d]: pre [n, hc], post [n, hc], comb [n, hc, hc].
 void HcCoefficients(const V41Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                    float* pre, float* post, float* comb);
+                    float* pre, float* post, float* comb, ThreadPool& pool);
 // collapsed[n, d] = Σ_i pre[i] · streams[i].
-void HcCollapse(const V41Config& c, const float* pre, const float* streams, int64_t n, float* collapsed);
+void HcCollapse(const V41Config& c, const float* pre, const float* streams, int64_t n, float* collapsed,
+                ThreadPool& pool);
 // streams ← post ⊗ out + combᵀ · streams.
-void HcExpand(const V41Config& c, const float* post, const float* comb, const float* out, int64_t n, float* streams);
+void HcExpand(const V41Config& c, const float* post, const float* comb, const float* out, int64_t n, float* streams,
+              ThreadPool& pool);
 
 // The compressed id of the token at `pos` for a row of `chunk` (pos ≤ the row's position).
 int64_t EngramSlot(const Step& step, const ChunkRows& chunk, int64_t pos);
@@ -105,6 +109,8 @@ void Attention(Step& step, int64_t layer, const float* x, float* out);
 
 // MoE sub-block of `layer` on normalised inputs x [n, d]; writes out [n, d].
 void Moe(const Step& step, int64_t layer, const float* x, float* out);
+// The same for any MoE weights with top-k routing (`layer` names it to the probe).
+void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer, const float* x, float* out);
 
 // Quantizes a vector into storage through the probe (a no-op without one): records near-boundary decisions
 // and takes the flipped ones the other way.

@@ -12,6 +12,7 @@
 #include "kernels/kv_quant.h"
 #include "kernels/linear.h"
 #include "model/step_profile.h"
+#include "model/v41_dspark.h"
 #include "model/v4_internal.h"
 
 namespace deepinfer::model {
@@ -74,17 +75,16 @@ CacheElement ElementOf(kernels::KvQuant q, int64_t n) {
 Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V41Model> model(new V41Model());
   model->precision_ = options.precision;
+  model->pool_ = options.pool != nullptr ? options.pool : &ThreadPool::Shared();
   if (options.kv_precision != KvPrecision::kF32)
     return Status::InvalidArgument("DeepSeek-V4.1 keeps its caches in its own FP8/FP4 formats (the quantizers are "
                                    "part of the model); a KV precision other than the default does not apply");
-  if (options.drafting)
-    return Status::Unimplemented("DeepSeek-V4.1: DSpark drafting through CausalLM::Draft is not implemented yet");
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V41Config::FromHf(hf));
   const V41Config& c = model->config_;
   if (c.rope_dim > 512) return Status::InvalidArgument(hf.source() + ": qk_rope_head_dim above 512 is not supported");
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
-  DI_ASSIGN_OR_RETURN(model->weights_, LoadV41Weights(model->checkpoint_, c));
+  DI_ASSIGN_OR_RETURN(model->weights_, LoadV41Weights(model->checkpoint_, c, options.drafting));
   if (c.engram.enabled()) {
     // The hashes work on the tokenizer's compressed ids, so the tokenizer is part of the model here.
     const std::string tokenizer = (std::filesystem::path(dir) / "tokenizer.json").string();
@@ -106,6 +106,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
   info.max_position_embeddings = c.max_position_embeddings;
   info.bos_token_id = c.bos_token_id;
   for (int64_t id : c.eos_token_ids) info.eos_token_ids.push_back(static_cast<int32_t>(id));
+  if (model->weights_->dspark) info.draft_kind = "dspark";
   DI_ASSIGN_OR_RETURN(info.weights_fingerprint, WeightsFingerprint(dir, model->checkpoint_));
   model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
   model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
@@ -169,6 +170,9 @@ Status V41Model::BuildCacheSpec() {
     if (r > 1) bytes += (kMaxRollback + r - 1) * 2 * c.head_dim * 4;
   }
   if (hashing_) bytes += (kMaxRollback + hashing_->max_ngram - 1) * 4;
+  if (weights_->dspark)
+    bytes += static_cast<int64_t>(weights_->dspark->layers.size()) * (c.sliding_window + kMaxRollback) * L.window_bytes +
+             c.dspark.block_size * c.hidden_size * 4;
   spec_.sequence_state_bytes = bytes;
   return Status::Ok();
 }
@@ -186,6 +190,11 @@ std::unique_ptr<SequenceState> V41Model::NewSequence() const {
   if (hashing_) {
     state->engram_capacity = kMaxRollback + hashing_->max_ngram - 1;
     state->engram_ids.assign(static_cast<size_t>(state->engram_capacity), 0);
+  }
+  if (weights_->dspark) {
+    state->draft_capacity = c.sliding_window + kMaxRollback;
+    state->draft_kv.assign(weights_->dspark->layers.size(),
+                           std::vector<uint8_t>(static_cast<size_t>(state->draft_capacity * layout_.window_bytes)));
   }
   return state;
 }
@@ -218,7 +227,11 @@ Result<std::unique_ptr<SequenceState>> V41Model::Fork(const SequenceState& s) {
   copy->floor = state.floor;
   copy->window_floor = state.window_floor;
   copy->engram_floor = state.engram_floor;
+  copy->draft_kv = state.draft_kv;
+  copy->draft_capacity = state.draft_capacity;
   copy->SetTokens(state.num_tokens());
+  copy->draft_steps = state.draft_steps;
+  copy->draft_hidden = state.draft_hidden;
   return std::unique_ptr<SequenceState>(std::move(copy));
 }
 
@@ -263,8 +276,73 @@ Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from,
   return Status::Ok();
 }
 
-Status V41Model::Draft(std::span<const DraftChunk>, KvPools&, ForwardOutput*) {
-  return Status::FailedPrecondition("DeepSeek-V4.1: the model was loaded without drafting");
+Status V41Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) {
+  const V41Config& c = config_;
+  out->vocab_size = c.vocab_size;
+  out->hidden_width = info_.hidden_width;
+  out->logits.clear();
+  out->hidden.clear();
+  out->first_row.clear();
+  out->num_rows.clear();
+  if (!weights_->dspark) return Status::FailedPrecondition("DeepSeek-V4.1: the model was loaded without drafting");
+  std::unordered_set<const SequenceState*> seen;
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    const DraftChunk& chunk = batch[ci];
+    const std::string where = "draft chunk " + std::to_string(ci);
+    if (chunk.state == nullptr || chunk.state->owner() != this)
+      return Status::InvalidArgument(where + ": not a sequence state of this model");
+    if (!seen.insert(chunk.state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
+    if (chunk.token < 0 || chunk.token >= c.vocab_size)
+      return Status::OutOfRange(where + ": token id " + std::to_string(chunk.token) + " outside the vocabulary");
+    if (chunk.hidden != nullptr || chunk.want_hidden)
+      return Status::InvalidArgument(where + ": DSpark reads the target's context from the sequence state and keeps "
+                                     "its hidden rows to itself (no hidden in or out)");
+    const auto* state = static_cast<const V41SequenceState*>(chunk.state);
+    if (state->draft_steps >= c.dspark.block_size)
+      return Status::OutOfRange(where + ": a DSpark block drafts at most " + std::to_string(c.dspark.block_size) +
+                                " tokens (dspark_block_size) before the next Forward or Truncate");
+    if (state->num_tokens() + c.dspark.block_size > c.max_position_embeddings)
+      return Status::OutOfRange(where + ": the draft block passes max_position_embeddings");
+  }
+  // The blocks to run: one per sequence at its first draft step (the anchor, then the noise token).
+  v41::Step step;
+  step.config = &c;
+  step.layout = &layout_;
+  step.weights = weights_.get();
+  step.hashing = hashing_.get();
+  step.pools = &pools;
+  step.main_inv_freq = &main_inv_freq_;
+  step.compress_inv_freq = &compress_inv_freq_;
+  step.threads = pool_;
+  if (precision_ == ComputePrecision::kBf16Activations)
+    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    auto* state = static_cast<V41SequenceState*>(batch[ci].state);
+    if (state->draft_steps != 0) continue;
+    const int64_t start = state->num_tokens();
+    step.chunks.push_back({state, step.num_rows(), c.dspark.block_size, start, false});
+    for (int64_t j = 0; j < c.dspark.block_size; ++j)
+      step.rows.push_back({j == 0 ? batch[ci].token : static_cast<int32_t>(c.dspark.noise_token_id), start + j,
+                           static_cast<int32_t>(step.chunks.size() - 1)});
+  }
+  if (!step.chunks.empty()) v41::DraftBlock(step);
+  // Step k of each sequence: the block's base logits at row k plus the Markov bias of the token consumed.
+  const int64_t d = c.hidden_size, v = c.vocab_size, m = static_cast<int64_t>(batch.size());
+  std::vector<float> rows(static_cast<size_t>(m * d));
+  for (int64_t i = 0; i < m; ++i) {
+    const auto* state = static_cast<const V41SequenceState*>(batch[i].state);
+    std::copy(state->draft_hidden.begin() + state->draft_steps * d, state->draft_hidden.begin() + (state->draft_steps + 1) * d,
+              rows.begin() + i * d);
+  }
+  out->logits.resize(static_cast<size_t>(m * v));
+  kernels::Linear(rows.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.threads);
+  for (int64_t i = 0; i < m; ++i) {
+    v41::MarkovBias(step, batch[i].token, out->logits.data() + i * v);
+    out->first_row.push_back(i);
+    out->num_rows.push_back(1);
+    ++static_cast<V41SequenceState*>(batch[i].state)->draft_steps;
+  }
+  return Status::Ok();
 }
 
 Result<StepCost> V41Model::EstimateStepCost(std::span<const ChunkShape> chunks) const {
@@ -369,6 +447,7 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
   step.main_inv_freq = &main_inv_freq_;
   step.compress_inv_freq = &compress_inv_freq_;
   step.probe = probe;
+  step.threads = pool_;
   if (precision_ == ComputePrecision::kBf16Activations)
     step.linear.precision = kernels::LinearPrecision::kBf16Activations;
   bool want_hidden = false;
@@ -422,7 +501,7 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
   std::vector<float> streams(static_cast<size_t>(n * hc * d));
   {
     ScopedPhase phase(Phase::kEmbed);
-    v4::ForRows(n, [&](int64_t i) {
+    v4::ForRows(*step.threads, n, [&](int64_t i) {
       float* s = streams.data() + i * hc * d;
       EmbeddingRow(*weights_->embed, step.rows[i].token, d, s);
       for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
@@ -437,33 +516,51 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
   auto record = [&](std::vector<float>* where) {
     if (trace) where->insert(where->end(), collapsed.begin(), collapsed.end());
   };
+  // With drafting, the attention inputs (mean over the streams) of the DSpark target layers, for the context.
+  const int64_t targets = static_cast<int64_t>(c.dspark.target_layer_ids.size());
+  std::vector<float> target_inputs;
+  if (weights_->dspark) target_inputs.resize(static_cast<size_t>(n * targets * d));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const V41BlockWeights& w = weights_->layers[l];
     if (w.engram) v41::Engram(step, l, streams.data());
+    if (weights_->dspark) {
+      for (int64_t t = 0; t < targets; ++t) {
+        if (c.dspark.target_layer_ids[t] != l) continue;
+        v4::ForRows(*step.threads, n, [&](int64_t i) {
+          float* dst = target_inputs.data() + (i * targets + t) * d;
+          const float* x = streams.data() + i * hc * d;
+          for (int64_t e = 0; e < d; ++e) {
+            float sum = 0;
+            for (int64_t j = 0; j < hc; ++j) sum += x[j * d + e];
+            dst[e] = sum / static_cast<float>(hc);
+          }
+        });
+      }
+    }
     {
       ScopedPhase phase(Phase::kHcPre);
-      v41::HcCoefficients(c, w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data());
-      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data());
+      v41::HcCoefficients(c, w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
+      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
       record(trace ? &trace->attn_in : nullptr);
       kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
     }
     v41::Attention(step, l, collapsed.data(), sub.data());
     {
       ScopedPhase phase(Phase::kHcPost);
-      v41::HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data());
+      v41::HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
     }
     std::swap(pre_mix, pre);  // the attention site's pre collapses the FFN's input
     {
       ScopedPhase phase(Phase::kHcPre);
-      v41::HcCoefficients(c, w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data());
-      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data());
+      v41::HcCoefficients(c, w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
+      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
       record(trace ? &trace->ffn_in : nullptr);
       kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
     }
     v41::Moe(step, l, collapsed.data(), sub.data());
     {
       ScopedPhase phase(Phase::kHcPost);
-      v41::HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data());
+      v41::HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
     }
     std::swap(pre_mix, pre);  // the FFN site's pre goes to the next layer
   }
@@ -497,16 +594,18 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
       std::copy(pre_mix.data() + wanted[r] * hc, pre_mix.data() + (wanted[r] + 1) * hc, picked_pre.data() + r * hc);
     }
     std::vector<float> y(static_cast<size_t>(m * d));
-    v41::HcCollapse(c, picked_pre.data(), picked.data(), m, y.data());
+    v41::HcCollapse(c, picked_pre.data(), picked.data(), m, y.data(), *step.threads);
     if (trace) {
       trace->final_norm_in.resize(static_cast<size_t>(n * d));
-      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, trace->final_norm_in.data());
+      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, trace->final_norm_in.data(), *step.threads);
     }
     kernels::RmsNormRows(y.data(), d, weights_->norm.data(), eps, m, d, y.data(), d);
     out->logits.resize(static_cast<size_t>(m * v));
-    kernels::Linear(y.data(), m, d, weights_->head, out->logits.data(), v, step.linear);
+    kernels::Linear(y.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.threads);
     if (want_hidden) out->hidden.assign(picked.begin(), picked.end());
   }
+
+  if (weights_->dspark) v41::StoreDraftContext(step, target_inputs.data());
 
   // The Engram ids of the new positions: into the ring (for the next chunk's n-grams) and the window
   // block (for RestoreAt).

@@ -17,7 +17,15 @@
 //
 // Per sequence (sequence_state_bytes): for each KV source of ratio r > 1, the raw kv and gate rows
 // (2 · head_dim floats) of its last max_rollback + r − 1 positions; the Engram ids of the last
-// max_rollback + max_ngram_size − 1 positions. Released: 3 · 17 · 4 KiB + 19 · 4 B ≈ 204 KiB.
+// max_rollback + max_ngram_size − 1 positions. Released: 3 · 17 · 4 KiB + 19 · 4 B ≈ 204 KiB. With drafting
+// (DSpark), per draft layer the FP8 window K=V of the context features of the last window + max_rollback
+// positions, and the open draft block's hidden rows (released: 3 · 144 · 528 B + 5 · 20 KiB ≈ 330 KiB).
+//
+// Drafting (LoadOptions::drafting, info().draft_kind "dspark"): Forward also records the context features
+// (v41_dspark.cpp); Draft step k = 0 runs the draft block (the anchor token, then dspark_noise_token_id) through
+// the draft layers once, and every step k returns that block's base logits at row k plus the Markov head's
+// bias of the token it consumes. A block drafts at most dspark_block_size tokens; Forward, Truncate and
+// RestoreAt start a new one. DSpark has no hidden input or output here (DraftChunk::hidden must be null).
 #pragma once
 
 #include <memory>
@@ -84,6 +92,7 @@ class V41Model : public CausalLM {
   KvCacheSpec spec_;
   V41CacheLayout layout_;
   ComputePrecision precision_ = ComputePrecision::kExact;
+  ThreadPool* pool_ = nullptr;  // every forward pass runs here
   std::vector<float> main_inv_freq_, compress_inv_freq_;
 };
 

@@ -25,17 +25,20 @@ float Score(const std::string& func, float logit) {
 }  // namespace
 
 void Moe(const Step& step, int64_t layer, const float* x, float* out) {
+  MoeBlock(step, step.weights->layers[layer].moe, step.config->num_experts_per_tok, layer, x, out);
+}
+
+void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer, const float* x, float* out) {
   const V41Config& c = *step.config;
-  const V41MoeWeights& w = step.weights->layers[layer].moe;
-  const int64_t n = step.num_rows(), d = c.hidden_size, e = c.n_routed_experts, k = c.num_experts_per_tok;
+  const int64_t n = step.num_rows(), d = c.hidden_size, e = static_cast<int64_t>(w.experts.size());
 
   std::optional<ScopedPhase> phase(std::in_place, Phase::kMoeGate);
   std::vector<float> logits(static_cast<size_t>(n * e));
-  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear);
+  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.threads);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   const float temp = static_cast<float>(c.gate_temp);
-  v4::ForRowRanges(n, [&](int64_t begin, int64_t end) {
+  v4::ForRowRanges(*step.threads, n, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(e), biased(e);
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t j = 0; j < e; ++j) scores[j] = Score(c.scoring_func, logits[i * e + j] / temp);
@@ -90,7 +93,7 @@ void Moe(const Step& step, int64_t layer, const float* x, float* out) {
   };
   for (Work& item : work) add_gate_up(item, item.input.data(), static_cast<int64_t>(item.rows.size()));
   add_gate_up(shared, x, n);
-  v4::RunLinearTasks(tasks, step.linear);
+  v4::RunLinearTasks(tasks, step.linear, *step.threads);
   tasks.clear();
   const float limit = static_cast<float>(c.swiglu_limit);
   auto add_down = [&](Work& item, int64_t m, float* output) {
@@ -107,14 +110,14 @@ void Moe(const Step& step, int64_t layer, const float* x, float* out) {
   };
   for (Work& item : work) add_down(item, static_cast<int64_t>(item.rows.size()), item.output.data());
   add_down(shared, n, out);
-  v4::RunLinearTasks(tasks, step.linear);
+  v4::RunLinearTasks(tasks, step.linear, *step.threads);
 
   phase.emplace(Phase::kMoeCombine);
   std::vector<std::vector<const float*>> contributions(static_cast<size_t>(n));
   for (const Work& item : work) {
     for (size_t r = 0; r < item.rows.size(); ++r) contributions[item.rows[r]].push_back(item.output.data() + r * d);
   }
-  v4::ForRowRanges(n, [&](int64_t begin, int64_t end) {
+  v4::ForRowRanges(*step.threads, n, [&](int64_t begin, int64_t end) {
     std::vector<float> routed(static_cast<size_t>(d));
     for (int64_t i = begin; i < end; ++i) {
       std::fill(routed.begin(), routed.end(), 0.0f);

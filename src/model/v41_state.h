@@ -30,7 +30,19 @@ class V41SequenceState : public SequenceState {
   int64_t window_floor = 0;
   int64_t engram_floor = 0;
 
-  void SetTokens(int64_t n) { num_tokens_ = n; }
+  // DSpark (loaded with drafting): per draft layer the window K=V of the context features (the projected
+  // attention inputs of the target layers) of the last positions, stored FP8 ([capacity, window_bytes],
+  // position p in slot p % capacity); the draft steps since the last Forward / Truncate / RestoreAt, and the
+  // open block's final hidden rows ([block_size, hidden]).
+  std::vector<std::vector<uint8_t>> draft_kv;
+  int64_t draft_capacity = 0;
+  int64_t draft_steps = 0;
+  std::vector<float> draft_hidden;
+
+  void SetTokens(int64_t n) {
+    num_tokens_ = n;
+    draft_steps = 0;
+  }
 };
 
 }  // namespace deepinfer::model

@@ -155,9 +155,9 @@ class Binder {
   const V41Config& config_;
 };
 
-Status LoadBlock(const Binder& b, const V41Config& c, int64_t l, V41BlockWeights* out) {
-  const std::string p = "layers." + std::to_string(l) + ".";
-  const V41LayerPlan& plan = c.layers[l];
+// A block under `p` ("layers.N." or "mtp.layers.K.") with the given plan and routed expert count.
+Status LoadBlock(const Binder& b, const V41Config& c, const std::string& p, const V41LayerPlan& plan, int64_t experts,
+                 V41BlockWeights* out) {
   const int64_t d = c.hidden_size, hc = c.hc_mult, hd = c.head_dim, h = c.num_heads;
   DI_ASSIGN_OR_RETURN(out->attn_norm, b.Floats(p + "attn_norm.weight", {d}));
   DI_ASSIGN_OR_RETURN(out->ffn_norm, b.Floats(p + "ffn_norm.weight", {d}));
@@ -207,7 +207,7 @@ Status LoadBlock(const Binder& b, const V41Config& c, int64_t l, V41BlockWeights
 
   V41MoeWeights& m = out->moe;
   const std::string fp = p + "ffn.";
-  const int64_t e = c.n_routed_experts, inter = c.moe_intermediate_size;
+  const int64_t e = experts, inter = c.moe_intermediate_size;
   DI_ASSIGN_OR_RETURN(m.gate, b.Matrix(fp + "gate", e, d));
   DI_ASSIGN_OR_RETURN(m.bias, b.Floats(fp + "gate.bias", {e}));
   DI_ASSIGN_OR_RETURN(m.bias_vl, b.Floats(fp + "gate.bias_vl", {e}));
@@ -273,7 +273,7 @@ int64_t V41EngramTable::row_bytes() const {
   }
 }
 
-Result<std::unique_ptr<V41Weights>> LoadV41Weights(const Checkpoint& checkpoint, const V41Config& c) {
+Result<std::unique_ptr<V41Weights>> LoadV41Weights(const Checkpoint& checkpoint, const V41Config& c, bool dspark) {
   Binder b(checkpoint, c);
   auto w = std::make_unique<V41Weights>();
   const int64_t d = c.hidden_size;
@@ -284,7 +284,32 @@ Result<std::unique_ptr<V41Weights>> LoadV41Weights(const Checkpoint& checkpoint,
   DI_ASSIGN_OR_RETURN(w->head, b.Matrix("head", c.vocab_size, d));
   DI_ASSIGN_OR_RETURN(w->norm, b.Floats("norm.weight", {d}));
   w->layers.resize(c.num_layers);
-  for (int64_t l = 0; l < c.num_layers; ++l) DI_RETURN_IF_ERROR(LoadBlock(b, c, l, &w->layers[l]));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    DI_RETURN_IF_ERROR(LoadBlock(b, c, "layers." + std::to_string(l) + ".", c.layers[l], c.n_routed_experts, &w->layers[l]));
+  if (!dspark) return w;
+  const V41DsparkConfig& dc = c.dspark;
+  if (dc.num_layers <= 0 || dc.target_layer_ids.empty())
+    return Status::FailedPrecondition("the config declares no DSpark draft layers (num_nextn_predict_layers, "
+                                      "dspark_target_layer_ids)");
+  if (checkpoint.Find("mtp.main_proj.weight") == nullptr)
+    return Status::NotFound("checkpoint has no tensor 'mtp.main_proj.weight' (no DSpark draft layers to draft with)");
+  auto ds = std::make_unique<V41DsparkWeights>();
+  const int64_t targets = static_cast<int64_t>(dc.target_layer_ids.size());
+  DI_ASSIGN_OR_RETURN(ds->main_proj, b.Matrix("mtp.main_proj", d, targets * d));
+  DI_ASSIGN_OR_RETURN(ds->main_norm, b.Floats("mtp.main_norm.weight", {d}));
+  ds->layers.resize(static_cast<size_t>(dc.num_layers));
+  V41LayerPlan window_only;  // draft layers: sliding window only, no compressed branch, no Engram
+  for (int64_t k = 0; k < dc.num_layers; ++k)
+    DI_RETURN_IF_ERROR(LoadBlock(b, c, "mtp.layers." + std::to_string(k) + ".", window_only, dc.n_routed_experts,
+                                 &ds->layers[k]));
+  DI_ASSIGN_OR_RETURN(ds->norm, b.Floats("mtp.norm.weight", {d}));
+  DI_ASSIGN_OR_RETURN(ds->markov_embed, b.Find("mtp.markov_head.embed.weight"));
+  DI_RETURN_IF_ERROR(b.CheckShape(*ds->markov_embed, {c.vocab_size, dc.markov_rank}));
+  if (ds->markov_embed->dtype != DType::kF32 && ds->markov_embed->dtype != DType::kBF16)
+    return Status::InvalidArgument("tensor 'mtp.markov_head.embed.weight' must be F32 or BF16");
+  DI_ASSIGN_OR_RETURN(ds->markov_head, b.Matrix("mtp.markov_head.head", c.vocab_size, dc.markov_rank));
+  DI_ASSIGN_OR_RETURN(ds->confidence, b.Floats("mtp.confidence_head.weight", {1, d + dc.markov_rank}));
+  w->dspark = std::move(ds);
   return w;
 }
 

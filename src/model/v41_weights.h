@@ -74,15 +74,30 @@ struct V41BlockWeights {
   std::unique_ptr<V41EngramWeights> engram;
 };
 
+// DSpark draft layers (`mtp.*`; the reference does not implement them, so the layout follows models.md §3.7
+// and §4): the context projection of the target layers' attention inputs, window-only MoE blocks with mHC,
+// the final norm (the target's embedding and head are shared), the Markov head and the confidence head.
+struct V41DsparkWeights {
+  WeightView main_proj;              // [hidden, targets · hidden]
+  std::vector<float> main_norm;      // [hidden]
+  std::vector<V41BlockWeights> layers;
+  std::vector<float> norm;           // [hidden]
+  const TensorInfo* markov_embed = nullptr;  // [vocab, markov_rank]: W1, an embedding
+  WeightView markov_head;                    // [vocab, markov_rank]: W2ᵀ
+  std::vector<float> confidence;             // [hidden + markov_rank]
+};
+
 struct V41Weights {
   const TensorInfo* embed = nullptr;  // [vocab, hidden], F32 or BF16
   WeightView head;                    // [vocab, hidden]
   std::vector<float> norm;
   std::vector<V41BlockWeights> layers;
+  std::unique_ptr<V41DsparkWeights> dspark;  // loaded only with LoadOptions::drafting
 };
 
 // Binds every tensor the config calls for; a missing, mis-typed or mis-shaped tensor is an error naming it.
 // `checkpoint` must outlive the result.
-Result<std::unique_ptr<V41Weights>> LoadV41Weights(const Checkpoint& checkpoint, const V41Config& config);
+Result<std::unique_ptr<V41Weights>> LoadV41Weights(const Checkpoint& checkpoint, const V41Config& config,
+                                                   bool dspark = false);
 
 }  // namespace deepinfer::model
