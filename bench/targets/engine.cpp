@@ -14,19 +14,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <queue>
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "bench/common.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/clock.h"
+#include "core/hash.h"
 #include "engine/engine.h"
+#include "engine/kv_store_tier.h"
+#include "kvstore/store.h"
 #include "model/causal_lm.h"
 #include "model/sequential_blocks.h"
 
@@ -38,12 +43,20 @@ using cli::Fail;
 constexpr const char* kUsage =
     "usage: deepinfer bench engine --model DIR [--workloads agent,chat,random|none] [--sessions N] [--turns N]\n"
     "                              [--system-tokens N] [--requests N] [--rate R] [--tbt-target-ms MS]\n"
-    "                              [--long-prompt N] [--skip-goals] [--kv-cache-mib N] [--seed N]\n\n"
+    "                              [--long-prompt N] [--interference-prompt N] [--skip-goals]\n"
+    "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
     "exactly from cached window blocks), replayed tokens per hit and the step loop's idle gap, then the\n"
-    "goal measurements (warm/cold TTFT of a long prompt, streams' TBT while it arrives, decode at batch 32\n"
-    "against the model driven directly, bounded replay against cold). Greedy decoding throughout.\n"
+    "goal measurements: warm against cold TTFT of a --long-prompt prompt (default 8192), 8 streams' TBT while\n"
+    "an --interference-prompt prompt (default 16384) arrives with latency-budgeted chunks and with fixed\n"
+    "512-token chunks, decode at batch 32 against the model driven directly, bounded replay against cold.\n"
+    "Greedy decoding throughout.\n"
+    "With --kv-store DIR the agent workload runs twice more with a RAM prefix pool of --ram-fraction (default\n"
+    "0.1) of its working set (the distinct 128-token blocks of its prompts, at least what its longest request\n"
+    "needs): RAM only, and with the KV store (a fresh store in DIR/bench-engine-PID, removed afterwards) as\n"
+    "the persistent tier under it; it prints both rows, the share of hit tokens the store served, and the\n"
+    "input-throughput ratio store / RAM only.\n"
     "  agent   --sessions sessions of --turns turns: a shared --system-tokens prompt, each turn adds a user or\n"
     "          tool message of 64..192 tokens to the previous turn's prompt and output; sessions start at\n"
     "          --rate per second, a turn follows its predecessor after 0..50 ms\n"
@@ -58,7 +71,10 @@ struct Args {
   double rate = 4;
   double tbt_target_ms = 0;  // 0: measured (1.5 × a decode step at batch 8)
   int64_t long_prompt = 8192;
+  int64_t interference_prompt = 16384;
   int64_t kv_cache_mib = 2048;
+  std::string kv_store_dir;
+  double ram_fraction = 0.1;
   uint64_t seed = 1;
   bool goals = true;
 };
@@ -90,6 +106,8 @@ struct Job {
 struct RunResult {
   double wall = 0;
   int64_t prompt_tokens = 0, output_tokens = 0, requests = 0;
+  int64_t distinct_blocks = 0;  // full 128-token blocks of the prompts, each distinct prefix counted once
+  int64_t longest = 0;          // the longest prompt + its max_tokens
   std::vector<double> ttft, tbt;
   engine::EngineStats before, after;
   double input_tps() const { return wall > 0 ? static_cast<double>(prompt_tokens) / wall : 0; }
@@ -164,6 +182,7 @@ class Driver {
     result.ttft = ttft_;
     result.tbt = tbt_;
     result.output_tokens = output_tokens_;
+    result.distinct_blocks = static_cast<int64_t>(blocks_.size());
     return result;
   }
 
@@ -175,7 +194,18 @@ class Driver {
     p.sampling.max_tokens = job.max_tokens;
     p.sampling.ignore_eos = true;
     result->prompt_tokens += static_cast<int64_t>(job.prompt.size());
+    result->longest = std::max<int64_t>(result->longest, static_cast<int64_t>(job.prompt.size()) + job.max_tokens);
     ++result->requests;
+    {
+      // The prompt's full blocks, each named by the hash of all tokens up to its end (as the engine's
+      // chained names distinguish them): the workload's working set.
+      Hasher128 h;
+      const size_t full = job.prompt.size() / model::kBlockTokens * model::kBlockTokens;
+      for (size_t at = 0; at < full; at += model::kBlockTokens) {
+        h.Update(job.prompt.data() + at, model::kBlockTokens * sizeof(int32_t));
+        blocks_.insert(h.Digest());
+      }
+    }
     struct State {
       int64_t submitted = 0, last = 0;
       std::vector<int32_t> context;
@@ -222,6 +252,7 @@ class Driver {
   std::vector<std::pair<int, std::vector<int32_t>>> finished_sessions_;
   std::vector<double> ttft_, tbt_;
   int64_t output_tokens_ = 0;
+  std::unordered_set<Hash128, Hash128Hasher> blocks_;  // Submit runs on the driver's thread only
 };
 
 struct Workload {
@@ -283,7 +314,8 @@ Workload MakeWorkload(const std::string& name, const Args& a, Tokens& tokens) {
 }
 
 Result<std::unique_ptr<engine::Engine>> MakeEngine(const Args& a, bool cache, double tbt_target_ms,
-                                                   int64_t prefill_chunk = 512, int64_t max_seqs = 64) {
+                                                   int64_t prefill_chunk = 512, int64_t max_seqs = 64,
+                                                   int64_t kv_blocks = 0, kvcache::LowerTier* tier = nullptr) {
   model::LoadOptions load;
   load.prefault = false;  // the page cache is warm after the first load
   auto m = model::LoadCausalLM(a.model_dir, load);
@@ -296,6 +328,8 @@ Result<std::unique_ptr<engine::Engine>> MakeEngine(const Args& a, bool cache, do
   o.max_num_seqs = max_seqs;
   o.max_num_batched_tokens = 4096;
   o.max_waiting = 1 << 20;
+  o.kv_blocks = kv_blocks;
+  o.lower_tier = tier;
   return engine::Engine::Create(std::move(m).value(), o);
 }
 
@@ -515,6 +549,72 @@ Result<ReplayDeviation> MeasureBoundedReplay(model::CausalLM& m, Tokens& tokens,
   return d;
 }
 
+// The agent workload with a RAM prefix pool of a fraction of its working set, RAM only and with the KV
+// store under it (issue 16's figure). `reference` is the cache-on run with the full pool: its working set
+// and longest request size the small pool. Returns a process exit code.
+int RunAgentWithStore(const Args& a, const RunResult& reference) {
+  const int64_t working = reference.distinct_blocks;
+  // A lone request must fit (the engine refuses prompts the pool can never hold), with a block to spare.
+  const int64_t floor_blocks = model::BlocksFor(reference.longest) + 1;
+  const int64_t pool = std::max<int64_t>(static_cast<int64_t>(std::ceil(a.ram_fraction * static_cast<double>(working))),
+                                         floor_blocks);
+  std::printf("agent   RAM prefix pool %lld blocks = 1/%.1f of the working set's %lld blocks (floor %lld: the "
+              "longest request)\n",
+              static_cast<long long>(pool), pool > 0 ? static_cast<double>(working) / static_cast<double>(pool) : 0.0,
+              static_cast<long long>(working), static_cast<long long>(floor_blocks));
+  std::error_code ec;
+  const std::filesystem::path dir =
+      std::filesystem::path(a.kv_store_dir) / ("bench-engine-" + std::to_string(static_cast<long long>(getpid())));
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(a.kv_store_dir, ec);
+  if (ec) return Fail("bench engine", "--kv-store " + a.kv_store_dir + ": " + ec.message());
+  RunResult rows[2];
+  for (int with_store = 0; with_store < 2; ++with_store) {
+    std::unique_ptr<engine::KvStoreTier> tier;  // outlives the engine, which calls it
+    if (with_store) {
+      auto probe = model::LoadCausalLM(a.model_dir, {.prefault = false});
+      if (!probe.ok()) return Fail("bench engine", probe.status().message());
+      auto layout = engine::StoreLayoutFor((*probe)->cache_spec(), (*probe)->info(), model::ComputePrecision::kExact,
+                                           model::KvPrecision::kF32);
+      if (!layout.ok()) return Fail("bench engine", "--kv-store: " + layout.status().message());
+      kvstore::StoreOptions so;
+      so.dir = dir.string();
+      so.layout = std::move(*layout);
+      so.sweep_interval_s = 0;  // the run is short; nothing to sweep
+      auto store = kvstore::Store::Open(std::move(so));
+      if (!store.ok()) return Fail("bench engine", "--kv-store " + a.kv_store_dir + ": " + store.status().message());
+      tier = std::make_unique<engine::KvStoreTier>(std::move(*store), kvstore::TtlClass::kAgent);
+    }
+    {
+      auto e = MakeEngine(a, true, 0, 512, 64, pool, tier.get());
+      if (!e.ok()) return Fail("bench engine", e.status().message());
+      Tokens tokens((*e)->info().vocab_size, a.seed);
+      Workload load = MakeWorkload("agent", a, tokens);
+      Driver driver(**e, tokens);
+      rows[with_store] = driver.Run(std::move(load.jobs), load.follow);
+      PrintRow("agent", with_store ? "store" : "ram", rows[with_store]);
+    }
+    if (tier) {
+      // The engine reads from the store only where its read is predicted faster than recomputing
+      // (tier_loading.cpp): on a small model the store may see lookups but few reads.
+      const kvstore::StoreStats st = tier->store().stats();
+      std::printf("agent   store: %llu blocks written, %llu looked up (%llu present), %llu read and verified, "
+                  "%.1f MB read\n",
+                  static_cast<unsigned long long>(st.writes_done), static_cast<unsigned long long>(st.lookups),
+                  static_cast<unsigned long long>(st.lookup_present), static_cast<unsigned long long>(st.hit_blocks),
+                  static_cast<double>(st.bytes_read) * 1e-6);
+    }
+  }
+  std::filesystem::remove_all(dir, ec);
+  const engine::EngineStats& b = rows[1].before;
+  const engine::EngineStats& e = rows[1].after;
+  const double hits = static_cast<double>(e.prefix_cache_hits - b.prefix_cache_hits);
+  const double external = static_cast<double>(e.external_prefix_cache_hits - b.external_prefix_cache_hits);
+  std::printf("agent   store: %.1f%% of the hit tokens came from the store; input tokens/s store / RAM only: %s\n",
+              hits > 0 ? 100 * external / hits : 0.0, Ratio(rows[1].input_tps(), rows[0].input_tps()).c_str());
+  return 0;
+}
+
 std::string LoadAverage() {
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) < 0) return "n/a";
@@ -536,7 +636,10 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   flags.Double("--rate", &a.rate, 1e-3, 1e6);
   flags.Double("--tbt-target-ms", &a.tbt_target_ms, 0, 1e6);
   flags.Int<int64_t>("--long-prompt", &a.long_prompt, 256, 1 << 20);
+  flags.Int<int64_t>("--interference-prompt", &a.interference_prompt, 256, 1 << 20);
   flags.Int<int64_t>("--kv-cache-mib", &a.kv_cache_mib, 16, int64_t{1} << 24);
+  flags.Path("--kv-store", &a.kv_store_dir);
+  flags.Double("--ram-fraction", &a.ram_fraction, 1e-4, 1);
   flags.Int<uint64_t>("--seed", &a.seed, 0, UINT64_MAX);
   bool skip_goals = false;
   flags.Switch("--skip-goals", &skip_goals);
@@ -554,6 +657,8 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
       at = comma + 1;
     }
   }
+  if (!a.kv_store_dir.empty() && std::find(a.workloads.begin(), a.workloads.end(), "agent") == a.workloads.end())
+    return cli::UsageError("bench engine", "--kv-store measures the agent workload: include it in --workloads");
   std::printf("deepinfer bench engine --model %s (load average %s)\n", a.model_dir.c_str(), LoadAverage().c_str());
 
   // Workloads, cache on and off.
@@ -575,6 +680,9 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
     std::printf("%-7s ratio input tokens/s on/off: %s, output tokens/s: %s\n", w.c_str(),
                 Ratio(on_off[1].input_tps(), on_off[0].input_tps()).c_str(),
                 Ratio(on_off[1].output_tps(), on_off[0].output_tps()).c_str());
+    if (w == "agent" && !a.kv_store_dir.empty()) {
+      if (int rc = RunAgentWithStore(a, on_off[1])) return rc;
+    }
   }
   if (!a.goals) return 0;
 
@@ -612,7 +720,7 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   {
     // The TBT target: 1.5 × a decode step at batch 8 (unless given).
     double target_ms = a.tbt_target_ms;
-    const int64_t long_prompt = std::max<int64_t>(a.long_prompt * 2, 4096);
+    const int64_t long_prompt = a.interference_prompt;
     for (int chunked = 0; chunked < 2; ++chunked) {
       auto e = chunked ? MakeEngine(a, false, 0, 512, 64) : MakeEngine(a, false, 0);
       if (!e.ok()) return Fail("bench engine", e.status().message());

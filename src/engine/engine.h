@@ -249,7 +249,7 @@ class Engine {
   virtual EngineStats Stats() const = 0;
   virtual const EngineInfo& info() const = 0;
   // Refuses new requests, aborts those in flight (each gets its final update), joins the threads.
-  // Idempotent; the destructor calls it.
+  // Idempotent; the destructor calls it. Not from a callback (it joins the thread that runs them).
   virtual void Shutdown() = 0;
 };
 

@@ -81,10 +81,11 @@ TEST(EngineGenerate, PropertySeededRequestsAreBatchAndChunkInvariant) {
     alone = Observe((*r)[0]);
     ASSERT_EQ(alone.ids.size(), 10u);
   }
-  // Among 1..24 unrelated requests with other seeds and lengths, chunked by 7..97 tokens, budgets that
-  // mix decodes and prefill chunks differently.
+  // Among 1..64 other requests with other seeds and lengths (a third sharing its first block, so it may
+  // hit their cached prefix), chunked by 7..97 tokens, budgets that mix decodes and prefill chunks
+  // differently.
   uint32_t rng = 99;
-  for (int trial = 0; trial < 4; ++trial) {
+  for (int trial = 0; trial < 6; ++trial) {
     rng = rng * 1103515245u + 12345u;
     EngineOptions o;
     o.prefill_chunk = 7 + (rng >> 16) % 91;
@@ -92,10 +93,13 @@ TEST(EngineGenerate, PropertySeededRequestsAreBatchAndChunkInvariant) {
     auto engine = MakeEngine(o);
     ASSERT_TRUE(engine);
     std::vector<std::vector<int32_t>> others;
-    const int count = 1 + static_cast<int>((rng >> 4) % 24);
+    const int count = 1 + static_cast<int>((rng >> 4) % 64);
     std::atomic<int> left{count};
     for (int i = 0; i < count; ++i) {
-      auto id = engine->AddRequest(Prompt(1 + (i * 37) % 180, 1000 + static_cast<uint32_t>(i)),
+      // Some share the subject's first blocks, so that it may start from their cached prefix.
+      std::vector<int32_t> prompt = Prompt(1 + (i * 37) % 180, 1000 + static_cast<uint32_t>(i));
+      if (i % 3 == 0) prompt.insert(prompt.begin(), subject.begin(), subject.begin() + 128 + (i % 2) * 60);
+      auto id = engine->AddRequest(std::move(prompt),
                                    Seeded(3 + i % 9, 100 + static_cast<uint64_t>(i)), [&](RequestUpdate u) {
                                      if (u.finished) --left;
                                    });
