@@ -196,6 +196,7 @@ class EngineImpl final : public Engine {
   void FinishRequest(Request* r, FinishReason reason, const Status& status);
   void FailPlan(std::vector<PlannedChunk>& plan, const Status& status);
   void ReleaseSequence(Sequence* s);
+  void ReleaseTierHeld();  // tier_held_ back to the cache
   void Post(OutputEvent event);
   void FillMasks(const std::vector<PlannedChunk>& plan);
   OutputEvent& EventFor(Request* r, std::vector<OutputEvent>* events);
@@ -218,6 +219,10 @@ class EngineImpl final : public Engine {
   int64_t cone_positions_ = 0;  // exact replay's dependency cone
   CostModel cost_;
   std::unordered_map<uint64_t, TierLoad> tier_loads_;  // step thread
+  // Blocks a tier read just brought in, still referenced until the next Schedule's admission pass has run:
+  // released into the LRU cache at once, a small pool's other allocations would evict them before the
+  // sequence that asked for them could attach them. Step thread.
+  std::vector<int32_t> tier_held_;
   uint64_t next_tier_ticket_ = 1;
 
   // Step-thread state.

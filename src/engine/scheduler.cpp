@@ -91,6 +91,7 @@ void EngineImpl::StepLoop() {
     }
     Execute(plan);
   }
+  ReleaseTierHeld();
   // Shutdown: everything in flight finishes with kAbort.
   std::vector<Request*> all;
   for (auto& [id, r] : requests_) all.push_back(r.get());
@@ -112,6 +113,13 @@ void EngineImpl::Preempt(Sequence* s, std::vector<PlannedChunk>* plan) {
   waiting_.insert(s);
   std::lock_guard<std::mutex> lock(stats_mutex_);
   ++counters_.num_preemptions;
+}
+
+void EngineImpl::ReleaseTierHeld() {
+  if (tier_held_.empty()) return;
+  const int64_t now = NowNanos();
+  for (int32_t block : tier_held_) blocks_->prefix().Release(block, now);
+  tier_held_.clear();
 }
 
 // Frees a sequence's blocks and model state; what it computed is lost (full blocks stay cached, so a
@@ -216,6 +224,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
     add(s, n);
     it = waiting_.begin();  // Admit took s out of waiting_
   }
+  ReleaseTierHeld();
 
   std::lock_guard<std::mutex> lock(stats_mutex_);
   gauge_running_ = static_cast<int64_t>(running_.size());

@@ -115,6 +115,10 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
       if (i < e.leading) {
         blocks_->prefix().Register(block, load.keys[i].hash);  // another copy already there: ours goes free
         ++loaded;
+        if (s) {
+          tier_held_.push_back(block);  // released after the admission pass (Schedule)
+          continue;
+        }
       }
       blocks_->prefix().Release(block, now);
     }
