@@ -7,7 +7,8 @@
 //   the server's own per-streamed-update overhead (deepinfer:http_stream_overhead_seconds, from the
 //   engine handing an update over to the socket taking its bytes) after the chat run;
 //   --hold N: N concurrent SSE streams kept open for --hold-seconds, with errors, the server's RSS over
-//   time and KV blocks still used afterwards.
+//   time, the held streams' time to first token and time between tokens (p50/p99), and KV blocks still
+//   used afterwards (scripts/soak_server.sh runs 1,000 for 10 minutes).
 // --json FILE writes the figures; --peer FILE reads another system's (written by --json against it, e.g.
 // by tools/peers/llama_cpp_peer.py) and prints them beside ours with the ratio.
 // One blocking client thread per connection: on loopback a thread per socket is the simplest client
@@ -449,6 +450,8 @@ int RunBenchServer(const std::vector<std::string>& args) {
     std::printf("\nholding %lld streams for %.0f s\n", static_cast<long long>(hold), hold_seconds);
     std::atomic<int64_t> errors{0}, events{0}, open{0}, completed{0};
     std::atomic<bool> stop{false};
+    std::mutex hold_mu;
+    LatencyHistogram hold_ttft, hold_tbt;  // per stream: to its first text event; between its text events
     std::vector<std::thread> threads;
     const std::string request_hold = Post("/v1/chat/completions", stream_body + std::to_string(hold_tokens) + "}");
     for (int64_t i = 0; i < hold; ++i) {
@@ -456,12 +459,34 @@ int RunBenchServer(const std::vector<std::string>& args) {
         Connection c(url);
         if (!c.ok()) return (void)errors.fetch_add(1);
         open.fetch_add(1);
+        LatencyHistogram ttft, tbt;
         // A stream that ends is replaced by the next one on the same connection: N stay open throughout.
         while (!stop.load()) {
           bool done = false;
+          Stopwatch w;
+          std::string body;
+          size_t scanned = 0;
+          double last = -1;
           const int status = c.Exchange(request_hold, [&](std::string_view d) {
             events.fetch_add(1);
-            if (d.find("data: [DONE]") != std::string_view::npos) done = true;
+            body.append(d);
+            size_t end;
+            while ((end = body.find("\n\n", scanned)) != std::string::npos) {
+              const std::string_view event = std::string_view(body).substr(scanned, end - scanned);
+              if (CarriesText(event)) {
+                const double now = w.ElapsedSeconds();
+                if (last < 0) {
+                  ttft.Record(now);
+                } else {
+                  tbt.Record(now - last);
+                }
+                last = now;
+              }
+              if (event.find("data: [DONE]") != std::string_view::npos) done = true;
+              scanned = end + 2;
+            }
+            body.erase(0, scanned);  // only the unfinished event is kept
+            scanned = 0;
             return !stop.load();
           }, hold_seconds + 60);
           if (stop.load()) break;
@@ -473,6 +498,9 @@ int RunBenchServer(const std::vector<std::string>& args) {
           }
         }
         open.fetch_sub(1);
+        std::lock_guard lock(hold_mu);
+        hold_ttft.Merge(ttft);
+        hold_tbt.Merge(tbt);
       });
     }
     nlohmann::ordered_json samples = nlohmann::ordered_json::array();
@@ -498,9 +526,15 @@ int RunBenchServer(const std::vector<std::string>& args) {
     const double window_used = Metric(metrics, "deepinfer:window_blocks_used{model_name=\"" + model + "\"}");
     std::printf("after closing: %lld streams completed, errors %lld, KV blocks used %.0f, window blocks used %.0f\n",
                 static_cast<long long>(completed.load()), static_cast<long long>(errors.load()), used, window_used);
+    std::printf("held streams: time to first token p50 %.1f ms p99 %.1f ms; between tokens p50 %.1f ms p99 %.1f ms\n",
+                hold_ttft.Percentile(0.5) * 1e3, hold_ttft.Percentile(0.99) * 1e3, hold_tbt.Percentile(0.5) * 1e3,
+                hold_tbt.Percentile(0.99) * 1e3);
     out["hold"] = {{"streams", hold}, {"seconds", hold_seconds}, {"tokens_per_stream", hold_tokens},
                    {"completed", completed.load()}, {"errors", errors.load()}, {"kv_blocks_used_after", used},
-                   {"window_blocks_used_after", window_used}, {"samples", samples}};
+                   {"window_blocks_used_after", window_used},
+                   {"ttft_ms", {{"p50", hold_ttft.Percentile(0.5) * 1e3}, {"p99", hold_ttft.Percentile(0.99) * 1e3}}},
+                   {"tbt_ms", {{"p50", hold_tbt.Percentile(0.5) * 1e3}, {"p99", hold_tbt.Percentile(0.99) * 1e3}}},
+                   {"samples", samples}};
   }
   if (!json_path.empty()) {
     std::ofstream file(json_path, std::ios::trunc);
