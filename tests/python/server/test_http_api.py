@@ -248,28 +248,33 @@ def test_sigterm_with_streams_in_flight_ends_them_and_exits_0(binary, tiny_model
     # and channel must be released before the server goes (http_server.h), else LeakSanitizer fails the exit.
     s = Server(binary, tiny_model, "--served-model-name", MODEL, "--max-model-len", "2048", "--shutdown-grace-s", "0",
                "--kv-cache-memory-bytes", str(256 << 20))
-    body = json.dumps(chat(stream=True, max_tokens=1900, ignore_eos=True, thinking={"type": "disabled"})).encode()
     clients = []
-    for _ in range(4):
-        c = socket.create_connection(("127.0.0.1", s.port), timeout=60)
-        c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        clients.append(c)
-    for c in clients:
-        seen = b""
-        while b"data: " not in seen:
-            chunk = c.recv(65536)
-            assert chunk, seen
-            seen += chunk
-    assert s.stop(signal.SIGTERM, timeout=60) == 0, "\n".join(s.log[-30:])
-    stopped = [line for line in s.log if " stopped" in line]
-    assert stopped and "cancelled_requests=" in stopped[0], s.log[-5:]
-    # 1,900 tokens each: some were still generating when the signal came.
-    assert int(stopped[0].split("cancelled_requests=")[1].split()[0]) >= 1, stopped[0]
-    for c in clients:
-        try:
-            while c.recv(65536):
-                pass  # the rest of the stream, then the server's close
-        except ConnectionResetError:
-            pass
-        c.close()
+    try:
+        body = json.dumps(chat(stream=True, max_tokens=1900, ignore_eos=True, thinking={"type": "disabled"})).encode()
+        for _ in range(4):
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+            c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            clients.append(c)
+        for c in clients:
+            seen = b""
+            while b"data: " not in seen:
+                chunk = c.recv(65536)
+                assert chunk, seen
+                seen += chunk
+        assert s.stop(signal.SIGTERM, timeout=60) == 0, "\n".join(s.log[-30:])
+        stopped = [line for line in s.log if " stopped" in line]
+        assert stopped and "cancelled_requests=" in stopped[0], s.log[-5:]
+        # 1,900 tokens each: some were still generating when the signal came.
+        assert int(stopped[0].split("cancelled_requests=")[1].split()[0]) >= 1, stopped[0]
+        for c in clients:
+            try:
+                while c.recv(65536):
+                    pass  # the rest of the stream, then the server's close
+            except ConnectionResetError:
+                pass
+            c.close()
+    finally:
+        for c in clients:
+            c.close()
+        s.stop(signal.SIGKILL)  # after a failure: never left running (a no-op once stopped)
