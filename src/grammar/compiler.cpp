@@ -15,9 +15,10 @@ size_t CompiledGrammar::memory_bytes() const {
 }
 
 bool CompiledGrammar::Matches(std::string_view bytes) const {
-  // Configurations are whole stacks (return states below, current state last); fine for tests and the CLI.
-  using Stack = std::vector<uint32_t>;
-  std::set<Stack> configs = {{start()}};
+  // Configurations are whole stacks of (state, count) frames (the current one last); fine for tests and
+  // the CLI.
+  using Stack = std::vector<std::pair<uint32_t, uint32_t>>;
+  std::set<Stack> configs = {{{start(), 0}}};
   auto close = [&](std::set<Stack> in, uint8_t byte, bool final) {
     std::set<Stack> out, seen;
     std::vector<Stack> work(in.begin(), in.end());
@@ -25,18 +26,18 @@ bool CompiledGrammar::Matches(std::string_view bytes) const {
       Stack s = std::move(work.back());
       work.pop_back();
       if (!seen.insert(s).second || seen.size() > 100000) continue;
-      uint32_t top = s.back();
+      auto [top, count] = s.back();
       if (final) {
         if (accepting(top) && s.size() == 1) out.insert(s);
-      } else if (uint32_t t = Next(top, byte); t != kDead) {
+      } else if (uint32_t c = count, t = Step(top, byte, &c); t != kDead && CountLive(t, c)) {
         Stack n = s;
-        n.back() = t;
+        n.back() = {t, c};
         out.insert(std::move(n));
       }
-      for (const CallEdge* c = calls_begin(top); c != calls_end(top); ++c) {
+      for (const CallEdge* e = calls_begin(top); e != calls_end(top); ++e) {
         Stack n = s;
-        n.back() = c->target;
-        n.push_back(rule_start(c->rule));
+        n.back() = {e->target, count};
+        n.push_back({rule_start(e->rule), 0});
         work.push_back(std::move(n));
       }
       if (accepting(top) && s.size() > 1) {
@@ -61,6 +62,8 @@ class Compiler {
 
  private:
   Status Analyse();
+  static Status CountAnalysis(CompiledGrammar* g);
+  static void LeafHashes(CompiledGrammar* g);
 
   const Grammar& g_;
   const CompileLimits& limits_;
@@ -151,7 +154,9 @@ Status Compiler::Analyse() {
     for (uint32_t c : refs[r])
       if (inline_[c]) size += expanded[c];
     expanded[r] = std::min<uint64_t>(size, 1u << 30);
-    inline_[r] = !recursive_[r] && r != g_.root() && (refcount[r] <= 1 || expanded[r] <= 300);
+    ExprId counted = 0;
+    inline_[r] = !recursive_[r] && r != g_.root() && (refcount[r] <= 1 || expanded[r] <= 300) &&
+                 !CountedRuleShape(g_, r, &counted) && !rules[r].keep;
   }
   return Status::Ok();
 }
@@ -164,9 +169,11 @@ Result<CompiledGrammar> Compiler::Run() {
   std::vector<uint32_t> kept = {g_.root()};
   kept_index[g_.root()] = 0;
   std::vector<NfaBuilder::Frag> frags;
+  std::vector<NfaBuilder::CountBounds> bounds;
   for (size_t i = 0; i < kept.size(); ++i) {
     DI_ASSIGN_OR_RETURN(NfaBuilder::Frag f, builder_.BuildRule(kept[i]));
     frags.push_back(f);
+    bounds.push_back(builder_.TakeCountBounds());
     for (uint32_t callee : builder_.TakeCallees()) {
       if (kept_index[callee] < 0) {
         kept_index[callee] = static_cast<int32_t>(kept.size());
@@ -186,6 +193,7 @@ Result<CompiledGrammar> Compiler::Run() {
   out.next_.assign(nc, 0);
   out.accepting_.push_back(0);
   out.rule_of_.push_back(0);
+  out.flags_.push_back(0);
   std::vector<std::vector<CallEdge>> calls(1);
   for (size_t k = 0; k < kept.size(); ++k) {
     if (out.accepting_.size() >= limits_.max_dfa_states)
@@ -206,12 +214,16 @@ Result<CompiledGrammar> Compiler::Run() {
         out.next_.push_back(t == 0 ? 0 : base + t);
       }
       out.accepting_.push_back(d.accepting[s]);
+      out.flags_.push_back(d.flags[s]);
       out.rule_of_.push_back(static_cast<uint32_t>(k));
       std::vector<CallEdge> ce;
       for (const auto& [rule, t] : d.calls[s]) ce.push_back(CallEdge{rule, base + t});
       calls.push_back(std::move(ce));
     }
     out.rule_names_.push_back(g_.rules()[kept[k]].name);
+    out.counted_.push_back(bounds[k].counted ? 1 : 0);
+    out.count_min_.push_back(bounds[k].min);
+    out.count_max_.push_back(bounds[k].max);
   }
   nfa = Nfa();  // the NFA is no longer needed: free it before the analyses below
   const uint32_t ns = static_cast<uint32_t>(out.accepting_.size());
@@ -322,7 +334,108 @@ Result<CompiledGrammar> Compiler::Run() {
     out.call_begin_[s + 1] = out.call_begin_[s] + static_cast<uint32_t>(calls[s].size());
     for (const CallEdge& e : calls[s]) out.calls_.push_back(e);
   }
+  DI_RETURN_IF_ERROR(CountAnalysis(&out));
+  LeafHashes(&out);
   return out;
+}
+
+// dmin/dmax of every state of a counted rule before or inside its counted part, on the final automaton
+// (what the matcher runs). A move from such a state to one after the counted part leaves it.
+Status Compiler::CountAnalysis(CompiledGrammar* g) {
+  const uint32_t ns = g->num_states(), nc = g->num_classes_;
+  g->dmin_.assign(ns, 0);
+  g->dmax_.assign(ns, kUnbounded);
+  // Members: counting states and the states of counted rules that reach one (the prefix).
+  std::vector<uint8_t> member(ns, 0);
+  std::vector<std::vector<uint32_t>> preds(ns);
+  std::vector<uint32_t> work;
+  for (uint32_t s = 1; s < ns; ++s) {
+    if (!g->counted_[g->rule_of_[s]]) continue;
+    for (uint32_t c = 0; c < nc; ++c)
+      if (uint32_t t = g->next_[s * nc + c]; t != 0) preds[t].push_back(s);
+    if (g->counting(s)) member[s] = 1, work.push_back(s);
+  }
+  while (!work.empty()) {
+    uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : preds[t])
+      if (!member[p]) member[p] = 1, work.push_back(p);
+  }
+  std::vector<uint32_t> local(ns, 0xFFFFFFFFu), members;
+  for (uint32_t s = 1; s < ns; ++s)
+    if (member[s]) local[s] = static_cast<uint32_t>(members.size()), members.push_back(s);
+  if (members.empty()) return Status::Ok();
+  const size_t n = members.size();
+  std::vector<std::vector<std::pair<uint32_t, uint8_t>>> succ(n);
+  std::vector<uint8_t> exit(n, 0), live(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t s = members[i];
+    for (uint32_t c = 0; c < nc; ++c) {
+      const uint32_t t = g->next_[s * nc + c];
+      if (t == 0) continue;
+      if (!member[t]) {
+        exit[i] = 1;
+        continue;
+      }
+      const uint8_t tick = g->boundary(s) && g->counting(t) ? 1 : 0;
+      bool dup = false;
+      for (auto& [tt, k] : succ[i]) dup |= tt == local[t] && k == tick;
+      if (!dup) succ[i].push_back({local[t], tick});
+    }
+  }
+  std::vector<uint32_t> dmin, dmax;
+  std::vector<uint8_t> unbounded;
+  if (!CountReach(succ, exit, live, &dmin, &dmax, &unbounded))
+    return Status::Internal("a counted repetition lost its interval property in the final automaton");
+  for (size_t i = 0; i < n; ++i) {
+    g->dmin_[members[i]] = dmin[i];
+    g->dmax_[members[i]] = dmax[i];
+  }
+  return Status::Ok();
+}
+
+// Canonical order and content hash of each leaf rule: states numbered in the order a breadth-first walk
+// from the rule's start meets them, bytes in increasing order; the hash covers, per state, its flags,
+// acceptance, units bounds (dmin/dmax) and the byte ranges with their targets' canonical numbers.
+void Compiler::LeafHashes(CompiledGrammar* g) {
+  const uint32_t ns = g->num_states(), nr = static_cast<uint32_t>(g->rule_start_.size());
+  g->leaf_.assign(nr, 1);
+  g->rule_hash_.assign(nr, RuleHash{});
+  g->canon_.assign(ns, 0);
+  for (uint32_t s = 1; s < ns; ++s)
+    if (g->has_calls(s)) g->leaf_[g->rule_of_[s]] = 0;
+  std::vector<uint32_t> order;
+  for (uint32_t r = 0; r < nr; ++r) {
+    if (!g->leaf_[r] || g->rule_start_[r] == 0) {
+      g->leaf_[r] = 0;
+      continue;
+    }
+    order.assign(1, g->rule_start_[r]);
+    g->canon_[order[0]] = 1;
+    uint64_t ha = 0x243F6A8885A308D3ULL, hb = 0x13198A2E03707344ULL;
+    auto mix = [&](uint64_t v) {
+      ha = (ha ^ v) * 0x100000001B3ULL;
+      ha ^= ha >> 29;
+      hb = (hb + v) * 0x9E3779B97F4A7C15ULL;
+      hb ^= hb >> 31;
+    };
+    for (size_t i = 0; i < order.size(); ++i) {
+      const uint32_t s = order[i];
+      mix(g->flags_[s] | (static_cast<uint64_t>(g->accepting_[s]) << 8));
+      mix(g->dmin_[s]);
+      mix(g->dmax_[s]);
+      uint32_t prev = 0xFFFFFFFFu;
+      for (int byte = 0; byte < 256; ++byte) {
+        const uint32_t t = g->Next(s, static_cast<uint8_t>(byte));
+        if (t != 0 && g->canon_[t] == 0) g->canon_[t] = static_cast<uint32_t>(order.size()) + 1, order.push_back(t);
+        const uint32_t ct = t == 0 ? 0 : g->canon_[t];
+        if (ct != prev) mix((static_cast<uint64_t>(byte) << 32) | ct), prev = ct;
+      }
+      mix(0xFFFFFFFFFFFFULL);
+    }
+    for (uint32_t s : order) g->canon_[s] -= 1;
+    g->rule_hash_[r] = RuleHash{ha, hb ^ order.size()};
+  }
 }
 
 Result<CompiledGrammar> Compile(const Grammar& g, const CompileLimits& limits) {

@@ -7,6 +7,17 @@
 // intervals no range boundary cuts). State 0 is the dead state. Every state left after compilation is
 // live (it can reach the end of its rule), and every rule can produce some string, so any prefix the
 // automaton accepts can be completed: the matcher never leads generation into a dead end.
+//
+// Counters: a rule built from a kCounted part (JSON string content with minLength/maxLength) keeps one
+// automaton of its units and a count in its stack frame instead of max unrolled copies. Its states say
+// whether they are inside the counted part (counting) and at a unit boundary; a move from a boundary
+// into the counted part starts a unit (the count must stay <= max), a move out of it needs count >= min.
+// dmin/dmax tell how many more units a counting state can still read before it may leave, so "live"
+// there means count + dmin <= max and count + dmax >= min.
+//
+// Leaf rules (no call edges) carry a content hash over their byte-level transitions in a canonical state
+// order, so equal leaf rules of different grammars (every JSON string without a pattern) share their
+// per-state token masks through the vocabulary (TokenIndex::shared_entries).
 #pragma once
 
 #include <array>
@@ -25,6 +36,11 @@ struct CompileLimits {
   uint32_t max_depth = 400;            // nesting of expressions plus inlined references
   uint32_t max_repeat = 100'000;       // the largest finite bound of a repetition
   double max_compile_ms = 2'000.0;     // wall clock; kDeadlineExceeded past it
+};
+
+struct RuleHash {
+  uint64_t a = 0, b = 0;
+  bool operator==(const RuleHash& o) const { return a == o.a && b == o.b; }
 };
 
 struct CallEdge {
@@ -49,6 +65,42 @@ class CompiledGrammar {
   uint32_t start() const { return rule_start_[root_rule_]; }
   uint32_t root_rule() const { return root_rule_; }
   const std::vector<std::string>& rule_names() const { return rule_names_; }
+
+  // Counters (see the header comment).
+  bool counting(uint32_t state) const { return flags_[state] & 1; }
+  bool boundary(uint32_t state) const { return flags_[state] & 2; }
+  bool counted(uint32_t rule) const { return counted_[rule] != 0; }
+  uint32_t count_min(uint32_t rule) const { return count_min_[rule]; }
+  uint32_t count_max(uint32_t rule) const { return count_max_[rule]; }
+  uint32_t dmin(uint32_t state) const { return dmin_[state]; }
+  uint32_t dmax(uint32_t state) const { return dmax_[state]; }  // kUnbounded: no most
+  // One byte from (state, count): the next state (kDead when the byte or the counter forbids it).
+  uint32_t Step(uint32_t state, uint8_t byte, uint32_t* count) const {
+    const uint32_t t = Next(state, byte);
+    if (t == kDead || !(flags_[state] & 1)) return t;
+    const uint32_t r = rule_of_[state];
+    if (flags_[t] & 1) {
+      if (!(flags_[state] & 2)) return t;
+      if (*count >= count_max_[r]) return kDead;
+      ++*count;
+      return t;
+    }
+    return *count >= count_min_[r] ? t : kDead;
+  }
+  // Whether a counting state with `count` units so far can still finish within the bounds.
+  bool CountLive(uint32_t state, uint32_t count) const {
+    if (!(flags_[state] & 1)) return true;
+    const uint32_t r = rule_of_[state];
+    const uint64_t lo = static_cast<uint64_t>(count) + dmin_[state];
+    if (lo > count_max_[r]) return false;
+    return dmax_[state] == kUnbounded || static_cast<uint64_t>(count) + dmax_[state] >= count_min_[r];
+  }
+
+  // Leaf rules and their content hashes (see the header comment); canon_index(state) is the state's
+  // place in its leaf rule's canonical order.
+  bool leaf(uint32_t rule) const { return leaf_[rule] != 0; }
+  const RuleHash& rule_hash(uint32_t rule) const { return rule_hash_[rule]; }
+  uint32_t canon_index(uint32_t state) const { return canon_[state]; }
   size_t num_call_edges() const { return calls_.size(); }
   // Bytes of the transition tables.
   size_t memory_bytes() const;
@@ -68,6 +120,13 @@ class CompiledGrammar {
   std::vector<uint32_t> rule_start_;
   std::vector<std::string> rule_names_;
   uint32_t root_rule_ = 0;
+  std::vector<uint8_t> flags_;
+  std::vector<uint8_t> counted_;
+  std::vector<uint32_t> count_min_, count_max_;
+  std::vector<uint32_t> dmin_, dmax_;
+  std::vector<uint8_t> leaf_;
+  std::vector<RuleHash> rule_hash_;
+  std::vector<uint32_t> canon_;
 };
 
 // Compiles `g`. Errors: kInvalidArgument for an undefined rule, left recursion or an empty language;

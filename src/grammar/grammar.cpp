@@ -124,6 +124,15 @@ ExprId Grammar::Minus(ExprId a, ExprId b) {
   return Add(std::move(e));
 }
 
+ExprId Grammar::Counted(ExprId body, ExprId unit, ExprId fallback, uint32_t min, uint32_t max) {
+  Expr e;
+  e.kind = ExprKind::kCounted;
+  e.kids = {body, unit, fallback};
+  e.min = min;
+  e.max = max;
+  return Add(std::move(e));
+}
+
 uint32_t Grammar::AddRule(std::string name) {
   rules_.push_back(Rule{std::move(name), 0, false});
   return static_cast<uint32_t>(rules_.size() - 1);
@@ -142,7 +151,7 @@ int32_t Grammar::FindRule(std::string_view name) const {
 
 std::string Grammar::ToString() const {
   static const char* kNames[] = {"empty", "nothing", "lit", "chars", "bytes", "seq",
-                                 "alt",   "rep",     "ref", "seplist", "and", "minus"};
+                                 "alt",   "rep",     "ref", "seplist", "and", "minus", "counted"};
   std::string out;
   auto num = [&](uint64_t v) { out.append(std::to_string(v)); };
   out.append("root ");
@@ -180,6 +189,7 @@ std::string Grammar::ToString() const {
         }
         break;
       case ExprKind::kRepeat:
+      case ExprKind::kCounted:
         out.push_back(' ');
         num(e.min);
         out.push_back(',');

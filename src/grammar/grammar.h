@@ -10,7 +10,11 @@
 //  - kSepList: items in a fixed order, each optional or required, joined by a separator, with a bound on
 //    how many are present (JSON object members in schema order; min/maxProperties);
 //  - kAnd / kMinus: the intersection and difference of two regular sub-languages (a pattern together with
-//    maxLength, property names other than the listed ones, oneOf), computed on automata by the compiler.
+//    maxLength, property names other than the listed ones, oneOf), computed on automata by the compiler;
+//  - kCounted: a regular language whose strings are sequences of min..max "units" (JSON string content
+//    with minLength/maxLength: units are characters), run with a counter instead of an automaton unrolled
+//    max times. It must be a direct part of its rule's top-level sequence (the counter lives in the
+//    rule's stack frame), and the rule must end with bytes the units cannot start with (the closing quote).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,8 @@ enum class ExprKind : uint8_t {
              // when `has_separator`; `repeat_last` lets the last item repeat (0..n times); min..max count
   kAnd,      // kids[0] and kids[1], both regular
   kMinus,    // kids[0] but not kids[1], both regular
+  kCounted,  // kids[0] (the body, regular) as a sequence of min..max kids[1] (the unit: regular, prefix-free);
+             // kids[2] is the same language without a counter (used where a counter cannot be run)
 };
 
 inline constexpr uint32_t kUnbounded = 0xFFFFFFFFu;
@@ -59,6 +65,7 @@ struct Rule {
   std::string name;
   ExprId body = 0;
   bool defined = false;
+  bool keep = false;  // never inlined into callers (a leaf rule whose mask entries other grammars share)
 };
 
 class Grammar {
@@ -82,10 +89,12 @@ class Grammar {
                  bool repeat_last, uint32_t min_count, uint32_t max_count);
   ExprId And(ExprId a, ExprId b);
   ExprId Minus(ExprId a, ExprId b);
+  ExprId Counted(ExprId body, ExprId unit, ExprId fallback, uint32_t min, uint32_t max);
 
   // Rules: AddRule appends an undefined rule (for forward references); Define sets its body.
   uint32_t AddRule(std::string name);
   void Define(uint32_t rule, ExprId body);
+  void Keep(uint32_t rule) { rules_[rule].keep = true; }
   // The rule named `name`, or -1.
   int32_t FindRule(std::string_view name) const;
 

@@ -94,9 +94,31 @@ class SchemaCompiler {
   ExprId Lit(const std::string& s) { return g_.Literal(s); }
   ExprId Tok(const std::string& s) { return g_.Seq({Lit(s), Ws()}); }
   // `"` any string body `"`.
-  ExprId AnyString() {
-    if (any_string_ == 0xFFFFFFFFu) any_string_ = g_.Seq({Lit("\""), g_.Star(JsonAnyChar(&g_)), Lit("\"")});
-    return any_string_;
+  ExprId AnyString() { return StringRule("string", g_.Empty(), true, 0, kUnbounded); }
+
+  // A string value as a rule of its own, `"` body `"`, one per distinct (constraint, bounds): a bounded one
+  // runs with a counter in its frame (ExprKind::kCounted), and rules without patterns are the same in
+  // every grammar, so their mask entries are shared. `any_spelling`: the body is every JSON spelling of
+  // unconstrained characters (then `body` is unused); else `body` constrains canonically spelled text.
+  ExprId StringRule(const std::string& key, ExprId body, bool any_spelling, uint32_t min, uint32_t max) {
+    std::string name = key;
+    if (min > 0 || max != kUnbounded)
+      name += "{" + std::to_string(min) + "," + (max == kUnbounded ? std::string() : std::to_string(max)) + "}";
+    if (auto it = string_rules_.find(name); it != string_rules_.end()) return Ref(it->second);
+    ExprId unit = any_spelling ? JsonAnyChar(&g_) : CanonicalAnyChar();
+    ExprId content;
+    if (min == 0 && max == kUnbounded) {
+      content = any_spelling ? g_.Star(unit) : body;
+    } else if (any_spelling) {
+      content = g_.Counted(g_.Star(unit), unit, g_.Repeat(unit, min, max), min, max);
+    } else {
+      content = g_.Counted(body, unit, g_.And(body, g_.Repeat(unit, min, max)), min, max);
+    }
+    uint32_t rule = g_.AddRule(name);
+    g_.Define(rule, g_.Seq({Lit("\""), content, Lit("\"")}));
+    g_.Keep(rule);
+    string_rules_[name] = rule;
+    return Ref(rule);
   }
   ExprId CanonicalAnyChar() {
     if (canon_char_ == 0xFFFFFFFFu) canon_char_ = JsonCanonicalChars(&g_, {{0, 0x10FFFF}});
@@ -365,8 +387,10 @@ class SchemaCompiler {
     if (auto it = s.find("minLength"); it != s.end() && it->is_number()) min = static_cast<uint32_t>(std::min(it->get<double>(), 1e6));
     if (auto it = s.find("maxLength"); it != s.end() && it->is_number()) max = static_cast<uint32_t>(std::min(it->get<double>(), 1e6));
     std::vector<ExprId> constraints;
+    std::string key = "string";  // names the rule: equal constraints share one
     if (auto it = s.find("pattern"); it != s.end()) {
       if (!it->is_string()) return Invalid("pattern must be a string", path);
+      key += " pattern " + JsonQuote(it->get<std::string>());
       RegexOptions ro;
       ro.full_match = false;
       ro.json_string = true;
@@ -375,11 +399,14 @@ class SchemaCompiler {
       constraints.push_back(*re);
     }
     if (auto it = s.find("format"); it != s.end() && it->is_string() && KnownFormat(it->get<std::string>())) {
+      key += " format " + it->get<std::string>();
       DI_ASSIGN_OR_RETURN(ExprId f, Format(it->get<std::string>()));
       constraints.push_back(f);
     }
     if (auto it = s.find("$patterns"); it != s.end()) {
       for (const auto& p : *it) {
+        if (!p.is_string()) return Invalid("pattern must be a string", path);
+        key += " pattern " + JsonQuote(p.get<std::string>());
         RegexOptions ro;
         ro.full_match = false;
         ro.json_string = true;
@@ -388,15 +415,10 @@ class SchemaCompiler {
         constraints.push_back(*re);
       }
     }
-    ExprId body;
-    if (constraints.empty()) {
-      body = (min == 0 && max == kUnbounded) ? g_.Star(JsonAnyChar(&g_)) : g_.Repeat(JsonAnyChar(&g_), min, max);
-    } else {
-      body = constraints[0];
-      for (size_t i = 1; i < constraints.size(); ++i) body = g_.And(body, constraints[i]);
-      if (min > 0 || max != kUnbounded) body = g_.And(body, g_.Repeat(CanonicalAnyChar(), min, max));
-    }
-    return g_.Seq({Lit("\""), body, Lit("\"")});
+    if (constraints.empty()) return StringRule("string", g_.Empty(), true, min, max);
+    ExprId body = constraints[0];
+    for (size_t i = 1; i < constraints.size(); ++i) body = g_.And(body, constraints[i]);
+    return StringRule(key, body, false, min, max);
   }
 
   Result<const Json*> Resolve(const std::string& ref, const std::string& path) {
@@ -899,10 +921,10 @@ class SchemaCompiler {
   Grammar g_;
   std::map<std::string, uint32_t> ref_rules_;
   std::map<std::string, uint32_t> pending_;
+  std::map<std::string, uint32_t> string_rules_;
   uint32_t any_value_rule_ = 0xFFFFFFFFu;
   uint32_t any_object_rule_ = 0xFFFFFFFFu;
   ExprId ws_ = 0xFFFFFFFFu;
-  ExprId any_string_ = 0xFFFFFFFFu;
   ExprId canon_char_ = 0xFFFFFFFFu;
 };
 

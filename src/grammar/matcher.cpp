@@ -2,84 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_set>
 
 namespace deepinfer::grammar {
 
 namespace {
-
-// A stack during an entry's walk: top state and the index of the frame below in a walk-local arena;
-// -1 is the frame the walk started from, whose end is recorded instead of followed.
-struct LocalConfig {
-  uint32_t state;
-  int32_t below;
-  bool operator<(const LocalConfig& o) const { return state != o.state ? state < o.state : below < o.below; }
-  bool operator==(const LocalConfig& o) const { return state == o.state && below == o.below; }
-};
-
-class LocalWalker {
- public:
-  LocalWalker(const CompiledGrammar& g, size_t max_stacks) : g_(g), max_stacks_(max_stacks) {}
-
-  // Applies calls and the ends of pushed rules; *ends tells whether the starting frame may end here.
-  Status Close(const std::vector<LocalConfig>& in, std::vector<LocalConfig>* out, bool* ends) {
-    *ends = false;
-    out->clear();
-    if (in.size() == 1 && in[0].below < 0 && !g_.has_calls(in[0].state)) {
-      out->push_back(in[0]);
-      *ends = g_.accepting(in[0].state);
-      return Status::Ok();
-    }
-    work_.assign(in.begin(), in.end());
-    seen_.clear();
-    while (!work_.empty()) {
-      LocalConfig c = work_.back();
-      work_.pop_back();
-      uint64_t key = (static_cast<uint64_t>(c.state) << 32) | static_cast<uint32_t>(c.below);
-      if (!seen_.insert(key).second) continue;
-      out->push_back(c);
-      if (out->size() > max_stacks_)
-        return Status::ResourceExhausted("the grammar is too ambiguous (more than " + std::to_string(max_stacks_) +
-                                         " parses at once)");
-      for (const CallEdge* e = g_.calls_begin(c.state); e != g_.calls_end(c.state); ++e)
-        work_.push_back({g_.rule_start(e->rule), Intern(e->target, c.below)});
-      if (g_.accepting(c.state)) {
-        if (c.below < 0)
-          *ends = true;
-        else
-          work_.push_back(frames_[c.below]);
-      }
-    }
-    return Status::Ok();
-  }
-
-  void Advance(const std::vector<LocalConfig>& closed, uint8_t byte, std::vector<LocalConfig>* out) {
-    out->clear();
-    for (const LocalConfig& c : closed)
-      if (uint32_t t = g_.Next(c.state, byte); t != CompiledGrammar::kDead) out->push_back({t, c.below});
-    if (out->size() > 1) {
-      std::sort(out->begin(), out->end());
-      out->erase(std::unique(out->begin(), out->end()), out->end());
-    }
-  }
-
-  size_t frames() const { return frames_.size(); }
-
- private:
-  int32_t Intern(uint32_t state, int32_t below) {
-    uint64_t key = (static_cast<uint64_t>(state) << 32) | static_cast<uint32_t>(below);
-    auto [it, fresh] = ids_.try_emplace(key, static_cast<int32_t>(frames_.size()));
-    if (fresh) frames_.push_back({state, below});
-    return it->second;
-  }
-
-  const CompiledGrammar& g_;
-  size_t max_stacks_;
-  std::vector<LocalConfig> frames_;
-  std::unordered_map<uint64_t, int32_t> ids_;
-  std::vector<LocalConfig> work_;
-  std::unordered_set<uint64_t> seen_;
-};
 
 inline void SetBit(uint32_t* bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 
@@ -131,6 +57,8 @@ int PlainDepth(const CompiledGrammar& g, uint32_t state) {
   return TokenIndex::kPlainCap;
 }
 
+constexpr uint32_t kNoExit = 0xFFFFFFFFu;
+
 }  // namespace
 
 BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const TokenIndex> vocab,
@@ -144,67 +72,99 @@ size_t BoundGrammar::cached_entries() const {
   return cached_count_;
 }
 
-Result<std::shared_ptr<const BoundGrammar::Entry>> BoundGrammar::GetEntry(uint32_t state) const {
+std::shared_ptr<const MaskEntry> BoundGrammar::GetEntry(uint32_t state) const {
+  const CompiledGrammar& g = *grammar_;
+  const uint32_t rule = g.rule_of(state);
+  if (g.leaf(rule)) {
+    const RuleHash& h = g.rule_hash(rule);
+    SharedEntries& shared = vocab_->shared_entries();
+    if (auto e = shared.Find(h.a, h.b, g.canon_index(state))) return e;
+    return shared.Put(h.a, h.b, g.canon_index(state), ComputeEntry(state));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_[state]) return entries_[state];
   }
-  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> e, ComputeEntry(state));
-  size_t bytes = e->bits.size() * 4 + e->ids.size() * 4 + e->ends.size() * 8 + sizeof(Entry);
+  std::shared_ptr<const MaskEntry> e = ComputeEntry(state);
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_[state]) return entries_[state];
-  if (cached_bytes_ + bytes <= limits_.cache_bytes) {
+  if (cached_bytes_ + e->bytes() <= limits_.cache_bytes) {
     entries_[state] = e;
-    cached_bytes_ += bytes;
+    cached_bytes_ += e->bytes();
     ++cached_count_;
   }
   return e;
 }
 
-Result<std::shared_ptr<const BoundGrammar::Entry>> BoundGrammar::ComputeEntry(uint32_t state) const {
+// One walk of the trie in preorder, following the state's own rule by byte transitions only (one state
+// per depth), so each node is visited at most once and rejected subtrees are skipped whole.
+std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) const {
   const CompiledGrammar& g = *grammar_;
   const TokenIndex& v = *vocab_;
-  auto entry = std::make_shared<Entry>();
+  auto entry = std::make_shared<MaskEntry>();
+  const bool counted = g.counted(g.rule_of(state));
   std::vector<uint32_t> acc(v.words(), 0);
   size_t count = 0;
-  LocalWalker walker(g, limits_.max_stacks);
-  std::vector<std::vector<LocalConfig>> level(1);
-  std::vector<LocalConfig> tmp;
-  bool ends = false;
-  DI_RETURN_IF_ERROR(walker.Close({{state, -1}}, &level[0], &ends));
-  entry->ends_at_start = ends;
-  // Plain-text shortcut: when every run of up to L plain characters keeps this state alive through byte
-  // transitions alone, those tokens are accepted whatever follows, and subtrees holding only such tokens
-  // need no walk. Inside an unconstrained JSON string this leaves a few percent of the trie to visit.
-  const int plain = PlainDepth(g, state);
+  // Plain-text shortcut (rules without counters): when every run of up to L plain characters keeps the
+  // state alive through byte transitions alone, those tokens are accepted and subtrees holding only such
+  // tokens need no walk. Inside an unconstrained key or pattern this leaves a few percent of the trie.
+  const int plain = counted ? 0 : PlainDepth(g, state);
   if (plain > 0) {
     const auto& pm = v.plain_mask(plain);
     for (size_t w = 0; w < acc.size(); ++w) acc[w] |= pm[w];
     count += v.plain_count(plain);
   }
+  const size_t depth_cap = v.max_depth() + 1;
+  std::vector<uint32_t> st(depth_cap), units(depth_cap, 0), exited(depth_cap, kNoExit);
+  st[0] = state;
+  struct Counted {
+    uint32_t need, reach;
+    int32_t id;
+  };
+  std::vector<Counted> inside;
+  bool finite_reach = false;
   const uint32_t stop = v.end(0);
-  size_t visited = 0;
   for (uint32_t i = 1; i < stop;) {
     if (plain > 0 && v.subtree_max_plain(i) <= plain) {
       i = v.end(i);
       continue;
     }
     const uint16_t d = v.depth(i);
-    walker.Advance(level[d - 1], v.byte(i), &tmp);
-    if (tmp.empty()) {
+    const uint32_t s = st[d - 1];
+    const uint32_t t = g.Next(s, v.byte(i));
+    if (t == CompiledGrammar::kDead) {
       i = v.end(i);
       continue;
     }
-    if (level.size() <= d) level.resize(d + 1);
-    DI_RETURN_IF_ERROR(walker.Close(tmp, &level[d], &ends));
-    visited += level[d].size();
-    if (visited > limits_.max_walk_nodes || walker.frames() > limits_.max_nodes)
-      return Status::ResourceExhausted("a token mask needs more work than the per-step bound allows");
-    for (const int32_t* t = v.tokens_begin(i); t != v.tokens_end(i); ++t) {
-      SetBit(acc.data(), *t);
-      ++count;
+    st[d] = t;
+    uint32_t u = units[d - 1], x = exited[d - 1];
+    if (counted && g.counting(s)) {
+      if (!g.counting(t)) x = u;
+      else if (g.boundary(s)) ++u;
     }
-    if (ends && v.end(i) > i + 1) entry->ends.push_back({i, d});
+    units[d] = u;
+    exited[d] = x;
+    const int32_t* tb = v.tokens_begin(i);
+    const int32_t* te = v.tokens_end(i);
+    if (tb != te) {
+      if (!counted) {
+        for (const int32_t* k = tb; k != te; ++k) {
+          SetBit(acc.data(), *k);
+          ++count;
+        }
+      } else if (x != kNoExit) {
+        for (const int32_t* k = tb; k != te; ++k) entry->post.push_back({*k, x});
+      } else {
+        const uint32_t dmax = g.dmax(t);
+        const uint32_t reach = dmax == kUnbounded ? kUnbounded : u + dmax;
+        finite_reach |= dmax != kUnbounded;
+        for (const int32_t* k = tb; k != te; ++k) inside.push_back({u + g.dmin(t), reach, *k});
+      }
+    }
+    if (v.end(i) > i + 1) {
+      if (g.accepting(t)) entry->exits.push_back({i, x == kNoExit ? 0 : x});
+      if (g.has_calls(t)) entry->calls.push_back({i, t});
+    }
     ++i;
   }
   if (count < v.words()) {
@@ -214,7 +174,52 @@ Result<std::shared_ptr<const BoundGrammar::Entry>> BoundGrammar::ComputeEntry(ui
   } else {
     entry->bits = std::move(acc);
   }
-  return std::shared_ptr<const Entry>(std::move(entry));
+  if (!inside.empty()) {
+    std::sort(inside.begin(), inside.end(),
+              [](const Counted& a, const Counted& b) { return a.need != b.need ? a.need < b.need : a.id < b.id; });
+    entry->counted_ids.reserve(inside.size());
+    entry->need.reserve(inside.size());
+    entry->counted_all.assign(v.words(), 0);
+    for (const Counted& c : inside) {
+      entry->counted_ids.push_back(c.id);
+      entry->need.push_back(c.need);
+      if (finite_reach) entry->reach.push_back(c.reach);
+      SetBit(entry->counted_all.data(), c.id);
+    }
+    entry->max_need = inside.back().need;
+    entry->by_room.resize(entry->max_need);
+  }
+  return entry;
+}
+
+void GrammarMatcher::AddCounted(const MaskEntry& e, uint32_t count, uint32_t min, uint32_t max, uint32_t* bits) const {
+  const uint64_t room = max == kUnbounded ? ~uint64_t{0} : max - std::min(count, max);
+  const uint32_t floor = min > count ? min - count : 0;  // units still owed to minLength
+  if (!e.counted_ids.empty()) {
+    if (!e.reach.empty() && floor > 0) {
+      // Some end state has a most: check every token (patterns with bounded pieces; rare).
+      for (size_t k = 0; k < e.counted_ids.size() && e.need[k] <= room; ++k)
+        if (e.reach[k] == kUnbounded || e.reach[k] >= floor) SetBit(bits, e.counted_ids[k]);
+    } else if (room >= e.max_need) {
+      for (size_t w = 0; w < e.counted_all.size(); ++w) bits[w] |= e.counted_all[w];
+    } else {
+      std::shared_ptr<const std::vector<uint32_t>> mask;
+      {
+        std::lock_guard<std::mutex> lock(e.by_room_mu);
+        mask = e.by_room[room];
+      }
+      if (!mask) {
+        auto made = std::make_shared<std::vector<uint32_t>>(e.counted_all.size(), 0);
+        for (size_t k = 0; k < e.counted_ids.size() && e.need[k] <= room; ++k) SetBit(made->data(), e.counted_ids[k]);
+        std::lock_guard<std::mutex> lock(e.by_room_mu);
+        if (!e.by_room[room]) e.by_room[room] = made;
+        mask = e.by_room[room];
+      }
+      for (size_t w = 0; w < mask->size(); ++w) bits[w] |= (*mask)[w];
+    }
+  }
+  for (auto [id, units] : e.post)
+    if (units <= room && units >= floor) SetBit(bits, id);
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const BoundGrammar> grammar)
@@ -225,24 +230,23 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const BoundGrammar> grammar)
 void GrammarMatcher::Reset() {
   nodes_.clear();
   intern_.clear();
-  configs_ = {Intern(cg_->start(), -1)};
+  configs_ = {Intern(cg_->start(), -1, 0)};
   history_.clear();
   history_.push_back({configs_, nodes_.size(), false});
   terminated_ = false;
   error_ = Status::Ok();
 }
 
-int32_t GrammarMatcher::Intern(uint32_t state, int32_t parent) {
-  uint64_t key = (static_cast<uint64_t>(state) << 32) | static_cast<uint32_t>(parent);
-  auto [it, fresh] = intern_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
-  if (fresh) nodes_.push_back({state, parent});
+int32_t GrammarMatcher::Intern(uint32_t state, int32_t parent, uint32_t count) {
+  auto [it, fresh] = intern_.try_emplace(NodeKey{state, parent, count}, static_cast<int32_t>(nodes_.size()));
+  if (fresh) nodes_.push_back({state, parent, count});
   return it->second;
 }
 
 void GrammarMatcher::ReleaseTo(size_t mark) {
   while (nodes_.size() > mark) {
     const Node& n = nodes_.back();
-    intern_.erase((static_cast<uint64_t>(n.state) << 32) | static_cast<uint32_t>(n.parent));
+    intern_.erase(NodeKey{n.state, n.parent, n.count});
     nodes_.pop_back();
   }
 }
@@ -272,7 +276,7 @@ Status GrammarMatcher::Close(const std::vector<int32_t>& in, std::vector<int32_t
                                        " stack frames");
     const Node n = nodes_[x];
     for (const CallEdge* e = cg_->calls_begin(n.state); e != cg_->calls_end(n.state); ++e)
-      work_.push_back(Intern(cg_->rule_start(e->rule), Intern(e->target, n.parent)));
+      work_.push_back(Intern(cg_->rule_start(e->rule), Intern(e->target, n.parent, n.count), 0));
     if (cg_->accepting(n.state) && n.parent >= 0) work_.push_back(n.parent);
   }
   return Status::Ok();
@@ -282,7 +286,9 @@ void GrammarMatcher::Advance(const std::vector<int32_t>& closed, uint8_t byte, s
   out->clear();
   for (int32_t x : closed) {
     const Node n = nodes_[x];
-    if (uint32_t t = cg_->Next(n.state, byte); t != CompiledGrammar::kDead) out->push_back(Intern(t, n.parent));
+    uint32_t count = n.count;
+    const uint32_t t = cg_->Step(n.state, byte, &count);
+    if (t != CompiledGrammar::kDead && cg_->CountLive(t, count)) out->push_back(Intern(t, n.parent, count));
   }
   if (out->size() > 1) {
     std::sort(out->begin(), out->end());
@@ -351,11 +357,11 @@ void GrammarMatcher::Rollback(size_t n) {
   ReleaseTo(s.mark);
 }
 
-Status GrammarMatcher::WalkSubtree(uint32_t node, int32_t from, uint32_t* bits, size_t* budget) {
+Status GrammarMatcher::WalkSubtree(uint32_t node, const std::vector<int32_t>& from, uint32_t* bits, size_t* budget) {
   const TokenIndex& v = g_->vocab();
   const uint16_t base = v.depth(node);
   if (levels_.empty()) levels_.resize(1);
-  DI_RETURN_IF_ERROR(Close({from}, &levels_[0]));
+  DI_RETURN_IF_ERROR(Close(from, &levels_[0]));
   const uint32_t stop = v.end(node);
   for (uint32_t i = node + 1; i < stop;) {
     const size_t d = v.depth(i) - base;
@@ -381,43 +387,42 @@ Status GrammarMatcher::FillNextTokenBitmask(uint32_t* bits) {
   if (terminated_) return Status::Ok();
   const size_t mark = nodes_.size();
   size_t budget = g_->limits().max_walk_nodes;
-  // The stacks whose top may start the next token: each current stack, and the stacks below it for as
-  // long as the top rule may end before any byte.
-  std::vector<int32_t> tops;
-  bool terminable = false;
-  Status status;
-  for (int32_t x : configs_) {
-    for (int32_t y = x; y >= 0;) {
-      if (std::find(tops.begin(), tops.end(), y) != tops.end()) break;
-      tops.push_back(y);
-      auto entry = g_->GetEntry(nodes_[y].state);
-      if (!entry.ok()) {
-        status = entry.status();
-        break;
-      }
-      if (!(*entry)->ends_at_start) break;
-      if (nodes_[y].parent < 0) terminable = true;
-      y = nodes_[y].parent;
-    }
-  }
-  for (size_t k = 0; k < tops.size() && status.ok(); ++k) {
-    const Node n = nodes_[tops[k]];
-    auto entry = g_->GetEntry(n.state);
-    if (!entry.ok()) {
-      status = entry.status();
-      break;
-    }
-    const BoundGrammar::Entry& e = **entry;
+  Status status = Close(configs_, &closed_);
+  const bool terminable = status.ok() && Terminable(closed_);
+  // Walks below push frames; the closed set is copied so the walks can reuse the scratch vectors.
+  const std::vector<int32_t> closed = closed_;
+  for (size_t k = 0; k < closed.size() && status.ok(); ++k) {
+    const Node n = nodes_[closed[k]];
+    std::shared_ptr<const MaskEntry> entry = g_->GetEntry(n.state);
+    const MaskEntry& e = *entry;
+    const uint32_t rule = cg_->rule_of(n.state);
+    const bool counted = cg_->counted(rule);
     if (!e.bits.empty()) {
       for (size_t w = 0; w < e.bits.size(); ++w) bits[w] |= e.bits[w];
     } else {
       for (int32_t id : e.ids) SetBit(bits, id);
     }
-    if (n.parent < 0) continue;
-    for (auto [node, depth] : e.ends) {
-      (void)depth;
-      status = WalkSubtree(node, n.parent, bits, &budget);
+    uint32_t min = 0, max = kUnbounded;
+    if (counted) {
+      min = cg_->count_min(rule);
+      max = cg_->count_max(rule);
+      AddCounted(e, n.count, min, max, bits);
+    }
+    if (n.parent >= 0) {
+      for (const MaskEntry::Exit& x : e.exits) {
+        if (counted && (static_cast<uint64_t>(n.count) + x.units < min || static_cast<uint64_t>(n.count) + x.units > max))
+          continue;
+        starts_.assign(1, n.parent);
+        status = WalkSubtree(x.node, starts_, bits, &budget);
+        if (!status.ok()) break;
+      }
+    }
+    for (const MaskEntry::CallPoint& c : e.calls) {
       if (!status.ok()) break;
+      starts_.clear();
+      for (const CallEdge* ce = cg_->calls_begin(c.state); ce != cg_->calls_end(c.state); ++ce)
+        starts_.push_back(Intern(cg_->rule_start(ce->rule), Intern(ce->target, n.parent, n.count), 0));
+      status = WalkSubtree(c.node, starts_, bits, &budget);
     }
   }
   ReleaseTo(mark);

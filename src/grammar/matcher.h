@@ -1,17 +1,18 @@
 // The token-level matcher: a compiled grammar bound to a vocabulary (BoundGrammar, shared and thread-safe)
 // and one GrammarMatcher per sequence (not thread-safe; one per request).
 //
-// How a mask stays cheap: the matcher's state is a set of pushdown stacks, and the tokens a stack allows
-// split into those decided by its top state alone and those that need the states below. For each top
-// state the first part is computed once, by one walk of the token trie, and cached in the BoundGrammar
-// (an accepted-token bitmask or id list, in the spirit of xgrammar's adaptive token mask cache), together
-// with the trie subtrees where the top rule may end mid-token. A later mask for that state is a copy of
-// the cached part plus walks of those subtrees only, from the state below. A grammar without recursive
-// rules has one-state stacks, so its masks are pure cache hits after the first visit of each state.
+// How a mask stays cheap: the matcher's state is a set of pushdown stacks whose frames are (automaton
+// state, unit count). Before a mask the stacks are closed (calls pushed, finished rules popped), and the
+// token set of each closed stack is the entry of its top state (mask_entry.h: tokens the top's own rule
+// reads whole, computed once per state by one walk of the token trie, shared across grammars for equal
+// leaf rules), filtered by the frame's count for counted rules, plus walks of the few trie subtrees where
+// a token leaves the top's rule mid-token (from the frame below, or into the callee). Tokens that span
+// several rules are few (only 334 of DeepSeek's 128K tokens hold a '"'), so those walks stay short.
 //
-// Bounded work: a step that would hold more than `max_stacks` stacks, a trie walk past `max_walk_nodes`
-// visited nodes, or an arena past `max_nodes` stack nodes fails with kResourceExhausted instead of
-// stalling the caller; the matcher then stays in its last good state.
+// Bounded work: a step that would hold more than `max_stacks` stacks, subtree walks past
+// `max_walk_nodes` visited nodes, or an arena past `max_nodes` stack nodes fails with kResourceExhausted
+// instead of stalling the caller; the matcher then stays in its last good state. An entry walk visits
+// each trie node at most once.
 #pragma once
 
 #include <atomic>
@@ -25,15 +26,16 @@
 
 #include "core/status.h"
 #include "grammar/compiler.h"
+#include "grammar/mask_entry.h"
 #include "grammar/token_index.h"
 
 namespace deepinfer::grammar {
 
 struct MatcherLimits {
   size_t max_stacks = 2048;            // live stacks after one byte
-  size_t max_walk_nodes = 8'000'000;   // trie nodes times stacks visited by one mask
+  size_t max_walk_nodes = 4'000'000;   // trie nodes times stacks visited by one mask's subtree walks
   size_t max_nodes = 4'000'000;        // stack nodes one matcher may hold
-  size_t cache_bytes = 256u << 20;     // cached per-state masks, per BoundGrammar
+  size_t cache_bytes = 256u << 20;     // cached per-state entries of non-leaf rules, per BoundGrammar
 };
 
 class BoundGrammar {
@@ -46,26 +48,18 @@ class BoundGrammar {
   const MatcherLimits& limits() const { return limits_; }
   const std::shared_ptr<const TokenIndex>& vocab_ptr() const { return vocab_; }
 
-  // What a top state decides alone (see the header comment).
-  struct Entry {
-    std::vector<uint32_t> bits;  // the accepted tokens as a bitmask, or
-    std::vector<int32_t> ids;    // as an id list when shorter
-    // (trie node, depth) where the top rule may end after the node's bytes with more bytes to follow.
-    std::vector<std::pair<uint32_t, uint16_t>> ends;
-    bool ends_at_start = false;  // the rule may end before any byte
-  };
   // The entry of `state`, computed on first use. Thread-safe.
-  Result<std::shared_ptr<const Entry>> GetEntry(uint32_t state) const;
+  std::shared_ptr<const MaskEntry> GetEntry(uint32_t state) const;
   size_t cached_entries() const;
 
  private:
-  Result<std::shared_ptr<const Entry>> ComputeEntry(uint32_t state) const;
+  std::shared_ptr<const MaskEntry> ComputeEntry(uint32_t state) const;
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const TokenIndex> vocab_;
   MatcherLimits limits_;
   mutable std::mutex mu_;
-  mutable std::vector<std::shared_ptr<const Entry>> entries_;
+  mutable std::vector<std::shared_ptr<const MaskEntry>> entries_;
   mutable size_t cached_bytes_ = 0;
   mutable size_t cached_count_ = 0;
 };
@@ -102,20 +96,35 @@ class GrammarMatcher {
   struct Node {
     uint32_t state;
     int32_t parent;
+    uint32_t count;
   };
-  int32_t Intern(uint32_t state, int32_t parent);
+  struct NodeKey {
+    uint32_t state;
+    int32_t parent;
+    uint32_t count;
+    bool operator==(const NodeKey& o) const { return state == o.state && parent == o.parent && count == o.count; }
+  };
+  struct NodeKeyHash {
+    size_t operator()(const NodeKey& k) const {
+      uint64_t h = (static_cast<uint64_t>(k.state) << 32 | static_cast<uint32_t>(k.parent)) * 0x9E3779B97F4A7C15ULL;
+      return static_cast<size_t>(h ^ (h >> 29) ^ (static_cast<uint64_t>(k.count) * 0xBF58476D1CE4E5B9ULL));
+    }
+  };
+  int32_t Intern(uint32_t state, int32_t parent, uint32_t count);
   // Calls and rule ends applied until closed (no bytes consumed).
   Status Close(const std::vector<int32_t>& in, std::vector<int32_t>* out);
   void Advance(const std::vector<int32_t>& closed, uint8_t byte, std::vector<int32_t>* out);
   Status StepBytes(std::string_view bytes, std::vector<int32_t>* configs);
-  Status WalkSubtree(uint32_t node, int32_t from, uint32_t* bits, size_t* budget);
+  // Sets the bits of the tokens below trie node `node` whose bytes after it the stacks `from` accept.
+  Status WalkSubtree(uint32_t node, const std::vector<int32_t>& from, uint32_t* bits, size_t* budget);
+  void AddCounted(const MaskEntry& e, uint32_t count, uint32_t min, uint32_t max, uint32_t* bits) const;
   bool Terminable(const std::vector<int32_t>& closed) const;
   void ReleaseTo(size_t mark);
 
   std::shared_ptr<const BoundGrammar> g_;
   const CompiledGrammar* cg_;
   std::vector<Node> nodes_;
-  std::unordered_map<uint64_t, int32_t> intern_;
+  std::unordered_map<NodeKey, int32_t, NodeKeyHash> intern_;
   std::vector<int32_t> configs_;
   struct Saved {
     std::vector<int32_t> configs;
@@ -125,7 +134,7 @@ class GrammarMatcher {
   std::vector<Saved> history_;
   bool terminated_ = false;
   Status error_;
-  std::vector<int32_t> scratch_a_, scratch_b_, work_;
+  std::vector<int32_t> scratch_a_, scratch_b_, work_, closed_, starts_;
   std::vector<std::vector<int32_t>> levels_;
   std::unordered_map<int32_t, uint8_t> seen_;
 };

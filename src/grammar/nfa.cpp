@@ -83,6 +83,7 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   d.num_classes = nc;
   d.next.assign(nc, 0);
   d.accepting.push_back(0);
+  d.flags.push_back(0);
   d.calls.emplace_back();
   Closure closure(nfa, final);
   std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
@@ -96,6 +97,21 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       sets.push_back(&it->first);
       d.next.resize(d.next.size() + nc, 0);
       d.accepting.push_back(std::binary_search(it->first.begin(), it->first.end(), final) ? 1 : 0);
+      // A counting state is one holding counted NFA states; they must agree on being at a unit boundary,
+      // or the counter would not know whether the next byte starts a unit.
+      uint8_t f = 0;
+      int boundary = -1;
+      for (uint32_t s : it->first) {
+        const uint8_t sf = nfa.states[s].flags;
+        if (!(sf & kStateCounting)) continue;
+        f |= kStateCounting;
+        const int b = (sf & kStateBoundary) ? 1 : 0;
+        if (boundary >= 0 && boundary != b)
+          return Status::InvalidArgument("a counted repetition is ambiguous (its units are not prefix-free)");
+        boundary = b;
+      }
+      if (boundary == 1) f |= kStateBoundary;
+      d.flags.push_back(f);
       d.calls.emplace_back();
     }
     return it->second;
@@ -107,6 +123,9 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
   (void)s0;
   std::vector<std::vector<uint32_t>> buckets(nc);
+  // How the bytes of a class move between counted and other states; every move out of one DFA state on
+  // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
+  std::vector<uint8_t> move_kind(nc, 0);
   std::vector<uint32_t> touched;
   for (uint32_t id = 1; id < sets.size(); ++id) {
     if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
@@ -114,9 +133,15 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
     std::vector<std::pair<uint32_t, uint32_t>> calls;
     for (uint32_t s : *sets[id]) {
       const NfaState& st = nfa.states[s];
+      const bool from_counting = st.flags & kStateCounting;
       for (const ByteEdge& e : st.bytes) {
+        const bool to_counting = nfa.states[e.to].flags & kStateCounting;
+        const uint8_t kind = from_counting ? (to_counting ? 1 : 2) : (to_counting ? 3 : 4);
         for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) {
-          if (buckets[c].empty()) touched.push_back(c);
+          if (buckets[c].empty()) touched.push_back(c), move_kind[c] = kind;
+          else if (move_kind[c] != kind)
+            return Status::InvalidArgument(
+                "a counted repetition is ambiguous (a byte may both continue it and end it)");
           buckets[c].push_back(e.to);
         }
       }
@@ -233,7 +258,31 @@ Status NfaBuilder::Grow(const Nfa& nfa) {
   return Status::Ok();
 }
 
-Result<NfaBuilder::Frag> NfaBuilder::BuildRule(uint32_t rule) { return Build(nfa_, g_.rules()[rule].body, 0, false); }
+bool CountedRuleShape(const Grammar& g, uint32_t rule, ExprId* counted) {
+  const Rule& r = g.rules()[rule];
+  if (!r.defined) return false;
+  const Expr& body = g.expr(r.body);
+  if (body.kind != ExprKind::kSeq || body.kids.size() < 2) return false;
+  int found = -1;
+  for (size_t i = 0; i < body.kids.size(); ++i) {
+    if (g.expr(body.kids[i]).kind != ExprKind::kCounted) continue;
+    if (found >= 0) return false;
+    found = static_cast<int>(i);
+  }
+  if (found < 0 || static_cast<size_t>(found) + 1 == body.kids.size()) return false;
+  if (g.expr(body.kids.back()).kind != ExprKind::kLiteral) return false;
+  *counted = body.kids[static_cast<size_t>(found)];
+  return true;
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildRule(uint32_t rule) {
+  count_bounds_ = {};
+  ExprId counted = 0;
+  counted_expr_ = CountedRuleShape(g_, rule, &counted) ? static_cast<int64_t>(counted) : -1;
+  auto f = Build(nfa_, g_.rules()[rule].body, 0, false);
+  counted_expr_ = -1;
+  return f;
+}
 
 Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, bool standalone) {
   if (depth > limits_.max_depth)
@@ -348,8 +397,232 @@ Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, 
       nfa.states[kf.end].eps.push_back(f.end);
       break;
     }
+    case ExprKind::kCounted: {
+      std::optional<Frag> counted;
+      if (!standalone && &nfa == &nfa_ && static_cast<int64_t>(id) == counted_expr_) {
+        counted_expr_ = -1;  // one counter per rule
+        DI_ASSIGN_OR_RETURN(counted, BuildCounted(nfa, x, depth));
+        if (counted) count_bounds_ = {true, x.min, x.max};
+      }
+      if (!counted) {
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, x.kids[2], depth + 1, standalone));
+        counted = kf;
+      }
+      nfa.states[f.start].eps.push_back(counted->start);
+      nfa.states[counted->end].eps.push_back(f.end);
+      break;
+    }
   }
   return f;
+}
+
+Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const Expr& x, uint32_t depth) {
+  // The body's automaton B and the units' automaton U = unit*; in the product, a state whose U part
+  // accepts is at a unit boundary (units are prefix-free, so U accepts exactly after whole units), and
+  // every byte read there starts a unit: the counter counts units started.
+  Nfa scratch;
+  DI_ASSIGN_OR_RETURN(Frag fb, Build(scratch, x.kids[0], depth + 1, true));
+  DI_ASSIGN_OR_RETURN(Frag fu, Build(scratch, x.kids[1], depth + 1, true));
+  const uint32_t loop = scratch.New(), ustart = scratch.New(), uend = scratch.New();
+  scratch.states[ustart].eps.push_back(loop);
+  scratch.states[loop].eps.push_back(fu.start);
+  scratch.states[fu.end].eps.push_back(loop);
+  scratch.states[loop].eps.push_back(uend);
+  scratch_states_ += scratch.states.size();
+  DI_RETURN_IF_ERROR(Grow(nfa));
+  ByteClasses classes = ByteClasses::FromNfa(scratch);
+  const size_t budget = limits_.max_dfa_states;
+  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa u, Determinize(scratch, ustart, uend, classes, deadline_, budget));
+  scratch = Nfa();
+  const uint32_t nc = classes.count;
+  std::unordered_map<uint64_t, uint32_t> ids;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  std::vector<uint32_t> next;
+  auto intern = [&](uint32_t pb, uint32_t pu) -> uint32_t {
+    if (pb == 0 || pu == 0) return 0xFFFFFFFFu;
+    uint64_t key = (static_cast<uint64_t>(pb) << 32) | pu;
+    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size()));
+    if (fresh) pairs.push_back({pb, pu});
+    return it->second;
+  };
+  intern(1, 1);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (pairs.size() > budget) return Status::ResourceExhausted("a counted repetition is too large");
+    if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+    auto [pb, pu] = pairs[i];
+    for (uint32_t c = 0; c < nc; ++c) next.push_back(intern(b.next[pb * nc + c], u.next[pu * nc + c]));
+  }
+  const size_t np = pairs.size();
+  std::vector<uint8_t> exit(np), boundary(np), live(np, 0);
+  for (size_t i = 0; i < np; ++i) {
+    boundary[i] = u.accepting[pairs[i].second];
+    exit[i] = boundary[i] && b.accepting[pairs[i].first];
+  }
+  // Liveness, then the tick counts with which each state can still reach an exit: bit L of reach[i] =
+  // some path reads exactly L more units; `unbounded` = arbitrarily many.
+  std::vector<std::vector<uint32_t>> preds(np);
+  for (size_t i = 0; i < np; ++i)
+    for (uint32_t c = 0; c < nc; ++c)
+      if (uint32_t t = next[i * nc + c]; t != 0xFFFFFFFFu) preds[t].push_back(static_cast<uint32_t>(i));
+  std::vector<uint32_t> work;
+  for (size_t i = 0; i < np; ++i)
+    if (exit[i]) live[i] = 1, work.push_back(static_cast<uint32_t>(i));
+  while (!work.empty()) {
+    uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : preds[t])
+      if (!live[p]) live[p] = 1, work.push_back(p);
+  }
+  if (!live[0]) {
+    Frag empty{nfa.New(), nfa.New()};
+    return std::optional<Frag>(empty);
+  }
+  std::vector<std::vector<std::pair<uint32_t, uint8_t>>> succ(np);  // (target, tick)
+  for (size_t i = 0; i < np; ++i) {
+    if (!live[i]) continue;
+    for (uint32_t c = 0; c < nc; ++c) {
+      uint32_t t = next[i * nc + c];
+      if (t == 0xFFFFFFFFu || !live[t]) continue;
+      bool dup = false;
+      for (auto& [tt, tick] : succ[i]) dup |= tt == t;
+      if (!dup) succ[i].push_back({t, boundary[i]});
+    }
+  }
+  std::vector<uint32_t> dmin, dmax;
+  std::vector<uint8_t> unbounded;
+  if (!CountReach(succ, exit, live, &dmin, &dmax, &unbounded)) return std::optional<Frag>();
+  // The counter must be able to finish with a count in [min, max] from the start.
+  if (dmin[0] > x.max || (!unbounded[0] && dmax[0] < x.min)) {
+    Frag empty{nfa.New(), nfa.New()};
+    return std::optional<Frag>(empty);
+  }
+  std::vector<std::pair<uint8_t, uint8_t>> span(nc, {255, 0});
+  for (int byte = 255; byte >= 0; --byte) span[classes.map[byte]].first = static_cast<uint8_t>(byte);
+  for (int byte = 0; byte < 256; ++byte) span[classes.map[byte]].second = static_cast<uint8_t>(byte);
+  std::vector<uint32_t> state(np, 0);
+  for (size_t i = 0; i < np; ++i)
+    if (live[i]) {
+      state[i] = nfa.New();
+      nfa.states[state[i]].flags = static_cast<uint8_t>(kStateCounting | (boundary[i] ? kStateBoundary : 0));
+    }
+  Frag f{nfa.New(), nfa.New()};
+  DI_RETURN_IF_ERROR(Grow(nfa));
+  nfa.states[f.start].eps.push_back(state[0]);
+  for (size_t i = 0; i < np; ++i) {
+    if (!live[i]) continue;
+    if (exit[i]) nfa.states[state[i]].eps.push_back(f.end);
+    for (uint32_t c = 0; c < nc; ++c) {
+      uint32_t t = next[i * nc + c];
+      if (t == 0xFFFFFFFFu || !live[t]) continue;
+      auto& edges = nfa.states[state[i]].bytes;
+      if (!edges.empty() && edges.back().to == state[t] && edges.back().hi + 1 == span[c].first)
+        edges.back().hi = span[c].second;
+      else
+        edges.push_back({span[c].first, span[c].second, state[t]});
+    }
+  }
+  return std::optional<Frag>(f);
+}
+
+bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
+                const std::vector<uint8_t>& live, std::vector<uint32_t>* dmin, std::vector<uint32_t>* dmax,
+                std::vector<uint8_t>* unbounded) {
+  const size_t n = succ.size();
+  // reach[i]: bit L set when some path from i to an exit reads exactly L more units (L < 64).
+  std::vector<uint64_t> reach(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (live[i] && exit[i]) reach[i] = 1;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!live[i]) continue;
+      uint64_t r = reach[i];
+      for (auto [t, tick] : succ[i]) r |= tick ? reach[t] << 1 : reach[t];
+      if (r != reach[i]) reach[i] = r, changed = true;
+    }
+  }
+  // Unbounded: the state reaches a cycle that reads a unit (every live state reaches an exit). Cycles
+  // are found as strongly connected components (iterative Tarjan).
+  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
+  std::vector<uint8_t> on(n, 0);
+  std::vector<uint32_t> stack;
+  int32_t counter = 0, ncomp = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    if (!live[s] || index[s] >= 0) continue;
+    std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
+    index[s] = low[s] = counter++;
+    stack.push_back(s);
+    on[s] = 1;
+    while (!dfs.empty()) {
+      auto& [v, k] = dfs.back();
+      if (k < succ[v].size()) {
+        uint32_t w = succ[v][k++].first;
+        if (index[w] < 0) {
+          index[w] = low[w] = counter++;
+          stack.push_back(w);
+          on[w] = 1;
+          dfs.push_back({w, 0});
+        } else if (on[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      uint32_t done = v;
+      dfs.pop_back();
+      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
+      if (low[done] == index[done]) {
+        uint32_t w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on[w] = 0;
+          comp[w] = ncomp;
+        } while (w != done);
+        ++ncomp;
+      }
+    }
+  }
+  unbounded->assign(n, 0);
+  std::vector<std::vector<uint32_t>> preds(n);
+  std::vector<uint32_t> work;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    for (auto [t, tick] : succ[i]) {
+      preds[t].push_back(i);
+      if (tick && comp[t] == comp[i] && !(*unbounded)[i]) (*unbounded)[i] = 1, work.push_back(i);
+    }
+  }
+  while (!work.empty()) {
+    uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : preds[t])
+      if (!(*unbounded)[p]) (*unbounded)[p] = 1, work.push_back(p);
+  }
+  // A counter decides from (count, state) alone only when the reachable counts form an interval: from
+  // the least one up to the most (or on without end). Gaps (units in pairs, say) are left to the
+  // unrolled automaton. Beyond 63 units, an unbounded interval is taken to continue.
+  dmin->assign(n, 0);
+  dmax->assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    const uint64_t r = reach[i];
+    if (r == 0) return false;  // the shortest path reads 64 units or more
+    const int lo = __builtin_ctzll(r);
+    const int hi = 63 - __builtin_clzll(r);
+    if ((*unbounded)[i]) {
+      if (r != (~uint64_t{0} << lo)) return false;
+      (*dmin)[i] = static_cast<uint32_t>(lo);
+      (*dmax)[i] = kUnbounded;
+    } else {
+      if (hi == 63) return false;
+      const uint64_t want = (hi - lo == 63) ? ~uint64_t{0} : (((uint64_t{1} << (hi - lo + 1)) - 1) << lo);
+      if (r != want) return false;
+      (*dmin)[i] = static_cast<uint32_t>(lo);
+      (*dmax)[i] = static_cast<uint32_t>(hi);
+    }
+  }
+  return true;
 }
 
 Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone) {

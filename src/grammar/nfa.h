@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -20,10 +21,16 @@ struct ByteEdge {
   uint32_t to;
 };
 
+// NFA (and DFA) state flags for counted repetitions (Expr kCounted): states inside the counted part, and
+// among those the ones at a unit boundary (the next byte starts a new unit, which the counter counts).
+inline constexpr uint8_t kStateCounting = 1;
+inline constexpr uint8_t kStateBoundary = 2;
+
 struct NfaState {
   std::vector<ByteEdge> bytes;
   std::vector<uint32_t> eps;
   std::vector<std::pair<uint32_t, uint32_t>> calls;  // (rule, target)
+  uint8_t flags = 0;
 };
 
 struct Nfa {
@@ -48,6 +55,7 @@ struct Dfa {
   uint32_t num_classes = 1;
   std::vector<uint32_t> next;  // num_states * num_classes
   std::vector<uint8_t> accepting;
+  std::vector<uint8_t> flags;  // kStateCounting / kStateBoundary
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> calls;  // (rule, target)
 };
 
@@ -61,12 +69,25 @@ struct Deadline {
   }
 };
 
-// Subset construction from `start`; `final` marks acceptance. Fails past `max_states` or the deadline.
+// Subset construction from `start`; `final` marks acceptance. Fails past `max_states` or the deadline, and
+// with kInvalidArgument where a counted part is ambiguous (a byte could both continue it and leave it).
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
                         const Deadline& deadline, size_t max_states);
 
 // The byte-range sequences that spell the code points lo..hi in UTF-8 (surrogates excluded).
 std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo, uint32_t hi);
+
+// The units a counted automaton can still read from each state before it can stop: succ = (target, whether
+// the move starts a unit) per live state, exit = it may stop here. Sets dmin/dmax (kUnbounded: no most)
+// and `unbounded`; false when some state's counts are not an interval (a counter cannot decide them).
+bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
+                const std::vector<uint8_t>& live, std::vector<uint32_t>* dmin, std::vector<uint32_t>* dmax,
+                std::vector<uint8_t>* unbounded);
+
+// Whether `rule` has the shape a counter can run: its body a sequence holding exactly one kCounted part
+// that some literal follows (so the counted part ends where that literal starts). Such a rule is never
+// inlined: its stack frame holds the counter. Sets *counted to the part.
+bool CountedRuleShape(const Grammar& g, uint32_t rule, ExprId* counted);
 
 class NfaBuilder {
  public:
@@ -84,6 +105,12 @@ class NfaBuilder {
   Result<Frag> BuildRule(uint32_t rule);
   // Rules referenced by call edges since the last call.
   std::vector<uint32_t> TakeCallees() { return std::exchange(callees_, {}); }
+  // The bounds of the counter BuildRule gave the rule, if it built one (else the rule has none).
+  struct CountBounds {
+    bool counted = false;
+    uint32_t min = 0, max = 0;
+  };
+  CountBounds TakeCountBounds() { return std::exchange(count_bounds_, {}); }
   Nfa& nfa() { return nfa_; }
   const Deadline& deadline() const { return deadline_; }
 
@@ -91,6 +118,9 @@ class NfaBuilder {
   Result<Frag> Build(Nfa& nfa, ExprId e, uint32_t depth, bool standalone);
   Result<Frag> BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone);
   Result<Frag> BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth);
+  // The counted part of a rule: body x unit* as a product automaton whose states carry the counting
+  // flags, or nullopt when a counter cannot run it exactly (then the caller builds the fallback).
+  Result<std::optional<Frag>> BuildCounted(Nfa& nfa, const Expr& x, uint32_t depth);
   Status Grow(const Nfa& nfa);
 
   const Grammar& g_;
@@ -99,6 +129,8 @@ class NfaBuilder {
   std::vector<uint8_t> inline_;
   std::vector<uint8_t> recursive_;
   std::vector<uint32_t> callees_;
+  CountBounds count_bounds_;
+  int64_t counted_expr_ = -1;  // the kCounted part BuildRule may run with a counter
   size_t scratch_states_ = 0;
   Deadline deadline_;
 };

@@ -80,6 +80,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
       path.push_back(static_cast<uint32_t>(t.byte_.size() - 1));
     }
     node_tokens[path.back()].push_back(id);
+    t.max_depth_ = std::max(t.max_depth_, s.size());
     prev = s;
   }
   while (!path.empty()) {

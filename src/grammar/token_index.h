@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/mask_entry.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
@@ -61,6 +62,10 @@ class TokenIndex {
   uint8_t subtree_max_plain(uint32_t node) const { return max_plain_[node]; }
   // Content fingerprint (tokens, exclusions, stops, width): part of the compiled-grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
+  // The longest token in bytes (the deepest trie node).
+  size_t max_depth() const { return max_depth_; }
+  // Mask entries of leaf rules, shared by every grammar bound to this vocabulary (mask_entry.h).
+  SharedEntries& shared_entries() const { return *shared_; }
 
  private:
   size_t width_ = 0;
@@ -73,6 +78,8 @@ class TokenIndex {
   std::vector<uint32_t> tok_begin_;
   std::vector<int32_t> tok_ids_;
   uint64_t fingerprint_ = 0;
+  size_t max_depth_ = 0;
+  std::unique_ptr<SharedEntries> shared_ = std::make_unique<SharedEntries>();
   std::vector<std::vector<uint32_t>> plain_masks_;
   std::vector<size_t> plain_counts_;
   std::vector<uint8_t> max_plain_;
