@@ -31,6 +31,7 @@
 #include "recipe/render.h"
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -403,6 +404,7 @@ int RunProtocol(const GenerateArgs& args) {
   std::condition_variable cv;
   size_t remaining = 0;
   Progress progress(jobs.size());
+  server::StructuredOutputs structured(&tokenizer);  // response_format & co. (server/structured_output.h)
   for (size_t i = 0; i < jobs.size(); ++i) {
     ProtocolJob& job = jobs[i];
     if (!job.error_body.empty()) continue;
@@ -426,6 +428,14 @@ int RunProtocol(const GenerateArgs& args) {
     if (inf.logprobs) {
       params.sampling.logprobs = true;
       params.sampling.top_logprobs = static_cast<int>(inf.top_logprobs.value_or(0));
+    }
+    if (auto error = structured.Apply(bodies[i], job.request, &params)) {
+      if (single) {
+        std::cerr << recipe::ErrorBody(args.protocol, *error) << "\n";
+        return 1;
+      }
+      job.error_body = recipe::ErrorBody(args.protocol, *error);
+      continue;
     }
     job.logprobs = params.sampling.logprobs;
     job.print_events = single && (args.stream || inf.stream);

@@ -344,6 +344,11 @@ void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::
   if (!ApplyExtras(exchange, &params)) return;
   // Bad parameters are 400 whether or not this server can generate.
   if (!engine_) return exchange->Fail(NoEngine());
+  // Structured output: compiled here, on the connection's strand, off the engine's step thread (after the
+  // engine check: without an engine no grammar is worth compiling).
+  if (auto error = structured_.Apply(exchange->request.body, prompt.request, &params)) {
+    return exchange->Reply(RequestErrorResponse(protocol, *error));
+  }
 
   auto generation = std::make_shared<ChatGeneration>(exchange, engine_, protocol, std::move(prompt.request),
                                                      options_.model_version, tokenizer_,

@@ -107,7 +107,8 @@ bool ServiceExchange::BeginStream(int status, std::string content_type) {
 Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
     : options_(std::move(options)),
       tokenizer_(tokenizer),
-      control_ids_(recipe::ControlTokenIds::FromTokenizer(*tokenizer)) {
+      control_ids_(recipe::ControlTokenIds::FromTokenizer(*tokenizer)),
+      structured_(tokenizer) {
   if (options_.served_model_names.empty()) options_.served_model_names.push_back("deepinfer");
 }
 

@@ -22,6 +22,7 @@
 #include "server/api_errors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/structured_output.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
@@ -111,6 +112,7 @@ class Service : public HttpHandler {
   const tokenizer::Tokenizer* tokenizer_;
   engine::Engine* engine_ = nullptr;
   recipe::ControlTokenIds control_ids_;
+  StructuredOutputs structured_;  // response_format & co. as logits masks (structured_output.h)
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   const HttpServer* http_ = nullptr;

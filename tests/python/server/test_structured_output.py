@@ -1,0 +1,141 @@
+"""Structured output end to end: the official `openai` and `anthropic` SDKs against the real `deepinfer serve` on
+a tiny random model. The random weights produce arbitrary tokens; only the grammar mask (src/grammar through
+sampling::GrammarLogitsMask in the engine) makes the output valid, so every answer is parsed and validated with
+the `jsonschema` package, streamed and not. Thinking is disabled: a random model need not ever close its
+reasoning block (the start after `</think>` is covered by tests/sampling/grammar_mask_test.cpp). The schemas
+describe finite languages, so every generation ends with the end-of-sentence token well within max_tokens."""
+import json
+import re
+import subprocess
+
+import anthropic
+import jsonschema
+import openai
+import pytest
+from conftest import make_tiny_model
+from server_process import Server
+
+MODEL = "tiny-structured"
+NO_THINKING = {"thinking": {"type": "disabled"}}
+# Strict (OpenAI rules: every property required, no other members).
+WEATHER = {"type": "object", "additionalProperties": False, "required": ["city", "temp", "sunny", "wind"],
+           "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                          "temp": {"type": "integer", "minimum": -40, "maximum": 45},
+                          "sunny": {"type": "boolean"},
+                          "wind": {"anyOf": [{"type": "null"}, {"type": "string", "enum": ["N", "S", "E", "W"]}]}}}
+# Not strict: string bounds, a pattern, an array with bounds, an optional member (no other members, so the
+# language stays finite).
+CODES = {"type": "object", "required": ["code", "ids"], "additionalProperties": False,
+         "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
+                        "label": {"type": "string", "maxLength": 6},
+                        "ids": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                                "minItems": 1, "maxItems": 3}}}
+
+
+@pytest.fixture(scope="module")
+def model(deepinfer_bin, tmp_path_factory):
+    return make_tiny_model(deepinfer_bin, tmp_path_factory.mktemp("tiny"), seed=11)
+
+
+@pytest.fixture(scope="module")
+def server(deepinfer_bin, model):
+    s = Server(deepinfer_bin, model, "--served-model-name", MODEL, "--max-model-len", "4096",
+               "--kv-cache-memory-bytes", str(256 << 20))
+    yield s
+    assert s.stop() == 0, "\n".join(s.log[-50:])
+
+
+@pytest.fixture
+def oai(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
+
+
+def ask(oai, seed, **kwargs):
+    return oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in json?"}],
+                                       max_tokens=400, temperature=1.0, seed=seed, **kwargs)
+
+
+def schema_format(schema, strict):
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": strict}}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_chat_json_schema_output_validates(oai, seed):
+    r = ask(oai, seed, response_format=schema_format(WEATHER, True), extra_body=NO_THINKING)
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop"
+    jsonschema.validate(json.loads(choice.message.content), WEATHER)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_chat_json_schema_streamed_validates(oai, seed):
+    stream = ask(oai, seed, response_format=schema_format(CODES, False), extra_body=NO_THINKING, stream=True)
+    text, finish = "", None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+    assert finish == "stop"
+    value = json.loads(text)
+    jsonschema.validate(value, CODES)
+    assert re.fullmatch(r"[A-Z]{2}-[0-9]{3}", value["code"])
+
+
+def test_json_object_and_extensions(oai):
+    # vLLM's structured_outputs extension: choice and regex constrain the content alone.
+    r = ask(oai, 6, extra_body={**NO_THINKING, "structured_outputs": {"choice": ["yes", "no", "maybe"]}})
+    assert r.choices[0].message.content in ("yes", "no", "maybe")
+    r = ask(oai, 7, extra_body={**NO_THINKING, "structured_outputs": {"regex": "[a-c]{2,4}-(x|y)"}})
+    assert re.fullmatch(r"[a-c]{2,4}-(x|y)", r.choices[0].message.content)
+    r = ask(oai, 8, extra_body={**NO_THINKING, "structured_outputs": {"json": CODES}})
+    jsonschema.validate(json.loads(r.choices[0].message.content), CODES)
+
+
+def test_responses_text_format(oai):
+    r = oai.responses.create(model=MODEL, input="Weather in json?", max_output_tokens=400, temperature=1.0,
+                             text={"format": {"type": "json_schema", "name": "answer", "schema": WEATHER,
+                                              "strict": True}},
+                             extra_body={"reasoning": {"effort": "none"}})
+    jsonschema.validate(json.loads(r.output_text), WEATHER)
+
+
+def test_messages_output_config_format(server):
+    claude = anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0)
+    r = claude.messages.create(model=MODEL, max_tokens=400, messages=[{"role": "user", "content": "Weather?"}],
+                               extra_body={"output_config": {"format": {"type": "json_schema", "schema": WEATHER}},
+                                           "thinking": {"type": "disabled"}})
+    text = "".join(b.text for b in r.content if b.type == "text")
+    jsonschema.validate(json.loads(text), WEATHER)
+    assert r.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("body, cause", [
+    ({"structured_outputs": {"regex": "(?<=a)b"}}, "structured_outputs.regex"),
+    ({"structured_outputs": {"json": {"type": "object", "$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}}},
+     "structured_outputs.json"),
+    ({"structured_outputs": {"choice": []}}, "structured_outputs.choice"),
+    ({"structured_outputs": {"regex": "a", "choice": ["a"]}}, "only one"),
+])
+def test_invalid_constraints_are_400_naming_the_cause(oai, body, cause):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(oai, 9, extra_body={**NO_THINKING, **body})
+    assert cause in str(e.value)
+
+
+def test_generate_cli_json_schema(deepinfer_bin, model, tmp_path):
+    """`deepinfer generate` runs the same constraint without a server (one response body per JSONL line)."""
+    lines = [{"model": "m", "messages": [{"role": "user", "content": "json?"}], "max_tokens": 400, "seed": s,
+              "temperature": 1.0, **NO_THINKING, "response_format": schema_format(WEATHER, True)} for s in (21, 22)]
+    lines.append({"model": "m", "messages": [{"role": "user", "content": "json?"}], **NO_THINKING,
+                  "structured_outputs": {"regex": "(?<=a)b"}})
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    proc = subprocess.run([deepinfer_bin, "generate", "--model", model, "--requests", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr  # one line failed (it says so on its line)
+    out = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()]
+    assert len(out) == 3
+    for body in out[:2]:
+        assert body["choices"][0]["finish_reason"] == "stop"
+        jsonschema.validate(json.loads(body["choices"][0]["message"]["content"]), WEATHER)
+    assert out[2]["error"]["param"] == "structured_outputs.regex"
