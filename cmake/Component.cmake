@@ -111,7 +111,8 @@ function(deepinfer_glob_component name)
 endfunction()
 
 # deepinfer_glob_tests(component [LIBS ...]): every *_test.cpp in the current directory becomes a test
-# executable <component>_<stem>; files ending in _slow_test.cpp get the "slow" label (Release pass only).
+# executable <component>_<stem>; files ending in _slow_test.cpp get the "slow" label (Release pass only: the
+# sanitizer build, which runs the unit label, does not build them).
 function(deepinfer_glob_tests component)
   cmake_parse_arguments(ARG "" "" "LIBS" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
@@ -119,6 +120,9 @@ function(deepinfer_glob_tests component)
     get_filename_component(stem ${t} NAME_WE)
     set(label unit)
     if(stem MATCHES "_slow_test$")
+      if(DEEPINFER_SANITIZE)
+        continue()
+      endif()
       set(label slow)
     endif()
     deepinfer_add_test(${component}_${stem} SOURCES ${t} LIBS deepinfer_${component} ${ARG_LIBS} LABELS ${label})

@@ -63,27 +63,38 @@ CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 fuzzers=$(ninja -C build/fuzz -t targets all | grep -oE "^fuzz_[A-Za-z0-9_]+" | sort -u)
 ninja -C build/fuzz -j "$jobs" $fuzzers
 stage "Fuzzers (short runs)"
-for fuzzer in build/fuzz/fuzz/fuzz_*; do
-  [ -x "$fuzzer" ] || continue
+# Every fuzzer runs for DEEPINFER_FUZZ_SECONDS (default 20), $jobs at a time, so the stage is bounded by
+# ceil(fuzzers / jobs) * (seconds + start-up): 11 fuzzers on 2 cores, about 2 minutes. -timeout makes an
+# input that runs longer than 60 s a failure (a hang) instead of a stage that never ends.
+run_fuzzer() {
+  local fuzzer="$1" name work out rc=0
   name="$(basename "$fuzzer")"
   work="$(mktemp -d)"
-  corpus=("$work")
+  local corpus=("$work")
   [ -d "fuzz/seeds/${name#fuzz_}" ] && corpus+=("fuzz/seeds/${name#fuzz_}")
-  echo "-- $name"
-  if ! "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -print_final_stats=1 -artifact_prefix="$work/" \
-      "${corpus[@]}" >"$work/log" 2>&1; then
-    tail -n 60 "$work/log"
-    echo "fuzzer $name failed; reproducer kept in $work"
-    exit 1
+  "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -timeout=60 -print_final_stats=1 \
+    -artifact_prefix="$work/" "${corpus[@]}" >"$work/log" 2>&1 || rc=$?
+  # One block of output per fuzzer, written at once, so parallel runs do not interleave.
+  if [ $rc -ne 0 ]; then
+    out="$(tail -n 60 "$work/log")"
+    printf -- "-- %s\n%s\nfuzzer %s failed (exit %s); reproducer kept in %s\n" "$name" "$out" "$name" "$rc" "$work"
+    return 1
   fi
-  grep -E "stat::number_of_executed_units" "$work/log" || true
+  printf -- "-- %s %s\n" "$name" "$(grep -E "stat::number_of_executed_units" "$work/log" || true)"
   rm -rf "$work"
-done
+}
+export -f run_fuzzer
+fuzz_bins=()
+for fuzzer in build/fuzz/fuzz/fuzz_*; do if [ -x "$fuzzer" ]; then fuzz_bins+=("$fuzzer"); fi; done
+((${#fuzz_bins[@]})) || { echo "no fuzzers built"; exit 1; }
+printf "%s\0" "${fuzz_bins[@]}" | xargs -0 -n 1 -P "$jobs" bash -c 'run_fuzzer "$1"' _ \
+  || { echo "fuzzers: at least one failed (above)"; exit 1; }
 
 stage "Python tests"
 export DEEPINFER_BUILD_DIR="$root/build/release" DEEPINFER_ASAN_BUILD_DIR="$root/build/asan"
 set +e
-.venv/bin/python -m pytest -q tests/python
+# The slowest tests are listed so that one growing past a few seconds is seen (CI must stay under 25 min).
+.venv/bin/python -m pytest -q --durations=15 tests/python
 status=$?
 set -e
 [ $status -eq 5 ] && { echo "pytest: no Python tests collected"; status=0; }
