@@ -83,14 +83,15 @@ fi
 stage "Fuzzers (short runs)"
 # Every fuzzer runs for DEEPINFER_FUZZ_SECONDS (default 20), $jobs at a time, so the stage is bounded by
 # ceil(fuzzers / jobs) * (seconds + start-up): 11 fuzzers on 2 cores, about 2 minutes. -timeout makes an
-# input that runs longer than 60 s a failure (a hang) instead of a stage that never ends.
+# input that runs longer than 120 s (wall, so a loaded machine has slack) a failure, a hang, instead of a
+# stage that never ends.
 run_fuzzer() {
   local fuzzer="$1" name work out rc=0
   name="$(basename "$fuzzer")"
   work="$(mktemp -d)"
   local corpus=("$work")
   [ -d "fuzz/seeds/${name#fuzz_}" ] && corpus+=("fuzz/seeds/${name#fuzz_}")
-  "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -timeout=60 -print_final_stats=1 \
+  "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -timeout=120 -print_final_stats=1 \
     -artifact_prefix="$work/" "${corpus[@]}" >"$work/log" 2>&1 || rc=$?
   # One block of output per fuzzer, written at once, so parallel runs do not interleave.
   if [ $rc -ne 0 ]; then
