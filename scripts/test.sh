@@ -82,7 +82,7 @@ if [ "${DEEPINFER_ONE_CLANG_BUILD:-0}" != 1 ]; then
 fi
 stage "Fuzzers (short runs)"
 # Every fuzzer runs for DEEPINFER_FUZZ_SECONDS (default 20), $jobs at a time, so the stage is bounded by
-# ceil(fuzzers / jobs) * (seconds + start-up): 12 fuzzers on 2 cores, about 2.5 minutes. -timeout makes an
+# ceil(fuzzers / jobs) * (seconds + start-up): 14 fuzzers on 2 cores, 7 rounds, about 3 minutes. -timeout makes an
 # input that runs longer than 120 s (wall, so a loaded machine has slack) a failure, a hang, instead of a
 # stage that never ends.
 run_fuzzer() {
