@@ -439,13 +439,14 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
                    "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
   }
   DI_REQ_CHECK(ParseThinking(body, options, &c));
+  // deepseek-recipe's order: the thinking tool_choice rule before the prefix rules.
+  if (c.thinking_mode && !c.tools.empty() && (named_tool || c.tool_choice == ToolChoice::kRequired)) {
+    return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
+  }
   const bool has_prefix = !c.messages.empty() && c.messages.back().prefix;
   if (has_prefix && !c.tools.empty()) return Invalid("tools", "Function call should not be used with prefix");
   if (has_prefix && c.response_format == ResponseFormat::kJsonObject) {
     return Invalid("response_format", "response_format json_object should not be used with prefix");
-  }
-  if (c.thinking_mode && !c.tools.empty() && (named_tool || c.tool_choice == ToolChoice::kRequired)) {
-    return Invalid("tool_choice", "Thinking mode does not support this tool_choice");
   }
   DI_REQ_CHECK(internal::ChooseTools(r, named_tool, "tool_choice"));  // strict schemas fail before sampling
   DI_REQ_CHECK(ParseSampling(body, options, r));

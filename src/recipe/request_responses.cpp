@@ -389,6 +389,8 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   }
   const Json* input = Field(body, "input");
   if (!input) return Invalid("input", Missing("input"));
+  // Tools before the items, as deepseek-recipe checks them (its error for a bad tool wins over an item's).
+  DI_REQ_CHECK(ParseTools(body, options, &c));
   if (input->is_string()) {
     Message m;
     m.role = Role::kUser;
@@ -407,7 +409,6 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   }
   OrderToolCalls(&c);
 
-  DI_REQ_CHECK(ParseTools(body, options, &c));
   std::optional<std::string> named_tool;
   if (const Json* choice = Field(body, "tool_choice")) {
     if (choice->is_string()) {

@@ -100,6 +100,19 @@ const std::vector<Malformed>& MalformedCorpus() {
        "tools[0].name"},
       {Protocol::kResponses, R"({"model":"m","input":"x","reasoning":{"effort":"huge"}})", "reasoning.effort"},
       {Protocol::kResponses, R"({"model":"m","input":"x","max_output_tokens":0})", "max_tokens"},
+      // Where two rules fail, deepseek-recipe's first one names the error (its messages, found by parity.py):
+      // a bad tool before the items ("Unsupported custom tool ..."), the thinking tool_choice rule before
+      // the prefix rules ("Thinking mode does not support this tool_choice").
+      {Protocol::kResponses, R"({"model":"m","input":[],"tools":[{"type":"custom","name":"other"}]})",
+       "tools[0].name"},
+      {Protocol::kResponses,
+       R"({"model":"m","input":[{"type":"function_call_output","call_id":"x","output":"o"}],)"
+       R"("tools":[{"type":"custom","name":"other"}]})",
+       "tools[0].name"},
+      {Protocol::kChatCompletions,
+       R"({"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","prefix":true}],)"
+       R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"})",
+       "tool_choice"},
   };
   return corpus;
 }
