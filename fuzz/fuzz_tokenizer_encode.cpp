@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   Check(bytes == text);
   // Every safe cut splits the ids.
-  size_t cut = deepinfer::NextSafeCut(text, size / 2);
+  size_t cut = deepinfer::tokenizer::NextSafeCut(text, size / 2);
   if (cut < size) {
     std::vector<int32_t> joined = tok.EncodeTextSequential(text.substr(0, cut));
     std::vector<int32_t> right = tok.EncodeTextSequential(text.substr(cut));
@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<int32_t> with_added = tok.EncodeWithAddedTokens(text);
   std::string decoded = tok.Decode(with_added);
-  deepinfer::StreamingDetokenizer stream(tok);
+  deepinfer::tokenizer::StreamingDetokenizer stream(tok);
   std::string streamed;
   for (int32_t id : with_added) streamed += stream.Add(id);
   streamed += stream.Finish();
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i + 4 <= size && raw.size() < 64; i += 4) {
     raw.push_back(static_cast<int32_t>(data[i] | (data[i + 1] << 8) | (data[i + 2] << 16)) - 1000);
   }
-  deepinfer::StreamingDetokenizer raw_stream(tok, /*skip_special=*/true);
+  deepinfer::tokenizer::StreamingDetokenizer raw_stream(tok, /*skip_special=*/true);
   std::string raw_streamed;
   for (int32_t id : raw) raw_streamed += raw_stream.Add(id);
   raw_streamed += raw_stream.Finish();
