@@ -87,8 +87,8 @@ TEST(V4Config, ErrorsNameTheProblem) {
       {[](auto& j) { j["rope_scaling"]["type"] = "longrope"; }, "not supported"},
       {[](auto& j) { j["index_topk"] = 0; }, "index_topk"},
       // Sizes are bounded (far above any DeepSeek model) so that nothing computed from them can blow up.
-      {[](auto& j) { j["head_dim"] = int64_t{1} << 40; }, "head_dim 1099511627776 exceeds 16384"},
-      {[](auto& j) { j["moe_intermediate_size"] = int64_t{1} << 30; }, "moe_intermediate_size 1073741824 exceeds 262144"},
+      {[](auto& j) { j["head_dim"] = int64_t{1} << 40; }, "key 'head_dim' is 1099511627776; allowed: an integer in [2, 16384]"},
+      {[](auto& j) { j["moe_intermediate_size"] = int64_t{1} << 30; }, "key 'moe_intermediate_size' is 1073741824; allowed: an integer in [1, 262144]"},
       {[](auto& j) { j["vocab_size"] = int64_t{1} << 30; }, "vocab_size"},
   };
   for (const Case& c : cases) {
