@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
-#include <queue>
+#include <algorithm>
+#include <functional>
 
 namespace deepinfer::tokenizer {
 
@@ -62,46 +63,66 @@ void MergeShort(const BpeMerges& merges, std::vector<int32_t>& ids, std::vector<
 }
 
 // Long pieces: a heap of candidate merges keyed by (rank, position) over a linked list of symbols, so a
-// megabyte of one letter costs O(n log n). Entries made stale by an earlier merge are skipped on pop.
+// megabyte of one letter costs O(n log n). Memory is what bounds the tokenizer on hostile input (one piece
+// can be the whole input: 20 MB of one letter), so it is kept to 12 bytes per byte of the piece for the
+// list (32-bit ids and links; pieces are far below 2^31 bytes) plus 8 per candidate: a candidate is only
+// (rank, position), and it is stale when the pair now at its position no longer has that rank (a rank
+// names exactly one pair, so an equal rank means the same pair, which may be merged now just as well).
 void MergeLong(const BpeMerges& merges, std::vector<int32_t>& ids) {
-  const int64_t n = static_cast<int64_t>(ids.size());
-  std::vector<int64_t> prev(n), next(n);
-  for (int64_t i = 0; i < n; ++i) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < n ? i + 1 : -1;
+  const uint32_t n = static_cast<uint32_t>(ids.size());
+  constexpr uint32_t kNone = 0xFFFFFFFF;
+  constexpr uint32_t kDead = 0xFFFFFFFE;  // in prev[]: the symbol was merged into its left neighbour
+  thread_local std::vector<uint32_t> prev, next;
+  thread_local std::vector<uint64_t> heap;
+  prev.resize(n);
+  next.resize(n);
+  heap.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    prev[i] = i == 0 ? kNone : i - 1;
+    next[i] = i + 1 < n ? i + 1 : kNone;
   }
-  std::vector<bool> alive(n, true);
-  struct Candidate {
-    uint32_t rank;
-    int64_t pos;
-    int32_t left;
-    int32_t right;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  auto rank_at = [&](uint32_t pos) -> uint32_t {
+    return next[pos] == kNone ? BpeMerges::kNoRank : merges.Rank(ids[pos], ids[next[pos]]);
   };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
-  auto push = [&](int64_t pos) {
-    if (pos < 0 || next[pos] < 0) return;
-    BpeMerges::Rule r = merges.Find(ids[pos], ids[next[pos]]);
-    if (r.rank != BpeMerges::kNoRank) heap.push({r.rank, pos, ids[pos], ids[next[pos]]});
+  // Min-heap on rank, then position: (rank << 32 | pos) ordered as an integer.
+  const auto greater = std::greater<uint64_t>();
+  auto push = [&](uint32_t pos) {
+    if (pos == kNone) return;
+    const uint32_t rank = rank_at(pos);
+    if (rank == BpeMerges::kNoRank) return;
+    heap.push_back((static_cast<uint64_t>(rank) << 32) | pos);
+    std::push_heap(heap.begin(), heap.end(), greater);
   };
-  for (int64_t i = 0; i + 1 < n; ++i) push(i);
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    const uint32_t rank = merges.Rank(ids[i], ids[i + 1]);
+    if (rank != BpeMerges::kNoRank) heap.push_back((static_cast<uint64_t>(rank) << 32) | i);
+  }
+  std::make_heap(heap.begin(), heap.end(), greater);
   while (!heap.empty()) {
-    Candidate c = heap.top();
-    heap.pop();
-    int64_t right = next[c.pos];
-    if (!alive[c.pos] || right < 0 || ids[c.pos] != c.left || ids[right] != c.right) continue;
-    ids[c.pos] = merges.MergedByRank(c.rank);
-    alive[right] = false;
-    next[c.pos] = next[right];
-    if (next[right] >= 0) prev[next[right]] = c.pos;
-    push(prev[c.pos]);
-    push(c.pos);
+    std::pop_heap(heap.begin(), heap.end(), greater);
+    const uint64_t top = heap.back();
+    heap.pop_back();
+    const uint32_t rank = static_cast<uint32_t>(top >> 32), pos = static_cast<uint32_t>(top);
+    if (prev[pos] == kDead || rank_at(pos) != rank) continue;  // stale
+    const uint32_t right = next[pos];
+    ids[pos] = merges.MergedByRank(rank);
+    prev[right] = kDead;
+    next[pos] = next[right];
+    if (next[pos] != kNone) prev[next[pos]] = pos;
+    push(prev[pos]);
+    push(pos);
   }
   size_t out = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (alive[i]) ids[out++] = ids[i];
+  for (uint32_t i = 0; i < n; ++i) {
+    if (prev[i] != kDead) ids[out++] = ids[i];
   }
   ids.resize(out);
+  // Do not keep a long piece's buffers alive on this thread.
+  if (prev.capacity() > (size_t{1} << 20)) {
+    std::vector<uint32_t>().swap(prev);
+    std::vector<uint32_t>().swap(next);
+    std::vector<uint64_t>().swap(heap);
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ namespace {
 // Below this size a text is encoded on the calling thread: splitting costs more than it saves.
 constexpr size_t kMinParallelBytes = 64 * 1024;
 constexpr size_t kMinSegmentBytes = 16 * 1024;
+constexpr size_t kStreamSegmentBytes = 1 << 20;
 
 }  // namespace
 
@@ -40,6 +41,22 @@ Result<Tokenizer> Tokenizer::FromFile(const std::string& tokenizer_json_path) {
 }
 
 void Tokenizer::AppendEncodedText(std::string_view text, std::vector<int32_t>* out) const {
+  // Long inputs go through in segments cut where the pre-tokenizer cuts anyway (the ids are the same), so
+  // the piece offsets held at a time are bounded by the segment, not by the input.
+  if (text.size() > kStreamSegmentBytes) {
+    size_t begin = 0;
+    while (begin < text.size()) {
+      const size_t end = text.size() - begin > kStreamSegmentBytes ? NextSafeCut(text, begin + kStreamSegmentBytes)
+                                                                   : text.size();
+      AppendEncodedSegment(text.substr(begin, end - begin), out);
+      begin = end;
+    }
+    return;
+  }
+  AppendEncodedSegment(text, out);
+}
+
+void Tokenizer::AppendEncodedSegment(std::string_view text, std::vector<int32_t>* out) const {
   thread_local std::vector<size_t> piece_ends;
   piece_ends.clear();
   PreTokenize(text, &piece_ends);

@@ -47,6 +47,10 @@ class Tokenizer {
   // cuts anyway and encoded on ThreadPool::Shared(); the result equals EncodeTextSequential. Any bytes
   // are accepted: invalid UTF-8 bytes pre-tokenize as characters of no Unicode class and encode as their
   // byte tokens, so the ids' bytes always concatenate back to the input.
+  // Work and memory are linear in the input: besides the output (4 bytes per id), encoding holds the
+  // offsets of at most 1 MiB of input at a time and, for the longest pre-token piece, about 20 bytes per
+  // byte of that piece (BPE merges inside one piece cannot be streamed without changing the ids; a piece
+  // is one run of letters, CJK, punctuation or whitespace, so it is long only in contrived input).
   std::vector<int32_t> EncodeText(std::string_view text) const;
   // The same ids, computed on the calling thread only.
   std::vector<int32_t> EncodeTextSequential(std::string_view text) const;
@@ -77,6 +81,8 @@ class Tokenizer {
   const Vocabulary& model() const { return *model_; }
 
  private:
+  // AppendEncodedText for one segment (at most kStreamSegmentBytes unless one pre-token piece is longer).
+  void AppendEncodedSegment(std::string_view text, std::vector<int32_t>* out) const;
   explicit Tokenizer(std::unique_ptr<Vocabulary> model);
   std::unique_ptr<Vocabulary> model_;
   std::unique_ptr<AddedTokenMatcher> added_matcher_;
