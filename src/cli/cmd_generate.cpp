@@ -387,7 +387,9 @@ int RunProtocol(const GenerateArgs& args) {
     recipe::ParseOutcome parsed = recipe::ParseRequest(args.protocol, bodies[i], request_options);
     if (!parsed.ok()) {
       if (single) {
-        std::cerr << recipe::ErrorBody(args.protocol, parsed.error) << "\n";
+        // The same one-line form as `deepinfer render`: the status and the protocol's error body.
+        std::cerr << "deepinfer generate: HTTP " << parsed.error.http_status << " "
+                  << recipe::ErrorBody(args.protocol, parsed.error) << "\n";
         return 1;
       }
       jobs[i].error_body = recipe::ErrorBody(args.protocol, parsed.error);

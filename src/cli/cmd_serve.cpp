@@ -403,7 +403,8 @@ int RunServe(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"serve", "OpenAI- and Anthropic-compatible HTTP server", kUsage, RunServe});
+const CommandRegistration kRegistration({"serve", "OpenAI- and Anthropic-compatible HTTP server", kUsage, RunServe,
+                                         LogLevel::kInfo});
 
 }  // namespace
 }  // namespace deepinfer::cli

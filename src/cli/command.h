@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
+
 namespace deepinfer::cli {
 
 struct Command {
@@ -16,6 +18,10 @@ struct Command {
   std::string usage;    // full help for `deepinfer NAME --help`
   // argv excludes the program and subcommand names. Returns the process exit code.
   std::function<int(const std::vector<std::string>& args)> run;
+  // The log threshold the command runs with unless DEEPINFER_LOG says otherwise. Commands print their
+  // result on stdout and, on failure, one line on stderr, so informational records stay off; the server
+  // logs at info.
+  LogLevel log_level = LogLevel::kWarn;
 };
 
 std::vector<Command>& Registry();

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     }
     // Errors cross into main as exit codes; an exception arriving here is a bug in a library edge, and
     // the distinct exit code 3 lets the hostile-input harness tell it apart from a handled error.
+    if (std::getenv("DEEPINFER_LOG") == nullptr) deepinfer::SetLogLevel(command.log_level);
     try {
       return command.run(rest);
     } catch (const std::bad_alloc&) {

@@ -5,6 +5,8 @@
 
 #include "core/hash.h"
 #include "core/hf_config.h"
+#include "core/log.h"
+#include "core/weight_scan.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/elementwise.h"
@@ -151,6 +153,12 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_, LoadV4Weights(model->checkpoint_, model->config_));
+  // NaN/Inf weights load (the forward pass stays faithful), but such a model gives NaN logits wherever they
+  // reach: a loud warning once, rather than a server answering with empty completions (core/weight_scan.h).
+  if (const NonFiniteReport bad = ScanNonFinite(model->checkpoint_, model->pool_); bad.values > 0) {
+    DI_LOG(kWarn, "checkpoint holds NaN or Inf weights; outputs they reach will be NaN")
+        .Field("dir", dir).Field("values", bad.values).Field("tensors", bad.tensors).Field("first", bad.first);
+  }
   if (options.drafting) {
     if (model->weights_->mtp.empty())
       return Status::FailedPrecondition(dir + ": drafting needs the MTP layer, and the checkpoint has none");

@@ -84,7 +84,9 @@ def test_anthropic_request(deepinfer_bin, tiny_model):
 def test_bad_input_is_a_clear_error(deepinfer_bin, tiny_model, tmp_path):
     bad = generate(deepinfer_bin, tiny_model, "--request", "-", stdin='{"model": "m", "messages": []}')
     assert bad.returncode == 1
-    assert "error" in json.loads(bad.stderr)
+    prefix = "deepinfer generate: HTTP 400 "
+    assert bad.stderr.startswith(prefix) and len(bad.stderr.strip().splitlines()) == 1
+    assert "error" in json.loads(bad.stderr[len(prefix):])
     missing = generate(deepinfer_bin, str(tmp_path / "none"), "--prompt", "x")
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
     usage = generate(deepinfer_bin, tiny_model)

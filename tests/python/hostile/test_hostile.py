@@ -1,0 +1,113 @@
+"""The hostile-input harness (issue 9): every case of the corpus (tools/hostile/gen_corpus.py) runs under a
+wall-clock timeout and a memory cap, and must end the way a handled input ends: no signal, no timeout, no
+more resident memory than the case's bound, an exit code the case allows (1 for an error, 2 for a usage
+error, 0 where the input is valid but extreme), and on failure exactly one line on stderr in the CLI's
+format ("deepinfer COMMAND: message"), with no library-internal names in it.
+
+Runs against every built flavour of the CLI (Release, and the ASan+UBSan build when present; under ASan the
+address-space cap is left off, since the sanitizer reserves terabytes of shadow memory, and the RSS bound is
+doubled for its redzones and quarantine)."""
+import concurrent.futures
+import json
+import os
+import pathlib
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, deepinfer_binaries
+
+BINARIES = deepinfer_binaries()
+# Names that must never reach a user: nlohmann's exception ids, Status code names, C++ exception types.
+INTERNAL = ("json.exception", "INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE", "RESOURCE_EXHAUSTED", "DATA_LOSS",
+            "std::", "terminate called", "basic_string", "what():")
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory, deepinfer_bin):
+    out = tmp_path_factory.mktemp("hostile")
+    subprocess.run([sys.executable, str(ROOT / "tools" / "hostile" / "gen_corpus.py"), "--deepinfer", deepinfer_bin,
+                    "--out", str(out)], check=True, timeout=600)
+    return out, json.loads((out / "cases.json").read_text())
+
+
+def run_case(binary, out, case, asan):
+    """Runs one case; returns its exit (negative: the signal), stderr, peak RSS (os.wait4's ru_maxrss of this
+    child) and whether the timeout killed it."""
+    args = [binary] + [os.fsencode(a.replace("{D}", str(out))) for a in case["args"]]
+    stdin = open(case["stdin"].replace("{D}", str(out)), "rb") if case["stdin"] else subprocess.DEVNULL
+    cap = (case["rss_mib"] + 1024) << 20  # address space: the RSS bound plus room for mappings and stacks
+
+    def limits():
+        if not asan:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    env.pop("DEEPINFER_TOKENIZER", None)
+    start = time.monotonic()
+    proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limits,
+                            cwd=out, env=env)
+    timed_out = []
+    timer = threading.Timer(case["timeout_s"] * (4 if asan else 1), lambda: (timed_out.append(1), proc.kill()))
+    timer.start()
+    try:
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+    finally:
+        timer.cancel()
+        proc.stderr.close()
+        if stdin is not subprocess.DEVNULL:
+            stdin.close()
+    return {"timeout": bool(timed_out), "code": proc.returncode, "stderr": stderr.decode("utf-8", "replace"),
+            "rss_mib": usage.ru_maxrss / 1024, "seconds": time.monotonic() - start}
+
+
+def check(result, case, rss_mib):
+    problems = []
+    if result["timeout"]:
+        return [f"timed out after {result['seconds']:.0f} s"]
+    code = result["code"]
+    if code < 0:
+        problems.append(f"killed by signal {-code}")
+    elif code not in case["exit"]:
+        problems.append(f"exit {code}, expected {case['exit']}")
+    if result["rss_mib"] > rss_mib:
+        problems.append(f"peak RSS {result['rss_mib']:.0f} MiB over the bound of {rss_mib} MiB")
+    lines = [line for line in result["stderr"].splitlines() if line.strip()]
+    if case.get("stderr_has") and case["stderr_has"] not in result["stderr"]:
+        problems.append(f"stderr lacks {case['stderr_has']!r}: {result['stderr'][:300]!r}")
+    if code != 0:
+        if len(lines) != 1:
+            problems.append(f"{len(lines)} lines on stderr: {result['stderr'][:400]!r}")
+        elif not lines[0].startswith(("deepinfer ", "deepinfer: ")):
+            problems.append(f"stderr not in the CLI's format: {lines[0][:200]!r}")
+    for word in INTERNAL:
+        if word in result["stderr"]:
+            problems.append(f"stderr names {word!r}: {result['stderr'][:300]!r}")
+    return problems
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_hostile_corpus(binary, corpus):
+    out, cases = corpus
+    asan = "asan" in binary
+    if asan:
+        cases = [c for c in cases if not c["heavy"]]  # the Release run covers them; smaller twins run here
+
+    def one(case):
+        result = run_case(binary, out, case, asan)
+        return case, check(result, case, case["rss_mib"] * (2 if asan else 1))
+
+    failures = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # the cases are processes
+        for case, problems in pool.map(one, cases):
+            if problems:
+                failures.append(f"{case['name']}: " + "; ".join(problems))
+    assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(failures)

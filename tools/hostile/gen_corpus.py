@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Writes the hostile-input corpus: adversarial inputs for every command and parser of deepinfer, each with
+the command line that feeds it and the exit codes that count as handled (issue 9).
+
+    tools/hostile/gen_corpus.py --deepinfer BIN --out DIR
+
+DIR/cases.json lists the cases: {"name", "args" (after the binary; "{D}" is DIR), "stdin" (a file in DIR or
+null), "exit" (allowed codes), "rss_mib" (the resident-memory bound), "timeout_s", "stderr_has" (text the
+stderr must contain, or null)}. DIR/files/ holds the
+inputs, DIR/models/ a `tiny` checkpoint made with init-model and variants of it (their config.json, tensors
+or tokenizer.json broken in one way each; the rest linked to the tiny model's files). DIR/fuzz/<target>/
+holds the same inputs as seeds for the fuzzers (scripts/test.sh passes them on). The harness is
+tests/python/hostile/test_hostile.py. Deterministic: the same binary gives the same corpus.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import struct
+import subprocess
+
+# Exit codes: 1 = a handled error (one line on stderr), 2 = a usage error; 0 where the input is valid but
+# extreme (a 20 MB run of one letter tokenizes fine, within the memory bound).
+ERROR, USAGE, OK = [1], [2], [0]
+
+DEEP = 100_000  # nesting beyond any parser's bound: a recursive parser overflows its stack here
+
+
+def nested(depth, open_="[", close="]", inner="1"):
+    return open_ * depth + inner + close * depth
+
+
+class Corpus:
+    def __init__(self, out):
+        self.out = pathlib.Path(out)
+        self.files = self.out / "files"
+        self.files.mkdir(parents=True, exist_ok=True)
+        self.cases = []
+        self.names = set()
+
+    def file(self, name, data):
+        path = self.files / name
+        path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+        return "{D}/files/" + name
+
+    def seed(self, target, name, data):
+        d = self.out / "fuzz" / target
+        d.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+    def case(self, name, args, exit_codes, stdin=None, rss_mib=400, timeout_s=60, stderr_has=None, heavy=False):
+        """heavy: tens of megabytes or seconds even when handled well; the harness runs it on the Release
+        build only (a smaller case of the same class runs under the sanitizers)."""
+        assert name not in self.names, name
+        self.names.add(name)
+        self.cases.append({"name": name, "args": args, "stdin": stdin, "exit": exit_codes, "rss_mib": rss_mib,
+                           "timeout_s": timeout_s, "stderr_has": stderr_has, "heavy": heavy})
+
+    def write(self):
+        (self.out / "cases.json").write_text(json.dumps(self.cases, indent=1) + "\n")  # \udcff stays escaped
+
+
+def cli_flags(c):
+    """Every subcommand's flags: values out of range, of the wrong type, missing, not UTF-8."""
+    bad_utf8 = "\udcff"  # written as the raw byte 0xff by os.fsencode (surrogateescape)
+    for args in (["tokenize", "--tokenizer"], ["tokenize", "--bogus"], ["render", "--protocol", "smtp"],
+                 ["render", "--model-version", "v9"], ["parse", "--chunk-size", "0"],
+                 ["parse", "--chunk-size", "-1"], ["parse", "--prompt-tokens", "1e3"],
+                 ["parse", "--created", "99999999999999999999999"], ["parse", "--include-usage", "maybe"],
+                 ["parse", "--cache-hit-tokens", "5", "--prompt-tokens", "4"],
+                 ["init-model", "--preset", "tiny", "--out", "{D}/x", "--seed", "-1"],
+                 ["init-model", "--preset", "huge", "--out", "{D}/x"], ["init-model", "--out", "{D}/x"],
+                 ["generate", "--model", "{D}/models/tiny", "--max-tokens", "1000000000", "--prompt", "hi"],
+                 ["generate", "--model", "{D}/models/tiny", "--prompt", "a" + bad_utf8],
+                 ["generate", "--model", "{D}/models/tiny"], ["generate", "--model", "{D}/models/tiny", "--prompt",
+                                                              "x", "--request", "-"],
+                 ["generate", "--model", "{D}/models/tiny", "--prompt", "x", "--temperature", "nan"],
+                 ["generate", "--model", "{D}/models/tiny", "--prompt", "x", "--logprobs", "21"],
+                 ["inspect"], ["inspect", "a", "b"], ["inspect", "--json=1", "{D}/models/tiny"],
+                 ["tokenize", bad_utf8], ["bench", "machine", "--buffer-mib", "-5"], ["bench", "nosuch"],
+                 ["bench", "model", "--model", "{D}/models/tiny", "--steps", "0"],
+                 ["bench", "kernels", "--m", "1,,2"], ["no-such-command"],
+                 ["serve", "--port", "70000"]):
+        c.case("flags " + " ".join(a.replace("{D}/", "") for a in args).replace(bad_utf8, "\\xff"), args, USAGE)
+    c.case("flags tokenize --decode 4294967297", ["tokenize", "--decode", "4294967297"], ERROR)
+    jsonl = c.file("ids_wrap.jsonl", "[1, 2]\n[4294967297]\n")
+    c.case("tokenize --jsonl --decode wrapping id", ["tokenize", "--jsonl", "--decode"], ERROR, stdin=jsonl)
+    c.case("tokenize --jsonl deep line", ["tokenize", "--jsonl"], ERROR, stdin=c.file("deep.jsonl", nested(DEEP) + "\n"))
+    c.case("tokenize --jsonl not json", ["tokenize", "--jsonl"], ERROR, stdin=c.file("bad.jsonl", "\"ok\"\n{\n"))
+
+
+def input_files(c):
+    """Files that are not what they claim: a directory, a device that never ends, nothing at all."""
+    (c.out / "adir").mkdir(exist_ok=True)
+    for args in (["tokenize", "--file", "{D}/adir"], ["parse", "{D}/adir"], ["render", "{D}/adir"],
+                 ["generate", "--model", "{D}/models/tiny", "--request", "{D}/adir"],
+                 ["tokenize", "--tokenizer", "{D}/adir", "x"], ["inspect", "{D}/files/bad.jsonl"],
+                 ["tokenize", "--file", "{D}/no/such/file"], ["inspect", "{D}/no-such-dir"],
+                 ["generate", "--model", "{D}/no-such-dir", "--prompt", "x"]):
+        c.case("file " + " ".join(a.replace("{D}/", "") for a in args), args, ERROR)
+    # An endless device must hit the read bound (1 GiB) without holding more than the bound: tokenize reads
+    # /dev/zero up to the limit, so it may use about 1 GiB: the RSS bound says so.
+    c.case("file tokenize --file /dev/zero", ["tokenize", "--count", "--file", "/dev/zero"], ERROR, rss_mib=1400,
+           timeout_s=120, heavy=True)
+
+
+def requests(c):
+    """API request bodies for render and generate: deep, huge, wrong types, invalid UTF-8."""
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    bodies = {
+        "deep body": nested(DEEP, '{"a":', "}", "1"),
+        "deep message content": json.dumps(chat)[:-1] + ', "x": ' + nested(DEEP) + "}",
+        "deep tool arguments": json.dumps({"model": "m", "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": nested(DEEP)}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}),
+        "invalid utf-8 body": b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
+        "truncated body": json.dumps(chat)[:30],
+        "wrong types": json.dumps({"model": 5, "messages": "hi", "max_tokens": "x"}),
+        "negative max_tokens": json.dumps(dict(chat, max_tokens=-1)),
+        "huge max_tokens": json.dumps(dict(chat, max_tokens=10 ** 30)),
+        "nan temperature": json.dumps(chat)[:-1] + ', "temperature": NaN}',
+        "empty": "",
+        "100k tools": json.dumps(dict(chat, tools=[{"type": "function", "function": {"name": f"t{i}",
+                                 "parameters": {"type": "object"}}} for i in range(100_000)])),
+        "duplicate tool names": json.dumps(dict(chat, tools=[{"type": "function", "function": {"name": "t",
+                                           "parameters": {"type": "object"}}}] * 50_000)),
+    }
+    for name, body in bodies.items():
+        path = c.file("request_" + name.replace(" ", "_") + ".json", body)
+        c.seed("recipe_request", name.replace(" ", "_"), body if isinstance(body, bytes) else body.encode())
+        # Valid requests render fine (exit 0); the hostile ones must be one clean error.
+        codes = ERROR + OK if name in ("100k tools", "huge max_tokens") else ERROR
+        c.case("render " + name, ["render", path], codes, rss_mib=600)
+        for protocol in ("responses", "messages"):
+            c.case(f"render --protocol {protocol} {name}", ["render", "--protocol", protocol, path],
+                   ERROR + OK if name == "100k tools" else ERROR, rss_mib=600)
+        if name in ("deep body", "deep tool arguments", "invalid utf-8 body", "truncated body", "wrong types"):
+            c.case("generate " + name, ["generate", "--model", "{D}/models/tiny", "--request", path], ERROR)
+    # A message far longer than the tiny model's context: rejected before anything is allocated for it.
+    big = json.dumps({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "word " * 10_000_000}]})
+    c.case("generate 50 MB message", ["generate", "--model", "{D}/models/tiny_context",
+                                      "--request", c.file("request_50mb.json", big)], ERROR, rss_mib=1500,
+           timeout_s=180, heavy=True)
+    small = json.dumps({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "word " * 20_000}]})
+    c.case("generate 100 KB message", ["generate", "--model", "{D}/models/tiny_context",
+                                       "--request", c.file("request_100kb.json", small)], ERROR)
+
+
+def model_outputs(c):
+    """Completions for `parse`: deep JSON in tool parameters, invalid UTF-8, a huge run."""
+    v4_call = ("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" string=\"false\">"
+               + nested(DEEP) + "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>")
+    outputs = {"deep tool parameter": v4_call, "invalid utf-8": b"answer \xff\xfe\xfd </think> \xc3",
+               "20 MB of one letter": "a" * (20 << 20)}
+    for name, text in outputs.items():
+        path = c.file("output_" + name.replace(" ", "_") + ".txt", text)
+        if len(text) < (1 << 20):
+            c.seed("recipe_parse", name.replace(" ", "_"), text if isinstance(text, bytes) else text.encode())
+        for protocol in ("chat", "responses", "messages"):
+            c.case(f"parse --protocol {protocol} {name}", ["parse", "--protocol", protocol, path], OK + ERROR,
+                   rss_mib=900, timeout_s=120, heavy=len(text) > (1 << 20))
+
+
+def tokenizer_inputs(c):
+    # One pre-token piece as long as the input: about 20 bytes of memory per byte of it, and O(n log n).
+    c.case("tokenize 20 MB of one letter", ["tokenize", "--count", "--file",
+                                            c.file("a20m.txt", "a" * (20 << 20))], OK, rss_mib=750, timeout_s=180,
+           heavy=True)
+    c.case("tokenize 1 MB of one letter", ["tokenize", "--count", "--file", c.file("a1m.txt", "a" * (1 << 20))], OK,
+           rss_mib=120)
+    c.case("tokenize 4 MB of spaces", ["tokenize", "--count", "--file", c.file("s4m.txt", " " * (4 << 20))], OK,
+           rss_mib=300, timeout_s=120, heavy=True)
+    spec = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}, "added_tokens": []}
+    docs = {
+        "deep": nested(DEEP, '{"x":', "}", "1"),
+        "garbage": b"\x00\xff" * 1000,
+        "truncated": json.dumps(spec)[:25],
+        "unknown merge": json.dumps(dict(spec, model=dict(spec["model"], merges=["a zz"]))),
+        "huge id": json.dumps(dict(spec, model=dict(spec["model"], vocab={"a": 2 ** 40}))),
+        "negative id": json.dumps(dict(spec, added_tokens=[{"id": -1, "content": "x", "special": True}])),
+        "wrong types": json.dumps({"model": {"type": "BPE", "vocab": [1, 2], "merges": {"a": 1}}}),
+        "empty": "",
+    }
+    for name, doc in docs.items():
+        d = c.out / "tokenizers" / name.replace(" ", "_")
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "tokenizer.json").write_bytes(doc if isinstance(doc, bytes) else doc.encode())
+        c.seed("tokenizer_json", name.replace(" ", "_"), doc if isinstance(doc, bytes) else doc.encode())
+        c.case("tokenizer.json " + name, ["tokenize", "--tokenizer", "{D}/tokenizers/" + d.name, "hello"], ERROR)
+
+
+def safetensors_bytes(header, data=b""):
+    h = json.dumps(header).encode() if not isinstance(header, bytes) else header
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def checkpoints(c, deepinfer):
+    """The tiny model, and variants with one thing broken each (config.json, tensors, the index)."""
+    models = c.out / "models"
+    tiny = models / "tiny"
+    if not (tiny / "config.json").exists():
+        subprocess.run([deepinfer, "init-model", "--preset", "tiny", "--out", str(tiny)], check=True,
+                       stdout=subprocess.DEVNULL)
+    config = json.loads((tiny / "config.json").read_text())
+
+    def variant(name, config_value=None, files=None):
+        d = models / name
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        for f in tiny.iterdir():
+            if f.name != "config.json" and not (files and f.name in files):
+                os.symlink(f.resolve(), d / f.name)
+        (d / "config.json").write_text(json.dumps(config_value if config_value is not None else config))
+        for fname, data in (files or {}).items():
+            (d / fname).write_bytes(data)
+        return "{D}/models/" + name
+
+    # A small context, for the over-long prompt case.
+    variant("tiny_context", dict(config, max_position_embeddings=4096))
+    bad_configs = {
+        "num_hidden_layers -1": dict(config, num_hidden_layers=-1),
+        "sliding_window 2^40": dict(config, sliding_window=2 ** 40),
+        "sliding_window 2^21": dict(config, sliding_window=2 ** 21),
+        "hc_sinkhorn_iters 1e12": dict(config, hc_sinkhorn_iters=10 ** 12),
+        "rms_norm_eps negative": dict(config, rms_norm_eps=-1e-6),
+        "rope_theta negative": dict(config, rope_theta=-10000.0),
+        "eos past vocab": dict(config, eos_token_id=config["vocab_size"]),
+        "vocab_size 2^40": dict(config, vocab_size=2 ** 40),
+        "hidden_size string": dict(config, hidden_size="64"),
+        "nested value": dict(config, rope_scaling=json.loads(nested(500, '{"a":', "}", "1"))),
+        "not an object": [1, 2, 3],
+    }
+    for name, value in bad_configs.items():
+        path = variant("config_" + name.replace(" ", "_").replace("^", ""), value)
+        c.seed("model_config", name.replace(" ", "_").replace("^", ""), json.dumps(value))
+        c.case("config " + name, ["generate", "--model", path, "--prompt", "hi", "--max-tokens", "1"], ERROR)
+        c.case("inspect config " + name, ["inspect", "--json", path], OK + ERROR)
+    # Raw config text that no JSON builder can hold: 100,000 levels.
+    d = models / "config_deep_text"
+    variant("config_deep_text")
+    (d / "config.json").write_text(nested(DEEP, '{"a":', "}", "1"))
+    c.case("config 100k deep", ["generate", "--model", "{D}/models/config_deep_text", "--prompt", "hi"], ERROR)
+    c.case("inspect config 100k deep", ["inspect", "{D}/models/config_deep_text"], ERROR)
+
+    shard = sorted(p.name for p in tiny.glob("model-*.safetensors"))[-1]
+    real = (tiny / shard).read_bytes()
+    (header_len,) = struct.unpack("<Q", real[:8])
+    header = json.loads(real[8:8 + header_len])
+    name0 = next(k for k in header if k != "__metadata__")
+    broken = {
+        "truncated file": real[: len(real) // 2],
+        "header length huge": struct.pack("<Q", 2 ** 62) + real[8:],
+        "header garbage": struct.pack("<Q", 16) + b"\xff" * 16 + real[8 + 16:],
+        "header deep": safetensors_bytes(nested(DEEP, '{"a":', "}", "1").encode()),
+        "offsets past end": safetensors_bytes(dict(header, **{name0: dict(header[name0], data_offsets=[0, 2 ** 40])}),
+                                              real[8 + header_len:]),
+        "shape overflow": safetensors_bytes(dict(header, **{name0: dict(header[name0], shape=[2 ** 40, 2 ** 40])}),
+                                            real[8 + header_len:]),
+        "unknown dtype": safetensors_bytes(dict(header, **{name0: dict(header[name0], dtype="Q7")}),
+                                           real[8 + header_len:]),
+        "empty file": b"",
+    }
+    for name, data in broken.items():
+        path = variant("tensors_" + name.replace(" ", "_"), files={shard: data})
+        if len(data) < (1 << 20):
+            c.seed("safetensors_header", name.replace(" ", "_"), data)
+        c.case("tensors " + name, ["generate", "--model", path, "--prompt", "hi", "--max-tokens", "1"], ERROR)
+        c.case("inspect tensors " + name, ["inspect", path], ERROR)
+    index = json.loads((tiny / "model.safetensors.index.json").read_text())
+    for name, value in {"index deep": nested(DEEP, '{"a":', "}", "1"),
+                        "index missing shard": json.dumps(dict(index, weight_map=dict(index["weight_map"],
+                                                                                     extra="nope.safetensors"))),
+                        "index not object": "[]"}.items():
+        path = variant(name.replace(" ", "_"), files={"model.safetensors.index.json": value.encode()})
+        c.case("checkpoint " + name, ["inspect", path], ERROR)
+        c.case("generate checkpoint " + name, ["generate", "--model", path, "--prompt", "hi"], ERROR)
+    # NaN weights load and run (the forward pass stays faithful) with a loud warning at load.
+    nan = bytearray(real)
+    begin, end = header[name0]["data_offsets"]
+    dtype = header[name0]["dtype"]
+    pattern = {"BF16": b"\xc0\x7f", "F32": b"\x00\x00\xc0\x7f"}.get(dtype)
+    if pattern:
+        off = 8 + header_len + begin
+        for i in range(off, min(off + end - begin, off + 4096), len(pattern)):
+            nan[i:i + len(pattern)] = pattern
+        path = variant("tensors_nan", files={shard: bytes(nan)})
+        c.case("tensors NaN weights", ["generate", "--model", path, "--prompt", "hi", "--max-tokens", "2"], OK,
+               stderr_has="NaN or Inf weights")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--deepinfer", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    c = Corpus(args.out)
+    checkpoints(c, args.deepinfer)
+    cli_flags(c)
+    input_files(c)
+    requests(c)
+    model_outputs(c)
+    tokenizer_inputs(c)
+    c.write()
+    print(f"{len(c.cases)} cases in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
