@@ -49,6 +49,11 @@ ninja -C build/release -j "$jobs"
 stage "Release tests"
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
 
+stage "Hostile-input corpus"
+# tests/python/hostile runs it; it also seeds the fuzzers.
+rm -rf build/hostile
+.venv/bin/python tools/hostile/gen_corpus.py --deepinfer "$root/build/release/bin/deepinfer" --out build/hostile
+
 # DEEPINFER_ONE_CLANG_BUILD=1 (opt-in until a CI run from a fresh clone has shown it green): one clang build
 # serves both the ASan+UBSan unit tests and the fuzzers. Every library is compiled once with
 # -fsanitize=fuzzer-no-link,address,undefined (DEEPINFER_SANITIZE + DEEPINFER_FUZZ); the tests and the CLI link
@@ -91,6 +96,7 @@ run_fuzzer() {
   work="$(mktemp -d)"
   local corpus=("$work")
   [ -d "fuzz/seeds/${name#fuzz_}" ] && corpus+=("fuzz/seeds/${name#fuzz_}")
+  [ -d "build/hostile/fuzz/${name#fuzz_}" ] && corpus+=("build/hostile/fuzz/${name#fuzz_}")
   "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -timeout=120 -print_final_stats=1 \
     -artifact_prefix="$work/" "${corpus[@]}" >"$work/log" 2>&1 || rc=$?
   # One block of output per fuzzer, written at once, so parallel runs do not interleave.
@@ -111,6 +117,7 @@ printf "%s\0" "${fuzz_bins[@]}" | xargs -0 -n 1 -P "$jobs" bash -c 'run_fuzzer "
 
 stage "Python tests"
 export DEEPINFER_BUILD_DIR="$root/build/release" DEEPINFER_ASAN_BUILD_DIR="$root/$sanitize_dir"
+export DEEPINFER_HOSTILE_DIR="$root/build/hostile"
 set +e
 # The slowest tests are listed so that one growing past a few seconds is seen (CI must stay under 25 min).
 .venv/bin/python -m pytest -q --durations=15 tests/python

@@ -416,7 +416,18 @@ int RunProtocol(const GenerateArgs& args) {
       job.error_body = recipe::ErrorBody(args.protocol, {.param = "", .message = rendered.status().message()});
       continue;
     }
-    auto ids = recipe::TokenizePrompt(*rendered, tokenizer);
+    // Bounded by the longest prompt the engine admits: a 50 MB message is refused after tokenizing
+    // about that many tokens (or from its length alone), not after tokenizing all of it.
+    const int64_t max_prompt = engine.info().max_prompt_tokens;
+    auto ids = recipe::TokenizePrompt(*rendered, tokenizer, recipe::ControlTokenIds::FromTokenizer(tokenizer),
+                                      static_cast<size_t>(max_prompt));
+    if (!ids.ok() && ids.status().code() == StatusCode::kOutOfRange) {
+      const std::string message = "prompt: " + ids.status().message() + " the engine admits (the model's context is " +
+                                  std::to_string(engine.info().max_model_len) + " tokens)";
+      if (single) return Fail("generate", message);
+      job.error_body = recipe::ErrorBody(args.protocol, {.param = "messages", .message = message});
+      continue;
+    }
     if (!ids.ok()) return Fail("generate", ids.status().message());
     const recipe::InferenceOptions& inf = job.request.inference;
     engine::RequestParams params;

@@ -23,7 +23,7 @@ ControlTokenIds ControlTokenIds::FromTokenizer(const tokenizer::Tokenizer& token
 }
 
 Result<std::vector<int32_t>> TokenizePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer,
-                                            const ControlTokenIds& control_ids) {
+                                            const ControlTokenIds& control_ids, size_t max_ids) {
   std::vector<tokenizer::EncodePiece> pieces;
   pieces.reserve(prompt.special_ranges.size() * 2 + 1);
   size_t pos = 0;
@@ -39,7 +39,8 @@ Result<std::vector<int32_t>> TokenizePrompt(const RenderedPrompt& prompt, const 
     pos = range.end;
   }
   if (pos < text.size()) pieces.push_back({-1, text.substr(pos)});
-  return tokenizer.Encode(pieces);
+  if (max_ids == SIZE_MAX) return tokenizer.Encode(pieces);
+  return tokenizer.EncodeWithin(pieces, max_ids);
 }
 
 Result<std::vector<int32_t>> TokenizePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer) {

@@ -2,6 +2,7 @@
 // plain-text path (added-token matching off), so text a user typed never becomes a control token.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -20,9 +21,11 @@ struct ControlTokenIds {
   static ControlTokenIds FromTokenizer(const tokenizer::Tokenizer& tokenizer);
 };
 
-// Token ids of a rendered prompt. Fails when the prompt holds a control token the tokenizer does not have.
+// Token ids of a rendered prompt. Fails when the prompt holds a control token the tokenizer does not have,
+// and with kOutOfRange when it has more than max_ids ids (found early: Tokenizer::EncodeWithin), so a
+// prompt longer than the context costs no more than the context to reject.
 Result<std::vector<int32_t>> TokenizePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer,
-                                            const ControlTokenIds& control_ids);
+                                            const ControlTokenIds& control_ids, size_t max_ids = SIZE_MAX);
 Result<std::vector<int32_t>> TokenizePrompt(const RenderedPrompt& prompt, const tokenizer::Tokenizer& tokenizer);
 
 }  // namespace deepinfer::recipe

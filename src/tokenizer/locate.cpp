@@ -60,7 +60,7 @@ Result<Tokenizer> LoadTokenizer(const TokenizerSource& source) {
   if (source.builtin.empty()) return Tokenizer::FromFile(source.path);  // mapped, not copied
   DI_ASSIGN_OR_RETURN(std::string json, BuiltinTokenizerJson(source.builtin));
   Result<Tokenizer> tokenizer = Tokenizer::FromJson(json);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext(source.ToString());
+  if (!tokenizer.ok()) return NameTokenizerSource(tokenizer.status(), source.ToString());
   return tokenizer;
 }
 

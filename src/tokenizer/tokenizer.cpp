@@ -22,7 +22,13 @@ constexpr size_t kStreamSegmentBytes = 1 << 20;
 }  // namespace
 
 Tokenizer::Tokenizer(std::unique_ptr<Vocabulary> model)
-    : model_(std::move(model)), added_matcher_(std::make_unique<AddedTokenMatcher>(model_->added_tokens())) {}
+    : model_(std::move(model)), added_matcher_(std::make_unique<AddedTokenMatcher>(model_->added_tokens())) {
+  // Over every id, added ones included: a bound that holds whatever the merges can build.
+  for (size_t id = 0; id < model_->id_limit(); ++id) {
+    max_token_bytes_ = std::max(max_token_bytes_, model_->Bytes(static_cast<int32_t>(id)).size());
+  }
+  max_token_bytes_ = std::max<size_t>(max_token_bytes_, 1);
+}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
@@ -32,11 +38,19 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view tokenizer_json) {
   return Tokenizer(std::make_unique<Vocabulary>(std::move(model)));
 }
 
+Status NameTokenizerSource(const Status& status, const std::string& source) {
+  // The loader's messages say "tokenizer.json: ..." when they know no better; the source replaces that.
+  constexpr std::string_view kGeneric = "tokenizer.json: ";
+  std::string_view message = status.message();
+  if (message.substr(0, kGeneric.size()) == kGeneric) message.remove_prefix(kGeneric.size());
+  return Status(status.code(), source + ": " + std::string(message));
+}
+
 Result<Tokenizer> Tokenizer::FromFile(const std::string& tokenizer_json_path) {
   Result<MappedFile> file = MappedFile::Open(tokenizer_json_path);
   if (!file.ok()) return file.status();
   Result<Tokenizer> tokenizer = FromJson(file->view());
-  if (!tokenizer.ok()) return tokenizer.status().WithContext(tokenizer_json_path);
+  if (!tokenizer.ok()) return NameTokenizerSource(tokenizer.status(), tokenizer_json_path);
   return tokenizer;
 }
 
@@ -137,6 +151,46 @@ std::vector<int32_t> Tokenizer::Encode(std::span<const EncodePiece> pieces) cons
     } else {
       AppendEncodedText(piece.text, &ids);
     }
+  }
+  return ids;
+}
+
+Result<std::vector<int32_t>> Tokenizer::EncodeWithin(std::span<const EncodePiece> pieces, size_t max_ids) const {
+  // First the bound from bytes alone: no id covers more than max_token_bytes_ bytes of text.
+  size_t at_least = 0;
+  for (const EncodePiece& piece : pieces) {
+    at_least += piece.control_id >= 0 ? 1 : (piece.text.size() + max_token_bytes_ - 1) / max_token_bytes_;
+  }
+  auto too_many = [&](size_t count) {
+    return Status::OutOfRange("at least " + std::to_string(count) + " tokens, more than the limit of " +
+                              std::to_string(max_ids));
+  };
+  if (at_least > max_ids) return too_many(at_least);
+  // Then encode in slices cut where the pre-tokenizer cuts (the ids are those of Encode), stopping after
+  // the first slice that passes the limit: the work and the ids held are bounded by the limit plus one
+  // slice, whatever the input's length.
+  constexpr size_t kSliceBytes = size_t{4} << 20;
+  std::vector<int32_t> ids;
+  for (const EncodePiece& piece : pieces) {
+    if (piece.control_id >= 0) {
+      ids.push_back(piece.control_id);
+    } else {
+      const std::string_view text = piece.text;
+      size_t begin = 0;
+      while (begin < text.size()) {
+        const size_t end = text.size() - begin > kSliceBytes ? NextSafeCut(text, begin + kSliceBytes) : text.size();
+        const std::string_view slice = text.substr(begin, end - begin);
+        if (slice.size() >= kMinParallelBytes) {
+          std::vector<int32_t> part = EncodeText(slice);
+          ids.insert(ids.end(), part.begin(), part.end());
+        } else {
+          AppendEncodedText(slice, &ids);
+        }
+        begin = end;
+        if (ids.size() > max_ids) return too_many(ids.size());
+      }
+    }
+    if (ids.size() > max_ids) return too_many(ids.size());
   }
   return ids;
 }

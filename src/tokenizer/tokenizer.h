@@ -32,6 +32,9 @@ struct EncodePiece {
   std::string_view text;
 };
 
+// The status of a failed load, naming `source` (a path, "builtin deepseek-v4") once.
+Status NameTokenizerSource(const Status& status, const std::string& source);
+
 class Tokenizer {
  public:
   // Loads a tokenizer.json. Constructs this implementation does not support are reported as
@@ -60,6 +63,14 @@ class Tokenizer {
   // Control ids are copied as they are; text pieces go through EncodeText.
   std::vector<int32_t> Encode(std::span<const EncodePiece> pieces) const;
 
+  // Encode with a limit on the number of ids (a model's context): the same ids when they fit, else
+  // kOutOfRange. It fails before any work when the text's length alone proves the limit passed (no id
+  // covers more than max_token_bytes() bytes), and otherwise stops after the 4 MiB slice of text that
+  // passes it, so an over-long prompt costs work and memory for about max_ids ids, not for its length.
+  Result<std::vector<int32_t>> EncodeWithin(std::span<const EncodePiece> pieces, size_t max_ids) const;
+  // The most bytes any id decodes to.
+  size_t max_token_bytes() const { return max_token_bytes_; }
+
   // Hugging Face `encode(text, add_special_tokens=False)`: added-token spellings become their ids.
   std::vector<int32_t> EncodeWithAddedTokens(std::string_view text) const;
 
@@ -86,6 +97,7 @@ class Tokenizer {
   explicit Tokenizer(std::unique_ptr<Vocabulary> model);
   std::unique_ptr<Vocabulary> model_;
   std::unique_ptr<AddedTokenMatcher> added_matcher_;
+  size_t max_token_bytes_ = 1;
 };
 
 // Turns ids fed one at a time into text, emitting only complete UTF-8 code points and holding back an

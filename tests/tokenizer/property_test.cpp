@@ -114,6 +114,34 @@ TEST(TokenizerProperty, PiecesConcatenateControlIdsAndText) {
   EXPECT_EQ(tok.Encode(pieces), expected);
 }
 
+// EncodeWithin is Encode when the ids fit the limit and kOutOfRange past it, at every limit around the
+// true count; and the byte bound holds: no id decodes to more than max_token_bytes() bytes.
+TEST(TokenizerProperty, EncodeWithinIsEncodeOrOutOfRange) {
+  const tokenizer::Tokenizer& tok = V3();
+  for (size_t id = 0; id < tok.vocab_size(); ++id) {
+    ASSERT_LE(tok.TokenBytes(static_cast<int32_t>(id)).size(), tok.max_token_bytes());
+  }
+  std::mt19937_64 rng(11);
+  const std::string big = RandomText(rng, 300 * 1024);
+  const std::vector<tokenizer::EncodePiece> pieces = {{0, {}}, {-1, big}, {1, {}}};
+  const std::vector<int32_t> all = tok.Encode(pieces);
+  for (size_t limit : {all.size() + 100, all.size(), all.size() - 1, all.size() / 2, size_t{1}, size_t{0}}) {
+    auto within = tok.EncodeWithin(pieces, limit);
+    if (limit >= all.size()) {
+      ASSERT_TRUE(within.ok()) << limit;
+      EXPECT_EQ(*within, all);
+    } else {
+      ASSERT_FALSE(within.ok()) << limit;
+      EXPECT_EQ(within.status().code(), StatusCode::kOutOfRange);
+    }
+  }
+  // 64 MiB of text: refused from its length alone, before any of it is encoded.
+  const std::string huge(64 << 20, 'a');
+  auto refused = tok.EncodeWithin({{{-1, huge}}}, 4096);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("at least"), std::string::npos) << refused.status().message();
+}
+
 TEST(TokenizerProperty, TokenLookupsAgree) {
   const tokenizer::Tokenizer& tok = V3();
   EXPECT_EQ(tok.vocab_size(), 128815u);

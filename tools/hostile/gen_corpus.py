@@ -19,6 +19,7 @@ import pathlib
 import shutil
 import struct
 import subprocess
+import sys
 
 # Exit codes: 1 = a handled error (one line on stderr), 2 = a usage error; 0 where the input is valid but
 # extreme (a 20 MB run of one letter tokenizes fine, within the memory bound).
@@ -50,8 +51,8 @@ class Corpus:
         (d / name).write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
 
     def case(self, name, args, exit_codes, stdin=None, rss_mib=400, timeout_s=60, stderr_has=None, heavy=False):
-        """heavy: tens of megabytes or seconds even when handled well; the harness runs it on the Release
-        build only (a smaller case of the same class runs under the sanitizers)."""
+        """heavy: tens of megabytes or seconds even when handled well; the harness runs it only with
+        DEEPINFER_HOSTILE_FULL=1 and on the Release build (a smaller case of the same class runs in CI)."""
         assert name not in self.names, name
         self.names.add(name)
         self.cases.append({"name": name, "args": args, "stdin": stdin, "exit": exit_codes, "rss_mib": rss_mib,
@@ -105,45 +106,75 @@ def input_files(c):
            timeout_s=120, heavy=True)
 
 
+def protocol_body(protocol, messages_text="hi", tools=None, deep_args=None, **extra):
+    """A valid request of each protocol, with optional tools and one tool call whose arguments are deep."""
+    if protocol == "chat":
+        body = {"model": "m", "messages": [{"role": "user", "content": messages_text}]}
+        if deep_args is not None:
+            body["messages"] += [{"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep_args}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r"}]
+        if tools is not None:
+            body["tools"] = [{"type": "function", "function": {"name": t, "parameters": {"type": "object"}}}
+                             for t in tools]
+    elif protocol == "responses":
+        body = {"model": "m", "input": [{"role": "user", "content": messages_text}]}
+        if deep_args is not None:
+            body["input"] += [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": deep_args},
+                              {"type": "function_call_output", "call_id": "c1", "output": "r"}]
+        if tools is not None:
+            body["tools"] = [{"type": "function", "name": t, "parameters": {"type": "object"}} for t in tools]
+    else:
+        body = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": messages_text}]}
+        if deep_args is not None:  # Messages carries tool input as an object: the body itself is deep
+            body["messages"] += [{"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f",
+                                                                    "input": {"x": "DEEP"}}]},
+                                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1",
+                                                               "content": "r"}]}]
+        if tools is not None:
+            body["tools"] = [{"name": t, "input_schema": {"type": "object"}} for t in tools]
+    body.update(extra)
+    text = json.dumps(body)
+    if protocol == "messages" and deep_args is not None:
+        text = text.replace('"DEEP"', deep_args)
+    return text
+
+
 def requests(c):
-    """API request bodies for render and generate: deep, huge, wrong types, invalid UTF-8."""
-    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    bodies = {
-        "deep body": nested(DEEP, '{"a":', "}", "1"),
-        "deep message content": json.dumps(chat)[:-1] + ', "x": ' + nested(DEEP) + "}",
-        "deep tool arguments": json.dumps({"model": "m", "messages": [
-            {"role": "user", "content": "q"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": nested(DEEP)}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "r"}],
-            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}),
-        "invalid utf-8 body": b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
-        "truncated body": json.dumps(chat)[:30],
-        "wrong types": json.dumps({"model": 5, "messages": "hi", "max_tokens": "x"}),
-        "negative max_tokens": json.dumps(dict(chat, max_tokens=-1)),
-        "huge max_tokens": json.dumps(dict(chat, max_tokens=10 ** 30)),
-        "nan temperature": json.dumps(chat)[:-1] + ', "temperature": NaN}',
-        "empty": "",
-        "100k tools": json.dumps(dict(chat, tools=[{"type": "function", "function": {"name": f"t{i}",
-                                 "parameters": {"type": "object"}}} for i in range(100_000)])),
-        "duplicate tool names": json.dumps(dict(chat, tools=[{"type": "function", "function": {"name": "t",
-                                           "parameters": {"type": "object"}}}] * 50_000)),
-    }
-    for name, body in bodies.items():
-        path = c.file("request_" + name.replace(" ", "_") + ".json", body)
-        c.seed("recipe_request", name.replace(" ", "_"), body if isinstance(body, bytes) else body.encode())
-        # Valid requests render fine (exit 0); the hostile ones must be one clean error.
-        codes = ERROR + OK if name in ("100k tools", "huge max_tokens") else ERROR
-        c.case("render " + name, ["render", path], codes, rss_mib=600)
-        for protocol in ("responses", "messages"):
-            c.case(f"render --protocol {protocol} {name}", ["render", "--protocol", protocol, path],
-                   ERROR + OK if name == "100k tools" else ERROR, rss_mib=600)
-        if name in ("deep body", "deep tool arguments", "invalid utf-8 body", "truncated body", "wrong types"):
-            c.case("generate " + name, ["generate", "--model", "{D}/models/tiny", "--request", path], ERROR)
+    """API request bodies for render and generate, per protocol: deep, huge, wrong types, invalid UTF-8."""
+    for protocol in ("chat", "responses", "messages"):
+        chat = json.loads(protocol_body(protocol))
+        max_key = "max_output_tokens" if protocol == "responses" else "max_tokens"  # each protocol's name
+        bodies = {
+            "deep body": nested(DEEP, '{"a":', "}", "1"),
+            "deep extra field": protocol_body(protocol)[:-1] + ', "x": ' + nested(DEEP) + "}",
+            "deep tool arguments": protocol_body(protocol, tools=["f"], deep_args=nested(DEEP)),
+            "invalid utf-8 body": protocol_body(protocol, "\udcff\udcfe").encode("utf-8", "surrogateescape"),
+            "truncated body": protocol_body(protocol)[:30],
+            "wrong types": json.dumps(dict(chat, model=5, **{max_key: "x"})),
+            "negative max_tokens": json.dumps(dict(chat, **{max_key: -1})),
+            "huge max_tokens": json.dumps(dict(chat, **{max_key: 10 ** 30})),
+            "nan temperature": protocol_body(protocol)[:-1] + ', "temperature": NaN}',
+            "empty": "",
+            "100k tools": protocol_body(protocol, tools=[f"t{i}" for i in range(100_000)]),
+            "50k duplicate tool names": protocol_body(protocol, tools=["t"] * 50_000),
+        }
+        for name, body in bodies.items():
+            label = f"{protocol} {name}"
+            path = c.file("request_" + label.replace(" ", "_") + ".json", body)
+            c.seed("recipe_request", label.replace(" ", "_"), body if isinstance(body, bytes) else body.encode())
+            # Valid but large requests render fine (exit 0); the hostile ones must be one clean error.
+            codes = OK + ERROR if name == "100k tools" else ERROR
+            c.case("render " + label, ["render", "--protocol", protocol, path], codes, rss_mib=600,
+                   heavy=name == "100k tools" and protocol != "chat")  # one protocol's 100k in CI
+            if name in ("deep body", "deep tool arguments", "invalid utf-8 body", "truncated body", "wrong types",
+                        "50k duplicate tool names"):
+                c.case("generate " + label, ["generate", "--model", "{D}/models/tiny", "--protocol", protocol,
+                                             "--request", path], ERROR)
     # A message far longer than the tiny model's context: rejected before anything is allocated for it.
     big = json.dumps({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "word " * 10_000_000}]})
     c.case("generate 50 MB message", ["generate", "--model", "{D}/models/tiny_context",
-                                      "--request", c.file("request_50mb.json", big)], ERROR, rss_mib=1500,
+                                      "--request", c.file("request_50mb.json", big)], ERROR, rss_mib=600,
            timeout_s=180, heavy=True)
     small = json.dumps({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "word " * 20_000}]})
     c.case("generate 100 KB message", ["generate", "--model", "{D}/models/tiny_context",
@@ -155,7 +186,7 @@ def model_outputs(c):
     v4_call = ("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" string=\"false\">"
                + nested(DEEP) + "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>")
     outputs = {"deep tool parameter": v4_call, "invalid utf-8": b"answer \xff\xfe\xfd </think> \xc3",
-               "20 MB of one letter": "a" * (20 << 20)}
+               "1 MB of one letter": "a" * (1 << 20), "20 MB of one letter": "a" * (20 << 20)}
     for name, text in outputs.items():
         path = c.file("output_" + name.replace(" ", "_") + ".txt", text)
         if len(text) < (1 << 20):
@@ -174,15 +205,28 @@ def tokenizer_inputs(c):
            rss_mib=120)
     c.case("tokenize 4 MB of spaces", ["tokenize", "--count", "--file", c.file("s4m.txt", " " * (4 << 20))], OK,
            rss_mib=300, timeout_s=120, heavy=True)
-    spec = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}, "added_tokens": []}
+    c.case("tokenize 256 KB of spaces", ["tokenize", "--count", "--file", c.file("s256k.txt", " " * (256 << 10))],
+           OK, rss_mib=120)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tokenizer"))
+    import tokenizer_data  # noqa: PLC0415
+    real = json.loads(tokenizer_data.tokenizer_json("deepseek-v3"))
+    model = real["model"]
+
+    def variant(**changes):
+        spec = dict(real)
+        spec.update(changes)
+        return json.dumps(spec, ensure_ascii=False)
+
+    first = next(iter(model["vocab"]))
     docs = {
         "deep": nested(DEEP, '{"x":', "}", "1"),
         "garbage": b"\x00\xff" * 1000,
-        "truncated": json.dumps(spec)[:25],
-        "unknown merge": json.dumps(dict(spec, model=dict(spec["model"], merges=["a zz"]))),
-        "huge id": json.dumps(dict(spec, model=dict(spec["model"], vocab={"a": 2 ** 40}))),
-        "negative id": json.dumps(dict(spec, added_tokens=[{"id": -1, "content": "x", "special": True}])),
-        "wrong types": json.dumps({"model": {"type": "BPE", "vocab": [1, 2], "merges": {"a": 1}}}),
+        "truncated": variant()[:5000],
+        "unknown merge": variant(model=dict(model, merges=model["merges"][:10] + ["zzzz qqqq"])),
+        "huge id": variant(model=dict(model, vocab=dict(model["vocab"], **{first: 2 ** 40}))),
+        "negative added id": variant(added_tokens=real["added_tokens"] + [{"id": -1, "content": "x", "special": True}]),
+        "wrong types": variant(model=dict(model, vocab=[1, 2], merges={"a": 1})),
+        "no pre_tokenizer": variant(pre_tokenizer=None),
         "empty": "",
     }
     for name, doc in docs.items():
@@ -293,6 +337,60 @@ def checkpoints(c, deepinfer):
                stderr_has="NaN or Inf weights")
 
 
+def shrink_vocab(tiny, out, vocab=512):
+    """A copy of the tiny model with a 512-token vocabulary (every tensor with a first dimension of the
+    vocabulary size cut to its first rows), about 1.3 MB instead of 37: small enough to fuzz."""
+    config = json.loads((tiny / "config.json").read_text())
+    old = config["vocab_size"]
+    config.update(vocab_size=vocab, eos_token_id=1, bos_token_id=0)
+    files = {"config.json": json.dumps(config).encode(),
+             "model.safetensors.index.json": (tiny / "model.safetensors.index.json").read_bytes()}
+    for shard in sorted(tiny.glob("model-*.safetensors")):
+        raw = shard.read_bytes()
+        (n,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8:8 + n])
+        data, new_header, at = [], {}, 0
+        for name, t in header.items():
+            if name == "__metadata__":
+                new_header[name] = t
+                continue
+            begin, end = t["data_offsets"]
+            chunk = raw[8 + n + begin:8 + n + end]
+            if t["shape"] and t["shape"][0] == old:
+                chunk = chunk[:len(chunk) // old * vocab]
+                t = dict(t, shape=[vocab] + t["shape"][1:])
+            new_header[name] = dict(t, data_offsets=[at, at + len(chunk)])
+            data.append(chunk)
+            at += len(chunk)
+        files[shard.name] = safetensors_bytes(new_header, b"".join(data))
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    return files
+
+
+def pack_checkpoint(files):
+    out = bytearray(b"DICKPT1\n")
+    for name, data in files.items():
+        out += name.encode() + b"\n" + str(len(data)).encode() + b"\n" + data
+    return bytes(out)
+
+
+def checkpoint_seeds(c):
+    """Seeds for fuzz_model_checkpoint: the micro model packed, and one broken variant per kind."""
+    files = shrink_vocab(c.out / "models" / "tiny", c.out / "models" / "micro")
+    c.seed("model_checkpoint", "micro", pack_checkpoint(files))
+    config = json.loads(files["config.json"])
+    c.seed("model_checkpoint", "micro_bad_layers", pack_checkpoint(dict(files, **{
+        "config.json": json.dumps(dict(config, num_hidden_layers=-1)).encode()})))
+    shard = sorted(k for k in files if k.endswith(".safetensors"))[0]
+    c.seed("model_checkpoint", "micro_truncated", pack_checkpoint(dict(files, **{shard: files[shard][:1000]})))
+    c.seed("model_checkpoint", "micro_no_index", pack_checkpoint(
+        {k: v for k, v in files.items() if k != "model.safetensors.index.json"}))
+    c.case("generate micro model", ["generate", "--model", "{D}/models/micro", "--prompt-ids", "1,2,3",
+                                    "--max-tokens", "2"], OK)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--deepinfer", required=True)
@@ -300,6 +398,7 @@ def main():
     args = parser.parse_args()
     c = Corpus(args.out)
     checkpoints(c, args.deepinfer)
+    checkpoint_seeds(c)
     cli_flags(c)
     input_files(c)
     requests(c)
