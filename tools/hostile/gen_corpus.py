@@ -266,6 +266,12 @@ def checkpoints(c, deepinfer):
 
     # A small context, for the over-long prompt case.
     variant("tiny_context", dict(config, max_position_embeddings=4096))
+    # max_tokens far past the context: generation stops at the context, and KV grows as it is needed (it
+    # used to be allocated for prompt + max_tokens up front: 16M tokens of KV).
+    variant("tiny_context_256", dict(config, max_position_embeddings=256))
+    c.case("generate --max-tokens 2^24 on a 256-token context", ["generate", "--model", "{D}/models/tiny_context_256",
+                                                                 "--max-tokens", "16777216", "--prompt", "hi"], OK,
+           rss_mib=200)
     bad_configs = {
         "num_hidden_layers -1": dict(config, num_hidden_layers=-1),
         "sliding_window 2^40": dict(config, sliding_window=2 ** 40),
