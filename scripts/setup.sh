@@ -17,7 +17,7 @@ apt_packages=(
   libboost-dev                            # Boost.Asio/Beast (header-only): the HTTP server (src/server)
   libicu-dev                              # ICU: Unicode normalisation of DeepSeek-V4.1's Engram token map
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
-  python3 python3-venv                    # test tooling
+  python3 python3-venv time               # test tooling (GNU time: peak RSS of the hostile-input cases)
   liburing-dev libxxhash-dev fio          # KV store: io_uring, XXH3 checksums, the device's limit in bench kvstore
 )
 missing=()

@@ -14,8 +14,10 @@ import json
 import os
 import pathlib
 import resource
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -43,9 +45,14 @@ def corpus(tmp_path_factory, deepinfer_bin):
 
 
 def run_case(binary, out, case, asan):
-    """Runs one case; returns its exit (negative: the signal), stderr, peak RSS (os.wait4's ru_maxrss of this
-    child) and whether the timeout killed it."""
-    args = [binary] + [os.fsencode(a.replace("{D}", str(out))) for a in case["args"]]
+    """Runs one case; returns its exit (negative: the signal), stderr, peak RSS and whether the timeout killed it.
+
+    The peak RSS comes from GNU time, which forks the command from its own small process: a child forked from
+    pytest itself would count pytest's resident pages (copied at fork, recorded at exec) in its ru_maxrss."""
+    rss_file = tempfile.NamedTemporaryFile(prefix="rss-", delete=False)
+    rss_file.close()
+    args = ["/usr/bin/time", "-q", "-f", "%M", "-o", rss_file.name, binary] + [
+        os.fsencode(a.replace("{D}", str(out))) for a in case["args"]]
     stdin = open(case["stdin"].replace("{D}", str(out)), "rb") if case["stdin"] else subprocess.DEVNULL
     cap = (case["rss_mib"] + 1024) << 20  # address space: the RSS bound plus room for mappings and stacks
 
@@ -59,21 +66,28 @@ def run_case(binary, out, case, asan):
     env.pop("DEEPINFER_TOKENIZER", None)
     start = time.monotonic()
     proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limits,
-                            cwd=out, env=env)
+                            cwd=out, env=env, start_new_session=True)
     timed_out = []
-    timer = threading.Timer(case["timeout_s"] * (4 if asan else 1), lambda: (timed_out.append(1), proc.kill()))
+    timer = threading.Timer(case["timeout_s"] * (4 if asan else 1),
+                            lambda: (timed_out.append(1), os.killpg(proc.pid, signal.SIGKILL)))
     timer.start()
     try:
         stderr = proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        # GNU time exits 128 + N when its command died of signal N (deepinfer itself never exits above 3).
+        if proc.returncode > 128:
+            proc.returncode = -(proc.returncode - 128)
+        lines = pathlib.Path(rss_file.name).read_text().split()
+        rss_kib = int(lines[-1]) if lines and lines[-1].isdigit() else usage.ru_maxrss
     finally:
+        os.unlink(rss_file.name)
         timer.cancel()
         proc.stderr.close()
         if stdin is not subprocess.DEVNULL:
             stdin.close()
     return {"timeout": bool(timed_out), "code": proc.returncode, "stderr": stderr.decode("utf-8", "replace"),
-            "rss_mib": usage.ru_maxrss / 1024, "seconds": time.monotonic() - start}
+            "rss_mib": rss_kib / 1024, "seconds": time.monotonic() - start}
 
 
 def check(result, case, rss_mib):
