@@ -10,6 +10,7 @@
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
 #include "kernels/number_formats.h"
+#include "model/seeded_checkpoint.h"
 #include "model/v41_config.h"
 #include "model/v41_engram.h"
 
@@ -18,53 +19,12 @@ namespace {
 
 using nlohmann::ordered_json;
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
-// n values uniform in [mean − a, mean + a], a = √3·std, reproducible from (seed, name) whatever the thread
-// count: fixed chunks, each with its own stream.
-std::vector<float> RandomValues(uint64_t seed, const std::string& name, int64_t n, float mean, float std) {
-  std::vector<float> out(static_cast<size_t>(n));
-  const uint64_t base = SplitMix(seed ^ HashName(name));
-  const float a = std::sqrt(3.0f) * std;
-  constexpr int64_t kChunk = 1 << 16;
-  ThreadPool::Shared().ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      uint64_t state = SplitMix(base + static_cast<uint64_t>(c));
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-        state = SplitMix(state);
-        const float u = static_cast<float>(state >> 40) * (1.0f / 16777216.0f);
-        out[i] = mean + a * (2.0f * u - 1.0f);
-      }
-    }
-  }, 1);
-  return out;
-}
-
-uint8_t E8M0Ceil(float magnitude) {
-  if (!(magnitude > 0)) return 0;
-  int exp;
-  const float f = std::frexp(magnitude, &exp);
-  return static_cast<uint8_t>(std::clamp((f == 0.5f ? exp - 1 : exp) + 127, 0, 254));
-}
-
-template <typename T>
-std::string Bytes(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
+using seeded_checkpoint::RandomValues;
 
 enum class Kind { kDense, kExpert, kKeepBf16 };
 
+// Which released format holds each V4.1 tensor: FP8 in 32×32 blocks, packed FP4 experts, FP8 Engram tables
+// with a scale per 32 values, or BF16 where a dimension is not a multiple of 32.
 class ShardWriter {
  public:
   ShardWriter(uint64_t seed, V41InitFormat format) : seed_(seed), format_(format) {}
@@ -73,13 +33,11 @@ class ShardWriter {
     std::vector<float> w = RandomValues(seed_, prefix, out * in, 0.0f, gain / std::sqrt(static_cast<float>(in)));
     if (format_ == V41InitFormat::kBF16 || kind == Kind::kKeepBf16 || (kind == Kind::kDense && (out % 32 || in % 32)) ||
         (kind == Kind::kExpert && in % 32)) {
-      std::vector<uint16_t> b(w.size());
-      kernels::FloatToBf16(w.data(), b.data(), static_cast<int64_t>(w.size()));
-      Add(prefix + ".weight", DType::kBF16, {out, in}, Bytes(b));
+      shard_.Bf16(prefix + ".weight", {out, in}, w);
     } else if (kind == Kind::kExpert) {
-      Fp4(prefix, w, out, in);
+      shard_.Fp4(prefix, w, out, in);
     } else {
-      Fp8(prefix, w, out, in, 32, 32);
+      shard_.Fp8(prefix, w, out, in, 32, 32);
     }
   }
 
@@ -87,12 +45,10 @@ class ShardWriter {
   void Table(const std::string& prefix, int64_t rows, int64_t dim) {
     std::vector<float> w = RandomValues(seed_, prefix, rows * dim, 0.0f, 1.0f);
     if (format_ == V41InitFormat::kBF16 || dim % 32) {
-      std::vector<uint16_t> b(w.size());
-      kernels::FloatToBf16(w.data(), b.data(), static_cast<int64_t>(w.size()));
-      Add(prefix + ".weight", DType::kBF16, {rows, dim}, Bytes(b));
+      shard_.Bf16(prefix + ".weight", {rows, dim}, w);
       return;
     }
-    Fp8(prefix, w, rows, dim, 1, 32);
+    shard_.Fp8(prefix, w, rows, dim, 1, 32);
   }
 
   void Floats(const std::string& name, std::vector<int64_t> shape, float mean, float std, bool bf16 = false) {
@@ -100,88 +56,21 @@ class ShardWriter {
     for (int64_t d : shape) n *= d;
     std::vector<float> v = RandomValues(seed_, name, n, mean, std);
     if (bf16) {
-      std::vector<uint16_t> b(v.size());
-      kernels::FloatToBf16(v.data(), b.data(), n);
-      Add(name, DType::kBF16, std::move(shape), Bytes(b));
+      shard_.Bf16(name, std::move(shape), v);
     } else {
-      Add(name, DType::kF32, std::move(shape), Bytes(v));
+      shard_.F32(name, std::move(shape), v);
     }
   }
 
   Status Write(const std::string& path, std::map<std::string, std::string>* weight_map, const std::string& file,
                uint64_t* total_bytes) {
-    std::vector<TensorToWrite> views;
-    for (const Owned& t : tensors_) {
-      views.push_back({t.name, t.dtype, t.shape, t.bytes});
-      (*weight_map)[t.name] = file;
-      *total_bytes += t.bytes.size();
-    }
-    DI_RETURN_IF_ERROR(WriteSafetensors(path, views, {{"format", "pt"}}));
-    tensors_.clear();
-    return Status::Ok();
+    return shard_.Write(path, weight_map, file, total_bytes);
   }
 
  private:
-  struct Owned {
-    std::string name;
-    DType dtype;
-    std::vector<int64_t> shape;
-    std::string bytes;
-  };
-  void Add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::string bytes) {
-    tensors_.push_back({name, dtype, std::move(shape), std::move(bytes)});
-  }
-
-  // FP8 E4M3 in bo × bi blocks, each with the power-of-two scale that fits its largest magnitude under 448
-  // (scale tensor [ceil(out/bo), ceil(in/bi)], E8M0; for bo = 1 the [rows, dim/32] Engram layout).
-  void Fp8(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in, int64_t bo, int64_t bi) {
-    const int64_t ro = (out + bo - 1) / bo, ri = (in + bi - 1) / bi;
-    std::vector<uint8_t> q(static_cast<size_t>(out * in)), scales(static_cast<size_t>(ro * ri));
-    ThreadPool::Shared().ParallelFor(ro, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        for (int64_t c = 0; c < ri; ++c) {
-          float amax = 0;
-          for (int64_t i = r * bo; i < std::min(out, (r + 1) * bo); ++i)
-            for (int64_t k = c * bi; k < std::min(in, (c + 1) * bi); ++k) amax = std::max(amax, std::fabs(w[i * in + k]));
-          const uint8_t e = E8M0Ceil(amax / 448.0f);
-          scales[r * ri + c] = e;
-          const float inv = 1.0f / kernels::E8M0ToFloat(e);
-          for (int64_t i = r * bo; i < std::min(out, (r + 1) * bo); ++i)
-            for (int64_t k = c * bi; k < std::min(in, (c + 1) * bi); ++k)
-              q[i * in + k] = kernels::FloatToFp8E4M3(w[i * in + k] * inv);
-        }
-      }
-    }, 1);
-    Add(prefix + ".weight", DType::kF8_E4M3, {out, in}, Bytes(q));
-    Add(prefix + ".scale", DType::kF8_E8M0, {ro, ri}, Bytes(scales));
-  }
-
-  // Packed FP4: E2M1 pairs along the input (element 2b in the low nibble), an E8M0 scale per 32 inputs.
-  void Fp4(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in) {
-    std::vector<uint8_t> q(static_cast<size_t>(out * in / 2)), scales(static_cast<size_t>(out * in / 32));
-    ThreadPool::Shared().ParallelFor(out, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        for (int64_t g = 0; g < in / 32; ++g) {
-          const float* x = w.data() + i * in + g * 32;
-          float amax = 0;
-          for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
-          const uint8_t e = E8M0Ceil(amax / 6.0f);
-          scales[i * (in / 32) + g] = e;
-          const float inv = 1.0f / kernels::E8M0ToFloat(e);
-          for (int k = 0; k < 32; k += 2) {
-            const uint8_t lo = kernels::FloatToE2M1(x[k] * inv), hi = kernels::FloatToE2M1(x[k + 1] * inv);
-            q[(i * in + g * 32 + k) / 2] = static_cast<uint8_t>(lo | (hi << 4));
-          }
-        }
-      }
-    }, 1);
-    Add(prefix + ".weight", DType::kI8, {out, in / 2}, Bytes(q));
-    Add(prefix + ".scale", DType::kF8_E8M0, {out, in / 32}, Bytes(scales));
-  }
-
   uint64_t seed_;
   V41InitFormat format_;
-  std::vector<Owned> tensors_;
+  seeded_checkpoint::Shard shard_;
 };
 
 void AddBlock(ShardWriter& w, const V41Config& c, const std::string& p, const V41LayerPlan& plan, int64_t experts) {

@@ -10,6 +10,7 @@
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
 #include "kernels/number_formats.h"
+#include "model/seeded_checkpoint.h"
 #include "model/v4_config.h"
 
 namespace deepinfer::model {
@@ -17,61 +18,13 @@ namespace {
 
 using nlohmann::ordered_json;
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
-// n values uniform in [mean - a, mean + a] with a = sqrt(3)·std (variance std²), reproducible from
-// (seed, name) whatever the thread count: fixed chunks, each with its own stream.
-std::vector<float> RandomValues(uint64_t seed, const std::string& name, int64_t n, float mean, float std) {
-  std::vector<float> out(static_cast<size_t>(n));
-  const uint64_t base = SplitMix(seed ^ HashName(name));
-  const float a = std::sqrt(3.0f) * std;
-  constexpr int64_t kChunk = 1 << 16;
-  ThreadPool::Shared().ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      uint64_t state = SplitMix(base + static_cast<uint64_t>(c));
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-        state = SplitMix(state);
-        const float u = static_cast<float>(state >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-        out[i] = mean + a * (2.0f * u - 1.0f);
-      }
-    }
-  }, 1);
-  return out;
-}
-
-uint8_t E8M0Ceil(float magnitude) {
-  if (!(magnitude > 0)) return 0;
-  int exp;
-  const float f = std::frexp(magnitude, &exp);  // magnitude = f · 2^exp, f in [0.5, 1)
-  const int ceil_log2 = f == 0.5f ? exp - 1 : exp;
-  return static_cast<uint8_t>(std::clamp(ceil_log2 + 127, 0, 254));
-}
-
-struct OwnedTensor {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-template <typename T>
-std::string Bytes(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
+using seeded_checkpoint::HashName;
+using seeded_checkpoint::RandomValues;
+using seeded_checkpoint::SplitMix;
 
 enum class MatrixKind { kDense, kExpert, kKeepBf16 };
 
+// Which released format holds each V4 tensor: FP8 in 128×128 blocks, MXFP4 experts, BF16 or F32.
 class ShardWriter {
  public:
   ShardWriter(uint64_t seed, V4InitFormat format) : seed_(seed), format_(format) {}
@@ -80,91 +33,35 @@ class ShardWriter {
     std::vector<float> w = RandomValues(seed_, prefix, out * in, 0.0f, gain / std::sqrt(static_cast<float>(in)));
     const std::string name = prefix + ".weight";
     if (format_ == V4InitFormat::kF32) {
-      Add(name, DType::kF32, {out, in}, Bytes(w));
+      shard_.F32(name, {out, in}, w);
     } else if (format_ == V4InitFormat::kBF16 || kind == MatrixKind::kKeepBf16) {
-      std::vector<uint16_t> b(w.size());
-      kernels::FloatToBf16(w.data(), b.data(), static_cast<int64_t>(w.size()));
-      Add(name, DType::kBF16, {out, in}, Bytes(b));
+      shard_.Bf16(name, {out, in}, w);
     } else if (kind == MatrixKind::kExpert) {
-      Mxfp4(prefix, w, out, in);
+      shard_.Fp4(prefix, w, out, in);
     } else {
-      Fp8(prefix, w, out, in);
+      shard_.Fp8(prefix, w, out, in, 128, 128);
     }
   }
 
   void Floats(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    Add(name, DType::kF32, std::move(shape), Bytes(RandomValues(seed_, name, n, mean, std)));
+    shard_.F32(name, std::move(shape), RandomValues(seed_, name, n, mean, std));
   }
 
   void Ints(const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& values) {
-    Add(name, DType::kI32, std::move(shape), Bytes(values));
+    shard_.I32(name, std::move(shape), values);
   }
 
   Status Write(const std::string& path, std::map<std::string, std::string>* weight_map, const std::string& file,
                uint64_t* total_bytes) {
-    std::vector<TensorToWrite> views;
-    for (const OwnedTensor& t : tensors_) {
-      views.push_back({t.name, t.dtype, t.shape, t.bytes});
-      (*weight_map)[t.name] = file;
-      *total_bytes += t.bytes.size();
-    }
-    DI_RETURN_IF_ERROR(WriteSafetensors(path, views, {{"format", "pt"}}));
-    tensors_.clear();
-    return Status::Ok();
+    return shard_.Write(path, weight_map, file, total_bytes);
   }
 
  private:
-  void Add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::string bytes) {
-    tensors_.push_back({name, dtype, std::move(shape), std::move(bytes)});
-  }
-
-  // FP8 E4M3 in 128×128 blocks, each with the power-of-two scale that fits its largest magnitude under 448.
-  void Fp8(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in) {
-    const int64_t bo = (out + 127) / 128, bi = (in + 127) / 128;
-    std::vector<uint8_t> q(static_cast<size_t>(out * in)), scales(static_cast<size_t>(bo * bi));
-    for (int64_t r = 0; r < bo; ++r) {
-      for (int64_t c = 0; c < bi; ++c) {
-        float amax = 0;
-        for (int64_t i = r * 128; i < std::min(out, (r + 1) * 128); ++i)
-          for (int64_t k = c * 128; k < std::min(in, (c + 1) * 128); ++k) amax = std::max(amax, std::fabs(w[i * in + k]));
-        const uint8_t e = E8M0Ceil(amax / 448.0f);
-        scales[r * bi + c] = e;
-        const float inv = 1.0f / kernels::E8M0ToFloat(e);
-        for (int64_t i = r * 128; i < std::min(out, (r + 1) * 128); ++i)
-          for (int64_t k = c * 128; k < std::min(in, (c + 1) * 128); ++k)
-            q[i * in + k] = kernels::FloatToFp8E4M3(w[i * in + k] * inv);
-      }
-    }
-    Add(prefix + ".weight", DType::kF8_E4M3, {out, in}, Bytes(q));
-    Add(prefix + ".scale", DType::kF8_E8M0, {bo, bi}, Bytes(scales));
-  }
-
-  // MXFP4: E2M1 pairs along the input (element 2b in the low nibble), an E8M0 scale per 32 inputs.
-  void Mxfp4(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in) {
-    std::vector<uint8_t> q(static_cast<size_t>(out * in / 2)), scales(static_cast<size_t>(out * in / 32));
-    for (int64_t i = 0; i < out; ++i) {
-      for (int64_t g = 0; g < in / 32; ++g) {
-        const float* x = w.data() + i * in + g * 32;
-        float amax = 0;
-        for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
-        const uint8_t e = E8M0Ceil(amax / 6.0f);
-        scales[i * (in / 32) + g] = e;
-        const float inv = 1.0f / kernels::E8M0ToFloat(e);
-        for (int k = 0; k < 32; k += 2) {
-          const uint8_t lo = kernels::FloatToE2M1(x[k] * inv), hi = kernels::FloatToE2M1(x[k + 1] * inv);
-          q[(i * in + g * 32 + k) / 2] = static_cast<uint8_t>(lo | (hi << 4));
-        }
-      }
-    }
-    Add(prefix + ".weight", DType::kI8, {out, in / 2}, Bytes(q));
-    Add(prefix + ".scale", DType::kF8_E8M0, {out, in / 32}, Bytes(scales));
-  }
-
   uint64_t seed_;
   V4InitFormat format_;
-  std::vector<OwnedTensor> tensors_;
+  seeded_checkpoint::Shard shard_;
 };
 
 void AddBlock(ShardWriter& w, const V4Config& c, const std::string& p, V4AttentionType type, int64_t ratio,
