@@ -19,6 +19,7 @@ apt_packages=(
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
   python3 python3-venv time               # test tooling (GNU time: peak RSS of the hostile-input cases)
   liburing-dev libxxhash-dev fio          # KV store: io_uring, XXH3 checksums, the device's limit in bench kvstore
+  libfuse2 fuse                           # KV store tests: a slow FUSE filesystem (fusepy), fusermount
 )
 missing=()
 for p in "${apt_packages[@]}"; do

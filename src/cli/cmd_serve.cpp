@@ -84,6 +84,8 @@ constexpr const char* kUsage =
     "  --kv-store-capacity BYTES   evict least-recently-used blocks above 90% of BYTES of blocks (default:\n"
     "                              keep DIR's filesystem below 90% used)\n"
     "  --kv-store-sweep-s S        seconds between sweeps (expiry, watermark; default 60)\n"
+    "  --kv-store-timeout-s S      how long a request waits for DIR (a slow or hung filesystem) before it\n"
+    "                              recomputes instead (default 2)\n"
     "  --kv-ttl-class agent|chat   the retention class of this server's requests (default chat)\n"
     "  --kv-ttl-agent-s S, --kv-ttl-chat-s S   how long a block lives after its last use (3 d / 7 d)\n"
     "  --kv-store-fsync none|data|full   durability of written blocks (default none: a block a crash damaged\n"
@@ -127,6 +129,7 @@ struct ServeArgs {
   int64_t kv_ttl_chat_s = 7 * 86400;
   kvstore::FsyncPolicy kv_store_fsync = kvstore::FsyncPolicy::kNone;
   double kv_store_sweep_s = 60;
+  double kv_store_timeout_s = 2;
 };
 
 int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
@@ -166,6 +169,7 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Path("--kv-store", &out->kv_store_dir);
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
   flags.Double("--kv-store-sweep-s", &out->kv_store_sweep_s, 0.01, 86400);
+  flags.Double("--kv-store-timeout-s", &out->kv_store_timeout_s, 0.001, 3600);
   flags.Choice("--kv-ttl-class", &out->kv_ttl_class,
                {{"agent", kvstore::TtlClass::kAgent}, {"chat", kvstore::TtlClass::kChat}});
   flags.Int<int64_t>("--kv-ttl-agent-s", &out->kv_ttl_agent_s, 1, int64_t{3650} * 86400);
@@ -355,13 +359,7 @@ int RunServe(const std::vector<std::string>& argv) {
     if (!args.kv_store_dir.empty()) {
       kv_tier = OpenKvStore(args, **loaded);
       engine_options.lower_tier = kv_tier.get();
-      if (kv_tier) {
-        service.SetExtraMetrics([tier = kv_tier.get()] {
-          std::string text;
-          tier->store().AppendPrometheus(&text);
-          return text;
-        });
-      }
+      engine_options.lower_tier_timeout_s = args.kv_store_timeout_s;
     }
     auto created = engine::Engine::Create(std::move(*loaded), engine_options);
     if (created.ok()) {
@@ -369,6 +367,14 @@ int RunServe(const std::vector<std::string>& argv) {
       service.SetEngine(engine.get());
     } else {
       DI_LOG(kWarn, "no generation engine: generation endpoints answer 503").Field("reason", created.status().message());
+    }
+    if (kv_tier) {
+      service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get()] {
+        std::string text;
+        tier->store().AppendPrometheus(&text);
+        if (eng) engine::AppendTierPrometheus(eng->Stats(), &text);
+        return text;
+      });
     }
   }
 

@@ -194,6 +194,8 @@ struct EngineStats {
   uint64_t prefix_cache_queries = 0;  // prompt tokens looked up
   uint64_t prefix_cache_hits = 0;     // of them, tokens served from cache (RAM and persistent tier)
   uint64_t external_prefix_cache_hits = 0;  // of the hits, tokens the persistent tier served
+  uint64_t lower_tier_timeouts = 0;   // waits for the persistent tier cut short by lower_tier_timeout_s
+  uint64_t lower_tier_skipped_blocks = 0;  // blocks the tier held, recomputed as predicted faster than reading
   uint64_t window_block_hits = 0;     // prefix hits resumed exactly from cached window blocks
   uint64_t replay_hits = 0;           // prefix hits that replayed (window blocks gone)
   uint64_t replayed_tokens = 0;       // tokens those replays recomputed

@@ -1,6 +1,8 @@
 #include "engine/kv_store_tier.h"
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace deepinfer::engine {
 
@@ -76,6 +78,28 @@ void KvStoreTier::Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vec
 
 double KvStoreTier::PredictReadSeconds(int64_t blocks) const {
   return store_->PredictReadSeconds(static_cast<size_t>(blocks < 0 ? 0 : blocks));
+}
+
+void AppendTierPrometheus(const EngineStats& stats, std::string* out) {
+  auto counter = [out](std::string_view name, std::string_view help, uint64_t value) {
+    *out += "# HELP ";
+    *out += name;
+    *out += ' ';
+    *out += help;
+    *out += "\n# TYPE ";
+    *out += name;
+    *out += " counter\n";
+    *out += name;
+    *out += ' ';
+    *out += std::to_string(value);
+    *out += '\n';
+  };
+  counter("deepinfer:kvstore_tier_timeouts_total",
+          "Requests that stopped waiting for the KV store after --kv-store-timeout-s and recomputed.",
+          stats.lower_tier_timeouts);
+  counter("deepinfer:kvstore_tier_skipped_blocks_total",
+          "Blocks the KV store held but recomputed, reading them being predicted slower.",
+          stats.lower_tier_skipped_blocks);
 }
 
 }  // namespace deepinfer::engine

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "engine/engine.h"
 #include "kvcache/lower_tier.h"
 #include "kvstore/store.h"
 #include "model/causal_lm.h"
@@ -21,6 +22,11 @@ namespace deepinfer::engine {
 // prefix group.
 Result<kvstore::StoreLayout> StoreLayoutFor(const model::KvCacheSpec& spec, const model::ModelInfo& info,
                                             model::ComputePrecision compute, model::KvPrecision kv);
+
+// The engine's side of the tier in Prometheus text, beside the store's own metrics on /metrics: waits cut
+// short by EngineOptions::lower_tier_timeout_s (a slow or hung filesystem) and blocks recomputed because
+// reading them was predicted slower.
+void AppendTierPrometheus(const EngineStats& stats, std::string* out);
 
 class KvStoreTier final : public kvcache::LowerTier {
  public:

@@ -89,6 +89,10 @@ void EngineImpl::CheckTierTimeouts(int64_t now) {
     Sequence* s = r->second->seqs[static_cast<size_t>(load.index)].get();
     if (s->tier != Sequence::Tier::kLoading) continue;
     s->tier = Sequence::Tier::kChecked;  // admitted on what RAM has; the rest is recomputed
+    {
+      std::lock_guard<std::mutex> stats(stats_mutex_);
+      ++counters_.lower_tier_timeouts;
+    }
     DI_LOG(kWarn, "engine: the persistent KV tier is slow; recomputing instead of waiting")
         .Field("waited_s", static_cast<double>(now - load.start_nanos) * 1e-9)
         .Field("blocks", load.keys.size());
@@ -134,7 +138,11 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   if (s && n > 0 && cost_.ready()) {
     StepShape shape;
     shape.AddChunk(load.from * model::kBlockTokens, static_cast<int64_t>(n) * model::kBlockTokens, true);
-    if (options_.lower_tier->PredictReadSeconds(static_cast<int64_t>(n)) >= cost_.Predict(shape)) n = 0;
+    if (options_.lower_tier->PredictReadSeconds(static_cast<int64_t>(n)) >= cost_.Predict(shape)) {
+      std::lock_guard<std::mutex> stats(stats_mutex_);
+      counters_.lower_tier_skipped_blocks += n;
+      n = 0;
+    }
   }
   if (!s || n == 0) {
     if (s) s->tier = Sequence::Tier::kChecked;

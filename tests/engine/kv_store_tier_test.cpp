@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -162,10 +163,14 @@ struct ServedRun {
   std::vector<float> logprobs;
   int64_t hit_tokens = 0;
   uint64_t external_hits = 0;
+  uint64_t tier_timeouts = 0;
+  uint64_t tier_skipped_blocks = 0;
 };
 
-// One greedy request through an engine (with the tier when given), exact replay, logprobs kept.
-ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, double tier_timeout_s = 2) {
+// One greedy request through an engine (with the tier when given), exact replay, logprobs kept. A warm-up
+// prompt runs first when given (the cost model is fitted from the steps it ran).
+ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, double tier_timeout_s = 2,
+                const std::vector<int32_t>* warmup = nullptr) {
   EngineOptions options;
   options.kv_cache_bytes = int64_t{64} << 20;
   options.lower_tier = tier;
@@ -177,6 +182,9 @@ ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, do
   p.sampling.max_tokens = 4;
   p.sampling.temperature = 0;  // greedy
   p.sampling.logprobs = true;
+  if (warmup != nullptr) {
+    EXPECT_TRUE((*engine)->Generate(std::span(warmup, 1), p).ok());
+  }
   auto out = (*engine)->Generate(std::span(&prompt, 1), p);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   ServedRun run;
@@ -185,7 +193,10 @@ ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, do
     run.logprobs.push_back(t.logprob);
   }
   run.hit_tokens = (*out)[0].prompt_cache_hit_tokens;
-  run.external_hits = (*engine)->Stats().external_prefix_cache_hits;
+  const EngineStats stats = (*engine)->Stats();
+  run.external_hits = stats.external_prefix_cache_hits;
+  run.tier_timeouts = stats.lower_tier_timeouts;
+  run.tier_skipped_blocks = stats.lower_tier_skipped_blocks;
   (*engine)->Shutdown();
   if (auto* store_tier = dynamic_cast<KvStoreTier*>(tier)) store_tier->store().Flush();
   return run;
@@ -250,6 +261,8 @@ TEST(KvStoreTier, RestartedAndSecondServersHitExactlyAndMatchAColdRun) {
     EXPECT_EQ(r->external_hits, 3u * 128);
     EXPECT_EQ(r->ids, cold.ids);
     EXPECT_EQ(r->logprobs, cold.logprobs);  // bit-identical: float ==
+    EXPECT_EQ(r->tier_timeouts, 0u);
+    EXPECT_EQ(r->tier_skipped_blocks, 0u);
   }
   EXPECT_EQ(a->store().stats().hit_blocks, 3u);
   EXPECT_EQ(b->store().stats().hit_blocks, 3u);
@@ -304,8 +317,53 @@ TEST(KvStoreTier, AHungTierIsWaitedForOnlyUntilTheTimeout) {
     EXPECT_EQ(slow.hit_tokens, 0);
     EXPECT_EQ(slow.ids, cold.ids);
     EXPECT_EQ(slow.logprobs, cold.logprobs);
+    EXPECT_EQ(slow.tier_timeouts, 1u);  // /metrics: deepinfer:kvstore_tier_timeouts_total
   }
   hung.Release();
+}
+
+// A tier that predicts its reads slower than any recomputation (a filesystem measured slow).
+class PessimisticTier final : public kvcache::LowerTier {
+ public:
+  explicit PessimisticTier(KvStoreTier* inner) : inner_(inner) {}
+  void Offer(const kvcache::BlockKey& key, std::span<const std::span<const uint8_t>> bytes) override {
+    inner_->Offer(key, bytes);
+  }
+  void Lookup(std::vector<kvcache::BlockKey> keys, std::function<void(size_t)> done) override {
+    inner_->Lookup(std::move(keys), std::move(done));
+  }
+  void Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> dest,
+            std::function<void(size_t)> done) override {
+    ++reads_;
+    inner_->Read(std::move(keys), std::move(dest), std::move(done));
+  }
+  double PredictReadSeconds(int64_t) const override { return 1e6; }
+  int reads() const { return reads_; }
+
+ private:
+  KvStoreTier* inner_;
+  std::atomic<int> reads_{0};
+};
+
+// Blocks the tier holds are not read when the cost model (fitted by a warm-up request) predicts their
+// prefill faster than the tier's read: they are recomputed, counted, and the answer is the cold one.
+TEST(KvStoreTier, BlocksPredictedSlowerToReadAreRecomputedAndCounted) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(2 * 128 + 10, 24);
+  const std::vector<int32_t> warmup = Prompt(40, 25);  // no full block: no tier lookup of its own
+  const ServedRun cold = Serve(prompt, nullptr);
+  auto m = LoadFixture();
+  auto store = OpenTier(dir.path(), *m);
+  Serve(prompt, store.get());
+  PessimisticTier pessimistic(store.get());
+  const ServedRun skipped = Serve(prompt, &pessimistic, 2, &warmup);
+  EXPECT_EQ(pessimistic.reads(), 0);
+  EXPECT_EQ(skipped.hit_tokens, 0);
+  EXPECT_EQ(skipped.tier_skipped_blocks, 2u);  // both full blocks were present
+  EXPECT_EQ(skipped.tier_timeouts, 0u);
+  EXPECT_EQ(skipped.ids, cold.ids);
+  EXPECT_EQ(skipped.logprobs, cold.logprobs);
+  EXPECT_EQ(store->store().stats().hit_blocks, 0u);
 }
 
 }  // namespace
