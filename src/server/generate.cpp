@@ -6,6 +6,7 @@
 // strand, where the codec turns tokens into protocol events and the events go to the socket. So the step
 // thread never waits for the network, and updates that pile up while a write is in flight are encoded
 // and sent together.
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -42,20 +43,23 @@ std::string RandomId(std::string_view prefix) {
   return id;
 }
 
-// The context check every generation request passes before it reaches the engine.
-bool FitsContext(ServiceExchange& exchange, recipe::Protocol protocol, int64_t prompt_tokens,
+// The context check every generation request passes before it reaches the engine. `at_least`: the prompt
+// was refused while being encoded (PreparePrompt's max_ids), so `prompt_tokens` is a lower bound.
+bool FitsContext(ServiceExchange& exchange, recipe::Protocol protocol, int64_t prompt_tokens, bool at_least,
                  std::optional<int64_t> max_tokens, int64_t max_model_len) {
-  const bool over = prompt_tokens >= max_model_len || (max_tokens && prompt_tokens + *max_tokens > max_model_len);
+  const bool over = at_least || prompt_tokens >= max_model_len ||
+                    (max_tokens && prompt_tokens + *max_tokens > max_model_len);
   if (!over) return true;
+  const std::string bound = at_least ? "at least " : "";
   recipe::RequestError e;
   if (protocol == recipe::Protocol::kMessages) {
-    e.message = "prompt is too long: " + std::to_string(prompt_tokens) + " tokens + max_tokens " +
+    e.message = "prompt is too long: " + bound + std::to_string(prompt_tokens) + " tokens + max_tokens " +
                 std::to_string(max_tokens.value_or(0)) + " > " + std::to_string(max_model_len) + " maximum";
   } else {
     e.param = protocol == recipe::Protocol::kResponses ? "input" : "messages";
     e.message = "This model's maximum context length is " + std::to_string(max_model_len) +
-                " tokens. However, you requested " + std::to_string(prompt_tokens + max_tokens.value_or(0)) +
-                " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
+                " tokens. However, you requested " + bound + std::to_string(prompt_tokens + max_tokens.value_or(0)) +
+                " tokens (" + bound + std::to_string(prompt_tokens) + " in the messages, " +
                 std::to_string(max_tokens.value_or(0)) +
                 " in the completion). Please reduce the length of the messages or completion.";
   }
@@ -324,9 +328,14 @@ void Generation::Drain() {
 
 void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol) {
   Prompt prompt;
-  if (!PreparePrompt(exchange, protocol, exchange->request.body, &prompt)) return;
-  const int64_t prompt_tokens = static_cast<int64_t>(prompt.ids.size());
-  if (!FitsContext(*exchange, protocol, prompt_tokens, prompt.request.inference.max_tokens, options_.max_model_len))
+  // The longest prompt any request may have (FitsContext): one more id and it is refused, the rest of a
+  // long prompt never encoded.
+  const size_t max_prompt_ids = static_cast<size_t>(std::max<int64_t>(options_.max_model_len - 1, 0));
+  if (!PreparePrompt(exchange, protocol, exchange->request.body, &prompt, max_prompt_ids)) return;
+  const bool at_least = prompt.at_least_ids > 0;
+  const int64_t prompt_tokens = at_least ? prompt.at_least_ids : static_cast<int64_t>(prompt.ids.size());
+  if (!FitsContext(*exchange, protocol, prompt_tokens, at_least, prompt.request.inference.max_tokens,
+                   options_.max_model_len))
     return;
   engine::RequestParams params;
   const recipe::InferenceOptions& inf = prompt.request.inference;

@@ -95,13 +95,16 @@ class Service : public HttpHandler {
   void HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol);
   void HandleCompletions(const std::shared_ptr<Exchange>& exchange);
 
-  // The parsed request and its prompt ids; false when the error response was already sent.
+  // The parsed request and its prompt ids; false when the error response was already sent. A prompt of
+  // more than `max_ids` ids is not encoded to the end (Tokenizer::EncodeWithin: often refused from its
+  // byte length alone): `ids` stays empty and `at_least_ids` (> max_ids) is what is known of its length.
   struct Prompt {
     recipe::ParsedRequest request;
     std::vector<int32_t> ids;
+    int64_t at_least_ids = 0;
   };
   bool PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol, std::string_view body,
-                     Prompt* out);
+                     Prompt* out, size_t max_ids = SIZE_MAX);
   ApiError ModelNotFound(std::string_view model) const;
   // Sampling fields beyond the codec's (penalties, ignore_eos, min_tokens, min_p) and the test hook;
   // false when the error response was sent.

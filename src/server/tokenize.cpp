@@ -45,7 +45,7 @@ ApiError BadRequest(std::string message, std::string param = {}) {
 }  // namespace
 
 bool Service::PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol,
-                            std::string_view body, Prompt* out) {
+                            std::string_view body, Prompt* out, size_t max_ids) {
   recipe::RequestOptions request_options;
   request_options.model_version = options_.model_version;
   request_options.default_thinking_mode = options_.default_thinking_mode;
@@ -64,7 +64,13 @@ bool Service::PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::P
     exchange->Fail(BadRequest(rendered.status().message(), "messages"));
     return false;
   }
-  auto ids = recipe::TokenizePrompt(*rendered, *tokenizer_, control_ids_);
+  auto ids = recipe::TokenizePrompt(*rendered, *tokenizer_, control_ids_, max_ids);
+  if (!ids.ok() && ids.status().code() == StatusCode::kOutOfRange && max_ids != SIZE_MAX) {
+    out->request = std::move(*parsed.request);
+    out->ids.clear();
+    out->at_least_ids = static_cast<int64_t>(max_ids) + 1;
+    return true;
+  }
   if (!ids.ok()) {
     ApiError e;
     e.status = 500;

@@ -167,6 +167,30 @@ def test_prompt_longer_than_the_context_is_400(server):
     assert status == 400
 
 
+def test_prompt_of_many_megabytes_is_refused_before_it_is_encoded(keyed):
+    # 16 MiB of text (about 3.4M tokens, under the default 32 MiB --max-request-bytes) against the model's
+    # context: the byte length alone proves it too long (no token spans more than the vocabulary's longest
+    # spelling), so the server answers without encoding it, and says the count is a lower bound.
+    long_text = "word " * ((16 << 20) // 5)
+    auth = {"Authorization": f"Bearer {KEY}"}
+    status, _, body = keyed.json("POST", "/v1/chat/completions", chat(content=long_text), headers=auth)
+    assert status == 400
+    assert_openai_error(body, "messages")
+    assert "maximum context length is" in body["error"]["message"]
+    assert "in the messages" in body["error"]["message"] and "at least" in body["error"]["message"]
+    status, _, body = keyed.json("POST", "/v1/responses", {"model": MODEL, "input": long_text}, headers=auth)
+    assert status == 400
+    assert_openai_error(body, "input")
+    assert "at least" in body["error"]["message"]
+    status, _, body = keyed.json("POST", "/v1/messages", anthropic(content=long_text), headers=auth)
+    assert status == 400
+    assert_anthropic_error(body, "invalid_request_error")
+    assert "prompt is too long: at least" in body["error"]["message"]
+    # A prompt that fits is still encoded to the end and served.
+    status, _, body = keyed.json("POST", "/v1/chat/completions", chat(max_tokens=1), headers=auth)
+    assert status == 200, body
+
+
 def test_body_over_max_request_bytes_is_413(server):
     big = chat(content="x" * 70000)
     status, _, body = server.json("POST", "/v1/chat/completions", big)
