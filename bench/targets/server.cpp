@@ -5,7 +5,7 @@
 //   the chat workload: 16 keep-alive connections sending streaming chat requests of --stream-tokens
 //   tokens back to back (streams/s, generated tokens/s, time to first token);
 //   the server's own per-streamed-update overhead (deepinfer:http_stream_overhead_seconds, from the
-//   engine handing an update over to the socket taking its bytes) after the chat run;
+//   engine's step thread handing the tokens over to the socket taking their bytes) after the chat run;
 //   --hold N: N concurrent SSE streams kept open for --hold-seconds, with errors, the server's RSS over
 //   time, the held streams' time to first token and time between tokens (p50/p99), and KV blocks still
 //   used afterwards (scripts/soak_server.sh runs 1,000 for 10 minutes).
@@ -438,9 +438,16 @@ int RunBenchServer(const std::vector<std::string>& args) {
     if (count > 0) {
       const double p50 = Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.5\"}") * 1e6;
       const double p99 = Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.99\"}") * 1e6;
-      std::printf("server overhead per streamed update (engine hand-over -> socket, since start): p50 %.1f us, "
+      std::printf("server overhead per streamed update (engine step thread -> socket, since start): p50 %.1f us, "
                   "p99 %.1f us over %.0f updates (goal < 50 us)\n", p50, p99, count);
       out["stream_overhead_us"] = {{"p50", p50}, {"p99", p99}, {"updates", count}};
+      if (Metric(metrics, "deepinfer:http_stream_handoff_seconds_count") > 0) {
+        const double h50 = Metric(metrics, "deepinfer:http_stream_handoff_seconds{quantile=\"0.5\"}") * 1e6;
+        const double h99 = Metric(metrics, "deepinfer:http_stream_handoff_seconds{quantile=\"0.99\"}") * 1e6;
+        std::printf("  of which the hand-off (step thread -> update handled on its connection's strand): p50 %.1f us, "
+                    "p99 %.1f us\n", h50, h99);
+        out["stream_handoff_us"] = {{"p50", h50}, {"p99", h99}};
+      }
     } else {
       std::printf("server overhead per streamed update: not reported by this server\n");
     }

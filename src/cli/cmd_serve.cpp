@@ -66,6 +66,9 @@ constexpr const char* kUsage =
     "  --write-timeout-s S         seconds a write may stall before the client counts as gone (default 30)\n"
     "  --max-connections N         open connections beyond this are answered 503 (default 4096)\n"
     "  --io-threads N              HTTP event-loop threads (default 1)\n"
+    "  --latency-slice-us N        scheduler time slice the HTTP and engine output threads ask for (default\n"
+    "                              100; Linux >= 6.12), so that they preempt the compute threads when a\n"
+    "                              token arrives; 0 keeps the kernel's default\n"
     "  --shutdown-grace-s S        on SIGTERM/SIGINT, how long requests in flight may take to finish\n"
     "                              (default 30)\n"
     "  --request-timeout-s S       a generation request finishes (as \"length\") after S seconds (default 600;\n"
@@ -110,6 +113,7 @@ struct ServeArgs {
   double write_timeout_s = 30;
   int64_t max_connections = 4096;
   int64_t io_threads = 1;
+  int64_t latency_slice_us = 100;
   double shutdown_grace_s = 30;
   double request_timeout_s = 600;
   bool enable_test_hooks = false;
@@ -155,6 +159,7 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Double("--shutdown-grace-s", &out->shutdown_grace_s, 0, 86400);
   flags.Int<int64_t>("--max-connections", &out->max_connections, 1, 1 << 20);
   flags.Int<int64_t>("--io-threads", &out->io_threads, 1, 64);
+  flags.Int<int64_t>("--latency-slice-us", &out->latency_slice_us, 0, 100000);
   flags.Double("--request-timeout-s", &out->request_timeout_s, 0, 86400 * 7);
   flags.Switch("--enable-test-hooks", &out->enable_test_hooks);
   flags.Int<int64_t>("--kv-cache-memory-bytes", &out->kv_cache_bytes, int64_t{1} << 20, int64_t{1} << 40);
@@ -324,6 +329,7 @@ int RunServe(const std::vector<std::string>& argv) {
   http_options.host = args.host;
   http_options.port = static_cast<int>(args.port);
   http_options.io_threads = static_cast<int>(args.io_threads);
+  http_options.io_thread_slice_us = args.latency_slice_us;
   http_options.max_body_bytes = static_cast<size_t>(args.max_request_bytes);
   http_options.max_header_bytes = static_cast<size_t>(args.max_header_bytes);
   http_options.header_timeout_s = args.keep_alive_s;
@@ -354,6 +360,7 @@ int RunServe(const std::vector<std::string>& argv) {
     engine_options.enable_prefix_caching = !args.no_prefix_caching;
     // A long-running server holds its whole KV budget from the start: memory is flat under load.
     engine_options.prefault_kv = true;
+    engine_options.output_thread_slice_us = args.latency_slice_us;
     engine_options.compute_precision = args.precision;
     engine_options.swa_replay = args.swa_replay;  // part of every block's name (and the store's namespace)
     if (!args.kv_store_dir.empty()) {

@@ -106,6 +106,9 @@ struct RequestUpdate {
   std::vector<SequenceDelta> sequences;  // outputs with something new
   bool finished = false;  // every output has finished: this is the request's last update
   Status status;          // why, when an output finished with kError
+  // NowNanos() when the step thread handed these tokens to the output thread (the start of a consumer's
+  // per-token latency: detokenization and the callback's hand-off count in it).
+  int64_t emitted_nanos = 0;
 };
 // Called exactly once with finished = true for every accepted request (also on Abort and Shutdown).
 using UpdateCallback = std::function<void(RequestUpdate update)>;
@@ -143,6 +146,10 @@ struct EngineOptions {
   // untouched blocks) and the step thread takes those page faults; with it, RSS holds the whole pool from
   // the start and stays flat. A server sets it; tools that create an engine for one run leave it off.
   bool prefault_kv = false;
+  // Microseconds of scheduler time slice the output thread asks for (SetThreadLatencySlice, core/sched.h;
+  // 0: the kernel's default). A server that streams tokens sets it short, so the output thread preempts
+  // the busy step and pool threads when a step's tokens arrive instead of waiting for their slice to end.
+  int64_t output_thread_slice_us = 0;
   // Prepare step N+1 and finish step N−1 while step N runs.
   bool async_scheduling = true;
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)

@@ -60,6 +60,7 @@ struct OutputEvent {
   int64_t hit_tokens = 0;
   std::vector<SeqEvent> seqs;
   Status status;
+  int64_t posted_nanos = 0;  // when Post() queued it
 };
 
 // ---- Step thread side ---------------------------------------------------------------------------------

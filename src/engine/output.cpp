@@ -2,11 +2,16 @@
 // detokenized text with stop strings matched across tokens — and calls the requests' callbacks, so neither
 // detokenization nor a consumer's callback ever runs on the step thread.
 #include "core/log.h"
+#include "core/sched.h"
 #include "engine/engine_impl.h"
 
 namespace deepinfer::engine {
 
 void EngineImpl::OutputLoop() {
+  if (options_.output_thread_slice_us > 0) {
+    const Status slice = SetThreadLatencySlice(options_.output_thread_slice_us);
+    if (!slice.ok()) DI_LOG(kDebug, "engine: output thread keeps the default time slice").Field("why", slice.message());
+  }
   std::deque<OutputEvent> batch;
   while (true) {
     {
@@ -30,6 +35,7 @@ void EngineImpl::Deliver(OutputEvent& event) {
   u.prompt_tokens = o.prompt_tokens;
   u.prompt_cache_hit_tokens = o.hit_tokens;
   u.seed = o.seed;
+  u.emitted_nanos = event.posted_nanos;
   std::vector<int> stopped;  // outputs this thread finished on a stop string
   for (SeqEvent& se : event.seqs) {
     OutputSequence& os = o.seqs[static_cast<size_t>(se.index)];

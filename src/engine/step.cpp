@@ -40,6 +40,7 @@ OutputEvent& EngineImpl::EventFor(Request* r, std::vector<OutputEvent>* events) 
 }
 
 void EngineImpl::Post(OutputEvent event) {
+  event.posted_nanos = NowNanos();
   std::lock_guard<std::mutex> lock(out_mutex_);
   out_queue_.push_back(std::move(event));
   out_cv_.notify_one();

@@ -296,7 +296,9 @@ void Generation::Deliver(engine::RequestUpdate update) {
   bool post = false;
   {
     std::lock_guard lock(mu_);
-    inbox_.emplace_back(std::move(update), NowNanos());
+    // The latency of these bytes starts when the engine's step thread handed the tokens over.
+    const int64_t origin = update.emitted_nanos > 0 ? update.emitted_nanos : NowNanos();
+    inbox_.emplace_back(std::move(update), origin);
     post = !drain_posted_;
     drain_posted_ = true;
   }
@@ -313,9 +315,12 @@ void Generation::Drain() {
     batch.swap(inbox_);
     drain_posted_ = false;
   }
+  const int64_t now = NowNanos();
   for (const auto& [update, arrival] : batch) {
     if (done_) break;
     origin_nanos_ = arrival;
+    drain_nanos_ = now;
+    handoff_recorded_ = false;  // recorded with the update's first stream write
     OnUpdate(update);
     if (update.finished) {
       done_ = true;

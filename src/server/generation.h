@@ -29,8 +29,14 @@ class Generation : public std::enable_shared_from_this<Generation> {
   virtual void OnUpdate(const engine::RequestUpdate& update) = 0;
   virtual void OnRefused(const ApiError& error) = 0;
   void AbortEngine();
-  // Stream bytes made from the updates being handled (their arrival is the write's origin).
-  void Write(std::string data) { exchange_->channel->Write(std::move(data), origin_nanos_); }
+  // Stream bytes made from the updates being handled (their tokens' emission is the write's origin).
+  void Write(std::string data) {
+    if (!handoff_recorded_ && exchange_->stream_handoff && origin_nanos_ > 0) {
+      exchange_->stream_handoff->Record(static_cast<double>(drain_nanos_ - origin_nanos_) * 1e-9);
+      handoff_recorded_ = true;
+    }
+    exchange_->channel->Write(std::move(data), origin_nanos_);
+  }
 
   std::shared_ptr<ServiceExchange> exchange_;
   engine::Engine* engine_;
@@ -45,8 +51,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool done_ = false;
   std::shared_ptr<Generation> keep_alive_;
   std::mutex mu_;
-  std::deque<std::pair<engine::RequestUpdate, int64_t>> inbox_;  // with arrival times
+  std::deque<std::pair<engine::RequestUpdate, int64_t>> inbox_;  // with their tokens' emission times
   int64_t origin_nanos_ = 0;
+  int64_t drain_nanos_ = 0;        // when the update being handled reached the strand
+  bool handoff_recorded_ = false;  // its hand-off time is in exchange_->stream_handoff
   bool drain_posted_ = false;
 };
 

@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/log.h"
+#include "core/sched.h"
 
 namespace deepinfer::server {
 
@@ -167,6 +168,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto endpoint = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
     stream_.socket().set_option(tcp::no_delay(true), ec);
+    // Stream chunks are first written synchronously (Flush): a full socket must answer would_block.
+    stream_.socket().non_blocking(true, ec);
     server_->connections_open.fetch_add(1);
     server_->connections_total.fetch_add(1);
   }
@@ -383,41 +386,58 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  // Sends what is queued as one write: a chunk (size line, the bytes, CRLF) and, once the handler ended
+  // the stream, the last chunk. Written straight into the socket (no completion handler waiting behind
+  // other connections' work, no timer to arm); only what the socket does not take goes through an
+  // asynchronous write, under the write timeout.
   void Flush() {
-    if (closed_ || state_ != State::kStreaming) return;
-    if (pending_.empty()) {
-      if (!end_requested_) return;
-      writing_ = true;
-      stream_.expires_after(Seconds(server_->options.write_timeout_s));
-      net::async_write(stream_, net::buffer(kLastChunk.data(), kLastChunk.size()),
-                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                         self->writing_ = false;
-                         if (ec) return self->Fail("writing the last chunk", ec);
-                         self->serializer_.reset();
-                         self->stream_header_.reset();
-                         self->CompleteExchange();
-                       });
-      return;
+    if (closed_ || state_ != State::kStreaming || writing_) return;
+    if (pending_.empty() && !end_requested_) return;
+    inflight_.clear();
+    if (!pending_.empty()) {
+      char size_line[24];
+      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", pending_.size());
+      inflight_.reserve(static_cast<size_t>(len) + pending_.size() + kCrlf.size() + kLastChunk.size());
+      inflight_.append(size_line, static_cast<size_t>(len));
+      inflight_.append(pending_);
+      inflight_.append(kCrlf);
+      pending_.clear();
     }
-    inflight_.swap(pending_);
-    pending_.clear();
+    inflight_last_ = end_requested_;
+    if (inflight_last_) inflight_.append(kLastChunk);
     inflight_origin_ = pending_origin_;
     pending_origin_ = 0;
-    char size_line[24];
-    const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", inflight_.size());
-    chunk_size_.assign(size_line, static_cast<size_t>(len));
-    const std::array<net::const_buffer, 3> buffers = {net::buffer(chunk_size_), net::buffer(inflight_),
-                                                      net::buffer(kCrlf.data(), kCrlf.size())};
+    beast::error_code ec;
+    size_t written = stream_.socket().write_some(net::buffer(inflight_), ec);
+    if (ec == net::error::would_block) {
+      written = 0;
+    } else if (ec) {
+      return Fail("writing a chunk", ec);
+    }
+    if (written == inflight_.size()) return OnChunkWritten();
     writing_ = true;
     stream_.expires_after(Seconds(server_->options.write_timeout_s));
-    net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->writing_ = false;
-      if (ec) return self->Fail("writing a chunk", ec);
-      if (self->inflight_origin_ > 0)
-        self->server_->stream_latency.Record(static_cast<double>(NowNanos() - self->inflight_origin_) * 1e-9);
-      self->inflight_.clear();
-      self->Flush();
-    });
+    net::async_write(stream_, net::buffer(inflight_.data() + written, inflight_.size() - written),
+                     [self = shared_from_this()](beast::error_code wec, size_t) {
+                       self->writing_ = false;
+                       if (wec) return self->Fail("writing a chunk", wec);
+                       self->OnChunkWritten();
+                     });
+  }
+
+  // The socket took all of the write in flight: its latency ends now; then the exchange completes (the
+  // last chunk went out) or what was queued meanwhile goes next.
+  void OnChunkWritten() {
+    if (inflight_origin_ > 0)
+      server_->stream_latency.Record(static_cast<double>(NowNanos() - inflight_origin_) * 1e-9);
+    inflight_origin_ = 0;
+    inflight_.clear();
+    if (inflight_last_) {
+      serializer_.reset();
+      stream_header_.reset();
+      return CompleteExchange();
+    }
+    Flush();
   }
 
   void CompleteExchange() {
@@ -475,11 +495,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unique_ptr<http::response<http::empty_body>> stream_header_;
   std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
   std::string pending_;
-  std::string inflight_;
-  std::string chunk_size_;
+  std::string inflight_;  // what one write sends: a chunk (size line, data, CRLF), the last chunk, or both
   int64_t pending_origin_ = 0, inflight_origin_ = 0;  // earliest origin of the bytes queued / in flight
   bool writing_ = false;
   bool end_requested_ = false;
+  bool inflight_last_ = false;  // the write in flight ends the stream
 };
 
 void Exchange::Respond(HttpResponse response) {
@@ -587,7 +607,15 @@ int HttpServer::port() const { return impl_->bound_port; }
 void HttpServer::Start() {
   impl_->work.emplace(impl_->ioc.get_executor());
   net::post(impl_->ioc, [impl = impl_.get()] { impl->Accept(); });
-  for (int i = 0; i < impl_->options.io_threads; ++i) impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
+  for (int i = 0; i < impl_->options.io_threads; ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] {
+      if (impl->options.io_thread_slice_us > 0) {
+        const Status slice = SetThreadLatencySlice(impl->options.io_thread_slice_us);
+        if (!slice.ok()) DI_LOG(kDebug, "io thread keeps the default time slice").Field("why", slice.message());
+      }
+      impl->ioc.run();
+    });
+  }
 }
 
 void HttpServer::StopAccepting() {

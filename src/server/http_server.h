@@ -44,6 +44,9 @@ struct HttpServerOptions {
   size_t max_pending_stream_bytes = 8 * 1024 * 1024;
   // Connections beyond this are answered 503 and closed as they arrive.
   int max_connections = 4096;
+  // Scheduler time slice the io threads ask for (core/sched.h; 0: the kernel's default). Short, so that
+  // an io thread woken by a token preempts compute threads instead of waiting for their slice to end.
+  int64_t io_thread_slice_us = 0;
 };
 
 struct HttpHeader {
@@ -78,7 +81,8 @@ class ResponseChannel {
   // Starts a chunked response (server-sent events: content type text/event-stream, no caching).
   virtual void StartStream(int status, std::string content_type, std::vector<HttpHeader> headers) = 0;
   // Queues bytes of the stream; they are written as soon as the socket takes them (each call is flushed
-  // without waiting for more, several queued while a write is in flight go out together).
+  // without waiting for more: on the strand, straight into the socket when it has room; several queued
+  // while a write is in flight go out together).
   virtual void Write(std::string data) = 0;
   // The same, for bytes that stand for something made at `origin_nanos` (NowNanos(), e.g. when the engine
   // delivered the token): the time from then until the socket accepted them is recorded in

@@ -156,6 +156,7 @@ void Service::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> chann
   exchange->family = FamilyForPath(request.path);
   exchange->endpoint = std::string(EndpointLabel(request.method, request.path));
   exchange->counter = &requests_;
+  exchange->stream_handoff = &stream_handoff_;
   exchange->request = std::move(request);
   exchange->channel = std::move(channel);
   Dispatch(exchange);
@@ -294,12 +295,20 @@ std::string Service::MetricsText() const {
     out.Sample("deepinfer:http_transport_errors_total", {}, static_cast<double>(c.transport_errors));
     const LatencyHistogram& overhead = http_->stream_latency();
     out.Family("deepinfer:http_stream_overhead_seconds", "summary",
-               "Per streamed update: from the engine handing it over to the socket taking its bytes.");
+               "Per streamed update: from the engine's step thread handing its tokens over to the socket taking its bytes.");
     for (const double q : {0.5, 0.9, 0.99})
       out.Sample("deepinfer:http_stream_overhead_seconds", {{"quantile", q == 0.5 ? "0.5" : q == 0.9 ? "0.9" : "0.99"}},
                  overhead.Percentile(q));
     out.Sample("deepinfer:http_stream_overhead_seconds_sum", {}, overhead.sum());
     out.Sample("deepinfer:http_stream_overhead_seconds_count", {}, static_cast<double>(overhead.count()));
+    out.Family("deepinfer:http_stream_handoff_seconds", "summary",
+               "Per streamed update: from the engine's step thread handing its tokens over to the update being "
+               "handled on its connection's strand (the output thread's and the event loop's wake-ups).");
+    for (const double q : {0.5, 0.9, 0.99})
+      out.Sample("deepinfer:http_stream_handoff_seconds", {{"quantile", q == 0.5 ? "0.5" : q == 0.9 ? "0.9" : "0.99"}},
+                 stream_handoff_.Percentile(q));
+    out.Sample("deepinfer:http_stream_handoff_seconds_sum", {}, stream_handoff_.sum());
+    out.Sample("deepinfer:http_stream_handoff_seconds_count", {}, static_cast<double>(stream_handoff_.count()));
   }
   // The process's resident memory, as Prometheus client libraries name it.
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {

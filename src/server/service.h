@@ -121,6 +121,7 @@ class Service : public HttpHandler {
   const HttpServer* http_ = nullptr;
   std::function<std::string()> extra_metrics_;
   RequestCounter requests_;
+  LatencyHistogram stream_handoff_;  // ServiceExchange::stream_handoff
 };
 
 }  // namespace deepinfer::server

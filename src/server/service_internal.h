@@ -31,6 +31,9 @@ struct ServiceExchange {
   std::string endpoint;
   ApiFamily family = ApiFamily::kOpenAI;
   RequestCounter* counter = nullptr;
+  // Streams: from the engine's step thread handing tokens over to their update being handled on the
+  // connection's strand (the first part of deepinfer:http_stream_overhead_seconds), per update written.
+  LatencyHistogram* stream_handoff = nullptr;
   Stopwatch stopwatch;
 
   // A whole response, with x-request-id added and the status counted (only the first reply goes out).

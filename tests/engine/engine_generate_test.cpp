@@ -230,6 +230,29 @@ TEST(EngineGenerate, AbortFreesEverythingAndReportsAbort) {
   EXPECT_EQ(engine->Stats().window_blocks_used, 0);
 }
 
+// Every update says when the step thread handed its tokens over: after the request was added, before
+// the callback saw it, and in order. With a short output-thread slice asked for (a server's setting).
+TEST(EngineGenerate, UpdatesCarryTheTimeTheirTokensWereHandedOver) {
+  EngineOptions options;
+  options.output_thread_slice_us = 100;
+  auto engine = MakeEngine(options);
+  std::atomic<bool> finished{false};
+  std::atomic<int> updates{0}, bad{0};
+  int64_t last = 0;  // the output thread's only
+  const int64_t added = NowNanos();
+  auto id = engine->AddRequest(Prompt(20, 3), Greedy(8), [&](RequestUpdate u) {
+    const int64_t now = NowNanos();
+    if (u.emitted_nanos < added || u.emitted_nanos > now || u.emitted_nanos < last) ++bad;
+    last = u.emitted_nanos;
+    ++updates;
+    if (u.finished) finished = true;
+  });
+  ASSERT_TRUE(id.ok());
+  while (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(updates.load(), 2);  // 8 tokens come in more than one update
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST(EngineGenerate, DeadlinesFinishRequests) {
   auto engine = MakeEngine();
   RequestParams p = Greedy(100000);

@@ -18,6 +18,8 @@ namespace {
 
 using test_support::RawClient;
 
+constexpr int kBigBlocks = 384;  // 24 MiB
+
 class TestHandler : public HttpHandler {
  public:
   ~TestHandler() override { JoinAll(); }
@@ -42,6 +44,14 @@ class TestHandler : public HttpHandler {
     } else if (request.path == "/hold") {
       channel->OnCancel([this] { cancelled.fetch_add(1); });
       held.push_back(channel);  // never answered
+    } else if (request.path == "/big") {
+      // kBigBlocks blocks of 64 KiB, block i all of letter i % 26, written at once: more than the
+      // socket takes, so the writes go out partly straight into the socket and partly asynchronously.
+      channel->StartStream(200, "application/octet-stream", {});
+      Spawn([channel] {
+        for (int i = 0; i < kBigBlocks; ++i) channel->Write(std::string(64 * 1024, static_cast<char>('a' + i % 26)), NowNanos());
+        channel->End();
+      });
     } else if (request.path == "/flood") {
       channel->OnCancel([this] { cancelled.fetch_add(1); });
       channel->StartStream(200, "text/event-stream", {});
@@ -297,6 +307,30 @@ TEST_F(HttpServerTest, PipelinedBytesDuringAnExchangeDoNotCancelIt) {
   EXPECT_EQ(body.size(), 10u * 9u);
   ASSERT_TRUE(client.ReadResponse(&status, &headers, &body));
   EXPECT_EQ(body, "GET /echo?after ");
+  EXPECT_EQ(handler_.cancelled.load(), 0);
+}
+
+TEST_F(HttpServerTest, StreamLargerThanTheSocketTakesArrivesWholeAndInOrder) {
+  HttpServerOptions options;
+  options.max_pending_stream_bytes = 64 << 20;
+  StartServer(options);
+  RawClient client(server_->port());
+  client.Send("GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  // Let the server fill the socket's buffers (loopback's grow to a few MiB) before reading anything.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(client.ReadToEof(30));
+  int status;
+  std::string headers, body;
+  size_t consumed = 0;
+  ASSERT_TRUE(RawClient::Parse(client.buffer(), &status, &headers, &body, &consumed));
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(consumed, client.buffer().size());
+  ASSERT_EQ(body.size(), size_t{kBigBlocks} * 64 * 1024);
+  for (int i = 0; i < kBigBlocks; ++i) {
+    const std::string_view block(body.data() + static_cast<size_t>(i) * 64 * 1024, 64 * 1024);
+    ASSERT_EQ(block.find_first_not_of(static_cast<char>('a' + i % 26)), std::string_view::npos) << "block " << i;
+  }
+  EXPECT_GE(server_->stream_latency().count(), 1u);
   EXPECT_EQ(handler_.cancelled.load(), 0);
 }
 
