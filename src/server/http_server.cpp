@@ -368,8 +368,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return self->Close();
       }
       beast::error_code aec;
-      const size_t available = self->stream_.socket().available(aec);
-      if (aec || available == 0) {
+      size_t available = self->stream_.socket().available(aec);
+      if (!aec && available == 0) {
+        // Readable with nothing to read: the peer closed, or (several io threads) the readiness was that
+        // of the bytes this exchange's request was read from, and this handler reached the strand after
+        // the read's. A peek at the (non-blocking) socket tells them apart.
+        char byte;
+        available = self->stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, aec);
+        if (aec == net::error::would_block) {
+          self->Monitor();
+          return;
+        }
+        if (!aec && available == 0) aec = net::error::eof;
+      }
+      if (aec) {
         self->CancelExchange("client disconnected");
         return self->Close();
       }
@@ -377,6 +389,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (room == 0) return;  // a full buffer: stop watching, writes will notice a dead peer
       auto space = self->buffer_.prepare(std::min(room, available));
       const size_t n = self->stream_.socket().read_some(space, aec);
+      if (aec == net::error::would_block) return self->Monitor();
       if (aec) {
         self->CancelExchange("client disconnected");
         return self->Close();

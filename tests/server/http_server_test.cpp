@@ -297,6 +297,23 @@ TEST_F(HttpServerTest, ClientThatDisconnectsCancelsItsExchange) {
   EXPECT_EQ(server_->counters().exchanges_cancelled, 1);
 }
 
+// With several io threads the watch for a closed peer (armed during each exchange) can complete on one
+// thread after another has already read the next request from the same readiness: that is no disconnect.
+TEST_F(HttpServerTest, KeepAliveOnSeveralIoThreadsIsNeverTakenForADisconnect) {
+  HttpServerOptions options;
+  options.io_threads = 4;
+  StartServer(options);
+  RawClient client(server_->port());
+  for (int i = 0; i < 1000; ++i) {
+    client.Send("GET /echo?" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    int status;
+    std::string headers, body;
+    ASSERT_TRUE(client.ReadResponse(&status, &headers, &body)) << "request " << i;
+    ASSERT_EQ(body, "GET /echo?" + std::to_string(i) + " ");
+  }
+  EXPECT_EQ(server_->counters().exchanges_cancelled, 0);
+}
+
 TEST_F(HttpServerTest, PipelinedBytesDuringAnExchangeDoNotCancelIt) {
   StartServer();
   RawClient client(server_->port());
