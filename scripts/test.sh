@@ -54,13 +54,13 @@ stage "Hostile-input corpus"
 rm -rf build/hostile
 .venv/bin/python tools/hostile/gen_corpus.py --deepinfer "$root/build/release/bin/deepinfer" --out build/hostile
 
-# DEEPINFER_ONE_CLANG_BUILD=1 (opt-in until a CI run from a fresh clone has shown it green): one clang build
-# serves both the ASan+UBSan unit tests and the fuzzers. Every library is compiled once with
+# One clang build serves both the ASan+UBSan unit tests and the fuzzers: every library is compiled once with
 # -fsanitize=fuzzer-no-link,address,undefined (DEEPINFER_SANITIZE + DEEPINFER_FUZZ); the tests and the CLI link
 # the sanitizer runtimes only, the fuzz mains add libFuzzer. Asserts stay on (no NDEBUG), and -gline-tables-only
 # keeps file:line in every report at a fraction of full debug info's cost; warnings are errors in the gcc
-# Release build above. The default is a gcc ASan+UBSan build plus a separate clang build of the fuzzers.
-if [ "${DEEPINFER_ONE_CLANG_BUILD:-0}" = 1 ]; then
+# Release build above. This halves the sanitizer stages' compile time against a gcc ASan+UBSan build plus a
+# separate clang build of the fuzzers, which DEEPINFER_ONE_CLANG_BUILD=0 still gives.
+if [ "${DEEPINFER_ONE_CLANG_BUILD:-1}" = 1 ]; then
   sanitize_dir=build/sanitize fuzz_dir=build/sanitize/fuzz
   stage "ASan+UBSan+fuzz build (clang)"
   CC=clang CXX=clang++ cmake -S . -B "$sanitize_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -78,7 +78,7 @@ stage "ASan+UBSan unit tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$sanitize_dir" -j "$jobs" -L unit --output-on-failure --timeout 900
 
-if [ "${DEEPINFER_ONE_CLANG_BUILD:-0}" != 1 ]; then
+if [ "${DEEPINFER_ONE_CLANG_BUILD:-1}" != 1 ]; then
   stage "Fuzz build"
   CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEEPINFER_FUZZ=ON \
     -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF >/dev/null

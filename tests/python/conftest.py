@@ -22,6 +22,15 @@ def deepinfer_bin():
     return str(path)
 
 
+def _sanitizer_build_dir():
+    return pathlib.Path(os.environ.get("DEEPINFER_ASAN_BUILD_DIR", ROOT / "build" / "asan"))
+
+
+def is_sanitizer_build(binary):
+    """Whether `binary` is the ASan+UBSan flavour (scripts/test.sh names its directory; it need not say "asan")."""
+    return pathlib.Path(binary).resolve().is_relative_to(_sanitizer_build_dir().resolve())
+
+
 def deepinfer_binaries():
     """Every built flavour of the CLI: Release, plus the ASan+UBSan build when it exists."""
     found = []

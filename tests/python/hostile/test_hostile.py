@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, deepinfer_binaries
+from conftest import ROOT, deepinfer_binaries, is_sanitizer_build
 
 BINARIES = deepinfer_binaries()
 # Names that must never reach a user: nlohmann's exception ids, Status code names, C++ exception types.
@@ -118,7 +118,7 @@ def check(result, case, rss_mib):
 @pytest.mark.parametrize("binary", BINARIES)
 def test_hostile_corpus(binary, corpus):
     out, cases = corpus
-    asan = "asan" in binary
+    asan = is_sanitizer_build(binary)
     # Heavy cases (tens of megabytes, seconds each even when handled well) run with DEEPINFER_HOSTILE_FULL=1,
     # on the Release build only; CI runs the rest, where a smaller twin stands for each heavy case's class.
     if asan or os.environ.get("DEEPINFER_HOSTILE_FULL") != "1":
