@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -146,7 +147,11 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
     }
     if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
       return Status::InvalidArgument("takes a non-negative integer (got '" + v + "')");
-    out->seed = std::stoull(v);
+    uint64_t seed = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+    if (ec != std::errc() || end != v.data() + v.size())
+      return Status::InvalidArgument("takes an integer below 2^64 (got '" + v + "')");
+    out->seed = seed;
     return Status::Ok();
   });
   flags.Int<int>("--logprobs", &out->logprobs, 0, sampling::kMaxTopLogprobs);

@@ -421,6 +421,13 @@ class SchemaCompiler {
     return StringRule(key, body, false, min, max);
   }
 
+  static int HexDigit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
   Result<const Json*> Resolve(const std::string& ref, const std::string& path) {
     if (ref.empty() || ref[0] != '#') return Unsupported("$ref to '" + ref + "' (only local references)", path);
     const Json* cur = &root_;
@@ -435,8 +442,12 @@ class SchemaCompiler {
         if (token[i] == '~' && i + 1 < token.size()) {
           key.push_back(token[i + 1] == '1' ? '/' : '~');
           ++i;
-        } else if (token[i] == '%' && i + 2 < token.size()) {
-          key.push_back(static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16)));
+        } else if (token[i] == '%') {
+          // URI percent-encoding: exactly two hex digits (untrusted text: no stoi, which throws).
+          const int hi = i + 2 < token.size() ? HexDigit(token[i + 1]) : -1;
+          const int lo = hi >= 0 ? HexDigit(token[i + 2]) : -1;
+          if (lo < 0) return Invalid("$ref '" + ref + "' has an invalid percent-encoding", path);
+          key.push_back(static_cast<char>(hi * 16 + lo));
           i += 2;
         } else {
           key.push_back(token[i]);
@@ -448,8 +459,12 @@ class SchemaCompiler {
         cur = &*it;
       } else if (cur->is_array()) {
         size_t idx = 0;
-        for (char c : key) idx = idx * 10 + static_cast<size_t>(c - '0');
-        if (idx >= cur->size()) return Invalid("$ref '" + ref + "' does not resolve", path);
+        bool digits = !key.empty() && key.size() <= 9;
+        for (char c : key) {
+          if (c < '0' || c > '9') digits = false;
+          else idx = idx * 10 + static_cast<size_t>(c - '0');
+        }
+        if (!digits || idx >= cur->size()) return Invalid("$ref '" + ref + "' does not resolve", path);
         cur = &(*cur)[idx];
       } else {
         return Invalid("$ref '" + ref + "' does not resolve", path);

@@ -116,6 +116,17 @@ TEST(JsonSchema, FlexibleWhitespace) {
   EXPECT_FALSE(cg->Matches("{ \"a\" : [ 1 , , 2 ] }"));
 }
 
+TEST(JsonSchema, RefsDecodeJsonPointerEscapes) {
+  // "%61" is 'a' (URI percent-encoding), "~1" is '/' and "~0" is '~' (RFC 6901).
+  for (const std::string ref : {"#/$defs/%61", "#/$defs/b~1c", "#/$defs/d~0e", "#/$defs/list/0"}) {
+    auto r = Build(K::kJsonSchema, R"({"$defs":{"a":{"const":1},"b/c":{"const":1},"d~e":{"const":1},"list":[{"const":1}]},"$ref":")" +
+                                       ref + R"("})");
+    ASSERT_TRUE(r.ok()) << ref << ": " << r.status().ToString();
+    EXPECT_TRUE(r->Matches("1")) << ref;
+    EXPECT_FALSE(r->Matches("2")) << ref;
+  }
+}
+
 TEST(Errors, NameTheCause) {
   struct Bad {
     K kind;
@@ -128,6 +139,13 @@ TEST(Errors, NameTheCause) {
            {K::kJsonSchema, R"({"$ref":"#"})", StatusCode::kInvalidArgument, "accepts no string"},
            {K::kJsonSchema, R"({"properties":{"a":{"if":{}}}})", StatusCode::kUnimplemented, "'if' at #/properties/a"},
            {K::kJsonSchema, R"({"$ref":"http://x/y.json"})", StatusCode::kUnimplemented, "local references"},
+           // Percent-encoding in a JSON pointer: two hex digits or an error (a fuzzer found "%$$" threw).
+           {K::kJsonSchema, R"({"$defs":{"a":{"type":"string"}},"$ref":"#/$defs/%$$a"})", StatusCode::kInvalidArgument,
+            "invalid percent-encoding"},
+           {K::kJsonSchema, R"({"$defs":{"a":{"type":"string"}},"$ref":"#/$defs/a%4"})", StatusCode::kInvalidArgument,
+            "invalid percent-encoding"},
+           {K::kJsonSchema, R"({"$defs":[{"type":"string"}],"$ref":"#/$defs/0x"})", StatusCode::kInvalidArgument,
+            "does not resolve"},
            {K::kJsonSchema, R"({"type":"string","pattern":"(?<=a)b"})", StatusCode::kUnimplemented, "look-behind"},
            {K::kRegex, "(a", StatusCode::kInvalidArgument, "missing ')'"},
            {K::kRegex, "[]", StatusCode::kInvalidArgument, "accepts no string"},

@@ -78,6 +78,7 @@ def cli_flags(c):
                                                               "x", "--request", "-"],
                  ["generate", "--model", "{D}/models/tiny", "--prompt", "x", "--temperature", "nan"],
                  ["generate", "--model", "{D}/models/tiny", "--prompt", "x", "--logprobs", "21"],
+                 ["generate", "--model", "{D}/models/tiny", "--prompt", "x", "--seed", "99999999999999999999"],
                  ["inspect"], ["inspect", "a", "b"], ["inspect", "--json=1", "{D}/models/tiny"],
                  ["tokenize", bad_utf8], ["bench", "machine", "--buffer-mib", "-5"], ["bench", "nosuch"],
                  ["bench", "model", "--model", "{D}/models/tiny", "--steps", "0"],
