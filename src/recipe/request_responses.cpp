@@ -246,18 +246,26 @@ void OrderToolCalls(Conversation* c) {
 // names an arbitrary one).
 class ToolPairing {
  public:
+  static std::string StringOr(const Json& item, const char* key) {
+    if (!item.is_object()) return {};
+    const auto it = item.find(key);
+    return it != item.end() && it->is_string() ? it->get<std::string>() : std::string();
+  }
+
   Check Feed(const Json& item) {
-    const std::string type = item.value("type", std::string(item.contains("role") ? "message" : ""));
+    // Items are not validated yet here: a field of the wrong type reads as absent (json::value would throw).
+    const std::string type = item.is_object() && !item.contains("type") && item.contains("role") ? "message"
+                                                                                                 : StringOr(item, "type");
     if (type == "function_call" || type == "custom_tool_call") {
       if (outputs_started_) DI_REQ_CHECK(Close());
-      const std::string id = item.value("call_id", std::string());
+      const std::string id = StringOr(item, "call_id");
       if (!all_calls_.insert(id).second) return Invalid("input", "Duplicate 'call_id': " + id + ".");
       run_.push_back(id);
       answered_.emplace(id, false);
       return std::nullopt;
     }
     if (type == "function_call_output" || type == "custom_tool_call_output") {
-      const std::string id = item.value("call_id", std::string());
+      const std::string id = StringOr(item, "call_id");
       const auto it = answered_.find(id);
       if (it == answered_.end()) return Invalid("input", "No tool call found for tool output with call_id " + id + ".");
       if (it->second) return Invalid("input", "Duplicate tool output for call_id: " + id + ".");
