@@ -75,6 +75,16 @@ HttpResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
+// A Prometheus summary: the median, p90 and p99 as quantile samples, then _sum and _count.
+void AppendSummary(PrometheusText& out, const std::string& name, std::string_view help,
+                   const LatencyHistogram& latencies) {
+  out.Family(name, "summary", help);
+  for (const auto& [q, label] : {std::pair{0.5, "0.5"}, std::pair{0.9, "0.9"}, std::pair{0.99, "0.99"}})
+    out.Sample(name, {{"quantile", label}}, latencies.Percentile(q));
+  out.Sample(name + "_sum", {}, latencies.sum());
+  out.Sample(name + "_count", {}, static_cast<double>(latencies.count()));
+}
+
 }  // namespace
 
 std::span<const Route> Routes() { return kRoutes; }
@@ -293,22 +303,13 @@ std::string Service::MetricsText() const {
     out.Family("deepinfer:http_transport_errors_total", "counter",
                "Requests rejected before routing: malformed HTTP, headers or body over the limits, timeouts.");
     out.Sample("deepinfer:http_transport_errors_total", {}, static_cast<double>(c.transport_errors));
-    const LatencyHistogram& overhead = http_->stream_latency();
-    out.Family("deepinfer:http_stream_overhead_seconds", "summary",
-               "Per streamed update: from the engine's step thread handing its tokens over to the socket taking its bytes.");
-    for (const double q : {0.5, 0.9, 0.99})
-      out.Sample("deepinfer:http_stream_overhead_seconds", {{"quantile", q == 0.5 ? "0.5" : q == 0.9 ? "0.9" : "0.99"}},
-                 overhead.Percentile(q));
-    out.Sample("deepinfer:http_stream_overhead_seconds_sum", {}, overhead.sum());
-    out.Sample("deepinfer:http_stream_overhead_seconds_count", {}, static_cast<double>(overhead.count()));
-    out.Family("deepinfer:http_stream_handoff_seconds", "summary",
-               "Per streamed update: from the engine's step thread handing its tokens over to the update being "
-               "handled on its connection's strand (the output thread's and the event loop's wake-ups).");
-    for (const double q : {0.5, 0.9, 0.99})
-      out.Sample("deepinfer:http_stream_handoff_seconds", {{"quantile", q == 0.5 ? "0.5" : q == 0.9 ? "0.9" : "0.99"}},
-                 stream_handoff_.Percentile(q));
-    out.Sample("deepinfer:http_stream_handoff_seconds_sum", {}, stream_handoff_.sum());
-    out.Sample("deepinfer:http_stream_handoff_seconds_count", {}, static_cast<double>(stream_handoff_.count()));
+    AppendSummary(out, "deepinfer:http_stream_overhead_seconds",
+                  "Per streamed update: from the engine's step thread handing its tokens over to the socket taking its bytes.",
+                  http_->stream_latency());
+    AppendSummary(out, "deepinfer:http_stream_handoff_seconds",
+                  "Per streamed update: from the engine's step thread handing its tokens over to the update being "
+                  "handled on its connection's strand (the output thread's and the event loop's wake-ups).",
+                  stream_handoff_);
   }
   // The process's resident memory, as Prometheus client libraries name it.
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {
