@@ -84,6 +84,16 @@ class SchemaCompiler {
   Status Invalid(const std::string& what, const std::string& path) {
     return Status::InvalidArgument("invalid JSON Schema at " + path + ": " + what);
   }
+  // A length/count keyword ("minLength", "maxItems", ...) must be a non-negative integer; values
+  // above `cap` are clamped so a huge bound cannot blow up the compiled grammar.
+  Status ReadCount(const Json& s, const char* keyword, double cap, const std::string& path, uint32_t* out) {
+    auto it = s.find(keyword);
+    if (it == s.end() || !it->is_number()) return Status::Ok();
+    double v = it->get<double>();
+    if (!(v >= 0) || v != std::floor(v)) return Invalid(std::string(keyword) + " must be a non-negative integer", path);
+    *out = static_cast<uint32_t>(std::min(v, cap));
+    return Status::Ok();
+  }
   ExprId Ref(uint32_t rule) { return g_.Ref(rule); }
 
   ExprId Ws() {
@@ -384,8 +394,8 @@ class SchemaCompiler {
 
   Result<ExprId> String(const Json& s, const std::string& path) {
     uint32_t min = 0, max = kUnbounded;
-    if (auto it = s.find("minLength"); it != s.end() && it->is_number()) min = static_cast<uint32_t>(std::min(it->get<double>(), 1e6));
-    if (auto it = s.find("maxLength"); it != s.end() && it->is_number()) max = static_cast<uint32_t>(std::min(it->get<double>(), 1e6));
+    DI_RETURN_IF_ERROR(ReadCount(s, "minLength", 1e6, path, &min));
+    DI_RETURN_IF_ERROR(ReadCount(s, "maxLength", 1e6, path, &max));
     std::vector<ExprId> constraints;
     std::string key = "string";  // names the rule: equal constraints share one
     if (auto it = s.find("pattern"); it != s.end()) {
@@ -782,8 +792,8 @@ class SchemaCompiler {
       rest_schema = it_items != s.end() ? &*it_items : &rest_true;
     }
     uint32_t min = 0, max = kUnbounded;
-    if (auto it = s.find("minItems"); it != s.end() && it->is_number()) min = static_cast<uint32_t>(std::min(it->get<double>(), 1e5));
-    if (auto it = s.find("maxItems"); it != s.end() && it->is_number()) max = static_cast<uint32_t>(std::min(it->get<double>(), 1e5));
+    DI_RETURN_IF_ERROR(ReadCount(s, "minItems", 1e5, path, &min));
+    DI_RETURN_IF_ERROR(ReadCount(s, "maxItems", 1e5, path, &max));
     bool rest_allowed = !(rest_schema->is_boolean() && !rest_schema->get<bool>());
     ExprId item = 0;
     if (rest_allowed) {
@@ -925,8 +935,8 @@ class SchemaCompiler {
       required.push_back(0);
     }
     uint32_t min = 0, max = kUnbounded;
-    if (auto it = s.find("minProperties"); it != s.end() && it->is_number()) min = static_cast<uint32_t>(std::min(it->get<double>(), 1e4));
-    if (auto it = s.find("maxProperties"); it != s.end() && it->is_number()) max = static_cast<uint32_t>(std::min(it->get<double>(), 1e4));
+    DI_RETURN_IF_ERROR(ReadCount(s, "minProperties", 1e4, path, &min));
+    DI_RETURN_IF_ERROR(ReadCount(s, "maxProperties", 1e4, path, &max));
     ExprId body = g_.SepList(std::move(items), std::move(required), Tok(","), true, has_extra, min, max);
     return g_.Seq({Tok("{"), body, Lit("}")});
   }

@@ -147,6 +147,13 @@ TEST(Errors, NameTheCause) {
            {K::kJsonSchema, R"({"$defs":[{"type":"string"}],"$ref":"#/$defs/0x"})", StatusCode::kInvalidArgument,
             "does not resolve"},
            {K::kJsonSchema, R"({"type":"string","pattern":"(?<=a)b"})", StatusCode::kUnimplemented, "look-behind"},
+           // Length and count keywords are non-negative integers (CI's fuzzer found maxLength -3 reached a
+           // double-to-unsigned conversion, undefined behaviour).
+           {K::kJsonSchema, R"({"properties":{"q":{"maxLength":-3}}})", StatusCode::kInvalidArgument,
+            "#/properties/q: maxLength must be a non-negative integer"},
+           {K::kJsonSchema, R"({"type":"array","minItems":1.5})", StatusCode::kInvalidArgument, "minItems must be"},
+           {K::kJsonSchema, R"({"type":"object","maxProperties":-1e300})", StatusCode::kInvalidArgument,
+            "maxProperties must be"},
            {K::kRegex, "(a", StatusCode::kInvalidArgument, "missing ')'"},
            {K::kRegex, "[]", StatusCode::kInvalidArgument, "accepts no string"},
            {K::kEbnf, "root ::= x \"a\"\nx ::= [^\\x00-\\U0010FFFF]", StatusCode::kInvalidArgument, "accepts no string"},
