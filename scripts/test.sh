@@ -86,18 +86,25 @@ if [ "${DEEPINFER_ONE_CLANG_BUILD:-1}" != 1 ]; then
   ninja -C build/fuzz -j "$jobs" $fuzzers
 fi
 stage "Fuzzers (short runs)"
-# Every fuzzer runs for DEEPINFER_FUZZ_SECONDS (default 20), $jobs at a time, so the stage is bounded by
-# ceil(fuzzers / jobs) * (seconds + start-up): 14 fuzzers on 2 cores, 7 rounds, about 3 minutes. -timeout makes an
-# input that runs longer than 120 s (wall, so a loaded machine has slack) a failure, a hang, instead of a
-# stage that never ends.
+# Every fuzzer runs its seeds, then the number of inputs fuzz/ci_runs.txt gives it from a fixed -seed
+# (DEEPINFER_FUZZ_SEED, default 1): the same exploration on every run, so the verdict depends on the code, not
+# on the machine's speed. DEEPINFER_FUZZ_SEED=0 explores at random for DEEPINFER_FUZZ_SECONDS (default 20) instead.
+# -max_total_time caps a run either way; $jobs run at a time (15 fuzzers on 2 cores: about 3 minutes).
+# -timeout makes an input that runs longer than 120 s (wall, so a loaded machine has slack) a failure, a
+# hang, instead of a stage that never ends.
 run_fuzzer() {
-  local fuzzer="$1" name work out rc=0
+  local fuzzer="$1" name work out rc=0 runs seed="${DEEPINFER_FUZZ_SEED:-1}"
   name="$(basename "$fuzzer")"
   work="$(mktemp -d)"
-  local corpus=("$work")
+  local corpus=("$work") budget=(-max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}")
   [ -d "fuzz/seeds/${name#fuzz_}" ] && corpus+=("fuzz/seeds/${name#fuzz_}")
   [ -d "build/hostile/fuzz/${name#fuzz_}" ] && corpus+=("build/hostile/fuzz/${name#fuzz_}")
-  "$fuzzer" -max_total_time="${DEEPINFER_FUZZ_SECONDS:-20}" -timeout=120 -print_final_stats=1 \
+  if [ "$seed" != 0 ]; then
+    runs="$(awk -v n="${name#fuzz_}" '$1 == n { print $2 }' fuzz/ci_runs.txt)"
+    [ -n "$runs" ] || { echo "fuzzer $name has no entry in fuzz/ci_runs.txt"; return 1; }
+    budget=(-seed="$seed" -runs="$runs" -max_total_time=300)
+  fi
+  "$fuzzer" "${budget[@]}" -timeout=120 -print_final_stats=1 \
     -artifact_prefix="$work/" "${corpus[@]}" >"$work/log" 2>&1 || rc=$?
   # One block of output per fuzzer, written at once, so parallel runs do not interleave.
   if [ $rc -ne 0 ]; then

@@ -43,7 +43,7 @@ using cli::Fail;
 constexpr const char* kUsage =
     "usage: deepinfer bench engine --model DIR [--workloads agent,chat,random|none] [--sessions N] [--turns N]\n"
     "                              [--system-tokens N] [--requests N] [--rate R] [--tbt-target-ms MS]\n"
-    "                              [--long-prompt N] [--interference-prompt N] [--skip-goals]\n"
+    "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
     "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
@@ -51,7 +51,7 @@ constexpr const char* kUsage =
     "goal measurements: warm against cold TTFT of a --long-prompt prompt (default 8192), 8 streams' TBT while\n"
     "an --interference-prompt prompt (default 16384) arrives with latency-budgeted chunks and with fixed\n"
     "512-token chunks, decode at batch 32 against the model driven directly, bounded replay against cold.\n"
-    "Greedy decoding throughout.\n"
+    "Greedy decoding throughout. --skip-cache-off runs only the cache-on row of each workload.\n"
     "With --kv-store DIR the agent workload runs twice more with a RAM prefix pool of --ram-fraction (default\n"
     "0.1) of its working set (the distinct 128-token blocks of its prompts, at least what its longest request\n"
     "needs): RAM only, and with the KV store (a fresh store in DIR/bench-engine-PID, removed afterwards) as\n"
@@ -73,6 +73,7 @@ struct Args {
   int64_t long_prompt = 8192;
   int64_t interference_prompt = 16384;
   int64_t kv_cache_mib = 2048;
+  bool skip_cache_off = false;  // only the cache-on row of each workload
   std::string kv_store_dir;
   double ram_fraction = 0.1;
   uint64_t seed = 1;
@@ -608,6 +609,15 @@ int RunAgentWithStore(const Args& a, const RunResult& reference) {
   std::filesystem::remove_all(dir, ec);
   const engine::EngineStats& b = rows[1].before;
   const engine::EngineStats& e = rows[1].after;
+  std::printf("agent   tier: %llu prompts looked up, %llu missed their first block, %llu blocks held but "
+              "recomputed (%llu predicted faster, %llu no free pool block), %llu waits timed out\n",
+              static_cast<unsigned long long>(e.lower_tier_lookups - b.lower_tier_lookups),
+              static_cast<unsigned long long>(e.lower_tier_lookup_misses - b.lower_tier_lookup_misses),
+              static_cast<unsigned long long>(e.lower_tier_skipped_blocks - b.lower_tier_skipped_blocks +
+                                              e.lower_tier_no_room_blocks - b.lower_tier_no_room_blocks),
+              static_cast<unsigned long long>(e.lower_tier_skipped_blocks - b.lower_tier_skipped_blocks),
+              static_cast<unsigned long long>(e.lower_tier_no_room_blocks - b.lower_tier_no_room_blocks),
+              static_cast<unsigned long long>(e.lower_tier_timeouts - b.lower_tier_timeouts));
   const double hits = static_cast<double>(e.prefix_cache_hits - b.prefix_cache_hits);
   const double external = static_cast<double>(e.external_prefix_cache_hits - b.external_prefix_cache_hits);
   std::printf("agent   store: %.1f%% of the hit tokens came from the store; input tokens/s store / RAM only: %s\n",
@@ -643,6 +653,7 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   flags.Int<uint64_t>("--seed", &a.seed, 0, UINT64_MAX);
   bool skip_goals = false;
   flags.Switch("--skip-goals", &skip_goals);
+  flags.Switch("--skip-cache-off", &a.skip_cache_off);
   if (int rc = flags.Parse(argv)) return rc;
   a.goals = !skip_goals;
   if (!workloads.empty()) {
@@ -668,7 +679,7 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
               "tokens", "hits", "tokens", "per step", "fwd");
   for (const std::string& w : a.workloads) {
     RunResult on_off[2];
-    for (int cache = 1; cache >= 0; --cache) {
+    for (int cache = 1; cache >= (a.skip_cache_off ? 1 : 0); --cache) {
       auto e = MakeEngine(a, cache == 1, 0);
       if (!e.ok()) return Fail("bench engine", e.status().message());
       Tokens tokens((*e)->info().vocab_size, a.seed);
@@ -677,9 +688,11 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
       on_off[cache] = driver.Run(std::move(load.jobs), load.follow);
       PrintRow(w, cache ? "on" : "off", on_off[cache]);
     }
-    std::printf("%-7s ratio input tokens/s on/off: %s, output tokens/s: %s\n", w.c_str(),
-                Ratio(on_off[1].input_tps(), on_off[0].input_tps()).c_str(),
-                Ratio(on_off[1].output_tps(), on_off[0].output_tps()).c_str());
+    if (!a.skip_cache_off) {
+      std::printf("%-7s ratio input tokens/s on/off: %s, output tokens/s: %s\n", w.c_str(),
+                  Ratio(on_off[1].input_tps(), on_off[0].input_tps()).c_str(),
+                  Ratio(on_off[1].output_tps(), on_off[0].output_tps()).c_str());
+    }
     if (w == "agent" && !a.kv_store_dir.empty()) {
       if (int rc = RunAgentWithStore(a, on_off[1])) return rc;
     }

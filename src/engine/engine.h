@@ -203,6 +203,9 @@ struct EngineStats {
   uint64_t external_prefix_cache_hits = 0;  // of the hits, tokens the persistent tier served
   uint64_t lower_tier_timeouts = 0;   // waits for the persistent tier cut short by lower_tier_timeout_s
   uint64_t lower_tier_skipped_blocks = 0;  // blocks the tier held, recomputed as predicted faster than reading
+  uint64_t lower_tier_lookups = 0;         // prompts looked up in the persistent tier after their RAM match
+  uint64_t lower_tier_lookup_misses = 0;   // of them, the first block after the RAM match was not in the tier
+  uint64_t lower_tier_no_room_blocks = 0;  // blocks the tier held, recomputed for want of a free pool block
   uint64_t window_block_hits = 0;     // prefix hits resumed exactly from cached window blocks
   uint64_t replay_hits = 0;           // prefix hits that replayed (window blocks gone)
   uint64_t replayed_tokens = 0;       // tokens those replays recomputed

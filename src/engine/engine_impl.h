@@ -93,6 +93,8 @@ struct Sequence {
   Tier tier = Tier::kUnchecked;
   int64_t tier_from = 0;    // first block index asked of the tier
   int64_t tier_loaded = 0;  // blocks it served (verified, now cached in RAM)
+  uint64_t tier_ticket = 0;  // its TierLoad while kLoading
+  int tier_lookups = 0;      // lookups so far (a lookup is redone when its RAM match was evicted meanwhile)
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed; }
   bool replaying() const { return computed < replay_end; }
@@ -131,8 +133,12 @@ struct TierLoad {
   int64_t from = 0;
   int64_t start_nanos = 0;
   bool detached = false;  // the sequence stopped waiting for it (lower_tier_timeout_s)
+  // The lookup answered and the blocks it found wait for pool blocks to be read into; the admission pass
+  // starts the read when there is room (ContinueTierLoad).
+  bool awaiting_room = false;
   std::vector<kvcache::BlockKey> keys;
   std::vector<int32_t> blocks;  // allocated for the read (one reference each)
+  std::vector<int32_t> pinned;  // the RAM-matched blocks before `from`, referenced while the read runs
 };
 
 // Where the tier's callbacks deliver: the engine while it runs, nothing after Shutdown (a hung lookup that
@@ -180,6 +186,8 @@ class EngineImpl final : public Engine {
   // The persistent tier (tier_loading.cpp).
   bool NeedsTierLookup(const Sequence* s) const;
   void StartTierLookup(Sequence* s);
+  bool ContinueTierLoad(Sequence* s);  // false: waiting for pool blocks to read into
+  void IssueTierRead(uint64_t ticket, TierLoad& load);
   void OnTierEvent(const TierEvent& e);
   void PostTierEvent(const TierEvent& e);
   // Delivers a tier callback to the engine if it still runs.

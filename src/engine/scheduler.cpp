@@ -210,11 +210,13 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
   }
 
   // 3. Admission, best first; a sequence that cannot start keeps the ones behind it waiting (priority).
-  // Sequences loading from the persistent tier are passed over until their blocks are in (or not).
+  // Sequences loading from the persistent tier are passed over until their blocks are in (or not); one
+  // whose blocks wait for room to be read into keeps the ones behind it waiting, as one that cannot start.
   for (auto it = waiting_.begin();
        budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) < options_.max_num_seqs;) {
     Sequence* s = *it;
     if (NeedsTierLookup(s)) StartTierLookup(s);
+    if (s->tier == Sequence::Tier::kLoading && !ContinueTierLoad(s)) break;
     if (s->tier == Sequence::Tier::kLoading) {
       ++it;
       continue;

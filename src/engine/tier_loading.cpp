@@ -70,6 +70,12 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   tier_loads_.emplace(ticket, std::move(load));
   s->tier = Sequence::Tier::kLoading;
   s->tier_from = m;
+  s->tier_ticket = ticket;
+  ++s->tier_lookups;
+  {
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    ++counters_.lower_tier_lookups;
+  }
   {
     std::lock_guard<std::mutex> lock(tier_mailbox_->mu);
     if (!tier_mailbox_->closed) tier_mailbox_->engine = this;
@@ -81,13 +87,25 @@ void EngineImpl::StartTierLookup(Sequence* s) {
 
 void EngineImpl::CheckTierTimeouts(int64_t now) {
   const auto limit = static_cast<int64_t>(options_.lower_tier_timeout_s * 1e9);
-  for (auto& [ticket, load] : tier_loads_) {
-    if (load.detached || now - load.start_nanos < limit) continue;
+  for (auto it = tier_loads_.begin(); it != tier_loads_.end();) {
+    TierLoad& load = it->second;
+    Sequence* s = nullptr;
+    if (auto r = requests_.find(load.request);
+        r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
+      s = r->second->seqs[static_cast<size_t>(load.index)].get();
+      if (s->finished || s->tier != Sequence::Tier::kLoading || s->tier_ticket != it->first) s = nullptr;
+    }
+    if (load.awaiting_room) {
+      // No I/O is outstanding: waiting for room is waiting in the queue, which has no timeout here; a load
+      // whose sequence went away holds nothing and is dropped.
+      it = s ? std::next(it) : tier_loads_.erase(it);
+      continue;
+    }
+    if (load.detached || now - load.start_nanos < limit || s == nullptr) {
+      ++it;
+      continue;
+    }
     load.detached = true;
-    auto r = requests_.find(load.request);
-    if (r == requests_.end() || load.index >= static_cast<int>(r->second->seqs.size())) continue;
-    Sequence* s = r->second->seqs[static_cast<size_t>(load.index)].get();
-    if (s->tier != Sequence::Tier::kLoading) continue;
     s->tier = Sequence::Tier::kChecked;  // admitted on what RAM has; the rest is recomputed
     {
       std::lock_guard<std::mutex> stats(stats_mutex_);
@@ -96,6 +114,7 @@ void EngineImpl::CheckTierTimeouts(int64_t now) {
     DI_LOG(kWarn, "engine: the persistent KV tier is slow; recomputing instead of waiting")
         .Field("waited_s", static_cast<double>(now - load.start_nanos) * 1e-9)
         .Field("blocks", load.keys.size());
+    ++it;
   }
 }
 
@@ -107,7 +126,7 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   if (auto r = requests_.find(load.request);
       !load.detached && r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
     s = r->second->seqs[static_cast<size_t>(load.index)].get();
-    if (s->finished || s->tier != Sequence::Tier::kLoading) s = nullptr;
+    if (s->finished || s->tier != Sequence::Tier::kLoading || s->tier_ticket != e.ticket) s = nullptr;
   }
   const int64_t now = NowNanos();
   if (e.read) {
@@ -126,6 +145,13 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
       }
       blocks_->prefix().Release(block, now);
     }
+    for (int32_t block : load.pinned) {
+      if (s) {
+        tier_held_.push_back(block);  // the read blocks follow these; both stay until the admission pass
+      } else {
+        blocks_->prefix().Release(block, now);
+      }
+    }
     if (s) {
       s->tier_loaded = loaded;
       s->tier = Sequence::Tier::kChecked;
@@ -135,6 +161,10 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   }
   // A lookup: read what is there into fresh blocks when that is predicted faster than recomputing it.
   size_t n = std::min(e.leading, load.keys.size());
+  if (s && n == 0) {
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    ++counters_.lower_tier_lookup_misses;
+  }
   if (s && n > 0 && cost_.ready()) {
     StepShape shape;
     shape.AddChunk(load.from * model::kBlockTokens, static_cast<int64_t>(n) * model::kBlockTokens, true);
@@ -149,19 +179,72 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
     tier_loads_.erase(it);
     return;
   }
-  // Keep one block free for the chunk that follows; never take blocks others hold (Allocate only reuses
-  // free or cached ones).
-  while (load.blocks.size() < n && blocks_->prefix().num_available() > 1) {
-    const int32_t block = blocks_->prefix().Allocate();
+  // The read starts from the admission pass, when there are pool blocks to read into (ContinueTierLoad).
+  load.keys.resize(n);
+  load.awaiting_room = true;
+}
+
+bool EngineImpl::ContinueTierLoad(Sequence* s) {
+  auto it = tier_loads_.find(s->tier_ticket);
+  if (it == tier_loads_.end() || !it->second.awaiting_room) return true;  // lookup or read in flight
+  TierLoad& load = it->second;
+  const kvcache::SequenceBlocks& b = s->blocks;
+  const auto end = load.from + static_cast<int64_t>(load.keys.size());
+  const int64_t m = blocks_->MatchPrefix(b.hashes, end);
+  if (m < load.from) {
+    // Part of the RAM match the tier's blocks would extend was evicted while they waited: look up again
+    // from where RAM ends now (a few times at most; after that the rest is recomputed).
+    tier_loads_.erase(it);
+    s->tier = Sequence::Tier::kUnchecked;
+    if (s->tier_lookups < 4) {
+      StartTierLookup(s);
+    } else {
+      s->tier = Sequence::Tier::kChecked;
+    }
+    return true;
+  }
+  if (m > load.from) {  // others brought some of these blocks into RAM meanwhile
+    load.keys.erase(load.keys.begin(), load.keys.begin() + (m - load.from));
+    load.from = m;
+  }
+  if (load.keys.empty()) {
+    tier_loads_.erase(it);
+    s->tier = Sequence::Tier::kChecked;
+    return true;
+  }
+  // Room: the matched blocks are pinned while the read runs (a cached one stops being available), and
+  // one block stays free for the chunk that follows. The read waits until all its blocks fit (prefilling
+  // them instead would need the same blocks), or as many as the pool could ever give it. Allocate only
+  // reuses free or cached blocks.
+  kvcache::BlockAllocator& pool = blocks_->prefix();
+  int64_t unpinned = 0;
+  for (int64_t i = 0; i < m; ++i) unpinned += pool.refcount(pool.Find(b.hashes[static_cast<size_t>(i)])) == 0;
+  const int64_t want = std::min(static_cast<int64_t>(load.keys.size()), pool.num_blocks() - m - 1);
+  if (want < 1) {  // the pool could never hold them beside the match: recompute
+    tier_loads_.erase(it);
+    s->tier = Sequence::Tier::kChecked;
+    return true;
+  }
+  if (pool.num_available() - unpinned - 1 < want) return false;
+  for (int64_t i = 0; i < m; ++i) load.pinned.push_back(pool.Acquire(b.hashes[static_cast<size_t>(i)]));
+  while (load.blocks.size() < load.keys.size() && pool.num_available() > 1) {
+    const int32_t block = pool.Allocate();
     if (block == kvcache::kNoBlock) break;
     load.blocks.push_back(block);
   }
-  if (load.blocks.empty()) {
-    s->tier = Sequence::Tier::kChecked;
-    tier_loads_.erase(it);
-    return;
+  if (load.blocks.size() < load.keys.size()) {
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    counters_.lower_tier_no_room_blocks += load.keys.size() - load.blocks.size();
   }
   load.keys.resize(load.blocks.size());
+  load.awaiting_room = false;
+  s->tier_from = load.from;
+  IssueTierRead(it->first, load);
+  return true;
+}
+
+void EngineImpl::IssueTierRead(uint64_t ticket, TierLoad& load) {
+  load.start_nanos = NowNanos();
   std::vector<std::vector<std::span<uint8_t>>> dest(load.blocks.size());
   for (size_t i = 0; i < load.blocks.size(); ++i) {
     for (size_t g = 0; g < spec_.groups.size(); ++g) {
@@ -173,7 +256,6 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     ++tier_reads_outstanding_;
   }
-  const uint64_t ticket = e.ticket;
   options_.lower_tier->Read(load.keys, std::move(dest), [box = tier_mailbox_, ticket](size_t ok) {
     DeliverTierEvent(box, {ticket, /*read=*/true, ok});
   });

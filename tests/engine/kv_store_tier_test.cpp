@@ -366,5 +366,67 @@ TEST(KvStoreTier, BlocksPredictedSlowerToReadAreRecomputedAndCounted) {
   EXPECT_EQ(store->store().stats().hit_blocks, 0u);
 }
 
+// A lookup that finds blocks while the pool has no free block to read them into waits for room (as
+// admission would) instead of giving up and recomputing them. Here a long request holds all but one block
+// of a 7-block pool when the lookup of a stored 3-block prefix is answered (the gate opens only then); when
+// it finishes, the stored blocks are read and the prompt is a prefix hit of all three, with the cold answer.
+// Before, the lookup was dropped for want of room and the prompt recomputed (the agent benchmark's store
+// served no block).
+TEST(KvStoreTier, ALookupWithNoRoomWaitsForBlocksThenReads) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(3 * 128 + 10, 26);
+  const ServedRun cold = Serve(prompt, nullptr);
+  auto m = LoadFixture();
+  auto store = OpenTier(dir.path(), *m);
+  Serve(prompt, store.get());  // the blocks are in the store
+  HungTier gated(store.get());
+  EngineOptions options;
+  options.kv_blocks = 7;
+  options.lower_tier = &gated;
+  options.swa_replay = SwaReplay::kExact;
+  auto engine = Engine::Create(LoadFixture(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  // The long request: 100 prompt tokens (no full block, so no lookup of its own) and 640 generated; at
+  // 545 generated it holds ceil(645 / 128) = 6 blocks, and the gate opens.
+  RequestParams long_params;
+  long_params.sampling.max_tokens = 640;
+  long_params.sampling.temperature = 0;
+  long_params.sampling.ignore_eos = true;
+  std::promise<void> long_done;
+  std::atomic<int64_t> generated{0};
+  std::atomic<bool> opened{false};
+  auto long_id = (*engine)->AddRequest(Prompt(100, 27), long_params, [&](RequestUpdate u) {
+    for (const auto& d : u.sequences) generated += static_cast<int64_t>(d.tokens.size());
+    if (generated >= 545 && !opened.exchange(true)) gated.Release();
+    if (u.finished) long_done.set_value();
+  });
+  ASSERT_TRUE(long_id.ok()) << long_id.status().ToString();
+  RequestParams p;
+  p.sampling.max_tokens = 4;
+  p.sampling.temperature = 0;
+  p.sampling.logprobs = true;
+  auto out = (*engine)->Generate(std::span(&prompt, 1), p);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  long_done.get_future().wait();
+  EXPECT_EQ(generated.load(), 640);
+  EXPECT_EQ(gated.lookups(), 1);
+  EXPECT_EQ((*out)[0].prompt_cache_hit_tokens, 3 * 128);
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  for (const GeneratedToken& t : (*out)[0].sequences[0].tokens) {
+    ids.push_back(t.id);
+    logprobs.push_back(t.logprob);
+  }
+  EXPECT_EQ(ids, cold.ids);
+  EXPECT_EQ(logprobs, cold.logprobs);
+  const EngineStats stats = (*engine)->Stats();
+  EXPECT_EQ(stats.external_prefix_cache_hits, 3u * 128);
+  EXPECT_EQ(stats.lower_tier_lookups, 1u);
+  EXPECT_EQ(stats.lower_tier_lookup_misses, 0u);
+  EXPECT_EQ(stats.lower_tier_no_room_blocks, 0u);
+  EXPECT_EQ(stats.lower_tier_timeouts, 0u);
+  (*engine)->Shutdown();
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
