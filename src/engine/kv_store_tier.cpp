@@ -100,6 +100,14 @@ void AppendTierPrometheus(const EngineStats& stats, std::string* out) {
   counter("deepinfer:kvstore_tier_skipped_blocks_total",
           "Blocks the KV store held but recomputed, reading them being predicted slower.",
           stats.lower_tier_skipped_blocks);
+  counter("deepinfer:kvstore_tier_lookups_total", "Prompts looked up in the KV store after their RAM prefix match.",
+          stats.lower_tier_lookups);
+  counter("deepinfer:kvstore_tier_lookup_misses_total",
+          "Of those lookups, the ones whose first block after the RAM match was not in the store.",
+          stats.lower_tier_lookup_misses);
+  counter("deepinfer:kvstore_tier_no_room_blocks_total",
+          "Blocks the KV store held but recomputed, the RAM pool never having room to read them into.",
+          stats.lower_tier_no_room_blocks);
 }
 
 }  // namespace deepinfer::engine

@@ -173,6 +173,9 @@ def test_a_slow_filesystem_is_waited_for_only_until_the_timeout(deepinfer_bin, t
         assert sum(v for k, v in m.items() if k.startswith("deepinfer:kvstore_verify_failures_total")) == 0
         assert m["deepinfer:kvstore_tier_timeouts_total"] == 0
         assert m["deepinfer:kvstore_tier_skipped_blocks_total"] == 0  # read, not recomputed
+        assert m["deepinfer:kvstore_tier_lookups_total"] == 1  # one prompt, looked up once
+        assert m["deepinfer:kvstore_tier_lookup_misses_total"] == 0
+        assert m["deepinfer:kvstore_tier_no_room_blocks_total"] == 0
         # serve reads buffered (StoreOptions::direct_io is off there); O_DIRECT on FUSE is the next test's.
     finally:
         assert third.stop() == 0, "\n".join(third.log)
