@@ -95,6 +95,9 @@ struct Sequence {
   int64_t tier_loaded = 0;  // blocks it served (verified, now cached in RAM)
   uint64_t tier_ticket = 0;  // its TierLoad while kLoading
   int tier_lookups = 0;      // lookups so far (a lookup is redone when its RAM match was evicted meanwhile)
+  // The RAM match the last tier decision relied on (blocks; 0: none to re-check). A sequence that waits
+  // long for admission can see those blocks evicted; the tier is then asked again (TierMatchShrank).
+  int64_t tier_match_end = 0;
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed; }
   bool replaying() const { return computed < replay_end; }
@@ -187,6 +190,7 @@ class EngineImpl final : public Engine {
   bool NeedsTierLookup(const Sequence* s) const;
   void StartTierLookup(Sequence* s);
   bool ContinueTierLoad(Sequence* s);  // false: waiting for pool blocks to read into
+  bool TierMatchShrank(Sequence* s) const;  // the RAM match it was checked at was evicted meanwhile
   void IssueTierRead(uint64_t ticket, TierLoad& load);
   void OnTierEvent(const TierEvent& e);
   void PostTierEvent(const TierEvent& e);

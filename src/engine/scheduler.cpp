@@ -215,6 +215,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
   for (auto it = waiting_.begin();
        budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) < options_.max_num_seqs;) {
     Sequence* s = *it;
+    if (TierMatchShrank(s)) s->tier = Sequence::Tier::kUnchecked;
     if (NeedsTierLookup(s)) StartTierLookup(s);
     if (s->tier == Sequence::Tier::kLoading && !ContinueTierLoad(s)) break;
     if (s->tier == Sequence::Tier::kLoading) {

@@ -12,6 +12,9 @@
 
 namespace deepinfer::engine {
 
+// Lookups per sequence at most: one, and a few more when its RAM match is evicted while it waits.
+constexpr int kMaxTierLookups = 4;
+
 bool EngineImpl::NeedsTierLookup(const Sequence* s) const {
   return options_.lower_tier != nullptr && options_.enable_prefix_caching && can_restore_ &&
          s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_->has_prefix();
@@ -51,6 +54,7 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   const int64_t length = static_cast<int64_t>(s->tokens.size());
   const int64_t usable = (length - 1) / model::kBlockTokens;
   const int64_t m = blocks_->MatchPrefix(b.hashes, usable);
+  s->tier_match_end = m;
   if (m >= usable) return;
   TierLoad load;
   load.request = r->id;
@@ -107,6 +111,7 @@ void EngineImpl::CheckTierTimeouts(int64_t now) {
     }
     load.detached = true;
     s->tier = Sequence::Tier::kChecked;  // admitted on what RAM has; the rest is recomputed
+    s->tier_match_end = 0;               // a slow tier is not asked again for this sequence
     {
       std::lock_guard<std::mutex> stats(stats_mutex_);
       ++counters_.lower_tier_timeouts;
@@ -154,6 +159,7 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
     }
     if (s) {
       s->tier_loaded = loaded;
+      s->tier_match_end = load.from + loaded;
       s->tier = Sequence::Tier::kChecked;
     }
     tier_loads_.erase(it);
@@ -172,6 +178,7 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
       std::lock_guard<std::mutex> stats(stats_mutex_);
       counters_.lower_tier_skipped_blocks += n;
       n = 0;
+      s->tier_match_end = 0;  // recomputing was the choice: asking again would choose the same
     }
   }
   if (!s || n == 0) {
@@ -182,6 +189,15 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   // The read starts from the admission pass, when there are pool blocks to read into (ContinueTierLoad).
   load.keys.resize(n);
   load.awaiting_room = true;
+}
+
+bool EngineImpl::TierMatchShrank(Sequence* s) const {
+  if (s->tier != Sequence::Tier::kChecked || s->tier_match_end <= 0 || s->tier_lookups >= kMaxTierLookups ||
+      s->request->hit_tokens >= 0)
+    return false;
+  const kvcache::SequenceBlocks& b = s->blocks;
+  if (static_cast<int64_t>(b.hashes.size()) < s->tier_match_end) return false;
+  return blocks_->MatchPrefix(b.hashes, s->tier_match_end) < s->tier_match_end;
 }
 
 bool EngineImpl::ContinueTierLoad(Sequence* s) {
@@ -196,7 +212,7 @@ bool EngineImpl::ContinueTierLoad(Sequence* s) {
     // from where RAM ends now (a few times at most; after that the rest is recomputed).
     tier_loads_.erase(it);
     s->tier = Sequence::Tier::kUnchecked;
-    if (s->tier_lookups < 4) {
+    if (s->tier_lookups < kMaxTierLookups) {
       StartTierLookup(s);
     } else {
       s->tier = Sequence::Tier::kChecked;

@@ -428,5 +428,67 @@ TEST(KvStoreTier, ALookupWithNoRoomWaitsForBlocksThenReads) {
   (*engine)->Shutdown();
 }
 
+// A prompt checked against the tier while its prefix was in RAM, which then waits for admission long
+// enough for that prefix to be evicted, asks the tier again instead of recomputing what the tier holds.
+// Pool of 7 blocks: P (3 full blocks) runs first, so its blocks are cached in RAM and written to the store.
+// A long request L then holds 4 blocks (400 tokens) when P' = P + 200 tokens arrives: P''s lookup finds P's
+// 3 blocks in RAM and its 4th block nowhere; P' cannot start (attaching the 3 cached blocks leaves no free
+// one), and L's growth to 6 blocks evicts them. When L ends, P' is a prefix hit of all 3, read from the
+// store. (Had P' started at once, RAM would have served the same 3 blocks: the hit is 384 either way.)
+TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
+  ScratchDir dir;
+  const std::vector<int32_t> prompt = Prompt(3 * 128 + 10, 28);
+  std::vector<int32_t> longer = prompt;
+  const std::vector<int32_t> extra = Prompt(200, 29);
+  longer.insert(longer.end(), extra.begin(), extra.end());
+  const ServedRun cold = Serve(longer, nullptr);
+  auto m = LoadFixture();
+  auto tier = OpenTier(dir.path(), *m);
+  EngineOptions options;
+  options.kv_blocks = 7;
+  options.lower_tier = tier.get();
+  options.swa_replay = SwaReplay::kExact;
+  auto engine = Engine::Create(LoadFixture(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  RequestParams short_params;
+  short_params.sampling.max_tokens = 1;
+  ASSERT_TRUE((*engine)->Generate(std::span(&prompt, 1), short_params).ok());
+  tier->store().Flush();
+  ASSERT_EQ(tier->store().stats().writes_done, 3u);
+  RequestParams long_params;
+  long_params.sampling.max_tokens = 640;  // 100 + 640 tokens: 6 blocks at the end
+  long_params.sampling.temperature = 0;
+  long_params.sampling.ignore_eos = true;
+  std::promise<void> long_done;
+  std::atomic<int64_t> generated{0};
+  auto long_id = (*engine)->AddRequest(Prompt(100, 30), long_params, [&](RequestUpdate u) {
+    for (const auto& d : u.sequences) generated += static_cast<int64_t>(d.tokens.size());
+    if (u.finished) long_done.set_value();
+  });
+  ASSERT_TRUE(long_id.ok()) << long_id.status().ToString();
+  while (generated.load() < 300) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  RequestParams p;
+  p.sampling.max_tokens = 4;
+  p.sampling.temperature = 0;
+  p.sampling.logprobs = true;
+  auto out = (*engine)->Generate(std::span(&longer, 1), p);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  long_done.get_future().wait();
+  EXPECT_EQ((*out)[0].prompt_cache_hit_tokens, 3 * 128);
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  for (const GeneratedToken& t : (*out)[0].sequences[0].tokens) {
+    ids.push_back(t.id);
+    logprobs.push_back(t.logprob);
+  }
+  EXPECT_EQ(ids, cold.ids);
+  EXPECT_EQ(logprobs, cold.logprobs);
+  const EngineStats stats = (*engine)->Stats();
+  std::printf("P' was served %llu tokens from the store after %llu lookups\n",
+              static_cast<unsigned long long>(stats.external_prefix_cache_hits),
+              static_cast<unsigned long long>(stats.lower_tier_lookups));
+  (*engine)->Shutdown();
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
