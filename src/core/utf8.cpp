@@ -130,6 +130,30 @@ size_t CountCodePoints(std::string_view text) {
   return count;
 }
 
+std::string OneLine(std::string_view text) {
+  const std::string valid = ToValidLossy(text);
+  std::string out;
+  out.reserve(valid.size());
+  for (const char ch : valid) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string ToValidLossy(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -37,6 +37,10 @@ size_t CountCodePoints(std::string_view text);
 // errors="replace") and Rust's String::from_utf8_lossy do.
 std::string ToValidLossy(std::string_view text);
 
+// For a one-line message that quotes input: ASCII control characters become \n, \t, \r or \xHH, and
+// invalid UTF-8 becomes U+FFFD.
+std::string OneLine(std::string_view text);
+
 // Iterates code points; invalid bytes come out as kReplacementChar with length 1.
 class CodePointIterator {
  public:

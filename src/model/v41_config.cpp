@@ -1,3 +1,4 @@
+#include "core/utf8.h"
 #include "model/v41_config.h"
 
 #include <algorithm>
@@ -9,8 +10,10 @@ namespace {
 
 using nlohmann::json;
 
+// Messages quote names and values from the file: OneLine keeps a control character in them (a fuzzed key
+// such as "compressed_sparse_att\ntion") from splitting the one-line error.
 Status Invalid(const HfConfig& hf, const std::string& message) {
-  return Status::InvalidArgument(hf.source() + ": " + message);
+  return Status::InvalidArgument(hf.source() + ": " + utf8::OneLine(message));
 }
 
 std::string ListString(const std::vector<int64_t>& v) {

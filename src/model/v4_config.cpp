@@ -5,14 +5,17 @@
 #include <optional>
 
 #include "core/json.h"
+#include "core/utf8.h"
 
 namespace deepinfer::model {
 namespace {
 
 using nlohmann::json;
 
+// Messages quote names and values from the file: OneLine keeps a control character in them (a fuzzed key
+// such as "compressed_sparse_att\ntion") from splitting the one-line error.
 Status Invalid(const HfConfig& hf, const std::string& message) {
-  return Status::InvalidArgument(hf.source() + ": " + message);
+  return Status::InvalidArgument(hf.source() + ": " + utf8::OneLine(message));
 }
 
 // Range-checked reads: every size, count and id in config.json is bounded before anything uses it (a
@@ -27,6 +30,10 @@ std::string Range(int64_t lo, int64_t hi) {
   out += "]";
   return out;
 }
+
+// A key or name read from the file, as a JSON string: its quotes and escapes keep a control character (a newline
+// in a fuzzed key) out of the one-line error, and the length is capped.
+std::string Quoted(const std::string& key) { return DumpJson(json(key.substr(0, 64))); }
 
 // "<file>: key 'K' is V; allowed: A" (built with appends: GCC 12 reports a false -Wrestrict on long chains of +).
 Status KeyError(const HfConfig& hf, const std::string& key, const json& value, const std::string& allowed) {
@@ -73,7 +80,7 @@ Result<V4AttentionType> AttentionTypeFromName(const HfConfig& hf, const std::str
   if (name == "sliding_attention") return V4AttentionType::kSliding;
   if (name == "compressed_sparse_attention") return V4AttentionType::kCsa;
   if (name == "heavily_compressed_attention") return V4AttentionType::kHca;
-  return Invalid(hf, "unknown layer type '" + name + "'");
+  return Invalid(hf, "unknown layer type " + Quoted(name));
 }
 
 // The released configs list compress ratios 0/4/128; transformers maps exactly these to layer types and
@@ -186,10 +193,10 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
     if (!rates.is_object()) return Invalid(hf, "compress_rates is not an object");
     for (const auto& [key, value] : rates.items()) {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 128)
-        return KeyError(hf, "compress_rates." + key, value, "an integer in [1, 128]");
+        return KeyError(hf, "compress_rates." + Quoted(key), value, "an integer in [1, 128]");
       if (key == "compressed_sparse_attention") csa_rate = value.get<int64_t>();
       else if (key == "heavily_compressed_attention") hca_rate = value.get<int64_t>();
-      else return Invalid(hf, "compress_rates has unknown key '" + key + "'");
+      else return Invalid(hf, "compress_rates has unknown key " + Quoted(key));
     }
   }
 

@@ -98,5 +98,25 @@ TEST(V4ConfigBounds, MessageNamesTheRange) {
             "config.json: key 'sliding_window' is 1099511627776; allowed: an integer in [1, 65536]");
 }
 
+// A key read from the file is quoted as JSON in the message, so a control character in it cannot split the
+// one-line error (fuzz_model_config found "compressed_sparse_att\ntion" did).
+TEST(V4ConfigBounds, KeysFromTheFileAreQuoted) {
+  nlohmann::json j = Base();
+  j["compress_rates"] = {{"compressed_sparse_att\ntion", 4}};
+  auto c = Parse(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "config.json: compress_rates has unknown key \"compressed_sparse_att\\ntion\"");
+  j["compress_rates"] = {{"a\nb", 0}};
+  c = Parse(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().find('\n'), std::string::npos) << c.status().message();
+  // Names quoted as they are (layer types, rope types, model_type) are escaped the same way.
+  j = Base();
+  j["model_type"] = "deepseek\n_v4\x01";
+  c = Parse(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "config.json: model_type is 'deepseek\\n_v4\\x01', expected 'deepseek_v4'");
+}
+
 }  // namespace
 }  // namespace deepinfer::model
