@@ -411,7 +411,7 @@ int RunProtocol(const GenerateArgs& args) {
   std::condition_variable cv;
   size_t remaining = 0;
   Progress progress(jobs.size());
-  server::StructuredOutputs structured(&tokenizer);  // response_format & co. (server/structured_output.h)
+  server::StructuredOutputs structured(&tokenizer, args.version);  // response_format & co. (server/structured_output.h)
   for (size_t i = 0; i < jobs.size(); ++i) {
     ProtocolJob& job = jobs[i];
     if (!job.error_body.empty()) continue;

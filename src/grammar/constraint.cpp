@@ -3,6 +3,7 @@
 #include "grammar/ebnf.h"
 #include "grammar/json_text.h"
 #include "grammar/regex.h"
+#include "grammar/tool_calls.h"
 
 namespace deepinfer::grammar {
 
@@ -20,6 +21,10 @@ Result<Grammar> BuildGrammar(const ConstraintSpec& spec) {
       DI_ASSIGN_OR_RETURN(ExprId e, CompileRegex(spec.text, RegexOptions{}, &g));
       g.Define(r, e);
       return g;
+    }
+    case ConstraintSpec::Kind::kToolCalls: {
+      DI_ASSIGN_OR_RETURN(ToolCallGrammarSpec tools, ParseToolCallSpec(spec.text));
+      return ToolCallGrammar(tools);
     }
     case ConstraintSpec::Kind::kChoice: {
       if (spec.choices.empty()) return Status::InvalidArgument("choice needs at least one string");

@@ -23,9 +23,10 @@
 namespace deepinfer::grammar {
 
 struct ConstraintSpec {
-  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf, kChoice };
+  // kToolCalls: a DSML tool-call block of strict tools (tool_calls.h); `text` is SerializeToolCallSpec's.
+  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf, kChoice, kToolCalls };
   Kind kind = Kind::kJsonSchema;
-  std::string text;                  // the schema JSON, regex or EBNF
+  std::string text;                  // the schema JSON, regex, EBNF or serialized tool-call spec
   std::vector<std::string> choices;  // kChoice: the allowed strings
   JsonSchemaOptions json;
 };

@@ -143,6 +143,25 @@ void Grammar::Define(uint32_t rule, ExprId body) {
   rules_[rule].defined = true;
 }
 
+uint32_t Grammar::Import(const Grammar& other, std::string_view prefix) {
+  const uint32_t rule_base = static_cast<uint32_t>(rules_.size());
+  const ExprId expr_base = static_cast<ExprId>(exprs_.size());
+  for (const Rule& r : other.rules_) {
+    Rule copy = r;
+    copy.name = std::string(prefix) + r.name;
+    copy.body += expr_base;
+    rules_.push_back(std::move(copy));
+  }
+  exprs_.reserve(exprs_.size() + other.exprs_.size());
+  for (const Expr& e : other.exprs_) {
+    Expr copy = e;
+    for (ExprId& kid : copy.kids) kid += expr_base;
+    if (copy.kind == ExprKind::kRef) copy.rule += rule_base;
+    exprs_.push_back(std::move(copy));
+  }
+  return rule_base + other.root_;
+}
+
 int32_t Grammar::FindRule(std::string_view name) const {
   for (size_t i = 0; i < rules_.size(); ++i)
     if (rules_[i].name == name) return static_cast<int32_t>(i);

@@ -95,6 +95,10 @@ class Grammar {
   uint32_t AddRule(std::string name);
   void Define(uint32_t rule, ExprId body);
   void Keep(uint32_t rule) { rules_[rule].keep = true; }
+  // Copies every rule and expression of `other` into this grammar (rule names prefixed with `prefix`,
+  // which keeps them apart from this grammar's own) and returns the rule `other`'s root became. Used to
+  // embed one front end's grammar in another (a tool parameter's JSON Schema in the DSML tool-call block).
+  uint32_t Import(const Grammar& other, std::string_view prefix);
   // The rule named `name`, or -1.
   int32_t FindRule(std::string_view name) const;
 

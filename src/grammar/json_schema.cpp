@@ -97,12 +97,15 @@ class SchemaCompiler {
   ExprId Ref(uint32_t rule) { return g_.Ref(rule); }
 
   ExprId Ws() {
-    if (o_.whitespace == JsonSchemaOptions::Whitespace::kCompact) return g_.Empty();
+    if (o_.whitespace != JsonSchemaOptions::Whitespace::kFlexible) return g_.Empty();
     if (ws_ == 0xFFFFFFFFu) ws_ = g_.Star(g_.Chars({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}, {'\r', '\r'}}));
     return ws_;
   }
   ExprId Lit(const std::string& s) { return g_.Literal(s); }
-  ExprId Tok(const std::string& s) { return g_.Seq({Lit(s), Ws()}); }
+  ExprId Tok(const std::string& s) {
+    if (o_.whitespace == JsonSchemaOptions::Whitespace::kPython && (s == "," || s == ":")) return Lit(s + " ");
+    return g_.Seq({Lit(s), Ws()});
+  }
   // `"` any string body `"`.
   ExprId AnyString() { return StringRule("string", g_.Empty(), true, 0, kUnbounded); }
 
@@ -156,6 +159,7 @@ class SchemaCompiler {
     ExprId digits = g_.Star(g_.Chars({{'0', '9'}}));
     switch (cls) {
       case 1:
+        if (!o_.integer_fraction) return g_.Empty();
         return g_.Optional(g_.Seq({Lit("."), g_.Plus(Lit("0"))}));
       case 2:
         return g_.Seq({Lit("."), digits, g_.Chars({{'1', '9'}}), digits});

@@ -28,10 +28,15 @@
 namespace deepinfer::grammar {
 
 struct JsonSchemaOptions {
-  enum class Whitespace { kCompact, kFlexible };
+  // kPython: exactly Python json.dumps' default separators (", " and ": ", nothing else), the spelling
+  // deepseek-recipe writes tool-call arguments in.
+  enum class Whitespace { kCompact, kFlexible, kPython };
   Whitespace whitespace = Whitespace::kCompact;
   // OpenAI `strict: true`: objects without `additionalProperties` allow no other members.
   bool strict = false;
+  // false: integral values have no fraction ("3", never "3.0", which the standard counts as an integer
+  // too), as tool-call arguments should read to the programs that take them.
+  bool integer_fraction = true;
   size_t max_schema_bytes = 4u << 20;
   uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)
 };

@@ -20,6 +20,20 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokenizer(const tokeni
     tokens[id] = std::string(tok.TokenBytes(static_cast<int32_t>(id)));
     if (tok.IsAddedToken(static_cast<int32_t>(id))) excluded.push_back(static_cast<int32_t>(id));
   }
+  if (options.markers.size() > 64) return Status::InvalidArgument("at most 64 marker tokens");
+  if (!options.markers.empty()) {
+    // Byte-level vocabularies have ordinary tokens for the bytes 0xFF and 0x80: they could spell a marker
+    // without being it. No UTF-8 text holds 0xFF, so leaving such tokens out changes no text grammar.
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      if (tokens[id].find('\xFF') != std::string::npos) excluded.push_back(static_cast<int32_t>(id));
+    }
+  }
+  for (size_t k = 0; k < options.markers.size(); ++k) {
+    auto id = tok.TokenToId(options.markers[k]);
+    if (!id || *id < 0 || static_cast<size_t>(*id) >= tokens.size()) continue;
+    tokens[static_cast<size_t>(*id)] = MarkerBytes(k);
+    excluded.erase(std::remove(excluded.begin(), excluded.end(), *id), excluded.end());
+  }
   std::vector<int32_t> stops = options.stop_ids;
   if (stops.empty()) {
     auto eos = tok.TokenToId("<｜end▁of▁sentence｜>");

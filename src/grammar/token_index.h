@@ -26,7 +26,14 @@ class TokenIndex {
   struct Options {
     size_t mask_width = 0;           // 0: one past the largest token id
     std::vector<int32_t> stop_ids;   // empty: the tokenizer's end-of-sentence token
+    // Added tokens a grammar may name: the k-th one (by its spelling; absent ones are skipped) goes into
+    // the trie as MarkerBytes(k) instead of being left out. Those bytes never occur in UTF-8, so no text
+    // grammar can reach them; only a grammar that spells them (the DSML tool-call block's `｜DSML｜`) does.
+    // With markers, ordinary tokens holding the byte 0xFF are left out, so only a marker spells one.
+    std::vector<std::string> markers;
   };
+  // "\xFF" and one byte 0x80 + k: bytes no UTF-8 text contains.
+  static std::string MarkerBytes(size_t k) { return std::string("\xFF") + static_cast<char>(0x80 + k); }
   static Result<std::shared_ptr<const TokenIndex>> FromTokenizer(const tokenizer::Tokenizer& tok, const Options& options);
   // A vocabulary given as byte strings by id; ids in `excluded` (added tokens) are left out of the trie.
   static Result<std::shared_ptr<const TokenIndex>> FromTokens(const std::vector<std::string>& tokens,

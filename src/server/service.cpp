@@ -118,7 +118,7 @@ Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
     : options_(std::move(options)),
       tokenizer_(tokenizer),
       control_ids_(recipe::ControlTokenIds::FromTokenizer(*tokenizer)),
-      structured_(tokenizer) {
+      structured_(tokenizer, options_.model_version) {
   if (options_.served_model_names.empty()) options_.served_model_names.push_back("deepinfer");
 }
 

@@ -2,21 +2,56 @@
 
 #include "engine/engine.h"
 #include "grammar/constraint.h"
+#include "grammar/tool_calls.h"
 #include "recipe/structured_output.h"
 #include "sampling/grammar_mask.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
 
-StructuredOutputs::StructuredOutputs(const tokenizer::Tokenizer* tokenizer)
-    : tokenizer_(tokenizer), cache_(std::make_unique<grammar::ConstraintCache>()) {}
+StructuredOutputs::StructuredOutputs(const tokenizer::Tokenizer* tokenizer, recipe::ModelVersion model_version)
+    : tokenizer_(tokenizer), model_version_(model_version), cache_(std::make_unique<grammar::ConstraintCache>()) {}
+
+namespace {
+
+bool HasStrictTools(const recipe::Conversation& c) {
+  for (const recipe::ToolDefinition& tool : c.tools) {
+    if (tool.strict.value_or(false)) return true;
+  }
+  return false;
+}
+
+// The tool-call grammar's spec for a request with strict tools (ChooseTools has already narrowed the tools
+// to a named tool_choice's and rewritten strict schemas).
+grammar::ConstraintSpec ToolCallSpec(const recipe::Conversation& c, recipe::ModelVersion version) {
+  grammar::ToolCallGrammarSpec tools;
+  switch (version) {
+    case recipe::ModelVersion::kV32: tools.dialect = grammar::ToolCallGrammarSpec::Dialect::kV32; break;
+    case recipe::ModelVersion::kV41: tools.dialect = grammar::ToolCallGrammarSpec::Dialect::kV41; break;
+    case recipe::ModelVersion::kV4: tools.dialect = grammar::ToolCallGrammarSpec::Dialect::kV4; break;
+  }
+  // The renderer opens the block in the prompt exactly then (render_v4.cpp, completion_options.cpp).
+  tools.opened = c.tool_choice == recipe::ToolChoice::kRequired;
+  for (const recipe::ToolDefinition& tool : c.tools) {
+    tools.tools.push_back({tool.name, tool.parameters.is_null() ? std::string() : tool.parameters.dump()});
+  }
+  grammar::ConstraintSpec spec;
+  spec.kind = grammar::ConstraintSpec::Kind::kToolCalls;
+  spec.text = grammar::SerializeToolCallSpec(tools);
+  return spec;
+}
+
+}  // namespace
 
 StructuredOutputs::~StructuredOutputs() = default;
 
 Result<std::shared_ptr<const grammar::TokenIndex>> StructuredOutputs::Vocab() {
   std::call_once(once_, [this] {
     // Stop ids: the tokenizer's end-of-sentence token, the engine's default end of an output.
-    auto vocab = grammar::TokenIndex::FromTokenizer(*tokenizer_, {});
+    // `｜DSML｜` as marker 0: the tool-call grammar spells it (grammar/tool_calls.h).
+    grammar::TokenIndex::Options options;
+    options.markers = {std::string(grammar::kDsmlMarkerToken)};
+    auto vocab = grammar::TokenIndex::FromTokenizer(*tokenizer_, options);
     if (vocab.ok()) {
       vocab_ = *vocab;
     } else {
@@ -33,8 +68,21 @@ std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view bo
   if (auto error = recipe::ReadStructuredOutput(body, request, &so)) return error;
   using Kind = recipe::StructuredOutput::Kind;
   using SpecKind = grammar::ConstraintSpec::Kind;
-  if (so.kind == Kind::kNone) return std::nullopt;
+  const bool strict_tools = HasStrictTools(request.conversation);
+  if (so.kind == Kind::kNone && !strict_tools) return std::nullopt;
+  if (so.kind != Kind::kNone && strict_tools) {
+    return recipe::RequestError{400, "invalid_request_error", so.param,
+                                so.param + " cannot be combined with strict tools (their calls are constrained already)"};
+  }
+  if (strict_tools) {
+    if (!tokenizer_->TokenToId(grammar::kDsmlMarkerToken)) {
+      return recipe::RequestError{400, "invalid_request_error", "tools",
+                                  "strict tools need the model's ｜DSML｜ token, which this tokenizer lacks"};
+    }
+    so.param = "tools";
+  }
   grammar::ConstraintSpec spec;
+  if (strict_tools) spec = ToolCallSpec(request.conversation, model_version_);
   switch (so.kind) {
     case Kind::kJsonObject: spec.kind = SpecKind::kJsonObject; break;
     case Kind::kJsonSchema: spec.kind = SpecKind::kJsonSchema; break;
@@ -43,9 +91,11 @@ std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view bo
     case Kind::kChoice: spec.kind = SpecKind::kChoice; break;
     case Kind::kNone: break;
   }
-  spec.text = so.text;
-  spec.choices = so.choices;
-  spec.json.strict = so.strict;
+  if (!strict_tools) {
+    spec.text = so.text;
+    spec.choices = so.choices;
+    spec.json.strict = so.strict;
+  }
   auto vocab = Vocab();
   if (!vocab.ok()) {
     return recipe::RequestError{500, "api_error", "", "structured output is unavailable: " + vocab.status().message()};

@@ -4,6 +4,11 @@
 // never the engine's step thread) through one cache of compiled grammars shared by all requests; the
 // vocabulary index is built on the first constrained request. In thinking mode the reasoning block is
 // free and the constraint starts after `</think>`.
+//
+// Strict function tools (any tool with `strict: true`; the codec lets no request mix strict and other
+// tools) constrain the DSML tool-call block (grammar/tool_calls.h): only the request's tools, each call's
+// parameters by its schema. With tool_choice "required" or a named tool the prompt has opened the block,
+// so the output must be calls; otherwise free text comes first and the block is optional.
 #pragma once
 
 #include <memory>
@@ -29,12 +34,15 @@ namespace deepinfer::server {
 
 class StructuredOutputs {
  public:
-  explicit StructuredOutputs(const tokenizer::Tokenizer* tokenizer);
+  explicit StructuredOutputs(const tokenizer::Tokenizer* tokenizer,
+                             recipe::ModelVersion model_version = recipe::ModelVersion::kV4);
   ~StructuredOutputs();
 
   // Sets params->logits_mask from the constraint of `request` (parsed from `body`), unless the request has
   // none or a mask is set already (a test hook's script). Errors: 400 naming the field and the cause (an
-  // invalid or unsupported schema, regex or grammar, or one over the compile limits); 500 when the
+  // invalid or unsupported schema, regex or grammar, or one over the compile limits; a strict tool's
+  // schema the tool-call grammar cannot take, naming the tool and the path; structured_outputs / guided_*
+  // together with strict tools); 500 when the
   // tokenizer's vocabulary cannot be indexed.
   std::optional<recipe::RequestError> Apply(std::string_view body, const recipe::ParsedRequest& request,
                                             engine::RequestParams* params);
@@ -43,6 +51,7 @@ class StructuredOutputs {
   Result<std::shared_ptr<const grammar::TokenIndex>> Vocab();
 
   const tokenizer::Tokenizer* tokenizer_;
+  recipe::ModelVersion model_version_;  // which DSML dialect strict tools are written in
   std::once_flag once_;
   std::shared_ptr<const grammar::TokenIndex> vocab_;
   Status vocab_status_;

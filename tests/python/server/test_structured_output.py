@@ -139,3 +139,74 @@ def test_generate_cli_json_schema(deepinfer_bin, model, tmp_path):
         assert body["choices"][0]["finish_reason"] == "stop"
         jsonschema.validate(json.loads(body["choices"][0]["message"]["content"]), WEATHER)
     assert out[2]["error"]["param"] == "structured_outputs.regex"
+
+
+# Strict function tools: the DSML tool-call block is constrained (src/grammar/tool_calls.h). With tool_choice
+# "required" or a named tool the prompt opens the block, so every answer must be calls of listed tools whose
+# arguments validate against the tool's schema; the random weights alone would write anything. The schemas
+# keep only keywords the strict rewrite keeps (deepseek-recipe drops string lengths and array counts), so
+# the grammar's schema and the one validated here are the same. Arrays are unbounded, but each step closes
+# one with a fair chance, so answers end well within max_tokens.
+SEARCH = {"type": "object", "additionalProperties": False, "required": ["query", "limit", "tags"],
+          "properties": {"query": {"type": "string", "pattern": "^[a-z]{1,8}$"},
+                         "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+                         "tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}}}}
+CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": WEATHER}},
+              {"type": "function", "function": {"name": "search", "strict": True, "parameters": SEARCH}}]
+SCHEMAS = {"get_weather": WEATHER, "search": SEARCH}
+
+
+def check_calls(calls, names):
+    assert calls, "no tool call"
+    for call in calls:
+        assert call.function.name in names
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33, 34])
+def test_chat_strict_tools_required_calls_validate(oai, seed):
+    r = ask(oai, seed, tools=CHAT_TOOLS, tool_choice="required", extra_body=NO_THINKING)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    check_calls(choice.message.tool_calls, SCHEMAS)
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_chat_strict_named_tool_streamed(oai, seed):
+    stream = ask(oai, seed, tools=CHAT_TOOLS, tool_choice={"type": "function", "function": {"name": "search"}},
+                 extra_body=NO_THINKING, stream=True)
+    calls, finish = {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        finish = chunk.choices[0].finish_reason or finish
+        for d in chunk.choices[0].delta.tool_calls or []:
+            entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+            entry["name"] += (d.function.name or "") if d.function else ""
+            entry["arguments"] += (d.function.arguments or "") if d.function else ""
+    assert finish == "tool_calls"
+    assert calls
+    for entry in calls.values():
+        assert entry["name"] == "search"
+        jsonschema.validate(json.loads(entry["arguments"]), SEARCH)
+
+
+@pytest.mark.parametrize("seed", [37, 38])
+def test_responses_strict_tools_required(oai, seed):
+    tools = [{"type": "function", "name": n, "strict": True, "parameters": s} for n, s in SCHEMAS.items()]
+    r = oai.responses.create(model=MODEL, input="Weather?", max_output_tokens=400, temperature=1.0, tools=tools,
+                             tool_choice="required", extra_body={"reasoning": {"effort": "none"}, "seed": seed})
+    calls = [item for item in r.output if item.type == "function_call"]
+    assert calls
+    for call in calls:
+        jsonschema.validate(json.loads(call.arguments), SCHEMAS[call.name])
+
+
+def test_strict_tool_schema_the_grammar_cannot_take_is_400(oai):
+    bad = {"type": "object", "additionalProperties": False, "required": ["q"],
+           "properties": {"q": {"type": "string", "pattern": "(?<=a)b"}}}
+    tools = [{"type": "function", "function": {"name": "lookbehind", "strict": True, "parameters": bad}}]
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(oai, 39, tools=tools, tool_choice="required", extra_body=NO_THINKING)
+    assert 'tool "lookbehind": parameters.properties.q' in str(e.value)
+    assert e.value.body["param"] == "tools"
