@@ -1,5 +1,6 @@
 #include "server/structured_output.h"
 
+#include "core/json.h"
 #include "engine/engine.h"
 #include "grammar/constraint.h"
 #include "grammar/tool_calls.h"
@@ -23,7 +24,18 @@ bool HasStrictTools(const recipe::Conversation& c) {
 
 // The tool-call grammar's spec for a request with strict tools (ChooseTools has already narrowed the tools
 // to a named tool_choice's and rewritten strict schemas).
-grammar::ConstraintSpec ToolCallSpec(const recipe::Conversation& c, recipe::ModelVersion version) {
+// `parallel_tool_calls: false` (Chat Completions and Responses): the request's own field, which the codec
+// neither keeps nor echoes (deepseek-recipe does not), read from the body the codec has already accepted.
+bool OneCallOnly(std::string_view body) {
+  auto doc = ParseOrderedJson(body);
+  if (!doc.ok() || !doc->is_object()) return false;
+  const auto it = doc->find("parallel_tool_calls");
+  return it != doc->end() && it->is_boolean() && !it->get<bool>();
+}
+
+grammar::ConstraintSpec ToolCallSpec(std::string_view body, const recipe::ParsedRequest& request,
+                                     recipe::ModelVersion version) {
+  const recipe::Conversation& c = request.conversation;
   grammar::ToolCallGrammarSpec tools;
   switch (version) {
     case recipe::ModelVersion::kV32: tools.dialect = grammar::ToolCallGrammarSpec::Dialect::kV32; break;
@@ -32,6 +44,7 @@ grammar::ConstraintSpec ToolCallSpec(const recipe::Conversation& c, recipe::Mode
   }
   // The renderer opens the block in the prompt exactly then (render_v4.cpp, completion_options.cpp).
   tools.opened = c.tool_choice == recipe::ToolChoice::kRequired;
+  if (OneCallOnly(body)) tools.max_calls = 1;
   for (const recipe::ToolDefinition& tool : c.tools) {
     tools.tools.push_back({tool.name, tool.parameters.is_null() ? std::string() : tool.parameters.dump()});
   }
@@ -82,7 +95,7 @@ std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view bo
     so.param = "tools";
   }
   grammar::ConstraintSpec spec;
-  if (strict_tools) spec = ToolCallSpec(request.conversation, model_version_);
+  if (strict_tools) spec = ToolCallSpec(body, request, model_version_);
   switch (so.kind) {
     case Kind::kJsonObject: spec.kind = SpecKind::kJsonObject; break;
     case Kind::kJsonSchema: spec.kind = SpecKind::kJsonSchema; break;

@@ -163,12 +163,14 @@ def check_calls(calls, names):
         jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
 
 
-@pytest.mark.parametrize("seed", [31, 32, 33, 34])
-def test_chat_strict_tools_required_calls_validate(oai, seed):
-    r = ask(oai, seed, tools=CHAT_TOOLS, tool_choice="required", extra_body=NO_THINKING)
+@pytest.mark.parametrize("seed, parallel", [(31, True), (32, True), (33, True), (34, False), (42, False)])
+def test_chat_strict_tools_required_calls_validate(oai, seed, parallel):
+    r = ask(oai, seed, tools=CHAT_TOOLS, tool_choice="required", parallel_tool_calls=parallel, extra_body=NO_THINKING)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls"
     check_calls(choice.message.tool_calls, SCHEMAS)
+    if not parallel:  # the grammar allows one call only
+        assert len(choice.message.tool_calls) == 1
 
 
 @pytest.mark.parametrize("seed", [35, 36])
@@ -191,13 +193,16 @@ def test_chat_strict_named_tool_streamed(oai, seed):
         jsonschema.validate(json.loads(entry["arguments"]), SEARCH)
 
 
-@pytest.mark.parametrize("seed", [37, 38])
-def test_responses_strict_tools_required(oai, seed):
+@pytest.mark.parametrize("seed, parallel", [(37, True), (38, True), (40, False), (41, False)])
+def test_responses_strict_tools_required(oai, seed, parallel):
     tools = [{"type": "function", "name": n, "strict": True, "parameters": s} for n, s in SCHEMAS.items()]
     r = oai.responses.create(model=MODEL, input="Weather?", max_output_tokens=400, temperature=1.0, tools=tools,
-                             tool_choice="required", extra_body={"reasoning": {"effort": "none"}, "seed": seed})
+                             tool_choice="required", parallel_tool_calls=parallel,
+                             extra_body={"reasoning": {"effort": "none"}, "seed": seed})
     calls = [item for item in r.output if item.type == "function_call"]
     assert calls
+    if not parallel:  # the grammar allows one call only
+        assert len(calls) == 1
     for call in calls:
         jsonschema.validate(json.loads(call.arguments), SCHEMAS[call.name])
 
