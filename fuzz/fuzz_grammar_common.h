@@ -12,7 +12,10 @@
 #include "grammar/constraint.h"
 #include "grammar/matcher.h"
 
-inline void FuzzConstraint(deepinfer::grammar::ConstraintSpec spec, const uint8_t* choices, size_t n) {
+// With `dsml_marker`, the vocabulary also holds the DSML marker's bytes (TokenIndex::MarkerBytes(0)) as a
+// token, so a tool-call grammar can open its block.
+inline void FuzzConstraint(deepinfer::grammar::ConstraintSpec spec, const uint8_t* choices, size_t n,
+                           bool dsml_marker = false) {
   using namespace deepinfer::grammar;
   CompileLimits limits;
   limits.max_nfa_states = 200'000;
@@ -22,15 +25,23 @@ inline void FuzzConstraint(deepinfer::grammar::ConstraintSpec spec, const uint8_
   if (!g.ok()) return;
   auto cg = Compile(*g, limits);
   if (!cg.ok()) return;
-  static std::shared_ptr<const TokenIndex> vocab = [] {
+  auto make_vocab = [](bool marker) {
     std::vector<std::string> tokens;
     for (int b = 0; b < 128; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
     for (const char* t : {"\"", "\":", "{\"", "},", "ab", "12", "é", "\xe4\xb8", "\xad", "null", "true", " "}) tokens.push_back(t);
+    if (marker) {
+      tokens.push_back(TokenIndex::MarkerBytes(0));
+      for (const char* t : {"<", "</", "invoke", " name=\"", "parameter", " string=\"true\">", " string=\"false\">", ">\n"})
+        tokens.push_back(t);
+    }
     tokens.push_back("<eos>");
     auto v = TokenIndex::FromTokens(tokens, {static_cast<int32_t>(tokens.size() - 1)},
                                     {static_cast<int32_t>(tokens.size() - 1)}, tokens.size());
     return *v;
-  }();
+  };
+  static std::shared_ptr<const TokenIndex> plain_vocab = make_vocab(false);
+  static std::shared_ptr<const TokenIndex> marker_vocab = make_vocab(true);
+  const std::shared_ptr<const TokenIndex>& vocab = dsml_marker ? marker_vocab : plain_vocab;
   MatcherLimits ml;
   ml.max_walk_nodes = 200'000;
   auto bound = std::make_shared<const BoundGrammar>(std::make_shared<const CompiledGrammar>(std::move(*cg)), vocab, ml);
