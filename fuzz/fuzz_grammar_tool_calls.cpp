@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t* split = static_cast<const uint8_t*>(std::memchr(data, 0xFF, size));
   const size_t text = split ? static_cast<size_t>(split - data) : size;
-  const std::string_view body(reinterpret_cast<const char*>(data) + 1, text - 1);
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, text > 0 ? text - 1 : 0);
   (void)ParseToolCallSpec(std::string_view(reinterpret_cast<const char*>(data), text));
 
   ToolCallGrammarSpec spec;
