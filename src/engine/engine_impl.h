@@ -190,7 +190,9 @@ class EngineImpl final : public Engine {
   bool NeedsTierLookup(const Sequence* s) const;
   void StartTierLookup(Sequence* s);
   bool ContinueTierLoad(Sequence* s);  // false: waiting for pool blocks to read into
-  bool TierMatchShrank(Sequence* s) const;  // the RAM match it was checked at was evicted meanwhile
+  bool TierMatchShrank(const Sequence* s) const;  // the RAM match it was checked at was evicted meanwhile
+  // The sequence a tier load serves, if it still waits for that load (else nullptr).
+  Sequence* WaitingSequenceFor(uint64_t ticket, const TierLoad& load) const;
   void IssueTierRead(uint64_t ticket, TierLoad& load);
   void OnTierEvent(const TierEvent& e);
   void PostTierEvent(const TierEvent& e);

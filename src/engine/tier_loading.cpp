@@ -89,16 +89,18 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   });
 }
 
+Sequence* EngineImpl::WaitingSequenceFor(uint64_t ticket, const TierLoad& load) const {
+  auto r = requests_.find(load.request);
+  if (r == requests_.end() || load.index >= static_cast<int>(r->second->seqs.size())) return nullptr;
+  Sequence* s = r->second->seqs[static_cast<size_t>(load.index)].get();
+  return s->finished || s->tier != Sequence::Tier::kLoading || s->tier_ticket != ticket ? nullptr : s;
+}
+
 void EngineImpl::CheckTierTimeouts(int64_t now) {
   const auto limit = static_cast<int64_t>(options_.lower_tier_timeout_s * 1e9);
   for (auto it = tier_loads_.begin(); it != tier_loads_.end();) {
     TierLoad& load = it->second;
-    Sequence* s = nullptr;
-    if (auto r = requests_.find(load.request);
-        r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
-      s = r->second->seqs[static_cast<size_t>(load.index)].get();
-      if (s->finished || s->tier != Sequence::Tier::kLoading || s->tier_ticket != it->first) s = nullptr;
-    }
+    Sequence* s = WaitingSequenceFor(it->first, load);
     if (load.awaiting_room) {
       // No I/O is outstanding: waiting for room is waiting in the queue, which has no timeout here; a load
       // whose sequence went away holds nothing and is dropped.
@@ -127,12 +129,7 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   auto it = tier_loads_.find(e.ticket);
   if (it == tier_loads_.end()) return;
   TierLoad& load = it->second;
-  Sequence* s = nullptr;
-  if (auto r = requests_.find(load.request);
-      !load.detached && r != requests_.end() && load.index < static_cast<int>(r->second->seqs.size())) {
-    s = r->second->seqs[static_cast<size_t>(load.index)].get();
-    if (s->finished || s->tier != Sequence::Tier::kLoading || s->tier_ticket != e.ticket) s = nullptr;
-  }
+  Sequence* s = load.detached ? nullptr : WaitingSequenceFor(e.ticket, load);
   const int64_t now = NowNanos();
   if (e.read) {
     // The verified leading blocks join the RAM prefix cache; the rest go back. Done even when the request
@@ -191,7 +188,7 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   load.awaiting_room = true;
 }
 
-bool EngineImpl::TierMatchShrank(Sequence* s) const {
+bool EngineImpl::TierMatchShrank(const Sequence* s) const {
   if (s->tier != Sequence::Tier::kChecked || s->tier_match_end <= 0 || s->tier_lookups >= kMaxTierLookups ||
       s->request->hit_tokens >= 0)
     return false;

@@ -167,6 +167,34 @@ struct ServedRun {
   uint64_t tier_skipped_blocks = 0;
 };
 
+// Greedy, 4 tokens, logprobs kept: every served prompt of these tests.
+RequestParams ServedParams() {
+  RequestParams p;
+  p.sampling.max_tokens = 4;
+  p.sampling.temperature = 0;  // greedy
+  p.sampling.logprobs = true;
+  return p;
+}
+
+// Greedy and blind to end-of-sequence, so it runs exactly max_tokens: the request that holds the pool.
+RequestParams LongGreedy(int64_t max_tokens) {
+  RequestParams p;
+  p.sampling.max_tokens = max_tokens;
+  p.sampling.temperature = 0;
+  p.sampling.ignore_eos = true;
+  return p;
+}
+
+ServedRun RunOf(const GenerateOutput& out) {
+  ServedRun run;
+  for (const GeneratedToken& t : out.sequences[0].tokens) {
+    run.ids.push_back(t.id);
+    run.logprobs.push_back(t.logprob);
+  }
+  run.hit_tokens = out.prompt_cache_hit_tokens;
+  return run;
+}
+
 // One greedy request through an engine (with the tier when given), exact replay, logprobs kept. A warm-up
 // prompt runs first when given (the cost model is fitted from the steps it ran).
 ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, double tier_timeout_s = 2,
@@ -178,21 +206,13 @@ ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, do
   options.swa_replay = SwaReplay::kExact;
   auto engine = Engine::Create(LoadFixture(), options);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-  RequestParams p;
-  p.sampling.max_tokens = 4;
-  p.sampling.temperature = 0;  // greedy
-  p.sampling.logprobs = true;
+  const RequestParams p = ServedParams();
   if (warmup != nullptr) {
     EXPECT_TRUE((*engine)->Generate(std::span(warmup, 1), p).ok());
   }
   auto out = (*engine)->Generate(std::span(&prompt, 1), p);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
-  ServedRun run;
-  for (const GeneratedToken& t : (*out)[0].sequences[0].tokens) {
-    run.ids.push_back(t.id);
-    run.logprobs.push_back(t.logprob);
-  }
-  run.hit_tokens = (*out)[0].prompt_cache_hit_tokens;
+  ServedRun run = RunOf((*out)[0]);
   const EngineStats stats = (*engine)->Stats();
   run.external_hits = stats.external_prefix_cache_hits;
   run.tier_timeouts = stats.lower_tier_timeouts;
@@ -388,10 +408,7 @@ TEST(KvStoreTier, ALookupWithNoRoomWaitsForBlocksThenReads) {
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   // The long request: 100 prompt tokens (no full block, so no lookup of its own) and 640 generated; at
   // 545 generated it holds ceil(645 / 128) = 6 blocks, and the gate opens.
-  RequestParams long_params;
-  long_params.sampling.max_tokens = 640;
-  long_params.sampling.temperature = 0;
-  long_params.sampling.ignore_eos = true;
+  const RequestParams long_params = LongGreedy(640);
   std::promise<void> long_done;
   std::atomic<int64_t> generated{0};
   std::atomic<bool> opened{false};
@@ -401,24 +418,15 @@ TEST(KvStoreTier, ALookupWithNoRoomWaitsForBlocksThenReads) {
     if (u.finished) long_done.set_value();
   });
   ASSERT_TRUE(long_id.ok()) << long_id.status().ToString();
-  RequestParams p;
-  p.sampling.max_tokens = 4;
-  p.sampling.temperature = 0;
-  p.sampling.logprobs = true;
-  auto out = (*engine)->Generate(std::span(&prompt, 1), p);
+  auto out = (*engine)->Generate(std::span(&prompt, 1), ServedParams());
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   long_done.get_future().wait();
   EXPECT_EQ(generated.load(), 640);
   EXPECT_EQ(gated.lookups(), 1);
-  EXPECT_EQ((*out)[0].prompt_cache_hit_tokens, 3 * 128);
-  std::vector<int32_t> ids;
-  std::vector<float> logprobs;
-  for (const GeneratedToken& t : (*out)[0].sequences[0].tokens) {
-    ids.push_back(t.id);
-    logprobs.push_back(t.logprob);
-  }
-  EXPECT_EQ(ids, cold.ids);
-  EXPECT_EQ(logprobs, cold.logprobs);
+  const ServedRun warm = RunOf((*out)[0]);
+  EXPECT_EQ(warm.hit_tokens, 3 * 128);
+  EXPECT_EQ(warm.ids, cold.ids);
+  EXPECT_EQ(warm.logprobs, cold.logprobs);
   const EngineStats stats = (*engine)->Stats();
   EXPECT_EQ(stats.external_prefix_cache_hits, 3u * 128);
   EXPECT_EQ(stats.lower_tier_lookups, 1u);
@@ -455,10 +463,7 @@ TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
   ASSERT_TRUE((*engine)->Generate(std::span(&prompt, 1), short_params).ok());
   tier->store().Flush();
   ASSERT_EQ(tier->store().stats().writes_done, 3u);
-  RequestParams long_params;
-  long_params.sampling.max_tokens = 640;  // 100 + 640 tokens: 6 blocks at the end
-  long_params.sampling.temperature = 0;
-  long_params.sampling.ignore_eos = true;
+  const RequestParams long_params = LongGreedy(640);  // 100 + 640 tokens: 6 blocks at the end
   std::promise<void> long_done;
   std::atomic<int64_t> generated{0};
   auto long_id = (*engine)->AddRequest(Prompt(100, 30), long_params, [&](RequestUpdate u) {
@@ -467,22 +472,13 @@ TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
   });
   ASSERT_TRUE(long_id.ok()) << long_id.status().ToString();
   while (generated.load() < 300) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  RequestParams p;
-  p.sampling.max_tokens = 4;
-  p.sampling.temperature = 0;
-  p.sampling.logprobs = true;
-  auto out = (*engine)->Generate(std::span(&longer, 1), p);
+  auto out = (*engine)->Generate(std::span(&longer, 1), ServedParams());
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   long_done.get_future().wait();
-  EXPECT_EQ((*out)[0].prompt_cache_hit_tokens, 3 * 128);
-  std::vector<int32_t> ids;
-  std::vector<float> logprobs;
-  for (const GeneratedToken& t : (*out)[0].sequences[0].tokens) {
-    ids.push_back(t.id);
-    logprobs.push_back(t.logprob);
-  }
-  EXPECT_EQ(ids, cold.ids);
-  EXPECT_EQ(logprobs, cold.logprobs);
+  const ServedRun warm = RunOf((*out)[0]);
+  EXPECT_EQ(warm.hit_tokens, 3 * 128);
+  EXPECT_EQ(warm.ids, cold.ids);
+  EXPECT_EQ(warm.logprobs, cold.logprobs);
   const EngineStats stats = (*engine)->Stats();
   std::printf("P' was served %llu tokens from the store after %llu lookups\n",
               static_cast<unsigned long long>(stats.external_prefix_cache_hits),
