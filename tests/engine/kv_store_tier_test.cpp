@@ -403,6 +403,9 @@ TEST(KvStoreTier, ALookupWithNoRoomWaitsForBlocksThenReads) {
   EngineOptions options;
   options.kv_blocks = 7;
   options.lower_tier = &gated;
+  // The gate opens only at the long request's 545th token, seconds later under a sanitizer: the lookup's
+  // wait must not time out before (the default 2 s did, recomputing instead).
+  options.lower_tier_timeout_s = 600;
   options.swa_replay = SwaReplay::kExact;
   auto engine = Engine::Create(LoadFixture(), options);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
