@@ -367,9 +367,11 @@ Status Compiler::CountAnalysis(CompiledGrammar* g) {
   if (members.empty()) return Status::Ok();
   const size_t n = members.size();
   std::vector<std::vector<std::pair<uint32_t, uint8_t>>> succ(n);
-  std::vector<uint8_t> exit(n, 0), live(n, 1);
+  std::vector<uint8_t> exit(n, 0), live(n, 1), relax(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t s = members[i];
+    const uint32_t r = g->rule_of_[s];
+    relax[i] = CountRelax(g->count_min_[r], g->count_max_[r]);
     for (uint32_t c = 0; c < nc; ++c) {
       const uint32_t t = g->next_[s * nc + c];
       if (t == 0) continue;
@@ -385,7 +387,7 @@ Status Compiler::CountAnalysis(CompiledGrammar* g) {
   }
   std::vector<uint32_t> dmin, dmax;
   std::vector<uint8_t> unbounded;
-  if (!CountReach(succ, exit, live, &dmin, &dmax, &unbounded))
+  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded))
     return Status::Internal("a counted repetition lost its interval property in the final automaton");
   for (size_t i = 0; i < n; ++i) {
     g->dmin_[members[i]] = dmin[i];

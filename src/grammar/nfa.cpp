@@ -123,6 +123,7 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
   (void)s0;
   std::vector<std::vector<uint32_t>> buckets(nc);
+  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> by_seeds;
   // How the bytes of a class move between counted and other states; every move out of one DFA state on
   // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
   std::vector<uint8_t> move_kind(nc, 0);
@@ -148,10 +149,18 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       for (const auto& call : st.calls) calls.push_back(call);
     }
     for (uint32_t c : touched) {
-      std::vector<uint32_t> seeds = std::move(buckets[c]);
-      buckets[c].clear();
-      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
-      d.next[static_cast<size_t>(id) * nc + c] = t;
+      std::vector<uint32_t>& seeds = buckets[c];
+      std::sort(seeds.begin(), seeds.end());
+      seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+      // Most classes of most states lead to seed sets met before (every letter of [A-Za-z] is its own
+      // class when other edges cut it): their closure, the costly part, is taken once per seed set.
+      auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
+      if (fresh) {
+        DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
+        it->second = t;
+      }
+      d.next[static_cast<size_t>(id) * nc + c] = it->second;
+      seeds.clear();
     }
     std::sort(calls.begin(), calls.end());
     for (size_t i = 0; i < calls.size();) {
@@ -491,7 +500,8 @@ Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const
   }
   std::vector<uint32_t> dmin, dmax;
   std::vector<uint8_t> unbounded;
-  if (!CountReach(succ, exit, live, &dmin, &dmax, &unbounded)) return std::optional<Frag>();
+  const std::vector<uint8_t> relax(np, CountRelax(x.min, x.max));
+  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded)) return std::optional<Frag>();
   // The counter must be able to finish with a count in [min, max] from the start.
   if (dmin[0] > x.max || (!unbounded[0] && dmax[0] < x.min)) {
     Frag empty{nfa.New(), nfa.New()};
@@ -526,8 +536,8 @@ Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const
 }
 
 bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
-                const std::vector<uint8_t>& live, std::vector<uint32_t>* dmin, std::vector<uint32_t>* dmax,
-                std::vector<uint8_t>* unbounded) {
+                const std::vector<uint8_t>& live, const std::vector<uint8_t>& relax, std::vector<uint32_t>* dmin,
+                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded) {
   const size_t n = succ.size();
   // reach[i]: bit L set when some path from i to an exit reads exactly L more units (L < 64).
   std::vector<uint64_t> reach(n, 0);
@@ -599,17 +609,29 @@ bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& su
     for (uint32_t p : preds[t])
       if (!(*unbounded)[p]) (*unbounded)[p] = 1, work.push_back(p);
   }
-  // A counter decides from (count, state) alone only when the reachable counts form an interval: from
-  // the least one up to the most (or on without end). Gaps (units in pairs, say) are left to the
-  // unrolled automaton. Beyond 63 units, an unbounded interval is taken to continue.
+  // Where both bounds bite, a counter decides from (count, state) alone only when the reachable counts
+  // form an interval: from the least one up to the most (or on without end). Gaps (units in pairs, say)
+  // are then left to the unrolled automaton. Beyond 63 units, an unbounded interval is taken to continue.
   dmin->assign(n, 0);
   dmax->assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     if (!live[i]) continue;
+    const uint8_t rel = relax.empty() ? 0 : relax[i];
     const uint64_t r = reach[i];
     if (r == 0) return false;  // the shortest path reads 64 units or more
     const int lo = __builtin_ctzll(r);
     const int hi = 63 - __builtin_clzll(r);
+    if (rel & kCountGapsOk) {
+      // Only the least count, and the most where it is known, are used.
+      (*dmin)[i] = static_cast<uint32_t>(lo);
+      if ((*unbounded)[i]) {
+        (*dmax)[i] = kUnbounded;
+      } else {
+        if (hi == 63 && !(rel & kCountNoMost)) return false;  // the most may be past what reach holds
+        (*dmax)[i] = static_cast<uint32_t>(hi);
+      }
+      continue;
+    }
     if ((*unbounded)[i]) {
       if (r != (~uint64_t{0} << lo)) return false;
       (*dmin)[i] = static_cast<uint32_t>(lo);

@@ -79,10 +79,22 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo,
 
 // The units a counted automaton can still read from each state before it can stop: succ = (target, whether
 // the move starts a unit) per live state, exit = it may stop here. Sets dmin/dmax (kUnbounded: no most)
-// and `unbounded`; false when some state's counts are not an interval (a counter cannot decide them).
+// and `unbounded`; false when some state's counts are not what a counter can decide from (count, dmin,
+// dmax) alone. That needs an interval of counts only where both bounds of the count bite: with no lower
+// bound only the least count matters (count + dmin <= max), with no upper bound only the most (count +
+// dmax >= min). `relax` (per state; empty: none) says which: kCountGapsOk (counts may have gaps, so
+// an email's full 63-character label, which can end or go on only with ".x", still runs with a counter)
+// and kCountNoMost (the least count only: dmax may be a lower estimate).
+inline constexpr uint8_t kCountGapsOk = 1;
+inline constexpr uint8_t kCountNoMost = 2;
+// The relaxation a counter with bounds min..max allows.
+inline uint8_t CountRelax(uint32_t min, uint32_t max) {
+  if (min == 0) return kCountGapsOk | kCountNoMost;
+  return max == kUnbounded ? kCountGapsOk : 0;
+}
 bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
-                const std::vector<uint8_t>& live, std::vector<uint32_t>* dmin, std::vector<uint32_t>* dmax,
-                std::vector<uint8_t>* unbounded);
+                const std::vector<uint8_t>& live, const std::vector<uint8_t>& relax, std::vector<uint32_t>* dmin,
+                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded);
 
 // Whether `rule` has the shape a counter can run: its body a sequence holding exactly one kCounted part
 // that some literal follows (so the counted part ends where that literal starts). Such a rule is never

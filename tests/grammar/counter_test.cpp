@@ -1,0 +1,131 @@
+// Counted strings whose counts have gaps: a format with bounded pieces (an email's domain labels hold at
+// most 63 characters, so a full label can only end or go on with ".x", never with one more unit) under
+// maxLength runs with a counter, since without a lower bound only the fewest units still needed matter.
+// References: the same format without a length bound (no counter at all), with the length checked by
+// hand, and the token-level mask brute-forced against it on a small vocabulary.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "grammar/compiler.h"
+#include "grammar/constraint.h"
+#include "grammar/matcher.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+CompiledGrammar Schema(const std::string& text) {
+  ConstraintSpec spec;
+  spec.text = text;
+  auto g = BuildGrammar(spec);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  auto c = Compile(*g);
+  EXPECT_TRUE(c.ok()) << text << ": " << c.status().ToString();
+  return std::move(*c);
+}
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+// The reference language: an email (the unbounded format) of minimum..maximum characters (the test
+// strings are ASCII, one byte per character).
+struct Reference {
+  const CompiledGrammar& unbounded;
+  size_t min, max;
+  bool Accepts(const std::string& content) const {
+    return unbounded.Matches(Quote(content)) && content.size() >= min && content.size() <= max;
+  }
+};
+
+TEST(CountedGaps, EmailUnderMaxLengthRunsWithACounter) {
+  const CompiledGrammar unbounded = Schema(R"({"type":"string","format":"email"})");
+  const CompiledGrammar bounded = Schema(R"({"type":"string","format":"email","maxLength":1024})");
+  // A counter adds no states: the bounded automaton is the unbounded one plus a count in the frame (the
+  // unrolled form was about 250,000 states).
+  EXPECT_EQ(bounded.num_states(), unbounded.num_states());
+  const std::string label63(63, 'b');
+  EXPECT_TRUE(bounded.Matches(Quote("a@" + label63)));              // a full label ends the address
+  EXPECT_TRUE(bounded.Matches(Quote("a@" + label63 + ".c")));       // or goes on with a new label
+  EXPECT_FALSE(bounded.Matches(Quote("a@" + label63 + "b")));       // a 64-character label
+  std::string long_ok = "a@";  // labels "b." up to 1022 characters, then "cc": 1024 in all
+  while (long_ok.size() + 3 <= 1024) long_ok += "b.";
+  while (long_ok.size() < 1024) long_ok += "c";
+  ASSERT_EQ(long_ok.size(), 1024u);
+  EXPECT_TRUE(unbounded.Matches(Quote(long_ok)));
+  EXPECT_TRUE(bounded.Matches(Quote(long_ok)));
+  EXPECT_FALSE(bounded.Matches(Quote(long_ok + "c")));  // 1025 characters
+}
+
+TEST(CountedGaps, AgreesWithTheLengthCheckedFormat) {
+  const CompiledGrammar unbounded = Schema(R"({"type":"string","format":"email"})");
+  // An upper bound alone (the counter), a lower bound alone (the counter) and both (where gaps would
+  // matter, so the unrolled form) must each give the reference's language.
+  struct Bounds {
+    const char* schema;
+    size_t min, max;
+  };
+  for (const Bounds& b : std::vector<Bounds>{
+           {R"({"type":"string","format":"email","maxLength":7})", 0, 7},
+           {R"({"type":"string","format":"email","minLength":5,"maxLength":7})", 5, 7},
+           {R"({"type":"string","format":"email","minLength":6})", 6, 1000},
+       }) {
+    const CompiledGrammar g = Schema(b.schema);
+    const Reference ref{unbounded, b.min, b.max};
+    std::mt19937 rng(11);
+    const std::string alphabet = "ab.@-";
+    size_t yes = 0;
+    for (int i = 0; i < 4000; ++i) {
+      std::string s;
+      const size_t n = rng() % 10;
+      for (size_t k = 0; k < n; ++k) s += alphabet[rng() % alphabet.size()];
+      if (i % 4 == 0) s = std::string(1 + rng() % 3, 'a') + "@" + std::string(1 + rng() % 5, 'b');
+      const bool want = ref.Accepts(s);
+      yes += want;
+      EXPECT_EQ(g.Matches(Quote(s)), want) << b.schema << " on '" << s << "'";
+    }
+    EXPECT_GT(yes, 100u) << b.schema;  // the comparison is not vacuous
+  }
+}
+
+// A prefix is valid when some completion of up to `extra` characters over the alphabet is accepted.
+bool ValidPrefix(const Reference& ref, const std::string& text, const std::string& alphabet, int extra) {
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"' && ref.Accepts(text.substr(1, text.size() - 2)))
+    return true;
+  if (extra == 0) return false;
+  for (char c : alphabet)
+    if (ValidPrefix(ref, text + c, alphabet, extra - 1)) return true;
+  return false;
+}
+
+TEST(CountedGaps, MaskEqualsBruteForce) {
+  const CompiledGrammar unbounded = Schema(R"({"type":"string","format":"email"})");
+  auto bounded = std::make_shared<const CompiledGrammar>(Schema(R"({"type":"string","format":"email","maxLength":6})"));
+  const Reference ref{unbounded, 0, 6};
+  const std::vector<std::string> vocab = {"\"", "a", "b", "@", ".", "-", "ab", "a@", "@b", "b.", ".b", "b\"",
+                                          "\"a", "bb", "abab"};
+  const std::string alphabet = "ab@.-\"";
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 16);
+  ASSERT_TRUE(index.ok());
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    GrammarMatcher m(std::make_shared<BoundGrammar>(bounded, *index));
+    std::mt19937 rng(seed);
+    std::string text;
+    for (int step = 0; step < 10; ++step) {
+      std::vector<uint32_t> bits((*index)->words());
+      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+      std::vector<int32_t> allowed;
+      for (size_t id = 0; id < vocab.size(); ++id) {
+        const bool want = ValidPrefix(ref, text + vocab[id], alphabet, 4);
+        const bool got = (bits[id / 32] >> (id % 32)) & 1;
+        EXPECT_EQ(want, got) << "after '" << text << "' token '" << vocab[id] << "'";
+        if (got) allowed.push_back(static_cast<int32_t>(id));
+      }
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.AcceptToken(pick));
+      text += vocab[pick];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
