@@ -259,7 +259,7 @@ NfaBuilder::NfaBuilder(const Grammar& g, const CompileLimits& limits) : g_(g), l
 }
 
 Status NfaBuilder::Grow(const Nfa& nfa) {
-  size_t total = nfa_.states.size() + scratch_states_ + (&nfa == &nfa_ ? 0 : nfa.states.size());
+  size_t total = nfa_.states.size() + scratch_states_ + open_scratch_ + (&nfa == &nfa_ ? 0 : nfa.states.size());
   if (total > limits_.max_nfa_states)
     return Status::ResourceExhausted("the grammar expands past " + std::to_string(limits_.max_nfa_states) +
                                      " automaton states (lower repetition bounds or lengths)");
@@ -297,6 +297,16 @@ Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, 
   if (depth > limits_.max_depth)
     return Status::ResourceExhausted("the grammar nests deeper than " + std::to_string(limits_.max_depth) + " levels");
   DI_RETURN_IF_ERROR(Grow(nfa));
+  if (id < info_.size() && info_[id].regular && info_[id].size >= kSpliceMinSize) {
+    DI_ASSIGN_OR_RETURN(std::shared_ptr<const SmallDfa> d, SmallDfaOf(nfa, id, depth));
+    Frag f = Splice(nfa, *d);
+    DI_RETURN_IF_ERROR(Grow(nfa));
+    return f;
+  }
+  return BuildNode(nfa, id, depth, standalone);
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildNode(Nfa& nfa, ExprId id, uint32_t depth, bool standalone) {
   const Expr& x = g_.expr(id);
   Frag f{nfa.New(), 0};
   f.end = nfa.New();
@@ -343,13 +353,47 @@ Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, 
       nfa.states[cur].eps.push_back(f.end);
       break;
     }
-    case ExprKind::kAlt:
+    case ExprKind::kAlt: {
+      bool pre = false, suf = false;
+      CommonEnds(x, &pre, &suf);
+      if (pre || suf) {
+        // P a | P b = P (a | b), and a S | b S = (a | b) S: the shared part is built once. An unanchored
+        // pattern's alternatives each start and end with "any text"; kept apart, the subset construction
+        // tracks which alternatives have matched so far (2^n sets for n alternatives).
+        uint32_t cur = f.start;
+        const std::vector<ExprId>& first = g_.expr(x.kids[0]).kids;
+        if (pre) {
+          DI_ASSIGN_OR_RETURN(Frag pf, Build(nfa, first.front(), depth + 1, standalone));
+          nfa.states[cur].eps.push_back(pf.start);
+          cur = pf.end;
+        }
+        const uint32_t mid_end = nfa.New();
+        for (ExprId k : x.kids) {
+          const std::vector<ExprId>& parts = g_.expr(k).kids;
+          uint32_t at = cur;
+          for (size_t i = pre ? 1 : 0; i + (suf ? 1 : 0) < parts.size(); ++i) {
+            DI_ASSIGN_OR_RETURN(Frag pf, Build(nfa, parts[i], depth + 2, standalone));
+            nfa.states[at].eps.push_back(pf.start);
+            at = pf.end;
+          }
+          nfa.states[at].eps.push_back(mid_end);
+        }
+        cur = mid_end;
+        if (suf) {
+          DI_ASSIGN_OR_RETURN(Frag sf, Build(nfa, first.back(), depth + 1, standalone));
+          nfa.states[cur].eps.push_back(sf.start);
+          cur = sf.end;
+        }
+        nfa.states[cur].eps.push_back(f.end);
+        break;
+      }
       for (ExprId k : x.kids) {
         DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, k, depth + 1, standalone));
         nfa.states[f.start].eps.push_back(kf.start);
         nfa.states[kf.end].eps.push_back(f.end);
       }
       break;
+    }
     case ExprKind::kRepeat: {
       if (x.min > limits_.max_repeat || (x.max != kUnbounded && x.max > limits_.max_repeat))
         return Status::ResourceExhausted("a repetition bound exceeds " + std::to_string(limits_.max_repeat));

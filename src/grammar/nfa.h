@@ -5,7 +5,9 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -112,6 +114,7 @@ class NfaBuilder {
   void SetInline(std::vector<uint8_t> inline_rules, std::vector<uint8_t> recursive) {
     inline_ = std::move(inline_rules);
     recursive_ = std::move(recursive);
+    AnalyseExprs();
   }
   // Builds the body of `rule` as a fragment of nfa().
   Result<Frag> BuildRule(uint32_t rule);
@@ -128,6 +131,39 @@ class NfaBuilder {
 
  private:
   Result<Frag> Build(Nfa& nfa, ExprId e, uint32_t depth, bool standalone);
+  Result<Frag> BuildNode(Nfa& nfa, ExprId e, uint32_t depth, bool standalone);
+
+  // Regular sub-expressions (no calls of kept rules, no counter) whose Thompson automaton would be large
+  // are built once per distinct content as a minimal DFA and spliced in wherever they are used
+  // (nfa_minimize.cpp). Front ends repeat such pieces (an integer range per property, one enum per use),
+  // and their Thompson automata are far from minimal, so the rule's DFA shrinks as well as its NFA.
+  struct SmallDfa {
+    uint32_t start = 0;
+    std::vector<std::vector<ByteEdge>> edges;  // `to` indexes this DFA's states
+    std::vector<uint8_t> accepting;
+  };
+  struct ExprInfo {
+    uint8_t visit = 0;        // 0 new, 1 open, 2 done (AnalyseExprs)
+    bool regular = false;     // no call of a kept rule, no counter, no cycle
+    uint64_t size = 0;        // NFA states a Thompson build makes, roughly (saturating)
+    uint64_t ha = 0, hb = 0;  // content hash (an inlined reference hashes as its rule's body)
+  };
+  static constexpr uint64_t kSpliceMinSize = 64;
+  void AnalyseExprs();
+  // Whether every alternative of `alt` is a sequence starting (*pre) or ending (*suf) with the same
+  // regular part, by content (a sequence of just the two shared parts leaves the empty string between).
+  void CommonEnds(const Expr& alt, bool* pre, bool* suf) const;
+  Result<std::shared_ptr<const SmallDfa>> SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth);
+  static Frag Splice(Nfa& nfa, const SmallDfa& d);
+  static std::shared_ptr<const SmallDfa> Minimize(const Dfa& d, const ByteClasses& classes);
+  struct PairHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
+      return static_cast<size_t>(k.first ^ (k.second * 0x9E3779B97F4A7C15ULL));
+    }
+  };
+  std::vector<ExprInfo> info_;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const SmallDfa>, PairHash> small_;
+  size_t open_scratch_ = 0;  // states of scratch automata under construction below the current one
   Result<Frag> BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone);
   Result<Frag> BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth);
   // The counted part of a rule: body x unit* as a product automaton whose states carry the counting

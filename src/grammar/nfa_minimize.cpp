@@ -1,0 +1,352 @@
+// NfaBuilder's cache of minimal DFAs for regular sub-expressions (see nfa.h): which expressions qualify,
+// their content hashes, the minimisation and the splice back into an NFA.
+#include <algorithm>
+#include <unordered_map>
+
+#include "grammar/nfa.h"
+
+namespace deepinfer::grammar {
+
+namespace {
+
+constexpr uint64_t kSizeCap = uint64_t{1} << 40;
+
+uint64_t SatAdd(uint64_t a, uint64_t b) { return std::min(kSizeCap, a + b); }
+uint64_t SatMul(uint64_t a, uint64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kSizeCap / b ? kSizeCap : std::min(kSizeCap, a * b);
+}
+
+struct Hasher {
+  uint64_t a = 0x243F6A8885A308D3ULL, b = 0x13198A2E03707344ULL;
+  void Mix(uint64_t v) {
+    a = (a ^ v) * 0x100000001B3ULL;
+    a ^= a >> 29;
+    b = (b + v) * 0x9E3779B97F4A7C15ULL;
+    b ^= b >> 31;
+  }
+};
+
+}  // namespace
+
+void NfaBuilder::AnalyseExprs() {
+  const size_t n = g_.num_exprs();
+  info_.assign(n, ExprInfo{});
+  const auto& rules = g_.rules();
+  auto inlined_body = [&](const Expr& x, ExprId* body) {
+    if (x.kind != ExprKind::kRef || x.rule >= rules.size() || !rules[x.rule].defined) return false;
+    if (x.rule >= inline_.size() || !inline_[x.rule] || (x.rule < recursive_.size() && recursive_[x.rule])) return false;
+    *body = rules[x.rule].body;
+    return true;
+  };
+  // Iterative post-order over the expression DAG (inlined references followed into their bodies).
+  std::vector<std::pair<ExprId, size_t>> stack;
+  for (ExprId root = 0; root < n; ++root) {
+    if (info_[root].visit) continue;
+    info_[root].visit = 1;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      const ExprId e = stack.back().first;
+      const size_t k = stack.back().second;
+      const Expr& x = g_.expr(e);
+      ExprId child = 0;
+      bool has_child = false;
+      if (k < x.kids.size()) {
+        child = x.kids[k];
+        has_child = true;
+      } else if (k == x.kids.size() && inlined_body(x, &child)) {
+        has_child = true;
+      }
+      if (has_child) {
+        ++stack.back().second;
+        if (child < n && info_[child].visit == 0) {
+          info_[child].visit = 1;
+          stack.push_back({child, 0});
+        }
+        continue;
+      }
+      stack.pop_back();
+      ExprInfo& in = info_[e];
+      Hasher h;
+      h.Mix(static_cast<uint64_t>(x.kind));
+      bool regular = x.kind != ExprKind::kCounted;
+      uint64_t size = 2;
+      auto kid_info = [&](ExprId c) -> const ExprInfo* {
+        if (c >= n || info_[c].visit != 2) return nullptr;  // open: a cycle
+        return &info_[c];
+      };
+      uint64_t kids_size = 0;
+      for (ExprId c : x.kids) {
+        const ExprInfo* ki = kid_info(c);
+        if (!ki) {
+          regular = false;
+          continue;
+        }
+        regular &= ki->regular;
+        kids_size = SatAdd(kids_size, ki->size);
+        h.Mix(ki->ha);
+        h.Mix(ki->hb);
+      }
+      switch (x.kind) {
+        case ExprKind::kLiteral:
+          h.Mix(x.text.size());
+          for (unsigned char c : x.text) h.Mix(c);
+          size = SatAdd(size, x.text.size());
+          break;
+        case ExprKind::kChars:
+        case ExprKind::kBytes:
+          h.Mix(x.ranges.size());
+          for (auto [lo, hi] : x.ranges) h.Mix((static_cast<uint64_t>(lo) << 32) | hi);
+          size = SatAdd(size, 4 * x.ranges.size());
+          break;
+        case ExprKind::kRepeat: {
+          h.Mix((static_cast<uint64_t>(x.min) << 32) | x.max);
+          const uint64_t copies = x.max == kUnbounded ? uint64_t{x.min} + 1 : std::max<uint64_t>(x.max, 1);
+          size = SatAdd(size, SatMul(copies, kids_size));
+          break;
+        }
+        case ExprKind::kSepList: {
+          h.Mix((static_cast<uint64_t>(x.min) << 32) | x.max);
+          h.Mix((x.has_separator ? 1 : 0) | (x.repeat_last ? 2 : 0));
+          for (uint8_t r : x.required) h.Mix(r);
+          const uint64_t cap = x.max == kUnbounded ? std::max<uint64_t>(x.min, 1) : x.max;
+          size = SatAdd(size, SatMul(cap + 1, SatAdd(SatMul(2, kids_size), x.kids.size() + 1)));
+          break;
+        }
+        case ExprKind::kRef: {
+          ExprId body = 0;
+          const ExprInfo* bi = inlined_body(x, &body) ? kid_info(body) : nullptr;
+          if (!bi) {
+            regular = false;
+            h.Mix(x.rule);
+            break;
+          }
+          // An inlined rule is its body: equal bodies behind different rules share one DFA.
+          in.visit = 2;
+          in.regular = bi->regular;
+          in.size = bi->size;
+          in.ha = bi->ha;
+          in.hb = bi->hb;
+          continue;
+        }
+        default:
+          size = SatAdd(size, kids_size);
+          break;
+      }
+      in.visit = 2;
+      in.regular = regular;
+      in.size = size;
+      in.ha = h.a;
+      in.hb = h.b ^ size;
+    }
+  }
+}
+
+void NfaBuilder::CommonEnds(const Expr& alt, bool* pre, bool* suf) const {
+  *pre = *suf = false;
+  if (alt.kids.size() < 2) return;
+  auto same = [&](ExprId a, ExprId b) {
+    if (a >= info_.size() || b >= info_.size()) return false;
+    const ExprInfo& x = info_[a];
+    const ExprInfo& y = info_[b];
+    return x.visit == 2 && y.visit == 2 && x.regular && y.regular && x.ha == y.ha && x.hb == y.hb;
+  };
+  for (ExprId k : alt.kids)
+    if (k >= info_.size() || g_.expr(k).kind != ExprKind::kSeq || g_.expr(k).kids.size() < 2) return;
+  const std::vector<ExprId>& first = g_.expr(alt.kids[0]).kids;
+  bool p = true, s = true;
+  for (ExprId k : alt.kids) {
+    const std::vector<ExprId>& parts = g_.expr(k).kids;
+    p &= same(parts.front(), first.front());
+    s &= same(parts.back(), first.back());
+  }
+  *pre = p;
+  *suf = s;
+}
+
+Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth) {
+  const std::pair<uint64_t, uint64_t> key{info_[e].ha, info_[e].hb};
+  if (auto it = small_.find(key); it != small_.end()) return it->second;
+  const size_t open = &into == &nfa_ ? 0 : into.states.size();
+  open_scratch_ += open;
+  Nfa scratch;
+  auto f = BuildNode(scratch, e, depth, true);
+  open_scratch_ -= open;
+  if (!f.ok()) return f.status();
+  const ByteClasses classes = ByteClasses::FromNfa(scratch);
+  DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f->start, f->end, classes, deadline_, limits_.max_dfa_states));
+  scratch = Nfa();
+  std::shared_ptr<const SmallDfa> small = Minimize(d, classes);
+  small_.emplace(key, small);
+  return small;
+}
+
+std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, const ByteClasses& classes) {
+  const uint32_t n = d.num_states, nc = d.num_classes;
+  auto out = std::make_shared<SmallDfa>();
+  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start).
+  std::vector<std::vector<uint32_t>> preds(n);
+  for (uint32_t s = 1; s < n; ++s)
+    for (uint32_t c = 0; c < nc; ++c)
+      if (uint32_t t = d.next[static_cast<size_t>(s) * nc + c]; t != 0) preds[t].push_back(s);
+  std::vector<uint8_t> live(n, 0);
+  std::vector<uint32_t> work;
+  for (uint32_t s = 1; s < n; ++s)
+    if (d.accepting[s]) live[s] = 1, work.push_back(s);
+  while (!work.empty()) {
+    const uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : preds[t])
+      if (!live[p]) live[p] = 1, work.push_back(p);
+  }
+  if (n < 2 || !live[1]) {  // the empty language
+    out->edges.resize(1);
+    out->accepting.assign(1, 0);
+    return out;
+  }
+  // Hopcroft's partition refinement. States that are not live all act as the dead state 0, which loops
+  // on every class; a block then holds states with equal languages.
+  const uint32_t N = n;
+  auto target = [&](uint32_t s, uint32_t c) -> uint32_t {
+    if (s == 0 || !live[s]) return 0;
+    const uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
+    return live[t] ? t : 0;
+  };
+  // Predecessors by (class, target), as one CSR over keys c * N + t. Non-live states other than 0 are
+  // left out (they are the dead state).
+  std::vector<uint32_t> inv_begin(static_cast<size_t>(nc) * N + 1, 0), inv;
+  for (uint32_t s = 0; s < N; ++s) {
+    if (s != 0 && !live[s]) continue;
+    for (uint32_t c = 0; c < nc; ++c) ++inv_begin[static_cast<size_t>(c) * N + target(s, c) + 1];
+  }
+  for (size_t k = 1; k < inv_begin.size(); ++k) inv_begin[k] += inv_begin[k - 1];
+  inv.resize(inv_begin.back());
+  {
+    std::vector<uint32_t> fill(inv_begin.begin(), inv_begin.end() - 1);
+    for (uint32_t s = 0; s < N; ++s) {
+      if (s != 0 && !live[s]) continue;
+      for (uint32_t c = 0; c < nc; ++c) inv[fill[static_cast<size_t>(c) * N + target(s, c)]++] = s;
+    }
+  }
+  // The refinable partition: elems grouped by block, block b = elems[first[b], last[b]).
+  std::vector<uint32_t> elems, pos(N, 0), block(N, 0), first, last, marked;
+  for (int acc = 1; acc >= 0; --acc) {
+    const uint32_t b = static_cast<uint32_t>(first.size());
+    first.push_back(static_cast<uint32_t>(elems.size()));
+    for (uint32_t s = 0; s < N; ++s) {
+      if (s != 0 && !live[s]) continue;
+      if ((s != 0 && d.accepting[s]) != (acc == 1)) continue;
+      pos[s] = static_cast<uint32_t>(elems.size());
+      block[s] = b;
+      elems.push_back(s);
+    }
+    last.push_back(static_cast<uint32_t>(elems.size()));
+    if (last.back() == first.back()) first.pop_back(), last.pop_back();
+  }
+  marked.assign(first.size(), 0);
+  std::vector<uint8_t> in_work;
+  std::vector<std::pair<uint32_t, uint32_t>> work_list;
+  auto push = [&](uint32_t b, uint32_t c) {
+    if (in_work.size() < (static_cast<size_t>(b) + 1) * nc) in_work.resize((static_cast<size_t>(b) + 1) * nc, 0);
+    if (in_work[static_cast<size_t>(b) * nc + c]) return;
+    in_work[static_cast<size_t>(b) * nc + c] = 1;
+    work_list.push_back({b, c});
+  };
+  if (first.size() == 2) {
+    const uint32_t small = last[0] - first[0] <= last[1] - first[1] ? 0 : 1;
+    for (uint32_t c = 0; c < nc; ++c) push(small, c);
+  }
+  std::vector<uint32_t> xs, touched;
+  while (!work_list.empty()) {
+    const auto [a, c] = work_list.back();
+    work_list.pop_back();
+    in_work[static_cast<size_t>(a) * nc + c] = 0;
+    xs.clear();
+    for (uint32_t i = first[a]; i < last[a]; ++i) {
+      const size_t key = static_cast<size_t>(c) * N + elems[i];
+      for (uint32_t k = inv_begin[key]; k < inv_begin[key + 1]; ++k) xs.push_back(inv[k]);
+    }
+    touched.clear();
+    for (uint32_t s : xs) {
+      const uint32_t b = block[s];
+      if (marked[b] == 0) touched.push_back(b);
+      // Move s to the marked front of its block.
+      const uint32_t to = first[b] + marked[b]++;
+      const uint32_t other = elems[to];
+      std::swap(elems[pos[s]], elems[to]);
+      pos[other] = pos[s];
+      pos[s] = to;
+    }
+    for (uint32_t b : touched) {
+      const uint32_t m = marked[b];
+      marked[b] = 0;
+      if (m == last[b] - first[b]) continue;
+      const uint32_t nb = static_cast<uint32_t>(first.size());
+      first.push_back(first[b]);
+      last.push_back(first[b] + m);
+      marked.push_back(0);
+      first[b] += m;
+      for (uint32_t i = first[nb]; i < last[nb]; ++i) block[elems[i]] = nb;
+      for (uint32_t k = 0; k < nc; ++k) {
+        if (static_cast<size_t>(b) * nc + k < in_work.size() && in_work[static_cast<size_t>(b) * nc + k]) {
+          push(nb, k);
+        } else {
+          push(last[nb] - first[nb] <= last[b] - first[b] ? nb : b, k);
+        }
+      }
+    }
+  }
+  // Output states: the blocks other than the dead state's.
+  const uint32_t dead = block[0];
+  std::vector<int32_t> cls(N, -1), index(first.size(), -1);
+  uint32_t count = 0;
+  for (uint32_t s = 1; s < N; ++s) {
+    if (!live[s]) continue;
+    const uint32_t b = block[s];
+    if (b == dead) continue;  // cannot happen for a live state; kept for safety
+    if (index[b] < 0) index[b] = static_cast<int32_t>(count++);
+    cls[s] = index[b];
+  }
+  std::vector<std::pair<uint8_t, uint8_t>> span(nc, {255, 0});
+  for (int byte = 255; byte >= 0; --byte) span[classes.map[byte]].first = static_cast<uint8_t>(byte);
+  for (int byte = 0; byte < 256; ++byte) span[classes.map[byte]].second = static_cast<uint8_t>(byte);
+  out->edges.resize(count);
+  out->accepting.assign(count, 0);
+  out->start = static_cast<uint32_t>(cls[1]);
+  std::vector<uint8_t> done(count, 0);
+  for (uint32_t s = 1; s < n; ++s) {
+    if (!live[s] || done[static_cast<uint32_t>(cls[s])]) continue;
+    const uint32_t k = static_cast<uint32_t>(cls[s]);
+    done[k] = 1;
+    out->accepting[k] = d.accepting[s];
+    auto& edges = out->edges[k];
+    for (uint32_t c = 0; c < nc; ++c) {
+      const uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
+      if (t == 0 || !live[t]) continue;
+      const uint32_t to = static_cast<uint32_t>(cls[t]);
+      if (!edges.empty() && edges.back().to == to && edges.back().hi + 1 == span[c].first)
+        edges.back().hi = span[c].second;
+      else
+        edges.push_back({span[c].first, span[c].second, to});
+    }
+  }
+  return out;
+}
+
+NfaBuilder::Frag NfaBuilder::Splice(Nfa& nfa, const SmallDfa& d) {
+  const uint32_t base = static_cast<uint32_t>(nfa.states.size());
+  const uint32_t n = static_cast<uint32_t>(d.edges.size());
+  for (uint32_t i = 0; i < n; ++i) nfa.New();
+  Frag f{nfa.New(), 0};
+  f.end = nfa.New();
+  nfa.states[f.start].eps.push_back(base + d.start);
+  for (uint32_t i = 0; i < n; ++i) {
+    NfaState& st = nfa.states[base + i];
+    st.bytes.reserve(d.edges[i].size());
+    for (const ByteEdge& e : d.edges[i]) st.bytes.push_back({e.lo, e.hi, base + e.to});
+    if (d.accepting[i]) st.eps.push_back(f.end);
+  }
+  return f;
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,164 @@
+// Regular pieces the compiler builds once per distinct content as a minimal DFA and splices in (integer
+// ranges, long repetitions), and alternatives whose shared first or last part is built once (unanchored
+// pattern alternatives). The languages must not change: regexes are checked against std::regex (an
+// independent ECMAScript engine) on random strings, integer ranges against the bounds by hand, and the
+// token mask against brute force.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include "grammar/compiler.h"
+#include "grammar/constraint.h"
+#include "grammar/matcher.h"
+#include "grammar/regex.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+Result<CompiledGrammar> RegexGrammar(const std::string& pattern, bool full_match) {
+  Grammar g;
+  const uint32_t r = g.AddRule("root");
+  RegexOptions o;
+  o.full_match = full_match;
+  DI_ASSIGN_OR_RETURN(ExprId e, CompileRegex(pattern, o, &g));
+  g.Define(r, e);
+  return Compile(g);
+}
+
+CompiledGrammar Schema(const std::string& text) {
+  ConstraintSpec spec;
+  spec.text = text;
+  auto g = BuildGrammar(spec);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  auto c = Compile(*g);
+  EXPECT_TRUE(c.ok()) << text << ": " << c.status().ToString();
+  return std::move(*c);
+}
+
+std::string RandomString(std::mt19937& rng, const std::string& alphabet, size_t max_len) {
+  std::string s;
+  const size_t n = rng() % (max_len + 1);
+  for (size_t i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+  return s;
+}
+
+TEST(SharedParts, RegexesAgreeWithStdRegex) {
+  struct Case {
+    const char* pattern;
+    bool full_match;
+    const char* alphabet;
+    size_t max_len;
+  };
+  // Each is large enough as a Thompson automaton to be built as a spliced minimal DFA; the unanchored
+  // ones have alternatives that share "any text" at both ends.
+  for (const Case& c : std::vector<Case>{
+           {"(ab|a)*c{2,40}", true, "abc", 48},
+           {"[a-c]{3,70}", true, "abcd", 75},
+           {"(abc|ab|b){0,30}d", true, "abcd", 40},
+           {"x(a|b){20}y|x[ab]{1,30}", true, "abxy", 34},
+           {"UTC|(Africa/[A-Za-z]+)|(America/[A-Za-z]+)|(Asia/[A-Za-z]+)", false, "UTCAfricamesA/x ", 24},
+           {"ab|ba|(c[ab]{2,12})", false, "abc", 20},
+           {"^a[bc]{2,20}|d{2}$", false, "abcd", 24},
+       }) {
+    auto g = RegexGrammar(c.pattern, c.full_match);
+    ASSERT_TRUE(g.ok()) << c.pattern << ": " << g.status().ToString();
+    const std::regex ref(c.pattern, std::regex::ECMAScript);
+    std::mt19937 rng(5);
+    size_t yes = 0, no = 0;
+    for (int i = 0; i < 3000; ++i) {
+      std::string s = RandomString(rng, c.alphabet, c.max_len);
+      const bool want = c.full_match ? std::regex_match(s, ref) : std::regex_search(s, ref);
+      (want ? yes : no) += 1;
+      EXPECT_EQ(g->Matches(s), want) << c.pattern << " on '" << s << "'";
+    }
+    EXPECT_GT(yes, 0u) << c.pattern;  // neither side of the comparison is vacuous
+    EXPECT_GT(no, 0u) << c.pattern;
+  }
+}
+
+TEST(SharedParts, UnanchoredPatternAlternativesStaySmall) {
+  // Eleven unanchored alternatives: kept apart, the subset construction tracked which of them had matched
+  // so far and ran past the 2 s limit; with "any text" built once before and after them it is the size
+  // of the alternatives' prefixes.
+  const std::string pattern =
+      "UTC|(Africa/[A-Za-z]+)|(America/[A-Za-z]+)|(Antarctica/[A-Za-z]+)|(Arctic/[A-Za-z]+)|(Asia/[A-Za-z]+)|"
+      "(Atlantic/[A-Za-z]+)|(Australia/[A-Za-z]+)|(Europe/[A-Za-z]+)|(Indian/[A-Za-z]+)|(Pacific/[A-Za-z]+)";
+  const CompiledGrammar g = Schema(R"({"type":"string","pattern":")" + pattern + R"("})");
+  EXPECT_LT(g.num_states(), 2000u);
+  const std::regex ref(pattern, std::regex::ECMAScript);
+  std::mt19937 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    std::string s = RandomString(rng, "UTCAfricaEuropesn/x", 20);
+    if (i % 3 == 0) s.insert(0, i % 2 ? "xEurope/" : "xAsia/");
+    EXPECT_EQ(g.Matches("\"" + s + "\""), std::regex_search(s, ref)) << s;
+  }
+}
+
+TEST(SharedParts, IntegerRangesAreExact) {
+  // The range is the issue's common case (minimum 0, maximum 2^31 - 1 on every property). Canonical
+  // integers only, with the optional ".0" spelling of an integral value.
+  const CompiledGrammar g = Schema(R"({"type":"integer","minimum":0,"maximum":2147483647})");
+  // The minimal automaton has about two states per digit position (still on the bound's prefix or below
+  // it) and a few for the fraction; the Thompson automaton's subset construction made 2,536.
+  EXPECT_LT(g.num_states(), 40u);
+  std::mt19937_64 rng(9);
+  std::vector<int64_t> values = {-1, 0, 1, 9, 10, 99, 100, 2147483646, 2147483647, 2147483648, 2147483650,
+                                 9999999999, 1000000000, 1999999999, 2099999999, 2147399999, 2147483639};
+  for (int i = 0; i < 3000; ++i) {
+    const int digits = 1 + static_cast<int>(rng() % 11);
+    int64_t v = static_cast<int64_t>(rng() % 10);
+    for (int k = 1; k < digits; ++k) v = v * 10 + static_cast<int64_t>(rng() % 10);
+    values.push_back(v);
+  }
+  for (int64_t v : values) {
+    const bool want = v >= 0 && v <= 2147483647;
+    EXPECT_EQ(g.Matches(std::to_string(v)), want) << v;
+    EXPECT_EQ(g.Matches(std::to_string(v) + ".0"), want) << v;
+  }
+  EXPECT_FALSE(g.Matches("01"));
+  EXPECT_FALSE(g.Matches("1.5"));
+  EXPECT_FALSE(g.Matches(""));
+}
+
+// A prefix is valid when some completion over the alphabet of up to `extra` bytes is in the language.
+bool ValidPrefix(const CompiledGrammar& g, const std::string& prefix, const std::string& alphabet, int extra) {
+  if (g.Matches(prefix)) return true;
+  if (extra == 0) return false;
+  for (char c : alphabet)
+    if (ValidPrefix(g, prefix + c, alphabet, extra - 1)) return true;
+  return false;
+}
+
+TEST(SharedParts, MaskEqualsBruteForce) {
+  const std::vector<std::string> vocab = {"a", "b", "c", "ab", "ba", "abc", "cc", "aaa", "bab", "x", "ca"};
+  const std::string alphabet = "abcx";
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 16);
+  ASSERT_TRUE(index.ok());
+  for (const char* pattern : {"(ab|ba){1,40}c?", "[ab]{2,60}x|c(a|b){2,3}"}) {
+    auto g = RegexGrammar(pattern, true);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto cg = std::make_shared<const CompiledGrammar>(std::move(*g));
+    GrammarMatcher m(std::make_shared<BoundGrammar>(cg, *index));
+    std::mt19937 rng(2);
+    std::string text;
+    for (int step = 0; step < 14; ++step) {
+      std::vector<uint32_t> bits((*index)->words());
+      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+      std::vector<int32_t> allowed;
+      for (size_t id = 0; id < vocab.size(); ++id) {
+        const bool want = ValidPrefix(*cg, text + vocab[id], alphabet, 3);
+        const bool got = (bits[id / 32] >> (id % 32)) & 1;
+        EXPECT_EQ(want, got) << pattern << " after '" << text << "' token '" << vocab[id] << "'";
+        if (got) allowed.push_back(static_cast<int32_t>(id));
+      }
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.AcceptToken(pick));
+      text += vocab[pick];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
