@@ -175,6 +175,7 @@ Result<CompiledGrammar> Compiler::Run() {
     frags.push_back(f);
     bounds.push_back(builder_.TakeCountBounds());
     for (uint32_t callee : builder_.TakeCallees()) {
+      if (callee >= kept_index.size()) kept_index.resize(callee + 1, -1);  // a shared part
       if (kept_index[callee] < 0) {
         kept_index[callee] = static_cast<int32_t>(kept.size());
         kept.push_back(callee);
@@ -220,7 +221,7 @@ Result<CompiledGrammar> Compiler::Run() {
       for (const auto& [rule, t] : d.calls[s]) ce.push_back(CallEdge{rule, base + t});
       calls.push_back(std::move(ce));
     }
-    out.rule_names_.push_back(g_.rules()[kept[k]].name);
+    out.rule_names_.push_back(builder_.RuleName(kept[k]));
     out.counted_.push_back(bounds[k].counted ? 1 : 0);
     out.count_min_.push_back(bounds[k].min);
     out.count_max_.push_back(bounds[k].max);

@@ -286,6 +286,8 @@ bool CountedRuleShape(const Grammar& g, uint32_t rule, ExprId* counted) {
 
 Result<NfaBuilder::Frag> NfaBuilder::BuildRule(uint32_t rule) {
   count_bounds_ = {};
+  counted_expr_ = -1;
+  if (rule >= g_.rules().size()) return Build(nfa_, shared_bodies_[rule - g_.rules().size()], 0, false);
   ExprId counted = 0;
   counted_expr_ = CountedRuleShape(g_, rule, &counted) ? static_cast<int64_t>(counted) : -1;
   auto f = Build(nfa_, g_.rules()[rule].body, 0, false);
@@ -297,6 +299,21 @@ Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, 
   if (depth > limits_.max_depth)
     return Status::ResourceExhausted("the grammar nests deeper than " + std::to_string(limits_.max_depth) + " levels");
   DI_RETURN_IF_ERROR(Grow(nfa));
+  if (depth > 0 && !standalone && &nfa == &nfa_ && id < info_.size() && info_[id].visit == 2 && !info_[id].regular &&
+      info_[id].size >= kShareMinSize) {
+    auto [it, fresh] = shared_rule_.try_emplace({info_[id].ha, info_[id].hb}, kSeenOnce);
+    if (!fresh) {
+      if (it->second == kSeenOnce) {
+        it->second = static_cast<uint32_t>(g_.rules().size() + shared_bodies_.size());
+        shared_bodies_.push_back(id);
+      }
+      Frag f{nfa.New(), 0};
+      f.end = nfa.New();
+      nfa.states[f.start].calls.push_back({it->second, f.end});
+      callees_.push_back(it->second);
+      return f;
+    }
+  }
   if (id < info_.size() && info_[id].regular && info_[id].size >= kSpliceMinSize) {
     DI_ASSIGN_OR_RETURN(std::shared_ptr<const SmallDfa> d, SmallDfaOf(nfa, id, depth));
     Frag f = Splice(nfa, *d);

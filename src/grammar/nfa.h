@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -118,8 +119,13 @@ class NfaBuilder {
   }
   // Builds the body of `rule` as a fragment of nfa().
   Result<Frag> BuildRule(uint32_t rule);
-  // Rules referenced by call edges since the last call.
+  // Rules referenced by call edges since the last call. Ids from g.rules().size() on are shared parts
+  // (see kShareMinSize), which BuildRule builds like rules.
   std::vector<uint32_t> TakeCallees() { return std::exchange(callees_, {}); }
+  std::string RuleName(uint32_t rule) const {
+    return rule < g_.rules().size() ? g_.rules()[rule].name
+                                    : "(shared part " + std::to_string(rule - g_.rules().size()) + ")";
+  }
   // The bounds of the counter BuildRule gave the rule, if it built one (else the rule has none).
   struct CountBounds {
     bool counted = false;
@@ -164,6 +170,13 @@ class NfaBuilder {
   std::vector<ExprInfo> info_;
   std::unordered_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const SmallDfa>, PairHash> small_;
   size_t open_scratch_ = 0;  // states of scratch automata under construction below the current one
+  // Parts that are not regular (they call rules: JSON strings, nested values) and large are built once
+  // per distinct content as a rule of their own, called from the second use on: schemas whose $refs were
+  // expanded repeat the same sub-object many times, and each inlined copy multiplied the automaton.
+  static constexpr uint64_t kShareMinSize = 256;
+  static constexpr uint32_t kSeenOnce = 0xFFFFFFFFu;
+  std::vector<ExprId> shared_bodies_;  // rule g_.rules().size() + k has body shared_bodies_[k]
+  std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, PairHash> shared_rule_;
   Result<Frag> BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone);
   Result<Frag> BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth);
   // The counted part of a rule: body x unit* as a product automaton whose states carry the counting

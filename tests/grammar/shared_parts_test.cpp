@@ -5,6 +5,7 @@
 // token mask against brute force.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <regex>
 
@@ -158,6 +159,73 @@ TEST(SharedParts, MaskEqualsBruteForce) {
       text += vocab[pick];
     }
   }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// An object schema repeated under three properties (what a schema with its $refs expanded looks like).
+std::string RepeatedSubObjectSchema() {
+  const std::string sub =
+      R"({"type":"object","properties":{"displayName":{"type":"string"},"annotations":{"type":"array","items":{"type":"string"}},)"
+      R"("replicaCount":{"type":"integer","minimum":0,"maximum":99},"phase":{"enum":["Pending","Running","Succeeded","Failed"]},)"
+      R"("description":{"type":"string","maxLength":20}},"required":["displayName"],"additionalProperties":false})";
+  return R"({"type":"object","properties":{"first":)" + sub + R"(,"second":)" + sub + R"(,"third":)" + sub +
+         R"(},"additionalProperties":false})";
+}
+
+TEST(SharedParts, RepeatedSubObjectsAreOneCalledRule) {
+  const CompiledGrammar g = Schema(RepeatedSubObjectSchema());
+  size_t shared = 0;
+  for (const std::string& name : g.rule_names()) shared += name.rfind("(shared part", 0) == 0;
+  // The sub-object is built inline for "first" and called for "second" and "third" (a large part of it,
+  // met again while the shared rule is built, may be shared as well).
+  EXPECT_GE(shared, 1u);
+  // Hand-written instances: each property's value must follow the sub-schema, whichever copy it uses.
+  for (const char* yes : {R"({})", R"({"first":{"displayName":"a"}})",
+                          R"({"second":{"displayName":"b","replicaCount":7,"phase":"Running"}})",
+                          R"({"first":{"displayName":"","annotations":["x","y"]},"third":{"displayName":"c","description":"short"}})"})
+    EXPECT_TRUE(g.Matches(yes)) << yes;
+  for (const char* no : {R"({"second":{}})",                                      // displayName required
+                         R"({"third":{"displayName":"c","replicaCount":100}})",     // above the maximum
+                         R"({"second":{"displayName":"c","phase":"Done"}})",        // not in the enum
+                         R"({"third":{"displayName":"c","description":"much longer than twenty"}})",
+                         R"({"second":{"displayName":"c","extra":1}})",             // additionalProperties
+                         R"({"first":{"displayName":"a"},"fourth":{}})"})
+    EXPECT_FALSE(g.Matches(no)) << no;
+}
+
+TEST(SharedParts, MaskEqualsAcceptAcrossCalledParts) {
+  auto g = std::make_shared<const CompiledGrammar>(Schema(RepeatedSubObjectSchema()));
+  const std::vector<std::string> vocab = {"{", "}", "\"", ":", ",", "{\"", "\":", "\",\"", "\"}", "}}", "},\"",
+                                          "first", "second", "third", "displayName", "phase", "Running", "replicaCount",
+                                          "7", "12", "0", "x", "ab", "\"x\"", "[", "]", "annotations"};
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 32);
+  ASSERT_TRUE(index.ok());
+  // A valid instance spelled with these tokens; at each step every token's mask bit must equal whether
+  // the matcher accepts it.
+  const std::vector<std::string> walk = {"{\"", "second", "\":", "{\"", "displayName", "\":", "\"x\"", ",", "\"",
+                                         "replicaCount", "\":", "12", "},\"", "third", "\":", "{\"", "displayName",
+                                         "\":", "\"", "ab", "\"", ",", "\"", "annotations", "\":", "[", "\"x\"",
+                                         "]", "}}"};
+  GrammarMatcher m(std::make_shared<BoundGrammar>(g, *index));
+  for (const std::string& piece : walk) {
+    std::vector<uint32_t> bits((*index)->words());
+    ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+    for (size_t id = 0; id < vocab.size(); ++id) {
+      const bool got = (bits[id / 32] >> (id % 32)) & 1;
+      const bool accepted = m.AcceptToken(static_cast<int32_t>(id));
+      if (accepted) m.Rollback(1);
+      EXPECT_EQ(got, accepted) << "before '" << piece << "' token '" << vocab[id] << "'";
+    }
+    const auto it = std::find(vocab.begin(), vocab.end(), piece);
+    ASSERT_NE(it, vocab.end());
+    ASSERT_TRUE(m.AcceptToken(static_cast<int32_t>(it - vocab.begin()))) << piece;
+  }
+  EXPECT_TRUE(m.CanTerminate());
 }
 
 }  // namespace
