@@ -444,7 +444,7 @@ int RunBenchServer(const std::vector<std::string>& args) {
       if (Metric(metrics, "deepinfer:http_stream_handoff_seconds_count") > 0) {
         const double h50 = Metric(metrics, "deepinfer:http_stream_handoff_seconds{quantile=\"0.5\"}") * 1e6;
         const double h99 = Metric(metrics, "deepinfer:http_stream_handoff_seconds{quantile=\"0.99\"}") * 1e6;
-        std::printf("  of which the hand-off (step thread -> update handled on its connection's strand): p50 %.1f us, "
+        std::printf("  of which the hand-off (step thread -> update handled on the output thread): p50 %.1f us, "
                     "p99 %.1f us\n", h50, h99);
         out["stream_handoff_us"] = {{"p50", h50}, {"p99", h99}};
       }

@@ -6,6 +6,7 @@
 
 #if defined(__linux__)
 #include <sys/syscall.h>
+#include <pthread.h>
 #include <unistd.h>
 #endif
 
@@ -46,5 +47,16 @@ Status SetThreadLatencySlice(int64_t slice_us) {
 #else
 Status SetThreadLatencySlice(int64_t) { return Status::Unavailable("per-thread slices need Linux"); }
 #endif
+
+void SetCurrentThreadName(const char* name) {
+#if defined(__linux__)
+  char truncated[16];
+  std::strncpy(truncated, name, sizeof truncated - 1);
+  truncated[sizeof truncated - 1] = '\0';
+  pthread_setname_np(pthread_self(), truncated);
+#else
+  (void)name;
+#endif
+}
 
 }  // namespace deepinfer

@@ -17,4 +17,8 @@ namespace deepinfer {
 // kept. Kernels without per-task slices accept and ignore it; an error means the request was refused.
 Status SetThreadLatencySlice(int64_t slice_us);
 
+// Names the calling thread for `top -H`, `perf sched` and debuggers (Linux keeps the first 15 bytes).
+// Best effort: elsewhere, or if the kernel refuses, the thread keeps its name.
+void SetCurrentThreadName(const char* name);
+
 }  // namespace deepinfer

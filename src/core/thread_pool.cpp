@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include "core/sched.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -30,7 +32,10 @@ int SpinMicroseconds() {
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads < 1) num_threads = 1;
   workers_.reserve(num_threads - 1);
-  for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this] {
+      SetCurrentThreadName("di-pool");
+      WorkerLoop();
+    });
 }
 
 ThreadPool::~ThreadPool() {

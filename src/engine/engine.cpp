@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/sched.h"
 #include "engine/engine_impl.h"
 #include "model/causal_lm.h"
 #include "tokenizer/tokenizer.h"
@@ -187,8 +188,14 @@ Status EngineImpl::Init() {
 
   if (o.tbt_target_ms > 0 && o.calibrate) Calibrate();
 
-  step_thread_ = std::thread([this] { StepLoop(); });
-  output_thread_ = std::thread([this] { OutputLoop(); });
+  step_thread_ = std::thread([this] {
+    SetCurrentThreadName("di-engine-step");
+    StepLoop();
+  });
+  output_thread_ = std::thread([this] {
+    SetCurrentThreadName("di-engine-out");
+    OutputLoop();
+  });
   DI_LOG(kInfo, "engine ready")
       .Field("architecture", mi.architecture)
       .Field("prefix_blocks", prefix_blocks)

@@ -212,7 +212,8 @@ class EngineImpl final : public Engine {
   void FailPlan(std::vector<PlannedChunk>& plan, const Status& status);
   void ReleaseSequence(Sequence* s);
   void ReleaseTierHeld();  // tier_held_ back to the cache
-  void Post(OutputEvent event);
+  // Queues a batch of events for the output thread (one lock, one wake-up) and empties `events`.
+  void Post(std::vector<OutputEvent>& events);
   void FillMasks(const std::vector<PlannedChunk>& plan);
   OutputEvent& EventFor(Request* r, std::vector<OutputEvent>* events);
   void Calibrate();

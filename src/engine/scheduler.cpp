@@ -53,7 +53,7 @@ bool EngineImpl::DrainInbox(bool wait) {
     if (s->finished) continue;
     std::vector<OutputEvent> events;
     FinishSequence(s, FinishReason::kStop, -1, &EventFor(it->second.get(), &events));
-    for (OutputEvent& e : events) Post(std::move(e));
+    Post(events);
     if (it->second->live == 0) requests_.erase(it);
   }
   return stopping;

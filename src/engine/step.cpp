@@ -39,11 +39,20 @@ OutputEvent& EngineImpl::EventFor(Request* r, std::vector<OutputEvent>* events) 
   return events->back();
 }
 
-void EngineImpl::Post(OutputEvent event) {
-  event.posted_nanos = NowNanos();
-  std::lock_guard<std::mutex> lock(out_mutex_);
-  out_queue_.push_back(std::move(event));
+void EngineImpl::Post(std::vector<OutputEvent>& events) {
+  if (events.empty()) return;
+  const int64_t now = NowNanos();
+  {
+    std::lock_guard<std::mutex> lock(out_mutex_);
+    for (OutputEvent& e : events) {
+      e.posted_nanos = now;
+      out_queue_.push_back(std::move(e));
+    }
+  }
+  // One wake-up per step, after the lock: a notify per event (or under the lock) let the output thread
+  // preempt this thread once per request and contend for the mutex it had just been woken on.
   out_cv_.notify_one();
+  events.clear();
 }
 
 void EngineImpl::FinishSequence(Sequence* s, FinishReason reason, int32_t stop_token, OutputEvent* event) {
@@ -86,7 +95,7 @@ void EngineImpl::FinishRequest(Request* r, FinishReason reason, const Status& st
     r->fresh = false;
     --waiting_fresh_;
   }
-  for (OutputEvent& ev : events) Post(std::move(ev));
+  Post(events);
   requests_.erase(r->id);
 }
 
@@ -304,8 +313,8 @@ void EngineImpl::SampleAndAdvance(std::vector<PlannedChunk>& plan, const model::
   for (OutputEvent& e : events) {
     auto it = requests_.find(e.request->id);
     if (it != requests_.end() && it->second->live == 0) done.push_back(e.request->id);
-    Post(std::move(e));
   }
+  Post(events);
   for (RequestId id : done) requests_.erase(id);
 }
 

@@ -2,10 +2,10 @@
 // and the legacy Completions API (raw text, written here: the codec has no such protocol).
 //
 // A request is validated and tokenized on the connection's strand, then handed to the engine. The engine
-// delivers updates on its output thread; the callback only queues them and posts one drain task to the
-// strand, where the codec turns tokens into protocol events and the events go to the socket. So the step
-// thread never waits for the network, and updates that pile up while a write is in flight are encoded
-// and sent together.
+// delivers updates on its output thread, where the codec turns tokens into protocol events and the events
+// are written into the socket without blocking (what the socket does not take goes on through the
+// connection's strand). So the step thread never waits for the network or the codec, and a streamed
+// token reaches the socket with no thread hand-off after the engine's own.
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -262,7 +262,7 @@ class ChatGeneration : public Generation {
   std::vector<Output> outputs_;
 };
 
-// --- Generation: the hand-off between the engine's output thread and the strand ---
+// --- Generation: from the engine's output thread to the connection ---
 
 Generation::Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine)
     : exchange_(std::move(exchange)), engine_(engine) {}
@@ -272,17 +272,22 @@ Generation::~Generation() = default;
 void Generation::Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining) {
   OnStart();
   std::weak_ptr<Generation> weak = weak_from_this();
-  auto id = engine_->AddRequest(std::move(prompt), std::move(params), [weak](engine::RequestUpdate update) {
-    if (auto self = weak.lock()) self->Deliver(std::move(update));
-  });
-  if (!id.ok()) {
-    keep_alive_.reset();
-    return OnRefused(EngineRefusal(id.status(), draining));
+  {
+    // Held until the request is set up: the engine may deliver its first update (on its output thread)
+    // before AddRequest returns here.
+    std::lock_guard lock(mu_);
+    auto id = engine_->AddRequest(std::move(prompt), std::move(params), [weak](engine::RequestUpdate update) {
+      if (auto self = weak.lock()) self->Deliver(update);
+    });
+    if (!id.ok()) {
+      OnRefused(EngineRefusal(id.status(), draining));
+      return;
+    }
+    id_ = *id;
+    started_ = true;
+    // Held until the final update: the engine's callback only holds a weak reference.
+    keep_alive_ = shared_from_this();
   }
-  id_ = *id;
-  started_ = true;
-  // Held until the final update: the engine's callback only holds a weak reference.
-  keep_alive_ = shared_from_this();
   exchange_->channel->OnCancel([weak] {
     if (auto self = weak.lock()) self->AbortEngine();
   });
@@ -292,40 +297,21 @@ void Generation::AbortEngine() {
   if (started_ && !aborted_.exchange(true)) engine_->Abort(id_);
 }
 
-void Generation::Deliver(engine::RequestUpdate update) {
-  bool post = false;
-  {
-    std::lock_guard lock(mu_);
-    // The latency of these bytes starts when the engine's step thread handed the tokens over.
-    const int64_t origin = update.emitted_nanos > 0 ? update.emitted_nanos : NowNanos();
-    inbox_.emplace_back(std::move(update), origin);
-    post = !drain_posted_;
-    drain_posted_ = true;
-  }
-  if (post) {
-    auto self = shared_from_this();
-    exchange_->channel->Post([self] { self->Drain(); });
-  }
-}
-
-void Generation::Drain() {
-  std::deque<std::pair<engine::RequestUpdate, int64_t>> batch;
-  {
-    std::lock_guard lock(mu_);
-    batch.swap(inbox_);
-    drain_posted_ = false;
-  }
-  const int64_t now = NowNanos();
-  for (const auto& [update, arrival] : batch) {
-    if (done_) break;
-    origin_nanos_ = arrival;
-    drain_nanos_ = now;
-    handoff_recorded_ = false;  // recorded with the update's first stream write
-    OnUpdate(update);
-    if (update.finished) {
-      done_ = true;
-      keep_alive_.reset();
-    }
+// On the engine's output thread: the update becomes protocol events and they go to the socket here,
+// without a hop to the connection's strand (each hop is a thread wake-up, and on a machine whose cores
+// sleep between steps a wake-up alone can take longer than the whole encoding). The channel's writes are
+// thread-safe and never block: bytes the socket does not take at once go on through the strand.
+void Generation::Deliver(const engine::RequestUpdate& update) {
+  std::lock_guard lock(mu_);
+  if (done_) return;
+  // The latency of these bytes starts when the engine's step thread handed the tokens over.
+  origin_nanos_ = update.emitted_nanos > 0 ? update.emitted_nanos : NowNanos();
+  handling_nanos_ = NowNanos();
+  handoff_recorded_ = false;  // recorded with the update's first stream write
+  OnUpdate(update);
+  if (update.finished) {
+    done_ = true;
+    keep_alive_.reset();  // the callback's reference keeps this object alive until it returns
   }
 }
 

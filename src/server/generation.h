@@ -1,10 +1,10 @@
 // A generation request in flight between the engine and one HTTP exchange (internal to src/server).
-// The engine's output thread calls Deliver(); everything else runs on the exchange's strand. Subclasses
-// turn updates into protocol events (chat protocols through the codec, legacy completions directly).
+// Start() runs on the exchange's strand; the engine's output thread calls Deliver(), which runs OnUpdate()
+// there (under mu_, so never beside Start's set-up). Subclasses turn updates into protocol events (chat
+// protocols through the codec, legacy completions directly) and write them with Write().
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -32,7 +32,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // Stream bytes made from the updates being handled (their tokens' emission is the write's origin).
   void Write(std::string data) {
     if (!handoff_recorded_ && exchange_->stream_handoff && origin_nanos_ > 0) {
-      exchange_->stream_handoff->Record(static_cast<double>(drain_nanos_ - origin_nanos_) * 1e-9);
+      exchange_->stream_handoff->Record(static_cast<double>(handling_nanos_ - origin_nanos_) * 1e-9);
       handoff_recorded_ = true;
     }
     exchange_->channel->Write(std::move(data), origin_nanos_);
@@ -42,20 +42,17 @@ class Generation : public std::enable_shared_from_this<Generation> {
   engine::Engine* engine_;
 
  private:
-  void Deliver(engine::RequestUpdate update);
-  void Drain();
+  void Deliver(const engine::RequestUpdate& update);
 
   engine::RequestId id_ = 0;
   bool started_ = false;
   std::atomic<bool> aborted_{false};
+  std::mutex mu_;  // Start's set-up and each update's handling
   bool done_ = false;
   std::shared_ptr<Generation> keep_alive_;
-  std::mutex mu_;
-  std::deque<std::pair<engine::RequestUpdate, int64_t>> inbox_;  // with their tokens' emission times
-  int64_t origin_nanos_ = 0;
-  int64_t drain_nanos_ = 0;        // when the update being handled reached the strand
+  int64_t origin_nanos_ = 0;       // when the step thread handed the update being handled over
+  int64_t handling_nanos_ = 0;     // when its handling began on the output thread
   bool handoff_recorded_ = false;  // its hand-off time is in exchange_->stream_handoff
-  bool drain_posted_ = false;
 };
 
 }  // namespace deepinfer::server

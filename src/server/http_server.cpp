@@ -9,6 +9,8 @@
 #include <optional>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -105,12 +107,25 @@ struct HttpServer::Impl {
   int bound_port = 0;
 };
 
+// The direct path of one exchange's stream writes. While the connection has nothing queued or in flight
+// on its strand, a writer on any thread (the engine's output thread) sends a chunk straight into the
+// socket, without waking the event loop; the strand opens the gate when it goes idle and shuts it before
+// it writes, closes the socket or ends the exchange. `queued` counts writes posted to the strand and not
+// yet taken there: the gate stays shut while any is pending, so a direct write never overtakes one.
+struct StreamGate {
+  std::mutex mu;
+  bool open = false;
+  int fd = -1;
+  int queued = 0;
+  LatencyHistogram* latency = nullptr;  // the server's stream latency, recorded for direct writes
+};
+
 // One request's way back. Everything but the constructor may be called from any thread: calls are posted
-// to the connection's strand, where `connection_` lives.
+// to the connection's strand, where `connection_` lives (a stream's chunks may go through the gate instead).
 class Exchange final : public ResponseChannel, public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(std::shared_ptr<Connection> connection, net::any_io_executor executor)
-      : connection_(std::move(connection)), executor_(std::move(executor)) {}
+  Exchange(std::shared_ptr<Connection> connection, net::any_io_executor executor, std::shared_ptr<StreamGate> gate)
+      : connection_(std::move(connection)), executor_(std::move(executor)), gate_(std::move(gate)) {}
 
   void Respond(HttpResponse response) override;
   void StartStream(int status, std::string content_type, std::vector<HttpHeader> headers) override;
@@ -150,7 +165,17 @@ class Exchange final : public ResponseChannel, public std::enable_shared_from_th
     net::dispatch(executor_, [self = shared_from_this(), fn = std::move(fn)]() mutable { fn(*self); });
   }
 
+  // Sends one chunk through the open gate; false if the gate is shut (the caller posts the write). A
+  // chunk the socket takes only in part is finished on the strand.
+  bool TryDirectWrite(const std::string& data, int64_t origin_nanos);
+  // On the strand: a write or end posted past the gate has arrived (StreamGate::queued).
+  void TakeQueued() {
+    std::lock_guard lock(gate_->mu);
+    --gate_->queued;
+  }
+
   net::any_io_executor executor_;
+  std::shared_ptr<StreamGate> gate_;
   std::mutex mu_;
   bool cancelled_ = false;
   std::atomic<bool> cancelled_flag_{false};
@@ -253,6 +278,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!writing_) Flush();
   }
 
+  // The rest of a chunk the gate's direct write sent in part (the gate was open: nothing else was queued
+  // or in flight), finished under the write timeout like any other.
+  void DoWriteRest(Exchange* exchange, std::string rest, int64_t origin_nanos) {
+    if (exchange != exchange_.get() || state_ != State::kStreaming || closed_) return;
+    ShutGate();
+    inflight_ = std::move(rest);
+    inflight_last_ = false;
+    inflight_origin_ = origin_nanos;
+    WriteInflight(0);
+  }
+
  private:
   enum class State { kReading, kHandling, kWritingResponse, kStreaming, kClosed };
 
@@ -348,7 +384,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
     state_ = State::kHandling;
     stream_.expires_never();
-    exchange_ = std::make_shared<Exchange>(shared_from_this(), stream_.get_executor());
+    gate_ = std::make_shared<StreamGate>();
+    gate_->fd = stream_.socket().native_handle();
+    gate_->latency = &server_->stream_latency;
+    exchange_ = std::make_shared<Exchange>(shared_from_this(), stream_.get_executor(), gate_);
     server_->exchanges_active.fetch_add(1);
     Monitor();
     server_->handler->Handle(std::move(request), exchange_);
@@ -405,7 +444,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // asynchronous write, under the write timeout.
   void Flush() {
     if (closed_ || state_ != State::kStreaming || writing_) return;
-    if (pending_.empty() && !end_requested_) return;
+    if (pending_.empty() && !end_requested_) return OpenGate();
+    ShutGate();
     inflight_.clear();
     if (!pending_.empty()) {
       char size_line[24];
@@ -420,13 +460,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (inflight_last_) inflight_.append(kLastChunk);
     inflight_origin_ = pending_origin_;
     pending_origin_ = 0;
+    WriteInflight(0);
+  }
+
+  // Writes inflight_ from `offset` straight into the socket; what it does not take goes on asynchronously.
+  void WriteInflight(size_t offset) {
     beast::error_code ec;
-    size_t written = stream_.socket().write_some(net::buffer(inflight_), ec);
+    size_t written = stream_.socket().write_some(net::buffer(inflight_.data() + offset, inflight_.size() - offset), ec);
     if (ec == net::error::would_block) {
       written = 0;
     } else if (ec) {
       return Fail("writing a chunk", ec);
     }
+    written += offset;
     if (written == inflight_.size()) return OnChunkWritten();
     writing_ = true;
     stream_.expires_after(Seconds(server_->options.write_timeout_s));
@@ -453,7 +499,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Flush();
   }
 
+  // The gate opens only while the stream is idle here and no posted write is pending.
+  void OpenGate() {
+    if (!gate_) return;
+    std::lock_guard lock(gate_->mu);
+    gate_->open = gate_->queued == 0 && gate_->fd >= 0;
+  }
+  // Shut for good when `forever` (the exchange ends or the socket closes): a direct write in progress
+  // finishes first, so the descriptor is never used after it is closed.
+  void ShutGate(bool forever = false) {
+    if (!gate_) return;
+    std::lock_guard lock(gate_->mu);
+    gate_->open = false;
+    if (forever) gate_->fd = -1;
+  }
+  void DropGate() {
+    ShutGate(true);
+    gate_.reset();
+  }
+
   void CompleteExchange() {
+    DropGate();
     if (exchange_) {
       exchange_->connection_.reset();
       exchange_.reset();
@@ -466,6 +532,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void CancelExchange(const char* reason) {
+    DropGate();
     if (!exchange_) return;
     std::shared_ptr<Exchange> exchange = std::move(exchange_);
     exchange->connection_.reset();
@@ -483,6 +550,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Close() {
     if (closed_) return;
+    DropGate();
     closed_ = true;
     state_ = State::kClosed;
     CancelExchange("connection closed");
@@ -502,6 +570,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   bool monitoring_ = false;
   std::shared_ptr<Exchange> exchange_;
+  std::shared_ptr<StreamGate> gate_;  // the exchange's
   std::shared_ptr<http::response<http::string_body>> response_;
   // Streaming: the header and its serializer, bytes queued, the bytes being written with their chunk
   // size line, and whether a write is in flight or the handler has ended the stream.
@@ -527,15 +596,57 @@ void Exchange::StartStream(int status, std::string content_type, std::vector<Htt
   });
 }
 
+bool Exchange::TryDirectWrite(const std::string& data, int64_t origin_nanos) {
+  std::unique_lock lock(gate_->mu);
+  if (!gate_->open || gate_->fd < 0) {
+    ++gate_->queued;
+    return false;
+  }
+  char size_line[24];
+  const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+  std::string chunk;
+  chunk.reserve(static_cast<size_t>(len) + data.size() + kCrlf.size());
+  chunk.append(size_line, static_cast<size_t>(len));
+  chunk.append(data);
+  chunk.append(kCrlf);
+  const ssize_t sent = ::send(gate_->fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent == static_cast<ssize_t>(chunk.size())) {
+    if (origin_nanos > 0) gate_->latency->Record(static_cast<double>(NowNanos() - origin_nanos) * 1e-9);
+    return true;
+  }
+  // A full socket or an error: the strand finishes the chunk (and meets the error, if any) in order.
+  gate_->open = false;
+  ++gate_->queued;
+  lock.unlock();
+  chunk.erase(0, sent > 0 ? static_cast<size_t>(sent) : 0);
+  OnStrand([rest = std::move(chunk), origin_nanos](Exchange& self) mutable {
+    self.TakeQueued();
+    if (!self.connection_) return;
+    self.connection_->DoWriteRest(&self, std::move(rest), origin_nanos);
+  });
+  return true;
+}
+
 void Exchange::Write(std::string data, int64_t origin_nanos) {
+  if (data.empty()) return;
+  if (TryDirectWrite(data, origin_nanos)) return;
   OnStrand([data = std::move(data), origin_nanos](Exchange& self) mutable {
-    if (self.connection_) self.connection_->DoWrite(&self, std::move(data), origin_nanos);
+    self.TakeQueued();
+    if (!self.connection_) return;
+    self.connection_->DoWrite(&self, std::move(data), origin_nanos);
   });
 }
 
 void Exchange::End() {
+  {
+    std::lock_guard lock(gate_->mu);
+    gate_->open = false;
+    ++gate_->queued;
+  }
   OnStrand([](Exchange& self) {
-    if (self.connection_) self.connection_->DoEnd(&self);
+    self.TakeQueued();
+    if (!self.connection_) return;
+    self.connection_->DoEnd(&self);
   });
 }
 
@@ -622,6 +733,7 @@ void HttpServer::Start() {
   net::post(impl_->ioc, [impl = impl_.get()] { impl->Accept(); });
   for (int i = 0; i < impl_->options.io_threads; ++i) {
     impl_->threads.emplace_back([impl = impl_.get()] {
+      SetCurrentThreadName("di-http-io");
       if (impl->options.io_thread_slice_us > 0) {
         const Status slice = SetThreadLatencySlice(impl->options.io_thread_slice_us);
         if (!slice.ok()) DI_LOG(kDebug, "io thread keeps the default time slice").Field("why", slice.message());

@@ -308,7 +308,7 @@ std::string Service::MetricsText() const {
                   http_->stream_latency());
     AppendSummary(out, "deepinfer:http_stream_handoff_seconds",
                   "Per streamed update: from the engine's step thread handing its tokens over to the update being "
-                  "handled on its connection's strand (the output thread's and the event loop's wake-ups).",
+                  "handled (on the engine's output thread: its wake-up and the updates handled before it).",
                   stream_handoff_);
   }
   // The process's resident memory, as Prometheus client libraries name it.

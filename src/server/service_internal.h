@@ -32,7 +32,7 @@ struct ServiceExchange {
   ApiFamily family = ApiFamily::kOpenAI;
   RequestCounter* counter = nullptr;
   // Streams: from the engine's step thread handing tokens over to their update being handled on the
-  // connection's strand (the first part of deepinfer:http_stream_overhead_seconds), per update written.
+  // engine's output thread (the first part of deepinfer:http_stream_overhead_seconds), per update written.
   LatencyHistogram* stream_handoff = nullptr;
   Stopwatch stopwatch;
 

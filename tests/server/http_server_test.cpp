@@ -1,6 +1,7 @@
 // The HTTP transport against a real loopback socket: keep-alive, pipelining, chunked bodies both ways,
 // the header/body limits, timeouts, streaming with per-event flush, and cancellation when the client
 // goes away or stops reading. The handler is a small one written here; the server is the real one.
+#include <algorithm>
 #include "server/http_server.h"
 
 #include <atomic>
@@ -19,6 +20,15 @@ namespace {
 using test_support::RawClient;
 
 constexpr int kBigBlocks = 384;  // 24 MiB
+constexpr int kMixedChunks = 4000;
+
+// Chunk i of /mixed: its index, then filler whose length cycles through 0..8999 with a step prime to
+// the cycle, so consecutive chunks differ in size and any reordering or loss shows in the bytes.
+std::string MixedChunk(int i) {
+  std::string chunk = "<" + std::to_string(i) + ">";
+  chunk.append(static_cast<size_t>((i * 7919) % 9000), static_cast<char>('a' + i % 26));
+  return chunk;
+}
 
 class TestHandler : public HttpHandler {
  public:
@@ -50,6 +60,17 @@ class TestHandler : public HttpHandler {
       channel->StartStream(200, "application/octet-stream", {});
       Spawn([channel] {
         for (int i = 0; i < kBigBlocks; ++i) channel->Write(std::string(64 * 1024, static_cast<char>('a' + i % 26)), NowNanos());
+        channel->End();
+      });
+    } else if (request.path == "/mixed") {
+      // kMixedChunks chunks of 1 to ~9 KB from another thread, as fast as they come, while the client
+      // reads in bursts: the socket fills and drains again and again, so the writes switch between going
+      // straight into the socket and through the connection's strand many times. (The client keeps the
+      // default receive buffer: one far below loopback's 64 KiB segment leaves TCP to zero-window probes
+      // with exponential back-off, and the stream crawls whatever the server does.)
+      channel->StartStream(200, "application/octet-stream", {});
+      Spawn([channel] {
+        for (int i = 0; i < kMixedChunks; ++i) channel->Write(MixedChunk(i), NowNanos());
         channel->End();
       });
     } else if (request.path == "/flood") {
@@ -348,6 +369,30 @@ TEST_F(HttpServerTest, StreamLargerThanTheSocketTakesArrivesWholeAndInOrder) {
     ASSERT_EQ(block.find_first_not_of(static_cast<char>('a' + i % 26)), std::string_view::npos) << "block " << i;
   }
   EXPECT_GE(server_->stream_latency().count(), 1u);
+  EXPECT_EQ(handler_.cancelled.load(), 0);
+}
+
+TEST_F(HttpServerTest, ChunksFromAnotherThreadArriveInOrderWhileTheReaderLagsAndCatchesUp) {
+  HttpServerOptions options;
+  options.max_pending_stream_bytes = 64 << 20;
+  StartServer(options);
+  RawClient client(server_->port());
+  client.Send("GET /mixed HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_TRUE(client.ReadToEofInBursts(64 * 1024, std::chrono::milliseconds(2), 60)) << client.buffer().size() << " bytes read";
+  int status;
+  std::string headers, body;
+  size_t consumed = 0;
+  ASSERT_TRUE(RawClient::Parse(client.buffer(), &status, &headers, &body, &consumed));
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(consumed, client.buffer().size());
+  std::string expected;
+  for (int i = 0; i < kMixedChunks; ++i) expected += MixedChunk(i);
+  ASSERT_EQ(body.size(), expected.size());
+  EXPECT_TRUE(body == expected) << "first difference at byte " << std::mismatch(body.begin(), body.end(), expected.begin()).first - body.begin();
+  // Each write that reached the socket at once, and each one finished later, counted its latency once
+  // at most (writes queued behind one another count as one).
+  EXPECT_GE(server_->stream_latency().count(), 1u);
+  EXPECT_LE(server_->stream_latency().count(), static_cast<uint64_t>(kMixedChunks));
   EXPECT_EQ(handler_.cancelled.load(), 0);
 }
 

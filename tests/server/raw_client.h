@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace deepinfer::server::test_support {
 
@@ -76,6 +77,18 @@ class RawClient {
   // Reads until the peer closes (true) or the timeout passes (false).
   bool ReadToEof(double timeout_s = 5) {
     ReadUntil([this](const std::string&) { return eof_; }, timeout_s);
+    return eof_;
+  }
+
+  // Like ReadToEof, but a reader that lags: after each `burst` bytes it pauses for `pause`, so a fast
+  // writer fills the socket and has to wait for it to drain, over and over.
+  bool ReadToEofInBursts(size_t burst, std::chrono::milliseconds pause, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (!eof_ && std::chrono::steady_clock::now() < deadline) {
+      const size_t target = buffer_.size() + burst;
+      ReadUntil([&](const std::string& b) { return eof_ || b.size() >= target; }, 5);
+      std::this_thread::sleep_for(pause);
+    }
     return eof_;
   }
 
