@@ -39,6 +39,12 @@ struct MaskEntry {
   std::vector<std::pair<int32_t, uint32_t>> post;
   // All of counted_ids as a bitmask (when max - count >= max_need and no `reach` applies).
   std::vector<uint32_t> counted_all;
+  // Counted states where every plain code point of the categories `text_cats` is one unit and comes back
+  // to the state (an unconstrained string's content): the plain tokens of L <= text_len such code points
+  // are left out of counted_ids and taken by length at mask time (need L + dmin, reach L + dmax), so
+  // the entry's trie walk skips them (TokenIndex::text_mask).
+  uint8_t text_cats = 0;
+  uint8_t text_len = 0;
 
   struct Exit {
     uint32_t node;   // the rule may end after this trie node's bytes; its subtree continues below

@@ -27,34 +27,109 @@ bool StepRange(const CompiledGrammar& g, const std::vector<uint32_t>& from, uint
   return true;
 }
 
-// The largest L <= kPlainCap such that every string of up to L JSON-plain code points (U+0020.. except
-// '"' and '\') leads from `state` to a live state by byte transitions alone; 0 when even one fails.
-int PlainDepth(const CompiledGrammar& g, uint32_t state) {
-  // Every plain code point as byte-range sequences.
-  static const std::vector<std::vector<std::pair<uint8_t, uint8_t>>> kSeqs = {
-      {{0x20, 0x21}}, {{0x23, 0x5B}}, {{0x5D, 0x7F}}, {{0xC2, 0xDF}, {0x80, 0xBF}},
-      {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}}, {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
-      {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}}, {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
-      {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
-      {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
-      {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}};
-  // Byte classes are intervals, so StepRange looks at one byte per class.
+// Plain code points (U+0020.. except '"' and '\\') by category (TokenIndex::kText*), as byte-range
+// sequences.
+using Seq = std::vector<std::pair<uint8_t, uint8_t>>;
+const std::vector<std::pair<uint8_t, std::vector<Seq>>>& TextSeqs() {
+  static const std::vector<std::pair<uint8_t, std::vector<Seq>>> kSeqs = {
+      {TokenIndex::kTextAlnum, {{{0x30, 0x39}}, {{0x41, 0x5A}}, {{0x61, 0x7A}}}},
+      {TokenIndex::kTextSpace, {{{0x20, 0x20}}}},
+      {TokenIndex::kTextPunct,
+       {{{0x21, 0x21}}, {{0x23, 0x2F}}, {{0x3A, 0x40}}, {{0x5B, 0x5B}}, {{0x5D, 0x60}}, {{0x7B, 0x7F}}}},
+      {TokenIndex::kTextLineSep, {{{0xE2, 0xE2}, {0x80, 0x80}, {0xA8, 0xA9}}}},
+      {TokenIndex::kTextNonAscii,
+       {{{0xC2, 0xDF}, {0x80, 0xBF}},
+        {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
+        {{0xE1, 0xE1}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xE2, 0xE2}, {0x80, 0x80}, {0x80, 0xA7}},
+        {{0xE2, 0xE2}, {0x80, 0x80}, {0xAA, 0xBF}},
+        {{0xE2, 0xE2}, {0x81, 0xBF}, {0x80, 0xBF}},
+        {{0xE3, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}},
+        {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}}},
+  };
+  return kSeqs;
+}
+
+// The largest L <= kPlainCap such that every string of up to L plain code points of the categories `cats`
+// leads from `state` to a live state by byte transitions alone (0 when even one fails); *failed is the
+// category of a code point that fails at depth L. States are expanded once each (breadth first, so the
+// depth a state is first met at is the shortest way there); past kMaxSeen states the depth so far is
+// returned, which only means a smaller shortcut.
+int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* failed) {
+  constexpr size_t kMaxSeen = 1024;
+  *failed = 0;
+  std::vector<uint8_t> seen(g.num_states(), 0);
+  size_t num_seen = 1;
+  seen[state] = 1;
   std::vector<uint32_t> frontier = {state}, next, cur, tmp;
   for (int depth = 0; depth < TokenIndex::kPlainCap; ++depth) {
     next.clear();
-    for (const auto& seq : kSeqs) {
-      cur = frontier;
-      for (auto [lo, hi] : seq) {
-        if (!StepRange(g, cur, lo, hi, &tmp)) return depth;
-        cur.swap(tmp);
+    for (const auto& [cat, seqs] : TextSeqs()) {
+      if (!(cats & cat)) continue;
+      for (uint32_t from : frontier) {
+        for (const Seq& seq : seqs) {
+          cur.assign(1, from);
+          for (auto [lo, hi] : seq) {
+            // Byte classes are intervals, so StepRange looks at one byte per class.
+            if (!StepRange(g, cur, lo, hi, &tmp)) {
+              *failed = cat;
+              return depth;
+            }
+            cur.swap(tmp);
+          }
+          for (uint32_t t : cur)
+            if (!seen[t]) seen[t] = 1, ++num_seen, next.push_back(t);
+          if (num_seen > kMaxSeen) return depth;
+        }
       }
-      for (uint32_t t : cur)
-        if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
-      if (next.size() > 64) return depth;
     }
+    if (next.empty()) return TokenIndex::kPlainCap;  // every state met is closed under these code points
     frontier.swap(next);
   }
   return TokenIndex::kPlainCap;
+}
+
+// The category set and length of the plain-text shortcut for `state`: all categories when they all
+// pass, else the ones left after dropping those that fail first (a pattern's "." takes no U+2028).
+int TextShortcut(const CompiledGrammar& g, uint32_t state, uint8_t* cats) {
+  uint8_t s = TokenIndex::kTextAll;
+  int best = 0;
+  uint8_t best_cats = 0;
+  while (s != 0) {
+    uint8_t failed = 0;
+    const int depth = TextDepth(g, state, s, &failed);
+    if (depth > best) best = depth, best_cats = s;
+    if (depth == TokenIndex::kPlainCap || failed == 0) break;
+    s = static_cast<uint8_t>(s & ~failed);
+  }
+  *cats = best_cats;
+  return best;
+}
+
+// For a counted state at a unit boundary without calls: the categories (all of them, or none) whose every
+// code point is one unit that comes back to the state itself, through states inside the unit only.
+uint8_t CountedTextLoop(const CompiledGrammar& g, uint32_t state) {
+  if (!g.counting(state) || !g.boundary(state) || g.has_calls(state)) return 0;
+  std::vector<uint32_t> cur, tmp;
+  for (const auto& [cat, seqs] : TextSeqs()) {
+    for (const Seq& seq : seqs) {
+      cur.assign(1, state);
+      for (size_t i = 0; i < seq.size(); ++i) {
+        if (!StepRange(g, cur, seq[i].first, seq[i].second, &tmp)) return 0;
+        cur.swap(tmp);
+        for (uint32_t t : cur) {
+          const bool last = i + 1 == seq.size();
+          // Inside the unit: counting, not at a boundary, no calls; at its end: the state itself.
+          if (last ? t != state : (!g.counting(t) || g.boundary(t) || g.has_calls(t) || g.accepting(t))) return 0;
+        }
+      }
+    }
+  }
+  return TokenIndex::kTextAll;
 }
 
 constexpr uint32_t kNoExit = 0xFFFFFFFFu;
@@ -105,15 +180,25 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   const bool counted = g.counted(g.rule_of(state));
   std::vector<uint32_t> acc(v.words(), 0);
   size_t count = 0;
-  // Plain-text shortcut (rules without counters): when every run of up to L plain characters keeps the
-  // state alive through byte transitions alone, those tokens are accepted and subtrees holding only such
-  // tokens need no walk. Inside an unconstrained key or pattern this leaves a few percent of the trie.
-  const int plain = counted ? 0 : PlainDepth(g, state);
+  // Plain-text shortcut (rules without counters): when every run of up to L plain characters of some
+  // categories keeps the state alive through byte transitions alone, those tokens are accepted and
+  // subtrees holding only such tokens need no walk. Inside an unconstrained key or pattern this leaves a
+  // few percent of the trie. Counted states whose plain code points are one unit each take such tokens
+  // by length at mask time instead (MaskEntry::text_len).
+  uint8_t cats = 0;
+  const int plain = counted ? 0 : TextShortcut(g, state, &cats);
+  const uint8_t loop_cats = counted ? CountedTextLoop(g, state) : 0;
+  entry->text_cats = loop_cats;
+  entry->text_len = loop_cats ? static_cast<uint8_t>(TokenIndex::kPlainCap) : 0;
+  const uint8_t not_loop = static_cast<uint8_t>(~loop_cats);
   if (plain > 0) {
-    const auto& pm = v.plain_mask(plain);
+    size_t n = 0;
+    const auto& pm = cats == TokenIndex::kTextAll ? v.plain_mask(plain) : v.text_mask(cats, plain, &n);
+    if (cats == TokenIndex::kTextAll) n = v.plain_count(plain);
     for (size_t w = 0; w < acc.size(); ++w) acc[w] |= pm[w];
-    count += v.plain_count(plain);
+    count += n;
   }
+  const uint8_t not_cats = static_cast<uint8_t>(~cats);
   const size_t depth_cap = v.max_depth() + 1;
   std::vector<uint32_t> st(depth_cap), units(depth_cap, 0), exited(depth_cap, kNoExit);
   st[0] = state;
@@ -125,7 +210,11 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   bool finite_reach = false;
   const uint32_t stop = v.end(0);
   for (uint32_t i = 1; i < stop;) {
-    if (plain > 0 && v.subtree_max_plain(i) <= plain) {
+    if (plain > 0 && v.subtree_max_plain(i) <= plain && (v.subtree_cats(i) & not_cats) == 0) {
+      i = v.end(i);
+      continue;
+    }
+    if (loop_cats && v.subtree_max_plain(i) <= TokenIndex::kPlainCap && (v.subtree_cats(i) & not_loop) == 0) {
       i = v.end(i);
       continue;
     }
@@ -158,7 +247,8 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
         const uint32_t dmax = g.dmax(t);
         const uint32_t reach = dmax == kUnbounded ? kUnbounded : u + dmax;
         finite_reach |= dmax != kUnbounded;
-        for (const int32_t* k = tb; k != te; ++k) inside.push_back({u + g.dmin(t), reach, *k});
+        for (const int32_t* k = tb; k != te; ++k)
+          if (!loop_cats || !v.TextToken(*k, loop_cats)) inside.push_back({u + g.dmin(t), reach, *k});
       }
     }
     if (v.end(i) > i + 1) {
@@ -192,9 +282,28 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   return entry;
 }
 
-void GrammarMatcher::AddCounted(const MaskEntry& e, uint32_t count, uint32_t min, uint32_t max, uint32_t* bits) const {
+void GrammarMatcher::AddCounted(const MaskEntry& e, uint32_t state, uint32_t count, uint32_t min, uint32_t max,
+                                uint32_t* bits) const {
   const uint64_t room = max == kUnbounded ? ~uint64_t{0} : max - std::min(count, max);
   const uint32_t floor = min > count ? min - count : 0;  // units still owed to minLength
+  if (e.text_len > 0) {
+    // Plain tokens of L code points: L units, back in `state`; allowed when L + dmin <= room and, where
+    // the state has a most, L + dmax >= floor.
+    const uint64_t dmin = cg_->dmin(state), dmax = cg_->dmax(state);
+    const uint64_t hi = room < dmin ? 0 : std::min<uint64_t>(e.text_len, room - dmin);
+    const uint64_t lo = dmax == kUnbounded || floor <= dmax + 1 ? 1 : floor - dmax;
+    if (hi >= lo) {
+      const TokenIndex& v = g_->vocab();
+      size_t n = 0;
+      const auto& upto = v.text_mask(e.text_cats, static_cast<int>(hi), &n);
+      if (lo <= 1) {
+        for (size_t w = 0; w < upto.size(); ++w) bits[w] |= upto[w];
+      } else {
+        const auto& below = v.text_mask(e.text_cats, static_cast<int>(lo - 1), &n);
+        for (size_t w = 0; w < upto.size(); ++w) bits[w] |= upto[w] & ~below[w];
+      }
+    }
+  }
   if (!e.counted_ids.empty()) {
     if (!e.reach.empty() && floor > 0) {
       // Some end state has a most: check every token (patterns with bounded pieces; rare).
@@ -406,7 +515,7 @@ Status GrammarMatcher::FillNextTokenBitmask(uint32_t* bits) {
     if (counted) {
       min = cg_->count_min(rule);
       max = cg_->count_max(rule);
-      AddCounted(e, n.count, min, max, bits);
+      AddCounted(e, n.state, n.count, min, max, bits);
     }
     if (n.parent >= 0) {
       for (const MaskEntry::Exit& x : e.exits) {

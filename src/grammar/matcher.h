@@ -117,7 +117,7 @@ class GrammarMatcher {
   Status StepBytes(std::string_view bytes, std::vector<int32_t>* configs);
   // Sets the bits of the tokens below trie node `node` whose bytes after it the stacks `from` accept.
   Status WalkSubtree(uint32_t node, const std::vector<int32_t>& from, uint32_t* bits, size_t* budget);
-  void AddCounted(const MaskEntry& e, uint32_t count, uint32_t min, uint32_t max, uint32_t* bits) const;
+  void AddCounted(const MaskEntry& e, uint32_t state, uint32_t count, uint32_t min, uint32_t max, uint32_t* bits) const;
   bool Terminable(const std::vector<int32_t>& closed) const;
   void ReleaseTo(size_t mark);
 

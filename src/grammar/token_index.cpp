@@ -8,6 +8,25 @@
 
 namespace deepinfer::grammar {
 
+const std::vector<uint32_t>& TokenIndex::text_mask(uint8_t cats, int len, size_t* count) const {
+  const uint32_t key = static_cast<uint32_t>(cats) * 64 + static_cast<uint32_t>(len);
+  std::lock_guard<std::mutex> lock(text_masks_->mu);
+  auto [it, fresh] = text_masks_->by_key.try_emplace(key);
+  if (fresh) {
+    // One pass over the tokens, once per (categories, length) and vocabulary.
+    std::vector<uint32_t> mask(words(), 0);
+    size_t n = 0;
+    for (size_t id = 0; id < tok_cats_.size(); ++id) {
+      if (!in_trie_[id] || tok_plain_[id] > len || (tok_cats_[id] & ~cats) != 0) continue;
+      mask[id >> 5] |= 1u << (id & 31);
+      ++n;
+    }
+    it->second = {std::move(mask), n};
+  }
+  *count = it->second.second;
+  return it->second.first;
+}
+
 bool TokenIndex::IsStop(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
 }
@@ -108,25 +127,38 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
   }
   // Plain tokens and the per-subtree maximum of their lengths (children follow their parent in preorder,
   // so one backward pass folds each node into its parent).
-  auto plain_len = [](std::string_view b) -> int {
+  auto plain_len = [](std::string_view b, uint8_t* cats) -> int {
     size_t pos = 0;
     int n = 0;
+    *cats = 0;
     while (pos < b.size()) {
       char32_t cp;
       size_t len = utf8::Decode(b, pos, &cp);
-      if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') return 255;
+      if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') return *cats = kTextOther, 255;
+      if ((cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z')) *cats |= kTextAlnum;
+      else if (cp == ' ') *cats |= kTextSpace;
+      else if (cp < 0x80) *cats |= kTextPunct;
+      else if (cp == 0x2028 || cp == 0x2029) *cats |= kTextLineSep;
+      else *cats |= kTextNonAscii;
       pos += len;
-      if (++n > kPlainCap) return 255;
+      if (++n > kPlainCap) return *cats |= kTextOther, 255;
     }
     return n;
   };
   t.plain_masks_.assign(kPlainCap + 1, std::vector<uint32_t>(t.words(), 0));
   t.plain_counts_.assign(kPlainCap + 1, 0);
   t.max_plain_.assign(t.byte_.size(), 0);
+  t.cats_.assign(t.byte_.size(), 0);
+  t.tok_cats_.assign(tokens.size(), kTextOther);
+  t.tok_plain_.assign(tokens.size(), 255);
   for (uint32_t node = 0; node < t.byte_.size(); ++node) {
     for (uint32_t k = t.tok_begin_[node]; k < t.tok_begin_[node + 1]; ++k) {
       int32_t id = t.tok_ids_[k];
-      int len = plain_len(tokens[id]);
+      uint8_t cats = 0;
+      int len = plain_len(tokens[id], &cats);
+      t.tok_cats_[static_cast<size_t>(id)] = cats;
+      t.tok_plain_[static_cast<size_t>(id)] = static_cast<uint8_t>(len);
+      t.cats_[node] |= cats;
       t.max_plain_[node] = static_cast<uint8_t>(std::max<int>(t.max_plain_[node], len));
       if (len <= kPlainCap)
         for (int l = len; l <= kPlainCap; ++l) {
@@ -143,8 +175,10 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
       parent[node] = open.back();
       open.push_back(node);
     }
-    for (uint32_t node = static_cast<uint32_t>(t.byte_.size()) - 1; node > 0; --node)
+    for (uint32_t node = static_cast<uint32_t>(t.byte_.size()) - 1; node > 0; --node) {
       t.max_plain_[parent[node]] = std::max(t.max_plain_[parent[node]], t.max_plain_[node]);
+      t.cats_[parent[node]] |= t.cats_[node];
+    }
   }
   uint64_t h = 0xCBF29CE484222325ULL;
   auto mix = [&](const void* p, size_t n) {

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -67,6 +69,19 @@ class TokenIndex {
   const std::vector<uint32_t>& plain_mask(int len) const { return plain_masks_[static_cast<size_t>(len)]; }
   size_t plain_count(int len) const { return plain_counts_[static_cast<size_t>(len)]; }
   uint8_t subtree_max_plain(uint32_t node) const { return max_plain_[node]; }
+  // Plain code points fall in these categories; a state may accept only some of them (a pattern's "."
+  // takes no line separator, "[A-Za-z0-9]" only kTextAlnum). text_mask(cats, L) has the plain tokens of
+  // 1..L code points from those categories only (made on first use, thread-safe), subtree_cats(node) the
+  // categories in the node's subtree (kTextOther: a token that is not plain).
+  static constexpr uint8_t kTextAlnum = 1, kTextSpace = 2, kTextPunct = 4, kTextLineSep = 8, kTextNonAscii = 16;
+  static constexpr uint8_t kTextAll = 31, kTextOther = 128;
+  const std::vector<uint32_t>& text_mask(uint8_t cats, int len, size_t* count) const;
+  uint8_t subtree_cats(uint32_t node) const { return cats_[node]; }
+  // Whether token `id` is plain, of at most kPlainCap code points, all of the categories `cats`.
+  bool TextToken(int32_t id, uint8_t cats) const {
+    const size_t i = static_cast<size_t>(id);
+    return i < tok_cats_.size() && tok_plain_[i] <= kPlainCap && (tok_cats_[i] & ~cats) == 0;
+  }
   // Content fingerprint (tokens, exclusions, stops, width): part of the compiled-grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
   // The longest token in bytes (the deepest trie node).
@@ -90,6 +105,13 @@ class TokenIndex {
   std::vector<std::vector<uint32_t>> plain_masks_;
   std::vector<size_t> plain_counts_;
   std::vector<uint8_t> max_plain_;
+  std::vector<uint8_t> cats_;                  // per node: categories of its subtree's tokens
+  std::vector<uint8_t> tok_cats_, tok_plain_;  // per token id: categories, plain length (255: not plain)
+  struct TextMasks {
+    std::mutex mu;
+    std::unordered_map<uint32_t, std::pair<std::vector<uint32_t>, size_t>> by_key;
+  };
+  std::unique_ptr<TextMasks> text_masks_ = std::make_unique<TextMasks>();
 };
 
 }  // namespace deepinfer::grammar

@@ -129,3 +129,52 @@ TEST(CountedGaps, MaskEqualsBruteForce) {
 
 }  // namespace
 }  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// Mask entries take plain tokens in bulk (by code-point category and length, see TokenIndex::text_mask)
+// where a state accepts some categories whole (a pattern's "." takes no U+2028; "[\w\s-]" no
+// punctuation but "-") and, in counted strings, where every plain code point is one unit; the mask
+// must still equal what the matcher accepts token by token.
+TEST(TextShortcuts, MaskEqualsAcceptOnEveryStep) {
+  const std::vector<std::string> vocab = {
+      "\"", "a", "ab", "abc", "abcd", "a1", "Z9", " ", " a", "a b", "-", "a-", ".", ".md", "md", "m", "d",
+      "/", "a/", "/b", "\xE2\x80\xA8", "a\xE2\x80\xA8", "\xC3\xA9", "\xE6\x97\xA5\xE6\x9C\xAC", "\xF0\x9F\x98\x80",
+      "\\n", "\\", "\"}", "a\"", "\n", "\t", "x", "xyzw1", "\xC3", "  ", "abcdefgh"};
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 64);
+  ASSERT_TRUE(index.ok());
+  const std::vector<std::string> schemas = {
+      R"({"type":"string","pattern":"^.*\\.md$"})",
+      R"({"type":"string","pattern":"^[\\w\\s-]+$"})",
+      R"({"type":"string","pattern":"^[^/]+/[^/]+$"})",
+      R"({"type":"string","minLength":2,"maxLength":5})",
+      R"({"type":"string","maxLength":3})",
+      R"({"type":"string","minLength":4})",
+      R"({"type":"object","additionalProperties":{"type":"string","maxLength":6}})",
+  };
+  for (const std::string& schema : schemas) {
+    auto g = std::make_shared<const CompiledGrammar>(Schema(schema));
+    for (uint32_t seed = 1; seed <= 8; ++seed) {
+      GrammarMatcher m(std::make_shared<BoundGrammar>(g, *index));
+      std::mt19937 rng(seed);
+      for (int step = 0; step < 12; ++step) {
+        std::vector<uint32_t> bits((*index)->words());
+        ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+        std::vector<int32_t> allowed;
+        for (size_t id = 0; id < vocab.size(); ++id) {
+          const bool got = (bits[id / 32] >> (id % 32)) & 1;
+          const bool accepted = m.AcceptToken(static_cast<int32_t>(id));
+          if (accepted) m.Rollback(1);
+          EXPECT_EQ(got, accepted) << schema << " step " << step << " token '" << vocab[id] << "'";
+          if (accepted) allowed.push_back(static_cast<int32_t>(id));
+        }
+        if (allowed.empty()) break;
+        ASSERT_TRUE(m.AcceptToken(allowed[rng() % allowed.size()]));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
