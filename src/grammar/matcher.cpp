@@ -59,7 +59,7 @@ const std::vector<std::pair<uint8_t, std::vector<Seq>>>& TextSeqs() {
 // category of a code point that fails at depth L. States are expanded once each (breadth first, so the
 // depth a state is first met at is the shortest way there); past kMaxSeen states the depth so far is
 // returned, which only means a smaller shortcut.
-int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* failed) {
+int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* failed, std::atomic<uint8_t>* closed) {
   constexpr size_t kMaxSeen = 1024;
   *failed = 0;
   std::vector<uint8_t> seen(g.num_states(), 0);
@@ -71,6 +71,7 @@ int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* f
     for (const auto& [cat, seqs] : TextSeqs()) {
       if (!(cats & cat)) continue;
       for (uint32_t from : frontier) {
+        if (closed[from].load(std::memory_order_relaxed)) continue;  // everything past it stays alive
         for (const Seq& seq : seqs) {
           cur.assign(1, from);
           for (auto [lo, hi] : seq) {
@@ -87,7 +88,13 @@ int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* f
         }
       }
     }
-    if (next.empty()) return TokenIndex::kPlainCap;  // every state met is closed under these code points
+    if (next.empty()) {
+      // Every state met is closed under these code points; with all categories, remember them.
+      if (cats == TokenIndex::kTextAll)
+        for (uint32_t t = 0; t < g.num_states(); ++t)
+          if (seen[t]) closed[t].store(1, std::memory_order_relaxed);
+      return TokenIndex::kPlainCap;
+    }
     frontier.swap(next);
   }
   return TokenIndex::kPlainCap;
@@ -95,13 +102,13 @@ int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* f
 
 // The category set and length of the plain-text shortcut for `state`: all categories when they all
 // pass, else the ones left after dropping those that fail first (a pattern's "." takes no U+2028).
-int TextShortcut(const CompiledGrammar& g, uint32_t state, uint8_t* cats) {
+int TextShortcut(const CompiledGrammar& g, uint32_t state, uint8_t* cats, std::atomic<uint8_t>* closed) {
   uint8_t s = TokenIndex::kTextAll;
   int best = 0;
   uint8_t best_cats = 0;
   while (s != 0) {
     uint8_t failed = 0;
-    const int depth = TextDepth(g, state, s, &failed);
+    const int depth = TextDepth(g, state, s, &failed, closed);
     if (depth > best) best = depth, best_cats = s;
     if (depth == TokenIndex::kPlainCap || failed == 0) break;
     s = static_cast<uint8_t>(s & ~failed);
@@ -140,6 +147,7 @@ BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
                            MatcherLimits limits)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)), limits_(limits) {
   entries_.resize(grammar_->num_states());
+  text_closed_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
 }
 
 size_t BoundGrammar::cached_entries() const {
@@ -186,7 +194,7 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   // few percent of the trie. Counted states whose plain code points are one unit each take such tokens
   // by length at mask time instead (MaskEntry::text_len).
   uint8_t cats = 0;
-  const int plain = counted ? 0 : TextShortcut(g, state, &cats);
+  const int plain = counted ? 0 : TextShortcut(g, state, &cats, text_closed_.get());
   const uint8_t loop_cats = counted ? CountedTextLoop(g, state) : 0;
   entry->text_cats = loop_cats;
   entry->text_len = loop_cats ? static_cast<uint8_t>(TokenIndex::kPlainCap) : 0;

@@ -62,6 +62,9 @@ class BoundGrammar {
   mutable std::vector<std::shared_ptr<const MaskEntry>> entries_;
   mutable size_t cached_bytes_ = 0;
   mutable size_t cached_count_ = 0;
+  // States from which every plain text keeps the automaton alive, found by earlier entries' plain-text
+  // searches: a later search stops there instead of exploring the same states again.
+  std::unique_ptr<std::atomic<uint8_t>[]> text_closed_;
 };
 
 class GrammarMatcher {

@@ -9,7 +9,7 @@
 namespace deepinfer::grammar {
 
 const std::vector<uint32_t>& TokenIndex::text_mask(uint8_t cats, int len, size_t* count) const {
-  const uint32_t key = static_cast<uint32_t>(cats) * 64 + static_cast<uint32_t>(len);
+  const uint32_t key = static_cast<uint32_t>(cats) * 256 + static_cast<uint32_t>(len);
   std::lock_guard<std::mutex> lock(text_masks_->mu);
   auto [it, fresh] = text_masks_->by_key.try_emplace(key);
   if (fresh) {

@@ -65,7 +65,7 @@ class TokenIndex {
   // (L <= kPlainCap); subtree_max_plain(node) is the largest plain length in the node's subtree, or 255
   // when the subtree holds a token that is not plain (or longer than kPlainCap). A state that accepts any
   // L plain characters accepts plain_mask(L) whole and needs to walk only the other subtrees.
-  static constexpr int kPlainCap = 16;
+  static constexpr int kPlainCap = 32;
   const std::vector<uint32_t>& plain_mask(int len) const { return plain_masks_[static_cast<size_t>(len)]; }
   size_t plain_count(int len) const { return plain_counts_[static_cast<size_t>(len)]; }
   uint8_t subtree_max_plain(uint32_t node) const { return max_plain_[node]; }

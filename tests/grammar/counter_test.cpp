@@ -141,7 +141,8 @@ TEST(TextShortcuts, MaskEqualsAcceptOnEveryStep) {
   const std::vector<std::string> vocab = {
       "\"", "a", "ab", "abc", "abcd", "a1", "Z9", " ", " a", "a b", "-", "a-", ".", ".md", "md", "m", "d",
       "/", "a/", "/b", "\xE2\x80\xA8", "a\xE2\x80\xA8", "\xC3\xA9", "\xE6\x97\xA5\xE6\x9C\xAC", "\xF0\x9F\x98\x80",
-      "\\n", "\\", "\"}", "a\"", "\n", "\t", "x", "xyzw1", "\xC3", "  ", "abcdefgh"};
+      "\\n", "\\", "\"}", "a\"", "\n", "\t", "x", "xyzw1", "\xC3", "  ", "abcdefgh",
+      std::string(40, 'a')};  // longer than TokenIndex::kPlainCap code points: walked, never taken in bulk
   auto index = TokenIndex::FromTokens(vocab, {}, {}, 64);
   ASSERT_TRUE(index.ok());
   const std::vector<std::string> schemas = {
