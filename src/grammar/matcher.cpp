@@ -117,26 +117,34 @@ int TextShortcut(const CompiledGrammar& g, uint32_t state, uint8_t* cats, std::a
   return best;
 }
 
-// For a counted state at a unit boundary without calls: the categories (all of them, or none) whose every
-// code point is one unit that comes back to the state itself, through states inside the unit only.
+// For a counted state at a unit boundary without calls: the categories whose every code point is one
+// unit that comes back to the state itself, through states inside the unit only (a pattern's "." leaves
+// out U+2028 and U+2029; tokens holding those are walked).
 uint8_t CountedTextLoop(const CompiledGrammar& g, uint32_t state) {
   if (!g.counting(state) || !g.boundary(state) || g.has_calls(state)) return 0;
   std::vector<uint32_t> cur, tmp;
+  uint8_t loops = 0;
   for (const auto& [cat, seqs] : TextSeqs()) {
-    for (const Seq& seq : seqs) {
+    bool ok = true;
+    for (size_t k = 0; k < seqs.size() && ok; ++k) {
+      const Seq& seq = seqs[k];
       cur.assign(1, state);
-      for (size_t i = 0; i < seq.size(); ++i) {
-        if (!StepRange(g, cur, seq[i].first, seq[i].second, &tmp)) return 0;
+      for (size_t i = 0; i < seq.size() && ok; ++i) {
+        if (!StepRange(g, cur, seq[i].first, seq[i].second, &tmp)) {
+          ok = false;
+          break;
+        }
         cur.swap(tmp);
         for (uint32_t t : cur) {
           const bool last = i + 1 == seq.size();
           // Inside the unit: counting, not at a boundary, no calls; at its end: the state itself.
-          if (last ? t != state : (!g.counting(t) || g.boundary(t) || g.has_calls(t) || g.accepting(t))) return 0;
+          if (last ? t != state : (!g.counting(t) || g.boundary(t) || g.has_calls(t) || g.accepting(t))) ok = false;
         }
       }
     }
+    if (ok) loops |= cat;
   }
-  return TokenIndex::kTextAll;
+  return loops;
 }
 
 constexpr uint32_t kNoExit = 0xFFFFFFFFu;

@@ -153,6 +153,8 @@ TEST(TextShortcuts, MaskEqualsAcceptOnEveryStep) {
       R"({"type":"string","maxLength":3})",
       R"({"type":"string","minLength":4})",
       R"({"type":"object","additionalProperties":{"type":"string","maxLength":6}})",
+      R"({"type":"string","pattern":"^(.*)$","minLength":1})",  // counted, "." loops on all but U+2028/9
+      R"({"type":"string","pattern":"^.*$","minLength":2,"maxLength":6})",
   };
   for (const std::string& schema : schemas) {
     auto g = std::make_shared<const CompiledGrammar>(Schema(schema));
