@@ -59,7 +59,11 @@ class Builder {
       g_.Define(root, body);
     } else {
       ExprId open = g_.Seq({g_.Literal("\n\n"), StartTag(tags_.calls), g_.Literal(">\n")});
-      g_.Define(root, g_.Seq({RawText(), g_.Optional(g_.Seq({open, body}))}));
+      if (spec_.must_call) {
+        g_.Define(root, g_.Seq({open, body}));
+      } else {
+        g_.Define(root, g_.Seq({RawText(), g_.Optional(g_.Seq({open, body}))}));
+      }
     }
     g_.set_root(root);
     return std::move(g_);
@@ -252,7 +256,7 @@ Result<Grammar> ToolCallGrammar(const ToolCallGrammarSpec& spec) { return Builde
 std::string SerializeToolCallSpec(const ToolCallGrammarSpec& spec) {
   std::string out;
   PutField(&out, std::to_string(static_cast<int>(spec.dialect)));
-  PutField(&out, spec.opened ? "1" : "0");
+  PutField(&out, spec.opened ? "1" : spec.must_call ? "2" : "0");
   PutField(&out, std::to_string(spec.max_calls));
   PutField(&out, std::to_string(spec.tools.size()));
   for (const ToolCallTool& t : spec.tools) {
@@ -271,11 +275,12 @@ Result<ToolCallGrammarSpec> ParseToolCallSpec(std::string_view text) {
     return ec == std::errc() && end == f.data() + f.size() && *v <= max;
   };
   uint64_t dialect = 0, opened = 0, max_calls = 0, count = 0;
-  if (!number(2, &dialect) || !number(1, &opened) || !number(0xFFFFFFFFu, &max_calls) || !number(text.size(), &count)) {
+  if (!number(2, &dialect) || !number(2, &opened) || !number(0xFFFFFFFFu, &max_calls) || !number(text.size(), &count)) {
     return Status::InvalidArgument("malformed tool-call grammar spec");
   }
   spec.dialect = static_cast<ToolCallGrammarSpec::Dialect>(dialect);
-  spec.opened = opened != 0;
+  spec.opened = opened == 1;
+  spec.must_call = opened == 2;
   spec.max_calls = static_cast<uint32_t>(max_calls);
   for (uint64_t i = 0; i < count; ++i) {
     ToolCallTool tool;

@@ -52,6 +52,9 @@ struct ToolCallGrammarSpec {
   // The prompt already opened the block (tool_choice "required" or a named tool): the output starts
   // with the first invoke and must be a block. Otherwise free text comes first and the block is optional.
   bool opened = false;
+  // Not opened, but the output must be calls all the same (Anthropic tool_choice "any", whose prompt
+  // deepseek-recipe renders as "auto"): the output starts with the block's opening tag, no text before.
+  bool must_call = false;
   uint32_t max_calls = 0;  // 0: no limit
   std::vector<ToolCallTool> tools;
 };

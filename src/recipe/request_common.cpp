@@ -269,14 +269,16 @@ namespace {
 // Tool by tool, in request order: the name is unique (a hash set: linear in the number of tools), strict
 // schemas are rewritten (NormalizeStrictSchema), the others' are checked as written. (deepseek-recipe
 // accepts a Responses namespace member and a function tool that flatten to one name; deepinfer does not:
-// tests/recipe/data/render/deviations.json.)
-Check CheckToolSchemas(Conversation& c) {
+// tests/recipe/data/render/deviations.json.) Anthropic's strict tools keep their schema as written:
+// deepseek-recipe reads no `strict` there, so the prompt stays its render, and the grammar then holds the
+// calls to the schema the caller gave.
+Check CheckToolSchemas(Conversation& c, bool rewrite_strict) {
   std::unordered_set<std::string_view> names;
   for (size_t i = 0; i < c.tools.size(); ++i) {
     ToolDefinition& tool = c.tools[i];
     if (!names.insert(tool.name).second) return Invalid(Index("tools", i), "Tool names must be unique.");
-    if (!tool.strict.value_or(false)) {
-      if (!tool.custom) DI_REQ_CHECK(CheckToolParameters(tool, "tools"));
+    if (!tool.strict.value_or(false) || !rewrite_strict) {
+      if (!tool.custom) DI_REQ_CHECK(CheckToolParameters(tool, "tools", /*strict_rewritten=*/rewrite_strict));
       continue;
     }
     const Json raw = tool.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}}
@@ -291,7 +293,7 @@ Check CheckToolSchemas(Conversation& c) {
 Check ChooseTools(ParsedRequest* request, std::optional<std::string> named_tool, const std::string& tool_choice_param) {
   Conversation& c = request->conversation;
   if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
-  DI_REQ_CHECK(CheckToolSchemas(c));
+  DI_REQ_CHECK(CheckToolSchemas(c, request->protocol != Protocol::kMessages));
   if (named_tool) {
     std::vector<ToolDefinition> kept;
     for (ToolDefinition& tool : c.tools) {

@@ -81,7 +81,7 @@ Check NormalizeStrictSchema(const Json& schema, StrictSchemaUse use, const std::
 // deepseek-recipe checks every schema it is given; `message_prefix` names the schema in the message.
 Check CheckSchemaKeywords(const Json& schema, const std::string& message_prefix, const std::string& param);
 // A tool's parameters: an object schema whose keywords pass CheckSchemaKeywords.
-Check CheckToolParameters(const ToolDefinition& tool, const std::string& param);
+Check CheckToolParameters(const ToolDefinition& tool, const std::string& param, bool strict_rewritten = true);
 // Strict and non-strict tools cannot be mixed.
 Check CheckStrictConsistency(const std::vector<ToolDefinition>& tools, const std::string& path);
 // Function names match ^[a-zA-Z0-9_-]+$.

@@ -339,9 +339,9 @@ Check CheckSchemaKeywords(const Json& schema, const std::string& message_prefix,
   return std::nullopt;
 }
 
-Check CheckToolParameters(const ToolDefinition& tool, const std::string& param) {
-  // Strict tools are checked by their rewrite instead (NormalizeStrictSchema).
-  if (tool.parameters.is_null() || tool.strict.value_or(false)) return std::nullopt;
+Check CheckToolParameters(const ToolDefinition& tool, const std::string& param, bool strict_rewritten) {
+  // Strict tools are checked by their rewrite instead (NormalizeStrictSchema), where there is one.
+  if (tool.parameters.is_null() || (strict_rewritten && tool.strict.value_or(false))) return std::nullopt;
   const std::string prefix = "Invalid schema for function '" + tool.name + "': ";
   const auto type = tool.parameters.find("type");
   if (type == tool.parameters.end() || *type != "object") {

@@ -22,17 +22,37 @@ bool HasStrictTools(const recipe::Conversation& c) {
   return false;
 }
 
-// The tool-call grammar's spec for a request with strict tools (ChooseTools has already narrowed the tools
-// to a named tool_choice's and rewritten strict schemas).
-// `parallel_tool_calls: false` (Chat Completions and Responses): the request's own field, which the codec
-// neither keeps nor echoes (deepseek-recipe does not), read from the body the codec has already accepted.
-bool OneCallOnly(std::string_view body) {
+// What the request says about calls beyond the Conversation, read from the body the codec has already
+// accepted (the codec neither keeps nor echoes it, as deepseek-recipe does not):
+// - `parallel_tool_calls: false` (Chat Completions and Responses) or Anthropic's
+//   `tool_choice.disable_parallel_tool_use: true`: the strict tool-call grammar writes one call only;
+// - Anthropic `tool_choice: {type: "any"}`: the prompt is rendered as "auto" (deepseek-recipe), yet a call
+//   is required, so the grammar starts the output with the block.
+struct CallRules {
+  bool one_call = false;
+  bool must_call = false;
+};
+
+CallRules ReadCallRules(std::string_view body, recipe::Protocol protocol) {
+  CallRules rules;
   auto doc = ParseOrderedJson(body);
-  if (!doc.ok() || !doc->is_object()) return false;
+  if (!doc.ok() || !doc->is_object()) return rules;
+  if (protocol == recipe::Protocol::kMessages) {
+    const auto choice = doc->find("tool_choice");
+    if (choice == doc->end() || !choice->is_object()) return rules;
+    const auto type = choice->find("type");
+    rules.must_call = type != choice->end() && *type == "any";
+    const auto one = choice->find("disable_parallel_tool_use");
+    rules.one_call = one != choice->end() && one->is_boolean() && one->get<bool>();
+    return rules;
+  }
   const auto it = doc->find("parallel_tool_calls");
-  return it != doc->end() && it->is_boolean() && !it->get<bool>();
+  rules.one_call = it != doc->end() && it->is_boolean() && !it->get<bool>();
+  return rules;
 }
 
+// The tool-call grammar's spec for a request with strict tools (ChooseTools has already narrowed the tools
+// to a named tool_choice's and rewritten strict schemas).
 grammar::ConstraintSpec ToolCallSpec(std::string_view body, const recipe::ParsedRequest& request,
                                      recipe::ModelVersion version) {
   const recipe::Conversation& c = request.conversation;
@@ -44,7 +64,9 @@ grammar::ConstraintSpec ToolCallSpec(std::string_view body, const recipe::Parsed
   }
   // The renderer opens the block in the prompt exactly then (render_v4.cpp, completion_options.cpp).
   tools.opened = c.tool_choice == recipe::ToolChoice::kRequired;
-  if (OneCallOnly(body)) tools.max_calls = 1;
+  const CallRules rules = ReadCallRules(body, request.protocol);
+  tools.must_call = !tools.opened && rules.must_call;
+  if (rules.one_call) tools.max_calls = 1;
   for (const recipe::ToolDefinition& tool : c.tools) {
     tools.tools.push_back({tool.name, tool.parameters.is_null() ? std::string() : tool.parameters.dump()});
   }

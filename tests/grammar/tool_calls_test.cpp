@@ -116,6 +116,28 @@ TEST(ToolCallGrammar, AutoModeHasFreeTextBeforeAnOptionalBlock) {
   EXPECT_FALSE(cg->Matches("a full-width bar ｜ in the text"));
 }
 
+// must_call (Anthropic tool_choice "any", prompt not opened): the block from its opening tag on, nothing
+// before it, and at least one call.
+TEST(ToolCallGrammar, MustCallStartsWithTheBlock) {
+  ToolCallGrammarSpec s = Spec(ToolCallGrammarSpec::Dialect::kV4, false);
+  s.must_call = true;
+  auto cg = Build(s);
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  const std::string open = "\n\n<" + M + "tool_calls>\n";
+  EXPECT_TRUE(cg->Matches(open + Weather() + kEnd));
+  EXPECT_TRUE(cg->Matches(open + Weather() + "\n" + InvokeV4("ping", {}) + kEnd));
+  EXPECT_FALSE(cg->Matches(""));
+  EXPECT_FALSE(cg->Matches("Just an answer."));
+  EXPECT_FALSE(cg->Matches("Let me look.\n" + open + Weather() + kEnd));
+  EXPECT_FALSE(cg->Matches(open + kEnd));
+  EXPECT_FALSE(cg->Matches(Weather() + kEnd));  // the opening tag is the output's, not the prompt's
+  // The spec text keeps the flag (the cache keys on it).
+  auto back = ParseToolCallSpec(SerializeToolCallSpec(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->must_call);
+  EXPECT_FALSE(back->opened);
+}
+
 TEST(ToolCallGrammar, V41AndV32Layouts) {
   auto v41 = Build(Spec(ToolCallGrammarSpec::Dialect::kV41, true));
   auto v32 = Build(Spec(ToolCallGrammarSpec::Dialect::kV32, true));

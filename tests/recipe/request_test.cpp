@@ -180,6 +180,29 @@ TEST(RequestParsing, SettingsReachTheConversation) {
   EXPECT_EQ(inf.metadata["k"], "v");
 }
 
+// Anthropic tools[].strict reaches the Conversation (the server's strict tool-call grammar then applies), and the
+// schema stays as written: Chat's strict rewrite would drop maxLength (deepseek-recipe's rule), which the grammar
+// must honour here, and deepseek-recipe renders an Anthropic tool's schema unchanged.
+TEST(RequestParsing, MessagesStrictToolKeepsItsSchema) {
+  const std::string schema = R"({"type":"object","properties":{"q":{"type":"string","maxLength":4}},"required":["q"]})";
+  const ParseOutcome outcome = ParseMessagesRequest(
+      R"({"model":"m","max_tokens":9,"messages":[{"role":"user","content":"x"}],"tools":[)"
+      R"({"name":"a","strict":true,"input_schema":)" + schema + R"(},{"name":"b","input_schema":{"type":"object"}}]})");
+  ASSERT_TRUE(outcome.ok()) << outcome.error.message;
+  const auto& tools = outcome.request->conversation.tools;
+  ASSERT_EQ(tools.size(), 2u);
+  EXPECT_EQ(tools[0].strict, std::optional<bool>(true));
+  EXPECT_EQ(tools[0].parameters.dump(), schema);
+  EXPECT_EQ(tools[1].strict, std::nullopt);
+  // strict must be a boolean.
+  const ParseOutcome bad = ParseMessagesRequest(
+      R"({"model":"m","max_tokens":9,"messages":[{"role":"user","content":"x"}],"tools":[)"
+      R"({"name":"a","strict":"yes","input_schema":{"type":"object"}}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error.http_status, 400);
+  EXPECT_NE(bad.error.param.find("tools"), std::string::npos) << bad.error.param;
+}
+
 TEST(RequestParsing, ThinkingModeForcesTemperatureOneAndDefaultsEffortToHigh) {
   // deepseek-recipe: thinking mode samples at temperature 1.0; an unset effort means "high".
   const ParseOutcome outcome =

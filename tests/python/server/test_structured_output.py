@@ -207,6 +207,31 @@ def test_responses_strict_tools_required(oai, seed, parallel):
         jsonschema.validate(json.loads(call.arguments), SCHEMAS[call.name])
 
 
+# Anthropic tools[].strict: the same grammar on /v1/messages, the schema as written. tool_choice "any" renders as
+# "auto" (deepseek-recipe), so the grammar itself starts the output with the block; a named tool opens it in
+# the prompt. Every response must be tool_use blocks whose input validates; disable_parallel_tool_use: one call.
+@pytest.mark.parametrize("seed, choice", [(51, {"type": "any"}), (52, {"type": "any"}),
+                                          (53, {"type": "any", "disable_parallel_tool_use": True}),
+                                          (54, {"type": "tool", "name": "search"}),
+                                          (55, {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True})])
+def test_messages_strict_tools_calls_validate(server, seed, choice):
+    claude = anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0)
+    tools = [{"name": n, "strict": True, "input_schema": s} for n, s in SCHEMAS.items()]
+    r = claude.messages.create(model=MODEL, max_tokens=400, messages=[{"role": "user", "content": "Weather?"}],
+                               tools=tools, tool_choice=choice,
+                               extra_body={"thinking": {"type": "disabled"}, "seed": seed, "temperature": 1.0})
+    assert r.stop_reason == "tool_use"
+    uses = [b for b in r.content if b.type == "tool_use"]
+    assert uses
+    assert all(b.type == "tool_use" or (b.type == "text" and not b.text.strip()) for b in r.content), r.content
+    names = [choice["name"]] if choice["type"] == "tool" else SCHEMAS
+    for b in uses:
+        assert b.name in names
+        jsonschema.validate(b.input, SCHEMAS[b.name])
+    if choice.get("disable_parallel_tool_use"):
+        assert len(uses) == 1
+
+
 def test_strict_tool_schema_the_grammar_cannot_take_is_400(oai):
     bad = {"type": "object", "additionalProperties": False, "required": ["q"],
            "properties": {"q": {"type": "string", "pattern": "(?<=a)b"}}}
