@@ -10,16 +10,14 @@
 
 #include "core/json.h"
 #include "grammar/compiler.h"
+#include "grammar/json_schema_internal.h"
 #include "grammar/json_text.h"
 #include "grammar/regex.h"
 
 namespace deepinfer::grammar {
 
-namespace {
+namespace json_schema_internal {
 
-using Json = nlohmann::ordered_json;
-
-// Keywords that only annotate (or that this compiler reads elsewhere) and never constrain by themselves.
 const std::set<std::string>& AnnotationKeywords() {
   static const std::set<std::string> k = {
       "title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id", "$anchor",
@@ -28,7 +26,6 @@ const std::set<std::string>& AnnotationKeywords() {
   return k;
 }
 
-// Keywords that constrain instances and that this compiler does not implement.
 const std::set<std::string>& UnsupportedKeywords() {
   static const std::set<std::string> k = {"if", "then", "else", "dependentSchemas", "dependentRequired",
                                           "dependencies", "propertyNames", "contains", "minContains",
@@ -37,35 +34,29 @@ const std::set<std::string>& UnsupportedKeywords() {
   return k;
 }
 
-enum TypeBit : uint8_t {
-  kNull = 1,
-  kBool = 2,
-  kObject = 4,
-  kArray = 8,
-  kString = 16,
-  kInteger = 32,  // integers only
-  kNumber = 64,   // numbers with a fraction (kInteger | kNumber = all numbers)
-  kAllTypes = 127,
-};
+Status Unsupported(const std::string& keyword, const std::string& path) {
+  return Status::Unimplemented("JSON Schema keyword '" + keyword + "' at " + path + " is not supported");
+}
 
-struct Piece {  // an integer-part range and a fraction class
-  uint64_t lo;
-  std::optional<uint64_t> hi;  // nullopt: unbounded
-  int frac;                    // 0 any, 1 zero, 2 positive
-};
+Status Invalid(const std::string& what, const std::string& path) {
+  return Status::InvalidArgument("invalid JSON Schema at " + path + ": " + what);
+}
 
-std::string Digits(uint64_t v) { return std::to_string(v); }
+}  // namespace json_schema_internal
+
+namespace {
+
+using namespace json_schema_internal;  // NOLINT(google-build-using-namespace): the front end's own internals
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o) {}
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o), r_(root, o) {}
 
   Result<Grammar> Run() {
     uint32_t r = g_.AddRule("root");
     g_.set_root(r);
     DI_ASSIGN_OR_RETURN(ExprId body, Compile(root_, "#", 0));
     g_.Define(r, g_.Seq({Ws(), body, Ws()}));
-    for (auto& [ptr, rule] : pending_) (void)ptr, (void)rule;
     return std::move(g_);
   }
 
@@ -78,12 +69,6 @@ class SchemaCompiler {
   }
 
  private:
-  Status Unsupported(const std::string& keyword, const std::string& path) {
-    return Status::Unimplemented("JSON Schema keyword '" + keyword + "' at " + path + " is not supported");
-  }
-  Status Invalid(const std::string& what, const std::string& path) {
-    return Status::InvalidArgument("invalid JSON Schema at " + path + ": " + what);
-  }
   // A length/count keyword ("minLength", "maxItems", ...) must be a non-negative integer; values
   // above `cap` are clamped so a huge bound cannot blow up the compiled grammar.
   Status ReadCount(const Json& s, const char* keyword, double cap, const std::string& path, uint32_t* out) {
@@ -150,213 +135,9 @@ class SchemaCompiler {
     g_.Define(any_object_rule_,
               g_.Seq({Tok("{"), g_.Optional(g_.Seq({member, Ws(), g_.Star(g_.Seq({comma, member, Ws()}))})), Lit("}")}));
     g_.Define(arr, g_.Seq({Tok("["), g_.Optional(g_.Seq({value, Ws(), g_.Star(g_.Seq({comma, value, Ws()}))})), Lit("]")}));
-    g_.Define(any_value_rule_, g_.Alt({Lit("null"), Lit("true"), Lit("false"), NumberAny(false), AnyString(),
+    g_.Define(any_value_rule_, g_.Alt({Lit("null"), Lit("true"), Lit("false"), JsonNumberAny(&g_, false, o_.integer_fraction), AnyString(),
                                        Ref(any_object_rule_), Ref(arr)}));
     return Ref(any_value_rule_);
-  }
-
-  ExprId Frac(int cls) {
-    ExprId digits = g_.Star(g_.Chars({{'0', '9'}}));
-    switch (cls) {
-      case 1:
-        if (!o_.integer_fraction) return g_.Empty();
-        return g_.Optional(g_.Seq({Lit("."), g_.Plus(Lit("0"))}));
-      case 2:
-        return g_.Seq({Lit("."), digits, g_.Chars({{'1', '9'}}), digits});
-      default:
-        return g_.Optional(g_.Seq({Lit("."), g_.Plus(g_.Chars({{'0', '9'}}))}));
-    }
-  }
-  ExprId NumberAny(bool integer) {
-    ExprId intpart = g_.Alt({Lit("0"), g_.Seq({g_.Chars({{'1', '9'}}), g_.Star(g_.Chars({{'0', '9'}}))})});
-    if (integer) return g_.Seq({g_.Optional(Lit("-")), intpart, Frac(1)});
-    ExprId exp = g_.Optional(g_.Seq({g_.Chars({{'e', 'e'}, {'E', 'E'}}), g_.Optional(g_.Chars({{'+', '+'}, {'-', '-'}})),
-                                     g_.Plus(g_.Chars({{'0', '9'}}))}));
-    return g_.Seq({g_.Optional(Lit("-")), intpart, Frac(0), exp});
-  }
-
-  // Digit strings of the same length between lo and hi (inclusive).
-  ExprId FixedLen(const std::string& lo, const std::string& hi) {
-    if (lo.empty()) return g_.Empty();
-    if (lo.size() == 1) return g_.Chars({{static_cast<uint32_t>(lo[0]), static_cast<uint32_t>(hi[0])}});
-    if (lo[0] == hi[0]) return g_.Seq({Lit(std::string(1, lo[0])), FixedLen(lo.substr(1), hi.substr(1))});
-    size_t n = lo.size() - 1;
-    std::vector<ExprId> alts;
-    alts.push_back(g_.Seq({Lit(std::string(1, lo[0])), FixedLen(lo.substr(1), std::string(n, '9'))}));
-    if (hi[0] - lo[0] > 1)
-      alts.push_back(g_.Seq({g_.Chars({{static_cast<uint32_t>(lo[0] + 1), static_cast<uint32_t>(hi[0] - 1)}}),
-                             g_.Repeat(g_.Chars({{'0', '9'}}), static_cast<uint32_t>(n), static_cast<uint32_t>(n))}));
-    alts.push_back(g_.Seq({Lit(std::string(1, hi[0])), FixedLen(std::string(n, '0'), hi.substr(1))}));
-    return g_.Alt(std::move(alts));
-  }
-  // Canonical decimal integers in [lo, hi].
-  ExprId IntRange(uint64_t lo, std::optional<uint64_t> hi) {
-    if (hi && *hi < lo) return g_.Nothing();
-    std::string a = Digits(lo);
-    std::vector<ExprId> alts;
-    std::string top = hi ? Digits(*hi) : std::string();
-    size_t max_len = hi ? top.size() : a.size();
-    for (size_t len = a.size(); len <= max_len; ++len) {
-      std::string l = a;
-      if (len != a.size()) {
-        l.assign(len, '0');
-        l[0] = '1';
-      }
-      if (len == 1 && len != a.size()) l = "0";
-      std::string h = (hi && len == top.size()) ? top : std::string(len, '9');
-      alts.push_back(FixedLen(l, h));
-    }
-    if (!hi)
-      alts.push_back(g_.Seq({g_.Chars({{'1', '9'}}), g_.Repeat(g_.Chars({{'0', '9'}}), static_cast<uint32_t>(a.size()), kUnbounded)}));
-    return g_.Alt(std::move(alts));
-  }
-
-  // Non-negative numbers m with lo <(=) m <(=) hi, as pieces.
-  static std::vector<Piece> Magnitude(std::optional<uint64_t> lo, bool lo_excl, std::optional<uint64_t> hi, bool hi_excl) {
-    std::vector<Piece> lower, upper, out;
-    if (!lo) lower.push_back({0, std::nullopt, 0});
-    else if (!lo_excl) lower.push_back({*lo, std::nullopt, 0});
-    else lower = {{*lo + 1, std::nullopt, 0}, {*lo, *lo, 2}};
-    if (!hi) upper.push_back({0, std::nullopt, 0});
-    else if (!hi_excl) upper = {{0, *hi == 0 ? std::optional<uint64_t>() : std::optional<uint64_t>(*hi - 1), 0}, {*hi, *hi, 1}};
-    else if (*hi > 0) upper.push_back({0, *hi - 1, 0});
-    if (hi && !hi_excl && *hi == 0) upper = {{0, 0, 1}};
-    for (const Piece& a : lower)
-      for (const Piece& b : upper) {
-        uint64_t l = std::max(a.lo, b.lo);
-        std::optional<uint64_t> h = !a.hi ? b.hi : !b.hi ? a.hi : std::optional<uint64_t>(std::min(*a.hi, *b.hi));
-        if (h && *h < l) continue;
-        int f = a.frac == 0 ? b.frac : b.frac == 0 ? a.frac : (a.frac == b.frac ? a.frac : -1);
-        if (f < 0) continue;
-        out.push_back({l, h, f});
-      }
-    return out;
-  }
-
-  static Result<std::optional<uint64_t>> Bound(double v, bool up, const std::string& path, bool integer) {
-    (void)path;
-    if (!std::isfinite(v)) return std::optional<uint64_t>();
-    double r = up ? std::ceil(v) : std::floor(v);
-    if (r != v && !integer) return Status::Unimplemented("a non-integral numeric bound at " + path + " is not supported");
-    if (std::fabs(r) >= 1e18) return std::optional<uint64_t>();
-    return std::optional<uint64_t>(static_cast<uint64_t>(std::fabs(r)));
-  }
-
-  Result<ExprId> Number(const Json& s, bool integer, const std::string& path) {
-    std::optional<double> lo, hi;
-    bool lo_excl = false, hi_excl = false;
-    auto num = [&](const char* k) -> std::optional<double> {
-      auto it = s.find(k);
-      if (it != s.end() && it->is_number()) return it->get<double>();
-      return std::nullopt;
-    };
-    if (auto v = num("minimum")) lo = v;
-    if (auto v = num("maximum")) hi = v;
-    if (auto it = s.find("exclusiveMinimum"); it != s.end()) {
-      if (it->is_boolean()) lo_excl = it->get<bool>();
-      else if (auto v = num("exclusiveMinimum"); v && (!lo || *v >= *lo)) lo = v, lo_excl = true;
-    }
-    if (auto it = s.find("exclusiveMaximum"); it != s.end()) {
-      if (it->is_boolean()) hi_excl = it->get<bool>();
-      else if (auto v = num("exclusiveMaximum"); v && (!hi || *v <= *hi)) hi = v, hi_excl = true;
-    }
-    std::optional<double> mult = num("multipleOf");
-    if (mult && *mult <= 0) return Invalid("multipleOf must be positive", path);
-    int frac_digits = -1;  // -1: any
-    bool int_only = integer;
-    if (mult) {
-      double m = *mult;
-      if (m == std::floor(m)) {
-        int_only = true;
-      } else {
-        int k = 0;
-        double p = m;
-        while (k < 10 && std::fabs(p - std::round(p)) > 1e-9) p *= 10, ++k;
-        if (std::fabs(std::round(p) - 1.0) > 1e-9) return Unsupported("multipleOf (" + std::to_string(m) + ")", path);
-        frac_digits = k;
-      }
-    }
-    // Integer-only with a non-integral bound: round the bound inwards.
-    if (int_only) {
-      if (lo && *lo != std::floor(*lo)) lo = std::floor(*lo), lo_excl = true;
-      if (hi && *hi != std::ceil(*hi)) hi = std::ceil(*hi), hi_excl = true;
-    }
-    bool bounded = lo || hi;
-    if (!bounded && frac_digits < 0 && (!mult || *mult == 1.0)) return NumberAny(int_only);
-    std::vector<ExprId> alts;
-    // Non-negative part.
-    bool want_nonneg = !hi || *hi > 0 || (*hi == 0 && !hi_excl);
-    if (want_nonneg) {
-      std::optional<uint64_t> mlo, mhi;
-      bool mlo_excl = false;
-      if (lo && *lo > 0) {
-        DI_ASSIGN_OR_RETURN(mlo, Bound(*lo, false, path, int_only));
-        mlo_excl = lo_excl;
-      } else if (lo && *lo == 0) {
-        mlo = 0, mlo_excl = lo_excl;
-      }
-      if (hi) {
-        DI_ASSIGN_OR_RETURN(mhi, Bound(*hi, true, path, int_only));
-      }
-      for (const Piece& p : Magnitude(mlo, mlo_excl, mhi, hi && hi_excl)) alts.push_back(PieceExpr(p, int_only, frac_digits));
-    }
-    bool want_neg = !lo || *lo < 0;
-    if (want_neg) {
-      std::optional<uint64_t> mlo, mhi;
-      bool mlo_excl = true, mhi_excl = false;
-      mlo = 0;
-      if (hi && *hi < 0) {
-        DI_ASSIGN_OR_RETURN(mlo, Bound(-*hi, false, path, int_only));
-        mlo_excl = hi_excl;
-      }
-      if (lo) {
-        DI_ASSIGN_OR_RETURN(mhi, Bound(-*lo, true, path, int_only));
-        mhi_excl = lo_excl;
-      }
-      std::vector<ExprId> neg;
-      for (const Piece& p : Magnitude(mlo, mlo_excl, mhi, mhi_excl))
-        if (!(p.hi && *p.hi == 0 && p.frac == 1)) neg.push_back(PieceExpr(p, int_only, frac_digits));
-      if (!neg.empty()) alts.push_back(g_.Seq({Lit("-"), g_.Alt(std::move(neg))}));
-    }
-    ExprId out = g_.Alt(std::move(alts));
-    if (mult && int_only && *mult != 1.0) {
-      double m = *mult;
-      double p = m;
-      int zeros = 0;
-      while (p >= 10 && std::fmod(p, 10) == 0) p /= 10, ++zeros;
-      if (p == 1) {
-        // Multiples of 10^k: zero, or digits ending in k zeros.
-        ExprId tail = g_.Repeat(Lit("0"), static_cast<uint32_t>(zeros), static_cast<uint32_t>(zeros));
-        ExprId mults = g_.Seq({g_.Optional(Lit("-")),
-                               g_.Alt({Lit("0"), g_.Seq({g_.Chars({{'1', '9'}}), g_.Star(g_.Chars({{'0', '9'}})), tail})}),
-                               Frac(1)});
-        out = g_.And(out, mults);
-      } else if (lo && hi && (*hi - *lo) / m <= 4096) {
-        std::vector<ExprId> values;
-        for (double v = std::ceil(*lo / m) * m; v <= *hi; v += m) {
-          if ((v == *lo && lo_excl) || (v == *hi && hi_excl)) continue;
-          values.push_back(Lit(Digits(static_cast<uint64_t>(std::fabs(v))).insert(0, v < 0 ? "-" : "")));
-        }
-        out = g_.Alt(std::move(values));
-      } else {
-        return Unsupported("multipleOf (" + std::to_string(m) + ") without a small finite range", path);
-      }
-    }
-    return out;
-  }
-
-  ExprId PieceExpr(const Piece& p, bool int_only, int frac_digits) {
-    int cls = int_only ? (p.frac == 2 ? -1 : 1) : p.frac;
-    if (cls < 0) return g_.Nothing();
-    ExprId frac;
-    if (frac_digits >= 0 && cls != 1) {
-      ExprId d = g_.Chars({{'0', '9'}});
-      ExprId limited = g_.Seq({Lit("."), g_.Repeat(d, 1, static_cast<uint32_t>(frac_digits)), g_.Star(Lit("0"))});
-      frac = cls == 0 ? g_.Optional(limited) : g_.And(limited, Frac(2));
-    } else {
-      frac = Frac(cls);
-    }
-    return g_.Seq({IntRange(p.lo, p.hi), frac});
   }
 
   Result<ExprId> Format(const std::string& f) {
@@ -435,227 +216,6 @@ class SchemaCompiler {
     return StringRule(key, body, false, min, max);
   }
 
-  static int HexDigit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-
-  Result<const Json*> Resolve(const std::string& ref, const std::string& path) {
-    if (ref.empty() || ref[0] != '#') return Unsupported("$ref to '" + ref + "' (only local references)", path);
-    const Json* cur = &root_;
-    size_t pos = 1;
-    if (pos < ref.size() && ref[pos] != '/') return Unsupported("$ref to an anchor '" + ref + "'", path);
-    while (pos < ref.size()) {
-      size_t next = ref.find('/', pos + 1);
-      std::string token = ref.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
-      pos = next == std::string::npos ? ref.size() : next;
-      std::string key;
-      for (size_t i = 0; i < token.size(); ++i) {
-        if (token[i] == '~' && i + 1 < token.size()) {
-          key.push_back(token[i + 1] == '1' ? '/' : '~');
-          ++i;
-        } else if (token[i] == '%') {
-          // URI percent-encoding: exactly two hex digits (untrusted text: no stoi, which throws).
-          const int hi = i + 2 < token.size() ? HexDigit(token[i + 1]) : -1;
-          const int lo = hi >= 0 ? HexDigit(token[i + 2]) : -1;
-          if (lo < 0) return Invalid("$ref '" + ref + "' has an invalid percent-encoding", path);
-          key.push_back(static_cast<char>(hi * 16 + lo));
-          i += 2;
-        } else {
-          key.push_back(token[i]);
-        }
-      }
-      if (cur->is_object()) {
-        auto it = cur->find(key);
-        if (it == cur->end()) return Invalid("$ref '" + ref + "' does not resolve", path);
-        cur = &*it;
-      } else if (cur->is_array()) {
-        size_t idx = 0;
-        bool digits = !key.empty() && key.size() <= 9;
-        for (char c : key) {
-          if (c < '0' || c > '9') digits = false;
-          else idx = idx * 10 + static_cast<size_t>(c - '0');
-        }
-        if (!digits || idx >= cur->size()) return Invalid("$ref '" + ref + "' does not resolve", path);
-        cur = &(*cur)[idx];
-      } else {
-        return Invalid("$ref '" + ref + "' does not resolve", path);
-      }
-    }
-    return cur;
-  }
-
-  // allOf, $ref siblings and anyOf/oneOf distribution: merge schemas at the JSON level.
-  Result<Json> Merge(const Json& a, const Json& b, const std::string& path, uint32_t depth) {
-    if (depth > o_.max_depth) return Status::ResourceExhausted("schemas nest deeper than " + std::to_string(o_.max_depth));
-    if (a.is_boolean()) return a.get<bool>() ? b : a;
-    if (b.is_boolean()) return b.get<bool>() ? a : b;
-    DI_ASSIGN_OR_RETURN(Json x, Inline(a, path, depth + 1));
-    DI_ASSIGN_OR_RETURN(Json y, Inline(b, path, depth + 1));
-    if (x.is_boolean() || y.is_boolean()) return Merge(x, y, path, depth + 1);
-    Json out = x;
-    for (auto it = y.begin(); it != y.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& v = it.value();
-      if (!out.contains(k) || AnnotationKeywords().count(k)) {
-        if (!out.contains(k)) out[k] = v;
-        continue;
-      }
-      Json& cur = out[k];
-      if (cur == v) continue;
-      if (k == "type") {
-        auto set = [](const Json& t) {
-          std::set<std::string> s;
-          if (t.is_string()) s.insert(t.get<std::string>());
-          else for (const auto& e : t) if (e.is_string()) s.insert(e.get<std::string>());
-          return s;
-        };
-        auto s1 = set(cur), s2 = set(v);
-        Json both = Json::array();
-        for (const auto& t : s1) {
-          if (s2.count(t)) both.push_back(t);
-          else if (t == "number" && s2.count("integer")) both.push_back("integer");
-          else if (t == "integer" && s2.count("number")) both.push_back("integer");
-        }
-        cur = both;
-      } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
-        for (auto p = v.begin(); p != v.end(); ++p) {
-          if (!cur.contains(p.key())) cur[p.key()] = p.value();
-          else if (cur[p.key()] != p.value()) cur[p.key()] = Json{{"allOf", Json::array({cur[p.key()], p.value()})}};
-        }
-      } else if (k == "required") {
-        for (const auto& r : v)
-          if (std::find(cur.begin(), cur.end(), r) == cur.end()) cur.push_back(r);
-      } else if (k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties") {
-        if (v.is_number() && cur.is_number() && v.get<double>() > cur.get<double>()) cur = v;
-      } else if (k == "maximum" || k == "maxLength" || k == "maxItems" || k == "maxProperties") {
-        if (v.is_number() && cur.is_number() && v.get<double>() < cur.get<double>()) cur = v;
-      } else if (k == "exclusiveMinimum" && v.is_number() && cur.is_number()) {
-        if (v.get<double>() > cur.get<double>()) cur = v;
-      } else if (k == "exclusiveMaximum" && v.is_number() && cur.is_number()) {
-        if (v.get<double>() < cur.get<double>()) cur = v;
-      } else if (k == "enum") {
-        Json both = Json::array();
-        for (const auto& e : cur)
-          if (std::find(v.begin(), v.end(), e) != v.end()) both.push_back(e);
-        cur = both;
-      } else if (k == "const") {
-        out["enum"] = Json::array();
-      } else if (k == "pattern") {
-        if (!out.contains("$patterns")) out["$patterns"] = Json::array();
-        out["$patterns"].push_back(v);
-      } else if (k == "additionalProperties" || k == "items" || k == "additionalItems") {
-        cur = Json{{"allOf", Json::array({cur, v})}};
-      } else if (k == "allOf") {
-        for (const auto& e : v) cur.push_back(e);
-      } else if (k == "anyOf" || k == "oneOf") {
-        // Both must hold: keep one here, the other as an allOf member.
-        if (!out.contains("allOf")) out["allOf"] = Json::array();
-        out["allOf"].push_back(Json{{k, v}});
-      } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
-        if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "not" || k == "prefixItems")
-          return Unsupported("allOf with two different '" + k + "'", path);
-      }
-    }
-    return out;
-  }
-
-  // A schema with its top-level $ref and allOf folded in.
-  Result<Json> Inline(const Json& s, const std::string& path, uint32_t depth) {
-    if (depth > o_.max_depth) return Status::ResourceExhausted("$ref/allOf chains deeper than " + std::to_string(o_.max_depth));
-    if (!s.is_object()) return s;
-    Json out = s;
-    if (auto it = out.find("$ref"); it != out.end()) {
-      if (!it->is_string()) return Invalid("$ref must be a string", path);
-      DI_ASSIGN_OR_RETURN(const Json* target, Resolve(it->get<std::string>(), path));
-      Json rest = out;
-      rest.erase("$ref");
-      DI_ASSIGN_OR_RETURN(out, Merge(*target, rest, path, depth + 1));
-    }
-    if (auto it = out.find("allOf"); it != out.end() && it->is_array()) {
-      Json parts = *it;
-      out.erase("allOf");
-      for (const auto& p : parts) {
-        DI_ASSIGN_OR_RETURN(out, Merge(out, p, path, depth + 1));
-      }
-    }
-    return out;
-  }
-
-  static bool HasConstraints(const Json& s) {
-    if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
-    for (auto it = s.begin(); it != s.end(); ++it)
-      if (!AnnotationKeywords().count(it.key()) && it.key() != "anyOf" && it.key() != "oneOf") return true;
-    return false;
-  }
-
-  static uint8_t TypesOf(const Json& s) {
-    if (!s.is_object()) return (s.is_boolean() && !s.get<bool>()) ? 0 : kAllTypes;
-    uint8_t types = kAllTypes;
-    if (auto it = s.find("type"); it != s.end()) {
-      types = 0;
-      auto add = [&](const std::string& t) {
-        if (t == "null") types |= kNull;
-        else if (t == "boolean") types |= kBool;
-        else if (t == "object") types |= kObject;
-        else if (t == "array") types |= kArray;
-        else if (t == "string") types |= kString;
-        else if (t == "integer") types |= kInteger;
-        else if (t == "number") types |= kInteger | kNumber;
-      };
-      if (it->is_string()) add(it->get<std::string>());
-      else if (it->is_array()) for (const auto& t : *it) if (t.is_string()) add(t.get<std::string>());
-    }
-    auto values = [&](const Json& vs) {
-      uint8_t t = 0;
-      for (const auto& v : vs) {
-        if (v.is_null()) t |= kNull;
-        else if (v.is_boolean()) t |= kBool;
-        else if (v.is_object()) t |= kObject;
-        else if (v.is_array()) t |= kArray;
-        else if (v.is_string()) t |= kString;
-        else if (v.is_number_integer() || v.is_number_unsigned()) t |= kInteger;
-        else if (v.is_number()) t |= (v.get<double>() == std::floor(v.get<double>())) ? kInteger : kNumber;
-      }
-      return t;
-    };
-    if (auto it = s.find("const"); it != s.end()) types &= values(Json::array({*it}));
-    if (auto it = s.find("enum"); it != s.end() && it->is_array()) types &= values(*it);
-    return types;
-  }
-
-  // Whether two branches can never validate the same instance (by type, or by a required property whose
-  // const/enum values do not meet).
-  Result<bool> Disjoint(const Json& a, const Json& b) {
-    if ((TypesOf(a) & TypesOf(b)) == 0) return true;
-    if (!a.is_object() || !b.is_object()) return false;
-    auto pa = a.find("properties"), pb = b.find("properties");
-    if (pa == a.end() || pb == b.end() || !pa->is_object() || !pb->is_object()) return false;
-    auto required = [](const Json& s, const std::string& k) {
-      auto r = s.find("required");
-      return r != s.end() && r->is_array() && std::find(r->begin(), r->end(), k) != r->end();
-    };
-    for (auto it = pa->begin(); it != pa->end(); ++it) {
-      auto jt = pb->find(it.key());
-      if (jt == pb->end() || !required(a, it.key()) || !required(b, it.key())) continue;
-      auto vals = [](const Json& s) -> std::optional<Json> {
-        if (!s.is_object()) return std::nullopt;
-        if (auto c = s.find("const"); c != s.end()) return Json::array({*c});
-        if (auto e = s.find("enum"); e != s.end() && e->is_array()) return *e;
-        return std::nullopt;
-      };
-      auto va = vals(it.value()), vb = vals(jt.value());
-      if (!va || !vb) continue;
-      bool meet = false;
-      for (const auto& x : *va)
-        if (std::find(vb->begin(), vb->end(), x) != vb->end()) meet = true;
-      if (!meet) return true;
-    }
-    return false;
-  }
-
   Result<ExprId> Compile(const Json& schema, const std::string& path, uint32_t depth) {
     if (depth > o_.max_depth) return Status::ResourceExhausted("the schema nests deeper than " + std::to_string(o_.max_depth) + " levels");
     if (schema.is_boolean()) return schema.get<bool>() ? AnyValue() : g_.Nothing();
@@ -671,7 +231,7 @@ class SchemaCompiler {
         if (ref == "#/") ref = "#";
         auto found = ref_rules_.find(ref);
         if (found != ref_rules_.end()) return Ref(found->second);
-        DI_ASSIGN_OR_RETURN(const Json* target, Resolve(ref, path));
+        DI_ASSIGN_OR_RETURN(const Json* target, r_.Resolve(ref, path));
         uint32_t rule = g_.AddRule(ref);
         ref_rules_[ref] = rule;
         DI_ASSIGN_OR_RETURN(ExprId body, Compile(*target, ref, depth + 1));
@@ -679,23 +239,23 @@ class SchemaCompiler {
         return Ref(rule);
       }
     }
-    DI_ASSIGN_OR_RETURN(Json s, Inline(schema, path, depth));
+    DI_ASSIGN_OR_RETURN(Json s, r_.Inline(schema, path, depth));
     if (s.is_boolean()) return s.get<bool>() ? AnyValue() : g_.Nothing();
     for (auto it = s.begin(); it != s.end(); ++it)
       if (UnsupportedKeywords().count(it.key())) return Unsupported(it.key(), path);
     if (auto it = s.find("uniqueItems"); it != s.end() && it->is_boolean() && it->get<bool>()) {
       auto mx = s.find("maxItems");
-      if (!(mx != s.end() && mx->is_number() && mx->get<double>() <= 1) && (TypesOf(s) & kArray))
+      if (!(mx != s.end() && mx->is_number() && mx->get<double>() <= 1) && (r_.TypesOf(s) & kArray))
         return Unsupported("uniqueItems", path);
     }
     if (auto it = s.find("not"); it != s.end()) {
       const Json& n = *it;
       bool type_only = n.is_object() && n.size() == 1 && n.contains("type");
       if (!type_only && !(n.is_object() && n.empty())) return Unsupported("not", path);
-      uint8_t excluded = n.empty() ? static_cast<uint8_t>(kAllTypes) : TypesOf(n);
+      uint8_t excluded = n.empty() ? static_cast<uint8_t>(kAllTypes) : r_.TypesOf(n);
       Json rest = s;
       rest.erase("not");
-      uint8_t keep = TypesOf(rest) & static_cast<uint8_t>(~excluded);
+      uint8_t keep = r_.TypesOf(rest) & static_cast<uint8_t>(~excluded);
       return Typed(rest, keep, path, depth);
     }
     if (auto it = s.find("anyOf"); it != s.end() || s.contains("oneOf")) {
@@ -705,21 +265,21 @@ class SchemaCompiler {
       if (!branches.is_array() || branches.empty()) return Invalid(kw + " must be a non-empty array", path);
       Json rest = s;
       rest.erase(kw);
-      bool distribute = HasConstraints(rest);
+      bool distribute = r_.HasConstraints(rest);
       std::vector<Json> merged;
       for (size_t i = 0; i < branches.size(); ++i) {
         if (distribute) {
-          DI_ASSIGN_OR_RETURN(Json m, Merge(rest, branches[i], path + "/" + kw + "/" + std::to_string(i), depth + 1));
+          DI_ASSIGN_OR_RETURN(Json m, r_.Merge(rest, branches[i], path + "/" + kw + "/" + std::to_string(i), depth + 1));
           merged.push_back(std::move(m));
         } else {
-          DI_ASSIGN_OR_RETURN(Json m, Inline(branches[i], path, depth + 1));
+          DI_ASSIGN_OR_RETURN(Json m, r_.Inline(branches[i], path, depth + 1));
           merged.push_back(std::move(m));
         }
       }
       if (one && merged.size() > 1) {
         for (size_t i = 0; i < merged.size(); ++i)
           for (size_t j = i + 1; j < merged.size(); ++j) {
-            DI_ASSIGN_OR_RETURN(bool d, Disjoint(merged[i], merged[j]));
+            DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint(merged[i], merged[j], depth));
             if (!d) return Unsupported("oneOf (with branches that may overlap)", path);
           }
       }
@@ -730,7 +290,7 @@ class SchemaCompiler {
       }
       return g_.Alt(std::move(alts));
     }
-    return Typed(s, TypesOf(s), path, depth);
+    return Typed(s, r_.TypesOf(s), path, depth);
   }
 
   Result<ExprId> Typed(const Json& s, uint8_t types, const std::string& path, uint32_t depth) {
@@ -747,7 +307,7 @@ class SchemaCompiler {
       alts.push_back(e);
     }
     if ((types & (kInteger | kNumber)) != 0) {
-      DI_ASSIGN_OR_RETURN(ExprId e, Number(s, (types & kNumber) == 0, path));
+      DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, (types & kNumber) == 0, o_.integer_fraction, path));
       alts.push_back(e);
     }
     if (types & kArray) {
@@ -765,7 +325,7 @@ class SchemaCompiler {
     (void)s;
     std::vector<ExprId> alts;
     for (const auto& v : values) {
-      uint8_t t = TypesOf(Json{{"const", v}});
+      uint8_t t = r_.TypesOf(Json{{"const", v}});
       if (!(t & types)) continue;
       alts.push_back(Lit(v.dump(-1, ' ', false, Json::error_handler_t::replace)));
     }
@@ -947,9 +507,9 @@ class SchemaCompiler {
 
   const Json& root_;
   const JsonSchemaOptions& o_;
+  SchemaResolver r_;
   Grammar g_;
   std::map<std::string, uint32_t> ref_rules_;
-  std::map<std::string, uint32_t> pending_;
   std::map<std::string, uint32_t> string_rules_;
   uint32_t any_value_rule_ = 0xFFFFFFFFu;
   uint32_t any_object_rule_ = 0xFFFFFFFFu;

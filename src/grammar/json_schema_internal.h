@@ -1,0 +1,65 @@
+// Internals of the JSON Schema front end shared by its files (json_schema*.cpp); no interface for others.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+
+namespace deepinfer::grammar::json_schema_internal {
+
+using Json = nlohmann::ordered_json;
+
+// Keywords that only annotate (or that the compiler reads elsewhere) and never constrain by themselves.
+const std::set<std::string>& AnnotationKeywords();
+// Keywords that constrain instances and that the compiler does not implement.
+const std::set<std::string>& UnsupportedKeywords();
+
+Status Unsupported(const std::string& keyword, const std::string& path);
+Status Invalid(const std::string& what, const std::string& path);
+
+enum TypeBit : uint8_t {
+  kNull = 1,
+  kBool = 2,
+  kObject = 4,
+  kArray = 8,
+  kString = 16,
+  kInteger = 32,  // integers only
+  kNumber = 64,   // numbers with a fraction (kInteger | kNumber = all numbers)
+  kAllTypes = 127,
+};
+
+// Numbers (json_schema_number.cpp). `integer_fraction`: JsonSchemaOptions::integer_fraction.
+ExprId JsonNumberAny(Grammar* g, bool integer, bool integer_fraction);
+// A number (or, `integer`, an integer) under the schema's minimum/maximum/exclusive*/multipleOf.
+Result<ExprId> JsonNumber(Grammar* g, const Json& s, bool integer, bool integer_fraction, const std::string& path);
+
+// Schema-level operations on the JSON of schemas (json_schema_merge.cpp): $ref resolution, allOf merging.
+class SchemaResolver {
+ public:
+  SchemaResolver(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o) {}
+
+  Result<const Json*> Resolve(const std::string& ref, const std::string& path) const;
+  // allOf, $ref siblings and anyOf/oneOf distribution: both schemas at once, merged at the JSON level.
+  Result<Json> Merge(const Json& a, const Json& b, const std::string& path, uint32_t depth) const;
+  // A schema with its top-level $ref and allOf folded in.
+  Result<Json> Inline(const Json& s, const std::string& path, uint32_t depth) const;
+  // Whether two (inlined) branches can never validate the same instance.
+  Result<bool> Disjoint(const Json& a, const Json& b, uint32_t depth) const;
+
+  static bool HasConstraints(const Json& s);
+  // The TypeBits of the instances the schema's type/const/enum allow.
+  static uint8_t TypesOf(const Json& s);
+
+ private:
+  const Json& root_;
+  const JsonSchemaOptions& o_;
+};
+
+}  // namespace deepinfer::grammar::json_schema_internal

@@ -1,0 +1,237 @@
+// Schema-level operations of the JSON Schema front end: local $ref resolution (JSON Pointer with ~ and %
+// escapes), allOf merging at the JSON level, and the type/disjointness facts oneOf needs.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "grammar/json_schema_internal.h"
+
+namespace deepinfer::grammar::json_schema_internal {
+
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+Result<const Json*> SchemaResolver::Resolve(const std::string& ref, const std::string& path) const {
+  if (ref.empty() || ref[0] != '#') return Unsupported("$ref to '" + ref + "' (only local references)", path);
+  const Json* cur = &root_;
+  size_t pos = 1;
+  if (pos < ref.size() && ref[pos] != '/') return Unsupported("$ref to an anchor '" + ref + "'", path);
+  while (pos < ref.size()) {
+    size_t next = ref.find('/', pos + 1);
+    std::string token = ref.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+    pos = next == std::string::npos ? ref.size() : next;
+    std::string key;
+    for (size_t i = 0; i < token.size(); ++i) {
+      if (token[i] == '~' && i + 1 < token.size()) {
+        key.push_back(token[i + 1] == '1' ? '/' : '~');
+        ++i;
+      } else if (token[i] == '%') {
+        // URI percent-encoding: exactly two hex digits (untrusted text: no stoi, which throws).
+        const int hi = i + 2 < token.size() ? HexDigit(token[i + 1]) : -1;
+        const int lo = hi >= 0 ? HexDigit(token[i + 2]) : -1;
+        if (lo < 0) return Invalid("$ref '" + ref + "' has an invalid percent-encoding", path);
+        key.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+      } else {
+        key.push_back(token[i]);
+      }
+    }
+    if (cur->is_object()) {
+      auto it = cur->find(key);
+      if (it == cur->end()) return Invalid("$ref '" + ref + "' does not resolve", path);
+      cur = &*it;
+    } else if (cur->is_array()) {
+      size_t idx = 0;
+      bool digits = !key.empty() && key.size() <= 9;
+      for (char c : key) {
+        if (c < '0' || c > '9') digits = false;
+        else idx = idx * 10 + static_cast<size_t>(c - '0');
+      }
+      if (!digits || idx >= cur->size()) return Invalid("$ref '" + ref + "' does not resolve", path);
+      cur = &(*cur)[idx];
+    } else {
+      return Invalid("$ref '" + ref + "' does not resolve", path);
+    }
+  }
+  return cur;
+}
+
+Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::string& path, uint32_t depth) const {
+  if (depth > o_.max_depth) return Status::ResourceExhausted("schemas nest deeper than " + std::to_string(o_.max_depth));
+  if (a.is_boolean()) return a.get<bool>() ? b : a;
+  if (b.is_boolean()) return b.get<bool>() ? a : b;
+  DI_ASSIGN_OR_RETURN(Json x, Inline(a, path, depth + 1));
+  DI_ASSIGN_OR_RETURN(Json y, Inline(b, path, depth + 1));
+  if (x.is_boolean() || y.is_boolean()) return Merge(x, y, path, depth + 1);
+  Json out = x;
+  for (auto it = y.begin(); it != y.end(); ++it) {
+    const std::string& k = it.key();
+    const Json& v = it.value();
+    if (!out.contains(k) || AnnotationKeywords().count(k)) {
+      if (!out.contains(k)) out[k] = v;
+      continue;
+    }
+    Json& cur = out[k];
+    if (cur == v) continue;
+    if (k == "type") {
+      auto set = [](const Json& t) {
+        std::set<std::string> s;
+        if (t.is_string()) s.insert(t.get<std::string>());
+        else for (const auto& e : t) if (e.is_string()) s.insert(e.get<std::string>());
+        return s;
+      };
+      auto s1 = set(cur), s2 = set(v);
+      Json both = Json::array();
+      for (const auto& t : s1) {
+        if (s2.count(t)) both.push_back(t);
+        else if (t == "number" && s2.count("integer")) both.push_back("integer");
+        else if (t == "integer" && s2.count("number")) both.push_back("integer");
+      }
+      cur = both;
+    } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
+      for (auto p = v.begin(); p != v.end(); ++p) {
+        if (!cur.contains(p.key())) cur[p.key()] = p.value();
+        else if (cur[p.key()] != p.value()) cur[p.key()] = Json{{"allOf", Json::array({cur[p.key()], p.value()})}};
+      }
+    } else if (k == "required") {
+      for (const auto& r : v)
+        if (std::find(cur.begin(), cur.end(), r) == cur.end()) cur.push_back(r);
+    } else if (k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties") {
+      if (v.is_number() && cur.is_number() && v.get<double>() > cur.get<double>()) cur = v;
+    } else if (k == "maximum" || k == "maxLength" || k == "maxItems" || k == "maxProperties") {
+      if (v.is_number() && cur.is_number() && v.get<double>() < cur.get<double>()) cur = v;
+    } else if (k == "exclusiveMinimum" && v.is_number() && cur.is_number()) {
+      if (v.get<double>() > cur.get<double>()) cur = v;
+    } else if (k == "exclusiveMaximum" && v.is_number() && cur.is_number()) {
+      if (v.get<double>() < cur.get<double>()) cur = v;
+    } else if (k == "enum") {
+      Json both = Json::array();
+      for (const auto& e : cur)
+        if (std::find(v.begin(), v.end(), e) != v.end()) both.push_back(e);
+      cur = both;
+    } else if (k == "const") {
+      out["enum"] = Json::array();
+    } else if (k == "pattern") {
+      if (!out.contains("$patterns")) out["$patterns"] = Json::array();
+      out["$patterns"].push_back(v);
+    } else if (k == "additionalProperties" || k == "items" || k == "additionalItems") {
+      cur = Json{{"allOf", Json::array({cur, v})}};
+    } else if (k == "allOf") {
+      for (const auto& e : v) cur.push_back(e);
+    } else if (k == "anyOf" || k == "oneOf") {
+      // Both must hold: keep one here, the other as an allOf member.
+      if (!out.contains("allOf")) out["allOf"] = Json::array();
+      out["allOf"].push_back(Json{{k, v}});
+    } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
+      if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "not" || k == "prefixItems")
+        return Unsupported("allOf with two different '" + k + "'", path);
+    }
+  }
+  return out;
+}
+
+Result<Json> SchemaResolver::Inline(const Json& s, const std::string& path, uint32_t depth) const {
+  if (depth > o_.max_depth) return Status::ResourceExhausted("$ref/allOf chains deeper than " + std::to_string(o_.max_depth));
+  if (!s.is_object()) return s;
+  Json out = s;
+  if (auto it = out.find("$ref"); it != out.end()) {
+    if (!it->is_string()) return Invalid("$ref must be a string", path);
+    DI_ASSIGN_OR_RETURN(const Json* target, Resolve(it->get<std::string>(), path));
+    Json rest = out;
+    rest.erase("$ref");
+    DI_ASSIGN_OR_RETURN(out, Merge(*target, rest, path, depth + 1));
+  }
+  if (auto it = out.find("allOf"); it != out.end() && it->is_array()) {
+    Json parts = *it;
+    out.erase("allOf");
+    for (const auto& p : parts) {
+      DI_ASSIGN_OR_RETURN(out, Merge(out, p, path, depth + 1));
+    }
+  }
+  return out;
+}
+
+bool SchemaResolver::HasConstraints(const Json& s) {
+  if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
+  for (auto it = s.begin(); it != s.end(); ++it)
+    if (!AnnotationKeywords().count(it.key()) && it.key() != "anyOf" && it.key() != "oneOf") return true;
+  return false;
+}
+
+uint8_t SchemaResolver::TypesOf(const Json& s) {
+  if (!s.is_object()) return (s.is_boolean() && !s.get<bool>()) ? 0 : kAllTypes;
+  uint8_t types = kAllTypes;
+  if (auto it = s.find("type"); it != s.end()) {
+    types = 0;
+    auto add = [&](const std::string& t) {
+      if (t == "null") types |= kNull;
+      else if (t == "boolean") types |= kBool;
+      else if (t == "object") types |= kObject;
+      else if (t == "array") types |= kArray;
+      else if (t == "string") types |= kString;
+      else if (t == "integer") types |= kInteger;
+      else if (t == "number") types |= kInteger | kNumber;
+    };
+    if (it->is_string()) add(it->get<std::string>());
+    else if (it->is_array()) for (const auto& t : *it) if (t.is_string()) add(t.get<std::string>());
+  }
+  auto values = [&](const Json& vs) {
+    uint8_t t = 0;
+    for (const auto& v : vs) {
+      if (v.is_null()) t |= kNull;
+      else if (v.is_boolean()) t |= kBool;
+      else if (v.is_object()) t |= kObject;
+      else if (v.is_array()) t |= kArray;
+      else if (v.is_string()) t |= kString;
+      else if (v.is_number_integer() || v.is_number_unsigned()) t |= kInteger;
+      else if (v.is_number()) t |= (v.get<double>() == std::floor(v.get<double>())) ? kInteger : kNumber;
+    }
+    return t;
+  };
+  if (auto it = s.find("const"); it != s.end()) types &= values(Json::array({*it}));
+  if (auto it = s.find("enum"); it != s.end() && it->is_array()) types &= values(*it);
+  return types;
+}
+
+// Whether two branches can never validate the same instance (by type, or by a required property whose
+// const/enum values do not meet).
+Result<bool> SchemaResolver::Disjoint(const Json& a, const Json& b, uint32_t depth) const {
+  (void)depth;
+  if ((TypesOf(a) & TypesOf(b)) == 0) return true;
+  if (!a.is_object() || !b.is_object()) return false;
+  auto pa = a.find("properties"), pb = b.find("properties");
+  if (pa == a.end() || pb == b.end() || !pa->is_object() || !pb->is_object()) return false;
+  auto required = [](const Json& s, const std::string& k) {
+    auto r = s.find("required");
+    return r != s.end() && r->is_array() && std::find(r->begin(), r->end(), k) != r->end();
+  };
+  for (auto it = pa->begin(); it != pa->end(); ++it) {
+    auto jt = pb->find(it.key());
+    if (jt == pb->end() || !required(a, it.key()) || !required(b, it.key())) continue;
+    auto vals = [](const Json& s) -> std::optional<Json> {
+      if (!s.is_object()) return std::nullopt;
+      if (auto c = s.find("const"); c != s.end()) return Json::array({*c});
+      if (auto e = s.find("enum"); e != s.end() && e->is_array()) return *e;
+      return std::nullopt;
+    };
+    auto va = vals(it.value()), vb = vals(jt.value());
+    if (!va || !vb) continue;
+    bool meet = false;
+    for (const auto& x : *va)
+      if (std::find(vb->begin(), vb->end(), x) != vb->end()) meet = true;
+    if (!meet) return true;
+  }
+  return false;
+}
+
+}  // namespace deepinfer::grammar::json_schema_internal

@@ -1,0 +1,245 @@
+// Numbers of the JSON Schema front end: canonical decimal ranges for minimum/maximum (exclusive or not) and
+// multipleOf, built digit by digit from the bounds.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grammar/json_schema_internal.h"
+
+namespace deepinfer::grammar::json_schema_internal {
+
+namespace {
+
+struct Piece {  // an integer-part range and a fraction class
+  uint64_t lo;
+  std::optional<uint64_t> hi;  // nullopt: unbounded
+  int frac;                    // 0 any, 1 zero, 2 positive
+};
+
+std::string Digits(uint64_t v) { return std::to_string(v); }
+
+class NumberBuilder {
+ public:
+  NumberBuilder(Grammar* g, bool integer_fraction) : g_(*g), integer_fraction_(integer_fraction) {}
+
+  ExprId Frac(int cls) {
+    ExprId digits = g_.Star(g_.Chars({{'0', '9'}}));
+    switch (cls) {
+      case 1:
+        if (!integer_fraction_) return g_.Empty();
+        return g_.Optional(g_.Seq({Lit("."), g_.Plus(Lit("0"))}));
+      case 2:
+        return g_.Seq({Lit("."), digits, g_.Chars({{'1', '9'}}), digits});
+      default:
+        return g_.Optional(g_.Seq({Lit("."), g_.Plus(g_.Chars({{'0', '9'}}))}));
+    }
+  }
+  ExprId NumberAny(bool integer) {
+    ExprId intpart = g_.Alt({Lit("0"), g_.Seq({g_.Chars({{'1', '9'}}), g_.Star(g_.Chars({{'0', '9'}}))})});
+    if (integer) return g_.Seq({g_.Optional(Lit("-")), intpart, Frac(1)});
+    ExprId exp = g_.Optional(g_.Seq({g_.Chars({{'e', 'e'}, {'E', 'E'}}), g_.Optional(g_.Chars({{'+', '+'}, {'-', '-'}})),
+                                     g_.Plus(g_.Chars({{'0', '9'}}))}));
+    return g_.Seq({g_.Optional(Lit("-")), intpart, Frac(0), exp});
+  }
+
+  // Digit strings of the same length between lo and hi (inclusive).
+  ExprId FixedLen(const std::string& lo, const std::string& hi) {
+    if (lo.empty()) return g_.Empty();
+    if (lo.size() == 1) return g_.Chars({{static_cast<uint32_t>(lo[0]), static_cast<uint32_t>(hi[0])}});
+    if (lo[0] == hi[0]) return g_.Seq({Lit(std::string(1, lo[0])), FixedLen(lo.substr(1), hi.substr(1))});
+    size_t n = lo.size() - 1;
+    std::vector<ExprId> alts;
+    alts.push_back(g_.Seq({Lit(std::string(1, lo[0])), FixedLen(lo.substr(1), std::string(n, '9'))}));
+    if (hi[0] - lo[0] > 1)
+      alts.push_back(g_.Seq({g_.Chars({{static_cast<uint32_t>(lo[0] + 1), static_cast<uint32_t>(hi[0] - 1)}}),
+                             g_.Repeat(g_.Chars({{'0', '9'}}), static_cast<uint32_t>(n), static_cast<uint32_t>(n))}));
+    alts.push_back(g_.Seq({Lit(std::string(1, hi[0])), FixedLen(std::string(n, '0'), hi.substr(1))}));
+    return g_.Alt(std::move(alts));
+  }
+  // Canonical decimal integers in [lo, hi].
+  ExprId IntRange(uint64_t lo, std::optional<uint64_t> hi) {
+    if (hi && *hi < lo) return g_.Nothing();
+    std::string a = Digits(lo);
+    std::vector<ExprId> alts;
+    std::string top = hi ? Digits(*hi) : std::string();
+    size_t max_len = hi ? top.size() : a.size();
+    for (size_t len = a.size(); len <= max_len; ++len) {
+      // The smallest value of this length: lo itself, else 10^(len-1).
+      std::string l = len == a.size() ? a : std::string(len, '0');
+      if (len != a.size()) l[0] = '1';
+      std::string h = (hi && len == top.size()) ? top : std::string(len, '9');
+      alts.push_back(FixedLen(l, h));
+    }
+    if (!hi)
+      alts.push_back(g_.Seq({g_.Chars({{'1', '9'}}), g_.Repeat(g_.Chars({{'0', '9'}}), static_cast<uint32_t>(a.size()), kUnbounded)}));
+    return g_.Alt(std::move(alts));
+  }
+
+  // Non-negative numbers m with lo <(=) m <(=) hi, as pieces.
+  static std::vector<Piece> Magnitude(std::optional<uint64_t> lo, bool lo_excl, std::optional<uint64_t> hi, bool hi_excl) {
+    std::vector<Piece> lower, upper, out;
+    if (!lo) lower.push_back({0, std::nullopt, 0});
+    else if (!lo_excl) lower.push_back({*lo, std::nullopt, 0});
+    else lower = {{*lo + 1, std::nullopt, 0}, {*lo, *lo, 2}};
+    if (!hi) upper.push_back({0, std::nullopt, 0});
+    else if (!hi_excl) upper = {{0, *hi == 0 ? std::optional<uint64_t>() : std::optional<uint64_t>(*hi - 1), 0}, {*hi, *hi, 1}};
+    else if (*hi > 0) upper.push_back({0, *hi - 1, 0});
+    if (hi && !hi_excl && *hi == 0) upper = {{0, 0, 1}};
+    for (const Piece& a : lower)
+      for (const Piece& b : upper) {
+        uint64_t l = std::max(a.lo, b.lo);
+        std::optional<uint64_t> h = !a.hi ? b.hi : !b.hi ? a.hi : std::optional<uint64_t>(std::min(*a.hi, *b.hi));
+        if (h && *h < l) continue;
+        int f = a.frac == 0 ? b.frac : b.frac == 0 ? a.frac : (a.frac == b.frac ? a.frac : -1);
+        if (f < 0) continue;
+        out.push_back({l, h, f});
+      }
+    return out;
+  }
+
+  static Result<std::optional<uint64_t>> Bound(double v, bool up, const std::string& path, bool integer) {
+    (void)path;
+    if (!std::isfinite(v)) return std::optional<uint64_t>();
+    double r = up ? std::ceil(v) : std::floor(v);
+    if (r != v && !integer) return Status::Unimplemented("a non-integral numeric bound at " + path + " is not supported");
+    if (std::fabs(r) >= 1e18) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(static_cast<uint64_t>(std::fabs(r)));
+  }
+
+  Result<ExprId> Number(const Json& s, bool integer, const std::string& path) {
+    std::optional<double> lo, hi;
+    bool lo_excl = false, hi_excl = false;
+    auto num = [&](const char* k) -> std::optional<double> {
+      auto it = s.find(k);
+      if (it != s.end() && it->is_number()) return it->get<double>();
+      return std::nullopt;
+    };
+    if (auto v = num("minimum")) lo = v;
+    if (auto v = num("maximum")) hi = v;
+    if (auto it = s.find("exclusiveMinimum"); it != s.end()) {
+      if (it->is_boolean()) lo_excl = it->get<bool>();
+      else if (auto v = num("exclusiveMinimum"); v && (!lo || *v >= *lo)) lo = v, lo_excl = true;
+    }
+    if (auto it = s.find("exclusiveMaximum"); it != s.end()) {
+      if (it->is_boolean()) hi_excl = it->get<bool>();
+      else if (auto v = num("exclusiveMaximum"); v && (!hi || *v <= *hi)) hi = v, hi_excl = true;
+    }
+    std::optional<double> mult = num("multipleOf");
+    if (mult && *mult <= 0) return Invalid("multipleOf must be positive", path);
+    int frac_digits = -1;  // -1: any
+    bool int_only = integer;
+    if (mult) {
+      double m = *mult;
+      if (m == std::floor(m)) {
+        int_only = true;
+      } else {
+        int k = 0;
+        double p = m;
+        while (k < 10 && std::fabs(p - std::round(p)) > 1e-9) p *= 10, ++k;
+        if (std::fabs(std::round(p) - 1.0) > 1e-9) return Unsupported("multipleOf (" + std::to_string(m) + ")", path);
+        frac_digits = k;
+      }
+    }
+    // Integer-only with a non-integral bound: round the bound inwards.
+    if (int_only) {
+      if (lo && *lo != std::floor(*lo)) lo = std::floor(*lo), lo_excl = true;
+      if (hi && *hi != std::ceil(*hi)) hi = std::ceil(*hi), hi_excl = true;
+    }
+    bool bounded = lo || hi;
+    if (!bounded && frac_digits < 0 && (!mult || *mult == 1.0)) return NumberAny(int_only);
+    std::vector<ExprId> alts;
+    // Non-negative part.
+    bool want_nonneg = !hi || *hi > 0 || (*hi == 0 && !hi_excl);
+    if (want_nonneg) {
+      std::optional<uint64_t> mlo, mhi;
+      bool mlo_excl = false;
+      if (lo && *lo > 0) {
+        DI_ASSIGN_OR_RETURN(mlo, Bound(*lo, false, path, int_only));
+        mlo_excl = lo_excl;
+      } else if (lo && *lo == 0) {
+        mlo = 0, mlo_excl = lo_excl;
+      }
+      if (hi) {
+        DI_ASSIGN_OR_RETURN(mhi, Bound(*hi, true, path, int_only));
+      }
+      for (const Piece& p : Magnitude(mlo, mlo_excl, mhi, hi && hi_excl)) alts.push_back(PieceExpr(p, int_only, frac_digits));
+    }
+    bool want_neg = !lo || *lo < 0;
+    if (want_neg) {
+      std::optional<uint64_t> mlo, mhi;
+      bool mlo_excl = true, mhi_excl = false;
+      mlo = 0;
+      if (hi && *hi < 0) {
+        DI_ASSIGN_OR_RETURN(mlo, Bound(-*hi, false, path, int_only));
+        mlo_excl = hi_excl;
+      }
+      if (lo) {
+        DI_ASSIGN_OR_RETURN(mhi, Bound(-*lo, true, path, int_only));
+        mhi_excl = lo_excl;
+      }
+      std::vector<ExprId> neg;
+      for (const Piece& p : Magnitude(mlo, mlo_excl, mhi, mhi_excl))
+        if (!(p.hi && *p.hi == 0 && p.frac == 1)) neg.push_back(PieceExpr(p, int_only, frac_digits));
+      if (!neg.empty()) alts.push_back(g_.Seq({Lit("-"), g_.Alt(std::move(neg))}));
+    }
+    ExprId out = g_.Alt(std::move(alts));
+    if (mult && int_only && *mult != 1.0) {
+      double m = *mult;
+      double p = m;
+      int zeros = 0;
+      while (p >= 10 && std::fmod(p, 10) == 0) p /= 10, ++zeros;
+      if (p == 1) {
+        // Multiples of 10^k: zero, or digits ending in k zeros.
+        ExprId tail = g_.Repeat(Lit("0"), static_cast<uint32_t>(zeros), static_cast<uint32_t>(zeros));
+        ExprId mults = g_.Seq({g_.Optional(Lit("-")),
+                               g_.Alt({Lit("0"), g_.Seq({g_.Chars({{'1', '9'}}), g_.Star(g_.Chars({{'0', '9'}})), tail})}),
+                               Frac(1)});
+        out = g_.And(out, mults);
+      } else if (lo && hi && (*hi - *lo) / m <= 4096) {
+        std::vector<ExprId> values;
+        for (double v = std::ceil(*lo / m) * m; v <= *hi; v += m) {
+          if ((v == *lo && lo_excl) || (v == *hi && hi_excl)) continue;
+          values.push_back(g_.Seq({Lit(v < 0 ? "-" : ""), Lit(Digits(static_cast<uint64_t>(std::fabs(v))))}));
+        }
+        out = g_.Alt(std::move(values));
+      } else {
+        return Unsupported("multipleOf (" + std::to_string(m) + ") without a small finite range", path);
+      }
+    }
+    return out;
+  }
+
+  ExprId PieceExpr(const Piece& p, bool int_only, int frac_digits) {
+    int cls = int_only ? (p.frac == 2 ? -1 : 1) : p.frac;
+    if (cls < 0) return g_.Nothing();
+    ExprId frac;
+    if (frac_digits >= 0 && cls != 1) {
+      ExprId d = g_.Chars({{'0', '9'}});
+      ExprId limited = g_.Seq({Lit("."), g_.Repeat(d, 1, static_cast<uint32_t>(frac_digits)), g_.Star(Lit("0"))});
+      frac = cls == 0 ? g_.Optional(limited) : g_.And(limited, Frac(2));
+    } else {
+      frac = Frac(cls);
+    }
+    return g_.Seq({IntRange(p.lo, p.hi), frac});
+  }
+
+ private:
+  ExprId Lit(const std::string& s) { return g_.Literal(s); }
+
+  Grammar& g_;
+  bool integer_fraction_;
+};
+
+}  // namespace
+
+ExprId JsonNumberAny(Grammar* g, bool integer, bool integer_fraction) {
+  return NumberBuilder(g, integer_fraction).NumberAny(integer);
+}
+
+Result<ExprId> JsonNumber(Grammar* g, const Json& s, bool integer, bool integer_fraction, const std::string& path) {
+  return NumberBuilder(g, integer_fraction).Number(s, integer, path);
+}
+
+}  // namespace deepinfer::grammar::json_schema_internal
