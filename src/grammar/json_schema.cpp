@@ -42,6 +42,33 @@ Status Invalid(const std::string& what, const std::string& path) {
   return Status::InvalidArgument("invalid JSON Schema at " + path + ": " + what);
 }
 
+const std::string* FormatRegex(const std::string& format) {
+  static const std::map<std::string, std::string> kFormats = {
+      {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"},
+      {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+      {"date-time",
+       "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
+       "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+      {"duration",
+       "P([0-9]+W|([0-9]+Y([0-9]+M)?([0-9]+D)?|[0-9]+M([0-9]+D)?|[0-9]+D)(T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))?"
+       "|T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))"},
+      {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+      {"email",
+       "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+       "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
+      {"hostname", "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
+      {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
+      {"ipv6",
+       "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|"
+       "([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|"
+       "([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|"
+       "[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"},
+      {"uri", "[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*"},
+  };
+  auto it = kFormats.find(format);
+  return it == kFormats.end() ? nullptr : &it->second;
+}
+
 }  // namespace json_schema_internal
 
 namespace {
@@ -141,34 +168,12 @@ class SchemaCompiler {
   }
 
   Result<ExprId> Format(const std::string& f) {
-    static const std::map<std::string, std::string> kFormats = {
-        {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"},
-        {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-        {"date-time",
-         "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
-         "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-        {"duration",
-         "P([0-9]+W|([0-9]+Y([0-9]+M)?([0-9]+D)?|[0-9]+M([0-9]+D)?|[0-9]+D)(T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))?"
-         "|T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))"},
-        {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-        {"email",
-         "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-         "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
-        {"hostname", "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
-        {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
-        {"ipv6",
-         "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|"
-         "([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|"
-         "([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|"
-         "[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"},
-        {"uri", "[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*"},
-    };
-    auto it = kFormats.find(f);
-    if (it == kFormats.end()) return CanonicalStar();
+    const std::string* re = FormatRegex(f);
+    if (!re) return CanonicalStar();
     RegexOptions ro;
     ro.full_match = true;
     ro.json_string = true;
-    return CompileRegex(it->second, ro, &g_);
+    return CompileRegex(*re, ro, &g_);
   }
   ExprId CanonicalStar() { return g_.Star(CanonicalAnyChar()); }
   static bool KnownFormat(const std::string& f) {
@@ -216,10 +221,64 @@ class SchemaCompiler {
     return StringRule(key, body, false, min, max);
   }
 
+  // No instance validates both branches: the grammar of allOf [a, b] accepts nothing, shown on the IR
+  // (ProvablyEmpty) or, for two string schemas (whose patterns meet in a kAnd), by compiling it. A proof
+  // either way; anything else (an error, a budget spent) is no proof. The checks share one budget per
+  // schema, as each one compiles both branches again.
+  bool IntersectionEmpty(const Json& a, const Json& b, uint32_t depth) {
+    constexpr uint32_t kMaxPairChecks = 512;
+    if (++*pair_checks_ > kMaxPairChecks) return false;
+    SchemaCompiler sub(root_, o_);
+    sub.pair_checks_ = pair_checks_;
+    const uint32_t rule = sub.g_.AddRule("both");
+    sub.g_.set_root(rule);
+    auto e = sub.Compile(Json{{"allOf", Json::array({a, b})}}, "#", depth + 1);
+    if (!e.ok()) return false;
+    sub.g_.Define(rule, *e);
+    if (ProvablyEmpty(sub.g_, *e)) return true;
+    if ((SchemaResolver::TypesOf(a) & SchemaResolver::TypesOf(b)) != kString) return false;
+    CompileLimits limits;
+    limits.max_compile_ms = 50;
+    auto cg = grammar::Compile(sub.g_, limits);
+    return !cg.ok() && cg.status().code() == StatusCode::kInvalidArgument &&
+           cg.status().message() == "the grammar accepts no string";
+  }
+
+  // The candidates of a finite language: the schema's const or enum, or those of an allOf member (itself
+  // or its $ref's target).
+  std::optional<Json> FiniteValues(const Json& s, const std::string& path) {
+    auto own = [](const Json& x) -> std::optional<Json> {
+      if (!x.is_object()) return std::nullopt;
+      if (auto c = x.find("const"); c != x.end()) return Json::array({*c});
+      if (auto e = x.find("enum"); e != x.end() && e->is_array()) return *e;
+      return std::nullopt;
+    };
+    if (auto v = own(s)) return v;
+    auto all = s.find("allOf");
+    if (all == s.end() || !all->is_array()) return std::nullopt;
+    for (const Json& m : *all) {
+      if (auto v = own(m)) return v;
+      if (!m.is_object()) continue;
+      if (auto ref = m.find("$ref"); ref != m.end() && ref->is_string()) {
+        auto target = r_.Resolve(ref->get<std::string>(), path);
+        if (target.ok())
+          if (auto v = own(**target)) return v;
+      }
+    }
+    return std::nullopt;
+  }
+
   Result<ExprId> Compile(const Json& schema, const std::string& path, uint32_t depth) {
     if (depth > o_.max_depth) return Status::ResourceExhausted("the schema nests deeper than " + std::to_string(o_.max_depth) + " levels");
     if (schema.is_boolean()) return schema.get<bool>() ? AnyValue() : g_.Nothing();
     if (!schema.is_object()) return Invalid("a schema must be an object or a boolean", path);
+    // An enum or const (at the top or in an allOf member) makes the language finite: exactly the members
+    // the whole schema validates, however its other keywords combine (json_schema_validate.cpp). Where
+    // the validator cannot evaluate a keyword, the ordinary path below decides.
+    if (std::optional<Json> values = FiniteValues(schema, path)) {
+      auto members = ValidMembers(r_, o_.max_depth, schema, *values, path);
+      if (members.ok()) return Values(*members, schema, kAllTypes);
+    }
     // A $ref alone (annotations aside) becomes a rule, so recursive schemas stay finite.
     if (auto it = schema.find("$ref"); it != schema.end()) {
       bool alone = true;
@@ -280,6 +339,7 @@ class SchemaCompiler {
         for (size_t i = 0; i < merged.size(); ++i)
           for (size_t j = i + 1; j < merged.size(); ++j) {
             DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint(merged[i], merged[j], depth));
+            if (!d) d = IntersectionEmpty(merged[i], merged[j], depth);
             if (!d) return Unsupported("oneOf (with branches that may overlap)", path);
           }
       }
@@ -515,6 +575,8 @@ class SchemaCompiler {
   uint32_t any_object_rule_ = 0xFFFFFFFFu;
   ExprId ws_ = 0xFFFFFFFFu;
   ExprId canon_char_ = 0xFFFFFFFFu;
+  uint32_t own_pair_checks_ = 0;
+  uint32_t* pair_checks_ = &own_pair_checks_;  // shared with the compilers of IntersectionEmpty
 };
 
 }  // namespace

@@ -35,6 +35,9 @@ enum TypeBit : uint8_t {
   kAllTypes = 127,
 };
 
+// The regular expression (full match, raw text) of a format the compiler constrains; null for the others.
+const std::string* FormatRegex(const std::string& format);
+
 // Numbers (json_schema_number.cpp). `integer_fraction`: JsonSchemaOptions::integer_fraction.
 ExprId JsonNumberAny(Grammar* g, bool integer, bool integer_fraction);
 // A number (or, `integer`, an integer) under the schema's minimum/maximum/exclusive*/multipleOf.
@@ -61,5 +64,14 @@ class SchemaResolver {
   const Json& root_;
   const JsonSchemaOptions& o_;
 };
+
+// Whether the language of `root` in `g` is provably empty, from the IR alone (kAnd/kMinus are taken as
+// non-empty when their first operand is, so a `true` is exact).
+bool ProvablyEmpty(const Grammar& g, ExprId root);
+
+// The members of `values` (a JSON array) that `schema` validates (json_schema_validate.cpp); kUnimplemented
+// where the schema uses a keyword that constrains instances and is not evaluated there.
+Result<Json> ValidMembers(const SchemaResolver& resolver, uint32_t max_depth, const Json& schema, const Json& values,
+                          const std::string& path);
 
 }  // namespace deepinfer::grammar::json_schema_internal

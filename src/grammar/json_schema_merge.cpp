@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "grammar/json_schema_internal.h"
 
@@ -137,6 +139,28 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
         return Unsupported("allOf with two different '" + k + "'", path);
     }
   }
+  // One side's additionalProperties also holds the other side's properties that it does not list: in
+  // allOf [{properties: {p}, additionalProperties: false}, {properties: {q}}] no q may appear. (The merged
+  // additionalProperties above covers the names neither side lists.)
+  for (const auto* side : {&x, &y}) {
+    const Json* other = side == &x ? &y : &x;
+    auto add = side->find("additionalProperties");
+    auto theirs = other->find("properties");
+    if (add == side->end() || (add->is_boolean() && add->get<bool>()) || theirs == other->end() || !theirs->is_object())
+      continue;
+    const auto mine = side->find("properties");
+    bool extra = false;
+    for (auto p = theirs->begin(); p != theirs->end(); ++p)
+      if (mine == side->end() || !mine->is_object() || !mine->contains(p.key())) extra = true;
+    if (!extra) continue;
+    if (auto pp = side->find("patternProperties"); pp != side->end() && pp->is_object() && !pp->empty())
+      return Unsupported("allOf with additionalProperties beside patternProperties and other properties", path);
+    for (auto p = theirs->begin(); p != theirs->end(); ++p) {
+      if (mine != side->end() && mine->is_object() && mine->contains(p.key())) continue;
+      Json& merged = out["properties"][p.key()];
+      merged = Json{{"allOf", Json::array({merged, *add})}};
+    }
+  }
   return out;
 }
 
@@ -232,6 +256,87 @@ Result<bool> SchemaResolver::Disjoint(const Json& a, const Json& b, uint32_t dep
     if (!meet) return true;
   }
   return false;
+}
+
+}  // namespace deepinfer::grammar::json_schema_internal
+
+namespace deepinfer::grammar::json_schema_internal {
+
+// Productivity over the IR: an over-approximation of "accepts some string" (kAnd and kMinus count as
+// productive when their first operand is), so `true` from here is a proof. Rules by fixpoint; each pass
+// walks the expressions with an explicit stack (no recursion on the schema's depth).
+bool ProvablyEmpty(const Grammar& g, ExprId root) {
+  const auto& rules = g.rules();
+  std::vector<uint8_t> rule_ok(rules.size(), 0);
+  std::vector<int8_t> memo;
+  // One memo per pass: a value computed before a rule turned productive may be a stale "no", which only
+  // delays the fixpoint to a later pass (productivity is monotone).
+  auto eval = [&](ExprId top) {
+    std::vector<std::pair<ExprId, bool>> stack = {{top, false}};
+    while (!stack.empty()) {
+      auto [id, expanded] = stack.back();
+      stack.pop_back();
+      if (memo[id] >= 0) continue;
+      const Expr& e = g.expr(id);
+      if (!expanded) {
+        stack.push_back({id, true});
+        for (ExprId k : e.kids)
+          if (memo[k] < 0) stack.push_back({k, false});
+        continue;
+      }
+      auto kid = [&](size_t i) { return memo[e.kids[i]] == 1; };
+      bool ok = true;
+      switch (e.kind) {
+        case ExprKind::kEmpty:
+        case ExprKind::kLiteral: ok = true; break;
+        case ExprKind::kNothing: ok = false; break;
+        case ExprKind::kChars:
+        case ExprKind::kBytes: ok = !e.ranges.empty(); break;
+        case ExprKind::kSeq:
+          for (size_t i = 0; i < e.kids.size(); ++i) ok = ok && kid(i);
+          break;
+        case ExprKind::kAlt:
+          ok = false;
+          for (size_t i = 0; i < e.kids.size(); ++i) ok = ok || kid(i);
+          break;
+        case ExprKind::kRepeat: ok = e.min == 0 || kid(0); break;
+        case ExprKind::kRef: ok = e.rule < rule_ok.size() && rule_ok[e.rule]; break;
+        case ExprKind::kSepList: {
+          const size_t items = e.has_separator ? e.kids.size() - 1 : e.kids.size();
+          uint64_t need = 0, can = 0;
+          bool unlimited = false;
+          for (size_t i = 0; i < items; ++i) {
+            const bool req = i < e.required.size() && e.required[i];
+            if (req && !kid(i)) ok = false;
+            need += req;
+            if (kid(i)) {
+              ++can;
+              if (e.repeat_last && i + 1 == items) unlimited = true;
+            }
+          }
+          if (need > e.max) ok = false;
+          if (!unlimited && can < e.min) ok = false;
+          if (e.has_separator && !kid(e.kids.size() - 1) && std::max<uint64_t>(need, e.min) >= 2) ok = false;
+          break;
+        }
+        case ExprKind::kAnd:
+        case ExprKind::kMinus: ok = kid(0); break;
+        case ExprKind::kCounted: ok = kid(0) && kid(2); break;
+      }
+      memo[id] = ok ? 1 : 0;
+    }
+    return memo[top] == 1;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    memo.assign(g.num_exprs(), -1);
+    for (size_t r = 0; r < rules.size(); ++r) {
+      if (rule_ok[r] || !rules[r].defined) continue;
+      if (eval(rules[r].body)) rule_ok[r] = 1, changed = true;
+    }
+  }
+  memo.assign(g.num_exprs(), -1);
+  return !eval(root);
 }
 
 }  // namespace deepinfer::grammar::json_schema_internal

@@ -89,7 +89,7 @@ TEST(JsonSchema, Keywords) {
            {K::kJsonSchema, R"({"enum":["x",2,null,{"k":[1]}]})", {R"("x")", "2", "null", R"({"k":[1]})"}, {R"("y")", "3"}},
            {K::kJsonSchema, R"({"anyOf":[{"type":"string"},{"type":"integer"}]})", {R"("s")", "5"}, {"null", "1.5"}},
            {K::kJsonSchema, R"({"oneOf":[{"type":"string"},{"type":"null"}]})", {R"("s")", "null"}, {"1"}},
-           {K::kJsonSchema, R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"const":true}},"required":["b"]}],"additionalProperties":false})",
+           {K::kJsonSchema, R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"const":true}},"required":["b"]}]})",
             {R"({"a":1,"b":true})"}, {R"({"a":1})", R"({"b":true})", R"({"a":1,"b":false})"}},
            {K::kJsonSchema, R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}},"additionalProperties":false}},"$ref":"#/$defs/n"})",
             {"{}", R"({"next":{"next":{}}})"}, {R"({"next":1})"}},
