@@ -27,8 +27,7 @@ const std::set<std::string>& AnnotationKeywords() {
 }
 
 const std::set<std::string>& UnsupportedKeywords() {
-  static const std::set<std::string> k = {"if", "then", "else", "dependentSchemas", "dependentRequired",
-                                          "dependencies", "propertyNames", "contains", "minContains",
+  static const std::set<std::string> k = {"contains", "minContains",
                                           "maxContains", "unevaluatedProperties", "unevaluatedItems",
                                           "$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"};
   return k;
@@ -215,9 +214,32 @@ class SchemaCompiler {
         constraints.push_back(*re);
       }
     }
-    if (constraints.empty()) return StringRule("string", g_.Empty(), true, min, max);
-    ExprId body = constraints[0];
+    // Negated patterns and excluded values (from `not`, Negate): canonical strings without them.
+    std::vector<ExprId> excluded;
+    if (auto it = s.find("$not_patterns"); it != s.end()) {
+      for (const auto& p : *it) {
+        if (!p.is_string()) return Invalid("pattern must be a string", path);
+        key += " not pattern " + JsonQuote(p.get<std::string>());
+        RegexOptions ro;
+        ro.full_match = false;
+        ro.json_string = true;
+        auto re = CompileRegex(p.get<std::string>(), ro, &g_);
+        if (!re.ok()) return re.status().WithContext(path + "/not/pattern");
+        excluded.push_back(*re);
+      }
+    }
+    if (auto it = s.find("$not_in"); it != s.end()) {
+      for (const auto& v : *it) {
+        if (!v.is_string()) continue;
+        const std::string q = JsonQuote(v.get<std::string>());
+        key += " not " + q;
+        excluded.push_back(Lit(q.substr(1, q.size() - 2)));
+      }
+    }
+    if (constraints.empty() && excluded.empty()) return StringRule("string", g_.Empty(), true, min, max);
+    ExprId body = constraints.empty() ? CanonicalStar() : constraints[0];
     for (size_t i = 1; i < constraints.size(); ++i) body = g_.And(body, constraints[i]);
+    if (!excluded.empty()) body = g_.Minus(body, g_.Alt(std::move(excluded)));
     return StringRule(key, body, false, min, max);
   }
 
@@ -307,16 +329,8 @@ class SchemaCompiler {
       if (!(mx != s.end() && mx->is_number() && mx->get<double>() <= 1) && (r_.TypesOf(s) & kArray))
         return Unsupported("uniqueItems", path);
     }
-    if (auto it = s.find("not"); it != s.end()) {
-      const Json& n = *it;
-      bool type_only = n.is_object() && n.size() == 1 && n.contains("type");
-      if (!type_only && !(n.is_object() && n.empty())) return Unsupported("not", path);
-      uint8_t excluded = n.empty() ? static_cast<uint8_t>(kAllTypes) : r_.TypesOf(n);
-      Json rest = s;
-      rest.erase("not");
-      uint8_t keep = r_.TypesOf(rest) & static_cast<uint8_t>(~excluded);
-      return Typed(rest, keep, path, depth);
-    }
+    DI_ASSIGN_OR_RETURN(std::optional<Json> rewritten, r_.Rewrite(s, path, depth));
+    if (rewritten) return Compile(*rewritten, path, depth + 1);
     if (auto it = s.find("anyOf"); it != s.end() || s.contains("oneOf")) {
       bool one = it == s.end();
       const Json& branches = one ? s["oneOf"] : *it;
@@ -324,6 +338,17 @@ class SchemaCompiler {
       if (!branches.is_array() || branches.empty()) return Invalid(kw + " must be a non-empty array", path);
       Json rest = s;
       rest.erase(kw);
+      if (one && branches.size() > 1) {
+        DI_ASSIGN_OR_RETURN(std::optional<std::vector<Json>> exact, r_.ExactlyOneRequired(branches, rest, path, depth));
+        if (exact) {
+          std::vector<ExprId> alts;
+          for (size_t i = 0; i < exact->size(); ++i) {
+            DI_ASSIGN_OR_RETURN(ExprId e, Compile((*exact)[i], path + "/oneOf", depth + 1));
+            alts.push_back(e);
+          }
+          return g_.Alt(std::move(alts));
+        }
+      }
       bool distribute = r_.HasConstraints(rest);
       std::vector<Json> merged;
       for (size_t i = 0; i < branches.size(); ++i) {
@@ -336,11 +361,33 @@ class SchemaCompiler {
         }
       }
       if (one && merged.size() > 1) {
+        // Branches that may overlap: each keeps out the others it may meet (exclusivity by negation),
+        // rest ∧ B_i ∧ ¬B_j for those j, where each ¬B_j is exact (Negate) and the alternatives it adds
+        // stay few; otherwise an error.
+        constexpr double kMaxAlternatives = 256;
+        std::vector<std::vector<size_t>> overlaps(merged.size());
         for (size_t i = 0; i < merged.size(); ++i)
           for (size_t j = i + 1; j < merged.size(); ++j) {
             DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint(merged[i], merged[j], depth));
             if (!d) d = IntersectionEmpty(merged[i], merged[j], depth);
-            if (!d) return Unsupported("oneOf (with branches that may overlap)", path);
+            if (!d) overlaps[i].push_back(j), overlaps[j].push_back(i);
+          }
+        std::vector<std::optional<Json>> negated(merged.size());
+        double alternatives = 0;
+        for (size_t i = 0; i < merged.size(); ++i) {
+          double product = 1;
+          for (size_t j : overlaps[i]) {
+            if (!negated[j]) negated[j] = r_.Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1);
+            if (!negated[j]) return Unsupported("oneOf (with branches that may overlap)", path);
+            auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
+            product *= (any != negated[j]->end() && negated[j]->size() == 1) ? static_cast<double>(any->size()) : 1.0;
+          }
+          alternatives += product;
+          if (alternatives > kMaxAlternatives) return Unsupported("oneOf (with branches that may overlap)", path);
+        }
+        for (size_t i = 0; i < merged.size(); ++i)
+          for (size_t j : overlaps[i]) {
+            DI_ASSIGN_OR_RETURN(merged[i], r_.Merge(merged[i], *negated[j], path + "/" + kw + "/" + std::to_string(i), depth + 1));
           }
       }
       std::vector<ExprId> alts;
@@ -354,14 +401,29 @@ class SchemaCompiler {
   }
 
   Result<ExprId> Typed(const Json& s, uint8_t types, const std::string& path, uint32_t depth) {
-    if (auto it = s.find("const"); it != s.end()) return Values(Json::array({*it}), s, types);
-    if (auto it = s.find("enum"); it != s.end()) {
-      if (!it->is_array()) return Invalid("enum must be an array", path);
-      return Values(*it, s, types);
+    // A merged schema with a const or enum: its members that pass every other keyword merged in too.
+    std::optional<Json> values;
+    if (auto it = s.find("const"); it != s.end()) values = Json::array({*it});
+    else if (auto e = s.find("enum"); e != s.end()) values = *e;
+    if (values) {
+      if (!values->is_array()) return Invalid("enum must be an array", path);
+      DI_ASSIGN_OR_RETURN(Json members, ValidMembers(r_, o_.max_depth, s, *values, path));
+      return Values(members, s, types);
     }
     std::vector<ExprId> alts;
-    if (types & kNull) alts.push_back(Lit("null"));
-    if (types & kBool) alts.push_back(g_.Alt({Lit("true"), Lit("false")}));
+    bool no_null = false, no_true = false, no_false = false;
+    if (auto it = s.find("$not_in"); it != s.end()) {
+      for (const auto& v : *it) {
+        if (v.is_null()) no_null = true;
+        if (v.is_boolean()) (v.get<bool>() ? no_true : no_false) = true;
+        if (v.is_number() || v.is_object() || v.is_array()) return Unsupported("not (of an enum with numbers or containers)", path);
+      }
+    }
+    if ((types & kNull) && !no_null) alts.push_back(Lit("null"));
+    if (types & kBool) {
+      if (!no_true) alts.push_back(Lit("true"));
+      if (!no_false) alts.push_back(Lit("false"));
+    }
     if (types & kString) {
       DI_ASSIGN_OR_RETURN(ExprId e, String(s, path));
       alts.push_back(e);
@@ -489,7 +551,9 @@ class SchemaCompiler {
     for (const auto& r : req_order) {
       if (std::find(names.begin(), names.end(), r) != names.end()) continue;
       names.push_back(r);
-      schemas.push_back(additional ? additional : &any);
+      // A required name nothing lists takes the additional schema: none where additionalProperties is
+      // false (so the object cannot be), anything under strict's default.
+      schemas.push_back(additional ? additional : s.contains("additionalProperties") ? &additional_false : &any);
     }
     // Listed names matching a pattern must satisfy that pattern's schema too.
     std::vector<Grammar> pattern_tests;

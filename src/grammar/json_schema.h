@@ -8,15 +8,20 @@
 // Supported: type (incl. lists), enum, const, properties, required, additionalProperties,
 // patternProperties, min/maxProperties, items, prefixItems, additionalItems (draft 7 tuples), min/maxItems,
 // min/maxLength, pattern, format (date-time, date, time, duration, uuid, email, hostname, uri, ipv4, ipv6),
-// minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms) with integral bounds (any bound for
-// integers), multipleOf (integers: powers of ten or small ranges; numbers: 10^-k and integers), anyOf,
-// oneOf (when the branches are disjoint or regular), allOf (merged), not (of a type), $ref/$defs/definitions
-// (recursive too; local references only).
+// minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
+// exact decimal the schema spells, integers round it), multipleOf (integers: powers of ten or small
+// ranges; numbers: 10^-k and integers), anyOf, oneOf (branches proven disjoint, required-only branches,
+// or overlapping branches made exclusive by negating the others), allOf (merged), not (where the
+// negation is exact: types, required, properties, patterns, lengths, counts, non-numeric enum/const, and
+// not/anyOf/allOf of those), if/then/else (when `if` has such a negation), dependencies,
+// dependentRequired, dependentSchemas, propertyNames that every string meets, $ref/$defs/definitions
+// (recursive too; local references only). An enum or const under any other keywords (uniqueItems,
+// contains, propertyNames, if/then/else, ... included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
-// Anything else that constrains instances (if/then/else, dependentSchemas, propertyNames, contains,
-// uniqueItems: true, unevaluated*, remote $ref, ...) is a kUnimplemented error naming the keyword and its
-// path in the schema.
+// Anything else that constrains instances (contains, uniqueItems: true, other propertyNames,
+// unevaluated*, remote $ref, negations with no exact form, ...) is a kUnimplemented error naming the
+// keyword and its path in the schema.
 #pragma once
 
 #include <string>

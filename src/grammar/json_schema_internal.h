@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,15 @@ class SchemaResolver {
   Result<Json> Inline(const Json& s, const std::string& path, uint32_t depth) const;
   // Whether two (inlined) branches can never validate the same instance.
   Result<bool> Disjoint(const Json& a, const Json& b, uint32_t depth) const;
+
+  // Lowerings before compiling (json_schema_rewrite.cpp). Rewrite: the schema with `not`, if/then/else,
+  // dependencies or a trivial propertyNames lowered to other keywords (nullopt: none there; an error
+  // where one has no exact lowering). Negate: a schema for exactly the instances `schema` rejects, or
+  // nullopt. ExactlyOneRequired: a oneOf of required-only branches as anyOf alternatives, or nullopt.
+  Result<std::optional<Json>> Rewrite(const Json& s, const std::string& path, uint32_t depth) const;
+  std::optional<Json> Negate(const Json& schema, const std::string& path, uint32_t depth) const;
+  Result<std::optional<std::vector<Json>>> ExactlyOneRequired(const Json& branches, const Json& rest,
+                                                              const std::string& path, uint32_t depth) const;
 
   static bool HasConstraints(const Json& s);
   // The TypeBits of the instances the schema's type/const/enum allow.

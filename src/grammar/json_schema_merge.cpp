@@ -75,6 +75,17 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
   DI_ASSIGN_OR_RETURN(Json x, Inline(a, path, depth + 1));
   DI_ASSIGN_OR_RETURN(Json y, Inline(b, path, depth + 1));
   if (x.is_boolean() || y.is_boolean()) return Merge(x, y, path, depth + 1);
+  if (!x.is_object() || !y.is_object()) return Invalid("a schema must be an object or a boolean", path);
+  // if/then/else belong together: two groups (or a stray then/else) cannot be merged key by key.
+  auto conditional = [](const Json& j) { return j.contains("if") || j.contains("then") || j.contains("else"); };
+  if (conditional(x) && conditional(y)) return Unsupported("allOf with two 'if'", path);
+  // items (and additionalItems) count from the prefix of their own schema: one side's prefix cannot
+  // shift the other side's items.
+  auto tuple = [](const Json& j) {
+    return j.contains("prefixItems") || (j.contains("items") && j["items"].is_array()) || j.contains("additionalItems");
+  };
+  if ((tuple(x) && (y.contains("items") || tuple(y))) || (tuple(y) && x.contains("items")))
+    return Unsupported("allOf with items beside another member's prefixItems", path);
   Json out = x;
   for (auto it = y.begin(); it != y.end(); ++it) {
     const std::string& k = it.key();
@@ -126,16 +137,23 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
     } else if (k == "pattern") {
       if (!out.contains("$patterns")) out["$patterns"] = Json::array();
       out["$patterns"].push_back(v);
+    } else if (k == "items" && (cur.is_array() || v.is_array())) {
+      return Unsupported("allOf with two different tuple 'items'", path);  // their additionalItems differ too
     } else if (k == "additionalProperties" || k == "items" || k == "additionalItems") {
       cur = Json{{"allOf", Json::array({cur, v})}};
     } else if (k == "allOf") {
+      for (const auto& e : v) cur.push_back(e);
+    } else if (k == "not") {
+      cur = Json{{"anyOf", Json::array({cur, v})}};  // not A and not B = not (A or B)
+    } else if (k == "$not_patterns" || k == "$not_in") {
       for (const auto& e : v) cur.push_back(e);
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
       if (!out.contains("allOf")) out["allOf"] = Json::array();
       out["allOf"].push_back(Json{{k, v}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
-      if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "not" || k == "prefixItems")
+      if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
+          k == "dependentRequired" || k == "dependentSchemas" || k == "propertyNames")
         return Unsupported("allOf with two different '" + k + "'", path);
     }
   }

@@ -1,9 +1,11 @@
 // Numbers of the JSON Schema front end: canonical decimal ranges for minimum/maximum (exclusive or not) and
 // multipleOf, built digit by digit from the bounds.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "grammar/json_schema_internal.h"
@@ -99,6 +101,104 @@ class NumberBuilder {
     return out;
   }
 
+  // Decimal bounds with a fraction (number schemas; integers round their bounds instead). A bound is the
+  // shortest decimal that reads back as its double (what the schema's text says, e.g. 0.1), and numbers
+  // compare with it as exact decimals, digit by digit: the integer part first, then the fraction at the
+  // bound's own integer part.
+  struct Dec {
+    uint64_t whole = 0;
+    std::string frac;  // the fraction's digits, no trailing zeros
+  };
+  static Result<std::optional<Dec>> ToDec(double v, const std::string& path) {
+    v = std::fabs(v);
+    if (!std::isfinite(v) || v >= 1e18) return std::optional<Dec>();
+    char buf[512];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
+    if (ec != std::errc()) return Unsupported("a numeric bound this precise", path);
+    std::string text(buf, end);
+    Dec d;
+    const size_t dot = text.find('.');
+    const std::string whole = text.substr(0, dot);
+    d.whole = std::stoull(whole);  // digits only, below 1e18
+    if (dot != std::string::npos) d.frac = text.substr(dot + 1);
+    while (!d.frac.empty() && d.frac.back() == '0') d.frac.pop_back();
+    if (d.frac.size() > 40) return Unsupported("a numeric bound with more than 40 fraction digits", path);
+    return std::optional<Dec>(d);
+  }
+  // "." and the first n digits of d (appended piecewise: GCC 12 warns, wrongly, on "." + d.substr()).
+  ExprId Dot(const std::string& d, size_t n) {
+    std::string text(1, '.');
+    text.append(d, 0, n);
+    return Lit(text);
+  }
+  ExprId Digit(char lo, char hi) { return g_.Chars({{static_cast<uint32_t>(lo), static_cast<uint32_t>(hi)}}); }
+  ExprId AnyDigits() { return g_.Star(Digit('0', '9')); }
+  // Fractions (".digits", or none where the value 0 qualifies) whose value is >= / > / <= / < 0.D.
+  ExprId FracAbove(const std::string& d, bool strict) {
+    std::vector<ExprId> alts;
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i] < '9') alts.push_back(g_.Seq({Dot(d, i), Digit(static_cast<char>(d[i] + 1), '9'), AnyDigits()}));
+    if (strict) alts.push_back(g_.Seq({Dot(d, d.size()), AnyDigits(), Digit('1', '9'), AnyDigits()}));
+    else if (!d.empty()) alts.push_back(g_.Seq({Dot(d, d.size()), AnyDigits()}));
+    else alts.push_back(Frac(0));  // >= 0: any fraction or none
+    return g_.Alt(std::move(alts));
+  }
+  ExprId FracBelow(const std::string& e, bool strict) {
+    std::vector<ExprId> alts = {g_.Empty()};  // no fraction: 0 < 0.E (and 0 <= 0.E)
+    if (e.empty()) return strict ? g_.Nothing() : g_.Optional(g_.Seq({Lit("."), g_.Plus(Lit("0"))}));
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (e[i] > '0') alts.push_back(g_.Seq({Dot(e, i), Digit('0', static_cast<char>(e[i] - 1)), AnyDigits()}));
+      if (i > 0) alts.push_back(Dot(e, i));  // a proper prefix: E has more, non-zero
+    }
+    if (!strict) alts.push_back(g_.Seq({Dot(e, e.size()), g_.Star(Lit("0"))}));
+    return g_.Alt(std::move(alts));
+  }
+  // Non-negative magnitudes between a (or 0) and b (or unbounded), each bound exclusive or not.
+  ExprId Magnitudes(const std::optional<Dec>& a, bool a_excl, const std::optional<Dec>& b, bool b_excl, int frac_digits) {
+    const uint64_t ia = a ? a->whole : 0;
+    auto limit = [&](ExprId f) {
+      if (frac_digits < 0) return f;
+      ExprId d = Digit('0', '9');
+      return g_.And(f, g_.Optional(g_.Seq({Lit("."), g_.Repeat(d, 1, static_cast<uint32_t>(frac_digits)), g_.Star(Lit("0"))})));
+    };
+    const ExprId low = a ? FracAbove(a->frac, a_excl) : Frac(0);
+    const ExprId high = b ? FracBelow(b->frac, b_excl) : Frac(0);
+    if (b && b->whole < ia) return g_.Nothing();
+    if (b && b->whole == ia) return g_.Seq({Lit(Digits(ia)), limit(g_.And(low, high))});
+    std::vector<ExprId> parts = {g_.Seq({Lit(Digits(ia)), limit(low)})};
+    if (!b || b->whole >= ia + 2)
+      parts.push_back(g_.Seq({IntRange(ia + 1, b ? std::optional<uint64_t>(b->whole - 1) : std::nullopt), limit(Frac(0))}));
+    if (b) parts.push_back(g_.Seq({Lit(Digits(b->whole)), limit(high)}));
+    return g_.Alt(std::move(parts));
+  }
+  Result<ExprId> Decimal(std::optional<double> lo, bool lo_excl, std::optional<double> hi, bool hi_excl, int frac_digits,
+                         const std::string& path) {
+    std::vector<ExprId> alts;
+    if (!hi || *hi > 0 || (*hi == 0 && !hi_excl)) {  // x >= 0
+      std::optional<Dec> a, b;
+      if (lo && *lo >= 0) {
+        DI_ASSIGN_OR_RETURN(a, ToDec(*lo, path));
+      }
+      if (hi) {
+        DI_ASSIGN_OR_RETURN(b, ToDec(*hi, path));
+      }
+      alts.push_back(Magnitudes(a, lo && *lo >= 0 && lo_excl, b, hi_excl, frac_digits));
+    }
+    if (!lo || *lo < 0) {  // x < 0: its magnitude is above 0 (or -hi) and at most -lo
+      std::optional<Dec> a = Dec{}, b;
+      bool a_excl = true;
+      if (hi && *hi < 0) {
+        DI_ASSIGN_OR_RETURN(a, ToDec(-*hi, path));
+        a_excl = hi_excl;
+      }
+      if (lo) {
+        DI_ASSIGN_OR_RETURN(b, ToDec(-*lo, path));
+      }
+      alts.push_back(g_.Seq({Lit("-"), Magnitudes(a, a_excl, b, lo_excl, frac_digits)}));
+    }
+    return g_.Alt(std::move(alts));
+  }
+
   static Result<std::optional<uint64_t>> Bound(double v, bool up, const std::string& path, bool integer) {
     (void)path;
     if (!std::isfinite(v)) return std::optional<uint64_t>();
@@ -147,6 +247,10 @@ class NumberBuilder {
       if (lo && *lo != std::floor(*lo)) lo = std::floor(*lo), lo_excl = true;
       if (hi && *hi != std::ceil(*hi)) hi = std::ceil(*hi), hi_excl = true;
     }
+    auto fractional = [](const std::optional<double>& b) {
+      return b && std::isfinite(*b) && *b != std::floor(*b) && std::fabs(*b) < 1e18;
+    };
+    if (!int_only && (fractional(lo) || fractional(hi))) return Decimal(lo, lo_excl, hi, hi_excl, frac_digits, path);
     bool bounded = lo || hi;
     if (!bounded && frac_digits < 0 && (!mult || *mult == 1.0)) return NumberAny(int_only);
     std::vector<ExprId> alts;

@@ -70,6 +70,25 @@ class Validator {
       }
       if (!found) return false;
     }
+    // The compiler's own keywords, from merging and negation: all of $patterns, none of $not_patterns,
+    // not one of $not_in.
+    if (auto it = schema.find("$not_in"); it != schema.end() && it->is_array()) {
+      for (const Json& e : *it) {
+        DI_ASSIGN_OR_RETURN(bool eq, Equal(e, v, d));
+        if (eq) return false;
+      }
+    }
+    if (v.is_string()) {
+      for (const char* k : {"$patterns", "$not_patterns"}) {
+        auto it = schema.find(k);
+        if (it == schema.end() || !it->is_array()) continue;
+        for (const Json& p : *it) {
+          if (!p.is_string()) return Invalid("pattern must be a string", path);
+          DI_ASSIGN_OR_RETURN(bool hit, Matches(p.get<std::string>(), false, v.get<std::string>(), path));
+          if (hit != (k[1] == 'p')) return false;
+        }
+      }
+    }
     DI_ASSIGN_OR_RETURN(bool applicators, Applicators(schema, v, path, d));
     if (!applicators) return false;
     if (v.is_string()) return StringValid(schema, v.get<std::string>(), path);

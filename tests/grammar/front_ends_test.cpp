@@ -137,7 +137,11 @@ TEST(Errors, NameTheCause) {
   for (const Bad& b : std::vector<Bad>{
            {K::kJsonSchema, "{", StatusCode::kInvalidArgument, "not valid JSON"},
            {K::kJsonSchema, R"({"$ref":"#"})", StatusCode::kInvalidArgument, "accepts no string"},
-           {K::kJsonSchema, R"({"properties":{"a":{"if":{}}}})", StatusCode::kUnimplemented, "'if' at #/properties/a"},
+           {K::kJsonSchema, R"({"properties":{"a":{"unevaluatedProperties":false}}})", StatusCode::kUnimplemented,
+            "'unevaluatedProperties' at #/properties/a"},
+           // An `if` whose negation has no exact form (items) names the keyword and its path.
+           {K::kJsonSchema, R"({"properties":{"a":{"if":{"items":{"type":"string"}},"then":false}}})",
+            StatusCode::kUnimplemented, "'if' at #/properties/a"},
            {K::kJsonSchema, R"({"$ref":"http://x/y.json"})", StatusCode::kUnimplemented, "local references"},
            // Percent-encoding in a JSON pointer: two hex digits or an error (a fuzzer found "%$$" threw).
            {K::kJsonSchema, R"({"$defs":{"a":{"type":"string"}},"$ref":"#/$defs/%$$a"})", StatusCode::kInvalidArgument,
@@ -154,6 +158,10 @@ TEST(Errors, NameTheCause) {
            {K::kJsonSchema, R"({"type":"array","minItems":1.5})", StatusCode::kInvalidArgument, "minItems must be"},
            {K::kJsonSchema, R"({"type":"object","maxProperties":-1e300})", StatusCode::kInvalidArgument,
             "maxProperties must be"},
+           // Two tuple `items` in one allOf (the JSON-Schema-Test-Suite's additionalItems case threw out of
+           // the merge, which iterated an array as an object).
+           {K::kJsonSchema, R"({"allOf":[{"items":[{"type":"integer"},{"type":"string"}]}],"items":[{"type":"integer"}]})",
+            StatusCode::kUnimplemented, "items beside another member's prefixItems"},
            {K::kRegex, "(a", StatusCode::kInvalidArgument, "missing ')'"},
            {K::kRegex, "[]", StatusCode::kInvalidArgument, "accepts no string"},
            {K::kEbnf, "root ::= x \"a\"\nx ::= [^\\x00-\\U0010FFFF]", StatusCode::kInvalidArgument, "accepts no string"},

@@ -57,6 +57,8 @@ TEST(JsonSchemaFinite, EnumMembersMustPassEveryOtherKeyword) {
            {R"({"enum":[1,3,4],"oneOf":[{"multipleOf":2},{"minimum":2}],"not":{"const":4}})", {"3"}, {"1", "4"}},
            // 1 is odd only, 3 odd and >= 2, 4 >= 2 only.
            {R"({"enum":[1,3,4],"oneOf":[{"not":{"multipleOf":2}},{"minimum":2}]})", {"1", "4"}, {"3"}},
+           // An enum merged from allOf with a length elsewhere: "abcd" is too long (used to be accepted).
+           {R"({"allOf":[{"enum":["ab","abcd"]},{"maxLength":2}]})", {R"("ab")"}, {R"("abcd")"}},
            // An enum reached through an allOf member's $ref.
            {R"({"$defs":{"e":{"enum":["x","y"]}},"allOf":[{"$ref":"#/$defs/e"},{"not":{"const":"x"}}]})", {R"("y")"},
             {R"("x")"}},
@@ -107,16 +109,103 @@ TEST(JsonSchemaOneOf, DisjointBranchesAreAnyOf) {
     Check(c);
 }
 
-TEST(JsonSchemaOneOf, OverlappingBranchesStayAnError) {
-  // "abc" is a string of length >= 1: both branches validate it, so oneOf is not anyOf here.
-  for (const char* schema : {R"({"oneOf":[{"type":"string"},{"minLength":1}]})",
-                             R"({"oneOf":[{"type":"object","required":["a"]},{"type":"object","required":["b"]}]})",
-                             R"({"oneOf":[{"type":"string","pattern":"a"},{"type":"string","pattern":"b"}]})"}) {
-    auto g = JsonSchemaToGrammar(schema);
-    ASSERT_FALSE(g.ok()) << schema;
-    EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented) << schema;
-    EXPECT_NE(g.status().message().find("oneOf"), std::string::npos) << g.status().ToString();
-  }
+// Branches that may overlap: each one holds with the others it may meet negated (exactly one holds).
+TEST(JsonSchemaOneOf, OverlappingBranchesAreMadeExclusive) {
+  for (const Case& c : std::vector<Case>{
+           // Strings meet the first branch; non-strings and non-empty strings the second: only "" is in the
+           // first alone, and non-strings in the second alone.
+           {R"({"oneOf":[{"type":"string"},{"minLength":1}]})", {R"("")", "1", "null", "{}"}, {R"("a")"}},
+           // {"a":...} meets both; another non-empty object only the second; {} neither.
+           {R"({"oneOf":[{"type":"object","required":["a"]},{"type":"object","minProperties":1}]})", {R"({"b":1})"},
+            {"{}", R"({"a":1})", R"({"a":1,"b":2})"}},
+           // Strings with an a or a b, not both.
+           {R"({"oneOf":[{"type":"string","pattern":"a"},{"type":"string","pattern":"b"}]})", {R"("a")", R"("b")", R"("xa")"},
+            {R"("ab")", R"("x")", "1"}},
+       })
+    Check(c);
+}
+
+// Where a branch has no exact negation (items here), overlapping branches stay an error.
+TEST(JsonSchemaOneOf, OverlapWithoutANegationIsAnError) {
+  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"type":"array","items":{"type":"string"}},{"type":"array","minItems":1}]})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(g.status().message().find("oneOf"), std::string::npos) << g.status().ToString();
+}
+
+// Numeric bounds with a fraction compare as exact decimals: x >= 0.1 holds for 0.1, 0.10, 0.11 and 5, not
+// for 0.09 or 0.0999; exclusive bounds drop the bound itself; negative ranges mirror the magnitude.
+TEST(JsonSchemaNumbers, FractionalBounds) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"number","minimum":0.1})", {"0.1", "0.10", "0.11", "0.2", "1", "5.5", "123"},
+            {"0.09", "0.0999", "0", "-0.1", "0.01"}},
+           {R"({"type":"number","minimum":0.01,"maximum":1.0})", {"0.01", "0.5", "1", "1.0", "0.010"},
+            {"0.009", "1.01", "2", "0"}},
+           {R"({"type":"number","exclusiveMinimum":0.5,"exclusiveMaximum":2.25})", {"0.51", "1", "2", "2.249"},
+            {"0.5", "0.50", "2.25", "2.3", "0.4"}},
+           {R"({"type":"number","minimum":-1.5,"maximum":-0.25})", {"-1.5", "-1", "-0.25", "-0.3", "-1.25"},
+            {"-1.51", "-2", "-0.2", "0", "-0.24"}},
+           {R"({"type":"number","minimum":-0.5,"maximum":0.5})", {"-0.5", "0", "0.0", "0.5", "-0.1"},
+            {"-0.6", "0.51", "1", "-1"}},
+           {R"({"type":"number","minimum":1e-09,"maximum":4.294967295})", {"0.000000001", "1", "4.294967295", "0.5"},
+            {"0", "0.0000000009", "4.2949672951", "5"}},
+       })
+    Check(c);
+}
+
+// not, lowered to the negation of its schema where that is exact.
+TEST(JsonSchemaNot, ExactNegations) {
+  for (const Case& c : std::vector<Case>{
+           // not required: an object without k (required holds for non-objects, so they fail the not).
+           {R"({"not":{"required":["k"]}})", {"{}", R"({"a":1})"}, {R"({"k":1})", "1", R"("s")"}},
+           // not (cmd and args): objects with at most one of them.
+           {R"({"type":"object","properties":{"cmd":{},"args":{}},"not":{"allOf":[{"required":["cmd"]},{"required":["args"]}]}})",
+            {"{}", R"({"cmd":1})", R"({"args":2})"}, {R"({"cmd":1,"args":2})"}},
+           // not pattern: strings without a match (non-strings meet the pattern, so they fail).
+           {R"({"type":"string","not":{"pattern":"^[.,*\\s-]+$"}})", {R"("Bob")", R"("a.b")", R"("")"}, {R"("..")", R"("- ,")"}},
+           // not of properties: an object whose "f" is a non-empty array.
+           {R"({"type":"object","not":{"properties":{"f":{"maxItems":0}}}})", {R"({"f":[1]})"}, {"{}", R"({"f":[]})", R"({"f":1})"}},
+           // not enum of strings and null: any other value; the string in canonical spelling only.
+           {R"({"not":{"enum":["a",null,true]}})", {R"("b")", "false", "1", "[]"}, {R"("a")", "null", "true"}},
+           // Two nots in one allOf: neither holds.
+           {R"({"allOf":[{"not":{"type":"string"}},{"not":{"type":"null"}}]})", {"1", "true"}, {R"("s")", "null"}},
+           // not of a length: strings shorter than 3 only.
+           {R"({"not":{"minLength":3}})", {R"("ab")", R"("")"}, {R"("abc")", "1"}},
+       })
+    Check(c);
+}
+
+// if/then/else as anyOf [allOf [if, then], allOf [not if, else]]; dependencies as "absent, or present and
+// the dependency holds".
+TEST(JsonSchemaConditional, IfThenElseAndDependencies) {
+  for (const Case& c : std::vector<Case>{
+           // kind "a" needs x; any other kind (or none, where the if holds vacuously) is as is.
+           {R"({"type":"object","properties":{"kind":{"type":"string"},"x":{"type":"integer"}},)"
+            R"("if":{"properties":{"kind":{"const":"a"}},"required":["kind"]},"then":{"required":["x"]},"else":{"not":{"required":["x"]}}})",
+            {R"({"kind":"a","x":1})", R"({"kind":"b"})", "{}"}, {R"({"kind":"a"})", R"({"kind":"b","x":1})", R"({"x":1})"}},
+           {R"({"type":"object","properties":{"a":{},"b":{}},"dependencies":{"a":["b"]}})", {"{}", R"({"b":1})", R"({"a":1,"b":2})"},
+            {R"({"a":1})"}},
+           {R"({"type":"object","properties":{"a":{},"b":{"type":"integer"}},"dependentSchemas":{"a":{"properties":{"b":{"minimum":5}}}}})",
+            {R"({"a":1,"b":5})", R"({"b":1})", R"({"a":0})"}, {R"({"a":1,"b":4})"}},
+           // then/else without if do nothing; propertyNames of type string says nothing keys do not.
+           {R"({"then":false,"else":false,"propertyNames":{"type":"string"},"type":"object"})", {"{}", R"({"a":1})"}, {"1"}},
+       })
+    Check(c);
+}
+
+// oneOf of branches that only require names: exactly one branch's names all present.
+TEST(JsonSchemaOneOf, ExactlyOneOfRequiredNames) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"object","properties":{"login":{"type":"string"},"password":{"type":"string"}},)"
+            R"("oneOf":[{"required":["login"]},{"required":["password"]}]})",
+            {R"({"login":"a"})", R"({"password":"b"})"}, {"{}", R"({"login":"a","password":"b"})"}},
+           // Untyped: a non-object meets both branches, so it fails.
+           {R"({"oneOf":[{"required":["a"]},{"required":["b"]}]})", {R"({"a":1})", R"({"b":1,"c":2})"}, {"1", "{}", R"({"a":1,"b":2})"}},
+           // Two names each: length and width, or base and height, not all four.
+           {R"({"type":"object","properties":{"l":{},"w":{},"b":{},"h":{}},"oneOf":[{"required":["l","w"]},{"required":["b","h"]}]})",
+            {R"({"l":1,"w":2})", R"({"l":1,"w":2,"b":3})", R"({"b":3,"h":4})"}, {R"({"l":1,"w":2,"b":3,"h":4})", R"({"l":1})"}},
+       })
+    Check(c);
 }
 
 }  // namespace

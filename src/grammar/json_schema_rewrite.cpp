@@ -1,0 +1,229 @@
+// Keywords the JSON Schema front end lowers to others before compiling: `not` through an exact negation of
+// its schema, if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "grammar/json_schema_internal.h"
+
+namespace deepinfer::grammar::json_schema_internal {
+
+namespace {
+
+// The keywords that constrain instances (in any draft); others are unknown, so they constrain nothing.
+bool ConstrainingKeyword(const std::string& k) {
+  static const std::set<std::string> known = {
+      "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+      "minProperties", "maxProperties", "propertyNames", "dependencies", "dependentRequired",
+      "dependentSchemas", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+      "contains", "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum",
+      "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
+      "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
+      "$patterns", "$not_patterns", "$not_in"};
+  return known.count(k) > 0;
+}
+
+}  // namespace
+
+// Keywords lowered to others before compiling (nullopt: none here): `not` through its exact negation
+// (Negate), if/then/else as anyOf [allOf [if, then], allOf [not if, else]], dependencies (and the
+// 2019-09 dependentRequired/dependentSchemas) as "the name absent, or present and the dependency
+// holding", propertyNames that every string meets dropped.
+Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::string& path, uint32_t depth) const {
+  if (auto it = s.find("not"); it != s.end()) {
+    std::optional<Json> neg = Negate(*it, path + "/not", depth + 1);
+    if (!neg) return Unsupported("not", path);
+    Json rest = s;
+    rest.erase("not");
+    DI_ASSIGN_OR_RETURN(Json m, Merge(rest, *neg, path, depth + 1));
+    return std::optional<Json>(std::move(m));
+  }
+  if (auto it = s.find("if"); it != s.end()) {
+    std::optional<Json> neg = Negate(*it, path + "/if", depth + 1);
+    if (!neg) return Unsupported("if", path);
+    Json rest = s;
+    const Json then = rest.value("then", Json(true)), otherwise = rest.value("else", Json(true));
+    const Json cond = *it;
+    rest.erase("if");
+    rest.erase("then");
+    rest.erase("else");
+    Json alt = {{"anyOf", Json::array({Json{{"allOf", Json::array({cond, then})}}, Json{{"allOf", Json::array({*neg, otherwise})}}})}};
+    DI_ASSIGN_OR_RETURN(Json m, Merge(rest, alt, path, depth + 1));
+    return std::optional<Json>(std::move(m));
+  }
+  if (s.contains("then") || s.contains("else")) {  // without `if` they do nothing
+    Json rest = s;
+    rest.erase("then");
+    rest.erase("else");
+    return std::optional<Json>(std::move(rest));
+  }
+  for (const char* k : {"dependencies", "dependentRequired", "dependentSchemas"}) {
+    auto it = s.find(k);
+    if (it == s.end()) continue;
+    if (!it->is_object()) return Invalid(std::string(k) + " must be an object", path);
+    Json all = Json::array();
+    for (auto d = it->begin(); d != it->end(); ++d) {
+      Json present;
+      if (d.value().is_array()) {
+        Json names = Json::array({d.key()});
+        for (const Json& n : d.value()) names.push_back(n);
+        present = Json{{"required", names}};
+      } else {
+        present = Json{{"allOf", Json::array({Json{{"required", Json::array({d.key()})}}, d.value()})}};
+      }
+      all.push_back(Json{{"anyOf", Json::array({Json{{"properties", Json{{d.key(), false}}}}, present})}});
+    }
+    Json rest = s;
+    rest.erase(k);
+    if (all.empty()) return std::optional<Json>(std::move(rest));
+    DI_ASSIGN_OR_RETURN(Json m, Merge(rest, Json{{"allOf", all}}, path, depth + 1));
+    return std::optional<Json>(std::move(m));
+  }
+  if (auto it = s.find("propertyNames"); it != s.end()) {
+    // Keys are strings: a schema that every string meets constrains nothing.
+    bool trivial = it->is_boolean() && it->get<bool>();
+    if (it->is_object()) {
+      trivial = true;
+      for (auto k = it->begin(); k != it->end(); ++k)
+        if (!AnnotationKeywords().count(k.key()) && !(k.key() == "type" && k.value() == "string")) trivial = false;
+    }
+    if (!trivial) return Unsupported("propertyNames", path);
+    Json rest = s;
+    rest.erase("propertyNames");
+    return std::optional<Json>(std::move(rest));
+  }
+  return std::optional<Json>();
+}
+
+// The negation of a schema as a schema the compiler takes, for the forms where it is exact (nullopt
+// otherwise): booleans, type sets, required (an object missing a name), properties (an object with a
+// member that fails its schema), string patterns and lengths, array counts, non-numeric enum/const
+// members ($not_in), and not/anyOf/allOf of those. Keywords that apply to one type only hold for every
+// other type, so their negation is that type failing them.
+std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string& path, uint32_t depth) const {
+  if (depth > o_.max_depth) return std::nullopt;
+  if (schema.is_boolean()) return Json(!schema.get<bool>());
+  auto inlined = Inline(schema, path, depth + 1);
+  if (!inlined.ok() || !inlined->is_object()) return inlined.ok() ? std::optional<Json>(Json(!inlined->get<bool>())) : std::nullopt;
+  const Json& s = *inlined;
+  Json any = Json::array();  // not (A and B and ...) = (not A) or (not B) or ...
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string& k = it.key();
+    const Json& v = it.value();
+    if (AnnotationKeywords().count(k) || k.rfind("x-", 0) == 0 || !ConstrainingKeyword(k)) continue;
+    if (k == "format" && v.is_string() && !FormatRegex(v.get<std::string>())) continue;  // an annotation
+    if (k == "type") {
+      const uint8_t keep = static_cast<uint8_t>(~SchemaResolver::TypesOf(Json{{"type", v}})) & kAllTypes;
+      Json t = Json::array();
+      if (keep & kNull) t.push_back("null");
+      if (keep & kBool) t.push_back("boolean");
+      if (keep & kObject) t.push_back("object");
+      if (keep & kArray) t.push_back("array");
+      if (keep & kString) t.push_back("string");
+      if ((keep & kInteger) && (keep & kNumber)) t.push_back("number");
+      else if (keep & (kInteger | kNumber)) return std::nullopt;  // "number but not integer": no type says it
+      any.push_back(Json{{"type", t}});
+    } else if (k == "required" && v.is_array()) {
+      for (const Json& n : v) {
+        if (!n.is_string()) return std::nullopt;
+        any.push_back(Json{{"type", "object"}, {"properties", Json{{n.get<std::string>(), false}}}});
+      }
+    } else if (k == "properties" && v.is_object()) {
+      for (auto p = v.begin(); p != v.end(); ++p) {
+        auto neg = Negate(p.value(), path + "/properties/" + p.key(), depth + 1);
+        if (!neg) return std::nullopt;
+        any.push_back(Json{{"type", "object"}, {"required", Json::array({p.key()})}, {"properties", Json{{p.key(), *neg}}}});
+      }
+    } else if (k == "pattern" && v.is_string()) {
+      any.push_back(Json{{"type", "string"}, {"$not_patterns", Json::array({v})}});
+    } else if ((k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems" || k == "minProperties" ||
+                k == "maxProperties") && v.is_number()) {
+      const double n = v.get<double>();
+      const bool min = k.rfind("min", 0) == 0;
+      const std::string what = k.substr(3);
+      const char* type = what == "Length" ? "string" : what == "Items" ? "array" : "object";
+      if (min && n <= 0) {
+        any.push_back(false);
+      } else {
+        any.push_back(Json{{"type", type}, {(min ? "max" : "min") + what, min ? n - 1 : n + 1}});
+      }
+    } else if ((k == "enum" && v.is_array()) || k == "const") {
+      const Json values = k == "const" ? Json::array({v}) : v;
+      for (const Json& x : values)
+        if (x.is_number() || x.is_object() || x.is_array()) return std::nullopt;
+      any.push_back(Json{{"$not_in", values}});
+    } else if (k == "not") {
+      any.push_back(v);
+    } else if (k == "anyOf" && v.is_array()) {
+      Json all = Json::array();
+      for (size_t i = 0; i < v.size(); ++i) {
+        auto neg = Negate(v[i], path + "/anyOf/" + std::to_string(i), depth + 1);
+        if (!neg) return std::nullopt;
+        all.push_back(*neg);
+      }
+      any.push_back(Json{{"allOf", all}});
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (any.empty()) return Json(false);
+  if (any.size() == 1) return any[0];
+  return Json{{"anyOf", any}};
+}
+
+// oneOf whose branches only require members (`{required: [...]}`): an instance is valid when exactly one
+// branch's names are all present. As anyOf: for each branch i, its names present and, for every other
+// branch j, one of j's names that i does not require absent (`properties: {k: false}`), over every
+// choice of those names (bounded). Non-objects meet every branch, so they fail (two branches or more).
+// nullopt: the branches are not of this form.
+Result<std::optional<std::vector<Json>>> SchemaResolver::ExactlyOneRequired(const Json& branches, const Json& rest,
+                                                                            const std::string& path, uint32_t depth) const {
+  constexpr size_t kMaxAlternatives = 64;
+  std::vector<std::vector<std::string>> req;
+  for (const Json& b : branches) {
+    DI_ASSIGN_OR_RETURN(Json x, Inline(b, path, depth + 1));
+    if (!x.is_object()) return std::optional<std::vector<Json>>();
+    std::vector<std::string> names;
+    for (auto it = x.begin(); it != x.end(); ++it) {
+      if (AnnotationKeywords().count(it.key())) continue;
+      if (it.key() != "required" || !it->is_array()) return std::optional<std::vector<Json>>();
+      for (const Json& n : *it) {
+        if (!n.is_string()) return std::optional<std::vector<Json>>();
+        names.push_back(n.get<std::string>());
+      }
+    }
+    req.push_back(std::move(names));
+  }
+  std::vector<Json> out;
+  for (size_t i = 0; i < req.size(); ++i) {
+    // choices[j]: the names of branch j that branch i does not require (one must be absent).
+    std::vector<std::vector<std::string>> choices;
+    bool possible = true;
+    for (size_t j = 0; j < req.size() && possible; ++j) {
+      if (j == i) continue;
+      std::vector<std::string> c;
+      for (const auto& n : req[j])
+        if (std::find(req[i].begin(), req[i].end(), n) == req[i].end()) c.push_back(n);
+      if (c.empty()) possible = false;  // j's names are all in i's: both always hold together
+      choices.push_back(std::move(c));
+    }
+    if (!possible) continue;
+    std::vector<size_t> pick(choices.size(), 0);
+    while (true) {
+      if (out.size() >= kMaxAlternatives) return Unsupported("oneOf (too many required-member combinations)", path);
+      Json forbidden = Json::object();
+      for (size_t j = 0; j < choices.size(); ++j) forbidden[choices[j][pick[j]]] = false;
+      Json branch = {{"type", "object"}, {"required", req[i]}, {"properties", forbidden}};
+      DI_ASSIGN_OR_RETURN(Json m, Merge(rest, branch, path + "/oneOf/" + std::to_string(i), depth + 1));
+      out.push_back(std::move(m));
+      size_t k = 0;
+      while (k < pick.size() && ++pick[k] == choices[k].size()) pick[k++] = 0;
+      if (k == pick.size()) break;
+    }
+  }
+  return std::optional<std::vector<Json>>(std::move(out));
+}
+
+}  // namespace deepinfer::grammar::json_schema_internal
