@@ -324,7 +324,7 @@ class LegacyGeneration : public Generation {
 // --enable-test-hooks, the scripted output: a request's "deepinfer_test_output" text is tokenized with
 // control-token spellings as control tokens, and the engine's logits mask allows exactly those tokens in
 // order, so real reasoning, tool calls and content come back through the whole path.
-bool Service::ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params) {
+bool Service::ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params, bool read_seed) {
   JsonBody json = ParseJsonObject(exchange->request.body);
   if (!json.ok()) return true;  // the protocol parser already accepted it; nothing extra to read
   const Json& body = json.value;
@@ -337,6 +337,12 @@ bool Service::ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::Req
   if (!error) error = ReadNumber(body, "min_p", 0, 1, &s.min_p);
   if (!error) error = ReadBool(body, "ignore_eos", &s.ignore_eos);
   if (!error) error = ReadInteger(body, "min_tokens", 0, int64_t{1} << 24, &min_tokens);
+  // Seeded sampling as on Chat Completions (an extension here, as in vLLM's sampling parameters): equal
+  // seeded requests give equal outputs.
+  if (int64_t seed = -1; !error && read_seed) {
+    error = ReadInteger(body, "seed", 0, INT64_MAX, &seed);
+    if (!error && seed >= 0) s.seed = static_cast<uint64_t>(seed);
+  }
   // The KV store's retention class of this request's prefix blocks (extension; default: --kv-ttl-class).
   if (auto ttl = body.find("kv_ttl_class"); !error && ttl != body.end()) {
     if (!ttl->is_string() || (*ttl != "agent" && *ttl != "chat")) {

@@ -341,7 +341,7 @@ void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::
   params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
     params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
-  if (!ApplyExtras(exchange, &params)) return;
+  if (!ApplyExtras(exchange, &params, protocol != recipe::Protocol::kChatCompletions)) return;
   // Bad parameters are 400 whether or not this server can generate.
   if (!engine_) return exchange->Fail(NoEngine());
   // Structured output: compiled here, on the connection's strand, off the engine's step thread (after the

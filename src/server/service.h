@@ -108,7 +108,9 @@ class Service : public HttpHandler {
   ApiError ModelNotFound(std::string_view model) const;
   // Sampling fields beyond the codec's (penalties, ignore_eos, min_tokens, min_p) and the test hook;
   // false when the error response was sent.
-  bool ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params);
+  // `read_seed`: the body's `seed` is read here too (Responses and Messages, whose codec reads none; Chat's
+  // codec and the legacy Completions parser read their own).
+  bool ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params, bool read_seed = false);
   void AppendEngineMetrics(PrometheusText* out, const MetricLabels& model) const;
 
   ServiceOptions options_;
