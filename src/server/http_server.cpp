@@ -48,6 +48,17 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::string_view kLastChunk = "0\r\n\r\n";
 constexpr std::string_view kCrlf = "\r\n";
 
+// Appends `data` as one chunk of a chunked body (size line, the bytes, CRLF), with room reserved for
+// `extra` more bytes after it.
+void AppendChunk(std::string_view data, size_t extra, std::string* out) {
+  char size_line[24];
+  const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+  out->reserve(out->size() + static_cast<size_t>(len) + data.size() + kCrlf.size() + extra);
+  out->append(size_line, static_cast<size_t>(len));
+  out->append(data);
+  out->append(kCrlf);
+}
+
 }  // namespace
 
 std::string_view HttpRequest::Header(std::string_view name) const {
@@ -448,12 +459,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ShutGate();
     inflight_.clear();
     if (!pending_.empty()) {
-      char size_line[24];
-      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", pending_.size());
-      inflight_.reserve(static_cast<size_t>(len) + pending_.size() + kCrlf.size() + kLastChunk.size());
-      inflight_.append(size_line, static_cast<size_t>(len));
-      inflight_.append(pending_);
-      inflight_.append(kCrlf);
+      AppendChunk(pending_, kLastChunk.size(), &inflight_);
       pending_.clear();
     }
     inflight_last_ = end_requested_;
@@ -602,13 +608,8 @@ bool Exchange::TryDirectWrite(const std::string& data, int64_t origin_nanos) {
     ++gate_->queued;
     return false;
   }
-  char size_line[24];
-  const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
   std::string chunk;
-  chunk.reserve(static_cast<size_t>(len) + data.size() + kCrlf.size());
-  chunk.append(size_line, static_cast<size_t>(len));
-  chunk.append(data);
-  chunk.append(kCrlf);
+  AppendChunk(data, 0, &chunk);
   const ssize_t sent = ::send(gate_->fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   if (sent == static_cast<ssize_t>(chunk.size())) {
     if (origin_nanos > 0) gate_->latency->Record(static_cast<double>(NowNanos() - origin_nanos) * 1e-9);
