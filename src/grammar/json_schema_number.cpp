@@ -46,9 +46,13 @@ class NumberBuilder {
     return g_.Seq({g_.Optional(Lit("-")), intpart, Frac(0), exp});
   }
 
-  // Digit strings of the same length between lo and hi (inclusive).
+  // Digit strings of the same length between lo and hi (inclusive). 0...0 to 9...9 is any n digits, taken
+  // as one piece: split like any other range, both of its sides split again, and a 16-digit bound made
+  // 2^16 alternatives. With it, each side of a split is a chain of one alternative per digit.
   ExprId FixedLen(const std::string& lo, const std::string& hi) {
     if (lo.empty()) return g_.Empty();
+    if (lo.find_first_not_of('0') == std::string::npos && hi.find_first_not_of('9') == std::string::npos)
+      return g_.Repeat(g_.Chars({{'0', '9'}}), static_cast<uint32_t>(lo.size()), static_cast<uint32_t>(lo.size()));
     if (lo.size() == 1) return g_.Chars({{static_cast<uint32_t>(lo[0]), static_cast<uint32_t>(hi[0])}});
     if (lo[0] == hi[0]) return g_.Seq({Lit(std::string(1, lo[0])), FixedLen(lo.substr(1), hi.substr(1))});
     size_t n = lo.size() - 1;
