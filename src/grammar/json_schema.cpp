@@ -42,11 +42,18 @@ Status Invalid(const std::string& what, const std::string& path) {
 }
 
 const std::string* FormatRegex(const std::string& format) {
+  // date-time separates with T or t only (RFC 3339's grammar; the space its note allows is not in it).
+  // A calendar date (RFC 3339 5.7): the days each month has, February 29 in leap years only (divisible
+  // by 4, centuries by 400), no year 0000 (Python's date.fromisoformat, which jsonschema asks, has none).
+  static const std::string kDate =
+      "(([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|"
+      "(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|"
+      "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)";
   static const std::map<std::string, std::string> kFormats = {
-      {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"},
+      {"date", kDate},
       {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
       {"date-time",
-       "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
+       kDate + "[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
        "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
       {"duration",
        "P([0-9]+W|([0-9]+Y([0-9]+M)?([0-9]+D)?|[0-9]+M([0-9]+D)?|[0-9]+D)(T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))?"
@@ -266,6 +273,25 @@ class SchemaCompiler {
            cg.status().message() == "the grammar accepts no string";
   }
 
+  // Whether two patterns (unanchored, on raw text) can match the same string: false only where the
+  // automaton of both at once is proven empty; an error or a spent budget counts as meeting.
+  static bool PatternsMeet(const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    Grammar t;
+    const uint32_t rule = t.AddRule("both");
+    t.set_root(rule);
+    RegexOptions ro;
+    ro.full_match = false;
+    auto x = CompileRegex(a, ro, &t);
+    auto y = CompileRegex(b, ro, &t);
+    if (!x.ok() || !y.ok()) return true;
+    t.Define(rule, t.And(*x, *y));
+    CompileLimits limits;
+    limits.max_compile_ms = 50;
+    auto cg = grammar::Compile(t, limits);
+    return cg.ok() || cg.status().message() != "the grammar accepts no string";
+  }
+
   // The candidates of a finite language: the schema's const or enum, or those of an allOf member (itself
   // or its $ref's target).
   std::optional<Json> FiniteValues(const Json& s, const std::string& path) {
@@ -303,8 +329,8 @@ class SchemaCompiler {
     }
     // A $ref alone (annotations aside) becomes a rule, so recursive schemas stay finite.
     if (auto it = schema.find("$ref"); it != schema.end()) {
-      bool alone = true;
-      for (auto k = schema.begin(); k != schema.end(); ++k)
+      bool alone = true;  // draft 7 and earlier: it always is, whatever is beside it
+      for (auto k = schema.begin(); k != schema.end() && !r_.RefOverridesSiblings(); ++k)
         if (k.key() != "$ref" && !AnnotationKeywords().count(k.key()) && k.key().rfind("x-", 0) != 0) alone = false;
       if (alone) {
         if (!it->is_string()) return Invalid("$ref must be a string", path);
@@ -602,13 +628,53 @@ class SchemaCompiler {
         if (!re.ok()) return re.status().WithContext(path + "/patternProperties");
         pattern_bodies.push_back(g_.And(*re, CanonicalStar()));
       }
-      size_t i = 0;
-      for (auto p = patterns->begin(); p != patterns->end(); ++p, ++i) {
+      // A key matching several patterns takes all their schemas: one alternative per set of patterns a key
+      // can match together (pairwise overlapping), its keys those of every pattern in the set and of no
+      // other that meets them all.
+      std::vector<std::string> keys;
+      std::vector<const Json*> values;
+      for (auto p = patterns->begin(); p != patterns->end(); ++p) keys.push_back(p.key()), values.push_back(&p.value());
+      const size_t k = keys.size();
+      std::vector<std::vector<uint8_t>> meet(k, std::vector<uint8_t>(k, 1));
+      for (size_t i = 0; i < k; ++i)
+        for (size_t j = i + 1; j < k; ++j) meet[i][j] = meet[j][i] = PatternsMeet(keys[i], keys[j]) ? 1 : 0;
+      constexpr size_t kMaxPatternSets = 64;
+      std::vector<std::vector<size_t>> sets;
+      // Cliques of the overlap graph, each grown from its smallest member upwards (no recursion).
+      std::vector<std::vector<size_t>> stack;
+      for (size_t i = k; i-- > 0;) stack.push_back({i});
+      while (!stack.empty()) {
+        std::vector<size_t> set = std::move(stack.back());
+        stack.pop_back();
+        if (sets.size() >= kMaxPatternSets)
+          return Unsupported("patternProperties (more than " + std::to_string(kMaxPatternSets) + " overlapping pattern sets)", path);
+        for (size_t j = k; j-- > set.back() + 1;) {
+          bool all = true;
+          for (size_t m : set) all = all && meet[m][j];
+          if (!all) continue;
+          std::vector<size_t> grown = set;
+          grown.push_back(j);
+          stack.push_back(std::move(grown));
+        }
+        sets.push_back(std::move(set));
+      }
+      for (const auto& set : sets) {
+        ExprId body = pattern_bodies[set[0]];
+        for (size_t m = 1; m < set.size(); ++m) body = g_.And(body, pattern_bodies[set[m]]);
         std::vector<ExprId> out = listed_bodies;
-        for (size_t j = 0; j < pattern_bodies.size(); ++j)
-          if (j != i) out.push_back(pattern_bodies[j]);
-        DI_ASSIGN_OR_RETURN(ExprId v, Compile(p.value(), path + "/patternProperties/" + p.key(), depth + 1));
-        extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(pattern_bodies[i], out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
+        for (size_t j = 0; j < k; ++j) {
+          bool in = std::find(set.begin(), set.end(), j) != set.end(), all = true;
+          for (size_t m : set) all = all && meet[m][j];
+          if (!in && all) out.push_back(pattern_bodies[j]);
+        }
+        Json schema = *values[set[0]];
+        std::string where = path + "/patternProperties/" + keys[set[0]];
+        if (set.size() > 1) {
+          schema = Json{{"allOf", Json::array()}};
+          for (size_t m : set) schema["allOf"].push_back(*values[m]);
+        }
+        DI_ASSIGN_OR_RETURN(ExprId v, Compile(schema, where, depth + 1));
+        extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(body, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
       }
     }
     if (additional) {

@@ -15,7 +15,8 @@
 // negation is exact: types, required, properties, patterns, lengths, counts, non-numeric enum/const, and
 // not/anyOf/allOf of those), if/then/else (when `if` has such a negation), dependencies,
 // dependentRequired, dependentSchemas, propertyNames that every string meets, $ref/$defs/definitions
-// (recursive too; local references only). An enum or const under any other keywords (uniqueItems,
+// (recursive too; local references only; siblings of a `$ref` as the schema's draft says, see
+// JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords (uniqueItems,
 // contains, propertyNames, if/then/else, ... included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
@@ -42,6 +43,10 @@ struct JsonSchemaOptions {
   // false: integral values have no fraction ("3", never "3.0", which the standard counts as an integer
   // too), as tool-call arguments should read to the programs that take them.
   bool integer_fraction = true;
+  // `$ref` beside other keywords: draft 7 and earlier ignore the others, 2019-09 on apply them too. A root
+  // `$schema` naming draft-03 to draft-07 selects the former, any other `$schema` the latter; this says
+  // which applies to a schema without `$schema` (true: draft 7's).
+  bool draft7_without_schema = false;
   size_t max_schema_bytes = 4u << 20;
   uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)
 };

@@ -47,7 +47,10 @@ Result<ExprId> JsonNumber(Grammar* g, const Json& s, bool integer, bool integer_
 // Schema-level operations on the JSON of schemas (json_schema_merge.cpp): $ref resolution, allOf merging.
 class SchemaResolver {
  public:
-  SchemaResolver(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o) {}
+  SchemaResolver(const Json& root, const JsonSchemaOptions& o);
+
+  // Whether a `$ref` hides the keywords beside it (draft 7 and earlier; JsonSchemaOptions).
+  bool RefOverridesSiblings() const { return ref_overrides_; }
 
   Result<const Json*> Resolve(const std::string& ref, const std::string& path) const;
   // allOf, $ref siblings and anyOf/oneOf distribution: both schemas at once, merged at the JSON level.
@@ -73,6 +76,7 @@ class SchemaResolver {
  private:
   const Json& root_;
   const JsonSchemaOptions& o_;
+  bool ref_overrides_ = false;
 };
 
 // Whether the language of `root` in `g` is provably empty, from the IR alone (kAnd/kMinus are taken as

@@ -23,6 +23,16 @@ int HexDigit(char c) {
 
 }  // namespace
 
+SchemaResolver::SchemaResolver(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o) {
+  ref_overrides_ = o.draft7_without_schema;
+  if (auto it = root.is_object() ? root.find("$schema") : root.end(); root.is_object() && it != root.end() && it->is_string()) {
+    const std::string& uri = it->get_ref<const std::string&>();
+    ref_overrides_ = false;
+    for (const char* d : {"draft-03", "draft-04", "draft-05", "draft-06", "draft-07"})
+      if (uri.find(d) != std::string::npos) ref_overrides_ = true;
+  }
+}
+
 Result<const Json*> SchemaResolver::Resolve(const std::string& ref, const std::string& path) const {
   if (ref.empty() || ref[0] != '#') return Unsupported("$ref to '" + ref + "' (only local references)", path);
   const Json* cur = &root_;
@@ -189,6 +199,7 @@ Result<Json> SchemaResolver::Inline(const Json& s, const std::string& path, uint
   if (auto it = out.find("$ref"); it != out.end()) {
     if (!it->is_string()) return Invalid("$ref must be a string", path);
     DI_ASSIGN_OR_RETURN(const Json* target, Resolve(it->get<std::string>(), path));
+    if (ref_overrides_) return Inline(*target, path, depth + 1);  // draft 7: the siblings do nothing
     Json rest = out;
     rest.erase("$ref");
     DI_ASSIGN_OR_RETURN(out, Merge(*target, rest, path, depth + 1));

@@ -51,7 +51,7 @@ class Validator {
       if (!it->is_string()) return Invalid("$ref must be a string", path);
       DI_ASSIGN_OR_RETURN(const Json* target, r_.Resolve(it->get<std::string>(), path));
       DI_ASSIGN_OR_RETURN(bool ok, Valid(*target, v, it->get<std::string>(), d));
-      if (!ok) return false;
+      if (!ok || r_.RefOverridesSiblings()) return ok;
     }
     if (auto it = schema.find("type"); it != schema.end() && !TypeMatches(*it, v)) return false;
     if (auto it = schema.find("const"); it != schema.end()) {

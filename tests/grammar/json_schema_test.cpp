@@ -208,5 +208,35 @@ TEST(JsonSchemaOneOf, ExactlyOneOfRequiredNames) {
     Check(c);
 }
 
+// Fixes checked against jsonschema (Draft7Validator / Draft202012Validator.is_valid, and
+// FormatChecker for "date", which asks datetime.date.fromisoformat).
+TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
+  for (const Case& c : std::vector<Case>{
+           // Draft 7: maxItems beside $ref does nothing, so [1,2,3] is valid; 2020-12 applies both.
+           {R"({"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"a":{"type":"array"}},)"
+            R"("properties":{"f":{"$ref":"#/definitions/a","maxItems":2}}})",
+            {R"({"f":[1,2,3]})"}, {R"({"f":"s"})"}},
+           {R"({"$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"a":{"type":"array"}},)"
+            R"("properties":{"f":{"$ref":"#/$defs/a","maxItems":2}}})",
+            {R"({"f":[1,2]})"}, {R"({"f":[1,2,3]})"}},
+           // Days per month and leap years: 2024 is one, 1900 is not (a century), 2000 is (by 400); no year 0.
+           {R"({"type":"string","format":"date"})",
+            {R"("2024-02-29")", R"("2000-02-29")", R"("2023-04-30")", R"("2023-12-31")", R"("0001-01-01")"},
+            {R"("2023-02-29")", R"("1900-02-29")", R"("2024-02-30")", R"("2023-04-31")", R"("0000-01-01")"}},
+           {R"({"type":"string","format":"date-time"})", {R"("2024-02-29T10:00:00Z")", R"("2024-02-29t10:00:00z")"},
+            {R"("2023-02-29T10:00:00Z")", R"("2024-02-29 10:00:00Z")"}},
+           // "aaaa" matches both patterns, so it takes both schemas: integer and at most 20 (and "a*", unanchored,
+           // matches every key: "b" must be an integer too).
+           {R"({"patternProperties":{"a*":{"type":"integer"},"aaa*":{"maximum":20}}})",
+            {R"({"aaaa":18})", R"({"a":21})", R"({"a":21,"aaaa":18})", R"({"b":1})"},
+            {R"({"aaaa":31})", R"({"aaa":"foo"})", R"({"a":"bar"})", R"({"b":"x"})"}},
+           // Three patterns: "xy" matches ^x and y$ (both schemas), "xz" only ^x, "zy" only y$, "q" neither.
+           {R"({"patternProperties":{"^x":{"type":"integer"},"y$":{"minimum":5},"^q$":{"type":"string"}},"additionalProperties":false})",
+            {R"({"xy":5})", R"({"xz":1})", R"({"zy":7.5})", R"({"q":"s"})"},
+            {R"({"xy":4})", R"({"xy":5.5})", R"({"zy":4})", R"({"q":1})", R"({"z":1})"}},
+       })
+    Check(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
