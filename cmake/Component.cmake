@@ -110,21 +110,28 @@ function(deepinfer_glob_component name)
   endforeach()
 endfunction()
 
-# deepinfer_glob_tests(component [LIBS ...]): every *_test.cpp in the current directory becomes a test
-# executable <component>_<stem>; files ending in _slow_test.cpp get the "slow" label (Release pass only: the
-# sanitizer build, which runs the unit label, does not build them).
+# deepinfer_glob_tests(component [LIBS ...]): the *_test.cpp files in the current directory are the
+# component's tests. The unit tests form one executable, <component>_tests (compiled in batches: see
+# deepinfer_unity), each GoogleTest case a ctest test of the "unit" label; a file ending in _slow_test.cpp is
+# an executable of its own, <component>_<stem>, labelled "slow" (Release pass only: the sanitizer build,
+# which runs the unit label, does not build them).
 function(deepinfer_glob_tests component)
   cmake_parse_arguments(ARG "" "" "LIBS" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
+  set(unit_sources)
   foreach(t IN LISTS tests)
     get_filename_component(stem ${t} NAME_WE)
-    set(label unit)
     if(stem MATCHES "_slow_test$")
-      if(DEEPINFER_SANITIZE)
-        continue()
+      if(NOT DEEPINFER_SANITIZE)
+        deepinfer_add_test(${component}_${stem} SOURCES ${t} LIBS deepinfer_${component} ${ARG_LIBS} LABELS slow)
       endif()
-      set(label slow)
+    else()
+      list(APPEND unit_sources ${t})
     endif()
-    deepinfer_add_test(${component}_${stem} SOURCES ${t} LIBS deepinfer_${component} ${ARG_LIBS} LABELS ${label})
   endforeach()
+  if(unit_sources)
+    deepinfer_add_test(${component}_tests SOURCES ${unit_sources} LIBS deepinfer_${component} ${ARG_LIBS}
+                       LABELS unit)
+    deepinfer_unity(${component}_tests)
+  endif()
 endfunction()

@@ -10,5 +10,5 @@ function(deepinfer_isa_sources target isa)
   endif()
   target_sources(${target} PRIVATE ${ARGN})
   set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES
-                              COMPILE_OPTIONS "${DEEPINFER_ISA_FLAGS_${isa}}")
+                              COMPILE_OPTIONS "${DEEPINFER_ISA_FLAGS_${isa}}" SKIP_UNITY_BUILD_INCLUSION ON)
 endfunction()

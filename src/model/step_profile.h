@@ -47,8 +47,17 @@ class StepProfile {
 class ScopedPhase {
  public:
   explicit ScopedPhase(Phase phase) : phase_(phase), start_(StepProfile::enabled() ? NowNanos() : -1) {}
-  ~ScopedPhase() {
+  ~ScopedPhase() { Stop(); }
+  // Ends the running phase, if any, and starts `next`: one object times a function's consecutive phases.
+  void Switch(Phase next) {
+    Stop();
+    phase_ = next;
+    start_ = StepProfile::enabled() ? NowNanos() : -1;
+  }
+  // Ends the running phase; time until the next Switch is counted in none.
+  void Stop() {
     if (start_ >= 0) StepProfile::Add(phase_, NowNanos() - start_);
+    start_ = -1;
   }
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;

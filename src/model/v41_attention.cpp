@@ -300,7 +300,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   const std::vector<float>& inv_freq = plan.ratio > 0 ? *step.compress_inv_freq : *step.main_inv_freq;
   const int64_t half = rd / 2;
 
-  std::optional<ScopedPhase> phase(std::in_place, Phase::kAttnProjections);
+  ScopedPhase phase(Phase::kAttnProjections);
   std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
   std::vector<float> ckv, cgate, iq, iw;
   std::vector<v4::LinearTask> tasks = {{x, n, d, &w.wq_a, qr.data(), ql}, {x, n, d, &w.wkv, kv.data(), hd}};
@@ -341,23 +341,23 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
 
   // The compressed branch: a KV source completes groups and publishes them; an index source selects.
   if (plan.ratio > 0) {
-    phase.emplace(Phase::kAttnCompress);
+    phase.Switch(Phase::kAttnCompress);
     if (plan.kv_source) {
       std::vector<float> latents;
       std::vector<Emitted> emitted = Compress(step, layer, ckv.data(), cgate.empty() ? nullptr : cgate.data(), &latents);
       Publish(step, layer, emitted, latents);
     }
     if (plan.index_source) {
-      phase.reset();
+      phase.Stop();
       Index(step, layer, iq.data(), iw.data());
-      phase.emplace(Phase::kAttnCompress);
+      phase.Switch(Phase::kAttnCompress);
       DecodeSelection(step);
     }
   }
   const bool compressed = plan.ratio > 0 && plan.index_layer >= 0 && step.selection.group == plan.group &&
                           layout.sources[plan.group].key_group >= 0;
 
-  phase.emplace(Phase::kAttend);
+  phase.Switch(Phase::kAttend);
   // The window entries before each chunk (that it may see), decoded once per chunk.
   std::vector<std::vector<float>> before(step.chunks.size());
   std::vector<int64_t> before_first(step.chunks.size(), 0);
@@ -409,7 +409,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
     }
   }, 1);
 
-  phase.emplace(Phase::kAttnOutput);
+  phase.Switch(Phase::kAttnOutput);
   const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
   std::vector<float> low(static_cast<size_t>(n * groups * lr));
   tasks.clear();

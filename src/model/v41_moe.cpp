@@ -32,7 +32,7 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
   const V41Config& c = *step.config;
   const int64_t n = step.num_rows(), d = c.hidden_size, e = static_cast<int64_t>(w.experts.size());
 
-  std::optional<ScopedPhase> phase(std::in_place, Phase::kMoeGate);
+  ScopedPhase phase(Phase::kMoeGate);
   std::vector<float> logits(static_cast<size_t>(n * e));
   kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.threads);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
@@ -58,7 +58,7 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
   // Each routed expert over the rows routed to it and the shared expert over all rows: every gate and up
   // product in one balanced hand-off, the clamped SwiGLU times the routing weight, then every down product
   // in another; the routed outputs are summed in increasing expert order, then the shared one is added.
-  phase.emplace(Phase::kMoeExperts);
+  phase.Switch(Phase::kMoeExperts);
   struct Work {
     const V4ExpertWeights* weights;
     std::vector<int64_t> rows;
@@ -112,7 +112,7 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
   add_down(shared, n, out);
   v4::RunLinearTasks(tasks, step.linear, *step.threads);
 
-  phase.emplace(Phase::kMoeCombine);
+  phase.Switch(Phase::kMoeCombine);
   std::vector<std::vector<const float*>> contributions(static_cast<size_t>(n));
   for (const Work& item : work) {
     for (size_t r = 0; r < item.rows.size(); ++r) contributions[item.rows[r]].push_back(item.output.data() + r * d);

@@ -66,7 +66,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   // Every projection of x, then those of the normalised low-rank query.
   const bool csa = block.type == V4AttentionType::kCsa;
   const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
-  std::optional<ScopedPhase> phase(std::in_place, Phase::kAttnProjections);
+  ScopedPhase phase(Phase::kAttnProjections);
   std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
   std::vector<float> ckv, cgate, ikv, igate, iq, iw;
   std::vector<LinearTask> tasks = {{x, n, d, &w.wq_a, qr.data(), ql}, {x, n, d, &w.wkv, kv.data(), hd}};
@@ -103,7 +103,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
                        kernels::RopeLayout::kInterleaved);
   }
 
-  phase.emplace(Phase::kAttnCompress);
+  phase.Switch(Phase::kAttnCompress);
   // Compressed entries first: a query sees the entries of every window complete at its position.
   const int64_t ratio = block.ratio;
   if (w.compressor) FeedCompressor(step, block, *w.compressor, ckv.data(), cgate.data(), false);
@@ -119,7 +119,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
     }
   }
 
-  phase.emplace(Phase::kAttend);
+  phase.Switch(Phase::kAttend);
   // The chunk's K=V vectors go to the window blocks first, so that every key is read from where later
   // steps will read it. The MTP layer's entry of position p (made from the main model's state at p and the
   // token at p + 1) sits in the slot of position p + 1, inside the blocks the step writes anyway.
@@ -195,7 +195,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   if (n == 1) attend(0, 1);
   else step.pool->ParallelFor(n, attend, 1);
 
-  phase.emplace(Phase::kAttnOutput);
+  phase.Switch(Phase::kAttnOutput);
   const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
   std::vector<float> low(static_cast<size_t>(n * groups * lr));
   tasks.clear();

@@ -28,7 +28,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   const V4MoeWeights& w = block.weights->moe;
   const int64_t n = step.num_rows(), d = c.hidden_size, e = c.n_routed_experts, k = c.num_experts_per_tok;
 
-  std::optional<ScopedPhase> phase(std::in_place, Phase::kMoeGate);
+  ScopedPhase phase(Phase::kMoeGate);
   std::vector<float> logits(static_cast<size_t>(n * e));
   kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.pool);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
@@ -53,7 +53,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   // Each routed expert over the rows routed to it, and the shared expert over all rows: every gate and
   // up product in one balanced hand-off, the clamped SwiGLU, then every down product in another; the
   // routed outputs are then summed in increasing expert order.
-  phase.emplace(Phase::kMoeExperts);
+  phase.Switch(Phase::kMoeExperts);
   struct Work {
     const V4ExpertWeights* weights;
     std::vector<int64_t> rows;
@@ -100,7 +100,7 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   add_down(shared, n, out);
   RunLinearTasks(tasks, step.linear, *step.pool);
 
-  phase.emplace(Phase::kMoeCombine);
+  phase.Switch(Phase::kMoeCombine);
   // Row i's routed sum, in increasing expert order, then plus the shared expert's output.
   std::vector<std::vector<std::pair<const float*, float>>> contributions(static_cast<size_t>(n));
   for (const Work& item : work) {

@@ -57,7 +57,7 @@ class EngineText : public ::testing::Test {
 std::string* EngineText::dir_ = nullptr;
 tokenizer::Tokenizer* EngineText::tokenizer_ = nullptr;
 
-RequestParams Greedy(int64_t n) {
+RequestParams GreedyWithLogprobs(int64_t n) {
   RequestParams p;
   p.sampling.temperature = 0;
   p.sampling.max_tokens = n;
@@ -70,7 +70,7 @@ RequestParams Greedy(int64_t n) {
 TEST_F(EngineText, BytesControlFlagsAndTextFollowTheTokenizer) {
   auto e = Make();
   const std::vector<int32_t> prompt = tokenizer_->EncodeText("The quick brown fox jumps over the lazy dog.");
-  const GenerateOutput::Sequence s = Run(*e, prompt, Greedy(40));
+  const GenerateOutput::Sequence s = Run(*e, prompt, GreedyWithLogprobs(40));
   ASSERT_EQ(s.tokens.size(), 40u);
   std::vector<int32_t> ids;
   std::string bytes;
@@ -88,7 +88,7 @@ TEST_F(EngineText, BytesControlFlagsAndTextFollowTheTokenizer) {
 TEST_F(EngineText, StopStringsSpanTokensAndAreCutFromTheText) {
   auto e = Make();
   const std::vector<int32_t> prompt = tokenizer_->EncodeText("Once upon a time");
-  const GenerateOutput::Sequence free_run = Run(*e, prompt, Greedy(40));
+  const GenerateOutput::Sequence free_run = Run(*e, prompt, GreedyWithLogprobs(40));
   // A stop string of whole characters from the middle of the text (random weights' text; greedy, so the
   // same every run), long enough to span several tokens.
   const std::string& text = free_run.text;
@@ -100,7 +100,7 @@ TEST_F(EngineText, StopStringsSpanTokensAndAreCutFromTheText) {
   const size_t at = text.find(stop);
   ASSERT_NE(at, std::string::npos);
 
-  RequestParams p = Greedy(40);
+  RequestParams p = GreedyWithLogprobs(40);
   p.sampling.stop = {stop};
   const GenerateOutput::Sequence stopped = Run(*e, prompt, p);
   EXPECT_EQ(stopped.finish, FinishReason::kStop);

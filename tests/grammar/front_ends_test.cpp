@@ -12,7 +12,7 @@
 namespace deepinfer::grammar {
 namespace {
 
-struct Case {
+struct FrontEndCase {
   ConstraintSpec::Kind kind;
   std::string text;
   std::vector<std::string> yes, no;
@@ -26,7 +26,7 @@ Result<CompiledGrammar> Build(ConstraintSpec::Kind kind, const std::string& text
   return Compile(g);
 }
 
-void Check(const Case& c) {
+void CheckFrontEndCase(const FrontEndCase& c) {
   auto cg = Build(c.kind, c.text);
   ASSERT_TRUE(cg.ok()) << c.text << ": " << cg.status().ToString();
   for (const auto& s : c.yes) EXPECT_TRUE(cg->Matches(s)) << c.text << " should accept " << s;
@@ -36,7 +36,7 @@ void Check(const Case& c) {
 using K = ConstraintSpec::Kind;
 
 TEST(Regex, Languages) {
-  for (const Case& c : std::vector<Case>{
+  for (const FrontEndCase& c : std::vector<FrontEndCase>{
            {K::kRegex, "a|bc*", {"a", "b", "bccc"}, {"", "ab", "c"}},
            {K::kRegex, "[^a-c]{2}", {"dd", "zé"}, {"ad", "d", "ddd"}},
            {K::kRegex, "\\d{1,3}(\\.\\d+)?", {"1", "123", "12.5"}, {"1234", "1.", ".5"}},
@@ -45,21 +45,21 @@ TEST(Regex, Languages) {
            {K::kRegex, "[\\w-]+", {"a-b_9"}, {"a b", ""}},
            {K::kRegex, "a{2}{", {"aa{"}, {"aa"}},
        })
-    Check(c);
+    CheckFrontEndCase(c);
 }
 
 TEST(Ebnf, GbnfAndW3cForms) {
-  Check({K::kEbnf,
+  CheckFrontEndCase({K::kEbnf,
          "root ::= \"[\" list? \"]\"\nlist ::= item (\",\" item)*\nitem ::= [0-9]+ | 'x' # comment\n",
          {"[]", "[1]", "[1,x,23]"},
          {"[", "[1,]", "[y]"}});
   // Right recursion is a real pushdown language: balanced parentheses.
-  Check({K::kEbnf, "root ::= p\np ::= \"(\" p \")\" p | \"\"", {"", "()", "(())()"}, {"(", "())", ")("}});
-  Check({K::kEbnf, "start ::= [^\"\\\\]{2,3} \"\\n\"", {"ab\n", "abc\n"}, {"a\n", "abcd\n", "a\"\n"}});
+  CheckFrontEndCase({K::kEbnf, "root ::= p\np ::= \"(\" p \")\" p | \"\"", {"", "()", "(())()"}, {"(", "())", ")("}});
+  CheckFrontEndCase({K::kEbnf, "start ::= [^\"\\\\]{2,3} \"\\n\"", {"ab\n", "abc\n"}, {"a\n", "abcd\n", "a\"\n"}});
 }
 
 TEST(JsonSchema, Keywords) {
-  for (const Case& c : std::vector<Case>{
+  for (const FrontEndCase& c : std::vector<FrontEndCase>{
            {K::kJsonSchema, R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"],"additionalProperties":false})",
             {R"({"b":""})", R"({"a":1,"b":"x"})", R"({"a":-20,"b":"\u00e9\n"})"},
             {R"({})", R"({"a":1})", R"({"b":"x","a":1})", R"({"a":1.5,"b":""})", R"({"b":"x","c":1})"}},
@@ -99,7 +99,7 @@ TEST(JsonSchema, Keywords) {
             {R"({"a":1})", R"({"a":1,"b":2})"}, {"{}", R"({"a":1,"b":2,"c":3})"}},
            {K::kJsonSchema, R"({"not":{"type":"string"}})", {"1", "null", "[]"}, {R"("s")"}},
        })
-    Check(c);
+    CheckFrontEndCase(c);
 }
 
 TEST(JsonSchema, FlexibleWhitespace) {

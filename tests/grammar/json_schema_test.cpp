@@ -10,12 +10,12 @@
 namespace deepinfer::grammar {
 namespace {
 
-struct Case {
+struct SchemaCase {
   std::string schema;
   std::vector<std::string> yes, no;
 };
 
-void Check(const Case& c) {
+void CheckSchemaCase(const SchemaCase& c) {
   auto g = JsonSchemaToGrammar(c.schema);
   ASSERT_TRUE(g.ok()) << c.schema << ": " << g.status().ToString();
   auto cg = Compile(*g);
@@ -25,7 +25,7 @@ void Check(const Case& c) {
 }
 
 TEST(JsonSchemaFinite, EnumMembersMustPassEveryOtherKeyword) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // not of a type: 1 and 2.5 are numbers; "a" and [1] are not.
            {R"({"allOf":[{"enum":[1,"a",[1],2.5]},{"not":{"type":"number"}}]})", {R"("a")", "[1]"}, {"1", "2.5"}},
            // maxLength beside an enum: "bbbb" has 4 code points > 2 (the enum alone used to let it through).
@@ -63,7 +63,7 @@ TEST(JsonSchemaFinite, EnumMembersMustPassEveryOtherKeyword) {
            {R"({"$defs":{"e":{"enum":["x","y"]}},"allOf":[{"$ref":"#/$defs/e"},{"not":{"const":"x"}}]})", {R"("y")"},
             {R"("x")"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 TEST(JsonSchemaFinite, NoMemberLeftIsAnEmptyLanguage) {
@@ -84,12 +84,12 @@ TEST(JsonSchemaMerge, AdditionalPropertiesHoldTheOtherMembersProperties) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_FALSE(Compile(*g).ok());
   // Open on one side only: b must be a string (the first member's additionalProperties), a anything.
-  Check({R"({"allOf":[{"properties":{"a":{}},"additionalProperties":{"type":"string"}},{"properties":{"b":{}}}]})",
+  CheckSchemaCase({R"({"allOf":[{"properties":{"a":{}},"additionalProperties":{"type":"string"}},{"properties":{"b":{}}}]})",
          {R"({"a":1,"b":"x"})", R"({"b":""})", R"({"a":[]})"}, {R"({"b":1})", R"({"a":1,"b":null})"}});
 }
 
 TEST(JsonSchemaOneOf, DisjointBranchesAreAnyOf) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // Same type, enums that do not meet.
            {R"({"oneOf":[{"type":"string","enum":["all","none"]},{"type":"string","enum":["some"]}]})",
             {R"("all")", R"("some")"}, {R"("x")"}},
@@ -106,12 +106,12 @@ TEST(JsonSchemaOneOf, DisjointBranchesAreAnyOf) {
             R"({"type":"object","properties":{"q":{}},"required":["q"],"additionalProperties":false}]})",
             {R"({"p":1})", R"({"q":null})"}, {R"({"p":1,"q":2})", R"({})"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // Branches that may overlap: each one holds with the others it may meet negated (exactly one holds).
 TEST(JsonSchemaOneOf, OverlappingBranchesAreMadeExclusive) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // Strings meet the first branch; non-strings and non-empty strings the second: only "" is in the
            // first alone, and non-strings in the second alone.
            {R"({"oneOf":[{"type":"string"},{"minLength":1}]})", {R"("")", "1", "null", "{}"}, {R"("a")"}},
@@ -122,7 +122,7 @@ TEST(JsonSchemaOneOf, OverlappingBranchesAreMadeExclusive) {
            {R"({"oneOf":[{"type":"string","pattern":"a"},{"type":"string","pattern":"b"}]})", {R"("a")", R"("b")", R"("xa")"},
             {R"("ab")", R"("x")", "1"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // Where a branch has no exact negation (items here), overlapping branches stay an error.
@@ -136,7 +136,7 @@ TEST(JsonSchemaOneOf, OverlapWithoutANegationIsAnError) {
 // Numeric bounds with a fraction compare as exact decimals: x >= 0.1 holds for 0.1, 0.10, 0.11 and 5, not
 // for 0.09 or 0.0999; exclusive bounds drop the bound itself; negative ranges mirror the magnitude.
 TEST(JsonSchemaNumbers, FractionalBounds) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"number","minimum":0.1})", {"0.1", "0.10", "0.11", "0.2", "1", "5.5", "123"},
             {"0.09", "0.0999", "0", "-0.1", "0.01"}},
            {R"({"type":"number","minimum":0.01,"maximum":1.0})", {"0.01", "0.5", "1", "1.0", "0.010"},
@@ -150,12 +150,12 @@ TEST(JsonSchemaNumbers, FractionalBounds) {
            {R"({"type":"number","minimum":1e-09,"maximum":4.294967295})", {"0.000000001", "1", "4.294967295", "0.5"},
             {"0", "0.0000000009", "4.2949672951", "5"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // not, lowered to the negation of its schema where that is exact.
 TEST(JsonSchemaNot, ExactNegations) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // not required: an object without k (required holds for non-objects, so they fail the not).
            {R"({"not":{"required":["k"]}})", {"{}", R"({"a":1})"}, {R"({"k":1})", "1", R"("s")"}},
            // not (cmd and args): objects with at most one of them.
@@ -172,13 +172,13 @@ TEST(JsonSchemaNot, ExactNegations) {
            // not of a length: strings shorter than 3 only.
            {R"({"not":{"minLength":3}})", {R"("ab")", R"("")"}, {R"("abc")", "1"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // if/then/else as anyOf [allOf [if, then], allOf [not if, else]]; dependencies as "absent, or present and
 // the dependency holds".
 TEST(JsonSchemaConditional, IfThenElseAndDependencies) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // kind "a" needs x; any other kind (or none, where the if holds vacuously) is as is.
            {R"({"type":"object","properties":{"kind":{"type":"string"},"x":{"type":"integer"}},)"
             R"("if":{"properties":{"kind":{"const":"a"}},"required":["kind"]},"then":{"required":["x"]},"else":{"not":{"required":["x"]}}})",
@@ -190,12 +190,12 @@ TEST(JsonSchemaConditional, IfThenElseAndDependencies) {
            // then/else without if do nothing; propertyNames of type string says nothing keys do not.
            {R"({"then":false,"else":false,"propertyNames":{"type":"string"},"type":"object"})", {"{}", R"({"a":1})"}, {"1"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // oneOf of branches that only require names: exactly one branch's names all present.
 TEST(JsonSchemaOneOf, ExactlyOneOfRequiredNames) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"object","properties":{"login":{"type":"string"},"password":{"type":"string"}},)"
             R"("oneOf":[{"required":["login"]},{"required":["password"]}]})",
             {R"({"login":"a"})", R"({"password":"b"})"}, {"{}", R"({"login":"a","password":"b"})"}},
@@ -205,13 +205,13 @@ TEST(JsonSchemaOneOf, ExactlyOneOfRequiredNames) {
            {R"({"type":"object","properties":{"l":{},"w":{},"b":{},"h":{}},"oneOf":[{"required":["l","w"]},{"required":["b","h"]}]})",
             {R"({"l":1,"w":2})", R"({"l":1,"w":2,"b":3})", R"({"b":3,"h":4})"}, {R"({"l":1,"w":2,"b":3,"h":4})", R"({"l":1})"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // Fixes checked against jsonschema (Draft7Validator / Draft202012Validator.is_valid, and
 // FormatChecker for "date", which asks datetime.date.fromisoformat).
 TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // Draft 7: maxItems beside $ref does nothing, so [1,2,3] is valid; 2020-12 applies both.
            {R"({"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"a":{"type":"array"}},)"
             R"("properties":{"f":{"$ref":"#/definitions/a","maxItems":2}}})",
@@ -235,7 +235,7 @@ TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
             {R"({"xy":5})", R"({"xz":1})", R"({"zy":7.5})", R"({"q":"s"})"},
             {R"({"xy":4})", R"({"xy":5.5})", R"({"zy":4})", R"({"q":1})", R"({"z":1})"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 }  // namespace

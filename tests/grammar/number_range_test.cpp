@@ -1,4 +1,4 @@
-// Integer ranges of the JSON Schema front end (json_schema_number.cpp): the digit-by-digit decomposition
+// Integer ranges of the JSON CompileRangeSchema front end (json_schema_number.cpp): the digit-by-digit decomposition
 // of [minimum, maximum] must accept exactly the canonical decimals of the integers in range, and stay
 // small for long bounds (a 16-digit range once made 2^16 alternatives). Small ranges are checked against
 // the bounds by brute force over every integer near them; long bounds by hand and by random numbers near
@@ -20,7 +20,7 @@ struct Built {
   CompiledGrammar compiled;
 };
 
-Built Schema(const std::string& text) {
+Built CompileRangeSchema(const std::string& text) {
   ConstraintSpec spec;
   spec.text = text;
   auto g = BuildGrammar(spec);
@@ -59,7 +59,7 @@ TEST(NumberRange, SmallIntegerRangesAgreeWithBruteForce) {
                                               ",\"maximum\":" + std::to_string(hi) + "}";
         const int64_t a = excl ? lo + 1 : lo, b = excl ? hi - 1 : hi;
         if (a > b) continue;  // an empty range is an error, not a language
-        Built built = Schema(schema);
+        Built built = CompileRangeSchema(schema);
         ASSERT_EQ(built.compiled.num_call_edges(), 0u) << schema;
         for (int64_t v = -1300; v <= 1300; ++v) {
           const std::string text = std::to_string(v);
@@ -92,7 +92,7 @@ TEST(NumberRange, LongBoundsStaySmallAndExact) {
                         Case{999999999999999ULL, 1000000000000001ULL}}) {
     const std::string schema =
         "{\"type\":\"integer\",\"minimum\":" + std::to_string(c.lo) + ",\"maximum\":" + std::to_string(c.hi) + "}";
-    Built b = Schema(schema);
+    Built b = CompileRangeSchema(schema);
     // One chain of alternatives per bound and digit count: a few thousand nodes at most (2^16 before).
     EXPECT_LT(b.exprs, 3000u) << schema;
     EXPECT_TRUE(b.compiled.Matches(std::to_string(c.lo))) << schema;

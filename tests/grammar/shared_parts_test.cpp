@@ -27,7 +27,7 @@ Result<CompiledGrammar> RegexGrammar(const std::string& pattern, bool full_match
   return Compile(g);
 }
 
-CompiledGrammar Schema(const std::string& text) {
+CompiledGrammar CompileSharedSchema(const std::string& text) {
   ConstraintSpec spec;
   spec.text = text;
   auto g = BuildGrammar(spec);
@@ -85,7 +85,7 @@ TEST(SharedParts, UnanchoredPatternAlternativesStaySmall) {
   const std::string pattern =
       "UTC|(Africa/[A-Za-z]+)|(America/[A-Za-z]+)|(Antarctica/[A-Za-z]+)|(Arctic/[A-Za-z]+)|(Asia/[A-Za-z]+)|"
       "(Atlantic/[A-Za-z]+)|(Australia/[A-Za-z]+)|(Europe/[A-Za-z]+)|(Indian/[A-Za-z]+)|(Pacific/[A-Za-z]+)";
-  const CompiledGrammar g = Schema(R"({"type":"string","pattern":")" + pattern + R"("})");
+  const CompiledGrammar g = CompileSharedSchema(R"({"type":"string","pattern":")" + pattern + R"("})");
   EXPECT_LT(g.num_states(), 2000u);
   const std::regex ref(pattern, std::regex::ECMAScript);
   std::mt19937 rng(3);
@@ -99,7 +99,7 @@ TEST(SharedParts, UnanchoredPatternAlternativesStaySmall) {
 TEST(SharedParts, IntegerRangesAreExact) {
   // The range is the issue's common case (minimum 0, maximum 2^31 - 1 on every property). Canonical
   // integers only, with the optional ".0" spelling of an integral value.
-  const CompiledGrammar g = Schema(R"({"type":"integer","minimum":0,"maximum":2147483647})");
+  const CompiledGrammar g = CompileSharedSchema(R"({"type":"integer","minimum":0,"maximum":2147483647})");
   // The minimal automaton has about two states per digit position (still on the bound's prefix or below
   // it) and a few for the fraction; the Thompson automaton's subset construction made 2,536.
   EXPECT_LT(g.num_states(), 40u);
@@ -178,7 +178,7 @@ std::string RepeatedSubObjectSchema() {
 }
 
 TEST(SharedParts, RepeatedSubObjectsAreOneCalledRule) {
-  const CompiledGrammar g = Schema(RepeatedSubObjectSchema());
+  const CompiledGrammar g = CompileSharedSchema(RepeatedSubObjectSchema());
   size_t shared = 0;
   for (const std::string& name : g.rule_names()) shared += name.rfind("(shared part", 0) == 0;
   // The sub-object is built inline for "first" and called for "second" and "third" (a large part of it,
@@ -199,7 +199,7 @@ TEST(SharedParts, RepeatedSubObjectsAreOneCalledRule) {
 }
 
 TEST(SharedParts, MaskEqualsAcceptAcrossCalledParts) {
-  auto g = std::make_shared<const CompiledGrammar>(Schema(RepeatedSubObjectSchema()));
+  auto g = std::make_shared<const CompiledGrammar>(CompileSharedSchema(RepeatedSubObjectSchema()));
   const std::vector<std::string> vocab = {"{", "}", "\"", ":", ",", "{\"", "\":", "\",\"", "\"}", "}}", "},\"",
                                           "first", "second", "third", "displayName", "phase", "Running", "replicaCount",
                                           "7", "12", "0", "x", "ab", "\"x\"", "[", "]", "annotations"};

@@ -20,7 +20,7 @@ using test_support::RandomVector;
 using test_support::TestWeight;
 using test_support::WeightOptions;
 
-std::vector<Isa> IsasToTest() {
+std::vector<Isa> LinearIsasToTest() {
   std::vector<Isa> isas;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (IsaSupported(isa)) isas.push_back(isa);
@@ -28,12 +28,12 @@ std::vector<Isa> IsasToTest() {
   return isas;
 }
 
-struct Shape {
+struct LinearShape {
   int64_t m, out, in;
 };
 
 // Odd sizes on purpose: tails of the 16-lane reduction, partial FP8 blocks, tiny and single-row cases.
-const Shape kShapes[] = {{1, 1, 1},    {1, 17, 33},   {2, 5, 64},    {3, 31, 127},  {5, 16, 128}, {7, 33, 200},
+const LinearShape kLinearShapes[] = {{1, 1, 1},    {1, 17, 33},   {2, 5, 64},    {3, 31, 127},  {5, 16, 128}, {7, 33, 200},
                          {8, 129, 96}, {13, 40, 257}, {33, 23, 320}, {16, 70, 512}, {4, 3, 1000}, {20, 48, 48}};
 
 struct FormatCase {
@@ -84,13 +84,13 @@ TEST(LinearTest, MatchesReferenceOnEveryFormatShapeAndIsa) {
   ThreadPool pool(2);
   uint32_t seed = 1;
   for (const FormatCase& fc : FormatCases()) {
-    for (const Shape& shape : kShapes) {
+    for (const LinearShape& shape : kLinearShapes) {
       const int64_t in = AdjustIn(fc.format, shape.in);
       const int64_t x_stride = in + 3, y_stride = shape.out + 5;
       const TestWeight w = MakeTestWeight(fc.format, shape.out, in, seed++, fc.options);
       const std::vector<float> x = RandomVector(static_cast<size_t>(shape.m * x_stride), seed++);
       std::vector<float> scalar_result;
-      for (Isa isa : IsasToTest()) {
+      for (Isa isa : LinearIsasToTest()) {
         SCOPED_TRACE(fc.name + " m=" + std::to_string(shape.m) + " out=" + std::to_string(shape.out) +
                      " in=" + std::to_string(in) + " isa=" + std::string(IsaName(isa)));
         std::vector<float> y(static_cast<size_t>(shape.m * y_stride), -7.0f);
@@ -123,7 +123,7 @@ TEST(LinearTest, QuantizedEqualsF32OnDequantizedWeights) {
     const TestWeight w = MakeTestWeight(fc.format, out, in, 99, fc.options);
     WeightView dense{WeightFormat::kF32, out, in, w.dequantized.data()};
     const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), 5);
-    for (Isa isa : IsasToTest()) {
+    for (Isa isa : LinearIsasToTest()) {
       SCOPED_TRACE(fc.name + " isa=" + std::string(IsaName(isa)));
       std::vector<float> quantized(static_cast<size_t>(m * out)), reference(static_cast<size_t>(m * out));
       LinearWithIsa(isa, x.data(), m, in, w.view, quantized.data(), out, {}, nullptr);
@@ -151,7 +151,7 @@ TEST(LinearTest, Fp8HugeScalesStayExact) {
   }
   const std::vector<float> x = RandomVector(3 * in, 32, 1e-30f);
   WeightView dense{WeightFormat::kF32, out, in, w.dequantized.data()};
-  for (Isa isa : IsasToTest()) {
+  for (Isa isa : LinearIsasToTest()) {
     std::vector<float> quantized(3 * out), reference(3 * out);
     LinearWithIsa(isa, x.data(), 3, in, w.view, quantized.data(), out, {}, nullptr);
     LinearWithIsa(isa, x.data(), 3, in, dense, reference.data(), out, {}, nullptr);
@@ -167,7 +167,7 @@ TEST(LinearTest, Fp8NanCodesGiveNan) {
   w.data[2 * in + 17] = 0x7F;
   w.data[5 * in + 130] = 0xFF;
   const std::vector<float> x = RandomVector(6 * in, 42);
-  for (Isa isa : IsasToTest()) {
+  for (Isa isa : LinearIsasToTest()) {
     for (int64_t m : {1, 6}) {  // the in-register and the panel path
       std::vector<float> y(static_cast<size_t>(m * out));
       LinearWithIsa(isa, x.data(), m, in, w.view, y.data(), out, {}, nullptr);
@@ -189,7 +189,7 @@ TEST(LinearTest, BatchInvariance) {
     const int64_t rows = 33, out = 150, in = AdjustIn(fc.format, 392);
     const TestWeight w = MakeTestWeight(fc.format, out, in, 7, fc.options);
     const std::vector<float> x = RandomVector(static_cast<size_t>(rows * in), 8);
-    for (Isa isa : IsasToTest()) {
+    for (Isa isa : LinearIsasToTest()) {
       for (LinearPrecision precision : {LinearPrecision::kExact, LinearPrecision::kBf16Activations}) {
         LinearOptions options;
         options.precision = precision;
@@ -228,7 +228,7 @@ TEST(LinearTest, AccumulateAddsOnceToExistingOutput) {
     const TestWeight w = MakeTestWeight(fc.format, out, in, 3, fc.options);
     const std::vector<float> x = RandomVector(static_cast<size_t>(m * in), 4);
     const std::vector<float> initial = RandomVector(static_cast<size_t>(m * out), 6);
-    for (Isa isa : IsasToTest()) {
+    for (Isa isa : LinearIsasToTest()) {
       SCOPED_TRACE(fc.name + " isa=" + std::string(IsaName(isa)));
       std::vector<float> plain(initial.size()), accumulated = initial;
       LinearWithIsa(isa, x.data(), m, in, w.view, plain.data(), out, {}, nullptr);
@@ -254,7 +254,7 @@ TEST(LinearTest, DefaultEntryUsesBestIsa) {
 TEST(LinearTest, Bf16ActivationsStayWithinTheirDocumentedRounding) {
   LinearOptions options;
   options.precision = LinearPrecision::kBf16Activations;
-  for (Isa isa : IsasToTest()) {
+  for (Isa isa : LinearIsasToTest()) {
     SCOPED_TRACE(IsaName(isa));
     for (const FormatCase& fc : FormatCases()) {
       const int64_t m = 5, out = 41, in = AdjustIn(fc.format, 333);
@@ -290,7 +290,7 @@ TEST(LinearTest, Bf16ActivationsStayWithinTheirDocumentedRounding) {
 TEST(LinearTest, EmptyShapes) {
   const float x[6] = {1, 2, 3, 4, 5, 6};
   const float weight = 0;
-  for (Isa isa : IsasToTest()) {
+  for (Isa isa : LinearIsasToTest()) {
     for (int64_t m : {1, 6}) {
       WeightView w{WeightFormat::kF32, 3, 0, &weight};
       std::vector<float> y(static_cast<size_t>(m * 3), 9.0f);

@@ -399,12 +399,12 @@ TEST_P(StoreTest, ManyConcurrentReadersAndWriters) {
   EXPECT_EQ(good.load(), 3 * 64);
 }
 
-std::string BackendName(const ::testing::TestParamInfo<IoBackendKind>& p) {
+std::string StoreBackendName(const ::testing::TestParamInfo<IoBackendKind>& p) {
   return p.param == IoBackendKind::kUring ? "uring" : "posix";
 }
-INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values(IoBackendKind::kUring, IoBackendKind::kPosix), BackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values(IoBackendKind::kUring, IoBackendKind::kPosix), StoreBackendName);
 INSTANTIATE_TEST_SUITE_P(Backends, CorruptionTest, ::testing::Values(IoBackendKind::kUring, IoBackendKind::kPosix),
-                         BackendName);
+                         StoreBackendName);
 
 TEST(StoreDirTest, RefusesForeignDirectoriesAndOtherVersions) {
   ScratchDir dir;

@@ -18,14 +18,14 @@ nlohmann::json FixtureJson(const std::string& name) {
   return nlohmann::json::parse(ss.str());
 }
 
-Result<V4Config> Parse(const nlohmann::json& j) {
+Result<V4Config> ParseV4Config(const nlohmann::json& j) {
   auto hf = HfConfig::Parse(j.dump(), "config.json");
   if (!hf.ok()) return hf.status();
   return V4Config::FromHf(*hf);
 }
 
 TEST(V4Config, ReadsReleasedSpelling) {
-  auto c = Parse(FixtureJson("v4_mixed"));
+  auto c = ParseV4Config(FixtureJson("v4_mixed"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->num_layers, 5);
   EXPECT_EQ(c->rope_dim, 16);
@@ -57,8 +57,8 @@ TEST(V4Config, ReadsTransformersSpelling) {
   yarn["rope_theta"] = 160000.0;
   yarn["attention_factor"] = 1.0;
   j["rope_parameters"] = {{"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}, {"compress", yarn}};
-  auto a = Parse(FixtureJson("v4_mixed"));
-  auto b = Parse(j);
+  auto a = ParseV4Config(FixtureJson("v4_mixed"));
+  auto b = ParseV4Config(j);
   ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
   EXPECT_EQ(a->attention_types, b->attention_types);
   EXPECT_EQ(a->compress_ratios, b->compress_ratios);
@@ -94,7 +94,7 @@ TEST(V4Config, ErrorsNameTheProblem) {
   for (const Case& c : cases) {
     nlohmann::json j = FixtureJson("v4_mixed");
     c.edit(j);
-    auto r = Parse(j);
+    auto r = ParseV4Config(j);
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
   }

@@ -60,12 +60,12 @@ std::pair<int64_t, double> Closeness(const std::vector<float>& got, const std::v
   return {within, worst};
 }
 
-struct Runner {
+struct V4Runner {
   std::unique_ptr<V4Model> model;
   KvPools pool;
   std::unique_ptr<SequentialBlocks> blocks;
 
-  explicit Runner(const std::string& fixture, int64_t blocks_each = 64,
+  explicit V4Runner(const std::string& fixture, int64_t blocks_each = 64,
                   ComputePrecision precision = ComputePrecision::kExact, bool drafting = false,
                   KvPrecision kv = KvPrecision::kF32) {
     LoadOptions options;
@@ -113,7 +113,7 @@ class V4Forward : public ::testing::TestWithParam<std::string> {};
 TEST_P(V4Forward, FullPrefillMatchesReference) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam());
+  V4Runner run(GetParam());
   ASSERT_TRUE(run.model);
   const int64_t v = run.model->vocab_size();
   for (int s = 0; s < ref.NumSequences(); ++s) {
@@ -130,7 +130,7 @@ TEST_P(V4Forward, FullPrefillMatchesReference) {
 TEST_P(V4Forward, ChunkedPrefillAndDecodeMatchReference) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam(), 256);
+  V4Runner run(GetParam(), 256);
   ASSERT_TRUE(run.model);
   const int64_t v = run.model->vocab_size();
   const std::string name = "seq" + std::to_string(ref.NumSequences() - 1);  // the longest
@@ -150,7 +150,7 @@ TEST_P(V4Forward, ChunkedPrefillAndDecodeMatchReference) {
 TEST_P(V4Forward, ChunkingAndBatchingDoNotChangeBits) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam(), 512);
+  V4Runner run(GetParam(), 512);
   ASSERT_TRUE(run.model);
   const int64_t v = run.model->vocab_size();
   const int n = ref.NumSequences();
@@ -197,7 +197,7 @@ TEST_P(V4Forward, ChunkingAndBatchingDoNotChangeBits) {
 TEST_P(V4Forward, LastPositionLogitsEqualTheLastRowOfAll) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam());
+  V4Runner run(GetParam());
   ASSERT_TRUE(run.model);
   const int64_t v = run.model->vocab_size();
   std::vector<int32_t> tokens = ref.Ints("seq0.tokens");
@@ -214,7 +214,7 @@ TEST_P(V4Forward, LastPositionLogitsEqualTheLastRowOfAll) {
 TEST_P(V4Forward, GreedyContinuationIsIdentical) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam(), 64);
+  V4Runner run(GetParam(), 64);
   ASSERT_TRUE(run.model);
   const int64_t v = run.model->vocab_size();
   std::vector<int32_t> prompt = ref.Ints("greedy.prompt");
@@ -242,7 +242,7 @@ TEST_P(V4Forward, GreedyContinuationIsIdentical) {
 TEST_P(V4Forward, MtpMatchesReference) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam(), 64, ComputePrecision::kExact, /*drafting=*/true);
+  V4Runner run(GetParam(), 64, ComputePrecision::kExact, /*drafting=*/true);
   ASSERT_TRUE(run.model);
   ASSERT_TRUE(run.model->has_mtp());
   ASSERT_EQ(run.model->info().draft_kind, "mtp");
@@ -296,7 +296,7 @@ TEST_P(V4Forward, MtpMatchesReference) {
 TEST_P(V4Forward, Bf16ActivationsStayCloseAndBatchInvariant) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam(), 512, ComputePrecision::kBf16Activations);
+  V4Runner run(GetParam(), 512, ComputePrecision::kBf16Activations);
   ASSERT_TRUE(run.model);
   const int64_t v = run.model->vocab_size();
   const std::string name = "seq" + std::to_string(ref.NumSequences() - 1);
@@ -308,7 +308,7 @@ TEST_P(V4Forward, Bf16ActivationsStayCloseAndBatchInvariant) {
   EXPECT_LE(worst, 1.0) << "largest relative difference from the fp32 reference";
   EXPECT_GE(within, static_cast<int64_t>(tokens.size()) * 9 / 10) << "positions within 3e-2 of the reference";
   // The rounding is really applied where the weights are bf16-exact, and not otherwise...
-  Runner exact(GetParam(), 512);
+  V4Runner exact(GetParam(), 512);
   std::vector<float> exact_logits = exact.RunChunked(tokens, {static_cast<int64_t>(tokens.size())});
   bool f32_weights = run.model->weights().head.format == kernels::WeightFormat::kF32;
   if (f32_weights) EXPECT_EQ(exact_logits, full);
@@ -331,9 +331,9 @@ TEST_P(V4Forward, Bf16ActivationsStayCloseAndBatchInvariant) {
 TEST_P(V4Forward, Bf16KvStorageStaysCloseAndBatchInvariant) {
   Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  Runner run(GetParam(), 512, ComputePrecision::kExact, false, KvPrecision::kBF16);
+  V4Runner run(GetParam(), 512, ComputePrecision::kExact, false, KvPrecision::kBF16);
   ASSERT_TRUE(run.model);
-  Runner exact(GetParam(), 512);
+  V4Runner exact(GetParam(), 512);
   for (size_t g = 0; g < run.model->cache_spec().groups.size(); ++g) {
     const CacheGroupSpec& half = run.model->cache_spec().groups[g];
     const CacheGroupSpec& full = exact.model->cache_spec().groups[g];

@@ -38,7 +38,7 @@ Loaded Load(const std::string& dir, int64_t blocks_each = 64) {
   return l;
 }
 
-std::vector<int32_t> Tokens(int64_t n, int64_t seed = 1) {
+std::vector<int32_t> InterfaceTokens(int64_t n, int64_t seed = 1) {
   std::vector<int32_t> t;
   for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 37 + seed * 11 + 3) % 256));
   return t;
@@ -49,7 +49,7 @@ TEST(V4Interface, ExplicitRowsAndHiddenStatesEqualTheRowsOfAFullRun) {
   ASSERT_TRUE(l.model);
   const int64_t v = l.model->info().vocab_size, hw = l.model->info().hidden_width;
   EXPECT_EQ(hw, l.model->config().hc_mult * l.model->config().hidden_size);
-  const std::vector<int32_t> tokens = Tokens(40);
+  const std::vector<int32_t> tokens = InterfaceTokens(40);
   auto full = l.model->NewSequence();
   ASSERT_TRUE(l.blocks->Reserve(*full, 40).ok());
   SequenceChunk all{full.get(), tokens, LogitsWanted::kAll};
@@ -63,7 +63,7 @@ TEST(V4Interface, ExplicitRowsAndHiddenStatesEqualTheRowsOfAFullRun) {
   // another sequence that asks for nothing (and so gets no hidden rows of its own beyond its logits rows).
   auto split = l.model->NewSequence();
   auto other = l.model->NewSequence();
-  const std::vector<int32_t> other_tokens = Tokens(9, 2);
+  const std::vector<int32_t> other_tokens = InterfaceTokens(9, 2);
   ASSERT_TRUE(l.blocks->Reserve(*split, 20).ok());
   ASSERT_TRUE(l.blocks->Reserve(*other, 9).ok());
   const int32_t rows_a[] = {0, 5, 17};
@@ -93,7 +93,7 @@ TEST(V4Interface, BadRowListsAreRejected) {
   ASSERT_TRUE(l.model);
   auto s = l.model->NewSequence();
   ASSERT_TRUE(l.blocks->Reserve(*s, 4).ok());
-  const std::vector<int32_t> tokens = Tokens(4);
+  const std::vector<int32_t> tokens = InterfaceTokens(4);
   for (std::vector<int32_t> rows : {std::vector<int32_t>{4}, {-1}, {2, 2}, {3, 1}}) {
     SequenceChunk chunk{s.get(), tokens, LogitsWanted::kRows, rows};
     ForwardOutput out;
@@ -106,7 +106,7 @@ TEST(V4Interface, OutputBuffersKeepTheirCapacity) {
   Loaded l = Load(FixtureDir("v4_mixed"));
   ASSERT_TRUE(l.model);
   auto s = l.model->NewSequence();
-  const std::vector<int32_t> tokens = Tokens(30);
+  const std::vector<int32_t> tokens = InterfaceTokens(30);
   ASSERT_TRUE(l.blocks->Reserve(*s, 30).ok());
   SequenceChunk chunk{s.get(), tokens, LogitsWanted::kAll};
   ForwardOutput out;
@@ -130,7 +130,7 @@ TEST(V4Interface, StatesBelongToTheirModel) {
   ASSERT_TRUE(a.model && b.model);
   auto s = a.model->NewSequence();
   ASSERT_TRUE(b.blocks->Reserve(*s, 3).ok());
-  const std::vector<int32_t> tokens = Tokens(3);
+  const std::vector<int32_t> tokens = InterfaceTokens(3);
   SequenceChunk chunk{s.get(), tokens, LogitsWanted::kLast};
   ForwardOutput out;
   Status st = b.model->Forward(std::span(&chunk, 1), b.pools, &out);

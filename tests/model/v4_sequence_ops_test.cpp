@@ -24,7 +24,7 @@ namespace {
 using test_support::FixtureDir;
 using test_support::FixtureNames;
 
-std::vector<int32_t> Tokens(int64_t n, int64_t seed) {
+std::vector<int32_t> SequenceTokens(int64_t n, int64_t seed) {
   std::vector<int32_t> t;
   for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 131 + seed * 71 + (i * i) % 17) % 256));
   return t;
@@ -115,7 +115,7 @@ class V4SequenceOps : public ::testing::TestWithParam<std::tuple<std::string, Kv
 
 TEST_P(V4SequenceOps, TruncateThenReplayEqualsAFreshSequence) {
   EXPECT_EQ(model_->max_rollback(), 16);
-  const std::vector<int32_t> x = Tokens(140, 1), y = Tokens(40, 2);
+  const std::vector<int32_t> x = SequenceTokens(140, 1), y = SequenceTokens(40, 2);
   // Cuts that cross compressor windows (4, 8, 128) and the block boundary at 128.
   for (int64_t cut : {140, 139, 136, 131, 128, 127, 124}) {
     auto s = model_->NewSequence();
@@ -132,13 +132,13 @@ TEST_P(V4SequenceOps, TruncateThenReplayEqualsAFreshSequence) {
 TEST_P(V4SequenceOps, RepeatedSpeculativeRollbacksStayExact) {
   // Verify-then-reject cycles: 5 tokens in, keep 2, another 5 in, keep 4, ... against one fresh run of
   // what was kept.
-  const std::vector<int32_t> prompt = Tokens(120, 3);
+  const std::vector<int32_t> prompt = SequenceTokens(120, 3);
   auto s = model_->NewSequence();
   Run(*s, prompt);
   std::vector<int32_t> kept = prompt;
   std::vector<float> last;
   for (int cycle = 0; cycle < 8; ++cycle) {
-    const std::vector<int32_t> draft = Tokens(5, 10 + cycle);
+    const std::vector<int32_t> draft = SequenceTokens(5, 10 + cycle);
     const int64_t n = s->num_tokens();
     last = Run(*s, draft, {5});
     const int64_t accept = 1 + cycle % 5;
@@ -150,14 +150,14 @@ TEST_P(V4SequenceOps, RepeatedSpeculativeRollbacksStayExact) {
   const int64_t last_accept = 1 + 7 % 5;
   EXPECT_EQ(last, Rows(fresh, static_cast<int64_t>(kept.size()) - last_accept, last_accept));
   // And the state goes on exactly.
-  const std::vector<int32_t> more = Tokens(9, 99);
+  const std::vector<int32_t> more = SequenceTokens(9, 99);
   const std::vector<float> got = Run(*s, more, {2, 7});
   EXPECT_EQ(got, Rows(Fresh(Concat(kept, more)), static_cast<int64_t>(kept.size()), 9));
 }
 
 TEST_P(V4SequenceOps, TruncateBeyondTheRollbackIsRefused) {
   auto s = model_->NewSequence();
-  Run(*s, Tokens(60, 4));
+  Run(*s, SequenceTokens(60, 4));
   EXPECT_EQ(model_->Truncate(*s, 43).code(), StatusCode::kOutOfRange);  // 60 − 16 = 44 is the lowest
   EXPECT_EQ(model_->Truncate(*s, 61).code(), StatusCode::kOutOfRange);
   EXPECT_EQ(s->num_tokens(), 60);
@@ -168,7 +168,7 @@ TEST_P(V4SequenceOps, TruncateBeyondTheRollbackIsRefused) {
 }
 
 TEST_P(V4SequenceOps, ForkedSequencesEqualFreshOnes) {
-  const std::vector<int32_t> prompt = Tokens(200, 5), a = Tokens(30, 6), b = Tokens(70, 7);
+  const std::vector<int32_t> prompt = SequenceTokens(200, 5), a = SequenceTokens(30, 6), b = SequenceTokens(70, 7);
   auto s = model_->NewSequence();
   Run(*s, prompt, {128, 72});
   auto forked = model_->Fork(*s);
@@ -190,7 +190,7 @@ TEST_P(V4SequenceOps, ForkedSequencesEqualFreshOnes) {
 }
 
 TEST_P(V4SequenceOps, WindowBlockHitResumesBitExactly) {
-  const std::vector<int32_t> tokens = Tokens(300, 8);
+  const std::vector<int32_t> tokens = SequenceTokens(300, 8);
   auto cold = model_->NewSequence();
   const std::vector<float> want = Run(*cold, tokens, {300});
   for (int64_t at : {128, 256}) {
@@ -218,7 +218,7 @@ TEST_P(V4SequenceOps, WindowBlockHitResumesBitExactly) {
 }
 
 TEST_P(V4SequenceOps, ExactReplayWithStateOnlyChunksWritesNoPrefixBlock) {
-  const std::vector<int32_t> tokens = Tokens(300, 9);
+  const std::vector<int32_t> tokens = SequenceTokens(300, 9);
   auto cold = model_->NewSequence();
   const std::vector<float> want = Run(*cold, tokens, {300});
   auto hit = ShareBlocks(*cold, 2, /*window=*/false);
@@ -239,7 +239,7 @@ TEST_P(V4SequenceOps, ExactReplayWithStateOnlyChunksWritesNoPrefixBlock) {
 TEST_P(V4SequenceOps, BoundedReplayIsExactWhenTheDependencyConeFits) {
   const V4Config& c = model_->config();
   ASSERT_LT(c.num_layers * (c.sliding_window - 1), kBlockTokens);
-  const std::vector<int32_t> tokens = Tokens(300, 10);
+  const std::vector<int32_t> tokens = SequenceTokens(300, 10);
   auto cold = model_->NewSequence();
   const std::vector<float> want = Run(*cold, tokens, {300});
   auto hit = ShareBlocks(*cold, 2, /*window=*/false);
@@ -252,11 +252,11 @@ TEST_P(V4SequenceOps, BoundedReplayIsExactWhenTheDependencyConeFits) {
 }
 
 TEST_P(V4SequenceOps, RestoreAtZeroIsAFreshSequenceAndBadRestoresChangeNothing) {
-  const std::vector<int32_t> tokens = Tokens(150, 11);
+  const std::vector<int32_t> tokens = SequenceTokens(150, 11);
   const std::vector<float> want = Fresh(tokens);
   for (RestoreFrom from : {RestoreFrom::kWindowBlocks, RestoreFrom::kNoWindow}) {
     auto s = model_->NewSequence();
-    Run(*s, Tokens(40, 12));
+    Run(*s, SequenceTokens(40, 12));
     ASSERT_TRUE(model_->RestoreAt(*s, 0, from, pools_).ok());
     EXPECT_EQ(s->num_tokens(), 0);
     EXPECT_EQ(Run(*s, tokens, {150}), want);
@@ -277,7 +277,7 @@ TEST_P(V4SequenceOps, RestoreAtZeroIsAFreshSequenceAndBadRestoresChangeNothing) 
   // Truncate does not reach below a restore position.
   auto hit = ShareBlocks(*s, 1, /*window=*/true);
   ASSERT_TRUE(model_->RestoreAt(*hit, 128, RestoreFrom::kWindowBlocks, pools_).ok());
-  Run(*hit, Tokens(10, 13));
+  Run(*hit, SequenceTokens(10, 13));
   EXPECT_EQ(model_->Truncate(*hit, 127).code(), StatusCode::kOutOfRange);
   EXPECT_TRUE(model_->Truncate(*hit, 128).ok());
 }

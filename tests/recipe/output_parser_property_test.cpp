@@ -129,7 +129,7 @@ TEST(OutputParserProperty, ChunkingNeverChangesTheResult) {
   EXPECT_GE(cases, 300);
 }
 
-std::string FromHex(const std::string& hex) {
+std::string BytesFromHex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
@@ -178,7 +178,7 @@ TEST(OutputParserProperty, TokenGroupingNeverChangesTheMessage) {
     for (const auto& push : c["token_pushes"]) {
       as_stored.push_back(push.size());
       for (const auto& token : push) {
-        tokens.push_back({FromHex(token[0]), token[1].get<double>(), {}, token.size() > 3 && token[3] == 1});
+        tokens.push_back({BytesFromHex(token[0]), token[1].get<double>(), {}, token.size() > 3 && token[3] == 1});
       }
     }
     // Tokens that end the completion inside a character are dropped with the chunk's whole run, so there

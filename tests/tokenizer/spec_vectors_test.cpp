@@ -10,7 +10,7 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
-const tokenizer::Tokenizer& V3() {
+const tokenizer::Tokenizer& SpecV3() {
   static tokenizer::Tokenizer* tok = [] {
     Result<tokenizer::Tokenizer> t = tokenizer::LoadTokenizer("deepseek-v3");
     EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -53,15 +53,15 @@ TEST(TokenizerSpecVectors, DeepSeekV3PlainText) {
       {"Cửa Việt", {37, 70712, 67, 19239, 96272}},
   };
   for (const auto& [text, ids] : cases) {
-    EXPECT_EQ(V3().EncodeText(text), ids) << text;
-    EXPECT_EQ(V3().Decode(ids), text);
+    EXPECT_EQ(SpecV3().EncodeText(text), ids) << text;
+    EXPECT_EQ(SpecV3().Decode(ids), text);
   }
 }
 
 TEST(TokenizerSpecVectors, DeepSeekV3AddedTokensOnlyWhenAsked) {
   const std::string text = "<｜begin▁of▁sentence｜>Hi<｜User｜>Q<｜Assistant｜>";
-  EXPECT_EQ(V3().EncodeWithAddedTokens(text), (Ids{0, 23166, 128803, 51, 128804}));
-  for (int32_t id : V3().EncodeText(text)) EXPECT_FALSE(V3().IsAddedToken(id));
+  EXPECT_EQ(SpecV3().EncodeWithAddedTokens(text), (Ids{0, 23166, 128803, 51, 128804}));
+  for (int32_t id : SpecV3().EncodeText(text)) EXPECT_FALSE(SpecV3().IsAddedToken(id));
 }
 
 TEST(TokenizerSpecVectors, DeepSeekV4AddedTokens) {

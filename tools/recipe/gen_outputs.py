@@ -624,7 +624,7 @@ def main():
     ap.add_argument("--logprobs-out", default="tests/recipe/data/parse/logprob_cases.jsonl")
     ap.add_argument("--check")
     # A wider random run of the token-chunk (logprobs) cases alone, e.g. for
-    #   DEEPINFER_LOGPROB_CASES=/tmp/lp.jsonl build/x/tests/recipe/recipe_output_parser_golden_test --gtest_filter=*Logprob*
+    #   DEEPINFER_LOGPROB_CASES=/tmp/lp.jsonl build/x/tests/recipe/recipe_tests --gtest_filter=OutputParserGolden.Logprob*
     ap.add_argument("--logprobs-only", type=int, metavar="N", help="write N logprob cases to --logprobs-out, nothing else")
     ap.add_argument("--logprobs-wide", type=int, metavar="N", default=WIDE_LOGPROB_CASES,
                     help="how many of the wider token shapes follow them")

@@ -13,7 +13,7 @@ tagged with a deviation of tests/recipe/data/render/deviations.json are counted 
 Outputs: gen_outputs.py makes --outputs new completions, each whole, one code point per chunk and in random
 pieces, through Chat Completions, Messages and Responses, plus apply_patch completions and token-chunk
 (logprob) cases; the oracle's chunks/events and bodies are replayed by the C++ golden test
-(recipe_output_parser_golden_test with DEEPINFER_PARSE_CASES), which prints its counts.
+(OutputParserGolden.* in recipe_tests, with DEEPINFER_PARSE_CASES), which prints its counts.
 
 Prints one line per comparison class and a total; exits 1 when anything undocumented differs.
 """
@@ -136,8 +136,8 @@ def render_parity(build, seed, count, tokenizer_dir):
 
 def output_parity(build, seed, count, custom_count, logprob_count, corpus_dir):
     written = gen_outputs.write_parity_corpus(corpus_dir, seed, count, custom_count, logprob_count)
-    test = build / "tests" / "recipe" / "recipe_output_parser_golden_test"
-    proc = subprocess.run([str(test), "--gtest_brief=1"], env=dict(os.environ, DEEPINFER_PARSE_CASES=corpus_dir),
+    test = build / "tests" / "recipe" / "recipe_tests"
+    proc = subprocess.run([str(test), "--gtest_filter=OutputParserGolden.*", "--gtest_brief=1"], env=dict(os.environ, DEEPINFER_PARSE_CASES=corpus_dir),
                           capture_output=True, text=True)
     counts = {}
     for m in re.finditer(r"^parity (\S+): (\d+) of (\d+) equal$", proc.stdout, re.M):
