@@ -386,39 +386,71 @@ class SchemaCompiler {
           merged.push_back(std::move(m));
         }
       }
+      std::vector<std::vector<size_t>> overlaps(merged.size());
+      std::vector<uint8_t> contained(merged.size(), 0);
       if (one && merged.size() > 1) {
         // Branches that may overlap: each keeps out the others it may meet (exclusivity by negation),
         // rest ∧ B_i ∧ ¬B_j for those j, where each ¬B_j is exact (Negate) and the alternatives it adds
         // stay few; otherwise an error.
         constexpr double kMaxAlternatives = 256;
-        std::vector<std::vector<size_t>> overlaps(merged.size());
         for (size_t i = 0; i < merged.size(); ++i)
           for (size_t j = i + 1; j < merged.size(); ++j) {
             DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint(merged[i], merged[j], depth));
             if (!d) d = IntersectionEmpty(merged[i], merged[j], depth);
             if (!d) overlaps[i].push_back(j), overlaps[j].push_back(i);
           }
+        // Each ¬B_j is an anyOf of cases; those that cannot meet branch i (Disjoint) are dropped. Where
+        // every case is dropped, branch i lies inside B_j (sub), so it adds nothing; and branch i needs no
+        // ¬B_j where it also excludes a B_k that holds B_j (¬B_k implies ¬B_j; of two equal ones the
+        // first stays).
         std::vector<std::optional<Json>> negated(merged.size());
-        double alternatives = 0;
-        for (size_t i = 0; i < merged.size(); ++i) {
-          double product = 1;
+        std::vector<std::map<size_t, Json>> kept(merged.size());  // kept[i][j]: the cases of ¬B_j that meet B_i
+        for (size_t i = 0; i < merged.size(); ++i)
           for (size_t j : overlaps[i]) {
             if (!negated[j]) negated[j] = r_.Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1);
             if (!negated[j]) return Unsupported("oneOf (with branches that may overlap)", path);
             auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
-            product *= (any != negated[j]->end() && negated[j]->size() == 1) ? static_cast<double>(any->size()) : 1.0;
+            const bool cases = any != negated[j]->end() && negated[j]->size() == 1 && any->is_array();
+            Json k = Json::array();
+            for (const Json& c : cases ? *any : Json::array({*negated[j]})) {
+              DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint(merged[i], c, depth + 1));
+              if (!d) k.push_back(c);
+            }
+            kept[i][j] = std::move(k);
+          }
+        auto sub = [&](size_t a, size_t b) {
+          auto found = kept[a].find(b);
+          return found != kept[a].end() && found->second.empty();
+        };
+        double alternatives = 0;
+        for (size_t i = 0; i < merged.size(); ++i) {
+          for (size_t j : overlaps[i]) contained[i] = contained[i] || sub(i, j);
+          if (contained[i]) continue;
+          double product = 1;
+          std::vector<Json> exclusions;
+          for (size_t j : overlaps[i]) {
+            bool implied = false;
+            for (size_t k : overlaps[i])
+              if (k != j && sub(j, k) && (!sub(k, j) || k < j)) implied = true;
+            if (implied) continue;
+            const Json& c = kept[i][j];
+            product *= static_cast<double>(c.size());
+            exclusions.push_back(c.size() == 1 ? c[0] : Json{{"anyOf", c}});
           }
           alternatives += product;
           if (alternatives > kMaxAlternatives) return Unsupported("oneOf (with branches that may overlap)", path);
-        }
-        for (size_t i = 0; i < merged.size(); ++i)
-          for (size_t j : overlaps[i]) {
-            DI_ASSIGN_OR_RETURN(merged[i], r_.Merge(merged[i], *negated[j], path + "/" + kw + "/" + std::to_string(i), depth + 1));
+          for (const Json& e : exclusions) {
+            DI_ASSIGN_OR_RETURN(merged[i], r_.Merge(merged[i], e, path + "/" + kw + "/" + std::to_string(i), depth + 1));
           }
+        }
       }
       std::vector<ExprId> alts;
       for (size_t i = 0; i < merged.size(); ++i) {
-        DI_ASSIGN_OR_RETURN(ExprId e, Compile(merged[i], path + "/" + kw + "/" + std::to_string(i), depth + 1));
+        // A branch that nothing was merged into compiles as written, so a `$ref` in it stays a rule (its
+        // inlined form would expand a recursive reference until the depth limit).
+        if (contained[i]) continue;
+        const bool as_written = !distribute && (!one || merged.size() == 1 || overlaps[i].empty());
+        DI_ASSIGN_OR_RETURN(ExprId e, Compile(as_written ? branches[i] : merged[i], path + "/" + kw + "/" + std::to_string(i), depth + 1));
         alts.push_back(e);
       }
       return g_.Alt(std::move(alts));

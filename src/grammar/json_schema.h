@@ -11,10 +11,12 @@
 // minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
 // exact decimal the schema spells, integers round it), multipleOf (integers: powers of ten or small
 // ranges; numbers: 10^-k and integers), anyOf, oneOf (branches proven disjoint, required-only branches,
-// or overlapping branches made exclusive by negating the others), allOf (merged), not (where the
-// negation is exact: types, required, properties, patterns, lengths, counts, non-numeric enum/const, and
-// not/anyOf/allOf of those), if/then/else (when `if` has such a negation), dependencies,
-// dependentRequired, dependentSchemas, propertyNames that every string meets, $ref/$defs/definitions
+// or overlapping branches made exclusive by negating the others, up to 256 alternatives), allOf
+// (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
+// non-numeric enum/const, dependencies, and not/anyOf/allOf of those), if/then/else (when `if` has such
+// a negation; several in one allOf when each `if` tests member values: const/enum, required),
+// dependencies, dependentRequired, dependentSchemas, propertyNames that every string meets,
+// $ref/$defs/definitions
 // (recursive too; local references only; siblings of a `$ref` as the schema's draft says, see
 // JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords (uniqueItems,
 // contains, propertyNames, if/then/else, ... included) is the list of its members that validate.

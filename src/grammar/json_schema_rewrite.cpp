@@ -1,6 +1,7 @@
 // Keywords the JSON Schema front end lowers to others before compiling: `not` through an exact negation of
 // its schema, if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -97,6 +98,136 @@ Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::st
   return std::optional<Json>();
 }
 
+// Several conditionals at once. Each `if` that tests members by value only ({properties: {p: {const} or
+// {enum}}, required, type: object}) is decided by which of the tested values each member has: one of the
+// values some `if` names, another value, or none (absent). Those classes, over every tested member, split
+// the objects into cells where every `if` is decided; each cell takes the then/else they select, and
+// non-objects (where properties and required hold vacuously) take the thens of the ifs that do not ask
+// for an object. Exact; cells proven empty (a required member the cell lacks) are dropped, and more than
+// kMaxCells cells is an error.
+Result<Json> SchemaResolver::Conditionals(const std::vector<Json>& conditions, uint8_t types, const std::string& path,
+                                          uint32_t depth) const {
+  constexpr size_t kMaxCells = 128;
+  const Status unsupported = Unsupported("allOf with two 'if' (other than tests of member values)", path);
+  struct Test {
+    std::vector<std::pair<std::string, Json>> values;  // member -> the values it must be one of
+    std::set<std::string> required;
+    bool object = false;  // the if asks for an object
+  };
+  std::vector<Test> tests;
+  std::vector<std::string> members;  // tested members, in order of appearance
+  std::map<std::string, Json> named;  // member -> every value some if names
+  for (const Json& c : conditions) {
+    DI_ASSIGN_OR_RETURN(Json cond, Inline(c.at("if"), path + "/if", depth + 1));
+    if (!cond.is_object()) return unsupported;
+    Test t;
+    for (auto k = cond.begin(); k != cond.end(); ++k) {
+      if (AnnotationKeywords().count(k.key()) || !ConstrainingKeyword(k.key())) continue;
+      if (k.key() == "type" && k.value() == "object") {
+        t.object = true;
+      } else if (k.key() == "required" && k->is_array()) {
+        for (const Json& n : *k)
+          if (n.is_string()) t.required.insert(n.get<std::string>());
+      } else if (k.key() == "properties" && k->is_object()) {
+        for (auto p = k->begin(); p != k->end(); ++p) {
+          Json vals;
+          if (!p->is_object()) return unsupported;
+          for (auto q = p->begin(); q != p->end(); ++q) {
+            if (AnnotationKeywords().count(q.key()) || !ConstrainingKeyword(q.key())) continue;
+            if (q.key() == "const") vals = Json::array({*q});
+            else if (q.key() == "enum" && q->is_array()) vals = *q;
+            else if (q.key() != "type") return unsupported;  // a type beside the values adds nothing new
+          }
+          if (vals.is_null()) return unsupported;
+          if (auto tp = p->find("type"); tp != p->end()) {
+            Json kept = Json::array();
+            for (const Json& v : vals)
+              if (TypesOf(Json{{"type", *tp}}) & TypesOf(Json{{"const", v}})) kept.push_back(v);
+            vals = kept;
+          }
+          if (!named.count(p.key())) members.push_back(p.key()), named[p.key()] = Json::array();
+          for (const Json& v : vals)
+            if (std::find(named[p.key()].begin(), named[p.key()].end(), v) == named[p.key()].end())
+              named[p.key()].push_back(v);
+          t.values.emplace_back(p.key(), vals);
+        }
+      } else {
+        return unsupported;
+      }
+    }
+    for (const auto& r : t.required)
+      if (!named.count(r)) members.push_back(r), named[r] = Json::array();
+    tests.push_back(std::move(t));
+  }
+  // Classes of a member: 0..n-1 its named values, n another value, n+1 absent.
+  size_t cells = 1;
+  for (const auto& m : members) {
+    cells *= named[m].size() + 2;
+    if (cells > kMaxCells) return Unsupported("allOf with two 'if' (more than " + std::to_string(kMaxCells) + " cases)", path);
+  }
+  Json alternatives = Json::array();
+  auto add_cell = [&](Json cell, const std::vector<bool>& holds) -> Status {
+    for (size_t k = 0; k < conditions.size(); ++k) {
+      const char* branch = holds[k] ? "then" : "else";
+      if (auto b = conditions[k].find(branch); b != conditions[k].end()) {
+        DI_ASSIGN_OR_RETURN(cell, Merge(cell, *b, path + "/" + branch, depth + 1));
+      }
+    }
+    // A required member the cell forbids: nothing is in it.
+    if (cell.is_object())
+      if (auto req = cell.find("required"); req != cell.end() && req->is_array())
+        for (const Json& n : *req)
+          if (auto props = cell.find("properties"); n.is_string() && props != cell.end() && props->is_object())
+            if (auto p = props->find(n.get<std::string>()); p != props->end() && NeverHolds(*p)) return Status::Ok();
+    alternatives.push_back(std::move(cell));
+    return Status::Ok();
+  };
+  if (types & kObject) {
+    std::vector<size_t> cls(members.size(), 0);
+    for (size_t n = 0; n < cells; ++n) {
+      size_t rest = n;
+      for (size_t i = 0; i < members.size(); ++i) cls[i] = rest % (named[members[i]].size() + 2), rest /= named[members[i]].size() + 2;
+      Json props = Json::object(), required = Json::array();
+      for (size_t i = 0; i < members.size(); ++i) {
+        const Json& vals = named[members[i]];
+        if (cls[i] < vals.size()) {
+          props[members[i]] = Json{{"const", vals[cls[i]]}};
+          required.push_back(members[i]);
+        } else if (cls[i] == vals.size()) {
+          if (vals.empty()) props[members[i]] = true;
+          else props[members[i]] = Json{{"not", Json{{"enum", vals}}}};
+          required.push_back(members[i]);
+        } else {
+          props[members[i]] = false;
+        }
+      }
+      std::vector<bool> holds;
+      for (const Test& t : tests) {
+        bool h = true;
+        for (const auto& r : t.required) {
+          const size_t i = static_cast<size_t>(std::find(members.begin(), members.end(), r) - members.begin());
+          h = h && cls[i] != named[r].size() + 1;
+        }
+        for (const auto& [m, vals] : t.values) {
+          const size_t i = static_cast<size_t>(std::find(members.begin(), members.end(), m) - members.begin());
+          const Json& all = named[m];
+          if (cls[i] < all.size()) h = h && std::find(vals.begin(), vals.end(), all[cls[i]]) != vals.end();
+          else if (cls[i] == all.size()) h = false;
+        }
+        holds.push_back(h);
+      }
+      DI_RETURN_IF_ERROR(add_cell(Json{{"type", "object"}, {"properties", props}, {"required", required}}, holds));
+    }
+  }
+  if (types & ~kObject & kAllTypes) {
+    std::vector<bool> holds;
+    for (const Test& t : tests) holds.push_back(!t.object);
+    DI_RETURN_IF_ERROR(add_cell(Json{{"not", Json{{"type", "object"}}}}, holds));
+  }
+  if (alternatives.empty()) return Json(false);
+  return Json{{"anyOf", std::move(alternatives)}};
+}
+
 // The negation of a schema as a schema the compiler takes, for the forms where it is exact (nullopt
 // otherwise): booleans, type sets, required (an object missing a name), properties (an object with a
 // member that fails its schema), string patterns and lengths, array counts, non-numeric enum/const
@@ -154,6 +285,21 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       for (const Json& x : values)
         if (x.is_number() || x.is_object() || x.is_array()) return std::nullopt;
       any.push_back(Json{{"$not_in", values}});
+    } else if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && v.is_object()) {
+      // An object with the name present and a dependency failing: a listed name absent, or the schema
+      // failing for the whole object.
+      for (auto d = v.begin(); d != v.end(); ++d) {
+        if (d.value().is_array()) {
+          for (const Json& n : d.value()) {
+            if (!n.is_string()) return std::nullopt;
+            any.push_back(Json{{"type", "object"}, {"required", Json::array({d.key()})}, {"properties", Json{{n.get<std::string>(), false}}}});
+          }
+        } else {
+          auto neg = Negate(d.value(), path + "/" + k + "/" + d.key(), depth + 1);
+          if (!neg) return std::nullopt;
+          any.push_back(Json{{"type", "object"}, {"required", Json::array({d.key()})}, {"allOf", Json::array({*neg})}});
+        }
+      }
     } else if (k == "not") {
       any.push_back(v);
     } else if (k == "anyOf" && v.is_array()) {

@@ -238,5 +238,36 @@ TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
     Check(c);
 }
 
+// Verdicts from jsonschema (Draft202012Validator; Draft7Validator for dependencies).
+TEST(JsonSchemaCoverage, RecursiveAnyOfConditionalsAndOneOf) {
+  for (const Case& c : std::vector<Case>{
+           // anyOf of a recursive $ref: the branch stays a rule (it was inlined until the depth limit).
+           {R"({"$defs":{"n":{"type":"object","properties":{"k":{"type":"array","items":{"anyOf":[{"$ref":"#/$defs/n"},)"
+            R"({"type":"integer"}]}}}}},"$ref":"#/$defs/n"})",
+            {R"({"k":[1,{"k":[2,{"k":[]}]}]})", "{}"}, {R"({"k":["x"]})", R"({"k":[{"k":["x"]}]})"}},
+           // Two ifs on the value of "kind": absent, both hold (x and y needed); "a" needs x and forbids y
+           // (the second if's else); "b" needs y; other values fail the enum.
+           {R"({"type":"object","properties":{"kind":{"enum":["a","b"]},"x":{},"y":{}},"allOf":[)"
+            R"({"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["x"]}},)"
+            R"({"if":{"properties":{"kind":{"const":"b"}}},"then":{"required":["y"]},"else":{"not":{"required":["y"]}}}]})",
+            {R"({"kind":"a","x":1})", R"({"kind":"b","y":1})", R"({"x":1,"y":2})"},
+            {"{}", R"({"kind":"a","x":1,"y":1})", R"({"kind":"a"})", R"({"kind":"b"})", R"({"kind":"c","x":1})"}},
+           // ifs with required: non-objects meet both ifs and both thens (required holds vacuously).
+           {R"({"allOf":[{"if":{"required":["a"]},"then":{"required":["b"]}},)"
+            R"({"if":{"properties":{"t":{"const":"x"}},"required":["t"]},"then":{"required":["c"]}}]})",
+            {"5", R"({"a":1,"b":2})", R"({"t":"x","c":0})", R"({"t":"y"})", "{}"},
+            {R"({"a":1})", R"({"t":"x"})", R"({"a":1,"b":1,"t":"x"})"}},
+           // The negation of dependencies: non-objects meet only the second branch; {} meets both.
+           {R"({"oneOf":[{"not":{"required":["x"]}},{"dependencies":{"x":false}}]})", {"1", R"("s")", "[]"},
+            {"{}", R"({"x":1})"}},
+           // Branch 0 lies inside branch 1 (so it adds nothing), branch 2 is closed and meets neither.
+           {R"({"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a","b"]},)"
+            R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},)"
+            R"({"type":"object","required":["c"],"properties":{"c":{"type":"integer"}},"additionalProperties":false}]})",
+            {R"({"a":"x"})", R"({"c":1})", R"({"a":"x","c":1})"}, {R"({"a":"x","b":1})", R"({"a":1})", R"({"c":"s"})"}},
+       })
+    Check(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
