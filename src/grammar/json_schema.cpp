@@ -634,8 +634,47 @@ class SchemaCompiler {
         }
       }
     }
+    // propertyNames (a pattern, lengths; Rewrite lets no other form through): listed names it rejects
+    // cannot appear, and other keys are spelled within it.
+    ExprId key_any = CanonicalStar();
+    std::set<std::string> bad_names;
+    if (auto it = s.find("propertyNames"); it != s.end()) {
+      Json listed = Json::array();
+      for (const auto& n : names) listed.push_back(n);
+      DI_ASSIGN_OR_RETURN(Json good, ValidMembers(r_, o_.max_depth, *it, listed, path + "/propertyNames"));
+      for (const auto& n : names)
+        if (std::find(good.begin(), good.end(), Json(n)) == good.end()) bad_names.insert(n);
+      DI_ASSIGN_OR_RETURN(Json k, r_.Inline(*it, path + "/propertyNames", depth + 1));
+      if (k.is_boolean()) {
+        if (!k.get<bool>()) key_any = g_.Nothing();
+      } else {
+        std::vector<std::string> pats;
+        if (auto p = k.find("pattern"); p != k.end() && p->is_string()) pats.push_back(p->get<std::string>());
+        if (auto p = k.find("$patterns"); p != k.end() && p->is_array())
+          for (const Json& x : *p)
+            if (x.is_string()) pats.push_back(x.get<std::string>());
+        for (const auto& pat : pats) {
+          RegexOptions ro;
+          ro.full_match = false;
+          ro.json_string = true;
+          auto re = CompileRegex(pat, ro, &g_);
+          if (!re.ok()) return re.status().WithContext(path + "/propertyNames/pattern");
+          key_any = g_.And(key_any, *re);
+        }
+        uint32_t lo = 0, hi = kUnbounded;
+        DI_RETURN_IF_ERROR(ReadCount(k, "minLength", 1e6, path + "/propertyNames", &lo));
+        DI_RETURN_IF_ERROR(ReadCount(k, "maxLength", 1e6, path + "/propertyNames", &hi));
+        if (hi != kUnbounded && hi > 1024) return Unsupported("propertyNames (maxLength above 1024)", path);
+        if (lo > 1024) return Unsupported("propertyNames (minLength above 1024)", path);
+        if (lo > 0 || hi != kUnbounded) key_any = g_.And(key_any, g_.Repeat(CanonicalAnyChar(), lo, hi));
+      }
+    }
     std::vector<ExprId> items;
     for (size_t i = 0; i < names.size(); ++i) {
+      if (bad_names.count(names[i])) {
+        if (req.count(names[i])) return g_.Nothing();  // required, yet no key may be spelled so
+        continue;
+      }
       DI_ASSIGN_OR_RETURN(ExprId v, Compile(*schemas[i], path + "/properties/" + names[i], depth + 1));
       items.push_back(g_.Seq({Lit(JsonQuote(names[i])), Ws(), Tok(":"), v, Ws()}));
       required.push_back(req.count(names[i]) ? 1 : 0);
@@ -658,7 +697,7 @@ class SchemaCompiler {
         ro.json_string = true;
         auto re = CompileRegex(p.key(), ro, &g_);
         if (!re.ok()) return re.status().WithContext(path + "/patternProperties");
-        pattern_bodies.push_back(g_.And(*re, CanonicalStar()));
+        pattern_bodies.push_back(g_.And(*re, key_any));
       }
       // A key matching several patterns takes all their schemas: one alternative per set of patterns a key
       // can match together (pairwise overlapping), its keys those of every pattern in the set and of no
@@ -713,7 +752,7 @@ class SchemaCompiler {
       std::vector<ExprId> out = listed_bodies;
       out.insert(out.end(), pattern_bodies.begin(), pattern_bodies.end());
       DI_ASSIGN_OR_RETURN(ExprId v, Compile(*additional, path + "/additionalProperties", depth + 1));
-      extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(CanonicalStar(), out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
+      extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(key_any, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
     }
     bool has_extra = !extra_alts.empty();
     if (has_extra) {

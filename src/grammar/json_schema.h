@@ -15,14 +15,14 @@
 // (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
 // non-numeric enum/const, dependencies, and not/anyOf/allOf of those), if/then/else (when `if` has such
 // a negation; several in one allOf when each `if` tests member values: const/enum, required),
-// dependencies, dependentRequired, dependentSchemas, propertyNames that every string meets,
+// dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
 // $ref/$defs/definitions
 // (recursive too; local references only; siblings of a `$ref` as the schema's draft says, see
 // JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords (uniqueItems,
 // contains, propertyNames, if/then/else, ... included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
-// Anything else that constrains instances (contains, uniqueItems: true, other propertyNames,
+// Anything else that constrains instances (contains, uniqueItems: true, other propertyNames keywords,
 // unevaluated*, remote $ref, negations with no exact form, ...) is a kUnimplemented error naming the
 // keyword and its path in the schema.
 #pragma once

@@ -149,7 +149,7 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
       out["$patterns"].push_back(v);
     } else if (k == "items" && (cur.is_array() || v.is_array())) {
       return Unsupported("allOf with two different tuple 'items'", path);  // their additionalItems differ too
-    } else if (k == "additionalProperties" || k == "items" || k == "additionalItems") {
+    } else if (k == "additionalProperties" || k == "items" || k == "additionalItems" || k == "propertyNames") {
       cur = Json{{"allOf", Json::array({cur, v})}};
     } else if (k == "allOf") {
       for (const auto& e : v) cur.push_back(e);
@@ -163,7 +163,7 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
       out["allOf"].push_back(Json{{k, v}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
       if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
-          k == "dependentRequired" || k == "dependentSchemas" || k == "propertyNames")
+          k == "dependentRequired" || k == "dependentSchemas")
         return Unsupported("allOf with two different '" + k + "'", path);
     }
   }

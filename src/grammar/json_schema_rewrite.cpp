@@ -90,7 +90,17 @@ Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::st
       for (auto k = it->begin(); k != it->end(); ++k)
         if (!AnnotationKeywords().count(k.key()) && !(k.key() == "type" && k.value() == "string")) trivial = false;
     }
-    if (!trivial) return Unsupported("propertyNames", path);
+    if (!trivial) {
+      // Keys under a pattern, lengths or a type string: the object compiler restricts its keys (Object).
+      DI_ASSIGN_OR_RETURN(Json names, Inline(*it, path + "/propertyNames", depth + 1));
+      if (names.is_boolean()) return std::optional<Json>();
+      for (auto k = names.begin(); k != names.end(); ++k)
+        if (!AnnotationKeywords().count(k.key()) && ConstrainingKeyword(k.key()) &&
+            !(k.key() == "type" && k.value() == "string") && k.key() != "pattern" && k.key() != "$patterns" &&
+            k.key() != "minLength" && k.key() != "maxLength")
+          return Unsupported("propertyNames", path);
+      return std::optional<Json>();
+    }
     Json rest = s;
     rest.erase("propertyNames");
     return std::optional<Json>(std::move(rest));

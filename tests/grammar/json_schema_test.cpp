@@ -269,5 +269,22 @@ TEST(JsonSchemaCoverage, RecursiveAnyOfConditionalsAndOneOf) {
     Check(c);
 }
 
+// propertyNames with a pattern and lengths (verdicts from jsonschema's Draft202012Validator).
+TEST(JsonSchemaCoverage, PropertyNames) {
+  for (const Case& c : std::vector<Case>{
+           // Listed "ab" fails the pattern, so it cannot appear; other keys are numbers of at most 3 digits.
+           {R"({"type":"object","properties":{"12":{"type":"integer"},"ab":{}},)"
+            R"("propertyNames":{"pattern":"^[1-9][0-9]*$","maxLength":3},"additionalProperties":{"type":"string"}})",
+            {R"({"12":1,"5":"x"})", R"({"999":"x"})", "{}"},
+            {R"({"ab":1})", R"({"1234":"x"})", R"({"05":"x"})", R"({"5":1})"}},
+           // A required name the names reject: no object validates; other values do.
+           {R"({"required":["ab"],"propertyNames":{"maxLength":1}})", {"1", R"("s")"}, {R"({"ab":1})", "{}"}},
+           // Two propertyNames in allOf: keys start with a and end with b.
+           {R"({"allOf":[{"propertyNames":{"pattern":"^a"}},{"propertyNames":{"pattern":"b$"}}]})", {R"({"ab":1})", R"({"axb":1})"},
+            {R"({"a":1})", R"({"b":1})"}},
+       })
+    Check(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
