@@ -16,67 +16,6 @@
 
 namespace deepinfer::grammar {
 
-namespace json_schema_internal {
-
-const std::set<std::string>& AnnotationKeywords() {
-  static const std::set<std::string> k = {
-      "title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id", "$anchor",
-      "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding", "contentSchema", "$defs",
-      "definitions", "$vocabulary", "discriminator", "nullable_note"};
-  return k;
-}
-
-const std::set<std::string>& UnsupportedKeywords() {
-  static const std::set<std::string> k = {"contains", "minContains",
-                                          "maxContains", "unevaluatedProperties", "unevaluatedItems",
-                                          "$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"};
-  return k;
-}
-
-Status Unsupported(const std::string& keyword, const std::string& path) {
-  return Status::Unimplemented("JSON Schema keyword '" + keyword + "' at " + path + " is not supported");
-}
-
-Status Invalid(const std::string& what, const std::string& path) {
-  return Status::InvalidArgument("invalid JSON Schema at " + path + ": " + what);
-}
-
-const std::string* FormatRegex(const std::string& format) {
-  // date-time separates with T or t only (RFC 3339's grammar; the space its note allows is not in it).
-  // A calendar date (RFC 3339 5.7): the days each month has, February 29 in leap years only (divisible
-  // by 4, centuries by 400), no year 0000 (Python's date.fromisoformat, which jsonschema asks, has none).
-  static const std::string kDate =
-      "(([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|"
-      "(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|"
-      "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)";
-  static const std::map<std::string, std::string> kFormats = {
-      {"date", kDate},
-      {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-      {"date-time",
-       kDate + "[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
-       "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-      {"duration",
-       "P([0-9]+W|([0-9]+Y([0-9]+M)?([0-9]+D)?|[0-9]+M([0-9]+D)?|[0-9]+D)(T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))?"
-       "|T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S))"},
-      {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-      {"email",
-       "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-       "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
-      {"hostname", "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
-      {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
-      {"ipv6",
-       "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|"
-       "([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|"
-       "([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|"
-       "[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"},
-      {"uri", "[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*"},
-  };
-  auto it = kFormats.find(format);
-  return it == kFormats.end() ? nullptr : &it->second;
-}
-
-}  // namespace json_schema_internal
-
 namespace {
 
 using namespace json_schema_internal;  // NOLINT(google-build-using-namespace): the front end's own internals
