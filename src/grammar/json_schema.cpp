@@ -212,6 +212,24 @@ class SchemaCompiler {
            cg.status().message() == "the grammar accepts no string";
   }
 
+  // A case of ¬B_j, "member p present and failing B_j's schema for it", within branch i (`bi`): where
+  // B_i's and B_j's schemas for p never meet, any value of p that B_i allows fails B_j, so the case is
+  // "p present". Cases of several ¬B_j then read the same, and the oneOf factors them out.
+  Result<Json> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const {
+    if (!c.is_object() || c.size() != 3 || c.value("type", Json()) != "object") return c;
+    auto req = c.find("required"), props = c.find("properties");
+    if (req == c.end() || props == c.end() || !req->is_array() || req->size() != 1 || !props->is_object() || props->size() != 1 ||
+        (*req)[0] != props->begin().key())
+      return c;
+    const std::string& p = props->begin().key();
+    auto si = bi.is_object() ? bi.find("properties") : bi.end();
+    auto sj = bj.is_object() ? bj.find("properties") : bj.end();
+    if (si == bi.end() || sj == bj.end() || !si->is_object() || !sj->is_object() || !si->contains(p) || !sj->contains(p)) return c;
+    DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint((*si)[p], (*sj)[p], depth + 1));
+    if (!d) return c;
+    return Json{{"type", "object"}, {"required", *req}};
+  }
+
   // Whether two patterns (unanchored, on raw text) can match the same string: false only where the
   // automaton of both at once is proven empty; an error or a spent budget counts as meeting.
   static bool PatternsMeet(const std::string& a, const std::string& b) {
@@ -362,22 +380,50 @@ class SchemaCompiler {
           return found != kept[a].end() && found->second.empty();
         };
         double alternatives = 0;
+        const std::vector<Json> base = merged;  // before any exclusion is merged in
         for (size_t i = 0; i < merged.size(); ++i) {
           for (size_t j : overlaps[i]) contained[i] = contained[i] || sub(i, j);
           if (contained[i]) continue;
-          double product = 1;
-          std::vector<Json> exclusions;
+          std::vector<Json> lists;  // per ¬B_j needed: its cases
           for (size_t j : overlaps[i]) {
             bool implied = false;
             for (size_t k : overlaps[i])
               if (k != j && sub(j, k) && (!sub(k, j) || k < j)) implied = true;
             if (implied) continue;
-            const Json& c = kept[i][j];
-            product *= static_cast<double>(c.size());
-            exclusions.push_back(c.size() == 1 ? c[0] : Json{{"anyOf", c}});
+            Json cases = Json::array();
+            for (Json c : kept[i][j]) {
+              DI_ASSIGN_OR_RETURN(c, PresentIsEnough(c, base[i], base[j], depth));
+              if (std::find(cases.begin(), cases.end(), c) == cases.end()) cases.push_back(std::move(c));
+            }
+            lists.push_back(std::move(cases));
           }
-          alternatives += product;
+          // ∧_j (c ∨ R_j) = c ∨ ∧_j R_j: cases every list shares become alternatives of their own, so the
+          // product runs over the rest only.
+          Json common = Json::array();
+          bool rest_empty = false;
+          while (!lists.empty() && !rest_empty) {
+            auto shared = std::find_if(lists[0].begin(), lists[0].end(), [&](const Json& c) {
+              return std::all_of(lists.begin(), lists.end(), [&](const Json& l) { return std::find(l.begin(), l.end(), c) != l.end(); });
+            });
+            if (shared == lists[0].end()) break;
+            const Json c = *shared;
+            common.push_back(c);
+            for (Json& l : lists) {
+              l.erase(std::find(l.begin(), l.end(), c));
+              rest_empty = rest_empty || l.empty();
+            }
+          }
+          double product = rest_empty ? 0 : 1;
+          for (const Json& l : lists) product *= rest_empty ? 1.0 : static_cast<double>(l.size());
+          alternatives += static_cast<double>(common.size()) + product;
           if (alternatives > kMaxAlternatives) return Unsupported("oneOf (with branches that may overlap)", path);
+          std::vector<Json> exclusions;
+          for (const Json& l : lists) exclusions.push_back(l.size() == 1 ? l[0] : Json{{"anyOf", l}});
+          if (!common.empty()) {
+            Json any = common;
+            if (!rest_empty && !exclusions.empty()) any.push_back(Json{{"allOf", exclusions}});
+            exclusions = {any.size() == 1 ? any[0] : Json{{"anyOf", any}}};
+          }
           for (const Json& e : exclusions) {
             DI_ASSIGN_OR_RETURN(merged[i], r_.Merge(merged[i], e, path + "/" + kw + "/" + std::to_string(i), depth + 1));
           }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,8 +92,8 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
   if (conditional(x) && conditional(y)) return Unsupported("allOf with two 'if'", path);
   // items (and additionalItems) count from the prefix of their own schema: one side's prefix cannot
   // shift the other side's items.
-  auto tuple = [](const Json& j) {
-    return j.contains("prefixItems") || (j.contains("items") && j["items"].is_array()) || j.contains("additionalItems");
+  auto tuple = [](const Json& j) {  // additionalItems means nothing without tuple items
+    return j.contains("prefixItems") || (j.contains("items") && j["items"].is_array());
   };
   if ((tuple(x) && (y.contains("items") || tuple(y))) || (tuple(y) && x.contains("items")))
     return Unsupported("allOf with items beside another member's prefixItems", path);
@@ -321,6 +322,21 @@ Result<bool> SchemaResolver::Disjoint(const Json& a, const Json& b, uint32_t dep
     bool all_out = true;
     for (const auto& v : *vals) all_out = all_out && std::find(out->begin(), out->end(), v) != out->end();
     if (all_out) return true;
+  }
+  // Bounds that do not meet, for the one type they apply to (lengths, counts, numeric ranges).
+  auto num = [](const Json& j, const char* k) -> std::optional<double> {
+    auto it = j.find(k);
+    if (it == j.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  for (const auto& [lo_key, hi_key, type] : {std::tuple{"minLength", "maxLength", kString}, std::tuple{"minItems", "maxItems", kArray},
+                                            std::tuple{"minProperties", "maxProperties", kObject},
+                                            std::tuple{"minimum", "maximum", static_cast<TypeBit>(kInteger | kNumber)}}) {
+    if ((shared & ~type & kAllTypes) != 0) continue;
+    for (const auto& [p, q] : {std::pair{&x, &y}, std::pair{&y, &x}}) {
+      auto lo = num(*p, lo_key), hi = num(*q, hi_key);
+      if (lo && hi && *lo > *hi) return true;
+    }
   }
   // A side with anyOf lies inside the union of its cases: disjoint when every case is.
   for (const auto& [p, q] : {std::pair{&x, &y}, std::pair{&y, &x}}) {

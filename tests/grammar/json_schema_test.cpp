@@ -286,5 +286,24 @@ TEST(JsonSchemaCoverage, PropertyNames) {
     Check(c);
 }
 
+// oneOf of optional members with different values (verdicts from jsonschema's Draft202012Validator): {}
+// meets all three branches; "c" present decides alone (each branch's c values meet no other's), so the
+// exclusions factor into "c present, or s outside the others' values".
+TEST(JsonSchemaCoverage, OneOfFactorsSharedCasesAndDraftTuples) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"object","oneOf":[{"properties":{"c":{"enum":["B"]},"s":{"enum":["x","y"]}}},)"
+            R"({"properties":{"c":{"enum":["I"]},"s":{"enum":["y","z"]}}},{"properties":{"c":{"enum":["M"]},"s":{"enum":["z"]}}}]})",
+            {R"({"c":"B"})", R"({"s":"x"})", R"({"c":"I","s":"y"})", R"({"c":"M"})", R"({"c":"B","s":"x"})"},
+            {"{}", R"({"s":"y"})", R"({"s":"z"})", R"({"c":"B","s":"z"})", R"({"c":"Q"})"}},
+           // Lengths that do not meet make branches disjoint.
+           {R"({"oneOf":[{"type":"string","maxLength":2},{"type":"string","minLength":3}]})", {R"("ab")", R"("abc")"}, {"1"}},
+           // additionalItems without tuple items means nothing, so it merges with another member's items.
+           {R"({"$schema":"http://json-schema.org/draft-07/schema#","allOf":[{"type":"array","items":{"type":"number"},)"
+            R"("additionalItems":false},{"items":{"minimum":0}}]})",
+            {"[1,2]", "[]"}, {"[-1]", R"(["a"])"}},
+       })
+    Check(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
