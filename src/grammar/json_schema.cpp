@@ -532,6 +532,35 @@ class SchemaCompiler {
     const uint32_t m = static_cast<uint32_t>(prefix.size());
     ExprId body;
     auto el = [&](ExprId e) { return g_.Seq({e, Ws()}); };
+    // contains: some element (the witness) also meets it. Elements before and after it take the items
+    // schema; the counts split around it (a before, b after, a + 1 + b within min..max).
+    std::vector<Json> needs;
+    if (auto c = s.find("contains"); c != s.end()) needs.push_back(*c);
+    if (auto c = s.find("$contains"); c != s.end() && c->is_array())
+      for (const Json& x : *c) needs.push_back(x);
+    if (!needs.empty()) {
+      constexpr uint32_t kMaxSplit = 64;
+      if (needs.size() > 1) return Unsupported("contains (more than one kind of element)", path);
+      if (m > 0) return Unsupported("contains beside tuple items", path);
+      if (!rest_allowed || max == 0) return g_.Nothing();
+      DI_ASSIGN_OR_RETURN(ExprId witness, Compile(Json{{"allOf", Json::array({*rest_schema, needs[0]})}}, path + "/contains", depth + 1));
+      const ExprId before = g_.Seq({el(item), sep}), after = g_.Seq({sep, el(item)});
+      std::vector<ExprId> alts;
+      if (max == kUnbounded) {
+        if (min > kMaxSplit) return Unsupported("contains (with minItems above " + std::to_string(kMaxSplit) + ")", path);
+        const uint32_t need = min > 0 ? min - 1 : 0;  // elements besides the witness
+        for (uint32_t a = 0; a < need; ++a)
+          alts.push_back(g_.Seq({g_.Repeat(before, a, a), el(witness), g_.Repeat(after, need - a, kUnbounded)}));
+        alts.push_back(g_.Seq({g_.Repeat(before, need, kUnbounded), el(witness), g_.Star(after)}));
+      } else {
+        if (max > kMaxSplit) return Unsupported("contains (with maxItems above " + std::to_string(kMaxSplit) + ")", path);
+        for (uint32_t a = 0; a < max; ++a) {
+          const uint32_t lo = min > a + 1 ? min - a - 1 : 0, hi = max - a - 1;
+          alts.push_back(g_.Seq({g_.Repeat(before, a, a), el(witness), g_.Repeat(after, lo, hi)}));
+        }
+      }
+      return g_.Seq({Tok("["), g_.Alt(std::move(alts)), Lit("]")});
+    }
     if (m == 0) {
       if (!rest_allowed) {
         body = g_.Empty();

@@ -17,7 +17,7 @@ const std::set<std::string>& AnnotationKeywords() {
 }
 
 const std::set<std::string>& UnsupportedKeywords() {
-  static const std::set<std::string> k = {"contains", "minContains",
+  static const std::set<std::string> k = {"minContains",
                                           "maxContains", "unevaluatedProperties", "unevaluatedItems",
                                           "$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"};
   return k;

@@ -156,7 +156,10 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
       for (const auto& e : v) cur.push_back(e);
     } else if (k == "not") {
       cur = Json{{"anyOf", Json::array({cur, v})}};  // not A and not B = not (A or B)
-    } else if (k == "$not_patterns" || k == "$not_in") {
+    } else if (k == "contains") {  // both must hold: each needs an element of its own kind
+      if (!out.contains("$contains")) out["$contains"] = Json::array();
+      out["$contains"].push_back(v);
+    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains") {
       for (const auto& e : v) cur.push_back(e);
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.

@@ -22,7 +22,7 @@ bool ConstrainingKeyword(const std::string& k) {
       "contains", "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum",
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
-      "$patterns", "$not_patterns", "$not_in"};
+      "$patterns", "$not_patterns", "$not_in", "$contains"};
   return known.count(k) > 0;
 }
 
@@ -310,9 +310,21 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
           any.push_back(Json{{"type", "object"}, {"required", Json::array({d.key()})}, {"allOf", Json::array({*neg})}});
         }
       }
+    } else if (k == "contains" || k == "$contains") {
+      // No element of the kind: every element fails it.
+      for (const Json& c : k == "contains" ? Json::array({v}) : v) {
+        auto neg = Negate(c, path + "/" + k, depth + 1);
+        if (!neg) return std::nullopt;
+        any.push_back(Json{{"type", "array"}, {"items", *neg}});
+      }
+    } else if (k == "items" && !v.is_array() && !s.contains("prefixItems")) {
+      // An element that fails it.
+      auto neg = Negate(v, path + "/items", depth + 1);
+      if (!neg) return std::nullopt;
+      any.push_back(Json{{"type", "array"}, {"$contains", Json::array({*neg})}});
     } else if (k == "not") {
       any.push_back(v);
-    } else if (k == "anyOf" && v.is_array()) {
+    } else if ((k == "anyOf" && v.is_array()) || (k == "oneOf" && v.is_array() && v.size() == 1)) {  // one: as anyOf
       Json all = Json::array();
       for (size_t i = 0; i < v.size(); ++i) {
         auto neg = Negate(v[i], path + "/anyOf/" + std::to_string(i), depth + 1);

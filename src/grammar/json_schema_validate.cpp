@@ -298,6 +298,15 @@ class Validator {
           if (eq) return false;
         }
     }
+    if (auto it = s.find("$contains"); it != s.end() && it->is_array()) {  // merged contains: one hit each
+      for (const Json& c : *it) {
+        bool hit = false;
+        for (size_t i = 0; i < v.size() && !hit; ++i) {
+          DI_ASSIGN_OR_RETURN(hit, Valid(c, v[i], path + "/contains", d));
+        }
+        if (!hit) return false;
+      }
+    }
     if (auto it = s.find("contains"); it != s.end()) {
       double hits = 0;
       for (const Json& e : v) {

@@ -125,9 +125,9 @@ TEST(JsonSchemaOneOf, OverlappingBranchesAreMadeExclusive) {
     Check(c);
 }
 
-// Where a branch has no exact negation (items here), overlapping branches stay an error.
+// Where a branch has no exact negation (multipleOf here), overlapping branches stay an error.
 TEST(JsonSchemaOneOf, OverlapWithoutANegationIsAnError) {
-  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"type":"array","items":{"type":"string"}},{"type":"array","minItems":1}]})");
+  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"type":"integer","multipleOf":3},{"type":"integer","minimum":1}]})");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(g.status().message().find("oneOf"), std::string::npos) << g.status().ToString();
@@ -301,6 +301,22 @@ TEST(JsonSchemaCoverage, OneOfFactorsSharedCasesAndDraftTuples) {
            {R"({"$schema":"http://json-schema.org/draft-07/schema#","allOf":[{"type":"array","items":{"type":"number"},)"
             R"("additionalItems":false},{"items":{"minimum":0}}]})",
             {"[1,2]", "[]"}, {"[-1]", R"(["a"])"}},
+       })
+    Check(c);
+}
+
+// contains (one kind of element, counts split around the witness), and the negations it gives: not items
+// (an element that fails them) and not contains (every element fails it). Verdicts from jsonschema.
+TEST(JsonSchemaCoverage, Contains) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"array","items":{"type":"integer"},"contains":{"minimum":5},"maxItems":3})", {"[5]", "[1,2,6]", "[6,1,2]"},
+            {"[1,2]", "[1,2,3,6]", "[]", "[5.5]"}},
+           {R"({"contains":{"const":1},"minItems":3})", {"[1,2,3]", "[2,2,1]", "[2,1,2,2]"}, {"[1,1]", "[2,2,2]"}},
+           {R"({"not":{"items":{"type":"string"}}})", {"[1]", R"(["a",1])"}, {R"(["a"])", "[]", "1"}},
+           {R"({"not":{"contains":{"type":"null"}}})", {"[]", "[1]"}, {"[null]", "[1,null]", R"("s")"}},
+           // oneOf through the negation of items: [] meets only the first branch, [1] only the second.
+           {R"({"oneOf":[{"type":"array","items":{"type":"string"}},{"type":"array","minItems":1}]})", {"[]", "[1]"},
+            {R"(["a"])", "1"}},
        })
     Check(c);
 }
