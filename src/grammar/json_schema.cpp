@@ -215,18 +215,21 @@ class SchemaCompiler {
   // A case of ¬B_j, "member p present and failing B_j's schema for it", within branch i (`bi`): where
   // B_i's and B_j's schemas for p never meet, any value of p that B_i allows fails B_j, so the case is
   // "p present". Cases of several ¬B_j then read the same, and the oneOf factors them out.
+  // The form without `required` ("p absent, or present and failing", from a required member of B_j) holds
+  // for all of B_i then: the result is true.
   Result<Json> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const {
-    if (!c.is_object() || c.size() != 3 || c.value("type", Json()) != "object") return c;
+    if (!c.is_object() || (c.size() != 3 && c.size() != 2) || c.value("type", Json()) != "object") return c;
     auto req = c.find("required"), props = c.find("properties");
-    if (req == c.end() || props == c.end() || !req->is_array() || req->size() != 1 || !props->is_object() || props->size() != 1 ||
-        (*req)[0] != props->begin().key())
-      return c;
+    const bool absent_too = c.size() == 2;
+    if (props == c.end() || !props->is_object() || props->size() != 1) return c;
+    if (!absent_too && (req == c.end() || !req->is_array() || req->size() != 1 || (*req)[0] != props->begin().key())) return c;
     const std::string& p = props->begin().key();
     auto si = bi.is_object() ? bi.find("properties") : bi.end();
     auto sj = bj.is_object() ? bj.find("properties") : bj.end();
     if (si == bi.end() || sj == bj.end() || !si->is_object() || !sj->is_object() || !si->contains(p) || !sj->contains(p)) return c;
     DI_ASSIGN_OR_RETURN(bool d, r_.Disjoint((*si)[p], (*sj)[p], depth + 1));
     if (!d) return c;
+    if (absent_too) return Json(true);
     return Json{{"type", "object"}, {"required", *req}};
   }
 
@@ -391,11 +394,13 @@ class SchemaCompiler {
               if (k != j && sub(j, k) && (!sub(k, j) || k < j)) implied = true;
             if (implied) continue;
             Json cases = Json::array();
+            bool always = false;  // a case that all of B_i meets: ¬B_j needs no exclusion
             for (Json c : kept[i][j]) {
               DI_ASSIGN_OR_RETURN(c, PresentIsEnough(c, base[i], base[j], depth));
+              always = always || (c.is_boolean() && c.get<bool>());
               if (std::find(cases.begin(), cases.end(), c) == cases.end()) cases.push_back(std::move(c));
             }
-            lists.push_back(std::move(cases));
+            if (!always) lists.push_back(std::move(cases));
           }
           // ∧_j (c ∨ R_j) = c ∨ ∧_j R_j: cases every list shares become alternatives of their own, so the
           // product runs over the rest only.
@@ -471,7 +476,16 @@ class SchemaCompiler {
       DI_ASSIGN_OR_RETURN(ExprId e, String(s, path));
       alts.push_back(e);
     }
-    if ((types & (kInteger | kNumber)) != 0) {
+    if ((types & (kInteger | kNumber)) == kNumber) {
+      // Numbers that are not integers (the negation of type integer): a fraction with a digit other than
+      // 0, spelled without exponent (each such value has that spelling; with one, 1.5e1 would be 15).
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+        if (s.contains(k)) return Unsupported(std::string("not (of type integer beside '") + k + "')", path);
+      RegexOptions ro;
+      ro.full_match = true;
+      DI_ASSIGN_OR_RETURN(ExprId e, CompileRegex("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*", ro, &g_));
+      alts.push_back(e);
+    } else if ((types & (kInteger | kNumber)) != 0) {
       DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, (types & kNumber) == 0, o_.integer_fraction, path));
       alts.push_back(e);
     }
@@ -596,7 +610,71 @@ class SchemaCompiler {
     return g_.Seq({Tok("["), body, Lit("]")});
   }
 
+  // An object (`s`, its keywords merged). `$some` (from negations: a member whose key meets a key schema
+  // and whose value meets a value schema must exist) is taken here: the witness is a listed name (that
+  // name required, its schema and the value schema both), or one of the other members (ObjectBody).
   Result<ExprId> Object(const Json& s, const std::string& path, uint32_t depth) {
+    auto some = s.find("$some");
+    if (some == s.end()) return ObjectBody(s, nullptr, path, depth);
+    if (!some->is_array() || some->size() != 1) return Unsupported("not (of several object keywords that need a member each)", path);
+    const Json& w = (*some)[0];
+    Json rest = s;
+    rest.erase("$some");
+    std::vector<ExprId> alts;
+    Json names = Json::array();
+    const Json props = s.value("properties", Json::object());
+    if (props.is_object())
+      for (auto p = props.begin(); p != props.end(); ++p) names.push_back(p.key());
+    if (auto req = s.find("required"); req != s.end() && req->is_array())
+      for (const Json& n : *req)
+        if (n.is_string() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    DI_ASSIGN_OR_RETURN(Json good, ValidMembers(r_, o_.max_depth, w.at("key"), names, path));
+    for (const Json& n : good) {
+      const std::string name = n.get<std::string>();
+      Json t = rest;
+      Json own = props.is_object() && props.contains(name) ? props[name]
+                 : s.contains("additionalProperties")   ? s["additionalProperties"]
+                                                        : Json(!o_.strict);
+      t["properties"][name] = Json{{"allOf", Json::array({own, w.at("value")})}};
+      if (!t.contains("required") || !t["required"].is_array()) t["required"] = Json::array();
+      if (std::find(t["required"].begin(), t["required"].end(), n) == t["required"].end()) t["required"].push_back(n);
+      DI_ASSIGN_OR_RETURN(ExprId e, ObjectBody(t, nullptr, path, depth + 1));
+      alts.push_back(e);
+    }
+    DI_ASSIGN_OR_RETURN(ExprId e, ObjectBody(rest, &w, path, depth + 1));
+    alts.push_back(e);
+    return g_.Alt(std::move(alts));
+  }
+
+  // The key text a key schema ({$patterns, $not_patterns, $not_in}: from negations) allows, within `any`.
+  Result<ExprId> KeyBody(const Json& k, ExprId any, const std::string& path) {
+    ExprId body = any;
+    std::vector<ExprId> out;
+    for (const char* kw : {"$patterns", "$not_patterns"}) {
+      auto it = k.find(kw);
+      if (it == k.end() || !it->is_array()) continue;
+      for (const Json& p : *it) {
+        if (!p.is_string()) return Invalid("pattern must be a string", path);
+        RegexOptions ro;
+        ro.full_match = false;
+        ro.json_string = true;
+        auto re = CompileRegex(p.get<std::string>(), ro, &g_);
+        if (!re.ok()) return re.status().WithContext(path);
+        if (kw[1] == 'p') body = g_.And(body, *re);
+        else out.push_back(*re);
+      }
+    }
+    if (auto it = k.find("$not_in"); it != k.end() && it->is_array())
+      for (const Json& v : *it)
+        if (v.is_string()) {
+          const std::string q = JsonQuote(v.get<std::string>());
+          out.push_back(Lit(q.substr(1, q.size() - 2)));
+        }
+    return out.empty() ? body : g_.Minus(body, g_.Alt(std::move(out)));
+  }
+
+  // The object without $some; `witness` ({key, value}): one of the members no property lists must meet it.
+  Result<ExprId> ObjectBody(const Json& s, const Json* witness, const std::string& path, uint32_t depth) {
     std::vector<std::string> names;
     std::vector<const Json*> schemas;
     std::vector<uint8_t> required;
@@ -694,7 +772,7 @@ class SchemaCompiler {
       required.push_back(req.count(names[i]) ? 1 : 0);
     }
     // Other members: keys not listed (canonical spelling), by pattern, then the additional schema.
-    std::vector<ExprId> extra_alts;
+    std::vector<ExprId> extra_alts, witness_alts;
     std::vector<ExprId> listed_bodies;
     for (const auto& n : names) {
       std::string q = JsonQuote(n);
@@ -760,6 +838,11 @@ class SchemaCompiler {
         }
         DI_ASSIGN_OR_RETURN(ExprId v, Compile(schema, where, depth + 1));
         extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(body, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
+        if (witness) {
+          DI_ASSIGN_OR_RETURN(ExprId wk, KeyBody(witness->at("key"), key_body_excluding(body, out), where));
+          DI_ASSIGN_OR_RETURN(ExprId wv, Compile(Json{{"allOf", Json::array({schema, witness->at("value")})}}, where, depth + 1));
+          witness_alts.push_back(g_.Seq({Lit("\""), wk, Lit("\""), Ws(), Tok(":"), wv, Ws()}));
+        }
       }
     }
     if (additional) {
@@ -767,15 +850,54 @@ class SchemaCompiler {
       out.insert(out.end(), pattern_bodies.begin(), pattern_bodies.end());
       DI_ASSIGN_OR_RETURN(ExprId v, Compile(*additional, path + "/additionalProperties", depth + 1));
       extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(key_any, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
+      if (witness) {
+        DI_ASSIGN_OR_RETURN(ExprId wk, KeyBody(witness->at("key"), key_body_excluding(key_any, out), path));
+        DI_ASSIGN_OR_RETURN(ExprId wv, Compile(Json{{"allOf", Json::array({*additional, witness->at("value")})}},
+                                               path + "/additionalProperties", depth + 1));
+        witness_alts.push_back(g_.Seq({Lit("\""), wk, Lit("\""), Ws(), Tok(":"), wv, Ws()}));
+      }
     }
     bool has_extra = !extra_alts.empty();
-    if (has_extra) {
-      items.push_back(g_.Alt(std::move(extra_alts)));
-      required.push_back(0);
-    }
     uint32_t min = 0, max = kUnbounded;
     DI_RETURN_IF_ERROR(ReadCount(s, "minProperties", 1e4, path, &min));
     DI_RETURN_IF_ERROR(ReadCount(s, "maxProperties", 1e4, path, &max));
+    const ExprId extra = g_.Alt(std::move(extra_alts));
+    if (witness) {
+      // Other members with the witness among them: a required item of k other members then the witness,
+      // one item to the count, so each k shifts the bounds by k (k up to 64 where they bind).
+      if (witness_alts.empty()) return g_.Nothing();
+      const ExprId wm = g_.Alt(std::move(witness_alts));
+      const ExprId before = g_.Seq({extra, Tok(",")});
+      std::vector<std::pair<ExprId, std::pair<uint32_t, uint32_t>>> xs;  // item, its bounds
+      constexpr uint32_t kMaxSplit = 64;
+      if (!has_extra) {
+        xs.push_back({wm, {min, max}});
+      } else if (min <= 1 && max == kUnbounded) {
+        xs.push_back({g_.Seq({g_.Star(before), wm}), {min, max}});
+      } else {
+        const uint32_t top = max == kUnbounded ? (min > 0 ? min - 1 : 0) : max - 1;
+        if (top > kMaxSplit) return Unsupported("not (of object keywords under min/maxProperties above 64)", path);
+        for (uint32_t k = 0; k <= top; ++k) {
+          const bool last = max == kUnbounded && k == top;
+          xs.push_back({g_.Seq({g_.Repeat(before, k, last ? kUnbounded : k), wm}),
+                        {min > k ? min - k : 0, max == kUnbounded ? kUnbounded : max - k}});
+        }
+      }
+      std::vector<ExprId> alts;
+      for (const auto& [x, bounds] : xs) {
+        std::vector<ExprId> its = items;
+        std::vector<uint8_t> req_flags = required;
+        its.push_back(x);
+        req_flags.push_back(1);
+        if (has_extra) its.push_back(extra), req_flags.push_back(0);
+        alts.push_back(g_.Seq({Tok("{"), g_.SepList(std::move(its), std::move(req_flags), Tok(","), true, has_extra, bounds.first, bounds.second), Lit("}")}));
+      }
+      return g_.Alt(std::move(alts));
+    }
+    if (has_extra) {
+      items.push_back(extra);
+      required.push_back(0);
+    }
     ExprId body = g_.SepList(std::move(items), std::move(required), Tok(","), true, has_extra, min, max);
     return g_.Seq({Tok("{"), body, Lit("}")});
   }

@@ -120,6 +120,8 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
         if (s2.count(t)) both.push_back(t);
         else if (t == "number" && s2.count("integer")) both.push_back("integer");
         else if (t == "integer" && s2.count("number")) both.push_back("integer");
+        else if (t == "number" && s2.count("$fraction")) both.push_back("$fraction");
+        else if (t == "$fraction" && s2.count("number")) both.push_back("$fraction");
       }
       cur = both;
     } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
@@ -159,7 +161,7 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
     } else if (k == "contains") {  // both must hold: each needs an element of its own kind
       if (!out.contains("$contains")) out["$contains"] = Json::array();
       out["$contains"].push_back(v);
-    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains") {
+    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some") {
       for (const auto& e : v) cur.push_back(e);
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
@@ -258,6 +260,7 @@ uint8_t SchemaResolver::TypesOf(const Json& s) {
       else if (t == "string") types |= kString;
       else if (t == "integer") types |= kInteger;
       else if (t == "number") types |= kInteger | kNumber;
+      else if (t == "$fraction") types |= kNumber;  // the compiler's own: numbers that are not integers
     };
     if (it->is_string()) add(it->get<std::string>());
     else if (it->is_array()) for (const auto& t : *it) if (t.is_string()) add(t.get<std::string>());

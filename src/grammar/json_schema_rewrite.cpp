@@ -22,7 +22,7 @@ bool ConstrainingKeyword(const std::string& k) {
       "contains", "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum",
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
-      "$patterns", "$not_patterns", "$not_in", "$contains"};
+      "$patterns", "$not_patterns", "$not_in", "$contains", "$some"};
   return known.count(k) > 0;
 }
 
@@ -264,18 +264,26 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       if (keep & kArray) t.push_back("array");
       if (keep & kString) t.push_back("string");
       if ((keep & kInteger) && (keep & kNumber)) t.push_back("number");
-      else if (keep & (kInteger | kNumber)) return std::nullopt;  // "number but not integer": no type says it
+      else if (keep & kInteger) t.push_back("integer");
+      else if (keep & kNumber) t.push_back("$fraction");  // numbers but not integers: no standard type says it
       any.push_back(Json{{"type", t}});
     } else if (k == "required" && v.is_array()) {
+      const auto props = s.find("properties");
       for (const Json& n : v) {
         if (!n.is_string()) return std::nullopt;
+        if (props != s.end() && props->is_object() && props->contains(n.get<std::string>())) continue;  // below
         any.push_back(Json{{"type", "object"}, {"properties", Json{{n.get<std::string>(), false}}}});
       }
     } else if (k == "properties" && v.is_object()) {
+      const auto req = s.find("required");
       for (auto p = v.begin(); p != v.end(); ++p) {
         auto neg = Negate(p.value(), path + "/properties/" + p.key(), depth + 1);
         if (!neg) return std::nullopt;
-        any.push_back(Json{{"type", "object"}, {"required", Json::array({p.key()})}, {"properties", Json{{p.key(), *neg}}}});
+        // A required member: absent, or present and failing, is one case (properties hold for absent ones).
+        if (req != s.end() && req->is_array() && std::find(req->begin(), req->end(), Json(p.key())) != req->end())
+          any.push_back(Json{{"type", "object"}, {"properties", Json{{p.key(), *neg}}}});
+        else
+          any.push_back(Json{{"type", "object"}, {"required", Json::array({p.key()})}, {"properties", Json{{p.key(), *neg}}}});
       }
     } else if (k == "pattern" && v.is_string()) {
       any.push_back(Json{{"type", "string"}, {"$not_patterns", Json::array({v})}});
@@ -322,6 +330,54 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       auto neg = Negate(v, path + "/items", depth + 1);
       if (!neg) return std::nullopt;
       any.push_back(Json{{"type", "array"}, {"$contains", Json::array({*neg})}});
+    } else if (k == "additionalProperties") {
+      // A member that no property lists and no pattern matches, whose value fails it.
+      auto neg = Negate(v, path + "/additionalProperties", depth + 1);
+      if (!neg) return std::nullopt;
+      if (neg->is_boolean() && !neg->get<bool>()) continue;  // additionalProperties true: never fails
+      Json key = Json::object();
+      if (auto p = s.find("properties"); p != s.end() && p->is_object()) {
+        key["$not_in"] = Json::array();
+        for (auto n = p->begin(); n != p->end(); ++n) key["$not_in"].push_back(n.key());
+      }
+      if (auto p = s.find("patternProperties"); p != s.end() && p->is_object() && !p->empty()) {
+        key["$not_patterns"] = Json::array();
+        for (auto n = p->begin(); n != p->end(); ++n) key["$not_patterns"].push_back(n.key());
+      }
+      any.push_back(Json{{"type", "object"}, {"$some", Json::array({Json{{"key", key}, {"value", *neg}}})}});
+    } else if (k == "patternProperties" && v.is_object()) {
+      // A member whose key matches a pattern and whose value fails its schema.
+      for (auto p = v.begin(); p != v.end(); ++p) {
+        auto neg = Negate(p.value(), path + "/patternProperties/" + p.key(), depth + 1);
+        if (!neg) return std::nullopt;
+        if (neg->is_boolean() && !neg->get<bool>()) continue;
+        any.push_back(Json{{"type", "object"},
+                           {"$some", Json::array({Json{{"key", Json{{"$patterns", Json::array({p.key()})}}}, {"value", *neg}}})}});
+      }
+    } else if (k == "propertyNames") {
+      // A key that fails it: for a pattern, a key it does not match (or, under not, one it matches).
+      auto names = Inline(v, path + "/propertyNames", depth + 1);
+      if (!names.ok()) return std::nullopt;
+      Json key = Json::object();
+      if (names->is_boolean()) {
+        if (names->get<bool>()) continue;
+        any.push_back(Json{{"type", "object"}, {"minProperties", 1}});
+        continue;
+      }
+      for (auto n = names->begin(); n != names->end(); ++n) {
+        if (AnnotationKeywords().count(n.key()) || !ConstrainingKeyword(n.key()) || (n.key() == "type" && n.value() == "string")) continue;
+        if (n.key() == "pattern" && n->is_string() && !key.contains("$not_patterns")) {
+          key["$not_patterns"] = Json::array({*n});
+        } else if (n.key() == "not" && n->is_object() && n->size() == 1 && n->contains("pattern") && (*n)["pattern"].is_string() &&
+                   !key.contains("$patterns")) {
+          key["$patterns"] = Json::array({(*n)["pattern"]});
+        } else {
+          return std::nullopt;
+        }
+      }
+      if (key.empty()) continue;
+      if (key.size() > 1) return std::nullopt;  // either failing: two witnesses' forms at once
+      any.push_back(Json{{"type", "object"}, {"$some", Json::array({Json{{"key", key}, {"value", true}}})}});
     } else if (k == "not") {
       any.push_back(v);
     } else if ((k == "anyOf" && v.is_array()) || (k == "oneOf" && v.is_array() && v.size() == 1)) {  // one: as anyOf

@@ -321,5 +321,22 @@ TEST(JsonSchemaCoverage, Contains) {
     Check(c);
 }
 
+// Negations that need a member of some kind (additionalProperties, patternProperties, propertyNames): the
+// member is a listed property or one of the others, before or after the rest, within maxProperties; and
+// the negation of type integer (numbers with a fraction). Verdicts from jsonschema's Draft202012Validator.
+TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"object","properties":{"a":{}},"not":{"properties":{"a":{}},"additionalProperties":false}})",
+            {R"({"a":1,"b":2})", R"({"b":2})"}, {R"({"a":1})", "{}"}},
+           {R"({"not":{"patternProperties":{"^x":{"type":"string"}}},"maxProperties":2})",
+            {R"({"xa":1})", R"({"b":1,"xa":2})", R"({"xa":1,"b":"s"})"}, {R"({"xa":"s"})", "{}", R"({"b":1,"c":2,"xa":3})", "1"}},
+           {R"({"type":"object","properties":{"xa":{"type":"integer"}},"not":{"patternProperties":{"^x":{"type":"string"}}}})",
+            {R"({"xa":1})", R"({"xb":true})"}, {"{}", R"({"xb":"s"})"}},
+           {R"({"not":{"propertyNames":{"pattern":"^a"}}})", {R"({"b":1})", R"({"a":1,"b":2})"}, {R"({"a":1})", "{}", "1"}},
+           {R"({"not":{"type":"integer"}})", {"1.5", "-0.05", R"("s")"}, {"1", "1.0", "2"}},
+       })
+    Check(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
