@@ -75,6 +75,15 @@ class SchemaResolver {
   Result<Json> Conditionals(const std::vector<Json>& conditions, uint8_t types, const std::string& path,
                             uint32_t depth) const;
 
+  // oneOf (json_schema_oneof.cpp): each merged branch (rest ∧ B_i) in `merged` keeps out the branches
+  // `overlaps` says it may meet; the result marks the branches that lie inside another (they add
+  // nothing). kUnimplemented where a negation has no exact form or the alternatives grow too many.
+  Result<std::vector<uint8_t>> MakeExclusive(const Json& branches, const std::vector<std::vector<size_t>>& overlaps,
+                                             const std::string& kw, const std::string& path, uint32_t depth,
+                                             std::vector<Json>* merged) const;
+  // A case of a negation read within branch i (`bi`) against branch j (`bj`), simplified (see the file).
+  Result<Json> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const;
+
   static bool HasConstraints(const Json& s);
   // The TypeBits of the instances the schema's type/const/enum allow.
   static uint8_t TypesOf(const Json& s);

@@ -477,7 +477,84 @@ class Parser {
 
 }  // namespace
 
+namespace {
+
+// The top-level alternatives of a pattern, split at the bars outside groups and classes (escapes kept).
+std::vector<std::string> TopAlternatives(std::string_view p) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      out.back() += p.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (in_class) in_class = c != ']';
+    else if (c == '[') in_class = true;
+    else if (c == '(') ++depth;
+    else if (c == ')') --depth;
+    else if (c == '|' && depth == 0) {
+      out.emplace_back();
+      continue;
+    }
+    out.back() += c;
+  }
+  return out;
+}
+
+// An alternative that is one group, "(x|y)" or "(?:x|y)" with nothing after it, says the same as its
+// alternatives at the top, where ^ and $ at their ends are anchors the parser takes ("(^a$)|b").
+std::string UnwrapWholeGroups(std::string_view pattern) {
+  std::vector<std::string> alts = TopAlternatives(pattern);
+  std::string out;
+  for (size_t round = 0; round < alts.size() && round < 1000; ++round) {
+    bool changed = false;
+    std::vector<std::string> next;
+    for (const std::string& a : alts) {
+      size_t open = 0;
+      if (a.size() >= 2 && a[0] == '(' && a.back() == ')') open = a.rfind("(?:", 0) == 0 ? 3 : (a.size() > 1 && a[1] == '?' ? 0 : 1);
+      // The group must close at the last character: its inner alternatives stand alone.
+      bool whole = open > 0;
+      if (whole) {
+        int depth = 0;
+        bool in_class = false;
+        for (size_t i = 0; i < a.size() && whole; ++i) {
+          const char c = a[i];
+          if (c == '\\') {
+            ++i;
+            continue;
+          }
+          if (in_class) in_class = c != ']';
+          else if (c == '[') in_class = true;
+          else if (c == '(') ++depth;
+          else if (c == ')' && --depth == 0 && i + 1 != a.size()) whole = false;
+        }
+      }
+      if (!whole) {
+        next.push_back(a);
+        continue;
+      }
+      for (auto& inner : TopAlternatives(std::string_view(a).substr(open, a.size() - open - 1))) next.push_back(std::move(inner));
+      changed = true;
+    }
+    alts = std::move(next);
+    if (!changed) break;
+  }
+  for (size_t i = 0; i < alts.size(); ++i) out += (i ? "|" : "") + alts[i];
+  return out;
+}
+
+}  // namespace
+
 Result<ExprId> CompileRegex(std::string_view pattern, const RegexOptions& options, Grammar* g) {
+  // Only where an anchor sits inside a group: the rewrite is exact, but error offsets would move.
+  if (pattern.find('(') != std::string_view::npos && pattern.find('^', 1) != std::string_view::npos) {
+    const std::string unwrapped = UnwrapWholeGroups(pattern);
+    Parser p(unwrapped, options, g);
+    return p.Run();
+  }
   Parser p(pattern, options, g);
   return p.Run();
 }

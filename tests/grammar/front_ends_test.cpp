@@ -50,7 +50,7 @@ TEST(Regex, Languages) {
     Check(c);
 }
 
-// `$` inside a pattern (end of string there): the pattern search (JSON Schema semantics) against
+// `$` inside a pattern (end of string there), and `^` in a group that is a whole top-level alternative: the pattern search (JSON Schema semantics) against
 // std::regex_search with ECMAScript syntax, on every string of up to 5 characters over a small alphabet.
 TEST(Regex, DollarInsideAPatternAsStdRegex) {
   const std::string alphabet = "ab/.";
@@ -58,7 +58,7 @@ TEST(Regex, DollarInsideAPatternAsStdRegex) {
   for (size_t i = 0; i < strings.size() && strings[i].size() < 5; ++i)
     for (char c : alphabet) strings.push_back(strings[i] + c);
   for (const std::string pattern : {"^(/?(\\.\\.|[a-b]*)($|/))*$", "a($|b)\\.?", "x?(a|$)", "(a$)*b?", "^(a|$){2,3}$",
-                                    "b(a$|/)+", "a$b", "^(a|b$)*$"}) {
+                                    "b(a$|/)+", "a$b", "^(a|b$)*$", "(^[^a]*$)|/", "(?:^a)|(b$)", "((^a.))|[.]"}) {
     Grammar g;
     const uint32_t rule = g.AddRule("p");
     g.set_root(rule);

@@ -334,6 +334,12 @@ TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
             {R"({"xa":1})", R"({"xb":true})"}, {"{}", R"({"xb":"s"})"}},
            {R"({"not":{"propertyNames":{"pattern":"^a"}}})", {R"({"b":1})", R"({"a":1,"b":2})"}, {R"({"a":1})", "{}", "1"}},
            {R"({"not":{"type":"integer"}})", {"1.5", "-0.05", R"("s")"}, {"1", "1.0", "2"}},
+           // Two member-needing negations under maxProperties 1: the one member meets both (a and b in its key).
+           {R"({"type":"object","maxProperties":1,"allOf":[{"not":{"propertyNames":{"not":{"pattern":"a"}}}},)"
+            R"({"not":{"propertyNames":{"not":{"pattern":"b"}}}}]})",
+            {R"({"ab":1})", R"({"xba":2})"}, {R"({"a":1})", R"({"a":1,"b":2})", "{}"}},
+           // ^ inside a group that is a whole alternative.
+           {R"({"type":"string","pattern":"(^[^5]*$)|7"})", {R"("abc")", R"("a57")"}, {R"("a5")", R"("5")"}},
        })
     Check(c);
 }
