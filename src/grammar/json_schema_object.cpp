@@ -2,6 +2,7 @@
 // properties in schema order, required, patternProperties (by the sets of patterns a key can match),
 // additionalProperties, propertyNames, min/maxProperties, and the witness members negations need.
 #include <algorithm>
+#include <deque>
 #include <set>
 #include <string>
 #include <vector>
@@ -231,8 +232,8 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
       schemas.push_back(&p.value());
     }
   }
-  std::vector<Json> owned;
-  owned.reserve(req.size() + names.size());
+  std::deque<Json> owned;  // schemas[i] may point here: a deque keeps them in place as it grows (a name
+                           // matching several patterns adds one per pattern)
   for (const auto& r : req_order) {
     if (std::find(names.begin(), names.end(), r) != names.end()) continue;
     names.push_back(r);

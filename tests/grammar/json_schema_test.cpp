@@ -230,6 +230,10 @@ TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
            {R"({"patternProperties":{"a*":{"type":"integer"},"aaa*":{"maximum":20}}})",
             {R"({"aaaa":18})", R"({"a":21})", R"({"a":21,"aaaa":18})", R"({"b":1})"},
             {R"({"aaaa":31})", R"({"aaa":"foo"})", R"({"a":"bar"})", R"({"b":"x"})"}},
+           // Listed names that each match three patterns take all three schemas (six merged schemas for two
+           // names: they used to live in a vector that could move under the pointers to them).
+           {R"({"properties":{"aaa":{},"aab":{}},"patternProperties":{"a":{"minimum":1},"aa":{"maximum":5},"^a":{"type":"integer"}}})",
+            {R"({"aaa":3,"aab":5})", R"({"aab":1})"}, {R"({"aaa":0})", R"({"aab":6})", R"({"aaa":2.5})", R"({"aac":9})"}},
            // Three patterns: "xy" matches ^x and y$ (both schemas), "xz" only ^x, "zy" only y$, "q" neither.
            {R"({"patternProperties":{"^x":{"type":"integer"},"y$":{"minimum":5},"^q$":{"type":"string"}},"additionalProperties":false})",
             {R"({"xy":5})", R"({"xz":1})", R"({"zy":7.5})", R"({"q":"s"})"},
