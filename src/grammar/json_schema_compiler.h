@@ -131,6 +131,9 @@ class SchemaCompiler {
   // name required, its schema and the value schema both), or one of the other members (ObjectBody).
   Result<ExprId> Object(const Json& s, const std::string& path, uint32_t depth);
 
+  // Whether a patternProperties pattern of `s` matches the name.
+  Result<bool> MatchesAPattern(const Json& s, const std::string& name, const std::string& path);
+
   // The key text a key schema ({$patterns, $not_patterns, $not_in}: from negations) allows, within `any`.
   Result<ExprId> KeyBody(const Json& k, ExprId any, const std::string& path);
 

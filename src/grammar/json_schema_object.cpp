@@ -168,7 +168,9 @@ Result<ExprId> SchemaCompiler::Object(const Json& s, const std::string& path, ui
   for (const Json& n : good) {
     const std::string name = n.get<std::string>();
     Json t = rest;
+    DI_ASSIGN_OR_RETURN(bool patterned, MatchesAPattern(s, name, path));
     Json own = props.is_object() && props.contains(name) ? props[name]
+               : patterned                             ? Json(true)  // the pattern schemas apply (ObjectBody)
                : s.contains("additionalProperties")   ? s["additionalProperties"]
                                                       : Json(!o_.strict);
     t["properties"][name] = Json{{"allOf", Json::array({own, w.at("value")})}};
@@ -237,9 +239,11 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
   for (const auto& r : req_order) {
     if (std::find(names.begin(), names.end(), r) != names.end()) continue;
     names.push_back(r);
-    // A required name nothing lists takes the additional schema: none where additionalProperties is
-    // false (so the object cannot be), anything under strict's default.
-    schemas.push_back(additional ? additional : s.contains("additionalProperties") ? &additional_false : &any);
+    // A required name nothing lists takes the additional schema (none where additionalProperties is
+    // false, so the object cannot be; anything under strict's default), unless a pattern matches it: then
+    // the pattern schemas below, and not the additional one.
+    DI_ASSIGN_OR_RETURN(bool patterned, MatchesAPattern(s, r, path));
+    schemas.push_back(patterned ? &any : additional ? additional : s.contains("additionalProperties") ? &additional_false : &any);
   }
   // Listed names matching a pattern must satisfy that pattern's schema too.
   std::vector<Grammar> pattern_tests;
@@ -436,6 +440,16 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
   }
   ExprId body = g_.SepList(std::move(items), std::move(required), Tok(","), true, has_extra, min, max);
   return g_.Seq({Tok("{"), body, Lit("}")});
+}
+
+Result<bool> SchemaCompiler::MatchesAPattern(const Json& s, const std::string& name, const std::string& path) {
+  auto patterns = s.find("patternProperties");
+  if (patterns == s.end() || !patterns->is_object()) return false;
+  for (auto p = patterns->begin(); p != patterns->end(); ++p) {
+    DI_ASSIGN_OR_RETURN(Json hit, ValidMembers(r_, o_.max_depth, Json{{"pattern", p.key()}}, Json::array({name}), path + "/patternProperties"));
+    if (!hit.empty()) return true;
+  }
+  return false;
 }
 
 }  // namespace deepinfer::grammar::json_schema_internal

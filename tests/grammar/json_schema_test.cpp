@@ -234,6 +234,10 @@ TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
            // names: they used to live in a vector that could move under the pointers to them).
            {R"({"properties":{"aaa":{},"aab":{}},"patternProperties":{"a":{"minimum":1},"aa":{"maximum":5},"^a":{"type":"integer"}}})",
             {R"({"aaa":3,"aab":5})", R"({"aab":1})"}, {R"({"aaa":0})", R"({"aab":6})", R"({"aaa":2.5})", R"({"aac":9})"}},
+           // A required name no property lists but a pattern matches takes the pattern's schema, not the
+           // additional one (false here: it was rejected).
+           {R"({"required":["xa"],"patternProperties":{"^x":{"type":"integer"}},"additionalProperties":false})", {R"({"xa":1})"},
+            {R"({"xa":"s"})", "{}", R"({"xa":1,"b":2})"}},
            // Three patterns: "xy" matches ^x and y$ (both schemas), "xz" only ^x, "zy" only y$, "q" neither.
            {R"({"patternProperties":{"^x":{"type":"integer"},"y$":{"minimum":5},"^q$":{"type":"string"}},"additionalProperties":false})",
             {R"({"xy":5})", R"({"xz":1})", R"({"zy":7.5})", R"({"q":"s"})"},
