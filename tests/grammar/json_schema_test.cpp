@@ -352,5 +352,24 @@ TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
     Check(c);
 }
 
+// Formats against the JSON-Schema-Test-Suite's optional/format verdicts (draft 2020-12) and the RFC
+// grammars they cite: durations (RFC 3339 appendix A: years then days need months between), email
+// (RFC 5321 quoted local parts and address literals), IPv6 (RFC 3986, IPv4 in the last 32 bits), URI
+// (RFC 3986: percent-encoding, numeric ports, brackets only around an IP literal).
+TEST(JsonSchemaFormats, RfcGrammars) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"string","format":"duration"})", {R"("P1Y2M3D")", R"("PT1H2M3S")", R"("P4W")", R"("P1D")"},
+            {R"("P1Y2D")", R"("PT1H2S")", R"("P")", R"("PT")"}},
+           {R"({"type":"string","format":"email"})",
+            {R"("joe.bloggs@example.com")", R"("\"joe bloggs\"@example.com")", R"("joe.bloggs@[127.0.0.1]")", R"("joe.bloggs@[IPv6:::1]")"},
+            {R"("2962")", R"("joe.@example.com")", R"("joe.bloggs@[300.0.0.1]")"}},
+           {R"({"type":"string","format":"ipv6"})", {R"("::1")", R"("1000:1000:1000:1000:1000:1000:255.255.255.255")", R"("::ffff:192.168.0.1")"},
+            {R"("12345::")", R"("1:2:3:4:5:6:7:8:9")", R"("::ffff:01.2.3.4")", R"("1::2::3")"}},
+           {R"({"type":"string","format":"uri"})", {R"("http://example.com/a%20b?q=1#f")", R"("urn:isbn:0451450523")", R"("http://[::1]:80/")"},
+            {R"("http://example.com/%")", R"("http://example.com:abc/path")", R"("http:/[::1]")", R"("//foo.bar")", R"("http://[::ffff:01.2.3.4]")"}},
+       })
+    Check(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
