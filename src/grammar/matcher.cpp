@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_map>
 
 namespace deepinfer::grammar {
 
@@ -159,72 +158,6 @@ uint8_t CountedTextLoop(const CompiledGrammar& g, uint32_t state) {
 
 constexpr uint32_t kNoExit = 0xFFFFFFFFu;
 
-// Subtrees smaller than this are walked: the check costs about what walking a few nodes does.
-constexpr uint32_t kLoopMinNodes = 2;
-
-// For a state t that neither accepts nor calls, the printable ASCII bytes that lead it back to itself
-// (TokenIndex::below_bytes' layout): a token whose remaining bytes are all such bytes is accepted and
-// needs no exit or call point. kNonAsciiBelow when every non-ASCII code point leads back to t as well
-// (through states that neither accept nor call), kControlBelow when every control byte is rejected from
-// t. Made on first use per state within one entry's walk.
-class LoopBytes {
- public:
-  const TokenIndex::ByteSet& Of(const CompiledGrammar& g, uint32_t state) {
-    if (state == last_state_) return last_;
-    last_state_ = state;
-    auto [it, fresh] = by_state_.try_emplace(state);
-    if (fresh) it->second = Compute(g, state);
-    last_ = it->second;
-    return last_;
-  }
-  // Whether the subtree below a node with bytes `below` stays in a state with loops `own`
-  // (kControlBelow in `own`: control bytes are rejected there, so the tokens holding one below the node
-  // are left out).
-  static bool Covers(const TokenIndex::ByteSet& below, const TokenIndex::ByteSet& own) {
-    constexpr uint64_t kFlags = TokenIndex::kUtf8Below | TokenIndex::kNonAsciiBelow;
-    if ((below[0] & ~own[0]) != 0 || (below[1] & ~own[1] & ~kFlags) != 0) return false;
-    if (!(below[1] & TokenIndex::kNonAsciiBelow)) return true;
-    return (own[1] & TokenIndex::kNonAsciiBelow) && (below[1] & TokenIndex::kUtf8Below);
-  }
-
- private:
-  TokenIndex::ByteSet Compute(const CompiledGrammar& g, uint32_t state) {
-    TokenIndex::ByteSet out{};
-    if (g.accepting(state) || g.has_calls(state)) return out;
-    for (uint32_t b = 0x20; b < 0x80; ++b)
-      if (g.Next(state, static_cast<uint8_t>(b)) == state) out[(b - 0x20) >> 6] |= uint64_t{1} << ((b - 0x20) & 63);
-    if (out[0] == 0 && out[1] == 0) return out;  // no subtree of text below it can be covered
-    if (NonAsciiLoops(g, state)) out[1] |= TokenIndex::kNonAsciiBelow;
-    bool control_dead = true;
-    for (uint32_t b = 0; b < 0x20 && control_dead; ++b) control_dead = g.Next(state, static_cast<uint8_t>(b)) == 0;
-    if (control_dead) out[1] |= TokenIndex::kControlBelow;
-    return out;
-  }
-  // Every non-ASCII code point leads from `q` back to it, through states that neither accept nor call
-  // (a token that ends inside a code point is then still alive, as the walk would find).
-  bool NonAsciiLoops(const CompiledGrammar& g, uint32_t q) {
-    for (const auto& [cat, seqs] : TextSeqs()) {
-      if (!(cat & (TokenIndex::kTextNonAscii | TokenIndex::kTextLineSep))) continue;
-      for (const Seq& seq : seqs) {
-        cur_.assign(1, q);
-        for (size_t i = 0; i < seq.size(); ++i) {
-          if (!StepRange(g, cur_, seq[i].first, seq[i].second, &tmp_)) return false;
-          cur_.swap(tmp_);
-          for (uint32_t t : cur_) {
-            if (i + 1 == seq.size() ? t != q : (g.accepting(t) || g.has_calls(t))) return false;
-          }
-        }
-      }
-    }
-    return true;
-  }
-
-  std::vector<uint32_t> cur_, tmp_;
-  uint32_t last_state_ = 0xFFFFFFFFu;
-  TokenIndex::ByteSet last_{};
-  std::unordered_map<uint32_t, TokenIndex::ByteSet> by_state_;
-};
-
 }  // namespace
 
 BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const TokenIndex> vocab,
@@ -300,31 +233,22 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   };
   std::vector<Counted> inside;
   bool finite_reach = false;
-  LoopBytes loops;
-  // Visits node i: false when its subtree is done (skipped, rejected or taken whole), true to go on
-  // into its children.
-  auto visit = [&](uint32_t i) -> bool {
-    if (plain > 0 && v.subtree_max_plain(i) <= plain && (v.subtree_cats(i) & not_cats) == 0) return false;
-    if (loop_cats && v.subtree_max_plain(i) <= TokenIndex::kPlainCap && (v.subtree_cats(i) & not_loop) == 0)
-      return false;
+  const uint32_t stop = v.end(0);
+  for (uint32_t i = 1; i < stop;) {
+    if (plain > 0 && v.subtree_max_plain(i) <= plain && (v.subtree_cats(i) & not_cats) == 0) {
+      i = v.end(i);
+      continue;
+    }
+    if (loop_cats && v.subtree_max_plain(i) <= TokenIndex::kPlainCap && (v.subtree_cats(i) & not_loop) == 0) {
+      i = v.end(i);
+      continue;
+    }
     const uint16_t d = v.depth(i);
     const uint32_t s = st[d - 1];
     const uint32_t t = g.Next(s, v.byte(i));
-    if (t == CompiledGrammar::kDead) return false;
-    if (!counted && v.end(i) - i >= kLoopMinNodes) {
-      // Loop shortcut: when every byte below this node leads `t` back to itself, every token of the
-      // subtree is accepted (a pattern's [^/]* or a string's content loops on most of ASCII, while the
-      // plain-text categories fail on '/', and the plain tokens leave out those longer than kPlainCap).
-      const TokenIndex::ByteSet& own = loops.Of(g, t);
-      if (LoopBytes::Covers(v.below_bytes(i), own)) {
-        const uint16_t* ctl = v.control_depth_begin(i);
-        for (const int32_t* k = v.tokens_begin(i); k != v.tokens_below_end(i); ++k, ++ctl) {
-          if (*ctl > d) continue;  // a control byte below the node: rejected (Covers checked it is)
-          SetBit(acc.data(), *k);
-          ++count;
-        }
-        return false;
-      }
+    if (t == CompiledGrammar::kDead) {
+      i = v.end(i);
+      continue;
     }
     st[d] = t;
     uint32_t u = units[d - 1], x = exited[d - 1];
@@ -356,16 +280,7 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
       if (g.accepting(t)) entry->exits.push_back({i, x == kNoExit ? 0 : x});
       if (g.has_calls(t)) entry->calls.push_back({i, t});
     }
-    return true;
-  };
-  if (plain == TokenIndex::kPlainCap && cats == TokenIndex::kTextAll) {
-    // Every node such a walk meets is in the skeleton, which is small and contiguous: the full trie's
-    // scattered nodes cost a cache miss each.
-    const std::vector<TokenIndex::SkeletonNode>& skel = v.skeleton();
-    for (size_t k = 0; k < skel.size();) k = visit(skel[k].node) ? k + 1 : skel[k].skip;
-  } else {
-    const uint32_t stop = v.end(0);
-    for (uint32_t i = 1; i < stop;) i = visit(i) ? i + 1 : v.end(i);
+    ++i;
   }
   if (count < v.words()) {
     for (size_t w = 0; w < acc.size(); ++w)

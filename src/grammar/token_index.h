@@ -6,7 +6,6 @@
 // mask is as wide as the model's logits (129,280 for DeepSeek V3/V4), which may exceed the tokenizer's ids.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -54,37 +53,13 @@ class TokenIndex {
   size_t num_tokens() const { return bytes_.size(); }
 
   // The trie: node 0 is the root (no byte, depth 0).
-  size_t num_nodes() const { return nodes_.size() - 1; }
-  uint8_t byte(uint32_t node) const { return nodes_[node].byte; }
-  uint16_t depth(uint32_t node) const { return nodes_[node].depth; }
-  uint32_t end(uint32_t node) const { return nodes_[node].end; }
-  // Token ids whose bytes end at `node`; tokens_below(node) those of its whole subtree (node included),
-  // which preorder keeps contiguous.
-  const int32_t* tokens_begin(uint32_t node) const { return tok_ids_.data() + nodes_[node].tok_begin; }
-  const int32_t* tokens_end(uint32_t node) const { return tok_ids_.data() + nodes_[node + 1].tok_begin; }
-  const int32_t* tokens_below_end(uint32_t node) const { return tok_ids_.data() + nodes_[nodes_[node].end].tok_begin; }
-  // The bytes of the nodes below `node` (its subtree without itself and the path to it): bit b - 0x20 for
-  // the printable ASCII bytes 0x20..0x7F, and in word 1 kNonAsciiBelow / kControlBelow for bytes >= 0x80
-  // / < 0x20, kUtf8Below when the node ends a whole code point and every token below is valid UTF-8 (the
-  // last code point may be cut short). A state that every such byte (or every non-ASCII code point) leads
-  // back to itself accepts every token of the subtree: the entry walk's loop shortcut.
-  using ByteSet = std::array<uint64_t, 2>;
-  static constexpr uint64_t kUtf8Below = uint64_t{1} << 61;
-  static constexpr uint64_t kControlBelow = uint64_t{1} << 62;
-  static constexpr uint64_t kNonAsciiBelow = uint64_t{1} << 63;
-  const ByteSet& below_bytes(uint32_t node) const { return bytes_set_[node]; }
-  // The nodes a walk that takes every plain token of up to kPlainCap code points in bulk can meet: those
-  // whose parent's subtree holds another token, in preorder (a few percent of the trie, contiguous);
-  // skip is the index past the node's subtree.
-  struct SkeletonNode {
-    uint32_t node;
-    uint32_t skip;
-  };
-  const std::vector<SkeletonNode>& skeleton() const { return skeleton_; }
-  // Per token of tokens_begin(node)..tokens_below_end(node), in that order: the depth of its last byte
-  // below 0x20 (0: none). Such bytes (tab, newline) end most text states; the loop shortcut leaves out
-  // the tokens that hold one below the node.
-  const uint16_t* control_depth_begin(uint32_t node) const { return tok_ctl_.data() + nodes_[node].tok_begin; }
+  size_t num_nodes() const { return byte_.size(); }
+  uint8_t byte(uint32_t node) const { return byte_[node]; }
+  uint16_t depth(uint32_t node) const { return depth_[node]; }
+  uint32_t end(uint32_t node) const { return end_[node]; }
+  // Token ids whose bytes end at `node`.
+  const int32_t* tokens_begin(uint32_t node) const { return tok_ids_.data() + tok_begin_[node]; }
+  const int32_t* tokens_end(uint32_t node) const { return tok_ids_.data() + tok_begin_[node + 1]; }
   // JSON-plain tokens: every byte belongs to a complete code point >= U+0020 other than '"' and '\'
   // (what a JSON string holds unescaped). plain_mask(L) has the plain tokens of 1..L code points
   // (L <= kPlainCap); subtree_max_plain(node) is the largest plain length in the node's subtree, or 255
@@ -93,7 +68,7 @@ class TokenIndex {
   static constexpr int kPlainCap = 32;
   const std::vector<uint32_t>& plain_mask(int len) const { return plain_masks_[static_cast<size_t>(len)]; }
   size_t plain_count(int len) const { return plain_counts_[static_cast<size_t>(len)]; }
-  uint8_t subtree_max_plain(uint32_t node) const { return nodes_[node].max_plain; }
+  uint8_t subtree_max_plain(uint32_t node) const { return max_plain_[node]; }
   // Plain code points fall in these categories; a state may accept only some of them (a pattern's "."
   // takes no line separator, "[A-Za-z0-9]" only kTextAlnum). text_mask(cats, L) has the plain tokens of
   // 1..L code points from those categories only (made on first use, thread-safe), subtree_cats(node) the
@@ -101,7 +76,7 @@ class TokenIndex {
   static constexpr uint8_t kTextAlnum = 1, kTextSpace = 2, kTextPunct = 4, kTextLineSep = 8, kTextNonAscii = 16;
   static constexpr uint8_t kTextAll = 31, kTextOther = 128;
   const std::vector<uint32_t>& text_mask(uint8_t cats, int len, size_t* count) const;
-  uint8_t subtree_cats(uint32_t node) const { return nodes_[node].cats; }
+  uint8_t subtree_cats(uint32_t node) const { return cats_[node]; }
   // Whether token `id` is plain, of at most kPlainCap code points, all of the categories `cats`.
   bool TextToken(int32_t id, uint8_t cats) const {
     const size_t i = static_cast<size_t>(id);
@@ -119,24 +94,18 @@ class TokenIndex {
   std::vector<int32_t> stop_ids_;
   std::vector<std::string> bytes_;
   std::vector<uint8_t> in_trie_;
-  struct TrieNode {
-    uint32_t end;        // one past the subtree, in preorder
-    uint32_t tok_begin;  // into tok_ids_; the next node's tok_begin ends this node's tokens
-    uint16_t depth;
-    uint8_t byte;
-    uint8_t max_plain;   // subtree_max_plain
-    uint8_t cats;        // subtree_cats
-  };
-  std::vector<TrieNode> nodes_;  // one more than the trie's nodes: the last one only ends the token list
-  std::vector<ByteSet> bytes_set_;
-  std::vector<SkeletonNode> skeleton_;
+  std::vector<uint8_t> byte_;
+  std::vector<uint16_t> depth_;
+  std::vector<uint32_t> end_;
+  std::vector<uint32_t> tok_begin_;
   std::vector<int32_t> tok_ids_;
-  std::vector<uint16_t> tok_ctl_;  // control_depth_begin
   uint64_t fingerprint_ = 0;
   size_t max_depth_ = 0;
   std::unique_ptr<SharedEntries> shared_ = std::make_unique<SharedEntries>();
   std::vector<std::vector<uint32_t>> plain_masks_;
   std::vector<size_t> plain_counts_;
+  std::vector<uint8_t> max_plain_;
+  std::vector<uint8_t> cats_;                  // per node: categories of its subtree's tokens
   std::vector<uint8_t> tok_cats_, tok_plain_;  // per token id: categories, plain length (255: not plain)
   struct TextMasks {
     std::mutex mu;
