@@ -209,11 +209,14 @@ Result<CompiledGrammar> Compiler::Run() {
     Dfa d = std::move(*det);
     uint32_t base = static_cast<uint32_t>(out.accepting_.size()) - 1;  // DFA state i (1-based) -> base + i
     out.rule_start_.push_back(base + 1);
+    const size_t row0 = out.next_.size();
+    out.next_.resize(row0 + static_cast<size_t>(d.num_states - 1) * nc);
+    uint32_t* dst = out.next_.data() + row0;
+    for (size_t x = nc; x < static_cast<size_t>(d.num_states) * nc; ++x, ++dst) {
+      const uint32_t t = d.next[x];
+      *dst = t == 0 ? 0 : base + t;
+    }
     for (uint32_t s = 1; s < d.num_states; ++s) {
-      for (uint32_t c = 0; c < nc; ++c) {
-        uint32_t t = d.next[s * nc + c];
-        out.next_.push_back(t == 0 ? 0 : base + t);
-      }
       out.accepting_.push_back(d.accepting[s]);
       out.flags_.push_back(d.flags[s]);
       out.rule_of_.push_back(static_cast<uint32_t>(k));
@@ -233,12 +236,20 @@ Result<CompiledGrammar> Compiler::Run() {
   // Liveness and productivity together: a state is live when it reaches an accepting state of its rule
   // through bytes and calls of productive rules; a rule is productive when its start is live.
   std::vector<uint8_t> live(ns, 0), productive(nr, 0);
-  std::vector<std::vector<uint32_t>> preds(ns);
-  for (uint32_t s = 1; s < ns; ++s) {
-    for (uint32_t c = 0; c < nc; ++c) {
-      uint32_t t = out.next_[s * nc + c];
-      if (t != 0 && (preds[t].empty() || preds[t].back() != s)) preds[t].push_back(s);
-    }
+  // Predecessors by byte transitions, as one CSR array (a vector per state cost an allocation each).
+  std::vector<uint32_t> pred_begin(static_cast<size_t>(ns) + 1, 0), pred_list;
+  {
+    std::vector<uint32_t> last(ns, 0);
+    for (uint32_t s = 1; s < ns; ++s)
+      for (uint32_t c = 0; c < nc; ++c)
+        if (uint32_t t = out.next_[static_cast<size_t>(s) * nc + c]; t != 0 && last[t] != s) last[t] = s, ++pred_begin[t + 1];
+    for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
+    pred_list.resize(pred_begin.back());
+    std::vector<uint32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
+    std::fill(last.begin(), last.end(), 0);
+    for (uint32_t s = 1; s < ns; ++s)
+      for (uint32_t c = 0; c < nc; ++c)
+        if (uint32_t t = out.next_[static_cast<size_t>(s) * nc + c]; t != 0 && last[t] != s) last[t] = s, pred_list[fill[t]++] = s;
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -252,8 +263,8 @@ Result<CompiledGrammar> Compiler::Run() {
     while (!work.empty()) {
       uint32_t t = work.back();
       work.pop_back();
-      for (uint32_t p : preds[t])
-        if (!live[p]) live[p] = 1, work.push_back(p);
+      for (uint32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k)
+        if (const uint32_t p = pred_list[k]; !live[p]) live[p] = 1, work.push_back(p);
       // Predecessors through call edges are found by the outer loop's rescan.
     }
     for (uint32_t r = 0; r < nr; ++r)

@@ -7,20 +7,25 @@
 //
 // Supported: type (incl. lists), enum, const, properties, required, additionalProperties,
 // patternProperties, min/maxProperties, items, prefixItems, additionalItems (draft 7 tuples), min/maxItems,
+// contains (one kind of element, without tuple items or min/maxContains; counts up to 64 around it),
 // min/maxLength, pattern, format (date-time, date, time, duration, uuid, email, hostname, uri, ipv4, ipv6),
 // minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
 // exact decimal the schema spells, integers round it), multipleOf (integers: powers of ten or small
 // ranges; numbers: 10^-k and integers), anyOf, oneOf (branches proven disjoint, required-only branches,
-// or overlapping branches made exclusive by negating the others), allOf (merged), not (where the
-// negation is exact: types, required, properties, patterns, lengths, counts, non-numeric enum/const, and
-// not/anyOf/allOf of those), if/then/else (when `if` has such a negation), dependencies,
-// dependentRequired, dependentSchemas, propertyNames that every string meets, $ref/$defs/definitions
-// (recursive too; local references only; siblings of a `$ref` as the schema's draft says, see
-// JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords (uniqueItems,
-// contains, propertyNames, if/then/else, ... included) is the list of its members that validate.
+// or overlapping branches made exclusive by negating the others, up to 256 alternatives), allOf
+// (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
+// non-numeric enum/const, dependencies, items, contains, additionalProperties, patternProperties,
+// propertyNames patterns (one such member-needing negation per object), and not/anyOf/allOf/one-branch
+// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (when `if`
+// has such a negation; several in one allOf when each `if` tests member values: const/enum, required),
+// dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
+// $ref/$defs/definitions (recursive too; local references only; siblings of a `$ref` as the schema's
+// draft says, see JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords
+// (uniqueItems, contains, propertyNames, if/then/else, ... included) is the list of its members that
+// validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
-// Anything else that constrains instances (contains, uniqueItems: true, other propertyNames,
+// Anything else that constrains instances (min/maxContains, uniqueItems: true, other propertyNames keywords,
 // unevaluated*, remote $ref, negations with no exact form, ...) is a kUnimplemented error naming the
 // keyword and its path in the schema.
 #pragma once

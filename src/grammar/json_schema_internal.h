@@ -57,7 +57,7 @@ class SchemaResolver {
   Result<Json> Merge(const Json& a, const Json& b, const std::string& path, uint32_t depth) const;
   // A schema with its top-level $ref and allOf folded in.
   Result<Json> Inline(const Json& s, const std::string& path, uint32_t depth) const;
-  // Whether two (inlined) branches can never validate the same instance.
+  // Whether two branches can never validate the same instance (a proof: false may still be disjoint).
   Result<bool> Disjoint(const Json& a, const Json& b, uint32_t depth) const;
 
   // Lowerings before compiling (json_schema_rewrite.cpp). Rewrite: the schema with `not`, if/then/else,
@@ -69,6 +69,21 @@ class SchemaResolver {
   Result<std::optional<std::vector<Json>>> ExactlyOneRequired(const Json& branches, const Json& rest,
                                                               const std::string& path, uint32_t depth) const;
 
+  // Several if/then/else (`conditions`, each {if, then?, else?}) that hold together, under a schema whose
+  // types are `types`: an anyOf of cells, where each `if` tests members' const/enum values (and
+  // `required`, type object), split by those values, each cell with the then/else its ifs select.
+  Result<Json> Conditionals(const std::vector<Json>& conditions, uint8_t types, const std::string& path,
+                            uint32_t depth) const;
+
+  // oneOf (json_schema_oneof.cpp): each merged branch (rest ∧ B_i) in `merged` keeps out the branches
+  // `overlaps` says it may meet; the result marks the branches that lie inside another (they add
+  // nothing). kUnimplemented where a negation has no exact form or the alternatives grow too many.
+  Result<std::vector<uint8_t>> MakeExclusive(const Json& branches, const std::vector<std::vector<size_t>>& overlaps,
+                                             const std::string& kw, const std::string& path, uint32_t depth,
+                                             std::vector<Json>* merged) const;
+  // A case of a negation read within branch i (`bi`) against branch j (`bj`), simplified (see the file).
+  Result<Json> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const;
+
   static bool HasConstraints(const Json& s);
   // The TypeBits of the instances the schema's type/const/enum allow.
   static uint8_t TypesOf(const Json& s);
@@ -78,6 +93,9 @@ class SchemaResolver {
   const JsonSchemaOptions& o_;
   bool ref_overrides_ = false;
 };
+
+// A schema that no instance meets, by its form: false, an empty enum, or an allOf with a false member.
+bool NeverHolds(const Json& s);
 
 // Whether the language of `root` in `g` is provably empty, from the IR alone (kAnd/kMinus are taken as
 // non-empty when their first operand is, so a `true` is exact).

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,8 +92,8 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
   if (conditional(x) && conditional(y)) return Unsupported("allOf with two 'if'", path);
   // items (and additionalItems) count from the prefix of their own schema: one side's prefix cannot
   // shift the other side's items.
-  auto tuple = [](const Json& j) {
-    return j.contains("prefixItems") || (j.contains("items") && j["items"].is_array()) || j.contains("additionalItems");
+  auto tuple = [](const Json& j) {  // additionalItems means nothing without tuple items
+    return j.contains("prefixItems") || (j.contains("items") && j["items"].is_array());
   };
   if ((tuple(x) && (y.contains("items") || tuple(y))) || (tuple(y) && x.contains("items")))
     return Unsupported("allOf with items beside another member's prefixItems", path);
@@ -119,6 +120,8 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
         if (s2.count(t)) both.push_back(t);
         else if (t == "number" && s2.count("integer")) both.push_back("integer");
         else if (t == "integer" && s2.count("number")) both.push_back("integer");
+        else if (t == "number" && s2.count("$fraction")) both.push_back("$fraction");
+        else if (t == "$fraction" && s2.count("number")) both.push_back("$fraction");
       }
       cur = both;
     } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
@@ -149,13 +152,16 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
       out["$patterns"].push_back(v);
     } else if (k == "items" && (cur.is_array() || v.is_array())) {
       return Unsupported("allOf with two different tuple 'items'", path);  // their additionalItems differ too
-    } else if (k == "additionalProperties" || k == "items" || k == "additionalItems") {
+    } else if (k == "additionalProperties" || k == "items" || k == "additionalItems" || k == "propertyNames") {
       cur = Json{{"allOf", Json::array({cur, v})}};
     } else if (k == "allOf") {
       for (const auto& e : v) cur.push_back(e);
     } else if (k == "not") {
       cur = Json{{"anyOf", Json::array({cur, v})}};  // not A and not B = not (A or B)
-    } else if (k == "$not_patterns" || k == "$not_in") {
+    } else if (k == "contains") {  // both must hold: each needs an element of its own kind
+      if (!out.contains("$contains")) out["$contains"] = Json::array();
+      out["$contains"].push_back(v);
+    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some") {
       for (const auto& e : v) cur.push_back(e);
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
@@ -163,7 +169,7 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
       out["allOf"].push_back(Json{{k, v}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
       if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
-          k == "dependentRequired" || k == "dependentSchemas" || k == "propertyNames")
+          k == "dependentRequired" || k == "dependentSchemas")
         return Unsupported("allOf with two different '" + k + "'", path);
     }
   }
@@ -207,8 +213,28 @@ Result<Json> SchemaResolver::Inline(const Json& s, const std::string& path, uint
   if (auto it = out.find("allOf"); it != out.end() && it->is_array()) {
     Json parts = *it;
     out.erase("allOf");
+    // Conditionals (if/then/else) of several members, and of the schema itself, combine as a whole
+    // (Conditionals); the other keywords merge member by member.
+    std::vector<Json> conditions;
+    auto take_condition = [&](Json& x) {
+      if (!x.is_object() || !x.contains("if")) return;
+      Json c = Json::object();
+      for (const char* k : {"if", "then", "else"})
+        if (auto f = x.find(k); f != x.end()) c[k] = *f, x.erase(k);
+      conditions.push_back(std::move(c));
+    };
+    size_t with_if = out.contains("if") ? 1 : 0;
+    for (const auto& p : parts) with_if += p.is_object() && p.contains("if");
+    if (with_if >= 2) {
+      take_condition(out);
+      for (auto& p : parts) take_condition(p);
+    }
     for (const auto& p : parts) {
       DI_ASSIGN_OR_RETURN(out, Merge(out, p, path, depth + 1));
+    }
+    if (!conditions.empty()) {
+      DI_ASSIGN_OR_RETURN(Json cells, Conditionals(conditions, TypesOf(out), path, depth + 1));
+      DI_ASSIGN_OR_RETURN(out, Merge(out, cells, path, depth + 1));
     }
   }
   return out;
@@ -234,6 +260,7 @@ uint8_t SchemaResolver::TypesOf(const Json& s) {
       else if (t == "string") types |= kString;
       else if (t == "integer") types |= kInteger;
       else if (t == "number") types |= kInteger | kNumber;
+      else if (t == "$fraction") types |= kNumber;  // the compiler's own: numbers that are not integers
     };
     if (it->is_string()) add(it->get<std::string>());
     else if (it->is_array()) for (const auto& t : *it) if (t.is_string()) add(t.get<std::string>());
@@ -256,33 +283,101 @@ uint8_t SchemaResolver::TypesOf(const Json& s) {
   return types;
 }
 
-// Whether two branches can never validate the same instance (by type, or by a required property whose
-// const/enum values do not meet).
+bool NeverHolds(const Json& s) {
+  if (s.is_boolean()) return !s.get<bool>();
+  if (!s.is_object()) return false;
+  if (auto e = s.find("enum"); e != s.end() && e->is_array() && e->empty()) return true;
+  if (auto all = s.find("allOf"); all != s.end() && all->is_array())
+    for (const Json& m : *all)
+      if (m.is_boolean() && !m.get<bool>()) return true;
+  return false;
+}
+
+// Whether two schemas can never validate the same instance, from the keywords at their top (each rule
+// a proof; more keywords only narrow a schema): types that do not meet; const/enum values that do not
+// meet (or all excluded by the other's $not_in); for objects only, a name one requires that the other
+// forbids (false, or additionalProperties false without patterns), or whose schemas on both sides are
+// themselves disjoint (recursively, bounded by the depth limit).
 Result<bool> SchemaResolver::Disjoint(const Json& a, const Json& b, uint32_t depth) const {
-  (void)depth;
+  if (depth > o_.max_depth) return false;
   if ((TypesOf(a) & TypesOf(b)) == 0) return true;
   if (!a.is_object() || !b.is_object()) return false;
-  auto pa = a.find("properties"), pb = b.find("properties");
-  if (pa == a.end() || pb == b.end() || !pa->is_object() || !pb->is_object()) return false;
-  auto required = [](const Json& s, const std::string& k) {
-    auto r = s.find("required");
-    return r != s.end() && r->is_array() && std::find(r->begin(), r->end(), k) != r->end();
+  auto xi = Inline(a, "#", depth + 1), yi = Inline(b, "#", depth + 1);
+  if (!xi.ok() || !yi.ok()) return false;
+  const Json& x = *xi;
+  const Json& y = *yi;
+  if (NeverHolds(x) || NeverHolds(y)) return true;
+  if (!x.is_object() || !y.is_object()) return false;
+  const uint8_t shared = TypesOf(x) & TypesOf(y);
+  if (shared == 0) return true;
+  auto values = [](const Json& s) -> std::optional<Json> {
+    if (auto c = s.find("const"); c != s.end()) return Json::array({*c});
+    if (auto e = s.find("enum"); e != s.end() && e->is_array()) return *e;
+    return std::nullopt;
   };
-  for (auto it = pa->begin(); it != pa->end(); ++it) {
-    auto jt = pb->find(it.key());
-    if (jt == pb->end() || !required(a, it.key()) || !required(b, it.key())) continue;
-    auto vals = [](const Json& s) -> std::optional<Json> {
-      if (!s.is_object()) return std::nullopt;
-      if (auto c = s.find("const"); c != s.end()) return Json::array({*c});
-      if (auto e = s.find("enum"); e != s.end() && e->is_array()) return *e;
-      return std::nullopt;
-    };
-    auto va = vals(it.value()), vb = vals(jt.value());
-    if (!va || !vb) continue;
-    bool meet = false;
-    for (const auto& x : *va)
-      if (std::find(vb->begin(), vb->end(), x) != vb->end()) meet = true;
-    if (!meet) return true;
+  auto vx = values(x), vy = values(y);
+  auto meet = [](const Json& vals, const Json& others) {
+    for (const auto& v : vals)
+      if (std::find(others.begin(), others.end(), v) != others.end()) return true;
+    return false;
+  };
+  if (vx && vy && !meet(*vx, *vy)) return true;
+  for (const auto& [vals, other] : {std::pair{vx, &y}, std::pair{vy, &x}}) {
+    auto out = other->find("$not_in");
+    if (!vals || out == other->end() || !out->is_array()) continue;
+    bool all_out = true;
+    for (const auto& v : *vals) all_out = all_out && std::find(out->begin(), out->end(), v) != out->end();
+    if (all_out) return true;
+  }
+  // Bounds that do not meet, for the one type they apply to (lengths, counts, numeric ranges).
+  auto num = [](const Json& j, const char* k) -> std::optional<double> {
+    auto it = j.find(k);
+    if (it == j.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  for (const auto& [lo_key, hi_key, type] : {std::tuple{"minLength", "maxLength", kString}, std::tuple{"minItems", "maxItems", kArray},
+                                            std::tuple{"minProperties", "maxProperties", kObject},
+                                            std::tuple{"minimum", "maximum", static_cast<TypeBit>(kInteger | kNumber)}}) {
+    if ((shared & ~type & kAllTypes) != 0) continue;
+    for (const auto& [p, q] : {std::pair{&x, &y}, std::pair{&y, &x}}) {
+      auto lo = num(*p, lo_key), hi = num(*q, hi_key);
+      if (lo && hi && *lo > *hi) return true;
+    }
+  }
+  // A side with anyOf lies inside the union of its cases: disjoint when every case is.
+  for (const auto& [p, q] : {std::pair{&x, &y}, std::pair{&y, &x}}) {
+    auto any = p->find("anyOf");
+    if (any == p->end() || !any->is_array() || any->empty()) continue;
+    bool all = true;
+    for (const Json& c : *any) {
+      DI_ASSIGN_OR_RETURN(bool d, Disjoint(c, *q, depth + 1));
+      if (!(all = d)) break;
+    }
+    if (all) return true;
+  }
+  if (shared != kObject) return false;
+  for (const auto& [p, q] : {std::pair{&x, &y}, std::pair{&y, &x}}) {
+    auto req = p->find("required");
+    if (req == p->end() || !req->is_array()) continue;
+    const auto pp = p->find("properties"), qp = q->find("properties");
+    const bool p_props = pp != p->end() && pp->is_object(), q_props = qp != q->end() && qp->is_object();
+    const auto qa = q->find("additionalProperties");
+    const auto qpat = q->find("patternProperties");
+    const bool q_closed = qa != q->end() && NeverHolds(*qa) && (qpat == q->end() || !qpat->is_object() || qpat->empty());
+    for (const Json& n : *req) {
+      if (!n.is_string()) continue;
+      const std::string& name = n.get_ref<const std::string&>();
+      const bool q_lists = q_props && qp->contains(name);
+      if (!q_lists) {
+        if (q_closed) return true;
+        continue;
+      }
+      if (NeverHolds((*qp)[name])) return true;
+      if (p_props && pp->contains(name)) {
+        DI_ASSIGN_OR_RETURN(bool d, Disjoint((*pp)[name], (*qp)[name], depth + 1));
+        if (d) return true;
+      }
+    }
   }
   return false;
 }

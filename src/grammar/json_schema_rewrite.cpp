@@ -1,6 +1,7 @@
 // Keywords the JSON Schema front end lowers to others before compiling: `not` through an exact negation of
 // its schema, if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,7 +22,7 @@ bool ConstrainingKeyword(const std::string& k) {
       "contains", "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum",
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
-      "$patterns", "$not_patterns", "$not_in"};
+      "$patterns", "$not_patterns", "$not_in", "$contains", "$some"};
   return known.count(k) > 0;
 }
 
@@ -89,12 +90,152 @@ Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::st
       for (auto k = it->begin(); k != it->end(); ++k)
         if (!AnnotationKeywords().count(k.key()) && !(k.key() == "type" && k.value() == "string")) trivial = false;
     }
-    if (!trivial) return Unsupported("propertyNames", path);
+    if (!trivial) {
+      // Keys under a pattern, lengths or a type string: the object compiler restricts its keys (Object).
+      DI_ASSIGN_OR_RETURN(Json names, Inline(*it, path + "/propertyNames", depth + 1));
+      if (names.is_boolean()) return std::optional<Json>();
+      for (auto k = names.begin(); k != names.end(); ++k)
+        if (!AnnotationKeywords().count(k.key()) && ConstrainingKeyword(k.key()) &&
+            !(k.key() == "type" && k.value() == "string") && k.key() != "pattern" && k.key() != "$patterns" &&
+            k.key() != "minLength" && k.key() != "maxLength")
+          return Unsupported("propertyNames", path);
+      return std::optional<Json>();
+    }
     Json rest = s;
     rest.erase("propertyNames");
     return std::optional<Json>(std::move(rest));
   }
   return std::optional<Json>();
+}
+
+// Several conditionals at once. Each `if` that tests members by value only ({properties: {p: {const} or
+// {enum}}, required, type: object}) is decided by which of the tested values each member has: one of the
+// values some `if` names, another value, or none (absent). Those classes, over every tested member, split
+// the objects into cells where every `if` is decided; each cell takes the then/else they select, and
+// non-objects (where properties and required hold vacuously) take the thens of the ifs that do not ask
+// for an object. Exact; cells proven empty (a required member the cell lacks) are dropped, and more than
+// kMaxCells cells is an error.
+Result<Json> SchemaResolver::Conditionals(const std::vector<Json>& conditions, uint8_t types, const std::string& path,
+                                          uint32_t depth) const {
+  constexpr size_t kMaxCells = 128;
+  const Status unsupported = Unsupported("allOf with two 'if' (other than tests of member values)", path);
+  struct Test {
+    std::vector<std::pair<std::string, Json>> values;  // member -> the values it must be one of
+    std::set<std::string> required;
+    bool object = false;  // the if asks for an object
+  };
+  std::vector<Test> tests;
+  std::vector<std::string> members;  // tested members, in order of appearance
+  std::map<std::string, Json> named;  // member -> every value some if names
+  for (const Json& c : conditions) {
+    DI_ASSIGN_OR_RETURN(Json cond, Inline(c.at("if"), path + "/if", depth + 1));
+    if (!cond.is_object()) return unsupported;
+    Test t;
+    for (auto k = cond.begin(); k != cond.end(); ++k) {
+      if (AnnotationKeywords().count(k.key()) || !ConstrainingKeyword(k.key())) continue;
+      if (k.key() == "type" && k.value() == "object") {
+        t.object = true;
+      } else if (k.key() == "required" && k->is_array()) {
+        for (const Json& n : *k)
+          if (n.is_string()) t.required.insert(n.get<std::string>());
+      } else if (k.key() == "properties" && k->is_object()) {
+        for (auto p = k->begin(); p != k->end(); ++p) {
+          Json vals;
+          if (!p->is_object()) return unsupported;
+          for (auto q = p->begin(); q != p->end(); ++q) {
+            if (AnnotationKeywords().count(q.key()) || !ConstrainingKeyword(q.key())) continue;
+            if (q.key() == "const") vals = Json::array({*q});
+            else if (q.key() == "enum" && q->is_array()) vals = *q;
+            else if (q.key() != "type") return unsupported;  // a type beside the values adds nothing new
+          }
+          if (vals.is_null()) return unsupported;
+          if (auto tp = p->find("type"); tp != p->end()) {
+            Json kept = Json::array();
+            for (const Json& v : vals)
+              if (TypesOf(Json{{"type", *tp}}) & TypesOf(Json{{"const", v}})) kept.push_back(v);
+            vals = kept;
+          }
+          if (!named.count(p.key())) members.push_back(p.key()), named[p.key()] = Json::array();
+          for (const Json& v : vals)
+            if (std::find(named[p.key()].begin(), named[p.key()].end(), v) == named[p.key()].end())
+              named[p.key()].push_back(v);
+          t.values.emplace_back(p.key(), vals);
+        }
+      } else {
+        return unsupported;
+      }
+    }
+    for (const auto& r : t.required)
+      if (!named.count(r)) members.push_back(r), named[r] = Json::array();
+    tests.push_back(std::move(t));
+  }
+  // Classes of a member: 0..n-1 its named values, n another value, n+1 absent.
+  size_t cells = 1;
+  for (const auto& m : members) {
+    cells *= named[m].size() + 2;
+    if (cells > kMaxCells) return Unsupported("allOf with two 'if' (more than " + std::to_string(kMaxCells) + " cases)", path);
+  }
+  Json alternatives = Json::array();
+  auto add_cell = [&](Json cell, const std::vector<bool>& holds) -> Status {
+    for (size_t k = 0; k < conditions.size(); ++k) {
+      const char* branch = holds[k] ? "then" : "else";
+      if (auto b = conditions[k].find(branch); b != conditions[k].end()) {
+        DI_ASSIGN_OR_RETURN(cell, Merge(cell, *b, path + "/" + branch, depth + 1));
+      }
+    }
+    // A required member the cell forbids: nothing is in it.
+    if (cell.is_object())
+      if (auto req = cell.find("required"); req != cell.end() && req->is_array())
+        for (const Json& n : *req)
+          if (auto props = cell.find("properties"); n.is_string() && props != cell.end() && props->is_object())
+            if (auto p = props->find(n.get<std::string>()); p != props->end() && NeverHolds(*p)) return Status::Ok();
+    alternatives.push_back(std::move(cell));
+    return Status::Ok();
+  };
+  if (types & kObject) {
+    std::vector<size_t> cls(members.size(), 0);
+    for (size_t n = 0; n < cells; ++n) {
+      size_t rest = n;
+      for (size_t i = 0; i < members.size(); ++i) cls[i] = rest % (named[members[i]].size() + 2), rest /= named[members[i]].size() + 2;
+      Json props = Json::object(), required = Json::array();
+      for (size_t i = 0; i < members.size(); ++i) {
+        const Json& vals = named[members[i]];
+        if (cls[i] < vals.size()) {
+          props[members[i]] = Json{{"const", vals[cls[i]]}};
+          required.push_back(members[i]);
+        } else if (cls[i] == vals.size()) {
+          if (vals.empty()) props[members[i]] = true;
+          else props[members[i]] = Json{{"not", Json{{"enum", vals}}}};
+          required.push_back(members[i]);
+        } else {
+          props[members[i]] = false;
+        }
+      }
+      std::vector<bool> holds;
+      for (const Test& t : tests) {
+        bool h = true;
+        for (const auto& r : t.required) {
+          const size_t i = static_cast<size_t>(std::find(members.begin(), members.end(), r) - members.begin());
+          h = h && cls[i] != named[r].size() + 1;
+        }
+        for (const auto& [m, vals] : t.values) {
+          const size_t i = static_cast<size_t>(std::find(members.begin(), members.end(), m) - members.begin());
+          const Json& all = named[m];
+          if (cls[i] < all.size()) h = h && std::find(vals.begin(), vals.end(), all[cls[i]]) != vals.end();
+          else if (cls[i] == all.size()) h = false;
+        }
+        holds.push_back(h);
+      }
+      DI_RETURN_IF_ERROR(add_cell(Json{{"type", "object"}, {"properties", props}, {"required", required}}, holds));
+    }
+  }
+  if (types & ~kObject & kAllTypes) {
+    std::vector<bool> holds;
+    for (const Test& t : tests) holds.push_back(!t.object);
+    DI_RETURN_IF_ERROR(add_cell(Json{{"not", Json{{"type", "object"}}}}, holds));
+  }
+  if (alternatives.empty()) return Json(false);
+  return Json{{"anyOf", std::move(alternatives)}};
 }
 
 // The negation of a schema as a schema the compiler takes, for the forms where it is exact (nullopt
@@ -123,18 +264,26 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       if (keep & kArray) t.push_back("array");
       if (keep & kString) t.push_back("string");
       if ((keep & kInteger) && (keep & kNumber)) t.push_back("number");
-      else if (keep & (kInteger | kNumber)) return std::nullopt;  // "number but not integer": no type says it
+      else if (keep & kInteger) t.push_back("integer");
+      else if (keep & kNumber) t.push_back("$fraction");  // numbers but not integers: no standard type says it
       any.push_back(Json{{"type", t}});
     } else if (k == "required" && v.is_array()) {
+      const auto props = s.find("properties");
       for (const Json& n : v) {
         if (!n.is_string()) return std::nullopt;
+        if (props != s.end() && props->is_object() && props->contains(n.get<std::string>())) continue;  // below
         any.push_back(Json{{"type", "object"}, {"properties", Json{{n.get<std::string>(), false}}}});
       }
     } else if (k == "properties" && v.is_object()) {
+      const auto req = s.find("required");
       for (auto p = v.begin(); p != v.end(); ++p) {
         auto neg = Negate(p.value(), path + "/properties/" + p.key(), depth + 1);
         if (!neg) return std::nullopt;
-        any.push_back(Json{{"type", "object"}, {"required", Json::array({p.key()})}, {"properties", Json{{p.key(), *neg}}}});
+        // A required member: absent, or present and failing, is one case (properties hold for absent ones).
+        if (req != s.end() && req->is_array() && std::find(req->begin(), req->end(), Json(p.key())) != req->end())
+          any.push_back(Json{{"type", "object"}, {"properties", Json{{p.key(), *neg}}}});
+        else
+          any.push_back(Json{{"type", "object"}, {"required", Json::array({p.key()})}, {"properties", Json{{p.key(), *neg}}}});
       }
     } else if (k == "pattern" && v.is_string()) {
       any.push_back(Json{{"type", "string"}, {"$not_patterns", Json::array({v})}});
@@ -154,9 +303,84 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       for (const Json& x : values)
         if (x.is_number() || x.is_object() || x.is_array()) return std::nullopt;
       any.push_back(Json{{"$not_in", values}});
+    } else if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && v.is_object()) {
+      // An object with the name present and a dependency failing: a listed name absent, or the schema
+      // failing for the whole object.
+      for (auto d = v.begin(); d != v.end(); ++d) {
+        if (d.value().is_array()) {
+          for (const Json& n : d.value()) {
+            if (!n.is_string()) return std::nullopt;
+            any.push_back(Json{{"type", "object"}, {"required", Json::array({d.key()})}, {"properties", Json{{n.get<std::string>(), false}}}});
+          }
+        } else {
+          auto neg = Negate(d.value(), path + "/" + k + "/" + d.key(), depth + 1);
+          if (!neg) return std::nullopt;
+          any.push_back(Json{{"type", "object"}, {"required", Json::array({d.key()})}, {"allOf", Json::array({*neg})}});
+        }
+      }
+    } else if (k == "contains" || k == "$contains") {
+      // No element of the kind: every element fails it.
+      for (const Json& c : k == "contains" ? Json::array({v}) : v) {
+        auto neg = Negate(c, path + "/" + k, depth + 1);
+        if (!neg) return std::nullopt;
+        any.push_back(Json{{"type", "array"}, {"items", *neg}});
+      }
+    } else if (k == "items" && !v.is_array() && !s.contains("prefixItems")) {
+      // An element that fails it.
+      auto neg = Negate(v, path + "/items", depth + 1);
+      if (!neg) return std::nullopt;
+      any.push_back(Json{{"type", "array"}, {"$contains", Json::array({*neg})}});
+    } else if (k == "additionalProperties") {
+      // A member that no property lists and no pattern matches, whose value fails it.
+      auto neg = Negate(v, path + "/additionalProperties", depth + 1);
+      if (!neg) return std::nullopt;
+      if (neg->is_boolean() && !neg->get<bool>()) continue;  // additionalProperties true: never fails
+      Json key = Json::object();
+      if (auto p = s.find("properties"); p != s.end() && p->is_object()) {
+        key["$not_in"] = Json::array();
+        for (auto n = p->begin(); n != p->end(); ++n) key["$not_in"].push_back(n.key());
+      }
+      if (auto p = s.find("patternProperties"); p != s.end() && p->is_object() && !p->empty()) {
+        key["$not_patterns"] = Json::array();
+        for (auto n = p->begin(); n != p->end(); ++n) key["$not_patterns"].push_back(n.key());
+      }
+      any.push_back(Json{{"type", "object"}, {"$some", Json::array({Json{{"key", key}, {"value", *neg}}})}});
+    } else if (k == "patternProperties" && v.is_object()) {
+      // A member whose key matches a pattern and whose value fails its schema.
+      for (auto p = v.begin(); p != v.end(); ++p) {
+        auto neg = Negate(p.value(), path + "/patternProperties/" + p.key(), depth + 1);
+        if (!neg) return std::nullopt;
+        if (neg->is_boolean() && !neg->get<bool>()) continue;
+        any.push_back(Json{{"type", "object"},
+                           {"$some", Json::array({Json{{"key", Json{{"$patterns", Json::array({p.key()})}}}, {"value", *neg}}})}});
+      }
+    } else if (k == "propertyNames") {
+      // A key that fails it: for a pattern, a key it does not match (or, under not, one it matches).
+      auto names = Inline(v, path + "/propertyNames", depth + 1);
+      if (!names.ok()) return std::nullopt;
+      Json key = Json::object();
+      if (names->is_boolean()) {
+        if (names->get<bool>()) continue;
+        any.push_back(Json{{"type", "object"}, {"minProperties", 1}});
+        continue;
+      }
+      for (auto n = names->begin(); n != names->end(); ++n) {
+        if (AnnotationKeywords().count(n.key()) || !ConstrainingKeyword(n.key()) || (n.key() == "type" && n.value() == "string")) continue;
+        if (n.key() == "pattern" && n->is_string() && !key.contains("$not_patterns")) {
+          key["$not_patterns"] = Json::array({*n});
+        } else if (n.key() == "not" && n->is_object() && n->size() == 1 && n->contains("pattern") && (*n)["pattern"].is_string() &&
+                   !key.contains("$patterns")) {
+          key["$patterns"] = Json::array({(*n)["pattern"]});
+        } else {
+          return std::nullopt;
+        }
+      }
+      if (key.empty()) continue;
+      if (key.size() > 1) return std::nullopt;  // either failing: two witnesses' forms at once
+      any.push_back(Json{{"type", "object"}, {"$some", Json::array({Json{{"key", key}, {"value", true}}})}});
     } else if (k == "not") {
       any.push_back(v);
-    } else if (k == "anyOf" && v.is_array()) {
+    } else if ((k == "anyOf" && v.is_array()) || (k == "oneOf" && v.is_array() && v.size() == 1)) {  // one: as anyOf
       Json all = Json::array();
       for (size_t i = 0; i < v.size(); ++i) {
         auto neg = Negate(v[i], path + "/anyOf/" + std::to_string(i), depth + 1);

@@ -115,6 +115,7 @@ class Validator {
       if (n == "string") return v.is_string();
       if (n == "number") return v.is_number();
       if (n == "integer") return IsInteger(v);
+      if (n == "$fraction") return v.is_number() && !IsInteger(v);
       return false;
     };
     if (type.is_array()) {
@@ -298,6 +299,15 @@ class Validator {
           if (eq) return false;
         }
     }
+    if (auto it = s.find("$contains"); it != s.end() && it->is_array()) {  // merged contains: one hit each
+      for (const Json& c : *it) {
+        bool hit = false;
+        for (size_t i = 0; i < v.size() && !hit; ++i) {
+          DI_ASSIGN_OR_RETURN(hit, Valid(c, v[i], path + "/contains", d));
+        }
+        if (!hit) return false;
+      }
+    }
     if (auto it = s.find("contains"); it != s.end()) {
       double hits = 0;
       for (const Json& e : v) {
@@ -353,6 +363,18 @@ class Validator {
       if (names != s.end()) {
         DI_ASSIGN_OR_RETURN(bool ok, Valid(*names, Json(key), path + "/propertyNames", d));
         if (!ok) return false;
+      }
+    }
+    // $some (from negations): a member whose key and value meet the given schemas, for each.
+    if (auto it = s.find("$some"); it != s.end() && it->is_array()) {
+      for (const Json& w : *it) {
+        bool hit = false;
+        for (auto m = v.begin(); m != v.end() && !hit; ++m) {
+          DI_ASSIGN_OR_RETURN(bool key_ok, Valid(w.value("key", Json(true)), Json(m.key()), path + "/$some", d));
+          if (!key_ok) continue;
+          DI_ASSIGN_OR_RETURN(hit, Valid(w.value("value", Json(true)), m.value(), path + "/$some", d));
+        }
+        if (!hit) return false;
       }
     }
     // dependencies (draft 7: names or a schema), dependentRequired and dependentSchemas (2019-09).

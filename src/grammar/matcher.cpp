@@ -62,9 +62,19 @@ const std::vector<std::pair<uint8_t, std::vector<Seq>>>& TextSeqs() {
 int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* failed, std::atomic<uint8_t>* closed) {
   constexpr size_t kMaxSeen = 1024;
   *failed = 0;
-  std::vector<uint8_t> seen(g.num_states(), 0);
-  size_t num_seen = 1;
-  seen[state] = 1;
+  // The states met: stamps in a per-thread array kept between calls (a fresh array as large as the
+  // grammar cost more than the search itself in grammars of tens of thousands of states), and a list.
+  thread_local std::vector<uint32_t> stamp;
+  thread_local uint32_t gen = 0;
+  if (stamp.size() < g.num_states()) stamp.assign(g.num_states(), 0), gen = 0;
+  if (++gen == 0) std::fill(stamp.begin(), stamp.end(), 0), gen = 1;
+  std::vector<uint32_t> seen_list = {state};
+  stamp[state] = gen;
+  auto seen = [&](uint32_t t) {
+    if (stamp[t] == gen) return true;
+    stamp[t] = gen;
+    return false;
+  };
   std::vector<uint32_t> frontier = {state}, next, cur, tmp;
   for (int depth = 0; depth < TokenIndex::kPlainCap; ++depth) {
     next.clear();
@@ -83,16 +93,15 @@ int TextDepth(const CompiledGrammar& g, uint32_t state, uint8_t cats, uint8_t* f
             cur.swap(tmp);
           }
           for (uint32_t t : cur)
-            if (!seen[t]) seen[t] = 1, ++num_seen, next.push_back(t);
-          if (num_seen > kMaxSeen) return depth;
+            if (!seen(t)) seen_list.push_back(t), next.push_back(t);
+          if (seen_list.size() > kMaxSeen) return depth;
         }
       }
     }
     if (next.empty()) {
       // Every state met is closed under these code points; with all categories, remember them.
       if (cats == TokenIndex::kTextAll)
-        for (uint32_t t = 0; t < g.num_states(); ++t)
-          if (seen[t]) closed[t].store(1, std::memory_order_relaxed);
+        for (uint32_t t : seen_list) closed[t].store(1, std::memory_order_relaxed);
       return TokenIndex::kPlainCap;
     }
     frontier.swap(next);

@@ -122,45 +122,77 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   if (start_set.empty()) start_set.push_back(start);
   DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
   (void)s0;
-  std::vector<std::vector<uint32_t>> buckets(nc);
   std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> by_seeds;
+  std::unordered_map<uint32_t, uint32_t> by_single;  // one-state seed sets, most of them
+  // Edges are byte ranges, so the classes of one DFA state fall into runs (segments) whose seeds are the
+  // same; each segment is resolved once (a JSON string's content is one edge over nearly every class).
+  struct Move {
+    uint32_t lo, hi, to;  // classes lo..hi
+    uint8_t kind;
+  };
+  std::vector<Move> moves;
+  std::vector<uint32_t> cuts;
+  std::vector<std::vector<uint32_t>> buckets;
   // How the bytes of a class move between counted and other states; every move out of one DFA state on
   // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
-  std::vector<uint8_t> move_kind(nc, 0);
-  std::vector<uint32_t> touched;
+  std::vector<uint8_t> move_kind;
   for (uint32_t id = 1; id < sets.size(); ++id) {
     if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
-    touched.clear();
     std::vector<std::pair<uint32_t, uint32_t>> calls;
+    moves.clear();
+    cuts.clear();
     for (uint32_t s : *sets[id]) {
       const NfaState& st = nfa.states[s];
       const bool from_counting = st.flags & kStateCounting;
       for (const ByteEdge& e : st.bytes) {
         const bool to_counting = nfa.states[e.to].flags & kStateCounting;
         const uint8_t kind = from_counting ? (to_counting ? 1 : 2) : (to_counting ? 3 : 4);
-        for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) {
-          if (buckets[c].empty()) touched.push_back(c), move_kind[c] = kind;
-          else if (move_kind[c] != kind)
-            return Status::InvalidArgument(
-                "a counted repetition is ambiguous (a byte may both continue it and end it)");
-          buckets[c].push_back(e.to);
-        }
+        const uint32_t lo = classes.map[e.lo], hi = classes.map[e.hi];
+        moves.push_back({lo, hi, e.to, kind});
+        cuts.push_back(lo);
+        cuts.push_back(hi + 1);
       }
       for (const auto& call : st.calls) calls.push_back(call);
     }
-    for (uint32_t c : touched) {
-      std::vector<uint32_t>& seeds = buckets[c];
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    const size_t nseg = cuts.empty() ? 0 : cuts.size() - 1;  // segment k: classes cuts[k]..cuts[k+1]-1
+    if (buckets.size() < nseg) buckets.resize(nseg), move_kind.resize(nseg);
+    for (size_t k = 0; k < nseg; ++k) buckets[k].clear(), move_kind[k] = 0;
+    for (const Move& m : moves) {
+      const size_t first = static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), m.lo) - cuts.begin());
+      for (size_t k = first; k < nseg && cuts[k] <= m.hi; ++k) {
+        if (buckets[k].empty()) move_kind[k] = m.kind;
+        else if (move_kind[k] != m.kind)
+          return Status::InvalidArgument("a counted repetition is ambiguous (a byte may both continue it and end it)");
+        buckets[k].push_back(m.to);
+      }
+    }
+    for (size_t k = 0; k < nseg; ++k) {
+      std::vector<uint32_t>& seeds = buckets[k];
+      if (seeds.empty()) continue;
       std::sort(seeds.begin(), seeds.end());
       seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
-      // Most classes of most states lead to seed sets met before (every letter of [A-Za-z] is its own
-      // class when other edges cut it): their closure, the costly part, is taken once per seed set.
-      auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
-      if (fresh) {
-        DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
-        it->second = t;
+      // Most segments of most states lead to seed sets met before: their closure, the costly part, is
+      // taken once per seed set.
+      uint32_t target;
+      if (seeds.size() == 1) {
+        auto [it, fresh] = by_single.try_emplace(seeds[0], 0u);
+        if (fresh) {
+          DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
+          it->second = t;
+        }
+        target = it->second;
+      } else {
+        auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
+        if (fresh) {
+          DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
+          it->second = t;
+        }
+        target = it->second;
       }
-      d.next[static_cast<size_t>(id) * nc + c] = it->second;
-      seeds.clear();
+      uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
+      for (uint32_t c = cuts[k]; c < cuts[k + 1]; ++c) row[c] = target;
     }
     std::sort(calls.begin(), calls.end());
     for (size_t i = 0; i < calls.size();) {

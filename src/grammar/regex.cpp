@@ -1,6 +1,7 @@
 #include "grammar/regex.h"
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/utf8.h"
@@ -39,6 +40,15 @@ const Ranges& Space() {
   return r;
 }
 
+// A parsed sub-pattern as two languages: `free`, its matches that pass no `$`, and `end`, those that
+// pass a `$` (so the string ends right after them; has_end false: none). A `$` inside the pattern
+// (`(a|$)`, `x($|/)`) is then exact: whatever follows an `end` match must match the empty string.
+struct Piece {
+  ExprId free;
+  ExprId end = 0;
+  bool has_end = false;
+};
+
 class Parser {
  public:
   Parser(std::string_view p, const RegexOptions& o, Grammar* g) : p_(p), o_(o), g_(g) {}
@@ -54,16 +64,21 @@ class Parser {
         ++pos_;
         start_anchor = true;
       }
-      DI_ASSIGN_OR_RETURN(ExprId seq, ParseSeq(0));
+      DI_ASSIGN_OR_RETURN(Piece seq, ParseSeq(0));
       if (Peek('$')) {
         ++pos_;
         end_anchor = true;
       }
       std::vector<ExprId> parts;
-      if (!start_anchor && !o_.full_match) parts.push_back(g_->Star(Char(Ranges{{0, 0x10FFFF}})));
-      parts.push_back(seq);
+      const bool free_start = !start_anchor && !o_.full_match;
+      if (free_start) parts.push_back(g_->Star(Char(Ranges{{0, 0x10FFFF}})));
+      parts.push_back(seq.free);
       if (!end_anchor && !o_.full_match) parts.push_back(g_->Star(Char(Ranges{{0, 0x10FFFF}})));
       alts.push_back(g_->Seq(std::move(parts)));
+      if (seq.has_end) {
+        if (free_start) alts.push_back(g_->Seq({g_->Star(Char(Ranges{{0, 0x10FFFF}})), seq.end}));
+        else alts.push_back(seq.end);
+      }
       if (pos_ >= p_.size()) break;
       if (p_[pos_] == '|') {
         ++pos_;
@@ -86,39 +101,97 @@ class Parser {
   }
   ExprId Char(Ranges r) { return o_.json_string ? JsonCanonicalChars(g_, std::move(r)) : g_->Chars(std::move(r)); }
 
-  Result<ExprId> ParseAlt(uint32_t depth) {
-    std::vector<ExprId> alts;
+  // Whether the expression matches the empty string (over the node kinds the parser builds).
+  bool Nullable(ExprId root) const {
+    std::vector<std::pair<ExprId, bool>> stack = {{root, false}};
+    std::unordered_map<ExprId, bool> done;  // memo of this walk
+    auto known = [&](ExprId id) -> const bool* {
+      auto it = done.find(id);
+      return it == done.end() ? nullptr : &it->second;
+    };
+    while (!stack.empty()) {
+      auto [id, expanded] = stack.back();
+      stack.pop_back();
+      if (known(id)) continue;
+      const Expr& e = g_->expr(id);
+      if (!expanded) {
+        stack.push_back({id, true});
+        for (ExprId k : e.kids)
+          if (!known(k)) stack.push_back({k, false});
+        continue;
+      }
+      bool n = false;
+      switch (e.kind) {
+        case ExprKind::kEmpty: n = true; break;
+        case ExprKind::kLiteral: n = e.text.empty(); break;
+        case ExprKind::kSeq:
+          n = true;
+          for (ExprId k : e.kids) n = n && *known(k);
+          break;
+        case ExprKind::kAlt:
+          for (ExprId k : e.kids) n = n || *known(k);
+          break;
+        case ExprKind::kRepeat: n = e.min == 0 || *known(e.kids[0]); break;
+        default: n = false; break;
+      }
+      done[id] = n;
+    }
+    return *known(root);
+  }
+  bool Nullable(const Piece& p) const { return Nullable(p.free) || (p.has_end && Nullable(p.end)); }
+
+  Result<Piece> ParseAlt(uint32_t depth) {
+    std::vector<ExprId> alts, ends;
     while (true) {
-      DI_ASSIGN_OR_RETURN(ExprId seq, ParseSeq(depth));
-      alts.push_back(seq);
+      DI_ASSIGN_OR_RETURN(Piece seq, ParseSeq(depth));
+      alts.push_back(seq.free);
+      if (seq.has_end) ends.push_back(seq.end);
       if (Peek('|')) {
         ++pos_;
         continue;
       }
-      return g_->Alt(std::move(alts));
+      Piece out{g_->Alt(std::move(alts))};
+      if (!ends.empty()) out.end = g_->Alt(std::move(ends)), out.has_end = true;
+      return out;
     }
   }
 
-  Result<ExprId> ParseSeq(uint32_t depth) {
+  Result<Piece> ParseSeq(uint32_t depth) {
     if (depth > o_.max_depth) return Status::ResourceExhausted("regex: groups nest deeper than " + std::to_string(o_.max_depth));
-    std::vector<ExprId> items;
+    std::vector<Piece> items;
     while (pos_ < p_.size()) {
       char c = p_[pos_];
       if (c == '|' || c == ')') break;
       if (c == '$') {
-        // An end anchor is fine at the end of a top-level alternative; Run() checks what follows.
+        // An end anchor at the end of a top-level alternative: Run() takes it.
         if (depth == 0 && (pos_ + 1 == p_.size() || p_[pos_ + 1] == '|')) break;
-        return Unsupported("an anchor ($) inside the pattern");
+        ++pos_;
+        items.push_back(Piece{g_->Nothing(), g_->Empty(), true});
+        continue;
       }
       if (c == '^') return Unsupported("an anchor (^) inside the pattern");
-      DI_ASSIGN_OR_RETURN(ExprId atom, ParseAtom(depth));
-      DI_ASSIGN_OR_RETURN(ExprId quantified, ParseQuantifier(atom));
+      DI_ASSIGN_OR_RETURN(Piece atom, ParseAtom(depth));
+      DI_ASSIGN_OR_RETURN(Piece quantified, ParseQuantifier(atom));
       items.push_back(quantified);
     }
-    return g_->Seq(std::move(items));
+    // free: every item free; end: items 0..k-1 free, item k passing its `$`, and the rest empty.
+    std::vector<ExprId> frees, ends;
+    for (const auto& it : items) frees.push_back(it.free);
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (!items[k].has_end) continue;
+      bool rest_empty = true;
+      for (size_t j = k + 1; j < items.size() && rest_empty; ++j) rest_empty = Nullable(items[j]);
+      if (!rest_empty) continue;
+      std::vector<ExprId> parts(frees.begin(), frees.begin() + static_cast<std::ptrdiff_t>(k));
+      parts.push_back(items[k].end);
+      ends.push_back(g_->Seq(std::move(parts)));
+    }
+    Piece out{g_->Seq(std::move(frees))};
+    if (!ends.empty()) out.end = g_->Alt(std::move(ends)), out.has_end = true;
+    return out;
   }
 
-  Result<ExprId> ParseQuantifier(ExprId atom) {
+  Result<Piece> ParseQuantifier(Piece atom) {
     if (pos_ >= p_.size()) return atom;
     uint32_t min = 1, max = 1;
     char c = p_[pos_];
@@ -155,7 +228,15 @@ class Parser {
     if (pos_ < p_.size() && (p_[pos_] == '*' || p_[pos_] == '+' || p_[pos_] == '?' || p_[pos_] == '{')) {
       if (p_[pos_] != '{') return Error("nothing to repeat");
     }
-    return g_->Repeat(atom, min, max);
+    Piece out{g_->Repeat(atom.free, min, max)};
+    // Passing the `$`: some free rounds, then the round that ends; rounds after it match the empty
+    // string, and count towards `min` only if a round can.
+    if (atom.has_end && max > 0) {
+      const uint32_t lo = Nullable(atom) ? 0 : (min > 0 ? min - 1 : 0);
+      const uint32_t hi = max == kUnbounded ? kUnbounded : max - 1;
+      if (lo <= hi) out.end = g_->Seq({g_->Repeat(atom.free, lo, hi), atom.end}), out.has_end = true;
+    }
+    return out;
   }
 
   bool ReadNumber(uint64_t* out) {
@@ -176,7 +257,7 @@ class Parser {
     return static_cast<uint32_t>(cp);
   }
 
-  Result<ExprId> ParseAtom(uint32_t depth) {
+  Result<Piece> ParseAtom(uint32_t depth) {
     char c = p_[pos_];
     switch (c) {
       case '(': {
@@ -197,16 +278,18 @@ class Parser {
             return Unsupported("the group modifier (?" + std::string(1, pos_ < p_.size() ? p_[pos_] : ' '));
           }
         }
-        DI_ASSIGN_OR_RETURN(ExprId inner, ParseAlt(depth + 1));
+        DI_ASSIGN_OR_RETURN(Piece inner, ParseAlt(depth + 1));
         if (!Peek(')')) return Error("missing ')'");
         ++pos_;
         return inner;
       }
-      case '[':
-        return ParseClass();
+      case '[': {
+        DI_ASSIGN_OR_RETURN(ExprId cls, ParseClass());
+        return Piece{cls};
+      }
       case '.':
         ++pos_;
-        return Char(Complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}));
+        return Piece{Char(Complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}))};
       case '*':
       case '+':
       case '?':
@@ -220,11 +303,11 @@ class Parser {
         if (e == 'k') return Unsupported("a named backreference");
         Ranges r;
         DI_RETURN_IF_ERROR(ParseEscape(false, &r));
-        return Char(std::move(r));
+        return Piece{Char(std::move(r))};
       }
       default: {
         DI_ASSIGN_OR_RETURN(uint32_t cp, ReadCodePoint());
-        return Char(Ranges{{cp, cp}});
+        return Piece{Char(Ranges{{cp, cp}})};
       }
     }
   }
@@ -394,7 +477,84 @@ class Parser {
 
 }  // namespace
 
+namespace {
+
+// The top-level alternatives of a pattern, split at the bars outside groups and classes (escapes kept).
+std::vector<std::string> TopAlternatives(std::string_view p) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      out.back() += p.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (in_class) in_class = c != ']';
+    else if (c == '[') in_class = true;
+    else if (c == '(') ++depth;
+    else if (c == ')') --depth;
+    else if (c == '|' && depth == 0) {
+      out.emplace_back();
+      continue;
+    }
+    out.back() += c;
+  }
+  return out;
+}
+
+// An alternative that is one group, "(x|y)" or "(?:x|y)" with nothing after it, says the same as its
+// alternatives at the top, where ^ and $ at their ends are anchors the parser takes ("(^a$)|b").
+std::string UnwrapWholeGroups(std::string_view pattern) {
+  std::vector<std::string> alts = TopAlternatives(pattern);
+  std::string out;
+  for (size_t round = 0; round < alts.size() && round < 1000; ++round) {
+    bool changed = false;
+    std::vector<std::string> next;
+    for (const std::string& a : alts) {
+      size_t open = 0;
+      if (a.size() >= 2 && a[0] == '(' && a.back() == ')') open = a.rfind("(?:", 0) == 0 ? 3 : (a.size() > 1 && a[1] == '?' ? 0 : 1);
+      // The group must close at the last character: its inner alternatives stand alone.
+      bool whole = open > 0;
+      if (whole) {
+        int depth = 0;
+        bool in_class = false;
+        for (size_t i = 0; i < a.size() && whole; ++i) {
+          const char c = a[i];
+          if (c == '\\') {
+            ++i;
+            continue;
+          }
+          if (in_class) in_class = c != ']';
+          else if (c == '[') in_class = true;
+          else if (c == '(') ++depth;
+          else if (c == ')' && --depth == 0 && i + 1 != a.size()) whole = false;
+        }
+      }
+      if (!whole) {
+        next.push_back(a);
+        continue;
+      }
+      for (auto& inner : TopAlternatives(std::string_view(a).substr(open, a.size() - open - 1))) next.push_back(std::move(inner));
+      changed = true;
+    }
+    alts = std::move(next);
+    if (!changed) break;
+  }
+  for (size_t i = 0; i < alts.size(); ++i) out += (i ? "|" : "") + alts[i];
+  return out;
+}
+
+}  // namespace
+
 Result<ExprId> CompileRegex(std::string_view pattern, const RegexOptions& options, Grammar* g) {
+  // Only where an anchor sits inside a group: the rewrite is exact, but error offsets would move.
+  if (pattern.find('(') != std::string_view::npos && pattern.find('^', 1) != std::string_view::npos) {
+    const std::string unwrapped = UnwrapWholeGroups(pattern);
+    Parser p(unwrapped, options, g);
+    return p.Run();
+  }
   Parser p(pattern, options, g);
   return p.Run();
 }

@@ -4,9 +4,10 @@
 // Supported: alternation, groups (capturing, non-capturing, named), the quantifiers * + ? {n} {n,} {n,m}
 // and their lazy forms (same language), classes with ranges and negation, . (any code point but line
 // terminators), \d \D \w \W \s \S, character escapes (\n \t \r \f \v \0 \xHH \uHHHH \u{H..} \cX and
-// escaped punctuation), and ^ / $ at the ends of top-level alternatives. Refused with an error naming the
-// construct: look-ahead, look-behind, backreferences, word boundaries, Unicode property escapes, and
-// anchors elsewhere. Patterns are bounded in length and nesting.
+// escaped punctuation), ^ at the start of top-level alternatives, and $ anywhere (inside a group it ends
+// the string there: what follows must match the empty string). Refused with an error naming the
+// construct: look-ahead, look-behind, backreferences, word boundaries, Unicode property escapes, and ^
+// elsewhere. Patterns are bounded in length and nesting.
 #pragma once
 
 #include <string_view>

@@ -3,6 +3,8 @@
 // inputs must fail with an error that names the cause.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "grammar/compiler.h"
 #include "grammar/constraint.h"
 #include "grammar/ebnf.h"
@@ -46,6 +48,41 @@ TEST(Regex, Languages) {
            {K::kRegex, "a{2}{", {"aa{"}, {"aa"}},
        })
     CheckFrontEndCase(c);
+}
+
+// `$` inside a pattern (end of string there), and `^` in a group that is a whole top-level alternative: the pattern search (JSON Schema semantics) against
+// std::regex_search with ECMAScript syntax, on every string of up to 5 characters over a small alphabet.
+TEST(Regex, DollarInsideAPatternAsStdRegex) {
+  const std::string alphabet = "ab/.";
+  std::vector<std::string> strings = {""};
+  for (size_t i = 0; i < strings.size() && strings[i].size() < 5; ++i)
+    for (char c : alphabet) strings.push_back(strings[i] + c);
+  for (const std::string pattern : {"^(/?(\\.\\.|[a-b]*)($|/))*$", "a($|b)\\.?", "x?(a|$)", "(a$)*b?", "^(a|$){2,3}$",
+                                    "b(a$|/)+", "a$b", "^(a|b$)*$", "(^[^a]*$)|/", "(?:^a)|(b$)", "((^a.))|[.]"}) {
+    Grammar g;
+    const uint32_t rule = g.AddRule("p");
+    g.set_root(rule);
+    RegexOptions ro;
+    ro.full_match = false;
+    auto re = CompileRegex(pattern, ro, &g);
+    ASSERT_TRUE(re.ok()) << pattern << ": " << re.status().ToString();
+    g.Define(rule, *re);
+    auto cg = Compile(g);
+    const std::regex reference(pattern, std::regex::ECMAScript);
+    size_t matched = 0;
+    for (const auto& text : strings) {
+      const bool want = std::regex_search(text, reference);
+      matched += want;
+      if (!cg.ok()) {  // only a pattern that matches nothing may fail to compile, and says so
+        EXPECT_FALSE(want) << pattern << " matches " << text;
+        continue;
+      }
+      EXPECT_EQ(cg->Matches(text), want) << pattern << " on " << text;
+    }
+    if (!cg.ok()) {
+      EXPECT_EQ(matched, 0u) << pattern << ": " << cg.status().ToString();
+    }
+  }
 }
 
 TEST(Ebnf, GbnfAndW3cForms) {
@@ -139,8 +176,8 @@ TEST(Errors, NameTheCause) {
            {K::kJsonSchema, R"({"$ref":"#"})", StatusCode::kInvalidArgument, "accepts no string"},
            {K::kJsonSchema, R"({"properties":{"a":{"unevaluatedProperties":false}}})", StatusCode::kUnimplemented,
             "'unevaluatedProperties' at #/properties/a"},
-           // An `if` whose negation has no exact form (items) names the keyword and its path.
-           {K::kJsonSchema, R"({"properties":{"a":{"if":{"items":{"type":"string"}},"then":false}}})",
+           // An `if` whose negation has no exact form (multipleOf) names the keyword and its path.
+           {K::kJsonSchema, R"({"properties":{"a":{"if":{"multipleOf":3},"then":false}}})",
             StatusCode::kUnimplemented, "'if' at #/properties/a"},
            {K::kJsonSchema, R"({"$ref":"http://x/y.json"})", StatusCode::kUnimplemented, "local references"},
            // Percent-encoding in a JSON pointer: two hex digits or an error (a fuzzer found "%$$" threw).

@@ -125,9 +125,9 @@ TEST(JsonSchemaOneOf, OverlappingBranchesAreMadeExclusive) {
     CheckSchemaCase(c);
 }
 
-// Where a branch has no exact negation (items here), overlapping branches stay an error.
+// Where a branch has no exact negation (multipleOf here), overlapping branches stay an error.
 TEST(JsonSchemaOneOf, OverlapWithoutANegationIsAnError) {
-  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"type":"array","items":{"type":"string"}},{"type":"array","minItems":1}]})");
+  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"type":"integer","multipleOf":3},{"type":"integer","minimum":1}]})");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(g.status().message().find("oneOf"), std::string::npos) << g.status().ToString();
@@ -230,12 +230,145 @@ TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
            {R"({"patternProperties":{"a*":{"type":"integer"},"aaa*":{"maximum":20}}})",
             {R"({"aaaa":18})", R"({"a":21})", R"({"a":21,"aaaa":18})", R"({"b":1})"},
             {R"({"aaaa":31})", R"({"aaa":"foo"})", R"({"a":"bar"})", R"({"b":"x"})"}},
+           // Listed names that each match three patterns take all three schemas (six merged schemas for two
+           // names: they used to live in a vector that could move under the pointers to them).
+           {R"({"properties":{"aaa":{},"aab":{}},"patternProperties":{"a":{"minimum":1},"aa":{"maximum":5},"^a":{"type":"integer"}}})",
+            {R"({"aaa":3,"aab":5})", R"({"aab":1})"}, {R"({"aaa":0})", R"({"aab":6})", R"({"aaa":2.5})", R"({"aac":9})"}},
+           // A required name no property lists but a pattern matches takes the pattern's schema, not the
+           // additional one (false here: it was rejected).
+           {R"({"required":["xa"],"patternProperties":{"^x":{"type":"integer"}},"additionalProperties":false})", {R"({"xa":1})"},
+            {R"({"xa":"s"})", "{}", R"({"xa":1,"b":2})"}},
            // Three patterns: "xy" matches ^x and y$ (both schemas), "xz" only ^x, "zy" only y$, "q" neither.
            {R"({"patternProperties":{"^x":{"type":"integer"},"y$":{"minimum":5},"^q$":{"type":"string"}},"additionalProperties":false})",
             {R"({"xy":5})", R"({"xz":1})", R"({"zy":7.5})", R"({"q":"s"})"},
             {R"({"xy":4})", R"({"xy":5.5})", R"({"zy":4})", R"({"q":1})", R"({"z":1})"}},
        })
     CheckSchemaCase(c);
+}
+
+// Verdicts from jsonschema (Draft202012Validator; Draft7Validator for dependencies).
+TEST(JsonSchemaCoverage, RecursiveAnyOfConditionalsAndOneOf) {
+  for (const Case& c : std::vector<Case>{
+           // anyOf of a recursive $ref: the branch stays a rule (it was inlined until the depth limit).
+           {R"({"$defs":{"n":{"type":"object","properties":{"k":{"type":"array","items":{"anyOf":[{"$ref":"#/$defs/n"},)"
+            R"({"type":"integer"}]}}}}},"$ref":"#/$defs/n"})",
+            {R"({"k":[1,{"k":[2,{"k":[]}]}]})", "{}"}, {R"({"k":["x"]})", R"({"k":[{"k":["x"]}]})"}},
+           // Two ifs on the value of "kind": absent, both hold (x and y needed); "a" needs x and forbids y
+           // (the second if's else); "b" needs y; other values fail the enum.
+           {R"({"type":"object","properties":{"kind":{"enum":["a","b"]},"x":{},"y":{}},"allOf":[)"
+            R"({"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["x"]}},)"
+            R"({"if":{"properties":{"kind":{"const":"b"}}},"then":{"required":["y"]},"else":{"not":{"required":["y"]}}}]})",
+            {R"({"kind":"a","x":1})", R"({"kind":"b","y":1})", R"({"x":1,"y":2})"},
+            {"{}", R"({"kind":"a","x":1,"y":1})", R"({"kind":"a"})", R"({"kind":"b"})", R"({"kind":"c","x":1})"}},
+           // ifs with required: non-objects meet both ifs and both thens (required holds vacuously).
+           {R"({"allOf":[{"if":{"required":["a"]},"then":{"required":["b"]}},)"
+            R"({"if":{"properties":{"t":{"const":"x"}},"required":["t"]},"then":{"required":["c"]}}]})",
+            {"5", R"({"a":1,"b":2})", R"({"t":"x","c":0})", R"({"t":"y"})", "{}"},
+            {R"({"a":1})", R"({"t":"x"})", R"({"a":1,"b":1,"t":"x"})"}},
+           // The negation of dependencies: non-objects meet only the second branch; {} meets both.
+           {R"({"oneOf":[{"not":{"required":["x"]}},{"dependencies":{"x":false}}]})", {"1", R"("s")", "[]"},
+            {"{}", R"({"x":1})"}},
+           // Branch 0 lies inside branch 1 (so it adds nothing), branch 2 is closed and meets neither.
+           {R"({"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a","b"]},)"
+            R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},)"
+            R"({"type":"object","required":["c"],"properties":{"c":{"type":"integer"}},"additionalProperties":false}]})",
+            {R"({"a":"x"})", R"({"c":1})", R"({"a":"x","c":1})"}, {R"({"a":"x","b":1})", R"({"a":1})", R"({"c":"s"})"}},
+       })
+    Check(c);
+}
+
+// propertyNames with a pattern and lengths (verdicts from jsonschema's Draft202012Validator).
+TEST(JsonSchemaCoverage, PropertyNames) {
+  for (const Case& c : std::vector<Case>{
+           // Listed "ab" fails the pattern, so it cannot appear; other keys are numbers of at most 3 digits.
+           {R"({"type":"object","properties":{"12":{"type":"integer"},"ab":{}},)"
+            R"("propertyNames":{"pattern":"^[1-9][0-9]*$","maxLength":3},"additionalProperties":{"type":"string"}})",
+            {R"({"12":1,"5":"x"})", R"({"999":"x"})", "{}"},
+            {R"({"ab":1})", R"({"1234":"x"})", R"({"05":"x"})", R"({"5":1})"}},
+           // A required name the names reject: no object validates; other values do.
+           {R"({"required":["ab"],"propertyNames":{"maxLength":1}})", {"1", R"("s")"}, {R"({"ab":1})", "{}"}},
+           // Two propertyNames in allOf: keys start with a and end with b.
+           {R"({"allOf":[{"propertyNames":{"pattern":"^a"}},{"propertyNames":{"pattern":"b$"}}]})", {R"({"ab":1})", R"({"axb":1})"},
+            {R"({"a":1})", R"({"b":1})"}},
+       })
+    Check(c);
+}
+
+// oneOf of optional members with different values (verdicts from jsonschema's Draft202012Validator): {}
+// meets all three branches; "c" present decides alone (each branch's c values meet no other's), so the
+// exclusions factor into "c present, or s outside the others' values".
+TEST(JsonSchemaCoverage, OneOfFactorsSharedCasesAndDraftTuples) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"object","oneOf":[{"properties":{"c":{"enum":["B"]},"s":{"enum":["x","y"]}}},)"
+            R"({"properties":{"c":{"enum":["I"]},"s":{"enum":["y","z"]}}},{"properties":{"c":{"enum":["M"]},"s":{"enum":["z"]}}}]})",
+            {R"({"c":"B"})", R"({"s":"x"})", R"({"c":"I","s":"y"})", R"({"c":"M"})", R"({"c":"B","s":"x"})"},
+            {"{}", R"({"s":"y"})", R"({"s":"z"})", R"({"c":"B","s":"z"})", R"({"c":"Q"})"}},
+           // Lengths that do not meet make branches disjoint.
+           {R"({"oneOf":[{"type":"string","maxLength":2},{"type":"string","minLength":3}]})", {R"("ab")", R"("abc")"}, {"1"}},
+           // additionalItems without tuple items means nothing, so it merges with another member's items.
+           {R"({"$schema":"http://json-schema.org/draft-07/schema#","allOf":[{"type":"array","items":{"type":"number"},)"
+            R"("additionalItems":false},{"items":{"minimum":0}}]})",
+            {"[1,2]", "[]"}, {"[-1]", R"(["a"])"}},
+       })
+    Check(c);
+}
+
+// contains (one kind of element, counts split around the witness), and the negations it gives: not items
+// (an element that fails them) and not contains (every element fails it). Verdicts from jsonschema.
+TEST(JsonSchemaCoverage, Contains) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"array","items":{"type":"integer"},"contains":{"minimum":5},"maxItems":3})", {"[5]", "[1,2,6]", "[6,1,2]"},
+            {"[1,2]", "[1,2,3,6]", "[]", "[5.5]"}},
+           {R"({"contains":{"const":1},"minItems":3})", {"[1,2,3]", "[2,2,1]", "[2,1,2,2]"}, {"[1,1]", "[2,2,2]"}},
+           {R"({"not":{"items":{"type":"string"}}})", {"[1]", R"(["a",1])"}, {R"(["a"])", "[]", "1"}},
+           {R"({"not":{"contains":{"type":"null"}}})", {"[]", "[1]"}, {"[null]", "[1,null]", R"("s")"}},
+           // oneOf through the negation of items: [] meets only the first branch, [1] only the second.
+           {R"({"oneOf":[{"type":"array","items":{"type":"string"}},{"type":"array","minItems":1}]})", {"[]", "[1]"},
+            {R"(["a"])", "1"}},
+       })
+    Check(c);
+}
+
+// Negations that need a member of some kind (additionalProperties, patternProperties, propertyNames): the
+// member is a listed property or one of the others, before or after the rest, within maxProperties; and
+// the negation of type integer (numbers with a fraction). Verdicts from jsonschema's Draft202012Validator.
+TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"object","properties":{"a":{}},"not":{"properties":{"a":{}},"additionalProperties":false}})",
+            {R"({"a":1,"b":2})", R"({"b":2})"}, {R"({"a":1})", "{}"}},
+           {R"({"not":{"patternProperties":{"^x":{"type":"string"}}},"maxProperties":2})",
+            {R"({"xa":1})", R"({"b":1,"xa":2})", R"({"xa":1,"b":"s"})"}, {R"({"xa":"s"})", "{}", R"({"b":1,"c":2,"xa":3})", "1"}},
+           {R"({"type":"object","properties":{"xa":{"type":"integer"}},"not":{"patternProperties":{"^x":{"type":"string"}}}})",
+            {R"({"xa":1})", R"({"xb":true})"}, {"{}", R"({"xb":"s"})"}},
+           {R"({"not":{"propertyNames":{"pattern":"^a"}}})", {R"({"b":1})", R"({"a":1,"b":2})"}, {R"({"a":1})", "{}", "1"}},
+           {R"({"not":{"type":"integer"}})", {"1.5", "-0.05", R"("s")"}, {"1", "1.0", "2"}},
+           // Two member-needing negations under maxProperties 1: the one member meets both (a and b in its key).
+           {R"({"type":"object","maxProperties":1,"allOf":[{"not":{"propertyNames":{"not":{"pattern":"a"}}}},)"
+            R"({"not":{"propertyNames":{"not":{"pattern":"b"}}}}]})",
+            {R"({"ab":1})", R"({"xba":2})"}, {R"({"a":1})", R"({"a":1,"b":2})", "{}"}},
+           // ^ inside a group that is a whole alternative.
+           {R"({"type":"string","pattern":"(^[^5]*$)|7"})", {R"("abc")", R"("a57")"}, {R"("a5")", R"("5")"}},
+       })
+    Check(c);
+}
+
+// Formats against the JSON-Schema-Test-Suite's optional/format verdicts (draft 2020-12) and the RFC
+// grammars they cite: durations (RFC 3339 appendix A: years then days need months between), email
+// (RFC 5321 quoted local parts and address literals), IPv6 (RFC 3986, IPv4 in the last 32 bits), URI
+// (RFC 3986: percent-encoding, numeric ports, brackets only around an IP literal).
+TEST(JsonSchemaFormats, RfcGrammars) {
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"string","format":"duration"})", {R"("P1Y2M3D")", R"("PT1H2M3S")", R"("P4W")", R"("P1D")"},
+            {R"("P1Y2D")", R"("PT1H2S")", R"("P")", R"("PT")"}},
+           {R"({"type":"string","format":"email"})",
+            {R"("joe.bloggs@example.com")", R"("\"joe bloggs\"@example.com")", R"("joe.bloggs@[127.0.0.1]")", R"("joe.bloggs@[IPv6:::1]")"},
+            {R"("2962")", R"("joe.@example.com")", R"("joe.bloggs@[300.0.0.1]")"}},
+           {R"({"type":"string","format":"ipv6"})", {R"("::1")", R"("1000:1000:1000:1000:1000:1000:255.255.255.255")", R"("::ffff:192.168.0.1")"},
+            {R"("12345::")", R"("1:2:3:4:5:6:7:8:9")", R"("::ffff:01.2.3.4")", R"("1::2::3")"}},
+           {R"({"type":"string","format":"uri"})", {R"("http://example.com/a%20b?q=1#f")", R"("urn:isbn:0451450523")", R"("http://[::1]:80/")"},
+            {R"("http://example.com/%")", R"("http://example.com:abc/path")", R"("http:/[::1]")", R"("//foo.bar")", R"("http://[::ffff:01.2.3.4]")"}},
+       })
+    Check(c);
 }
 
 }  // namespace
