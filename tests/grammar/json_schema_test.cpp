@@ -248,7 +248,7 @@ TEST(JsonSchemaFixes, DraftRefsDatesAndOverlappingPatterns) {
 
 // Verdicts from jsonschema (Draft202012Validator; Draft7Validator for dependencies).
 TEST(JsonSchemaCoverage, RecursiveAnyOfConditionalsAndOneOf) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // anyOf of a recursive $ref: the branch stays a rule (it was inlined until the depth limit).
            {R"({"$defs":{"n":{"type":"object","properties":{"k":{"type":"array","items":{"anyOf":[{"$ref":"#/$defs/n"},)"
             R"({"type":"integer"}]}}}}},"$ref":"#/$defs/n"})",
@@ -274,12 +274,12 @@ TEST(JsonSchemaCoverage, RecursiveAnyOfConditionalsAndOneOf) {
             R"({"type":"object","required":["c"],"properties":{"c":{"type":"integer"}},"additionalProperties":false}]})",
             {R"({"a":"x"})", R"({"c":1})", R"({"a":"x","c":1})"}, {R"({"a":"x","b":1})", R"({"a":1})", R"({"c":"s"})"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // propertyNames with a pattern and lengths (verdicts from jsonschema's Draft202012Validator).
 TEST(JsonSchemaCoverage, PropertyNames) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // Listed "ab" fails the pattern, so it cannot appear; other keys are numbers of at most 3 digits.
            {R"({"type":"object","properties":{"12":{"type":"integer"},"ab":{}},)"
             R"("propertyNames":{"pattern":"^[1-9][0-9]*$","maxLength":3},"additionalProperties":{"type":"string"}})",
@@ -291,14 +291,14 @@ TEST(JsonSchemaCoverage, PropertyNames) {
            {R"({"allOf":[{"propertyNames":{"pattern":"^a"}},{"propertyNames":{"pattern":"b$"}}]})", {R"({"ab":1})", R"({"axb":1})"},
             {R"({"a":1})", R"({"b":1})"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // oneOf of optional members with different values (verdicts from jsonschema's Draft202012Validator): {}
 // meets all three branches; "c" present decides alone (each branch's c values meet no other's), so the
 // exclusions factor into "c present, or s outside the others' values".
 TEST(JsonSchemaCoverage, OneOfFactorsSharedCasesAndDraftTuples) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"object","oneOf":[{"properties":{"c":{"enum":["B"]},"s":{"enum":["x","y"]}}},)"
             R"({"properties":{"c":{"enum":["I"]},"s":{"enum":["y","z"]}}},{"properties":{"c":{"enum":["M"]},"s":{"enum":["z"]}}}]})",
             {R"({"c":"B"})", R"({"s":"x"})", R"({"c":"I","s":"y"})", R"({"c":"M"})", R"({"c":"B","s":"x"})"},
@@ -310,13 +310,13 @@ TEST(JsonSchemaCoverage, OneOfFactorsSharedCasesAndDraftTuples) {
             R"("additionalItems":false},{"items":{"minimum":0}}]})",
             {"[1,2]", "[]"}, {"[-1]", R"(["a"])"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // contains (one kind of element, counts split around the witness), and the negations it gives: not items
 // (an element that fails them) and not contains (every element fails it). Verdicts from jsonschema.
 TEST(JsonSchemaCoverage, Contains) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"array","items":{"type":"integer"},"contains":{"minimum":5},"maxItems":3})", {"[5]", "[1,2,6]", "[6,1,2]"},
             {"[1,2]", "[1,2,3,6]", "[]", "[5.5]"}},
            {R"({"contains":{"const":1},"minItems":3})", {"[1,2,3]", "[2,2,1]", "[2,1,2,2]"}, {"[1,1]", "[2,2,2]"}},
@@ -326,14 +326,14 @@ TEST(JsonSchemaCoverage, Contains) {
            {R"({"oneOf":[{"type":"array","items":{"type":"string"}},{"type":"array","minItems":1}]})", {"[]", "[1]"},
             {R"(["a"])", "1"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // Negations that need a member of some kind (additionalProperties, patternProperties, propertyNames): the
 // member is a listed property or one of the others, before or after the rest, within maxProperties; and
 // the negation of type integer (numbers with a fraction). Verdicts from jsonschema's Draft202012Validator.
 TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"object","properties":{"a":{}},"not":{"properties":{"a":{}},"additionalProperties":false}})",
             {R"({"a":1,"b":2})", R"({"b":2})"}, {R"({"a":1})", "{}"}},
            {R"({"not":{"patternProperties":{"^x":{"type":"string"}}},"maxProperties":2})",
@@ -349,7 +349,7 @@ TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
            // ^ inside a group that is a whole alternative.
            {R"({"type":"string","pattern":"(^[^5]*$)|7"})", {R"("abc")", R"("a57")"}, {R"("a5")", R"("5")"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 // Formats against the JSON-Schema-Test-Suite's optional/format verdicts (draft 2020-12) and the RFC
@@ -357,7 +357,7 @@ TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
 // (RFC 5321 quoted local parts and address literals), IPv6 (RFC 3986, IPv4 in the last 32 bits), URI
 // (RFC 3986: percent-encoding, numeric ports, brackets only around an IP literal).
 TEST(JsonSchemaFormats, RfcGrammars) {
-  for (const Case& c : std::vector<Case>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"string","format":"duration"})", {R"("P1Y2M3D")", R"("PT1H2M3S")", R"("P4W")", R"("P1D")"},
             {R"("P1Y2D")", R"("PT1H2S")", R"("P")", R"("PT")"}},
            {R"({"type":"string","format":"email"})",
@@ -368,7 +368,7 @@ TEST(JsonSchemaFormats, RfcGrammars) {
            {R"({"type":"string","format":"uri"})", {R"("http://example.com/a%20b?q=1#f")", R"("urn:isbn:0451450523")", R"("http://[::1]:80/")"},
             {R"("http://example.com/%")", R"("http://example.com:abc/path")", R"("http:/[::1]")", R"("//foo.bar")", R"("http://[::ffff:01.2.3.4]")"}},
        })
-    Check(c);
+    CheckSchemaCase(c);
 }
 
 }  // namespace
