@@ -66,6 +66,8 @@ constexpr const char* kUsage =
     "  --write-timeout-s S         seconds a write may stall before the client counts as gone (default 30)\n"
     "  --max-connections N         open connections beyond this are answered 503 (default 4096)\n"
     "  --io-threads N              HTTP event-loop threads (default 1)\n"
+    "  --output-threads N          threads that turn the engine's tokens into stream events and write them\n"
+    "                              (a request's always on the same one; default 0: one per core, at most 4)\n"
     "  --latency-slice-us N        scheduler time slice the HTTP and engine output threads ask for (default\n"
     "                              100; Linux >= 6.12), so that they preempt the compute threads when a\n"
     "                              token arrives; 0 keeps the kernel's default\n"
@@ -113,6 +115,7 @@ struct ServeArgs {
   double write_timeout_s = 30;
   int64_t max_connections = 4096;
   int64_t io_threads = 1;
+  int64_t output_threads = 0;
   int64_t latency_slice_us = 100;
   double shutdown_grace_s = 30;
   double request_timeout_s = 600;
@@ -159,6 +162,7 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Double("--shutdown-grace-s", &out->shutdown_grace_s, 0, 86400);
   flags.Int<int64_t>("--max-connections", &out->max_connections, 1, 1 << 20);
   flags.Int<int64_t>("--io-threads", &out->io_threads, 1, 64);
+  flags.Int<int64_t>("--output-threads", &out->output_threads, 0, 64);
   flags.Int<int64_t>("--latency-slice-us", &out->latency_slice_us, 0, 100000);
   flags.Double("--request-timeout-s", &out->request_timeout_s, 0, 86400 * 7);
   flags.Switch("--enable-test-hooks", &out->enable_test_hooks);
@@ -361,6 +365,11 @@ int RunServe(const std::vector<std::string>& argv) {
     // A long-running server holds its whole KV budget from the start: memory is flat under load.
     engine_options.prefault_kv = true;
     engine_options.output_thread_slice_us = args.latency_slice_us;
+    // With many streams, a step's updates are encoded and written on every core at once; more threads
+    // than cores only add wake-ups.
+    engine_options.output_threads =
+        args.output_threads > 0 ? static_cast<int>(args.output_threads)
+                                : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4));
     engine_options.compute_precision = args.precision;
     engine_options.swa_replay = args.swa_replay;  // part of every block's name (and the store's namespace)
     if (!args.kv_store_dir.empty()) {

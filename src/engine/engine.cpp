@@ -87,6 +87,7 @@ EngineImpl::~EngineImpl() { Shutdown(); }
 Status EngineImpl::Init() {
   const EngineOptions& o = options_;
   if (o.max_num_seqs < 1 || o.max_num_seqs > 4096) return Status::InvalidArgument("max_num_seqs: must be in [1, 4096]");
+  if (o.output_threads < 1 || o.output_threads > 64) return Status::InvalidArgument("output_threads: must be in [1, 64]");
   if (o.max_num_batched_tokens < 1 || o.max_num_batched_tokens > (1 << 20))
     return Status::InvalidArgument("max_num_batched_tokens: must be in [1, 1048576]");
   if (o.prefill_chunk < 1) return Status::InvalidArgument("prefill_chunk: must be at least 1");
@@ -192,10 +193,14 @@ Status EngineImpl::Init() {
     SetCurrentThreadName("di-engine-step");
     StepLoop();
   });
-  output_thread_ = std::thread([this] {
-    SetCurrentThreadName("di-engine-out");
-    OutputLoop();
-  });
+  for (int i = 0; i < o.output_threads; ++i) {
+    out_shards_.push_back(std::make_unique<OutputShard>());
+    OutputShard* shard = out_shards_.back().get();
+    shard->thread = std::thread([this, shard] {
+      SetCurrentThreadName("di-engine-out");
+      OutputLoop(shard);
+    });
+  }
   DI_LOG(kInfo, "engine ready")
       .Field("architecture", mi.architecture)
       .Field("prefix_blocks", prefix_blocks)
@@ -383,12 +388,15 @@ void EngineImpl::Shutdown() {
     }
     if (step_thread_.joinable()) step_thread_.join();
     WaitForTier();  // tier reads write into the pools: they finish before the pools go
-    {
-      std::lock_guard<std::mutex> lock(out_mutex_);
-      out_stop_ = true;
-      out_cv_.notify_all();
+    for (auto& shard : out_shards_) {
+      {
+        std::lock_guard<std::mutex> lock(shard->mutex);
+        shard->stop = true;
+      }
+      shard->cv.notify_all();
     }
-    if (output_thread_.joinable()) output_thread_.join();
+    for (auto& shard : out_shards_)
+      if (shard->thread.joinable()) shard->thread.join();
   });
 }
 

@@ -150,6 +150,11 @@ struct EngineOptions {
   // 0: the kernel's default). A server that streams tokens sets it short, so the output thread preempts
   // the busy step and pool threads when a step's tokens arrive instead of waiting for their slice to end.
   int64_t output_thread_slice_us = 0;
+  // Threads that deliver updates (detokenization, stop strings, the consumers' callbacks). A request's
+  // updates always come from the same one, in order; a step's updates for different requests go out on
+  // all of them at once, so with many streams the last request of a step does not wait for all the others'
+  // encoding and socket writes.
+  int output_threads = 1;
   // Prepare step N+1 and finish step N−1 while step N runs.
   bool async_scheduling = true;
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)

@@ -219,8 +219,9 @@ class EngineImpl final : public Engine {
   void Calibrate();
   void CheckStep(const std::vector<PlannedChunk>& plan);
 
-  // Output thread.
-  void OutputLoop();
+  // Output threads.
+  struct OutputShard;
+  void OutputLoop(OutputShard* shard);
   void Deliver(OutputEvent& event);
 
   std::unique_ptr<model::CausalLM> model_;
@@ -266,11 +267,18 @@ class EngineImpl final : public Engine {
   int64_t next_order_ = 0;
   uint64_t seed_state_ = 0;
 
-  // Output queue (step thread → output thread).
-  std::mutex out_mutex_;
-  std::condition_variable out_cv_;
-  std::deque<OutputEvent> out_queue_;
-  bool out_stop_ = false;
+  // Output queues (step thread → output threads). A request's events always go to the same shard
+  // (its id modulo the shard count), so its updates stay in order while different requests' updates of
+  // one step are delivered in parallel.
+  struct OutputShard {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<OutputEvent> queue;
+    bool stop = false;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<OutputShard>> out_shards_;
+  std::vector<std::vector<OutputEvent>> out_sorted_;  // Post's per-shard scratch (step thread)
 
   // Metrics.
   mutable std::mutex stats_mutex_;
@@ -280,7 +288,7 @@ class EngineImpl final : public Engine {
   FixedHistogram ttft_{FirstTokenBuckets()}, itl_{InterTokenBuckets()}, queue_{RequestBuckets()},
       e2e_{RequestBuckets()}, gap_{GapBuckets()};
 
-  std::thread step_thread_, output_thread_;
+  std::thread step_thread_;
   std::once_flag shutdown_once_;
 };
 

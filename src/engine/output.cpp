@@ -1,4 +1,4 @@
-// The output thread: turns the step thread's events into RequestUpdates — token bytes, the control flag,
+// The output threads: each turns the step thread's events into RequestUpdates — token bytes, the control flag,
 // detokenized text with stop strings matched across tokens — and calls the requests' callbacks, so neither
 // detokenization nor a consumer's callback ever runs on the step thread.
 #include "core/log.h"
@@ -7,7 +7,7 @@
 
 namespace deepinfer::engine {
 
-void EngineImpl::OutputLoop() {
+void EngineImpl::OutputLoop(OutputShard* shard) {
   if (options_.output_thread_slice_us > 0) {
     const Status slice = SetThreadLatencySlice(options_.output_thread_slice_us);
     if (!slice.ok()) DI_LOG(kDebug, "engine: output thread keeps the default time slice").Field("why", slice.message());
@@ -15,10 +15,10 @@ void EngineImpl::OutputLoop() {
   std::deque<OutputEvent> batch;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(out_mutex_);
-      out_cv_.wait(lock, [&] { return out_stop_ || !out_queue_.empty(); });
-      if (out_queue_.empty() && out_stop_) return;
-      batch.swap(out_queue_);
+      std::unique_lock<std::mutex> lock(shard->mutex);
+      shard->cv.wait(lock, [&] { return shard->stop || !shard->queue.empty(); });
+      if (shard->queue.empty() && shard->stop) return;
+      batch.swap(shard->queue);
     }
     for (OutputEvent& e : batch) Deliver(e);
     batch.clear();

@@ -42,16 +42,26 @@ OutputEvent& EngineImpl::EventFor(Request* r, std::vector<OutputEvent>* events) 
 void EngineImpl::Post(std::vector<OutputEvent>& events) {
   if (events.empty()) return;
   const int64_t now = NowNanos();
-  {
-    std::lock_guard<std::mutex> lock(out_mutex_);
-    for (OutputEvent& e : events) {
-      e.posted_nanos = now;
-      out_queue_.push_back(std::move(e));
-    }
+  const size_t shards = out_shards_.size();
+  out_sorted_.resize(shards);
+  for (OutputEvent& e : events) {
+    e.posted_nanos = now;
+    out_sorted_[static_cast<size_t>(e.request->id % shards)].push_back(std::move(e));
   }
-  // One wake-up per step, after the lock: a notify per event (or under the lock) let the output thread
-  // preempt this thread once per request and contend for the mutex it had just been woken on.
-  out_cv_.notify_one();
+  for (size_t i = 0; i < shards; ++i) {
+    std::vector<OutputEvent>& mine = out_sorted_[i];
+    if (mine.empty()) continue;
+    OutputShard& shard = *out_shards_[i];
+    {
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      for (OutputEvent& e : mine) shard.queue.push_back(std::move(e));
+    }
+    // One wake-up per shard and step, after the lock: a notify per event (or under the lock) let the
+    // output thread preempt this thread once per request and contend for the mutex it had just been
+    // woken on.
+    shard.cv.notify_one();
+    mine.clear();
+  }
   events.clear();
 }
 

@@ -2,6 +2,8 @@
 // chunking invariance, preemption, n > 1, finish reasons, cancellation, deadlines and bad input.
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/clock.h"
@@ -251,6 +253,69 @@ TEST(EngineGenerate, UpdatesCarryTheTimeTheirTokensWereHandedOver) {
   while (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_GE(updates.load(), 2);  // 8 tokens come in more than one update
   EXPECT_EQ(bad.load(), 0);
+}
+
+// Several output threads: every request's updates come from one thread, in order, and the tokens are
+// the ones a single output thread delivers; a step's requests are spread over the threads.
+TEST(EngineGenerate, OutputThreadsKeepEachRequestInOrderAndChangeNoToken) {
+  struct Seen {
+    std::vector<int32_t> ids;
+    std::set<std::thread::id> threads;
+    int64_t last_emitted = 0;
+    int out_of_order = 0;
+    bool finished = false;
+  };
+  auto run = [](int output_threads, std::vector<Seen>* seen, std::set<std::thread::id>* all_threads) {
+    EngineOptions options;
+    options.output_threads = output_threads;
+    auto engine = MakeEngine(options);
+    ASSERT_TRUE(engine);
+    constexpr int kRequests = 8;
+    seen->assign(kRequests, Seen{});
+    std::mutex mu;  // guards `seen` across the output threads (each entry is written by one thread)
+    std::atomic<int> finished{0};
+    for (int i = 0; i < kRequests; ++i) {
+      RequestParams p = Greedy(12);
+      auto id = engine->AddRequest(Prompt(10 + i, static_cast<uint32_t>(i + 1)), p, [&, i](RequestUpdate u) {
+        std::lock_guard lock(mu);
+        Seen& s = (*seen)[static_cast<size_t>(i)];
+        s.threads.insert(std::this_thread::get_id());
+        all_threads->insert(std::this_thread::get_id());
+        if (u.emitted_nanos < s.last_emitted) ++s.out_of_order;
+        s.last_emitted = u.emitted_nanos;
+        for (const SequenceDelta& d : u.sequences)
+          for (const GeneratedToken& t : d.tokens) s.ids.push_back(t.id);
+        if (u.finished) {
+          s.finished = true;
+          ++finished;
+        }
+      });
+      ASSERT_TRUE(id.ok());
+    }
+    while (finished < kRequests) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  std::vector<Seen> one, three;
+  std::set<std::thread::id> one_threads, three_threads;
+  run(1, &one, &one_threads);
+  run(3, &three, &three_threads);
+  ASSERT_EQ(one.size(), three.size());
+  EXPECT_EQ(one_threads.size(), 1u);
+  EXPECT_EQ(three_threads.size(), 3u);  // request ids 1..8 modulo 3 reach every thread
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(three[i].ids, one[i].ids) << "request " << i;
+    EXPECT_EQ(three[i].ids.size(), 12u);
+    EXPECT_EQ(three[i].threads.size(), 1u) << "request " << i;
+    EXPECT_EQ(three[i].out_of_order, 0) << "request " << i;
+  }
+}
+
+TEST(EngineGenerate, BadOutputThreadCountsAreRefused) {
+  for (int n : {0, 65}) {
+    EngineOptions options;
+    options.output_threads = n;
+    options.kv_cache_bytes = int64_t{64} << 20;
+    EXPECT_FALSE(Engine::Create(test_support::LoadFixture("v4_mixed"), options).ok()) << n;
+  }
 }
 
 TEST(EngineGenerate, DeadlinesFinishRequests) {
