@@ -115,11 +115,17 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
     for (auto p = y_props->begin(); p != y_props->end(); ++p)
       if (!x_lists_properties || !x_props->contains(p.key())) only_in_y.push_back(p.key());
   Json out = std::move(x);
+  const auto y_add = y.find("additionalProperties");
+  const bool y_has_additional = y_add != y.end();
+  const Json y_additional = y_has_additional ? *y_add : Json();
+  const auto y_pattern = y.find("patternProperties");
+  const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
+  // y's values move into the result: y is this call's own copy.
   for (auto it = y.begin(); it != y.end(); ++it) {
     const std::string& k = it.key();
-    const Json& v = it.value();
+    Json& v = it.value();
     if (!out.contains(k) || AnnotationKeywords().count(k)) {
-      if (!out.contains(k)) out[k] = v;
+      if (!out.contains(k)) out[k] = std::move(v);
       continue;
     }
     Json& cur = out[k];
@@ -143,8 +149,12 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
       cur = both;
     } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
       for (auto p = v.begin(); p != v.end(); ++p) {
-        if (!cur.contains(p.key())) cur[p.key()] = p.value();
-        else if (cur[p.key()] != p.value()) cur[p.key()] = Json{{"allOf", Json::array({cur[p.key()], p.value()})}};
+        if (!cur.contains(p.key())) {
+          cur[p.key()] = std::move(p.value());
+        } else if (Json& mine = cur[p.key()]; mine != p.value()) {
+          Json both = Json{{"allOf", Json::array({std::move(mine), std::move(p.value())})}};
+          mine = std::move(both);
+        }
       }
     } else if (k == "required") {
       for (const auto& r : v)
@@ -170,20 +180,21 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
     } else if (k == "items" && (cur.is_array() || v.is_array())) {
       return Unsupported("allOf with two different tuple 'items'", path);  // their additionalItems differ too
     } else if (k == "additionalProperties" || k == "items" || k == "additionalItems" || k == "propertyNames") {
-      cur = Json{{"allOf", Json::array({cur, v})}};
+      Json both = Json{{"allOf", Json::array({std::move(cur), std::move(v)})}};
+      cur = std::move(both);
     } else if (k == "allOf") {
-      for (const auto& e : v) cur.push_back(e);
+      for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "not") {
       cur = Json{{"anyOf", Json::array({cur, v})}};  // not A and not B = not (A or B)
     } else if (k == "contains") {  // both must hold: each needs an element of its own kind
       if (!out.contains("$contains")) out["$contains"] = Json::array();
       out["$contains"].push_back(v);
     } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some") {
-      for (const auto& e : v) cur.push_back(e);
+      for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
       if (!out.contains("allOf")) out["allOf"] = Json::array();
-      out["allOf"].push_back(Json{{k, v}});
+      out["allOf"].push_back(Json{{k, std::move(v)}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
       if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
           k == "dependentRequired" || k == "dependentSchemas")
@@ -193,16 +204,13 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   // One side's additionalProperties also holds the other side's properties that it does not list: in
   // allOf [{properties: {p}, additionalProperties: false}, {properties: {q}}] no q may appear. (The merged
   // additionalProperties above covers the names neither side lists.)
-  const auto y_add = y.find("additionalProperties");
-  const auto y_pattern = y.find("patternProperties");
-  const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
   struct Side {
     const Json* additional;  // null: none
     bool has_patterns;
     const std::vector<std::string>* theirs_only;  // the other side's names this side does not list
   };
   for (const Side& side : {Side{x_has_additional ? &x_additional : nullptr, x_has_patterns, &only_in_y},
-                           Side{y_add == y.end() ? nullptr : &*y_add, y_has_patterns, &only_in_x}}) {
+                           Side{y_has_additional ? &y_additional : nullptr, y_has_patterns, &only_in_x}}) {
     if (!side.additional || (side.additional->is_boolean() && side.additional->get<bool>()) || side.theirs_only->empty())
       continue;
     if (side.has_patterns)
