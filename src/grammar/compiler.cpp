@@ -282,10 +282,13 @@ Result<CompiledGrammar> Compiler::Run() {
         if (!live[s] && productive[e.rule] && live[e.target]) changed = true;
   }
   if (!productive[0]) return Status::InvalidArgument("the grammar accepts no string");
-  // Transitions into dead states are cut; where every state is live (state 0 aside) there are none.
-  const bool all_live = std::all_of(live.begin() + 1, live.end(), [](uint8_t l) { return l != 0; });
+  // Transitions into states that are not live are cut: only the rows of their predecessors hold any.
+  std::vector<uint8_t> cut_row(ns, 0);
+  for (uint32_t t = 1; t < ns; ++t)
+    if (!live[t])
+      for (uint32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k) cut_row[pred_list[k]] = 1;
   for (uint32_t s = 0; s < ns; ++s) {
-    for (uint32_t c = 0; c < nc && !all_live; ++c) {
+    for (uint32_t c = 0; c < nc && cut_row[s]; ++c) {
       uint32_t& t = out.next_[s * nc + c];
       if (!live[t]) t = 0;
     }
