@@ -237,25 +237,28 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   const uint32_t stop = v.end(0);
   // The walk, specialised for rules with and without a counter: most entries are of rules without one,
   // and this loop is the whole cost of a first mask over the vocabulary's trie.
+  const TokenIndex::NodeArrays node = v.node_arrays();
+  uint32_t* const depth_state = st.data();
+  uint32_t* const acc_bits = acc.data();
   auto walk = [&](auto with_counter) {
     constexpr bool kCounted = decltype(with_counter)::value;
     for (uint32_t i = 1; i < stop;) {
-      if (!kCounted && plain > 0 && v.subtree_max_plain(i) <= plain && (v.subtree_cats(i) & not_cats) == 0) {
-        i = v.end(i);
+      if (!kCounted && plain > 0 && node.max_plain[i] <= plain && (node.cats[i] & not_cats) == 0) {
+        i = node.end[i];
         continue;
       }
-      if (kCounted && loop_cats && v.subtree_max_plain(i) <= TokenIndex::kPlainCap && (v.subtree_cats(i) & not_loop) == 0) {
-        i = v.end(i);
+      if (kCounted && loop_cats && node.max_plain[i] <= TokenIndex::kPlainCap && (node.cats[i] & not_loop) == 0) {
+        i = node.end[i];
         continue;
       }
-      const uint16_t d = v.depth(i);
-      const uint32_t s = st[d - 1];
-      const uint32_t t = g.Next(s, v.byte(i));
+      const uint16_t d = node.depth[i];
+      const uint32_t s = depth_state[d - 1];
+      const uint32_t t = g.Next(s, node.byte[i]);
       if (t == CompiledGrammar::kDead) {
-        i = v.end(i);
+        i = node.end[i];
         continue;
       }
-      st[d] = t;
+      depth_state[d] = t;
       uint32_t x = kNoExit;
       if constexpr (kCounted) {
         uint32_t u = units[d - 1];
@@ -266,8 +269,8 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
         }
         units[d] = u;
         exited[d] = x;
-        const int32_t* tb = v.tokens_begin(i);
-        const int32_t* te = v.tokens_end(i);
+        const int32_t* tb = node.tok_ids + node.tok_begin[i];
+        const int32_t* te = node.tok_ids + node.tok_begin[i + 1];
         if (tb != te) {
           if (x != kNoExit) {
             for (const int32_t* k = tb; k != te; ++k) entry->post.push_back({*k, x});
@@ -280,12 +283,12 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
           }
         }
       } else {
-        for (const int32_t* k = v.tokens_begin(i), *te = v.tokens_end(i); k != te; ++k) {
-          SetBit(acc.data(), *k);
+        for (const int32_t *k = node.tok_ids + node.tok_begin[i], *te = node.tok_ids + node.tok_begin[i + 1]; k != te; ++k) {
+          SetBit(acc_bits, *k);
           ++count;
         }
       }
-      if (v.end(i) > i + 1) {
+      if (node.end[i] > i + 1) {
         if (g.accepting(t)) entry->exits.push_back({i, x == kNoExit ? 0 : x});
         if (g.has_calls(t)) entry->calls.push_back({i, t});
       }
