@@ -8,6 +8,7 @@
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,8 @@ using cli::Fail;
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
-    "usage: deepinfer bench grammar [--data FILE] [--tokenizer PATH] [--limit N] [--peer FILE]\n\n"
+    "usage: deepinfer bench grammar [--data FILE] [--tokenizer PATH] [--limit N] [--peer FILE]\n"
+    "                              [--per-schema FILE]\n\n"
     "For each schema: compile time; then the first valid instance, serialised compactly and tokenized, is fed\n"
     "token by token, timing the allowed-token mask before each token (and before the stop token). Reports\n"
     "coverage (schemas compiled), valid instances rejected (as written, and apart those rejected also when\n"
@@ -40,7 +42,10 @@ constexpr const char* kUsage =
     "ours with the ratios.\n\n"
     "  --tokenizer T   a tokenizer.json or a builtin name (default deepseek-v3, as the peers' figures)\n"
     "  --data FILE     schemas as {\"id\", \"schema\", \"tests\"} lines (default: the committed\n"
-    "                  tests/grammar/data/jsonschemabench_601.jsonl)\n";
+    "                  tests/grammar/data/jsonschemabench_601.jsonl)\n"
+    "  --per-schema FILE  also write one line per schema, {\"id\", \"compiled\", \"compile_ms\", \"front_end_ms\"\n"
+    "                  (its part before the automaton), \"grammar\" (a fingerprint of its text), \"states\",\n"
+    "                  \"masks\", \"mask_max_us\", \"mask_total_us\", \"accepted\"}: which schemas make the tails\n";
 
 constexpr size_t kWidth = 129280;
 
@@ -66,12 +71,13 @@ struct Figures {
 };
 
 int RunBenchGrammar(const std::vector<std::string>& args) {
-  std::string data, tokenizer_hint, peer_path;
+  std::string data, tokenizer_hint, peer_path, per_schema_path;
   int64_t limit = 0;
   cli::Flags flags("bench grammar");
   flags.Path("--data", &data);
   flags.Path("--tokenizer", &tokenizer_hint);
   flags.Path("--peer", &peer_path);
+  flags.Path("--per-schema", &per_schema_path);
   flags.Int<int64_t>("--limit", &limit, 0, 1'000'000);
   if (int rc = flags.Parse(args)) return rc;
   Json peer_doc;
@@ -98,6 +104,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   const int32_t eos = (*vocab)->stop_ids()[0];
 
   struct Case {
+    std::string id;
     std::string schema;
     std::vector<int32_t> ids;
     bool has_instance = false;
@@ -111,6 +118,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     if (!parsed.ok() || !parsed->is_object() || !parsed->contains("schema")) continue;
     const Json& row = *parsed;
     Case c;
+    c.id = row.value("id", std::to_string(cases.size()));
     c.schema = row["schema"].dump(-1, ' ', false, Json::error_handler_t::replace);
     for (const auto& t : row.value("tests", Json::array())) {
       if (t.value("valid", false)) {
@@ -136,16 +144,53 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   size_t rejected_canonically = 0;  // valid instances rejected even when spelled as the grammar writes them
   ours.total = cases.size();
   std::vector<uint32_t> bits((*vocab)->words());
+  FILE* per_schema = nullptr;
+  if (!per_schema_path.empty()) {
+    per_schema = std::fopen(per_schema_path.c_str(), "w");
+    if (!per_schema) return Fail("bench grammar", per_schema_path + ": cannot be written");
+  }
+  // One line per schema, written as each finishes; `masks`: the times of its own masks (ours.mask_us's tail).
+  // `grammar`: a fingerprint of the grammar's text (FNV-1a), to check that a change meant to keep the front
+  // end's output does; `states`: the compiled automaton's size (-1: not compiled).
+  auto write_row = [&](const Case& c, const Result<grammar::Grammar>& g, double front_end_ms, int64_t states,
+                       std::optional<bool> accepted, size_t first_mask) {
+    if (!per_schema) return;
+    uint64_t fingerprint = 14695981039346656037ull;
+    if (g.ok())
+      for (unsigned char ch : g->ToString()) fingerprint = (fingerprint ^ ch) * 1099511628211ull;
+    double max_us = 0, total_us = 0;
+    for (size_t k = first_mask; k < ours.mask_us.size(); ++k) {
+      max_us = std::max(max_us, ours.mask_us[k]);
+      total_us += ours.mask_us[k];
+    }
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint));
+    Json row = {{"id", c.id}, {"compiled", states >= 0}, {"compile_ms", ours.compile_ms.back()},
+                {"front_end_ms", front_end_ms},
+                {"grammar", g.ok() ? Json(hex) : Json(nullptr)}, {"states", states >= 0 ? Json(states) : Json(nullptr)},
+                {"masks", ours.mask_us.size() - first_mask}, {"mask_max_us", max_us}, {"mask_total_us", total_us},
+                {"accepted", accepted ? Json(*accepted) : Json(nullptr)}};
+    std::fprintf(per_schema, "%s\n", row.dump().c_str());
+  };
   for (const Case& c : cases) {
+    const size_t first_mask = ours.mask_us.size();
     grammar::ConstraintSpec spec;
     spec.text = c.schema;
     double t0 = ThreadCpuUs();
     auto g = grammar::BuildGrammar(spec);
+    const double front_end_ms = (ThreadCpuUs() - t0) / 1e3;
     Result<grammar::CompiledGrammar> cg = g.ok() ? grammar::Compile(*g) : Result<grammar::CompiledGrammar>(g.status());
     ours.compile_ms.push_back((ThreadCpuUs() - t0) / 1e3);
-    if (!cg.ok()) continue;
+    const int64_t states = cg.ok() ? int64_t{cg->num_states()} : -1;  // -1: not compiled
+    if (!cg.ok()) {
+      write_row(c, g, front_end_ms, states, std::nullopt, first_mask);
+      continue;
+    }
     ++ours.compiled;
-    if (!c.has_instance) continue;
+    if (!c.has_instance) {
+      write_row(c, g, front_end_ms, states, std::nullopt, first_mask);
+      continue;
+    }
     auto bound = std::make_shared<const grammar::BoundGrammar>(
         std::make_shared<const grammar::CompiledGrammar>(std::move(*cg)), *vocab);
     ++ours.tested;
@@ -162,11 +207,14 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
       }
       return true;
     };
-    if (accepts(c.ids, &ours.mask_us)) continue;
+    const bool accepted = accepts(c.ids, &ours.mask_us);
+    write_row(c, g, front_end_ms, states, accepted, first_mask);
+    if (accepted) continue;
     ++ours.rejected;
     if (c.canonical_ids.empty() || !accepts(c.canonical_ids, nullptr)) ++rejected_canonically;
   }
 
+  if (per_schema) std::fclose(per_schema);
   std::vector<Figures> all = {ours};
   if (peer_doc.is_object()) {
     for (const Json& j : peer_doc.value("peers", Json::array())) {

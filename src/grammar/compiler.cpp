@@ -196,6 +196,10 @@ Result<CompiledGrammar> Compiler::Run() {
   out.rule_of_.push_back(0);
   out.flags_.push_back(0);
   std::vector<std::vector<CallEdge>> calls(1);
+  // Byte transitions as (target, source) pairs, each distinct pair once, sources ascending: gathered while
+  // the rows are copied, so the predecessor index below needs no further pass over the whole table.
+  std::vector<std::pair<uint32_t, uint32_t>> byte_edges;
+  std::vector<uint32_t> last_source;  // per state of the rule's DFA: the last source that recorded it
   for (size_t k = 0; k < kept.size(); ++k) {
     if (out.accepting_.size() >= limits_.max_dfa_states)
       return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(limits_.max_dfa_states) +
@@ -212,9 +216,18 @@ Result<CompiledGrammar> Compiler::Run() {
     const size_t row0 = out.next_.size();
     out.next_.resize(row0 + static_cast<size_t>(d.num_states - 1) * nc);
     uint32_t* dst = out.next_.data() + row0;
-    for (size_t x = nc; x < static_cast<size_t>(d.num_states) * nc; ++x, ++dst) {
-      const uint32_t t = d.next[x];
-      *dst = t == 0 ? 0 : base + t;
+    last_source.assign(d.num_states, 0);
+    for (uint32_t s = 1; s < d.num_states; ++s) {
+      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
+      for (uint32_t c = 0; c < nc; ++c, ++dst) {
+        const uint32_t t = row[c];
+        if (t == 0) {
+          *dst = 0;
+          continue;
+        }
+        *dst = base + t;
+        if (last_source[t] != s) last_source[t] = s, byte_edges.push_back({base + t, base + s});
+      }
     }
     for (uint32_t s = 1; s < d.num_states; ++s) {
       out.accepting_.push_back(d.accepting[s]);
@@ -239,17 +252,12 @@ Result<CompiledGrammar> Compiler::Run() {
   // Predecessors by byte transitions, as one CSR array (a vector per state cost an allocation each).
   std::vector<uint32_t> pred_begin(static_cast<size_t>(ns) + 1, 0), pred_list;
   {
-    std::vector<uint32_t> last(ns, 0);
-    for (uint32_t s = 1; s < ns; ++s)
-      for (uint32_t c = 0; c < nc; ++c)
-        if (uint32_t t = out.next_[static_cast<size_t>(s) * nc + c]; t != 0 && last[t] != s) last[t] = s, ++pred_begin[t + 1];
+    for (const auto& [t, s] : byte_edges) ++pred_begin[t + 1];
     for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
     pred_list.resize(pred_begin.back());
     std::vector<uint32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
-    std::fill(last.begin(), last.end(), 0);
-    for (uint32_t s = 1; s < ns; ++s)
-      for (uint32_t c = 0; c < nc; ++c)
-        if (uint32_t t = out.next_[static_cast<size_t>(s) * nc + c]; t != 0 && last[t] != s) last[t] = s, pred_list[fill[t]++] = s;
+    for (const auto& [t, s] : byte_edges) pred_list[fill[t]++] = s;
+    byte_edges = {};
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -274,8 +282,13 @@ Result<CompiledGrammar> Compiler::Run() {
         if (!live[s] && productive[e.rule] && live[e.target]) changed = true;
   }
   if (!productive[0]) return Status::InvalidArgument("the grammar accepts no string");
+  // Transitions into states that are not live are cut: only the rows of their predecessors hold any.
+  std::vector<uint8_t> cut_row(ns, 0);
+  for (uint32_t t = 1; t < ns; ++t)
+    if (!live[t])
+      for (uint32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k) cut_row[pred_list[k]] = 1;
   for (uint32_t s = 0; s < ns; ++s) {
-    for (uint32_t c = 0; c < nc; ++c) {
+    for (uint32_t c = 0; c < nc && cut_row[s]; ++c) {
       uint32_t& t = out.next_[s * nc + c];
       if (!live[t]) t = 0;
     }

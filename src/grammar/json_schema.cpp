@@ -199,7 +199,9 @@ Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& pa
       return Ref(rule);
     }
   }
-  DI_ASSIGN_OR_RETURN(Json s, r_.Inline(schema, path, depth));
+  Json inlined;
+  DI_ASSIGN_OR_RETURN(const Json* view, r_.InlineView(schema, path, depth, &inlined));
+  const Json& s = *view;
   if (s.is_boolean()) return s.get<bool>() ? AnyValue() : g_.Nothing();
   for (auto it = s.begin(); it != s.end(); ++it)
     if (UnsupportedKeywords().count(it.key())) return Unsupported(it.key(), path);

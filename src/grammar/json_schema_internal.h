@@ -54,9 +54,12 @@ class SchemaResolver {
 
   Result<const Json*> Resolve(const std::string& ref, const std::string& path) const;
   // allOf, $ref siblings and anyOf/oneOf distribution: both schemas at once, merged at the JSON level.
-  Result<Json> Merge(const Json& a, const Json& b, const std::string& path, uint32_t depth) const;
+  // Taken by value: a caller that moves its schemas in spares their copies (merges nest and repeat).
+  Result<Json> Merge(Json a, Json b, const std::string& path, uint32_t depth) const;
   // A schema with its top-level $ref and allOf folded in.
-  Result<Json> Inline(const Json& s, const std::string& path, uint32_t depth) const;
+  Result<Json> Inline(Json s, const std::string& path, uint32_t depth) const;
+  // The same without a copy where there is nothing to fold in: `s` itself, or `*storage` holding the result.
+  Result<const Json*> InlineView(const Json& s, const std::string& path, uint32_t depth, Json* storage) const;
   // Whether two branches can never validate the same instance (a proof: false may still be disjoint).
   Result<bool> Disjoint(const Json& a, const Json& b, uint32_t depth) const;
 

@@ -79,13 +79,13 @@ Result<const Json*> SchemaResolver::Resolve(const std::string& ref, const std::s
   return cur;
 }
 
-Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::string& path, uint32_t depth) const {
+Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint32_t depth) const {
   if (depth > o_.max_depth) return Status::ResourceExhausted("schemas nest deeper than " + std::to_string(o_.max_depth));
-  if (a.is_boolean()) return a.get<bool>() ? b : a;
-  if (b.is_boolean()) return b.get<bool>() ? a : b;
-  DI_ASSIGN_OR_RETURN(Json x, Inline(a, path, depth + 1));
-  DI_ASSIGN_OR_RETURN(Json y, Inline(b, path, depth + 1));
-  if (x.is_boolean() || y.is_boolean()) return Merge(x, y, path, depth + 1);
+  if (a.is_boolean()) return a.get<bool>() ? std::move(b) : std::move(a);
+  if (b.is_boolean()) return b.get<bool>() ? std::move(a) : std::move(b);
+  DI_ASSIGN_OR_RETURN(Json x, Inline(std::move(a), path, depth + 1));
+  DI_ASSIGN_OR_RETURN(Json y, Inline(std::move(b), path, depth + 1));
+  if (x.is_boolean() || y.is_boolean()) return Merge(std::move(x), std::move(y), path, depth + 1);
   if (!x.is_object() || !y.is_object()) return Invalid("a schema must be an object or a boolean", path);
   // if/then/else belong together: two groups (or a stray then/else) cannot be merged key by key.
   auto conditional = [](const Json& j) { return j.contains("if") || j.contains("then") || j.contains("else"); };
@@ -97,12 +97,35 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
   };
   if ((tuple(x) && (y.contains("items") || tuple(y))) || (tuple(y) && x.contains("items")))
     return Unsupported("allOf with items beside another member's prefixItems", path);
-  Json out = x;
+  // What the closing additionalProperties pass needs of x, taken before x becomes the result.
+  const auto x_add = x.find("additionalProperties");
+  const bool x_has_additional = x_add != x.end();
+  const Json x_additional = x_has_additional ? *x_add : Json();
+  const auto x_pattern = x.find("patternProperties");
+  const bool x_has_patterns = x_pattern != x.end() && x_pattern->is_object() && !x_pattern->empty();
+  const auto x_props = x.find("properties");
+  const bool x_lists_properties = x_props != x.end() && x_props->is_object();
+  const auto y_props = y.find("properties");
+  const bool y_lists_properties = y_props != y.end() && y_props->is_object();
+  std::vector<std::string> only_in_x, only_in_y;  // names one side lists and the other does not
+  if (x_lists_properties)
+    for (auto p = x_props->begin(); p != x_props->end(); ++p)
+      if (!y_lists_properties || !y_props->contains(p.key())) only_in_x.push_back(p.key());
+  if (y_lists_properties)
+    for (auto p = y_props->begin(); p != y_props->end(); ++p)
+      if (!x_lists_properties || !x_props->contains(p.key())) only_in_y.push_back(p.key());
+  Json out = std::move(x);
+  const auto y_add = y.find("additionalProperties");
+  const bool y_has_additional = y_add != y.end();
+  const Json y_additional = y_has_additional ? *y_add : Json();
+  const auto y_pattern = y.find("patternProperties");
+  const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
+  // y's values move into the result: y is this call's own copy.
   for (auto it = y.begin(); it != y.end(); ++it) {
     const std::string& k = it.key();
-    const Json& v = it.value();
+    Json& v = it.value();
     if (!out.contains(k) || AnnotationKeywords().count(k)) {
-      if (!out.contains(k)) out[k] = v;
+      if (!out.contains(k)) out[k] = std::move(v);
       continue;
     }
     Json& cur = out[k];
@@ -126,8 +149,12 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
       cur = both;
     } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
       for (auto p = v.begin(); p != v.end(); ++p) {
-        if (!cur.contains(p.key())) cur[p.key()] = p.value();
-        else if (cur[p.key()] != p.value()) cur[p.key()] = Json{{"allOf", Json::array({cur[p.key()], p.value()})}};
+        if (!cur.contains(p.key())) {
+          cur[p.key()] = std::move(p.value());
+        } else if (Json& mine = cur[p.key()]; mine != p.value()) {
+          Json both = Json{{"allOf", Json::array({std::move(mine), std::move(p.value())})}};
+          mine = std::move(both);
+        }
       }
     } else if (k == "required") {
       for (const auto& r : v)
@@ -153,20 +180,21 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
     } else if (k == "items" && (cur.is_array() || v.is_array())) {
       return Unsupported("allOf with two different tuple 'items'", path);  // their additionalItems differ too
     } else if (k == "additionalProperties" || k == "items" || k == "additionalItems" || k == "propertyNames") {
-      cur = Json{{"allOf", Json::array({cur, v})}};
+      Json both = Json{{"allOf", Json::array({std::move(cur), std::move(v)})}};
+      cur = std::move(both);
     } else if (k == "allOf") {
-      for (const auto& e : v) cur.push_back(e);
+      for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "not") {
       cur = Json{{"anyOf", Json::array({cur, v})}};  // not A and not B = not (A or B)
     } else if (k == "contains") {  // both must hold: each needs an element of its own kind
       if (!out.contains("$contains")) out["$contains"] = Json::array();
       out["$contains"].push_back(v);
     } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some") {
-      for (const auto& e : v) cur.push_back(e);
+      for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
       if (!out.contains("allOf")) out["allOf"] = Json::array();
-      out["allOf"].push_back(Json{{k, v}});
+      out["allOf"].push_back(Json{{k, std::move(v)}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
       if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
           k == "dependentRequired" || k == "dependentSchemas")
@@ -176,42 +204,45 @@ Result<Json> SchemaResolver::Merge(const Json& a, const Json& b, const std::stri
   // One side's additionalProperties also holds the other side's properties that it does not list: in
   // allOf [{properties: {p}, additionalProperties: false}, {properties: {q}}] no q may appear. (The merged
   // additionalProperties above covers the names neither side lists.)
-  for (const auto* side : {&x, &y}) {
-    const Json* other = side == &x ? &y : &x;
-    auto add = side->find("additionalProperties");
-    auto theirs = other->find("properties");
-    if (add == side->end() || (add->is_boolean() && add->get<bool>()) || theirs == other->end() || !theirs->is_object())
+  struct Side {
+    const Json* additional;  // null: none
+    bool has_patterns;
+    const std::vector<std::string>* theirs_only;  // the other side's names this side does not list
+  };
+  for (const Side& side : {Side{x_has_additional ? &x_additional : nullptr, x_has_patterns, &only_in_y},
+                           Side{y_has_additional ? &y_additional : nullptr, y_has_patterns, &only_in_x}}) {
+    if (!side.additional || (side.additional->is_boolean() && side.additional->get<bool>()) || side.theirs_only->empty())
       continue;
-    const auto mine = side->find("properties");
-    bool extra = false;
-    for (auto p = theirs->begin(); p != theirs->end(); ++p)
-      if (mine == side->end() || !mine->is_object() || !mine->contains(p.key())) extra = true;
-    if (!extra) continue;
-    if (auto pp = side->find("patternProperties"); pp != side->end() && pp->is_object() && !pp->empty())
+    if (side.has_patterns)
       return Unsupported("allOf with additionalProperties beside patternProperties and other properties", path);
-    for (auto p = theirs->begin(); p != theirs->end(); ++p) {
-      if (mine != side->end() && mine->is_object() && mine->contains(p.key())) continue;
-      Json& merged = out["properties"][p.key()];
-      merged = Json{{"allOf", Json::array({merged, *add})}};
+    for (const std::string& name : *side.theirs_only) {
+      Json& merged = out["properties"][name];
+      merged = Json{{"allOf", Json::array({std::move(merged), *side.additional})}};
     }
   }
   return out;
 }
 
-Result<Json> SchemaResolver::Inline(const Json& s, const std::string& path, uint32_t depth) const {
+Result<const Json*> SchemaResolver::InlineView(const Json& s, const std::string& path, uint32_t depth, Json* storage) const {
+  if (depth > o_.max_depth) return Status::ResourceExhausted("$ref/allOf chains deeper than " + std::to_string(o_.max_depth));
+  if (!s.is_object() || (!s.contains("$ref") && !s.contains("allOf"))) return &s;
+  DI_ASSIGN_OR_RETURN(*storage, Inline(s, path, depth));
+  return static_cast<const Json*>(storage);
+}
+
+Result<Json> SchemaResolver::Inline(Json s, const std::string& path, uint32_t depth) const {
   if (depth > o_.max_depth) return Status::ResourceExhausted("$ref/allOf chains deeper than " + std::to_string(o_.max_depth));
   if (!s.is_object()) return s;
-  Json out = s;
+  Json out = std::move(s);
   if (auto it = out.find("$ref"); it != out.end()) {
     if (!it->is_string()) return Invalid("$ref must be a string", path);
     DI_ASSIGN_OR_RETURN(const Json* target, Resolve(it->get<std::string>(), path));
     if (ref_overrides_) return Inline(*target, path, depth + 1);  // draft 7: the siblings do nothing
-    Json rest = out;
-    rest.erase("$ref");
-    DI_ASSIGN_OR_RETURN(out, Merge(*target, rest, path, depth + 1));
+    out.erase("$ref");
+    DI_ASSIGN_OR_RETURN(out, Merge(*target, std::move(out), path, depth + 1));
   }
   if (auto it = out.find("allOf"); it != out.end() && it->is_array()) {
-    Json parts = *it;
+    Json parts = std::move(*it);
     out.erase("allOf");
     // Conditionals (if/then/else) of several members, and of the schema itself, combine as a whole
     // (Conditionals); the other keywords merge member by member.
@@ -229,12 +260,12 @@ Result<Json> SchemaResolver::Inline(const Json& s, const std::string& path, uint
       take_condition(out);
       for (auto& p : parts) take_condition(p);
     }
-    for (const auto& p : parts) {
-      DI_ASSIGN_OR_RETURN(out, Merge(out, p, path, depth + 1));
+    for (auto& p : parts) {
+      DI_ASSIGN_OR_RETURN(out, Merge(std::move(out), std::move(p), path, depth + 1));
     }
     if (!conditions.empty()) {
       DI_ASSIGN_OR_RETURN(Json cells, Conditionals(conditions, TypesOf(out), path, depth + 1));
-      DI_ASSIGN_OR_RETURN(out, Merge(out, cells, path, depth + 1));
+      DI_ASSIGN_OR_RETURN(out, Merge(std::move(out), std::move(cells), path, depth + 1));
     }
   }
   return out;
@@ -302,10 +333,11 @@ Result<bool> SchemaResolver::Disjoint(const Json& a, const Json& b, uint32_t dep
   if (depth > o_.max_depth) return false;
   if ((TypesOf(a) & TypesOf(b)) == 0) return true;
   if (!a.is_object() || !b.is_object()) return false;
-  auto xi = Inline(a, "#", depth + 1), yi = Inline(b, "#", depth + 1);
+  Json x_storage, y_storage;
+  auto xi = InlineView(a, "#", depth + 1, &x_storage), yi = InlineView(b, "#", depth + 1, &y_storage);
   if (!xi.ok() || !yi.ok()) return false;
-  const Json& x = *xi;
-  const Json& y = *yi;
+  const Json& x = **xi;
+  const Json& y = **yi;
   if (NeverHolds(x) || NeverHolds(y)) return true;
   if (!x.is_object() || !y.is_object()) return false;
   const uint8_t shared = TypesOf(x) & TypesOf(y);

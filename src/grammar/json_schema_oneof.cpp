@@ -62,7 +62,9 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
     return found != kept[a].end() && found->second.empty();
   };
   double alternatives = 0;
-  const std::vector<Json> base = merged;  // before any exclusion is merged in
+  // The exclusions of each branch, merged in once all are known: the cases read the branches as they were.
+  const std::vector<Json>& base = merged;
+  std::vector<std::vector<Json>> exclusions_of(merged.size());
   for (size_t i = 0; i < merged.size(); ++i) {
     for (size_t j : overlaps[i]) contained[i] = contained[i] || sub(i, j);
     if (contained[i]) continue;
@@ -74,8 +76,8 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
       if (implied) continue;
       Json cases = Json::array();
       bool always = false;  // a case that all of B_i meets: ¬B_j needs no exclusion
-      for (Json c : kept[i][j]) {
-        DI_ASSIGN_OR_RETURN(c, PresentIsEnough(c, base[i], base[j], depth));
+      for (const Json& kept_case : kept[i][j]) {
+        DI_ASSIGN_OR_RETURN(Json c, PresentIsEnough(kept_case, base[i], base[j], depth));
         always = always || (c.is_boolean() && c.get<bool>());
         if (std::find(cases.begin(), cases.end(), c) == cases.end()) cases.push_back(std::move(c));
       }
@@ -108,10 +110,12 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
       if (!rest_empty && !exclusions.empty()) any.push_back(Json{{"allOf", exclusions}});
       exclusions = {any.size() == 1 ? any[0] : Json{{"anyOf", any}}};
     }
-    for (const Json& e : exclusions) {
-      DI_ASSIGN_OR_RETURN(merged[i], Merge(merged[i], e, path + "/" + kw + "/" + std::to_string(i), depth + 1));
-    }
+    exclusions_of[i] = std::move(exclusions);
   }
+  for (size_t i = 0; i < merged.size(); ++i)
+    for (Json& e : exclusions_of[i]) {
+      DI_ASSIGN_OR_RETURN(merged[i], Merge(std::move(merged[i]), std::move(e), path + "/" + kw + "/" + std::to_string(i), depth + 1));
+    }
   return contained;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace deepinfer::grammar {
 
@@ -234,54 +235,68 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   std::vector<Counted> inside;
   bool finite_reach = false;
   const uint32_t stop = v.end(0);
-  for (uint32_t i = 1; i < stop;) {
-    if (plain > 0 && v.subtree_max_plain(i) <= plain && (v.subtree_cats(i) & not_cats) == 0) {
-      i = v.end(i);
-      continue;
-    }
-    if (loop_cats && v.subtree_max_plain(i) <= TokenIndex::kPlainCap && (v.subtree_cats(i) & not_loop) == 0) {
-      i = v.end(i);
-      continue;
-    }
-    const uint16_t d = v.depth(i);
-    const uint32_t s = st[d - 1];
-    const uint32_t t = g.Next(s, v.byte(i));
-    if (t == CompiledGrammar::kDead) {
-      i = v.end(i);
-      continue;
-    }
-    st[d] = t;
-    uint32_t u = units[d - 1], x = exited[d - 1];
-    if (counted && g.counting(s)) {
-      if (!g.counting(t)) x = u;
-      else if (g.boundary(s)) ++u;
-    }
-    units[d] = u;
-    exited[d] = x;
-    const int32_t* tb = v.tokens_begin(i);
-    const int32_t* te = v.tokens_end(i);
-    if (tb != te) {
-      if (!counted) {
-        for (const int32_t* k = tb; k != te; ++k) {
-          SetBit(acc.data(), *k);
+  // The walk, specialised for rules with and without a counter: most entries are of rules without one,
+  // and this loop is the whole cost of a first mask over the vocabulary's trie.
+  const TokenIndex::NodeArrays node = v.node_arrays();
+  uint32_t* const depth_state = st.data();
+  uint32_t* const acc_bits = acc.data();
+  auto walk = [&](auto with_counter) {
+    constexpr bool kCounted = decltype(with_counter)::value;
+    for (uint32_t i = 1; i < stop;) {
+      if (!kCounted && plain > 0 && node.max_plain[i] <= plain && (node.cats[i] & not_cats) == 0) {
+        i = node.end[i];
+        continue;
+      }
+      if (kCounted && loop_cats && node.max_plain[i] <= TokenIndex::kPlainCap && (node.cats[i] & not_loop) == 0) {
+        i = node.end[i];
+        continue;
+      }
+      const uint16_t d = node.depth[i];
+      const uint32_t s = depth_state[d - 1];
+      const uint32_t t = g.Next(s, node.byte[i]);
+      if (t == CompiledGrammar::kDead) {
+        i = node.end[i];
+        continue;
+      }
+      depth_state[d] = t;
+      uint32_t x = kNoExit;
+      if constexpr (kCounted) {
+        uint32_t u = units[d - 1];
+        x = exited[d - 1];
+        if (g.counting(s)) {
+          if (!g.counting(t)) x = u;
+          else if (g.boundary(s)) ++u;
+        }
+        units[d] = u;
+        exited[d] = x;
+        const int32_t* tb = node.tok_ids + node.tok_begin[i];
+        const int32_t* te = node.tok_ids + node.tok_begin[i + 1];
+        if (tb != te) {
+          if (x != kNoExit) {
+            for (const int32_t* k = tb; k != te; ++k) entry->post.push_back({*k, x});
+          } else {
+            const uint32_t dmax = g.dmax(t);
+            const uint32_t reach = dmax == kUnbounded ? kUnbounded : u + dmax;
+            finite_reach |= dmax != kUnbounded;
+            for (const int32_t* k = tb; k != te; ++k)
+              if (!loop_cats || !v.TextToken(*k, loop_cats)) inside.push_back({u + g.dmin(t), reach, *k});
+          }
+        }
+      } else {
+        for (const int32_t *k = node.tok_ids + node.tok_begin[i], *te = node.tok_ids + node.tok_begin[i + 1]; k != te; ++k) {
+          SetBit(acc_bits, *k);
           ++count;
         }
-      } else if (x != kNoExit) {
-        for (const int32_t* k = tb; k != te; ++k) entry->post.push_back({*k, x});
-      } else {
-        const uint32_t dmax = g.dmax(t);
-        const uint32_t reach = dmax == kUnbounded ? kUnbounded : u + dmax;
-        finite_reach |= dmax != kUnbounded;
-        for (const int32_t* k = tb; k != te; ++k)
-          if (!loop_cats || !v.TextToken(*k, loop_cats)) inside.push_back({u + g.dmin(t), reach, *k});
       }
+      if (node.end[i] > i + 1) {
+        if (g.accepting(t)) entry->exits.push_back({i, x == kNoExit ? 0 : x});
+        if (g.has_calls(t)) entry->calls.push_back({i, t});
+      }
+      ++i;
     }
-    if (v.end(i) > i + 1) {
-      if (g.accepting(t)) entry->exits.push_back({i, x == kNoExit ? 0 : x});
-      if (g.has_calls(t)) entry->calls.push_back({i, t});
-    }
-    ++i;
-  }
+  };
+  if (counted) walk(std::true_type{});
+  else walk(std::false_type{});
   if (count < v.words()) {
     for (size_t w = 0; w < acc.size(); ++w)
       for (uint32_t word = acc[w]; word != 0; word &= word - 1)

@@ -44,34 +44,48 @@ struct VecHash {
 
 class Closure {
  public:
-  Closure(const Nfa& nfa, uint32_t final) : nfa_(nfa), final_(final), mark_(nfa.states.size(), 0) {}
+  Closure(const Nfa& nfa, uint32_t final) : nfa_(nfa), final_(final) {
+    if (Marks().size() < nfa.states.size()) Marks().resize(nfa.states.size(), 0);
+  }
   // The epsilon closure of `seeds`, sorted, keeping only the states that matter to the DFA: those with
   // byte or call edges, and the final state. Sets that differ only in pass-through states are the same
   // DFA state, so this also merges states.
   std::vector<uint32_t> Of(const std::vector<uint32_t>& seeds) {
-    ++gen_;
+    std::vector<uint32_t>& mark = Marks();
+    uint32_t& generation = Generation();
+    if (++generation == 0) std::fill(mark.begin(), mark.end(), 0), generation = 1;
     std::vector<uint32_t> out;
     stack_.clear();
     for (uint32_t s : seeds)
-      if (mark_[s] != gen_) mark_[s] = gen_, stack_.push_back(s);
+      if (mark[s] != generation) mark[s] = generation, stack_.push_back(s);
     while (!stack_.empty()) {
       uint32_t s = stack_.back();
       stack_.pop_back();
       const NfaState& st = nfa_.states[s];
       if (!st.bytes.empty() || !st.calls.empty() || s == final_) out.push_back(s);
       for (uint32_t t : st.eps)
-        if (mark_[t] != gen_) mark_[t] = gen_, stack_.push_back(t);
+        if (mark[t] != generation) mark[t] = generation, stack_.push_back(t);
     }
     std::sort(out.begin(), out.end());
     return out;
   }
 
  private:
+  // Marks of the states seen by the current Of(), by generation. They outlive one Closure: the compiler
+  // determinizes a grammar's rules one by one over the NFA of all of them, and clearing a mark per NFA
+  // state for every rule cost more than most rules' own closures.
+  static std::vector<uint32_t>& Marks() {
+    static thread_local std::vector<uint32_t> marks;
+    return marks;
+  }
+  static uint32_t& Generation() {
+    static thread_local uint32_t generation = 0;
+    return generation;
+  }
+
   const Nfa& nfa_;
   uint32_t final_;
-  std::vector<uint32_t> mark_;
   std::vector<uint32_t> stack_;
-  uint32_t gen_ = 0;
 };
 
 }  // namespace

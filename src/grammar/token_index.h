@@ -60,6 +60,21 @@ class TokenIndex {
   // Token ids whose bytes end at `node`.
   const int32_t* tokens_begin(uint32_t node) const { return tok_ids_.data() + tok_begin_[node]; }
   const int32_t* tokens_end(uint32_t node) const { return tok_ids_.data() + tok_begin_[node + 1]; }
+  // The per-node arrays above (and subtree_max_plain / subtree_cats below) as plain pointers, for a loop
+  // over most of the trie: through the accessors, each store in the loop body made the compiler load the
+  // arrays' addresses again for every node.
+  struct NodeArrays {
+    const uint8_t* byte;
+    const uint16_t* depth;
+    const uint32_t* end;
+    const uint32_t* tok_begin;
+    const int32_t* tok_ids;
+    const uint8_t* max_plain;
+    const uint8_t* cats;
+  };
+  NodeArrays node_arrays() const {
+    return {byte_.data(), depth_.data(), end_.data(), tok_begin_.data(), tok_ids_.data(), max_plain_.data(), cats_.data()};
+  }
   // JSON-plain tokens: every byte belongs to a complete code point >= U+0020 other than '"' and '\'
   // (what a JSON string holds unescaped). plain_mask(L) has the plain tokens of 1..L code points
   // (L <= kPlainCap); subtree_max_plain(node) is the largest plain length in the node's subtree, or 255

@@ -37,3 +37,21 @@ def test_every_valid_instance_is_accepted_as_the_grammar_spells_it(deepinfer_bin
     # Rejected as written: members in another order than the schema's, which the grammar keeps (issue 14).
     assert rejected_canonically == 0, out.stdout
     assert rejected <= 27
+
+
+def test_per_schema_rows_name_each_schema_and_its_times(deepinfer_bin, tmp_path):
+    rows_path = tmp_path / "per_schema.jsonl"
+    out = subprocess.run([deepinfer_bin, "bench", "grammar", "--data", str(DATA), "--limit", "5", "--per-schema",
+                          str(rows_path)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines()]
+    ids = [json.loads(line)["id"] for line in DATA.read_text(encoding="utf-8").splitlines()[:5]]
+    assert [r["id"] for r in rows] == ids
+    for r in rows:
+        assert r["compile_ms"] >= r["front_end_ms"] >= 0
+        if r["compiled"]:
+            assert r["states"] > 0 and len(r["grammar"]) == 16
+        else:
+            assert r["states"] is None
+        if r["accepted"] is not None:
+            assert r["masks"] > 0 and r["mask_max_us"] <= r["mask_total_us"]
