@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -181,8 +182,10 @@ struct RunResult {
   LatencyHistogram latency;
 };
 
-void ClosedLoop(const Url& url, int connections, double seconds, const std::string& request, RunResult& result) {
-  std::atomic<int64_t> ok{0}, errors{0};
+// `request(n)` is the n-th request of the run (n counts over all connections).
+void ClosedLoop(const Url& url, int connections, double seconds, const std::function<std::string(int64_t)>& request,
+                RunResult& result) {
+  std::atomic<int64_t> ok{0}, errors{0}, sent{0};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::vector<std::thread> threads;
   for (int i = 0; i < connections; ++i) {
@@ -194,7 +197,7 @@ void ClosedLoop(const Url& url, int connections, double seconds, const std::stri
       }
       while (std::chrono::steady_clock::now() < deadline) {
         Stopwatch w;
-        const int status = c.Exchange(request, [](std::string_view) { return true; });
+        const int status = c.Exchange(request(sent.fetch_add(1)), [](std::string_view) { return true; });
         if (status == 200) {
           ok.fetch_add(1);
           result.latency.Record(w.ElapsedSeconds());
@@ -211,27 +214,59 @@ void ClosedLoop(const Url& url, int connections, double seconds, const std::stri
 }
 
 // The chat workload's client: streaming requests back to back on each connection; per stream the time to
-// the first generated text and the tokens generated (the usage chunk's completion_tokens, which both
-// deepinfer and llama_cpp.server send with stream_options.include_usage; else the content events).
+// the first generated text and the tokens generated (the usage chunk's completion_tokens where the server
+// sends one for stream_options.include_usage, as deepinfer does; else the events carrying text, one per
+// token in llama_cpp.server).
 struct ChatResult {
   int64_t streams = 0, errors = 0, tokens = 0;
   double wall = 0;
   LatencyHistogram ttft;
 };
 
+// Where the value of JSON member `key` (quoted) begins in `text`, from `from` on; npos if absent. Servers
+// differ in the whitespace around the colon (llama_cpp.server writes `"content": "..."`).
+size_t MemberValue(std::string_view text, std::string_view key, size_t from = 0) {
+  for (size_t at = text.find(key, from); at != std::string_view::npos; at = text.find(key, at + 1)) {
+    size_t i = at + key.size();
+    while (i < text.size() && text[i] == ' ') ++i;
+    if (i >= text.size() || text[i] != ':') continue;
+    ++i;
+    while (i < text.size() && text[i] == ' ') ++i;
+    return i;
+  }
+  return std::string_view::npos;
+}
+
 int64_t CompletionTokens(std::string_view sse) {
-  const size_t at = sse.rfind("\"completion_tokens\":");
+  const size_t at = sse.rfind("\"completion_tokens\"");
   if (at == std::string_view::npos) return -1;
-  return std::strtoll(std::string(sse.substr(at + 20, 24)).c_str(), nullptr, 10);
+  const size_t value = MemberValue(sse, "\"completion_tokens\"", at);
+  if (value == std::string_view::npos) return -1;
+  return std::strtoll(std::string(sse.substr(value, 24)).c_str(), nullptr, 10);
 }
 
 // Whether one SSE data event carries generated text (a non-empty content or reasoning delta).
 bool CarriesText(std::string_view event) {
-  for (std::string_view key : {std::string_view("\"content\":\""), std::string_view("\"reasoning_content\":\"")}) {
-    const size_t at = event.find(key);
-    if (at != std::string_view::npos && at + key.size() < event.size() && event[at + key.size()] != '"') return true;
+  for (std::string_view key : {std::string_view("\"content\""), std::string_view("\"reasoning_content\"")}) {
+    const size_t at = MemberValue(event, key);
+    if (at != std::string_view::npos && at + 1 < event.size() && event[at] == '"' && event[at + 1] != '"')
+      return true;
   }
   return false;
+}
+
+// The end of the SSE event that begins at `from` (a blank line ends it: "\n\n", or "\r\n\r\n" as
+// sse-starlette writes by default); npos while incomplete. `*next` is where the event after it begins.
+size_t EventEnd(std::string_view body, size_t from, size_t* next) {
+  const size_t lf = body.find("\n\n", from);
+  const size_t crlf = body.find("\n\r\n", from);
+  if (lf == std::string_view::npos && crlf == std::string_view::npos) return std::string_view::npos;
+  if (crlf < lf) {
+    *next = crlf + 3;
+    return crlf > from && body[crlf - 1] == '\r' ? crlf - 1 : crlf;
+  }
+  *next = lf + 2;
+  return lf;
 }
 
 void ChatLoop(const Url& url, int connections, double seconds, const std::string& request, ChatResult& result) {
@@ -253,13 +288,13 @@ void ChatLoop(const Url& url, int connections, double seconds, const std::string
         size_t scanned = 0;
         const int status = c.Exchange(request, [&](std::string_view d) {
           body.append(d);
-          size_t end;
-          while ((end = body.find("\n\n", scanned)) != std::string::npos) {
+          size_t end, next;
+          while ((end = EventEnd(body, scanned, &next)) != std::string::npos) {
             if (CarriesText(std::string_view(body).substr(scanned, end - scanned))) {
               ++text_events;
               if (first < 0) first = w.ElapsedSeconds();
             }
-            scanned = end + 2;
+            scanned = next;
           }
           return true;
         });
@@ -390,10 +425,15 @@ int RunBenchServer(const std::vector<std::string>& args) {
   std::printf("\n%s\n", endpoint == "completions" ? "1-token completions (/v1/completions, max_tokens 1)" : "/tokenize");
   std::printf("%12s %10s %10s %10s %10s %8s%s\n", "connections", "req/s", "p50 ms", "p99 ms", "ok", "errors",
               with_peer && endpoint == "completions" ? "  peer req/s    ratio" : "");
-  const std::string request =
-      endpoint == "completions"
-          ? Post("/v1/completions", "{\"model\":" + name_json + ",\"prompt\":\"Hello\",\"max_tokens\":1,\"temperature\":0}")
-          : Post("/tokenize", "{\"model\":" + name_json + ",\"prompt\":\"Hello, how are you today?\"}");
+  // Each completion's prompt differs from the one before it ("Hello #n"): a server that keeps the last
+  // prompt's state (llama_cpp.server does, in one slot) would otherwise answer a repeat of it without running
+  // the model, which no real workload of distinct requests gets.
+  const auto request = [&](int64_t n) {
+    return endpoint == "completions"
+               ? Post("/v1/completions", "{\"model\":" + name_json + ",\"prompt\":\"Hello #" + std::to_string(n) +
+                                             "\",\"max_tokens\":1,\"temperature\":0}")
+               : Post("/tokenize", "{\"model\":" + name_json + ",\"prompt\":\"Hello, how are you today?\"}");
+  };
   for (const int64_t c : connections) {
     Stopwatch w;
     RunResult r;
@@ -448,6 +488,13 @@ int RunBenchServer(const std::vector<std::string>& args) {
                     "p99 %.1f us\n", h50, h99);
         out["stream_handoff_us"] = {{"p50", h50}, {"p99", h99}};
       }
+      if (Metric(metrics, "deepinfer:http_stream_delivery_seconds_count") > 0) {
+        const double d50 = Metric(metrics, "deepinfer:http_stream_delivery_seconds{quantile=\"0.5\"}") * 1e6;
+        const double d99 = Metric(metrics, "deepinfer:http_stream_delivery_seconds{quantile=\"0.99\"}") * 1e6;
+        std::printf("  the server's own work per update (its events made and sent, without the wait before it): "
+                    "p50 %.1f us, p99 %.1f us\n", d50, d99);
+        out["stream_delivery_us"] = {{"p50", d50}, {"p99", d99}};
+      }
     } else {
       std::printf("server overhead per streamed update: not reported by this server\n");
     }
@@ -477,8 +524,8 @@ int RunBenchServer(const std::vector<std::string>& args) {
           const int status = c.Exchange(request_hold, [&](std::string_view d) {
             events.fetch_add(1);
             body.append(d);
-            size_t end;
-            while ((end = body.find("\n\n", scanned)) != std::string::npos) {
+            size_t end, next;
+            while ((end = EventEnd(body, scanned, &next)) != std::string::npos) {
               const std::string_view event = std::string_view(body).substr(scanned, end - scanned);
               if (CarriesText(event)) {
                 const double now = w.ElapsedSeconds();
@@ -490,7 +537,7 @@ int RunBenchServer(const std::vector<std::string>& args) {
                 last = now;
               }
               if (event.find("data: [DONE]") != std::string_view::npos) done = true;
-              scanned = end + 2;
+              scanned = next;
             }
             body.erase(0, scanned);  // only the unfinished event is kept
             scanned = 0;

@@ -309,6 +309,8 @@ void Generation::Deliver(const engine::RequestUpdate& update) {
   handling_nanos_ = NowNanos();
   handoff_recorded_ = false;  // recorded with the update's first stream write
   OnUpdate(update);
+  if (handoff_recorded_ && exchange_->stream_delivery)
+    exchange_->stream_delivery->Record(static_cast<double>(NowNanos() - handling_nanos_) * 1e-9);
   if (update.finished) {
     done_ = true;
     keep_alive_.reset();  // the callback's reference keeps this object alive until it returns

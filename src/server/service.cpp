@@ -167,6 +167,7 @@ void Service::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> chann
   exchange->endpoint = std::string(EndpointLabel(request.method, request.path));
   exchange->counter = &requests_;
   exchange->stream_handoff = &stream_handoff_;
+  exchange->stream_delivery = &stream_delivery_;
   exchange->request = std::move(request);
   exchange->channel = std::move(channel);
   Dispatch(exchange);
@@ -310,6 +311,10 @@ std::string Service::MetricsText() const {
                   "Per streamed update: from the engine's step thread handing its tokens over to the update being "
                   "handled (on the engine's output thread: its wake-up and the updates handled before it).",
                   stream_handoff_);
+    AppendSummary(out, "deepinfer:http_stream_delivery_seconds",
+                  "Per streamed update: its handling on the engine's output thread, from its start to the socket "
+                  "taking its bytes (events made and sent; the server's own work per update).",
+                  stream_delivery_);
   }
   // The process's resident memory, as Prometheus client libraries name it.
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {

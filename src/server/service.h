@@ -123,7 +123,8 @@ class Service : public HttpHandler {
   const HttpServer* http_ = nullptr;
   std::function<std::string()> extra_metrics_;
   RequestCounter requests_;
-  LatencyHistogram stream_handoff_;  // ServiceExchange::stream_handoff
+  LatencyHistogram stream_handoff_;   // ServiceExchange::stream_handoff
+  LatencyHistogram stream_delivery_;  // ServiceExchange::stream_delivery
 };
 
 }  // namespace deepinfer::server

@@ -34,6 +34,10 @@ struct ServiceExchange {
   // Streams: from the engine's step thread handing tokens over to their update being handled on the
   // engine's output thread (the first part of deepinfer:http_stream_overhead_seconds), per update written.
   LatencyHistogram* stream_handoff = nullptr;
+  // Streams: an update's handling on the output thread, from its start to the last of its bytes handed to
+  // the socket (the codec's events and the sends: the server's own work per update, without the wait
+  // before it), per update written.
+  LatencyHistogram* stream_delivery = nullptr;
   Stopwatch stopwatch;
 
   // A whole response, with x-request-id added and the status counted (only the first reply goes out).

@@ -51,9 +51,35 @@ def convert(args):
 
 def server_command(args):
     venv = venv_dir(args)
-    return [str(venv / "bin" / "python"), "-m", "llama_cpp.server", "--model", args.gguf, "--host", "127.0.0.1",
-            "--port", str(args.port), "--n_threads", str(args.threads), "--n_ctx", str(args.ctx),
-            "--model_alias", args.alias]
+    # Through run_server_without_repacking (below), run by the bench venv's interpreter.
+    return [str(venv / "bin" / "python"), str(pathlib.Path(__file__).resolve()), "run-server",
+            "--model", args.gguf, "--host", "127.0.0.1", "--port", str(args.port), "--n_threads", str(args.threads),
+            "--n_ctx", str(args.ctx), "--model_alias", args.alias,
+            # By default a new request interrupts the one being generated (its stream just ends early);
+            # queue them instead, as deepinfer serve never drops a request.
+            "--interrupt_requests", "False"]
+
+
+def run_server_without_repacking(server_args):
+    """llama_cpp.server with the model's extra buffer types (CPU weight repacking) off. With them on, the
+    vendored llama.cpp aborts while reserving the deepseek4 graph on the CPU (ggml-backend.cpp:
+    GGML_ASSERT(*cur_backend_id != -1), an op on a repacked weight that no backend takes); without them it
+    loads and generates. llama_cpp.server has no flag for it, so the default model parameters are patched."""
+    import runpy
+    from llama_cpp import llama_cpp as capi
+    import llama_cpp.llama as llama_module
+
+    default_params = capi.llama_model_default_params
+
+    def without_repacking():
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+
+    capi.llama_model_default_params = without_repacking
+    llama_module.llama_cpp.llama_model_default_params = without_repacking
+    sys.argv = ["llama_cpp.server", *server_args]
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 
 def serve(args):
@@ -98,6 +124,9 @@ def bench(args, extra):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "run-server":
+        run_server_without_repacking(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--venv", help="the bench venv (default .venv-bench or $DEEPINFER_BENCH_VENV)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -270,3 +270,22 @@ def test_disconnect_mid_stream_frees_blocks(server):
     assert after["deepinfer:http_disconnects_total"] == before["deepinfer:http_disconnects_total"] + 1
     aborted = 'deepinfer:request_success_total{model_name="%s",finished_reason="abort"}' % MODEL
     assert after[aborted] == before.get(aborted, 0) + 1
+
+
+def test_stream_overhead_metrics_count_each_update_written_once(server, oai):
+    # Every streamed update that writes bytes records its hand-off (step thread -> output thread) and its
+    # delivery (events made and sent) exactly once; an update whose bytes are still held back (a partial
+    # UTF-8 character or tag) records neither. So over one stream of 6 tokens (6 updates) both counts grow by
+    # the same number, between 1 and 6.
+    names = ["deepinfer:http_stream_handoff_seconds", "deepinfer:http_stream_delivery_seconds",
+             "deepinfer:http_stream_overhead_seconds"]
+    before = server.metrics()
+    stream = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "go"}], max_tokens=6,
+                                         stream=True, extra_body={"ignore_eos": True})
+    assert sum(1 for _ in stream) > 0
+    after = server.metrics()
+    grown = [after[n + "_count"] - before.get(n + "_count", 0) for n in names]
+    assert grown[0] == grown[1] and 1 <= grown[0] <= 6, grown
+    assert grown[2] >= 1
+    for n in names:
+        assert 0 < after[n + '{quantile="0.5"}'] <= after[n + '{quantile="0.99"}'] < 10, n
