@@ -48,8 +48,9 @@ class Closure {
     if (Marks().size() < nfa.states.size()) Marks().resize(nfa.states.size(), 0);
   }
   // The epsilon closure of `seeds`, sorted, keeping only the states that matter to the DFA: those with
-  // byte or call edges, and the final state. Sets that differ only in pass-through states are the same
-  // DFA state, so this also merges states.
+  // byte or call edges, the final state, and counted states (one that can only leave the counted part,
+  // after a pattern's last unit, still makes the DFA state a counting one, so that unit counts). Sets
+  // that differ only in pass-through states are the same DFA state, so this also merges states.
   std::vector<uint32_t> Of(const std::vector<uint32_t>& seeds) {
     std::vector<uint32_t>& mark = Marks();
     uint32_t& generation = Generation();
@@ -62,7 +63,7 @@ class Closure {
       uint32_t s = stack_.back();
       stack_.pop_back();
       const NfaState& st = nfa_.states[s];
-      if (!st.bytes.empty() || !st.calls.empty() || s == final_) out.push_back(s);
+      if (!st.bytes.empty() || !st.calls.empty() || s == final_ || (st.flags & kStateCounting)) out.push_back(s);
       for (uint32_t t : st.eps)
         if (mark[t] != generation) mark[t] = generation, stack_.push_back(t);
     }
@@ -608,7 +609,11 @@ Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const
   std::vector<uint32_t> dmin, dmax;
   std::vector<uint8_t> unbounded;
   const std::vector<uint8_t> relax(np, CountRelax(x.min, x.max));
-  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded)) return std::optional<Frag>();
+  CountEntries entries;  // the count starts at 0 in the product's start, state 0
+  entries.starts = {0};
+  entries.min.assign(np, x.min);
+  entries.max.assign(np, x.max);
+  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded, &entries)) return std::optional<Frag>();
   // The counter must be able to finish with a count in [min, max] from the start.
   if (dmin[0] > x.max || (!unbounded[0] && dmax[0] < x.min)) {
     Frag empty{nfa.New(), nfa.New()};
@@ -640,118 +645,6 @@ Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const
     }
   }
   return std::optional<Frag>(f);
-}
-
-bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
-                const std::vector<uint8_t>& live, const std::vector<uint8_t>& relax, std::vector<uint32_t>* dmin,
-                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded) {
-  const size_t n = succ.size();
-  // reach[i]: bit L set when some path from i to an exit reads exactly L more units (L < 64).
-  std::vector<uint64_t> reach(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    if (live[i] && exit[i]) reach[i] = 1;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (!live[i]) continue;
-      uint64_t r = reach[i];
-      for (auto [t, tick] : succ[i]) r |= tick ? reach[t] << 1 : reach[t];
-      if (r != reach[i]) reach[i] = r, changed = true;
-    }
-  }
-  // Unbounded: the state reaches a cycle that reads a unit (every live state reaches an exit). Cycles
-  // are found as strongly connected components (iterative Tarjan).
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
-  std::vector<uint8_t> on(n, 0);
-  std::vector<uint32_t> stack;
-  int32_t counter = 0, ncomp = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    if (!live[s] || index[s] >= 0) continue;
-    std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
-    index[s] = low[s] = counter++;
-    stack.push_back(s);
-    on[s] = 1;
-    while (!dfs.empty()) {
-      auto& [v, k] = dfs.back();
-      if (k < succ[v].size()) {
-        uint32_t w = succ[v][k++].first;
-        if (index[w] < 0) {
-          index[w] = low[w] = counter++;
-          stack.push_back(w);
-          on[w] = 1;
-          dfs.push_back({w, 0});
-        } else if (on[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      uint32_t done = v;
-      dfs.pop_back();
-      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
-      if (low[done] == index[done]) {
-        uint32_t w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          on[w] = 0;
-          comp[w] = ncomp;
-        } while (w != done);
-        ++ncomp;
-      }
-    }
-  }
-  unbounded->assign(n, 0);
-  std::vector<std::vector<uint32_t>> preds(n);
-  std::vector<uint32_t> work;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    for (auto [t, tick] : succ[i]) {
-      preds[t].push_back(i);
-      if (tick && comp[t] == comp[i] && !(*unbounded)[i]) (*unbounded)[i] = 1, work.push_back(i);
-    }
-  }
-  while (!work.empty()) {
-    uint32_t t = work.back();
-    work.pop_back();
-    for (uint32_t p : preds[t])
-      if (!(*unbounded)[p]) (*unbounded)[p] = 1, work.push_back(p);
-  }
-  // Where both bounds bite, a counter decides from (count, state) alone only when the reachable counts
-  // form an interval: from the least one up to the most (or on without end). Gaps (units in pairs, say)
-  // are then left to the unrolled automaton. Beyond 63 units, an unbounded interval is taken to continue.
-  dmin->assign(n, 0);
-  dmax->assign(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    const uint8_t rel = relax.empty() ? 0 : relax[i];
-    const uint64_t r = reach[i];
-    if (r == 0) return false;  // the shortest path reads 64 units or more
-    const int lo = __builtin_ctzll(r);
-    const int hi = 63 - __builtin_clzll(r);
-    if (rel & kCountGapsOk) {
-      // Only the least count, and the most where it is known, are used.
-      (*dmin)[i] = static_cast<uint32_t>(lo);
-      if ((*unbounded)[i]) {
-        (*dmax)[i] = kUnbounded;
-      } else {
-        if (hi == 63 && !(rel & kCountNoMost)) return false;  // the most may be past what reach holds
-        (*dmax)[i] = static_cast<uint32_t>(hi);
-      }
-      continue;
-    }
-    if ((*unbounded)[i]) {
-      if (r != (~uint64_t{0} << lo)) return false;
-      (*dmin)[i] = static_cast<uint32_t>(lo);
-      (*dmax)[i] = kUnbounded;
-    } else {
-      if (hi == 63) return false;
-      const uint64_t want = (hi - lo == 63) ? ~uint64_t{0} : (((uint64_t{1} << (hi - lo + 1)) - 1) << lo);
-      if (r != want) return false;
-      (*dmin)[i] = static_cast<uint32_t>(lo);
-      (*dmax)[i] = static_cast<uint32_t>(hi);
-    }
-  }
-  return true;
 }
 
 Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone) {

@@ -95,9 +95,21 @@ inline uint8_t CountRelax(uint32_t min, uint32_t max) {
   if (min == 0) return kCountGapsOk | kCountNoMost;
   return max == kUnbounded ? kCountGapsOk : 0;
 }
+//
+// Where both bounds bite and a state's counts have gaps, `entries` (null: none) may still let a counter
+// run: when the counts the state can be entered with are known (propagated from `starts`, where counts
+// begin at 0, along succ and `resumes`: calls, which keep the caller's count for the state they return
+// to), dmin/dmax need only decide exactly for those.
+// A string that must be 10 to 90 long and match ^....$ or contain ab1 reads exactly 4 or at least 3
+// from the start (a gap), but that state is only entered at count 0, where 4 is too short anyway.
+struct CountEntries {
+  std::vector<uint32_t> starts;
+  std::vector<std::pair<uint32_t, uint32_t>> resumes;  // (caller, state returned to)
+  std::vector<uint32_t> min, max;  // per state: its counter's bounds
+};
 bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
                 const std::vector<uint8_t>& live, const std::vector<uint8_t>& relax, std::vector<uint32_t>* dmin,
-                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded);
+                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded, const CountEntries* entries = nullptr);
 
 // Whether `rule` has the shape a counter can run: its body a sequence holding exactly one kCounted part
 // that some literal follows (so the counted part ends where that literal starts). Such a rule is never
