@@ -20,7 +20,42 @@ void NormalizeRanges(std::vector<std::pair<uint32_t, uint32_t>>* ranges) {
   r.resize(out);
 }
 
+namespace {
+
+uint64_t ExprContentHash(const Expr& e) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(e.kind);
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h *= 0xBF58476D1CE4E5B9ULL;
+  };
+  mix(e.kids.size());
+  for (ExprId k : e.kids) mix(k);
+  mix(e.ranges.size());
+  for (auto [lo, hi] : e.ranges) mix((static_cast<uint64_t>(lo) << 32) | hi);
+  mix(e.required.size());
+  for (uint8_t r : e.required) mix(r);
+  mix(e.text.size());
+  for (unsigned char c : e.text) mix(c);
+  mix((static_cast<uint64_t>(e.min) << 32) | e.max);
+  mix((static_cast<uint64_t>(e.rule) << 2) | (e.has_separator ? 1 : 0) | (e.repeat_last ? 2 : 0));
+  return h;
+}
+
+bool SameExpr(const Expr& a, const Expr& b) {
+  return a.kind == b.kind && a.kids == b.kids && a.ranges == b.ranges && a.required == b.required && a.text == b.text &&
+         a.min == b.min && a.max == b.max && a.rule == b.rule && a.has_separator == b.has_separator &&
+         a.repeat_last == b.repeat_last;
+}
+
+}  // namespace
+
 ExprId Grammar::Add(Expr e) {
+  // Equal expressions share one node: front ends rebuild the same pieces (a property's key and colon,
+  // whitespace, whole sub-schemas merged into every oneOf branch) many times over, and the nodes are
+  // immutable, so sharing changes no language and spares the compiler's passes over the copies.
+  const uint64_t h = ExprContentHash(e);
+  auto [it, fresh] = interned_.try_emplace(h, static_cast<ExprId>(exprs_.size()));
+  if (!fresh && SameExpr(exprs_[it->second], e)) return it->second;
   exprs_.push_back(std::move(e));
   return static_cast<ExprId>(exprs_.size() - 1);
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -115,6 +116,7 @@ class Grammar {
  private:
   ExprId Add(Expr e);
   std::vector<Expr> exprs_;
+  std::unordered_map<uint64_t, ExprId> interned_;  // content hash -> the first node with it (see Add)
   std::vector<Rule> rules_;
   uint32_t root_ = 0;
 };
