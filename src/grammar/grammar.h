@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -116,7 +115,10 @@ class Grammar {
  private:
   ExprId Add(Expr e);
   std::vector<Expr> exprs_;
-  std::unordered_map<uint64_t, ExprId> interned_;  // content hash -> the first node with it (see Add)
+  // Add's table of the nodes built so far, by content hash (nodes Import copies stay out of it).
+  std::vector<uint64_t> expr_hash_;
+  std::vector<uint32_t> intern_slots_;
+  size_t interned_count_ = 0;
   std::vector<Rule> rules_;
   uint32_t root_ = 0;
 };
