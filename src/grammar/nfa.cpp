@@ -684,26 +684,30 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint3
   return f;
 }
 
-Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth) {
+Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth) {
   Nfa scratch;
   DI_ASSIGN_OR_RETURN(Frag fa, Build(scratch, x.kids[0], depth + 1, true));
   DI_ASSIGN_OR_RETURN(Frag fb, Build(scratch, x.kids[1], depth + 1, true));
   scratch_states_ += scratch.states.size();
-  ByteClasses classes = ByteClasses::FromNfa(scratch);
+  Product p;
+  p.classes = ByteClasses::FromNfa(scratch);
   size_t budget = limits_.max_dfa_states;
-  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, classes, deadline_, budget));
-  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, p.classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, p.classes, deadline_, budget));
   scratch = Nfa();
   const bool minus = x.kind == ExprKind::kMinus;
-  const uint32_t nc = classes.count;
-  // Product states (pa, pb); pb == 0 (b dead) stays possible for kMinus.
+  const uint32_t nc = p.classes.count;
+  // Product states (pa, pb) are DFA states 1, 2, ... (state 0 is dead); pb == 0 (b dead) stays possible
+  // for kMinus.
   std::unordered_map<uint64_t, uint32_t> ids;
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  std::vector<uint32_t> next;
+  Dfa& d = p.dfa;
+  d.num_classes = nc;
+  d.next.assign(nc, 0);
   auto intern = [&](uint32_t pa, uint32_t pb) -> uint32_t {
-    if (pa == 0 || (!minus && pb == 0)) return 0xFFFFFFFFu;
+    if (pa == 0 || (!minus && pb == 0)) return 0;
     uint64_t key = (static_cast<uint64_t>(pa) << 32) | pb;
-    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size()));
+    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size() + 1));
     if (fresh) pairs.push_back({pa, pb});
     return it->second;
   };
@@ -712,44 +716,54 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint3
     if (pairs.size() > budget) return Status::ResourceExhausted("an intersection or exclusion is too large");
     if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
     auto [pa, pb] = pairs[i];
-    for (uint32_t c = 0; c < nc; ++c) next.push_back(intern(a.next[pa * nc + c], b.next[pb * nc + c]));
+    for (uint32_t c = 0; c < nc; ++c) d.next.push_back(intern(a.next[pa * nc + c], b.next[pb * nc + c]));
   }
-  const size_t np = pairs.size();
-  std::vector<uint8_t> acc(np), live(np, 0);
-  for (size_t i = 0; i < np; ++i) {
+  d.num_states = static_cast<uint32_t>(pairs.size() + 1);
+  d.accepting.assign(d.num_states, 0);
+  for (size_t i = 0; i < pairs.size(); ++i) {
     auto [pa, pb] = pairs[i];
     bool in_b = pb != 0 && b.accepting[pb];
-    acc[i] = a.accepting[pa] && (minus ? !in_b : in_b);
+    d.accepting[i + 1] = a.accepting[pa] && (minus ? !in_b : in_b);
   }
-  std::vector<std::vector<uint32_t>> preds(np);
-  for (size_t i = 0; i < np; ++i)
+  d.flags.assign(d.num_states, 0);
+  d.calls.assign(d.num_states, {});
+  return p;
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth) {
+  DI_ASSIGN_OR_RETURN(Product p, ProductDfa(x, depth));
+  const Dfa& d = p.dfa;
+  const uint32_t nc = p.classes.count, n = d.num_states;
+  std::vector<std::vector<uint32_t>> preds(n);
+  for (uint32_t s = 1; s < n; ++s)
     for (uint32_t c = 0; c < nc; ++c)
-      if (uint32_t t = next[i * nc + c]; t != 0xFFFFFFFFu) preds[t].push_back(static_cast<uint32_t>(i));
+      if (uint32_t t = d.next[static_cast<size_t>(s) * nc + c]; t != 0) preds[t].push_back(s);
+  std::vector<uint8_t> live(n, 0);
   std::vector<uint32_t> work;
-  for (size_t i = 0; i < np; ++i)
-    if (acc[i]) live[i] = 1, work.push_back(static_cast<uint32_t>(i));
+  for (uint32_t s = 1; s < n; ++s)
+    if (d.accepting[s]) live[s] = 1, work.push_back(s);
   while (!work.empty()) {
     uint32_t t = work.back();
     work.pop_back();
-    for (uint32_t p : preds[t])
-      if (!live[p]) live[p] = 1, work.push_back(p);
+    for (uint32_t q : preds[t])
+      if (!live[q]) live[q] = 1, work.push_back(q);
   }
   // Class intervals, to turn class transitions back into byte ranges.
   std::vector<std::pair<uint8_t, uint8_t>> span(nc, {255, 0});
-  for (int byte = 255; byte >= 0; --byte) span[classes.map[byte]].first = static_cast<uint8_t>(byte);
-  for (int byte = 0; byte < 256; ++byte) span[classes.map[byte]].second = static_cast<uint8_t>(byte);
-  std::vector<uint32_t> state(np);
-  for (size_t i = 0; i < np; ++i) state[i] = live[i] ? nfa.New() : 0;
+  for (int byte = 255; byte >= 0; --byte) span[p.classes.map[byte]].first = static_cast<uint8_t>(byte);
+  for (int byte = 0; byte < 256; ++byte) span[p.classes.map[byte]].second = static_cast<uint8_t>(byte);
+  std::vector<uint32_t> state(n, 0);
+  for (uint32_t s = 1; s < n; ++s) state[s] = live[s] ? nfa.New() : 0;
   Frag f{nfa.New(), nfa.New()};
   DI_RETURN_IF_ERROR(Grow(nfa));
-  if (live[0]) nfa.states[f.start].eps.push_back(state[0]);
-  for (size_t i = 0; i < np; ++i) {
-    if (!live[i]) continue;
-    if (acc[i]) nfa.states[state[i]].eps.push_back(f.end);
+  if (live[1]) nfa.states[f.start].eps.push_back(state[1]);
+  for (uint32_t s = 1; s < n; ++s) {
+    if (!live[s]) continue;
+    if (d.accepting[s]) nfa.states[state[s]].eps.push_back(f.end);
     for (uint32_t c = 0; c < nc; ++c) {
-      uint32_t t = next[i * nc + c];
-      if (t == 0xFFFFFFFFu || !live[t]) continue;
-      auto& edges = nfa.states[state[i]].bytes;
+      uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
+      if (t == 0 || !live[t]) continue;
+      auto& edges = nfa.states[state[s]].bytes;
       if (!edges.empty() && edges.back().to == state[t] && edges.back().hi + 1 == span[c].first)
         edges.back().hi = span[c].second;
       else

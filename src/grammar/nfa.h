@@ -190,6 +190,13 @@ class NfaBuilder {
   std::vector<ExprId> shared_bodies_;  // rule g_.rules().size() + k has body shared_bodies_[k]
   std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, PairHash> shared_rule_;
   Result<Frag> BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone);
+  // kAnd / kMinus: the product of its operands' DFAs, as a DFA over the classes of both (not minimised,
+  // dead and non-live states kept), and as an NFA fragment of its live states.
+  struct Product {
+    Dfa dfa;
+    ByteClasses classes;
+  };
+  Result<Product> ProductDfa(const Expr& x, uint32_t depth);
   Result<Frag> BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth);
   // The counted part of a rule: body x unit* as a product automaton whose states carry the counting
   // flags, or nullopt when a counter cannot run it exactly (then the caller builds the fallback).

@@ -169,6 +169,16 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   if (auto it = small_.find(key); it != small_.end()) return it->second;
   const size_t open = &into == &nfa_ ? 0 : into.states.size();
   open_scratch_ += open;
+  const Expr& x = g_.expr(e);
+  if (x.kind == ExprKind::kAnd || x.kind == ExprKind::kMinus) {
+    // A product is a DFA already: minimised as it is, without the round trip through an NFA.
+    auto p = ProductDfa(x, depth);
+    open_scratch_ -= open;
+    if (!p.ok()) return p.status();
+    std::shared_ptr<const SmallDfa> small = Minimize(p->dfa, p->classes);
+    small_.emplace(key, small);
+    return small;
+  }
   Nfa scratch;
   auto f = BuildNode(scratch, e, depth, true);
   open_scratch_ -= open;
