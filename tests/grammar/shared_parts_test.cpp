@@ -13,6 +13,7 @@
 #include "grammar/constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/nfa.h"
 #include "grammar/regex.h"
 
 namespace deepinfer::grammar {
@@ -268,6 +269,37 @@ TEST(ExprSharing, RepeatedSubSchemasShareTheirNodes) {
   EXPECT_TRUE(cg->Matches(R"({"p0":[3,900],"p19":[]})"));
   EXPECT_FALSE(cg->Matches(R"({"p0":[2]})"));
   EXPECT_FALSE(cg->Matches(R"({"p7":[3,3,3,3,3]})"));
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// NfaState's edge lists keep their first elements in place and move to the heap past them; copies and
+// moves keep every element either way.
+TEST(SmallVec, InPlaceThenOnTheHeap) {
+  SmallVec<uint32_t, 2> v;
+  EXPECT_TRUE(v.empty());
+  for (uint32_t i = 0; i < 9; ++i) {
+    v.push_back(i * 3);
+    ASSERT_EQ(v.size(), i + 1);
+    EXPECT_EQ(v.back(), i * 3);
+  }
+  SmallVec<uint32_t, 2> copy = v, moved = std::move(v), small;
+  small.push_back(7);
+  SmallVec<uint32_t, 2> small_moved = std::move(small);
+  for (uint32_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(copy[i], i * 3);
+    EXPECT_EQ(moved[i], i * 3);
+  }
+  EXPECT_TRUE(v.empty());  // NOLINT(bugprone-use-after-move): a moved-from list is empty
+  ASSERT_EQ(small_moved.size(), 1u);
+  EXPECT_EQ(small_moved[0], 7u);
+  copy = small_moved;
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(*copy.begin(), 7u);
 }
 
 }  // namespace
