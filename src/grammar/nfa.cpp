@@ -138,7 +138,14 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
   (void)s0;
   std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> by_seeds;
-  std::unordered_map<uint32_t, uint32_t> by_single;  // one-state seed sets, most of them
+  // One-state seed sets, most of them: the DFA state of each, by NFA state, in per-thread arrays stamped
+  // by call (the compiler determinizes rule after rule over one large NFA; a map cost a hash lookup per
+  // segment, a fresh array a clear per rule).
+  static thread_local std::vector<uint32_t> single_target, single_stamp;
+  static thread_local uint32_t single_call = 0;
+  if (single_target.size() < nfa.states.size())
+    single_target.resize(nfa.states.size(), 0), single_stamp.resize(nfa.states.size(), 0);
+  if (++single_call == 0) std::fill(single_stamp.begin(), single_stamp.end(), 0), single_call = 1;
   // Edges are byte ranges, so the classes of one DFA state fall into runs (segments) whose seeds are the
   // same; each segment is resolved once (a JSON string's content is one edge over nearly every class).
   struct Move {
@@ -192,12 +199,13 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       // taken once per seed set.
       uint32_t target;
       if (seeds.size() == 1) {
-        auto [it, fresh] = by_single.try_emplace(seeds[0], 0u);
-        if (fresh) {
+        const uint32_t seed = seeds[0];
+        if (single_stamp[seed] != single_call) {
           DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
-          it->second = t;
+          single_target[seed] = t;
+          single_stamp[seed] = single_call;
         }
-        target = it->second;
+        target = single_target[seed];
       } else {
         auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
         if (fresh) {
