@@ -158,8 +158,30 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   // How the bytes of a class move between counted and other states; every move out of one DFA state on
   // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
   std::vector<uint8_t> move_kind;
+  std::vector<uint32_t> one_seed(1);
   for (uint32_t id = 1; id < sets.size(); ++id) {
     if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+    // A set of one NFA state without calls whose byte edges are sorted and disjoint (a spliced minimal
+    // DFA's state: most DFA states of large grammars): each edge is a segment of its own with one seed,
+    // and no two moves share a class, so there is nothing to cut, merge or check.
+    if (sets[id]->size() == 1) {
+      const NfaState& st = nfa.states[(*sets[id])[0]];
+      bool sorted = st.calls.empty();
+      for (size_t k = 1; sorted && k < st.bytes.size(); ++k) sorted = st.bytes[k].lo > st.bytes[k - 1].hi;
+      if (sorted) {
+        for (const ByteEdge& e : st.bytes) {
+          if (single_stamp[e.to] != single_call) {
+            one_seed[0] = e.to;
+            DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(one_seed)));
+            single_target[e.to] = t;
+            single_stamp[e.to] = single_call;
+          }
+          uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
+          for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) row[c] = single_target[e.to];
+        }
+        continue;
+      }
+    }
     std::vector<std::pair<uint32_t, uint32_t>> calls;
     moves.clear();
     cuts.clear();
