@@ -52,12 +52,12 @@ void EntryCounts(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& s
 bool DecideByEntry(uint64_t reach, bool unbounded, uint64_t entry, bool entry_unknown, uint32_t min,
                    uint32_t max, uint32_t* dmin, uint32_t* dmax) {
   if (entry_unknown || entry == 0 || min == 0 || max == kUnbounded) return false;
-  // Whether some r in [a, b] can be read (nullopt: unknown).
   const bool tail = unbounded && (reach >> 32) == 0xFFFFFFFFu;  // every count from 64 on, taken to continue
   if (!tail && (unbounded || (reach >> 63) != 0)) {
     // Counts past 63 are unknown: decide only where no window reaches them.
     if (static_cast<uint64_t>(max) - __builtin_ctzll(entry) >= 64) return false;
   }
+  // Whether some count r in [a, b] can be read (past 63: only under `tail`).
   auto any_in = [&](uint64_t a, uint64_t b) {
     if (a > b) return false;
     if (b >= 64 && tail) return true;
