@@ -305,8 +305,21 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
     entry->bits = std::move(acc);
   }
   if (!inside.empty()) {
-    std::sort(inside.begin(), inside.end(),
-              [](const Counted& a, const Counted& b) { return a.need != b.need ? a.need < b.need : a.id < b.id; });
+    // By need (readers only take prefixes of it), each need's tokens in walk order. Needs span few values
+    // (units read plus the fewest the end state still needs), so a counting sort does it: the first
+    // mask of a counted state has tens of thousands of such tokens, and a comparison sort was most of it.
+    uint32_t lo = inside[0].need, hi = inside[0].need;
+    for (const Counted& c : inside) lo = std::min(lo, c.need), hi = std::max(hi, c.need);
+    if (hi - lo <= 4 * inside.size() + 1024) {
+      std::vector<uint32_t> at(static_cast<size_t>(hi - lo) + 2, 0);
+      for (const Counted& c : inside) ++at[c.need - lo + 1];
+      for (size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+      std::vector<Counted> by_need(inside.size());
+      for (const Counted& c : inside) by_need[at[c.need - lo]++] = c;
+      inside.swap(by_need);
+    } else {
+      std::stable_sort(inside.begin(), inside.end(), [](const Counted& a, const Counted& b) { return a.need < b.need; });
+    }
     entry->counted_ids.reserve(inside.size());
     entry->need.reserve(inside.size());
     entry->counted_all.assign(v.words(), 0);
