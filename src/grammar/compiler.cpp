@@ -410,9 +410,22 @@ Status Compiler::CountAnalysis(CompiledGrammar* g) {
       if (!dup) succ[i].push_back({local[t], tick});
     }
   }
+  // Each counted rule's count starts at 0 at the rule's start and is kept across the calls it makes.
+  CountEntries entries;
+  entries.min.assign(n, 0);
+  entries.max.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t s = members[i];
+    const uint32_t r = g->rule_of_[s];
+    entries.min[i] = g->count_min_[r];
+    entries.max[i] = g->count_max_[r];
+    if (s == g->rule_start_[r]) entries.starts.push_back(static_cast<uint32_t>(i));
+    for (const CallEdge* e = g->calls_begin(s); e != g->calls_end(s); ++e)
+      if (member[e->target]) entries.resumes.push_back({static_cast<uint32_t>(i), local[e->target]});
+  }
   std::vector<uint32_t> dmin, dmax;
   std::vector<uint8_t> unbounded;
-  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded))
+  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded, &entries))
     return Status::Internal("a counted repetition lost its interval property in the final automaton");
   for (size_t i = 0; i < n; ++i) {
     g->dmin_[members[i]] = dmin[i];

@@ -1,6 +1,8 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
 
 namespace deepinfer::grammar {
 
@@ -20,8 +22,62 @@ void NormalizeRanges(std::vector<std::pair<uint32_t, uint32_t>>* ranges) {
   r.resize(out);
 }
 
+namespace {
+
+uint64_t ExprContentHash(const Expr& e) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(e.kind);
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h *= 0xBF58476D1CE4E5B9ULL;
+  };
+  mix(e.kids.size());
+  for (ExprId k : e.kids) mix(k);
+  mix(e.ranges.size());
+  for (auto [lo, hi] : e.ranges) mix((static_cast<uint64_t>(lo) << 32) | hi);
+  mix(e.required.size());
+  for (uint8_t r : e.required) mix(r);
+  mix(std::hash<std::string_view>()(e.text));
+  mix((static_cast<uint64_t>(e.min) << 32) | e.max);
+  mix((static_cast<uint64_t>(e.rule) << 2) | (e.has_separator ? 1 : 0) | (e.repeat_last ? 2 : 0));
+  return h ^ (h >> 31);
+}
+
+bool SameExpr(const Expr& a, const Expr& b) {
+  return a.kind == b.kind && a.kids == b.kids && a.ranges == b.ranges && a.required == b.required && a.text == b.text &&
+         a.min == b.min && a.max == b.max && a.rule == b.rule && a.has_separator == b.has_separator &&
+         a.repeat_last == b.repeat_last;
+}
+
+}  // namespace
+
 ExprId Grammar::Add(Expr e) {
+  // Equal expressions share one node: front ends rebuild the same pieces (a property's key and colon,
+  // whitespace, whole sub-schemas merged into every oneOf branch) many times over, and the nodes are
+  // immutable, so sharing changes no language and spares the compiler's passes over the copies.
+  // An open-addressing table of node ids (plus one; 0 is free), at most half full.
+  if (2 * (interned_count_ + 1) > intern_slots_.size()) {
+    std::vector<uint32_t> grown(std::max<size_t>(1024, 2 * intern_slots_.size()), 0);
+    const size_t mask = grown.size() - 1;
+    for (uint32_t slot : intern_slots_) {
+      if (slot == 0) continue;
+      size_t i = expr_hash_[slot - 1] & mask;
+      while (grown[i] != 0) i = (i + 1) & mask;
+      grown[i] = slot;
+    }
+    intern_slots_ = std::move(grown);
+  }
+  const uint64_t h = ExprContentHash(e);
+  const size_t mask = intern_slots_.size() - 1;
+  size_t i = h & mask;
+  for (; intern_slots_[i] != 0; i = (i + 1) & mask) {
+    const ExprId id = intern_slots_[i] - 1;
+    if (expr_hash_[id] == h && SameExpr(exprs_[id], e)) return id;
+  }
   exprs_.push_back(std::move(e));
+  expr_hash_.resize(exprs_.size(), 0);
+  expr_hash_.back() = h;
+  intern_slots_[i] = static_cast<uint32_t>(exprs_.size());
+  ++interned_count_;
   return static_cast<ExprId>(exprs_.size() - 1);
 }
 

@@ -115,6 +115,10 @@ class Grammar {
  private:
   ExprId Add(Expr e);
   std::vector<Expr> exprs_;
+  // Add's table of the nodes built so far, by content hash (nodes Import copies stay out of it).
+  std::vector<uint64_t> expr_hash_;
+  std::vector<uint32_t> intern_slots_;
+  size_t interned_count_ = 0;
   std::vector<Rule> rules_;
   uint32_t root_ = 0;
 };

@@ -66,15 +66,21 @@ Result<ExprId> SchemaCompiler::String(const Json& s, const std::string& path) {
   DI_RETURN_IF_ERROR(ReadCount(s, "maxLength", 1e6, path, &max));
   std::vector<ExprId> constraints;
   std::string key = "string";  // names the rule: equal constraints share one
-  if (auto it = s.find("pattern"); it != s.end()) {
-    if (!it->is_string()) return Invalid("pattern must be a string", path);
-    key += " pattern " + JsonQuote(it->get<std::string>());
+  // A pattern as JSON Schema reads it: matched anywhere in the string's canonical JSON spelling.
+  auto pattern = [&](const Json& p, const char* where) -> Result<ExprId> {
+    if (!p.is_string()) return Invalid("pattern must be a string", path);
     RegexOptions ro;
     ro.full_match = false;
     ro.json_string = true;
-    auto re = CompileRegex(it->get<std::string>(), ro, &g_);
-    if (!re.ok()) return re.status().WithContext(path + "/pattern");
-    constraints.push_back(*re);
+    auto re = CompileRegex(p.get<std::string>(), ro, &g_);
+    if (!re.ok()) return re.status().WithContext(path + where);
+    return *re;
+  };
+  if (auto it = s.find("pattern"); it != s.end()) {
+    if (!it->is_string()) return Invalid("pattern must be a string", path);
+    key += " pattern " + JsonQuote(it->get<std::string>());
+    DI_ASSIGN_OR_RETURN(ExprId re, pattern(*it, "/pattern"));
+    constraints.push_back(re);
   }
   if (auto it = s.find("format"); it != s.end() && it->is_string() && KnownFormat(it->get<std::string>())) {
     key += " format " + it->get<std::string>();
@@ -83,28 +89,33 @@ Result<ExprId> SchemaCompiler::String(const Json& s, const std::string& path) {
   }
   if (auto it = s.find("$patterns"); it != s.end()) {
     for (const auto& p : *it) {
-      if (!p.is_string()) return Invalid("pattern must be a string", path);
+      DI_ASSIGN_OR_RETURN(ExprId re, pattern(p, "/pattern"));
       key += " pattern " + JsonQuote(p.get<std::string>());
-      RegexOptions ro;
-      ro.full_match = false;
-      ro.json_string = true;
-      auto re = CompileRegex(p.get<std::string>(), ro, &g_);
-      if (!re.ok()) return re.status().WithContext(path + "/pattern");
-      constraints.push_back(*re);
+      constraints.push_back(re);
+    }
+  }
+  // Groups of alternative patterns (anyOf of patterns, PatternAlternatives): one of each group.
+  if (auto it = s.find("$any_patterns"); it != s.end()) {
+    for (const auto& group : *it) {
+      if (!group.is_array() || group.empty()) return Invalid("$any_patterns must hold non-empty arrays of patterns", path);
+      std::vector<ExprId> alts;
+      key += " any of (";
+      for (const auto& p : group) {
+        DI_ASSIGN_OR_RETURN(ExprId re, pattern(p, "/anyOf/pattern"));
+        key += " pattern " + JsonQuote(p.get<std::string>());
+        alts.push_back(re);
+      }
+      key += " )";
+      constraints.push_back(g_.Alt(std::move(alts)));
     }
   }
   // Negated patterns and excluded values (from `not`, Negate): canonical strings without them.
   std::vector<ExprId> excluded;
   if (auto it = s.find("$not_patterns"); it != s.end()) {
     for (const auto& p : *it) {
-      if (!p.is_string()) return Invalid("pattern must be a string", path);
+      DI_ASSIGN_OR_RETURN(ExprId re, pattern(p, "/not/pattern"));
       key += " not pattern " + JsonQuote(p.get<std::string>());
-      RegexOptions ro;
-      ro.full_match = false;
-      ro.json_string = true;
-      auto re = CompileRegex(p.get<std::string>(), ro, &g_);
-      if (!re.ok()) return re.status().WithContext(path + "/not/pattern");
-      excluded.push_back(*re);
+      excluded.push_back(re);
     }
   }
   if (auto it = s.find("$not_in"); it != s.end()) {
@@ -228,6 +239,13 @@ Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& pa
           alts.push_back(e);
         }
         return g_.Alt(std::move(alts));
+      }
+    }
+    if (!one) {
+      DI_ASSIGN_OR_RETURN(std::optional<Json> alternatives, r_.PatternAlternatives(branches, path, depth));
+      if (alternatives) {
+        DI_ASSIGN_OR_RETURN(Json m, r_.Merge(std::move(rest), std::move(*alternatives), path, depth + 1));
+        return Compile(m, path, depth + 1);
       }
     }
     bool distribute = r_.HasConstraints(rest);

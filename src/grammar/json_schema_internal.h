@@ -71,6 +71,8 @@ class SchemaResolver {
   std::optional<Json> Negate(const Json& schema, const std::string& path, uint32_t depth) const;
   Result<std::optional<std::vector<Json>>> ExactlyOneRequired(const Json& branches, const Json& rest,
                                                               const std::string& path, uint32_t depth) const;
+  // PatternAlternatives: an anyOf of pattern-only branches as one $any_patterns group, or nullopt.
+  Result<std::optional<Json>> PatternAlternatives(const Json& branches, const std::string& path, uint32_t depth) const;
 
   // Several if/then/else (`conditions`, each {if, then?, else?}) that hold together, under a schema whose
   // types are `types`: an anyOf of cells, where each `if` tests members' const/enum values (and

@@ -189,7 +189,7 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
     } else if (k == "contains") {  // both must hold: each needs an element of its own kind
       if (!out.contains("$contains")) out["$contains"] = Json::array();
       out["$contains"].push_back(v);
-    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some") {
+    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some" || k == "$any_patterns") {
       for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.

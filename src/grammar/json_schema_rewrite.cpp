@@ -22,7 +22,7 @@ bool ConstrainingKeyword(const std::string& k) {
       "contains", "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum",
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
-      "$patterns", "$not_patterns", "$not_in", "$contains", "$some"};
+      "$patterns", "$not_patterns", "$not_in", "$contains", "$some", "$any_patterns"};
   return known.count(k) > 0;
 }
 
@@ -287,6 +287,9 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       }
     } else if (k == "pattern" && v.is_string()) {
       any.push_back(Json{{"type", "string"}, {"$not_patterns", Json::array({v})}});
+    } else if (k == "$any_patterns" && v.is_array()) {
+      // A string matching none of some group's patterns.
+      for (const Json& group : v) any.push_back(Json{{"type", "string"}, {"$not_patterns", group}});
     } else if ((k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems" || k == "minProperties" ||
                 k == "maxProperties") && v.is_number()) {
       const double n = v.get<double>();
@@ -395,6 +398,38 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
   if (any.empty()) return Json(false);
   if (any.size() == 1) return any[0];
   return Json{{"anyOf", any}};
+}
+
+// anyOf whose branches each only ask for a pattern (all of them with type string, or none): the schema
+// {$any_patterns: [[their patterns]]} (with that type), which a string meets when it matches one of them
+// and other instances meet as they meet a pattern. Merged into the rest of the schema instead of
+// distributing the rest over the branches, several such anyOf (double negations of pattern lists) stay
+// one string rule whose automaton intersects the alternatives, where distributing compiled every
+// combination of branches as a rule of its own. nullopt: the branches are not of this form.
+Result<std::optional<Json>> SchemaResolver::PatternAlternatives(const Json& branches, const std::string& path,
+                                                                uint32_t depth) const {
+  Json group = Json::array();
+  int typed = -1;  // whether the branches say type string (they must agree)
+  for (const Json& b : branches) {
+    if (!b.is_object()) return std::optional<Json>();
+    DI_ASSIGN_OR_RETURN(Json x, Inline(b, path, depth + 1));
+    if (!x.is_object()) return std::optional<Json>();
+    const Json* pattern = nullptr;
+    bool string_type = false;
+    for (auto k = x.begin(); k != x.end(); ++k) {
+      if (AnnotationKeywords().count(k.key()) || k.key().rfind("x-", 0) == 0 || !ConstrainingKeyword(k.key())) continue;
+      if (k.key() == "pattern" && k->is_string()) pattern = &k.value();
+      else if (k.key() == "type" && k.value() == "string") string_type = true;
+      else return std::optional<Json>();
+    }
+    if (!pattern || (typed >= 0 && typed != static_cast<int>(string_type))) return std::optional<Json>();
+    typed = string_type ? 1 : 0;
+    group.push_back(*pattern);
+  }
+  if (group.empty()) return std::optional<Json>();
+  Json out = {{"$any_patterns", Json::array({std::move(group)})}};
+  if (typed == 1) out["type"] = "string";
+  return std::optional<Json>(std::move(out));
 }
 
 // oneOf whose branches only require members (`{required: [...]}`): an instance is valid when exactly one

@@ -71,7 +71,7 @@ class Validator {
       if (!found) return false;
     }
     // The compiler's own keywords, from merging and negation: all of $patterns, none of $not_patterns,
-    // not one of $not_in.
+    // one of each $any_patterns group, not one of $not_in.
     if (auto it = schema.find("$not_in"); it != schema.end() && it->is_array()) {
       for (const Json& e : *it) {
         DI_ASSIGN_OR_RETURN(bool eq, Equal(e, v, d));
@@ -86,6 +86,18 @@ class Validator {
           if (!p.is_string()) return Invalid("pattern must be a string", path);
           DI_ASSIGN_OR_RETURN(bool hit, Matches(p.get<std::string>(), false, v.get<std::string>(), path));
           if (hit != (k[1] == 'p')) return false;
+        }
+      }
+      if (auto it = schema.find("$any_patterns"); it != schema.end() && it->is_array()) {
+        for (const Json& group : *it) {
+          if (!group.is_array()) return Invalid("$any_patterns must hold arrays of patterns", path);
+          bool hit = false;
+          for (const Json& p : group) {
+            if (!p.is_string()) return Invalid("pattern must be a string", path);
+            DI_ASSIGN_OR_RETURN(hit, Matches(p.get<std::string>(), false, v.get<std::string>(), path));
+            if (hit) break;
+          }
+          if (!hit) return false;
         }
       }
     }

@@ -159,6 +159,33 @@ uint8_t CountedTextLoop(const CompiledGrammar& g, uint32_t state) {
 
 constexpr uint32_t kNoExit = 0xFFFFFFFFu;
 
+// A token that stays inside a counted rule, for its state's mask entry (see MaskEntry::counted_ids).
+struct CountedToken {
+  uint32_t need, reach;
+  int32_t id;
+};
+
+// By need (readers only take prefixes of it), each need's tokens in walk order. Needs span few values
+// (units read plus the fewest the end state still needs), so a counting sort does it: the first mask of a
+// counted state has tens of thousands of such tokens, and a comparison sort was most of it. Kept out of
+// line, away from the trie walk's loop.
+[[gnu::noinline]] void SortByNeed(std::vector<CountedToken>* tokens) {
+  std::vector<CountedToken>& inside = *tokens;
+  uint32_t lo = inside[0].need, hi = inside[0].need;
+  for (const CountedToken& c : inside) lo = std::min(lo, c.need), hi = std::max(hi, c.need);
+  if (hi - lo <= 4 * inside.size() + 1024) {
+    std::vector<uint32_t> at(static_cast<size_t>(hi - lo) + 2, 0);
+    for (const CountedToken& c : inside) ++at[c.need - lo + 1];
+    for (size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+    std::vector<CountedToken> by_need(inside.size());
+    for (const CountedToken& c : inside) by_need[at[c.need - lo]++] = c;
+    inside.swap(by_need);
+  } else {
+    std::stable_sort(inside.begin(), inside.end(),
+                     [](const CountedToken& a, const CountedToken& b) { return a.need < b.need; });
+  }
+}
+
 }  // namespace
 
 BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const TokenIndex> vocab,
@@ -228,11 +255,7 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
   const size_t depth_cap = v.max_depth() + 1;
   std::vector<uint32_t> st(depth_cap), units(depth_cap, 0), exited(depth_cap, kNoExit);
   st[0] = state;
-  struct Counted {
-    uint32_t need, reach;
-    int32_t id;
-  };
-  std::vector<Counted> inside;
+  std::vector<CountedToken> inside;
   bool finite_reach = false;
   const uint32_t stop = v.end(0);
   // The walk, specialised for rules with and without a counter: most entries are of rules without one,
@@ -305,12 +328,11 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
     entry->bits = std::move(acc);
   }
   if (!inside.empty()) {
-    std::sort(inside.begin(), inside.end(),
-              [](const Counted& a, const Counted& b) { return a.need != b.need ? a.need < b.need : a.id < b.id; });
+    SortByNeed(&inside);
     entry->counted_ids.reserve(inside.size());
     entry->need.reserve(inside.size());
     entry->counted_all.assign(v.words(), 0);
-    for (const Counted& c : inside) {
+    for (const CountedToken& c : inside) {
       entry->counted_ids.push_back(c.id);
       entry->need.push_back(c.need);
       if (finite_reach) entry->reach.push_back(c.reach);

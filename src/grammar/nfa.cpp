@@ -48,8 +48,9 @@ class Closure {
     if (Marks().size() < nfa.states.size()) Marks().resize(nfa.states.size(), 0);
   }
   // The epsilon closure of `seeds`, sorted, keeping only the states that matter to the DFA: those with
-  // byte or call edges, and the final state. Sets that differ only in pass-through states are the same
-  // DFA state, so this also merges states.
+  // byte or call edges, the final state, and counted states (one that can only leave the counted part,
+  // after a pattern's last unit, still makes the DFA state a counting one, so that unit counts). Sets
+  // that differ only in pass-through states are the same DFA state, so this also merges states.
   std::vector<uint32_t> Of(const std::vector<uint32_t>& seeds) {
     std::vector<uint32_t>& mark = Marks();
     uint32_t& generation = Generation();
@@ -62,7 +63,7 @@ class Closure {
       uint32_t s = stack_.back();
       stack_.pop_back();
       const NfaState& st = nfa_.states[s];
-      if (!st.bytes.empty() || !st.calls.empty() || s == final_) out.push_back(s);
+      if (!st.bytes.empty() || !st.calls.empty() || s == final_ || (st.flags & kStateCounting)) out.push_back(s);
       for (uint32_t t : st.eps)
         if (mark[t] != generation) mark[t] = generation, stack_.push_back(t);
     }
@@ -137,7 +138,14 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
   (void)s0;
   std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> by_seeds;
-  std::unordered_map<uint32_t, uint32_t> by_single;  // one-state seed sets, most of them
+  // One-state seed sets, most of them: the DFA state of each, by NFA state, in per-thread arrays stamped
+  // by call (the compiler determinizes rule after rule over one large NFA; a map cost a hash lookup per
+  // segment, a fresh array a clear per rule).
+  static thread_local std::vector<uint32_t> single_target, single_stamp;
+  static thread_local uint32_t single_call = 0;
+  if (single_target.size() < nfa.states.size())
+    single_target.resize(nfa.states.size(), 0), single_stamp.resize(nfa.states.size(), 0);
+  if (++single_call == 0) std::fill(single_stamp.begin(), single_stamp.end(), 0), single_call = 1;
   // Edges are byte ranges, so the classes of one DFA state fall into runs (segments) whose seeds are the
   // same; each segment is resolved once (a JSON string's content is one edge over nearly every class).
   struct Move {
@@ -150,8 +158,30 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   // How the bytes of a class move between counted and other states; every move out of one DFA state on
   // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
   std::vector<uint8_t> move_kind;
+  std::vector<uint32_t> one_seed(1);
   for (uint32_t id = 1; id < sets.size(); ++id) {
     if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+    // A set of one NFA state without calls whose byte edges are sorted and disjoint (a spliced minimal
+    // DFA's state: most DFA states of large grammars): each edge is a segment of its own with one seed,
+    // and no two moves share a class, so there is nothing to cut, merge or check.
+    if (sets[id]->size() == 1) {
+      const NfaState& st = nfa.states[(*sets[id])[0]];
+      bool sorted = st.calls.empty();
+      for (size_t k = 1; sorted && k < st.bytes.size(); ++k) sorted = st.bytes[k].lo > st.bytes[k - 1].hi;
+      if (sorted) {
+        for (const ByteEdge& e : st.bytes) {
+          if (single_stamp[e.to] != single_call) {
+            one_seed[0] = e.to;
+            DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(one_seed)));
+            single_target[e.to] = t;
+            single_stamp[e.to] = single_call;
+          }
+          uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
+          for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) row[c] = single_target[e.to];
+        }
+        continue;
+      }
+    }
     std::vector<std::pair<uint32_t, uint32_t>> calls;
     moves.clear();
     cuts.clear();
@@ -191,12 +221,13 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       // taken once per seed set.
       uint32_t target;
       if (seeds.size() == 1) {
-        auto [it, fresh] = by_single.try_emplace(seeds[0], 0u);
-        if (fresh) {
+        const uint32_t seed = seeds[0];
+        if (single_stamp[seed] != single_call) {
           DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
-          it->second = t;
+          single_target[seed] = t;
+          single_stamp[seed] = single_call;
         }
-        target = it->second;
+        target = single_target[seed];
       } else {
         auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
         if (fresh) {
@@ -608,7 +639,11 @@ Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const
   std::vector<uint32_t> dmin, dmax;
   std::vector<uint8_t> unbounded;
   const std::vector<uint8_t> relax(np, CountRelax(x.min, x.max));
-  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded)) return std::optional<Frag>();
+  CountEntries entries;  // the count starts at 0 in the product's start, state 0
+  entries.starts = {0};
+  entries.min.assign(np, x.min);
+  entries.max.assign(np, x.max);
+  if (!CountReach(succ, exit, live, relax, &dmin, &dmax, &unbounded, &entries)) return std::optional<Frag>();
   // The counter must be able to finish with a count in [min, max] from the start.
   if (dmin[0] > x.max || (!unbounded[0] && dmax[0] < x.min)) {
     Frag empty{nfa.New(), nfa.New()};
@@ -640,118 +675,6 @@ Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const
     }
   }
   return std::optional<Frag>(f);
-}
-
-bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
-                const std::vector<uint8_t>& live, const std::vector<uint8_t>& relax, std::vector<uint32_t>* dmin,
-                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded) {
-  const size_t n = succ.size();
-  // reach[i]: bit L set when some path from i to an exit reads exactly L more units (L < 64).
-  std::vector<uint64_t> reach(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    if (live[i] && exit[i]) reach[i] = 1;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (!live[i]) continue;
-      uint64_t r = reach[i];
-      for (auto [t, tick] : succ[i]) r |= tick ? reach[t] << 1 : reach[t];
-      if (r != reach[i]) reach[i] = r, changed = true;
-    }
-  }
-  // Unbounded: the state reaches a cycle that reads a unit (every live state reaches an exit). Cycles
-  // are found as strongly connected components (iterative Tarjan).
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
-  std::vector<uint8_t> on(n, 0);
-  std::vector<uint32_t> stack;
-  int32_t counter = 0, ncomp = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    if (!live[s] || index[s] >= 0) continue;
-    std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
-    index[s] = low[s] = counter++;
-    stack.push_back(s);
-    on[s] = 1;
-    while (!dfs.empty()) {
-      auto& [v, k] = dfs.back();
-      if (k < succ[v].size()) {
-        uint32_t w = succ[v][k++].first;
-        if (index[w] < 0) {
-          index[w] = low[w] = counter++;
-          stack.push_back(w);
-          on[w] = 1;
-          dfs.push_back({w, 0});
-        } else if (on[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      uint32_t done = v;
-      dfs.pop_back();
-      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
-      if (low[done] == index[done]) {
-        uint32_t w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          on[w] = 0;
-          comp[w] = ncomp;
-        } while (w != done);
-        ++ncomp;
-      }
-    }
-  }
-  unbounded->assign(n, 0);
-  std::vector<std::vector<uint32_t>> preds(n);
-  std::vector<uint32_t> work;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    for (auto [t, tick] : succ[i]) {
-      preds[t].push_back(i);
-      if (tick && comp[t] == comp[i] && !(*unbounded)[i]) (*unbounded)[i] = 1, work.push_back(i);
-    }
-  }
-  while (!work.empty()) {
-    uint32_t t = work.back();
-    work.pop_back();
-    for (uint32_t p : preds[t])
-      if (!(*unbounded)[p]) (*unbounded)[p] = 1, work.push_back(p);
-  }
-  // Where both bounds bite, a counter decides from (count, state) alone only when the reachable counts
-  // form an interval: from the least one up to the most (or on without end). Gaps (units in pairs, say)
-  // are then left to the unrolled automaton. Beyond 63 units, an unbounded interval is taken to continue.
-  dmin->assign(n, 0);
-  dmax->assign(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    const uint8_t rel = relax.empty() ? 0 : relax[i];
-    const uint64_t r = reach[i];
-    if (r == 0) return false;  // the shortest path reads 64 units or more
-    const int lo = __builtin_ctzll(r);
-    const int hi = 63 - __builtin_clzll(r);
-    if (rel & kCountGapsOk) {
-      // Only the least count, and the most where it is known, are used.
-      (*dmin)[i] = static_cast<uint32_t>(lo);
-      if ((*unbounded)[i]) {
-        (*dmax)[i] = kUnbounded;
-      } else {
-        if (hi == 63 && !(rel & kCountNoMost)) return false;  // the most may be past what reach holds
-        (*dmax)[i] = static_cast<uint32_t>(hi);
-      }
-      continue;
-    }
-    if ((*unbounded)[i]) {
-      if (r != (~uint64_t{0} << lo)) return false;
-      (*dmin)[i] = static_cast<uint32_t>(lo);
-      (*dmax)[i] = kUnbounded;
-    } else {
-      if (hi == 63) return false;
-      const uint64_t want = (hi - lo == 63) ? ~uint64_t{0} : (((uint64_t{1} << (hi - lo + 1)) - 1) << lo);
-      if (r != want) return false;
-      (*dmin)[i] = static_cast<uint32_t>(lo);
-      (*dmax)[i] = static_cast<uint32_t>(hi);
-    }
-  }
-  return true;
 }
 
 Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone) {
@@ -791,26 +714,30 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint3
   return f;
 }
 
-Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth) {
+Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth) {
   Nfa scratch;
   DI_ASSIGN_OR_RETURN(Frag fa, Build(scratch, x.kids[0], depth + 1, true));
   DI_ASSIGN_OR_RETURN(Frag fb, Build(scratch, x.kids[1], depth + 1, true));
   scratch_states_ += scratch.states.size();
-  ByteClasses classes = ByteClasses::FromNfa(scratch);
+  Product p;
+  p.classes = ByteClasses::FromNfa(scratch);
   size_t budget = limits_.max_dfa_states;
-  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, classes, deadline_, budget));
-  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, p.classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, p.classes, deadline_, budget));
   scratch = Nfa();
   const bool minus = x.kind == ExprKind::kMinus;
-  const uint32_t nc = classes.count;
-  // Product states (pa, pb); pb == 0 (b dead) stays possible for kMinus.
+  const uint32_t nc = p.classes.count;
+  // Product states (pa, pb) are DFA states 1, 2, ... (state 0 is dead); pb == 0 (b dead) stays possible
+  // for kMinus.
   std::unordered_map<uint64_t, uint32_t> ids;
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  std::vector<uint32_t> next;
+  Dfa& d = p.dfa;
+  d.num_classes = nc;
+  d.next.assign(nc, 0);
   auto intern = [&](uint32_t pa, uint32_t pb) -> uint32_t {
-    if (pa == 0 || (!minus && pb == 0)) return 0xFFFFFFFFu;
+    if (pa == 0 || (!minus && pb == 0)) return 0;
     uint64_t key = (static_cast<uint64_t>(pa) << 32) | pb;
-    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size()));
+    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size() + 1));
     if (fresh) pairs.push_back({pa, pb});
     return it->second;
   };
@@ -819,44 +746,54 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint3
     if (pairs.size() > budget) return Status::ResourceExhausted("an intersection or exclusion is too large");
     if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
     auto [pa, pb] = pairs[i];
-    for (uint32_t c = 0; c < nc; ++c) next.push_back(intern(a.next[pa * nc + c], b.next[pb * nc + c]));
+    for (uint32_t c = 0; c < nc; ++c) d.next.push_back(intern(a.next[pa * nc + c], b.next[pb * nc + c]));
   }
-  const size_t np = pairs.size();
-  std::vector<uint8_t> acc(np), live(np, 0);
-  for (size_t i = 0; i < np; ++i) {
+  d.num_states = static_cast<uint32_t>(pairs.size() + 1);
+  d.accepting.assign(d.num_states, 0);
+  for (size_t i = 0; i < pairs.size(); ++i) {
     auto [pa, pb] = pairs[i];
     bool in_b = pb != 0 && b.accepting[pb];
-    acc[i] = a.accepting[pa] && (minus ? !in_b : in_b);
+    d.accepting[i + 1] = a.accepting[pa] && (minus ? !in_b : in_b);
   }
-  std::vector<std::vector<uint32_t>> preds(np);
-  for (size_t i = 0; i < np; ++i)
+  d.flags.assign(d.num_states, 0);
+  d.calls.assign(d.num_states, {});
+  return p;
+}
+
+Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth) {
+  DI_ASSIGN_OR_RETURN(Product p, ProductDfa(x, depth));
+  const Dfa& d = p.dfa;
+  const uint32_t nc = p.classes.count, n = d.num_states;
+  std::vector<std::vector<uint32_t>> preds(n);
+  for (uint32_t s = 1; s < n; ++s)
     for (uint32_t c = 0; c < nc; ++c)
-      if (uint32_t t = next[i * nc + c]; t != 0xFFFFFFFFu) preds[t].push_back(static_cast<uint32_t>(i));
+      if (uint32_t t = d.next[static_cast<size_t>(s) * nc + c]; t != 0) preds[t].push_back(s);
+  std::vector<uint8_t> live(n, 0);
   std::vector<uint32_t> work;
-  for (size_t i = 0; i < np; ++i)
-    if (acc[i]) live[i] = 1, work.push_back(static_cast<uint32_t>(i));
+  for (uint32_t s = 1; s < n; ++s)
+    if (d.accepting[s]) live[s] = 1, work.push_back(s);
   while (!work.empty()) {
     uint32_t t = work.back();
     work.pop_back();
-    for (uint32_t p : preds[t])
-      if (!live[p]) live[p] = 1, work.push_back(p);
+    for (uint32_t q : preds[t])
+      if (!live[q]) live[q] = 1, work.push_back(q);
   }
   // Class intervals, to turn class transitions back into byte ranges.
   std::vector<std::pair<uint8_t, uint8_t>> span(nc, {255, 0});
-  for (int byte = 255; byte >= 0; --byte) span[classes.map[byte]].first = static_cast<uint8_t>(byte);
-  for (int byte = 0; byte < 256; ++byte) span[classes.map[byte]].second = static_cast<uint8_t>(byte);
-  std::vector<uint32_t> state(np);
-  for (size_t i = 0; i < np; ++i) state[i] = live[i] ? nfa.New() : 0;
+  for (int byte = 255; byte >= 0; --byte) span[p.classes.map[byte]].first = static_cast<uint8_t>(byte);
+  for (int byte = 0; byte < 256; ++byte) span[p.classes.map[byte]].second = static_cast<uint8_t>(byte);
+  std::vector<uint32_t> state(n, 0);
+  for (uint32_t s = 1; s < n; ++s) state[s] = live[s] ? nfa.New() : 0;
   Frag f{nfa.New(), nfa.New()};
   DI_RETURN_IF_ERROR(Grow(nfa));
-  if (live[0]) nfa.states[f.start].eps.push_back(state[0]);
-  for (size_t i = 0; i < np; ++i) {
-    if (!live[i]) continue;
-    if (acc[i]) nfa.states[state[i]].eps.push_back(f.end);
+  if (live[1]) nfa.states[f.start].eps.push_back(state[1]);
+  for (uint32_t s = 1; s < n; ++s) {
+    if (!live[s]) continue;
+    if (d.accepting[s]) nfa.states[state[s]].eps.push_back(f.end);
     for (uint32_t c = 0; c < nc; ++c) {
-      uint32_t t = next[i * nc + c];
-      if (t == 0xFFFFFFFFu || !live[t]) continue;
-      auto& edges = nfa.states[state[i]].bytes;
+      uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
+      if (t == 0 || !live[t]) continue;
+      auto& edges = nfa.states[state[s]].bytes;
       if (!edges.empty() && edges.back().to == state[t] && edges.back().hi + 1 == span[c].first)
         edges.back().hi = span[c].second;
       else

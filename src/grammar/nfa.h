@@ -2,12 +2,14 @@
 // construction from grammar expressions, byte classes and the subset construction.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -29,9 +31,80 @@ struct ByteEdge {
 inline constexpr uint8_t kStateCounting = 1;
 inline constexpr uint8_t kStateBoundary = 2;
 
+// A vector of trivially copyable elements that keeps up to N of them in place: most NFA states have one
+// or two edges of a kind, and a heap block per state was a large part of building big automata.
+template <typename T, uint32_t N>
+class SmallVec {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  SmallVec() = default;
+  SmallVec(const SmallVec& o) { Append(o.begin(), o.size()); }
+  SmallVec(SmallVec&& o) noexcept { Take(o); }
+  SmallVec& operator=(const SmallVec& o) {
+    if (this != &o) size_ = 0, Append(o.begin(), o.size());
+    return *this;
+  }
+  SmallVec& operator=(SmallVec&& o) noexcept {
+    if (this != &o) Free(), Take(o);
+    return *this;
+  }
+  ~SmallVec() { Free(); }
+
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  T* data() { return heap_ ? heap_ : local_.data(); }
+  const T* data() const { return heap_ ? heap_ : local_.data(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  T& back() { return data()[size_ - 1]; }
+  const T& back() const { return data()[size_ - 1]; }
+  void reserve(size_t n) {
+    if (n > cap_) Grow(n);
+  }
+  void push_back(const T& x) {
+    if (size_ == cap_) Grow(2 * static_cast<size_t>(cap_));
+    data()[size_++] = x;
+  }
+
+ private:
+  void Grow(size_t n) {
+    T* grown = new T[n];
+    std::copy(begin(), end(), grown);
+    Free();
+    heap_ = grown;
+    cap_ = static_cast<uint32_t>(n);
+  }
+  void Append(const T* from, size_t n) {
+    reserve(size_ + n);
+    std::copy(from, from + n, data() + size_);
+    size_ += static_cast<uint32_t>(n);
+  }
+  void Take(SmallVec& o) {
+    size_ = o.size_;
+    cap_ = o.cap_;
+    heap_ = o.heap_;
+    local_ = o.local_;
+    o.heap_ = nullptr, o.size_ = 0, o.cap_ = N;
+  }
+  void Free() {
+    delete[] heap_;
+    heap_ = nullptr;
+    cap_ = N;
+  }
+
+  std::array<T, N> local_{};
+  T* heap_ = nullptr;
+  uint32_t size_ = 0, cap_ = N;
+};
+
 struct NfaState {
-  std::vector<ByteEdge> bytes;
-  std::vector<uint32_t> eps;
+  SmallVec<ByteEdge, 1> bytes;
+  SmallVec<uint32_t, 2> eps;
   std::vector<std::pair<uint32_t, uint32_t>> calls;  // (rule, target)
   uint8_t flags = 0;
 };
@@ -95,9 +168,21 @@ inline uint8_t CountRelax(uint32_t min, uint32_t max) {
   if (min == 0) return kCountGapsOk | kCountNoMost;
   return max == kUnbounded ? kCountGapsOk : 0;
 }
+//
+// Where both bounds bite and a state's counts have gaps, `entries` (null: none) may still let a counter
+// run: when the counts the state can be entered with are known (propagated from `starts`, where counts
+// begin at 0, along succ and `resumes`: calls, which keep the caller's count for the state they return
+// to), dmin/dmax need only decide exactly for those.
+// A string that must be 10 to 90 long and match ^....$ or contain ab1 reads exactly 4 or at least 3
+// from the start (a gap), but that state is only entered at count 0, where 4 is too short anyway.
+struct CountEntries {
+  std::vector<uint32_t> starts;
+  std::vector<std::pair<uint32_t, uint32_t>> resumes;  // (caller, state returned to)
+  std::vector<uint32_t> min, max;  // per state: its counter's bounds
+};
 bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& succ, const std::vector<uint8_t>& exit,
                 const std::vector<uint8_t>& live, const std::vector<uint8_t>& relax, std::vector<uint32_t>* dmin,
-                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded);
+                std::vector<uint32_t>* dmax, std::vector<uint8_t>* unbounded, const CountEntries* entries = nullptr);
 
 // Whether `rule` has the shape a counter can run: its body a sequence holding exactly one kCounted part
 // that some literal follows (so the counted part ends where that literal starts). Such a rule is never
@@ -178,6 +263,13 @@ class NfaBuilder {
   std::vector<ExprId> shared_bodies_;  // rule g_.rules().size() + k has body shared_bodies_[k]
   std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, PairHash> shared_rule_;
   Result<Frag> BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone);
+  // kAnd / kMinus: the product of its operands' DFAs, as a DFA over the classes of both (not minimised,
+  // dead and non-live states kept), and as an NFA fragment of its live states.
+  struct Product {
+    Dfa dfa;
+    ByteClasses classes;
+  };
+  Result<Product> ProductDfa(const Expr& x, uint32_t depth);
   Result<Frag> BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth);
   // The counted part of a rule: body x unit* as a product automaton whose states carry the counting
   // flags, or nullopt when a counter cannot run it exactly (then the caller builds the fallback).

@@ -169,6 +169,16 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   if (auto it = small_.find(key); it != small_.end()) return it->second;
   const size_t open = &into == &nfa_ ? 0 : into.states.size();
   open_scratch_ += open;
+  const Expr& x = g_.expr(e);
+  if (x.kind == ExprKind::kAnd || x.kind == ExprKind::kMinus) {
+    // A product is a DFA already: minimised as it is, without the round trip through an NFA.
+    auto p = ProductDfa(x, depth);
+    open_scratch_ -= open;
+    if (!p.ok()) return p.status();
+    std::shared_ptr<const SmallDfa> small = Minimize(p->dfa, p->classes);
+    small_.emplace(key, small);
+    return small;
+  }
   Nfa scratch;
   auto f = BuildNode(scratch, e, depth, true);
   open_scratch_ -= open;
@@ -204,38 +214,39 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
     out->accepting.assign(1, 0);
     return out;
   }
-  // Hopcroft's partition refinement. States that are not live all act as the dead state 0, which loops
-  // on every class; a block then holds states with equal languages.
+  // Hopcroft's partition refinement over the live states and their transitions between live states only
+  // (the dead state and the transitions into it stay implicit, as in Valmari and Lehtinen's minimisation
+  // of partial automata): most states have a move on few classes, so the work follows the moves that
+  // exist, not states times classes. A block then holds states with equal languages. Both initial blocks
+  // start as splitters, since the implicit dead block never is one; a splitter block refines by every
+  // class at once.
   const uint32_t N = n;
-  auto target = [&](uint32_t s, uint32_t c) -> uint32_t {
-    if (s == 0 || !live[s]) return 0;
-    const uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
-    return live[t] ? t : 0;
-  };
-  // Predecessors by (class, target), as one CSR over keys c * N + t. Non-live states other than 0 are
-  // left out (they are the dead state).
-  std::vector<uint32_t> inv_begin(static_cast<size_t>(nc) * N + 1, 0), inv;
-  for (uint32_t s = 0; s < N; ++s) {
-    if (s != 0 && !live[s]) continue;
-    for (uint32_t c = 0; c < nc; ++c) ++inv_begin[static_cast<size_t>(c) * N + target(s, c) + 1];
+  // Incoming moves by target, as (source, class) in one CSR array.
+  std::vector<uint32_t> in_begin(static_cast<size_t>(N) + 1, 0);
+  for (uint32_t s = 1; s < N; ++s) {
+    if (!live[s]) continue;
+    const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
+    for (uint32_t c = 0; c < nc; ++c)
+      if (live[row[c]] && row[c] != 0) ++in_begin[row[c] + 1];
   }
-  for (size_t k = 1; k < inv_begin.size(); ++k) inv_begin[k] += inv_begin[k - 1];
-  inv.resize(inv_begin.back());
+  for (size_t k = 1; k < in_begin.size(); ++k) in_begin[k] += in_begin[k - 1];
+  std::vector<std::pair<uint32_t, uint32_t>> in_moves(in_begin.back());  // (class, source)
   {
-    std::vector<uint32_t> fill(inv_begin.begin(), inv_begin.end() - 1);
-    for (uint32_t s = 0; s < N; ++s) {
-      if (s != 0 && !live[s]) continue;
-      for (uint32_t c = 0; c < nc; ++c) inv[fill[static_cast<size_t>(c) * N + target(s, c)]++] = s;
+    std::vector<uint32_t> fill(in_begin.begin(), in_begin.end() - 1);
+    for (uint32_t s = 1; s < N; ++s) {
+      if (!live[s]) continue;
+      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
+      for (uint32_t c = 0; c < nc; ++c)
+        if (live[row[c]] && row[c] != 0) in_moves[fill[row[c]]++] = {c, s};
     }
   }
   // The refinable partition: elems grouped by block, block b = elems[first[b], last[b]).
   std::vector<uint32_t> elems, pos(N, 0), block(N, 0), first, last, marked;
   for (int acc = 1; acc >= 0; --acc) {
-    const uint32_t b = static_cast<uint32_t>(first.size());
     first.push_back(static_cast<uint32_t>(elems.size()));
-    for (uint32_t s = 0; s < N; ++s) {
-      if (s != 0 && !live[s]) continue;
-      if ((s != 0 && d.accepting[s]) != (acc == 1)) continue;
+    const uint32_t b = static_cast<uint32_t>(first.size() - 1);
+    for (uint32_t s = 1; s < N; ++s) {
+      if (!live[s] || (d.accepting[s] != 0) != (acc == 1)) continue;
       pos[s] = static_cast<uint32_t>(elems.size());
       block[s] = b;
       elems.push_back(s);
@@ -244,66 +255,61 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
     if (last.back() == first.back()) first.pop_back(), last.pop_back();
   }
   marked.assign(first.size(), 0);
-  std::vector<uint8_t> in_work;
-  std::vector<std::pair<uint32_t, uint32_t>> work_list;
-  auto push = [&](uint32_t b, uint32_t c) {
-    if (in_work.size() < (static_cast<size_t>(b) + 1) * nc) in_work.resize((static_cast<size_t>(b) + 1) * nc, 0);
-    if (in_work[static_cast<size_t>(b) * nc + c]) return;
-    in_work[static_cast<size_t>(b) * nc + c] = 1;
-    work_list.push_back({b, c});
-  };
-  if (first.size() == 2) {
-    const uint32_t small = last[0] - first[0] <= last[1] - first[1] ? 0 : 1;
-    for (uint32_t c = 0; c < nc; ++c) push(small, c);
-  }
-  std::vector<uint32_t> xs, touched;
+  std::vector<uint8_t> in_work(first.size(), 1);
+  std::vector<uint32_t> work_list;
+  for (uint32_t b = 0; b < first.size(); ++b) work_list.push_back(b);
+  std::vector<std::vector<uint32_t>> sources(nc);  // by class: the sources of moves into the splitter
+  std::vector<uint32_t> classes_seen, touched;
   while (!work_list.empty()) {
-    const auto [a, c] = work_list.back();
+    const uint32_t a = work_list.back();
     work_list.pop_back();
-    in_work[static_cast<size_t>(a) * nc + c] = 0;
-    xs.clear();
+    in_work[a] = 0;
+    classes_seen.clear();
     for (uint32_t i = first[a]; i < last[a]; ++i) {
-      const size_t key = static_cast<size_t>(c) * N + elems[i];
-      for (uint32_t k = inv_begin[key]; k < inv_begin[key + 1]; ++k) xs.push_back(inv[k]);
+      const uint32_t t = elems[i];
+      for (uint32_t k = in_begin[t]; k < in_begin[t + 1]; ++k) {
+        const auto [c, s] = in_moves[k];
+        if (sources[c].empty()) classes_seen.push_back(c);
+        sources[c].push_back(s);
+      }
     }
-    touched.clear();
-    for (uint32_t s : xs) {
-      const uint32_t b = block[s];
-      if (marked[b] == 0) touched.push_back(b);
-      // Move s to the marked front of its block.
-      const uint32_t to = first[b] + marked[b]++;
-      const uint32_t other = elems[to];
-      std::swap(elems[pos[s]], elems[to]);
-      pos[other] = pos[s];
-      pos[s] = to;
-    }
-    for (uint32_t b : touched) {
-      const uint32_t m = marked[b];
-      marked[b] = 0;
-      if (m == last[b] - first[b]) continue;
-      const uint32_t nb = static_cast<uint32_t>(first.size());
-      first.push_back(first[b]);
-      last.push_back(first[b] + m);
-      marked.push_back(0);
-      first[b] += m;
-      for (uint32_t i = first[nb]; i < last[nb]; ++i) block[elems[i]] = nb;
-      for (uint32_t k = 0; k < nc; ++k) {
-        if (static_cast<size_t>(b) * nc + k < in_work.size() && in_work[static_cast<size_t>(b) * nc + k]) {
-          push(nb, k);
-        } else {
-          push(last[nb] - first[nb] <= last[b] - first[b] ? nb : b, k);
-        }
+    for (uint32_t c : classes_seen) {
+      // One class: its sources (each once: a state has one move per class) move to the marked front of
+      // their blocks, and the blocks partly marked split.
+      touched.clear();
+      for (uint32_t s : sources[c]) {
+        const uint32_t b = block[s];
+        if (marked[b] == 0) touched.push_back(b);
+        const uint32_t to = first[b] + marked[b]++;
+        const uint32_t other = elems[to];
+        std::swap(elems[pos[s]], elems[to]);
+        pos[other] = pos[s];
+        pos[s] = to;
+      }
+      sources[c].clear();
+      for (uint32_t b : touched) {
+        const uint32_t m = marked[b];
+        marked[b] = 0;
+        if (m == last[b] - first[b]) continue;
+        const uint32_t nb = static_cast<uint32_t>(first.size());
+        first.push_back(first[b]);
+        last.push_back(first[b] + m);
+        marked.push_back(0);
+        in_work.push_back(0);
+        first[b] += m;
+        for (uint32_t i = first[nb]; i < last[nb]; ++i) block[elems[i]] = nb;
+        // A block waiting to split others is replaced by both halves; else the smaller half suffices.
+        const uint32_t add = in_work[b] || last[nb] - first[nb] <= last[b] - first[b] ? nb : b;
+        if (!in_work[add]) in_work[add] = 1, work_list.push_back(add);
       }
     }
   }
-  // Output states: the blocks other than the dead state's.
-  const uint32_t dead = block[0];
+  // Output states: the blocks.
   std::vector<int32_t> cls(N, -1), index(first.size(), -1);
   uint32_t count = 0;
   for (uint32_t s = 1; s < N; ++s) {
     if (!live[s]) continue;
     const uint32_t b = block[s];
-    if (b == dead) continue;  // cannot happen for a live state; kept for safety
     if (index[b] < 0) index[b] = static_cast<int32_t>(count++);
     cls[s] = index[b];
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "grammar/compiler.h"
 #include "grammar/constraint.h"
@@ -176,6 +177,95 @@ TEST(TextShortcuts, MaskEqualsAcceptOnEveryStep) {
         ASSERT_TRUE(m.AcceptToken(allowed[rng() % allowed.size()]));
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// Counts with gaps where both bounds bite: from the start, ^x?(ab|c[abc]{5,})$ reads 2, 3 or at least 6
+// more characters, so the start alone has no interval; but it is only entered with count 0, where the
+// counter decides exactly (2 is below minLength 3 anyway), so the string still runs with a counter
+// instead of 40 unrolled copies (CountEntries).
+TEST(CountedGaps, GapsTheEntryCountsRuleOutRunWithACounter) {
+  const std::string pattern = R"("pattern":"^x?(ab|c[abc]{5,})$")";
+  const CompiledGrammar unbounded = Schema("{\"type\":\"string\"," + pattern + "}");
+  auto bounded = std::make_shared<const CompiledGrammar>(
+      Schema("{\"type\":\"string\"," + pattern + ",\"minLength\":3,\"maxLength\":9}"));
+  EXPECT_EQ(bounded->num_states(), unbounded.num_states());
+  // The language, spelled out: xab, and c or xc followed by 5 or more of a, b, c, 3 to 9 long.
+  std::set<std::string> valid, prefixes;
+  std::vector<std::string> tails = {""};
+  for (size_t len = 1; len <= 8; ++len) {
+    std::vector<std::string> longer;
+    for (const auto& t : tails)
+      for (char c : std::string("abc")) longer.push_back(t + c);
+    for (const auto& t : longer)
+      if (len >= 5) {
+        if (1 + len <= 9) valid.insert("c" + t);
+        if (2 + len <= 9) valid.insert("xc" + t);
+      }
+    tails = std::move(longer);
+  }
+  valid.insert("xab");
+  for (const auto& v : valid) {
+    const std::string text = Quote(v);
+    for (size_t k = 0; k <= text.size(); ++k) prefixes.insert(text.substr(0, k));
+  }
+  for (const auto& v : std::vector<std::string>{"ab", "xab", "cabcab", "cabca", "xcaaaaaaa", "caaaaaaaaa", "xcaaaaa"})
+    EXPECT_EQ(bounded->Matches(Quote(v)), valid.count(v) > 0) << v;
+  const std::vector<std::string> vocab = {"\"", "a", "b", "c", "x", "ab", "xab", "cab", "bc", "ccc", "c\"", "b\"",
+                                          "abc\"", "xc", "aaaa"};
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 16);
+  ASSERT_TRUE(index.ok());
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    GrammarMatcher m(std::make_shared<BoundGrammar>(bounded, *index));
+    std::mt19937 rng(seed);
+    std::string text;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<uint32_t> bits((*index)->words());
+      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+      std::vector<int32_t> allowed;
+      for (size_t id = 0; id < vocab.size(); ++id) {
+        const bool want = prefixes.count(text + vocab[id]) > 0;
+        const bool got = (bits[id / 32] >> (id % 32)) & 1;
+        EXPECT_EQ(want, got) << "after '" << text << "' token '" << vocab[id] << "'";
+        if (got) allowed.push_back(static_cast<int32_t>(id));
+      }
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.AcceptToken(pick));
+      text += vocab[pick];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// A pattern whose last unit can only be followed by the end of the string (^ab$): the state after it
+// has no byte of its own, and it used to fall out of the DFA state it shares with the closing quote, so
+// that unit went uncounted and "ab" failed minLength 2.
+TEST(CountedEnds, APatternsLastUnitCounts) {
+  struct Case {
+    const char* schema;
+    std::vector<std::string> yes, no;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"type":"string","pattern":"^ab$","minLength":2})", {"ab"}, {"a", "abc"}},
+           {R"({"type":"string","pattern":"^(ab|cde)$","minLength":2,"maxLength":3})", {"ab", "cde"}, {"a", "cd"}},
+           {R"({"type":"string","pattern":"^(ab|cde)$","minLength":3})", {"cde"}, {"ab"}},
+           {R"({"type":"string","pattern":"^(ab|cde)$","maxLength":2})", {"ab"}, {"cde"}},
+       }) {
+    const CompiledGrammar g = Schema(c.schema);
+    for (const auto& s : c.yes) EXPECT_TRUE(g.Matches(Quote(s))) << c.schema << " should accept " << s;
+    for (const auto& s : c.no) EXPECT_FALSE(g.Matches(Quote(s))) << c.schema << " should reject " << s;
   }
 }
 

@@ -11,7 +11,9 @@
 
 #include "grammar/compiler.h"
 #include "grammar/constraint.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/nfa.h"
 #include "grammar/regex.h"
 
 namespace deepinfer::grammar {
@@ -226,6 +228,78 @@ TEST(SharedParts, MaskEqualsAcceptAcrossCalledParts) {
     ASSERT_TRUE(m.AcceptToken(static_cast<int32_t>(it - vocab.begin()))) << piece;
   }
   EXPECT_TRUE(m.CanTerminate());
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// Grammar::Add keeps one node per distinct expression: equal content gives the same id, any difference
+// (a kid, a bound, the text) a different one.
+TEST(ExprSharing, EqualExpressionsAreOneNode) {
+  Grammar g;
+  const ExprId ab = g.Literal("ab"), ab2 = g.Literal("ab"), ac = g.Literal("ac");
+  EXPECT_EQ(ab, ab2);
+  EXPECT_NE(ab, ac);
+  EXPECT_EQ(g.Seq({ab, ac}), g.Seq({ab2, ac}));
+  EXPECT_NE(g.Seq({ab, ac}), g.Seq({ac, ab}));
+  EXPECT_NE(g.Repeat(ab, 1, 2), g.Repeat(ab, 1, 3));
+  EXPECT_EQ(g.Repeat(ab, 1, 2), g.Repeat(ab2, 1, 2));
+  EXPECT_NE(g.Chars({{'a', 'c'}}), g.Chars({{'a', 'd'}}));
+  const size_t before = g.num_exprs();
+  g.Seq({g.Literal("ab"), g.Literal("ac")});
+  EXPECT_EQ(g.num_exprs(), before);
+}
+
+// A schema repeating one sub-schema under many names grows by the names only, and keeps its language.
+TEST(ExprSharing, RepeatedSubSchemasShareTheirNodes) {
+  const std::string item = R"({"type":"array","items":{"type":"integer","minimum":3,"maximum":900},"maxItems":4})";
+  std::string one = R"({"type":"object","properties":{"p0":)" + item + "}}";
+  std::string many = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 20; ++i) many += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":" + item;
+  many += "}}";
+  auto g1 = JsonSchemaToGrammar(one);
+  auto g20 = JsonSchemaToGrammar(many);
+  ASSERT_TRUE(g1.ok() && g20.ok());
+  EXPECT_LT(g20->num_exprs(), g1->num_exprs() + 20 * 8);
+  auto cg = Compile(*g20);
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  EXPECT_TRUE(cg->Matches(R"({"p0":[3,900],"p19":[]})"));
+  EXPECT_FALSE(cg->Matches(R"({"p0":[2]})"));
+  EXPECT_FALSE(cg->Matches(R"({"p7":[3,3,3,3,3]})"));
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// NfaState's edge lists keep their first elements in place and move to the heap past them; copies and
+// moves keep every element either way.
+TEST(SmallVec, InPlaceThenOnTheHeap) {
+  SmallVec<uint32_t, 2> v;
+  EXPECT_TRUE(v.empty());
+  for (uint32_t i = 0; i < 9; ++i) {
+    v.push_back(i * 3);
+    ASSERT_EQ(v.size(), i + 1);
+    EXPECT_EQ(v.back(), i * 3);
+  }
+  SmallVec<uint32_t, 2> copy = v, moved = std::move(v), small;
+  small.push_back(7);
+  SmallVec<uint32_t, 2> small_moved = std::move(small);
+  for (uint32_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(copy[i], i * 3);
+    EXPECT_EQ(moved[i], i * 3);
+  }
+  EXPECT_TRUE(v.empty());  // NOLINT(bugprone-use-after-move): a moved-from list is empty
+  ASSERT_EQ(small_moved.size(), 1u);
+  EXPECT_EQ(small_moved[0], 7u);
+  copy = small_moved;
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(*copy.begin(), 7u);
 }
 
 }  // namespace
