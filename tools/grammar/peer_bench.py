@@ -16,6 +16,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def package_version(name):
+    # The installed distribution's version: xgrammar 0.2.9 has no __version__ attribute.
+    from importlib import metadata
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
 def run_xgrammar(tok_json, cases, width, eos):
     sys.modules["torch"] = None  # tvm_ffi must see no torch
     import tvm_ffi  # noqa: F401
@@ -31,7 +40,7 @@ def run_xgrammar(tok_json, cases, width, eos):
         enc[t["id"]] = t["content"]
     info = xgr.TokenizerInfo(enc, vocab_type=xgr.VocabType.BYTE_LEVEL, vocab_size=width, stop_token_ids=[eos])
     compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-    out = {"name": "xgrammar", "version": xgr.__version__ if hasattr(xgr, "__version__") else "?"}
+    out = {"name": "xgrammar", "version": package_version("xgrammar")}
     bm = np.zeros((1, (width + 31) // 32), dtype=np.int32)
     compiled = 0
     compile_ms, mask_us = [], []
@@ -67,7 +76,7 @@ def run_llguidance(tok_json, cases, width, eos):
     import llguidance
     import llguidance.numpy as lln
     tok = llguidance.LLTokenizer(open(tok_json, encoding="utf-8").read(), n_vocab=width, eos_token=eos)
-    out = {"name": "llguidance", "version": getattr(llguidance, "__version__", "?")}
+    out = {"name": "llguidance", "version": package_version("llguidance")}
     bm = np.zeros((1, (width + 31) // 32), dtype=np.int32)
     compiled = 0
     compile_ms, mask_us = [], []
