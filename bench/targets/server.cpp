@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -474,26 +475,33 @@ int RunBenchServer(const std::vector<std::string>& args) {
                    {"errors", r.errors}, {"tokens", r.tokens}, {"tokens_per_s", tokens_per_s},
                    {"streams_per_s", streams_per_s}, {"ttft_p50_ms", ttft}, {"ttft_p99_ms", r.ttft.Percentile(0.99) * 1e3}};
     const std::string metrics = Fetch(url, "/metrics");
-    const double count = Metric(metrics, "deepinfer:http_stream_overhead_seconds_count");
-    if (count > 0) {
-      const double p50 = Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.5\"}") * 1e6;
-      const double p99 = Metric(metrics, "deepinfer:http_stream_overhead_seconds{quantile=\"0.99\"}") * 1e6;
+    // A /metrics summary in microseconds: {p50, p99}, or nothing when the server does not report it.
+    const auto summary_us = [&](const std::string& name) -> std::optional<std::pair<double, double>> {
+      if (Metric(metrics, name + "_count") <= 0) return std::nullopt;
+      return std::make_pair(Metric(metrics, name + "{quantile=\"0.5\"}") * 1e6,
+                            Metric(metrics, name + "{quantile=\"0.99\"}") * 1e6);
+    };
+    if (const auto overhead = summary_us("deepinfer:http_stream_overhead_seconds")) {
+      const double count = Metric(metrics, "deepinfer:http_stream_overhead_seconds_count");
       std::printf("server overhead per streamed update (engine step thread -> socket, since start): p50 %.1f us, "
-                  "p99 %.1f us over %.0f updates (goal < 50 us)\n", p50, p99, count);
-      out["stream_overhead_us"] = {{"p50", p50}, {"p99", p99}, {"updates", count}};
-      if (Metric(metrics, "deepinfer:http_stream_handoff_seconds_count") > 0) {
-        const double h50 = Metric(metrics, "deepinfer:http_stream_handoff_seconds{quantile=\"0.5\"}") * 1e6;
-        const double h99 = Metric(metrics, "deepinfer:http_stream_handoff_seconds{quantile=\"0.99\"}") * 1e6;
-        std::printf("  of which the hand-off (step thread -> update handled on the output thread): p50 %.1f us, "
-                    "p99 %.1f us\n", h50, h99);
-        out["stream_handoff_us"] = {{"p50", h50}, {"p99", h99}};
-      }
-      if (Metric(metrics, "deepinfer:http_stream_delivery_seconds_count") > 0) {
-        const double d50 = Metric(metrics, "deepinfer:http_stream_delivery_seconds{quantile=\"0.5\"}") * 1e6;
-        const double d99 = Metric(metrics, "deepinfer:http_stream_delivery_seconds{quantile=\"0.99\"}") * 1e6;
-        std::printf("  the server's own work per update (its events made and sent, without the wait before it): "
-                    "p50 %.1f us, p99 %.1f us\n", d50, d99);
-        out["stream_delivery_us"] = {{"p50", d50}, {"p99", d99}};
+                  "p99 %.1f us over %.0f updates (goal < 50 us)\n", overhead->first, overhead->second, count);
+      out["stream_overhead_us"] = {{"p50", overhead->first}, {"p99", overhead->second}, {"updates", count}};
+      const struct {
+        const char* metric;
+        const char* label;
+        const char* key;
+      } parts[] = {
+          {"deepinfer:http_stream_handoff_seconds",
+           "  of which the hand-off (step thread -> update handled on the output thread)", "stream_handoff_us"},
+          {"deepinfer:http_stream_delivery_seconds",
+           "  the server's own work per update (its events made and sent, without the wait before it)",
+           "stream_delivery_us"},
+      };
+      for (const auto& part : parts) {
+        if (const auto us = summary_us(part.metric)) {
+          std::printf("%s: p50 %.1f us, p99 %.1f us\n", part.label, us->first, us->second);
+          out[part.key] = {{"p50", us->first}, {"p99", us->second}};
+        }
       }
     } else {
       std::printf("server overhead per streamed update: not reported by this server\n");
