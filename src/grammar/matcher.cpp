@@ -157,6 +157,38 @@ uint8_t CountedTextLoop(const CompiledGrammar& g, uint32_t state) {
   return loops;
 }
 
+// The categories whose every code point leads from `state` back to `state` by byte transitions alone
+// (the loop of a character class such as [^,:&\\s]+ or an unconstrained string's content). Answers are
+// kept per state in `known` (BoundGrammar::self_loop_cats_).
+constexpr uint8_t kSelfLoopKnown = 0x40;
+[[gnu::noinline]] uint8_t SelfLoopCats(const CompiledGrammar& g, uint32_t state, std::atomic<uint8_t>* known) {
+  const uint8_t seen = known[state].load(std::memory_order_relaxed);
+  if (seen & kSelfLoopKnown) return static_cast<uint8_t>(seen & ~kSelfLoopKnown);
+  std::vector<uint32_t> cur, tmp;
+  uint8_t loops = 0;
+  for (const auto& [cat, seqs] : TextSeqs()) {
+    bool ok = true;
+    for (size_t k = 0; k < seqs.size() && ok; ++k) {
+      cur.assign(1, state);
+      for (auto [lo, hi] : seqs[k]) {
+        if (!StepRange(g, cur, lo, hi, &tmp)) {
+          ok = false;
+          break;
+        }
+        cur.swap(tmp);
+      }
+      ok = ok && cur.size() == 1 && cur[0] == state;
+    }
+    if (ok) loops |= cat;
+  }
+  known[state].store(static_cast<uint8_t>(loops | kSelfLoopKnown), std::memory_order_relaxed);
+  return loops;
+}
+
+// Subtrees smaller than this are walked even when their state loops: taking their tokens in bulk saves
+// too little to pay for the check.
+constexpr uint32_t kMinSelfLoopSubtree = 4;
+
 constexpr uint32_t kNoExit = 0xFFFFFFFFu;
 
 // A token that stays inside a counted rule, for its state's mask entry (see MaskEntry::counted_ids).
@@ -193,6 +225,7 @@ BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)), limits_(limits) {
   entries_.resize(grammar_->num_states());
   text_closed_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
+  self_loop_cats_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
 }
 
 size_t BoundGrammar::cached_entries() const {
@@ -278,6 +311,18 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
       const uint32_t s = depth_state[d - 1];
       const uint32_t t = g.Next(s, node.byte[i]);
       if (t == CompiledGrammar::kDead) {
+        i = node.end[i];
+        continue;
+      }
+      if (!kCounted && t == s && node.end[i] - i >= kMinSelfLoopSubtree && node.tail_cats[i] < TokenIndex::kTextOther &&
+          (node.tail_cats[i] & ~SelfLoopCats(g, s, self_loop_cats_.get())) == 0) {
+        // Every token here is the walked prefix, then code points that each come back to `s`: all are
+        // accepted (and need no exits or calls, which only ever add tokens).
+        for (const int32_t *k = node.tok_ids + node.tok_begin[i], *te = node.tok_ids + node.tok_begin[node.end[i]];
+             k != te; ++k) {
+          SetBit(acc_bits, *k);
+          ++count;
+        }
         i = node.end[i];
         continue;
       }

@@ -8,6 +8,30 @@
 
 namespace deepinfer::grammar {
 
+namespace {
+
+uint8_t TextCategoryOf(char32_t cp) {
+  if ((cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z')) return TokenIndex::kTextAlnum;
+  if (cp == ' ') return TokenIndex::kTextSpace;
+  if (cp < 0x80) return TokenIndex::kTextPunct;
+  if (cp == 0x2028 || cp == 0x2029) return TokenIndex::kTextLineSep;
+  return TokenIndex::kTextNonAscii;
+}
+
+// (*tail)[p]: the categories of the code points of bytes[p..], or kTextOther when byte p starts no
+// complete plain code point or a later one is not plain. Backwards, one decode per position.
+void TailCategories(std::string_view bytes, std::vector<uint8_t>* tail) {
+  tail->assign(bytes.size() + 1, 0);
+  for (size_t p = bytes.size(); p-- > 0;) {
+    char32_t cp;
+    const size_t len = utf8::Decode(bytes, p, &cp);
+    if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') (*tail)[p] = TokenIndex::kTextOther;
+    else (*tail)[p] = static_cast<uint8_t>(TextCategoryOf(cp) | (*tail)[p + len]);
+  }
+}
+
+}  // namespace
+
 const std::vector<uint32_t>& TokenIndex::text_mask(uint8_t cats, int len, size_t* count) const {
   const uint32_t key = static_cast<uint32_t>(cats) * 256 + static_cast<uint32_t>(len);
   std::lock_guard<std::mutex> lock(text_masks_->mu);
@@ -96,6 +120,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
   std::vector<std::vector<int32_t>> node_tokens(1);
   std::vector<uint32_t> path = {0};  // path[d] = open node at depth d
   std::string prev;
+  std::vector<uint8_t> tail_of_token;  // tail_of_token[p]: categories of bytes p.. of the token
   for (int32_t id : order) {
     const std::string& s = tokens[id];
     size_t common = 0;
@@ -113,6 +138,9 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
       path.push_back(static_cast<uint32_t>(t.byte_.size() - 1));
     }
     node_tokens[path.back()].push_back(id);
+    TailCategories(s, &tail_of_token);
+    t.tail_cats_.resize(t.byte_.size(), 0);
+    for (size_t d = 1; d < path.size(); ++d) t.tail_cats_[path[d]] |= tail_of_token[d - 1];
     t.max_depth_ = std::max(t.max_depth_, s.size());
     prev = s;
   }
@@ -120,6 +148,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
     t.end_[path.back()] = static_cast<uint32_t>(t.byte_.size());
     path.pop_back();
   }
+  t.tail_cats_.resize(t.byte_.size(), 0);
   t.tok_begin_.push_back(0);
   for (const auto& v : node_tokens) {
     for (int32_t id : v) t.tok_ids_.push_back(id);
@@ -135,11 +164,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
       char32_t cp;
       size_t len = utf8::Decode(b, pos, &cp);
       if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') return *cats = kTextOther, 255;
-      if ((cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z')) *cats |= kTextAlnum;
-      else if (cp == ' ') *cats |= kTextSpace;
-      else if (cp < 0x80) *cats |= kTextPunct;
-      else if (cp == 0x2028 || cp == 0x2029) *cats |= kTextLineSep;
-      else *cats |= kTextNonAscii;
+      *cats |= TextCategoryOf(cp);
       pos += len;
       if (++n > kPlainCap) return *cats |= kTextOther, 255;
     }

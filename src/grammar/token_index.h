@@ -71,9 +71,11 @@ class TokenIndex {
     const int32_t* tok_ids;
     const uint8_t* max_plain;
     const uint8_t* cats;
+    const uint8_t* tail_cats;
   };
   NodeArrays node_arrays() const {
-    return {byte_.data(), depth_.data(), end_.data(), tok_begin_.data(), tok_ids_.data(), max_plain_.data(), cats_.data()};
+    return {byte_.data(), depth_.data(), end_.data(), tok_begin_.data(), tok_ids_.data(), max_plain_.data(), cats_.data(),
+            tail_cats_.data()};
   }
   // JSON-plain tokens: every byte belongs to a complete code point >= U+0020 other than '"' and '\'
   // (what a JSON string holds unescaped). plain_mask(L) has the plain tokens of 1..L code points
@@ -92,6 +94,11 @@ class TokenIndex {
   static constexpr uint8_t kTextAll = 31, kTextOther = 128;
   const std::vector<uint32_t>& text_mask(uint8_t cats, int len, size_t* count) const;
   uint8_t subtree_cats(uint32_t node) const { return cats_[node]; }
+  // The categories of the code points that the subtree's tokens hold from this node's byte on (their
+  // tails past the parent), with kTextOther when some tail does not start a code point here or is not
+  // plain text. Tails of any length count: a state to which every code point of those categories comes
+  // back accepts the whole subtree.
+  uint8_t subtree_tail_cats(uint32_t node) const { return tail_cats_[node]; }
   // Whether token `id` is plain, of at most kPlainCap code points, all of the categories `cats`.
   bool TextToken(int32_t id, uint8_t cats) const {
     const size_t i = static_cast<size_t>(id);
@@ -121,6 +128,7 @@ class TokenIndex {
   std::vector<size_t> plain_counts_;
   std::vector<uint8_t> max_plain_;
   std::vector<uint8_t> cats_;                  // per node: categories of its subtree's tokens
+  std::vector<uint8_t> tail_cats_;             // per node: categories of its subtree's token tails
   std::vector<uint8_t> tok_cats_, tok_plain_;  // per token id: categories, plain length (255: not plain)
   struct TextMasks {
     std::mutex mu;

@@ -62,6 +62,41 @@ TEST(Matcher, MaskEqualsBruteForceOnRegexes) {
   }
 }
 
+// A character-class loop takes the subtrees whose token tails are code points that all come back to the
+// loop's state in bulk: tails holding a code point that leaves the loop (',' ':' '&', a space, a line
+// separator, a quote) or that is cut off must still be decided one by one.
+TEST(Matcher, SelfLoopSubtreesMatchBruteForce) {
+  const std::vector<std::string> vocab = {
+      "a", "abcdef", "abcdefgh", "abcd", "abcd\u00e9", "abcd\u20acx", "abcd ", "abcd :x", "abcd,x", "abcd&",
+      "abcd\u00a0x", "a\u00e9\u20ac\U0001D11Ebc", "a\u2028bcd", "a\"bcd", "a\\bcd", "abc\xE2", "xyz:", "xyz:abc \u00e9z",
+      "xyz:ab,c", "xyz:abc:", " ", "  ab", ":", "\u00e9", "\u00e9\u00e9\u00e9\u00e9", "\u00e9\u20ac\u00e9\u20ac", ","};
+  const std::string alphabet = " a:\x82\xAC";  // the last two complete "abc\xE2" as "abc€"
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, 32);
+  ASSERT_TRUE(index.ok());
+  for (const char* pattern : {"[^,:&\\s]+(\\s*:[^,:&]*)?", "[^&]*", "(\\s*[^,:&\\s]+\\s*:[^,:&]*)(,[^,:&\\s]+:[^,:&]*)*"}) {
+    auto cg = CompileRegexOrDie(pattern);
+    auto bound = std::make_shared<BoundGrammar>(cg, *index);
+    GrammarMatcher m(bound);
+    std::mt19937 rng(11);
+    std::string text;
+    for (int step = 0; step < 8; ++step) {
+      std::vector<uint32_t> bits((*index)->words());
+      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
+      std::vector<int32_t> allowed;
+      for (size_t id = 0; id < vocab.size(); ++id) {
+        bool want = IsValidPrefix(*cg, text + vocab[id], alphabet, 3);
+        bool got = (bits[id / 32] >> (id % 32)) & 1;
+        EXPECT_EQ(want, got) << pattern << " after '" << text << "' token '" << vocab[id] << "'";
+        if (got) allowed.push_back(static_cast<int32_t>(id));
+      }
+      if (allowed.empty()) break;
+      int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.AcceptToken(pick));
+      text += vocab[pick];
+    }
+  }
+}
+
 TEST(Matcher, RollbackRestoresAndStopTokenEnds) {
   const std::vector<std::string> vocab = {"a", "b", "<eos>"};
   auto index = TokenIndex::FromTokens(vocab, {2}, {2}, 3);
