@@ -11,6 +11,7 @@
 #include "grammar/compiler.h"
 #include "grammar/constraint.h"
 #include "grammar/matcher.h"
+#include "mask_walk.h"
 
 namespace deepinfer::grammar {
 namespace {
@@ -108,23 +109,9 @@ TEST(CountedGaps, MaskEqualsBruteForce) {
   ASSERT_TRUE(index.ok());
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     GrammarMatcher m(std::make_shared<BoundGrammar>(bounded, *index));
-    std::mt19937 rng(seed);
-    std::string text;
-    for (int step = 0; step < 10; ++step) {
-      std::vector<uint32_t> bits((*index)->words());
-      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
-      std::vector<int32_t> allowed;
-      for (size_t id = 0; id < vocab.size(); ++id) {
-        const bool want = ValidPrefix(ref, text + vocab[id], alphabet, 4);
-        const bool got = (bits[id / 32] >> (id % 32)) & 1;
-        EXPECT_EQ(want, got) << "after '" << text << "' token '" << vocab[id] << "'";
-        if (got) allowed.push_back(static_cast<int32_t>(id));
-      }
-      if (allowed.empty()) break;
-      const int32_t pick = allowed[rng() % allowed.size()];
-      ASSERT_TRUE(m.AcceptToken(pick));
-      text += vocab[pick];
-    }
+    test_support::ExpectMaskIsValidPrefixesAlongWalk(
+        m, vocab, (*index)->words(), seed, 10,
+        [&](const std::string& prefix) { return ValidPrefix(ref, prefix, alphabet, 4); });
   }
 }
 
@@ -223,23 +210,9 @@ TEST(CountedGaps, GapsTheEntryCountsRuleOutRunWithACounter) {
   ASSERT_TRUE(index.ok());
   for (uint32_t seed = 1; seed <= 12; ++seed) {
     GrammarMatcher m(std::make_shared<BoundGrammar>(bounded, *index));
-    std::mt19937 rng(seed);
-    std::string text;
-    for (int step = 0; step < 12; ++step) {
-      std::vector<uint32_t> bits((*index)->words());
-      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
-      std::vector<int32_t> allowed;
-      for (size_t id = 0; id < vocab.size(); ++id) {
-        const bool want = prefixes.count(text + vocab[id]) > 0;
-        const bool got = (bits[id / 32] >> (id % 32)) & 1;
-        EXPECT_EQ(want, got) << "after '" << text << "' token '" << vocab[id] << "'";
-        if (got) allowed.push_back(static_cast<int32_t>(id));
-      }
-      if (allowed.empty()) break;
-      const int32_t pick = allowed[rng() % allowed.size()];
-      ASSERT_TRUE(m.AcceptToken(pick));
-      text += vocab[pick];
-    }
+    test_support::ExpectMaskIsValidPrefixesAlongWalk(
+        m, vocab, (*index)->words(), seed, 12,
+        [&](const std::string& prefix) { return prefixes.count(prefix) > 0; });
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "grammar/compiler.h"
 #include "grammar/matcher.h"
+#include "mask_walk.h"
 #include "grammar/regex.h"
 
 namespace deepinfer::grammar {
@@ -23,16 +24,6 @@ std::shared_ptr<const CompiledGrammar> CompileRegexOrDie(const std::string& patt
   return std::make_shared<CompiledGrammar>(std::move(*c));
 }
 
-// A prefix is valid when some completion is in the language; for these finite-alphabet tests we check by
-// trying completions over the alphabet up to a small length.
-bool IsValidPrefix(const CompiledGrammar& g, const std::string& prefix, const std::string& alphabet, int extra) {
-  if (g.Matches(prefix)) return true;
-  if (extra == 0) return false;
-  for (char c : alphabet)
-    if (IsValidPrefix(g, prefix + c, alphabet, extra - 1)) return true;
-  return false;
-}
-
 TEST(Matcher, MaskEqualsBruteForceOnRegexes) {
   const std::vector<std::string> vocab = {"a", "b", "c", "ab", "ba", "abc", "cc", "aaa", "-", "1", "12", "a-", "-1", "x"};
   const std::string alphabet = "abc-1x2";
@@ -42,23 +33,9 @@ TEST(Matcher, MaskEqualsBruteForceOnRegexes) {
     auto cg = CompileRegexOrDie(pattern);
     auto bound = std::make_shared<BoundGrammar>(cg, *index);
     GrammarMatcher m(bound);
-    std::mt19937 rng(7);
-    std::string text;
-    for (int step = 0; step < 12; ++step) {
-      std::vector<uint32_t> bits((*index)->words());
-      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
-      std::vector<int32_t> allowed;
-      for (size_t id = 0; id < vocab.size(); ++id) {
-        bool want = IsValidPrefix(*cg, text + vocab[id], alphabet, 4);
-        bool got = (bits[id / 32] >> (id % 32)) & 1;
-        EXPECT_EQ(want, got) << pattern << " after '" << text << "' token '" << vocab[id] << "'";
-        if (got) allowed.push_back(static_cast<int32_t>(id));
-      }
-      if (allowed.empty()) break;
-      int32_t pick = allowed[rng() % allowed.size()];
-      ASSERT_TRUE(m.AcceptToken(pick));
-      text += vocab[pick];
-    }
+    test_support::ExpectMaskIsValidPrefixesAlongWalk(
+        m, vocab, (*index)->words(), 7, 12,
+        [&](const std::string& prefix) { return test_support::ValidPrefixByCompletion(*cg, prefix, alphabet, 4); }, pattern);
   }
 }
 
@@ -77,23 +54,9 @@ TEST(Matcher, SelfLoopSubtreesMatchBruteForce) {
     auto cg = CompileRegexOrDie(pattern);
     auto bound = std::make_shared<BoundGrammar>(cg, *index);
     GrammarMatcher m(bound);
-    std::mt19937 rng(11);
-    std::string text;
-    for (int step = 0; step < 8; ++step) {
-      std::vector<uint32_t> bits((*index)->words());
-      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
-      std::vector<int32_t> allowed;
-      for (size_t id = 0; id < vocab.size(); ++id) {
-        bool want = IsValidPrefix(*cg, text + vocab[id], alphabet, 3);
-        bool got = (bits[id / 32] >> (id % 32)) & 1;
-        EXPECT_EQ(want, got) << pattern << " after '" << text << "' token '" << vocab[id] << "'";
-        if (got) allowed.push_back(static_cast<int32_t>(id));
-      }
-      if (allowed.empty()) break;
-      int32_t pick = allowed[rng() % allowed.size()];
-      ASSERT_TRUE(m.AcceptToken(pick));
-      text += vocab[pick];
-    }
+    test_support::ExpectMaskIsValidPrefixesAlongWalk(
+        m, vocab, (*index)->words(), 11, 8,
+        [&](const std::string& prefix) { return test_support::ValidPrefixByCompletion(*cg, prefix, alphabet, 3); }, pattern);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "grammar/constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "mask_walk.h"
 #include "grammar/nfa.h"
 #include "grammar/regex.h"
 
@@ -124,15 +125,6 @@ TEST(SharedParts, IntegerRangesAreExact) {
   EXPECT_FALSE(g.Matches(""));
 }
 
-// A prefix is valid when some completion over the alphabet of up to `extra` bytes is in the language.
-bool ValidPrefix(const CompiledGrammar& g, const std::string& prefix, const std::string& alphabet, int extra) {
-  if (g.Matches(prefix)) return true;
-  if (extra == 0) return false;
-  for (char c : alphabet)
-    if (ValidPrefix(g, prefix + c, alphabet, extra - 1)) return true;
-  return false;
-}
-
 TEST(SharedParts, MaskEqualsBruteForce) {
   const std::vector<std::string> vocab = {"a", "b", "c", "ab", "ba", "abc", "cc", "aaa", "bab", "x", "ca"};
   const std::string alphabet = "abcx";
@@ -143,23 +135,9 @@ TEST(SharedParts, MaskEqualsBruteForce) {
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     auto cg = std::make_shared<const CompiledGrammar>(std::move(*g));
     GrammarMatcher m(std::make_shared<BoundGrammar>(cg, *index));
-    std::mt19937 rng(2);
-    std::string text;
-    for (int step = 0; step < 14; ++step) {
-      std::vector<uint32_t> bits((*index)->words());
-      ASSERT_TRUE(m.FillNextTokenBitmask(bits.data()).ok());
-      std::vector<int32_t> allowed;
-      for (size_t id = 0; id < vocab.size(); ++id) {
-        const bool want = ValidPrefix(*cg, text + vocab[id], alphabet, 3);
-        const bool got = (bits[id / 32] >> (id % 32)) & 1;
-        EXPECT_EQ(want, got) << pattern << " after '" << text << "' token '" << vocab[id] << "'";
-        if (got) allowed.push_back(static_cast<int32_t>(id));
-      }
-      if (allowed.empty()) break;
-      const int32_t pick = allowed[rng() % allowed.size()];
-      ASSERT_TRUE(m.AcceptToken(pick));
-      text += vocab[pick];
-    }
+    test_support::ExpectMaskIsValidPrefixesAlongWalk(
+        m, vocab, (*index)->words(), 2, 14,
+        [&](const std::string& prefix) { return test_support::ValidPrefixByCompletion(*cg, prefix, alphabet, 3); }, pattern);
   }
 }
 
