@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "grammar/components.h"
 #include "grammar/nfa.h"
 
 namespace deepinfer::grammar {
@@ -98,53 +99,22 @@ Status Compiler::Analyse() {
       for (ExprId k : x.kids) stack.push_back(k);
     }
   }
-  // Tarjan's strongly connected components, iteratively.
+  // Recursive rules are those in a cycle of calls (a component of several rules, or one calling itself).
+  int32_t components = 0;
+  const std::vector<int32_t> component = StronglyConnectedComponents(
+      static_cast<uint32_t>(n), [&](uint32_t v) { return refs[v].size(); },
+      [&](uint32_t v, size_t k) { return refs[v][k]; }, &components);
+  std::vector<uint32_t> component_size(static_cast<size_t>(components), 0);
+  for (uint32_t r = 0; r < n; ++r) ++component_size[static_cast<size_t>(component[r])];
   recursive_.assign(n, 0);
-  std::vector<int32_t> index(n, -1), low(n, 0);
-  std::vector<uint8_t> on_stack(n, 0);
-  std::vector<uint32_t> scc_stack;
-  std::vector<uint32_t> topo;  // rules in reverse topological order of the component graph
-  int32_t counter = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    if (index[s] >= 0) continue;
-    std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
-    index[s] = low[s] = counter++;
-    scc_stack.push_back(s);
-    on_stack[s] = 1;
-    while (!dfs.empty()) {
-      auto& [v, i] = dfs.back();
-      if (i < refs[v].size()) {
-        uint32_t w = refs[v][i++];
-        if (index[w] < 0) {
-          index[w] = low[w] = counter++;
-          scc_stack.push_back(w);
-          on_stack[w] = 1;
-          dfs.push_back({w, 0});
-        } else if (on_stack[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      uint32_t v_done = v;
-      dfs.pop_back();
-      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[v_done]);
-      if (low[v_done] == index[v_done]) {
-        std::vector<uint32_t> comp;
-        uint32_t w;
-        do {
-          w = scc_stack.back();
-          scc_stack.pop_back();
-          on_stack[w] = 0;
-          comp.push_back(w);
-        } while (w != v_done);
-        bool self = std::find(refs[v_done].begin(), refs[v_done].end(), v_done) != refs[v_done].end();
-        for (uint32_t c : comp) {
-          recursive_[c] = comp.size() > 1 || self;
-          topo.push_back(c);
-        }
-      }
-    }
-  }
+  for (uint32_t r = 0; r < n; ++r)
+    recursive_[r] = component_size[static_cast<size_t>(component[r])] > 1 ||
+                    std::find(refs[r].begin(), refs[r].end(), r) != refs[r].end();
+  // Rules in reverse topological order of the component graph (callees before callers; the order inside a
+  // component does not matter: its rules are recursive and never inlined).
+  std::vector<uint32_t> topo(n);
+  for (uint32_t r = 0; r < n; ++r) topo[r] = r;
+  std::stable_sort(topo.begin(), topo.end(), [&](uint32_t a, uint32_t b) { return component[a] < component[b]; });
   // Inline a non-recursive rule when it is used once or stays small once its own inlined callees are
   // counted; a large rule used many times stays a called rule so the automaton does not multiply.
   inline_.assign(n, 0);

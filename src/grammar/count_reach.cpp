@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "grammar/components.h"
 #include "grammar/nfa.h"
 
 namespace deepinfer::grammar {
@@ -127,45 +128,9 @@ bool CountReach(const std::vector<std::vector<std::pair<uint32_t, uint8_t>>>& su
   }
   // Unbounded: the state reaches a cycle that reads a unit (every live state reaches an exit). Cycles
   // are found as strongly connected components (iterative Tarjan).
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
-  std::vector<uint8_t> on(n, 0);
-  std::vector<uint32_t> stack;
-  int32_t counter = 0, ncomp = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    if (!live[s] || index[s] >= 0) continue;
-    std::vector<std::pair<uint32_t, size_t>> dfs = {{s, 0}};
-    index[s] = low[s] = counter++;
-    stack.push_back(s);
-    on[s] = 1;
-    while (!dfs.empty()) {
-      auto& [v, k] = dfs.back();
-      if (k < succ[v].size()) {
-        uint32_t w = succ[v][k++].first;
-        if (index[w] < 0) {
-          index[w] = low[w] = counter++;
-          stack.push_back(w);
-          on[w] = 1;
-          dfs.push_back({w, 0});
-        } else if (on[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      uint32_t done = v;
-      dfs.pop_back();
-      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
-      if (low[done] == index[done]) {
-        uint32_t w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          on[w] = 0;
-          comp[w] = ncomp;
-        } while (w != done);
-        ++ncomp;
-      }
-    }
-  }
+  const std::vector<int32_t> comp = StronglyConnectedComponents(
+      static_cast<uint32_t>(n), [&](uint32_t v) { return succ[v].size(); },
+      [&](uint32_t v, size_t k) { return succ[v][k].first; });
   unbounded->assign(n, 0);
   std::vector<std::vector<uint32_t>> preds(n);
   std::vector<uint32_t> work;
