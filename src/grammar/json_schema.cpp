@@ -140,6 +140,9 @@ Result<ExprId> SchemaCompiler::String(const Json& s, const std::string& path) {
 bool SchemaCompiler::IntersectionEmpty(const Json& a, const Json& b, uint32_t depth) {
   constexpr uint32_t kMaxPairChecks = 512;
   if (++*pair_checks_ > kMaxPairChecks) return false;
+  // An instance both accept settles it without compiling them together. Under `strict`, objects
+  // without additionalProperties allow fewer members than the validator knows, so no such shortcut.
+  if (!o_.strict && ProvablyMeet(r_, o_.max_depth, a, b)) return false;
   SchemaCompiler sub(root_, o_);
   sub.pair_checks_ = pair_checks_;
   const uint32_t rule = sub.g_.AddRule("both");

@@ -110,5 +110,12 @@ bool ProvablyEmpty(const Grammar& g, ExprId root);
 // where the schema uses a keyword that constrains instances and is not evaluated there.
 Result<Json> ValidMembers(const SchemaResolver& resolver, uint32_t max_depth, const Json& schema, const Json& values,
                           const std::string& path);
+// Whether every one of `schemas` validates `v`; kUnimplemented as for ValidMembers.
+Result<bool> ValidatesAll(const SchemaResolver& resolver, uint32_t max_depth, const std::vector<const Json*>& schemas,
+                          const Json& v, const std::string& path);
+
+// Whether some instance validates both `a` and `b`, shown by one simple instance built from both that the
+// validator accepts against each (json_schema_witness.cpp). true is a proof; false proves nothing.
+bool ProvablyMeet(const SchemaResolver& resolver, uint32_t max_depth, const Json& a, const Json& b);
 
 }  // namespace deepinfer::grammar::json_schema_internal

@@ -424,4 +424,14 @@ Result<Json> ValidMembers(const SchemaResolver& resolver, uint32_t max_depth, co
   return out;
 }
 
+Result<bool> ValidatesAll(const SchemaResolver& resolver, uint32_t max_depth, const std::vector<const Json*>& schemas,
+                          const Json& v, const std::string& path) {
+  Validator validator(resolver, max_depth);
+  for (const Json* s : schemas) {
+    DI_ASSIGN_OR_RETURN(bool ok, validator.Valid(*s, v, path, 0));
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace deepinfer::grammar::json_schema_internal
