@@ -22,6 +22,20 @@ int HexDigit(char c) {
   return -1;
 }
 
+// Room for `extra` more members of an object before adding them. nlohmann's ordered_map is a vector of
+// pair<const string, Json>, whose move may throw (the const key is copied), so when the vector grows by
+// itself it copies every member's subtree instead of moving it; merging large `properties` paid that
+// again and again. Here it grows (geometrically, as the vector would) by moving the values over.
+void ReserveMergeMembers(Json* object, size_t extra) {
+  if (!object->is_object()) return;
+  Json::object_t& members = object->get_ref<Json::object_t&>();
+  if (members.capacity() >= members.size() + extra) return;
+  Json::object_t grown;
+  grown.reserve(std::max(members.size() + extra, 2 * members.capacity()));
+  for (auto& [key, value] : members) grown.Container::emplace_back(key, std::move(value));
+  members = std::move(grown);
+}
+
 }  // namespace
 
 SchemaResolver::SchemaResolver(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o) {
@@ -121,6 +135,7 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   const auto y_pattern = y.find("patternProperties");
   const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
   // y's values move into the result: y is this call's own copy.
+  ReserveMergeMembers(&out, y.size() + 2);  // + $patterns, $contains
   for (auto it = y.begin(); it != y.end(); ++it) {
     const std::string& k = it.key();
     Json& v = it.value();
@@ -148,6 +163,7 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
       }
       cur = both;
     } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions") {
+      ReserveMergeMembers(&cur, v.size());
       for (auto p = v.begin(); p != v.end(); ++p) {
         if (!cur.contains(p.key())) {
           cur[p.key()] = std::move(p.value());
