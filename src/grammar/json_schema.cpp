@@ -231,8 +231,12 @@ Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& pa
     const Json& branches = one ? s["oneOf"] : *it;
     std::string kw = one ? "oneOf" : "anyOf";
     if (!branches.is_array() || branches.empty()) return Invalid(kw + " must be a non-empty array", path);
-    Json rest = s;
-    rest.erase(kw);
+    // The schema without its branches, copied key by key: the branches (cells of conditionals, merged
+    // subschemas) are most of it.
+    Json rest = Json::object();
+    rest.get_ref<Json::object_t&>().reserve(s.size());  // no growth: it would copy each member (ordered_map)
+    for (auto k = s.begin(); k != s.end(); ++k)
+      if (k.key() != kw) rest[k.key()] = k.value();
     if (one && branches.size() > 1) {
       DI_ASSIGN_OR_RETURN(std::optional<std::vector<Json>> exact, r_.ExactlyOneRequired(branches, rest, path, depth));
       if (exact) {
@@ -252,10 +256,15 @@ Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& pa
       }
     }
     bool distribute = r_.HasConstraints(rest);
+    // Branches of this call's own inlined copy that nothing reads again (anyOf: MakeExclusive and the
+    // as-written compile below are for oneOf or undistributed branches) move into their merge.
+    const bool branches_spare = view == &inlined && distribute && !one;
     std::vector<Json> merged;
+    merged.reserve(branches.size());
     for (size_t i = 0; i < branches.size(); ++i) {
       if (distribute) {
-        DI_ASSIGN_OR_RETURN(Json m, r_.Merge(rest, branches[i], path + "/" + kw + "/" + std::to_string(i), depth + 1));
+        Json branch = branches_spare ? std::move(inlined[kw][i]) : branches[i];
+        DI_ASSIGN_OR_RETURN(Json m, r_.Merge(rest, std::move(branch), path + "/" + kw + "/" + std::to_string(i), depth + 1));
         merged.push_back(std::move(m));
       } else {
         DI_ASSIGN_OR_RETURN(Json m, r_.Inline(branches[i], path, depth + 1));

@@ -180,7 +180,7 @@ Result<Json> SchemaResolver::Conditionals(const std::vector<Json>& conditions, u
     for (size_t k = 0; k < conditions.size(); ++k) {
       const char* branch = holds[k] ? "then" : "else";
       if (auto b = conditions[k].find(branch); b != conditions[k].end()) {
-        DI_ASSIGN_OR_RETURN(cell, Merge(cell, *b, path + "/" + branch, depth + 1));
+        DI_ASSIGN_OR_RETURN(cell, Merge(std::move(cell), *b, path + "/" + branch, depth + 1));
       }
     }
     // A required member the cell forbids: nothing is in it.
