@@ -86,8 +86,9 @@ class SchemaResolver {
   Result<std::vector<uint8_t>> MakeExclusive(const Json& branches, const std::vector<std::vector<size_t>>& overlaps,
                                              const std::string& kw, const std::string& path, uint32_t depth,
                                              std::vector<Json>* merged) const;
-  // A case of a negation read within branch i (`bi`) against branch j (`bj`), simplified (see the file).
-  Result<Json> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const;
+  // A case of a negation read within branch i (`bi`) against branch j (`bj`), simplified (see the file);
+  // nullopt where it stays as it is.
+  Result<std::optional<Json>> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const;
 
   static bool HasConstraints(const Json& s);
   // The TypeBits of the instances the schema's type/const/enum allow.

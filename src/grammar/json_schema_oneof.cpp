@@ -16,20 +16,21 @@ namespace deepinfer::grammar::json_schema_internal {
 // "p present". Cases of several ¬B_j then read the same, and the oneOf factors them out.
 // The form without `required` ("p absent, or present and failing", from a required member of B_j) holds
 // for all of B_i then: the result is true.
-Result<Json> SchemaResolver::PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const {
-  if (!c.is_object() || (c.size() != 3 && c.size() != 2) || c.value("type", Json()) != "object") return c;
+Result<std::optional<Json>> SchemaResolver::PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const {
+  const std::optional<Json> unchanged;
+  if (!c.is_object() || (c.size() != 3 && c.size() != 2) || c.value("type", Json()) != "object") return unchanged;
   auto req = c.find("required"), props = c.find("properties");
   const bool absent_too = c.size() == 2;
-  if (props == c.end() || !props->is_object() || props->size() != 1) return c;
-  if (!absent_too && (req == c.end() || !req->is_array() || req->size() != 1 || (*req)[0] != props->begin().key())) return c;
+  if (props == c.end() || !props->is_object() || props->size() != 1) return unchanged;
+  if (!absent_too && (req == c.end() || !req->is_array() || req->size() != 1 || (*req)[0] != props->begin().key())) return unchanged;
   const std::string& p = props->begin().key();
   auto si = bi.is_object() ? bi.find("properties") : bi.end();
   auto sj = bj.is_object() ? bj.find("properties") : bj.end();
-  if (si == bi.end() || sj == bj.end() || !si->is_object() || !sj->is_object() || !si->contains(p) || !sj->contains(p)) return c;
+  if (si == bi.end() || sj == bj.end() || !si->is_object() || !sj->is_object() || !si->contains(p) || !sj->contains(p)) return unchanged;
   DI_ASSIGN_OR_RETURN(bool d, Disjoint((*si)[p], (*sj)[p], depth + 1));
-  if (!d) return c;
-  if (absent_too) return Json(true);
-  return Json{{"type", "object"}, {"required", *req}};
+  if (!d) return unchanged;
+  if (absent_too) return std::optional<Json>(Json(true));
+  return std::optional<Json>(Json{{"type", "object"}, {"required", *req}});
 }
 
 Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches, const std::vector<std::vector<size_t>>& overlaps,
@@ -43,17 +44,24 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
   // ¬B_j where it also excludes a B_k that holds B_j (¬B_k implies ¬B_j; of two equal ones the
   // first stays).
   std::vector<std::optional<Json>> negated(merged.size());
-  std::vector<std::map<size_t, Json>> kept(merged.size());  // kept[i][j]: the cases of ¬B_j that meet B_i
+  // kept[i][j]: the cases of ¬B_j that meet B_i, pointing into negated[j] (which stays as it is from here).
+  std::vector<std::map<size_t, std::vector<const Json*>>> kept(merged.size());
   for (size_t i = 0; i < merged.size(); ++i)
     for (size_t j : overlaps[i]) {
       if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1);
       if (!negated[j]) return Unsupported("oneOf (with branches that may overlap)", path);
       auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
       const bool cases = any != negated[j]->end() && negated[j]->size() == 1 && any->is_array();
-      Json k = Json::array();
-      for (const Json& c : cases ? *any : Json::array({*negated[j]})) {
+      std::vector<const Json*> k;
+      auto keep_if_meets = [&](const Json& c) -> Status {
         DI_ASSIGN_OR_RETURN(bool d, Disjoint(merged[i], c, depth + 1));
-        if (!d) k.push_back(c);
+        if (!d) k.push_back(&c);
+        return Status::Ok();
+      };
+      if (cases) {
+        for (const Json& c : *any) DI_RETURN_IF_ERROR(keep_if_meets(c));
+      } else {
+        DI_RETURN_IF_ERROR(keep_if_meets(*negated[j]));
       }
       kept[i][j] = std::move(k);
     }
@@ -76,10 +84,11 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
       if (implied) continue;
       Json cases = Json::array();
       bool always = false;  // a case that all of B_i meets: ¬B_j needs no exclusion
-      for (const Json& kept_case : kept[i][j]) {
-        DI_ASSIGN_OR_RETURN(Json c, PresentIsEnough(kept_case, base[i], base[j], depth));
+      for (const Json* kept_case : kept[i][j]) {
+        DI_ASSIGN_OR_RETURN(std::optional<Json> simpler, PresentIsEnough(*kept_case, base[i], base[j], depth));
+        const Json& c = simpler ? *simpler : *kept_case;
         always = always || (c.is_boolean() && c.get<bool>());
-        if (std::find(cases.begin(), cases.end(), c) == cases.end()) cases.push_back(std::move(c));
+        if (std::find(cases.begin(), cases.end(), c) == cases.end()) cases.push_back(simpler ? std::move(*simpler) : c);
       }
       if (!always) lists.push_back(std::move(cases));
     }
