@@ -3,7 +3,10 @@
 // keywords of both, then checked against both with the instance validator (json_schema_validate.cpp).
 // The builder only guesses; the validator decides, so a guess that fails (or a keyword the validator does
 // not evaluate) proves nothing, and the caller takes its exact path instead.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
