@@ -77,9 +77,8 @@ Result<ExprId> SchemaCompiler::String(const Json& s, const std::string& path) {
     return *re;
   };
   if (auto it = s.find("pattern"); it != s.end()) {
-    if (!it->is_string()) return Invalid("pattern must be a string", path);
-    key += " pattern " + JsonQuote(it->get<std::string>());
     DI_ASSIGN_OR_RETURN(ExprId re, pattern(*it, "/pattern"));
+    key += " pattern " + JsonQuote(it->get<std::string>());
     constraints.push_back(re);
   }
   if (auto it = s.find("format"); it != s.end() && it->is_string() && KnownFormat(it->get<std::string>())) {

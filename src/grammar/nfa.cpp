@@ -158,7 +158,17 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
   // How the bytes of a class move between counted and other states; every move out of one DFA state on
   // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
   std::vector<uint8_t> move_kind;
+  // The DFA state of the seed set {seed}.
   std::vector<uint32_t> one_seed(1);
+  auto single_seed_state = [&](uint32_t seed) -> Result<uint32_t> {
+    if (single_stamp[seed] != single_call) {
+      one_seed[0] = seed;
+      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(one_seed)));
+      single_target[seed] = t;
+      single_stamp[seed] = single_call;
+    }
+    return single_target[seed];
+  };
   for (uint32_t id = 1; id < sets.size(); ++id) {
     if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
     // A set of one NFA state without calls whose byte edges are sorted and disjoint (a spliced minimal
@@ -170,14 +180,9 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       for (size_t k = 1; sorted && k < st.bytes.size(); ++k) sorted = st.bytes[k].lo > st.bytes[k - 1].hi;
       if (sorted) {
         for (const ByteEdge& e : st.bytes) {
-          if (single_stamp[e.to] != single_call) {
-            one_seed[0] = e.to;
-            DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(one_seed)));
-            single_target[e.to] = t;
-            single_stamp[e.to] = single_call;
-          }
+          DI_ASSIGN_OR_RETURN(uint32_t t, single_seed_state(e.to));
           uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
-          for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) row[c] = single_target[e.to];
+          for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) row[c] = t;
         }
         continue;
       }
@@ -221,13 +226,7 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       // taken once per seed set.
       uint32_t target;
       if (seeds.size() == 1) {
-        const uint32_t seed = seeds[0];
-        if (single_stamp[seed] != single_call) {
-          DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
-          single_target[seed] = t;
-          single_stamp[seed] = single_call;
-        }
-        target = single_target[seed];
+        DI_ASSIGN_OR_RETURN(target, single_seed_state(seeds[0]));
       } else {
         auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
         if (fresh) {

@@ -168,7 +168,7 @@ inline uint8_t CountRelax(uint32_t min, uint32_t max) {
   if (min == 0) return kCountGapsOk | kCountNoMost;
   return max == kUnbounded ? kCountGapsOk : 0;
 }
-//
+
 // Where both bounds bite and a state's counts have gaps, `entries` (null: none) may still let a counter
 // run: when the counts the state can be entered with are known (propagated from `starts`, where counts
 // begin at 0, along succ and `resumes`: calls, which keep the caller's count for the state they return

@@ -94,11 +94,6 @@ class TokenIndex {
   static constexpr uint8_t kTextAll = 31, kTextOther = 128;
   const std::vector<uint32_t>& text_mask(uint8_t cats, int len, size_t* count) const;
   uint8_t subtree_cats(uint32_t node) const { return cats_[node]; }
-  // The categories of the code points that the subtree's tokens hold from this node's byte on (their
-  // tails past the parent), with kTextOther when some tail does not start a code point here or is not
-  // plain text. Tails of any length count: a state to which every code point of those categories comes
-  // back accepts the whole subtree.
-  uint8_t subtree_tail_cats(uint32_t node) const { return tail_cats_[node]; }
   // Whether token `id` is plain, of at most kPlainCap code points, all of the categories `cats`.
   bool TextToken(int32_t id, uint8_t cats) const {
     const size_t i = static_cast<size_t>(id);
@@ -128,7 +123,11 @@ class TokenIndex {
   std::vector<size_t> plain_counts_;
   std::vector<uint8_t> max_plain_;
   std::vector<uint8_t> cats_;                  // per node: categories of its subtree's tokens
-  std::vector<uint8_t> tail_cats_;             // per node: categories of its subtree's token tails
+  // Per node (NodeArrays::tail_cats): the categories of the code points its subtree's tokens hold from the
+  // node's byte on (their tails past the parent), with kTextOther when some tail does not start a code
+  // point there or is not plain text. Tails of any length count: a state to which every code point of
+  // those categories comes back accepts the whole subtree.
+  std::vector<uint8_t> tail_cats_;
   std::vector<uint8_t> tok_cats_, tok_plain_;  // per token id: categories, plain length (255: not plain)
   struct TextMasks {
     std::mutex mu;
