@@ -160,58 +160,48 @@ Result<CompiledGrammar> Compiler::Run() {
   out.num_classes_ = classes.count;
   out.byte_class_ = classes.map;
   const uint32_t nc = classes.count;
-  // State 0 is dead.
-  out.next_.assign(nc, 0);
-  out.accepting_.push_back(0);
+  // All rules' DFAs in one, each rule's states after the previous rule's; state 0 is dead.
+  Dfa all;
+  all.num_classes = nc;
+  all.next.assign(nc, 0);
+  {
+    // Most grammars' automata have fewer states than their NFA has: reserving that many rows up front
+    // spares the table's regrowth (copies, and fresh pages touched twice); pages never written cost nothing.
+    const size_t rows = std::min<size_t>(nfa.states.size(), limits_.max_dfa_states) + 1;
+    all.next.reserve(rows * nc);
+  }
+  all.accepting.push_back(0);
+  all.flags.push_back(0);
+  all.calls.emplace_back();
   out.rule_of_.push_back(0);
-  out.flags_.push_back(0);
-  std::vector<std::vector<CallEdge>> calls(1);
-  // Byte transitions as (target, source) pairs, each distinct pair once, sources ascending: gathered while
-  // the rows are copied, so the predecessor index below needs no further pass over the whole table.
-  std::vector<std::pair<uint32_t, uint32_t>> byte_edges;
-  std::vector<uint32_t> last_source;  // per state of the rule's DFA: the last source that recorded it
   for (size_t k = 0; k < kept.size(); ++k) {
-    if (out.accepting_.size() >= limits_.max_dfa_states)
+    if (all.num_states >= limits_.max_dfa_states)
       return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(limits_.max_dfa_states) +
                                        " states");
-    auto det = Determinize(nfa, frags[k].start, frags[k].end, classes, builder_.deadline(),
-                           limits_.max_dfa_states - out.accepting_.size());
-    if (!det.ok() && det.status().code() == StatusCode::kResourceExhausted)
+    const uint32_t first = all.num_states;
+    Status det = DeterminizeInto(nfa, frags[k].start, frags[k].end, classes, builder_.deadline(),
+                                 limits_.max_dfa_states - all.num_states, &all);
+    if (det.code() == StatusCode::kResourceExhausted)
       return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(limits_.max_dfa_states) +
                                        " states");
-    if (!det.ok()) return det.status();
-    Dfa d = std::move(*det);
-    uint32_t base = static_cast<uint32_t>(out.accepting_.size()) - 1;  // DFA state i (1-based) -> base + i
-    out.rule_start_.push_back(base + 1);
-    const size_t row0 = out.next_.size();
-    out.next_.resize(row0 + static_cast<size_t>(d.num_states - 1) * nc);
-    uint32_t* dst = out.next_.data() + row0;
-    last_source.assign(d.num_states, 0);
-    for (uint32_t s = 1; s < d.num_states; ++s) {
-      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
-      for (uint32_t c = 0; c < nc; ++c, ++dst) {
-        const uint32_t t = row[c];
-        if (t == 0) {
-          *dst = 0;
-          continue;
-        }
-        *dst = base + t;
-        if (last_source[t] != s) last_source[t] = s, byte_edges.push_back({base + t, base + s});
-      }
-    }
-    for (uint32_t s = 1; s < d.num_states; ++s) {
-      out.accepting_.push_back(d.accepting[s]);
-      out.flags_.push_back(d.flags[s]);
-      out.rule_of_.push_back(static_cast<uint32_t>(k));
-      std::vector<CallEdge> ce;
-      for (const auto& [rule, t] : d.calls[s]) ce.push_back(CallEdge{rule, base + t});
-      calls.push_back(std::move(ce));
-    }
+    DI_RETURN_IF_ERROR(det);
+    out.rule_start_.push_back(first);
+    out.rule_of_.resize(all.num_states, static_cast<uint32_t>(k));
     out.rule_names_.push_back(builder_.RuleName(kept[k]));
     out.counted_.push_back(bounds[k].counted ? 1 : 0);
     out.count_min_.push_back(bounds[k].min);
     out.count_max_.push_back(bounds[k].max);
   }
+  out.next_ = std::move(all.next);
+  out.accepting_ = std::move(all.accepting);
+  out.flags_ = std::move(all.flags);
+  std::vector<std::vector<CallEdge>> calls(all.num_states);
+  for (uint32_t s = 1; s < all.num_states; ++s)
+    for (const auto& [rule, t] : all.calls[s]) calls[s].push_back(CallEdge{rule, t});
+  all.calls = {};
+  // Byte transitions as (target, source) pairs, each distinct pair once: the predecessor index below
+  // needs no pass over the whole table.
+  std::vector<std::pair<uint32_t, uint32_t>> byte_edges = std::move(all.byte_edges);
   nfa = Nfa();  // the NFA is no longer needed: free it before the analyses below
   const uint32_t ns = static_cast<uint32_t>(out.accepting_.size());
   const uint32_t nr = static_cast<uint32_t>(kept.size());

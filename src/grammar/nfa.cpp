@@ -30,16 +30,57 @@ ByteClasses ByteClasses::FromNfa(const Nfa& nfa) {
 
 namespace {
 
-struct VecHash {
-  size_t operator()(const std::vector<uint32_t>& v) const {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ v.size();
-    for (uint32_t x : v) {
-      h ^= x;
-      h *= 0xBF58476D1CE4E5B9ULL;
-      h ^= h >> 29;
-    }
-    return static_cast<size_t>(h);
+uint64_t SetHash(const uint32_t* v, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= v[i];
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 29;
   }
+  return h;
+}
+
+// Sets of NFA states numbered by content, all of them in one pool and found through an open-addressing
+// table: a DFA of tens of thousands of states cost an allocation per set and per map node before.
+class SetTable {
+ public:
+  SetTable() : slots_(64, 0) {}
+  // The sets so far, which is also the highest number given.
+  uint32_t count() const { return static_cast<uint32_t>(begin_.size() - 2); }
+  const uint32_t* data(uint32_t id) const { return pool_.data() + begin_[id]; }
+  size_t size(uint32_t id) const { return begin_[id + 1] - begin_[id]; }
+  // The number of the set v[0..n) (sets are numbered from 1; 0 is never a set's), and whether it is new.
+  std::pair<uint32_t, bool> Intern(const uint32_t* v, size_t n) {
+    const uint64_t h = SetHash(v, n);
+    size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const uint32_t id = slots_[i];
+      if (id == 0) break;
+      if (hash_[id] == h && size(id) == n && std::equal(v, v + n, data(id))) return {id, false};
+    }
+    pool_.insert(pool_.end(), v, v + n);
+    begin_.push_back(static_cast<uint32_t>(pool_.size()));
+    hash_.push_back(h);
+    const uint32_t id = count();
+    if (2 * (static_cast<size_t>(id) + 1) > slots_.size()) {
+      slots_.assign(slots_.size() * 2, 0);
+      mask = slots_.size() - 1;
+      for (uint32_t k = 1; k < id; ++k) Place(k, mask);
+    }
+    Place(id, mask);
+    return {id, true};
+  }
+
+ private:
+  void Place(uint32_t id, size_t mask) {
+    size_t i = hash_[id] & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = id;
+  }
+  std::vector<uint32_t> pool_;
+  std::vector<uint32_t> begin_ = {0, 0};  // set 0: the empty placeholder
+  std::vector<uint64_t> hash_ = {0};
+  std::vector<uint32_t> slots_;
 };
 
 class Closure {
@@ -47,28 +88,28 @@ class Closure {
   Closure(const Nfa& nfa, uint32_t final) : nfa_(nfa), final_(final) {
     if (Marks().size() < nfa.states.size()) Marks().resize(nfa.states.size(), 0);
   }
-  // The epsilon closure of `seeds`, sorted, keeping only the states that matter to the DFA: those with
-  // byte or call edges, the final state, and counted states (one that can only leave the counted part,
-  // after a pattern's last unit, still makes the DFA state a counting one, so that unit counts). Sets
-  // that differ only in pass-through states are the same DFA state, so this also merges states.
-  std::vector<uint32_t> Of(const std::vector<uint32_t>& seeds) {
+  // The epsilon closure of seeds[0..n), sorted, into *out, keeping only the states that matter to the DFA:
+  // those with byte or call edges, the final state, and counted states (one that can only leave the
+  // counted part, after a pattern's last unit, still makes the DFA state a counting one, so that unit
+  // counts). Sets that differ only in pass-through states are the same DFA state, so this also merges
+  // states.
+  void Of(const uint32_t* seeds, size_t n, std::vector<uint32_t>* out) {
     std::vector<uint32_t>& mark = Marks();
     uint32_t& generation = Generation();
     if (++generation == 0) std::fill(mark.begin(), mark.end(), 0), generation = 1;
-    std::vector<uint32_t> out;
+    out->clear();
     stack_.clear();
-    for (uint32_t s : seeds)
-      if (mark[s] != generation) mark[s] = generation, stack_.push_back(s);
+    for (size_t i = 0; i < n; ++i)
+      if (mark[seeds[i]] != generation) mark[seeds[i]] = generation, stack_.push_back(seeds[i]);
     while (!stack_.empty()) {
       uint32_t s = stack_.back();
       stack_.pop_back();
       const NfaState& st = nfa_.states[s];
-      if (!st.bytes.empty() || !st.calls.empty() || s == final_ || (st.flags & kStateCounting)) out.push_back(s);
+      if (!st.bytes.empty() || !st.calls.empty() || s == final_ || (st.flags & kStateCounting)) out->push_back(s);
       for (uint32_t t : st.eps)
         if (mark[t] != generation) mark[t] = generation, stack_.push_back(t);
     }
-    std::sort(out.begin(), out.end());
-    return out;
+    std::sort(out->begin(), out->end());
   }
 
  private:
@@ -94,29 +135,40 @@ class Closure {
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
                         const Deadline& deadline, size_t max_states) {
   Dfa d;
-  const uint32_t nc = classes.count;
-  d.num_classes = nc;
-  d.next.assign(nc, 0);
+  d.num_classes = classes.count;
+  d.next.assign(classes.count, 0);
   d.accepting.push_back(0);
   d.flags.push_back(0);
   d.calls.emplace_back();
+  DI_RETURN_IF_ERROR(DeterminizeInto(nfa, start, final, classes, deadline, max_states, &d));
+  return d;
+}
+
+Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
+                       const Deadline& deadline, size_t max_states, Dfa* into) {
+  Dfa& d = *into;
+  const uint32_t nc = classes.count;
+  // This call's set k is DFA state base + k.
+  const uint32_t base = d.num_states - 1;
   Closure closure(nfa, final);
-  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
-  std::vector<const std::vector<uint32_t>*> sets = {nullptr};
-  auto intern = [&](std::vector<uint32_t> set) -> Result<uint32_t> {
+  SetTable sets;
+  std::vector<uint32_t> closed;  // Closure::Of's output, reused
+  // By this call's set: the last source that recorded an edge into it (d.byte_edges holds each pair once).
+  std::vector<uint32_t> last_source = {0};
+  auto intern = [&](const std::vector<uint32_t>& set) -> Result<uint32_t> {
     if (set.empty()) return 0u;
-    auto [it, fresh] = ids.try_emplace(std::move(set), static_cast<uint32_t>(sets.size()));
+    auto [local, fresh] = sets.Intern(set.data(), set.size());
+    const uint32_t id = base + local;
     if (fresh) {
-      if (sets.size() >= max_states)
+      if (local >= max_states)
         return Status::ResourceExhausted("the grammar's automaton exceeds " + std::to_string(max_states) + " states");
-      sets.push_back(&it->first);
       d.next.resize(d.next.size() + nc, 0);
-      d.accepting.push_back(std::binary_search(it->first.begin(), it->first.end(), final) ? 1 : 0);
+      d.accepting.push_back(std::binary_search(set.begin(), set.end(), final) ? 1 : 0);
       // A counting state is one holding counted NFA states; they must agree on being at a unit boundary,
       // or the counter would not know whether the next byte starts a unit.
       uint8_t f = 0;
       int boundary = -1;
-      for (uint32_t s : it->first) {
+      for (uint32_t s : set) {
         const uint8_t sf = nfa.states[s].flags;
         if (!(sf & kStateCounting)) continue;
         f |= kStateCounting;
@@ -128,16 +180,18 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       if (boundary == 1) f |= kStateBoundary;
       d.flags.push_back(f);
       d.calls.emplace_back();
+      last_source.push_back(0);
     }
-    return it->second;
+    return id;
   };
   // The start gets a DFA state even when its closure keeps no state (an empty language): callers index
   // the rule's start state.
-  std::vector<uint32_t> start_set = closure.Of({start});
-  if (start_set.empty()) start_set.push_back(start);
-  DI_ASSIGN_OR_RETURN(uint32_t s0, intern(std::move(start_set)));
+  closure.Of(&start, 1, &closed);
+  if (closed.empty()) closed.push_back(start);
+  DI_ASSIGN_OR_RETURN(uint32_t s0, intern(closed));
   (void)s0;
-  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> by_seeds;
+  SetTable by_seeds;  // seed sets of several states met so far; their DFA states in seeds_target
+  std::vector<uint32_t> seeds_target = {0};
   // One-state seed sets, most of them: the DFA state of each, by NFA state, in per-thread arrays stamped
   // by call (the compiler determinizes rule after rule over one large NFA; a map cost a hash lookup per
   // segment, a fresh array a clear per rule).
@@ -153,44 +207,52 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
     uint8_t kind;
   };
   std::vector<Move> moves;
-  std::vector<uint32_t> cuts;
+  std::vector<uint32_t> cuts, current;
   std::vector<std::vector<uint32_t>> buckets;
   // How the bytes of a class move between counted and other states; every move out of one DFA state on
   // one class must be of one kind (1: within the counted part, 2: out of it, 3: into it, 4: elsewhere).
   std::vector<uint8_t> move_kind;
   // The DFA state of the seed set {seed}.
-  std::vector<uint32_t> one_seed(1);
   auto single_seed_state = [&](uint32_t seed) -> Result<uint32_t> {
     if (single_stamp[seed] != single_call) {
-      one_seed[0] = seed;
-      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(one_seed)));
+      closure.Of(&seed, 1, &closed);
+      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closed));
       single_target[seed] = t;
       single_stamp[seed] = single_call;
     }
     return single_target[seed];
   };
-  for (uint32_t id = 1; id < sets.size(); ++id) {
+  // Classes lo..hi of state `id` go to `t`.
+  auto fill = [&](uint32_t id, uint32_t lo, uint32_t hi, uint32_t t) {
+    if (t == 0) return;
+    uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
+    for (uint32_t c = lo; c <= hi; ++c) row[c] = t;
+    if (last_source[t - base] != id) last_source[t - base] = id, d.byte_edges.push_back({t, id});
+  };
+  for (uint32_t local = 1; local <= sets.count(); ++local) {
+    const uint32_t id = base + local;
     if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
     // A set of one NFA state without calls whose byte edges are sorted and disjoint (a spliced minimal
     // DFA's state: most DFA states of large grammars): each edge is a segment of its own with one seed,
     // and no two moves share a class, so there is nothing to cut, merge or check.
-    if (sets[id]->size() == 1) {
-      const NfaState& st = nfa.states[(*sets[id])[0]];
+    if (sets.size(local) == 1) {
+      const NfaState& st = nfa.states[*sets.data(local)];
       bool sorted = st.calls.empty();
       for (size_t k = 1; sorted && k < st.bytes.size(); ++k) sorted = st.bytes[k].lo > st.bytes[k - 1].hi;
       if (sorted) {
         for (const ByteEdge& e : st.bytes) {
           DI_ASSIGN_OR_RETURN(uint32_t t, single_seed_state(e.to));
-          uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
-          for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) row[c] = t;
+          fill(id, classes.map[e.lo], classes.map[e.hi], t);
         }
         continue;
       }
     }
+    // Interning below may grow the pool: this state's set is read from a copy.
+    current.assign(sets.data(local), sets.data(local) + sets.size(local));
     std::vector<std::pair<uint32_t, uint32_t>> calls;
     moves.clear();
     cuts.clear();
-    for (uint32_t s : *sets[id]) {
+    for (uint32_t s : current) {
       const NfaState& st = nfa.states[s];
       const bool from_counting = st.flags & kStateCounting;
       for (const ByteEdge& e : st.bytes) {
@@ -228,28 +290,29 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
       if (seeds.size() == 1) {
         DI_ASSIGN_OR_RETURN(target, single_seed_state(seeds[0]));
       } else {
-        auto [it, fresh] = by_seeds.try_emplace(seeds, 0u);
+        auto [sid, fresh] = by_seeds.Intern(seeds.data(), seeds.size());
         if (fresh) {
-          DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
-          it->second = t;
+          closure.Of(seeds.data(), seeds.size(), &closed);
+          DI_ASSIGN_OR_RETURN(uint32_t t, intern(closed));
+          seeds_target.push_back(t);
         }
-        target = it->second;
+        target = seeds_target[sid];
       }
-      uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
-      for (uint32_t c = cuts[k]; c < cuts[k + 1]; ++c) row[c] = target;
+      fill(id, cuts[k], cuts[k + 1] - 1, target);
     }
     std::sort(calls.begin(), calls.end());
     for (size_t i = 0; i < calls.size();) {
       size_t j = i;
       std::vector<uint32_t> seeds;
       while (j < calls.size() && calls[j].first == calls[i].first) seeds.push_back(calls[j++].second);
-      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closure.Of(seeds)));
+      closure.Of(seeds.data(), seeds.size(), &closed);
+      DI_ASSIGN_OR_RETURN(uint32_t t, intern(closed));
       if (t != 0) d.calls[id].push_back({calls[i].first, t});
       i = j;
     }
   }
-  d.num_states = static_cast<uint32_t>(sets.size());
-  return d;
+  d.num_states = base + sets.count() + 1;
+  return Status::Ok();
 }
 
 std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo, uint32_t hi) {

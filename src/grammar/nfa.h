@@ -133,6 +133,9 @@ struct Dfa {
   std::vector<uint8_t> accepting;
   std::vector<uint8_t> flags;  // kStateCounting / kStateBoundary
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> calls;  // (rule, target)
+  // Determinize's byte transitions as (target, source) pairs, each distinct pair once, sources ascending
+  // (a predecessor index without a pass over the table).
+  std::vector<std::pair<uint32_t, uint32_t>> byte_edges;
 };
 
 struct Deadline {
@@ -149,6 +152,10 @@ struct Deadline {
 // with kInvalidArgument where a counted part is ambiguous (a byte could both continue it and leave it).
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
                         const Deadline& deadline, size_t max_states);
+// The same, appended to `into` (whose classes must be `classes`): its states from into->num_states on,
+// the first of them the start. Fails past `max_states` new states.
+Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
+                       const Deadline& deadline, size_t max_states, Dfa* into);
 
 // The byte-range sequences that spell the code points lo..hi in UTF-8 (surrogates excluded).
 std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo, uint32_t hi);
