@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -182,7 +183,80 @@ std::optional<Json> SchemaCompiler::FiniteValues(const Json& s, const std::strin
   return std::nullopt;
 }
 
+namespace {
+
+// 128 bits over a schema's content in document order (an object's member order matters: it is the
+// order of the grammar's properties), without recursion.
+std::pair<uint64_t, uint64_t> SchemaContentHash(const Json& root) {
+  uint64_t a = 0x243F6A8885A308D3ULL, b = 0x13198A2E03707344ULL;
+  auto mix = [&](uint64_t v) {
+    a = (a ^ v) * 0x100000001B3ULL;
+    a ^= a >> 29;
+    b = (b + v) * 0x9E3779B97F4A7C15ULL;
+    b ^= b >> 31;
+  };
+  auto mix_text = [&](const std::string& t) {
+    mix(t.size());
+    for (size_t i = 0; i < t.size(); i += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, t.data() + i, std::min<size_t>(8, t.size() - i));
+      mix(w);
+    }
+  };
+  std::vector<const Json*> stack = {&root};
+  while (!stack.empty()) {
+    const Json& j = *stack.back();
+    stack.pop_back();
+    mix(static_cast<uint64_t>(j.type()) + 0x100);
+    switch (j.type()) {
+      case Json::value_t::object:
+        mix(j.size());
+        // Members pushed in reverse, so they are hashed in order; each key is hashed as its member is pushed.
+        for (auto it = j.rbegin(); it != j.rend(); ++it) mix_text(it.key()), stack.push_back(&it.value());
+        break;
+      case Json::value_t::array:
+        mix(j.size());
+        for (auto it = j.rbegin(); it != j.rend(); ++it) stack.push_back(&*it);
+        break;
+      case Json::value_t::string:
+        mix_text(j.get_ref<const std::string&>());
+        break;
+      case Json::value_t::boolean:
+        mix(j.get<bool>() ? 1 : 0);
+        break;
+      case Json::value_t::number_integer:
+        mix(static_cast<uint64_t>(j.get<int64_t>()));
+        break;
+      case Json::value_t::number_unsigned:
+        mix(j.get<uint64_t>());
+        break;
+      case Json::value_t::number_float: {
+        const double d = j.get<double>();
+        uint64_t w = 0;
+        std::memcpy(&w, &d, sizeof w);
+        mix(w);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return {a, b};
+}
+
+}  // namespace
+
 Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& path, uint32_t depth) {
+  if (depth > o_.max_depth || !schema.is_object()) return CompileUncached(schema, path, depth);
+  const std::pair<uint64_t, uint64_t> key = SchemaContentHash(schema);
+  if (auto it = compiled_.find(key); it != compiled_.end() && depth <= it->second.depth) return it->second.expr;
+  DI_ASSIGN_OR_RETURN(ExprId e, CompileUncached(schema, path, depth));
+  Compiled& c = compiled_[key];
+  if (c.depth <= depth) c = Compiled{e, depth};
+  return e;
+}
+
+Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::string& path, uint32_t depth) {
   if (depth > o_.max_depth) return Status::ResourceExhausted("the schema nests deeper than " + std::to_string(o_.max_depth) + " levels");
   if (schema.is_boolean()) return schema.get<bool>() ? AnyValue() : g_.Nothing();
   if (!schema.is_object()) return Invalid("a schema must be an object or a boolean", path);

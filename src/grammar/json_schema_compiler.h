@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -109,7 +111,11 @@ class SchemaCompiler {
   // or its $ref's target).
   std::optional<Json> FiniteValues(const Json& s, const std::string& path);
 
+  // A schema's grammar. Equal schemas (by content) compile once: merged oneOf branches and allOf members
+  // carry copies of the same sub-schemas, each compiled again before. A result made at some depth is
+  // reused no deeper, where it cannot meet the depth limit the first did not.
   Result<ExprId> Compile(const Json& schema, const std::string& path, uint32_t depth);
+  Result<ExprId> CompileUncached(const Json& schema, const std::string& path, uint32_t depth);
 
   Result<ExprId> Typed(const Json& s, uint8_t types, const std::string& path, uint32_t depth);
 
@@ -150,6 +156,14 @@ class SchemaCompiler {
   uint32_t any_object_rule_ = 0xFFFFFFFFu;
   ExprId ws_ = 0xFFFFFFFFu;
   ExprId canon_char_ = 0xFFFFFFFFu;
+  struct Compiled {
+    ExprId expr;
+    uint32_t depth;
+  };
+  struct HashPair {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const { return static_cast<size_t>(k.first ^ k.second); }
+  };
+  std::unordered_map<std::pair<uint64_t, uint64_t>, Compiled, HashPair> compiled_;  // by SchemaContentHash
   uint32_t own_pair_checks_ = 0;
   uint32_t* pair_checks_ = &own_pair_checks_;  // shared with the compilers of IntersectionEmpty
 };
