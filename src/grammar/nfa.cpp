@@ -1,6 +1,8 @@
 #include "grammar/nfa.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -790,7 +792,13 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
   const bool minus = x.kind == ExprKind::kMinus;
   const uint32_t nc = p.classes.count;
   // Product states (pa, pb) are DFA states 1, 2, ... (state 0 is dead); pb == 0 (b dead) stays possible
-  // for kMinus.
+  // for kMinus. Pairs are numbered through a table of all of them where that is small (a cell per pair
+  // met: a hash lookup per cell was most of a large product's time), else through a map.
+  const uint64_t all_pairs = static_cast<uint64_t>(a.num_states) * b.num_states;
+  constexpr uint64_t kDensePairs = uint64_t{1} << 22;
+  // calloc: pages of the table that no pair touches are never written.
+  std::unique_ptr<uint32_t, decltype(&std::free)> dense(
+      all_pairs <= kDensePairs ? static_cast<uint32_t*>(std::calloc(all_pairs, sizeof(uint32_t))) : nullptr, &std::free);
   std::unordered_map<uint64_t, uint32_t> ids;
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
   Dfa& d = p.dfa;
@@ -798,8 +806,14 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
   d.next.assign(nc, 0);
   auto intern = [&](uint32_t pa, uint32_t pb) -> uint32_t {
     if (pa == 0 || (!minus && pb == 0)) return 0;
+    const uint32_t fresh_id = static_cast<uint32_t>(pairs.size() + 1);
+    if (dense) {
+      uint32_t& slot = dense.get()[static_cast<size_t>(pa) * b.num_states + pb];
+      if (slot == 0) slot = fresh_id, pairs.push_back({pa, pb});
+      return slot;
+    }
     uint64_t key = (static_cast<uint64_t>(pa) << 32) | pb;
-    auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(pairs.size() + 1));
+    auto [it, fresh] = ids.try_emplace(key, fresh_id);
     if (fresh) pairs.push_back({pa, pb});
     return it->second;
   };
@@ -808,7 +822,9 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
     if (pairs.size() > budget) return Status::ResourceExhausted("an intersection or exclusion is too large");
     if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
     auto [pa, pb] = pairs[i];
-    for (uint32_t c = 0; c < nc; ++c) d.next.push_back(intern(a.next[pa * nc + c], b.next[pb * nc + c]));
+    const size_t row = d.next.size();
+    d.next.resize(row + nc);
+    for (uint32_t c = 0; c < nc; ++c) d.next[row + c] = intern(a.next[pa * nc + c], b.next[pb * nc + c]);
   }
   d.num_states = static_cast<uint32_t>(pairs.size() + 1);
   d.accepting.assign(d.num_states, 0);

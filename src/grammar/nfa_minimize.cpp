@@ -194,11 +194,28 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
 std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, const ByteClasses& classes) {
   const uint32_t n = d.num_states, nc = d.num_classes;
   auto out = std::make_shared<SmallDfa>();
-  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start).
-  std::vector<std::vector<uint32_t>> preds(n);
-  for (uint32_t s = 1; s < n; ++s)
-    for (uint32_t c = 0; c < nc; ++c)
-      if (uint32_t t = d.next[static_cast<size_t>(s) * nc + c]; t != 0) preds[t].push_back(s);
+  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start). Predecessors as
+  // one CSR array, each (target, source) once.
+  std::vector<uint32_t> pred_begin(static_cast<size_t>(n) + 1, 0), pred_list, last_source(n, 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<uint32_t> fill;
+    if (pass == 1) {
+      for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
+      pred_list.resize(pred_begin.back());
+      fill.assign(pred_begin.begin(), pred_begin.end() - 1);
+      std::fill(last_source.begin(), last_source.end(), 0);
+    }
+    for (uint32_t s = 1; s < n; ++s) {
+      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
+      for (uint32_t c = 0; c < nc; ++c) {
+        const uint32_t t = row[c];
+        if (t == 0 || last_source[t] == s) continue;
+        last_source[t] = s;
+        if (pass == 0) ++pred_begin[t + 1];
+        else pred_list[fill[t]++] = s;
+      }
+    }
+  }
   std::vector<uint8_t> live(n, 0);
   std::vector<uint32_t> work;
   for (uint32_t s = 1; s < n; ++s)
@@ -206,8 +223,8 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
   while (!work.empty()) {
     const uint32_t t = work.back();
     work.pop_back();
-    for (uint32_t p : preds[t])
-      if (!live[p]) live[p] = 1, work.push_back(p);
+    for (uint32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k)
+      if (const uint32_t p = pred_list[k]; !live[p]) live[p] = 1, work.push_back(p);
   }
   if (n < 2 || !live[1]) {  // the empty language
     out->edges.resize(1);
