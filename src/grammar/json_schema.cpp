@@ -327,6 +327,8 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
         DI_ASSIGN_OR_RETURN(Json m, r_.Merge(std::move(rest), std::move(*alternatives), path, depth + 1));
         return Compile(m, path, depth + 1);
       }
+      if (std::optional<Json> factored = SchemaResolver::SharedCases(branches, rest))
+        return Compile(*factored, path, depth + 1);
     }
     bool distribute = r_.HasConstraints(rest);
     // Branches of this call's own inlined copy that nothing reads again (anyOf: MakeExclusive and the

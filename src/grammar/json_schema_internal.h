@@ -71,6 +71,11 @@ class SchemaResolver {
   std::optional<Json> Negate(const Json& schema, const std::string& path, uint32_t depth) const;
   Result<std::optional<std::vector<Json>>> ExactlyOneRequired(const Json& branches, const Json& rest,
                                                               const std::string& path, uint32_t depth) const;
+  // SharedCases: anyOf `branches` beside allOf members of `rest` that are anyOf lists as well, where some
+  // cases c are in every one of those lists: rest' ∧ (c ∨ (the lists without c, all of them)), exact by
+  // distributivity, or nullopt. Negated oneOf branches repeat such a case in every list (an instance of
+  // another type), and distributing the rest over every list compiled 2^n combinations.
+  static std::optional<Json> SharedCases(const Json& branches, const Json& rest);
   // PatternAlternatives: an anyOf of pattern-only branches as one $any_patterns group, or nullopt.
   Result<std::optional<Json>> PatternAlternatives(const Json& branches, const std::string& path, uint32_t depth) const;
 

@@ -400,6 +400,52 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
   return Json{{"anyOf", any}};
 }
 
+std::optional<Json> SchemaResolver::SharedCases(const Json& branches, const Json& rest) {
+  auto all = rest.find("allOf");
+  if (all == rest.end() || !all->is_array() || !branches.is_array()) return std::nullopt;
+  auto is_list = [](const Json& m) {
+    if (!m.is_object() || m.size() != 1) return false;
+    auto any = m.find("anyOf");
+    return any != m.end() && any->is_array() && !any->empty();
+  };
+  std::vector<const Json*> lists;  // the allOf members' anyOf arrays
+  for (const Json& m : *all)
+    if (is_list(m)) lists.push_back(&m["anyOf"]);
+  if (lists.empty()) return std::nullopt;
+  auto holds = [](const Json& list, const Json& c) { return std::find(list.begin(), list.end(), c) != list.end(); };
+  Json shared = Json::array();
+  for (const Json& c : branches)
+    if (!holds(shared, c) && std::all_of(lists.begin(), lists.end(), [&](const Json* l) { return holds(*l, c); }))
+      shared.push_back(c);
+  if (shared.empty()) return std::nullopt;
+  // c ∨ ∧ (lists without c); a list left empty is false, and so is the conjunction.
+  Json conjunction = Json::array();
+  bool none = false;
+  auto add_rest_of = [&](const Json& list) {
+    Json left = Json::array();
+    for (const Json& c : list)
+      if (!holds(shared, c)) left.push_back(c);
+    if (left.empty()) none = true;
+    else conjunction.push_back(Json{{"anyOf", std::move(left)}});
+  };
+  add_rest_of(branches);
+  for (const Json* l : lists) add_rest_of(*l);
+  Json out = Json::object();
+  for (auto k = rest.begin(); k != rest.end(); ++k) {
+    if (k.key() != "allOf") {
+      out[k.key()] = k.value();
+      continue;
+    }
+    Json kept = Json::array();
+    for (const Json& m : *k)
+      if (!is_list(m)) kept.push_back(m);
+    if (!kept.empty()) out["allOf"] = std::move(kept);
+  }
+  if (!none) shared.push_back(Json{{"allOf", std::move(conjunction)}});
+  out["anyOf"] = std::move(shared);
+  return out;
+}
+
 // anyOf whose branches each only ask for a pattern (all of them with type string, or none): the schema
 // {$any_patterns: [[their patterns]]} (with that type), which a string meets when it matches one of them
 // and other instances meet as they meet a pattern. Merged into the rest of the schema instead of

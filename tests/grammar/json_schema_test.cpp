@@ -313,6 +313,23 @@ TEST(JsonSchemaCoverage, OneOfFactorsSharedCasesAndDraftTuples) {
     CheckSchemaCase(c);
 }
 
+// anyOf lists under allOf that share a case: (n ∨ A) ∧ (n ∨ B) ∧ ... = n ∨ (A ∧ B ∧ ...). Fourteen lists,
+// as the negations of fourteen oneOf branches with enum members give (distributed one list at a time they
+// are 2^14 merges; factored, two alternatives). Numbers, or strings none of the lists excludes (k0..k13);
+// other types meet no list.
+TEST(JsonSchemaCoverage, SharedCasesOfAnyOfListsFactorOut) {
+  std::string lists;
+  for (int i = 0; i < 14; ++i)
+    lists += std::string(i ? "," : "") + R"({"anyOf":[{"type":"number"},{"type":"string","not":{"enum":["k)" +
+             std::to_string(i) + R"("]}}]})";
+  CheckSchemaCase({R"({"allOf":[)" + lists + "]}", {"1", "-2.5", R"("a")", R"("k14")", R"("k1x")"},
+                   {R"("k0")", R"("k7")", R"("k13")", "null", "true", "{}", "[]"}});
+  // A case in every list but one does not factor; the language stays the same.
+  CheckSchemaCase({R"({"allOf":[{"anyOf":[{"type":"number"},{"enum":["a","b"]}]},{"anyOf":[{"type":"number"},)"
+                   R"({"enum":["b","c"]}]},{"anyOf":[{"type":"boolean"},{"enum":["b","d"]}]}]})",
+                   {R"("b")"}, {"1", "true", R"("a")", R"("c")", R"("d")", "null"}});
+}
+
 // contains (one kind of element, counts split around the witness), and the negations it gives: not items
 // (an element that fails them) and not contains (every element fails it). Verdicts from jsonschema.
 TEST(JsonSchemaCoverage, Contains) {
