@@ -253,7 +253,8 @@ class NfaBuilder {
   void CommonEnds(const Expr& alt, bool* pre, bool* suf) const;
   Result<std::shared_ptr<const SmallDfa>> SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth);
   static Frag Splice(Nfa& nfa, const SmallDfa& d);
-  static std::shared_ptr<const SmallDfa> Minimize(const Dfa& d, const ByteClasses& classes);
+  // The live part of `d` as a SmallDfa, equivalent states merged unless `merge` is false.
+  static std::shared_ptr<const SmallDfa> Minimize(const Dfa& d, const ByteClasses& classes, bool merge = true);
   struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
       return static_cast<size_t>(k.first ^ (k.second * 0x9E3779B97F4A7C15ULL));

@@ -171,11 +171,16 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   open_scratch_ += open;
   const Expr& x = g_.expr(e);
   if (x.kind == ExprKind::kAnd || x.kind == ExprKind::kMinus) {
-    // A product is a DFA already: minimised as it is, without the round trip through an NFA.
+    // A product is a DFA already: minimised as it is, without the round trip through an NFA. Its operands
+    // are minimal, and a large product of them is too as a rule (in the JSONSchemaBench sample none above
+    // kMergeCells merges a state; the largest, a key excluding 412 property names, cost 6 ms to check), so
+    // those are only trimmed to their live states.
+    constexpr uint64_t kMergeCells = uint64_t{1} << 16;
     auto p = ProductDfa(x, depth);
     open_scratch_ -= open;
     if (!p.ok()) return p.status();
-    std::shared_ptr<const SmallDfa> small = Minimize(p->dfa, p->classes);
+    const bool merge = static_cast<uint64_t>(p->dfa.num_states) * p->classes.count <= kMergeCells;
+    std::shared_ptr<const SmallDfa> small = Minimize(p->dfa, p->classes, merge);
     small_.emplace(key, small);
     return small;
   }
@@ -191,53 +196,16 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   return small;
 }
 
-std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, const ByteClasses& classes) {
-  const uint32_t n = d.num_states, nc = d.num_classes;
-  auto out = std::make_shared<SmallDfa>();
-  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start). Predecessors as
-  // one CSR array, each (target, source) once.
-  std::vector<uint32_t> pred_begin(static_cast<size_t>(n) + 1, 0), pred_list, last_source(n, 0);
-  for (int pass = 0; pass < 2; ++pass) {
-    std::vector<uint32_t> fill;
-    if (pass == 1) {
-      for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
-      pred_list.resize(pred_begin.back());
-      fill.assign(pred_begin.begin(), pred_begin.end() - 1);
-      std::fill(last_source.begin(), last_source.end(), 0);
-    }
-    for (uint32_t s = 1; s < n; ++s) {
-      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
-      for (uint32_t c = 0; c < nc; ++c) {
-        const uint32_t t = row[c];
-        if (t == 0 || last_source[t] == s) continue;
-        last_source[t] = s;
-        if (pass == 0) ++pred_begin[t + 1];
-        else pred_list[fill[t]++] = s;
-      }
-    }
-  }
-  std::vector<uint8_t> live(n, 0);
-  std::vector<uint32_t> work;
-  for (uint32_t s = 1; s < n; ++s)
-    if (d.accepting[s]) live[s] = 1, work.push_back(s);
-  while (!work.empty()) {
-    const uint32_t t = work.back();
-    work.pop_back();
-    for (uint32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k)
-      if (const uint32_t p = pred_list[k]; !live[p]) live[p] = 1, work.push_back(p);
-  }
-  if (n < 2 || !live[1]) {  // the empty language
-    out->edges.resize(1);
-    out->accepting.assign(1, 0);
-    return out;
-  }
-  // Hopcroft's partition refinement over the live states and their transitions between live states only
-  // (the dead state and the transitions into it stay implicit, as in Valmari and Lehtinen's minimisation
-  // of partial automata): most states have a move on few classes, so the work follows the moves that
-  // exist, not states times classes. A block then holds states with equal languages. Both initial blocks
-  // start as splitters, since the implicit dead block never is one; a splitter block refines by every
-  // class at once.
-  const uint32_t N = n;
+namespace {
+
+// Hopcroft's partition refinement over the live states and their transitions between live states only
+// (the dead state and the transitions into it stay implicit, as in Valmari and Lehtinen's minimisation
+// of partial automata): most states have a move on few classes, so the work follows the moves that
+// exist, not states times classes. A block then holds states with equal languages. Both initial blocks
+// start as splitters, since the implicit dead block never is one; a splitter block refines by every
+// class at once.
+std::vector<uint32_t> EquivalenceBlocks(const Dfa& d, const std::vector<uint8_t>& live, uint32_t* count) {
+  const uint32_t N = d.num_states, nc = d.num_classes;
   // Incoming moves by target, as (source, class) in one CSR array.
   std::vector<uint32_t> in_begin(static_cast<size_t>(N) + 1, 0);
   for (uint32_t s = 1; s < N; ++s) {
@@ -321,8 +289,64 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
       }
     }
   }
-  // Output states: the blocks.
-  std::vector<int32_t> cls(N, -1), index(first.size(), -1);
+  *count = static_cast<uint32_t>(first.size());
+  return block;
+}
+
+}  // namespace
+
+std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, const ByteClasses& classes, bool merge) {
+  const uint32_t n = d.num_states, nc = d.num_classes;
+  auto out = std::make_shared<SmallDfa>();
+  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start). Predecessors as
+  // one CSR array, each (target, source) once.
+  std::vector<uint32_t> pred_begin(static_cast<size_t>(n) + 1, 0), pred_list, last_source(n, 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<uint32_t> fill;
+    if (pass == 1) {
+      for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
+      pred_list.resize(pred_begin.back());
+      fill.assign(pred_begin.begin(), pred_begin.end() - 1);
+      std::fill(last_source.begin(), last_source.end(), 0);
+    }
+    for (uint32_t s = 1; s < n; ++s) {
+      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
+      for (uint32_t c = 0; c < nc; ++c) {
+        const uint32_t t = row[c];
+        if (t == 0 || last_source[t] == s) continue;
+        last_source[t] = s;
+        if (pass == 0) ++pred_begin[t + 1];
+        else pred_list[fill[t]++] = s;
+      }
+    }
+  }
+  std::vector<uint8_t> live(n, 0);
+  std::vector<uint32_t> work;
+  for (uint32_t s = 1; s < n; ++s)
+    if (d.accepting[s]) live[s] = 1, work.push_back(s);
+  while (!work.empty()) {
+    const uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k)
+      if (const uint32_t p = pred_list[k]; !live[p]) live[p] = 1, work.push_back(p);
+  }
+  if (n < 2 || !live[1]) {  // the empty language
+    out->edges.resize(1);
+    out->accepting.assign(1, 0);
+    return out;
+  }
+  // Output states: blocks of equivalent live states (or each live state alone, unmerged).
+  uint32_t num_blocks = 0;
+  std::vector<uint32_t> block;
+  if (merge) {
+    block = EquivalenceBlocks(d, live, &num_blocks);
+  } else {
+    block.assign(n, 0);
+    for (uint32_t s = 1; s < n; ++s)
+      if (live[s]) block[s] = num_blocks++;
+  }
+  const uint32_t N = n;
+  std::vector<int32_t> cls(N, -1), index(num_blocks, -1);
   uint32_t count = 0;
   for (uint32_t s = 1; s < N; ++s) {
     if (!live[s]) continue;
