@@ -135,8 +135,9 @@ class Closure {
 }  // namespace
 
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
-                        const Deadline& deadline, size_t max_states) {
+                        const Deadline& deadline, size_t max_states, bool record_moves) {
   Dfa d;
+  d.record_moves = record_moves;
   d.num_classes = classes.count;
   d.next.assign(classes.count, 0);
   d.accepting.push_back(0);
@@ -230,6 +231,7 @@ Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const Byt
     uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
     for (uint32_t c = lo; c <= hi; ++c) row[c] = t;
     if (last_source[t - base] != id) last_source[t - base] = id, d.byte_edges.push_back({t, id});
+    if (d.record_moves) d.moves.push_back({id, static_cast<uint16_t>(lo), static_cast<uint16_t>(hi), t});
   };
   for (uint32_t local = 1; local <= sets.count(); ++local) {
     const uint32_t id = base + local;

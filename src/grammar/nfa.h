@@ -126,6 +126,13 @@ struct ByteClasses {
   static ByteClasses FromNfa(const Nfa& nfa);
 };
 
+// Classes lo..hi of state `source` lead to `target` (a run of a row: one target, nonzero).
+struct DfaMove {
+  uint32_t source;
+  uint16_t lo, hi;
+  uint32_t target;
+};
+
 struct Dfa {
   uint32_t num_states = 1;  // state 0 is dead
   uint32_t num_classes = 1;
@@ -136,6 +143,10 @@ struct Dfa {
   // Determinize's byte transitions as (target, source) pairs, each distinct pair once, sources ascending
   // (a predecessor index without a pass over the table).
   std::vector<std::pair<uint32_t, uint32_t>> byte_edges;
+  // Set before Determinize to have it record every row as runs too (sources ascending, runs in class
+  // order): minimisation then reads the moves that exist instead of states times classes.
+  bool record_moves = false;
+  std::vector<DfaMove> moves;
 };
 
 struct Deadline {
@@ -151,7 +162,7 @@ struct Deadline {
 // Subset construction from `start`; `final` marks acceptance. Fails past `max_states` or the deadline, and
 // with kInvalidArgument where a counted part is ambiguous (a byte could both continue it and leave it).
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
-                        const Deadline& deadline, size_t max_states);
+                        const Deadline& deadline, size_t max_states, bool record_moves = false);
 // The same, appended to `into` (whose classes must be `classes`): its states from into->num_states on,
 // the first of them the start. Fails past `max_states` new states.
 Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,

@@ -189,7 +189,7 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   open_scratch_ -= open;
   if (!f.ok()) return f.status();
   const ByteClasses classes = ByteClasses::FromNfa(scratch);
-  DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f->start, f->end, classes, deadline_, limits_.max_dfa_states));
+  DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f->start, f->end, classes, deadline_, limits_.max_dfa_states, true));
   scratch = Nfa();
   std::shared_ptr<const SmallDfa> small = Minimize(d, classes);
   small_.emplace(key, small);
@@ -204,26 +204,20 @@ namespace {
 // exist, not states times classes. A block then holds states with equal languages. Both initial blocks
 // start as splitters, since the implicit dead block never is one; a splitter block refines by every
 // class at once.
-std::vector<uint32_t> EquivalenceBlocks(const Dfa& d, const std::vector<uint8_t>& live, uint32_t* count) {
+std::vector<uint32_t> EquivalenceBlocks(const Dfa& d, const std::vector<DfaMove>& moves, const std::vector<uint8_t>& live,
+                                        uint32_t* count) {
   const uint32_t N = d.num_states, nc = d.num_classes;
-  // Incoming moves by target, as (source, class) in one CSR array.
+  // Incoming moves by target, as (class, source) in one CSR array.
   std::vector<uint32_t> in_begin(static_cast<size_t>(N) + 1, 0);
-  for (uint32_t s = 1; s < N; ++s) {
-    if (!live[s]) continue;
-    const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
-    for (uint32_t c = 0; c < nc; ++c)
-      if (live[row[c]] && row[c] != 0) ++in_begin[row[c] + 1];
-  }
+  for (const DfaMove& m : moves)
+    if (live[m.source] && live[m.target]) in_begin[m.target + 1] += m.hi - m.lo + 1u;
   for (size_t k = 1; k < in_begin.size(); ++k) in_begin[k] += in_begin[k - 1];
   std::vector<std::pair<uint32_t, uint32_t>> in_moves(in_begin.back());  // (class, source)
   {
     std::vector<uint32_t> fill(in_begin.begin(), in_begin.end() - 1);
-    for (uint32_t s = 1; s < N; ++s) {
-      if (!live[s]) continue;
-      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
-      for (uint32_t c = 0; c < nc; ++c)
-        if (live[row[c]] && row[c] != 0) in_moves[fill[row[c]]++] = {c, s};
-    }
+    for (const DfaMove& m : moves)
+      if (live[m.source] && live[m.target])
+        for (uint32_t c = m.lo; c <= m.hi; ++c) in_moves[fill[m.target]++] = {c, m.source};
   }
   // The refinable partition: elems grouped by block, block b = elems[first[b], last[b]).
   std::vector<uint32_t> elems, pos(N, 0), block(N, 0), first, last, marked;
@@ -298,27 +292,36 @@ std::vector<uint32_t> EquivalenceBlocks(const Dfa& d, const std::vector<uint8_t>
 std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, const ByteClasses& classes, bool merge) {
   const uint32_t n = d.num_states, nc = d.num_classes;
   auto out = std::make_shared<SmallDfa>();
-  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start). Predecessors as
-  // one CSR array, each (target, source) once.
-  std::vector<uint32_t> pred_begin(static_cast<size_t>(n) + 1, 0), pred_list, last_source(n, 0);
-  for (int pass = 0; pass < 2; ++pass) {
-    std::vector<uint32_t> fill;
-    if (pass == 1) {
-      for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
-      pred_list.resize(pred_begin.back());
-      fill.assign(pred_begin.begin(), pred_begin.end() - 1);
-      std::fill(last_source.begin(), last_source.end(), 0);
-    }
+  // The rows as runs of classes with one target: Determinize's record, or read from the table (products).
+  std::vector<DfaMove> read;
+  if (!d.record_moves) {
     for (uint32_t s = 1; s < n; ++s) {
       const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
       for (uint32_t c = 0; c < nc; ++c) {
-        const uint32_t t = row[c];
-        if (t == 0 || last_source[t] == s) continue;
-        last_source[t] = s;
-        if (pass == 0) ++pred_begin[t + 1];
-        else pred_list[fill[t]++] = s;
+        if (row[c] == 0) continue;
+        if (!read.empty() && read.back().source == s && read.back().target == row[c] && read.back().hi + 1u == c)
+          read.back().hi = static_cast<uint16_t>(c);
+        else
+          read.push_back({s, static_cast<uint16_t>(c), static_cast<uint16_t>(c), row[c]});
       }
     }
+  }
+  const std::vector<DfaMove>& moves = d.record_moves ? d.moves : read;
+  std::vector<uint32_t> move_begin(static_cast<size_t>(n) + 1, 0);  // state s's runs: [move_begin[s], move_begin[s + 1])
+  for (const DfaMove& m : moves) ++move_begin[m.source + 1];
+  for (size_t k = 1; k < move_begin.size(); ++k) move_begin[k] += move_begin[k - 1];
+  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start). Predecessors as
+  // one CSR array, each (target, source) once.
+  std::vector<uint32_t> pred_begin(static_cast<size_t>(n) + 1, 0), pred_list, last_source(n, 0);
+  for (const DfaMove& m : moves)
+    if (last_source[m.target] != m.source) last_source[m.target] = m.source, ++pred_begin[m.target + 1];
+  for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
+  pred_list.resize(pred_begin.back());
+  {
+    std::vector<uint32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
+    std::fill(last_source.begin(), last_source.end(), 0);
+    for (const DfaMove& m : moves)
+      if (last_source[m.target] != m.source) last_source[m.target] = m.source, pred_list[fill[m.target]++] = m.source;
   }
   std::vector<uint8_t> live(n, 0);
   std::vector<uint32_t> work;
@@ -339,7 +342,7 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
   uint32_t num_blocks = 0;
   std::vector<uint32_t> block;
   if (merge) {
-    block = EquivalenceBlocks(d, live, &num_blocks);
+    block = EquivalenceBlocks(d, moves, live, &num_blocks);
   } else {
     block.assign(n, 0);
     for (uint32_t s = 1; s < n; ++s)
@@ -367,14 +370,15 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
     done[k] = 1;
     out->accepting[k] = d.accepting[s];
     auto& edges = out->edges[k];
-    for (uint32_t c = 0; c < nc; ++c) {
-      const uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
-      if (t == 0 || !live[t]) continue;
-      const uint32_t to = static_cast<uint32_t>(cls[t]);
-      if (!edges.empty() && edges.back().to == to && edges.back().hi + 1 == span[c].first)
-        edges.back().hi = span[c].second;
+    for (uint32_t i = move_begin[s]; i < move_begin[s + 1]; ++i) {
+      const DfaMove& m = moves[i];
+      if (!live[m.target]) continue;
+      const uint32_t to = static_cast<uint32_t>(cls[m.target]);
+      // Classes are byte intervals in byte order, so a run of classes is one byte range.
+      if (!edges.empty() && edges.back().to == to && edges.back().hi + 1 == span[m.lo].first)
+        edges.back().hi = span[m.hi].second;
       else
-        edges.push_back({span[c].first, span[c].second, to});
+        edges.push_back({span[m.lo].first, span[m.hi].second, to});
     }
   }
   return out;
