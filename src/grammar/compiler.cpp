@@ -1,5 +1,8 @@
 #include "grammar/compiler.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -195,9 +198,15 @@ Result<CompiledGrammar> Compiler::Run() {
     out.count_max_.push_back(bounds[k].max);
   }
   out.next_ = std::move(all.next);
-  // The grammar may be cached a long time: far fewer rows than reserved give the rest back.
-  if (out.next_.capacity() - out.next_.size() > out.next_.size() / 2 && out.next_.capacity() * 4 > (size_t{1} << 20))
-    out.next_.shrink_to_fit();
+  {
+    // The grammar may stay cached a long time: the pages of rows reserved but not used (which a reused
+    // heap block may hold) are handed back; the vector keeps its capacity, so nothing is copied.
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t used = reinterpret_cast<uintptr_t>(out.next_.data() + out.next_.size());
+    const uintptr_t end = reinterpret_cast<uintptr_t>(out.next_.data() + out.next_.capacity());
+    const uintptr_t from = (used + page - 1) / page * page, to = end / page * page;
+    if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  }
   out.accepting_ = std::move(all.accepting);
   out.flags_ = std::move(all.flags);
   std::vector<std::vector<CallEdge>> calls(all.num_states);
