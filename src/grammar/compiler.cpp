@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "grammar/components.h"
+#include "grammar/hash128.h"
 #include "grammar/nfa.h"
 
 namespace deepinfer::grammar {
@@ -426,13 +427,8 @@ void Compiler::LeafHashes(CompiledGrammar* g) {
     }
     order.assign(1, g->rule_start_[r]);
     g->canon_[order[0]] = 1;
-    uint64_t ha = 0x243F6A8885A308D3ULL, hb = 0x13198A2E03707344ULL;
-    auto mix = [&](uint64_t v) {
-      ha = (ha ^ v) * 0x100000001B3ULL;
-      ha ^= ha >> 29;
-      hb = (hb + v) * 0x9E3779B97F4A7C15ULL;
-      hb ^= hb >> 31;
-    };
+    Hash128 h;
+    auto mix = [&h](uint64_t v) { h.Mix(v); };
     for (size_t i = 0; i < order.size(); ++i) {
       const uint32_t s = order[i];
       mix(g->flags_[s] | (static_cast<uint64_t>(g->accepting_[s]) << 8));
@@ -448,7 +444,7 @@ void Compiler::LeafHashes(CompiledGrammar* g) {
       mix(0xFFFFFFFFFFFFULL);
     }
     for (uint32_t s : order) g->canon_[s] -= 1;
-    g->rule_hash_[r] = RuleHash{ha, hb ^ order.size()};
+    g->rule_hash_[r] = RuleHash{h.a, h.b ^ order.size()};
   }
 }
 

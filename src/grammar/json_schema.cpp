@@ -11,6 +11,7 @@
 
 #include "core/json.h"
 #include "grammar/compiler.h"
+#include "grammar/hash128.h"
 #include "grammar/json_schema_compiler.h"
 #include "grammar/json_text.h"
 #include "grammar/regex.h"
@@ -188,13 +189,8 @@ namespace {
 // 128 bits over a schema's content in document order (an object's member order matters: it is the
 // order of the grammar's properties), without recursion.
 std::pair<uint64_t, uint64_t> SchemaContentHash(const Json& root) {
-  uint64_t a = 0x243F6A8885A308D3ULL, b = 0x13198A2E03707344ULL;
-  auto mix = [&](uint64_t v) {
-    a = (a ^ v) * 0x100000001B3ULL;
-    a ^= a >> 29;
-    b = (b + v) * 0x9E3779B97F4A7C15ULL;
-    b ^= b >> 31;
-  };
+  Hash128 h;
+  auto mix = [&h](uint64_t v) { h.Mix(v); };
   auto mix_text = [&](const std::string& t) {
     mix(t.size());
     for (size_t i = 0; i < t.size(); i += 8) {
@@ -241,7 +237,7 @@ std::pair<uint64_t, uint64_t> SchemaContentHash(const Json& root) {
         break;
     }
   }
-  return {a, b};
+  return {h.a, h.b};
 }
 
 }  // namespace

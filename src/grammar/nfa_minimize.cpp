@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "grammar/hash128.h"
 #include "grammar/nfa.h"
 
 namespace deepinfer::grammar {
@@ -16,16 +17,6 @@ uint64_t SatMul(uint64_t a, uint64_t b) {
   if (a == 0 || b == 0) return 0;
   return a > kSizeCap / b ? kSizeCap : std::min(kSizeCap, a * b);
 }
-
-struct Hasher {
-  uint64_t a = 0x243F6A8885A308D3ULL, b = 0x13198A2E03707344ULL;
-  void Mix(uint64_t v) {
-    a = (a ^ v) * 0x100000001B3ULL;
-    a ^= a >> 29;
-    b = (b + v) * 0x9E3779B97F4A7C15ULL;
-    b ^= b >> 31;
-  }
-};
 
 }  // namespace
 
@@ -67,7 +58,7 @@ void NfaBuilder::AnalyseExprs() {
       }
       stack.pop_back();
       ExprInfo& in = info_[e];
-      Hasher h;
+      Hash128 h;
       h.Mix(static_cast<uint64_t>(x.kind));
       bool regular = x.kind != ExprKind::kCounted;
       uint64_t size = 2;
