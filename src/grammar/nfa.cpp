@@ -399,9 +399,11 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo,
 NfaBuilder::NfaBuilder(const Grammar& g, const CompileLimits& limits) : g_(g), limits_(limits) {
   deadline_.at = std::chrono::steady_clock::now() +
                  std::chrono::microseconds(static_cast<int64_t>(limits.max_compile_ms * 1000.0));
-  // Growing the state vector moved every state built so far, each time (large schemas build 10^5 states);
-  // a reservation costs only address space until states are made.
-  nfa_.states.reserve(std::min<size_t>(limits.max_nfa_states, size_t{1} << 17));
+  // Growing the state vector moved every state built so far, each time (large schemas build 10^5 states).
+  // A reservation costs only address space until states are made, but allocating it is not free (a
+  // sanitizer build maps and poisons all of it), so it follows the grammar's size: up to 64 states per
+  // expression covered the NFAs of the large bench schemas, most of them with room to spare.
+  nfa_.states.reserve(std::min<size_t>({limits.max_nfa_states, size_t{1} << 17, 64 * g.num_exprs() + 256}));
 }
 
 Status NfaBuilder::Grow(const Nfa& nfa) {
