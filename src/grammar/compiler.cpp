@@ -163,6 +163,9 @@ Result<CompiledGrammar> Compiler::Run() {
   CompiledGrammar out;
   out.num_classes_ = classes.count;
   out.byte_class_ = classes.map;
+  for (int byte = 255; byte >= 0; --byte)
+    out.class_last_[byte] = byte == 255 || classes.map[byte + 1] != classes.map[byte] ? static_cast<uint8_t>(byte)
+                                                                                     : out.class_last_[byte + 1];
   const uint32_t nc = classes.count;
   // All rules' DFAs in one, each rule's states after the previous rule's; state 0 is dead.
   Dfa all;

@@ -55,6 +55,9 @@ class CompiledGrammar {
   uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
   uint32_t num_classes() const { return num_classes_; }
   uint8_t byte_class(uint8_t byte) const { return byte_class_[byte]; }
+  // The last byte of `byte`'s class (classes are byte intervals): walks over a byte range visit each class
+  // once without testing every byte.
+  uint8_t class_last(uint8_t byte) const { return class_last_[byte]; }
   uint32_t Next(uint32_t state, uint8_t byte) const { return next_[state * num_classes_ + byte_class_[byte]]; }
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
   uint32_t rule_of(uint32_t state) const { return rule_of_[state]; }
@@ -112,6 +115,7 @@ class CompiledGrammar {
   friend class Compiler;
   uint32_t num_classes_ = 1;
   std::array<uint8_t, 256> byte_class_{};
+  std::array<uint8_t, 256> class_last_{};
   std::vector<uint32_t> next_;
   std::vector<uint8_t> accepting_;
   std::vector<uint32_t> rule_of_;

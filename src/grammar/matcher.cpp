@@ -16,13 +16,11 @@ bool StepRange(const CompiledGrammar& g, const std::vector<uint32_t>& from, uint
                std::vector<uint32_t>* out) {
   out->clear();
   for (uint32_t s : from) {
-    for (int b = lo; b <= hi;) {
+    for (int b = lo; b <= hi; b = g.class_last(static_cast<uint8_t>(b)) + 1) {
       uint32_t t = g.Next(s, static_cast<uint8_t>(b));
       if (t == CompiledGrammar::kDead) return false;
       if (std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
       if (out->size() > 64) return false;
-      const uint8_t cls = g.byte_class(static_cast<uint8_t>(b));
-      while (b <= hi && g.byte_class(static_cast<uint8_t>(b)) == cls) ++b;
     }
   }
   return true;
