@@ -85,6 +85,24 @@ TEST(Regex, DollarInsideAPatternAsStdRegex) {
   }
 }
 
+// Byte classes are intervals: each byte's class_last is the last byte before the class changes (or 255), and
+// every byte from it back to the byte has the same class. A JSON schema with a pattern, a format and an enum
+// cuts the bytes into many classes.
+TEST(Compiler, ClassLastEndsEachBytesClass) {
+  auto cg = Build(K::kJsonSchema, R"({"type":"object","properties":{"a":{"type":"string","pattern":"^[b-dx]+$"},)"
+                                  R"("t":{"type":"string","format":"date-time"},"e":{"enum":["Qz","é"]}}})");
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  EXPECT_GT(cg->num_classes(), 20u);
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t byte = static_cast<uint8_t>(b), last = cg->class_last(byte);
+    ASSERT_GE(last, byte);
+    for (int x = b; x <= last; ++x) EXPECT_EQ(cg->byte_class(static_cast<uint8_t>(x)), cg->byte_class(byte)) << b;
+    if (last < 255) {
+      EXPECT_NE(cg->byte_class(static_cast<uint8_t>(last + 1)), cg->byte_class(byte)) << b;
+    }
+  }
+}
+
 TEST(Ebnf, GbnfAndW3cForms) {
   CheckFrontEndCase({K::kEbnf,
          "root ::= \"[\" list? \"]\"\nlist ::= item (\",\" item)*\nitem ::= [0-9]+ | 'x' # comment\n",
