@@ -213,13 +213,7 @@ Result<CompiledGrammar> Compiler::Run() {
   }
   out.accepting_ = std::move(all.accepting);
   out.flags_ = std::move(all.flags);
-  std::vector<std::vector<CallEdge>> calls(all.num_states);
-  for (uint32_t s = 1; s < all.num_states; ++s)
-    for (const auto& [rule, t] : all.calls[s]) calls[s].push_back(CallEdge{rule, t});
-  all.calls = {};
-  // Byte transitions as (target, source) pairs, each distinct pair once: the predecessor index below
-  // needs no pass over the whole table.
-  std::vector<std::pair<uint32_t, uint32_t>> byte_edges = std::move(all.byte_edges);
+  std::vector<std::vector<CallEdge>> calls = std::move(all.calls);
   nfa = Nfa();  // the NFA is no longer needed: free it before the analyses below
   const uint32_t ns = static_cast<uint32_t>(out.accepting_.size());
   const uint32_t nr = static_cast<uint32_t>(kept.size());
@@ -227,16 +221,10 @@ Result<CompiledGrammar> Compiler::Run() {
   // Liveness and productivity together: a state is live when it reaches an accepting state of its rule
   // through bytes and calls of productive rules; a rule is productive when its start is live.
   std::vector<uint8_t> live(ns, 0), productive(nr, 0);
-  // Predecessors by byte transitions, as one CSR array (a vector per state cost an allocation each).
-  std::vector<uint32_t> pred_begin(static_cast<size_t>(ns) + 1, 0), pred_list;
-  {
-    for (const auto& [t, s] : byte_edges) ++pred_begin[t + 1];
-    for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
-    pred_list.resize(pred_begin.back());
-    std::vector<uint32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
-    for (const auto& [t, s] : byte_edges) pred_list[fill[t]++] = s;
-    byte_edges = {};
-  }
+  // Predecessors by byte transitions, from the moves the subset construction recorded.
+  std::vector<uint32_t> pred_begin, pred_list;
+  MovePredecessors(all.moves, ns, &pred_begin, &pred_list);
+  all.moves = {};
   for (bool changed = true; changed;) {
     changed = false;
     std::vector<uint32_t> work;
@@ -430,7 +418,7 @@ void Compiler::LeafHashes(CompiledGrammar* g) {
     }
     order.assign(1, g->rule_start_[r]);
     g->canon_[order[0]] = 1;
-    Hash128 h;
+    Mixer128 h;
     auto mix = [&h](uint64_t v) { h.Mix(v); };
     for (size_t i = 0; i < order.size(); ++i) {
       const uint32_t s = order[i];

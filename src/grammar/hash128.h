@@ -1,13 +1,14 @@
-// A 128-bit running hash (two independent 64-bit lanes) for content-addressed caches inside the grammar
-// compiler: equal leaf rules, regular parts and sub-schemas are recognised by it without a comparison, so
-// both lanes must agree for two contents to count as equal.
+// A 128-bit running mix of 64-bit values (two independent lanes) for the grammar compiler's structural
+// hashes: a regular part hashes its kids' hashes (AnalyseExprs) and a leaf rule its states and moves
+// (LeafHashes), tens of thousands of small values mixed inline per grammar. Content given as bytes (a
+// schema) is hashed with core's HashBytes instead. Equal contents are recognised by both lanes agreeing.
 #pragma once
 
 #include <cstdint>
 
 namespace deepinfer::grammar {
 
-struct Hash128 {
+struct Mixer128 {
   uint64_t a = 0x243F6A8885A308D3ULL, b = 0x13198A2E03707344ULL;
   void Mix(uint64_t v) {
     a = (a ^ v) * 0x100000001B3ULL;

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
 #include "core/json.h"
 #include "grammar/compiler.h"
-#include "grammar/hash128.h"
 #include "grammar/json_schema_compiler.h"
 #include "grammar/json_text.h"
 #include "grammar/regex.h"
@@ -186,65 +186,59 @@ std::optional<Json> SchemaCompiler::FiniteValues(const Json& s, const std::strin
 
 namespace {
 
-// 128 bits over a schema's content in document order (an object's member order matters: it is the
-// order of the grammar's properties), without recursion.
-std::pair<uint64_t, uint64_t> SchemaContentHash(const Json& root) {
-  Hash128 h;
-  auto mix = [&h](uint64_t v) { h.Mix(v); };
-  auto mix_text = [&](const std::string& t) {
-    mix(t.size());
-    for (size_t i = 0; i < t.size(); i += 8) {
-      uint64_t w = 0;
-      std::memcpy(&w, t.data() + i, std::min<size_t>(8, t.size() - i));
-      mix(w);
-    }
-  };
+// A schema's content hash: its values spelled into `buf` in document order (an object's member order
+// matters: it is the order of the grammar's properties), each with its type and length, without recursion;
+// then the project's HashBytes over them.
+Hash128 SchemaContentHash(const Json& root, std::string* buf) {
+  buf->clear();
+  auto put = [buf](uint64_t v) { buf->append(reinterpret_cast<const char*>(&v), sizeof v); };
+  auto put_text = [&](const std::string& t) { put(t.size()), buf->append(t); };
   std::vector<const Json*> stack = {&root};
   while (!stack.empty()) {
     const Json& j = *stack.back();
     stack.pop_back();
-    mix(static_cast<uint64_t>(j.type()) + 0x100);
+    put(static_cast<uint64_t>(j.type()));
     switch (j.type()) {
       case Json::value_t::object:
-        mix(j.size());
-        // Members pushed in reverse, so they are hashed in order; each key is hashed as its member is pushed.
-        for (auto it = j.rbegin(); it != j.rend(); ++it) mix_text(it.key()), stack.push_back(&it.value());
+        put(j.size());
+        // Members pushed in reverse, so they are spelled in order; each key is spelled as its member is pushed.
+        for (auto it = j.rbegin(); it != j.rend(); ++it) put_text(it.key()), stack.push_back(&it.value());
         break;
       case Json::value_t::array:
-        mix(j.size());
+        put(j.size());
         for (auto it = j.rbegin(); it != j.rend(); ++it) stack.push_back(&*it);
         break;
       case Json::value_t::string:
-        mix_text(j.get_ref<const std::string&>());
+        put_text(j.get_ref<const std::string&>());
         break;
       case Json::value_t::boolean:
-        mix(j.get<bool>() ? 1 : 0);
+        put(j.get<bool>() ? 1 : 0);
         break;
       case Json::value_t::number_integer:
-        mix(static_cast<uint64_t>(j.get<int64_t>()));
+        put(static_cast<uint64_t>(j.get<int64_t>()));
         break;
       case Json::value_t::number_unsigned:
-        mix(j.get<uint64_t>());
+        put(j.get<uint64_t>());
         break;
       case Json::value_t::number_float: {
         const double d = j.get<double>();
         uint64_t w = 0;
         std::memcpy(&w, &d, sizeof w);
-        mix(w);
+        put(w);
         break;
       }
       default:
         break;
     }
   }
-  return {h.a, h.b};
+  return HashBytes(*buf);
 }
 
 }  // namespace
 
 Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& path, uint32_t depth) {
   if (depth > o_.max_depth || !schema.is_object()) return CompileUncached(schema, path, depth);
-  const std::pair<uint64_t, uint64_t> key = SchemaContentHash(schema);
+  const Hash128 key = SchemaContentHash(schema, &hash_bytes_);
   if (auto it = compiled_.find(key); it != compiled_.end() && depth <= it->second.depth) return it->second.expr;
   DI_ASSIGN_OR_RETURN(ExprId e, CompileUncached(schema, path, depth));
   Compiled& c = compiled_[key];

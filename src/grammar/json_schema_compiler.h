@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "core/hash.h"
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_internal.h"
 #include "grammar/json_text.h"
@@ -160,10 +161,8 @@ class SchemaCompiler {
     ExprId expr;
     uint32_t depth;
   };
-  struct HashPair {
-    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const { return static_cast<size_t>(k.first ^ k.second); }
-  };
-  std::unordered_map<std::pair<uint64_t, uint64_t>, Compiled, HashPair> compiled_;  // by SchemaContentHash
+  std::unordered_map<Hash128, Compiled, Hash128Hasher> compiled_;  // by SchemaContentHash
+  std::string hash_bytes_;  // SchemaContentHash's buffer, reused
   uint32_t own_pair_checks_ = 0;
   uint32_t* pair_checks_ = &own_pair_checks_;  // shared with the compilers of IntersectionEmpty
 };

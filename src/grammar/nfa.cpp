@@ -134,10 +134,23 @@ class Closure {
 
 }  // namespace
 
+void MovePredecessors(const std::vector<DfaMove>& moves, uint32_t n, std::vector<uint32_t>* begin,
+                      std::vector<uint32_t>* list) {
+  std::vector<uint32_t> last_source(n, 0);  // per target: the last source counted (sources ascend)
+  begin->assign(static_cast<size_t>(n) + 1, 0);
+  for (const DfaMove& m : moves)
+    if (last_source[m.target] != m.source) last_source[m.target] = m.source, ++(*begin)[m.target + 1];
+  for (size_t k = 1; k < begin->size(); ++k) (*begin)[k] += (*begin)[k - 1];
+  list->resize(begin->back());
+  std::vector<uint32_t> fill(begin->begin(), begin->end() - 1);
+  std::fill(last_source.begin(), last_source.end(), 0);
+  for (const DfaMove& m : moves)
+    if (last_source[m.target] != m.source) last_source[m.target] = m.source, (*list)[fill[m.target]++] = m.source;
+}
+
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
-                        const Deadline& deadline, size_t max_states, bool record_moves) {
+                        const Deadline& deadline, size_t max_states) {
   Dfa d;
-  d.record_moves = record_moves;
   d.num_classes = classes.count;
   d.next.assign(classes.count, 0);
   d.accepting.push_back(0);
@@ -156,8 +169,6 @@ Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const Byt
   Closure closure(nfa, final);
   SetTable sets;
   std::vector<uint32_t> closed;  // Closure::Of's output, reused
-  // By this call's set: the last source that recorded an edge into it (d.byte_edges holds each pair once).
-  std::vector<uint32_t> last_source = {0};
   auto intern = [&](const std::vector<uint32_t>& set) -> Result<uint32_t> {
     if (set.empty()) return 0u;
     auto [local, fresh] = sets.Intern(set.data(), set.size());
@@ -183,7 +194,6 @@ Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const Byt
       if (boundary == 1) f |= kStateBoundary;
       d.flags.push_back(f);
       d.calls.emplace_back();
-      last_source.push_back(0);
     }
     return id;
   };
@@ -230,8 +240,7 @@ Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const Byt
     if (t == 0) return;
     uint32_t* row = d.next.data() + static_cast<size_t>(id) * nc;
     for (uint32_t c = lo; c <= hi; ++c) row[c] = t;
-    if (last_source[t - base] != id) last_source[t - base] = id, d.byte_edges.push_back({t, id});
-    if (d.record_moves) d.moves.push_back({id, static_cast<uint16_t>(lo), static_cast<uint16_t>(hi), t});
+    d.moves.push_back({id, static_cast<uint16_t>(lo), static_cast<uint16_t>(hi), t});
   };
   for (uint32_t local = 1; local <= sets.count(); ++local) {
     const uint32_t id = base + local;
@@ -311,7 +320,7 @@ Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const Byt
       while (j < calls.size() && calls[j].first == calls[i].first) seeds.push_back(calls[j++].second);
       closure.Of(seeds.data(), seeds.size(), &closed);
       DI_ASSIGN_OR_RETURN(uint32_t t, intern(closed));
-      if (t != 0) d.calls[id].push_back({calls[i].first, t});
+      if (t != 0) d.calls[id].push_back(CallEdge{calls[i].first, t});
       i = j;
     }
   }
@@ -449,7 +458,7 @@ Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, 
   DI_RETURN_IF_ERROR(Grow(nfa));
   if (depth > 0 && !standalone && &nfa == &nfa_ && id < info_.size() && info_[id].visit == 2 && !info_[id].regular &&
       info_[id].size >= kShareMinSize) {
-    auto [it, fresh] = shared_rule_.try_emplace({info_[id].ha, info_[id].hb}, kSeenOnce);
+    auto [it, fresh] = shared_rule_.try_emplace(Hash128{info_[id].ha, info_[id].hb}, kSeenOnce);
     if (!fresh) {
       if (it->second == kSeenOnce) {
         it->second = static_cast<uint32_t>(g_.rules().size() + shared_bodies_.size());
@@ -831,7 +840,16 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
     auto [pa, pb] = pairs[i];
     const size_t row = d.next.size();
     d.next.resize(row + nc);
-    for (uint32_t c = 0; c < nc; ++c) d.next[row + c] = intern(a.next[pa * nc + c], b.next[pb * nc + c]);
+    const uint32_t s = static_cast<uint32_t>(i + 1);
+    for (uint32_t c = 0; c < nc; ++c) {
+      const uint32_t t = intern(a.next[pa * nc + c], b.next[pb * nc + c]);
+      d.next[row + c] = t;
+      if (t == 0) continue;
+      if (!d.moves.empty() && d.moves.back().source == s && d.moves.back().target == t && d.moves.back().hi + 1u == c)
+        d.moves.back().hi = static_cast<uint16_t>(c);
+      else
+        d.moves.push_back({s, static_cast<uint16_t>(c), static_cast<uint16_t>(c), t});
+    }
   }
   d.num_states = static_cast<uint32_t>(pairs.size() + 1);
   d.accepting.assign(d.num_states, 0);
@@ -847,44 +865,9 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
 
 Result<NfaBuilder::Frag> NfaBuilder::BuildProduct(Nfa& nfa, const Expr& x, uint32_t depth) {
   DI_ASSIGN_OR_RETURN(Product p, ProductDfa(x, depth));
-  const Dfa& d = p.dfa;
-  const uint32_t nc = p.classes.count, n = d.num_states;
-  std::vector<std::vector<uint32_t>> preds(n);
-  for (uint32_t s = 1; s < n; ++s)
-    for (uint32_t c = 0; c < nc; ++c)
-      if (uint32_t t = d.next[static_cast<size_t>(s) * nc + c]; t != 0) preds[t].push_back(s);
-  std::vector<uint8_t> live(n, 0);
-  std::vector<uint32_t> work;
-  for (uint32_t s = 1; s < n; ++s)
-    if (d.accepting[s]) live[s] = 1, work.push_back(s);
-  while (!work.empty()) {
-    uint32_t t = work.back();
-    work.pop_back();
-    for (uint32_t q : preds[t])
-      if (!live[q]) live[q] = 1, work.push_back(q);
-  }
-  // Class intervals, to turn class transitions back into byte ranges.
-  std::vector<std::pair<uint8_t, uint8_t>> span(nc, {255, 0});
-  for (int byte = 255; byte >= 0; --byte) span[p.classes.map[byte]].first = static_cast<uint8_t>(byte);
-  for (int byte = 0; byte < 256; ++byte) span[p.classes.map[byte]].second = static_cast<uint8_t>(byte);
-  std::vector<uint32_t> state(n, 0);
-  for (uint32_t s = 1; s < n; ++s) state[s] = live[s] ? nfa.New() : 0;
-  Frag f{nfa.New(), nfa.New()};
+  // Its live states as they are (a small product: not worth merging).
+  const Frag f = Splice(nfa, *Minimize(p.dfa, p.classes, /*merge=*/false));
   DI_RETURN_IF_ERROR(Grow(nfa));
-  if (live[1]) nfa.states[f.start].eps.push_back(state[1]);
-  for (uint32_t s = 1; s < n; ++s) {
-    if (!live[s]) continue;
-    if (d.accepting[s]) nfa.states[state[s]].eps.push_back(f.end);
-    for (uint32_t c = 0; c < nc; ++c) {
-      uint32_t t = d.next[static_cast<size_t>(s) * nc + c];
-      if (t == 0 || !live[t]) continue;
-      auto& edges = nfa.states[state[s]].bytes;
-      if (!edges.empty() && edges.back().to == state[t] && edges.back().hi + 1 == span[c].first)
-        edges.back().hi = span[c].second;
-      else
-        edges.push_back({span[c].first, span[c].second, state[t]});
-    }
-  }
   return f;
 }
 

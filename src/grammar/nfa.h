@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/hash.h"
 #include "core/status.h"
 #include "grammar/compiler.h"
 #include "grammar/grammar.h"
@@ -139,15 +140,16 @@ struct Dfa {
   std::vector<uint32_t> next;  // num_states * num_classes
   std::vector<uint8_t> accepting;
   std::vector<uint8_t> flags;  // kStateCounting / kStateBoundary
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> calls;  // (rule, target)
-  // Determinize's byte transitions as (target, source) pairs, each distinct pair once, sources ascending
-  // (a predecessor index without a pass over the table).
-  std::vector<std::pair<uint32_t, uint32_t>> byte_edges;
-  // Set before Determinize to have it record every row as runs too (sources ascending, runs in class
-  // order): minimisation then reads the moves that exist instead of states times classes.
-  bool record_moves = false;
+  std::vector<std::vector<CallEdge>> calls;
+  // Every row as runs too (sources ascending, runs in class order), recorded as rows are filled: liveness
+  // and minimisation read the moves that exist instead of states times classes.
   std::vector<DfaMove> moves;
 };
+
+// Each state's predecessors by `moves`, as one CSR array (`begin` has n + 1 entries): each (source, target)
+// pair once, sources ascending.
+void MovePredecessors(const std::vector<DfaMove>& moves, uint32_t n, std::vector<uint32_t>* begin,
+                      std::vector<uint32_t>* list);
 
 struct Deadline {
   std::chrono::steady_clock::time_point at;
@@ -162,7 +164,7 @@ struct Deadline {
 // Subset construction from `start`; `final` marks acceptance. Fails past `max_states` or the deadline, and
 // with kInvalidArgument where a counted part is ambiguous (a byte could both continue it and leave it).
 Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
-                        const Deadline& deadline, size_t max_states, bool record_moves = false);
+                        const Deadline& deadline, size_t max_states);
 // The same, appended to `into` (whose classes must be `classes`): its states from into->num_states on,
 // the first of them the start. Fails past `max_states` new states.
 Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
@@ -266,13 +268,8 @@ class NfaBuilder {
   static Frag Splice(Nfa& nfa, const SmallDfa& d);
   // The live part of `d` as a SmallDfa, equivalent states merged unless `merge` is false.
   static std::shared_ptr<const SmallDfa> Minimize(const Dfa& d, const ByteClasses& classes, bool merge = true);
-  struct PairHash {
-    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
-      return static_cast<size_t>(k.first ^ (k.second * 0x9E3779B97F4A7C15ULL));
-    }
-  };
   std::vector<ExprInfo> info_;
-  std::unordered_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const SmallDfa>, PairHash> small_;
+  std::unordered_map<Hash128, std::shared_ptr<const SmallDfa>, Hash128Hasher> small_;
   size_t open_scratch_ = 0;  // states of scratch automata under construction below the current one
   // Parts that are not regular (they call rules: JSON strings, nested values) and large are built once
   // per distinct content as a rule of their own, called from the second use on: schemas whose $refs were
@@ -280,7 +277,7 @@ class NfaBuilder {
   static constexpr uint64_t kShareMinSize = 256;
   static constexpr uint32_t kSeenOnce = 0xFFFFFFFFu;
   std::vector<ExprId> shared_bodies_;  // rule g_.rules().size() + k has body shared_bodies_[k]
-  std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, PairHash> shared_rule_;
+  std::unordered_map<Hash128, uint32_t, Hash128Hasher> shared_rule_;
   Result<Frag> BuildSepList(Nfa& nfa, const Expr& x, uint32_t depth, bool standalone);
   // kAnd / kMinus: the product of its operands' DFAs, as a DFA over the classes of both (not minimised,
   // dead and non-live states kept), and as an NFA fragment of its live states.

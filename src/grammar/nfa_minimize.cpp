@@ -58,7 +58,7 @@ void NfaBuilder::AnalyseExprs() {
       }
       stack.pop_back();
       ExprInfo& in = info_[e];
-      Hash128 h;
+      Mixer128 h;
       h.Mix(static_cast<uint64_t>(x.kind));
       bool regular = x.kind != ExprKind::kCounted;
       uint64_t size = 2;
@@ -156,7 +156,7 @@ void NfaBuilder::CommonEnds(const Expr& alt, bool* pre, bool* suf) const {
 }
 
 Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth) {
-  const std::pair<uint64_t, uint64_t> key{info_[e].ha, info_[e].hb};
+  const Hash128 key{info_[e].ha, info_[e].hb};
   if (auto it = small_.find(key); it != small_.end()) return it->second;
   const size_t open = &into == &nfa_ ? 0 : into.states.size();
   open_scratch_ += open;
@@ -180,7 +180,7 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   open_scratch_ -= open;
   if (!f.ok()) return f.status();
   const ByteClasses classes = ByteClasses::FromNfa(scratch);
-  DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f->start, f->end, classes, deadline_, limits_.max_dfa_states, true));
+  DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f->start, f->end, classes, deadline_, limits_.max_dfa_states));
   scratch = Nfa();
   std::shared_ptr<const SmallDfa> small = Minimize(d, classes);
   small_.emplace(key, small);
@@ -283,37 +283,13 @@ std::vector<uint32_t> EquivalenceBlocks(const Dfa& d, const std::vector<DfaMove>
 std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, const ByteClasses& classes, bool merge) {
   const uint32_t n = d.num_states, nc = d.num_classes;
   auto out = std::make_shared<SmallDfa>();
-  // The rows as runs of classes with one target: Determinize's record, or read from the table (products).
-  std::vector<DfaMove> read;
-  if (!d.record_moves) {
-    for (uint32_t s = 1; s < n; ++s) {
-      const uint32_t* row = d.next.data() + static_cast<size_t>(s) * nc;
-      for (uint32_t c = 0; c < nc; ++c) {
-        if (row[c] == 0) continue;
-        if (!read.empty() && read.back().source == s && read.back().target == row[c] && read.back().hi + 1u == c)
-          read.back().hi = static_cast<uint16_t>(c);
-        else
-          read.push_back({s, static_cast<uint16_t>(c), static_cast<uint16_t>(c), row[c]});
-      }
-    }
-  }
-  const std::vector<DfaMove>& moves = d.record_moves ? d.moves : read;
+  const std::vector<DfaMove>& moves = d.moves;
   std::vector<uint32_t> move_begin(static_cast<size_t>(n) + 1, 0);  // state s's runs: [move_begin[s], move_begin[s + 1])
   for (const DfaMove& m : moves) ++move_begin[m.source + 1];
   for (size_t k = 1; k < move_begin.size(); ++k) move_begin[k] += move_begin[k - 1];
-  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start). Predecessors as
-  // one CSR array, each (target, source) once.
-  std::vector<uint32_t> pred_begin(static_cast<size_t>(n) + 1, 0), pred_list, last_source(n, 0);
-  for (const DfaMove& m : moves)
-    if (last_source[m.target] != m.source) last_source[m.target] = m.source, ++pred_begin[m.target + 1];
-  for (size_t k = 1; k < pred_begin.size(); ++k) pred_begin[k] += pred_begin[k - 1];
-  pred_list.resize(pred_begin.back());
-  {
-    std::vector<uint32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
-    std::fill(last_source.begin(), last_source.end(), 0);
-    for (const DfaMove& m : moves)
-      if (last_source[m.target] != m.source) last_source[m.target] = m.source, pred_list[fill[m.target]++] = m.source;
-  }
+  // Live states: those that reach an accepting one (state 0 is dead, state 1 the start).
+  std::vector<uint32_t> pred_begin, pred_list;
+  MovePredecessors(moves, n, &pred_begin, &pred_list);
   std::vector<uint8_t> live(n, 0);
   std::vector<uint32_t> work;
   for (uint32_t s = 1; s < n; ++s)
@@ -339,10 +315,9 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
     for (uint32_t s = 1; s < n; ++s)
       if (live[s]) block[s] = num_blocks++;
   }
-  const uint32_t N = n;
-  std::vector<int32_t> cls(N, -1), index(num_blocks, -1);
+  std::vector<int32_t> cls(n, -1), index(num_blocks, -1);
   uint32_t count = 0;
-  for (uint32_t s = 1; s < N; ++s) {
+  for (uint32_t s = 1; s < n; ++s) {
     if (!live[s]) continue;
     const uint32_t b = block[s];
     if (index[b] < 0) index[b] = static_cast<int32_t>(count++);

@@ -24,19 +24,28 @@ std::shared_ptr<const CompiledGrammar> CompileRegexOrDie(const std::string& patt
   return std::make_shared<CompiledGrammar>(std::move(*c));
 }
 
+// For each pattern, along a seeded walk of `steps` tokens, every mask equals the tokens whose bytes keep the
+// text a valid prefix (some completion of up to `extra` bytes from `alphabet` matches).
+void ExpectRegexMasksAreValidPrefixes(const std::vector<std::string>& vocab, size_t mask_width,
+                                      const std::string& alphabet, int extra, const std::vector<const char*>& patterns,
+                                      uint32_t seed, int steps) {
+  auto index = TokenIndex::FromTokens(vocab, {}, {}, mask_width);
+  ASSERT_TRUE(index.ok());
+  for (const char* pattern : patterns) {
+    auto cg = CompileRegexOrDie(pattern);
+    GrammarMatcher m(std::make_shared<BoundGrammar>(cg, *index));
+    test_support::ExpectMaskIsValidPrefixesAlongWalk(
+        m, vocab, (*index)->words(), seed, steps,
+        [&](const std::string& prefix) { return test_support::ValidPrefixByCompletion(*cg, prefix, alphabet, extra); },
+        pattern);
+  }
+}
+
 TEST(Matcher, MaskEqualsBruteForceOnRegexes) {
   const std::vector<std::string> vocab = {"a", "b", "c", "ab", "ba", "abc", "cc", "aaa", "-", "1", "12", "a-", "-1", "x"};
   const std::string alphabet = "abc-1x2";
-  auto index = TokenIndex::FromTokens(vocab, {}, {}, 16);
-  ASSERT_TRUE(index.ok());
-  for (const char* pattern : {"a+b*c?", "(ab|ba)*", "[abc]{2,4}", "a-?1+2?", "(a|b)(c|-1)", "x|ab(c|cc)*"}) {
-    auto cg = CompileRegexOrDie(pattern);
-    auto bound = std::make_shared<BoundGrammar>(cg, *index);
-    GrammarMatcher m(bound);
-    test_support::ExpectMaskIsValidPrefixesAlongWalk(
-        m, vocab, (*index)->words(), 7, 12,
-        [&](const std::string& prefix) { return test_support::ValidPrefixByCompletion(*cg, prefix, alphabet, 4); }, pattern);
-  }
+  ExpectRegexMasksAreValidPrefixes(vocab, 16, alphabet, 4,
+                                   {"a+b*c?", "(ab|ba)*", "[abc]{2,4}", "a-?1+2?", "(a|b)(c|-1)", "x|ab(c|cc)*"}, 7, 12);
 }
 
 // A character-class loop takes the subtrees whose token tails are code points that all come back to the
@@ -48,16 +57,9 @@ TEST(Matcher, SelfLoopSubtreesMatchBruteForce) {
       "abcd\u00a0x", "a\u00e9\u20ac\U0001D11Ebc", "a\u2028bcd", "a\"bcd", "a\\bcd", "abc\xE2", "xyz:", "xyz:abc \u00e9z",
       "xyz:ab,c", "xyz:abc:", " ", "  ab", ":", "\u00e9", "\u00e9\u00e9\u00e9\u00e9", "\u00e9\u20ac\u00e9\u20ac", ","};
   const std::string alphabet = " a:\x82\xAC";  // the last two complete "abc\xE2" as "abc€"
-  auto index = TokenIndex::FromTokens(vocab, {}, {}, 32);
-  ASSERT_TRUE(index.ok());
-  for (const char* pattern : {"[^,:&\\s]+(\\s*:[^,:&]*)?", "[^&]*", "(\\s*[^,:&\\s]+\\s*:[^,:&]*)(,[^,:&\\s]+:[^,:&]*)*"}) {
-    auto cg = CompileRegexOrDie(pattern);
-    auto bound = std::make_shared<BoundGrammar>(cg, *index);
-    GrammarMatcher m(bound);
-    test_support::ExpectMaskIsValidPrefixesAlongWalk(
-        m, vocab, (*index)->words(), 11, 8,
-        [&](const std::string& prefix) { return test_support::ValidPrefixByCompletion(*cg, prefix, alphabet, 3); }, pattern);
-  }
+  ExpectRegexMasksAreValidPrefixes(
+      vocab, 32, alphabet, 3,
+      {"[^,:&\\s]+(\\s*:[^,:&]*)?", "[^&]*", "(\\s*[^,:&\\s]+\\s*:[^,:&]*)(,[^,:&\\s]+:[^,:&]*)*"}, 11, 8);
 }
 
 TEST(Matcher, RollbackRestoresAndStopTokenEnds) {
