@@ -2,6 +2,10 @@
 function(deepinfer_target_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
                          -Wimplicit-fallthrough -Wno-missing-field-initializers)
+  # clang checks the locking that core/mutex.h's annotations declare (GUARDED_BY, REQUIRES, ...).
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${target} PRIVATE -Wthread-safety)
+  endif()
   if(DEEPINFER_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
