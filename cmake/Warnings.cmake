@@ -4,7 +4,7 @@ function(deepinfer_target_warnings target)
                          -Wimplicit-fallthrough -Wno-missing-field-initializers)
   # clang checks the locking that core/mutex.h's annotations declare (GUARDED_BY, REQUIRES, ...).
   if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-    target_compile_options(${target} PRIVATE -Wthread-safety)
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror=thread-safety)
   endif()
   if(DEEPINFER_WERROR)
     target_compile_options(${target} PRIVATE -Werror)

@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # Builds deepinfer and runs every test: set-up, Release build with all tests (ctest), an ASan+UBSan build
-# running the unit tests, short libFuzzer runs, and the Python tests (pytest).
+# running the unit tests, short libFuzzer runs, and the Python tests (pytest). This is what CI runs.
+#
+# scripts/test.sh --quick: the local loop. Set-up, the Release build (incremental, through ccache when it is
+# installed), then only the tests a change can reach: the C++ unit tests of every component the change
+# touches and of every component that depends on one of them (the declared graph, build/release/
+# layering.cmake), the layering checks, and the Python tests of those components. The change is what differs
+# from DEEPINFER_QUICK_BASE (default: the merge-base with the branch's upstream, else HEAD), committed or not,
+# plus untracked files; a change outside src/ and tests/ (CMake, scripts) reaches every component.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 jobs="$(nproc)"
 start=$(date +%s)
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 
 # Stage timings, printed at the end (also when a stage fails): wall seconds and CPU seconds (user+sys of
 # everything the stage ran, from the shell's reaped children; load-independent, unlike wall time).
@@ -44,8 +57,44 @@ stage "Set-up"
 scripts/setup.sh
 
 stage "Release build"
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERROR=ON >/dev/null
+launcher=()
+if [ $quick = 1 ] && command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERROR=ON "${launcher[@]}" >/dev/null
 ninja -C build/release -j "$jobs"
+
+if [ $quick = 1 ]; then
+  stage "Tests the change reaches"
+  base="${DEEPINFER_QUICK_BASE:-}"
+  if [ -z "$base" ]; then
+    base="$(git merge-base HEAD '@{upstream}' 2>/dev/null || git rev-parse HEAD)"
+  fi
+  changed="$( { git diff --name-only "$base"; git ls-files --others --exclude-standard; } | sort -u)"
+  # Components named by the change, then every component whose dependency closure holds one of them.
+  components="$(scripts/quick_components.sh build/release/layering.cmake <<<"$changed")"
+  if [ -z "$components" ]; then
+    echo "no change against $(git rev-parse --short "$base"): nothing to test"
+    exit 0
+  fi
+  echo "components: $components"
+  # Each component's unit tests are one GoogleTest executable (cmake/Component.cmake); run them directly.
+  for c in $components; do
+    exe="build/release/tests/$c/${c}_tests"
+    [ -x "$exe" ] || continue
+    echo "-- $exe"
+    "$exe" --gtest_brief=1
+  done
+  ctest --test-dir build/release -j "$jobs" --output-on-failure -R '^(layering|thread_safety)'
+  python_dirs=()
+  for c in $components; do [ -d "tests/python/$c" ] && python_dirs+=("tests/python/$c"); done
+  if ((${#python_dirs[@]})); then
+    # Only the Release build exists here: tests that need the sanitizer build or the hostile corpus skip.
+    export DEEPINFER_BUILD_DIR="$root/build/release" DEEPINFER_REQUIRE_DATA=0
+    .venv/bin/python -m pytest -q -x "${python_dirs[@]}"
+  fi
+  exit 0
+fi
 stage "Release tests"
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
 

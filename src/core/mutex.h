@@ -3,7 +3,7 @@
 //
 // libstdc++'s std::mutex carries no capability attributes, so a member marked GUARDED_BY(a std::mutex)
 // is not checked. Mutex wraps one and is the capability; MutexLock holds it for a scope; CondVar waits
-// on it. Under gcc the annotations expand to nothing and the wrappers cost nothing.
+// under it. Under gcc the annotations expand to nothing and the wrappers cost nothing.
 //
 //   class Queue {
 //     Mutex mu_;
@@ -66,35 +66,31 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex* const mu_;
 };
 
-// A condition variable bound to one Mutex, waited on with that mutex held.
+// A condition variable; each wait names the Mutex it waits under (held by the caller, released while
+// waiting, held again on return), so the analysis checks that the caller holds it.
 class CondVar {
  public:
-  explicit CondVar(Mutex* mu) : mu_(mu) {}
+  CondVar() = default;
   CondVar(const CondVar&) = delete;
   CondVar& operator=(const CondVar&) = delete;
 
-  void Wait() REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  void Wait(Mutex* mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
   }
   // False when the deadline passed first (it may also return true spuriously: callers re-check).
   template <class Clock, class Duration>
-  bool WaitUntil(const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  bool WaitUntil(Mutex* mu, const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool woke = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();
     return woke;
-  }
-  template <class Rep, class Period>
-  bool WaitFor(const std::chrono::duration<Rep, Period>& timeout) REQUIRES(mu_) {
-    return WaitUntil(std::chrono::steady_clock::now() + timeout);
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 
  private:
-  Mutex* const mu_;
   std::condition_variable cv_;
 };
 

@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "core/mutex.h"
 
 #if DEEPINFER_HAVE_LIBURING
 #include <liburing.h>
@@ -102,10 +102,10 @@ class PosixBackend final : public IoBackend {
   }
   ~PosixBackend() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       stopping_ = true;
     }
-    work_cv_.notify_all();
+    work_cv_.SignalAll();
     for (auto& t : workers_) t.join();
   }
   std::string_view name() const override { return "posix"; }
@@ -114,51 +114,51 @@ class PosixBackend final : public IoBackend {
   void Submit() override {
     if (pending_.empty()) return;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       for (IoOp* op : pending_) work_.push_back(op);
     }
     pending_.clear();
-    work_cv_.notify_all();
+    work_cv_.SignalAll();
   }
   void Wait(std::vector<IoOp*>* done, bool block) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (block) done_cv_.wait(lock, [this] { return !done_.empty() || woken_; });
+    MutexLock lock(&mutex_);
+    while (block && done_.empty() && !woken_) done_cv_.Wait(&mutex_);
     woken_ = false;
     done->insert(done->end(), done_.begin(), done_.end());
     done_.clear();
   }
   void Wake() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       woken_ = true;
     }
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
 
  private:
   void WorkerLoop() {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (;;) {
-      work_cv_.wait(lock, [this] { return stopping_ || !work_.empty(); });
+      while (!stopping_ && work_.empty()) work_cv_.Wait(&mutex_);
       if (work_.empty()) return;  // stopping, nothing left
       IoOp* op = work_.front();
       work_.pop_front();
-      lock.unlock();
+      mutex_.Unlock();
       RunIoOpBlocking(op);
-      lock.lock();
+      mutex_.Lock();
       done_.push_back(op);
-      done_cv_.notify_all();
+      done_cv_.SignalAll();
     }
   }
 
   std::vector<IoOp*> pending_;  // owner thread only
-  std::mutex mutex_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  std::deque<IoOp*> work_;
-  std::vector<IoOp*> done_;
-  bool woken_ = false;
-  bool stopping_ = false;
+  Mutex mutex_;
+  CondVar work_cv_;
+  CondVar done_cv_;
+  std::deque<IoOp*> work_ GUARDED_BY(mutex_);
+  std::vector<IoOp*> done_ GUARDED_BY(mutex_);
+  bool woken_ GUARDED_BY(mutex_) = false;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
 };
 

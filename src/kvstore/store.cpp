@@ -6,11 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <unordered_set>
 
@@ -39,14 +37,14 @@ StagingBuffer AllocateStaging(size_t bytes) {
 // ---------------------------------------------------------------------------------------------------------
 // I/O threads
 
-IoThread::IoThread(Store::Impl* store, std::unique_ptr<IoBackend> backend, int depth, int write_depth)
-    : store_(store), io_(std::move(backend)), depth_(depth), write_depth_(write_depth) {
+IoThread::IoThread(std::unique_ptr<IoBackend> backend, int depth, int write_depth)
+    : io_(std::move(backend)), depth_(depth), write_depth_(write_depth) {
   thread_ = std::thread([this] { Run(); });
 }
 
 IoThread::~IoThread() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
   io_->Wake();
@@ -55,14 +53,14 @@ IoThread::~IoThread() {
 
 void IoThread::Push(Task* task) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     (task->is_write ? writes_ : reads_).push_back(task);
   }
   io_->Wake();
 }
 
 std::vector<Task*> IoThread::TakeQueued() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<Task*> out(reads_.begin(), reads_.end());
   out.insert(out.end(), writes_.begin(), writes_.end());
   reads_.clear();
@@ -82,7 +80,7 @@ void IoThread::Run() {
   for (;;) {
     bool queued_left;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       // Reads first: a request waits on them; writes are behind by design.
       while (in_flight_ < depth_ && !reads_.empty()) {
         starting.push_back(reads_.front());
@@ -127,10 +125,10 @@ Store::Impl::Impl(StoreOptions opts, StoreDir d)
 
 Store::Impl::~Impl() {
   {
-    std::lock_guard<std::mutex> lock(sweep_mutex);
+    MutexLock lock(&sweep_mutex);
     sweep_stopping = true;
   }
-  sweep_cv.notify_all();
+  sweep_cv.SignalAll();
   if (sweeper.joinable()) sweeper.join();
   FlushFor(options.close_flush_s);
   // What is still queued will not run: reads report kCancelled, writes count as dropped.
@@ -144,20 +142,21 @@ Store::Impl::~Impl() {
 }
 
 void Store::Impl::FlushFor(double seconds) {
-  std::unique_lock<std::mutex> lock(write_mutex);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  flushed_cv.wait_until(lock, deadline, [this] { return pending.empty(); });
+  MutexLock lock(&write_mutex);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  while (!pending.empty() && std::chrono::steady_clock::now() < deadline) flushed_cv.WaitUntil(&write_mutex, deadline);
 }
 
 void Store::Impl::WriteFinished(const Hash128& hash, uint64_t bytes, bool now_present) {
   {
-    std::lock_guard<std::mutex> lock(write_mutex);
+    MutexLock lock(&write_mutex);
     pending.erase(hash);
     if (now_present) RememberPresentLocked(hash);
   }
   counters.queue_depth.fetch_sub(1);
   counters.queue_bytes.fetch_sub(bytes);
-  flushed_cv.notify_all();
+  flushed_cv.SignalAll();
 }
 
 void Store::Impl::RememberPresentLocked(const Hash128& hash) {
@@ -172,7 +171,7 @@ void Store::Impl::RememberPresentLocked(const Hash128& hash) {
 }
 
 void Store::Impl::ForgetPresent(const Hash128& hash) {
-  std::lock_guard<std::mutex> lock(write_mutex);
+  MutexLock lock(&write_mutex);
   known.erase(hash);  // known_order keeps a stale entry; erasing it later is harmless
 }
 
@@ -212,10 +211,10 @@ void Store::Impl::NoteWriteError(int err, const std::string& path, const char* w
 
 void Store::Impl::RequestSweep() {
   {
-    std::lock_guard<std::mutex> lock(sweep_mutex);
+    MutexLock lock(&sweep_mutex);
     sweep_requested = true;
   }
-  sweep_cv.notify_all();
+  sweep_cv.SignalAll();
 }
 
 void Store::Impl::RefreshTimes(const std::string& path, int64_t atime_ns, int64_t mtime_ns, TtlClass ttl) {
@@ -243,7 +242,7 @@ void Store::Impl::Quarantine(const std::string& path, const Hash128& hash, Verif
 void Store::Impl::RecordRead(double seconds, uint64_t bytes) {
   read_latency.Record(seconds);
   counters.bytes_read.fetch_add(bytes);
-  std::lock_guard<std::mutex> lock(speed_mutex);
+  MutexLock lock(&speed_mutex);
   constexpr double kAlpha = 0.1;
   ewma_block_seconds = have_speed ? (1 - kAlpha) * ewma_block_seconds + kAlpha * seconds : seconds;
   have_speed = true;
@@ -251,7 +250,7 @@ void Store::Impl::RecordRead(double seconds, uint64_t bytes) {
 
 void Store::Impl::RecordBatch(double seconds, uint64_t bytes) {
   if (seconds <= 0 || bytes == 0) return;
-  std::lock_guard<std::mutex> lock(speed_mutex);
+  MutexLock lock(&speed_mutex);
   constexpr double kAlpha = 0.2;
   const double rate = static_cast<double>(bytes) / seconds;
   ewma_bytes_per_second = have_rate ? (1 - kAlpha) * ewma_bytes_per_second + kAlpha * rate : rate;
@@ -261,20 +260,24 @@ void Store::Impl::RecordBatch(double seconds, uint64_t bytes) {
 IoThread& Store::Impl::ThreadFor(uint64_t key) { return *threads[key % threads.size()]; }
 
 void Store::Impl::SweeperLoop() {
-  std::unique_lock<std::mutex> lock(sweep_mutex);
+  MutexLock lock(&sweep_mutex);
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options.sweep_interval_s));
   bool first = true;
   while (!sweep_stopping) {
     if (!first) {
-      sweep_cv.wait_for(lock, std::chrono::duration<double>(options.sweep_interval_s),
-                        [this] { return sweep_stopping || sweep_requested; });
+      const auto deadline = std::chrono::steady_clock::now() + interval;
+      while (!sweep_stopping && !sweep_requested && std::chrono::steady_clock::now() < deadline) {
+        sweep_cv.WaitUntil(&sweep_mutex, deadline);
+      }
     }
     first = false;
     if (sweep_stopping) break;
     sweep_requested = false;
-    lock.unlock();
+    sweep_mutex.Unlock();
     auto r = RunSweep();
     if (!r.ok()) DI_LOG(kWarn, "kvstore: sweep failed").Field("error", r.status().message());
-    lock.lock();
+    sweep_mutex.Lock();
   }
 }
 
@@ -326,7 +329,7 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
       return Status::Unavailable("kvstore: io_uring requested but unavailable: " + why);
     }
     impl->backend_name = std::string(backend->name());
-    impl->threads.push_back(std::make_unique<IoThread>(impl.get(), std::move(backend), impl->options.queue_depth,
+    impl->threads.push_back(std::make_unique<IoThread>(std::move(backend), impl->options.queue_depth,
                                                        impl->options.write_depth));
   }
   if (!why.empty()) DI_LOG(kInfo, "kvstore: io_uring unavailable, using pread/pwrite").Field("why", why);
@@ -353,7 +356,7 @@ bool Store::Put(const BlockWrite& block) {
   }
   const uint64_t bytes = s.file_bytes;
   {
-    std::lock_guard<std::mutex> lock(s.write_mutex);
+    MutexLock lock(&s.write_mutex);
     if (s.known.contains(block.hash) || s.pending.contains(block.hash)) {
       s.counters.writes_present.fetch_add(1);
       return false;
@@ -419,15 +422,15 @@ void Store::Read(std::vector<ReadItem> items, ReadDone done) {
 }
 
 void Store::Flush() {
-  std::unique_lock<std::mutex> lock(impl_->write_mutex);
-  impl_->flushed_cv.wait(lock, [this] { return impl_->pending.empty(); });
+  MutexLock lock(&impl_->write_mutex);
+  while (!impl_->pending.empty()) impl_->flushed_cv.Wait(&impl_->write_mutex);
 }
 
 Result<SweepReport> Store::SweepNow() { return impl_->RunSweep(); }
 
 double Store::PredictReadSeconds(size_t blocks) const {
   const Impl& s = *impl_;
-  std::lock_guard<std::mutex> lock(s.speed_mutex);
+  MutexLock lock(&s.speed_mutex);
   const double latency = s.have_speed ? s.ewma_block_seconds : 1e-3;
   const double rate = s.have_rate ? s.ewma_bytes_per_second : 1e9;
   return std::max(latency, static_cast<double>(blocks) * static_cast<double>(s.file_bytes) / rate);

@@ -3,16 +3,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "kvstore/io_backend.h"
 #include "kvstore/store.h"
 #include "kvstore/store_dir.h"
@@ -47,7 +46,7 @@ class Task {
 
 class IoThread {
  public:
-  IoThread(Store::Impl* store, std::unique_ptr<IoBackend> backend, int depth, int write_depth);
+  IoThread(std::unique_ptr<IoBackend> backend, int depth, int write_depth);
   ~IoThread();  // runs what is in flight to completion, then joins
   void Push(Task* task);
   std::vector<Task*> TakeQueued();
@@ -56,14 +55,13 @@ class IoThread {
   void Run();
   void Finish(Task* task);
 
-  Store::Impl* store_;
   std::unique_ptr<IoBackend> io_;
   const int depth_;
   const int write_depth_;
-  std::mutex mutex_;
-  std::deque<Task*> reads_;  // reads and lookups
-  std::deque<Task*> writes_;
-  bool stopping_ = false;
+  Mutex mutex_;
+  std::deque<Task*> reads_ GUARDED_BY(mutex_);  // reads and lookups
+  std::deque<Task*> writes_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
   int in_flight_ = 0;         // I/O thread only
   int writes_in_flight_ = 0;  // I/O thread only
   std::thread thread_;
@@ -92,7 +90,7 @@ class Store::Impl {
   void FlushFor(double seconds);
   // A queued write left the queue; `now_present` when the block is on disk (written or found there).
   void WriteFinished(const Hash128& hash, uint64_t bytes, bool now_present);
-  void RememberPresentLocked(const Hash128& hash);
+  void RememberPresentLocked(const Hash128& hash) REQUIRES(write_mutex);
   void ForgetPresent(const Hash128& hash);
   void NoteWriteOk();
   // Classifies a failed write (full, read-only, vanished, other), pauses writes, logs on a change of state.
@@ -120,22 +118,22 @@ class Store::Impl {
   std::atomic<bool> direct_io_ok{true};       // cleared when the filesystem refuses O_DIRECT
   std::atomic<uint32_t> next_thread{0};
 
-  std::mutex write_mutex;
-  std::condition_variable flushed_cv;
-  std::unordered_set<Hash128, Hash128Hasher> pending;
-  std::unordered_set<Hash128, Hash128Hasher> known;
-  std::deque<Hash128> known_order;
+  Mutex write_mutex;
+  CondVar flushed_cv;
+  std::unordered_set<Hash128, Hash128Hasher> pending GUARDED_BY(write_mutex);
+  std::unordered_set<Hash128, Hash128Hasher> known GUARDED_BY(write_mutex);
+  std::deque<Hash128> known_order GUARDED_BY(write_mutex);
 
-  mutable std::mutex speed_mutex;
-  bool have_speed = false;
-  bool have_rate = false;
-  double ewma_block_seconds = 0;
-  double ewma_bytes_per_second = 0;
+  mutable Mutex speed_mutex;
+  bool have_speed GUARDED_BY(speed_mutex) = false;
+  bool have_rate GUARDED_BY(speed_mutex) = false;
+  double ewma_block_seconds GUARDED_BY(speed_mutex) = 0;
+  double ewma_bytes_per_second GUARDED_BY(speed_mutex) = 0;
 
-  std::mutex sweep_mutex;
-  std::condition_variable sweep_cv;
-  bool sweep_requested = false;
-  bool sweep_stopping = false;
+  Mutex sweep_mutex;
+  CondVar sweep_cv;
+  bool sweep_requested GUARDED_BY(sweep_mutex) = false;
+  bool sweep_stopping GUARDED_BY(sweep_mutex) = false;
   std::thread sweeper;
 
   std::vector<std::unique_ptr<internal::IoThread>> threads;  // last: destroyed (joined) first

@@ -334,7 +334,7 @@ class ReadTask final : public Task {
     s_->RecordRead(static_cast<double>(NowNanos() - start_ns_) * 1e-9, s_->file_bytes);
     batch_->bytes.fetch_add(s_->file_bytes);
     {
-      std::lock_guard<std::mutex> lock(s_->write_mutex);
+      MutexLock lock(&s_->write_mutex);
       s_->RememberPresentLocked(item_.hash);
     }
     if (direct_) s_->counters.direct_reads.fetch_add(1);
