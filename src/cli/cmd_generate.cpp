@@ -1,12 +1,12 @@
 // deepinfer generate: requests through the whole pipeline on the engine, without a server. A protocol
-// request (from --prompt, --request or each line of --requests) is parsed, rendered, tokenized, generated
-// under continuous batching, and its output parsed into the protocol's response body (or SSE stream); raw
+// request (from --prompt, --request or each line of --requests) goes through the request pipeline that
+// `deepinfer serve` uses (src/pipeline: parsed, rendered, tokenized, its parameters set), is generated
+// under continuous batching, and its output becomes the protocol's response body (or SSE stream); raw
 // token ids (--prompt-ids) skip the codec and print the generated ids, text and logprobs as JSON.
 #include <unistd.h>
 
 #include <atomic>
 #include <charconv>
-#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -27,9 +27,9 @@
 #include "core/utf8.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
-#include "recipe/completion_options.h"
-#include "recipe/prompt_tokens.h"
-#include "recipe/render.h"
+#include "pipeline/prepare.h"
+#include "pipeline/sse.h"
+#include "pipeline/update_translator.h"
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
 #include "server/structured_output.h"
@@ -223,85 +223,29 @@ class Progress {
   Stopwatch watch_;
 };
 
-// One protocol request: parsed, then its outputs through the codec as the engine delivers them. Updates
-// arrive on the engine's output thread, one at a time per request.
+// One protocol request: parsed, then its updates through the pipeline's translator as the engine delivers
+// them (on the engine's output thread, one at a time per request).
 struct ProtocolJob {
-  recipe::ParsedRequest request;
-  std::vector<int32_t> prompt;
   std::string error_body;  // the line's answer when it could not run
-  std::unique_ptr<recipe::CompletionStream> stream;
+  std::unique_ptr<pipeline::UpdateTranslator> translator;
   std::string body;
-  bool logprobs = false;
   bool print_events = false;
-  bool finished = false;
 };
 
-void PrintEvents(recipe::Protocol protocol, const std::vector<recipe::StreamEvent>& events) {
+void PrintEvents(const std::vector<recipe::StreamEvent>& events) {
   if (events.empty()) return;
-  std::string text = recipe::FormatSse(protocol, {events});
-  // FormatSse closes Chat Completions streams with [DONE]; the caller writes it once, at the very end.
-  if (protocol == recipe::Protocol::kChatCompletions) text.resize(text.size() - std::string("data: [DONE]\n\n").size());
+  const std::string text = pipeline::FormatSse(events);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
 
-std::optional<recipe::BackendFinish> ToBackendFinish(engine::FinishReason reason) {
-  switch (reason) {
-    case engine::FinishReason::kStop: return recipe::BackendFinish::kStop;
-    case engine::FinishReason::kLength:
-    case engine::FinishReason::kDeadline: return recipe::BackendFinish::kLength;
-    default: return std::nullopt;
-  }
-}
-
-void OnProtocolUpdate(ProtocolJob& job, const engine::RequestUpdate& u, const GenerateArgs& args,
-                      const tokenizer::Tokenizer& tokenizer, engine::Engine& engine) {
-  auto emit = [&](const std::vector<recipe::StreamEvent>& events) {
-    if (job.print_events) PrintEvents(job.request.protocol, events);
-  };
-  if (!job.stream) {
-    recipe::ResponseOptions options = recipe::ResponseOptionsFor(job.request);
-    options.created =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    options.count_tokens = engine::TokenCounter(tokenizer);
-    recipe::UsageCounts usage;
-    usage.prompt_tokens = u.prompt_tokens;
-    usage.prompt_cache_hit_tokens = u.prompt_cache_hit_tokens;
-    job.stream = std::make_unique<recipe::CompletionStream>(
-        job.request.protocol, recipe::OutputParserOptionsFor(job.request, args.version), options, usage);
-    emit(job.stream->Start());
-  }
-  for (const engine::SequenceDelta& d : u.sequences) {
-    if (job.finished) break;
-    recipe::CompletionChunk chunk;
-    chunk.token_count = 0;
-    for (const engine::GeneratedToken& t : d.tokens) {
-      ++chunk.token_count;
-      if (job.logprobs) {
-        recipe::TokenLogprob entry;
-        entry.token = t.bytes;
-        entry.logprob = t.logprob;
-        entry.control = t.control;
-        for (const engine::TokenAlternative& a : t.top_logprobs) entry.top_logprobs.push_back({a.bytes, a.logprob});
-        chunk.logprobs.push_back(std::move(entry));
-      } else {
-        chunk.text += t.bytes;
-      }
-    }
-    if (chunk.token_count > 0) emit(job.stream->Feed(chunk));
-    if (job.stream->done()) {
-      // A stop sequence completed the response: the codec wrote its finish; the engine stops.
-      job.finished = true;
-      engine.Abort(u.id);
-    } else if (d.finish) {
-      emit(job.stream->Finish(ToBackendFinish(*d.finish)));
-      job.finished = true;
-    }
-  }
+void OnProtocolUpdate(ProtocolJob& job, const engine::RequestUpdate& u, engine::Engine& engine) {
+  pipeline::TranslatedUpdate translated = job.translator->Translate(u);
+  if (job.print_events) PrintEvents(translated.events);
+  if (translated.stop_engine) engine.Abort(u.id);
   if (u.finished) {
-    if (!job.finished) emit(job.stream->Finish(std::nullopt));
-    job.finished = true;
-    job.body = job.stream->Response();
+    if (job.print_events) PrintEvents(job.translator->StreamEnd());
+    else job.body = job.translator->Body();
   }
 }
 
@@ -385,28 +329,21 @@ int RunProtocol(const GenerateArgs& args) {
   }
   const bool single = bodies.size() == 1 && args.requests_path.empty();
 
-  recipe::RequestOptions request_options;
-  request_options.model_version = args.version;
-  std::vector<ProtocolJob> jobs(bodies.size());
-  for (size_t i = 0; i < bodies.size(); ++i) {
-    recipe::ParseOutcome parsed = recipe::ParseRequest(args.protocol, bodies[i], request_options);
-    if (!parsed.ok()) {
-      if (single) {
-        // The same one-line form as `deepinfer render`: the status and the protocol's error body.
-        std::cerr << "deepinfer generate: HTTP " << parsed.error.http_status << " "
-                  << recipe::ErrorBody(args.protocol, parsed.error) << "\n";
-        return 1;
-      }
-      jobs[i].error_body = recipe::ErrorBody(args.protocol, parsed.error);
-      continue;
-    }
-    jobs[i].request = std::move(*parsed.request);
-  }
   auto loaded = LoadEngine(args, /*need_tokenizer=*/true);
   if (!loaded.ok()) return Fail("generate", loaded.status().message());
   engine::Engine& engine = *loaded->engine;
   const tokenizer::Tokenizer& tokenizer = *loaded->tokenizer;
 
+  pipeline::PrepareOptions prepare;
+  prepare.tokenizer = &tokenizer;
+  prepare.control_ids = recipe::ControlTokenIds::FromTokenizer(tokenizer);
+  prepare.model_version = args.version;
+  prepare.max_model_len = engine.info().max_model_len;
+  prepare.default_sampling = DefaultSampling(args);
+  prepare.default_max_tokens = args.max_tokens;
+  const pipeline::Api api = pipeline::ApiOf(args.protocol);
+
+  std::vector<ProtocolJob> jobs(bodies.size());
   std::mutex mu;
   std::condition_variable cv;
   size_t remaining = 0;
@@ -414,55 +351,37 @@ int RunProtocol(const GenerateArgs& args) {
   server::StructuredOutputs structured(&tokenizer, args.version);  // response_format & co. (server/structured_output.h)
   for (size_t i = 0; i < jobs.size(); ++i) {
     ProtocolJob& job = jobs[i];
-    if (!job.error_body.empty()) continue;
-    auto rendered = recipe::RenderPrompt(job.request.conversation, args.version);
-    if (!rendered.ok()) {
-      if (single) return Fail("generate", rendered.status().message());
-      job.error_body = recipe::ErrorBody(args.protocol, {.param = "", .message = rendered.status().message()});
-      continue;
+    pipeline::PrepareOutcome prepared = pipeline::Prepare(api, bodies[i], prepare);
+    if (prepared.ok()) {
+      if (auto error = structured.Apply(bodies[i], prepared.request->request, &prepared.request->params)) {
+        prepared.refusal = pipeline::Refuse(args.protocol, *error);
+        prepared.request.reset();
+      }
     }
-    // Bounded by the longest prompt the engine admits: a 50 MB message is refused after tokenizing
-    // about that many tokens (or from its length alone), not after tokenizing all of it.
-    const int64_t max_prompt = engine.info().max_prompt_tokens;
-    auto ids = recipe::TokenizePrompt(*rendered, tokenizer, recipe::ControlTokenIds::FromTokenizer(tokenizer),
-                                      static_cast<size_t>(max_prompt));
-    if (!ids.ok() && ids.status().code() == StatusCode::kOutOfRange) {
-      const std::string message = "prompt: " + ids.status().message() + " the engine admits (the model's context is " +
-                                  std::to_string(engine.info().max_model_len) + " tokens)";
-      if (single) return Fail("generate", message);
-      job.error_body = recipe::ErrorBody(args.protocol, {.param = "messages", .message = message});
-      continue;
-    }
-    if (!ids.ok()) return Fail("generate", ids.status().message());
-    const recipe::InferenceOptions& inf = job.request.inference;
-    engine::RequestParams params;
-    params.sampling = DefaultSampling(args);
-    if (inf.max_tokens) params.sampling.max_tokens = *inf.max_tokens;
-    if (inf.temperature) params.sampling.temperature = *inf.temperature;
-    if (inf.top_p) params.sampling.top_p = *inf.top_p;
-    if (inf.top_k) params.sampling.top_k = *inf.top_k;
-    if (inf.seed) params.sampling.seed = static_cast<uint64_t>(*inf.seed);
-    params.sampling.n = static_cast<int>(inf.n);
-    if (inf.logprobs) {
-      params.sampling.logprobs = true;
-      params.sampling.top_logprobs = static_cast<int>(inf.top_logprobs.value_or(0));
-    }
-    if (auto error = structured.Apply(bodies[i], job.request, &params)) {
+    if (!prepared.ok()) {
       if (single) {
-        std::cerr << recipe::ErrorBody(args.protocol, *error) << "\n";
+        // The same one-line form as `deepinfer render`: the status and the protocol's error body.
+        std::cerr << "deepinfer generate: HTTP " << prepared.refusal.status << " " << prepared.refusal.body << "\n";
         return 1;
       }
-      job.error_body = recipe::ErrorBody(args.protocol, *error);
+      job.error_body = std::move(prepared.refusal.body);
       continue;
     }
-    job.logprobs = params.sampling.logprobs;
-    job.print_events = single && (args.stream || inf.stream);
+    pipeline::PreparedRequest& request = *prepared.request;
+    job.print_events = single && (args.stream || request.stream());
+    // Default logprobs (--logprobs) are reported for requests that asked for none.
+    request.request.inference.logprobs = request.params.sampling.logprobs;
+    pipeline::ResponseContext context;
+    context.created = pipeline::UnixSeconds();
+    context.tokenizer = &tokenizer;
+    context.model_version = args.version;
+    job.translator = request.TakeTranslator(std::move(context));
     // Stop sequences are the codec's (content only, as deepseek-recipe applies them).
-    const sampling::SamplingParams sampling_copy = params.sampling;
+    const sampling::SamplingParams sampling_copy = request.params.sampling;
     ++remaining;
-    auto id = engine.AddRequest(std::move(ids).value(), std::move(params),
+    auto id = engine.AddRequest(std::move(request.prompt), std::move(request.params),
                                 [&, i, sampling_copy](engine::RequestUpdate u) {
-                                  OnProtocolUpdate(jobs[i], u, args, tokenizer, engine);
+                                  OnProtocolUpdate(jobs[i], u, engine);
                                   if (u.finished) {
                                     ReportSeed(u, sampling_copy, i, !single);
                                     progress.Done();
@@ -488,9 +407,7 @@ int RunProtocol(const GenerateArgs& args) {
     if (!job.error_body.empty()) {
       std::cout << job.error_body << "\n";
       rc = 1;
-    } else if (job.print_events) {
-      if (job.request.protocol == recipe::Protocol::kChatCompletions) std::fputs("data: [DONE]\n\n", stdout);
-    } else {
+    } else if (!job.print_events) {
       std::cout << job.body << "\n";
     }
   }

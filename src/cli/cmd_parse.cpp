@@ -17,6 +17,7 @@
 #include "recipe/completion_options.h"
 #include "recipe/output_options.h"
 #include "recipe/request.h"
+#include "pipeline/sse.h"
 #include "recipe/stream_events.h"
 #include "tokenizer/locate.h"
 
@@ -382,7 +383,8 @@ int RunParse(const std::vector<std::string>& argv) {
   }
   const recipe::StreamRunResult r = run(chunks, args.finish);
   if (args.stream) {
-    std::cout << recipe::FormatSse(args.protocol, r.events_per_step);
+    for (const auto& step : r.events_per_step) std::cout << pipeline::FormatSse(step);
+    if (args.protocol == recipe::Protocol::kChatCompletions) std::cout << pipeline::FormatSse({&pipeline::kSseDone, 1});
   } else {
     std::cout << r.response << "\n";
   }

@@ -321,16 +321,4 @@ StreamRunResult RunCompletion(Protocol protocol, const OutputParserOptions& pars
   return result;
 }
 
-std::string FormatSse(Protocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step) {
-  std::string out;
-  for (const auto& step : events_per_step) {
-    for (const StreamEvent& event : step) {
-      if (!event.name.empty()) out += "event: " + event.name + "\n";
-      out += "data: " + event.json + "\n\n";
-    }
-  }
-  if (protocol == Protocol::kChatCompletions) out += "data: [DONE]\n\n";
-  return out;
-}
-
 }  // namespace deepinfer::recipe

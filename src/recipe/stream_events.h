@@ -105,8 +105,4 @@ StreamRunResult RunCompletion(Protocol protocol, const OutputParserOptions& pars
                               const ResponseOptions& response_options, const std::vector<CompletionChunk>& chunks,
                               std::optional<BackendFinish> finish, UsageCounts prompt_usage);
 
-// The text of a server-sent-events stream: `data: ...` lines (with `event:` lines where events are
-// named) and, for Chat Completions, the closing `data: [DONE]`.
-std::string FormatSse(Protocol protocol, const std::vector<std::vector<StreamEvent>>& events_per_step);
-
 }  // namespace deepinfer::recipe

@@ -1,28 +1,19 @@
-// The generation endpoints: Chat Completions, Responses and Messages through the codec's stream encoders,
-// and the legacy Completions API (raw text, written here: the codec has no such protocol).
+// The generation endpoints (Chat Completions, Responses, Messages and the legacy Completions): each request
+// goes through the pipeline (src/pipeline) and between the engine and its connection here.
 //
-// A request is validated and tokenized on the connection's strand, then handed to the engine. The engine
-// delivers updates on its output thread, where the codec turns tokens into protocol events and the events
-// are written into the socket without blocking (what the socket does not take goes on through the
-// connection's strand). So the step thread never waits for the network or the codec, and a streamed
-// token reaches the socket with no thread hand-off after the engine's own.
+// A request is validated and tokenized on the connection's strand (pipeline::Prepare), then handed to the
+// engine. The engine delivers updates on its output thread, where the request's translator turns tokens
+// into protocol events and the events are written into the socket without blocking (what the socket does
+// not take goes on through the connection's strand). So the step thread never waits for the network or the
+// codec, and a streamed token reaches the socket with no thread hand-off after the engine's own.
 #include <algorithm>
-#include <chrono>
-#include <deque>
 #include <mutex>
-#include <random>
 
-#include <nlohmann/json.hpp>
-
-#include "core/json.h"
 #include "core/log.h"
 #include "engine/engine.h"
-#include "recipe/completion_options.h"
-#include "recipe/response_chat.h"
-#include "recipe/stream_events.h"
-#include "sampling/logits_mask.h"
+#include "pipeline/prepare.h"
+#include "pipeline/sse.h"
 #include "server/generation.h"
-#include "server/json_body.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -30,42 +21,6 @@
 namespace deepinfer::server {
 
 namespace {
-
-int64_t UnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string RandomId(std::string_view prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string id(prefix);
-  for (int i = 0; i < 24; ++i) id += kChars[rng() % 62];
-  return id;
-}
-
-// The context check every generation request passes before it reaches the engine. `at_least`: the prompt
-// was refused while being encoded (PreparePrompt's max_ids), so `prompt_tokens` is a lower bound.
-bool FitsContext(ServiceExchange& exchange, recipe::Protocol protocol, int64_t prompt_tokens, bool at_least,
-                 std::optional<int64_t> max_tokens, int64_t max_model_len) {
-  const bool over = at_least || prompt_tokens >= max_model_len ||
-                    (max_tokens && prompt_tokens + *max_tokens > max_model_len);
-  if (!over) return true;
-  const std::string bound = at_least ? "at least " : "";
-  recipe::RequestError e;
-  if (protocol == recipe::Protocol::kMessages) {
-    e.message = "prompt is too long: " + bound + std::to_string(prompt_tokens) + " tokens + max_tokens " +
-                std::to_string(max_tokens.value_or(0)) + " > " + std::to_string(max_model_len) + " maximum";
-  } else {
-    e.param = protocol == recipe::Protocol::kResponses ? "input" : "messages";
-    e.message = "This model's maximum context length is " + std::to_string(max_model_len) +
-                " tokens. However, you requested " + bound + std::to_string(prompt_tokens + max_tokens.value_or(0)) +
-                " tokens (" + bound + std::to_string(prompt_tokens) + " in the messages, " +
-                std::to_string(max_tokens.value_or(0)) +
-                " in the completion). Please reduce the length of the messages or completion.";
-  }
-  exchange.Reply(RequestErrorResponse(protocol, e));
-  return false;
-}
 
 // The engine's refusal as the protocol's error: bad parameters 400 (the message starts with the
 // parameter's name), a full queue 429, shutting down 503.
@@ -86,191 +41,18 @@ ApiError EngineRefusal(const Status& status, bool draining) {
   return e;
 }
 
-std::optional<recipe::BackendFinish> ToBackendFinish(engine::FinishReason reason) {
-  switch (reason) {
-    case engine::FinishReason::kStop: return recipe::BackendFinish::kStop;
-    case engine::FinishReason::kLength:
-    case engine::FinishReason::kDeadline: return recipe::BackendFinish::kLength;
-    default: return std::nullopt;
-  }
-}
-
 }  // namespace
-
-// One chat-protocol request in flight: a CompletionStream per output, fed on the strand.
-class ChatGeneration : public Generation {
- public:
-  ChatGeneration(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine, recipe::Protocol protocol,
-                 recipe::ParsedRequest request, recipe::ModelVersion version, const tokenizer::Tokenizer* tokenizer,
-                 std::string served_name)
-      : Generation(std::move(exchange), engine),
-        protocol_(protocol),
-        request_(std::move(request)),
-        version_(version),
-        tokenizer_(tokenizer),
-        served_name_(std::move(served_name)) {
-    stream_ = request_.inference.stream;
-    n_ = static_cast<int>(request_.inference.n);
-    logprobs_ = request_.inference.logprobs;
-    id_prefix_ = protocol == recipe::Protocol::kChatCompletions ? "chatcmpl-"
-                 : protocol == recipe::Protocol::kResponses     ? "resp_"
-                                                                : "msg_";
-    response_id_ = RandomId(id_prefix_);
-    outputs_.resize(static_cast<size_t>(n_));
-  }
-
- protected:
-  void OnStart() override {
-    if (stream_) exchange_->BeginStream(200);
-  }
-
-  void OnUpdate(const engine::RequestUpdate& update) override {
-    for (const engine::SequenceDelta& delta : update.sequences) {
-      if (delta.index < 0 || delta.index >= n_) continue;
-      Output& out = outputs_[static_cast<size_t>(delta.index)];
-      if (!out.stream) Begin(out, delta.index, update);
-      if (out.finished) continue;
-      recipe::CompletionChunk chunk;
-      chunk.token_count = 0;
-      for (const engine::GeneratedToken& token : delta.tokens) {
-        if (delta.finish && token.id == delta.stop_token) continue;  // the end token is not text
-        ++chunk.token_count;
-        // Always token chunks, so the codec reads `</think>` as the control token and counts reasoning
-        // tokens; the entries are written only when the request asked (ResponseOptions::emit_logprobs).
-        recipe::TokenLogprob entry;
-        entry.token = token.bytes;
-        entry.control = token.control;
-        if (logprobs_) {
-          entry.logprob = token.logprob;
-          for (const auto& alt : token.top_logprobs) entry.top_logprobs.push_back({alt.bytes, alt.logprob});
-        }
-        chunk.logprobs.push_back(std::move(entry));
-      }
-      if (chunk.token_count > 0) Send(out.stream->Feed(chunk));
-      if (out.stream->done()) {
-        out.finished = true;  // a stop sequence completed it: the codec already wrote its finish
-        ++finished_outputs_;
-        if (finished_outputs_ == n_) AbortEngine();
-      } else if (delta.finish) {
-        const auto finish = ToBackendFinish(*delta.finish);
-        if (*delta.finish == engine::FinishReason::kError) failed_ = update.status.ok() ? Status::Internal("generation failed") : update.status;
-        Send(out.stream->Finish(finish));
-        out.finished = true;
-        ++finished_outputs_;
-      }
-    }
-    if (update.finished) Complete(update);
-  }
-
-  void OnRefused(const ApiError& error) override { exchange_->Fail(error); }
-
- private:
-  struct Output {
-    std::unique_ptr<recipe::CompletionStream> stream;
-    bool finished = false;
-  };
-
-  void Begin(Output& out, int index, const engine::RequestUpdate& update) {
-    recipe::ResponseOptions options = recipe::ResponseOptionsFor(request_);
-    options.id = response_id_;
-    options.model = served_name_;
-    options.created = created_;
-    if (tokenizer_) options.count_tokens = engine::TokenCounter(*tokenizer_);
-    options.emit_logprobs = logprobs_;
-    options.choice_index = index;  // Chat Completions' "choices":[{"index":i (n > 1)
-    recipe::UsageCounts usage;
-    usage.prompt_tokens = update.prompt_tokens;
-    usage.prompt_cache_hit_tokens = update.prompt_cache_hit_tokens;
-    out.stream = std::make_unique<recipe::CompletionStream>(protocol_, recipe::OutputParserOptionsFor(request_, version_),
-                                                            options, usage);
-    Send(out.stream->Start());
-  }
-
-  void Send(const std::vector<recipe::StreamEvent>& events) {
-    if (!stream_ || events.empty()) return;
-    std::string text;
-    for (const recipe::StreamEvent& event : events) {
-      if (!event.name.empty()) {
-        text += "event: ";
-        text += event.name;
-        text += '\n';
-      }
-      text += "data: ";
-      text += event.json;
-      text += "\n\n";
-    }
-    Write(std::move(text));
-  }
-
-  void Complete(const engine::RequestUpdate& update) {
-    (void)update;
-    if (stream_) {
-      if (!failed_.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failed_.message());
-      if (protocol_ == recipe::Protocol::kChatCompletions) exchange_->channel->Write("data: [DONE]\n\n");
-      exchange_->channel->End();
-      return;
-    }
-    if (!failed_.ok()) {
-      ApiError e;
-      e.status = 500;
-      e.message = "generation failed: " + failed_.message();
-      return exchange_->Fail(e);
-    }
-    HttpResponse response;
-    response.body = Body();
-    exchange_->Reply(std::move(response));
-  }
-
-  // The non-streaming body; n > 1 merges the choices of the per-output bodies.
-  std::string Body() {
-    for (Output& out : outputs_)
-      if (out.stream && !out.finished) out.stream->Finish(std::nullopt);
-    if (n_ == 1 || protocol_ != recipe::Protocol::kChatCompletions) return outputs_[0].stream ? outputs_[0].stream->Response() : "{}";
-    nlohmann::ordered_json merged;
-    int64_t completion_tokens = 0;
-    for (int i = 0; i < n_; ++i) {
-      if (!outputs_[static_cast<size_t>(i)].stream) continue;
-      auto body = ParseOrderedJson(outputs_[static_cast<size_t>(i)].stream->Response());
-      if (!body.ok()) continue;
-      if (merged.is_null()) {
-        merged = *body;
-        merged["choices"] = nlohmann::ordered_json::array();
-      }
-      for (auto& choice : (*body)["choices"]) merged["choices"].push_back(choice);  // index from choice_index
-      if ((*body).contains("usage")) completion_tokens += (*body)["usage"].value("completion_tokens", int64_t{0});
-    }
-    if (merged.contains("usage")) {
-      merged["usage"]["completion_tokens"] = completion_tokens;
-      merged["usage"]["total_tokens"] = merged["usage"].value("prompt_tokens", int64_t{0}) + completion_tokens;
-    }
-    return DumpJson(merged);
-  }
-
-  recipe::Protocol protocol_;
-  recipe::ParsedRequest request_;
-  recipe::ModelVersion version_;
-  const tokenizer::Tokenizer* tokenizer_;
-  std::string served_name_;
-  std::string id_prefix_;
-  std::string response_id_;
-  int64_t created_ = UnixSeconds();
-  bool stream_ = false;
-  bool logprobs_ = false;
-  int n_ = 1;
-  int finished_outputs_ = 0;
-  Status failed_;
-  std::vector<Output> outputs_;
-};
 
 // --- Generation: from the engine's output thread to the connection ---
 
-Generation::Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine)
-    : exchange_(std::move(exchange)), engine_(engine) {}
+Generation::Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine,
+                       std::unique_ptr<pipeline::UpdateTranslator> translator)
+    : exchange_(std::move(exchange)), engine_(engine), translator_(std::move(translator)) {}
 
 Generation::~Generation() = default;
 
 void Generation::Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining) {
-  OnStart();
+  if (translator_->stream()) exchange_->BeginStream(200);
   std::weak_ptr<Generation> weak = weak_from_this();
   {
     // Held until the request is set up: the engine may deliver its first update (on its output thread)
@@ -280,7 +62,7 @@ void Generation::Start(std::vector<int32_t> prompt, engine::RequestParams params
       if (auto self = weak.lock()) self->Deliver(update);
     });
     if (!id.ok()) {
-      OnRefused(EngineRefusal(id.status(), draining));
+      exchange_->Fail(EngineRefusal(id.status(), draining));
       return;
     }
     id_ = *id;
@@ -317,45 +99,59 @@ void Generation::Deliver(const engine::RequestUpdate& update) {
   }
 }
 
+void Generation::OnUpdate(const engine::RequestUpdate& update) {
+  pipeline::TranslatedUpdate translated = translator_->Translate(update);
+  if (translator_->stream() && !translated.events.empty()) Write(pipeline::FormatSse(translated.events));
+  if (translated.stop_engine) AbortEngine();
+  if (update.finished) Complete();
+}
+
+void Generation::Complete() {
+  const Status& failure = translator_->failure();
+  if (translator_->stream()) {
+    if (!failure.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failure.message());
+    exchange_->channel->Write(pipeline::FormatSse(translator_->StreamEnd()));
+    exchange_->channel->End();
+    return;
+  }
+  if (!failure.ok()) {
+    ApiError e;
+    e.status = 500;
+    e.message = "generation failed: " + failure.message();
+    return exchange_->Fail(e);
+  }
+  HttpResponse response;
+  response.body = translator_->Body();
+  exchange_->Reply(std::move(response));
+}
+
 // --- the endpoints ---
 
-void Service::HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol) {
-  Prompt prompt;
-  // The longest prompt any request may have (FitsContext): one more id and it is refused, the rest of a
-  // long prompt never encoded.
-  const size_t max_prompt_ids = static_cast<size_t>(std::max<int64_t>(options_.max_model_len - 1, 0));
-  if (!PreparePrompt(exchange, protocol, exchange->request.body, &prompt, max_prompt_ids)) return;
-  const bool at_least = prompt.at_least_ids > 0;
-  const int64_t prompt_tokens = at_least ? prompt.at_least_ids : static_cast<int64_t>(prompt.ids.size());
-  if (!FitsContext(*exchange, protocol, prompt_tokens, at_least, prompt.request.inference.max_tokens,
-                   options_.max_model_len))
-    return;
-  engine::RequestParams params;
-  const recipe::InferenceOptions& inf = prompt.request.inference;
-  params.sampling.max_tokens = inf.max_tokens.value_or(options_.max_model_len - prompt_tokens);
-  if (inf.temperature) params.sampling.temperature = *inf.temperature;
-  if (inf.top_p) params.sampling.top_p = *inf.top_p;
-  if (inf.top_k) params.sampling.top_k = *inf.top_k;
-  if (inf.seed) params.sampling.seed = static_cast<uint64_t>(*inf.seed);
-  params.sampling.n = static_cast<int>(inf.n);
-  params.sampling.logprobs = inf.logprobs;
-  params.sampling.top_logprobs = static_cast<int>(inf.top_logprobs.value_or(0));
-  params.tag = exchange->request_id;
+void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeline::Api api) {
+  pipeline::PrepareOutcome prepared = pipeline::Prepare(api, exchange->request.body, prepare_options_);
+  if (!prepared.ok()) return exchange->Reply(RefusalResponse(prepared.refusal));
+  pipeline::PreparedRequest& request = *prepared.request;
+  request.params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
-    params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
-  if (!ApplyExtras(exchange, &params, protocol != recipe::Protocol::kChatCompletions)) return;
+    request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
   // Bad parameters are 400 whether or not this server can generate.
   if (!engine_) return exchange->Fail(NoEngine());
   // Structured output: compiled here, on the connection's strand, off the engine's step thread (after the
   // engine check: without an engine no grammar is worth compiling).
-  if (auto error = structured_.Apply(exchange->request.body, prompt.request, &params)) {
-    return exchange->Reply(RequestErrorResponse(protocol, *error));
+  if (const std::optional<recipe::Protocol> protocol = pipeline::ChatProtocol(api)) {
+    if (auto error = structured_.Apply(exchange->request.body, request.request, &request.params)) {
+      return exchange->Reply(RequestErrorResponse(*protocol, *error));
+    }
   }
 
-  auto generation = std::make_shared<ChatGeneration>(exchange, engine_, protocol, std::move(prompt.request),
-                                                     options_.model_version, tokenizer_,
-                                                     options_.served_model_names.front());
-  generation->Start(std::move(prompt.ids), std::move(params), draining_.load());
+  pipeline::ResponseContext context;
+  context.id = pipeline::NewResponseId(pipeline::ResponseIdPrefix(api));
+  context.model = options_.served_model_names.front();
+  context.created = pipeline::UnixSeconds();
+  context.tokenizer = tokenizer_;
+  context.model_version = options_.model_version;
+  auto generation = std::make_shared<Generation>(exchange, engine_, request.TakeTranslator(std::move(context)));
+  generation->Start(std::move(request.prompt), std::move(request.params), draining_.load());
 }
 
 ApiError NoEngine() {

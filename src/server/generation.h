@@ -1,7 +1,7 @@
 // A generation request in flight between the engine and one HTTP exchange (internal to src/server).
 // Start() runs on the exchange's strand; the engine's output thread calls Deliver(), which runs OnUpdate()
-// there (under mu_, so never beside Start's set-up). Subclasses turn updates into protocol events (chat
-// protocols through the codec, legacy completions directly) and write them with Write().
+// there (under mu_, so never beside Start's set-up). The request's translator (pipeline/update_translator.h)
+// turns updates into protocol events; they go out framed as server-sent events, or as one body at the end.
 #pragma once
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "pipeline/update_translator.h"
 #include "server/api_errors.h"
 #include "server/service_internal.h"
 
@@ -17,17 +18,17 @@ namespace deepinfer::server {
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
-  Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine);
-  virtual ~Generation();
+  Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine* engine,
+             std::unique_ptr<pipeline::UpdateTranslator> translator);
+  ~Generation();
 
   // On the strand: queues the request in the engine (or answers the refusal) and ties a client's
   // disconnect to Abort.
   void Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining);
 
- protected:
-  virtual void OnStart() = 0;
-  virtual void OnUpdate(const engine::RequestUpdate& update) = 0;
-  virtual void OnRefused(const ApiError& error) = 0;
+ private:
+  void OnUpdate(const engine::RequestUpdate& update);
+  void Complete();
   void AbortEngine();
   // Stream bytes made from the updates being handled (their tokens' emission is the write's origin).
   void Write(std::string data) {
@@ -40,8 +41,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   std::shared_ptr<ServiceExchange> exchange_;
   engine::Engine* engine_;
+  std::unique_ptr<pipeline::UpdateTranslator> translator_;
 
- private:
   void Deliver(const engine::RequestUpdate& update);
 
   engine::RequestId id_ = 0;

@@ -117,28 +117,18 @@ bool ServiceExchange::BeginStream(int status, std::string content_type) {
 Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
     : options_(std::move(options)),
       tokenizer_(tokenizer),
-      control_ids_(recipe::ControlTokenIds::FromTokenizer(*tokenizer)),
       structured_(tokenizer, options_.model_version) {
   if (options_.served_model_names.empty()) options_.served_model_names.push_back("deepinfer");
+  prepare_options_.tokenizer = tokenizer;
+  prepare_options_.control_ids = recipe::ControlTokenIds::FromTokenizer(*tokenizer);
+  prepare_options_.model_version = options_.model_version;
+  prepare_options_.default_thinking_mode = options_.default_thinking_mode;
+  prepare_options_.served_model_names = options_.served_model_names;
+  prepare_options_.max_model_len = options_.max_model_len;
+  prepare_options_.enable_test_hooks = options_.enable_test_hooks;
 }
 
 Service::~Service() = default;
-
-bool Service::KnownModel(std::string_view model) const {
-  for (const auto& name : options_.served_model_names)
-    if (name == model) return true;
-  return false;
-}
-
-ApiError Service::ModelNotFound(std::string_view model) const {
-  ApiError e;
-  e.status = 404;
-  e.param = "model";
-  e.code = "model_not_found";
-  e.message = "The model `" + std::string(model) + "` does not exist (this server serves `" +
-              options_.served_model_names.front() + "`).";
-  return e;
-}
 
 bool Service::Authorized(const HttpRequest& request) const {
   if (options_.api_keys.empty()) return true;
@@ -239,10 +229,10 @@ void Service::Dispatch(const std::shared_ptr<Exchange>& exchange) {
     e.message = draining_.load() ? "The server is shutting down." : "The model is still loading.";
     return exchange->Fail(e);
   }
-  if (path == "/v1/chat/completions") return HandleGenerate(exchange, recipe::Protocol::kChatCompletions);
-  if (path == "/v1/responses") return HandleGenerate(exchange, recipe::Protocol::kResponses);
-  if (path == "/v1/messages") return HandleGenerate(exchange, recipe::Protocol::kMessages);
-  if (path == "/v1/completions") return HandleCompletions(exchange);
+  if (path == "/v1/chat/completions") return HandleGeneration(exchange, pipeline::Api::kChatCompletions);
+  if (path == "/v1/responses") return HandleGeneration(exchange, pipeline::Api::kResponses);
+  if (path == "/v1/messages") return HandleGeneration(exchange, pipeline::Api::kMessages);
+  if (path == "/v1/completions") return HandleGeneration(exchange, pipeline::Api::kCompletions);
 }
 
 void Service::HandleModels(const std::shared_ptr<Exchange>& exchange) {
@@ -268,7 +258,7 @@ void Service::HandleModels(const std::shared_ptr<Exchange>& exchange) {
 }
 
 void Service::HandleModel(const std::shared_ptr<Exchange>& exchange, std::string_view id) {
-  if (!KnownModel(id)) return exchange->Fail(ModelNotFound(id));
+  if (auto error = pipeline::CheckModelName(prepare_options_, id)) return exchange->Fail(*error);
   const bool anthropic = !exchange->request.Header("anthropic-version").empty();
   nlohmann::ordered_json body;
   if (anthropic) {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeline/prepare.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
@@ -48,7 +49,7 @@ struct ServiceOptions {
   int64_t created = 0;  // Unix seconds, /v1/models "created"
   // Generation requests finish (as "length") once this many seconds passed since they arrived; 0: never.
   double request_timeout_s = 600;
-  // Test-only: the `deepinfer_test_output` request field scripts the model's output (generate.cpp).
+  // Test-only: the `deepinfer_test_output` request field scripts the model's output (pipeline/prepare.h).
   bool enable_test_hooks = false;
 };
 
@@ -85,38 +86,23 @@ class Service : public HttpHandler {
   using Exchange = ServiceExchange;
   void Dispatch(const std::shared_ptr<Exchange>& exchange);
   bool Authorized(const HttpRequest& request) const;
-  bool KnownModel(std::string_view model) const;
 
   void HandleModels(const std::shared_ptr<Exchange>& exchange);
   void HandleModel(const std::shared_ptr<Exchange>& exchange, std::string_view id);
   void HandleTokenize(const std::shared_ptr<Exchange>& exchange);
   void HandleDetokenize(const std::shared_ptr<Exchange>& exchange);
   void HandleCountTokens(const std::shared_ptr<Exchange>& exchange);
-  void HandleGenerate(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol);
-  void HandleCompletions(const std::shared_ptr<Exchange>& exchange);
+  void HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeline::Api api);
 
-  // The parsed request and its prompt ids; false when the error response was already sent. A prompt of
-  // more than `max_ids` ids is not encoded to the end (Tokenizer::EncodeWithin: often refused from its
-  // byte length alone): `ids` stays empty and `at_least_ids` (> max_ids) is what is known of its length.
-  struct Prompt {
-    recipe::ParsedRequest request;
-    std::vector<int32_t> ids;
-    int64_t at_least_ids = 0;
-  };
+  // The parsed request and its prompt ids; false when the error response was already sent.
   bool PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol, std::string_view body,
-                     Prompt* out, size_t max_ids = SIZE_MAX);
-  ApiError ModelNotFound(std::string_view model) const;
-  // Sampling fields beyond the codec's (penalties, ignore_eos, min_tokens, min_p) and the test hook;
-  // false when the error response was sent.
-  // `read_seed`: the body's `seed` is read here too (Responses and Messages, whose codec reads none; Chat's
-  // codec and the legacy Completions parser read their own).
-  bool ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::RequestParams* params, bool read_seed = false);
+                     pipeline::ChatPrompt* out);
   void AppendEngineMetrics(PrometheusText* out, const MetricLabels& model) const;
 
   ServiceOptions options_;
   const tokenizer::Tokenizer* tokenizer_;
   engine::Engine* engine_ = nullptr;
-  recipe::ControlTokenIds control_ids_;
+  pipeline::PrepareOptions prepare_options_;  // the served names, context and hooks, as requests meet them
   StructuredOutputs structured_;  // response_format & co. as logits masks (structured_output.h)
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};

@@ -1,15 +1,19 @@
-// Prompts and token counts: the codec path every chat request takes (parse, validate, render, encode),
-// and the endpoints that stop there: /tokenize, /detokenize (vLLM's shapes) and Anthropic's
+// The endpoints that stop at a chat request's prompt (pipeline::PrepareChatPrompt: parse, validate,
+// render, encode): /tokenize, /detokenize (vLLM's shapes) and Anthropic's
 // /v1/messages/count_tokens.
 #include <nlohmann/json.hpp>
 
 #include "sampling/params.h"
-#include "server/json_body.h"
+#include "pipeline/json_body.h"
+#include "pipeline/prepare.h"
 #include "server/service.h"
 #include "server/service_internal.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
+
+using pipeline::JsonBody;
+using pipeline::ParseJsonObject;
 
 namespace {
 
@@ -42,44 +46,24 @@ ApiError BadRequest(std::string message, std::string param = {}) {
   return e;
 }
 
+// The `model` field of /tokenize and /detokenize: optional, and one of the served names when given.
+std::optional<ApiError> CheckOptionalModel(const nlohmann::json& object, const pipeline::PrepareOptions& options) {
+  auto model = object.find("model");
+  if (model == object.end() || model->is_null()) return std::nullopt;
+  if (!model->is_string()) return BadRequest("model must be a string", "model");
+  return pipeline::CheckModelName(options, model->get_ref<const std::string&>());
+}
+
 }  // namespace
 
 bool Service::PreparePrompt(const std::shared_ptr<Exchange>& exchange, recipe::Protocol protocol,
-                            std::string_view body, Prompt* out, size_t max_ids) {
-  recipe::RequestOptions request_options;
-  request_options.model_version = options_.model_version;
-  request_options.default_thinking_mode = options_.default_thinking_mode;
-  request_options.max_n = sampling::kMaxN;  // the engine samples n outputs of one prompt
-  recipe::ParseOutcome parsed = recipe::ParseRequest(protocol, body, request_options);
-  if (!parsed.ok()) {
-    exchange->Reply(RequestErrorResponse(protocol, parsed.error));
+                            std::string_view body, pipeline::ChatPrompt* out) {
+  pipeline::ChatPromptOutcome prompt = pipeline::PrepareChatPrompt(protocol, body, prepare_options_);
+  if (!prompt.ok()) {
+    exchange->Reply(RefusalResponse(prompt.refusal));
     return false;
   }
-  if (!KnownModel(parsed.request->model)) {
-    exchange->Fail(ModelNotFound(parsed.request->model));
-    return false;
-  }
-  auto rendered = recipe::RenderPrompt(parsed.request->conversation, options_.model_version);
-  if (!rendered.ok()) {
-    exchange->Fail(BadRequest(rendered.status().message(), "messages"));
-    return false;
-  }
-  auto ids = recipe::TokenizePrompt(*rendered, *tokenizer_, control_ids_, max_ids);
-  if (!ids.ok() && ids.status().code() == StatusCode::kOutOfRange && max_ids != SIZE_MAX) {
-    out->request = std::move(*parsed.request);
-    out->ids.clear();
-    out->at_least_ids = static_cast<int64_t>(max_ids) + 1;
-    return true;
-  }
-  if (!ids.ok()) {
-    ApiError e;
-    e.status = 500;
-    e.message = "the prompt cannot be encoded with this model's tokenizer: " + ids.status().message();
-    exchange->Fail(e);
-    return false;
-  }
-  out->request = std::move(*parsed.request);
-  out->ids = std::move(*ids);
+  *out = std::move(*prompt.prompt);
   return true;
 }
 
@@ -100,18 +84,13 @@ void Service::HandleTokenize(const std::shared_ptr<Exchange>& exchange) {
   std::vector<int32_t> ids;
   if (object.contains("messages")) {
     // A chat request: the tokens of its whole rendered prompt, generation prompt included.
-    Prompt prompt;
+    pipeline::ChatPrompt prompt;
     const std::string with_model =
         WithDefaultField(body, object, "model", nlohmann::json(options_.served_model_names.front()).dump());
     if (!PreparePrompt(exchange, recipe::Protocol::kChatCompletions, with_model, &prompt)) return;
     ids = std::move(prompt.ids);
   } else {
-    auto model = object.find("model");
-    if (model != object.end() && !model->is_null()) {
-      if (!model->is_string()) return exchange->Fail(BadRequest("model must be a string", "model"));
-      if (!KnownModel(model->get_ref<const std::string&>()))
-        return exchange->Fail(ModelNotFound(model->get_ref<const std::string&>()));
-    }
+    if (auto error = CheckOptionalModel(object, prepare_options_)) return exchange->Fail(*error);
     auto prompt = object.find("prompt");
     if (prompt == object.end() || !prompt->is_string())
       return exchange->Fail(BadRequest("give `prompt` (a string) or `messages` (a chat conversation)", "prompt"));
@@ -139,12 +118,7 @@ void Service::HandleDetokenize(const std::shared_ptr<Exchange>& exchange) {
   JsonBody json = ParseJsonObject(exchange->request.body);
   if (!json.ok()) return exchange->Fail(BadRequest(json.error));
   const nlohmann::json& object = json.value;
-  auto model = object.find("model");
-  if (model != object.end() && !model->is_null()) {
-    if (!model->is_string()) return exchange->Fail(BadRequest("model must be a string", "model"));
-    if (!KnownModel(model->get_ref<const std::string&>()))
-      return exchange->Fail(ModelNotFound(model->get_ref<const std::string&>()));
-  }
+  if (auto error = CheckOptionalModel(object, prepare_options_)) return exchange->Fail(*error);
   auto tokens = object.find("tokens");
   if (tokens == object.end() || !tokens->is_array())
     return exchange->Fail(BadRequest("tokens must be an array of token ids", "tokens"));
@@ -181,7 +155,7 @@ void Service::HandleCountTokens(const std::shared_ptr<Exchange>& exchange) {
   }
   // count_tokens takes a Messages request without max_tokens; the codec wants one, and it does not change
   // the prompt.
-  Prompt prompt;
+  pipeline::ChatPrompt prompt;
   if (!PreparePrompt(exchange, recipe::Protocol::kMessages, WithDefaultField(body, json.value, "max_tokens", "1"),
                      &prompt))
     return;

@@ -1,8 +1,8 @@
-#include "server/json_body.h"
+#include "pipeline/json_body.h"
 
 #include "core/json.h"
 
-namespace deepinfer::server {
+namespace deepinfer::pipeline {
 
 JsonBody ParseJsonObject(std::string_view body) {
   JsonBody out;
@@ -19,4 +19,4 @@ JsonBody ParseJsonObject(std::string_view body) {
   return out;
 }
 
-}  // namespace deepinfer::server
+}  // namespace deepinfer::pipeline

@@ -1,5 +1,6 @@
-// Request bodies of the server's own endpoints (/tokenize, /detokenize, /v1/completions), parsed with the
-// bounds every untrusted JSON text gets (core/json.h: size and depth bounded, no recursion, no exceptions).
+// Request bodies read as JSON objects (the server's /tokenize and /detokenize, the legacy Completions API,
+// the fields the codec does not read), parsed with the bounds every untrusted JSON text gets (core/json.h:
+// size and depth bounded, no recursion, no exceptions).
 #pragma once
 
 #include <optional>
@@ -8,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace deepinfer::server {
+namespace deepinfer::pipeline {
 
 inline constexpr int kMaxBodyJsonDepth = 64;
 
@@ -20,4 +21,4 @@ struct JsonBody {
 };
 JsonBody ParseJsonObject(std::string_view body);
 
-}  // namespace deepinfer::server
+}  // namespace deepinfer::pipeline

@@ -1,0 +1,172 @@
+// The legacy OpenAI Completions API (/v1/completions): a raw prompt (text, or token ids) continued as
+// text, without a chat template. The codec has no such protocol, so its request checks are written here;
+// stop strings are the engine's (matched on all generated text, as vLLM does for this API).
+#include <algorithm>
+
+#include "pipeline/json_body.h"
+#include "pipeline/request_fields.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::pipeline {
+
+namespace {
+
+using Json = nlohmann::json;
+
+struct CompletionsRequest {
+  std::string model;
+  std::vector<int32_t> prompt;
+  std::string prompt_text;  // for echo
+  bool echo = false;
+  bool stream = false;
+  bool include_usage = false;
+  int logprobs = -1;  // -1: none; else the number of alternatives per token
+  engine::RequestParams params;
+};
+
+// Token ids of the `prompt` field: a string, a list of ids, or a one-element list of either.
+std::optional<ApiError> ReadPrompt(const Json& body, const tokenizer::Tokenizer& tokenizer, CompletionsRequest* out) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return Invalid("prompt", "Missing required parameter: 'prompt'.");
+  const Json* prompt = &*it;
+  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array()))
+    prompt = &(*prompt)[0];
+  if (prompt->is_string()) {
+    out->prompt_text = prompt->get<std::string>();
+    out->prompt = tokenizer.EncodeText(out->prompt_text);
+    return std::nullopt;
+  }
+  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    const int64_t vocab = static_cast<int64_t>(tokenizer.vocab_size());
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      const Json& t = (*prompt)[i];
+      const std::string param = "prompt[" + std::to_string(i) + "]";
+      if (!t.is_number_integer()) return Invalid(param, param + " must be a token id");
+      const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                                : t.get<int64_t>();
+      if (id < 0 || id >= vocab) return Invalid(param, param + " is not a token id of this model");
+      out->prompt.push_back(static_cast<int32_t>(id));
+    }
+    out->prompt_text = tokenizer.Decode(out->prompt);
+    return std::nullopt;
+  }
+  if (prompt->is_array() && prompt->size() > 1)
+    return Invalid("prompt", "this server takes one prompt per request (send several requests)");
+  return Invalid("prompt", "prompt must be a string or an array of token ids");
+}
+
+std::optional<ApiError> ParseCompletions(const Json& body, const tokenizer::Tokenizer& tokenizer,
+                                         CompletionsRequest* out) {
+  auto model = body.find("model");
+  if (model == body.end() || !model->is_string()) return Invalid("model", "Missing required parameter: 'model'.");
+  out->model = model->get<std::string>();
+  if (auto e = ReadPrompt(body, tokenizer, out)) return e;
+  sampling::SamplingParams& s = out->params.sampling;
+  int64_t max_tokens = 16, n = 1, seed = -1, logprobs = -1, top_k = 0, min_tokens = 0;
+  if (auto e = ReadInteger(body, "max_tokens", 1, int64_t{1} << 24, &max_tokens)) return e;
+  if (auto e = ReadInteger(body, "n", 1, sampling::kMaxN, &n)) return e;
+  if (auto e = ReadInteger(body, "seed", INT64_MIN, INT64_MAX, &seed)) return e;
+  if (auto e = ReadInteger(body, "logprobs", 0, sampling::kMaxTopLogprobs, &logprobs)) return e;
+  if (auto e = ReadInteger(body, "top_k", -1, int64_t{1} << 20, &top_k)) return e;
+  if (auto e = ReadInteger(body, "min_tokens", 0, int64_t{1} << 24, &min_tokens)) return e;
+  if (auto e = ReadNumber(body, "temperature", 0, 2, &s.temperature)) return e;
+  if (auto e = ReadNumber(body, "top_p", 0, 1, &s.top_p)) return e;
+  if (auto e = ReadNumber(body, "min_p", 0, 1, &s.min_p)) return e;
+  if (auto e = ReadNumber(body, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+  if (auto e = ReadNumber(body, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
+  if (auto e = ReadNumber(body, "repetition_penalty", 0.01, 10, &s.repetition_penalty)) return e;
+  if (auto e = ReadBool(body, "echo", &out->echo)) return e;
+  if (auto e = ReadBool(body, "stream", &out->stream)) return e;
+  if (auto e = ReadBool(body, "ignore_eos", &s.ignore_eos)) return e;
+  if (auto e = ReadBool(body, "include_stop_str_in_output", &s.include_stop_str_in_output)) return e;
+  if (auto it = body.find("suffix"); it != body.end() && !it->is_null())
+    return Invalid("suffix", "suffix is not supported");
+  if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && !(it->is_number_integer() && *it == n))
+    return Invalid("best_of", "best_of other than n is not supported");
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return Invalid("stream_options", "stream_options must be an object");
+    if (!out->stream) return Invalid("stream_options", "stream_options is only allowed when stream is true");
+    if (auto e = ReadBool(*it, "include_usage", &out->include_usage)) return Invalid("stream_options.include_usage", e->message);
+  }
+  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) {
+      s.stop.push_back(it->get<std::string>());
+    } else if (it->is_array() && it->size() <= sampling::kMaxStopStrings) {
+      for (size_t i = 0; i < it->size(); ++i) {
+        if (!(*it)[i].is_string()) return Invalid("stop[" + std::to_string(i) + "]", "stop entries must be strings");
+        s.stop.push_back((*it)[i].get<std::string>());
+      }
+    } else {
+      return Invalid("stop", "stop must be a string or an array of at most " + std::to_string(sampling::kMaxStopStrings) +
+                                 " strings");
+    }
+  }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object() || it->size() > sampling::kMaxLogitBias) return Invalid("logit_bias", "logit_bias must be an object of token id -> bias");
+    for (const auto& [key, value] : it->items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || end != key.c_str() + key.size() || id < 0 || id >= static_cast<long>(tokenizer.vocab_size()) || !value.is_number())
+        return Invalid("logit_bias", "logit_bias keys must be token ids and values numbers");
+      // OpenAI's range; it also keeps the conversion to float defined.
+      const double bias = value.get<double>();
+      if (!(bias >= -100 && bias <= 100)) return Invalid("logit_bias", "logit_bias values must be in [-100, 100]");
+      s.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
+    }
+  }
+  s.max_tokens = max_tokens;
+  s.n = static_cast<int>(n);
+  if (seed != -1 || body.contains("seed")) {
+    if (auto it = body.find("seed"); it != body.end() && !it->is_null()) s.seed = static_cast<uint64_t>(seed);
+  }
+  s.top_k = top_k;
+  s.min_tokens = min_tokens;
+  if (logprobs >= 0) {
+    out->logprobs = static_cast<int>(logprobs);
+    s.logprobs = true;
+    s.top_logprobs = static_cast<int>(logprobs);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& options) {
+  auto refuse = [](const ApiError& error) {
+    PrepareOutcome out;
+    out.refusal = Refuse(ApiFamily::kOpenAI, error);
+    return out;
+  };
+  JsonBody json = ParseJsonObject(body);
+  if (!json.ok()) return refuse(Invalid("", json.error));
+  CompletionsRequest request;
+  if (auto error = ParseCompletions(json.value, *options.tokenizer, &request)) return refuse(*error);
+  if (auto error = CheckModelName(options, request.model)) return refuse(*error);
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  if (prompt_tokens == 0) return refuse(Invalid("prompt", "the prompt is empty"));
+  if (prompt_tokens + request.params.sampling.max_tokens > options.max_model_len) {
+    ApiError e = Invalid("prompt", "This model's maximum context length is " + std::to_string(options.max_model_len) +
+                                       " tokens. However, you requested " +
+                                       std::to_string(prompt_tokens + request.params.sampling.max_tokens) + " tokens (" +
+                                       std::to_string(prompt_tokens) + " in your prompt; " +
+                                       std::to_string(request.params.sampling.max_tokens) +
+                                       " for the completion). Please reduce your prompt; or completion length.");
+    e.code = "context_length_exceeded";
+    return refuse(e);
+  }
+  if (auto error = ApplyExtras(body, options, &request.params, /*read_seed=*/false)) return refuse(*error);
+  PrepareOutcome out;
+  PreparedRequest& prepared = out.request.emplace();
+  prepared.api = Api::kCompletions;
+  prepared.completions.prompt_text = std::move(request.prompt_text);
+  prepared.completions.echo = request.echo;
+  prepared.completions.stream = request.stream;
+  prepared.completions.include_usage = request.include_usage;
+  prepared.completions.logprobs = request.logprobs;
+  prepared.completions.n = request.params.sampling.n;
+  prepared.prompt = std::move(request.prompt);
+  prepared.params = std::move(request.params);
+  return out;
+}
+
+}  // namespace deepinfer::pipeline

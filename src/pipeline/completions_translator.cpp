@@ -1,0 +1,133 @@
+// The legacy Completions API's `text_completion` objects: the engine's text (its stop strings already
+// applied) per choice, with OpenAI's per-token logprobs arrays.
+#include <nlohmann/json.hpp>
+
+#include "core/json.h"
+#include "pipeline/sse.h"
+#include "pipeline/update_translator.h"
+#include "recipe/response_chat.h"
+
+namespace deepinfer::pipeline {
+
+namespace {
+
+using Json = nlohmann::json;
+
+class CompletionsTranslator : public UpdateTranslator {
+ public:
+  CompletionsTranslator(CompletionsShape shape, ResponseContext context)
+      : shape_(std::move(shape)), context_(std::move(context)) {
+    stream_ = shape_.stream;
+    choices_.resize(static_cast<size_t>(shape_.n));
+  }
+
+  TranslatedUpdate Translate(const engine::RequestUpdate& update) override {
+    TranslatedUpdate out;
+    usage_.prompt_tokens = update.prompt_tokens;
+    usage_.prompt_cache_hit_tokens = update.prompt_cache_hit_tokens;
+    for (const engine::SequenceDelta& delta : update.sequences) {
+      if (delta.index < 0 || delta.index >= static_cast<int>(choices_.size())) continue;
+      Choice& c = choices_[static_cast<size_t>(delta.index)];
+      Json logprobs = Json::object();
+      std::string text = delta.text;
+      if (shape_.echo && !c.echoed) {
+        text = shape_.prompt_text + text;
+        c.echoed = true;
+      }
+      for (const engine::GeneratedToken& token : delta.tokens) {
+        if (delta.finish && token.id == delta.stop_token && *delta.finish == engine::FinishReason::kStop) continue;
+        ++usage_.completion_tokens;
+        if (shape_.logprobs >= 0) AddLogprob(c, token, &logprobs);
+      }
+      c.text += text;
+      if (delta.finish) {
+        c.finish = *delta.finish == engine::FinishReason::kLength || *delta.finish == engine::FinishReason::kDeadline
+                       ? "length"
+                       : "stop";
+        NoteFailure(update, delta);
+      }
+      if (shape_.stream && (!text.empty() || delta.finish)) {
+        Json choice = {{"index", delta.index}, {"text", text},
+                       {"logprobs", shape_.logprobs >= 0 ? logprobs : Json(nullptr)},
+                       {"finish_reason", delta.finish ? Json(c.finish) : Json(nullptr)}};
+        out.events.push_back({"", Envelope(Json::array({choice}), false)});
+      }
+    }
+    return out;
+  }
+
+  std::vector<recipe::StreamEvent> StreamEnd() override {
+    std::vector<recipe::StreamEvent> events;
+    if (shape_.include_usage) events.push_back({"", Envelope(Json::array(), true)});
+    events.push_back(kSseDone);
+    return events;
+  }
+
+  std::string Body() override {
+    Json choices = Json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const Choice& c = choices_[i];
+      Json logprobs = nullptr;
+      if (shape_.logprobs >= 0)
+        logprobs = {{"tokens", c.tokens}, {"token_logprobs", c.token_logprobs}, {"top_logprobs", c.top_logprobs},
+                    {"text_offset", c.text_offset}};
+      choices.push_back({{"index", i}, {"text", c.text}, {"logprobs", logprobs}, {"finish_reason", c.finish}});
+    }
+    return Envelope(choices, true);
+  }
+
+ private:
+  struct Choice {
+    std::string text;
+    std::string finish = "stop";
+    bool echoed = false;
+    Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(), text_offset = Json::array();
+    size_t offset = 0;
+  };
+
+  void AddLogprob(Choice& c, const engine::GeneratedToken& token, Json* delta_logprobs) {
+    Json top = Json::object();
+    for (const auto& alt : token.top_logprobs) top[alt.bytes] = alt.logprob;
+    c.tokens.push_back(token.bytes);
+    c.token_logprobs.push_back(token.logprob);
+    c.top_logprobs.push_back(top);
+    c.text_offset.push_back(c.offset);
+    if (shape_.stream) {
+      if (delta_logprobs->empty())
+        *delta_logprobs = {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+                           {"text_offset", Json::array()}};
+      (*delta_logprobs)["tokens"].push_back(token.bytes);
+      (*delta_logprobs)["token_logprobs"].push_back(token.logprob);
+      (*delta_logprobs)["top_logprobs"].push_back(top);
+      (*delta_logprobs)["text_offset"].push_back(c.offset);
+    }
+    c.offset += token.bytes.size();
+  }
+
+  std::string Envelope(const Json& choices, bool with_usage) const {
+    Json body = {{"id", context_.id}, {"object", "text_completion"}, {"created", context_.created},
+                 {"model", context_.model}, {"choices", choices}};
+    std::string text = DumpJson(body);
+    if (with_usage) {
+      text.pop_back();
+      text += ",\"usage\":" + recipe::ChatUsageJson(usage_) + "}";
+    } else if (shape_.stream && shape_.include_usage) {
+      text.pop_back();
+      text += ",\"usage\":null}";
+    }
+    return text;
+  }
+
+  CompletionsShape shape_;
+  ResponseContext context_;
+  std::vector<Choice> choices_;
+  recipe::UsageCounts usage_;
+};
+
+}  // namespace
+
+std::unique_ptr<UpdateTranslator> NewCompletionsTranslator(CompletionsShape shape, ResponseContext context) {
+  return std::make_unique<CompletionsTranslator>(std::move(shape), std::move(context));
+}
+
+}  // namespace deepinfer::pipeline
