@@ -9,7 +9,6 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
-#include "sampling/logits_mask.h"
 #include "recipe/response_chat.h"
 #include "server/generation.h"
 #include "server/json_body.h"
@@ -364,9 +363,7 @@ bool Service::ApplyExtras(const std::shared_ptr<Exchange>& exchange, engine::Req
     return false;
   }
   std::vector<int32_t> script = tokenizer_->EncodeWithAddedTokens(it->get_ref<const std::string&>());
-  params->logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
-    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
-  };
+  params->constraint.scripted_tokens = script;
   params->sampling.max_tokens = std::max<int64_t>(params->sampling.max_tokens, static_cast<int64_t>(script.size()) + 1);
   return true;
 }
