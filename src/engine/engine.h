@@ -3,7 +3,8 @@
 // benchmarks all drive it through this header.
 //
 // Threads. AddRequest, Abort, Stats and Generate may be called from any thread. Forward passes run on the
-// engine's step thread (on the model's pool); each request's updates are delivered on the engine's output
+// engine's step thread (on the model's pool), requests' grammars compile on its compile threads (started
+// with the first grammar); each request's updates are delivered on the engine's output
 // thread, in order, one call at a time per request, so a slow consumer never delays a step. A callback
 // must not block: it hands the update to its own thread (an asio strand, a queue) and returns.
 //
@@ -209,7 +210,7 @@ struct HistogramSnapshot {
 // Counters are totals since start; gauges are the state when Stats() ran. Named after vLLM's metrics.
 struct EngineStats {
   int64_t num_requests_running = 0;
-  int64_t num_requests_waiting = 0;  // queued, preempted, or loading from the persistent tier
+  int64_t num_requests_waiting = 0;  // queued, compiling a grammar, preempted, or loading from the persistent tier
   uint64_t num_preemptions = 0;
   // Main pool: used (referenced by a live sequence), cached (unreferenced, holding a reusable prefix
   // block), free; used + cached + free = total.

@@ -264,7 +264,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
 
   std::lock_guard<std::mutex> lock(stats_mutex_);
   gauge_running_ = static_cast<int64_t>(running_.size());
-  gauge_waiting_ = static_cast<int64_t>(waiting_.size());
+  gauge_waiting_ = static_cast<int64_t>(waiting_.size() + compiling_.size());
   const kvcache::BlockAllocator& p = blocks_->prefix();
   const kvcache::BlockAllocator& w = blocks_->window_class();
   gauge_blocks_used_ = {p.num_used(), w.num_used()};

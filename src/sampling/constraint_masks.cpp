@@ -113,7 +113,7 @@ void ConstraintMasks::CompileLoop() {
     if (grammar.ok()) {
       p.grammar_ = std::move(grammar).value();
     } else {
-      p.status_ = grammar.status();
+      p.status_ = Status(grammar.status().code(), "constraint: " + grammar.status().message());
     }
     p.ready_.store(true, std::memory_order_release);
     if (job.on_ready) job.on_ready();

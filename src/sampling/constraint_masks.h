@@ -86,8 +86,9 @@ class ConstraintMasks {
 
   bool can_compile() const { return compiler_ != nullptr; }
   // Null for an empty constraint. A script is ready on return. A grammar is queued for a compile thread,
-  // which marks it ready and then calls `on_ready` (it must not block: it wakes whoever waits). Without a
-  // compiler a grammar is ready on return, with an error.
+  // which marks it ready and then calls `on_ready` (it must not block: it wakes whoever waits); Prepare
+  // never calls it itself, so its caller may hold a lock that on_ready takes. Without a compiler a grammar
+  // is ready on return, with an error.
   std::shared_ptr<PreparedConstraint> Prepare(const OutputConstraint& constraint, std::function<void()> on_ready);
 
  private:

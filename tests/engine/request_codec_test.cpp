@@ -282,6 +282,7 @@ TEST(RequestCodec, GrammarsCompileOnceAndAFailedCompileFinishesWithError) {
   EXPECT_EQ((*r)[0].sequences[0].finish, FinishReason::kError);
   EXPECT_TRUE((*r)[0].sequences[0].tokens.empty());
   EXPECT_FALSE((*r)[0].status.ok());
+  EXPECT_EQ((*r)[0].status.message().rfind("constraint: ", 0), 0u) << (*r)[0].status.message();
 
   // Without a tokenizer or a compiler, a grammar is refused when added; a grammar with a script too.
   auto plain = MakeEngine();
