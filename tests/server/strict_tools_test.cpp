@@ -80,9 +80,11 @@ class StrictTools : public ::testing::TestWithParam<Setup> {
     auto error = so_->Apply(body.dump(), request, &params);
     EXPECT_FALSE(error) << error->message;
     if (error || !params.constraint.grammar) return nullptr;
-    // What the engine does with the spec: compile it (a cache hit now), one mask per output.
+    // What the engine does with the spec: compile it (a hit: Apply compiled it), one mask per output.
+    const size_t hits = so_->compiler()->hits();
     auto bound = so_->compiler()->Compile(*params.constraint.grammar);
     EXPECT_TRUE(bound.ok());
+    EXPECT_EQ(so_->compiler()->hits(), hits + 1);
     if (!bound.ok()) return nullptr;
     return std::make_unique<sampling::GrammarLogitsMask>(*bound, params.constraint.grammar_start_after_token);
   }
