@@ -32,6 +32,7 @@
 #include "pipeline/update_translator.h"
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
+#include "sampling/constraint_masks.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -257,6 +258,8 @@ Result<std::string> ReadBody(const std::string& path) {
 struct Loaded {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<engine::Engine> engine;
+  // Grammars compile through it both to check a request and in the engine: once.
+  std::shared_ptr<sampling::ConstraintCompiler> constraint_compiler;
 };
 
 Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
@@ -290,6 +293,8 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   eo.enable_prefix_caching = args.prefix_cache;
   eo.swa_replay = args.replay;
   eo.tokenizer = out.tokenizer.get();
+  if (out.tokenizer) out.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(out.tokenizer.get());
+  eo.constraint_compiler = out.constraint_compiler;
   eo.compute_precision = args.precision;
   eo.max_waiting = INT32_MAX;
   auto e = engine::Engine::Create(std::move(model).value(), eo);
@@ -348,7 +353,8 @@ int RunProtocol(const GenerateArgs& args) {
   std::condition_variable cv;
   size_t remaining = 0;
   Progress progress(jobs.size());
-  server::StructuredOutputs structured(&tokenizer, args.version);  // response_format & co. (server/structured_output.h)
+  // response_format & co. (server/structured_output.h)
+  server::StructuredOutputs structured(&tokenizer, args.version, loaded->constraint_compiler);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ProtocolJob& job = jobs[i];
     pipeline::PrepareOutcome prepared = pipeline::Prepare(api, bodies[i], prepare);

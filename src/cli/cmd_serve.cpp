@@ -357,6 +357,7 @@ int RunServe(const std::vector<std::string>& argv) {
     if (!loaded.ok()) return Fail("serve", loaded.status().message());
     engine::EngineOptions engine_options;
     engine_options.tokenizer = &*tokenizer;
+    engine_options.constraint_compiler = service.constraint_compiler();
     engine_options.kv_cache_bytes = args.kv_cache_bytes;
     engine_options.max_num_seqs = args.max_num_seqs;
     engine_options.max_num_batched_tokens = args.max_num_batched_tokens;

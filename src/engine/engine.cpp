@@ -16,10 +16,6 @@
 namespace deepinfer::engine {
 namespace {
 
-constexpr size_t kMaxSaltBytes = 1024;
-constexpr size_t kMaxTagBytes = 256;
-constexpr size_t kMaxTtlClassBytes = 64;
-
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -86,6 +82,9 @@ EngineImpl::~EngineImpl() { Shutdown(); }
 
 Status EngineImpl::Init() {
   const EngineOptions& o = options_;
+  std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
+  if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
+  constraint_masks_ = std::make_unique<sampling::ConstraintMasks>(std::move(compiler));
   if (o.max_num_seqs < 1 || o.max_num_seqs > 4096) return Status::InvalidArgument("max_num_seqs: must be in [1, 4096]");
   if (o.output_threads < 1 || o.output_threads > 64) return Status::InvalidArgument("output_threads: must be in [1, 64]");
   if (o.max_num_batched_tokens < 1 || o.max_num_batched_tokens > (1 << 20))
@@ -235,6 +234,11 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   if (params.tag.size() > kMaxTagBytes) return Status::InvalidArgument("tag: at most 256 bytes");
   if (params.kv_ttl_class.size() > kMaxTtlClassBytes) return Status::InvalidArgument("kv_ttl_class: at most 64 bytes");
   if (!callback) return Status::InvalidArgument("callback: required");
+  const sampling::OutputConstraint& constraint = params.constraint;
+  if (constraint.grammar && constraint.scripted_tokens)
+    return Status::InvalidArgument("constraint: a grammar and scripted tokens cannot be combined");
+  if (constraint.grammar && !constraint_masks_->can_compile())
+    return Status::InvalidArgument("constraint: grammars need the engine's tokenizer or a constraint compiler");
 
   auto r = std::make_unique<Request>();
   r->prompt_tokens = p;
@@ -245,15 +249,6 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   r->root = kvcache::RootHash(fingerprint, ComputeName(options_.compute_precision), KvName(options_.kv_precision),
                               r->params.cache_salt);
   const int n = rp.n;
-  std::vector<std::unique_ptr<sampling::LogitsMask>> masks(static_cast<size_t>(n));
-  if (r->params.logits_mask) {
-    // Made here, on the caller's thread: building a constraint (compiling a grammar) never holds a step.
-    for (int i = 0; i < n; ++i) {
-      auto mask = r->params.logits_mask(i);
-      if (!mask.ok()) return mask.status();
-      masks[static_cast<size_t>(i)] = std::move(mask).value();
-    }
-  }
   const bool penalties = rp.repetition_penalty != 1.0 || rp.presence_penalty != 0 || rp.frequency_penalty != 0;
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Sequence>();
@@ -262,8 +257,6 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
     s->born = i == 0;
     s->tokens = i == 0 ? std::move(prompt) : std::vector<int32_t>{};
     s->use_counts = penalties;
-    s->mask = std::move(masks[static_cast<size_t>(i)]);
-    if (s->mask) s->allowed.Resize(info_.vocab_size);
     r->seqs.push_back(std::move(s));
   }
   if (penalties) r->seqs[0]->counts.SetPrompt(r->seqs[0]->tokens);
@@ -296,6 +289,13 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   out->id = r->id;
   out->seed = r->seed;
   ++waiting_fresh_;
+  // A grammar compiles on the compile threads from now on (the request waits, unscheduled, meanwhile);
+  // its completion wakes the step thread.
+  r->constraint = constraint_masks_->Prepare(r->params.constraint, [this] {
+    std::lock_guard<std::mutex> inbox(inbox_mutex_);
+    constraints_compiled_ = true;
+    inbox_cv_.notify_one();
+  });
   const RequestId id = r->id;
   new_requests_.push_back(std::move(r));
   inbox_cv_.notify_one();

@@ -3,7 +3,8 @@
 // benchmarks all drive it through this header.
 //
 // Threads. AddRequest, Abort, Stats and Generate may be called from any thread. Forward passes run on the
-// engine's step thread (on the model's pool); each request's updates are delivered on the engine's output
+// engine's step thread (on the model's pool), requests' grammars compile on its compile threads (started
+// with the first grammar); each request's updates are delivered on the engine's output
 // thread, in order, one call at a time per request, so a slow consumer never delays a step. A callback
 // must not block: it hands the update to its own thread (an asio strand, a queue) and returns.
 //
@@ -24,7 +25,7 @@
 
 #include "core/status.h"
 #include "model/causal_lm.h"
-#include "sampling/logits_mask.h"
+#include "sampling/output_constraint.h"
 #include "sampling/params.h"
 
 namespace deepinfer::tokenizer {
@@ -32,6 +33,9 @@ class Tokenizer;
 }
 namespace deepinfer::kvcache {
 class LowerTier;
+}
+namespace deepinfer::sampling {
+class ConstraintCompiler;
 }
 
 namespace deepinfer::engine {
@@ -43,10 +47,15 @@ enum class FinishReason {
   kLength,    // max_tokens, or the model's context is full
   kAbort,     // Abort() or Shutdown()
   kDeadline,  // the request's deadline passed (waiting or running)
-  kError,     // this request failed (its logits mask, or the model); RequestUpdate::status says why
+  kError,     // this request failed (its constraint or mask, or the model); RequestUpdate::status says why
 };
 // "stop", "length", "abort", "deadline", "error".
 std::string_view FinishReasonName(FinishReason reason);
+
+// Bounds on RequestParams' strings (AddRequest refuses longer ones).
+inline constexpr size_t kMaxSaltBytes = 1024;
+inline constexpr size_t kMaxTagBytes = 256;
+inline constexpr size_t kMaxTtlClassBytes = 64;
 
 struct RequestParams {
   // Sampling, n, logprobs / top_logprobs, stop token ids and stop strings, max_tokens, seed.
@@ -61,8 +70,9 @@ struct RequestParams {
   std::string cache_salt;
   // The persistent KV tier's retention class ("agent", "chat"; empty: the tier's default).
   std::string kv_ttl_class;
-  // A constraint on each output (structured output, scripted tokens); empty: none.
-  sampling::LogitsMaskFactory logits_mask;
+  // A constraint on each output (structured output, scripted tokens); empty: none. A request with a
+  // grammar waits, unscheduled, while it compiles; a grammar that does not compile finishes it with kError.
+  sampling::OutputConstraint constraint;
   // Fill the updates' text and token bytes (needs EngineOptions::tokenizer); stop strings need it too.
   bool detokenize = true;
   bool skip_special_tokens = true;  // special added tokens contribute no text
@@ -160,6 +170,10 @@ struct EngineOptions {
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
   // Needed for text, token bytes, stop strings and the control flag; not owned, must outlive the engine.
   const tokenizer::Tokenizer* tokenizer = nullptr;
+  // Compiles requests' grammars (sampling/constraint_masks.h). Share the server's, which compiles each
+  // request's grammar to validate it before queuing: the engine's compile is then a cache hit. Null: the
+  // engine's own, over the tokenizer's vocabulary (without a tokenizer, grammars are refused).
+  std::shared_ptr<sampling::ConstraintCompiler> constraint_compiler;
   // Tokens that end generation unless ignore_eos; empty: the model's (config.json eos_token_id).
   std::vector<int32_t> eos_token_ids;
   // The persistent tier under the RAM prefix cache (the SSD store); not owned, must outlive the engine.
@@ -196,7 +210,7 @@ struct HistogramSnapshot {
 // Counters are totals since start; gauges are the state when Stats() ran. Named after vLLM's metrics.
 struct EngineStats {
   int64_t num_requests_running = 0;
-  int64_t num_requests_waiting = 0;  // queued, preempted, or loading from the persistent tier
+  int64_t num_requests_waiting = 0;  // queued, compiling a grammar, preempted, or loading from the persistent tier
   uint64_t num_preemptions = 0;
   // Main pool: used (referenced by a live sequence), cached (unreferenced, holding a reusable prefix
   // block), free; used + cached + free = total.

@@ -21,6 +21,7 @@
 #include "kvcache/block_manager.h"
 #include "kvcache/lower_tier.h"
 #include "model/causal_lm.h"
+#include "sampling/constraint_masks.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_strings.h"
 #include "tokenizer/tokenizer.h"
@@ -118,6 +119,8 @@ struct Request {
   bool first_token_seen = false;
   int live = 0;             // outputs not finished
   bool fresh = true;        // never admitted (counts against max_waiting)
+  // Its constraint until the outputs' masks are made; a grammar still compiling keeps it out of waiting_.
+  std::shared_ptr<sampling::PreparedConstraint> constraint;
   std::vector<std::unique_ptr<Sequence>> seqs;
 };
 
@@ -183,6 +186,9 @@ class EngineImpl final : public Engine {
   // Step thread.
   void StepLoop();
   bool DrainInbox(bool wait);
+  // Into waiting_ once its constraint is ready (its masks made), or into compiling_ until then; a
+  // constraint that failed to compile finishes the request with kError.
+  void QueueWhenMasksReady(Request* r);
   void CheckDeadlines(int64_t now);
   void Schedule(std::vector<PlannedChunk>* plan);
   int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
@@ -246,6 +252,7 @@ class EngineImpl final : public Engine {
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // best first
   std::set<Sequence*, SeqOrder> waiting_;
+  std::vector<RequestId> compiling_;  // requests whose grammar compiles (not scheduled yet)
   int64_t last_expire_nanos_ = 0;
   int64_t last_forward_end_ = 0;
   model::ForwardOutput forward_out_;
@@ -258,6 +265,7 @@ class EngineImpl final : public Engine {
   std::vector<RequestId> aborts_;
   std::vector<std::pair<RequestId, int>> output_stops_;  // outputs the output thread finished (stop string)
   std::vector<TierEvent> tier_events_;
+  bool constraints_compiled_ = false;  // a grammar of compiling_ finished compiling
   int64_t tier_reads_outstanding_ = 0;  // tier reads whose callback has not run yet
   std::condition_variable tier_cv_;
   std::shared_ptr<TierMailbox> tier_mailbox_ = std::make_shared<TierMailbox>();
@@ -290,6 +298,8 @@ class EngineImpl final : public Engine {
 
   std::thread step_thread_;
   std::once_flag shutdown_once_;
+  // Last, so destroyed first: its compile threads call into the inbox above until they are joined.
+  std::unique_ptr<sampling::ConstraintMasks> constraint_masks_;
 };
 
 }  // namespace deepinfer::engine

@@ -3,6 +3,7 @@
 // admission of waiting sequences (prefix-cache match, restore, replay decision), with preemption by
 // recomputation when blocks run out.
 #include <algorithm>
+#include <utility>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -21,11 +22,12 @@ bool EngineImpl::DrainInbox(bool wait) {
   std::vector<RequestId> aborts;
   std::vector<std::pair<RequestId, int>> stops;
   std::vector<TierEvent> tier;
+  bool compiled;
   bool stopping;
   {
     std::unique_lock<std::mutex> lock(inbox_mutex_);
     if (wait && new_requests_.empty() && aborts_.empty() && output_stops_.empty() && tier_events_.empty() &&
-        !stopping_) {
+        !constraints_compiled_ && !stopping_) {
       // Wake for deadlines and cache expiry too, not only for new work.
       inbox_cv_.wait_for(lock, std::chrono::milliseconds(requests_.empty() ? 1000 : 20));
     }
@@ -33,14 +35,23 @@ bool EngineImpl::DrainInbox(bool wait) {
     aborts.swap(aborts_);
     stops.swap(output_stops_);
     tier.swap(tier_events_);
+    compiled = std::exchange(constraints_compiled_, false);
     stopping = stopping_;
   }
   for (const TierEvent& e : tier) OnTierEvent(e);
+  if (compiled) {
+    std::vector<RequestId> compiling;
+    compiling.swap(compiling_);
+    for (RequestId id : compiling) {
+      auto it = requests_.find(id);
+      if (it != requests_.end()) QueueWhenMasksReady(it->second.get());  // finished (aborted, late): gone
+    }
+  }
   for (auto& r : fresh) {
-    Sequence* s = r->seqs[0].get();
-    waiting_.insert(s);
+    Request* request = r.get();
     const RequestId id = r->id;
     requests_.emplace(id, std::move(r));
+    QueueWhenMasksReady(request);
   }
   for (RequestId id : aborts) {
     auto it = requests_.find(id);
@@ -57,6 +68,28 @@ bool EngineImpl::DrainInbox(bool wait) {
     if (it->second->live == 0) requests_.erase(it);
   }
   return stopping;
+}
+
+void EngineImpl::QueueWhenMasksReady(Request* r) {
+  if (r->constraint) {
+    if (!r->constraint->ready()) {
+      compiling_.push_back(r->id);
+      return;
+    }
+    // The one place a request's masks are made.
+    auto masks = r->constraint->MakeMasks(static_cast<int>(r->seqs.size()));
+    r->constraint.reset();
+    if (!masks.ok()) {
+      FinishRequest(r, FinishReason::kError, masks.status());
+      return;
+    }
+    for (size_t i = 0; i < r->seqs.size(); ++i) {
+      Sequence* s = r->seqs[i].get();
+      s->mask = std::move((*masks)[i]);
+      s->allowed.Resize(info_.vocab_size);
+    }
+  }
+  waiting_.insert(r->seqs[0].get());
 }
 
 void EngineImpl::CheckDeadlines(int64_t now) {
@@ -231,7 +264,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
 
   std::lock_guard<std::mutex> lock(stats_mutex_);
   gauge_running_ = static_cast<int64_t>(running_.size());
-  gauge_waiting_ = static_cast<int64_t>(waiting_.size());
+  gauge_waiting_ = static_cast<int64_t>(waiting_.size() + compiling_.size());
   const kvcache::BlockAllocator& p = blocks_->prefix();
   const kvcache::BlockAllocator& w = blocks_->window_class();
   gauge_blocks_used_ = {p.num_used(), w.num_used()};

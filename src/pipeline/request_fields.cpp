@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "pipeline/json_body.h"
-#include "sampling/logits_mask.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::pipeline {
@@ -90,9 +89,7 @@ std::optional<ApiError> ApplyExtras(std::string_view body_text, const PrepareOpt
   if (it == body.end()) return std::nullopt;
   if (!it->is_string()) return Invalid("deepinfer_test_output", "deepinfer_test_output must be a string");
   std::vector<int32_t> script = options.tokenizer->EncodeWithAddedTokens(it->get_ref<const std::string&>());
-  params->logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
-    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
-  };
+  params->constraint.scripted_tokens = script;
   params->sampling.max_tokens = std::max<int64_t>(params->sampling.max_tokens, static_cast<int64_t>(script.size()) + 1);
   return std::nullopt;
 }

@@ -57,10 +57,4 @@ Status GrammarLogitsMask::Rollback(int n) {
   return Status::Ok();
 }
 
-LogitsMaskFactory GrammarMaskFactory(std::shared_ptr<const grammar::BoundGrammar> grammar, int32_t start_after_token) {
-  return [grammar, start_after_token](int) -> Result<std::unique_ptr<LogitsMask>> {
-    return std::unique_ptr<LogitsMask>(new GrammarLogitsMask(grammar, start_after_token));
-  };
-}
-
 }  // namespace deepinfer::sampling

@@ -32,7 +32,4 @@ class GrammarLogitsMask final : public LogitsMask {
   std::vector<uint8_t> kinds_;  // 0: before the start, 1: the start token, 2: constrained
 };
 
-// A factory for RequestParams::logits_mask: one GrammarLogitsMask per output.
-LogitsMaskFactory GrammarMaskFactory(std::shared_ptr<const grammar::BoundGrammar> grammar, int32_t start_after_token = -1);
-
 }  // namespace deepinfer::sampling

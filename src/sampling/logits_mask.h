@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -61,9 +60,6 @@ class LogitsMask {
     return Status::Unimplemented("this logits mask cannot roll back");
   }
 };
-
-// Makes the mask of output `sequence_index` (0..n-1) of a request; each output gets its own.
-using LogitsMaskFactory = std::function<Result<std::unique_ptr<LogitsMask>>(int sequence_index)>;
 
 // Allows exactly the scripted tokens, one after the other, then terminates: the output is the script
 // whatever the model's logits say (the server's tests use it to force real tool calls and reasoning through

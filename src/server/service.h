@@ -74,6 +74,8 @@ class Service : public HttpHandler {
   bool ready() const { return ready_.load() && !draining_.load(); }
   // The engine generation requests go to (not owned; null: they get 503). Set before serving.
   void SetEngine(engine::Engine* engine) { engine_ = engine; }
+  // What structured output compiles grammars through: the engine shares it (EngineOptions::constraint_compiler).
+  const std::shared_ptr<sampling::ConstraintCompiler>& constraint_compiler() const { return structured_.compiler(); }
   // The transport whose counters and stream latency /metrics shows (not owned).
   void SetHttpServer(const HttpServer* server) { http_ = server; }
   // More metric families for /metrics in Prometheus text (the KV store's), appended as given. Set before serving.

@@ -5,13 +5,16 @@
 #include "grammar/constraint.h"
 #include "grammar/tool_calls.h"
 #include "recipe/structured_output.h"
-#include "sampling/grammar_mask.h"
+#include "sampling/constraint_masks.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
 
-StructuredOutputs::StructuredOutputs(const tokenizer::Tokenizer* tokenizer, recipe::ModelVersion model_version)
-    : tokenizer_(tokenizer), model_version_(model_version), cache_(std::make_unique<grammar::ConstraintCache>()) {}
+StructuredOutputs::StructuredOutputs(const tokenizer::Tokenizer* tokenizer, recipe::ModelVersion model_version,
+                                     std::shared_ptr<sampling::ConstraintCompiler> compiler)
+    : tokenizer_(tokenizer),
+      model_version_(model_version),
+      compiler_(compiler ? std::move(compiler) : std::make_shared<sampling::ConstraintCompiler>(tokenizer)) {}
 
 namespace {
 
@@ -80,23 +83,6 @@ grammar::ConstraintSpec ToolCallSpec(std::string_view body, const recipe::Parsed
 
 StructuredOutputs::~StructuredOutputs() = default;
 
-Result<std::shared_ptr<const grammar::TokenIndex>> StructuredOutputs::Vocab() {
-  std::call_once(once_, [this] {
-    // Stop ids: the tokenizer's end-of-sentence token, the engine's default end of an output.
-    // `｜DSML｜` as marker 0: the tool-call grammar spells it (grammar/tool_calls.h).
-    grammar::TokenIndex::Options options;
-    options.markers = {std::string(grammar::kDsmlMarkerToken)};
-    auto vocab = grammar::TokenIndex::FromTokenizer(*tokenizer_, options);
-    if (vocab.ok()) {
-      vocab_ = *vocab;
-    } else {
-      vocab_status_ = vocab.status();
-    }
-  });
-  if (!vocab_) return vocab_status_;
-  return vocab_;
-}
-
 std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view body, const recipe::ParsedRequest& request,
                                                              engine::RequestParams* params) {
   recipe::StructuredOutput so;
@@ -131,19 +117,20 @@ std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view bo
     spec.choices = so.choices;
     spec.json.strict = so.strict;
   }
-  auto vocab = Vocab();
+  auto vocab = compiler_->Vocab();
   if (!vocab.ok()) {
     return recipe::RequestError{500, "api_error", "", "structured output is unavailable: " + vocab.status().message()};
   }
-  auto bound = cache_->Get(spec, *vocab);
+  auto bound = compiler_->Compile(spec);
   // Every compile failure is the request's: invalid, unsupported, over a size limit or too slow to compile.
   if (!bound.ok()) return recipe::RequestError{400, "invalid_request_error", so.param, so.param + ": " + bound.status().message()};
-  if (params->logits_mask) return std::nullopt;
+  if (params->constraint.scripted_tokens) return std::nullopt;
   int32_t start_after = -1;
   if (request.conversation.thinking_mode) {
     if (auto id = tokenizer_->TokenToId("</think>")) start_after = *id;
   }
-  params->logits_mask = sampling::GrammarMaskFactory(*bound, start_after);
+  params->constraint.grammar = std::move(spec);
+  params->constraint.grammar_start_after_token = start_after;
   return std::nullopt;
 }
 

@@ -1,9 +1,11 @@
 // Structured output for the chat endpoints and `deepinfer generate`: a request's constraint
-// (recipe/structured_output.h) compiled into a grammar (src/grammar) and applied as the engine's logits
-// mask (sampling::GrammarMaskFactory). Compilation runs on the caller's thread (the connection's strand,
-// never the engine's step thread) through one cache of compiled grammars shared by all requests; the
-// vocabulary index is built on the first constrained request. In thinking mode the reasoning block is
-// free and the constraint starts after `</think>`.
+// (recipe/structured_output.h) as the grammar spec the engine constrains its outputs with
+// (RequestParams::constraint). The spec is compiled here first, on the caller's thread (the connection's
+// strand, never the engine's step thread), so that an invalid one is a 400 before the request is queued;
+// the compiler (sampling/constraint_masks.h: the vocabulary index, built on the first constrained request,
+// and one cache of compiled grammars) is meant to be shared with the engine, whose compile of the same
+// spec is then a cache hit. In thinking mode the reasoning block is free and the constraint starts after
+// `</think>`.
 //
 // Strict function tools (any tool with `strict: true`; the codec lets no request mix strict and other
 // tools) constrain the DSML tool-call block (grammar/tool_calls.h): only the request's tools, each call's
@@ -12,7 +14,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 
@@ -25,21 +26,23 @@ class Tokenizer;
 namespace deepinfer::engine {
 struct RequestParams;
 }
-namespace deepinfer::grammar {
-class TokenIndex;
-class ConstraintCache;
-}  // namespace deepinfer::grammar
+namespace deepinfer::sampling {
+class ConstraintCompiler;
+}
 
 namespace deepinfer::server {
 
 class StructuredOutputs {
  public:
+  // `compiler`: the one to compile through (share the engine's); null: one of its own over `tokenizer`.
   explicit StructuredOutputs(const tokenizer::Tokenizer* tokenizer,
-                             recipe::ModelVersion model_version = recipe::ModelVersion::kV4);
+                             recipe::ModelVersion model_version = recipe::ModelVersion::kV4,
+                             std::shared_ptr<sampling::ConstraintCompiler> compiler = nullptr);
   ~StructuredOutputs();
 
-  // Sets params->logits_mask from the constraint of `request` (parsed from `body`), unless the request has
-  // none or a mask is set already (a test hook's script). Errors: 400 naming the field and the cause (an
+  // Sets params->constraint's grammar from the constraint of `request` (parsed from `body`) once it has
+  // compiled, unless the request has none or scripted tokens are set already (a test hook's script; the
+  // grammar is still checked). Errors: 400 naming the field and the cause (an
   // invalid or unsupported schema, regex or grammar, or one over the compile limits; a strict tool's
   // schema the tool-call grammar cannot take, naming the tool and the path; structured_outputs / guided_*
   // together with strict tools); 500 when the
@@ -47,15 +50,13 @@ class StructuredOutputs {
   std::optional<recipe::RequestError> Apply(std::string_view body, const recipe::ParsedRequest& request,
                                             engine::RequestParams* params);
 
- private:
-  Result<std::shared_ptr<const grammar::TokenIndex>> Vocab();
+  // What it compiles through: give it to the engine (EngineOptions::constraint_compiler).
+  const std::shared_ptr<sampling::ConstraintCompiler>& compiler() const { return compiler_; }
 
+ private:
   const tokenizer::Tokenizer* tokenizer_;
   recipe::ModelVersion model_version_;  // which DSML dialect strict tools are written in
-  std::once_flag once_;
-  std::shared_ptr<const grammar::TokenIndex> vocab_;
-  Status vocab_status_;
-  std::unique_ptr<grammar::ConstraintCache> cache_;
+  std::shared_ptr<sampling::ConstraintCompiler> compiler_;
 };
 
 }  // namespace deepinfer::server

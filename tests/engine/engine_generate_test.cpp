@@ -199,9 +199,7 @@ TEST(EngineGenerate, FinishReasons) {
   // The scripted mask forces its tokens and finishes with "stop" after the last.
   RequestParams forced = Greedy(50);
   const std::vector<int32_t> script = {7, 7, 200, 3};
-  forced.logits_mask = [script](int) -> Result<std::unique_ptr<sampling::LogitsMask>> {
-    return std::unique_ptr<sampling::LogitsMask>(new sampling::ScriptedTokensMask(script));
-  };
+  forced.constraint.scripted_tokens = script;
   r = engine->Generate(std::vector<std::vector<int32_t>>{prompt}, forced);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Ids((*r)[0].sequences[0]), script);

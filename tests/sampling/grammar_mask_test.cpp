@@ -15,9 +15,7 @@ TEST(GrammarLogitsMask, ThinkingThenConstrained) {
   grammar::ConstraintCache cache;
   auto bound = cache.Get({grammar::ConstraintSpec::Kind::kRegex, "ab", {}, {}}, *vocab);
   ASSERT_TRUE(bound.ok());
-  auto made = GrammarMaskFactory(*bound, /*start_after_token=*/2)(0);
-  ASSERT_TRUE(made.ok());
-  LogitsMask& m = **made;
+  GrammarLogitsMask m(*bound, /*start_after_token=*/2);
   TokenBitmask bits(4);
   bool all = false;
   ASSERT_TRUE(m.FillAllowed(&bits, &all).ok());

@@ -1,6 +1,6 @@
 // Strict tools end to end inside the process, with the real DeepSeek V4 / V4.1 tokenizers: a chat request is
-// parsed by the codec, StructuredOutputs (server/structured_output.h) turns its strict tools into the logits
-// mask the engine would run, and
+// parsed by the codec, StructuredOutputs (server/structured_output.h) turns its strict tools into the grammar
+// whose logits mask the engine would run, and
 //  - the DSML block deepseek-recipe's renderer writes for a historical call with valid arguments (random
 //    ones, per seed) is accepted token by token, and the end-of-sentence token is allowed right after it;
 //  - tokens sampled uniformly at random among the allowed ones (what random weights amount to) always
@@ -17,7 +17,8 @@
 #include "recipe/output_parser.h"
 #include "recipe/render.h"
 #include "recipe/request.h"
-#include "sampling/logits_mask.h"
+#include "sampling/constraint_masks.h"
+#include "sampling/grammar_mask.h"
 #include "server/structured_output.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
@@ -78,10 +79,14 @@ class StrictTools : public ::testing::TestWithParam<Setup> {
     engine::RequestParams params;
     auto error = so_->Apply(body.dump(), request, &params);
     EXPECT_FALSE(error) << error->message;
-    if (error || !params.logits_mask) return nullptr;
-    auto mask = params.logits_mask(0);
-    EXPECT_TRUE(mask.ok());
-    return mask.ok() ? std::move(*mask) : nullptr;
+    if (error || !params.constraint.grammar) return nullptr;
+    // What the engine does with the spec: compile it (a hit: Apply compiled it), one mask per output.
+    const size_t hits = so_->compiler()->hits();
+    auto bound = so_->compiler()->Compile(*params.constraint.grammar);
+    EXPECT_TRUE(bound.ok());
+    EXPECT_EQ(so_->compiler()->hits(), hits + 1);
+    if (!bound.ok()) return nullptr;
+    return std::make_unique<sampling::GrammarLogitsMask>(*bound, params.constraint.grammar_start_after_token);
   }
 
   std::vector<int32_t> Allowed(sampling::LogitsMask* mask) {
@@ -263,13 +268,13 @@ TEST_P(StrictTools, BadStrictSchemaIsA400NamingToolAndPath) {
   EXPECT_EQ(error->http_status, 400);
   EXPECT_EQ(error->param, "tools");
   EXPECT_NE(error->message.find("tool \"take_note\": parameters.properties.note"), std::string::npos) << error->message;
-  EXPECT_FALSE(params.logits_mask);
+  EXPECT_TRUE(params.constraint.empty());
   // Tools without strict constrain nothing.
   Json loose = Body(Json::array({{{"role", "user"}, {"content", "hi"}}}), "required");
   for (Json& t : loose["tools"]) t["function"].erase("strict");
   engine::RequestParams none;
   EXPECT_FALSE(so_->Apply(loose.dump(), Parse(loose), &none));
-  EXPECT_FALSE(none.logits_mask);
+  EXPECT_TRUE(none.constraint.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, StrictTools,
