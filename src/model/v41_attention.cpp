@@ -147,7 +147,7 @@ void Publish(Step& step, int64_t layer, const std::vector<Emitted>& emitted, std
     kernels::RmsNormRows(keys.data(), ihd, w.indexer->k_norm.data(), static_cast<float>(c.rms_norm_eps), m, ihd,
                          keys.data(), ihd);
   }
-  v4::ForRows(*step.threads, m, [&](int64_t e) {
+  ForRows(*step.threads, m, [&](int64_t e) {
     const ChunkRows& chunk = step.chunks[emitted[e].chunk];
     if (chunk.state_only) return;
     const int64_t index = emitted[e].index;
@@ -303,7 +303,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   ScopedPhase phase(Phase::kAttnProjections);
   std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
   std::vector<float> ckv, cgate, iq, iw;
-  std::vector<v4::LinearTask> tasks = {{x, n, d, &w.wq_a, qr.data(), ql}, {x, n, d, &w.wkv, kv.data(), hd}};
+  std::vector<LinearTask> tasks = {{x, n, d, &w.wq_a, qr.data(), ql}, {x, n, d, &w.wkv, kv.data(), hd}};
   if (w.compressor) {
     ckv.resize(static_cast<size_t>(n * hd));
     tasks.push_back({x, n, d, &w.compressor->wkv, ckv.data(), hd});
@@ -317,16 +317,16 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
     iq.resize(static_cast<size_t>(n * ih * ihd));
     tasks.push_back({x, n, d, &w.indexer->weights_proj, iw.data(), ih});
   }
-  v4::RunLinearTasks(tasks, step.linear, *step.threads);
+  RunLinearTasks(tasks, step.linear, *step.threads);
   kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
   tasks = {{qr.data(), n, ql, &w.wq_b, q.data(), h * hd}};
   if (w.indexer) tasks.push_back({qr.data(), n, ql, &w.indexer->wq_b, iq.data(), ih * ihd});
-  v4::RunLinearTasks(tasks, step.linear, *step.threads);
+  RunLinearTasks(tasks, step.linear, *step.threads);
   kernels::RmsNormRows(kv.data(), hd, w.kv_norm.data(), eps, n, hd, kv.data(), hd);
   // RoPE on the queries and the window K=V, which is stored FP8 in the window blocks and used as stored
   // (also by the chunk's own rows).
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
-  v4::ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.threads, n, [&](int64_t i) {
     const Row& row = step.rows[i];
     v4::RopeAngles(inv_freq, row.pos, cos.data() + i * half, sin.data() + i * half);
     kernels::ApplyRope(q.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
@@ -415,7 +415,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   tasks.clear();
   for (int64_t g = 0; g < groups; ++g)
     tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  v4::RunLinearTasks(tasks, step.linear, *step.threads);
+  RunLinearTasks(tasks, step.linear, *step.threads);
   kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear, step.threads);
 }
 

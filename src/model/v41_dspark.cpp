@@ -29,7 +29,7 @@ void WindowKv(const Step& step, const V41AttentionWeights& w, const float* x, in
   const int64_t d = c.hidden_size, hd = c.head_dim, rd = c.rope_dim, half = rd / 2;
   kernels::Linear(x, n, d, w.wkv, kv, hd, step.linear, step.threads);
   kernels::RmsNormRows(kv, hd, w.kv_norm.data(), static_cast<float>(c.rms_norm_eps), n, hd, kv, hd);
-  v4::ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.threads, n, [&](int64_t i) {
     float cos[256], sin[256];
     v4::RopeAngles(*step.main_inv_freq, positions[i], cos, sin);
     float* k = kv + i * hd;
@@ -58,7 +58,7 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
   std::vector<uint8_t> stored(static_cast<size_t>(n * step.layout->window_bytes));
   WindowKv(step, w, x, n, positions.data(), kv.data(), stored.data());
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
-  v4::ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.threads, n, [&](int64_t i) {
     v4::RopeAngles(*step.main_inv_freq, positions[i], cos.data() + i * half, sin.data() + i * half);
     kernels::ApplyRope(q.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                        kernels::RopeLayout::kInterleaved);
@@ -108,10 +108,10 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
   }, 1);
   const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
   std::vector<float> low(static_cast<size_t>(n * groups * lr));
-  std::vector<v4::LinearTask> tasks;
+  std::vector<LinearTask> tasks;
   for (int64_t g = 0; g < groups; ++g)
     tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  v4::RunLinearTasks(tasks, step.linear, *step.threads);
+  RunLinearTasks(tasks, step.linear, *step.threads);
   kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear, step.threads);
 }
 
@@ -146,32 +146,28 @@ void DraftBlock(Step& step) {
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> streams(static_cast<size_t>(n * hc * d));
-  v4::ForRows(*step.threads, n, [&](int64_t i) {
-    float* s = streams.data() + i * hc * d;
-    EmbeddingRow(*step.weights->embed, step.rows[i].token, d, s);
-    for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
-  });
+  EmbedIntoStreams(*step.weights->embed, step.rows, hc, d, *step.threads, streams.data());
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f), pre(pre_mix.size()), post(pre_mix.size());
   std::vector<float> comb(static_cast<size_t>(n * hc * hc)), collapsed(static_cast<size_t>(n * d)), sub(collapsed.size());
   for (int64_t i = 0; i < n; ++i) pre_mix[i * hc] = 1.0f;
   for (size_t k = 0; k < ds.layers.size(); ++k) {
     const V41BlockWeights& w = ds.layers[k];
-    HcCoefficients(c, w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-    HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+    HcCoefficients(HcShape::Of(c), w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
+    HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
     kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
     DraftAttention(step, static_cast<int64_t>(k), collapsed.data(), sub.data());
-    HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
+    HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
     std::swap(pre_mix, pre);
-    HcCoefficients(c, w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-    HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+    HcCoefficients(HcShape::Of(c), w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
+    HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
     kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
     // Draft layers are named after the backbone in the probe (layer num_layers + k).
     MoeBlock(step, w.moe, c.dspark.num_experts_per_tok, c.num_layers + static_cast<int64_t>(k), collapsed.data(),
              sub.data());
-    HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
+    HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
     std::swap(pre_mix, pre);
   }
-  HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+  HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
   kernels::RmsNormRows(collapsed.data(), d, ds.norm.data(), eps, n, d, collapsed.data(), d);
   for (const ChunkRows& chunk : step.chunks)
     chunk.state->draft_hidden.assign(collapsed.begin() + chunk.first_row * d,

@@ -10,6 +10,7 @@
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
 #include "kernels/number_formats.h"
+#include "model/common/seeded_writer.h"
 #include "model/seeded_checkpoint.h"
 #include "model/v41_config.h"
 #include "model/v41_engram.h"
@@ -19,115 +20,48 @@ namespace {
 
 using nlohmann::ordered_json;
 
-using seeded_checkpoint::RandomValues;
+// The released formats: FP8 in 32×32 blocks, packed FP4 experts, FP8 Engram tables with a scale per 32
+// values, BF16 norms, and BF16 where a dimension is not a multiple of 32.
+SeededFormat FormatOf(V41InitFormat format) {
+  SeededFormat f;
+  f.precision = format == V41InitFormat::kBF16 ? SeededFormat::Precision::kBF16 : SeededFormat::Precision::kQuantized;
+  f.fp8_block = 32;
+  f.fp8_whole_blocks = true;
+  f.norms_bf16 = true;
+  return f;
+}
 
-enum class Kind { kDense, kExpert, kKeepBf16 };
-
-// Which released format holds each V4.1 tensor: FP8 in 32×32 blocks, packed FP4 experts, FP8 Engram tables
-// with a scale per 32 values, or BF16 where a dimension is not a multiple of 32.
-class ShardWriter {
- public:
-  ShardWriter(uint64_t seed, V41InitFormat format) : seed_(seed), format_(format) {}
-
-  void Matrix(const std::string& prefix, int64_t out, int64_t in, Kind kind, float gain = 1.0f) {
-    std::vector<float> w = RandomValues(seed_, prefix, out * in, 0.0f, gain / std::sqrt(static_cast<float>(in)));
-    if (format_ == V41InitFormat::kBF16 || kind == Kind::kKeepBf16 || (kind == Kind::kDense && (out % 32 || in % 32)) ||
-        (kind == Kind::kExpert && in % 32)) {
-      shard_.Bf16(prefix + ".weight", {out, in}, w);
-    } else if (kind == Kind::kExpert) {
-      shard_.Fp4(prefix, w, out, in);
-    } else {
-      shard_.Fp8(prefix, w, out, in, 32, 32);
-    }
-  }
-
-  // An Engram table: rows of dim, FP8 with an E8M0 scale per 32 values (or BF16).
-  void Table(const std::string& prefix, int64_t rows, int64_t dim) {
-    std::vector<float> w = RandomValues(seed_, prefix, rows * dim, 0.0f, 1.0f);
-    if (format_ == V41InitFormat::kBF16 || dim % 32) {
-      shard_.Bf16(prefix + ".weight", {rows, dim}, w);
-      return;
-    }
-    shard_.Fp8(prefix, w, rows, dim, 1, 32);
-  }
-
-  void Floats(const std::string& name, std::vector<int64_t> shape, float mean, float std, bool bf16 = false) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::vector<float> v = RandomValues(seed_, name, n, mean, std);
-    if (bf16) {
-      shard_.Bf16(name, std::move(shape), v);
-    } else {
-      shard_.F32(name, std::move(shape), v);
-    }
-  }
-
-  Status Write(const std::string& path, std::map<std::string, std::string>* weight_map, const std::string& file,
-               uint64_t* total_bytes) {
-    return shard_.Write(path, weight_map, file, total_bytes);
-  }
-
- private:
-  uint64_t seed_;
-  V41InitFormat format_;
-  seeded_checkpoint::Shard shard_;
-};
-
-void AddBlock(ShardWriter& w, const V41Config& c, const std::string& p, const V41LayerPlan& plan, int64_t experts) {
-  const int64_t d = c.hidden_size, h = c.num_heads, hd = c.head_dim, hc = c.hc_mult;
+void AddBlock(SeededShardWriter& w, const V41Config& c, const std::string& p, const V41LayerPlan& plan, int64_t experts) {
+  const int64_t d = c.hidden_size, hd = c.head_dim, hc = c.hc_mult;
+  const BlockShape shape = BlockShape::Of(c);
   const std::string a = p + "attn.";
-  w.Matrix(a + "wq_a", c.q_lora_rank, d, Kind::kDense);
-  w.Floats(a + "q_norm.weight", {c.q_lora_rank}, 1.0f, 0.1f, true);
-  w.Matrix(a + "wq_b", h * hd, c.q_lora_rank, Kind::kDense);
-  w.Matrix(a + "wkv", hd, d, Kind::kDense);
-  w.Floats(a + "kv_norm.weight", {hd}, 1.0f, 0.1f, true);
-  // Each group's rows of wo_a are a matrix of their own: FP8 needs them on whole 32-row blocks.
-  w.Matrix(a + "wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups,
-           c.o_lora_rank % 32 == 0 ? Kind::kDense : Kind::kKeepBf16);
-  w.Matrix(a + "wo_b", d, c.o_groups * c.o_lora_rank, Kind::kDense);
-  w.Floats(a + "attn_sink", {h}, 0.0f, 1.0f);
+  WriteAttentionProjections(w, shape, p);
   if (plan.kv_source) {
-    w.Matrix(a + "compressor.wkv", hd, d, Kind::kKeepBf16);
-    if (plan.ratio > 1) w.Matrix(a + "compressor.wgate", hd, d, Kind::kKeepBf16, 2.0f);
-    w.Floats(a + "compressor.norm.weight", {hd}, 1.0f, 0.1f, true);
+    w.Matrix(a + "compressor.wkv", hd, d, MatrixKind::kKeepBf16);
+    if (plan.ratio > 1) w.Matrix(a + "compressor.wgate", hd, d, MatrixKind::kKeepBf16, 2.0f);
+    w.Norm(a + "compressor.norm.weight", hd);
   }
   if (plan.index_source) {
     const std::string ip = a + "indexer.";
-    w.Matrix(ip + "wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, Kind::kDense);
-    w.Matrix(ip + "weights_proj", c.index_n_heads, d, Kind::kKeepBf16);
+    w.Matrix(ip + "wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, MatrixKind::kDense);
+    w.Matrix(ip + "weights_proj", c.index_n_heads, d, MatrixKind::kKeepBf16);
     if (plan.kv_source) {
-      w.Matrix(ip + "wk", c.index_head_dim, hd, Kind::kKeepBf16);
-      w.Floats(ip + "k_norm.weight", {c.index_head_dim}, 1.0f, 0.1f, true);
+      w.Matrix(ip + "wk", c.index_head_dim, hd, MatrixKind::kKeepBf16);
+      w.Norm(ip + "k_norm.weight", c.index_head_dim);
     }
   }
-  w.Floats(p + "attn_norm.weight", {d}, 1.0f, 0.1f, true);
-  w.Floats(p + "ffn_norm.weight", {d}, 1.0f, 0.1f, true);
-  const int64_t mix = (2 + hc) * hc;
-  for (const char* site : {"attn", "ffn"}) {
-    const std::string s = p + "hc_" + site;
-    w.Floats(s + "_fn", {mix, hc * d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(hc * d)));
-    w.Floats(s + "_base", {mix}, 0.0f, 0.5f);
-    w.Floats(s + "_scale", {3}, 1.0f, 0.25f);
-  }
+  WriteBlockSites(w, shape, p);
   const std::string f = p + "ffn.";
-  const int64_t e = experts, inter = c.moe_intermediate_size;
-  w.Matrix(f + "gate", e, d, Kind::kKeepBf16, 2.0f);
+  const int64_t e = experts;
+  w.Matrix(f + "gate", e, d, MatrixKind::kKeepBf16, 2.0f);
   w.Floats(f + "gate.bias", {e}, 0.0f, 0.3f);
   w.Floats(f + "gate.bias_vl", {e}, 0.0f, 0.3f);
-  for (int64_t i = 0; i < e; ++i) {
-    const std::string ep = f + "experts." + std::to_string(i) + ".";
-    w.Matrix(ep + "w1", inter, d, Kind::kExpert, 2.0f);
-    w.Matrix(ep + "w2", d, inter, Kind::kExpert);
-    w.Matrix(ep + "w3", inter, d, Kind::kExpert, 2.0f);
-  }
-  w.Matrix(f + "shared_experts.w1", inter, d, Kind::kDense, 2.0f);
-  w.Matrix(f + "shared_experts.w2", d, inter, Kind::kDense);
-  w.Matrix(f + "shared_experts.w3", inter, d, Kind::kDense, 2.0f);
+  WriteExperts(w, shape, p, e);
   if (plan.engram >= 0) {
     const V41EngramConfig& g = c.engram;
     const std::string gp = p + "engram.";
-    w.Table(gp + "embed", g.num_embeddings[plan.engram], g.head_dim);
-    w.Matrix(gp + "wkv", (hc + 1) * d, g.num_columns() * g.head_dim, Kind::kDense);
+    w.RowTable(gp + "embed", g.num_embeddings[plan.engram], g.head_dim);
+    w.Matrix(gp + "wkv", (hc + 1) * d, g.num_columns() * g.head_dim, MatrixKind::kDense);
     w.Floats(gp + "q_weight", {hc, d}, 1.0f, 0.2f, true);
     w.Floats(gp + "k_weight", {hc, d}, 1.0f, 0.2f, true);
   }
@@ -243,59 +177,35 @@ Status WriteRandomV41Checkpoint(const ordered_json& config_json, const std::stri
     if (EngramTableRows(c.engram)[i] != c.engram.num_embeddings[i])
       return Status::InvalidArgument("engram_num_embeddings does not match the prime layout of engram_vocab_size");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IoError(dir + ": cannot create directory: " + ec.message());
   ordered_json written = config_json;
   if (format == V41InitFormat::kQuantized) {
     written["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                                       {"scale_fmt", "ue8m0"}, {"weight_block_size", {32, 32}}, {"expert_dtype", "fp4"}};
   }
-  {
-    std::ofstream out(dir + "/config.json", std::ios::trunc);
-    out << written.dump(1) << "\n";
-    if (!out) return Status::IoError(dir + "/config.json: write failed");
-  }
   const int64_t dspark_layers = c.dspark.num_layers;
   const int64_t shards = 1 + c.num_layers + (dspark_layers > 0 ? 1 : 0);
-  std::map<std::string, std::string> weight_map;
-  uint64_t total_bytes = 0;
-  auto shard_name = [&](int64_t i) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "model-%05lld-of-%05lld.safetensors", static_cast<long long>(i + 1),
-                  static_cast<long long>(shards));
-    return std::string(buf);
-  };
   const int64_t d = c.hidden_size;
-  for (int64_t s = 0; s < shards; ++s) {
-    ShardWriter w(seed, format);
+  auto fill = [&](int64_t s, SeededShardWriter& w) {
     if (s == 0) {
-      w.Matrix("embed", c.vocab_size, d, Kind::kKeepBf16, std::sqrt(static_cast<float>(d)));
-      w.Matrix("head", c.vocab_size, d, Kind::kKeepBf16, 3.0f);
-      w.Floats("norm.weight", {d}, 1.0f, 0.1f, true);
+      w.Matrix("embed", c.vocab_size, d, MatrixKind::kKeepBf16, std::sqrt(static_cast<float>(d)));
+      w.Matrix("head", c.vocab_size, d, MatrixKind::kKeepBf16, 3.0f);
+      w.Norm("norm.weight", d);
     } else if (s <= c.num_layers) {
       AddBlock(w, c, "layers." + std::to_string(s - 1) + ".", c.layers[s - 1], c.n_routed_experts);
     } else {
       // DSpark draft layers (window-only blocks), the context projection, the Markov and confidence heads.
       const int64_t targets = static_cast<int64_t>(c.dspark.target_layer_ids.size()), r = c.dspark.markov_rank;
-      w.Matrix("mtp.main_proj", d, targets * d, Kind::kDense);
-      w.Floats("mtp.main_norm.weight", {d}, 1.0f, 0.1f, true);
+      w.Matrix("mtp.main_proj", d, targets * d, MatrixKind::kDense);
+      w.Norm("mtp.main_norm.weight", d);
       for (int64_t k = 0; k < dspark_layers; ++k)
         AddBlock(w, c, "mtp.layers." + std::to_string(k) + ".", V41LayerPlan{}, c.dspark.n_routed_experts);
-      w.Floats("mtp.norm.weight", {d}, 1.0f, 0.1f, true);
-      w.Matrix("mtp.markov_head.embed", c.vocab_size, r, Kind::kKeepBf16, std::sqrt(static_cast<float>(r)));
-      w.Matrix("mtp.markov_head.head", c.vocab_size, r, Kind::kKeepBf16);
+      w.Norm("mtp.norm.weight", d);
+      w.Matrix("mtp.markov_head.embed", c.vocab_size, r, MatrixKind::kKeepBf16, std::sqrt(static_cast<float>(r)));
+      w.Matrix("mtp.markov_head.head", c.vocab_size, r, MatrixKind::kKeepBf16);
       w.Floats("mtp.confidence_head.weight", {1, d + r}, 0.0f, 1.0f / std::sqrt(static_cast<float>(d + r)));
     }
-    DI_RETURN_IF_ERROR(w.Write(dir + "/" + shard_name(s), &weight_map, shard_name(s), &total_bytes));
-    if (progress) progress(s + 1, shards);
-  }
-  ordered_json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", ordered_json::object()}};
-  for (const auto& [name, file] : weight_map) index["weight_map"][name] = file;
-  std::ofstream out(dir + "/model.safetensors.index.json", std::ios::trunc);
-  out << index.dump(2) << "\n";
-  if (!out) return Status::IoError(dir + "/model.safetensors.index.json: write failed");
-  return Status::Ok();
+  };
+  return WriteSeededCheckpoint(written, 1, dir, seed, FormatOf(format), shards, fill, progress);
 }
 
 }  // namespace deepinfer::model

@@ -8,6 +8,9 @@
 #include "kernels/kv_quant.h"
 #include "kernels/linear.h"
 #include "model/causal_lm.h"
+#include "model/common/forward_batch.h"
+#include "model/common/hyper_connection.h"
+#include "model/common/row_parallel.h"
 #include "model/v41_config.h"
 #include "model/v41_engram.h"
 #include "model/v41_probe.h"
@@ -37,19 +40,7 @@ struct V41CacheLayout {
 
 namespace v41 {
 
-struct Row {
-  int32_t token = 0;
-  int64_t pos = 0;
-  int32_t chunk = 0;
-};
-
-struct ChunkRows {
-  V41SequenceState* state = nullptr;
-  int64_t first_row = 0;
-  int64_t num_rows = 0;
-  int64_t start_pos = 0;
-  bool state_only = false;
-};
+using ChunkRows = model::ChunkRows<V41SequenceState>;
 
 // The selection an index source published for the following layers of its group ("Reuse"): per row, the
 // chosen latent indices in increasing order; and per chunk, the chosen latents decoded to fp32 once.
@@ -86,16 +77,6 @@ uint8_t* LatentEntry(const Step& step, const ChunkRows& chunk, int64_t source, i
 uint8_t* KeyEntry(const Step& step, const ChunkRows& chunk, int64_t source, int64_t index);
 uint8_t* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t layer, int64_t pos);
 int32_t* EngramIdSlot(const Step& step, const ChunkRows& chunk, int64_t pos);
-
-// mHC coefficients of one site from the streams [n, hc, d]: pre [n, hc], post [n, hc], comb [n, hc, hc].
-void HcCoefficients(const V41Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                    float* pre, float* post, float* comb, ThreadPool& pool);
-// collapsed[n, d] = Σ_i pre[i] · streams[i].
-void HcCollapse(const V41Config& c, const float* pre, const float* streams, int64_t n, float* collapsed,
-                ThreadPool& pool);
-// streams ← post ⊗ out + combᵀ · streams.
-void HcExpand(const V41Config& c, const float* post, const float* comb, const float* out, int64_t n, float* streams,
-              ThreadPool& pool);
 
 // The compressed id of the token at `pos` for a row of `chunk` (pos ≤ the row's position).
 int64_t EngramSlot(const Step& step, const ChunkRows& chunk, int64_t pos);

@@ -11,6 +11,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kv_quant.h"
 #include "kernels/linear.h"
+#include "model/common/checkpoint_io.h"
 #include "model/step_profile.h"
 #include "model/v41_dspark.h"
 #include "model/v4_internal.h"
@@ -18,48 +19,9 @@
 namespace deepinfer::model {
 namespace {
 
-volatile uint8_t g_prefault_sink = 0;
-
+// The Engram tables (about 98 GB each in the release, of which a decode step reads a few rows) are left
+// out of the prefault: faulting them in whole would read the disk for minutes.
 bool IsEngramTable(const TensorInfo& t) { return t.name.find(".engram.embed.") != std::string::npos; }
-
-// Reads one byte of every page of every tensor except the Engram tables (about 98 GB each in the release,
-// of which a decode step reads a few rows: faulting them in whole would read the disk for minutes).
-void Prefault(const Checkpoint& checkpoint, const std::function<void(int64_t, int64_t)>& progress) {
-  int64_t total = 0;
-  for (const TensorInfo* t : checkpoint.tensors())
-    if (!IsEngramTable(*t)) total += static_cast<int64_t>(t->nbytes());
-  int64_t done = 0;
-  uint8_t sink = 0;
-  for (const TensorInfo* t : checkpoint.tensors()) {
-    if (IsEngramTable(*t)) continue;
-    const volatile uint8_t* p = t->data;
-    for (uint64_t at = 0; at < t->nbytes(); at += 4096) sink ^= p[at];
-    done += static_cast<int64_t>(t->nbytes());
-    if (progress) progress(std::min(done, total), total);
-  }
-  if (progress) progress(total, total);
-  g_prefault_sink = g_prefault_sink + sink;
-}
-
-// XXH3-128 over config.json, each tensor's name, dtype, shape and size, and a few sampled bytes of each
-// (its first, middle and last 64), as V4's: header-identical checkpoints with other weights differ.
-Result<Hash128> WeightsFingerprint(const std::string& dir, const Checkpoint& checkpoint) {
-  DI_ASSIGN_OR_RETURN(std::string config, ReadFileToString(dir + "/config.json"));
-  Hasher128 h;
-  h.UpdateInt(config.size()).Update(config);
-  for (const TensorInfo* t : checkpoint.tensors()) {
-    h.UpdateInt(t->name.size()).Update(t->name).UpdateInt(static_cast<uint64_t>(t->dtype));
-    h.UpdateInt(t->shape.size());
-    for (int64_t dim : t->shape) h.UpdateInt(static_cast<uint64_t>(dim));
-    const uint64_t bytes = t->nbytes();
-    h.UpdateInt(bytes);
-    const uint64_t sample = std::min<uint64_t>(64, bytes);
-    h.Update(t->data, sample);
-    h.Update(t->data + bytes / 2 - std::min(bytes / 2, sample / 2), sample);
-    h.Update(t->data + bytes - sample, sample);
-  }
-  return h.Digest();
-}
 
 CacheElement ElementOf(kernels::KvQuant q, int64_t n) {
   switch (kernels::EffectiveKvQuant(q, n)) {
@@ -96,7 +58,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
     DI_ASSIGN_OR_RETURN(V41EngramHashing hashing, V41EngramHashing::Create(c.engram, std::move(map), classes));
     model->hashing_ = std::make_unique<V41EngramHashing>(std::move(hashing));
   }
-  if (options.prefault) Prefault(model->checkpoint_, options.progress);
+  if (options.prefault) Prefault(model->checkpoint_, IsEngramTable, options.progress);
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   ModelInfo& info = model->info_;
   info.architecture = "DeepseekV41ForCausalLM";
@@ -278,12 +240,7 @@ Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from,
 
 Status V41Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) {
   const V41Config& c = config_;
-  out->vocab_size = c.vocab_size;
-  out->hidden_width = info_.hidden_width;
-  out->logits.clear();
-  out->hidden.clear();
-  out->first_row.clear();
-  out->num_rows.clear();
+  ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (!weights_->dspark) return Status::FailedPrecondition("DeepSeek-V4.1: the model was loaded without drafting");
   std::unordered_set<const SequenceState*> seen;
   for (size_t ci = 0; ci < batch.size(); ++ci) {
@@ -378,7 +335,7 @@ Result<StepCost> V41Model::EstimateStepCost(std::span<const ChunkShape> chunks) 
       dense += mat(a.indexer->wq_b) + mat(a.indexer->weights_proj);
       dense_bytes += bytes(a.indexer->wq_b) + bytes(a.indexer->weights_proj);
     }
-    const V4ExpertWeights& e = b.moe.experts[0];
+    const ExpertWeights& e = b.moe.experts[0];
     const double expert = mat(e.w1) + mat(e.w2) + mat(e.w3), expert_bytes = bytes(e.w1) + bytes(e.w2) + bytes(e.w3);
     const double k = static_cast<double>(c.num_experts_per_tok), ne = static_cast<double>(c.n_routed_experts);
     cost.flops += 2.0 * rows * (dense + k * expert);
@@ -419,25 +376,8 @@ Status V41Model::ForwardProbed(std::span<const SequenceChunk> batch, KvPools& po
 Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out, V41Trace* trace,
                      V41Probe* probe) {
   const V41Config& c = config_;
-  // Cleared, not replaced: the buffers keep their capacity.
-  out->vocab_size = c.vocab_size;
-  out->hidden_width = info_.hidden_width;
-  out->logits.clear();
-  out->hidden.clear();
-  out->first_row.clear();
-  out->num_rows.clear();
+  ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (batch.empty()) return Status::Ok();
-  // Validate everything before any state changes.
-  if (pools.num_groups() != spec_.groups.size())
-    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
-                                   std::to_string(spec_.groups.size()));
-  for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
-      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
-                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
-                                     std::to_string(spec_.groups[g].bytes_per_block));
-  }
-  std::unordered_set<const SequenceState*> seen;
   v41::Step step;
   step.config = &c;
   step.layout = &layout_;
@@ -451,61 +391,15 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
   if (precision_ == ComputePrecision::kBf16Activations)
     step.linear.precision = kernels::LinearPrecision::kBf16Activations;
   bool want_hidden = false;
-  for (size_t ci = 0; ci < batch.size(); ++ci) {
-    const SequenceChunk& chunk = batch[ci];
-    const std::string where = "batch chunk " + std::to_string(ci);
-    if (chunk.state == nullptr || chunk.state->owner() != this)
-      return Status::InvalidArgument(where + ": not a sequence state of this model");
-    auto* state = static_cast<V41SequenceState*>(chunk.state);
-    if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
-    if (chunk.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
-    for (int32_t t : chunk.tokens) {
-      if (t < 0 || t >= c.vocab_size)
-        return Status::OutOfRange(where + ": token id " + std::to_string(t) + " outside the vocabulary");
-    }
-    const int64_t start = state->num_tokens(), len = static_cast<int64_t>(chunk.tokens.size());
-    if (start + len > c.max_position_embeddings)
-      return Status::OutOfRange(where + ": positions up to " + std::to_string(start + len) +
-                                " exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
-    if (chunk.logits == LogitsWanted::kRows) {
-      for (size_t i = 0; i < chunk.rows.size(); ++i) {
-        if (chunk.rows[i] < 0 || chunk.rows[i] >= len || (i > 0 && chunk.rows[i] <= chunk.rows[i - 1]))
-          return Status::InvalidArgument(where + ": logit rows must be increasing rows of the chunk (0.." +
-                                         std::to_string(len - 1) + ")");
-      }
-    }
-    want_hidden = want_hidden || chunk.want_hidden;
-    for (size_t g = 0; g < spec_.groups.size(); ++g) {
-      const BlockSpan need = BlocksNeeded(spec_.groups[g], start, start + len);
-      const std::vector<int32_t>& table = state->block_table(g);
-      if (static_cast<int64_t>(table.size()) < need.end)
-        return Status::InvalidArgument(where + ": the block table of group '" + spec_.groups[g].name + "' covers " +
-                                       std::to_string(table.size()) + " blocks; positions up to " +
-                                       std::to_string(start + len) + " need " + std::to_string(need.end));
-      // Window blocks before the window floor are never read.
-      int64_t first = need.first;
-      if (spec_.groups[g].retention == CacheRetention::kWindow)
-        first = std::max(first, std::min(need.end, state->window_floor / kBlockTokens));
-      for (int64_t b = first; b < need.end; ++b) {
-        if (!pools.group(g).contains(table[b]))
-          return Status::OutOfRange(where + ": block id " + std::to_string(table[b]) + " (group '" +
-                                    spec_.groups[g].name + "', block " + std::to_string(b) + ") is not in the pool");
-      }
-    }
-    step.chunks.push_back({state, step.num_rows(), len, start, chunk.state_only});
-    for (int64_t i = 0; i < len; ++i) step.rows.push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
-  }
+  DI_RETURN_IF_ERROR(LayOutBatch(batch, BatchRules{this, c.vocab_size, c.max_position_embeddings, true}, spec_, pools,
+                                 &step.rows, &step.chunks, &want_hidden));
 
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, v = c.vocab_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> streams(static_cast<size_t>(n * hc * d));
   {
     ScopedPhase phase(Phase::kEmbed);
-    v4::ForRows(*step.threads, n, [&](int64_t i) {
-      float* s = streams.data() + i * hc * d;
-      EmbeddingRow(*weights_->embed, step.rows[i].token, d, s);
-      for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
-    });
+    EmbedIntoStreams(*weights_->embed, step.rows, hc, d, *step.threads, streams.data());
   }
   // Single-pass mHC: `pre_mix` is the previous site's pre (one-hot on stream 0 before the first layer).
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f), pre(pre_mix.size()), post(pre_mix.size());
@@ -526,7 +420,7 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
     if (weights_->dspark) {
       for (int64_t t = 0; t < targets; ++t) {
         if (c.dspark.target_layer_ids[t] != l) continue;
-        v4::ForRows(*step.threads, n, [&](int64_t i) {
+        ForRows(*step.threads, n, [&](int64_t i) {
           float* dst = target_inputs.data() + (i * targets + t) * d;
           const float* x = streams.data() + i * hc * d;
           for (int64_t e = 0; e < d; ++e) {
@@ -539,51 +433,34 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
     }
     {
       ScopedPhase phase(Phase::kHcPre);
-      v41::HcCoefficients(c, w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+      HcCoefficients(HcShape::Of(c), w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
+      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
       record(trace ? &trace->attn_in : nullptr);
       kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
     }
     v41::Attention(step, l, collapsed.data(), sub.data());
     {
       ScopedPhase phase(Phase::kHcPost);
-      v41::HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
+      HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
     }
     std::swap(pre_mix, pre);  // the attention site's pre collapses the FFN's input
     {
       ScopedPhase phase(Phase::kHcPre);
-      v41::HcCoefficients(c, w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+      HcCoefficients(HcShape::Of(c), w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
+      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
       record(trace ? &trace->ffn_in : nullptr);
       kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
     }
     v41::Moe(step, l, collapsed.data(), sub.data());
     {
       ScopedPhase phase(Phase::kHcPost);
-      v41::HcExpand(c, post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
+      HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
     }
     std::swap(pre_mix, pre);  // the FFN site's pre goes to the next layer
   }
 
   // Logits (and hidden states) for the rows asked for: the last pre collapses the streams, then norm, head.
-  out->first_row.assign(batch.size(), 0);
-  out->num_rows.assign(batch.size(), 0);
-  std::vector<int64_t> wanted;
-  for (size_t ci = 0; ci < batch.size(); ++ci) {
-    const v41::ChunkRows& chunk = step.chunks[ci];
-    out->first_row[ci] = static_cast<int64_t>(wanted.size());
-    switch (batch[ci].logits) {
-      case LogitsWanted::kNone: break;
-      case LogitsWanted::kLast: wanted.push_back(chunk.first_row + chunk.num_rows - 1); break;
-      case LogitsWanted::kAll:
-        for (int64_t i = 0; i < chunk.num_rows; ++i) wanted.push_back(chunk.first_row + i);
-        break;
-      case LogitsWanted::kRows:
-        for (int32_t i : batch[ci].rows) wanted.push_back(chunk.first_row + i);
-        break;
-    }
-    out->num_rows[ci] = static_cast<int64_t>(wanted.size()) - out->first_row[ci];
-  }
+  const std::vector<int64_t> wanted = PickLogitRows(batch, step.chunks, out);
   {
     ScopedPhase phase(Phase::kHead);
     const int64_t m = static_cast<int64_t>(wanted.size());
@@ -594,10 +471,10 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
       std::copy(pre_mix.data() + wanted[r] * hc, pre_mix.data() + (wanted[r] + 1) * hc, picked_pre.data() + r * hc);
     }
     std::vector<float> y(static_cast<size_t>(m * d));
-    v41::HcCollapse(c, picked_pre.data(), picked.data(), m, y.data(), *step.threads);
+    HcCollapse(HcShape::Of(c), picked_pre.data(), picked.data(), m, y.data(), *step.threads);
     if (trace) {
       trace->final_norm_in.resize(static_cast<size_t>(n * d));
-      v41::HcCollapse(c, pre_mix.data(), streams.data(), n, trace->final_norm_in.data(), *step.threads);
+      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, trace->final_norm_in.data(), *step.threads);
     }
     kernels::RmsNormRows(y.data(), d, weights_->norm.data(), eps, m, d, y.data(), d);
     out->logits.resize(static_cast<size_t>(m * v));

@@ -33,20 +33,14 @@ struct V41IndexerWeights {
   std::vector<float> k_norm;  // [index_head_dim], KV sources only
 };
 
-struct V41AttentionWeights {
-  WeightView wq_a, wq_b, wkv, wo_b;
-  std::vector<WeightView> wo_a_groups;  // one [o_lora_rank, heads·head_dim / o_groups] view per group
-  std::vector<float> q_norm, kv_norm, sink;
+struct V41AttentionWeights : AttentionProjections {
   std::unique_ptr<V41CompressorWeights> compressor;  // KV sources
   std::unique_ptr<V41IndexerWeights> indexer;        // index sources
 };
 
-struct V41MoeWeights {
-  WeightView gate;               // [experts, hidden]
+struct V41MoeWeights : ExpertSetWeights {
   std::vector<float> bias;       // selection bias [experts]
   std::vector<float> bias_vl;    // selection bias of image-span tokens (unused by the text model)
-  std::vector<V4ExpertWeights> experts;
-  V4ExpertWeights shared;
 };
 
 // An Engram hash table: rows of head_dim values, F32/BF16, or FP8 E4M3 with one UE8M0 scale per 32.
@@ -66,9 +60,7 @@ struct V41EngramWeights {
   std::vector<float> weight;   // [hc, hidden]: q_weight · k_weight (only ever used as the product)
 };
 
-struct V41BlockWeights {
-  std::vector<float> attn_norm, ffn_norm;
-  V4HyperConnectionWeights attn_hc, ffn_hc;
+struct V41BlockWeights : BlockSiteWeights {
   V41AttentionWeights attention;
   V41MoeWeights moe;
   std::unique_ptr<V41EngramWeights> engram;

@@ -59,7 +59,7 @@ void V4Model::ComputeCostFigures() {
     }
     f.dense_bytes += Bytes(b.moe.gate) + Bytes(b.moe.shared.w1) + Bytes(b.moe.shared.w2) + Bytes(b.moe.shared.w3);
     f.dense_bytes += static_cast<double>(b.attn_hc.fn.size() + b.ffn_hc.fn.size()) * 4;
-    const V4ExpertWeights& e = b.moe.experts[0];
+    const ExpertWeights& e = b.moe.experts[0];
     f.expert_bytes += Bytes(e.w1) + Bytes(e.w2) + Bytes(e.w3);
     f.token_macs += (c.num_experts_per_tok + 1) * (Macs(e.w1) + Macs(e.w2) + Macs(e.w3));
     f.token_macs += Macs(b.attn_hc.fn_view) + Macs(b.ffn_hc.fn_view);

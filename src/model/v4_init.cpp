@@ -10,6 +10,7 @@
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
 #include "kernels/number_formats.h"
+#include "model/common/seeded_writer.h"
 #include "model/seeded_checkpoint.h"
 #include "model/v4_config.h"
 
@@ -19,72 +20,32 @@ namespace {
 using nlohmann::ordered_json;
 
 using seeded_checkpoint::HashName;
-using seeded_checkpoint::RandomValues;
 using seeded_checkpoint::SplitMix;
 
-enum class MatrixKind { kDense, kExpert, kKeepBf16 };
+// The released formats: FP8 in 128×128 blocks, MXFP4 experts, BF16 embeddings, heads, routers and
+// compressors, F32 norms.
+SeededFormat FormatOf(V4InitFormat format) {
+  SeededFormat f;
+  f.precision = format == V4InitFormat::kF32    ? SeededFormat::Precision::kF32
+                : format == V4InitFormat::kBF16 ? SeededFormat::Precision::kBF16
+                                                : SeededFormat::Precision::kQuantized;
+  f.fp8_block = 128;
+  return f;
+}
 
-// Which released format holds each V4 tensor: FP8 in 128×128 blocks, MXFP4 experts, BF16 or F32.
-class ShardWriter {
- public:
-  ShardWriter(uint64_t seed, V4InitFormat format) : seed_(seed), format_(format) {}
-
-  void Matrix(const std::string& prefix, int64_t out, int64_t in, MatrixKind kind, float gain = 1.0f) {
-    std::vector<float> w = RandomValues(seed_, prefix, out * in, 0.0f, gain / std::sqrt(static_cast<float>(in)));
-    const std::string name = prefix + ".weight";
-    if (format_ == V4InitFormat::kF32) {
-      shard_.F32(name, {out, in}, w);
-    } else if (format_ == V4InitFormat::kBF16 || kind == MatrixKind::kKeepBf16) {
-      shard_.Bf16(name, {out, in}, w);
-    } else if (kind == MatrixKind::kExpert) {
-      shard_.Fp4(prefix, w, out, in);
-    } else {
-      shard_.Fp8(prefix, w, out, in, 128, 128);
-    }
-  }
-
-  void Floats(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    shard_.F32(name, std::move(shape), RandomValues(seed_, name, n, mean, std));
-  }
-
-  void Ints(const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& values) {
-    shard_.I32(name, std::move(shape), values);
-  }
-
-  Status Write(const std::string& path, std::map<std::string, std::string>* weight_map, const std::string& file,
-               uint64_t* total_bytes) {
-    return shard_.Write(path, weight_map, file, total_bytes);
-  }
-
- private:
-  uint64_t seed_;
-  V4InitFormat format_;
-  seeded_checkpoint::Shard shard_;
-};
-
-void AddBlock(ShardWriter& w, const V4Config& c, const std::string& p, V4AttentionType type, int64_t ratio,
+void AddBlock(SeededShardWriter& w, const V4Config& c, const std::string& p, V4AttentionType type, int64_t ratio,
               V4RouterType router, uint64_t seed) {
-  const int64_t d = c.hidden_size, h = c.num_heads, hd = c.head_dim, hc = c.hc_mult;
+  const int64_t d = c.hidden_size, hd = c.head_dim;
+  const BlockShape shape = BlockShape::Of(c);
   const std::string a = p + "attn.";
-  w.Matrix(a + "wq_a", c.q_lora_rank, d, MatrixKind::kDense);
-  w.Floats(a + "q_norm.weight", {c.q_lora_rank}, 1.0f, 0.1f);
-  w.Matrix(a + "wq_b", h * hd, c.q_lora_rank, MatrixKind::kDense);
-  w.Matrix(a + "wkv", hd, d, MatrixKind::kDense);
-  w.Floats(a + "kv_norm.weight", {hd}, 1.0f, 0.1f);
-  // Each group's rows of wo_a are a matrix of their own, so FP8 needs groups aligned to its 128-row blocks.
-  w.Matrix(a + "wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups,
-           c.o_lora_rank % 128 == 0 ? MatrixKind::kDense : MatrixKind::kKeepBf16);
-  w.Matrix(a + "wo_b", d, c.o_groups * c.o_lora_rank, MatrixKind::kDense);
-  w.Floats(a + "attn_sink", {h}, 0.0f, 1.0f);
+  WriteAttentionProjections(w, shape, p);
   if (type != V4AttentionType::kSliding) {
     const bool csa = type == V4AttentionType::kCsa;
     const int64_t width = (csa ? 2 : 1) * hd;
     w.Matrix(a + "compressor.wkv", width, d, MatrixKind::kKeepBf16);
     w.Matrix(a + "compressor.wgate", width, d, MatrixKind::kKeepBf16, 2.0f);
     w.Floats(a + "compressor.ape", {ratio, width}, 0.0f, 0.5f);
-    w.Floats(a + "compressor.norm.weight", {hd}, 1.0f, 0.1f);
+    w.Norm(a + "compressor.norm.weight", hd);
     if (csa) {
       const std::string ip = a + "indexer.";
       const int64_t ihd = c.index_head_dim;
@@ -93,20 +54,12 @@ void AddBlock(ShardWriter& w, const V4Config& c, const std::string& p, V4Attenti
       w.Matrix(ip + "compressor.wkv", 2 * ihd, d, MatrixKind::kKeepBf16);
       w.Matrix(ip + "compressor.wgate", 2 * ihd, d, MatrixKind::kKeepBf16, 2.0f);
       w.Floats(ip + "compressor.ape", {ratio, 2 * ihd}, 0.0f, 0.5f);
-      w.Floats(ip + "compressor.norm.weight", {ihd}, 1.0f, 0.1f);
+      w.Norm(ip + "compressor.norm.weight", ihd);
     }
   }
-  w.Floats(p + "attn_norm.weight", {d}, 1.0f, 0.1f);
-  w.Floats(p + "ffn_norm.weight", {d}, 1.0f, 0.1f);
-  const int64_t mix = (2 + hc) * hc;
-  for (const char* site : {"attn", "ffn"}) {
-    const std::string s = p + "hc_" + site;
-    w.Floats(s + "_fn", {mix, hc * d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(hc * d)));
-    w.Floats(s + "_base", {mix}, 0.0f, 0.5f);
-    w.Floats(s + "_scale", {3}, 1.0f, 0.25f);
-  }
+  WriteBlockSites(w, shape, p);
   const std::string f = p + "ffn.";
-  const int64_t e = c.n_routed_experts, inter = c.moe_intermediate_size, k = c.num_experts_per_tok;
+  const int64_t e = c.n_routed_experts, k = c.num_experts_per_tok;
   w.Matrix(f + "gate", e, d, MatrixKind::kKeepBf16, 2.0f);
   if (router == V4RouterType::kHash) {
     // Distinct experts per token: a seeded partial Fisher–Yates shuffle per row.
@@ -125,15 +78,7 @@ void AddBlock(ShardWriter& w, const V4Config& c, const std::string& p, V4Attenti
   } else {
     w.Floats(f + "gate.bias", {e}, 0.0f, 0.3f);
   }
-  for (int64_t i = 0; i < e; ++i) {
-    const std::string ep = f + "experts." + std::to_string(i) + ".";
-    w.Matrix(ep + "w1", inter, d, MatrixKind::kExpert, 2.0f);
-    w.Matrix(ep + "w2", d, inter, MatrixKind::kExpert);
-    w.Matrix(ep + "w3", inter, d, MatrixKind::kExpert, 2.0f);
-  }
-  w.Matrix(f + "shared_experts.w1", inter, d, MatrixKind::kDense, 2.0f);
-  w.Matrix(f + "shared_experts.w2", d, inter, MatrixKind::kDense);
-  w.Matrix(f + "shared_experts.w3", inter, d, MatrixKind::kDense, 2.0f);
+  WriteExperts(w, shape, p, e);
 }
 
 ordered_json BaseConfig() {
@@ -209,9 +154,6 @@ Status WriteRandomV4Checkpoint(const ordered_json& config_json, const std::strin
   DI_ASSIGN_OR_RETURN(V4Config c, V4Config::FromHf(hf));
   if (format == V4InitFormat::kQuantized && (c.hidden_size % 32 || c.moe_intermediate_size % 32))
     return Status::InvalidArgument("MXFP4 experts need hidden_size and moe_intermediate_size in multiples of 32");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IoError(dir + ": cannot create directory: " + ec.message());
   ordered_json written = config_json;
   if (format == V4InitFormat::kQuantized) {
     written["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
@@ -220,32 +162,16 @@ Status WriteRandomV4Checkpoint(const ordered_json& config_json, const std::strin
   } else {
     written["torch_dtype"] = format == V4InitFormat::kF32 ? "float32" : "bfloat16";
   }
-  {
-    std::ofstream out(dir + "/config.json", std::ios::trunc);
-    out << written.dump(2) << "\n";
-    if (!out) return Status::IoError(dir + "/config.json: write failed");
-  }
-
   const int64_t mtp = c.num_mtp_layers > 0 ? 1 : 0;
   const int64_t shards = 1 + c.num_layers + mtp;
-  std::map<std::string, std::string> weight_map;
-  uint64_t total_bytes = 0;
-  auto shard_name = [&](int64_t i) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "model-%05lld-of-%05lld.safetensors", static_cast<long long>(i + 1),
-                  static_cast<long long>(shards));
-    return std::string(buf);
-  };
-  const int64_t d = c.hidden_size, hc = c.hc_mult;
-  for (int64_t s = 0; s < shards; ++s) {
-    ShardWriter w(seed, format);
+  const int64_t d = c.hidden_size;
+  const BlockShape shape = BlockShape::Of(c);
+  auto fill = [&](int64_t s, SeededShardWriter& w) {
     if (s == 0) {
       w.Matrix("embed", c.vocab_size, d, MatrixKind::kKeepBf16, std::sqrt(static_cast<float>(d)));
       w.Matrix("head", c.vocab_size, d, MatrixKind::kKeepBf16, 3.0f);
-      w.Floats("norm.weight", {d}, 1.0f, 0.1f);
-      w.Floats("hc_head_fn", {hc, hc * d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(hc * d)));
-      w.Floats("hc_head_base", {hc}, 0.0f, 0.5f);
-      w.Floats("hc_head_scale", {1}, 1.0f, 0.25f);
+      w.Norm("norm.weight", d);
+      WriteHcHead(w, shape, "hc_head");
     } else if (s <= c.num_layers) {
       const int64_t l = s - 1;
       AddBlock(w, c, "layers." + std::to_string(l) + ".", c.attention_types[l], c.compress_ratios[l],
@@ -255,20 +181,11 @@ Status WriteRandomV4Checkpoint(const ordered_json& config_json, const std::strin
       AddBlock(w, c, p, c.mtp_attention_type, c.mtp_compress_ratio, V4RouterType::kScore, seed);
       w.Matrix(p + "e_proj", d, d, MatrixKind::kDense);
       w.Matrix(p + "h_proj", d, d, MatrixKind::kDense);
-      for (const char* n : {"enorm", "hnorm", "norm"}) w.Floats(p + n + ".weight", {d}, 1.0f, 0.1f);
-      w.Floats(p + "hc_head_fn", {hc, hc * d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(hc * d)));
-      w.Floats(p + "hc_head_base", {hc}, 0.0f, 0.5f);
-      w.Floats(p + "hc_head_scale", {1}, 1.0f, 0.25f);
+      for (const char* n : {"enorm", "hnorm", "norm"}) w.Norm(p + n + ".weight", d);
+      WriteHcHead(w, shape, p + "hc_head");
     }
-    DI_RETURN_IF_ERROR(w.Write(dir + "/" + shard_name(s), &weight_map, shard_name(s), &total_bytes));
-    if (progress) progress(s + 1, shards);
-  }
-  ordered_json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", ordered_json::object()}};
-  for (const auto& [name, file] : weight_map) index["weight_map"][name] = file;
-  std::ofstream out(dir + "/model.safetensors.index.json", std::ios::trunc);
-  out << index.dump(2) << "\n";
-  if (!out) return Status::IoError(dir + "/model.safetensors.index.json: write failed");
-  return Status::Ok();
+  };
+  return WriteSeededCheckpoint(written, 2, dir, seed, FormatOf(format), shards, fill, progress);
 }
 
 }  // namespace deepinfer::model

@@ -11,25 +11,14 @@
 #include "model/v4_config.h"
 #include "model/v4_model.h"
 #include "model/v4_state.h"
+#include "model/common/forward_batch.h"
+#include "model/common/hyper_connection.h"
+#include "model/common/row_parallel.h"
 #include "model/v4_weights.h"
 
 namespace deepinfer::model::v4 {
 
-// One token of the step: its id and absolute position, and the chunk it belongs to.
-struct Row {
-  int32_t token = 0;
-  int64_t pos = 0;
-  int32_t chunk = 0;
-};
-
-// One sequence's contiguous rows in the step.
-struct ChunkRows {
-  V4SequenceState* state = nullptr;
-  int64_t first_row = 0;
-  int64_t num_rows = 0;
-  int64_t start_pos = 0;
-  bool state_only = false;  // writes no kPrefix block
-};
+using ChunkRows = model::ChunkRows<V4SequenceState>;
 
 struct Step {
   const V4Config* config = nullptr;
@@ -62,16 +51,6 @@ inline V4LayerState& LayerState(const ChunkRows& chunk, const BlockRef& block) {
 // cos/sin of one position for a rope table (inv_freq.size() entries each), as transformers computes them:
 // angle = float(pos) · inv_freq in fp32.
 void RopeAngles(const std::vector<float>& inv_freq, int64_t pos, float* cos, float* sin);
-
-// mHC. Pre: from the streams [n, hc, d] of each row compute post [n, hc], comb [n, hc, hc] and the
-// collapsed input [n, d]. Post: streams ← post ⊗ out + combᵀ · streams.
-void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                        float* post, float* comb, float* collapsed, ThreadPool& pool);
-void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
-                         float* streams, ThreadPool& pool);
-// hc_head: collapses the streams [n, hc, d] to [n, d].
-void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                         float* out, ThreadPool& pool);
 
 // Attention sub-block on normalised inputs x [n, d]; writes out [n, d]. Feeds the compressors, writes
 // compressed entries and the window's K=V vectors to KV blocks (the MTP layer: to its window ring).
@@ -135,32 +114,6 @@ class KeyList {
   std::vector<const float*> f32_;
   std::vector<const uint16_t*> bf16s_;
 };
-
-// Independent matrix products y = x·Wᵀ, cut into row slices of about equal work that the pool's threads
-// share in one hand-off. Results are bit-identical to running each product alone (kernels::Linear's rows
-// do not depend on how the rows are split or threaded).
-struct LinearTask {
-  const float* x;
-  int64_t m, x_stride;
-  const kernels::WeightView* w;
-  float* y;
-  int64_t y_stride;
-};
-void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options, ThreadPool& pool);
-
-// Runs fn(begin, end) over the rows [0, n), in ranges shared among the pool's threads when there are
-// several rows. For work where each row's result depends only on that row, so threading changes nothing.
-template <class Fn>
-void ForRowRanges(ThreadPool& pool, int64_t n, const Fn& fn) {
-  if (n < 4) return fn(int64_t{0}, n);
-  pool.ParallelFor(n, fn, std::max<int64_t>(1, n / (4 * pool.size())));
-}
-template <class Fn>
-void ForRows(ThreadPool& pool, int64_t n, const Fn& fn) {
-  ForRowRanges(pool, n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) fn(i);
-  });
-}
 
 // MoE sub-block on normalised inputs x [n, d]; writes out [n, d].
 void Moe(const Step& step, const BlockRef& block, const float* x, float* out);

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "model/common/checkpoint_io.h"
 #include "model/step_profile.h"
 #include "model/v4_internal.h"
 #include "model/v4_state.h"
@@ -19,130 +20,39 @@ namespace deepinfer::model {
 
 namespace v4 {
 
-void RunLinearTasks(const std::vector<LinearTask>& tasks, const kernels::LinearOptions& options, ThreadPool& pool) {
-  // Every product is cut into slices of whole weight rows (FP8: whole scale blocks) of about equal work,
-  // and the pool's threads take slices until none are left: one hand-off for the whole list, threads
-  // balanced however unequal the products are, and each slice streams one contiguous run of weight rows.
-  // A row's result depends only on that row (kernels::Linear is batch and split invariant), so slicing
-  // never changes a bit.
-  struct Slice {
-    const LinearTask* task;
-    kernels::WeightView weights;
-    int64_t first_row;
-  };
-  auto row_work = [](const LinearTask& t) { return t.w->in_features * (t.m + 4); };
-  int64_t total = 0;
-  for (const LinearTask& t : tasks) total += row_work(t) * t.w->out_features;
-  // About eight slices per thread, none so small that the hand-off dominates (~64 Ki multiply-adds).
-  const int64_t target = std::max<int64_t>(int64_t{1} << 16, total / (8 * pool.size()));
-  std::vector<Slice> slices;
-  for (const LinearTask& t : tasks) {
-    const kernels::WeightView& w = *t.w;
-    const int64_t granule = w.format == kernels::WeightFormat::kFP8Block ? w.block_out : 8;
-    int64_t rows = std::max<int64_t>(1, target / std::max<int64_t>(1, row_work(t)));
-    rows = (rows + granule - 1) / granule * granule;
-    if (rows >= w.out_features || pool.size() == 1) {
-      slices.push_back({&t, w, 0});
-      continue;
-    }
-    const size_t first_slice = slices.size();
-    for (int64_t begin = 0; begin < w.out_features; begin += rows) {
-      auto view = kernels::SliceRows(w, begin, std::min(rows, w.out_features - begin));
-      if (!view.ok()) {  // not expected (begin is a multiple of the granule): the product stays whole
-        slices.resize(first_slice);
-        slices.push_back({&t, w, 0});
-        break;
-      }
-      slices.push_back({&t, *view, begin});
-    }
-  }
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const Slice& s = slices[i];
-      const LinearTask& t = *s.task;
-      kernels::Linear(t.x, t.m, t.x_stride, s.weights, t.y + s.first_row, t.y_stride, options, nullptr);
-    }
-  };
-  if (slices.size() == 1) {
-    const LinearTask& t = *slices[0].task;
-    kernels::Linear(t.x, t.m, t.x_stride, *t.w, t.y, t.y_stride, options, &pool);  // splits across the pool itself
-  } else {
-    pool.ParallelFor(static_cast<int64_t>(slices.size()), run, 1);
-  }
-}
-
 void Block(const Step& step, const BlockRef& block, float* streams) {
   const V4Config& c = *step.config;
   const V4BlockWeights& w = *block.weights;
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  std::vector<float> post(static_cast<size_t>(n * hc)), comb(static_cast<size_t>(n * hc * hc));
+  const HcShape hc_shape = HcShape::Of(c);
+  // V4 collapses each sub-block's input with its own site's pre.
+  std::vector<float> pre(static_cast<size_t>(n * hc)), post(pre.size()), comb(static_cast<size_t>(n * hc * hc));
   std::vector<float> collapsed(static_cast<size_t>(n * d)), out(static_cast<size_t>(n * d));
 
   {
     ScopedPhase phase(Phase::kHcPre);
-    HyperConnectionPre(c, w.attn_hc, streams, n, post.data(), comb.data(), collapsed.data(), *step.pool);
+    HcCoefficients(hc_shape, w.attn_hc, streams, n, pre.data(), post.data(), comb.data(), *step.pool);
+    HcCollapse(hc_shape, pre.data(), streams, n, collapsed.data(), *step.pool);
     kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
   }
   Attention(step, block, collapsed.data(), out.data());
   {
     ScopedPhase phase(Phase::kHcPost);
-    HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams, *step.pool);
+    HcExpand(hc_shape, post.data(), comb.data(), out.data(), n, streams, *step.pool);
   }
   {
     ScopedPhase phase(Phase::kHcPre);
-    HyperConnectionPre(c, w.ffn_hc, streams, n, post.data(), comb.data(), collapsed.data(), *step.pool);
+    HcCoefficients(hc_shape, w.ffn_hc, streams, n, pre.data(), post.data(), comb.data(), *step.pool);
+    HcCollapse(hc_shape, pre.data(), streams, n, collapsed.data(), *step.pool);
     kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
   }
   Moe(step, block, collapsed.data(), out.data());
   ScopedPhase phase(Phase::kHcPost);
-  HyperConnectionPost(c, post.data(), comb.data(), out.data(), n, streams, *step.pool);
+  HcExpand(hc_shape, post.data(), comb.data(), out.data(), n, streams, *step.pool);
 }
 
 }  // namespace v4
-
-namespace {
-
-volatile uint8_t g_prefault_sink = 0;
-
-// Reads one byte of every page of every tensor, reporting progress in bytes.
-void Prefault(const Checkpoint& checkpoint, const std::function<void(int64_t, int64_t)>& progress) {
-  const int64_t total = static_cast<int64_t>(checkpoint.total_bytes());
-  int64_t done = 0;
-  uint8_t sink = 0;
-  for (const TensorInfo* t : checkpoint.tensors()) {
-    const volatile uint8_t* p = t->data;
-    for (uint64_t at = 0; at < t->nbytes(); at += 4096) sink ^= p[at];
-    done += static_cast<int64_t>(t->nbytes());
-    if (progress) progress(std::min(done, total), total);
-  }
-  if (progress) progress(total, total);
-  g_prefault_sink = g_prefault_sink + sink;  // keeps the reads
-}
-
-// XXH3-128 over config.json, each safetensors file's size and tensor table (names, dtypes, shapes), and a
-// few sampled bytes of every tensor (its first, middle and last 64): header-identical checkpoints with
-// different weights (another seed, another fine-tune) get different fingerprints, without reading the
-// weights.
-Result<Hash128> WeightsFingerprint(const std::string& dir, const Checkpoint& checkpoint) {
-  DI_ASSIGN_OR_RETURN(std::string config, ReadFileToString(dir + "/config.json"));
-  Hasher128 h;
-  h.UpdateInt(config.size()).Update(config);
-  for (const TensorInfo* t : checkpoint.tensors()) {
-    h.UpdateInt(t->name.size()).Update(t->name).UpdateInt(static_cast<uint64_t>(t->dtype));
-    h.UpdateInt(t->shape.size());
-    for (int64_t dim : t->shape) h.UpdateInt(static_cast<uint64_t>(dim));
-    const uint64_t bytes = t->nbytes();
-    h.UpdateInt(bytes);
-    const uint64_t sample = std::min<uint64_t>(64, bytes);
-    h.Update(t->data, sample);
-    h.Update(t->data + bytes / 2 - std::min(bytes / 2, sample / 2), sample);
-    h.Update(t->data + bytes - sample, sample);
-  }
-  return h.Digest();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V4Model> model(new V4Model());
@@ -166,7 +76,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
       return Status::Unimplemented("DeepSeek-V4: drafting with a compressed MTP layer is not implemented");
     model->drafting_ = true;
   }
-  if (options.prefault) Prefault(model->checkpoint_, options.progress);
+  if (options.prefault) Prefault(model->checkpoint_, nullptr, options.progress);
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   model->ComputeCostFigures();
@@ -336,7 +246,7 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
   if (position < 0 || position % kBlockTokens != 0)
     return Status::InvalidArgument("RestoreAt: position " + std::to_string(position) + " is not a multiple of " +
                                    std::to_string(kBlockTokens));
-  if (Status s = CheckPools(pools); !s.ok()) return s.WithContext("RestoreAt");
+  if (Status s = CheckPools(spec_, pools); !s.ok()) return s.WithContext("RestoreAt");
   for (size_t g = 0; g < spec_.groups.size(); ++g) {
     if (spec_.groups[g].retention != CacheRetention::kPrefix) continue;
     for (int64_t b = 0; b < BlocksFor(position); ++b) {
@@ -381,29 +291,6 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
   return Status::Ok();
 }
 
-Status V4Model::CheckPools(const KvPools& pools) const {
-  if (pools.num_groups() != spec_.groups.size())
-    return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
-                                   std::to_string(spec_.groups.size()));
-  for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (pools.group(g).bytes_per_block() != spec_.groups[g].bytes_per_block)
-      return Status::InvalidArgument("KV pool of group '" + spec_.groups[g].name + "' has blocks of " +
-                                     std::to_string(pools.group(g).bytes_per_block()) + " bytes; this model needs " +
-                                     std::to_string(spec_.groups[g].bytes_per_block));
-  }
-  return Status::Ok();
-}
-
-void V4Model::ResetOutput(ForwardOutput* out) const {
-  // Cleared, not replaced: the buffers keep their capacity.
-  out->vocab_size = config_.vocab_size;
-  out->hidden_width = info_.hidden_width;
-  out->logits.clear();
-  out->hidden.clear();
-  out->first_row.clear();
-  out->num_rows.clear();
-}
-
 v4::Step V4Model::NewStep(KvPools& pools) const {
   v4::Step step;
   step.config = &config_;
@@ -418,12 +305,12 @@ v4::Step V4Model::NewStep(KvPools& pools) const {
   return step;
 }
 
-void V4Model::Head(const v4::Step& step, const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm,
+void V4Model::Head(const v4::Step& step, const HyperConnectionWeights& hc_head, const std::vector<float>& norm,
                    const float* streams, int64_t m, std::vector<float>* logits) const {
   ScopedPhase phase(Phase::kHead);
   const int64_t d = config_.hidden_size, v = config_.vocab_size;
   std::vector<float> y(static_cast<size_t>(m * d));
-  v4::HyperConnectionHead(config_, hc_head, streams, m, y.data(), *step.pool);
+  HcHead(HcShape::Of(config_), hc_head, streams, m, y.data(), *step.pool);
   kernels::RmsNormRows(y.data(), d, norm.data(), static_cast<float>(config_.rms_norm_eps), m, d, y.data(), d);
   logits->resize(static_cast<size_t>(m * v));
   kernels::Linear(y.data(), m, d, weights_->head, logits->data(), v, step.linear, step.pool);
@@ -455,10 +342,10 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forward
   if (!drafting_) return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
   const V4Config& c = config_;
   const int64_t width = c.hc_mult * c.hidden_size;
-  ResetOutput(out);
+  ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (batch.empty()) return Status::Ok();
   // Validate everything before any state changes.
-  DI_RETURN_IF_ERROR(CheckPools(pools));
+  DI_RETURN_IF_ERROR(CheckPools(spec_, pools));
   std::unordered_set<const SequenceState*> seen;
   v4::Step step = NewStep(pools);
   bool want_hidden = false;
@@ -512,60 +399,18 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forward
 
 Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
   const V4Config& c = config_;
-  ResetOutput(out);
+  ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (batch.empty()) return Status::Ok();
-  // Validate everything before any state changes.
-  DI_RETURN_IF_ERROR(CheckPools(pools));
-  std::unordered_set<const SequenceState*> seen;
   v4::Step step = NewStep(pools);
   bool want_hidden = false;
-  for (size_t ci = 0; ci < batch.size(); ++ci) {
-    const SequenceChunk& chunk = batch[ci];
-    const std::string where = "batch chunk " + std::to_string(ci);
-    if (chunk.state == nullptr || chunk.state->owner() != this)
-      return Status::InvalidArgument(where + ": not a sequence state of this model");
-    auto* state = static_cast<V4SequenceState*>(chunk.state);
-    if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
-    if (chunk.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
-    for (int32_t t : chunk.tokens) {
-      if (t < 0 || t >= c.vocab_size)
-        return Status::OutOfRange(where + ": token id " + std::to_string(t) + " outside the vocabulary");
-    }
-    const int64_t start = state->num_tokens(), len = static_cast<int64_t>(chunk.tokens.size());
-    if (chunk.logits == LogitsWanted::kRows) {
-      for (size_t i = 0; i < chunk.rows.size(); ++i) {
-        if (chunk.rows[i] < 0 || chunk.rows[i] >= len || (i > 0 && chunk.rows[i] <= chunk.rows[i - 1]))
-          return Status::InvalidArgument(where + ": logit rows must be increasing rows of the chunk (0.." +
-                                         std::to_string(len - 1) + ")");
-      }
-    }
-    want_hidden = want_hidden || chunk.want_hidden;
-    for (size_t g = 0; g < spec_.groups.size(); ++g) {
-      const BlockSpan need = BlocksNeeded(spec_.groups[g], start, start + len);
-      const std::vector<int32_t>& table = state->block_table(g);
-      if (static_cast<int64_t>(table.size()) < need.end)
-        return Status::InvalidArgument(where + ": the block table of group '" + spec_.groups[g].name + "' covers " +
-                                       std::to_string(table.size()) + " blocks; positions up to " +
-                                       std::to_string(start + len) + " need " + std::to_string(need.end));
-      for (int64_t b = need.first; b < need.end; ++b) {
-        if (!pools.group(g).contains(table[b]))
-          return Status::OutOfRange(where + ": block id " + std::to_string(table[b]) + " (group '" +
-                                    spec_.groups[g].name + "', block " + std::to_string(b) + ") is not in the pool");
-      }
-    }
-    v4::ChunkRows rows{state, step.num_rows(), len, start, chunk.state_only};
-    for (int64_t i = 0; i < len; ++i)
-      step.rows.push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
-    step.chunks.push_back(rows);
-  }
+  DI_RETURN_IF_ERROR(LayOutBatch(batch, BatchRules{this, c.vocab_size, c.max_position_embeddings, false}, spec_, pools,
+                                 &step.rows, &step.chunks, &want_hidden));
 
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, width = hc * d;
   std::vector<float> streams(static_cast<size_t>(n * width));
-  for (int64_t i = 0; i < n; ++i) {
+  {
     ScopedPhase phase(Phase::kEmbed);
-    float* s = streams.data() + i * width;
-    EmbeddingRow(*weights_->embed, step.rows[i].token, d, s);
-    for (int64_t j = 1; j < hc; ++j) std::copy(s, s + d, s + j * d);
+    EmbedIntoStreams(*weights_->embed, step.rows, hc, d, *step.pool, streams.data());
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     v4::BlockRef block{&weights_->layers[l], c.attention_types[l], c.compress_ratios[l], c.router_types[l], l, false};
@@ -573,24 +418,7 @@ Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, Fo
   }
 
   // Logits (and hidden states) for the rows asked for.
-  out->first_row.assign(batch.size(), 0);
-  out->num_rows.assign(batch.size(), 0);
-  std::vector<int64_t> wanted;
-  for (size_t ci = 0; ci < batch.size(); ++ci) {
-    const v4::ChunkRows& chunk = step.chunks[ci];
-    out->first_row[ci] = static_cast<int64_t>(wanted.size());
-    switch (batch[ci].logits) {
-      case LogitsWanted::kNone: break;
-      case LogitsWanted::kLast: wanted.push_back(chunk.first_row + chunk.num_rows - 1); break;
-      case LogitsWanted::kAll:
-        for (int64_t i = 0; i < chunk.num_rows; ++i) wanted.push_back(chunk.first_row + i);
-        break;
-      case LogitsWanted::kRows:
-        for (int32_t i : batch[ci].rows) wanted.push_back(chunk.first_row + i);
-        break;
-    }
-    out->num_rows[ci] = static_cast<int64_t>(wanted.size()) - out->first_row[ci];
-  }
+  const std::vector<int64_t> wanted = PickLogitRows(batch, step.chunks, out);
   const int64_t m = static_cast<int64_t>(wanted.size());
   std::vector<float> picked(static_cast<size_t>(m * width));
   for (int64_t r = 0; r < m; ++r)

@@ -84,11 +84,9 @@ class V4Model : public CausalLM {
   // streams of those positions; returns its output streams [rows, hc, d].
   std::vector<float> RunMtp(const v4::Step& step, const float* hidden) const;
   // The head (hc_head, norm, lm_head) over streams [m, hc, d], into logits [m, vocab].
-  void Head(const v4::Step& step, const V4HyperConnectionWeights& hc_head, const std::vector<float>& norm,
+  void Head(const v4::Step& step, const HyperConnectionWeights& hc_head, const std::vector<float>& norm,
             const float* streams, int64_t m, std::vector<float>* logits) const;
   v4::Step NewStep(KvPools& pools) const;
-  Status CheckPools(const KvPools& pools) const;  // one pool per group, blocks of the spec's sizes
-  void ResetOutput(ForwardOutput* out) const;
 
   V4Config config_;
   Checkpoint checkpoint_;

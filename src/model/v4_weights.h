@@ -12,18 +12,15 @@
 #include "core/safetensors.h"
 #include "core/status.h"
 #include "kernels/linear.h"
+#include "model/common/block_weights.h"
+#include "model/common/checkpoint_binder.h"
+#include "model/common/hyper_connection.h"
+#include "model/common/moe.h"
 #include "model/v4_config.h"
 
 namespace deepinfer::model {
 
 using kernels::WeightView;
-
-struct V4HyperConnectionWeights {
-  std::vector<float> fn;     // [(2 + hc) · hc, hc · d] (or [hc, hc · d] for a head)
-  std::vector<float> base;   // [(2 + hc) · hc] (or [hc])
-  std::vector<float> scale;  // [3] (or [1])
-  WeightView fn_view;        // fn as an F32 matrix
-};
 
 struct V4CompressorWeights {
   int64_t ratio = 0;
@@ -40,29 +37,17 @@ struct V4IndexerWeights {
   V4CompressorWeights compressor;
 };
 
-struct V4AttentionWeights {
-  WeightView wq_a, wq_b, wkv, wo_b;
-  std::vector<WeightView> wo_a_groups;  // one [o_lora_rank, heads·head_dim / o_groups] view per group
-  std::vector<float> q_norm, kv_norm, sink;
+struct V4AttentionWeights : AttentionProjections {
   std::unique_ptr<V4CompressorWeights> compressor;  // CSA and HCA
   std::unique_ptr<V4IndexerWeights> indexer;        // CSA
 };
 
-struct V4ExpertWeights {
-  WeightView w1, w2, w3;  // gate [inter, d], down [d, inter], up [inter, d]
-};
-
-struct V4MoeWeights {
-  WeightView gate;                  // [experts, hidden]
+struct V4MoeWeights : ExpertSetWeights {
   std::vector<float> gate_bias;     // score routing: selection bias [experts]
   std::vector<int32_t> tid2eid;     // hash routing: [vocab, experts_per_tok]
-  std::vector<V4ExpertWeights> experts;
-  V4ExpertWeights shared;
 };
 
-struct V4BlockWeights {
-  std::vector<float> attn_norm, ffn_norm;
-  V4HyperConnectionWeights attn_hc, ffn_hc;
+struct V4BlockWeights : BlockSiteWeights {
   V4AttentionWeights attention;
   V4MoeWeights moe;
 };
@@ -71,14 +56,14 @@ struct V4MtpWeights {
   V4BlockWeights block;
   WeightView e_proj, h_proj;
   std::vector<float> enorm, hnorm, norm;
-  V4HyperConnectionWeights hc_head;
+  HyperConnectionWeights hc_head;
 };
 
 struct V4Weights {
   const TensorInfo* embed = nullptr;  // [vocab, hidden], F32 or BF16
   WeightView head;                    // [vocab, hidden]
   std::vector<float> norm;
-  V4HyperConnectionWeights hc_head;
+  HyperConnectionWeights hc_head;
   std::vector<V4BlockWeights> layers;
   std::vector<V4MtpWeights> mtp;  // num_nextn_predict_layers entries (when present in the checkpoint)
 };
@@ -86,8 +71,5 @@ struct V4Weights {
 // Binds every tensor the config calls for; a missing, mis-typed or mis-shaped tensor is an error naming it.
 // `checkpoint` must outlive the result.
 Result<std::unique_ptr<V4Weights>> LoadV4Weights(const Checkpoint& checkpoint, const V4Config& config);
-
-// The embedding row of `token` as fp32.
-void EmbeddingRow(const TensorInfo& embed, int64_t token, int64_t hidden, float* out);
 
 }  // namespace deepinfer::model

@@ -1,20 +1,17 @@
-// mHC (manifold-constrained hyper-connections): the hc_mult residual streams, their per-site pre / post /
-// comb coefficients with the Sinkhorn projection, and the final hc_head collapse.
+#include "model/common/hyper_connection.h"
+
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
-#include "core/thread_pool.h"
-#include "kernels/linear.h"
-#include "model/v4_internal.h"
+#include "model/common/row_parallel.h"
 
-namespace deepinfer::model::v4 {
+namespace deepinfer::model {
 namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // y[e] = Σ_j pre[j]·x[j][e] from 0 in increasing j, with the hidden dimension innermost (vectorised).
-void CollapseStreams(const float* pre, const float* x, int64_t hc, int64_t d, float* y) {
+void CollapseRow(const float* pre, const float* x, int64_t hc, int64_t d, float* y) {
   std::fill(y, y + d, 0.0f);
   for (int64_t j = 0; j < hc; ++j) {
     const float weight = pre[j];
@@ -24,9 +21,9 @@ void CollapseStreams(const float* pre, const float* x, int64_t hc, int64_t d, fl
 }
 
 // mixes[n, rows] = fn · (x / rms(x)) over the flattened streams of each row.
-std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
+std::vector<float> Mixes(const HcShape& s, const HyperConnectionWeights& w, const float* streams, int64_t n,
                          ThreadPool& pool) {
-  const int64_t width = c.hc_mult * c.hidden_size;
+  const int64_t width = s.hc * s.d;
   std::vector<float> normed(static_cast<size_t>(n * width));
   ForRows(pool, n, [&](int64_t i) {
     const float* x = streams + i * width;
@@ -40,7 +37,7 @@ std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, c
     double sum = 0;
     for (double p : partial) sum += p;
     const float mean = static_cast<float>(sum / static_cast<double>(width));
-    const float r = 1.0f / std::sqrt(mean + static_cast<float>(c.rms_norm_eps));
+    const float r = 1.0f / std::sqrt(mean + static_cast<float>(s.rms_norm_eps));
     for (int64_t e = 0; e < width; ++e) normed[i * width + e] = x[e] * r;
   });
   std::vector<float> mixes(static_cast<size_t>(n * w.fn_view.out_features));
@@ -50,21 +47,22 @@ std::vector<float> Mixes(const V4Config& c, const V4HyperConnectionWeights& w, c
 
 }  // namespace
 
-void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                        float* post, float* comb, float* collapsed, ThreadPool& pool) {
-  const int64_t hc = c.hc_mult, d = c.hidden_size, mix = (2 + hc) * hc;
-  const float eps = static_cast<float>(c.hc_eps);
-  std::vector<float> mixes = Mixes(c, w, streams, n, pool);
+void HcCoefficients(const HcShape& s, const HyperConnectionWeights& w, const float* streams, int64_t n, float* pre,
+                    float* post, float* comb, ThreadPool& pool) {
+  const int64_t hc = s.hc, mix = (2 + hc) * hc;
+  const float eps = static_cast<float>(s.hc_eps);
+  std::vector<float> mixes = Mixes(s, w, streams, n, pool);
   ForRows(pool, n, [&](int64_t i) {
-    float pre[16];  // hc_mult ≤ 16 (checked by V4Config)
     const float* m = mixes.data() + i * mix;
+    float* pr = pre + i * hc;
     float* po = post + i * hc;
     float* cb = comb + i * hc * hc;
     for (int64_t j = 0; j < hc; ++j) {
-      pre[j] = Sigmoid(m[j] * w.scale[0] + w.base[j]) + eps;
+      pr[j] = Sigmoid(m[j] * w.scale[0] + w.base[j]) + eps;
       po[j] = 2.0f * Sigmoid(m[hc + j] * w.scale[1] + w.base[hc + j]);
     }
-    // comb: softmax over each row, then Sinkhorn (column, then row/column rounds) towards doubly stochastic.
+    // comb: softmax over each row (+ eps), then Sinkhorn (column, then row/column rounds) towards doubly
+    // stochastic.
     for (int64_t j = 0; j < hc; ++j) {
       float* row = cb + j * hc;
       float mx = -INFINITY;
@@ -84,7 +82,7 @@ void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, co
       }
     };
     normalise_columns();
-    for (int64_t it = 1; it < c.hc_sinkhorn_iters; ++it) {
+    for (int64_t it = 1; it < s.sinkhorn_iters; ++it) {
       for (int64_t j = 0; j < hc; ++j) {
         float sum = 0;
         for (int64_t k = 0; k < hc; ++k) sum += cb[j * hc + k];
@@ -92,14 +90,19 @@ void HyperConnectionPre(const V4Config& c, const V4HyperConnectionWeights& w, co
       }
       normalise_columns();
     }
-    const float* x = streams + i * hc * d;
-    CollapseStreams(pre, x, hc, d, collapsed + i * d);
   });
 }
 
-void HyperConnectionPost(const V4Config& c, const float* post, const float* comb, const float* out, int64_t n,
-                         float* streams, ThreadPool& pool) {
-  const int64_t hc = c.hc_mult, d = c.hidden_size;
+void HcCollapse(const HcShape& s, const float* pre, const float* streams, int64_t n, float* collapsed,
+                ThreadPool& pool) {
+  ForRows(pool, n, [&](int64_t i) {
+    CollapseRow(pre + i * s.hc, streams + i * s.hc * s.d, s.hc, s.d, collapsed + i * s.d);
+  });
+}
+
+void HcExpand(const HcShape& s, const float* post, const float* comb, const float* out, int64_t n, float* streams,
+              ThreadPool& pool) {
+  const int64_t hc = s.hc, d = s.d;
   ForRows(pool, n, [&](int64_t i) {
     thread_local std::vector<float> mixed;
     mixed.resize(static_cast<size_t>(hc * d));
@@ -124,16 +127,16 @@ void HyperConnectionPost(const V4Config& c, const float* post, const float* comb
   });
 }
 
-void HyperConnectionHead(const V4Config& c, const V4HyperConnectionWeights& w, const float* streams, int64_t n,
-                         float* out, ThreadPool& pool) {
-  const int64_t hc = c.hc_mult, d = c.hidden_size;
-  std::vector<float> mixes = Mixes(c, w, streams, n, pool);
+void HcHead(const HcShape& s, const HyperConnectionWeights& w, const float* streams, int64_t n, float* out,
+            ThreadPool& pool) {
+  const int64_t hc = s.hc, d = s.d;
+  std::vector<float> mixes = Mixes(s, w, streams, n, pool);
   ForRows(pool, n, [&](int64_t i) {
-    float pre[16];
+    float pre[16];  // hc_mult ≤ 16 (checked by the configs)
     for (int64_t j = 0; j < hc; ++j)
-      pre[j] = Sigmoid(mixes[i * hc + j] * w.scale[0] + w.base[j]) + static_cast<float>(c.hc_eps);
-    CollapseStreams(pre, streams + i * hc * d, hc, d, out + i * d);
+      pre[j] = Sigmoid(mixes[i * hc + j] * w.scale[0] + w.base[j]) + static_cast<float>(s.hc_eps);
+    CollapseRow(pre, streams + i * hc * d, hc, d, out + i * d);
   });
 }
 
-}  // namespace deepinfer::model::v4
+}  // namespace deepinfer::model
