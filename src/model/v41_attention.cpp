@@ -13,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kv_quant.h"
 #include "kernels/linear.h"
+#include "model/common/attention.h"
 #include "model/step_profile.h"
 #include "model/v41_internal.h"
 #include "model/v4_internal.h"
@@ -152,7 +153,7 @@ void Publish(Step& step, int64_t layer, const std::vector<Emitted>& emitted, std
     if (chunk.state_only) return;
     const int64_t index = emitted[e].index;
     float cos[256], sin[256];  // rope_dim ≤ 512 (checked at load)
-    v4::RopeAngles(*step.compress_inv_freq, index * r, cos, sin);
+    RopeAngles(*step.compress_inv_freq, index * r, cos, sin);
     if (with_keys) {
       float* k = keys.data() + e * ihd;
       kernels::ApplyRope(k, 1, ihd, ihd - rd, rd, cos, sin, kernels::RopeLayout::kInterleaved);
@@ -205,7 +206,7 @@ void Index(Step& step, int64_t layer, float* iq, const float* iw) {
       if (count == 0) continue;
       // The query: rotated with the compress rope at the row's position, FP4 per head (as the keys).
       float* q = iq + i * ih * ihd;
-      v4::RopeAngles(*step.compress_inv_freq, row.pos, cos, sin);
+      RopeAngles(*step.compress_inv_freq, row.pos, cos, sin);
       kernels::ApplyRope(q, ih, ihd, ihd - rd, rd, cos, sin, kernels::RopeLayout::kInterleaved);
       for (int64_t h = 0; h < ih; ++h)
         FakeQuantizeProbed(step, V41DecisionKind::kQuery, layer, row.pos, layout.key_format, q + h * ihd, ihd);
@@ -328,7 +329,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
   ForRows(*step.threads, n, [&](int64_t i) {
     const Row& row = step.rows[i];
-    v4::RopeAngles(inv_freq, row.pos, cos.data() + i * half, sin.data() + i * half);
+    RopeAngles(inv_freq, row.pos, cos.data() + i * half, sin.data() + i * half);
     kernels::ApplyRope(q.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                        kernels::RopeLayout::kInterleaved);
     float* k = kv.data() + i * hd;
@@ -393,16 +394,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
       const int64_t nk = static_cast<int64_t>(keys.size());
       logits.resize(static_cast<size_t>(h * nk));
       kernels::QueryKeyDots(q.data() + i * h * hd, h, hd, keys.data(), nk, scale, logits.data());
-      for (int64_t head = 0; head < h; ++head) {
-        // Softmax over the keys and the head's sink logit, which only enlarges the denominator.
-        float* l = logits.data() + head * nk;
-        const float sink = w.sink[head];
-        float mx = sink;
-        for (int64_t t = 0; t < nk; ++t) mx = std::max(mx, l[t]);
-        float den = std::exp(sink - mx);
-        for (int64_t t = 0; t < nk; ++t) den += l[t] = std::exp(l[t] - mx);
-        for (int64_t t = 0; t < nk; ++t) l[t] /= den;
-      }
+      SinkSoftmax(w.sink.data(), h, nk, logits.data());
       kernels::WeightedKeySum(logits.data(), h, keys.data(), nk, hd, o.data() + i * h * hd);
       kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
@@ -410,13 +402,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   }, 1);
 
   phase.Switch(Phase::kAttnOutput);
-  const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
-  std::vector<float> low(static_cast<size_t>(n * groups * lr));
-  tasks.clear();
-  for (int64_t g = 0; g < groups; ++g)
-    tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  RunLinearTasks(tasks, step.linear, *step.threads);
-  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear, step.threads);
+  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.threads, out);
 }
 
 }  // namespace deepinfer::model::v41

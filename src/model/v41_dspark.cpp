@@ -13,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kv_quant.h"
 #include "kernels/linear.h"
+#include "model/common/attention.h"
 #include "kernels/number_formats.h"
 #include "model/step_profile.h"
 #include "model/v41_dspark.h"
@@ -31,7 +32,7 @@ void WindowKv(const Step& step, const V41AttentionWeights& w, const float* x, in
   kernels::RmsNormRows(kv, hd, w.kv_norm.data(), static_cast<float>(c.rms_norm_eps), n, hd, kv, hd);
   ForRows(*step.threads, n, [&](int64_t i) {
     float cos[256], sin[256];
-    v4::RopeAngles(*step.main_inv_freq, positions[i], cos, sin);
+    RopeAngles(*step.main_inv_freq, positions[i], cos, sin);
     float* k = kv + i * hd;
     kernels::ApplyRope(k, 1, hd, hd - rd, rd, cos, sin, kernels::RopeLayout::kInterleaved);
     (void)half;
@@ -59,7 +60,7 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
   WindowKv(step, w, x, n, positions.data(), kv.data(), stored.data());
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
   ForRows(*step.threads, n, [&](int64_t i) {
-    v4::RopeAngles(*step.main_inv_freq, positions[i], cos.data() + i * half, sin.data() + i * half);
+    RopeAngles(*step.main_inv_freq, positions[i], cos.data() + i * half, sin.data() + i * half);
     kernels::ApplyRope(q.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                        kernels::RopeLayout::kInterleaved);
   });
@@ -92,27 +93,13 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
       const int64_t nk = static_cast<int64_t>(keys.size());
       logits.resize(static_cast<size_t>(h * nk));
       kernels::QueryKeyDots(q.data() + i * h * hd, h, hd, keys.data(), nk, scale, logits.data());
-      for (int64_t head = 0; head < h; ++head) {
-        float* l = logits.data() + head * nk;
-        const float sink = w.sink[head];
-        float mx = sink;
-        for (int64_t t = 0; t < nk; ++t) mx = std::max(mx, l[t]);
-        float den = std::exp(sink - mx);
-        for (int64_t t = 0; t < nk; ++t) den += l[t] = std::exp(l[t] - mx);
-        for (int64_t t = 0; t < nk; ++t) l[t] /= den;
-      }
+      SinkSoftmax(w.sink.data(), h, nk, logits.data());
       kernels::WeightedKeySum(logits.data(), h, keys.data(), nk, hd, o.data() + i * h * hd);
       kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
     }
   }, 1);
-  const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
-  std::vector<float> low(static_cast<size_t>(n * groups * lr));
-  std::vector<LinearTask> tasks;
-  for (int64_t g = 0; g < groups; ++g)
-    tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  RunLinearTasks(tasks, step.linear, *step.threads);
-  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear, step.threads);
+  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.threads, out);
 }
 
 }  // namespace

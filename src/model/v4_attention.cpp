@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "model/common/attention.h"
 #include "model/step_profile.h"
 #include "model/v4_internal.h"
 
@@ -177,16 +178,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
       const int64_t nk = keys.size();
       logits.resize(static_cast<size_t>(h * nk));
       keys.Dots(q.data() + i * h * hd, h, hd, scale, logits.data());
-      for (int64_t head = 0; head < h; ++head) {
-        // Softmax over the keys and the head's sink logit, which only enlarges the denominator.
-        float* l = logits.data() + head * nk;
-        const float sink = w.sink[head];
-        float mx = sink;
-        for (int64_t t = 0; t < nk; ++t) mx = std::max(mx, l[t]);
-        float den = std::exp(sink - mx);
-        for (int64_t t = 0; t < nk; ++t) den += l[t] = std::exp(l[t] - mx);
-        for (int64_t t = 0; t < nk; ++t) l[t] /= den;
-      }
+      SinkSoftmax(w.sink.data(), h, nk, logits.data());
       keys.WeightedSum(logits.data(), h, hd, o.data() + i * h * hd);
       kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
@@ -196,13 +188,7 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
   else step.pool->ParallelFor(n, attend, 1);
 
   phase.Switch(Phase::kAttnOutput);
-  const int64_t groups = c.o_groups, lr = c.o_lora_rank, group_in = h * hd / groups;
-  std::vector<float> low(static_cast<size_t>(n * groups * lr));
-  tasks.clear();
-  for (int64_t g = 0; g < groups; ++g)
-    tasks.push_back({o.data() + g * group_in, n, h * hd, &w.wo_a_groups[g], low.data() + g * lr, groups * lr});
-  RunLinearTasks(tasks, step.linear, *step.pool);
-  kernels::Linear(low.data(), n, groups * lr, w.wo_b, out, d, step.linear, step.pool);
+  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.pool, out);
 }
 
 }  // namespace deepinfer::model::v4

@@ -11,15 +11,6 @@
 
 namespace deepinfer::model::v4 {
 
-void RopeAngles(const std::vector<float>& inv_freq, int64_t pos, float* cos, float* sin) {
-  const float p = static_cast<float>(pos);
-  for (size_t i = 0; i < inv_freq.size(); ++i) {
-    const float angle = p * inv_freq[i];
-    cos[i] = std::cos(angle);
-    sin[i] = std::sin(angle);
-  }
-}
-
 namespace {
 
 void EnsureRows(const V4CompressorWeights& w, V4CompressorState& state) {

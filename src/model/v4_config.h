@@ -9,6 +9,7 @@
 
 #include "core/hf_config.h"
 #include "core/status.h"
+#include "model/common/rotary.h"
 
 namespace deepinfer::model {
 
@@ -19,16 +20,6 @@ enum class V4AttentionType {
 };
 
 enum class V4RouterType { kHash, kScore };
-
-// One RoPE table: inverse frequencies over `dim` rotated channels, optionally YaRN-corrected.
-struct RopeParams {
-  double theta = 10000.0;
-  bool yarn = false;
-  double factor = 1.0;
-  double original_max_position_embeddings = 0;
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
-};
 
 struct V4Config {
   int64_t vocab_size = 0;
@@ -77,9 +68,5 @@ struct V4Config {
 };
 
 const char* V4AttentionTypeName(V4AttentionType type);
-
-// Inverse frequencies (rope_dim / 2 of them) in fp32, computed as transformers does (default or YaRN with
-// truncated correction range and attention factor 1).
-std::vector<float> RopeInverseFrequencies(const RopeParams& params, int64_t rope_dim);
 
 }  // namespace deepinfer::model

@@ -13,6 +13,7 @@
 #include "model/v4_state.h"
 #include "model/common/forward_batch.h"
 #include "model/common/hyper_connection.h"
+#include "model/common/rotary.h"
 #include "model/common/row_parallel.h"
 #include "model/v4_weights.h"
 
@@ -47,10 +48,6 @@ struct BlockRef {
 inline V4LayerState& LayerState(const ChunkRows& chunk, const BlockRef& block) {
   return chunk.state->layers[block.layer];  // (the MTP layer has no compressor)
 }
-
-// cos/sin of one position for a rope table (inv_freq.size() entries each), as transformers computes them:
-// angle = float(pos) · inv_freq in fp32.
-void RopeAngles(const std::vector<float>& inv_freq, int64_t pos, float* cos, float* sin);
 
 // Attention sub-block on normalised inputs x [n, d]; writes out [n, d]. Feeds the compressors, writes
 // compressed entries and the window's K=V vectors to KV blocks (the MTP layer: to its window ring).
