@@ -28,13 +28,6 @@ struct AttentionProjections {
   std::vector<float> q_norm, kv_norm, sink;
 };
 
-// The router's gate and the experts (the routing's extra tensors are the family's).
-struct ExpertSetWeights {
-  kernels::WeightView gate;  // [experts, hidden]
-  std::vector<ExpertWeights> experts;
-  ExpertWeights shared;
-};
-
 // The sizes the shared parts are bound with, from a family's config.
 struct BlockShape {
   int64_t hidden = 0, hc = 0, heads = 0, head_dim = 0;

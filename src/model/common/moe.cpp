@@ -25,10 +25,11 @@ void RoutingWeights(const float* scores, const int32_t* chosen, int64_t k, bool 
   }
 }
 
-void DispatchExperts(const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d, const int32_t* chosen,
-                     const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase, float* out) {
+void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d,
+                     const int32_t* chosen, const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase,
+                     float* out) {
   phase.Switch(Phase::kMoeExperts);
-  const std::vector<ExpertWeights>& experts = *dispatch.experts;
+  const std::vector<ExpertWeights>& experts = w.experts;
   const bool weight_activation = dispatch.weight_at == RoutingWeightAt::kActivation;
   struct Work {
     const ExpertWeights* weights;
@@ -56,7 +57,7 @@ void DispatchExperts(const ExpertDispatch& dispatch, const float* x, int64_t n, 
     work.push_back(std::move(item));
   }
   // The expert FFNs.
-  Work shared{dispatch.shared, {}, {}, {}, {}, {}, {}};
+  Work shared{&w.shared, {}, {}, {}, {}, {}, {}};
   std::vector<LinearTask> tasks;
   auto add_gate_up = [&](Work& item, const float* input, int64_t m) {
     const int64_t inter = item.weights->w1.out_features;

@@ -17,6 +17,13 @@ struct ExpertWeights {
   kernels::WeightView w1, w2, w3;  // gate [inter, d], down [d, inter], up [inter, d]
 };
 
+// The router's gate and the experts (the routing's extra tensors are the family's).
+struct ExpertSetWeights {
+  kernels::WeightView gate;  // [experts, hidden]
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared;  // runs over every row
+};
+
 // A router score from a gate logit: "sigmoid", else sqrt(softplus) as torch computes softplus (linear
 // above 20).
 float RouterScore(const std::string& scoring_func, float logit);
@@ -30,9 +37,8 @@ void RoutingWeights(const float* scores, const int32_t* chosen, int64_t k, bool 
 // scales the activation before the down projection.
 enum class RoutingWeightAt { kCombine, kActivation };
 
+// How the experts run.
 struct ExpertDispatch {
-  const std::vector<ExpertWeights>* experts = nullptr;
-  const ExpertWeights* shared = nullptr;  // runs over every row
   float swiglu_limit = 0;
   RoutingWeightAt weight_at = RoutingWeightAt::kCombine;
   kernels::LinearOptions linear;
@@ -44,7 +50,8 @@ struct ExpertDispatch {
 // of the pool, every down product in another. Expert parallelism replaces this function with an
 // all-to-all that sends each expert's rows to the rank holding it and the outputs back; the routing
 // before it and the model around it stay as they are. `phase` is switched to the experts and the combine.
-void DispatchExperts(const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d, const int32_t* chosen,
-                     const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase, float* out);
+void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d,
+                     const int32_t* chosen, const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase,
+                     float* out);
 
 }  // namespace deepinfer::model

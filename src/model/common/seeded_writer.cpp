@@ -109,6 +109,30 @@ void WriteHcHead(SeededShardWriter& w, const BlockShape& s, const std::string& p
   w.Floats(prefix + "_scale", {1}, 1.0f, 0.25f);
 }
 
+void SetKeys(nlohmann::ordered_json* config,
+             std::initializer_list<std::pair<const char*, nlohmann::ordered_json>> keys) {
+  for (const auto& [k, v] : keys) (*config)[k] = v;
+}
+
+Status SetPresetShape(const std::string& preset, int64_t num_layers, nlohmann::ordered_json* config) {
+  if (preset == "tiny") {
+    SetKeys(config, {{"hidden_size", 64}, {"num_hidden_layers", num_layers}, {"num_attention_heads", 4},
+                     {"head_dim", 64}, {"qk_rope_head_dim", 16}, {"q_lora_rank", 32}, {"o_groups", 2},
+                     {"o_lora_rank", 32}});
+  } else if (preset == "small") {
+    SetKeys(config, {{"hidden_size", 256}, {"num_hidden_layers", num_layers}, {"num_attention_heads", 4},
+                     {"head_dim", 256}, {"qk_rope_head_dim", 64}, {"q_lora_rank", 128}, {"o_groups", 2},
+                     {"o_lora_rank", 128}});
+  } else if (preset == "bench") {
+    SetKeys(config, {{"hidden_size", 1024}, {"num_hidden_layers", num_layers}, {"num_attention_heads", 8},
+                     {"head_dim", 512}, {"qk_rope_head_dim", 64}, {"q_lora_rank", 512}, {"o_groups", 2},
+                     {"o_lora_rank", 512}});
+  } else {
+    return Status::InvalidArgument("unknown preset '" + preset + "' (tiny, small, bench)");
+  }
+  return Status::Ok();
+}
+
 Status WriteSeededCheckpoint(const nlohmann::ordered_json& config, int indent, const std::string& dir, uint64_t seed,
                              const SeededFormat& format, int64_t shards,
                              const std::function<void(int64_t, SeededShardWriter&)>& fill,

@@ -5,14 +5,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "model/common/block_weights.h"
-#include "model/seeded_checkpoint.h"
+#include "model/common/seeded_checkpoint.h"
 
 namespace deepinfer::model {
 
@@ -61,6 +64,13 @@ void WriteBlockSites(SeededShardWriter& w, const BlockShape& s, const std::strin
 void WriteExperts(SeededShardWriter& w, const BlockShape& s, const std::string& p, int64_t experts);
 // An mHC head site `prefix`_fn / _base / _scale.
 void WriteHcHead(SeededShardWriter& w, const BlockShape& s, const std::string& prefix);
+
+// Sets config keys in order, each replacing its value or appended.
+void SetKeys(nlohmann::ordered_json* config,
+             std::initializer_list<std::pair<const char*, nlohmann::ordered_json>> keys);
+// The shape both families' init-model presets ("tiny", "small", "bench") share: hidden size, heads, head
+// and rope dims and the low ranks, with the family's layer count. An unknown preset is an error.
+Status SetPresetShape(const std::string& preset, int64_t num_layers, nlohmann::ordered_json* config);
 
 // Creates `dir`, writes `config` there as config.json (indented by `indent`), then `shards` shards named
 // model-0000i-of-0000n.safetensors, each filled by fill(index, writer), and model.safetensors.index.json.
