@@ -114,6 +114,17 @@ void SetKeys(nlohmann::ordered_json* config,
   for (const auto& [k, v] : keys) (*config)[k] = v;
 }
 
+void SetReleaseRoutingAndMhc(nlohmann::ordered_json* config) {
+  SetKeys(config, {{"topk_method", "noaux_tc"},
+                   {"norm_topk_prob", true},
+                   {"routed_scaling_factor", 1.5},
+                   {"swiglu_limit", 10.0},
+                   {"sliding_window", 128},
+                   {"hc_mult", 4},
+                   {"hc_sinkhorn_iters", 20},
+                   {"hc_eps", 1e-6}});
+}
+
 Status SetPresetShape(const std::string& preset, int64_t num_layers, nlohmann::ordered_json* config) {
   if (preset == "tiny") {
     SetKeys(config, {{"hidden_size", 64}, {"num_hidden_layers", num_layers}, {"num_attention_heads", 4},

@@ -68,6 +68,9 @@ void WriteHcHead(SeededShardWriter& w, const BlockShape& s, const std::string& p
 // Sets config keys in order, each replacing its value or appended.
 void SetKeys(nlohmann::ordered_json* config,
              std::initializer_list<std::pair<const char*, nlohmann::ordered_json>> keys);
+// The routing, window and mHC constants both families' releases set (topk_method through hc_eps), appended
+// in config.json's order.
+void SetReleaseRoutingAndMhc(nlohmann::ordered_json* config);
 // The shape both families' init-model presets ("tiny", "small", "bench") share: hidden size, heads, head
 // and rope dims and the low ranks, with the family's layer count. An unknown preset is an error.
 Status SetPresetShape(const std::string& preset, int64_t num_layers, nlohmann::ordered_json* config);

@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/number_formats.h"
+#include "model/common/attention.h"
 #include "model/deepseek_v4/v4_internal.h"
 
 namespace deepinfer::model::v4 {
@@ -57,13 +58,7 @@ bool CompressorFeed(const V4CompressorWeights& w, const std::vector<float>& inv_
         g[s] = cur[s][width + c] + ape[s * width + c];
       }
     }
-    float mx = -INFINITY;
-    for (int64_t s = 0; s < slots; ++s) mx = std::max(mx, g[s]);
-    float sum = 0;
-    for (int64_t s = 0; s < slots; ++s) sum += g[s] = std::exp(g[s] - mx);
-    float acc = 0;
-    for (int64_t s = 0; s < slots; ++s) acc += v[s] * (g[s] / sum);
-    entry[c] = acc;
+    entry[c] = GatedPool(v.data(), g.data(), slots);
   }
   kernels::RmsNorm(entry, w.norm.data(), eps, hd, entry);
   const int64_t half = static_cast<int64_t>(inv_freq.size());

@@ -82,33 +82,27 @@ void AddBlock(SeededShardWriter& w, const V4Config& c, const std::string& p, V4A
 }
 
 ordered_json BaseConfig() {
-  return ordered_json{{"architectures", {"DeepseekV4ForCausalLM"}},
-                      {"model_type", "deepseek_v4"},
-                      {"bos_token_id", 0},
-                      {"eos_token_id", 1},
-                      {"vocab_size", 129280},
-                      {"tie_word_embeddings", false},
-                      {"hidden_act", "silu"},
-                      {"num_key_value_heads", 1},
-                      {"n_shared_experts", 1},
-                      {"scoring_func", "sqrtsoftplus"},
-                      {"topk_method", "noaux_tc"},
-                      {"norm_topk_prob", true},
-                      {"routed_scaling_factor", 1.5},
-                      {"swiglu_limit", 10.0},
-                      {"sliding_window", 128},
-                      {"hc_mult", 4},
-                      {"hc_sinkhorn_iters", 20},
-                      {"hc_eps", 1e-6},
-                      {"rms_norm_eps", 1e-6},
-                      {"rope_theta", 10000.0},
-                      {"compress_rope_theta", 160000.0},
-                      {"rope_scaling",
-                       {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 16},
-                        {"original_max_position_embeddings", 65536}, {"type", "yarn"}}},
-                      {"max_position_embeddings", 1048576},
-                      {"num_nextn_predict_layers", 1},
-                      {"torch_dtype", "bfloat16"}};
+  ordered_json c{{"architectures", {"DeepseekV4ForCausalLM"}},
+                 {"model_type", "deepseek_v4"},
+                 {"bos_token_id", 0},
+                 {"eos_token_id", 1},
+                 {"vocab_size", 129280},
+                 {"tie_word_embeddings", false},
+                 {"hidden_act", "silu"},
+                 {"num_key_value_heads", 1},
+                 {"n_shared_experts", 1},
+                 {"scoring_func", "sqrtsoftplus"}};
+  SetReleaseRoutingAndMhc(&c);
+  SetKeys(&c, {{"rms_norm_eps", 1e-6},
+               {"rope_theta", 10000.0},
+               {"compress_rope_theta", 160000.0},
+               {"rope_scaling",
+                {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 16},
+                 {"original_max_position_embeddings", 65536}, {"type", "yarn"}}},
+               {"max_position_embeddings", 1048576},
+               {"num_nextn_predict_layers", 1},
+               {"torch_dtype", "bfloat16"}});
+  return c;
 }
 
 }  // namespace

@@ -106,13 +106,7 @@ std::vector<Emitted> Compress(Step& step, int64_t layer, const float* kv, const 
             v[s] = row[ch];
             g[s] = row[hd + ch];
           }
-          float mx = -INFINITY;
-          for (int64_t s = 0; s < r; ++s) mx = std::max(mx, g[s]);
-          float sum = 0;
-          for (int64_t s = 0; s < r; ++s) sum += g[s] = std::exp(g[s] - mx);
-          float acc = 0;
-          for (int64_t s = 0; s < r; ++s) acc += v[s] * (g[s] / sum);
-          latent[ch] = acc;
+          latent[ch] = GatedPool(v.data(), g.data(), r);
         }
       }
       kernels::RmsNorm(latent.data(), w.norm.data(), eps, hd, latent.data());

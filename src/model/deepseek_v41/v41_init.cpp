@@ -68,37 +68,31 @@ void AddBlock(SeededShardWriter& w, const V41Config& c, const std::string& p, co
 }
 
 ordered_json TextBase() {
-  return ordered_json{{"model_type", "deepseek_v41_text"},
-                      {"vocab_size", 129280},
-                      {"bos_token_id", 0},
-                      {"eos_token_id", 1},
-                      {"pad_token_id", 2},
-                      {"tie_word_embeddings", false},
-                      {"hidden_act", "silu"},
-                      {"num_key_value_heads", 1},
-                      {"n_shared_experts", 1},
-                      {"scoring_func", "sqrtsoftplus"},
-                      {"gate_temp", 1.0},
-                      {"topk_method", "noaux_tc"},
-                      {"norm_topk_prob", true},
-                      {"routed_scaling_factor", 1.5},
-                      {"swiglu_limit", 10.0},
-                      {"sliding_window", 128},
-                      {"hc_mult", 4},
-                      {"hc_sinkhorn_iters", 20},
-                      {"hc_eps", 1e-6},
-                      {"rms_norm_eps", 1e-20},
-                      {"rope_theta", 10000.0},
-                      {"compress_rope_theta", 160000.0},
-                      {"rope_scaling",
-                       {{"rope_type", "yarn"}, {"factor", 16}, {"beta_fast", 32}, {"beta_slow", 1},
-                        {"original_max_position_embeddings", 65536}}},
-                      {"max_position_embeddings", 1048576},
-                      {"engram_max_ngram_size", 4},
-                      {"engram_pad_id", 2},
-                      {"engram_compressed_vocab_size", 99092},
-                      {"dspark_block_size", 5},
-                      {"dspark_noise_token_id", 128799}};
+  ordered_json c{{"model_type", "deepseek_v41_text"},
+                 {"vocab_size", 129280},
+                 {"bos_token_id", 0},
+                 {"eos_token_id", 1},
+                 {"pad_token_id", 2},
+                 {"tie_word_embeddings", false},
+                 {"hidden_act", "silu"},
+                 {"num_key_value_heads", 1},
+                 {"n_shared_experts", 1},
+                 {"scoring_func", "sqrtsoftplus"},
+                 {"gate_temp", 1.0}};
+  SetReleaseRoutingAndMhc(&c);
+  SetKeys(&c, {{"rms_norm_eps", 1e-20},
+               {"rope_theta", 10000.0},
+               {"compress_rope_theta", 160000.0},
+               {"rope_scaling",
+                {{"rope_type", "yarn"}, {"factor", 16}, {"beta_fast", 32}, {"beta_slow", 1},
+                 {"original_max_position_embeddings", 65536}}},
+               {"max_position_embeddings", 1048576},
+               {"engram_max_ngram_size", 4},
+               {"engram_pad_id", 2},
+               {"engram_compressed_vocab_size", 99092},
+               {"dspark_block_size", 5},
+               {"dspark_noise_token_id", 128799}});
+  return c;
 }
 
 }  // namespace
