@@ -11,6 +11,7 @@
 #include "core/safetensors.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kernels/linear.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache_spec.h"
 
@@ -32,6 +33,32 @@ struct ChunkRows {
   int64_t start_pos = 0;
   bool state_only = false;  // writes no kPrefix block
 };
+
+// What every forward step of either family carries: the threads, where the KV blocks live, the RoPE tables,
+// the matrix-product precision, and the batch's rows and chunks. A family's step extends it.
+template <class State>
+struct StepBase {
+  ThreadPool* pool = nullptr;  // every parallel part of the step runs here (LoadOptions::pool)
+  KvPools* pools = nullptr;
+  const std::vector<float>* main_inv_freq = nullptr;
+  const std::vector<float>* compress_inv_freq = nullptr;
+  kernels::LinearOptions linear;  // precision of every matrix product
+  std::vector<Row> rows;
+  std::vector<ChunkRows<State>> chunks;
+  int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
+};
+
+// Fills the shared part of a step.
+template <class State>
+void InitStep(ThreadPool* pool, KvPools* pools, const std::vector<float>* main_inv_freq,
+              const std::vector<float>* compress_inv_freq, ComputePrecision precision, StepBase<State>* step) {
+  step->pool = pool;
+  step->pools = pools;
+  step->main_inv_freq = main_inv_freq;
+  step->compress_inv_freq = compress_inv_freq;
+  if (precision == ComputePrecision::kBf16Activations)
+    step->linear.precision = kernels::LinearPrecision::kBf16Activations;
+}
 
 // What a batch is checked against.
 struct BatchRules {
@@ -59,11 +86,10 @@ void EmbedIntoStreams(const TensorInfo& embed, const std::vector<Row>& rows, int
 void ResetForwardOutput(int64_t vocab_size, int64_t hidden_width, ForwardOutput* out);
 
 // Checks the whole batch (pools, then each chunk: its state is one of `rules.owner`'s, appears once, and
-// passes CheckChunk) and appends its rows and chunks. Nothing is changed on error but `rows` and `chunks`.
+// passes CheckChunk) and appends its rows and chunks to the step. Nothing but the step changes on error.
 template <class State>
 Status LayOutBatch(std::span<const SequenceChunk> batch, const BatchRules& rules, const KvCacheSpec& spec,
-                   const KvPools& pools, std::vector<Row>* rows, std::vector<ChunkRows<State>>* chunks,
-                   bool* want_hidden) {
+                   const KvPools& pools, StepBase<State>* step, bool* want_hidden) {
   DI_RETURN_IF_ERROR(CheckPools(spec, pools));
   std::unordered_set<const SequenceState*> seen;
   for (size_t ci = 0; ci < batch.size(); ++ci) {
@@ -77,8 +103,8 @@ Status LayOutBatch(std::span<const SequenceChunk> batch, const BatchRules& rules
     DI_RETURN_IF_ERROR(CheckChunk(chunk, where, rules, spec, pools, start,
                                   rules.skip_window_blocks_below_floor ? state->window_floor : 0));
     *want_hidden = *want_hidden || chunk.want_hidden;
-    chunks->push_back({state, static_cast<int64_t>(rows->size()), len, start, chunk.state_only});
-    for (int64_t i = 0; i < len; ++i) rows->push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
+    step->chunks.push_back({state, step->num_rows(), len, start, chunk.state_only});
+    for (int64_t i = 0; i < len; ++i) step->rows.push_back({chunk.tokens[i], start + i, static_cast<int32_t>(ci)});
   }
   return Status::Ok();
 }

@@ -21,18 +21,10 @@ namespace deepinfer::model::v4 {
 
 using ChunkRows = model::ChunkRows<V4SequenceState>;
 
-struct Step {
+struct Step : StepBase<V4SequenceState> {
   const V4Config* config = nullptr;
-  ThreadPool* pool = nullptr;  // every parallel part of the step runs here
   const V4CacheLayout* layout = nullptr;
-  KvPools* pools = nullptr;
-  const std::vector<float>* main_inv_freq = nullptr;
-  const std::vector<float>* compress_inv_freq = nullptr;
-  kernels::LinearOptions linear;  // precision of every matrix product
-  bool kv_bf16 = false;           // KV entries stored as bfloat16 (else fp32)
-  std::vector<Row> rows;
-  std::vector<ChunkRows> chunks;
-  int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
+  bool kv_bf16 = false;  // KV entries stored as bfloat16 (else fp32)
 };
 
 // Which block runs: a main layer (its index addresses the KV block layout) or an MTP layer.

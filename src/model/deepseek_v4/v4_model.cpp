@@ -286,14 +286,9 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
 
 v4::Step V4Model::NewStep(KvPools& pools) const {
   v4::Step step;
+  InitStep(pool_, &pools, &main_inv_freq_, &compress_inv_freq_, precision_, &step);
   step.config = &config_;
-  step.pool = pool_;
   step.layout = &layout_;
-  step.pools = &pools;
-  step.main_inv_freq = &main_inv_freq_;
-  step.compress_inv_freq = &compress_inv_freq_;
-  if (precision_ == ComputePrecision::kBf16Activations)
-    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
   step.kv_bf16 = kv_bf16_;
   return step;
 }
@@ -397,7 +392,7 @@ Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, Fo
   v4::Step step = NewStep(pools);
   bool want_hidden = false;
   DI_RETURN_IF_ERROR(LayOutBatch(batch, BatchRules{this, c.vocab_size, c.max_position_embeddings, false}, spec_, pools,
-                                 &step.rows, &step.chunks, &want_hidden));
+                                 &step, &want_hidden));
 
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, width = hc * d;
   std::vector<float> streams(static_cast<size_t>(n * width));

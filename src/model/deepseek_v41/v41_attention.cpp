@@ -82,7 +82,7 @@ std::vector<Emitted> Compress(Step& step, int64_t layer, const float* kv, const 
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<std::vector<Emitted>> per_chunk(step.chunks.size());
   std::vector<std::vector<float>> per_chunk_latents(step.chunks.size());
-  ForEach(*step.threads, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
+  ForEach(*step.pool, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
     const ChunkRows& chunk = step.chunks[ci];
     V41SequenceState& state = *chunk.state;
     std::vector<float>& out = per_chunk_latents[ci];
@@ -137,11 +137,11 @@ void Publish(Step& step, int64_t layer, const std::vector<Emitted>& emitted, std
   const bool with_keys = layout.sources[source].key_group >= 0;
   if (with_keys) {
     keys.resize(static_cast<size_t>(m * ihd));
-    kernels::Linear(latents.data(), m, hd, w.indexer->wk, keys.data(), ihd, step.linear, step.threads);
+    kernels::Linear(latents.data(), m, hd, w.indexer->wk, keys.data(), ihd, step.linear, step.pool);
     kernels::RmsNormRows(keys.data(), ihd, w.indexer->k_norm.data(), static_cast<float>(c.rms_norm_eps), m, ihd,
                          keys.data(), ihd);
   }
-  ForRows(*step.threads, m, [&](int64_t e) {
+  ForRows(*step.pool, m, [&](int64_t e) {
     const ChunkRows& chunk = step.chunks[emitted[e].chunk];
     if (chunk.state_only) return;
     const int64_t index = emitted[e].index;
@@ -175,7 +175,7 @@ void Index(Step& step, int64_t layer, float* iq, const float* iw) {
 
   // Every visible key of each chunk, decoded once.
   std::vector<std::vector<float>> chunk_keys(step.chunks.size());
-  ForEach(*step.threads, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
+  ForEach(*step.pool, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
     const ChunkRows& chunk = step.chunks[ci];
     const int64_t count = (chunk.start_pos + chunk.num_rows) / r;
     chunk_keys[ci].resize(static_cast<size_t>(count * ihd));
@@ -188,7 +188,7 @@ void Index(Step& step, int64_t layer, float* iq, const float* iw) {
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
   const float heads_scale = 1.0f / std::sqrt(static_cast<float>(ih));
   const int64_t bs = c.candidate_block_size;
-  step.threads->ParallelFor(n, [&](int64_t begin, int64_t end) {
+  step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
     std::vector<float> dots, scores, block_scores;
     std::vector<const float*> keys;
     std::vector<int32_t> picked, allowed;
@@ -264,7 +264,7 @@ void DecodeSelection(Step& step) {
   const int64_t hd = c.head_dim, r = SourceRatio(step, sel.group);
   sel.decoded.assign(step.chunks.size(), {});
   sel.slot.assign(step.chunks.size(), {});
-  ForEach(*step.threads, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
+  ForEach(*step.pool, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
     const ChunkRows& chunk = step.chunks[ci];
     std::vector<int32_t>& slot = sel.slot[ci];
     slot.assign(static_cast<size_t>((chunk.start_pos + chunk.num_rows) / r), -1);
@@ -311,16 +311,16 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
     iq.resize(static_cast<size_t>(n * ih * ihd));
     tasks.push_back({x, n, d, &w.indexer->weights_proj, iw.data(), ih});
   }
-  RunLinearTasks(tasks, step.linear, *step.threads);
+  RunLinearTasks(tasks, step.linear, *step.pool);
   kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
   tasks = {{qr.data(), n, ql, &w.wq_b, q.data(), h * hd}};
   if (w.indexer) tasks.push_back({qr.data(), n, ql, &w.indexer->wq_b, iq.data(), ih * ihd});
-  RunLinearTasks(tasks, step.linear, *step.threads);
+  RunLinearTasks(tasks, step.linear, *step.pool);
   kernels::RmsNormRows(kv.data(), hd, w.kv_norm.data(), eps, n, hd, kv.data(), hd);
   // RoPE on the queries and the window K=V, which is stored FP8 in the window blocks and used as stored
   // (also by the chunk's own rows).
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
-  ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.pool, n, [&](int64_t i) {
     const Row& row = step.rows[i];
     RopeAngles(inv_freq, row.pos, cos.data() + i * half, sin.data() + i * half);
     kernels::ApplyRope(q.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
@@ -355,7 +355,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   // The window entries before each chunk (that it may see), decoded once per chunk.
   std::vector<std::vector<float>> before(step.chunks.size());
   std::vector<int64_t> before_first(step.chunks.size(), 0);
-  ForEach(*step.threads, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
+  ForEach(*step.pool, static_cast<int64_t>(step.chunks.size()), [&](int64_t ci) {
     const ChunkRows& chunk = step.chunks[ci];
     const int64_t first = std::max({int64_t{0}, chunk.start_pos - win + 1, chunk.state->window_floor});
     before_first[ci] = first;
@@ -367,7 +367,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   });
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  step.threads->ParallelFor(n, [&](int64_t begin, int64_t end) {
+  step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
     std::vector<const float*> keys;
     std::vector<float> logits;
     for (int64_t i = begin; i < end; ++i) {
@@ -395,7 +395,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   }, 1);
 
   phase.Switch(Phase::kAttnOutput);
-  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.threads, out);
+  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.pool, out);
 }
 
 }  // namespace deepinfer::model::v41

@@ -27,9 +27,9 @@ void WindowKv(const Step& step, const V41AttentionWeights& w, const float* x, in
               float* kv, uint8_t* stored) {
   const V41Config& c = *step.config;
   const int64_t d = c.hidden_size, hd = c.head_dim, rd = c.rope_dim, half = rd / 2;
-  kernels::Linear(x, n, d, w.wkv, kv, hd, step.linear, step.threads);
+  kernels::Linear(x, n, d, w.wkv, kv, hd, step.linear, step.pool);
   kernels::RmsNormRows(kv, hd, w.kv_norm.data(), static_cast<float>(c.rms_norm_eps), n, hd, kv, hd);
-  ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.pool, n, [&](int64_t i) {
     float cos[256], sin[256];
     RopeAngles(*step.main_inv_freq, positions[i], cos, sin);
     float* k = kv + i * hd;
@@ -50,15 +50,15 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
   const int64_t ql = c.q_lora_rank, win = c.sliding_window, gamma = c.dspark.block_size, half = rd / 2;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * h * hd)), kv(static_cast<size_t>(n * hd));
-  kernels::Linear(x, n, d, w.wq_a, qr.data(), ql, step.linear, step.threads);
+  kernels::Linear(x, n, d, w.wq_a, qr.data(), ql, step.linear, step.pool);
   kernels::RmsNormRows(qr.data(), ql, w.q_norm.data(), eps, n, ql, qr.data(), ql);
-  kernels::Linear(qr.data(), n, ql, w.wq_b, q.data(), h * hd, step.linear, step.threads);
+  kernels::Linear(qr.data(), n, ql, w.wq_b, q.data(), h * hd, step.linear, step.pool);
   std::vector<int64_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[i] = step.rows[i].pos;
   std::vector<uint8_t> stored(static_cast<size_t>(n * step.layout->window_bytes));
   WindowKv(step, w, x, n, positions.data(), kv.data(), stored.data());
   std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
-  ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.pool, n, [&](int64_t i) {
     RopeAngles(*step.main_inv_freq, positions[i], cos.data() + i * half, sin.data() + i * half);
     kernels::ApplyRope(q.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
                        kernels::RopeLayout::kInterleaved);
@@ -79,7 +79,7 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
   }
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  step.threads->ParallelFor(n, [&](int64_t begin, int64_t end) {
+  step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
     std::vector<const float*> keys;
     std::vector<float> logits;
     for (int64_t i = begin; i < end; ++i) {
@@ -98,7 +98,7 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
                          kernels::RopeLayout::kInterleaved, /*inverse=*/true);
     }
   }, 1);
-  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.threads, out);
+  GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.pool, out);
 }
 
 }  // namespace
@@ -109,7 +109,7 @@ void StoreDraftContext(Step& step, const float* target_inputs) {
   const int64_t n = step.num_rows(), d = c.hidden_size;
   const int64_t targets = static_cast<int64_t>(c.dspark.target_layer_ids.size());
   std::vector<float> ctx(static_cast<size_t>(n * d));
-  kernels::Linear(target_inputs, n, targets * d, ds.main_proj, ctx.data(), d, step.linear, step.threads);
+  kernels::Linear(target_inputs, n, targets * d, ds.main_proj, ctx.data(), d, step.linear, step.pool);
   kernels::RmsNormRows(ctx.data(), d, ds.main_norm.data(), static_cast<float>(c.rms_norm_eps), n, d, ctx.data(), d);
   std::vector<int64_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[i] = step.rows[i].pos;
@@ -132,28 +132,23 @@ void DraftBlock(Step& step) {
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> streams(static_cast<size_t>(n * hc * d));
-  EmbedIntoStreams(*step.weights->embed, step.rows, hc, d, *step.threads, streams.data());
-  std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f), pre(pre_mix.size()), post(pre_mix.size());
-  std::vector<float> comb(static_cast<size_t>(n * hc * hc)), collapsed(static_cast<size_t>(n * d)), sub(collapsed.size());
-  for (int64_t i = 0; i < n; ++i) pre_mix[i * hc] = 1.0f;
+  EmbedIntoStreams(*step.weights->embed, step.rows, hc, d, *step.pool, streams.data());
+  std::vector<float> collapsed(static_cast<size_t>(n * d)), sub(collapsed.size());
+  SinglePassMhc mhc(c, n);
   for (size_t k = 0; k < ds.layers.size(); ++k) {
     const V41BlockWeights& w = ds.layers[k];
-    HcCoefficients(HcShape::Of(c), w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-    HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+    mhc.Collapse(w.attn_hc, streams.data(), collapsed.data(), *step.pool);
     kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
     DraftAttention(step, static_cast<int64_t>(k), collapsed.data(), sub.data());
-    HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
-    std::swap(pre_mix, pre);
-    HcCoefficients(HcShape::Of(c), w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-    HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+    mhc.Expand(sub.data(), streams.data(), *step.pool);
+    mhc.Collapse(w.ffn_hc, streams.data(), collapsed.data(), *step.pool);
     kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
     // Draft layers are named after the backbone in the probe (layer num_layers + k).
     MoeBlock(step, w.moe, c.dspark.num_experts_per_tok, c.num_layers + static_cast<int64_t>(k), collapsed.data(),
              sub.data());
-    HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
-    std::swap(pre_mix, pre);
+    mhc.Expand(sub.data(), streams.data(), *step.pool);
   }
-  HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
+  HcCollapse(HcShape::Of(c), mhc.pre_mix().data(), streams.data(), n, collapsed.data(), *step.pool);
   kernels::RmsNormRows(collapsed.data(), d, ds.norm.data(), eps, n, d, collapsed.data(), d);
   for (const ChunkRows& chunk : step.chunks)
     chunk.state->draft_hidden.assign(collapsed.begin() + chunk.first_row * d,
@@ -175,7 +170,7 @@ void MarkovBias(const Step& step, int32_t token, float* logits) {
       embed[i] = kernels::Bf16ToFloat(bits);
     }
   }
-  kernels::Linear(embed.data(), 1, r, ds.markov_head, bias.data(), v, step.linear, step.threads);
+  kernels::Linear(embed.data(), 1, r, ds.markov_head, bias.data(), v, step.linear, step.pool);
   for (int64_t i = 0; i < v; ++i) logits[i] += bias[i];
 }
 

@@ -30,7 +30,7 @@ void Engram(const Step& step, int64_t layer, float* streams) {
 
   // The rows of every n-gram head, looked up in place.
   std::vector<float> gathered(static_cast<size_t>(n * width));
-  ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.pool, n, [&](int64_t i) {
     const Row& row = step.rows[i];
     const ChunkRows& chunk = step.chunks[row.chunk];
     thread_local std::vector<int64_t> slots, table_rows;
@@ -41,11 +41,11 @@ void Engram(const Step& step, int64_t layer, float* streams) {
     for (int64_t col = 0; col < cols; ++col) w.table.Row(table_rows[col], gathered.data() + i * width + col * hd);
   });
   std::vector<float> kv(static_cast<size_t>(n * (hc + 1) * d));
-  kernels::Linear(gathered.data(), n, width, w.wkv, kv.data(), (hc + 1) * d, step.linear, step.threads);
+  kernels::Linear(gathered.data(), n, width, w.wkv, kv.data(), (hc + 1) * d, step.linear, step.pool);
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  ForRows(*step.threads, n, [&](int64_t i) {
+  ForRows(*step.pool, n, [&](int64_t i) {
     const float* value = kv.data() + i * (hc + 1) * d + hc * d;
     for (int64_t k = 0; k < hc; ++k) {
       float* h = streams + (i * hc + k) * d;

@@ -51,20 +51,12 @@ struct Selection {
   std::vector<std::vector<int32_t>> slot;   // per chunk: latent index → row in `decoded`, −1 if unused
 };
 
-struct Step {
+struct Step : StepBase<V41SequenceState> {
   const V41Config* config = nullptr;
   const V41CacheLayout* layout = nullptr;
   const V41Weights* weights = nullptr;
   const V41EngramHashing* hashing = nullptr;
-  KvPools* pools = nullptr;
-  ThreadPool* threads = nullptr;  // every forward pass runs here (LoadOptions::pool)
-  const std::vector<float>* main_inv_freq = nullptr;
-  const std::vector<float>* compress_inv_freq = nullptr;
-  kernels::LinearOptions linear;
   V41Probe* probe = nullptr;  // tests only
-  std::vector<Row> rows;
-  std::vector<ChunkRows> chunks;
-  int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
 
   // Published within the step ("shared" in the reference): the latest index source's selection, and per
   // row the candidate blocks of the candidate source (empty until it has run).
@@ -77,6 +69,24 @@ uint8_t* LatentEntry(const Step& step, const ChunkRows& chunk, int64_t source, i
 uint8_t* KeyEntry(const Step& step, const ChunkRows& chunk, int64_t source, int64_t index);
 uint8_t* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t layer, int64_t pos);
 int32_t* EngramIdSlot(const Step& step, const ChunkRows& chunk, int64_t pos);
+
+// Single-pass mHC over a stack of sites (v41_single_pass_mhc.cpp): a site's coefficients come from the
+// streams it sees, its input is collapsed with the previous site's pre.
+class SinglePassMhc {
+ public:
+  SinglePassMhc(const V41Config& c, int64_t n);
+  // The site's coefficients from the streams [n, hc, d], and its input (before its norm) into collapsed [n, d].
+  void Collapse(const HyperConnectionWeights& w, const float* streams, float* collapsed, ThreadPool& pool);
+  // streams ← post ⊗ out + combᵀ · streams with the site's coefficients; its pre then collapses the next input.
+  void Expand(const float* out, float* streams, ThreadPool& pool);
+  // The pre that collapses the next input [n, hc] (after the last site: the final norm's).
+  const std::vector<float>& pre_mix() const { return pre_mix_; }
+
+ private:
+  HcShape shape_;
+  int64_t n_;
+  std::vector<float> pre_mix_, pre_, post_, comb_;
+};
 
 // The compressed id of the token at `pos` for a row of `chunk` (pos ≤ the row's position).
 int64_t EngramSlot(const Step& step, const ChunkRows& chunk, int64_t pos);

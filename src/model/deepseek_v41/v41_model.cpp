@@ -230,6 +230,16 @@ Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from,
   return Status::Ok();
 }
 
+v41::Step V41Model::NewStep(KvPools& pools) const {
+  v41::Step step;
+  InitStep(pool_, &pools, &main_inv_freq_, &compress_inv_freq_, precision_, &step);
+  step.config = &config_;
+  step.layout = &layout_;
+  step.weights = weights_.get();
+  step.hashing = hashing_.get();
+  return step;
+}
+
 Status V41Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) {
   const V41Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
@@ -254,17 +264,7 @@ Status V41Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forwar
       return Status::OutOfRange(where + ": the draft block passes max_position_embeddings");
   }
   // The blocks to run: one per sequence at its first draft step (the anchor, then the noise token).
-  v41::Step step;
-  step.config = &c;
-  step.layout = &layout_;
-  step.weights = weights_.get();
-  step.hashing = hashing_.get();
-  step.pools = &pools;
-  step.main_inv_freq = &main_inv_freq_;
-  step.compress_inv_freq = &compress_inv_freq_;
-  step.threads = pool_;
-  if (precision_ == ComputePrecision::kBf16Activations)
-    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
+  v41::Step step = NewStep(pools);
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     auto* state = static_cast<V41SequenceState*>(batch[ci].state);
     if (state->draft_steps != 0) continue;
@@ -284,7 +284,7 @@ Status V41Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forwar
               rows.begin() + i * d);
   }
   out->logits.resize(static_cast<size_t>(m * v));
-  kernels::Linear(rows.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.threads);
+  kernels::Linear(rows.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.pool);
   for (int64_t i = 0; i < m; ++i) {
     v41::MarkovBias(step, batch[i].token, out->logits.data() + i * v);
     out->first_row.push_back(i);
@@ -370,33 +370,20 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
   const V41Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (batch.empty()) return Status::Ok();
-  v41::Step step;
-  step.config = &c;
-  step.layout = &layout_;
-  step.weights = weights_.get();
-  step.hashing = hashing_.get();
-  step.pools = &pools;
-  step.main_inv_freq = &main_inv_freq_;
-  step.compress_inv_freq = &compress_inv_freq_;
+  v41::Step step = NewStep(pools);
   step.probe = probe;
-  step.threads = pool_;
-  if (precision_ == ComputePrecision::kBf16Activations)
-    step.linear.precision = kernels::LinearPrecision::kBf16Activations;
   bool want_hidden = false;
   DI_RETURN_IF_ERROR(LayOutBatch(batch, BatchRules{this, c.vocab_size, c.max_position_embeddings, true}, spec_, pools,
-                                 &step.rows, &step.chunks, &want_hidden));
+                                 &step, &want_hidden));
 
   const int64_t n = step.num_rows(), hc = c.hc_mult, d = c.hidden_size, v = c.vocab_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> streams(static_cast<size_t>(n * hc * d));
   {
     ScopedPhase phase(Phase::kEmbed);
-    EmbedIntoStreams(*weights_->embed, step.rows, hc, d, *step.threads, streams.data());
+    EmbedIntoStreams(*weights_->embed, step.rows, hc, d, *step.pool, streams.data());
   }
-  // Single-pass mHC: `pre_mix` is the previous site's pre (one-hot on stream 0 before the first layer).
-  std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f), pre(pre_mix.size()), post(pre_mix.size());
-  std::vector<float> comb(static_cast<size_t>(n * hc * hc));
-  for (int64_t i = 0; i < n; ++i) pre_mix[i * hc] = 1.0f;
+  v41::SinglePassMhc mhc(c, n);
   std::vector<float> collapsed(static_cast<size_t>(n * d)), sub(static_cast<size_t>(n * d));
   if (trace) *trace = V41Trace{};
   auto record = [&](std::vector<float>* where) {
@@ -412,7 +399,7 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
     if (weights_->dspark) {
       for (int64_t t = 0; t < targets; ++t) {
         if (c.dspark.target_layer_ids[t] != l) continue;
-        ForRows(*step.threads, n, [&](int64_t i) {
+        ForRows(*step.pool, n, [&](int64_t i) {
           float* dst = target_inputs.data() + (i * targets + t) * d;
           const float* x = streams.data() + i * hc * d;
           for (int64_t e = 0; e < d; ++e) {
@@ -423,35 +410,26 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
         });
       }
     }
-    {
-      ScopedPhase phase(Phase::kHcPre);
-      HcCoefficients(HcShape::Of(c), w.attn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
-      record(trace ? &trace->attn_in : nullptr);
-      kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
-    }
-    v41::Attention(step, l, collapsed.data(), sub.data());
-    {
+    // Each site: its input, normalised; the sub-block; its output spread back over the streams.
+    auto site = [&](const HyperConnectionWeights& hc_weights, const std::vector<float>& norm,
+                    std::vector<float>* trace_in, auto&& sub_block) {
+      {
+        ScopedPhase phase(Phase::kHcPre);
+        mhc.Collapse(hc_weights, streams.data(), collapsed.data(), *step.pool);
+        record(trace_in);
+        kernels::RmsNormRows(collapsed.data(), d, norm.data(), eps, n, d, collapsed.data(), d);
+      }
+      sub_block();
       ScopedPhase phase(Phase::kHcPost);
-      HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
-    }
-    std::swap(pre_mix, pre);  // the attention site's pre collapses the FFN's input
-    {
-      ScopedPhase phase(Phase::kHcPre);
-      HcCoefficients(HcShape::Of(c), w.ffn_hc, streams.data(), n, pre.data(), post.data(), comb.data(), *step.threads);
-      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, collapsed.data(), *step.threads);
-      record(trace ? &trace->ffn_in : nullptr);
-      kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
-    }
-    v41::Moe(step, l, collapsed.data(), sub.data());
-    {
-      ScopedPhase phase(Phase::kHcPost);
-      HcExpand(HcShape::Of(c), post.data(), comb.data(), sub.data(), n, streams.data(), *step.threads);
-    }
-    std::swap(pre_mix, pre);  // the FFN site's pre goes to the next layer
+      mhc.Expand(sub.data(), streams.data(), *step.pool);
+    };
+    site(w.attn_hc, w.attn_norm, trace ? &trace->attn_in : nullptr,
+         [&] { v41::Attention(step, l, collapsed.data(), sub.data()); });
+    site(w.ffn_hc, w.ffn_norm, trace ? &trace->ffn_in : nullptr, [&] { v41::Moe(step, l, collapsed.data(), sub.data()); });
   }
 
   // Logits (and hidden states) for the rows asked for: the last pre collapses the streams, then norm, head.
+  const std::vector<float>& pre_mix = mhc.pre_mix();
   const std::vector<int64_t> wanted = PickLogitRows(batch, step.chunks, out);
   {
     ScopedPhase phase(Phase::kHead);
@@ -463,14 +441,14 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, Forwa
       std::copy(pre_mix.data() + wanted[r] * hc, pre_mix.data() + (wanted[r] + 1) * hc, picked_pre.data() + r * hc);
     }
     std::vector<float> y(static_cast<size_t>(m * d));
-    HcCollapse(HcShape::Of(c), picked_pre.data(), picked.data(), m, y.data(), *step.threads);
+    HcCollapse(HcShape::Of(c), picked_pre.data(), picked.data(), m, y.data(), *step.pool);
     if (trace) {
       trace->final_norm_in.resize(static_cast<size_t>(n * d));
-      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, trace->final_norm_in.data(), *step.threads);
+      HcCollapse(HcShape::Of(c), pre_mix.data(), streams.data(), n, trace->final_norm_in.data(), *step.pool);
     }
     kernels::RmsNormRows(y.data(), d, weights_->norm.data(), eps, m, d, y.data(), d);
     out->logits.resize(static_cast<size_t>(m * v));
-    kernels::Linear(y.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.threads);
+    kernels::Linear(y.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.pool);
     if (want_hidden) out->hidden.assign(picked.begin(), picked.end());
   }
 

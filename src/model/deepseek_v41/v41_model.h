@@ -83,6 +83,7 @@ class V41Model : public CausalLM {
   Status BuildCacheSpec();
   Status Run(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out, V41Trace* trace,
              V41Probe* probe);
+  v41::Step NewStep(KvPools& pools) const;
 
   V41Config config_;
   Checkpoint checkpoint_;

@@ -24,11 +24,11 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
 
   ScopedPhase phase(Phase::kMoeGate);
   std::vector<float> logits(static_cast<size_t>(n * e));
-  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.threads);
+  kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.pool);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   const float temp = static_cast<float>(c.gate_temp);
-  ForRowRanges(*step.threads, n, [&](int64_t begin, int64_t end) {
+  ForRowRanges(*step.pool, n, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(e), biased(e);
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t j = 0; j < e; ++j) scores[j] = RouterScore(c.scoring_func, logits[i * e + j] / temp);
@@ -41,7 +41,7 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
   });
 
   const ExpertDispatch dispatch{static_cast<float>(c.swiglu_limit), RoutingWeightAt::kActivation, step.linear};
-  DispatchExperts(w, dispatch, x, n, d, chosen.data(), weights.data(), k, *step.threads, phase, out);
+  DispatchExperts(w, dispatch, x, n, d, chosen.data(), weights.data(), k, *step.pool, phase, out);
 }
 
 }  // namespace deepinfer::model::v41
