@@ -4,9 +4,33 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
 #include "model/common/row_parallel.h"
 
 namespace deepinfer::model {
+
+void KeyList::Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const {
+  if (bf16_) kernels::QueryKeyDots(q, heads, dim, bf16s_.data(), size(), scale, out);
+  else kernels::QueryKeyDots(q, heads, dim, f32_.data(), size(), scale, out);
+}
+
+void KeyList::WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const {
+  if (bf16_) kernels::WeightedKeySum(p, heads, bf16s_.data(), size(), dim, out);
+  else kernels::WeightedKeySum(p, heads, f32_.data(), size(), dim, out);
+}
+
+void AttendRow(const float* q, const KeyList& keys, const float* sinks, int64_t heads, int64_t head_dim,
+               int64_t rope_dim, float scale, const float* cos, const float* sin, std::vector<float>* logits,
+               float* o) {
+  const int64_t nk = keys.size();
+  logits->resize(static_cast<size_t>(heads * nk));
+  keys.Dots(q, heads, head_dim, scale, logits->data());
+  SinkSoftmax(sinks, heads, nk, logits->data());
+  keys.WeightedSum(logits->data(), heads, head_dim, o);
+  kernels::ApplyRope(o, heads, head_dim, head_dim - rope_dim, rope_dim, cos, sin, kernels::RopeLayout::kInterleaved,
+                     /*inverse=*/true);
+}
 
 void SinkSoftmax(const float* sinks, int64_t heads, int64_t nk, float* logits) {
   for (int64_t head = 0; head < heads; ++head) {

@@ -6,12 +6,47 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
 #include "model/common/block_weights.h"
 
 namespace deepinfer::model {
+
+// The keys (K = V) one query attends over, in their storage precision (fp32 or bf16), and the attention
+// kernels over them.
+class KeyList {
+ public:
+  explicit KeyList(bool bf16) : bf16_(bf16) {}
+  void clear() {
+    f32_.clear();
+    bf16s_.clear();
+  }
+  // A stored entry of the list's precision.
+  void push_back(const uint8_t* entry) {
+    if (bf16_) bf16s_.push_back(reinterpret_cast<const uint16_t*>(entry));
+    else f32_.push_back(reinterpret_cast<const float*>(entry));
+  }
+  // An fp32 key (fp32 lists only).
+  void push_back(const float* key) { f32_.push_back(key); }
+  int64_t size() const { return static_cast<int64_t>(bf16_ ? bf16s_.size() : f32_.size()); }
+  // kernels::QueryKeyDots / WeightedKeySum over the list.
+  void Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const;
+  void WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const;
+
+ private:
+  bool bf16_;
+  std::vector<const float*> f32_;
+  std::vector<const uint16_t*> bf16s_;
+};
+
+// One query row's attention: q [heads, head_dim] against `keys` (scaled dots), the sink softmax (`logits` is
+// scratch), the weighted sum into o [heads, head_dim], then the inverse RoPE of o's trailing rope_dim
+// channels at the row's angles (cos, sin: rope_dim / 2 each).
+void AttendRow(const float* q, const KeyList& keys, const float* sinks, int64_t heads, int64_t head_dim,
+               int64_t rope_dim, float scale, const float* cos, const float* sin, std::vector<float>* logits,
+               float* o);
 
 // logits [heads, nk] ← softmax over each head's keys and its sink logit `sinks[head]`, which only enlarges
 // the denominator.

@@ -175,13 +175,8 @@ void Attention(const Step& step, const BlockRef& block, const float* x, float* o
           for (int32_t t : picked) keys.push_back(CompressedEntry(step, chunk, kv_group, ratio, kv_offset, hd, t));
         }
       }
-      const int64_t nk = keys.size();
-      logits.resize(static_cast<size_t>(h * nk));
-      keys.Dots(q.data() + i * h * hd, h, hd, scale, logits.data());
-      SinkSoftmax(w.sink.data(), h, nk, logits.data());
-      keys.WeightedSum(logits.data(), h, hd, o.data() + i * h * hd);
-      kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
-                         kernels::RopeLayout::kInterleaved, /*inverse=*/true);
+      AttendRow(q.data() + i * h * hd, keys, w.sink.data(), h, hd, rd, scale, cos.data() + i * half,
+                sin.data() + i * half, &logits, o.data() + i * h * hd);
     }
   };
   if (n == 1) attend(0, 1);

@@ -109,14 +109,4 @@ void StoreEntry(const Step& step, uint8_t* dst, const float* src, int64_t n) {
   else std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 
-void KeyList::Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const {
-  if (bf16_) kernels::QueryKeyDots(q, heads, dim, bf16s_.data(), size(), scale, out);
-  else kernels::QueryKeyDots(q, heads, dim, f32_.data(), size(), scale, out);
-}
-
-void KeyList::WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const {
-  if (bf16_) kernels::WeightedKeySum(p, heads, bf16s_.data(), size(), dim, out);
-  else kernels::WeightedKeySum(p, heads, f32_.data(), size(), dim, out);
-}
-
 }  // namespace deepinfer::model::v4

@@ -81,29 +81,6 @@ uint8_t* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index);
 // Writes n values to an entry in the KV precision.
 void StoreEntry(const Step& step, uint8_t* dst, const float* src, int64_t n);
 
-// Entries gathered for one query, in storage precision, and the attention kernels over them.
-class KeyList {
- public:
-  explicit KeyList(bool bf16) : bf16_(bf16) {}
-  void clear() {
-    f32_.clear();
-    bf16s_.clear();
-  }
-  void push_back(const uint8_t* entry) {
-    if (bf16_) bf16s_.push_back(reinterpret_cast<const uint16_t*>(entry));
-    else f32_.push_back(reinterpret_cast<const float*>(entry));
-  }
-  int64_t size() const { return static_cast<int64_t>(bf16_ ? bf16s_.size() : f32_.size()); }
-  // kernels::QueryKeyDots / WeightedKeySum over the list.
-  void Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const;
-  void WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const;
-
- private:
-  bool bf16_;
-  std::vector<const float*> f32_;
-  std::vector<const uint16_t*> bf16s_;
-};
-
 // MoE sub-block on normalised inputs x [n, d]; writes out [n, d].
 void Moe(const Step& step, const BlockRef& block, const float* x, float* out);
 

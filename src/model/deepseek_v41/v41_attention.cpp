@@ -368,7 +368,7 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> keys;
+    KeyList keys(/*bf16=*/false);
     std::vector<float> logits;
     for (int64_t i = begin; i < end; ++i) {
       const Row& row = step.rows[i];
@@ -384,13 +384,8 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
         const std::vector<int32_t>& slot = step.selection.slot[row.chunk];
         for (int32_t t : step.selection.rows[i]) keys.push_back(decoded.data() + slot[t] * hd);
       }
-      const int64_t nk = static_cast<int64_t>(keys.size());
-      logits.resize(static_cast<size_t>(h * nk));
-      kernels::QueryKeyDots(q.data() + i * h * hd, h, hd, keys.data(), nk, scale, logits.data());
-      SinkSoftmax(w.sink.data(), h, nk, logits.data());
-      kernels::WeightedKeySum(logits.data(), h, keys.data(), nk, hd, o.data() + i * h * hd);
-      kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
-                         kernels::RopeLayout::kInterleaved, /*inverse=*/true);
+      AttendRow(q.data() + i * h * hd, keys, w.sink.data(), h, hd, rd, scale, cos.data() + i * half,
+                sin.data() + i * half, &logits, o.data() + i * h * hd);
     }
   }, 1);
 

@@ -80,7 +80,7 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
   std::vector<float> o(static_cast<size_t>(n * h * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> keys;
+    KeyList keys(/*bf16=*/false);
     std::vector<float> logits;
     for (int64_t i = begin; i < end; ++i) {
       const ChunkRows& chunk = step.chunks[step.rows[i].chunk];
@@ -89,13 +89,8 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
       for (int64_t t = context_first[ci]; t < chunk.start_pos; ++t)
         keys.push_back(context[ci].data() + (t - context_first[ci]) * hd);
       for (int64_t j = 0; j < chunk.num_rows; ++j) keys.push_back(kv.data() + (chunk.first_row + j) * hd);
-      const int64_t nk = static_cast<int64_t>(keys.size());
-      logits.resize(static_cast<size_t>(h * nk));
-      kernels::QueryKeyDots(q.data() + i * h * hd, h, hd, keys.data(), nk, scale, logits.data());
-      SinkSoftmax(w.sink.data(), h, nk, logits.data());
-      kernels::WeightedKeySum(logits.data(), h, keys.data(), nk, hd, o.data() + i * h * hd);
-      kernels::ApplyRope(o.data() + i * h * hd, h, hd, hd - rd, rd, cos.data() + i * half, sin.data() + i * half,
-                         kernels::RopeLayout::kInterleaved, /*inverse=*/true);
+      AttendRow(q.data() + i * h * hd, keys, w.sink.data(), h, hd, rd, scale, cos.data() + i * half,
+                sin.data() + i * half, &logits, o.data() + i * h * hd);
     }
   }, 1);
   GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.pool, out);
