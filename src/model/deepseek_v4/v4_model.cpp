@@ -30,27 +30,20 @@ void Block(const Step& step, const BlockRef& block, float* streams) {
   // V4 collapses each sub-block's input with its own site's pre.
   std::vector<float> pre(static_cast<size_t>(n * hc)), post(pre.size()), comb(static_cast<size_t>(n * hc * hc));
   std::vector<float> collapsed(static_cast<size_t>(n * d)), out(static_cast<size_t>(n * d));
-
-  {
-    ScopedPhase phase(Phase::kHcPre);
-    HcCoefficients(hc_shape, w.attn_hc, streams, n, pre.data(), post.data(), comb.data(), *step.pool);
-    HcCollapse(hc_shape, pre.data(), streams, n, collapsed.data(), *step.pool);
-    kernels::RmsNormRows(collapsed.data(), d, w.attn_norm.data(), eps, n, d, collapsed.data(), d);
-  }
-  Attention(step, block, collapsed.data(), out.data());
-  {
+  // Each site: its input, normalised; the sub-block; its output spread back over the streams.
+  auto site = [&](const HyperConnectionWeights& hc_weights, const std::vector<float>& norm, auto&& sub_block) {
+    {
+      ScopedPhase phase(Phase::kHcPre);
+      HcCoefficients(hc_shape, hc_weights, streams, n, pre.data(), post.data(), comb.data(), *step.pool);
+      HcCollapse(hc_shape, pre.data(), streams, n, collapsed.data(), *step.pool);
+      kernels::RmsNormRows(collapsed.data(), d, norm.data(), eps, n, d, collapsed.data(), d);
+    }
+    sub_block();
     ScopedPhase phase(Phase::kHcPost);
     HcExpand(hc_shape, post.data(), comb.data(), out.data(), n, streams, *step.pool);
-  }
-  {
-    ScopedPhase phase(Phase::kHcPre);
-    HcCoefficients(hc_shape, w.ffn_hc, streams, n, pre.data(), post.data(), comb.data(), *step.pool);
-    HcCollapse(hc_shape, pre.data(), streams, n, collapsed.data(), *step.pool);
-    kernels::RmsNormRows(collapsed.data(), d, w.ffn_norm.data(), eps, n, d, collapsed.data(), d);
-  }
-  Moe(step, block, collapsed.data(), out.data());
-  ScopedPhase phase(Phase::kHcPost);
-  HcExpand(hc_shape, post.data(), comb.data(), out.data(), n, streams, *step.pool);
+  };
+  site(w.attn_hc, w.attn_norm, [&] { Attention(step, block, collapsed.data(), out.data()); });
+  site(w.ffn_hc, w.ffn_norm, [&] { Moe(step, block, collapsed.data(), out.data()); });
 }
 
 }  // namespace v4
