@@ -48,6 +48,26 @@ void AttendRow(const float* q, const KeyList& keys, const float* sinks, int64_t 
                int64_t rope_dim, float scale, const float* cos, const float* sin, std::vector<float>* logits,
                float* o);
 
+// Every row's AttendRow with 1/sqrt(head_dim) scaling: q [n, heads, head_dim], the rows' RoPE angles cos, sin
+// [n, rope_dim / 2], keys gathered per row by gather(i, keys) into an fp32 KeyList; o [n, heads, head_dim].
+// Rows are shared among the pool's threads (each row's result depends only on its keys).
+template <class Gather>
+void AttendRows(ThreadPool& pool, int64_t n, const float* q, const float* sinks, int64_t heads, int64_t head_dim,
+                int64_t rope_dim, const float* cos, const float* sin, const Gather& gather, float* o) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int64_t half = rope_dim / 2, width = heads * head_dim;
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    KeyList keys(/*bf16=*/false);
+    std::vector<float> logits;
+    for (int64_t i = begin; i < end; ++i) {
+      keys.clear();
+      gather(i, keys);
+      AttendRow(q + i * width, keys, sinks, heads, head_dim, rope_dim, scale, cos + i * half, sin + i * half, &logits,
+                o + i * width);
+    }
+  }, 1);
+}
+
 // logits [heads, nk] ← softmax over each head's keys and its sink logit `sinks[head]`, which only enlarges
 // the denominator.
 void SinkSoftmax(const float* sinks, int64_t heads, int64_t nk, float* logits);

@@ -365,29 +365,24 @@ void Attention(Step& step, int64_t layer, const float* x, float* out) {
       kernels::KvDequantize(layout.window_format, WindowEntry(step, chunk, layer, t), hd,
                             before[ci].data() + (t - first) * hd);
   });
+  // Each row sees the window before it (stored entries before the chunk, the chunk's own rows) and, in a
+  // layer with a compressed branch, the latents its index source selected.
   std::vector<float> o(static_cast<size_t>(n * h * hd));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
-    KeyList keys(/*bf16=*/false);
-    std::vector<float> logits;
-    for (int64_t i = begin; i < end; ++i) {
-      const Row& row = step.rows[i];
-      const ChunkRows& chunk = step.chunks[row.chunk];
-      const int64_t p = row.pos;
-      keys.clear();
-      for (int64_t t = std::max(p - win + 1, before_first[row.chunk]); t <= p; ++t) {
-        keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
-                                            : before[row.chunk].data() + (t - before_first[row.chunk]) * hd);
-      }
-      if (compressed) {
-        const std::vector<float>& decoded = step.selection.decoded[row.chunk];
-        const std::vector<int32_t>& slot = step.selection.slot[row.chunk];
-        for (int32_t t : step.selection.rows[i]) keys.push_back(decoded.data() + slot[t] * hd);
-      }
-      AttendRow(q.data() + i * h * hd, keys, w.sink.data(), h, hd, rd, scale, cos.data() + i * half,
-                sin.data() + i * half, &logits, o.data() + i * h * hd);
+  auto gather = [&](int64_t i, KeyList& keys) {
+    const Row& row = step.rows[i];
+    const ChunkRows& chunk = step.chunks[row.chunk];
+    const int64_t p = row.pos;
+    for (int64_t t = std::max(p - win + 1, before_first[row.chunk]); t <= p; ++t) {
+      keys.push_back(t >= chunk.start_pos ? kv.data() + (chunk.first_row + t - chunk.start_pos) * hd
+                                          : before[row.chunk].data() + (t - before_first[row.chunk]) * hd);
     }
-  }, 1);
+    if (compressed) {
+      const std::vector<float>& decoded = step.selection.decoded[row.chunk];
+      const std::vector<int32_t>& slot = step.selection.slot[row.chunk];
+      for (int32_t t : step.selection.rows[i]) keys.push_back(decoded.data() + slot[t] * hd);
+    }
+  };
+  AttendRows(*step.pool, n, q.data(), w.sink.data(), h, hd, rd, cos.data(), sin.data(), gather, o.data());
 
   phase.Switch(Phase::kAttnOutput);
   GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.pool, out);

@@ -77,22 +77,16 @@ void DraftAttention(Step& step, int64_t k, const float* x, float* out) {
                             state.draft_kv[k].data() + (t % state.draft_capacity) * step.layout->window_bytes, hd,
                             context[ci].data() + (t - first) * hd);
   }
+  // Each row sees its chunk's context window and the whole draft block.
   std::vector<float> o(static_cast<size_t>(n * h * hd));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  step.pool->ParallelFor(n, [&](int64_t begin, int64_t end) {
-    KeyList keys(/*bf16=*/false);
-    std::vector<float> logits;
-    for (int64_t i = begin; i < end; ++i) {
-      const ChunkRows& chunk = step.chunks[step.rows[i].chunk];
-      const int64_t ci = step.rows[i].chunk;
-      keys.clear();
-      for (int64_t t = context_first[ci]; t < chunk.start_pos; ++t)
-        keys.push_back(context[ci].data() + (t - context_first[ci]) * hd);
-      for (int64_t j = 0; j < chunk.num_rows; ++j) keys.push_back(kv.data() + (chunk.first_row + j) * hd);
-      AttendRow(q.data() + i * h * hd, keys, w.sink.data(), h, hd, rd, scale, cos.data() + i * half,
-                sin.data() + i * half, &logits, o.data() + i * h * hd);
-    }
-  }, 1);
+  auto gather = [&](int64_t i, KeyList& keys) {
+    const int64_t ci = step.rows[i].chunk;
+    const ChunkRows& chunk = step.chunks[ci];
+    for (int64_t t = context_first[ci]; t < chunk.start_pos; ++t)
+      keys.push_back(context[ci].data() + (t - context_first[ci]) * hd);
+    for (int64_t j = 0; j < chunk.num_rows; ++j) keys.push_back(kv.data() + (chunk.first_row + j) * hd);
+  };
+  AttendRows(*step.pool, n, q.data(), w.sink.data(), h, hd, rd, cos.data(), sin.data(), gather, o.data());
   GroupedOutputProjection(w, BlockShape::Of(c), o.data(), n, step.linear, *step.pool, out);
 }
 
