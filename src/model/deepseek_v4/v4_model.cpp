@@ -50,8 +50,7 @@ void Block(const Step& step, const BlockRef& block, float* streams) {
 
 Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V4Model> model(new V4Model());
-  model->precision_ = options.precision;
-  model->pool_ = options.pool != nullptr ? options.pool : &ThreadPool::Shared();
+  model->TakeOptions(options);
   model->kv_bf16_ = options.kv_precision == KvPrecision::kBF16;
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V4Config::FromHf(hf));
@@ -76,8 +75,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   model->ComputeCostFigures();
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV4ForCausalLM", c, dir, model->checkpoint_));
   if (model->drafting_) model->info_.draft_kind = "mtp";
-  model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
-  model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
+  model->BuildRopeTables();
   return model;
 }
 

@@ -26,6 +26,7 @@
 
 #include "core/safetensors.h"
 #include "model/causal_lm.h"
+#include "model/common/deepseek_model.h"
 #include "model/deepseek_v4/v4_config.h"
 #include "model/deepseek_v4/v4_state.h"
 #include "model/deepseek_v4/v4_weights.h"
@@ -54,12 +55,10 @@ struct V4CacheLayout {
   int window_group = -1;
 };
 
-class V4Model : public CausalLM {
+class V4Model : public DeepSeekModel<V4Config, V4Weights> {
  public:
   static Result<std::unique_ptr<V4Model>> Load(const std::string& dir, const LoadOptions& options = {});
 
-  const ModelInfo& info() const override { return info_; }
-  const KvCacheSpec& cache_spec() const override { return spec_; }
   std::unique_ptr<SequenceState> NewSequence() const override;
   Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) override;
   int64_t max_rollback() const override { return kV4MaxRollback; }
@@ -69,12 +68,8 @@ class V4Model : public CausalLM {
   Status Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
 
-  int64_t vocab_size() const { return config_.vocab_size; }
-  const V4Config& config() const { return config_; }
-  const V4Weights& weights() const { return *weights_; }
   const V4CacheLayout& cache_layout() const { return layout_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }
-  ComputePrecision precision() const { return precision_; }
 
  private:
   V4Model() = default;
@@ -88,16 +83,9 @@ class V4Model : public CausalLM {
             const float* streams, int64_t m, std::vector<float>* logits) const;
   v4::Step NewStep(KvPools& pools) const;
 
-  V4Config config_;
-  Checkpoint checkpoint_;
-  std::unique_ptr<V4Weights> weights_;
-  ModelInfo info_;
-  KvCacheSpec spec_;
   V4CacheLayout layout_;
-  ComputePrecision precision_ = ComputePrecision::kExact;
   bool drafting_ = false;
   bool kv_bf16_ = false;
-  ThreadPool* pool_ = nullptr;
   // Per-token and per-step constants of EstimateStepCost (v4_cost.cpp).
   struct CostFigures {
     double token_macs = 0;       // matrix products of one token (k + 1 experts), no attention, no logits
@@ -106,7 +94,6 @@ class V4Model : public CausalLM {
     double embed_row_bytes = 0;  // one embedding row
   };
   CostFigures cost_;
-  std::vector<float> main_inv_freq_, compress_inv_freq_;
 };
 
 }  // namespace deepinfer::model

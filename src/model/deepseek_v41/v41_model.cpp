@@ -36,8 +36,7 @@ CacheElement ElementOf(kernels::KvQuant q, int64_t n) {
 
 Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const LoadOptions& options) {
   std::unique_ptr<V41Model> model(new V41Model());
-  model->precision_ = options.precision;
-  model->pool_ = options.pool != nullptr ? options.pool : &ThreadPool::Shared();
+  model->TakeOptions(options);
   if (options.kv_precision != KvPrecision::kF32)
     return Status::InvalidArgument("DeepSeek-V4.1 keeps its caches in its own FP8/FP4 formats (the quantizers are "
                                    "part of the model); a KV precision other than the default does not apply");
@@ -62,8 +61,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_));
   if (model->weights_->dspark) model->info_.draft_kind = "dspark";
-  model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
-  model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
+  model->BuildRopeTables();
   return model;
 }
 

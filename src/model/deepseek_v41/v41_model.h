@@ -34,6 +34,7 @@
 
 #include "core/safetensors.h"
 #include "model/causal_lm.h"
+#include "model/common/deepseek_model.h"
 #include "model/deepseek_v41/v41_config.h"
 #include "model/deepseek_v41/v41_engram.h"
 #include "model/deepseek_v41/v41_internal.h"
@@ -49,12 +50,10 @@ struct V41Trace {
   std::vector<float> attn_in, ffn_in, final_norm_in;
 };
 
-class V41Model : public CausalLM {
+class V41Model : public DeepSeekModel<V41Config, V41Weights> {
  public:
   static Result<std::unique_ptr<V41Model>> Load(const std::string& dir, const LoadOptions& options = {});
 
-  const ModelInfo& info() const override { return info_; }
-  const KvCacheSpec& cache_spec() const override { return spec_; }
   std::unique_ptr<SequenceState> NewSequence() const override;
   Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) override;
   int64_t max_rollback() const override { return kMaxRollback; }
@@ -71,12 +70,8 @@ class V41Model : public CausalLM {
 
   static constexpr int64_t kMaxRollback = 16;
 
-  int64_t vocab_size() const { return config_.vocab_size; }
-  const V41Config& config() const { return config_; }
-  const V41Weights& weights() const { return *weights_; }
   const V41CacheLayout& cache_layout() const { return layout_; }
   const V41EngramHashing* engram_hashing() const { return hashing_.get(); }
-  ComputePrecision precision() const { return precision_; }
 
  private:
   V41Model() = default;
@@ -85,16 +80,8 @@ class V41Model : public CausalLM {
              V41Probe* probe);
   v41::Step NewStep(KvPools& pools) const;
 
-  V41Config config_;
-  Checkpoint checkpoint_;
-  std::unique_ptr<V41Weights> weights_;
   std::unique_ptr<V41EngramHashing> hashing_;
-  ModelInfo info_;
-  KvCacheSpec spec_;
   V41CacheLayout layout_;
-  ComputePrecision precision_ = ComputePrecision::kExact;
-  ThreadPool* pool_ = nullptr;  // every forward pass runs here
-  std::vector<float> main_inv_freq_, compress_inv_freq_;
 };
 
 }  // namespace deepinfer::model
