@@ -1,5 +1,6 @@
-// A forward pass's batch as both families lay it out: every chunk checked before any state changes, the
-// rows of all chunks in one list (sequence by sequence), and the rows whose logits the batch asks for.
+// A forward step as both families build it: the fields every step carries, every chunk of the batch checked
+// before any state changes, the rows of all chunks in one list (sequence by sequence), the embedded residual
+// streams, and the rows whose logits the batch asks for.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +66,8 @@ struct BatchRules {
   const void* owner = nullptr;  // the model whose sequence states the chunks must hold
   int64_t vocab_size = 0;
   int64_t max_positions = 0;  // max_position_embeddings; 0: not bounded
-  // Window blocks before a state's window_floor are never read, so they need not be in the pool.
+  // Window blocks before a state's window_floor are never read, so they need not be in the pool (V4.1);
+  // otherwise every window block the chunk's positions span must be (V4).
   bool skip_window_blocks_below_floor = false;
 };
 
