@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/hf_config.h"
-#include "model/v41_config.h"
+#include "model/deepseek_v41/v41_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "model/v41_engram.h"
+#include "model/deepseek_v41/v41_engram.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

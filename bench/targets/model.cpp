@@ -25,7 +25,7 @@
 #include "kernels/linear.h"
 #include "model/sequential_blocks.h"
 #include "model/step_profile.h"
-#include "model/v4_model.h"
+#include "model/deepseek_v4/v4_model.h"
 
 namespace deepinfer::bench {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/thread_pool.h"
 #include "model/sequential_blocks.h"
 #include "model/step_profile.h"
-#include "model/v41_model.h"
+#include "model/deepseek_v41/v41_model.h"
 
 namespace deepinfer::bench {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
-#include "model/v41_init.h"
-#include "model/v4_init.h"
+#include "model/deepseek_v41/v41_init.h"
+#include "model/deepseek_v4/v4_init.h"
 #include "tokenizer/locate.h"
 
 namespace deepinfer::cli {

@@ -27,7 +27,7 @@
 #include "engine/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "model/causal_lm.h"
-#include "model/v4_init.h"
+#include "model/deepseek_v4/v4_init.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "server/http_server.h"

@@ -7,8 +7,8 @@
 
 #include "core/clock.h"
 #include "core/hf_config.h"
-#include "model/v41_model.h"
-#include "model/v4_model.h"
+#include "model/deepseek_v4/v4_model.h"
+#include "model/deepseek_v41/v41_model.h"
 
 namespace deepinfer::model {
 

@@ -7,7 +7,7 @@
 
 #include "core/utf8.h"
 #include "engine_test_support.h"
-#include "model/v4_init.h"
+#include "model/deepseek_v4/v4_init.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 

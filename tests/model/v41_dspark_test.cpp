@@ -9,9 +9,9 @@
 #include <memory>
 #include <unistd.h>
 
+#include "model/deepseek_v41/v41_init.h"
+#include "model/deepseek_v41/v41_model.h"
 #include "model/sequential_blocks.h"
-#include "model/v41_init.h"
-#include "model/v41_model.h"
 
 namespace deepinfer::model {
 namespace {

@@ -1,14 +1,14 @@
 // DeepSeek-V4.1 Engram hashing against transformers' deepseek_v41: the compressed token map built from the
 // fixtures' tokenizer, NumPy's default_rng multipliers, the prime layout and every position's table rows of
 // the fixtures' sequences (reference.safetensors `*.engram_hash_ids`), and the released model's constants.
-#include "model/v41_engram.h"
+#include "model/deepseek_v41/v41_engram.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "core/hf_config.h"
-#include "model/v41_config.h"
+#include "model/deepseek_v41/v41_config.h"
 #include "v41_fixture.h"
 
 namespace deepinfer::model {

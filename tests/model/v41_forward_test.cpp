@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.h"
-#include "model/v41_model.h"
+#include "model/deepseek_v41/v41_model.h"
 #include "v41_fixture.h"
 #include "v41_runner.h"
 

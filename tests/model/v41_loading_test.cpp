@@ -14,9 +14,9 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "kernels/number_formats.h"
+#include "model/deepseek_v41/v41_config.h"
+#include "model/deepseek_v41/v41_model.h"
 #include "model/sequential_blocks.h"
-#include "model/v41_config.h"
-#include "model/v41_model.h"
 #include "v41_fixture.h"
 
 namespace deepinfer::model {

@@ -8,8 +8,8 @@
 #include <span>
 
 #include "model/causal_lm.h"
+#include "model/deepseek_v41/v41_model.h"
 #include "model/sequential_blocks.h"
-#include "model/v41_model.h"
 #include "v41_fixture.h"
 
 namespace deepinfer::model {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/v4_config.h"
+#include "model/deepseek_v4/v4_config.h"
 #include "v4_fixture.h"
 
 namespace deepinfer::model {

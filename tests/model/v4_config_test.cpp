@@ -1,4 +1,4 @@
-#include "model/v4_config.h"
+#include "model/deepseek_v4/v4_config.h"
 
 #include <cmath>
 #include <fstream>

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/v4_model.h"
+#include "model/deepseek_v4/v4_model.h"
 #include "v4_fixture.h"
 
 namespace deepinfer::model {

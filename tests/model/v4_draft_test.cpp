@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.h"
+#include "model/deepseek_v4/v4_model.h"
 #include "model/sequential_blocks.h"
-#include "model/v4_model.h"
 #include "v4_fixture.h"
 
 namespace deepinfer::model {

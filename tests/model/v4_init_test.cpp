@@ -1,7 +1,7 @@
 // Random V4 checkpoints: reproducible from the seed, loadable, and in the released FP8/MXFP4 formats giving
 // the same logits as the dequantized F32 checkpoint (the kernels dequantize exactly and reduce in the same
 // order, so the results are bit-identical).
-#include "model/v4_init.h"
+#include "model/deepseek_v4/v4_init.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +13,8 @@
 
 #include "core/safetensors.h"
 #include "kernels/number_formats.h"
+#include "model/deepseek_v4/v4_model.h"
 #include "model/sequential_blocks.h"
-#include "model/v4_model.h"
 
 namespace deepinfer::model {
 namespace {

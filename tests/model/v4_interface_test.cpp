@@ -1,6 +1,7 @@
 // The CausalLM interface as DeepSeek-V4 implements it, beyond the logits themselves: explicit logit rows,
 // hidden states, output buffers that keep their capacity, the model info and weights fingerprint, states
-// that belong to one model (for every operation), and Draft refusing without drafting.
+// that belong to one model (for every operation), chunks past max_position_embeddings refused, and Draft
+// refusing without drafting.
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -8,9 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.h"
+#include "model/deepseek_v4/v4_init.h"
+#include "model/deepseek_v4/v4_model.h"
 #include "model/sequential_blocks.h"
-#include "model/v4_init.h"
-#include "model/v4_model.h"
 #include "v4_fixture.h"
 
 namespace deepinfer::model {
@@ -174,6 +175,34 @@ TEST(V4Interface, FingerprintFollowsTheWeights) {
   EXPECT_EQ((*ma)->info().weights_fingerprint, (*mb)->info().weights_fingerprint);
   EXPECT_NE((*ma)->info().weights_fingerprint, (*mc)->info().weights_fingerprint);
   EXPECT_NE((*ma)->info().weights_fingerprint, Hash128{});
+  fs::remove_all(root);
+}
+
+TEST(V4Interface, ChunksPastMaxPositionEmbeddingsAreRejected) {
+  auto config = V4PresetConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  (*config)["vocab_size"] = 512;
+  (*config)["max_position_embeddings"] = 24;
+  const fs::path root = fs::path(::testing::TempDir()) / "v4_interface_max_positions";
+  fs::remove_all(root);
+  ASSERT_TRUE(WriteRandomV4Checkpoint(*config, root.string(), 1, V4InitFormat::kBF16).ok());
+  Loaded l = Load(root.string());
+  ASSERT_TRUE(l.model);
+  auto s = l.model->NewSequence();
+  ASSERT_TRUE(l.blocks->Reserve(*s, 30).ok());
+  const std::vector<int32_t> tokens = InterfaceTokens(30);
+  ForwardOutput out;
+  SequenceChunk first{s.get(), std::span(tokens).subspan(0, 20), LogitsWanted::kLast};
+  ASSERT_TRUE(l.model->Forward(std::span(&first, 1), l.pools, &out).ok());
+  // Positions 20..29 pass 24: refused whole, the sequence unchanged.
+  SequenceChunk past{s.get(), std::span(tokens).subspan(20, 10), LogitsWanted::kLast};
+  EXPECT_EQ(l.model->Forward(std::span(&past, 1), l.pools, &out).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(s->num_tokens(), 20);
+  // Up to the bound itself is fine.
+  SequenceChunk last{s.get(), std::span(tokens).subspan(20, 4), LogitsWanted::kLast};
+  EXPECT_TRUE(l.model->Forward(std::span(&last, 1), l.pools, &out).ok());
+  EXPECT_EQ(s->num_tokens(), 24);
+  l = Loaded{};
   fs::remove_all(root);
 }
 

@@ -6,7 +6,7 @@
 
 #include "core/safetensors.h"
 #include "model/causal_lm.h"
-#include "model/v4_model.h"
+#include "model/deepseek_v4/v4_model.h"
 #include "v4_fixture.h"
 
 namespace deepinfer::model {
