@@ -155,8 +155,6 @@ struct EngineOptions {
   // all of them at once, so with many streams the last request of a step does not wait for all the others'
   // encoding and socket writes.
   int output_threads = 1;
-  // Prepare step N+1 and finish step N−1 while step N runs.
-  bool async_scheduling = true;
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
   // Needed for text, token bytes, stop strings and the control flag; not owned, must outlive the engine.
   const tokenizer::Tokenizer* tokenizer = nullptr;

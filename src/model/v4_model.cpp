@@ -179,6 +179,9 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   info.bos_token_id = c.bos_token_id;
   for (int64_t id : c.eos_token_ids) info.eos_token_ids.push_back(static_cast<int32_t>(id));
   if (model->drafting_) info.draft_kind = "mtp";
+  info.supports_restore = info.supports_fork = true;
+  info.supports_draft = !info.draft_kind.empty();
+  info.exact_replay_positions = WindowReplayPositions(model->spec_);
   DI_ASSIGN_OR_RETURN(info.weights_fingerprint, WeightsFingerprint(dir, model->checkpoint_));
   model->main_inv_freq_ = RopeInverseFrequencies(c.main_rope, c.rope_dim);
   model->compress_inv_freq_ = RopeInverseFrequencies(c.compress_rope, c.rope_dim);
