@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "core/mutex.h"
+#include "engine/locking.h"
 #include "engine/engine.h"
 #include "engine/step_plan.h"
 #include "model/causal_lm.h"

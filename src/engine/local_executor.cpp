@@ -32,7 +32,7 @@ void MaskFiller::Start(std::function<void()> job) {
 
 void MaskFiller::Wait() {
   MutexLock lock(&mu_);
-  while (busy_) cv_.Wait();
+  while (busy_) WaitOn(cv_, mu_);
 }
 
 void MaskFiller::Loop() {
@@ -41,7 +41,7 @@ void MaskFiller::Loop() {
     std::function<void()> job;
     {
       MutexLock lock(&mu_);
-      while (!stop_ && !job_) cv_.Wait();
+      while (!stop_ && !job_) WaitOn(cv_, mu_);
       if (!job_) return;
       job = std::move(job_);
       job_ = nullptr;
@@ -149,7 +149,7 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
       if (state.ok()) slots_[f.child].state = std::move(state).value();
       else st = state.status();
     }
-    if (!st.ok()) failed.push_back({.id = f.child, .status = st});
+    if (!st.ok()) failed.push_back({.id = f.child, .status = st, .not_run = true});
   }
   for (const BlockCopy& copy : plan.copies) {
     for (size_t g = 0; g < spec_.groups.size(); ++g) {
@@ -175,12 +175,13 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
     if (c.setup) {
       Status st = Setup(c, slot);
       if (!st.ok()) {
-        failed.push_back({.id = c.id, .status = st});
+        failed.push_back({.id = c.id, .status = st, .not_run = true});
         continue;
       }
     }
     if (!slot.state) {
-      failed.push_back({.id = c.id, .status = Status::Internal("engine: a chunk's sequence has no model state")});
+      failed.push_back(
+          {.id = c.id, .status = Status::Internal("engine: a chunk's sequence has no model state"), .not_run = true});
       continue;
     }
     MirrorTables(c, slot.state.get());

@@ -69,7 +69,7 @@ void OutputProcessor::Loop(Shard* shard) {
   while (true) {
     {
       MutexLock lock(&shard->mu);
-      while (!shard->stop && shard->queue.empty()) shard->cv.Wait();
+      while (!shard->stop && shard->queue.empty()) WaitOn(shard->cv, shard->mu);
       if (shard->queue.empty() && shard->stop) return;
       batch.swap(shard->queue);
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "engine/locking.h"
 #include "engine/engine.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_strings.h"

@@ -56,7 +56,7 @@ bool Scheduler::DrainInbox(bool wait) {
     if (wait && inbox_->new_requests.empty() && inbox_->aborts.empty() && inbox_->output_stops.empty() &&
         inbox_->tier_events.empty() && !inbox_->stopping) {
       // Wake for deadlines and cache expiry too, not only for new work.
-      inbox_->cv.WaitFor(std::chrono::milliseconds(requests_.empty() ? 1000 : 20));
+      WaitOnFor(inbox_->cv, inbox_->mu, std::chrono::milliseconds(requests_.empty() ? 1000 : 20));
     }
     fresh.swap(inbox_->new_requests);
     aborts.swap(inbox_->aborts);

@@ -10,12 +10,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/mutex.h"
+#include "engine/locking.h"
 #include "engine/cost_model.h"
 #include "engine/engine.h"
 #include "engine/metrics.h"

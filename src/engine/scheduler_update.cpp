@@ -189,7 +189,7 @@ void Scheduler::Update(const StepResult& result) {
   std::vector<std::pair<RequestId, Status>> setup_failed;
   auto failed = [&](const Sequence* s) {
     for (const SequenceResult& r : result.sequences) {
-      if (r.id == s->id && !r.status.ok()) {
+      if (r.id == s->id && r.not_run) {
         setup_failed.push_back({s->request->id, r.status});
         return true;
       }

@@ -101,8 +101,9 @@ struct SequenceResult {
   // Accepted tokens with their logprobs (one per step now; a verify step may accept several).
   std::vector<sampling::SampledToken> tokens;
   std::vector<int32_t> draft;  // proposals for the next step (speculative decoding; empty now)
-  Status status;               // not ok: this output failed (its mask, its setup); no tokens
+  Status status;               // not ok: this output failed (its mask, its sampling); no tokens
   bool terminated = false;     // its logits mask accepted its last token and allows no more
+  bool not_run = false;        // its chunk did not run: its model state could not be made (status says why)
 };
 
 struct StepResult {

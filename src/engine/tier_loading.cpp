@@ -36,7 +36,7 @@ void Scheduler::DeliverTierEvent(const std::shared_ptr<TierMailbox>& box, const 
 void Scheduler::WaitForTier() {
   {
     MutexLock lock(&inbox_->mu);
-    while (inbox_->tier_reads_outstanding != 0) inbox_->tier_cv.Wait();
+    while (inbox_->tier_reads_outstanding != 0) WaitOn(inbox_->tier_cv, inbox_->mu);
   }
   MutexLock lock(&tier_mailbox_->mu);
   tier_mailbox_->inbox = nullptr;
