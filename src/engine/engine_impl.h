@@ -41,7 +41,7 @@ class EngineImpl final : public Engine {
   EngineOptions options_;
   EngineInfo info_;
   Hash128 weights_fingerprint_;
-  std::unique_ptr<LocalExecutor> executor_;
+  std::unique_ptr<Executor> executor_;  // LocalExecutor; another Executor (several processes) can take its place
   Inbox inbox_;
   EngineMetrics metrics_;
   std::unique_ptr<OutputProcessor> output_;

@@ -145,8 +145,8 @@ void Scheduler::ReleaseTierHeld() {
   tier_held_.clear();
 }
 
-// Frees a sequence's blocks and model state; what it computed is lost (full blocks stay cached, so a
-// recomputation usually hits them).
+// Frees a sequence's blocks (its model state goes with the next plan's dropped or finished list); what it
+// computed is lost (full blocks stay cached, so a recomputation usually hits them).
 void Scheduler::ReleaseSequence(Sequence* s) {
   if (s->running) std::erase(running_, s);
   blocks_.Free(&s->blocks, NowNanos());
@@ -266,8 +266,8 @@ void Scheduler::Plan(std::vector<Work>* plan) {
 
 // Starts a waiting sequence: matches its tokens against the prefix cache, decides where its state is
 // restored from (cached window blocks, exact replay, bounded replay, or nothing), attaches the blocks,
-// restores the model state and allocates its first chunk, whose length it returns (0: it cannot start
-// this step, and nothing changed).
+// records how the executor makes its state (Sequence::setup) and allocates its first chunk, whose length
+// it returns (0: it cannot start this step, and nothing changed).
 int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   Request* r = s->request;
   kvcache::SequenceBlocks& b = s->blocks;
