@@ -172,8 +172,6 @@ class Scheduler {
   // Waits for the tier reads in flight (they write into the pools) and closes the tier's mailbox.
   void WaitForTier();
 
-  SeqId NextSeqId() { return next_seq_id_++; }
-
  private:
   // One sequence's chunk of the step being planned.
   struct Work {

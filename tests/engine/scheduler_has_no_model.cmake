@@ -1,6 +1,6 @@
 # The scheduler meets the executor only through engine/step_plan.h: its files (and that header) include no
-# model header and the executor's header, and name no model type. Run by the ctest
-# engine_scheduler_has_no_model with -DSOURCE_DIR=<repository root>.
+# model header and the executor's header, and name no model type; the executor's files include no
+# scheduler header. Run by the ctest engine_scheduler_has_no_model with -DSOURCE_DIR=<repository root>.
 set(files
   src/engine/step_plan.h
   src/engine/scheduler.h
@@ -26,7 +26,19 @@ foreach(f IN LISTS files)
     endif()
   endforeach()
 endforeach()
+foreach(f IN ITEMS src/engine/executor.h src/engine/local_executor.cpp)
+  if(NOT EXISTS ${SOURCE_DIR}/${f})
+    string(APPEND problems "\n  ${f}: missing (update this list when the executor's files change)")
+    continue()
+  endif()
+  file(STRINGS ${SOURCE_DIR}/${f} lines REGEX "^[ \t]*#[ \t]*include")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "engine/(scheduler|engine_impl|output_processor)\\.h")
+      string(APPEND problems "\n  ${f}: ${line}")
+    endif()
+  endforeach()
+endforeach()
 if(problems)
-  message(FATAL_ERROR "the scheduler reaches into the model or the executor:${problems}")
+  message(FATAL_ERROR "the scheduler and the executor meet outside engine/step_plan.h:${problems}")
 endif()
 message(STATUS "scheduler files checked: ${files}")
