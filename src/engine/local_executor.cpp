@@ -216,9 +216,11 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   const bool any_mask = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.slot->mask != nullptr; });
   if (any_mask) mask_filler_.Start([this, &rows] { FillMasks(rows); });
 
-  result.forward_start_nanos = NowNanos();
-  if (!chunks_.empty()) result.status = model_->Forward(chunks_, pools_, &forward_out_);
-  result.forward_end_nanos = NowNanos();
+  if (!chunks_.empty()) {
+    result.forward_start_nanos = NowNanos();
+    result.status = model_->Forward(chunks_, pools_, &forward_out_);
+    result.forward_end_nanos = NowNanos();
+  }
   if (any_mask) mask_filler_.Wait();
   result.sequences = std::move(failed);
   if (!result.status.ok()) return result;

@@ -165,10 +165,10 @@ void Scheduler::Update(const StepResult& result) {
   copy_pins_.clear();
 
   const int64_t t0 = result.forward_start_nanos, t1 = result.forward_end_nanos;
-  const double gap = last_forward_end_ > 0 ? static_cast<double>(t0 - last_forward_end_) * 1e-9 : -1;
+  const double gap = last_forward_end_ > 0 && t0 > 0 ? static_cast<double>(t0 - last_forward_end_) * 1e-9 : -1;
   last_forward_end_ = t1;
   const double seconds = static_cast<double>(t1 - t0) * 1e-9;
-  if (result.status.ok()) cost_.Observe(current_shape_, seconds);
+  if (result.status.ok() && t1 > t0) cost_.Observe(current_shape_, seconds);  // t0 = t1 = 0: no forward pass
   if (options_.check_invariants) CheckStep();
   {
     MutexLock lock(&metrics_->mu);

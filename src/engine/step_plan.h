@@ -109,7 +109,7 @@ struct SequenceResult {
 struct StepResult {
   Status status;  // the forward pass; not ok: no chunk of the plan advanced
   std::vector<SequenceResult> sequences;  // one per sampler of the plan, in plan order
-  int64_t forward_start_nanos = 0, forward_end_nanos = 0;
+  int64_t forward_start_nanos = 0, forward_end_nanos = 0;  // both 0 when no chunk ran
 };
 
 // The bytes of a prefix-class block in each prefix cache group, which the persistent tier reads into and
