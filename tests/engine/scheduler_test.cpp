@@ -33,23 +33,27 @@ struct Harness {
     scheduler = std::make_unique<Scheduler>(std::move(config), &inbox, &metrics, &output, &bytes);
   }
 
-  void Add(RequestId id, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  void Add(RequestId id, const std::vector<int32_t>& prompt, int64_t max_tokens, int n = 1) {
     auto r = std::make_unique<Request>();
     r->id = id;
     r->order = static_cast<int64_t>(id);
     r->prompt_tokens = static_cast<int64_t>(prompt.size());
     r->params.sampling.max_tokens = max_tokens;
+    r->params.sampling.n = n;
     r->root = kvcache::RootHash({}, "exact", "f32", "");
     r->out = std::make_shared<OutputRequest>();
     r->out->id = id;
     r->out->callback = [this](RequestUpdate u) { finished += u.finished; };
-    r->out->seqs.resize(1);
-    auto s = std::make_unique<Sequence>();
-    s->request = r.get();
-    s->born = true;
-    s->tokens = prompt;
-    r->seqs.push_back(std::move(s));
-    r->live = 1;
+    r->out->seqs.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      auto s = std::make_unique<Sequence>();
+      s->request = r.get();
+      s->index = i;
+      s->born = i == 0;
+      if (i == 0) s->tokens = prompt;
+      r->seqs.push_back(std::move(s));
+    }
+    r->live = n;
     MutexLock lock(&inbox.mu);
     ++inbox.waiting_fresh;
     inbox.new_requests.push_back(std::move(r));
@@ -128,6 +132,56 @@ TEST(EngineScheduler, PlansPrefillDecodeAndARestoredPrefixHitAsPlainData) {
   h.scheduler->AbortAll();
   h.output.Stop();
   EXPECT_EQ(h.finished.load(), 2);
+}
+
+TEST(EngineScheduler, BirthsSampleFromTheParentsRowAndForkInTheNextPlan) {
+  Harness h;
+  const std::vector<int32_t> prompt = Prompt(200);  // one full block and a partial one
+  h.Add(1, prompt, 4, /*n=*/2);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+
+  const StepPlan prefill = h.scheduler->Schedule();
+  ASSERT_EQ(prefill.chunks.size(), 1u);  // only output 0 computes the prompt
+  const PlannedChunk& c = prefill.chunks[0];
+  ASSERT_EQ(c.samplers.size(), 2u);  // both outputs sample from its row
+  EXPECT_EQ(c.samplers[0], c.id);
+  const SeqId parent = c.id, child = c.samplers[1];
+  ASSERT_EQ(prefill.new_samplers.size(), 2u);
+  EXPECT_EQ(prefill.new_samplers[1].id, child);
+  EXPECT_EQ(prefill.new_samplers[1].index, 1);
+  EXPECT_TRUE(prefill.new_samplers[1].prompt.empty());  // its penalty counts come from its parent's
+
+  StepResult result;
+  for (const auto& [id, token] : {std::pair<SeqId, int32_t>{parent, 5}, {child, 6}}) {
+    SequenceResult r;
+    r.id = id;
+    r.tokens.push_back({.id = token});
+    result.sequences.push_back(std::move(r));
+  }
+  h.scheduler->Update(result);
+
+  const StepPlan decode = h.scheduler->Schedule();
+  ASSERT_EQ(decode.forks.size(), 1u);
+  EXPECT_EQ(decode.forks[0].child, child);
+  EXPECT_EQ(decode.forks[0].parent, parent);
+  ASSERT_EQ(decode.copies.size(), 1u);  // the partial prompt block
+  EXPECT_FALSE(decode.copies[0].window);
+  ASSERT_EQ(decode.chunks.size(), 2u);
+  const PlannedChunk& p = decode.chunks[0].id == parent ? decode.chunks[0] : decode.chunks[1];
+  const PlannedChunk& k = decode.chunks[0].id == parent ? decode.chunks[1] : decode.chunks[0];
+  ASSERT_EQ(k.id, child);
+  EXPECT_FALSE(k.setup.has_value());  // its state is the fork
+  EXPECT_EQ(p.tokens, std::vector<int32_t>{5});
+  EXPECT_EQ(k.tokens, std::vector<int32_t>{6});
+  EXPECT_EQ(k.start, 200);
+  EXPECT_EQ(k.prefix_table[0], p.prefix_table[0]);  // the full block is shared
+  EXPECT_EQ(decode.copies[0].from, p.prefix_table[1]);
+  EXPECT_EQ(decode.copies[0].to, k.prefix_table[1]);
+  EXPECT_NE(k.prefix_table[1], p.prefix_table[1]);
+
+  h.scheduler->AbortAll();
+  h.output.Stop();
+  EXPECT_EQ(h.finished.load(), 1);
 }
 
 }  // namespace
