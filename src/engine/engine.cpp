@@ -16,6 +16,10 @@
 namespace deepinfer::engine {
 namespace {
 
+// EngineOptions' value-initialized precisions (engine.h sees the enums declared only).
+static_assert(model::ComputePrecision{} == model::ComputePrecision::kExact);
+static_assert(model::KvPrecision{} == model::KvPrecision::kF32);
+
 constexpr size_t kMaxSaltBytes = 1024;
 constexpr size_t kMaxTagBytes = 256;
 constexpr size_t kMaxTtlClassBytes = 64;

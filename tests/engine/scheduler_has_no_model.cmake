@@ -1,6 +1,7 @@
 # The scheduler meets the executor only through engine/step_plan.h: its files (and that header) include no
 # model header and the executor's header, and name no model type; the executor's files include no
-# scheduler header. Run by the ctest engine_scheduler_has_no_model with -DSOURCE_DIR=<repository root>.
+# scheduler header. With -DCXX=<compiler>, the headers the scheduler's headers pull in (transitively) are
+# checked too. Run by the ctest engine_scheduler_has_no_model with -DSOURCE_DIR=<repository root>.
 set(files
   src/engine/step_plan.h
   src/engine/scheduler.h
@@ -38,6 +39,17 @@ foreach(f IN ITEMS src/engine/executor.h src/engine/local_executor.cpp)
     endif()
   endforeach()
 endforeach()
+if(CXX)
+  foreach(header IN ITEMS engine/step_plan.h engine/scheduler.h)
+    execute_process(COMMAND ${CXX} -std=c++20 -I${SOURCE_DIR}/src -M -x c++ ${SOURCE_DIR}/src/${header}
+                    OUTPUT_VARIABLE deps ERROR_VARIABLE errors RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      string(APPEND problems "\n  ${header}: the preprocessor failed: ${errors}")
+    elseif(deps MATCHES "src/model/[A-Za-z0-9_]+\\.h|engine/executor\\.h")
+      string(APPEND problems "\n  ${header} pulls in ${CMAKE_MATCH_0}")
+    endif()
+  endforeach()
+endif()
 if(problems)
   message(FATAL_ERROR "the scheduler and the executor meet outside engine/step_plan.h:${problems}")
 endif()
