@@ -30,6 +30,8 @@ namespace deepinfer::engine {
 
 struct Request;
 
+// One of a request's n outputs as the scheduler tracks it: its tokens, blocks and place in the queues.
+// Owned by its Request; its model and sampling state live in the executor under `id`.
 struct Sequence {
   Request* request = nullptr;
   SeqId id = 0;
@@ -61,6 +63,8 @@ struct Sequence {
   bool replaying() const { return computed < replay_end; }
 };
 
+// A request in flight. Made by AddRequest (on the caller's thread), handed over through the Inbox, then
+// owned by the scheduler (requests_) until its last output finishes.
 struct Request {
   RequestId id = 0;
   int64_t order = 0;  // arrival sequence number

@@ -5,8 +5,9 @@
 // executor in another process can take the plan as bytes. Sequences are named by SeqId, which the
 // scheduler assigns and the executor uses as the key of its per-sequence state.
 //
-// The scheduler's files include this header and never the model's; the executor's include this header and
-// never the scheduler's (the ctest `engine_scheduler_has_no_model` checks the first).
+// The scheduler's files include this header and never the model's (not even through other headers); the
+// executor's include this header and never the scheduler's (the ctest `engine_scheduler_has_no_model`
+// checks both).
 #pragma once
 
 #include <cstdint>
