@@ -366,7 +366,9 @@ int RunProtocol(const GenerateArgs& args) {
     }
     if (!prepared.ok()) {
       if (single) {
-        // The same one-line form as `deepinfer render`: the status and the protocol's error body.
+        // A refused request: the same one-line form as `deepinfer render`, the status and the protocol's error
+        // body. A failure that is not the request's (the model's tokenizer cannot encode it): its message.
+        if (prepared.refusal.status >= 500) return Fail("generate", prepared.refusal.message);
         std::cerr << "deepinfer generate: HTTP " << prepared.refusal.status << " " << prepared.refusal.body << "\n";
         return 1;
       }

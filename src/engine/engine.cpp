@@ -16,6 +16,11 @@
 namespace deepinfer::engine {
 namespace {
 
+// EngineOptions' value-initialized precisions (engine.h sees the enums declared only).
+static_assert(model::ComputePrecision{} == model::ComputePrecision::kExact);
+static_assert(model::KvPrecision{} == model::KvPrecision::kF32);
+
+
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -42,6 +47,19 @@ void Prefault(model::KvBlockPool& pool) {
   for (uintptr_t p = begin; p < end; p += page) *reinterpret_cast<volatile uint8_t*>(p) = 0;
 }
 
+// The tokens that end generation: EngineOptions::eos_token_ids when given; else config.json's and the
+// tokenizer's end-of-sentence control token.
+std::vector<int32_t> EndOfSequenceIds(const model::ModelInfo& info, const EngineOptions& options) {
+  if (!options.eos_token_ids.empty()) return options.eos_token_ids;
+  std::vector<int32_t> ids = info.eos_token_ids;
+  if (options.tokenizer) {
+    auto id = options.tokenizer->TokenToId("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
+    if (id && options.tokenizer->IsAddedToken(*id) && std::find(ids.begin(), ids.end(), *id) == ids.end())
+      ids.push_back(*id);
+  }
+  return ids;
+}
+
 }  // namespace
 
 std::string_view FinishReasonName(FinishReason reason) {
@@ -61,13 +79,6 @@ std::function<int64_t(std::string_view)> TokenCounter(const tokenizer::Tokenizer
   };
 }
 
-bool SeqOrder::operator()(const Sequence* a, const Sequence* b) const {
-  if (a->request->params.priority != b->request->params.priority)
-    return a->request->params.priority < b->request->params.priority;
-  if (a->request->order != b->request->order) return a->request->order < b->request->order;
-  return a->index < b->index;
-}
-
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::CausalLM> model, EngineOptions options) {
   if (!model) return Status::InvalidArgument("engine: no model");
   auto engine = std::make_unique<EngineImpl>(std::move(model), std::move(options));
@@ -82,9 +93,6 @@ EngineImpl::~EngineImpl() { Shutdown(); }
 
 Status EngineImpl::Init() {
   const EngineOptions& o = options_;
-  std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
-  if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
-  constraint_masks_ = std::make_unique<sampling::ConstraintMasks>(std::move(compiler));
   if (o.max_num_seqs < 1 || o.max_num_seqs > 4096) return Status::InvalidArgument("max_num_seqs: must be in [1, 4096]");
   if (o.output_threads < 1 || o.output_threads > 64) return Status::InvalidArgument("output_threads: must be in [1, 64]");
   if (o.max_num_batched_tokens < 1 || o.max_num_batched_tokens > (1 << 20))
@@ -95,9 +103,9 @@ Status EngineImpl::Init() {
   if (o.kv_cache_bytes <= 0) return Status::InvalidArgument("kv_cache_bytes: must be positive");
 
   const model::ModelInfo& mi = model_->info();
-  spec_ = model_->cache_spec();
-  int64_t prefix_bytes = 0, window_bytes = 0, window = 0, window_layers = 0;
-  for (const model::CacheGroupSpec& g : spec_.groups) {
+  const model::KvCacheSpec spec = model_->cache_spec();
+  int64_t prefix_bytes = 0, window_bytes = 0, window = 0;
+  for (const model::CacheGroupSpec& g : spec.groups) {
     if (g.tokens_per_block != model::kBlockTokens)
       return Status::Unimplemented("engine: cache group '" + g.name + "' has blocks of " +
                                    std::to_string(g.tokens_per_block) + " positions (the engine needs 128)");
@@ -106,7 +114,6 @@ Status EngineImpl::Init() {
     } else {
       window_bytes += g.bytes_per_block;
       window = std::max(window, g.window);
-      window_layers = std::max(window_layers, g.num_layers);
     }
   }
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
@@ -140,24 +147,11 @@ Status EngineImpl::Init() {
                                        std::to_string(prefix_bytes + window_bytes) + " bytes per block)");
   }
   std::vector<int64_t> per_group;
-  for (const model::CacheGroupSpec& g : spec_.groups)
+  for (const model::CacheGroupSpec& g : spec.groups)
     per_group.push_back(g.retention == model::CacheRetention::kPrefix ? prefix_blocks : window_blocks);
-  DI_ASSIGN_OR_RETURN(pools_, model::KvPools::Create(spec_, per_group));
+  DI_ASSIGN_OR_RETURN(model::KvPools pools, model::KvPools::Create(spec, per_group));
   if (o.prefault_kv) {
-    for (size_t g = 0; g < pools_.num_groups(); ++g) Prefault(pools_.group(g));
-  }
-  blocks_ = std::make_unique<kvcache::BlockManager>(kvcache::BlockManagerOptions{
-      .prefix_blocks = prefix_blocks,
-      .window_blocks = window_blocks,
-      .window = window,
-      .window_max_cached = window_cached,
-      .window_ttl_s = o.window_ttl_s,
-      .prefix_caching = o.enable_prefix_caching});
-  cone_positions_ = (window_layers + 1) * std::max<int64_t>(window - 1, 0) + model::kBlockTokens;
-
-  eos_ = o.eos_token_ids.empty() ? mi.eos_token_ids : o.eos_token_ids;
-  if (eos_.empty() && o.tokenizer) {
-    if (auto id = o.tokenizer->TokenToId("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>")) eos_.push_back(*id);
+    for (size_t g = 0; g < pools.num_groups(); ++g) Prefault(pools.group(g));
   }
 
   info_.architecture = mi.architecture;
@@ -168,40 +162,57 @@ Status EngineImpl::Init() {
   // A sequence must fit the pool alone (else preemption could never make room for it).
   if (prefix_blocks > 0) info_.max_model_len = std::min(info_.max_model_len, prefix_blocks * model::kBlockTokens);
   info_.max_prompt_tokens = info_.max_model_len - 1;
+  weights_fingerprint_ = mi.weights_fingerprint;
 
-  // Which sequence operations the model has (milestones of the model boundary land them one by one).
-  {
-    auto probe = model_->NewSequence();
-    can_restore_ = model_->RestoreAt(*probe, 0, model::RestoreFrom::kNoWindow, pools_).code() != StatusCode::kUnimplemented;
-    auto fork = model_->Fork(*probe);
-    can_fork_ = fork.ok() || fork.status().code() != StatusCode::kUnimplemented;
-  }
-  if (!can_restore_ && o.enable_prefix_caching)
-    DI_LOG(kInfo, "engine: the model cannot restore a sequence at a block boundary yet; prefix-cache hits are off")
+  SchedulerConfig config;
+  config.options = o;
+  config.prefix_blocks = prefix_blocks;
+  config.window_blocks = window_blocks;
+  config.window = window;
+  config.window_cached = window_cached;
+  config.vocab_size = mi.vocab_size;
+  config.max_model_len = info_.max_model_len;
+  config.eos_token_ids = EndOfSequenceIds(mi, o);
+  config.supports_restore = mi.supports_restore;
+  config.supports_fork = mi.supports_fork;
+  config.replay_cone = mi.exact_replay_positions;
+  if (!config.supports_restore && o.enable_prefix_caching)
+    DI_LOG(kInfo, "engine: the model cannot restore a sequence at a block boundary; prefix-cache hits are off")
         .Field("architecture", mi.architecture);
 
   std::random_device rd;
-  seed_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(NowNanos());
-  counters_.kv_blocks_total = prefix_blocks;
-  counters_.window_blocks_total = window_blocks;
-  gauge_blocks_free_ = {prefix_blocks, window_blocks};
+  {
+    MutexLock lock(&inbox_.mu);
+    inbox_.seed_state = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(NowNanos());
+  }
+  {
+    MutexLock lock(&metrics_.mu);
+    metrics_.counters.kv_blocks_total = prefix_blocks;
+    metrics_.counters.window_blocks_total = window_blocks;
+    metrics_.prefix_free = prefix_blocks;
+  }
 
-  if (o.tbt_target_ms > 0 && o.calibrate) Calibrate();
+  std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
+  if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
+  executor_ = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler));
+  output_ = std::make_unique<OutputProcessor>(o.tokenizer, o.output_threads, o.output_thread_slice_us,
+                                              [this](std::vector<std::pair<RequestId, int>> stopped) {
+                                                {
+                                                  MutexLock lock(&inbox_.mu);
+                                                  for (const auto& s : stopped) inbox_.output_stops.push_back(s);
+                                                }
+                                                inbox_.cv.Signal();
+                                              });
+  scheduler_ = std::make_unique<Scheduler>(std::move(config), &inbox_, &metrics_, output_.get(), executor_.get());
+  if (o.tbt_target_ms > 0 && o.calibrate)
+    scheduler_->Calibrate([this](const StepPlan& plan) { return executor_->Execute(plan); });
 
   step_thread_ = std::thread([this] {
     SetCurrentThreadName("di-engine-step");
     StepLoop();
   });
-  for (int i = 0; i < o.output_threads; ++i) {
-    out_shards_.push_back(std::make_unique<OutputShard>());
-    OutputShard* shard = out_shards_.back().get();
-    shard->thread = std::thread([this, shard] {
-      SetCurrentThreadName("di-engine-out");
-      OutputLoop(shard);
-    });
-  }
   DI_LOG(kInfo, "engine ready")
-      .Field("architecture", mi.architecture)
+      .Field("architecture", info_.architecture)
       .Field("prefix_blocks", prefix_blocks)
       .Field("window_blocks", window_blocks)
       .Field("max_num_seqs", o.max_num_seqs)
@@ -234,32 +245,37 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   if (params.tag.size() > kMaxTagBytes) return Status::InvalidArgument("tag: at most 256 bytes");
   if (params.kv_ttl_class.size() > kMaxTtlClassBytes) return Status::InvalidArgument("kv_ttl_class: at most 64 bytes");
   if (!callback) return Status::InvalidArgument("callback: required");
-  const sampling::OutputConstraint& constraint = params.constraint;
-  if (constraint.grammar && constraint.scripted_tokens)
-    return Status::InvalidArgument("constraint: a grammar and scripted tokens cannot be combined");
-  if (constraint.grammar && !constraint_masks_->can_compile())
-    return Status::InvalidArgument("constraint: grammars need the engine's tokenizer or a constraint compiler");
 
   auto r = std::make_unique<Request>();
   r->prompt_tokens = p;
   r->arrival_nanos = NowNanos();
   r->params = std::move(params);
   const sampling::SamplingParams& rp = r->params.sampling;  // `sp` is moved from now
-  const Hash128& fingerprint = model_->info().weights_fingerprint;
-  r->root = kvcache::RootHash(fingerprint, ComputeName(options_.compute_precision), KvName(options_.kv_precision),
-                              r->params.cache_salt);
+  r->root = kvcache::RootHash(weights_fingerprint_, ComputeName(options_.compute_precision),
+                              KvName(options_.kv_precision), r->params.cache_salt);
   const int n = rp.n;
-  const bool penalties = rp.repetition_penalty != 1.0 || rp.presence_penalty != 0 || rp.frequency_penalty != 0;
+  // A grammar compiles on the executor's compile threads from now on; the request waits, unscheduled,
+  // until the step thread hears that it is done.
+  Inbox* inbox = &inbox_;
+  DI_ASSIGN_OR_RETURN(const Executor::ConstraintTicket ticket,
+                      executor_->PrepareConstraints(r->params, n, [inbox](uint64_t handle, Status status) {
+                        {
+                          MutexLock lock(&inbox->mu);
+                          inbox->compiled_constraints.emplace_back(handle, std::move(status));
+                        }
+                        inbox->cv.Signal();
+                      }));
+  r->constraint = ticket.handle;
+  r->constraint_ready = ticket.ready;
+  r->use_counts = rp.repetition_penalty != 1.0 || rp.presence_penalty != 0 || rp.frequency_penalty != 0;
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Sequence>();
     s->request = r.get();
     s->index = i;
     s->born = i == 0;
     s->tokens = i == 0 ? std::move(prompt) : std::vector<int32_t>{};
-    s->use_counts = penalties;
     r->seqs.push_back(std::move(s));
   }
-  if (penalties) r->seqs[0]->counts.SetPrompt(r->seqs[0]->tokens);
   r->live = n;
 
   auto out = std::make_shared<OutputRequest>();
@@ -275,37 +291,43 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   }
   r->out = out;
 
-  std::lock_guard<std::mutex> lock(inbox_mutex_);
-  if (stopping_) return Status::Unavailable("engine: shutting down");
-  if (waiting_fresh_ >= options_.max_waiting) {
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    ++counters_.requests_rejected;
-    return Status::Unavailable("engine: the waiting queue is full (" + std::to_string(options_.max_waiting) +
-                               " requests)");
+  const uint64_t constraint = r->constraint;
+  Status refused;
+  RequestId id = 0;
+  {
+    MutexLock lock(&inbox_.mu);
+    if (inbox_.stopping) {
+      refused = Status::Unavailable("engine: shutting down");
+    } else if (inbox_.waiting_fresh >= options_.max_waiting) {
+      MutexLock stats(&metrics_.mu);
+      ++metrics_.counters.requests_rejected;
+      refused = Status::Unavailable("engine: the waiting queue is full (" + std::to_string(options_.max_waiting) +
+                                    " requests)");
+    } else {
+      r->id = inbox_.next_id++;
+      r->order = inbox_.next_order++;
+      r->seed = rp.seed ? *rp.seed : SplitMix64(inbox_.seed_state += 0x9E3779B97F4A7C15ull);
+      out->id = r->id;
+      out->seed = r->seed;
+      ++inbox_.waiting_fresh;
+      id = r->id;
+      inbox_.new_requests.push_back(std::move(r));
+    }
   }
-  r->id = next_id_++;
-  r->order = next_order_++;
-  r->seed = rp.seed ? *rp.seed : SplitMix64(seed_state_ += 0x9E3779B97F4A7C15ull);
-  out->id = r->id;
-  out->seed = r->seed;
-  ++waiting_fresh_;
-  // A grammar compiles on the compile threads from now on (the request waits, unscheduled, meanwhile);
-  // its completion wakes the step thread.
-  r->constraint = constraint_masks_->Prepare(r->params.constraint, [this] {
-    std::lock_guard<std::mutex> inbox(inbox_mutex_);
-    constraints_compiled_ = true;
-    inbox_cv_.notify_one();
-  });
-  const RequestId id = r->id;
-  new_requests_.push_back(std::move(r));
-  inbox_cv_.notify_one();
+  if (!refused.ok()) {
+    if (constraint != 0) executor_->DropConstraints(constraint);
+    return refused;
+  }
+  inbox_.cv.Signal();
   return id;
 }
 
 void EngineImpl::Abort(RequestId id) {
-  std::lock_guard<std::mutex> lock(inbox_mutex_);
-  aborts_.push_back(id);
-  inbox_cv_.notify_one();
+  {
+    MutexLock lock(&inbox_.mu);
+    inbox_.aborts.push_back(id);
+  }
+  inbox_.cv.Signal();
 }
 
 Result<std::vector<GenerateOutput>> EngineImpl::Generate(std::span<const std::vector<int32_t>> prompts,
@@ -360,43 +382,54 @@ Result<std::vector<GenerateOutput>> EngineImpl::Generate(std::span<const std::ve
 EngineStats EngineImpl::Stats() const {
   EngineStats s;
   {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    s = counters_;
-    s.num_requests_running = gauge_running_;
-    s.num_requests_waiting = gauge_waiting_;
-    s.kv_blocks_used = gauge_blocks_used_.prefix;
-    s.kv_blocks_cached = gauge_blocks_cached_.prefix;
-    s.kv_blocks_free = gauge_blocks_free_.prefix;
-    s.window_blocks_used = gauge_blocks_used_.window;
-    s.window_blocks_cached = gauge_blocks_cached_.window;
+    MutexLock lock(&metrics_.mu);
+    s = metrics_.counters;
+    s.num_requests_running = metrics_.running;
+    s.num_requests_waiting = metrics_.waiting;
+    s.kv_blocks_used = metrics_.prefix_used;
+    s.kv_blocks_cached = metrics_.prefix_cached;
+    s.kv_blocks_free = metrics_.prefix_free;
+    s.window_blocks_used = metrics_.window_used;
+    s.window_blocks_cached = metrics_.window_cached;
   }
   s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0;
-  s.time_to_first_token = ttft_.Snapshot();
-  s.inter_token_latency = itl_.Snapshot();
-  s.request_queue_time = queue_.Snapshot();
-  s.e2e_request_latency = e2e_.Snapshot();
-  s.step_idle_gap = gap_.Snapshot();
+  s.time_to_first_token = metrics_.ttft.Snapshot();
+  s.inter_token_latency = metrics_.itl.Snapshot();
+  s.request_queue_time = metrics_.queue.Snapshot();
+  s.e2e_request_latency = metrics_.e2e.Snapshot();
+  s.step_idle_gap = metrics_.gap.Snapshot();
   return s;
+}
+
+// The step loop: plan, execute, apply, until Shutdown.
+void EngineImpl::StepLoop() {
+  bool idle = false;
+  while (true) {
+    if (scheduler_->DrainInbox(idle)) break;
+    scheduler_->CheckDeadlines(NowNanos());
+    const StepPlan plan = scheduler_->Schedule();
+    idle = plan.empty();
+    if (idle) {
+      scheduler_->NoteIdle();
+      continue;
+    }
+    scheduler_->Update(executor_->Execute(plan));
+  }
+  scheduler_->AbortAll();  // everything in flight finishes with kAbort
 }
 
 void EngineImpl::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     {
-      std::lock_guard<std::mutex> lock(inbox_mutex_);
-      stopping_ = true;
-      inbox_cv_.notify_all();
+      MutexLock lock(&inbox_.mu);
+      inbox_.stopping = true;
     }
+    inbox_.cv.SignalAll();
     if (step_thread_.joinable()) step_thread_.join();
-    WaitForTier();  // tier reads write into the pools: they finish before the pools go
-    for (auto& shard : out_shards_) {
-      {
-        std::lock_guard<std::mutex> lock(shard->mutex);
-        shard->stop = true;
-      }
-      shard->cv.notify_all();
-    }
-    for (auto& shard : out_shards_)
-      if (shard->thread.joinable()) shard->thread.join();
+    // Compile threads report into the inbox: none may run once the engine starts going away.
+    if (executor_) executor_->StopCompiling();
+    if (scheduler_) scheduler_->WaitForTier();  // tier reads write into the pools: they finish before the pools go
+    if (output_) output_->Stop();
   });
 }
 

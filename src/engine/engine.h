@@ -24,10 +24,15 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/causal_lm.h"
 #include "sampling/output_constraint.h"
 #include "sampling/params.h"
 
+// Declared only, so that what includes this header (the scheduler among them) sees no model.
+namespace deepinfer::model {
+class CausalLM;
+enum class ComputePrecision;  // model/causal_lm.h
+enum class KvPrecision;
+}  // namespace deepinfer::model
 namespace deepinfer::tokenizer {
 class Tokenizer;
 }
@@ -165,8 +170,6 @@ struct EngineOptions {
   // all of them at once, so with many streams the last request of a step does not wait for all the others'
   // encoding and socket writes.
   int output_threads = 1;
-  // Prepare step N+1 and finish step N−1 while step N runs.
-  bool async_scheduling = true;
   bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
   // Needed for text, token bytes, stop strings and the control flag; not owned, must outlive the engine.
   const tokenizer::Tokenizer* tokenizer = nullptr;
@@ -183,8 +186,8 @@ struct EngineOptions {
   double lower_tier_timeout_s = 2;
   // How the model was loaded (LoadOptions): part of every cached block's name, so that blocks computed
   // at another precision are never taken for these (the persistent tier may be shared).
-  model::ComputePrecision compute_precision = model::ComputePrecision::kExact;
-  model::KvPrecision kv_precision = model::KvPrecision::kF32;
+  model::ComputePrecision compute_precision{};  // kExact
+  model::KvPrecision kv_precision{};            // kF32
   // Tests: check the block manager's invariants and the step budget after every step (slow); violations
   // are counted in EngineStats::invariant_violations and logged.
   bool check_invariants = false;

@@ -10,19 +10,19 @@ FixedHistogram::FixedHistogram(std::vector<double> upper_bounds)
 void FixedHistogram::Record(double seconds) {
   const size_t bucket =
       static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), seconds) - bounds_.begin());
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++counts_[bucket];
   ++count_;
   sum_ += seconds;
 }
 
 HistogramSnapshot FixedHistogram::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return {bounds_, counts_, count_, sum_};
 }
 
 double FixedHistogram::Quantile(double q) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (count_ == 0) return 0;
   const double target = q * static_cast<double>(count_);
   double seen = 0;

@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "engine/engine.h"
 
 namespace deepinfer::engine {
@@ -21,11 +21,11 @@ class FixedHistogram {
   double Quantile(double q) const;
 
  private:
-  mutable std::mutex mutex_;
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;
-  uint64_t count_ = 0;
-  double sum_ = 0;
+  mutable Mutex mutex_;
+  const std::vector<double> bounds_;
+  std::vector<uint64_t> counts_ GUARDED_BY(mutex_);
+  uint64_t count_ GUARDED_BY(mutex_) = 0;
+  double sum_ GUARDED_BY(mutex_) = 0;
 };
 
 // Bucket bounds (seconds): first-token and end-to-end scales, inter-token scale, and the step loop's gap.
@@ -33,5 +33,18 @@ std::vector<double> FirstTokenBuckets();
 std::vector<double> InterTokenBuckets();
 std::vector<double> RequestBuckets();
 std::vector<double> GapBuckets();
+
+// What EngineStats reports, written by the step thread (the scheduler and the loop) and AddRequest, read
+// by Stats() on any thread. The histograms lock themselves.
+struct EngineMetrics {
+  mutable Mutex mu;
+  EngineStats counters GUARDED_BY(mu);  // the counter fields; the gauges are the fields below
+  int64_t running GUARDED_BY(mu) = 0;
+  int64_t waiting GUARDED_BY(mu) = 0;
+  int64_t prefix_used GUARDED_BY(mu) = 0, prefix_cached GUARDED_BY(mu) = 0, prefix_free GUARDED_BY(mu) = 0;
+  int64_t window_used GUARDED_BY(mu) = 0, window_cached GUARDED_BY(mu) = 0;
+  FixedHistogram ttft{FirstTokenBuckets()}, itl{InterTokenBuckets()}, queue{RequestBuckets()},
+      e2e{RequestBuckets()}, gap{GapBuckets()};
+};
 
 }  // namespace deepinfer::engine

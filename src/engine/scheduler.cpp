@@ -1,13 +1,12 @@
-// The step thread's scheduling half: the inbox, deadlines, and each step's plan — decode tokens of running
+// The scheduler's planning half: the inbox, deadlines, and each step's plan — decode tokens of running
 // sequences first, then prefill (and replay) chunks sized by the token budget and the latency target, then
 // admission of waiting sequences (prefix-cache match, restore, replay decision), with preemption by
 // recomputation when blocks run out.
 #include <algorithm>
-#include <utility>
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "engine/engine_impl.h"
+#include "engine/scheduler.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -15,43 +14,83 @@ namespace {
 constexpr int64_t kMinLatencyChunk = 16;  // progress for prefills even when decodes alone fill the target
 constexpr int64_t kExpireEveryNanos = 1'000'000'000;
 
+kvcache::BlockManagerOptions BlockOptions(const SchedulerConfig& c) {
+  return {.prefix_blocks = c.prefix_blocks,
+          .window_blocks = c.window_blocks,
+          .window = c.window,
+          .window_max_cached = c.window_cached,
+          .window_ttl_s = c.options.window_ttl_s,
+          .prefix_caching = c.options.enable_prefix_caching};
+}
+
 }  // namespace
 
-bool EngineImpl::DrainInbox(bool wait) {
+bool SeqOrder::operator()(const Sequence* a, const Sequence* b) const {
+  if (a->request->params.priority != b->request->params.priority)
+    return a->request->params.priority < b->request->params.priority;
+  if (a->request->order != b->request->order) return a->request->order < b->request->order;
+  return a->index < b->index;
+}
+
+Scheduler::Scheduler(SchedulerConfig config, Inbox* inbox, EngineMetrics* metrics, OutputProcessor* output,
+                     PrefixBlockBytes* bytes)
+    : config_(std::move(config)),
+      inbox_(inbox),
+      metrics_(metrics),
+      output_(output),
+      bytes_(bytes),
+      blocks_(BlockOptions(config_)),
+      can_restore_(config_.supports_restore),
+      can_fork_(config_.supports_fork) {}
+
+Scheduler::~Scheduler() = default;
+
+bool Scheduler::DrainInbox(bool wait) {
   std::vector<std::unique_ptr<Request>> fresh;
   std::vector<RequestId> aborts;
   std::vector<std::pair<RequestId, int>> stops;
   std::vector<TierEvent> tier;
-  bool compiled;
+  std::vector<std::pair<uint64_t, Status>> compiled;
   bool stopping;
   {
-    std::unique_lock<std::mutex> lock(inbox_mutex_);
-    if (wait && new_requests_.empty() && aborts_.empty() && output_stops_.empty() && tier_events_.empty() &&
-        !constraints_compiled_ && !stopping_) {
+    MutexLock lock(&inbox_->mu);
+    if (wait && inbox_->new_requests.empty() && inbox_->aborts.empty() && inbox_->output_stops.empty() &&
+        inbox_->tier_events.empty() && inbox_->compiled_constraints.empty() && !inbox_->stopping) {
       // Wake for deadlines and cache expiry too, not only for new work.
-      inbox_cv_.wait_for(lock, std::chrono::milliseconds(requests_.empty() ? 1000 : 20));
+      inbox_->cv.WaitUntil(&inbox_->mu, std::chrono::steady_clock::now() + std::chrono::milliseconds(requests_.empty() ? 1000 : 20));
     }
-    fresh.swap(new_requests_);
-    aborts.swap(aborts_);
-    stops.swap(output_stops_);
-    tier.swap(tier_events_);
-    compiled = std::exchange(constraints_compiled_, false);
-    stopping = stopping_;
+    fresh.swap(inbox_->new_requests);
+    aborts.swap(inbox_->aborts);
+    stops.swap(inbox_->output_stops);
+    tier.swap(inbox_->tier_events);
+    compiled.swap(inbox_->compiled_constraints);
+    stopping = inbox_->stopping;
   }
   for (const TierEvent& e : tier) OnTierEvent(e);
-  if (compiled) {
-    std::vector<RequestId> compiling;
-    compiling.swap(compiling_);
-    for (RequestId id : compiling) {
-      auto it = requests_.find(id);
-      if (it != requests_.end()) QueueWhenMasksReady(it->second.get());  // finished (aborted, late): gone
-    }
-  }
   for (auto& r : fresh) {
-    Request* request = r.get();
+    for (auto& seq : r->seqs) seq->id = next_seq_id_++;
     const RequestId id = r->id;
+    if (r->constraint_ready) {
+      waiting_.insert(r->seqs[0].get());
+    } else {
+      compiling_.emplace(r->constraint, id);
+    }
     requests_.emplace(id, std::move(r));
-    QueueWhenMasksReady(request);
+  }
+  for (auto& [handle, status] : compiled) {
+    auto c = compiling_.find(handle);
+    if (c == compiling_.end()) continue;  // its request was refused or dropped meanwhile
+    const RequestId id = c->second;
+    compiling_.erase(c);
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // finished meanwhile (aborted, past its deadline)
+    Request* r = it->second.get();
+    if (!status.ok()) {
+      FinishRequest(r, FinishReason::kError, status);
+      continue;
+    }
+    r->constraint_ready = true;
+    waiting_.insert(r->seqs[0].get());
   }
   for (RequestId id : aborts) {
     auto it = requests_.find(id);
@@ -64,35 +103,13 @@ bool EngineImpl::DrainInbox(bool wait) {
     if (s->finished) continue;
     std::vector<OutputEvent> events;
     FinishSequence(s, FinishReason::kStop, -1, &EventFor(it->second.get(), &events));
-    Post(events);
+    output_->Post(events);
     if (it->second->live == 0) requests_.erase(it);
   }
   return stopping;
 }
 
-void EngineImpl::QueueWhenMasksReady(Request* r) {
-  if (r->constraint) {
-    if (!r->constraint->ready()) {
-      compiling_.push_back(r->id);
-      return;
-    }
-    // The one place a request's masks are made.
-    auto masks = r->constraint->MakeMasks(static_cast<int>(r->seqs.size()));
-    r->constraint.reset();
-    if (!masks.ok()) {
-      FinishRequest(r, FinishReason::kError, masks.status());
-      return;
-    }
-    for (size_t i = 0; i < r->seqs.size(); ++i) {
-      Sequence* s = r->seqs[i].get();
-      s->mask = std::move((*masks)[i]);
-      s->allowed.Resize(info_.vocab_size);
-    }
-  }
-  waiting_.insert(r->seqs[0].get());
-}
-
-void EngineImpl::CheckDeadlines(int64_t now) {
+void Scheduler::CheckDeadlines(int64_t now) {
   std::vector<Request*> late;
   for (auto& [id, r] : requests_) {
     if (r->params.deadline_nanos > 0 && now > r->params.deadline_nanos) late.push_back(r.get());
@@ -100,73 +117,66 @@ void EngineImpl::CheckDeadlines(int64_t now) {
   for (Request* r : late) FinishRequest(r, FinishReason::kDeadline, Status::Ok());
   if (!tier_loads_.empty()) CheckTierTimeouts(now);
   if (now - last_expire_nanos_ > kExpireEveryNanos) {
-    blocks_->Expire(now);
+    blocks_.Expire(now);
     last_expire_nanos_ = now;
   }
 }
 
-void EngineImpl::StepLoop() {
-  std::vector<PlannedChunk> plan;
-  bool idle = false;
-  while (true) {
-    if (DrainInbox(idle)) break;
-    CheckDeadlines(NowNanos());
-    Schedule(&plan);
-    if (plan.empty() && !running_.empty()) {
-      // Every running sequence is stuck on blocks the others hold: give the worst one's back.
-      Preempt(PickVictim(nullptr), &plan);
-      Schedule(&plan);
-    }
-    idle = plan.empty();
-    if (idle) {
-      last_forward_end_ = 0;  // the next gap would measure waiting for work, not the loop
-      continue;
-    }
-    Execute(plan);
+StepPlan Scheduler::Schedule() {
+  std::vector<Work> plan;
+  Plan(&plan);
+  if (plan.empty() && !running_.empty()) {
+    // Every running sequence is stuck on blocks the others hold: give the worst one's back.
+    Preempt(PickVictim(nullptr), &plan);
+    Plan(&plan);
   }
+  return BuildPlan(plan);
+}
+
+void Scheduler::AbortAll() {
   ReleaseTierHeld();
-  // Shutdown: everything in flight finishes with kAbort.
   std::vector<Request*> all;
   for (auto& [id, r] : requests_) all.push_back(r.get());
   for (Request* r : all) FinishRequest(r, FinishReason::kAbort, Status::Ok());
 }
 
-Sequence* EngineImpl::PickVictim(const Sequence* better_than) const {
+Sequence* Scheduler::PickVictim(const Sequence* better_than) const {
   if (running_.empty()) return nullptr;
   Sequence* worst = running_.back();
   if (better_than && !SeqOrder()(better_than, worst)) return nullptr;
   return worst;
 }
 
-void EngineImpl::Preempt(Sequence* s, std::vector<PlannedChunk>* plan) {
+void Scheduler::Preempt(Sequence* s, std::vector<Work>* plan) {
   if (!s) return;
-  std::erase_if(*plan, [s](const PlannedChunk& c) { return c.seq == s; });
+  std::erase_if(*plan, [s](const Work& c) { return c.seq == s; });
   ReleaseSequence(s);
+  dropped_.push_back(s->id);
   s->running = false;
   waiting_.insert(s);
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  ++counters_.num_preemptions;
+  MutexLock lock(&metrics_->mu);
+  ++metrics_->counters.num_preemptions;
 }
 
-void EngineImpl::ReleaseTierHeld() {
+void Scheduler::ReleaseTierHeld() {
   if (tier_held_.empty()) return;
   const int64_t now = NowNanos();
-  for (int32_t block : tier_held_) blocks_->prefix().Release(block, now);
+  for (int32_t block : tier_held_) blocks_.prefix().Release(block, now);
   tier_held_.clear();
 }
 
-// Frees a sequence's blocks and model state; what it computed is lost (full blocks stay cached, so a
-// recomputation usually hits them).
-void EngineImpl::ReleaseSequence(Sequence* s) {
+// Frees a sequence's blocks (its model state goes with the next plan's dropped or finished list); what it
+// computed is lost (full blocks stay cached, so a recomputation usually hits them).
+void Scheduler::ReleaseSequence(Sequence* s) {
   if (s->running) std::erase(running_, s);
-  blocks_->Free(&s->blocks, NowNanos());
+  blocks_.Free(&s->blocks, NowNanos());
   s->blocks = kvcache::SequenceBlocks{};
-  s->state.reset();
+  s->setup.reset();
   s->computed = 0;
   s->replay_end = 0;
 }
 
-int64_t EngineImpl::ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const {
+int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const {
   const int64_t stop = s->replaying() ? s->replay_end : static_cast<int64_t>(s->tokens.size());
   int64_t n = std::min(stop - s->computed, budget);
   if (options_.tbt_target_ms > 0 && cost_.ready()) {
@@ -179,12 +189,12 @@ int64_t EngineImpl::ChunkFor(const Sequence* s, int64_t budget, const StepShape&
   return std::max<int64_t>(n, 0);
 }
 
-void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
+void Scheduler::Plan(std::vector<Work>* plan) {
   plan->clear();
   int64_t budget = options_.max_num_batched_tokens;
   StepShape shape;
   auto add = [&](Sequence* s, int64_t n) {
-    PlannedChunk c;
+    Work c;
     c.seq = s;
     c.start = s->computed;
     c.end = s->computed + n;
@@ -195,7 +205,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
     budget -= n;
   };
   auto planned = [&](const Sequence* s) {
-    return std::any_of(plan->begin(), plan->end(), [s](const PlannedChunk& c) { return c.seq == s; });
+    return std::any_of(plan->begin(), plan->end(), [s](const Work& c) { return c.seq == s; });
   };
 
   // 1. Decode tokens: every running sequence with one pending token, best first; preempt from the worst
@@ -204,7 +214,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
     Sequence* s = running_[i];
     if (s->pending() != 1 || s->replaying()) continue;
     bool ok = true;
-    while (!blocks_->Grow(&s->blocks, s->computed, s->computed + 1)) {
+    while (!blocks_.Grow(&s->blocks, s->computed, s->computed + 1)) {
       Sequence* victim = PickVictim(nullptr);
       Preempt(victim, plan);
       if (victim == s || !victim) {
@@ -223,7 +233,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
     int64_t n = ChunkFor(s, budget, shape);
     if (n <= 0) continue;
     // Shrink to what the free blocks allow; if not even one position fits, take blocks from worse sequences.
-    auto fits = [&](int64_t len) { return blocks_->CanAllocate(blocks_->NeedFor(s->blocks, s->computed, s->computed + len)); };
+    auto fits = [&](int64_t len) { return blocks_.CanAllocate(blocks_.NeedFor(s->blocks, s->computed, s->computed + len)); };
     while (!fits(1)) {
       Sequence* victim = PickVictim(s);
       if (!victim) break;
@@ -238,7 +248,7 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
       }
       n = lo;
     }
-    blocks_->Grow(&s->blocks, s->computed, s->computed + n);
+    blocks_.Grow(&s->blocks, s->computed, s->computed + n);
     add(s, n);
   }
 
@@ -262,56 +272,58 @@ void EngineImpl::Schedule(std::vector<PlannedChunk>* plan) {
   }
   ReleaseTierHeld();
 
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  gauge_running_ = static_cast<int64_t>(running_.size());
-  gauge_waiting_ = static_cast<int64_t>(waiting_.size() + compiling_.size());
-  const kvcache::BlockAllocator& p = blocks_->prefix();
-  const kvcache::BlockAllocator& w = blocks_->window_class();
-  gauge_blocks_used_ = {p.num_used(), w.num_used()};
-  gauge_blocks_cached_ = {p.num_cached(), w.num_cached()};
-  gauge_blocks_free_ = {p.num_free(), w.num_free()};
+  MutexLock lock(&metrics_->mu);
+  metrics_->running = static_cast<int64_t>(running_.size());
+  metrics_->waiting = static_cast<int64_t>(waiting_.size() + compiling_.size());
+  const kvcache::BlockAllocator& p = blocks_.prefix();
+  const kvcache::BlockAllocator& w = blocks_.window_class();
+  metrics_->prefix_used = p.num_used();
+  metrics_->prefix_cached = p.num_cached();
+  metrics_->prefix_free = p.num_free();
+  metrics_->window_used = w.num_used();
+  metrics_->window_cached = w.num_cached();
 }
 
 // Starts a waiting sequence: matches its tokens against the prefix cache, decides where its state is
 // restored from (cached window blocks, exact replay, bounded replay, or nothing), attaches the blocks,
-// restores the model state and allocates its first chunk, whose length it returns (0: it cannot start
-// this step, and nothing changed).
-int64_t EngineImpl::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
+// records how the executor makes its state (Sequence::setup) and allocates its first chunk, whose length
+// it returns (0: it cannot start this step, and nothing changed).
+int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   Request* r = s->request;
   kvcache::SequenceBlocks& b = s->blocks;
   b = kvcache::SequenceBlocks{};
   b.root = r->root;
   const int64_t length = static_cast<int64_t>(s->tokens.size());
   kvcache::ExtendBlockHashes(b.root, s->tokens, &b.hashes);
-  const bool has_window = blocks_->has_window();
+  const bool has_window = blocks_.has_window();
 
   // At least one position must be computed to produce logits: a fully cached prompt re-runs its last block.
-  int64_t m = can_restore_ ? blocks_->MatchPrefix(b.hashes, (length - 1) / model::kBlockTokens) : 0;
+  int64_t m = can_restore_ ? blocks_.MatchPrefix(b.hashes, (length - 1) / kvcache::kBlockTokens) : 0;
   int64_t restore_at = 0;   // boundary block the state resumes at
   int64_t window_at = -1;   // boundary whose cached window blocks are attached (-1: none)
   bool exact = true, window_hit = false;
-  model::RestoreFrom from = model::RestoreFrom::kWindowBlocks;
+  RestoreSource from = RestoreSource::kWindowBlocks;
   if (m > 0 && !has_window) {
     restore_at = m;
-  } else if (m > 0 && blocks_->HasWindowAt(b.hashes, m)) {
+  } else if (m > 0 && blocks_.HasWindowAt(b.hashes, m)) {
     restore_at = window_at = m;
     window_hit = true;
   } else if (m > 0) {
     // The window state at the hit is gone: replay up to the hit. Exact from the nearest cached window
     // state (or from the start of the dependency cone with no window state); bounded: the last block only.
     int64_t j = m - 1;
-    while (j > 0 && !blocks_->HasWindowAt(b.hashes, j)) --j;
-    const int64_t cone_start = std::max<int64_t>(0, (m * model::kBlockTokens - cone_positions_) / model::kBlockTokens);
+    while (j > 0 && !blocks_.HasWindowAt(b.hashes, j)) --j;
+    const int64_t cone_start = std::max<int64_t>(0, (m * kvcache::kBlockTokens - config_.replay_cone) / kvcache::kBlockTokens);
     if (options_.swa_replay == SwaReplay::kExact || j == m - 1) {
       if (j >= cone_start) {
         restore_at = window_at = j;
       } else {
         restore_at = cone_start;
-        from = model::RestoreFrom::kNoWindow;
+        from = RestoreSource::kNoWindow;
       }
     } else {
       restore_at = m - 1;
-      from = model::RestoreFrom::kNoWindow;
+      from = RestoreSource::kNoWindow;
       exact = false;
     }
   }
@@ -319,44 +331,26 @@ int64_t EngineImpl::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   // Blocks: the matched ones that are cached now stop being available once attached.
   auto cached_among = [&](int64_t n) {
     int64_t c = 0;
-    for (int64_t i = 0; i < n; ++i) c += blocks_->prefix().refcount(blocks_->prefix().Find(b.hashes[static_cast<size_t>(i)])) == 0;
+    for (int64_t i = 0; i < n; ++i) c += blocks_.prefix().refcount(blocks_.prefix().Find(b.hashes[static_cast<size_t>(i)])) == 0;
     return c;
   };
   const int64_t attach_cost = m > 0 ? cached_among(m) : 0;
-  if (blocks_->prefix().num_available() - attach_cost < 1) return 0;
+  if (blocks_.prefix().num_available() - attach_cost < 1) return 0;
 
-  blocks_->Attach(&b, m, window_at);
+  blocks_.Attach(&b, m, window_at);
   if (!exact) {
     b.register_limit = m;
     b.window_registered = restore_at;
     b.window_register_limit = restore_at;
-  } else if (from == model::RestoreFrom::kNoWindow) {
+  } else if (from == RestoreSource::kNoWindow) {
     b.window_registered = std::max<int64_t>(m - 1, 0);  // the cone's warm-up window blocks are not exact
   }
-  s->computed = restore_at * model::kBlockTokens;
-  s->replay_end = m * model::kBlockTokens;
-  s->state = model_->NewSequence();
-  if (restore_at > 0) {
-    MirrorTables(s);
-    Status st = model_->RestoreAt(*s->state, s->computed, from, pools_);
-    if (!st.ok()) {
-      // A model without RestoreAt (or without this mode) serves no hits: start cold.
-      if (st.code() == StatusCode::kUnimplemented) can_restore_ = false;
-      else DI_LOG(kWarn, "engine: restore failed, recomputing").Field("status", st.ToString());
-      blocks_->Free(&b, NowNanos());
-      b = kvcache::SequenceBlocks{};
-      b.root = r->root;
-      kvcache::ExtendBlockHashes(b.root, s->tokens, &b.hashes);
-      s->state = model_->NewSequence();
-      s->computed = s->replay_end = 0;
-      m = restore_at = 0;
-      window_hit = false;
-      exact = true;
-    }
-  }
+  s->computed = restore_at * kvcache::kBlockTokens;
+  s->replay_end = m * kvcache::kBlockTokens;
+  s->setup = restore_at > 0 ? StateSetup{StateSetup::Kind::kRestore, s->computed, from} : StateSetup{};
 
   int64_t n = ChunkFor(s, budget, shape);
-  auto fits = [&](int64_t len) { return blocks_->CanAllocate(blocks_->NeedFor(b, s->computed, s->computed + len)); };
+  auto fits = [&](int64_t len) { return blocks_.CanAllocate(blocks_.NeedFor(b, s->computed, s->computed + len)); };
   if (n > 0 && !fits(n)) {
     int64_t lo = 0, hi = n;
     while (hi - lo > 1) {
@@ -366,12 +360,12 @@ int64_t EngineImpl::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
     n = lo;
   }
   if (n <= 0) {
-    blocks_->Free(&b, NowNanos());
-    s->state.reset();
+    blocks_.Free(&b, NowNanos());
+    s->setup.reset();
     s->computed = s->replay_end = 0;
     return 0;
   }
-  blocks_->Grow(&b, s->computed, s->computed + n);
+  blocks_.Grow(&b, s->computed, s->computed + n);
 
   waiting_.erase(s);
   s->running = true;
@@ -379,31 +373,32 @@ int64_t EngineImpl::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   const int64_t now = NowNanos();
   const bool first = r->hit_tokens < 0;
   if (first) {
-    r->hit_tokens = std::min<int64_t>(m * model::kBlockTokens, r->prompt_tokens);
+    r->hit_tokens = std::min<int64_t>(m * kvcache::kBlockTokens, r->prompt_tokens);
     r->admitted_nanos = now;
-    queue_.Record(static_cast<double>(now - r->arrival_nanos) * 1e-9);
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    metrics_->queue.Record(static_cast<double>(now - r->arrival_nanos) * 1e-9);
+    MutexLock lock(&inbox_->mu);
     if (r->fresh) {
       r->fresh = false;
-      --waiting_fresh_;
+      --inbox_->waiting_fresh;
     }
   }
   {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
+    MutexLock lock(&metrics_->mu);
+    EngineStats& stats = metrics_->counters;
     if (first) {
-      counters_.prompt_tokens += static_cast<uint64_t>(r->prompt_tokens);
-      counters_.prefix_cache_queries += static_cast<uint64_t>(r->prompt_tokens);
-      counters_.prefix_cache_hits += static_cast<uint64_t>(r->hit_tokens);
+      stats.prompt_tokens += static_cast<uint64_t>(r->prompt_tokens);
+      stats.prefix_cache_queries += static_cast<uint64_t>(r->prompt_tokens);
+      stats.prefix_cache_hits += static_cast<uint64_t>(r->hit_tokens);
       // Of the hit, the blocks the persistent tier brought in for this request.
       const int64_t from_tier = std::clamp<int64_t>(m - s->tier_from, 0, s->tier_loaded);
-      counters_.external_prefix_cache_hits +=
-          static_cast<uint64_t>(std::min(from_tier * model::kBlockTokens, r->hit_tokens));
+      stats.external_prefix_cache_hits +=
+          static_cast<uint64_t>(std::min(from_tier * kvcache::kBlockTokens, r->hit_tokens));
     }
     if (m > 0) {
-      if (window_hit) ++counters_.window_block_hits;
+      if (window_hit) ++stats.window_block_hits;
       else if (s->replay_end > s->computed) {
-        ++counters_.replay_hits;
-        counters_.replayed_tokens += static_cast<uint64_t>(s->replay_end - s->computed);
+        ++stats.replay_hits;
+        stats.replayed_tokens += static_cast<uint64_t>(s->replay_end - s->computed);
       }
     }
   }

@@ -8,42 +8,42 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "engine/engine_impl.h"
+#include "engine/scheduler.h"
 
 namespace deepinfer::engine {
 
 // Lookups per sequence at most: one, and a few more when its RAM match is evicted while it waits.
 constexpr int kMaxTierLookups = 4;
 
-bool EngineImpl::NeedsTierLookup(const Sequence* s) const {
+bool Scheduler::NeedsTierLookup(const Sequence* s) const {
   return options_.lower_tier != nullptr && options_.enable_prefix_caching && can_restore_ &&
-         s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_->has_prefix();
+         s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_.has_prefix();
 }
 
-void EngineImpl::DeliverTierEvent(const std::shared_ptr<TierMailbox>& box, const TierEvent& e) {
-  std::lock_guard<std::mutex> lock(box->mu);
-  if (box->engine != nullptr) box->engine->PostTierEvent(e);
-}
-
-void EngineImpl::PostTierEvent(const TierEvent& e) {
-  std::lock_guard<std::mutex> lock(inbox_mutex_);
-  tier_events_.push_back(e);
-  if (e.read) --tier_reads_outstanding_;
-  inbox_cv_.notify_all();
-  tier_cv_.notify_all();
-}
-
-void EngineImpl::WaitForTier() {
+void Scheduler::DeliverTierEvent(const std::shared_ptr<TierMailbox>& box, const TierEvent& e) {
+  MutexLock lock(&box->mu);
+  Inbox* inbox = box->inbox;
+  if (inbox == nullptr) return;
   {
-    std::unique_lock<std::mutex> lock(inbox_mutex_);
-    tier_cv_.wait(lock, [this] { return tier_reads_outstanding_ == 0; });
+    MutexLock inbox_lock(&inbox->mu);
+    inbox->tier_events.push_back(e);
+    if (e.read) --inbox->tier_reads_outstanding;
   }
-  std::lock_guard<std::mutex> lock(tier_mailbox_->mu);
-  tier_mailbox_->engine = nullptr;
+  inbox->cv.SignalAll();
+  inbox->tier_cv.SignalAll();
+}
+
+void Scheduler::WaitForTier() {
+  {
+    MutexLock lock(&inbox_->mu);
+    while (inbox_->tier_reads_outstanding != 0) inbox_->tier_cv.Wait(&inbox_->mu);
+  }
+  MutexLock lock(&tier_mailbox_->mu);
+  tier_mailbox_->inbox = nullptr;
   tier_mailbox_->closed = true;
 }
 
-void EngineImpl::StartTierLookup(Sequence* s) {
+void Scheduler::StartTierLookup(Sequence* s) {
   Request* r = s->request;
   s->tier = Sequence::Tier::kChecked;
   kvcache::SequenceBlocks& b = s->blocks;
@@ -52,8 +52,8 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   kvcache::ExtendBlockHashes(b.root, s->tokens, &b.hashes);
   // As in Admit: at least one position is computed, so a fully cached prompt re-runs its last block.
   const int64_t length = static_cast<int64_t>(s->tokens.size());
-  const int64_t usable = (length - 1) / model::kBlockTokens;
-  const int64_t m = blocks_->MatchPrefix(b.hashes, usable);
+  const int64_t usable = (length - 1) / kvcache::kBlockTokens;
+  const int64_t m = blocks_.MatchPrefix(b.hashes, usable);
   s->tier_match_end = m;
   if (m >= usable) return;
   TierLoad load;
@@ -65,7 +65,7 @@ void EngineImpl::StartTierLookup(Sequence* s) {
     kvcache::BlockKey key;
     key.hash = b.hashes[static_cast<size_t>(i)];
     key.parent = i == 0 ? b.root : b.hashes[static_cast<size_t>(i - 1)];
-    std::copy_n(s->tokens.begin() + i * model::kBlockTokens, model::kBlockTokens, key.tokens.begin());
+    std::copy_n(s->tokens.begin() + i * kvcache::kBlockTokens, kvcache::kBlockTokens, key.tokens.begin());
     key.ttl_class = r->params.kv_ttl_class;
     load.keys.push_back(std::move(key));
   }
@@ -77,26 +77,26 @@ void EngineImpl::StartTierLookup(Sequence* s) {
   s->tier_ticket = ticket;
   ++s->tier_lookups;
   {
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    ++counters_.lower_tier_lookups;
+    MutexLock stats(&metrics_->mu);
+    ++metrics_->counters.lower_tier_lookups;
   }
   {
-    std::lock_guard<std::mutex> lock(tier_mailbox_->mu);
-    if (!tier_mailbox_->closed) tier_mailbox_->engine = this;
+    MutexLock lock(&tier_mailbox_->mu);
+    if (!tier_mailbox_->closed) tier_mailbox_->inbox = inbox_;
   }
   options_.lower_tier->Lookup(std::move(keys), [box = tier_mailbox_, ticket](size_t present) {
     DeliverTierEvent(box, {ticket, /*read=*/false, present});
   });
 }
 
-Sequence* EngineImpl::WaitingSequenceFor(uint64_t ticket, const TierLoad& load) const {
+Sequence* Scheduler::WaitingSequenceFor(uint64_t ticket, const TierLoad& load) const {
   auto r = requests_.find(load.request);
   if (r == requests_.end() || load.index >= static_cast<int>(r->second->seqs.size())) return nullptr;
   Sequence* s = r->second->seqs[static_cast<size_t>(load.index)].get();
   return s->finished || s->tier != Sequence::Tier::kLoading || s->tier_ticket != ticket ? nullptr : s;
 }
 
-void EngineImpl::CheckTierTimeouts(int64_t now) {
+void Scheduler::CheckTierTimeouts(int64_t now) {
   const auto limit = static_cast<int64_t>(options_.lower_tier_timeout_s * 1e9);
   for (auto it = tier_loads_.begin(); it != tier_loads_.end();) {
     TierLoad& load = it->second;
@@ -115,8 +115,8 @@ void EngineImpl::CheckTierTimeouts(int64_t now) {
     s->tier = Sequence::Tier::kChecked;  // admitted on what RAM has; the rest is recomputed
     s->tier_match_end = 0;               // a slow tier is not asked again for this sequence
     {
-      std::lock_guard<std::mutex> stats(stats_mutex_);
-      ++counters_.lower_tier_timeouts;
+      MutexLock stats(&metrics_->mu);
+      ++metrics_->counters.lower_tier_timeouts;
     }
     DI_LOG(kWarn, "engine: the persistent KV tier is slow; recomputing instead of waiting")
         .Field("waited_s", static_cast<double>(now - load.start_nanos) * 1e-9)
@@ -125,7 +125,7 @@ void EngineImpl::CheckTierTimeouts(int64_t now) {
   }
 }
 
-void EngineImpl::OnTierEvent(const TierEvent& e) {
+void Scheduler::OnTierEvent(const TierEvent& e) {
   auto it = tier_loads_.find(e.ticket);
   if (it == tier_loads_.end()) return;
   TierLoad& load = it->second;
@@ -138,20 +138,20 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
     for (size_t i = 0; i < load.blocks.size(); ++i) {
       const int32_t block = load.blocks[i];
       if (i < e.leading) {
-        blocks_->prefix().Register(block, load.keys[i].hash);  // another copy already there: ours goes free
+        blocks_.prefix().Register(block, load.keys[i].hash);  // another copy already there: ours goes free
         ++loaded;
         if (s) {
           tier_held_.push_back(block);  // released after the admission pass (Schedule)
           continue;
         }
       }
-      blocks_->prefix().Release(block, now);
+      blocks_.prefix().Release(block, now);
     }
     for (int32_t block : load.pinned) {
       if (s) {
         tier_held_.push_back(block);  // the read blocks follow these; both stay until the admission pass
       } else {
-        blocks_->prefix().Release(block, now);
+        blocks_.prefix().Release(block, now);
       }
     }
     if (s) {
@@ -165,15 +165,15 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   // A lookup: read what is there into fresh blocks when that is predicted faster than recomputing it.
   size_t n = std::min(e.leading, load.keys.size());
   if (s && n == 0) {
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    ++counters_.lower_tier_lookup_misses;
+    MutexLock stats(&metrics_->mu);
+    ++metrics_->counters.lower_tier_lookup_misses;
   }
   if (s && n > 0 && cost_.ready()) {
     StepShape shape;
-    shape.AddChunk(load.from * model::kBlockTokens, static_cast<int64_t>(n) * model::kBlockTokens, true);
+    shape.AddChunk(load.from * kvcache::kBlockTokens, static_cast<int64_t>(n) * kvcache::kBlockTokens, true);
     if (options_.lower_tier->PredictReadSeconds(static_cast<int64_t>(n)) >= cost_.Predict(shape)) {
-      std::lock_guard<std::mutex> stats(stats_mutex_);
-      counters_.lower_tier_skipped_blocks += n;
+      MutexLock stats(&metrics_->mu);
+      metrics_->counters.lower_tier_skipped_blocks += n;
       n = 0;
       s->tier_match_end = 0;  // recomputing was the choice: asking again would choose the same
     }
@@ -188,22 +188,22 @@ void EngineImpl::OnTierEvent(const TierEvent& e) {
   load.awaiting_room = true;
 }
 
-bool EngineImpl::TierMatchShrank(const Sequence* s) const {
+bool Scheduler::TierMatchShrank(const Sequence* s) const {
   if (s->tier != Sequence::Tier::kChecked || s->tier_match_end <= 0 || s->tier_lookups >= kMaxTierLookups ||
       s->request->hit_tokens >= 0)
     return false;
   const kvcache::SequenceBlocks& b = s->blocks;
   if (static_cast<int64_t>(b.hashes.size()) < s->tier_match_end) return false;
-  return blocks_->MatchPrefix(b.hashes, s->tier_match_end) < s->tier_match_end;
+  return blocks_.MatchPrefix(b.hashes, s->tier_match_end) < s->tier_match_end;
 }
 
-bool EngineImpl::ContinueTierLoad(Sequence* s) {
+bool Scheduler::ContinueTierLoad(Sequence* s) {
   auto it = tier_loads_.find(s->tier_ticket);
   if (it == tier_loads_.end() || !it->second.awaiting_room) return true;  // lookup or read in flight
   TierLoad& load = it->second;
   const kvcache::SequenceBlocks& b = s->blocks;
   const auto end = load.from + static_cast<int64_t>(load.keys.size());
-  const int64_t m = blocks_->MatchPrefix(b.hashes, end);
+  const int64_t m = blocks_.MatchPrefix(b.hashes, end);
   if (m < load.from) {
     // Part of the RAM match the tier's blocks would extend was evicted while they waited: look up again
     // from where RAM ends now (a few times at most; after that the rest is recomputed).
@@ -229,7 +229,7 @@ bool EngineImpl::ContinueTierLoad(Sequence* s) {
   // one block stays free for the chunk that follows. The read waits until all its blocks fit (prefilling
   // them instead would need the same blocks), or as many as the pool could ever give it. Allocate only
   // reuses free or cached blocks.
-  kvcache::BlockAllocator& pool = blocks_->prefix();
+  kvcache::BlockAllocator& pool = blocks_.prefix();
   int64_t unpinned = 0;
   for (int64_t i = 0; i < m; ++i) unpinned += pool.refcount(pool.Find(b.hashes[static_cast<size_t>(i)])) == 0;
   const int64_t want = std::min(static_cast<int64_t>(load.keys.size()), pool.num_blocks() - m - 1);
@@ -246,8 +246,8 @@ bool EngineImpl::ContinueTierLoad(Sequence* s) {
     load.blocks.push_back(block);
   }
   if (load.blocks.size() < load.keys.size()) {
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    counters_.lower_tier_no_room_blocks += load.keys.size() - load.blocks.size();
+    MutexLock stats(&metrics_->mu);
+    metrics_->counters.lower_tier_no_room_blocks += load.keys.size() - load.blocks.size();
   }
   load.keys.resize(load.blocks.size());
   load.awaiting_room = false;
@@ -256,18 +256,15 @@ bool EngineImpl::ContinueTierLoad(Sequence* s) {
   return true;
 }
 
-void EngineImpl::IssueTierRead(uint64_t ticket, TierLoad& load) {
+void Scheduler::IssueTierRead(uint64_t ticket, TierLoad& load) {
   load.start_nanos = NowNanos();
   std::vector<std::vector<std::span<uint8_t>>> dest(load.blocks.size());
   for (size_t i = 0; i < load.blocks.size(); ++i) {
-    for (size_t g = 0; g < spec_.groups.size(); ++g) {
-      if (spec_.groups[g].retention != model::CacheRetention::kPrefix) continue;
-      dest[i].emplace_back(pools_.group(g).block(load.blocks[i]), static_cast<size_t>(spec_.groups[g].bytes_per_block));
-    }
+    dest[i] = bytes_->PrefixBlock(load.blocks[i]);
   }
   {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    ++tier_reads_outstanding_;
+    MutexLock lock(&inbox_->mu);
+    ++inbox_->tier_reads_outstanding;
   }
   options_.lower_tier->Read(load.keys, std::move(dest), [box = tier_mailbox_, ticket](size_t ok) {
     DeliverTierEvent(box, {ticket, /*read=*/true, ok});

@@ -13,7 +13,8 @@ BlockManager::BlockManager(const BlockManagerOptions& o)
     : prefix_({.num_blocks = o.prefix_blocks, .max_cached = -1, .ttl_seconds = o.prefix_ttl_s}),
       window_({.num_blocks = o.window_blocks, .max_cached = o.window_max_cached, .ttl_seconds = o.window_ttl_s}),
       window_size_(o.window),
-      caching_(o.prefix_caching) {}
+      caching_(o.prefix_caching),
+      max_rollback_(std::max<int64_t>(o.max_rollback, 0)) {}
 
 BlockRange BlockManager::WindowRange(int64_t from, int64_t end) const {
   from = std::max<int64_t>(from, 0);
@@ -117,9 +118,10 @@ void BlockManager::Commit(SequenceBlocks* seq, std::span<const int32_t> tokens, 
       }
     }
     seq->window_registered = std::max(seq->window_registered, full);
-    // The next query (at position num_tokens) sees [num_tokens − window + 1, num_tokens]: blocks wholly
-    // before that are no longer this sequence's business.
-    const int64_t keep_from = WindowRange(num_tokens - window_size_ + 1, num_tokens + 1).first;
+    // The next query (at position num_tokens, or max_rollback before it after a rollback) sees
+    // [num_tokens − max_rollback − window + 1, num_tokens]: blocks wholly before that are no longer this
+    // sequence's business.
+    const int64_t keep_from = WindowRange(num_tokens - max_rollback_ - window_size_ + 1, num_tokens + 1).first;
     for (int64_t i = 0; i < keep_from && i < static_cast<int64_t>(seq->window.size()); ++i) {
       int32_t& slot = seq->window[static_cast<size_t>(i)];
       if (slot != kNoBlock) {
@@ -141,6 +143,41 @@ void BlockManager::Free(SequenceBlocks* seq, int64_t now_nanos) {
   }
   seq->prefix.clear();
   seq->window.clear();
+}
+
+bool BlockManager::AllocateLookahead(SequenceBlocks* seq, int64_t num_tokens, int64_t k) {
+  return Grow(seq, num_tokens, num_tokens + std::max<int64_t>(k, 0));
+}
+
+Status BlockManager::Rollback(SequenceBlocks* seq, int64_t num_tokens, int64_t now_nanos) {
+  if (num_tokens < 0) return Status::InvalidArgument("rollback: negative position count");
+  const int64_t full = num_tokens / kBlockTokens;
+  const auto hashed = static_cast<int64_t>(seq->hashes.size());
+  if (std::min({seq->registered, seq->register_limit, hashed}) > full ||
+      (has_window() && std::min({seq->window_registered, seq->window_register_limit, hashed}) > full))
+    return Status::FailedPrecondition("rollback: position " + std::to_string(num_tokens) +
+                                      " is inside a registered block");
+  if (has_window()) {
+    const BlockRange r = WindowRange(num_tokens - window_size_ + 1, num_tokens);
+    for (int64_t i = r.first; i < r.end; ++i) {
+      if (i >= static_cast<int64_t>(seq->window.size()) || seq->window[static_cast<size_t>(i)] == kNoBlock)
+        return Status::FailedPrecondition("rollback: position " + std::to_string(num_tokens) +
+                                          " needs window blocks already released");
+    }
+  }
+  const auto keep = static_cast<size_t>(BlocksCovering(num_tokens));
+  auto trim = [&](BlockAllocator& alloc, std::vector<int32_t>* blocks) {
+    while (blocks->size() > keep) {
+      if (blocks->back() != kNoBlock) alloc.Release(blocks->back(), now_nanos);
+      blocks->pop_back();
+    }
+  };
+  trim(prefix_, &seq->prefix);
+  trim(window_, &seq->window);
+  if (static_cast<int64_t>(seq->hashes.size()) > full) seq->hashes.resize(static_cast<size_t>(full));
+  seq->registered = std::min(seq->registered, full);
+  seq->window_registered = std::min(seq->window_registered, full);
+  return Status::Ok();
 }
 
 bool BlockManager::Fork(const SequenceBlocks& parent, int64_t num_tokens, SequenceBlocks* child,

@@ -30,6 +30,9 @@ struct BlockManagerOptions {
   double window_ttl_s = 180;
   double prefix_ttl_s = 0;    // 0: prefix blocks never expire (only LRU eviction)
   bool prefix_caching = true;  // register full blocks and find them again
+  // Positions a sequence may roll back (rejected draft tokens): Commit keeps the window blocks a query at
+  // num_tokens − max_rollback would see, so the window survives a rollback that far.
+  int64_t max_rollback = 0;
 };
 
 // One sequence's blocks: entry i covers positions [128·i, 128·(i+1)).
@@ -85,6 +88,20 @@ class BlockManager {
   // Releases every block of the sequence (full ones stay cached).
   void Free(SequenceBlocks* seq, int64_t now_nanos);
 
+  // Speculative decoding. A verify step computes k draft positions past a sequence's num_tokens; of them
+  // only the accepted ones are committed (Commit with the accepted count registers only blocks full of
+  // accepted positions), and the sequence then rolls back to what it accepted.
+  //
+  // Blocks for the k lookahead positions [num_tokens, num_tokens + k) (Grow over them); false (nothing
+  // changed) when a class has too few blocks.
+  bool AllocateLookahead(SequenceBlocks* seq, int64_t num_tokens, int64_t k);
+  // The sequence holds num_tokens positions again: the blocks wholly past them (lookahead slots of
+  // rejected drafts) are released and the hashes of blocks no longer full are dropped; the window blocks
+  // covering the positions a query at num_tokens sees stay. FailedPrecondition (nothing changed) when that
+  // would go back into a registered (immutable, shared) block or a window block already released (more
+  // than max_rollback positions back).
+  Status Rollback(SequenceBlocks* seq, int64_t num_tokens, int64_t now_nanos);
+
   // A second sequence over the same num_tokens positions (n > 1): full blocks are shared by reference, a
   // partial last block gets a new block that the caller fills with a copy of the parent's (`copies`:
   // {window class?, from, to}). False (nothing changed) when blocks run out.
@@ -108,6 +125,7 @@ class BlockManager {
   BlockAllocator window_;
   int64_t window_size_;
   bool caching_;
+  int64_t max_rollback_;
 };
 
 }  // namespace deepinfer::kvcache

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -48,6 +49,16 @@ std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label) {
     if (done >= total) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   };
+}
+
+int64_t WindowReplayPositions(const KvCacheSpec& spec) {
+  int64_t window = 0, window_layers = 0;
+  for (const CacheGroupSpec& g : spec.groups) {
+    if (g.retention != CacheRetention::kWindow) continue;
+    window = std::max(window, g.window);
+    window_layers = std::max(window_layers, g.num_layers);
+  }
+  return (window_layers + 1) * std::max<int64_t>(window - 1, 0) + kBlockTokens;
 }
 
 }  // namespace deepinfer::model

@@ -146,7 +146,19 @@ struct ModelInfo {
   // Draft support: "mtp" (V4's multi-token prediction layer), "dspark" (V4.1), or "" when the model was
   // loaded without drafting or has no draft layers.
   std::string draft_kind;
+  // The sequence operations this model implements (callers plan by these instead of probing).
+  bool supports_restore = false;  // RestoreAt: prefix-cache hits
+  bool supports_fork = false;     // Fork: n > 1 outputs share the prompt's state
+  bool supports_draft = false;    // Draft (as loaded)
+  // Positions before a block boundary that RestoreAt(kNoWindow) followed by a state_only replay must
+  // recompute to rebuild the window state there bit for bit (exact replay's dependency cone).
+  int64_t exact_replay_positions = 0;
 };
+
+// ModelInfo::exact_replay_positions of a model whose only state outside prefix blocks is its window
+// groups: every window layer reaches window − 1 positions further back, plus one for the boundary state,
+// rounded up by a block.
+int64_t WindowReplayPositions(const KvCacheSpec& spec);
 
 // The shape of one chunk of a prospective step, for EstimateStepCost.
 struct ChunkShape {

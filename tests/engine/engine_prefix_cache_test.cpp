@@ -145,5 +145,24 @@ TEST(EnginePrefixCache, NOutputsForkFromThePromptBitExactly) {
   EXPECT_EQ(Fingerprint(multi), Fingerprint(GenerateOne(*cold, prompt, single)));
 }
 
+// The engine plans restores, forks and exact replays by what the model declares, not by probing it.
+TEST(EnginePrefixCache, TheModelDeclaresItsSequenceOperationsAndReplayCone) {
+  auto m = test_support::LoadFixture();
+  ASSERT_NE(m, nullptr);
+  const model::ModelInfo& info = m->info();
+  EXPECT_TRUE(info.supports_restore);
+  EXPECT_TRUE(info.supports_fork);
+  EXPECT_FALSE(info.supports_draft);  // loaded without drafting
+  int64_t window = 0, layers = 0;
+  for (const model::CacheGroupSpec& g : m->cache_spec().groups) {
+    if (g.retention != model::CacheRetention::kWindow) continue;
+    window = std::max(window, g.window);
+    layers = std::max(layers, g.num_layers);
+  }
+  ASSERT_GT(window, 0);  // the fixture has window attention
+  // Every window layer's dependency reaches window − 1 further back, plus the boundary state, plus a block.
+  EXPECT_EQ(info.exact_replay_positions, (layers + 1) * (window - 1) + model::kBlockTokens);
+}
+
 }  // namespace
 }  // namespace deepinfer::engine

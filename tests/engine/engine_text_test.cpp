@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "core/utf8.h"
 #include "engine_test_support.h"
@@ -31,12 +34,13 @@ class EngineText : public ::testing::Test {
     delete tokenizer_;
   }
 
-  std::unique_ptr<Engine> Make() {
+  std::unique_ptr<Engine> Make(const std::string& dir = *dir_, std::vector<int32_t> eos_token_ids = {}) {
     model::LoadOptions load;
     load.prefault = false;
-    auto m = model::LoadCausalLM(*dir_, load);
+    auto m = model::LoadCausalLM(dir, load);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     EngineOptions o;
+    o.eos_token_ids = std::move(eos_token_ids);
     o.kv_cache_bytes = int64_t{256} << 20;
     o.tokenizer = tokenizer_;
     auto e = Engine::Create(std::move(m).value(), o);
@@ -115,6 +119,48 @@ TEST_F(EngineText, StopStringsSpanTokensAndAreCutFromTheText) {
 
   p.sampling.include_stop_str_in_output = true;
   EXPECT_EQ(Run(*e, prompt, p).text, text.substr(0, at + stop.size()));
+}
+
+// End-of-sequence ids are config.json's and the tokenizer's end-of-sentence control token;
+// EngineOptions::eos_token_ids replaces both.
+TEST_F(EngineText, TheTokenizersEndOfSentenceEndsGenerationUnlessOverridden) {
+  const std::optional<int32_t> eos = tokenizer_->TokenToId("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
+  ASSERT_TRUE(eos.has_value());
+  const int32_t config_eos = *eos == 3 ? 4 : 3;
+  // A copy of the checkpoint whose config.json names another end token than the tokenizer's.
+  const std::string dir = *dir_ + "_eos";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(*dir_, dir);
+  std::stringstream config;
+  config << std::ifstream(dir + "/config.json").rdbuf();
+  const std::regex field("\"eos_token_id\"\\s*:\\s*[0-9]+");
+  ASSERT_TRUE(std::regex_search(config.str(), field));
+  std::ofstream(dir + "/config.json") << std::regex_replace(config.str(), field,
+                                                            "\"eos_token_id\": " + std::to_string(config_eos));
+
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = 10;
+  const std::vector<int32_t> script = {5, *eos, 6};
+  p.constraint.scripted_tokens = script;
+  const std::vector<int32_t> prompt = tokenizer_->EncodeText("Once upon a time");
+  std::vector<int32_t> ids;
+  {
+    auto e = Make(dir);
+    const GenerateOutput::Sequence s = Run(*e, prompt, p);
+    for (const GeneratedToken& t : s.tokens) ids.push_back(t.id);
+    EXPECT_EQ(ids, std::vector<int32_t>{5});
+    EXPECT_EQ(s.finish, FinishReason::kStop);
+  }
+  {
+    auto e = Make(dir, {config_eos});
+    const GenerateOutput::Sequence s = Run(*e, prompt, p);
+    ids.clear();
+    for (const GeneratedToken& t : s.tokens) ids.push_back(t.id);
+    EXPECT_EQ(ids, script);  // the end-of-sentence token is an ordinary token now; the script ends it
+    EXPECT_EQ(s.finish, FinishReason::kStop);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -73,8 +73,8 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   model->ComputeCostFigures();
-  DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV4ForCausalLM", c, dir, model->checkpoint_));
-  if (model->drafting_) model->info_.draft_kind = "mtp";
+  DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV4ForCausalLM", c, dir, model->checkpoint_,
+                                                        model->spec_, model->drafting_ ? "mtp" : ""));
   model->BuildRopeTables();
   return model;
 }

@@ -59,8 +59,8 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
   }
   if (options.prefault) Prefault(model->checkpoint_, IsEngramTable, options.progress);
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
-  DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_));
-  if (model->weights_->dspark) model->info_.draft_kind = "dspark";
+  DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
+                                                        model->spec_, model->weights_->dspark ? "dspark" : ""));
   model->BuildRopeTables();
   return model;
 }

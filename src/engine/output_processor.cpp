@@ -1,22 +1,75 @@
-// The output threads: each turns the step thread's events into RequestUpdates — token bytes, the control flag,
-// detokenized text with stop strings matched across tokens — and calls the requests' callbacks, so neither
-// detokenization nor a consumer's callback ever runs on the step thread.
+// OutputProcessor's threads: detokenization, stop strings and the requests' callbacks.
+#include "engine/output_processor.h"
+
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/sched.h"
-#include "engine/engine_impl.h"
 
 namespace deepinfer::engine {
 
-void EngineImpl::OutputLoop(OutputShard* shard) {
-  if (options_.output_thread_slice_us > 0) {
-    const Status slice = SetThreadLatencySlice(options_.output_thread_slice_us);
+OutputProcessor::OutputProcessor(const tokenizer::Tokenizer* tokenizer, int threads, int64_t thread_slice_us,
+                                 StopCallback on_stop)
+    : tokenizer_(tokenizer), thread_slice_us_(thread_slice_us), on_stop_(std::move(on_stop)) {
+  for (int i = 0; i < threads; ++i) {
+    shards_.push_back(std::make_unique<Shard>());
+    Shard* shard = shards_.back().get();
+    shard->thread = std::thread([this, shard] {
+      SetCurrentThreadName("di-engine-out");
+      Loop(shard);
+    });
+  }
+}
+
+OutputProcessor::~OutputProcessor() { Stop(); }
+
+void OutputProcessor::Stop() {
+  for (auto& shard : shards_) {
+    {
+      MutexLock lock(&shard->mu);
+      shard->stop = true;
+    }
+    shard->cv.SignalAll();
+  }
+  for (auto& shard : shards_)
+    if (shard->thread.joinable()) shard->thread.join();
+}
+
+void OutputProcessor::Post(std::vector<OutputEvent>& events) {
+  if (events.empty()) return;
+  const int64_t now = NowNanos();
+  const size_t shards = shards_.size();
+  sorted_.resize(shards);
+  for (OutputEvent& e : events) {
+    e.posted_nanos = now;
+    sorted_[static_cast<size_t>(e.request->id % shards)].push_back(std::move(e));
+  }
+  for (size_t i = 0; i < shards; ++i) {
+    std::vector<OutputEvent>& mine = sorted_[i];
+    if (mine.empty()) continue;
+    Shard& shard = *shards_[i];
+    {
+      MutexLock lock(&shard.mu);
+      for (OutputEvent& e : mine) shard.queue.push_back(std::move(e));
+    }
+    // One wake-up per shard and step, after the lock: a notify per event (or under the lock) let the
+    // output thread preempt this thread once per request and contend for the mutex it had just been
+    // woken on.
+    shard.cv.Signal();
+    mine.clear();
+  }
+  events.clear();
+}
+
+void OutputProcessor::Loop(Shard* shard) {
+  if (thread_slice_us_ > 0) {
+    const Status slice = SetThreadLatencySlice(thread_slice_us_);
     if (!slice.ok()) DI_LOG(kDebug, "engine: output thread keeps the default time slice").Field("why", slice.message());
   }
   std::deque<OutputEvent> batch;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(shard->mutex);
-      shard->cv.wait(lock, [&] { return shard->stop || !shard->queue.empty(); });
+      MutexLock lock(&shard->mu);
+      while (!shard->stop && shard->queue.empty()) shard->cv.Wait(&shard->mu);
       if (shard->queue.empty() && shard->stop) return;
       batch.swap(shard->queue);
     }
@@ -25,11 +78,11 @@ void EngineImpl::OutputLoop(OutputShard* shard) {
   }
 }
 
-void EngineImpl::Deliver(OutputEvent& event) {
+void OutputProcessor::Deliver(OutputEvent& event) {
   OutputRequest& o = *event.request;
   if (o.done) return;
   o.hit_tokens = event.hit_tokens;
-  const tokenizer::Tokenizer* tok = options_.tokenizer;
+  const tokenizer::Tokenizer* tok = tokenizer_;
   RequestUpdate u;
   u.id = o.id;
   u.prompt_tokens = o.prompt_tokens;
@@ -92,9 +145,9 @@ void EngineImpl::Deliver(OutputEvent& event) {
     o.done = true;
   }
   if (!stopped.empty()) {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    for (int index : stopped) output_stops_.push_back({o.id, index});
-    inbox_cv_.notify_one();
+    std::vector<std::pair<RequestId, int>> stops;
+    for (int index : stopped) stops.push_back({o.id, index});
+    on_stop_(std::move(stops));
   }
   if (u.sequences.empty() && !u.finished) return;
   o.callback(std::move(u));

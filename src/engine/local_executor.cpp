@@ -1,0 +1,341 @@
+// LocalExecutor: a step is setups (forks, block copies, releases, fresh and restored states), one Forward
+// over the planned chunks with the masks of the rows it samples filled beside it, then sampling every row
+// in parallel on the model's idle pool.
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/sched.h"
+#include "core/thread_pool.h"
+#include "engine/executor.h"
+
+namespace deepinfer::engine {
+
+MaskFiller::MaskFiller() : thread_([this] { Loop(); }) {}
+
+MaskFiller::~MaskFiller() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  cv_.SignalAll();
+  thread_.join();
+}
+
+void MaskFiller::Start(std::function<void()> job) {
+  {
+    MutexLock lock(&mu_);
+    job_ = std::move(job);
+    busy_ = true;
+  }
+  cv_.SignalAll();
+}
+
+void MaskFiller::Wait() {
+  MutexLock lock(&mu_);
+  while (busy_) cv_.Wait(&mu_);
+}
+
+void MaskFiller::Loop() {
+  SetCurrentThreadName("di-engine-mask");
+  while (true) {
+    std::function<void()> job;
+    {
+      MutexLock lock(&mu_);
+      while (!stop_ && !job_) cv_.Wait(&mu_);
+      if (!job_) return;
+      job = std::move(job_);
+      job_ = nullptr;
+    }
+    job();
+    {
+      MutexLock lock(&mu_);
+      busy_ = false;
+    }
+    cv_.SignalAll();
+  }
+}
+
+struct LocalExecutor::Row {
+  SeqId id = 0;
+  Slot* slot = nullptr;
+  const float* logits = nullptr;
+  int64_t position = 0;
+  Status status;
+  sampling::SampledToken token;
+};
+
+LocalExecutor::LocalExecutor(std::unique_ptr<model::CausalLM> model, model::KvPools pools,
+                             std::shared_ptr<sampling::ConstraintCompiler> compiler)
+    : model_(std::move(model)), spec_(model_->cache_spec()), pools_(std::move(pools)),
+      vocab_size_(model_->info().vocab_size),
+      constraint_masks_(std::make_unique<sampling::ConstraintMasks>(std::move(compiler))) {}
+
+LocalExecutor::~LocalExecutor() { StopCompiling(); }
+
+void LocalExecutor::StopCompiling() {
+  std::unique_ptr<sampling::ConstraintMasks> masks;
+  {
+    MutexLock lock(&constraints_mu_);
+    masks = std::move(constraint_masks_);
+  }
+  masks.reset();  // joins the compile threads; one that was compiling reports first (taking constraints_mu_)
+}
+
+// The one place a request's constraint becomes logits masks.
+Result<Executor::ConstraintTicket> LocalExecutor::PrepareConstraints(const RequestParams& params, int n,
+                                                                     ConstraintReady on_ready) {
+  const sampling::OutputConstraint& constraint = params.constraint;
+  if (!constraint.grammar && !constraint.scripted_tokens) return ConstraintTicket{};
+  if (constraint.grammar && constraint.scripted_tokens)
+    return Status::InvalidArgument("constraint: a grammar and scripted tokens cannot be combined");
+  // Held across Prepare, so a compile that finishes at once finds its entry here.
+  MutexLock lock(&constraints_mu_);
+  if (!constraint_masks_) return Status::Unavailable("engine: shutting down");
+  if (constraint.grammar && !constraint_masks_->can_compile())
+    return Status::InvalidArgument("constraint: grammars need the engine's tokenizer or a constraint compiler");
+  const uint64_t handle = next_constraint_++;
+  PreparedMasks& entry = constraints_[handle];
+  entry.n = n;
+  entry.prepared = constraint_masks_->Prepare(constraint, [this, handle, on_ready = std::move(on_ready)] {
+    on_ready(handle, MakePreparedMasks(handle));
+  });
+  if (!entry.prepared->ready()) return ConstraintTicket{handle, false};
+  auto masks = entry.prepared->MakeMasks(n);
+  if (!masks.ok()) {
+    constraints_.erase(handle);
+    return masks.status();
+  }
+  entry.masks = std::move(masks).value();
+  return ConstraintTicket{handle, true};
+}
+
+Status LocalExecutor::MakePreparedMasks(uint64_t handle) {
+  MutexLock lock(&constraints_mu_);
+  auto it = constraints_.find(handle);
+  if (it == constraints_.end()) return Status::Ok();  // dropped meanwhile: nobody waits for it
+  auto masks = it->second.prepared->MakeMasks(it->second.n);
+  if (!masks.ok()) {
+    constraints_.erase(it);
+    return masks.status();  // "constraint: ..." (sampling/constraint_masks.h)
+  }
+  it->second.masks = std::move(masks).value();
+  return Status::Ok();
+}
+
+void LocalExecutor::DropConstraints(uint64_t handle) {
+  MutexLock lock(&constraints_mu_);
+  constraints_.erase(handle);
+}
+
+std::unique_ptr<sampling::LogitsMask> LocalExecutor::TakeMask(uint64_t handle, int index) {
+  if (handle == 0) return nullptr;
+  MutexLock lock(&constraints_mu_);
+  auto it = constraints_.find(handle);
+  if (it == constraints_.end()) return nullptr;
+  std::vector<std::unique_ptr<sampling::LogitsMask>>& masks = it->second.masks;
+  if (index >= static_cast<int>(masks.size())) return nullptr;
+  auto mask = std::move(masks[static_cast<size_t>(index)]);
+  if (std::all_of(masks.begin(), masks.end(), [](const auto& m) { return m == nullptr; })) constraints_.erase(it);
+  return mask;
+}
+
+std::vector<std::span<uint8_t>> LocalExecutor::PrefixBlock(int32_t block) {
+  std::vector<std::span<uint8_t>> bytes;
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    if (spec_.groups[g].retention != model::CacheRetention::kPrefix) continue;
+    bytes.emplace_back(pools_.group(g).block(block), static_cast<size_t>(spec_.groups[g].bytes_per_block));
+  }
+  return bytes;
+}
+
+void LocalExecutor::MirrorTables(const PlannedChunk& c, model::SequenceState* state) {
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    const bool prefix = spec_.groups[g].retention == model::CacheRetention::kPrefix;
+    state->block_table(g) = prefix ? c.prefix_table : c.window_table;
+  }
+}
+
+Status LocalExecutor::Setup(const PlannedChunk& c, Slot& slot) {
+  slot.state = model_->NewSequence();
+  if (c.setup->kind == StateSetup::Kind::kFresh || c.setup->position == 0) return Status::Ok();
+  MirrorTables(c, slot.state.get());
+  const model::RestoreFrom from = c.setup->source == RestoreSource::kWindowBlocks ? model::RestoreFrom::kWindowBlocks
+                                                                                  : model::RestoreFrom::kNoWindow;
+  Status st = model_->RestoreAt(*slot.state, c.setup->position, from, pools_);
+  if (!st.ok()) slot.state.reset();
+  return st;
+}
+
+StepResult LocalExecutor::Execute(const StepPlan& plan) {
+  StepResult result;
+  for (const SamplingSetup& setup : plan.new_samplers) {
+    Slot& slot = slots_[setup.id];
+    slot.sampling = setup;
+    slot.has_sampling = true;
+    if (setup.use_counts && !setup.prompt.empty()) slot.counts.SetPrompt(setup.prompt);
+    slot.mask = TakeMask(setup.constraint, setup.index);
+    if (slot.mask) slot.allowed.Resize(vocab_size_);
+  }
+  std::vector<SequenceResult> failed;  // setups that failed
+  for (const ForkSetup& f : plan.forks) {
+    auto parent = slots_.find(f.parent);
+    Status st = parent == slots_.end() || !parent->second.state
+                    ? Status::Internal("engine: a fork's parent has no model state")
+                    : Status::Ok();
+    if (st.ok()) {
+      auto state = model_->Fork(*parent->second.state);
+      if (state.ok()) slots_[f.child].state = std::move(state).value();
+      else st = state.status();
+    }
+    if (!st.ok()) failed.push_back({.id = f.child, .status = st, .not_run = true});
+  }
+  for (const BlockCopy& copy : plan.copies) {
+    for (size_t g = 0; g < spec_.groups.size(); ++g) {
+      const bool window = spec_.groups[g].retention == model::CacheRetention::kWindow;
+      if (window == copy.window) pools_.group(g).CopyBlock(copy.from, copy.to);
+    }
+  }
+  for (SeqId id : plan.dropped) {
+    auto it = slots_.find(id);
+    if (it != slots_.end()) it->second.state.reset();
+  }
+  for (SeqId id : plan.finished) slots_.erase(id);
+  if (!plan.released_constraints.empty()) {
+    MutexLock lock(&constraints_mu_);
+    for (uint64_t handle : plan.released_constraints) constraints_.erase(handle);
+  }
+
+  chunks_.clear();
+  std::vector<const PlannedChunk*> ran;
+  for (const PlannedChunk& c : plan.chunks) {
+    Slot& slot = slots_[c.id];
+    if (std::any_of(failed.begin(), failed.end(), [&](const SequenceResult& f) { return f.id == c.id; })) continue;
+    if (c.setup) {
+      Status st = Setup(c, slot);
+      if (!st.ok()) {
+        failed.push_back({.id = c.id, .status = st, .not_run = true});
+        continue;
+      }
+    }
+    if (!slot.state) {
+      failed.push_back(
+          {.id = c.id, .status = Status::Internal("engine: a chunk's sequence has no model state"), .not_run = true});
+      continue;
+    }
+    MirrorTables(c, slot.state.get());
+    model::SequenceChunk chunk;
+    chunk.state = slot.state.get();
+    chunk.tokens = c.tokens;
+    chunk.logits = c.logits ? model::LogitsWanted::kLast : model::LogitsWanted::kNone;
+    chunk.state_only = c.state_only;
+    chunks_.push_back(chunk);
+    ran.push_back(&c);
+  }
+
+  // The rows this step samples; the masks of their tokens are computed while the forward pass runs.
+  std::vector<Row> rows;
+  std::vector<size_t> row_chunk;
+  if (!plan.discard_logits) {
+    for (size_t k = 0; k < ran.size(); ++k) {
+      const PlannedChunk& c = *ran[k];
+      if (!c.logits) continue;
+      for (size_t i = 0; i < c.samplers.size(); ++i) {
+        Row row;
+        row.id = c.samplers[i];
+        row.slot = &slots_[row.id];
+        row.position = c.end;
+        // Outputs born from this row start from their parent's penalty counts.
+        if (i > 0) row.slot->counts = slots_[c.id].counts;
+        rows.push_back(std::move(row));
+        row_chunk.push_back(k);
+      }
+    }
+  }
+  const bool any_mask = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.slot->mask != nullptr; });
+  if (any_mask) mask_filler_.Start([this, &rows] { FillMasks(rows); });
+
+  if (!chunks_.empty()) {
+    result.forward_start_nanos = NowNanos();
+    result.status = model_->Forward(chunks_, pools_, &forward_out_);
+    result.forward_end_nanos = NowNanos();
+  }
+  if (any_mask) mask_filler_.Wait();
+  result.sequences = std::move(failed);
+  if (!result.status.ok()) return result;
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].logits = forward_out_.row(row_chunk[i]);
+  Sample(rows);
+  for (Row& row : rows) {
+    SequenceResult r;
+    r.id = row.id;
+    if (!row.status.ok()) {
+      r.status = row.status;
+      result.sequences.push_back(std::move(r));
+      continue;
+    }
+    Slot& slot = *row.slot;
+    const int32_t id = row.token.id;
+    ++slot.generated;
+    const std::vector<int32_t>& ending = slot.sampling.ending_ids;
+    if (std::find(ending.begin(), ending.end(), id) == ending.end()) {
+      if (slot.sampling.use_counts) slot.counts.AddOutput(id);
+      if (slot.mask) {
+        slot.mask_filled = false;
+        Status accepted = slot.mask->Accept(id);
+        if (!accepted.ok()) {
+          r.status = accepted;
+          result.sequences.push_back(std::move(r));
+          continue;
+        }
+        r.terminated = slot.mask->Terminated();
+      }
+    }
+    r.tokens.push_back(std::move(row.token));
+    result.sequences.push_back(std::move(r));
+  }
+  return result;
+}
+
+void LocalExecutor::FillMasks(const std::vector<Row>& rows) {
+  for (const Row& row : rows) {
+    Slot& s = *row.slot;
+    if (!s.mask || s.mask_filled) continue;
+    s.mask_status = s.mask->FillAllowed(&s.allowed, &s.all_allowed);
+    s.mask_filled = true;
+  }
+}
+
+// Rows are independent and each draw is keyed by its sequence and position, so the split over threads
+// changes nothing. The model's pool is idle between forward passes.
+void LocalExecutor::Sample(std::vector<Row>& rows) {
+  ThreadPool::Shared().ParallelFor(
+      static_cast<int64_t>(rows.size()),
+      [&](int64_t begin, int64_t end) {
+        thread_local sampling::Sampler sampler;
+        for (int64_t i = begin; i < end; ++i) {
+          Row& row = rows[static_cast<size_t>(i)];
+          Slot& s = *row.slot;
+          const sampling::SamplingParams& sp = s.sampling.params;
+          if (s.mask && !s.mask_status.ok()) {
+            row.status = s.mask_status;
+            continue;
+          }
+          std::span<const int32_t> banned;
+          if (s.generated < sp.min_tokens) banned = s.sampling.ending_ids;
+          sampling::SampleInputs in;
+          in.params = &sp;
+          in.draw = {.seed = s.sampling.seed,
+                     .stream = sp.random_stream,
+                     .sequence = static_cast<uint32_t>(s.sampling.index),
+                     .position = row.position};
+          in.counts = s.sampling.use_counts ? &s.counts : nullptr;
+          in.allowed = s.mask && !s.all_allowed ? &s.allowed : nullptr;
+          in.banned = banned;
+          auto sampled = sampler.Sample(std::span<const float>(row.logits, static_cast<size_t>(vocab_size_)), in);
+          if (sampled.ok()) row.token = std::move(sampled).value();
+          else row.status = sampled.status();
+        }
+      },
+      1);
+}
+
+}  // namespace deepinfer::engine

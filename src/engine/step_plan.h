@@ -1,0 +1,124 @@
+// What the scheduler and the executor exchange each step, and nothing else: the scheduler decides a
+// StepPlan (which sequences compute which positions, where their model state comes from, which blocks
+// they use), the executor runs it and answers with a StepResult (the tokens each sampling sequence
+// accepted). Both are plain values: no pointers into either side's state and no model types, so an
+// executor in another process can take the plan as bytes. Sequences are named by SeqId, which the
+// scheduler assigns and the executor uses as the key of its per-sequence state.
+//
+// The scheduler's files include this header and never the model's (not even through other headers); the
+// executor's include this header and never the scheduler's (the ctest `engine_scheduler_has_no_model`
+// checks both).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/params.h"
+#include "sampling/sampler.h"
+
+namespace deepinfer::engine {
+
+using SeqId = uint64_t;
+
+// Where a restored sequence's window state comes from (the model's RestoreFrom, as plain data).
+enum class RestoreSource : uint8_t {
+  kWindowBlocks,  // the cached window blocks before the position: bit-exact
+  kNoWindow,      // none: the model starts its window state empty there (a replay rebuilds it)
+};
+
+// How a sequence gets the model state its chunk continues from, when it has none yet (or a new one
+// replaces what it had).
+struct StateSetup {
+  enum class Kind : uint8_t {
+    kFresh,    // a new sequence at position 0
+    kRestore,  // a new sequence restored at `position` (a block boundary) from its prefix blocks
+  };
+  Kind kind = Kind::kFresh;
+  int64_t position = 0;
+  RestoreSource source = RestoreSource::kWindowBlocks;
+};
+
+// The executor's per-output sampling state, sent once, the first time an output samples or computes.
+struct SamplingSetup {
+  SeqId id = 0;
+  sampling::SamplingParams params;
+  uint64_t seed = 0;
+  int index = 0;  // the output's index among the request's n (its random stream)
+  // Tokens that end the output (end-of-sequence unless ignore_eos, and the stop token ids): banned while
+  // fewer than min_tokens were generated; when sampled they neither count for penalties nor reach the mask.
+  std::vector<int32_t> ending_ids;
+  bool use_counts = false;      // repetition / presence / frequency penalties
+  std::vector<int32_t> prompt;  // the penalty counts start from these (empty: copied from the parent's at birth)
+  // The request's logits masks, prepared by Executor::PrepareConstraints (0: none).
+  uint64_t constraint = 0;
+};
+
+// A second output of a request taking a copy of its parent's model state (n > 1), as it stood at the end
+// of the previous step.
+struct ForkSetup {
+  SeqId child = 0;
+  SeqId parent = 0;
+};
+
+struct BlockCopy {
+  bool window = false;  // the window class (else the prefix class)
+  int32_t from = -1, to = -1;
+};
+
+// One sequence's work in a step.
+struct PlannedChunk {
+  SeqId id = 0;
+  std::optional<StateSetup> setup;  // none: it continues the state it has
+  int64_t start = 0, end = 0;       // positions [start, end)
+  std::vector<int32_t> tokens;      // the ids at those positions
+  bool state_only = false;          // replay: advance the window state, write no prefix block
+  bool logits = false;              // the last position's logits are sampled
+  // The outputs that sample from that row: this one, and at a birth (the prompt's first token of a
+  // request with n > 1) the outputs born from it, each with its own random stream and mask.
+  std::vector<SeqId> samplers;
+  int64_t verify = 0;  // draft tokens at the chunk's end to verify (speculative decoding; 0 now)
+  // Its block tables by class (entry i: positions [128·i, 128·(i+1)); -1 where it holds none).
+  std::vector<int32_t> prefix_table, window_table;
+};
+
+struct StepPlan {
+  std::vector<SamplingSetup> new_samplers;
+  std::vector<ForkSetup> forks;    // run first
+  std::vector<BlockCopy> copies;   // then these (the partial blocks of forks)
+  std::vector<SeqId> dropped;      // then these lose their model state (preempted; sampling state stays)
+  std::vector<SeqId> finished;     // and these lose everything
+  std::vector<uint64_t> released_constraints;  // handles of finished requests' masks no output took
+  std::vector<PlannedChunk> chunks;
+  bool discard_logits = false;     // calibration: nothing is sampled
+  bool empty() const { return chunks.empty(); }
+};
+
+// What one sampling sequence got from a step.
+struct SequenceResult {
+  SeqId id = 0;
+  // Accepted tokens with their logprobs (one per step now; a verify step may accept several).
+  std::vector<sampling::SampledToken> tokens;
+  std::vector<int32_t> draft;  // proposals for the next step (speculative decoding; empty now)
+  Status status;               // not ok: this output failed (its mask, its sampling); no tokens
+  bool terminated = false;     // its logits mask accepted its last token and allows no more
+  bool not_run = false;        // its chunk did not run: its model state could not be made (status says why)
+};
+
+struct StepResult {
+  Status status;  // the forward pass; not ok: no chunk of the plan advanced
+  std::vector<SequenceResult> sequences;  // one per sampler of the plan, in plan order
+  int64_t forward_start_nanos = 0, forward_end_nanos = 0;  // both 0 when no chunk ran
+};
+
+// The bytes of a prefix-class block in each prefix cache group, which the persistent tier reads into and
+// is offered from. The executor that holds the pools provides it; valid while the executor lives.
+class PrefixBlockBytes {
+ public:
+  virtual ~PrefixBlockBytes() = default;
+  virtual std::vector<std::span<uint8_t>> PrefixBlock(int32_t block) = 0;
+};
+
+}  // namespace deepinfer::engine

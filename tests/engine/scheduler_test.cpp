@@ -1,0 +1,188 @@
+// The scheduler alone, with no model: its plans are plain data (fresh and restored states, chunks, block
+// tables, sampling setups) and its updates come from hand-made results, as any executor would send them.
+#include <atomic>
+
+#include <gtest/gtest.h>
+
+#include "engine/scheduler.h"
+
+namespace deepinfer::engine {
+namespace {
+
+class NoBytes final : public PrefixBlockBytes {
+ public:
+  std::vector<std::span<uint8_t>> PrefixBlock(int32_t) override { return {}; }
+};
+
+struct Harness {
+  Inbox inbox;
+  EngineMetrics metrics;
+  NoBytes bytes;
+  std::atomic<int> finished{0};
+  OutputProcessor output{nullptr, 1, 0, [](std::vector<std::pair<RequestId, int>>) {}};
+  std::unique_ptr<Scheduler> scheduler;
+
+  Harness() {
+    SchedulerConfig config;
+    config.prefix_blocks = 16;
+    config.vocab_size = 256;
+    config.max_model_len = 2048;
+    config.eos_token_ids = {1};
+    config.supports_restore = true;
+    config.supports_fork = true;
+    scheduler = std::make_unique<Scheduler>(std::move(config), &inbox, &metrics, &output, &bytes);
+  }
+
+  void Add(RequestId id, const std::vector<int32_t>& prompt, int64_t max_tokens, int n = 1) {
+    auto r = std::make_unique<Request>();
+    r->id = id;
+    r->order = static_cast<int64_t>(id);
+    r->prompt_tokens = static_cast<int64_t>(prompt.size());
+    r->params.sampling.max_tokens = max_tokens;
+    r->params.sampling.n = n;
+    r->root = kvcache::RootHash({}, "exact", "f32", "");
+    r->out = std::make_shared<OutputRequest>();
+    r->out->id = id;
+    r->out->callback = [this](RequestUpdate u) { finished += u.finished; };
+    r->out->seqs.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      auto s = std::make_unique<Sequence>();
+      s->request = r.get();
+      s->index = i;
+      s->born = i == 0;
+      if (i == 0) s->tokens = prompt;
+      r->seqs.push_back(std::move(s));
+    }
+    r->live = n;
+    MutexLock lock(&inbox.mu);
+    ++inbox.waiting_fresh;
+    inbox.new_requests.push_back(std::move(r));
+  }
+};
+
+StepResult Sampled(SeqId id, int32_t token) {
+  StepResult result;
+  SequenceResult r;
+  r.id = id;
+  r.tokens.push_back({.id = token});
+  result.sequences.push_back(std::move(r));
+  return result;
+}
+
+std::vector<int32_t> Prompt(int n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) p[static_cast<size_t>(i)] = 2 + i % 200;
+  return p;
+}
+
+TEST(EngineScheduler, PlansPrefillDecodeAndARestoredPrefixHitAsPlainData) {
+  Harness h;
+  const std::vector<int32_t> prompt = Prompt(300);
+  h.Add(1, prompt, 2);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+
+  const StepPlan prefill = h.scheduler->Schedule();
+  ASSERT_EQ(prefill.chunks.size(), 1u);
+  const PlannedChunk& c = prefill.chunks[0];
+  ASSERT_TRUE(c.setup.has_value());
+  EXPECT_EQ(c.setup->kind, StateSetup::Kind::kFresh);
+  EXPECT_EQ(c.start, 0);
+  EXPECT_EQ(c.end, 300);
+  EXPECT_EQ(c.tokens, prompt);
+  EXPECT_TRUE(c.logits);
+  EXPECT_EQ(c.samplers, std::vector<SeqId>{c.id});
+  EXPECT_EQ(c.prefix_table.size(), 3u);  // 300 positions: three blocks
+  ASSERT_EQ(prefill.new_samplers.size(), 1u);
+  EXPECT_EQ(prefill.new_samplers[0].id, c.id);
+  EXPECT_EQ(prefill.new_samplers[0].ending_ids, std::vector<int32_t>{1});
+  EXPECT_EQ(prefill.new_samplers[0].params.max_tokens, 2);
+  const SeqId first = c.id;
+
+  h.scheduler->Update(Sampled(first, 5));
+  const StepPlan decode = h.scheduler->Schedule();
+  ASSERT_EQ(decode.chunks.size(), 1u);
+  EXPECT_FALSE(decode.chunks[0].setup.has_value());  // it continues its state
+  EXPECT_EQ(decode.chunks[0].start, 300);
+  EXPECT_EQ(decode.chunks[0].end, 301);
+  EXPECT_EQ(decode.chunks[0].tokens, std::vector<int32_t>{5});
+  EXPECT_TRUE(decode.new_samplers.empty());
+
+  h.scheduler->Update(Sampled(first, 7));  // max_tokens: finished
+  EXPECT_TRUE(h.scheduler->Schedule().empty());
+
+  // The same prompt again: its two full blocks are cached, so the state is restored at position 256 and
+  // only the rest is computed; the finished sequence's state is released in the same plan.
+  h.Add(2, prompt, 1);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+  const StepPlan hit = h.scheduler->Schedule();
+  ASSERT_EQ(hit.chunks.size(), 1u);
+  ASSERT_TRUE(hit.chunks[0].setup.has_value());
+  EXPECT_EQ(hit.chunks[0].setup->kind, StateSetup::Kind::kRestore);
+  EXPECT_EQ(hit.chunks[0].setup->position, 256);
+  EXPECT_EQ(hit.chunks[0].start, 256);
+  EXPECT_EQ(hit.chunks[0].end, 300);
+  EXPECT_EQ(hit.chunks[0].prefix_table[0], c.prefix_table[0]);  // shared by reference
+  EXPECT_EQ(hit.finished, std::vector<SeqId>{first});
+  {
+    MutexLock lock(&h.metrics.mu);
+    EXPECT_EQ(h.metrics.counters.prefix_cache_hits, 256u);
+  }
+
+  h.scheduler->Update(Sampled(hit.chunks[0].id, 1));  // end of sequence
+  h.scheduler->AbortAll();
+  h.output.Stop();
+  EXPECT_EQ(h.finished.load(), 2);
+}
+
+TEST(EngineScheduler, BirthsSampleFromTheParentsRowAndForkInTheNextPlan) {
+  Harness h;
+  const std::vector<int32_t> prompt = Prompt(200);  // one full block and a partial one
+  h.Add(1, prompt, 4, /*n=*/2);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+
+  const StepPlan prefill = h.scheduler->Schedule();
+  ASSERT_EQ(prefill.chunks.size(), 1u);  // only output 0 computes the prompt
+  const PlannedChunk& c = prefill.chunks[0];
+  ASSERT_EQ(c.samplers.size(), 2u);  // both outputs sample from its row
+  EXPECT_EQ(c.samplers[0], c.id);
+  const SeqId parent = c.id, child = c.samplers[1];
+  ASSERT_EQ(prefill.new_samplers.size(), 2u);
+  EXPECT_EQ(prefill.new_samplers[1].id, child);
+  EXPECT_EQ(prefill.new_samplers[1].index, 1);
+  EXPECT_TRUE(prefill.new_samplers[1].prompt.empty());  // its penalty counts come from its parent's
+
+  StepResult result;
+  for (const auto& [id, token] : {std::pair<SeqId, int32_t>{parent, 5}, {child, 6}}) {
+    SequenceResult r;
+    r.id = id;
+    r.tokens.push_back({.id = token});
+    result.sequences.push_back(std::move(r));
+  }
+  h.scheduler->Update(result);
+
+  const StepPlan decode = h.scheduler->Schedule();
+  ASSERT_EQ(decode.forks.size(), 1u);
+  EXPECT_EQ(decode.forks[0].child, child);
+  EXPECT_EQ(decode.forks[0].parent, parent);
+  ASSERT_EQ(decode.copies.size(), 1u);  // the partial prompt block
+  EXPECT_FALSE(decode.copies[0].window);
+  ASSERT_EQ(decode.chunks.size(), 2u);
+  const PlannedChunk& p = decode.chunks[0].id == parent ? decode.chunks[0] : decode.chunks[1];
+  const PlannedChunk& k = decode.chunks[0].id == parent ? decode.chunks[1] : decode.chunks[0];
+  ASSERT_EQ(k.id, child);
+  EXPECT_FALSE(k.setup.has_value());  // its state is the fork
+  EXPECT_EQ(p.tokens, std::vector<int32_t>{5});
+  EXPECT_EQ(k.tokens, std::vector<int32_t>{6});
+  EXPECT_EQ(k.start, 200);
+  EXPECT_EQ(k.prefix_table[0], p.prefix_table[0]);  // the full block is shared
+  EXPECT_EQ(decode.copies[0].from, p.prefix_table[1]);
+  EXPECT_EQ(decode.copies[0].to, k.prefix_table[1]);
+  EXPECT_NE(k.prefix_table[1], p.prefix_table[1]);
+
+  h.scheduler->AbortAll();
+  h.output.Stop();
+  EXPECT_EQ(h.finished.load(), 1);
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
