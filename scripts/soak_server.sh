@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The server soak of issue 13 (opt-in, never in CI: it takes --hold-seconds plus start-up): starts
+# The server soak (opt-in, never in CI: it takes --hold-seconds plus start-up): starts
 # `deepinfer serve` on the embedded default model (`small`, random weights) and holds STREAMS concurrent
 # SSE chat streams against it for SECONDS with `deepinfer bench server --hold`, each connection streaming
 # chats of TOKENS tokens back to back. Prints every 30 s the open streams, completions, errors and the

@@ -551,7 +551,7 @@ Result<ReplayDeviation> MeasureBoundedReplay(model::CausalLM& m, Tokens& tokens,
 }
 
 // The agent workload with a RAM prefix pool of a fraction of its working set, RAM only and with the KV
-// store under it (issue 16's figure). `reference` is the cache-on run with the full pool: its working set
+// store under it. `reference` is the cache-on run with the full pool: its working set
 // and longest request size the small pool. Returns a process exit code.
 int RunAgentWithStore(const Args& a, const RunResult& reference) {
   const int64_t working = reference.distinct_blocks;

@@ -1,4 +1,4 @@
-// Every size, count, id and float in config.json is range-checked before use (issue 9): out-of-range values
+// Every size, count, id and float in config.json is range-checked before use: out-of-range values
 // are one error naming the file, the key and the allowed range, never a crash, a hang or a huge allocation.
 #include <cmath>
 #include <fstream>

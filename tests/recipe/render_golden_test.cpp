@@ -141,7 +141,7 @@ TEST(RenderGolden, ResponsesFeaturesV32) {
   CheckVersion(kResponses, LoadCorpus("responses_features.jsonl"), "v3.2", ModelVersion::kV32, 200);
 }
 
-// Issue 10's classes (tools/recipe/edge_requests.py): what real clients send beyond the basic corpora -
+// The edge classes (tools/recipe/edge_requests.py): what real clients send beyond the basic corpora -
 // Responses history as agents replay it, strict and keyword-rich schemas, acceptance edges, edge numbers.
 // Each line is rendered for V4, V4.1 and V3.2.
 TEST(RenderGolden, ChatEdgeV4) { CheckVersion(kChat, LoadCorpus("chat_edge.jsonl"), "v4", ModelVersion::kV4, 250); }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the hostile-input corpus: adversarial inputs for every command and parser of deepinfer, each with
-the command line that feeds it and the exit codes that count as handled (issue 9).
+the command line that feeds it and the exit codes that count as handled.
 
     tools/hostile/gen_corpus.py --deepinfer BIN --out DIR
 

@@ -1,4 +1,4 @@
-"""Request generators for what real clients send beyond the basic corpora (issue 10's classes).
+"""Request generators for what real clients send beyond the basic corpora (the edge classes).
 
 Imported by gen_requests.py (`--protocol chat_edge | responses_history | messages_edge`). Each generator
 returns (request, tags): the request as a dict, or as a JSON text when it holds numbers a dict cannot

@@ -21,7 +21,7 @@ A rejection is {"error": STATUS, "message": MESSAGE} for the oracle's conversion
 error body carries), {"error": 400, "decode": TEXT} for a body its serde model cannot read (serde's text,
 not compared), {"error": 400, "render": TEXT} for a conversation its encoder refuses.
 
-`--protocol chat_edge | responses_history | messages_edge` (edge_requests.py) writes issue 10's classes;
+`--protocol chat_edge | responses_history | messages_edge` (edge_requests.py) writes the edge classes;
 their lines carry "tags" (the classes a request exercises; tests/recipe/data/render/deviations.json names
 the tags where deepinfer deliberately differs) and a "body" text instead of "request" where the request
 holds numbers only a JSON text can spell (-0, 1E2, 2**64 - 1).
@@ -595,7 +595,7 @@ REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_c
 # The protocol each generator's requests are written in.
 GENERATOR_PROTOCOLS = {"chat": "chat", "anthropic": "anthropic", "responses": "responses",
                        "responses_features": "responses"}
-# Generators of issue 10's classes (edge_requests.py): they return (request dict or JSON text, tags).
+# Generators of the edge classes (edge_requests.py): they return (request dict or JSON text, tags).
 for _name, (_generate, _protocol) in edge_requests.GENERATORS.items():
     REQUEST_GENERATORS[_name] = _generate
     GENERATOR_PROTOCOLS[_name] = _protocol

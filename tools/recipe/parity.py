@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Codec parity with deepseek-recipe 0.2.0 on a fresh corpus the goldens never saw (issue 10's measure).
+"""Codec parity with deepseek-recipe 0.2.0 on a fresh corpus the goldens never saw.
 
   .venv/bin/python tools/recipe/parity.py [--build build/release] [--seed 2026] [--requests 120] [--outputs 300]
 

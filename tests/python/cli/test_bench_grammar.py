@@ -34,7 +34,7 @@ def test_every_valid_instance_is_accepted_as_the_grammar_spells_it(deepinfer_bin
     assert m, out.stdout
     rejected, tested, rejected_canonically = map(int, m.groups())
     assert tested >= 510  # the schemas that compile and have a valid instance (518 when written)
-    # Rejected as written: members in another order than the schema's, which the grammar keeps (issue 14).
+    # Rejected as written: members in another order than the schema's, which the grammar keeps.
     assert rejected_canonically == 0, out.stdout
     assert rejected <= 27
 

@@ -1,4 +1,4 @@
-"""The hostile-input harness (issue 9): every case of the corpus (tools/hostile/gen_corpus.py) runs under a
+"""The hostile-input harness: every case of the corpus (tools/hostile/gen_corpus.py) runs under a
 wall-clock timeout and a memory cap, and must end the way a handled input ends: no signal, no timeout, no
 more resident memory than the case's bound, an exit code the case allows (1 for an error, 2 for a usage
 error, 0 where the input is valid but extreme), and on failure exactly one line on stderr in the CLI's

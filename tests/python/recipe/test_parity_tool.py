@@ -1,4 +1,4 @@
-"""tools/recipe/parity.py (issue 10's agreement counts) runs end to end on a tiny fresh corpus: every count
+"""tools/recipe/parity.py (the agreement counts) runs end to end on a tiny fresh corpus: every count
 line is printed and nothing undocumented differs from the live deepseek-recipe."""
 import pathlib
 import re

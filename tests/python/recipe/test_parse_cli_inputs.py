@@ -1,4 +1,4 @@
-"""`deepinfer parse` input forms for scripting the codec (issue 10): --jsonl (many completions in one
+"""`deepinfer parse` input forms for scripting the codec: --jsonl (many completions in one
 process), --chunks (explicit chunk boundaries), --token-ids (engine tokens through a builtin vocabulary),
 --after-think, and Responses tools declared with --function / --namespace. Expected bodies come from the
 live deepseek-recipe oracle fed the same chunks, or from the text path of the same command (token input

@@ -3,7 +3,7 @@ Each client keeps one keep-alive connection and sends streaming chat requests ba
 SSE event to `data: [DONE]`. Passes when no request failed, no KV block is still held afterwards
 (/metrics), and the server's resident memory (sampled from /proc every second) stays flat once warm.
 
-Memory under this load, as measured (issue 13): without prefaulting, RSS rose by ~300 MiB within the first
+Memory under this load, as measured: without prefaulting, RSS rose by ~300 MiB within the first
 seconds and then, under slow long streams, kept rising by ~6 KiB per generated token. Neither is a leak:
 the KV pools are mapped zero pages, touched for the first time as positions are written (the free lists
 are LIFO, so the same blocks are reused afterwards), the step's output buffers grow to the batch (logits

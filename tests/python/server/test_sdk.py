@@ -4,8 +4,7 @@ request's `deepinfer_test_output` text becomes the only tokens the engine's logi
 another), so real reasoning, content and tool calls come back through the whole serving path: engine,
 detokenizer, the codec's parser and event generators, SSE, the SDK's own parsing.
 
-Generation needs the engine (issue 12); until its scheduler lands the server answers 503 and these tests
-skip, saying so."""
+A server without a generation engine answers 503; these tests then skip, saying so."""
 import concurrent.futures
 import json
 import socket
@@ -37,7 +36,7 @@ def server(deepinfer_bin, tmp_path_factory):
                                 {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
     if status == 503 and b"no generation engine" in body:
         s.stop()
-        pytest.skip("the server has no generation engine yet (engine scheduler, issue 12)")
+        pytest.skip("the server has no generation engine")
     yield s
     assert s.stop() == 0, "\n".join(s.log[-50:])
 
