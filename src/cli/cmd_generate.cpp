@@ -33,7 +33,6 @@
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
 #include "sampling/constraint_masks.h"
-#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -346,6 +345,7 @@ int RunProtocol(const GenerateArgs& args) {
   prepare.max_model_len = engine.info().max_model_len;
   prepare.default_sampling = DefaultSampling(args);
   prepare.default_max_tokens = args.max_tokens;
+  prepare.constraint_compiler = loaded->constraint_compiler;  // response_format & co. (pipeline/structured_output.h)
   const pipeline::Api api = pipeline::ApiOf(args.protocol);
 
   std::vector<ProtocolJob> jobs(bodies.size());
@@ -353,17 +353,9 @@ int RunProtocol(const GenerateArgs& args) {
   std::condition_variable cv;
   size_t remaining = 0;
   Progress progress(jobs.size());
-  // response_format & co. (server/structured_output.h)
-  server::StructuredOutputs structured(&tokenizer, args.version, loaded->constraint_compiler);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ProtocolJob& job = jobs[i];
     pipeline::PrepareOutcome prepared = pipeline::Prepare(api, bodies[i], prepare);
-    if (prepared.ok()) {
-      if (auto error = structured.Apply(bodies[i], prepared.request->request, &prepared.request->params)) {
-        prepared.refusal = pipeline::Refuse(args.protocol, *error);
-        prepared.request.reset();
-      }
-    }
     if (!prepared.ok()) {
       if (single) {
         // A refused request: the same one-line form as `deepinfer render`, the status and the protocol's error

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pipeline/request_fields.h"
+#include "pipeline/structured_output.h"
 #include "recipe/render.h"
 #include "tokenizer/tokenizer.h"
 
@@ -126,6 +127,12 @@ PrepareOutcome Prepare(Api api, std::string_view body, const PrepareOptions& opt
   if (auto error = ApplyExtras(body, options, &params, *protocol != recipe::Protocol::kChatCompletions)) {
     out.refusal = Refuse(FamilyOf(api), *error);
     return out;
+  }
+  if (options.constraint_compiler) {
+    if (auto error = ApplyStructuredOutput(body, prompt.prompt->request, options, &params)) {
+      out.refusal = Refuse(*protocol, *error);
+      return out;
+    }
   }
   PreparedRequest& prepared = out.request.emplace();
   prepared.api = api;

@@ -1,10 +1,8 @@
 // A request body to what the engine runs and what shapes its response: the protocol's request parsed and
 // checked (the codec for the chat protocols, this component for the legacy Completions API), the model
-// name, the prompt rendered and tokenized, the context length, and the engine's parameters. Each refusal
-// is the protocol's error (api.h): the server answers it, `deepinfer generate` prints it.
-//
-// Structured output (a grammar compiled into a logits mask) is applied by the caller after Prepare, from
-// the parsed request.
+// name, the prompt rendered and tokenized, the context length, the engine's parameters, and a chat
+// request's structured output as the grammar the engine constrains it with (structured_output.h). Each
+// refusal is the protocol's error (api.h): the server answers it, `deepinfer generate` prints it.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +21,21 @@
 namespace deepinfer::tokenizer {
 class Tokenizer;
 }
+namespace deepinfer::sampling {
+class ConstraintCompiler;
+}
 
 namespace deepinfer::pipeline {
 
 struct PrepareOptions {
   const tokenizer::Tokenizer* tokenizer = nullptr;  // required
   recipe::ControlTokenIds control_ids{};              // recipe::ControlTokenIds::FromTokenizer(*tokenizer)
-  recipe::ModelVersion model_version = recipe::ModelVersion::kV4;
+  recipe::ModelVersion model_version = recipe::ModelVersion::kV4;  // also the DSML dialect of strict tools
+  // What structured output compiles through, shared with the engine (EngineOptions::constraint_compiler),
+  // whose compile of a prepared request's grammar is then a cache hit. Null: no request is constrained and
+  // none is refused for its constraint; only for requests that will not run (a server without an engine
+  // answers them 503, not a grammar's 400).
+  std::shared_ptr<sampling::ConstraintCompiler> constraint_compiler;
   bool default_thinking_mode = true;
   // Names a request's `model` may give; the first is the one responses carry. Empty: any name.
   std::vector<std::string> served_model_names;
@@ -66,7 +72,7 @@ struct PreparedRequest {
   Api api = Api::kChatCompletions;
   std::vector<int32_t> prompt;
   engine::RequestParams params;
-  recipe::ParsedRequest request;  // chat protocols: the parsed request (structured output reads it)
+  recipe::ParsedRequest request;  // chat protocols: the parsed request (its translator takes it)
   CompletionsShape completions;   // the legacy Completions API: what shapes its response
   bool stream() const;
   // The request's translator (update_translator.h). Call once: it takes the parsed request.

@@ -258,7 +258,7 @@ Check ParseTools(const Json& body, Conversation* c) {
     if (!schema->is_object()) return WrongType(Join(path, "input_schema"), "an object", *schema);
     def.parameters = *schema;
     // `strict: true` (Messages API): the tool's calls are constrained to its input_schema as written
-    // (server/structured_output.cpp); the prompt is unchanged. Anthropic lets strict and non-strict tools
+    // (pipeline/structured_output.cpp); the prompt is unchanged. Anthropic lets strict and non-strict tools
     // mix (deepseek-recipe renders both); one grammar then holds every tool's calls to its schema.
     DI_REQ_CHECK(internal::ReadBool(tool, "strict", path, &def.strict));
     c->tools.push_back(std::move(def));

@@ -1,11 +1,12 @@
 // The generation endpoints (Chat Completions, Responses, Messages and the legacy Completions): each request
 // goes through the pipeline (src/pipeline) and between the engine and its connection here.
 //
-// A request is validated and tokenized on the connection's strand (pipeline::Prepare), then handed to the
-// engine. The engine delivers updates on its output thread, where the request's translator turns tokens
-// into protocol events and the events are written into the socket without blocking (what the socket does
-// not take goes on through the connection's strand). So the step thread never waits for the network or the
-// codec, and a streamed token reaches the socket with no thread hand-off after the engine's own.
+// A request is validated, tokenized and its grammar compiled on the connection's strand (pipeline::Prepare),
+// then handed to the engine. The engine delivers updates on its output thread, where the request's
+// translator turns tokens into protocol events and the events are written into the socket without blocking
+// (what the socket does not take goes on through the connection's strand). So the step thread never waits
+// for the network or the codec, and a streamed token reaches the socket with no thread hand-off after the
+// engine's own.
 #include <algorithm>
 #include <mutex>
 
@@ -136,13 +137,6 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
     request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
   // Bad parameters are 400 whether or not this server can generate.
   if (!engine_) return exchange->Fail(NoEngine());
-  // Structured output: compiled here, on the connection's strand, off the engine's step thread (after the
-  // engine check: without an engine no grammar is worth compiling).
-  if (const std::optional<recipe::Protocol> protocol = pipeline::ChatProtocol(api)) {
-    if (auto error = structured_.Apply(exchange->request.body, request.request, &request.params)) {
-      return exchange->Reply(RequestErrorResponse(*protocol, *error));
-    }
-  }
 
   pipeline::ResponseContext context;
   context.id = pipeline::NewResponseId(pipeline::ResponseIdPrefix(api));

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "sampling/constraint_masks.h"
 #include "server/service_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -117,7 +118,7 @@ bool ServiceExchange::BeginStream(int status, std::string content_type) {
 Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
     : options_(std::move(options)),
       tokenizer_(tokenizer),
-      structured_(tokenizer, options_.model_version) {
+      constraint_compiler_(std::make_shared<sampling::ConstraintCompiler>(tokenizer)) {
   if (options_.served_model_names.empty()) options_.served_model_names.push_back("deepinfer");
   prepare_options_.tokenizer = tokenizer;
   prepare_options_.control_ids = recipe::ControlTokenIds::FromTokenizer(*tokenizer);
@@ -129,6 +130,12 @@ Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
 }
 
 Service::~Service() = default;
+
+void Service::SetEngine(engine::Engine* engine) {
+  engine_ = engine;
+  // Without an engine no grammar is worth compiling: its requests get 503 whatever their constraint.
+  prepare_options_.constraint_compiler = engine ? constraint_compiler_ : nullptr;
+}
 
 bool Service::Authorized(const HttpRequest& request) const {
   if (options_.api_keys.empty()) return true;

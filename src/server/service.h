@@ -23,10 +23,12 @@
 #include "server/api_errors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
-#include "server/structured_output.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
+}
+namespace deepinfer::sampling {
+class ConstraintCompiler;
 }
 namespace deepinfer::engine {
 class Engine;
@@ -73,9 +75,9 @@ class Service : public HttpHandler {
   void SetDraining(bool draining) { draining_.store(draining); }
   bool ready() const { return ready_.load() && !draining_.load(); }
   // The engine generation requests go to (not owned; null: they get 503). Set before serving.
-  void SetEngine(engine::Engine* engine) { engine_ = engine; }
+  void SetEngine(engine::Engine* engine);
   // What structured output compiles grammars through: the engine shares it (EngineOptions::constraint_compiler).
-  const std::shared_ptr<sampling::ConstraintCompiler>& constraint_compiler() const { return structured_.compiler(); }
+  const std::shared_ptr<sampling::ConstraintCompiler>& constraint_compiler() const { return constraint_compiler_; }
   // The transport whose counters and stream latency /metrics shows (not owned).
   void SetHttpServer(const HttpServer* server) { http_ = server; }
   // More metric families for /metrics in Prometheus text (the KV store's), appended as given. Set before serving.
@@ -105,7 +107,7 @@ class Service : public HttpHandler {
   const tokenizer::Tokenizer* tokenizer_;
   engine::Engine* engine_ = nullptr;
   pipeline::PrepareOptions prepare_options_;  // the served names, context and hooks, as requests meet them
-  StructuredOutputs structured_;  // response_format & co. as logits masks (structured_output.h)
+  std::shared_ptr<sampling::ConstraintCompiler> constraint_compiler_;  // structured output's, with an engine
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   const HttpServer* http_ = nullptr;

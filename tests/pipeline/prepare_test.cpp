@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipeline/structured_output.h"
 #include "recipe/render.h"
+#include "sampling/constraint_masks.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
@@ -164,6 +166,51 @@ TEST_F(PipelinePrepareTest, CodecErrorsInTheProtocolsShape) {
   ASSERT_FALSE(out.ok());  // Messages requires max_tokens
   EXPECT_EQ(out.refusal.status, 400);
   EXPECT_EQ(BodyOf(out.refusal)["type"], "error");
+}
+
+// Structured output is Prepare's: the grammar is compiled (through the shared compiler, so the engine's
+// compile is a hit) and set on the parameters; an invalid schema is refused as the protocol's error,
+// exactly the body of its RequestError; without a compiler nothing is constrained or refused.
+TEST_F(PipelinePrepareTest, StructuredOutput) {
+  PrepareOptions options = Options();
+  options.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(options.tokenizer);
+  const std::string chat =
+      R"({"model":"served","messages":[{"role":"user","content":"Hi"}],"thinking":{"type":"disabled"},)"
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object",)"
+      R"("properties":{"a":{"type":"integer"}},"required":["a"]}}}})";
+  PrepareOutcome out = Prepare(Api::kChatCompletions, chat, options);
+  ASSERT_TRUE(out.ok()) << out.refusal.body;
+  ASSERT_TRUE(out.request->params.constraint.grammar);
+  EXPECT_EQ(out.request->params.constraint.grammar->kind, grammar::ConstraintSpec::Kind::kJsonSchema);
+  const size_t hits = options.constraint_compiler->hits();
+  EXPECT_TRUE(options.constraint_compiler->Compile(*out.request->params.constraint.grammar).ok());
+  EXPECT_EQ(options.constraint_compiler->hits(), hits + 1);
+
+  const std::string bad_chat =
+      R"({"model":"served","messages":[{"role":"user","content":"Hi"}],)"
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"string",)"
+      R"("pattern":"(?<=a)b"}}}})";
+  const std::string bad_messages =
+      R"({"model":"served","max_tokens":5,"messages":[{"role":"user","content":"Hi"}],)"
+      R"("output_config":{"format":{"type":"json_schema","schema":{"type":"string","pattern":"(?<=a)b"}}}})";
+  for (const auto& [api, body] :
+       {std::pair{Api::kChatCompletions, bad_chat}, std::pair{Api::kMessages, bad_messages}}) {
+    const recipe::Protocol protocol = *ChatProtocol(api);
+    out = Prepare(api, body, options);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.refusal.status, 400);
+    recipe::ParseOutcome parsed = recipe::ParseRequest(protocol, body);
+    ASSERT_TRUE(parsed.ok());
+    engine::RequestParams params;
+    std::optional<recipe::RequestError> error = ApplyStructuredOutput(body, *parsed.request, options, &params);
+    ASSERT_TRUE(error);
+    EXPECT_EQ(out.refusal.body, recipe::ErrorBody(protocol, *error));
+  }
+  EXPECT_EQ(BodyOf(out.refusal)["type"], "error");
+
+  out = Prepare(Api::kChatCompletions, bad_chat, Options());
+  ASSERT_TRUE(out.ok()) << out.refusal.body;
+  EXPECT_TRUE(out.request->params.constraint.empty());
 }
 
 TEST_F(PipelinePrepareTest, UnknownModelIs404InEachFamily) {

@@ -1,5 +1,5 @@
 // Strict tools end to end inside the process, with the real DeepSeek V4 / V4.1 tokenizers: a chat request is
-// parsed by the codec, StructuredOutputs (server/structured_output.h) turns its strict tools into the grammar
+// parsed by the codec, ApplyStructuredOutput (pipeline/structured_output.h) turns its strict tools into the grammar
 // whose logits mask the engine would run, and
 //  - the DSML block deepseek-recipe's renderer writes for a historical call with valid arguments (random
 //    ones, per seed) is accepted token by token, and the end-of-sentence token is allowed right after it;
@@ -19,11 +19,12 @@
 #include "recipe/request.h"
 #include "sampling/constraint_masks.h"
 #include "sampling/grammar_mask.h"
-#include "server/structured_output.h"
+#include "pipeline/prepare.h"
+#include "pipeline/structured_output.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
-namespace deepinfer::server {
+namespace deepinfer::pipeline {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -62,7 +63,9 @@ class StrictTools : public ::testing::TestWithParam<Setup> {
     auto t = tokenizer::LoadTokenizer(GetParam().tokenizer);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     tok_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-    so_ = std::make_unique<StructuredOutputs>(tok_.get(), GetParam().version);
+    options_.tokenizer = tok_.get();
+    options_.model_version = GetParam().version;
+    options_.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(tok_.get());
     eos_ = *tok_->TokenToId("<｜end▁of▁sentence｜>");
   }
 
@@ -77,14 +80,15 @@ class StrictTools : public ::testing::TestWithParam<Setup> {
   std::unique_ptr<sampling::LogitsMask> Mask(const Json& body) {
     recipe::ParsedRequest request = Parse(body);
     engine::RequestParams params;
-    auto error = so_->Apply(body.dump(), request, &params);
+    auto error = ApplyStructuredOutput(body.dump(), request, options_, &params);
     EXPECT_FALSE(error) << error->message;
     if (error || !params.constraint.grammar) return nullptr;
-    // What the engine does with the spec: compile it (a hit: Apply compiled it), one mask per output.
-    const size_t hits = so_->compiler()->hits();
-    auto bound = so_->compiler()->Compile(*params.constraint.grammar);
+    // What the engine does with the spec: compile it (a hit: ApplyStructuredOutput compiled it), one mask per
+    // output.
+    const size_t hits = options_.constraint_compiler->hits();
+    auto bound = options_.constraint_compiler->Compile(*params.constraint.grammar);
     EXPECT_TRUE(bound.ok());
-    EXPECT_EQ(so_->compiler()->hits(), hits + 1);
+    EXPECT_EQ(options_.constraint_compiler->hits(), hits + 1);
     if (!bound.ok()) return nullptr;
     return std::make_unique<sampling::GrammarLogitsMask>(*bound, params.constraint.grammar_start_after_token);
   }
@@ -103,7 +107,7 @@ class StrictTools : public ::testing::TestWithParam<Setup> {
   std::string BlockTag() const { return GetParam().version == recipe::ModelVersion::kV41 ? " calls" : "tool_calls"; }
 
   std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::unique_ptr<StructuredOutputs> so_;
+  PrepareOptions options_;
   int32_t eos_ = -1;
 };
 
@@ -263,7 +267,7 @@ TEST_P(StrictTools, BadStrictSchemaIsA400NamingToolAndPath) {
   body["tools"][1]["function"]["parameters"]["properties"]["note"]["pattern"] = "(?<=a)b";
   recipe::ParsedRequest request = Parse(body);
   engine::RequestParams params;
-  auto error = so_->Apply(body.dump(), request, &params);
+  auto error = ApplyStructuredOutput(body.dump(), request, options_, &params);
   ASSERT_TRUE(error);
   EXPECT_EQ(error->http_status, 400);
   EXPECT_EQ(error->param, "tools");
@@ -273,7 +277,7 @@ TEST_P(StrictTools, BadStrictSchemaIsA400NamingToolAndPath) {
   Json loose = Body(Json::array({{{"role", "user"}, {"content", "hi"}}}), "required");
   for (Json& t : loose["tools"]) t["function"].erase("strict");
   engine::RequestParams none;
-  EXPECT_FALSE(so_->Apply(loose.dump(), Parse(loose), &none));
+  EXPECT_FALSE(ApplyStructuredOutput(loose.dump(), Parse(loose), options_, &none));
   EXPECT_TRUE(none.constraint.empty());
 }
 
@@ -283,4 +287,4 @@ INSTANTIATE_TEST_SUITE_P(Versions, StrictTools,
                          [](const auto& p) { return p.param.version == recipe::ModelVersion::kV4 ? "V4" : "V41"; });
 
 }  // namespace
-}  // namespace deepinfer::server
+}  // namespace deepinfer::pipeline

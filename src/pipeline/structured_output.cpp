@@ -1,20 +1,15 @@
-#include "server/structured_output.h"
+#include "pipeline/structured_output.h"
 
 #include "core/json.h"
 #include "engine/engine.h"
 #include "grammar/constraint.h"
 #include "grammar/tool_calls.h"
+#include "pipeline/prepare.h"
 #include "recipe/structured_output.h"
 #include "sampling/constraint_masks.h"
 #include "tokenizer/tokenizer.h"
 
-namespace deepinfer::server {
-
-StructuredOutputs::StructuredOutputs(const tokenizer::Tokenizer* tokenizer, recipe::ModelVersion model_version,
-                                     std::shared_ptr<sampling::ConstraintCompiler> compiler)
-    : tokenizer_(tokenizer),
-      model_version_(model_version),
-      compiler_(compiler ? std::move(compiler) : std::make_shared<sampling::ConstraintCompiler>(tokenizer)) {}
+namespace deepinfer::pipeline {
 
 namespace {
 
@@ -81,10 +76,11 @@ grammar::ConstraintSpec ToolCallSpec(std::string_view body, const recipe::Parsed
 
 }  // namespace
 
-StructuredOutputs::~StructuredOutputs() = default;
-
-std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view body, const recipe::ParsedRequest& request,
-                                                             engine::RequestParams* params) {
+std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body, const recipe::ParsedRequest& request,
+                                                          const PrepareOptions& options,
+                                                          engine::RequestParams* params) {
+  const tokenizer::Tokenizer& tokenizer = *options.tokenizer;
+  sampling::ConstraintCompiler& compiler = *options.constraint_compiler;
   recipe::StructuredOutput so;
   if (auto error = recipe::ReadStructuredOutput(body, request, &so)) return error;
   using Kind = recipe::StructuredOutput::Kind;
@@ -96,14 +92,14 @@ std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view bo
                                 so.param + " cannot be combined with strict tools (their calls are constrained already)"};
   }
   if (strict_tools) {
-    if (!tokenizer_->TokenToId(grammar::kDsmlMarkerToken)) {
+    if (!tokenizer.TokenToId(grammar::kDsmlMarkerToken)) {
       return recipe::RequestError{400, "invalid_request_error", "tools",
                                   "strict tools need the model's ｜DSML｜ token, which this tokenizer lacks"};
     }
     so.param = "tools";
   }
   grammar::ConstraintSpec spec;
-  if (strict_tools) spec = ToolCallSpec(body, request, model_version_);
+  if (strict_tools) spec = ToolCallSpec(body, request, options.model_version);
   switch (so.kind) {
     case Kind::kJsonObject: spec.kind = SpecKind::kJsonObject; break;
     case Kind::kJsonSchema: spec.kind = SpecKind::kJsonSchema; break;
@@ -117,21 +113,21 @@ std::optional<recipe::RequestError> StructuredOutputs::Apply(std::string_view bo
     spec.choices = so.choices;
     spec.json.strict = so.strict;
   }
-  auto vocab = compiler_->Vocab();
+  auto vocab = compiler.Vocab();
   if (!vocab.ok()) {
     return recipe::RequestError{500, "api_error", "", "structured output is unavailable: " + vocab.status().message()};
   }
-  auto bound = compiler_->Compile(spec);
+  auto bound = compiler.Compile(spec);
   // Every compile failure is the request's: invalid, unsupported, over a size limit or too slow to compile.
   if (!bound.ok()) return recipe::RequestError{400, "invalid_request_error", so.param, so.param + ": " + bound.status().message()};
   if (params->constraint.scripted_tokens) return std::nullopt;
   int32_t start_after = -1;
   if (request.conversation.thinking_mode) {
-    if (auto id = tokenizer_->TokenToId("</think>")) start_after = *id;
+    if (auto id = tokenizer.TokenToId("</think>")) start_after = *id;
   }
   params->constraint.grammar = std::move(spec);
   params->constraint.grammar_start_after_token = start_after;
   return std::nullopt;
 }
 
-}  // namespace deepinfer::server
+}  // namespace deepinfer::pipeline

@@ -1,0 +1,41 @@
+// Structured output for the chat protocols: a request's constraint (recipe/structured_output.h) as the
+// grammar spec the engine constrains its outputs with (RequestParams::constraint). Prepare applies it to
+// every chat request. The spec is compiled here first, on the caller's thread (a connection's strand or the
+// CLI's, never the engine's step thread), so that an invalid one is refused before the request is queued;
+// the compiler (sampling/constraint_masks.h: the vocabulary index, built on the first constrained request,
+// and one cache of compiled grammars) is the one the engine compiles through, whose compile of the same
+// spec is then a cache hit. In thinking mode the reasoning block is free and the constraint starts after
+// `</think>`.
+//
+// Strict function tools (any tool with `strict: true`; the codec lets no request mix strict and other
+// tools) constrain the DSML tool-call block (grammar/tool_calls.h): only the request's tools, each call's
+// parameters by its schema. With tool_choice "required" or a named tool the prompt has opened the block,
+// so the output must be calls; otherwise free text comes first and the block is optional.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "recipe/request.h"
+
+namespace deepinfer::engine {
+struct RequestParams;
+}
+
+namespace deepinfer::pipeline {
+
+struct PrepareOptions;
+
+// Sets params->constraint's grammar from the constraint of `request` (parsed from `body`) once it has
+// compiled through options.constraint_compiler, unless the request has none or scripted tokens are set
+// already (a test hook's script; the grammar is still checked). Strict tools are written in the DSML
+// dialect of options.model_version. Errors: 400 naming the field and the cause (an invalid or unsupported
+// schema, regex or grammar, or one over the compile limits; a strict tool's schema the tool-call grammar
+// cannot take, naming the tool and the path; structured_outputs / guided_* together with strict tools);
+// 500 when the tokenizer's vocabulary cannot be indexed. Requires options.tokenizer and
+// options.constraint_compiler.
+std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body, const recipe::ParsedRequest& request,
+                                                          const PrepareOptions& options,
+                                                          engine::RequestParams* params);
+
+}  // namespace deepinfer::pipeline
