@@ -5,22 +5,35 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace deepinfer::kvstore {
 namespace {
 
+kvcache::CacheGroupSpec Group(std::string name, kvcache::CacheKind kind, kvcache::CacheRetention retention,
+                              int64_t ratio, int64_t bytes, kvcache::CacheElement element, int64_t layers) {
+  kvcache::CacheGroupSpec g;
+  g.name = std::move(name);
+  g.kind = kind;
+  g.retention = retention;
+  g.ratio = ratio;
+  g.window = kind == kvcache::CacheKind::kSlidingWindow ? 128 : 0;
+  g.bytes_per_block = bytes;
+  g.element = element;
+  g.num_layers = layers;
+  return g;
+}
+
 kvcache::KvCacheSpec FourGroupSpec() {
-  using kvcache::CacheElement, kvcache::CacheKind, kvcache::CacheRetention;
+  constexpr auto kPrefix = kvcache::CacheRetention::kPrefix;
   kvcache::KvCacheSpec spec;
-  spec.groups.push_back({"csa_kv", CacheKind::kCompressed, CacheRetention::kPrefix, 4, 0, 128, 65536,
-                         CacheElement::kF32, 2});
-  spec.groups.push_back({"hca_kv", CacheKind::kCompressed, CacheRetention::kPrefix, 128, 0, 128, 2048,
-                         CacheElement::kBF16, 1});
-  spec.groups.push_back({"indexer", CacheKind::kIndexerKeys, CacheRetention::kPrefix, 4, 0, 128, 9216,
-                         CacheElement::kFP4E2M1, 2});
-  spec.groups.push_back({"window", CacheKind::kSlidingWindow, CacheRetention::kWindow, 1, 128, 128, 262144,
-                         CacheElement::kFP8E4M3, 3});
+  spec.groups = {
+      Group("csa_kv", kvcache::CacheKind::kCompressed, kPrefix, 4, 65536, kvcache::CacheElement::kF32, 2),
+      Group("hca_kv", kvcache::CacheKind::kCompressed, kPrefix, 128, 2048, kvcache::CacheElement::kBF16, 1),
+      Group("indexer", kvcache::CacheKind::kIndexerKeys, kPrefix, 4, 9216, kvcache::CacheElement::kFP4E2M1, 2),
+      Group("window", kvcache::CacheKind::kSlidingWindow, kvcache::CacheRetention::kWindow, 1, 262144,
+            kvcache::CacheElement::kFP8E4M3, 3)};
   return spec;
 }
 
