@@ -121,7 +121,8 @@ void EncodeHeader(const BlockHeader& header, std::span<uint8_t, kHeaderBytes> ou
   Put32(p + 80, header.block_index);
   p[84] = static_cast<uint8_t>(header.ttl_class);
   Put32(p + 88, static_cast<uint32_t>(kvcache::kBlockTokens));
-  for (int i = 0; i < kvcache::kBlockTokens; ++i) Put32(p + kTokensOffset + 4 * i, static_cast<uint32_t>(header.tokens[i]));
+  for (int i = 0; i < kvcache::kBlockTokens; ++i)
+    Put32(p + kTokensOffset + 4 * i, static_cast<uint32_t>(header.tokens[i]));
 }
 
 Hash128 ComputeChecksum(std::span<const uint8_t, kHeaderBytes> header, std::span<const std::span<const uint8_t>> payload) {

@@ -17,8 +17,8 @@ class SequentialBlocks {
   SequentialBlocks(const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools);
 
   // Grows the state's tables so that a chunk of `extra` more positions finds every block it needs
-  // (kvcache::BlocksNeeded); blocks a window group no longer needs are never given (kvcache::kNoBlock). ResourceExhausted,
-  // with nothing changed, when a group's pool is used up.
+  // (kvcache::BlocksNeeded); blocks a window group no longer needs are never given (kvcache::kNoBlock).
+  // ResourceExhausted, with nothing changed, when a group's pool is used up.
   Status Reserve(SequenceState& state, int64_t extra);
 
   // Blocks handed out so far in group g.

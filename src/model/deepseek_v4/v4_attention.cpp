@@ -42,8 +42,9 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
                      entry.data(), w.head_dim);
         }
         if (boundary >= 0 && (pos + 1) % kvcache::kBlockTokens == 0)
-          SaveCompressorBoundary(w, state, pos + 1,
-                                 reinterpret_cast<float*>(WindowBlock(step, chunk, pos / kvcache::kBlockTokens) + boundary));
+          SaveCompressorBoundary(
+              w, state, pos + 1,
+              reinterpret_cast<float*>(WindowBlock(step, chunk, pos / kvcache::kBlockTokens) + boundary));
       }
     }
   };

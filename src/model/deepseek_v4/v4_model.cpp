@@ -438,7 +438,8 @@ Status V4Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
         const int64_t p = chunk.start_pos + i;
         if ((p + 1) % kvcache::kBlockTokens != 0) continue;
         const float* h = streams.data() + (chunk.first_row + i) * width;
-        std::copy(h, h + width, reinterpret_cast<float*>(v4::WindowBlock(step, chunk, p / kvcache::kBlockTokens) + layout_.hidden_offset));
+        uint8_t* block = v4::WindowBlock(step, chunk, p / kvcache::kBlockTokens);
+        std::copy(h, h + width, reinterpret_cast<float*>(block + layout_.hidden_offset));
       }
     }
   }

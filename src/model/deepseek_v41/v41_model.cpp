@@ -79,10 +79,12 @@ Status V41Model::BuildCacheSpec() {
       ratios.push_back(c.compress_ratios[src]);
   L.sources.assign(c.kv_source_layer_ids.size(), {});
   for (int64_t r : ratios) {
-    kvcache::CacheGroupSpec latent{"latent_r" + std::to_string(r), kvcache::CacheKind::kSharedLatent, kvcache::CacheRetention::kPrefix, r, 0,
-                          kvcache::kBlockTokens, 0, ElementOf(L.latent_format, c.head_dim), 0};
-    kvcache::CacheGroupSpec keys{"index_r" + std::to_string(r), kvcache::CacheKind::kIndexerKeys, kvcache::CacheRetention::kPrefix, r, 0,
-                        kvcache::kBlockTokens, 0, ElementOf(L.key_format, c.index_head_dim), 0};
+    kvcache::CacheGroupSpec latent{"latent_r" + std::to_string(r), kvcache::CacheKind::kSharedLatent,
+                                   kvcache::CacheRetention::kPrefix, r, 0, kvcache::kBlockTokens, 0,
+                                   ElementOf(L.latent_format, c.head_dim), 0};
+    kvcache::CacheGroupSpec keys{"index_r" + std::to_string(r), kvcache::CacheKind::kIndexerKeys,
+                                 kvcache::CacheRetention::kPrefix, r, 0, kvcache::kBlockTokens, 0,
+                                 ElementOf(L.key_format, c.index_head_dim), 0};
     const int latent_group = static_cast<int>(spec_.groups.size());
     const int key_group = latent_group + 1;
     bool any_keys = false;
@@ -104,8 +106,9 @@ Status V41Model::BuildCacheSpec() {
     spec_.groups.push_back(latent);
     if (any_keys) spec_.groups.push_back(keys);
   }
-  kvcache::CacheGroupSpec window{"window", kvcache::CacheKind::kSlidingWindow, kvcache::CacheRetention::kWindow, 1, c.sliding_window,
-                        kvcache::kBlockTokens, 0, ElementOf(L.window_format, c.head_dim), c.num_layers};
+  kvcache::CacheGroupSpec window{"window", kvcache::CacheKind::kSlidingWindow, kvcache::CacheRetention::kWindow, 1,
+                                 c.sliding_window, kvcache::kBlockTokens, 0, ElementOf(L.window_format, c.head_dim),
+                                 c.num_layers};
   L.window_offset.clear();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     L.window_offset.push_back(window.bytes_per_block);
@@ -205,7 +208,8 @@ Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from,
         return Status::InvalidArgument("RestoreAt " + std::to_string(position) + ": group '" + spec_.groups[g].name +
                                        "' has no valid block " + std::to_string(b));
   }
-  const int32_t last = position > 0 ? state.block_at(static_cast<size_t>(layout_.window_group), position - 1) : kvcache::kNoBlock;
+  const int32_t last =
+      position > 0 ? state.block_at(static_cast<size_t>(layout_.window_group), position - 1) : kvcache::kNoBlock;
   if (from == RestoreFrom::kWindowBlocks && position > 0 && !pools.group(layout_.window_group).contains(last))
     return Status::InvalidArgument("RestoreAt " + std::to_string(position) +
                                    ": the window block before the position is not in the table");

@@ -65,8 +65,8 @@ class V41Model : public DeepSeekModel<V41Config, V41Weights> {
 
   // Forward with test instrumentation: records the collapsed sublayer inputs (trace) and the decisions near
   // their boundary, and flips chosen ones (probe). Either may be null.
-  Status ForwardProbed(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out, V41Trace* trace,
-                       V41Probe* probe);
+  Status ForwardProbed(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out,
+                       V41Trace* trace, V41Probe* probe);
 
   static constexpr int64_t kMaxRollback = 16;
 
