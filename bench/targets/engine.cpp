@@ -30,7 +30,7 @@
 #include "core/clock.h"
 #include "core/hash.h"
 #include "engine/engine.h"
-#include "engine/kv_store_tier.h"
+#include "kvstore/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "model/causal_lm.h"
 #include "model/sequential_blocks.h"
@@ -201,9 +201,9 @@ class Driver {
       // The prompt's full blocks, each named by the hash of all tokens up to its end (as the engine's
       // chained names distinguish them): the workload's working set.
       Hasher128 h;
-      const size_t full = job.prompt.size() / model::kBlockTokens * model::kBlockTokens;
-      for (size_t at = 0; at < full; at += model::kBlockTokens) {
-        h.Update(job.prompt.data() + at, model::kBlockTokens * sizeof(int32_t));
+      const size_t full = job.prompt.size() / kvcache::kBlockTokens * kvcache::kBlockTokens;
+      for (size_t at = 0; at < full; at += kvcache::kBlockTokens) {
+        h.Update(job.prompt.data() + at, kvcache::kBlockTokens * sizeof(int32_t));
         blocks_.insert(h.Digest());
       }
     }
@@ -423,8 +423,8 @@ Interference MeasureInterference(engine::Engine& e, Tokens& tokens, int streams,
 std::pair<double, double> MeasureDecode(engine::Engine& e, model::CausalLM& direct, Tokens& tokens, int batch,
                                         int64_t context, int steps) {
   // The model alone.
-  const model::KvCacheSpec& spec = direct.cache_spec();
-  auto pools = model::KvPools::Create(spec, batch * (model::BlocksFor(context + steps + 8) + 2));
+  const kvcache::KvCacheSpec& spec = direct.cache_spec();
+  auto pools = kvcache::KvPools::Create(spec, batch * (kvcache::BlocksFor(context + steps + 8) + 2));
   double model_tps = 0;
   if (pools.ok()) {
     model::SequentialBlocks blocks(spec, *pools);
@@ -495,16 +495,16 @@ struct ReplayDeviation {
   double max_abs = 0, mean_abs = 0;
 };
 Result<ReplayDeviation> MeasureBoundedReplay(model::CausalLM& m, Tokens& tokens, int64_t prompt_len, int steps) {
-  const model::KvCacheSpec& spec = m.cache_spec();
-  const int64_t blocks = model::BlocksFor(prompt_len + steps) + 2;
-  DI_ASSIGN_OR_RETURN(model::KvPools pools, model::KvPools::Create(spec, 2 * blocks));
+  const kvcache::KvCacheSpec& spec = m.cache_spec();
+  const int64_t blocks = kvcache::BlocksFor(prompt_len + steps) + 2;
+  DI_ASSIGN_OR_RETURN(kvcache::KvPools pools, kvcache::KvPools::Create(spec, 2 * blocks));
   const std::vector<int32_t> prompt = tokens.Make(prompt_len);
-  const int64_t hit = (prompt_len - 1) / model::kBlockTokens;  // blocks B takes from A
+  const int64_t hit = (prompt_len - 1) / kvcache::kBlockTokens;  // blocks B takes from A
   auto a = m.NewSequence();
   auto b = m.NewSequence();
   // A owns blocks [0, blocks) of every group; B shares A's prefix blocks below the hit, else [blocks, 2·blocks).
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    const bool prefix = spec.groups[g].retention == model::CacheRetention::kPrefix;
+    const bool prefix = spec.groups[g].retention == kvcache::CacheRetention::kPrefix;
     for (int32_t i = 0; i < blocks; ++i) {
       a->block_table(g).push_back(i);
       b->block_table(g).push_back(prefix && i < hit ? i : static_cast<int32_t>(blocks + i));
@@ -513,7 +513,7 @@ Result<ReplayDeviation> MeasureBoundedReplay(model::CausalLM& m, Tokens& tokens,
   model::ForwardOutput oa, ob;
   model::SequenceChunk ca{a.get(), prompt, model::LogitsWanted::kLast};
   DI_RETURN_IF_ERROR(m.Forward(std::span(&ca, 1), pools, &oa));
-  const int64_t restore = (hit - 1) * model::kBlockTokens;
+  const int64_t restore = (hit - 1) * kvcache::kBlockTokens;
   DI_RETURN_IF_ERROR(m.RestoreAt(*b, restore, model::RestoreFrom::kNoWindow, pools));
   model::SequenceChunk replay{b.get(), std::span<const int32_t>(prompt).subspan(static_cast<size_t>(restore), 128),
                               model::LogitsWanted::kNone};
@@ -556,7 +556,7 @@ Result<ReplayDeviation> MeasureBoundedReplay(model::CausalLM& m, Tokens& tokens,
 int RunAgentWithStore(const Args& a, const RunResult& reference) {
   const int64_t working = reference.distinct_blocks;
   // A lone request must fit (the engine refuses prompts the pool can never hold), with a block to spare.
-  const int64_t floor_blocks = model::BlocksFor(reference.longest) + 1;
+  const int64_t floor_blocks = kvcache::BlocksFor(reference.longest) + 1;
   const int64_t pool = std::max<int64_t>(static_cast<int64_t>(std::ceil(a.ram_fraction * static_cast<double>(working))),
                                          floor_blocks);
   std::printf("agent   RAM prefix pool %lld blocks = 1/%.1f of the working set's %lld blocks (floor %lld: the "
@@ -571,12 +571,15 @@ int RunAgentWithStore(const Args& a, const RunResult& reference) {
   if (ec) return Fail("bench engine", "--kv-store " + a.kv_store_dir + ": " + ec.message());
   RunResult rows[2];
   for (int with_store = 0; with_store < 2; ++with_store) {
-    std::unique_ptr<engine::KvStoreTier> tier;  // outlives the engine, which calls it
+    std::unique_ptr<kvstore::KvStoreTier> tier;  // outlives the engine, which calls it
     if (with_store) {
       auto probe = model::LoadCausalLM(a.model_dir, {.prefault = false});
       if (!probe.ok()) return Fail("bench engine", probe.status().message());
-      auto layout = engine::StoreLayoutFor((*probe)->cache_spec(), (*probe)->info(), model::ComputePrecision::kExact,
-                                           model::KvPrecision::kF32);
+      const model::ModelInfo& info = (*probe)->info();
+      const kvstore::StoreModel store_model{info.architecture, info.weights_fingerprint,
+                                            model::ComputePrecisionName(model::ComputePrecision::kExact),
+                                            model::KvPrecisionName(model::KvPrecision::kF32)};
+      auto layout = kvstore::StoreLayoutFor((*probe)->cache_spec(), store_model);
       if (!layout.ok()) return Fail("bench engine", "--kv-store: " + layout.status().message());
       kvstore::StoreOptions so;
       so.dir = dir.string();
@@ -584,7 +587,7 @@ int RunAgentWithStore(const Args& a, const RunResult& reference) {
       so.sweep_interval_s = 0;  // the run is short; nothing to sweep
       auto store = kvstore::Store::Open(std::move(so));
       if (!store.ok()) return Fail("bench engine", "--kv-store " + a.kv_store_dir + ": " + store.status().message());
-      tier = std::make_unique<engine::KvStoreTier>(std::move(*store), kvstore::TtlClass::kAgent);
+      tier = std::make_unique<kvstore::KvStoreTier>(std::move(*store), kvstore::TtlClass::kAgent);
     }
     {
       auto e = MakeEngine(a, true, 0, 512, 64, pool, tier.get());

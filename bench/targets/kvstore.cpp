@@ -19,12 +19,12 @@
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "engine/engine.h"
-#include "engine/kv_store_tier.h"
+#include "kvcache/kv_cache_spec.h"
+#include "kvstore/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "kvstore/store_dir.h"
 #include "kvstore/sweeper.h"
 #include "model/causal_lm.h"
-#include "model/kv_cache_spec.h"
 
 namespace deepinfer::bench {
 namespace {
@@ -169,7 +169,7 @@ Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, 
                             std::string* backend) {
   std::vector<uint8_t> payload(static_cast<size_t>(block_bytes));
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + 7);
-  std::vector<int32_t> tokens(kvstore::kBlockTokens);
+  std::vector<int32_t> tokens(kvcache::kBlockTokens);
   const uint64_t nonce = static_cast<uint64_t>(NowNanos());
   auto hash_of = [&](int64_t i) { return kvstore::Hash128{.high = nonce, .low = static_cast<uint64_t>(i)}; };
   const double file_bytes = static_cast<double>(block_bytes + static_cast<int64_t>(kvstore::kHeaderBytes));
@@ -208,7 +208,7 @@ Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, 
     // multiples), so O_DIRECT reads land in them without a bounce buffer.
     const int64_t batch = setup.queue_depth;
     const size_t stride = (payload.size() + 4095) / 4096 * 4096;
-    auto pool = model::KvBlockPool::Create(static_cast<int64_t>(stride), 2 * batch);
+    auto pool = kvcache::KvBlockPool::Create(static_cast<int64_t>(stride), 2 * batch);
     if (!pool.ok()) return pool.status();
     auto buffer = [&](int64_t i) { return std::span<uint8_t>(pool->block(static_cast<int32_t>(i)), payload.size()); };
     std::vector<std::future<std::vector<kvstore::ReadResult>>> in_flight(2);
@@ -328,15 +328,18 @@ Result<double> TimeFirstToken(const std::string& model_dir, const std::string& d
                               const std::vector<int32_t>& prompt, int64_t* hit_tokens) {
   model::LoadOptions load;
   DI_ASSIGN_OR_RETURN(auto m, model::LoadCausalLM(model_dir, load));
-  std::unique_ptr<engine::KvStoreTier> tier;
+  std::unique_ptr<kvstore::KvStoreTier> tier;
   if (with_store) {
-    DI_ASSIGN_OR_RETURN(auto layout, engine::StoreLayoutFor(m->cache_spec(), m->info(), load.precision, load.kv_precision));
+    const kvstore::StoreModel store_model{m->info().architecture, m->info().weights_fingerprint,
+                                          model::ComputePrecisionName(load.precision),
+                                          model::KvPrecisionName(load.kv_precision)};
+    DI_ASSIGN_OR_RETURN(auto layout, kvstore::StoreLayoutFor(m->cache_spec(), store_model));
     kvstore::StoreOptions o;
     o.dir = dir;
     o.layout = std::move(layout);
     o.sweep_interval_s = 0;
     DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(std::move(o)));
-    tier = std::make_unique<engine::KvStoreTier>(std::move(store), kvstore::TtlClass::kChat);
+    tier = std::make_unique<kvstore::KvStoreTier>(std::move(store), kvstore::TtlClass::kChat);
   }
   engine::EngineOptions eo;
   eo.kv_cache_bytes = int64_t{4} << 30;

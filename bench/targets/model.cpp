@@ -16,16 +16,16 @@
 #include "bench/targets/model_v41.h"
 #include "cli/command.h"
 #include "cli/flags.h"
-#include "core/json.h"
-#include "core/mapped_file.h"
 #include "core/clock.h"
 #include "core/hf_config.h"
+#include "core/json.h"
 #include "core/machine_probe.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
+#include "model/deepseek_v4/v4_model.h"
 #include "model/sequential_blocks.h"
 #include "model/step_profile.h"
-#include "model/deepseek_v4/v4_model.h"
 
 namespace deepinfer::bench {
 namespace {
@@ -181,10 +181,10 @@ int RunBenchModel(const std::vector<std::string>& args) {
   for (int64_t p : prompts) max_tokens = std::max(max_tokens, p);
   int64_t max_batch = 1;
   for (int64_t b : batches) max_batch = std::max(max_batch, b);
-  const int64_t pool_blocks = model::BlocksFor(max_tokens) * std::max<int64_t>(max_batch, 1) + 1;
-  auto pools = model::KvPools::Create(m.cache_spec(), pool_blocks);
+  const int64_t pool_blocks = kvcache::BlocksFor(max_tokens) * std::max<int64_t>(max_batch, 1) + 1;
+  auto pools = kvcache::KvPools::Create(m.cache_spec(), pool_blocks);
   if (!pools.ok()) return Fail("bench model", pools.status().message());
-  model::KvPools& pool = *pools;
+  kvcache::KvPools& pool = *pools;
   auto token_at = [&](int64_t seq, int64_t i) {
     return static_cast<int32_t>((seq * 7919 + i * 104729 + 17) % c.vocab_size);
   };

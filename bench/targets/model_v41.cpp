@@ -11,9 +11,9 @@
 #include "core/hf_config.h"
 #include "core/machine_probe.h"
 #include "core/thread_pool.h"
+#include "model/deepseek_v41/v41_model.h"
 #include "model/sequential_blocks.h"
 #include "model/step_profile.h"
-#include "model/deepseek_v41/v41_model.h"
 
 namespace deepinfer::bench {
 namespace {
@@ -81,7 +81,7 @@ int RunBenchModelV41(const ModelBenchOptions& o) {
   int64_t max_tokens = o.context + o.steps + 1, max_batch = 1;
   for (int64_t p : o.prompts) max_tokens = std::max(max_tokens, p);
   for (int64_t b : o.batches) max_batch = std::max(max_batch, b);
-  auto pools = model::KvPools::Create(m.cache_spec(), model::BlocksFor(max_tokens) * max_batch + 1);
+  auto pools = kvcache::KvPools::Create(m.cache_spec(), kvcache::BlocksFor(max_tokens) * max_batch + 1);
   if (!pools.ok()) return Fail("bench model", pools.status().message());
   auto token_at = [&](int64_t seq, int64_t i) {
     return static_cast<int32_t>((seq * 7919 + i * 104729 + 17) % c.vocab_size);

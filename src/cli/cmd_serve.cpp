@@ -24,13 +24,14 @@
 #include "core/hf_config.h"
 #include "core/log.h"
 #include "engine/engine.h"
-#include "engine/kv_store_tier.h"
+#include "kvstore/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "model/causal_lm.h"
 #include "model/deepseek_v4/v4_init.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "server/service.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
@@ -208,8 +209,11 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
 
 // The KV store under the engine's prefix cache. A store that cannot be opened (a read-only or missing
 // parent, another format, a directory that is not a store) is logged and the server runs on RAM alone.
-std::unique_ptr<engine::KvStoreTier> OpenKvStore(const ServeArgs& args, const model::CausalLM& model) {
-  auto layout = engine::StoreLayoutFor(model.cache_spec(), model.info(), args.precision, model::KvPrecision::kF32);
+std::unique_ptr<kvstore::KvStoreTier> OpenKvStore(const ServeArgs& args, const model::CausalLM& model) {
+  const kvstore::StoreModel store_model{model.info().architecture, model.info().weights_fingerprint,
+                                        model::ComputePrecisionName(args.precision),
+                                        model::KvPrecisionName(model::KvPrecision::kF32)};
+  auto layout = kvstore::StoreLayoutFor(model.cache_spec(), store_model);
   if (!layout.ok()) {
     DI_LOG(kWarn, "KV store not used").Field("dir", args.kv_store_dir).Field("reason", layout.status().message());
     return nullptr;
@@ -230,7 +234,7 @@ std::unique_ptr<engine::KvStoreTier> OpenKvStore(const ServeArgs& args, const mo
         .Field("reason", store.status().message());
     return nullptr;
   }
-  return std::make_unique<engine::KvStoreTier>(std::move(*store), args.kv_ttl_class);
+  return std::make_unique<kvstore::KvStoreTier>(std::move(*store), args.kv_ttl_class);
 }
 
 fs::path CacheDir() {
@@ -347,7 +351,7 @@ int RunServe(const std::vector<std::string>& argv) {
 
   // The engine: without one (it could not be created) the server still answers everything but generation,
   // which gets 503 with the reason logged here.
-  std::unique_ptr<engine::KvStoreTier> kv_tier;  // outlives the engine, which calls it
+  std::unique_ptr<kvstore::KvStoreTier> kv_tier;  // outlives the engine, which calls it
   std::unique_ptr<engine::Engine> engine;
   {
     model::LoadOptions load_options;
@@ -389,7 +393,7 @@ int RunServe(const std::vector<std::string>& argv) {
       service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get()] {
         std::string text;
         tier->store().AppendPrometheus(&text);
-        if (eng) engine::AppendTierPrometheus(eng->Stats(), &text);
+        if (eng) server::AppendTierPrometheus(eng->Stats(), &text);
         return text;
       });
     }

@@ -28,13 +28,14 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The compute precision as the block hashes' root spells it: it names every stored block, so it keeps this
+// spelling rather than the flag's (model::ComputePrecisionName).
 const char* ComputeName(model::ComputePrecision p) {
   return p == model::ComputePrecision::kExact ? "exact" : "bf16-activations";
 }
-const char* KvName(model::KvPrecision p) { return p == model::KvPrecision::kF32 ? "f32" : "bf16"; }
 
 // EngineOptions::prefault_kv: the pool's blocks are one mapping (block ids are consecutive strides).
-void Prefault(model::KvBlockPool& pool) {
+void Prefault(kvcache::KvBlockPool& pool) {
   if (pool.num_blocks() == 0) return;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(pool.block(0)) & ~(page - 1);
@@ -103,13 +104,13 @@ Status EngineImpl::Init() {
   if (o.kv_cache_bytes <= 0) return Status::InvalidArgument("kv_cache_bytes: must be positive");
 
   const model::ModelInfo& mi = model_->info();
-  const model::KvCacheSpec spec = model_->cache_spec();
+  const kvcache::KvCacheSpec spec = model_->cache_spec();
   int64_t prefix_bytes = 0, window_bytes = 0, window = 0;
-  for (const model::CacheGroupSpec& g : spec.groups) {
-    if (g.tokens_per_block != model::kBlockTokens)
+  for (const kvcache::CacheGroupSpec& g : spec.groups) {
+    if (g.tokens_per_block != kvcache::kBlockTokens)
       return Status::Unimplemented("engine: cache group '" + g.name + "' has blocks of " +
                                    std::to_string(g.tokens_per_block) + " positions (the engine needs 128)");
-    if (g.retention == model::CacheRetention::kPrefix) {
+    if (g.retention == kvcache::CacheRetention::kPrefix) {
       prefix_bytes += g.bytes_per_block;
     } else {
       window_bytes += g.bytes_per_block;
@@ -119,8 +120,8 @@ Status EngineImpl::Init() {
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
   int64_t window_blocks = 0, window_cached = -1;
   if (window_bytes > 0) {
-    const int64_t per_decode = (window - 1 + model::kBlockTokens - 1) / model::kBlockTokens + 1;
-    const int64_t per_prefill = (window - 1 + max_chunk + model::kBlockTokens - 1) / model::kBlockTokens + 1;
+    const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
+    const int64_t per_prefill = (window - 1 + max_chunk + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
     const int64_t running = o.max_num_seqs * per_decode + 2 * per_prefill;
     const int64_t cache_bytes = o.window_cache_bytes > 0 ? o.window_cache_bytes : o.kv_cache_bytes / 4;
     window_cached = std::max<int64_t>(cache_bytes / window_bytes, 0);
@@ -147,9 +148,9 @@ Status EngineImpl::Init() {
                                        std::to_string(prefix_bytes + window_bytes) + " bytes per block)");
   }
   std::vector<int64_t> per_group;
-  for (const model::CacheGroupSpec& g : spec.groups)
-    per_group.push_back(g.retention == model::CacheRetention::kPrefix ? prefix_blocks : window_blocks);
-  DI_ASSIGN_OR_RETURN(model::KvPools pools, model::KvPools::Create(spec, per_group));
+  for (const kvcache::CacheGroupSpec& g : spec.groups)
+    per_group.push_back(g.retention == kvcache::CacheRetention::kPrefix ? prefix_blocks : window_blocks);
+  DI_ASSIGN_OR_RETURN(kvcache::KvPools pools, kvcache::KvPools::Create(spec, per_group));
   if (o.prefault_kv) {
     for (size_t g = 0; g < pools.num_groups(); ++g) Prefault(pools.group(g));
   }
@@ -157,10 +158,10 @@ Status EngineImpl::Init() {
   info_.architecture = mi.architecture;
   info_.vocab_size = mi.vocab_size;
   info_.max_model_len = mi.max_position_embeddings > 0 ? mi.max_position_embeddings : (int64_t{1} << 30);
-  info_.block_tokens = model::kBlockTokens;
+  info_.block_tokens = kvcache::kBlockTokens;
   info_.kv_blocks = prefix_blocks;
   // A sequence must fit the pool alone (else preemption could never make room for it).
-  if (prefix_blocks > 0) info_.max_model_len = std::min(info_.max_model_len, prefix_blocks * model::kBlockTokens);
+  if (prefix_blocks > 0) info_.max_model_len = std::min(info_.max_model_len, prefix_blocks * kvcache::kBlockTokens);
   info_.max_prompt_tokens = info_.max_model_len - 1;
   weights_fingerprint_ = mi.weights_fingerprint;
 
@@ -252,7 +253,7 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   r->params = std::move(params);
   const sampling::SamplingParams& rp = r->params.sampling;  // `sp` is moved from now
   r->root = kvcache::RootHash(weights_fingerprint_, ComputeName(options_.compute_precision),
-                              KvName(options_.kv_precision), r->params.cache_salt);
+                              model::KvPrecisionName(options_.kv_precision), r->params.cache_salt);
   const int n = rp.n;
   // A grammar compiles on the executor's compile threads from now on; the request waits, unscheduled,
   // until the step thread hears that it is done.

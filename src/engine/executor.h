@@ -70,7 +70,7 @@ class MaskFiller {
 class LocalExecutor final : public Executor {
  public:
   // `compiler` compiles requests' grammars (null: grammars are refused).
-  LocalExecutor(std::unique_ptr<model::CausalLM> model, model::KvPools pools,
+  LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
                 std::shared_ptr<sampling::ConstraintCompiler> compiler);
   ~LocalExecutor() override;
 
@@ -80,7 +80,7 @@ class LocalExecutor final : public Executor {
   void StopCompiling() override;
   std::vector<std::span<uint8_t>> PrefixBlock(int32_t block) override;
 
-  model::KvPools& pools() { return pools_; }
+  kvcache::KvPools& pools() { return pools_; }
 
  private:
   // An output's state here: its model state (absent while preempted) and its sampling state.
@@ -115,8 +115,8 @@ class LocalExecutor final : public Executor {
   };
 
   std::unique_ptr<model::CausalLM> model_;
-  model::KvCacheSpec spec_;
-  model::KvPools pools_;
+  kvcache::KvCacheSpec spec_;
+  kvcache::KvPools pools_;
   int64_t vocab_size_ = 0;
   std::unordered_map<SeqId, Slot> slots_;  // step thread
   model::ForwardOutput forward_out_;

@@ -64,7 +64,7 @@ struct LocalExecutor::Row {
   sampling::SampledToken token;
 };
 
-LocalExecutor::LocalExecutor(std::unique_ptr<model::CausalLM> model, model::KvPools pools,
+LocalExecutor::LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
                              std::shared_ptr<sampling::ConstraintCompiler> compiler)
     : model_(std::move(model)), spec_(model_->cache_spec()), pools_(std::move(pools)),
       vocab_size_(model_->info().vocab_size),
@@ -142,7 +142,7 @@ std::unique_ptr<sampling::LogitsMask> LocalExecutor::TakeMask(uint64_t handle, i
 std::vector<std::span<uint8_t>> LocalExecutor::PrefixBlock(int32_t block) {
   std::vector<std::span<uint8_t>> bytes;
   for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (spec_.groups[g].retention != model::CacheRetention::kPrefix) continue;
+    if (spec_.groups[g].retention != kvcache::CacheRetention::kPrefix) continue;
     bytes.emplace_back(pools_.group(g).block(block), static_cast<size_t>(spec_.groups[g].bytes_per_block));
   }
   return bytes;
@@ -150,7 +150,7 @@ std::vector<std::span<uint8_t>> LocalExecutor::PrefixBlock(int32_t block) {
 
 void LocalExecutor::MirrorTables(const PlannedChunk& c, model::SequenceState* state) {
   for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    const bool prefix = spec_.groups[g].retention == model::CacheRetention::kPrefix;
+    const bool prefix = spec_.groups[g].retention == kvcache::CacheRetention::kPrefix;
     state->block_table(g) = prefix ? c.prefix_table : c.window_table;
   }
 }
@@ -191,7 +191,7 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   }
   for (const BlockCopy& copy : plan.copies) {
     for (size_t g = 0; g < spec_.groups.size(); ++g) {
-      const bool window = spec_.groups[g].retention == model::CacheRetention::kWindow;
+      const bool window = spec_.groups[g].retention == kvcache::CacheRetention::kWindow;
       if (window == copy.window) pools_.group(g).CopyBlock(copy.from, copy.to);
     }
   }

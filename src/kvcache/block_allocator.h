@@ -21,8 +21,6 @@
 
 namespace deepinfer::kvcache {
 
-inline constexpr int32_t kNoBlock = -1;
-
 class BlockAllocator {
  public:
   struct Options {

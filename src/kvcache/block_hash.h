@@ -11,10 +11,9 @@
 #include <vector>
 
 #include "core/hash.h"
+#include "kvcache/block_size.h"
 
 namespace deepinfer::kvcache {
-
-inline constexpr int64_t kBlockTokens = 128;
 
 using BlockHash = Hash128;
 using BlockHashHasher = Hash128Hasher;

@@ -8,7 +8,7 @@ namespace {
 
 constexpr size_t kChecksumOffset = 96;
 constexpr size_t kTokensOffset = 112;
-constexpr size_t kUsedHeaderBytes = kTokensOffset + 4 * kBlockTokens;
+constexpr size_t kUsedHeaderBytes = kTokensOffset + 4 * kvcache::kBlockTokens;
 
 void Put32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -120,8 +120,9 @@ void EncodeHeader(const BlockHeader& header, std::span<uint8_t, kHeaderBytes> ou
   PutHash(p + 64, header.parent_hash);
   Put32(p + 80, header.block_index);
   p[84] = static_cast<uint8_t>(header.ttl_class);
-  Put32(p + 88, static_cast<uint32_t>(kBlockTokens));
-  for (int i = 0; i < kBlockTokens; ++i) Put32(p + kTokensOffset + 4 * i, static_cast<uint32_t>(header.tokens[i]));
+  Put32(p + 88, static_cast<uint32_t>(kvcache::kBlockTokens));
+  for (int i = 0; i < kvcache::kBlockTokens; ++i)
+    Put32(p + kTokensOffset + 4 * i, static_cast<uint32_t>(header.tokens[i]));
 }
 
 Hash128 ComputeChecksum(std::span<const uint8_t, kHeaderBytes> header, std::span<const std::span<const uint8_t>> payload) {
@@ -160,9 +161,9 @@ Result<BlockHeader> DecodeHeader(std::span<const uint8_t, kHeaderBytes> bytes) {
   if (p[84] >= kNumTtlClasses) return Status::DataLoss("KV block has an unknown TTL class");
   h.ttl_class = static_cast<TtlClass>(p[84]);
   if (!AllZero(p + 85, 3) || !AllZero(p + 92, 4)) return Status::DataLoss("KV block header has non-zero reserved bytes");
-  if (Get32(p + 88) != kBlockTokens) return Status::DataLoss("KV block token count is not 128");
+  if (Get32(p + 88) != kvcache::kBlockTokens) return Status::DataLoss("KV block token count is not 128");
   h.checksum = GetHash(p + kChecksumOffset);
-  for (int i = 0; i < kBlockTokens; ++i) h.tokens[i] = static_cast<int32_t>(Get32(p + kTokensOffset + 4 * i));
+  for (int i = 0; i < kvcache::kBlockTokens; ++i) h.tokens[i] = static_cast<int32_t>(Get32(p + kTokensOffset + 4 * i));
   if (!AllZero(p + kUsedHeaderBytes, kHeaderBytes - kUsedHeaderBytes)) {
     return Status::DataLoss("KV block header has non-zero padding");
   }

@@ -34,10 +34,10 @@
 
 #include "core/hash.h"
 #include "core/status.h"
+#include "kvcache/block_size.h"
 
 namespace deepinfer::kvstore {
 
-inline constexpr int kBlockTokens = 128;
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr size_t kHeaderBytes = 4096;
 inline constexpr std::string_view kBlockMagic{"DIKVBLK\0", 8};
@@ -83,7 +83,7 @@ struct BlockHeader {
   Hash128 parent_hash;
   uint32_t block_index = 0;
   TtlClass ttl_class = TtlClass::kChat;
-  std::array<int32_t, kBlockTokens> tokens{};
+  std::array<int32_t, kvcache::kBlockTokens> tokens{};
   Hash128 checksum;  // filled by SealHeader / read by DecodeHeader
 };
 

@@ -348,7 +348,7 @@ Store::~Store() = default;
 bool Store::Put(const BlockWrite& block) {
   Impl& s = *impl_;
   const auto& seg_bytes = s.options.layout.segment_bytes;
-  bool well_formed = block.tokens.size() == kBlockTokens && block.segments.size() == seg_bytes.size();
+  bool well_formed = block.tokens.size() == kvcache::kBlockTokens && block.segments.size() == seg_bytes.size();
   for (size_t i = 0; well_formed && i < seg_bytes.size(); ++i) well_formed = block.segments[i].size() == seg_bytes[i];
   if (!well_formed || UnixMillis() < s.writes_paused_until_ms.load()) {
     s.counters.writes_dropped.fetch_add(1);

@@ -71,9 +71,11 @@ void AppendPrometheus(const StoreStats& s, const LatencyHistogram& read_latency,
   Counter(out, "deepinfer:kvstore_lookups_total", "Block hashes looked up in the KV store.", s.lookups);
   Counter(out, "deepinfer:kvstore_lookup_present_total", "Looked-up block hashes found present.", s.lookup_present);
   Counter(out, "deepinfer:kvstore_hit_blocks_total", "Blocks read from the KV store and verified.", s.hit_blocks);
-  Counter(out, "deepinfer:kvstore_hit_tokens_total", "Tokens of blocks read and verified.", s.hit_blocks * kBlockTokens);
+  Counter(out, "deepinfer:kvstore_hit_tokens_total", "Tokens of blocks read and verified.",
+          s.hit_blocks * kvcache::kBlockTokens);
   Counter(out, "deepinfer:kvstore_miss_blocks_total", "Blocks asked for that the KV store did not hold.", s.miss_blocks);
-  Counter(out, "deepinfer:kvstore_miss_tokens_total", "Tokens of blocks the KV store did not hold.", s.miss_blocks * kBlockTokens);
+  Counter(out, "deepinfer:kvstore_miss_tokens_total", "Tokens of blocks the KV store did not hold.",
+          s.miss_blocks * kvcache::kBlockTokens);
   Counter(out, "deepinfer:kvstore_read_bytes_total", "Bytes read from the KV store.", s.bytes_read);
   Counter(out, "deepinfer:kvstore_direct_reads_total", "Blocks read with O_DIRECT.", s.direct_reads);
   Counter(out, "deepinfer:kvstore_bounced_reads_total",

@@ -239,7 +239,7 @@ class ReadTask final : public Task {
   bool Start(IoBackend& io) override {
     start_ns_ = NowNanos();
     const auto& seg = s_->options.layout.segment_bytes;
-    bool ok = item_.tokens.size() == kBlockTokens && item_.dest.size() == seg.size();
+    bool ok = item_.tokens.size() == kvcache::kBlockTokens && item_.dest.size() == seg.size();
     for (size_t i = 0; ok && i < seg.size(); ++i) ok = item_.dest[i].size() == seg[i];
     if (!ok) return Done(Status::InvalidArgument("kvstore: read item does not match the store layout"), VerifyFailure::kNone);
     path_ = s_->dir.BlockPath(s_->ns, item_.hash);

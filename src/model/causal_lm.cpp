@@ -13,6 +13,12 @@
 
 namespace deepinfer::model {
 
+const char* ComputePrecisionName(ComputePrecision precision) {
+  return precision == ComputePrecision::kExact ? "exact" : "bf16";
+}
+
+const char* KvPrecisionName(KvPrecision precision) { return precision == KvPrecision::kF32 ? "f32" : "bf16"; }
+
 Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   const std::string type = hf.model_type();
@@ -51,14 +57,14 @@ std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label) {
   };
 }
 
-int64_t WindowReplayPositions(const KvCacheSpec& spec) {
+int64_t WindowReplayPositions(const kvcache::KvCacheSpec& spec) {
   int64_t window = 0, window_layers = 0;
-  for (const CacheGroupSpec& g : spec.groups) {
-    if (g.retention != CacheRetention::kWindow) continue;
+  for (const kvcache::CacheGroupSpec& g : spec.groups) {
+    if (g.retention != kvcache::CacheRetention::kWindow) continue;
     window = std::max(window, g.window);
     window_layers = std::max(window_layers, g.num_layers);
   }
-  return (window_layers + 1) * std::max<int64_t>(window - 1, 0) + kBlockTokens;
+  return (window_layers + 1) * std::max<int64_t>(window - 1, 0) + kvcache::kBlockTokens;
 }
 
 }  // namespace deepinfer::model

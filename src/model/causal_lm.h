@@ -6,14 +6,14 @@
 //
 // The contract between a caller (the engine) and a model:
 //   * Blocks. Before Forward, for every chunk over positions [start, end) (start = num_tokens()), the
-//     sequence's table of each group g holds valid blocks at the indices BlocksNeeded(spec.groups[g], start,
+//     sequence's table of each group g holds valid blocks at the indices kvcache::BlocksNeeded(spec.groups[g], start,
 //     end) gives: every kPrefix block up to `end`, and the window blocks of [start - window + 1, end). Their
 //     contents for positions < start are what this model wrote there for this sequence's tokens (or for the
 //     same tokens of another sequence: shared prefix blocks, restored window blocks).
 //   * Write rule. Forward writes only into blocks covering [start, end) of its chunks: a block whose
 //     positions the sequence has all passed is never written again, which is what lets full blocks be
 //     shared by reference. A state_only chunk writes no kPrefix block at all. A block a chunk writes must
-//     not be shared with another sequence (copy a shared partial block first: KvBlockPool::CopyBlock).
+//     not be shared with another sequence (copy a shared partial block first: kvcache::KvBlockPool::CopyBlock).
 //   * Bits. A row's results (logits, hidden) are bit-identical whatever else is in the batch and however
 //     the sequence's tokens were cut into chunks, in every precision (batch invariance).
 //   * Errors. Every input is validated before any state or block changes; on error nothing has changed.
@@ -36,13 +36,13 @@
 #include "core/hash.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "model/kv_cache_spec.h"
+#include "kvcache/kv_cache_spec.h"
 
 namespace deepinfer::model {
 
 // What a model keeps per sequence between calls: its position count, one block table per cache group
-// (entry i names the group's block for positions [128·i, 128·(i+1)), kNoBlock where the sequence holds
-// none) and, in the model's own subclass, the state that lives outside blocks (KvCacheSpec::
+// (entry i names the group's block for positions [128·i, 128·(i+1)), kvcache::kNoBlock where the sequence holds
+// none) and, in the model's own subclass, the state that lives outside blocks (kvcache::KvCacheSpec::
 // sequence_state_bytes bounds it). Made by CausalLM::NewSequence or Fork; usable with that model only.
 class SequenceState {
  public:
@@ -53,10 +53,10 @@ class SequenceState {
   size_t num_groups() const { return tables_.size(); }
   std::vector<int32_t>& block_table(size_t group) { return tables_[group]; }
   const std::vector<int32_t>& block_table(size_t group) const { return tables_[group]; }
-  // The block of `group` holding position `pos`, or kNoBlock.
+  // The block of `group` holding position `pos`, or kvcache::kNoBlock.
   int32_t block_at(size_t group, int64_t pos) const {
-    const auto i = static_cast<size_t>(pos / kBlockTokens);
-    return i < tables_[group].size() ? tables_[group][i] : kNoBlock;
+    const auto i = static_cast<size_t>(pos / kvcache::kBlockTokens);
+    return i < tables_[group].size() ? tables_[group][i] : kvcache::kNoBlock;
   }
   // The model that made this state (models check it instead of casting blindly).
   const void* owner() const { return owner_; }
@@ -158,7 +158,7 @@ struct ModelInfo {
 // ModelInfo::exact_replay_positions of a model whose only state outside prefix blocks is its window
 // groups: every window layer reaches window − 1 positions further back, plus one for the boundary state,
 // rounded up by a block.
-int64_t WindowReplayPositions(const KvCacheSpec& spec);
+int64_t WindowReplayPositions(const kvcache::KvCacheSpec& spec);
 
 // The shape of one chunk of a prospective step, for EstimateStepCost.
 struct ChunkShape {
@@ -179,13 +179,13 @@ class CausalLM {
 
   virtual const ModelInfo& info() const = 0;
   // The block-addressed cache this model (as loaded: KV precision, drafting) uses.
-  virtual const KvCacheSpec& cache_spec() const = 0;
+  virtual const kvcache::KvCacheSpec& cache_spec() const = 0;
   virtual std::unique_ptr<SequenceState> NewSequence() const = 0;
 
   // Runs every chunk of the batch and advances each state by its chunk's tokens. A state may appear at most
   // once per batch and a chunk has at least one token. `pools` has one pool per cache group, blocks of the
   // spec's sizes. See the contract above.
-  virtual Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) = 0;
+  virtual Status Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) = 0;
 
   // How many positions back Truncate is exact from the per-sequence state alone (at least 16 where
   // implemented; 0 where not).
@@ -201,17 +201,17 @@ class CausalLM {
   // copied: the caller owns their reference counts and copies the partial last block before either
   // sequence writes it.
   virtual Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) = 0;
-  // Sets the state to `position` (a multiple of kBlockTokens) of a sequence whose kPrefix blocks up to it
+  // Sets the state to `position` (a multiple of kvcache::kBlockTokens) of a sequence whose kPrefix blocks up to it
   // are in the tables, dropping whatever the state held. kWindowBlocks additionally needs the window
   // blocks described at RestoreFrom. Position 0 with either mode equals a fresh sequence.
-  virtual Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const KvPools& pools) = 0;
+  virtual Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) = 0;
 
   // One autoregressive draft step per chunk (see DraftChunk). out receives one row of logits per chunk
   // (and hidden rows where asked). The window blocks covering the draft position (and the window before it)
   // must be valid and writable, as for Forward. The draft's writes lie at positions ≥ num_tokens(), which
   // the next Forward overwrites: the draft never needs rewinding. FailedPrecondition when the model has no
   // draft (info().draft_kind is empty).
-  virtual Status Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) = 0;
+  virtual Status Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) = 0;
 
   // What a step of the given shape costs (for the scheduler's cost model and `bench model`).
   virtual Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const = 0;
@@ -232,6 +232,11 @@ enum class KvPrecision {
   kF32,   // bit-exact with the reference
   kBF16,  // half the memory; entries rounded to bf16 (to nearest even) when written
 };
+
+// Short names of the precisions, as the CLI's --precision and --kv-precision spell them (and a persisted
+// store layout's description records them).
+const char* ComputePrecisionName(ComputePrecision precision);  // "exact", "bf16"
+const char* KvPrecisionName(KvPrecision precision);            // "f32", "bf16"
 
 struct LoadOptions {
   ComputePrecision precision = ComputePrecision::kExact;

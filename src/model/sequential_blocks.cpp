@@ -2,7 +2,7 @@
 
 namespace deepinfer::model {
 
-SequentialBlocks::SequentialBlocks(const KvCacheSpec& spec, const KvPools& pools)
+SequentialBlocks::SequentialBlocks(const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools)
     : spec_(&spec), capacity_(spec.groups.size(), 0), next_(spec.groups.size(), 0) {
   for (size_t g = 0; g < spec.groups.size() && g < pools.num_groups(); ++g) capacity_[g] = pools.group(g).num_blocks();
 }
@@ -15,21 +15,21 @@ Status SequentialBlocks::Reserve(SequenceState& state, int64_t extra) {
   // Count first, so that a refusal changes nothing.
   std::vector<int64_t> wanted(spec_->groups.size(), 0);
   for (size_t g = 0; g < spec_->groups.size(); ++g) {
-    const BlockSpan need = BlocksNeeded(spec_->groups[g], start, end);
+    const kvcache::BlockSpan need = kvcache::BlocksNeeded(spec_->groups[g], start, end);
     const std::vector<int32_t>& table = state.block_table(g);
     for (int64_t b = need.first; b < need.end; ++b) {
-      if (b >= static_cast<int64_t>(table.size()) || table[b] == kNoBlock) ++wanted[g];
+      if (b >= static_cast<int64_t>(table.size()) || table[b] == kvcache::kNoBlock) ++wanted[g];
     }
     if (next_[g] + wanted[g] > capacity_[g])
       return Status::ResourceExhausted("KV pool of group '" + spec_->groups[g].name + "' is used up (" +
                                        std::to_string(capacity_[g]) + " blocks)");
   }
   for (size_t g = 0; g < spec_->groups.size(); ++g) {
-    const BlockSpan need = BlocksNeeded(spec_->groups[g], start, end);
+    const kvcache::BlockSpan need = kvcache::BlocksNeeded(spec_->groups[g], start, end);
     std::vector<int32_t>& table = state.block_table(g);
-    if (static_cast<int64_t>(table.size()) < need.end) table.resize(static_cast<size_t>(need.end), kNoBlock);
+    if (static_cast<int64_t>(table.size()) < need.end) table.resize(static_cast<size_t>(need.end), kvcache::kNoBlock);
     for (int64_t b = need.first; b < need.end; ++b) {
-      if (table[b] == kNoBlock) table[b] = static_cast<int32_t>(next_[g]++);
+      if (table[b] == kvcache::kNoBlock) table[b] = static_cast<int32_t>(next_[g]++);
     }
   }
   return Status::Ok();

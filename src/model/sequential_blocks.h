@@ -14,18 +14,18 @@ namespace deepinfer::model {
 class SequentialBlocks {
  public:
   // Blocks [0, num_blocks[g]) of each group g are handed out.
-  SequentialBlocks(const KvCacheSpec& spec, const KvPools& pools);
+  SequentialBlocks(const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools);
 
   // Grows the state's tables so that a chunk of `extra` more positions finds every block it needs
-  // (BlocksNeeded); blocks a window group no longer needs are never given (kNoBlock). ResourceExhausted,
-  // with nothing changed, when a group's pool is used up.
+  // (kvcache::BlocksNeeded); blocks a window group no longer needs are never given (kvcache::kNoBlock).
+  // ResourceExhausted, with nothing changed, when a group's pool is used up.
   Status Reserve(SequenceState& state, int64_t extra);
 
   // Blocks handed out so far in group g.
   int64_t used(size_t group) const { return next_[group]; }
 
  private:
-  const KvCacheSpec* spec_;
+  const kvcache::KvCacheSpec* spec_;
   std::vector<int64_t> capacity_, next_;
 };
 

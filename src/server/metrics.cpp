@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/engine.h"
+
 namespace deepinfer::server {
 
 namespace {
@@ -152,6 +154,36 @@ void RequestCounter::Add(std::string_view endpoint, int status) {
 std::map<std::pair<std::string, int>, uint64_t> RequestCounter::Snapshot() const {
   std::lock_guard lock(mu_);
   return counts_;
+}
+
+void AppendTierPrometheus(const engine::EngineStats& stats, std::string* out) {
+  auto counter = [out](std::string_view name, std::string_view help, uint64_t value) {
+    *out += "# HELP ";
+    *out += name;
+    *out += ' ';
+    *out += help;
+    *out += "\n# TYPE ";
+    *out += name;
+    *out += " counter\n";
+    *out += name;
+    *out += ' ';
+    *out += std::to_string(value);
+    *out += '\n';
+  };
+  counter("deepinfer:kvstore_tier_timeouts_total",
+          "Requests that stopped waiting for the KV store after --kv-store-timeout-s and recomputed.",
+          stats.lower_tier_timeouts);
+  counter("deepinfer:kvstore_tier_skipped_blocks_total",
+          "Blocks the KV store held but recomputed, reading them being predicted slower.",
+          stats.lower_tier_skipped_blocks);
+  counter("deepinfer:kvstore_tier_lookups_total", "Prompts looked up in the KV store after their RAM prefix match.",
+          stats.lower_tier_lookups);
+  counter("deepinfer:kvstore_tier_lookup_misses_total",
+          "Of those lookups, the ones whose first block after the RAM match was not in the store.",
+          stats.lower_tier_lookup_misses);
+  counter("deepinfer:kvstore_tier_no_room_blocks_total",
+          "Blocks the KV store held but recomputed, the RAM pool never having room to read them into.",
+          stats.lower_tier_no_room_blocks);
 }
 
 }  // namespace deepinfer::server

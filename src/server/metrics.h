@@ -13,6 +13,10 @@
 #include <utility>
 #include <vector>
 
+namespace deepinfer::engine {
+struct EngineStats;  // engine/engine.h
+}  // namespace deepinfer::engine
+
 namespace deepinfer::server {
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
@@ -65,5 +69,10 @@ class RequestCounter {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> counts_;
 };
+
+// The engine's side of the KV store tier in Prometheus text, beside the store's own metrics on /metrics:
+// waits cut short by EngineOptions::lower_tier_timeout_s (a slow or hung filesystem) and blocks recomputed
+// because reading them was predicted slower.
+void AppendTierPrometheus(const engine::EngineStats& stats, std::string* out);
 
 }  // namespace deepinfer::server

@@ -154,14 +154,14 @@ TEST(EnginePrefixCache, TheModelDeclaresItsSequenceOperationsAndReplayCone) {
   EXPECT_TRUE(info.supports_fork);
   EXPECT_FALSE(info.supports_draft);  // loaded without drafting
   int64_t window = 0, layers = 0;
-  for (const model::CacheGroupSpec& g : m->cache_spec().groups) {
-    if (g.retention != model::CacheRetention::kWindow) continue;
+  for (const kvcache::CacheGroupSpec& g : m->cache_spec().groups) {
+    if (g.retention != kvcache::CacheRetention::kWindow) continue;
     window = std::max(window, g.window);
     layers = std::max(layers, g.num_layers);
   }
   ASSERT_GT(window, 0);  // the fixture has window attention
   // Every window layer's dependency reaches window − 1 further back, plus the boundary state, plus a block.
-  EXPECT_EQ(info.exact_replay_positions, (layers + 1) * (window - 1) + model::kBlockTokens);
+  EXPECT_EQ(info.exact_replay_positions, (layers + 1) * (window - 1) + kvcache::kBlockTokens);
 }
 
 }  // namespace

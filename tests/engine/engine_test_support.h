@@ -50,7 +50,7 @@ inline std::vector<int32_t> ReferenceGreedy(const std::vector<int32_t>& prompt, 
                                             const std::string& name = "v4_mixed") {
   auto m = LoadFixture(name);
   if (!m) return {};
-  auto pools = model::KvPools::Create(m->cache_spec(), model::BlocksFor(static_cast<int64_t>(prompt.size()) + max_tokens) + 2);
+  auto pools = kvcache::KvPools::Create(m->cache_spec(), kvcache::BlocksFor(static_cast<int64_t>(prompt.size()) + max_tokens) + 2);
   EXPECT_TRUE(pools.ok());
   model::SequentialBlocks blocks(m->cache_spec(), *pools);
   auto state = m->NewSequence();

@@ -55,7 +55,7 @@ BlockHeader SampleHeader() {
   h.parent_hash = {.high = 6, .low = 5};
   h.block_index = 7;
   h.ttl_class = TtlClass::kAgent;
-  for (int i = 0; i < kBlockTokens; ++i) h.tokens[i] = i * 1000 - 3;
+  for (int i = 0; i < kvcache::kBlockTokens; ++i) h.tokens[i] = i * 1000 - 3;
   return h;
 }
 

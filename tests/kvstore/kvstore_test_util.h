@@ -68,7 +68,7 @@ inline TestBlock MakeBlock(const StoreLayout& layout, uint64_t seed, Hash128 par
   b.hash = {.high = rng(), .low = first};
   b.parent = parent;
   b.index = index;
-  for (int i = 0; i < kBlockTokens; ++i) b.tokens.push_back(static_cast<int32_t>(rng() % 129280));
+  for (int i = 0; i < kvcache::kBlockTokens; ++i) b.tokens.push_back(static_cast<int32_t>(rng() % 129280));
   for (uint64_t n : layout.segment_bytes) {
     std::vector<uint8_t> seg(n);
     for (auto& byte : seg) byte = static_cast<uint8_t>(rng());

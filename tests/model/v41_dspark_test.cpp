@@ -43,7 +43,7 @@ class V41DsparkTest : public ::testing::Test {
     auto m = V41Model::Load(*dir_, options);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(*m);
-    auto p = KvPools::Create(model_->cache_spec(), 32);
+    auto p = kvcache::KvPools::Create(model_->cache_spec(), 32);
     ASSERT_TRUE(p.ok());
     pools_ = std::move(*p);
     blocks_ = std::make_unique<SequentialBlocks>(model_->cache_spec(), pools_);
@@ -73,7 +73,7 @@ class V41DsparkTest : public ::testing::Test {
 
   static std::string* dir_;
   std::unique_ptr<V41Model> model_;
-  KvPools pools_;
+  kvcache::KvPools pools_;
   std::unique_ptr<SequentialBlocks> blocks_;
   std::vector<int32_t> tokens_;
 };

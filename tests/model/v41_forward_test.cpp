@@ -95,7 +95,7 @@ TEST_P(V41ForwardTest, BadInputsAreRefusedWithNothingChanged) {
   Runner other(GetParam());
   auto foreign = other.model->NewSequence();
   expect_refused({{foreign.get(), tokens, LogitsWanted::kLast}}, StatusCode::kInvalidArgument, "foreign state");
-  KvPools empty;
+  kvcache::KvPools empty;
   EXPECT_EQ(run.model->Forward(std::vector<SequenceChunk>{{state.get(), tokens}}, empty, &out).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(run.model->Draft({}, run.pools, &out).code(), StatusCode::kFailedPrecondition);

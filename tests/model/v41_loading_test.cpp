@@ -267,7 +267,7 @@ TEST(V41LoadingTest, QuantizedCheckpointEqualsItsDequantizedCopy) {
   V41Reference ref("v41_tiny_b_fp8");
   const std::vector<int32_t> tokens = ref.Tokens("seq_len150.input_ids");
   auto logits = [&](V41Model& m) {
-    auto pools = KvPools::Create(m.cache_spec(), 8);
+    auto pools = kvcache::KvPools::Create(m.cache_spec(), 8);
     SequentialBlocks blocks(m.cache_spec(), *pools);
     auto state = m.NewSequence();
     EXPECT_TRUE(blocks.Reserve(*state, static_cast<int64_t>(tokens.size())).ok());

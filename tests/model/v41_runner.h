@@ -18,7 +18,7 @@ namespace deepinfer::model::test_support {
 
 struct Runner {
   std::unique_ptr<V41Model> model;
-  KvPools pools;
+  kvcache::KvPools pools;
   std::unique_ptr<SequentialBlocks> blocks;
 
   explicit Runner(const std::string& fixture, int64_t blocks_each = 64) {
@@ -26,7 +26,7 @@ struct Runner {
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return;
     model = std::move(*m);
-    auto p = KvPools::Create(model->cache_spec(), blocks_each);
+    auto p = kvcache::KvPools::Create(model->cache_spec(), blocks_each);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     pools = std::move(*p);
     Reset();

@@ -25,7 +25,7 @@ class V41SequenceTest : public ::testing::TestWithParam<std::string> {
     auto m = V41Model::Load(V41FixtureDir(GetParam()));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(*m);
-    auto p = KvPools::Create(model_->cache_spec(), 64);
+    auto p = kvcache::KvPools::Create(model_->cache_spec(), 64);
     ASSERT_TRUE(p.ok());
     pools_ = std::move(*p);
     blocks_ = std::make_unique<SequentialBlocks>(model_->cache_spec(), pools_);
@@ -50,7 +50,7 @@ class V41SequenceTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<V41Model> model_;
-  KvPools pools_;
+  kvcache::KvPools pools_;
   std::unique_ptr<SequentialBlocks> blocks_;
   std::vector<int32_t> tokens_;
 };
@@ -88,8 +88,8 @@ TEST_P(V41SequenceTest, ForkedSequencesContinueIndependently) {
   int32_t spare = 60;
   for (size_t g = 0; g < model_->cache_spec().groups.size(); ++g) {
     std::vector<int32_t>& table = child.block_table(g);
-    const int64_t b = 201 / kBlockTokens;
-    if (b < static_cast<int64_t>(table.size()) && table[b] != kNoBlock) {
+    const int64_t b = 201 / kvcache::kBlockTokens;
+    if (b < static_cast<int64_t>(table.size()) && table[b] != kvcache::kNoBlock) {
       pools_.group(g).CopyBlock(table[b], spare);
       table[b] = spare;
     }
@@ -114,7 +114,7 @@ TEST_P(V41SequenceTest, RestoreFromWindowBlocksIsBitIdentical) {
   // A new sequence holding the first run's blocks up to position 256 (prefix blocks and the window block
   // ending there), resumed at 256.
   auto resumed = model_->NewSequence();
-  const KvCacheSpec& spec = model_->cache_spec();
+  const kvcache::KvCacheSpec& spec = model_->cache_spec();
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const std::vector<int32_t>& from = full->block_table(g);
     resumed->block_table(g).assign(from.begin(), from.begin() + 2);
@@ -140,11 +140,11 @@ TEST_P(V41SequenceTest, RestoreFromWindowBlocksIsBitIdentical) {
 TEST_P(V41SequenceTest, StateOnlyReplayWritesNoPrefixBlockAndIsChunkingInvariant) {
   auto full = model_->NewSequence();
   Run(*full, 0, 300);
-  const KvCacheSpec& spec = model_->cache_spec();
+  const kvcache::KvCacheSpec& spec = model_->cache_spec();
   // Snapshot of the prefix blocks the replay reads.
   std::vector<std::vector<uint8_t>> before;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    if (spec.groups[g].retention != CacheRetention::kPrefix) continue;
+    if (spec.groups[g].retention != kvcache::CacheRetention::kPrefix) continue;
     for (int b = 0; b < 2; ++b) {
       const uint8_t* p = pools_.group(g).block(full->block_table(g)[b]);
       before.emplace_back(p, p + spec.groups[g].bytes_per_block);
@@ -153,7 +153,7 @@ TEST_P(V41SequenceTest, StateOnlyReplayWritesNoPrefixBlockAndIsChunkingInvariant
   auto replay = [&](const std::vector<int64_t>& sizes) {
     auto s = model_->NewSequence();
     for (size_t g = 0; g < spec.groups.size(); ++g)
-      if (spec.groups[g].retention == CacheRetention::kPrefix)
+      if (spec.groups[g].retention == kvcache::CacheRetention::kPrefix)
         s->block_table(g).assign(full->block_table(g).begin(), full->block_table(g).begin() + 2);
     EXPECT_TRUE(model_->RestoreAt(*s, 128, RestoreFrom::kNoWindow, pools_).ok());
     int64_t at = 128;
@@ -167,7 +167,7 @@ TEST_P(V41SequenceTest, StateOnlyReplayWritesNoPrefixBlockAndIsChunkingInvariant
   EXPECT_EQ(a, b);
   size_t k = 0;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    if (spec.groups[g].retention != CacheRetention::kPrefix) continue;
+    if (spec.groups[g].retention != kvcache::CacheRetention::kPrefix) continue;
     for (int blk = 0; blk < 2; ++blk, ++k) {
       const uint8_t* p = pools_.group(g).block(full->block_table(g)[blk]);
       EXPECT_EQ(std::memcmp(p, before[k].data(), before[k].size()), 0) << spec.groups[g].name << " block " << blk;
@@ -177,7 +177,7 @@ TEST_P(V41SequenceTest, StateOnlyReplayWritesNoPrefixBlockAndIsChunkingInvariant
 
 TEST_P(V41SequenceTest, CacheSpecMatchesTheLayout) {
   const V41Config& c = model_->config();
-  const KvCacheSpec& spec = model_->cache_spec();
+  const kvcache::KvCacheSpec& spec = model_->cache_spec();
   // Per KV source of ratio r: 128/r latents of head_dim in FP4 with an E4M3 scale per 16 (hd/2 + hd/16 bytes),
   // indexer keys of index_head_dim in FP4 with a power-of-two scale per 32; the window FP8 per layer.
   double per_token = 0;
@@ -188,10 +188,10 @@ TEST_P(V41SequenceTest, CacheSpecMatchesTheLayout) {
   }
   per_token += c.num_layers * (c.head_dim + c.head_dim / 32) + 4;
   EXPECT_DOUBLE_EQ(spec.BytesPerToken(), per_token);
-  EXPECT_EQ(spec.groups.back().kind, CacheKind::kSlidingWindow);
-  EXPECT_EQ(spec.groups.back().element, CacheElement::kFP8E4M3);
-  EXPECT_EQ(spec.groups.front().kind, CacheKind::kSharedLatent);
-  EXPECT_EQ(spec.groups.front().element, CacheElement::kFP4E2M1);
+  EXPECT_EQ(spec.groups.back().kind, kvcache::CacheKind::kSlidingWindow);
+  EXPECT_EQ(spec.groups.back().element, kvcache::CacheElement::kFP8E4M3);
+  EXPECT_EQ(spec.groups.front().kind, kvcache::CacheKind::kSharedLatent);
+  EXPECT_EQ(spec.groups.front().element, kvcache::CacheElement::kFP4E2M1);
   EXPECT_GT(spec.sequence_state_bytes, 0);
 }
 

@@ -27,7 +27,7 @@ std::vector<int32_t> Tokens(int64_t n, int64_t seed) {
 
 struct Drafter {
   std::unique_ptr<V4Model> model;
-  KvPools pools;
+  kvcache::KvPools pools;
   std::unique_ptr<SequentialBlocks> blocks;
 
   explicit Drafter(const std::string& fixture, bool drafting = true) {
@@ -37,7 +37,7 @@ struct Drafter {
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return;
     model = std::move(*m);
-    auto p = KvPools::Create(model->cache_spec(), 256);
+    auto p = kvcache::KvPools::Create(model->cache_spec(), 256);
     EXPECT_TRUE(p.ok());
     pools = std::move(*p);
     blocks = std::make_unique<SequentialBlocks>(model->cache_spec(), pools);
@@ -72,8 +72,8 @@ struct Drafter {
   std::unique_ptr<SequenceState> Fork(const SequenceState& s) {
     auto f = model->Fork(s);
     EXPECT_TRUE(f.ok());
-    const int64_t last = (s.num_tokens() - 1) / kBlockTokens;
-    for (size_t g = 0; g < (*f)->num_groups(); ++g) (*f)->block_table(g)[last] = kNoBlock;
+    const int64_t last = (s.num_tokens() - 1) / kvcache::kBlockTokens;
+    for (size_t g = 0; g < (*f)->num_groups(); ++g) (*f)->block_table(g)[last] = kvcache::kNoBlock;
     EXPECT_TRUE(blocks->Reserve(**f, 1).ok());
     for (size_t g = 0; g < (*f)->num_groups(); ++g)
       pools.group(g).CopyBlock(s.block_table(g)[last], (*f)->block_table(g)[last]);
@@ -176,10 +176,10 @@ TEST_P(V4Draft, DraftsAfterRollbackForkAndRestoreEqualFreshOnes) {
   for (int64_t at : {128, 256}) {
     auto hit = d.model->NewSequence();
     for (size_t g = 0; g < hit->num_groups(); ++g) {
-      const bool prefix = d.model->cache_spec().groups[g].retention == CacheRetention::kPrefix;
-      hit->block_table(g).assign(static_cast<size_t>(at / kBlockTokens), kNoBlock);
-      for (int64_t b = 0; b < at / kBlockTokens; ++b)
-        if (prefix || b == at / kBlockTokens - 1) hit->block_table(g)[b] = cold->block_table(g)[b];
+      const bool prefix = d.model->cache_spec().groups[g].retention == kvcache::CacheRetention::kPrefix;
+      hit->block_table(g).assign(static_cast<size_t>(at / kvcache::kBlockTokens), kvcache::kNoBlock);
+      for (int64_t b = 0; b < at / kvcache::kBlockTokens; ++b)
+        if (prefix || b == at / kvcache::kBlockTokens - 1) hit->block_table(g)[b] = cold->block_table(g)[b];
     }
     ASSERT_TRUE(d.model->RestoreAt(*hit, at, RestoreFrom::kWindowBlocks, d.pools).ok());
     const std::vector<int32_t> rest = Tokens(300, 7);

@@ -62,7 +62,7 @@ std::pair<int64_t, double> Closeness(const std::vector<float>& got, const std::v
 
 struct V4Runner {
   std::unique_ptr<V4Model> model;
-  KvPools pool;
+  kvcache::KvPools pool;
   std::unique_ptr<SequentialBlocks> blocks;
 
   explicit V4Runner(const std::string& fixture, int64_t blocks_each = 64,
@@ -76,7 +76,7 @@ struct V4Runner {
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (m.ok()) model = std::move(*m);
     if (!model) return;
-    auto pools = KvPools::Create(model->cache_spec(), blocks_each);
+    auto pools = kvcache::KvPools::Create(model->cache_spec(), blocks_each);
     EXPECT_TRUE(pools.ok()) << pools.status().ToString();
     if (pools.ok()) pool = std::move(*pools);
     blocks = std::make_unique<SequentialBlocks>(model->cache_spec(), pool);
@@ -335,13 +335,13 @@ TEST_P(V4Forward, Bf16KvStorageStaysCloseAndBatchInvariant) {
   ASSERT_TRUE(run.model);
   V4Runner exact(GetParam(), 512);
   for (size_t g = 0; g < run.model->cache_spec().groups.size(); ++g) {
-    const CacheGroupSpec& half = run.model->cache_spec().groups[g];
-    const CacheGroupSpec& full = exact.model->cache_spec().groups[g];
-    EXPECT_EQ(half.element, CacheElement::kBF16);
-    if (half.retention == CacheRetention::kPrefix) {
+    const kvcache::CacheGroupSpec& half = run.model->cache_spec().groups[g];
+    const kvcache::CacheGroupSpec& full = exact.model->cache_spec().groups[g];
+    EXPECT_EQ(half.element, kvcache::CacheElement::kBF16);
+    if (half.retention == kvcache::CacheRetention::kPrefix) {
       EXPECT_EQ(2 * half.bytes_per_block, full.bytes_per_block);
     } else {  // half of every layer's 128 K=V vectors; the boundary state stays fp32
-      EXPECT_EQ(full.bytes_per_block - half.bytes_per_block, half.num_layers * kBlockTokens * run.model->config().head_dim * 2);
+      EXPECT_EQ(full.bytes_per_block - half.bytes_per_block, half.num_layers * kvcache::kBlockTokens * run.model->config().head_dim * 2);
     }
   }
   const int64_t v = run.model->vocab_size();

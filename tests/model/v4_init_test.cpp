@@ -90,7 +90,7 @@ std::vector<float> AllLogits(const std::string& dir, const std::vector<int32_t>&
   auto model = V4Model::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return {};
-  auto pool = KvPools::Create((*model)->cache_spec(), 8);
+  auto pool = kvcache::KvPools::Create((*model)->cache_spec(), 8);
   EXPECT_TRUE(pool.ok()) << pool.status().ToString();
   if (!pool.ok()) return {};
   auto state = (*model)->NewSequence();

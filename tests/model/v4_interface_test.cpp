@@ -22,7 +22,7 @@ using test_support::FixtureDir;
 
 struct Loaded {
   std::unique_ptr<V4Model> model;
-  KvPools pools;
+  kvcache::KvPools pools;
   std::unique_ptr<SequentialBlocks> blocks;
 };
 
@@ -32,7 +32,7 @@ Loaded Load(const std::string& dir, int64_t blocks_each = 64) {
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return l;
   l.model = std::move(*m);
-  auto pools = KvPools::Create(l.model->cache_spec(), blocks_each);
+  auto pools = kvcache::KvPools::Create(l.model->cache_spec(), blocks_each);
   EXPECT_TRUE(pools.ok());
   l.pools = std::move(*pools);
   l.blocks = std::make_unique<SequentialBlocks>(l.model->cache_spec(), l.pools);

@@ -44,10 +44,10 @@ TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
   // Layers: HCA 128 (1 entry of 32 per block), CSA 4 (32 entries of 32 + 32 indexer keys of 16), in
   // groups csa_kv, hca_kv, csa_index, then the window (128 K=V vectors of 32 for each of the 3 layers, then the CSA layer's compressor
   // and indexer state at the block's end: first-series kv and gate of 4 positions, 2·4·32 + 2·4·16 floats).
-  const KvCacheSpec& spec = (*model)->cache_spec();
+  const kvcache::KvCacheSpec& spec = (*model)->cache_spec();
   int64_t prefix_floats = 0;
-  for (const CacheGroupSpec& g : spec.groups)
-    if (g.retention == CacheRetention::kPrefix) prefix_floats += g.bytes_per_block / 4;
+  for (const kvcache::CacheGroupSpec& g : spec.groups)
+    if (g.retention == kvcache::CacheRetention::kPrefix) prefix_floats += g.bytes_per_block / 4;
   EXPECT_EQ(prefix_floats, 1 * 32 + 32 * 32 + 32 * 16);
   ASSERT_EQ(spec.groups.size(), 4u);
   const std::vector<std::string> names = {"csa_kv", "hca_kv", "csa_index", "window"};
@@ -57,12 +57,12 @@ TEST(V4Loading, LoadsThroughTheArchitectureRegistry) {
     EXPECT_EQ(spec.groups[g].name, names[g]);
     EXPECT_EQ(spec.groups[g].bytes_per_block, floats[g] * 4) << names[g];
     EXPECT_EQ(spec.groups[g].ratio, ratios[g]) << names[g];
-    EXPECT_EQ(spec.groups[g].tokens_per_block, kBlockTokens);
+    EXPECT_EQ(spec.groups[g].tokens_per_block, kvcache::kBlockTokens);
     EXPECT_EQ(spec.groups[g].num_layers, g == 3 ? 3 : 1) << names[g];
   }
-  EXPECT_EQ(spec.groups[3].retention, CacheRetention::kWindow);
+  EXPECT_EQ(spec.groups[3].retention, kvcache::CacheRetention::kWindow);
   EXPECT_EQ(spec.groups[3].window, 32);  // the fixture's sliding_window
-  EXPECT_EQ(spec.groups[3].kind, CacheKind::kSlidingWindow);
+  EXPECT_EQ(spec.groups[3].kind, kvcache::CacheKind::kSlidingWindow);
 }
 
 TEST(V4Loading, MissingTensorIsNamed) {
@@ -87,9 +87,9 @@ TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
   auto loaded = V4Model::Load(test_support::FixtureDir("v4_mixed"));
   ASSERT_TRUE(loaded.ok());
   V4Model& model = **loaded;
-  auto made = KvPools::Create(model.cache_spec(), 4);
+  auto made = kvcache::KvPools::Create(model.cache_spec(), 4);
   ASSERT_TRUE(made.ok());
-  KvPools& pool = *made;
+  kvcache::KvPools& pool = *made;
   auto state = model.NewSequence();
   std::vector<int32_t> tokens = {1, 2, 3};
   ForwardOutput out;
@@ -106,9 +106,9 @@ TEST(V4Loading, BadBatchesAreRejectedWithoutSideEffects) {
   EXPECT_EQ(model.Forward(std::span(&bad_chunk, 1), pool, &out).code(), StatusCode::kOutOfRange);
   SequenceChunk twice[2] = {chunk, chunk};
   EXPECT_FALSE(model.Forward(twice, pool, &out).ok());
-  KvCacheSpec wrong_spec = model.cache_spec();
+  kvcache::KvCacheSpec wrong_spec = model.cache_spec();
   wrong_spec.groups[0].bytes_per_block += 4;
-  auto wrong = KvPools::Create(wrong_spec, 4);
+  auto wrong = kvcache::KvPools::Create(wrong_spec, 4);
   ASSERT_TRUE(wrong.ok());
   EXPECT_FALSE(model.Forward(std::span(&chunk, 1), *wrong, &out).ok());
   EXPECT_EQ(state->num_tokens(), 0);

@@ -44,7 +44,7 @@ class V4SequenceOps : public ::testing::TestWithParam<std::tuple<std::string, Kv
     auto m = V4Model::Load(FixtureDir(std::get<0>(GetParam())), options);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(*m);
-    auto pools = KvPools::Create(model_->cache_spec(), 256);
+    auto pools = kvcache::KvPools::Create(model_->cache_spec(), 256);
     ASSERT_TRUE(pools.ok());
     pools_ = std::move(*pools);
     blocks_ = std::make_unique<SequentialBlocks>(model_->cache_spec(), pools_);
@@ -83,11 +83,11 @@ class V4SequenceOps : public ::testing::TestWithParam<std::tuple<std::string, Kv
   }
 
   // A digest of every block of every group whose retention is `r`, block by block.
-  std::vector<Hash128> Digests(CacheRetention r) {
+  std::vector<Hash128> Digests(kvcache::CacheRetention r) {
     std::vector<Hash128> out;
     for (size_t g = 0; g < pools_.num_groups(); ++g) {
       if (model_->cache_spec().groups[g].retention != r) continue;
-      const KvBlockPool& p = pools_.group(g);
+      const kvcache::KvBlockPool& p = pools_.group(g);
       for (int32_t b = 0; b < p.num_blocks(); ++b) out.push_back(HashBytes(p.block(b), p.bytes_per_block()));
     }
     return out;
@@ -98,8 +98,8 @@ class V4SequenceOps : public ::testing::TestWithParam<std::tuple<std::string, Kv
   std::unique_ptr<SequenceState> ShareBlocks(const SequenceState& from, int64_t blocks, bool window) {
     auto s = model_->NewSequence();
     for (size_t g = 0; g < s->num_groups(); ++g) {
-      const bool prefix = model_->cache_spec().groups[g].retention == CacheRetention::kPrefix;
-      s->block_table(g).assign(static_cast<size_t>(blocks), kNoBlock);
+      const bool prefix = model_->cache_spec().groups[g].retention == kvcache::CacheRetention::kPrefix;
+      s->block_table(g).assign(static_cast<size_t>(blocks), kvcache::kNoBlock);
       for (int64_t b = 0; b < blocks; ++b) {
         if (prefix || (window && b == blocks - 1)) s->block_table(g)[b] = from.block_table(g)[b];
       }
@@ -108,7 +108,7 @@ class V4SequenceOps : public ::testing::TestWithParam<std::tuple<std::string, Kv
   }
 
   std::unique_ptr<V4Model> model_;
-  KvPools pools_;
+  kvcache::KvPools pools_;
   std::unique_ptr<SequentialBlocks> blocks_;
   int64_t v_ = 0;
 };
@@ -176,7 +176,7 @@ TEST_P(V4SequenceOps, ForkedSequencesEqualFreshOnes) {
   SequenceState& f = **forked;
   EXPECT_EQ(f.num_tokens(), 200);
   // Copy-on-write of the partial last block (positions 128..255) in every group; block 0 stays shared.
-  for (size_t g = 0; g < f.num_groups(); ++g) f.block_table(g)[1] = kNoBlock;
+  for (size_t g = 0; g < f.num_groups(); ++g) f.block_table(g)[1] = kvcache::kNoBlock;
   ASSERT_TRUE(blocks_->Reserve(f, 1).ok());
   for (size_t g = 0; g < f.num_groups(); ++g) pools_.group(g).CopyBlock(s->block_table(g)[1], f.block_table(g)[1]);
   const std::vector<Hash128> shared = {HashBytes(pools_.group(0).block(s->block_table(0)[0]),
@@ -194,18 +194,18 @@ TEST_P(V4SequenceOps, WindowBlockHitResumesBitExactly) {
   auto cold = model_->NewSequence();
   const std::vector<float> want = Run(*cold, tokens, {300});
   for (int64_t at : {128, 256}) {
-    auto hit = ShareBlocks(*cold, at / kBlockTokens, /*window=*/true);
+    auto hit = ShareBlocks(*cold, at / kvcache::kBlockTokens, /*window=*/true);
     ASSERT_TRUE(model_->RestoreAt(*hit, at, RestoreFrom::kWindowBlocks, pools_).ok());
     EXPECT_EQ(hit->num_tokens(), at);
-    const std::vector<Hash128> before = Digests(CacheRetention::kPrefix);
-    const std::vector<Hash128> window_before = Digests(CacheRetention::kWindow);
+    const std::vector<Hash128> before = Digests(kvcache::CacheRetention::kPrefix);
+    const std::vector<Hash128> window_before = Digests(kvcache::CacheRetention::kWindow);
     const std::vector<float> got = Run(*hit, std::span(tokens).subspan(at), {5, 1, 40});
     ASSERT_EQ(got, Rows(want, at, 300 - at)) << "resumed at " << at;
     // The write rule: the shared blocks (the cold sequence's) are untouched.
-    const std::vector<Hash128> after = Digests(CacheRetention::kPrefix);
-    const std::vector<Hash128> window_after = Digests(CacheRetention::kWindow);
+    const std::vector<Hash128> after = Digests(kvcache::CacheRetention::kPrefix);
+    const std::vector<Hash128> window_after = Digests(kvcache::CacheRetention::kWindow);
     for (size_t g = 0, i = 0, wi = 0; g < pools_.num_groups(); ++g) {
-      const bool prefix = model_->cache_spec().groups[g].retention == CacheRetention::kPrefix;
+      const bool prefix = model_->cache_spec().groups[g].retention == kvcache::CacheRetention::kPrefix;
       for (int32_t b = 0; b < pools_.group(g).num_blocks(); ++b, prefix ? ++i : ++wi) {
         bool cold_block = false;
         for (int32_t id : cold->block_table(g)) cold_block = cold_block || id == b;
@@ -223,10 +223,10 @@ TEST_P(V4SequenceOps, ExactReplayWithStateOnlyChunksWritesNoPrefixBlock) {
   const std::vector<float> want = Run(*cold, tokens, {300});
   auto hit = ShareBlocks(*cold, 2, /*window=*/false);
   ASSERT_TRUE(model_->RestoreAt(*hit, 0, RestoreFrom::kNoWindow, pools_).ok());
-  const std::vector<Hash128> before = Digests(CacheRetention::kPrefix);
+  const std::vector<Hash128> before = Digests(kvcache::CacheRetention::kPrefix);
   const std::vector<float> none = Run(*hit, std::span(tokens).subspan(0, 256), {100, 1, 60}, /*state_only=*/true);
   EXPECT_TRUE(none.empty());
-  EXPECT_EQ(Digests(CacheRetention::kPrefix), before) << "a state-only chunk wrote a prefix block";
+  EXPECT_EQ(Digests(kvcache::CacheRetention::kPrefix), before) << "a state-only chunk wrote a prefix block";
   EXPECT_EQ(hit->num_tokens(), 256);
   const std::vector<float> got = Run(*hit, std::span(tokens).subspan(256), {44});
   EXPECT_EQ(got, Rows(want, 256, 44));
@@ -238,15 +238,15 @@ TEST_P(V4SequenceOps, ExactReplayWithStateOnlyChunksWritesNoPrefixBlock) {
 // positions) is recomputed from exact hidden states by then.
 TEST_P(V4SequenceOps, BoundedReplayIsExactWhenTheDependencyConeFits) {
   const V4Config& c = model_->config();
-  ASSERT_LT(c.num_layers * (c.sliding_window - 1), kBlockTokens);
+  ASSERT_LT(c.num_layers * (c.sliding_window - 1), kvcache::kBlockTokens);
   const std::vector<int32_t> tokens = SequenceTokens(300, 10);
   auto cold = model_->NewSequence();
   const std::vector<float> want = Run(*cold, tokens, {300});
   auto hit = ShareBlocks(*cold, 2, /*window=*/false);
   ASSERT_TRUE(model_->RestoreAt(*hit, 128, RestoreFrom::kNoWindow, pools_).ok());
-  const std::vector<Hash128> before = Digests(CacheRetention::kPrefix);
+  const std::vector<Hash128> before = Digests(kvcache::CacheRetention::kPrefix);
   Run(*hit, std::span(tokens).subspan(128, 128), {128}, /*state_only=*/true);
-  EXPECT_EQ(Digests(CacheRetention::kPrefix), before);
+  EXPECT_EQ(Digests(kvcache::CacheRetention::kPrefix), before);
   const std::vector<float> got = Run(*hit, std::span(tokens).subspan(256), {1, 43});
   EXPECT_EQ(got, Rows(want, 256, 44));
 }

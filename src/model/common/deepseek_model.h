@@ -18,7 +18,7 @@ template <class Config, class Weights>
 class DeepSeekModel : public CausalLM {
  public:
   const ModelInfo& info() const override { return info_; }
-  const KvCacheSpec& cache_spec() const override { return spec_; }
+  const kvcache::KvCacheSpec& cache_spec() const override { return spec_; }
 
   int64_t vocab_size() const { return config_.vocab_size; }
   const Config& config() const { return config_; }
@@ -41,7 +41,7 @@ class DeepSeekModel : public CausalLM {
   Checkpoint checkpoint_;
   std::unique_ptr<Weights> weights_;
   ModelInfo info_;
-  KvCacheSpec spec_;
+  kvcache::KvCacheSpec spec_;
   ComputePrecision precision_ = ComputePrecision::kExact;
   ThreadPool* pool_ = nullptr;  // every forward pass runs here
   std::vector<float> main_inv_freq_, compress_inv_freq_;

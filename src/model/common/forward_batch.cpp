@@ -7,7 +7,7 @@
 
 namespace deepinfer::model {
 
-Status CheckPools(const KvCacheSpec& spec, const KvPools& pools) {
+Status CheckPools(const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools) {
   if (pools.num_groups() != spec.groups.size())
     return Status::InvalidArgument("KV pools have " + std::to_string(pools.num_groups()) + " groups; this model has " +
                                    std::to_string(spec.groups.size()));
@@ -21,7 +21,7 @@ Status CheckPools(const KvCacheSpec& spec, const KvPools& pools) {
 }
 
 Status CheckChunk(const SequenceChunk& chunk, const std::string& where, const BatchRules& rules,
-                  const KvCacheSpec& spec, const KvPools& pools, int64_t start, int64_t window_floor) {
+                  const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools, int64_t start, int64_t window_floor) {
   if (chunk.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
   for (int32_t t : chunk.tokens) {
     if (t < 0 || t >= rules.vocab_size)
@@ -39,15 +39,15 @@ Status CheckChunk(const SequenceChunk& chunk, const std::string& where, const Ba
     }
   }
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    const BlockSpan need = BlocksNeeded(spec.groups[g], start, start + len);
+    const kvcache::BlockSpan need = kvcache::BlocksNeeded(spec.groups[g], start, start + len);
     const std::vector<int32_t>& table = chunk.state->block_table(g);
     if (static_cast<int64_t>(table.size()) < need.end)
       return Status::InvalidArgument(where + ": the block table of group '" + spec.groups[g].name + "' covers " +
                                      std::to_string(table.size()) + " blocks; positions up to " +
                                      std::to_string(start + len) + " need " + std::to_string(need.end));
     int64_t first = need.first;
-    if (spec.groups[g].retention == CacheRetention::kWindow)
-      first = std::max(first, std::min(need.end, window_floor / kBlockTokens));
+    if (spec.groups[g].retention == kvcache::CacheRetention::kWindow)
+      first = std::max(first, std::min(need.end, window_floor / kvcache::kBlockTokens));
     for (int64_t b = first; b < need.end; ++b) {
       if (!pools.group(g).contains(table[b]))
         return Status::OutOfRange(where + ": block id " + std::to_string(table[b]) + " (group '" +

@@ -13,8 +13,8 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
+#include "kvcache/kv_cache_spec.h"
 #include "model/causal_lm.h"
-#include "model/kv_cache_spec.h"
 
 namespace deepinfer::model {
 
@@ -40,7 +40,7 @@ struct ChunkRows {
 template <class State>
 struct StepBase {
   ThreadPool* pool = nullptr;  // every parallel part of the step runs here (LoadOptions::pool)
-  KvPools* pools = nullptr;
+  kvcache::KvPools* pools = nullptr;
   const std::vector<float>* main_inv_freq = nullptr;
   const std::vector<float>* compress_inv_freq = nullptr;
   kernels::LinearOptions linear;  // precision of every matrix product
@@ -51,7 +51,7 @@ struct StepBase {
 
 // Fills the shared part of a step.
 template <class State>
-void InitStep(ThreadPool* pool, KvPools* pools, const std::vector<float>* main_inv_freq,
+void InitStep(ThreadPool* pool, kvcache::KvPools* pools, const std::vector<float>* main_inv_freq,
               const std::vector<float>* compress_inv_freq, ComputePrecision precision, StepBase<State>* step) {
   step->pool = pool;
   step->pools = pools;
@@ -72,12 +72,12 @@ struct BatchRules {
 };
 
 // The pools must have the spec's groups with its block sizes.
-Status CheckPools(const KvCacheSpec& spec, const KvPools& pools);
+Status CheckPools(const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools);
 
 // Checks one chunk whose sequence starts at `start` (tokens, logit rows, positions, block tables);
 // `window_floor` is where the window groups' blocks start to be read.
 Status CheckChunk(const SequenceChunk& chunk, const std::string& where, const BatchRules& rules,
-                  const KvCacheSpec& spec, const KvPools& pools, int64_t start, int64_t window_floor);
+                  const kvcache::KvCacheSpec& spec, const kvcache::KvPools& pools, int64_t start, int64_t window_floor);
 
 // The step's residual streams [rows, hc, d]: each row's token embedding (`embed`, F32 or BF16) in all hc
 // streams.
@@ -90,8 +90,8 @@ void ResetForwardOutput(int64_t vocab_size, int64_t hidden_width, ForwardOutput*
 // Checks the whole batch (pools, then each chunk: its state is one of `rules.owner`'s, appears once, and
 // passes CheckChunk) and appends its rows and chunks to the step. Nothing but the step changes on error.
 template <class State>
-Status LayOutBatch(std::span<const SequenceChunk> batch, const BatchRules& rules, const KvCacheSpec& spec,
-                   const KvPools& pools, StepBase<State>* step, bool* want_hidden) {
+Status LayOutBatch(std::span<const SequenceChunk> batch, const BatchRules& rules, const kvcache::KvCacheSpec& spec,
+                   const kvcache::KvPools& pools, StepBase<State>* step, bool* want_hidden) {
   DI_RETURN_IF_ERROR(CheckPools(spec, pools));
   std::unordered_set<const SequenceState*> seen;
   for (size_t ci = 0; ci < batch.size(); ++ci) {

@@ -16,7 +16,8 @@ namespace deepinfer::model {
 
 template <class Config>
 Result<ModelInfo> ModelInfoFromConfig(const std::string& architecture, const Config& c, const std::string& dir,
-                                      const Checkpoint& checkpoint, const KvCacheSpec& spec, std::string draft_kind) {
+                                      const Checkpoint& checkpoint, const kvcache::KvCacheSpec& spec,
+                                      std::string draft_kind) {
   ModelInfo info;
   info.architecture = architecture;
   info.vocab_size = c.vocab_size;

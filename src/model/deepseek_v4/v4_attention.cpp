@@ -41,9 +41,10 @@ void FeedCompressor(const Step& step, const BlockRef& block, const V4CompressorW
           StoreEntry(step, CompressedEntry(step, chunk, group, w.ratio, offset, w.head_dim, pos / w.ratio),
                      entry.data(), w.head_dim);
         }
-        if (boundary >= 0 && (pos + 1) % kBlockTokens == 0)
-          SaveCompressorBoundary(w, state, pos + 1,
-                                 reinterpret_cast<float*>(WindowBlock(step, chunk, pos / kBlockTokens) + boundary));
+        if (boundary >= 0 && (pos + 1) % kvcache::kBlockTokens == 0)
+          SaveCompressorBoundary(
+              w, state, pos + 1,
+              reinterpret_cast<float*>(WindowBlock(step, chunk, pos / kvcache::kBlockTokens) + boundary));
       }
     }
   };

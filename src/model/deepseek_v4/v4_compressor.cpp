@@ -89,7 +89,7 @@ void LoadCompressorBoundary(const V4CompressorWeights& w, V4CompressorState& sta
 
 uint8_t* CompressedEntry(const Step& step, const ChunkRows& chunk, int group, int64_t ratio, int64_t offset,
                          int64_t width, int64_t index) {
-  const int64_t per_block = kBlockTokens / ratio;
+  const int64_t per_block = kvcache::kBlockTokens / ratio;
   const int32_t block = chunk.state->block_table(group)[index / per_block];
   return step.pools->group(group).block(block) + offset + (index % per_block) * width * KvElementBytes(step);
 }
@@ -100,8 +100,8 @@ uint8_t* WindowBlock(const Step& step, const ChunkRows& chunk, int64_t index) {
 }
 
 uint8_t* WindowEntry(const Step& step, const ChunkRows& chunk, int64_t offset, int64_t pos) {
-  return WindowBlock(step, chunk, pos / kBlockTokens) + offset +
-         (pos % kBlockTokens) * step.config->head_dim * KvElementBytes(step);
+  return WindowBlock(step, chunk, pos / kvcache::kBlockTokens) + offset +
+         (pos % kvcache::kBlockTokens) * step.config->head_dim * KvElementBytes(step);
 }
 
 void StoreEntry(const Step& step, uint8_t* dst, const float* src, int64_t n) {

@@ -69,7 +69,7 @@ void V4Model::ComputeCostFigures() {
 
 Result<StepCost> V4Model::EstimateStepCost(std::span<const ChunkShape> chunks) const {
   const V4Config& c = config_;
-  const double kv_element = spec_.groups.empty() || spec_.groups[0].element == CacheElement::kF32 ? 4.0 : 2.0;
+  const double kv_element = spec_.groups.empty() || spec_.groups[0].element == kvcache::CacheElement::kF32 ? 4.0 : 2.0;
   StepCost cost;
   int64_t tokens = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {

@@ -86,17 +86,17 @@ Status V4Model::BuildCacheSpec() {
   // Offsets and sizes in bytes: entries in the KV precision, the boundary state in fp32.
   const int64_t eb = kv_bf16_ ? 2 : 4, fb = static_cast<int64_t>(sizeof(float));
   struct Pending {
-    CacheGroupSpec spec;
+    kvcache::CacheGroupSpec spec;
     int64_t bytes = 0;
   };
   std::vector<Pending> groups;
-  auto group_for = [&](const std::string& name, CacheKind kind, int64_t ratio) -> int {
+  auto group_for = [&](const std::string& name, kvcache::CacheKind kind, int64_t ratio) -> int {
     for (size_t g = 0; g < groups.size(); ++g)
       if (groups[g].spec.kind == kind && groups[g].spec.name == name) return static_cast<int>(g);
     Pending p;
     p.spec.name = name;
     p.spec.kind = kind;
-    p.spec.retention = CacheRetention::kPrefix;
+    p.spec.retention = kvcache::CacheRetention::kPrefix;
     p.spec.ratio = ratio;
     groups.push_back(p);
     return static_cast<int>(groups.size()) - 1;
@@ -105,9 +105,9 @@ Status V4Model::BuildCacheSpec() {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const int64_t r = c.compress_ratios[l];
     if (r == 0) continue;
-    if (kBlockTokens % r != 0)
+    if (kvcache::kBlockTokens % r != 0)
       return Status::Unimplemented("DeepSeek-V4: layer " + std::to_string(l) + "'s compress ratio " +
-                                   std::to_string(r) + " does not divide the " + std::to_string(kBlockTokens) +
+                                   std::to_string(r) + " does not divide the " + std::to_string(kvcache::kBlockTokens) +
                                    "-position KV block");
     auto& list = c.attention_types[l] == V4AttentionType::kCsa ? csa_ratios : hca_ratios;
     if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
@@ -118,40 +118,40 @@ Status V4Model::BuildCacheSpec() {
     return std::string(csa ? "csa_kv" : "hca_kv") + (list.size() > 1 ? std::to_string(r) : "");
   };
   auto index_name = [&](int64_t r) { return "csa_index" + (csa_ratios.size() > 1 ? std::to_string(r) : std::string()); };
-  for (int64_t r : csa_ratios) group_for(kv_name(V4AttentionType::kCsa, r), CacheKind::kCompressed, r);
-  for (int64_t r : hca_ratios) group_for(kv_name(V4AttentionType::kHca, r), CacheKind::kCompressed, r);
-  for (int64_t r : csa_ratios) group_for(index_name(r), CacheKind::kIndexerKeys, r);
+  for (int64_t r : csa_ratios) group_for(kv_name(V4AttentionType::kCsa, r), kvcache::CacheKind::kCompressed, r);
+  for (int64_t r : hca_ratios) group_for(kv_name(V4AttentionType::kHca, r), kvcache::CacheKind::kCompressed, r);
+  for (int64_t r : csa_ratios) group_for(index_name(r), kvcache::CacheKind::kIndexerKeys, r);
   layout_.layers.assign(static_cast<size_t>(c.num_layers), {});
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const int64_t r = c.compress_ratios[l];
     if (r == 0) continue;
     V4CacheLayout::Layer& layer = layout_.layers[l];
-    Pending& kv = groups[group_for(kv_name(c.attention_types[l], r), CacheKind::kCompressed, r)];
-    layer.kv_group = group_for(kv_name(c.attention_types[l], r), CacheKind::kCompressed, r);
+    Pending& kv = groups[group_for(kv_name(c.attention_types[l], r), kvcache::CacheKind::kCompressed, r)];
+    layer.kv_group = group_for(kv_name(c.attention_types[l], r), kvcache::CacheKind::kCompressed, r);
     layer.kv_offset = kv.bytes;
-    kv.bytes += kBlockTokens / r * c.head_dim * eb;
+    kv.bytes += kvcache::kBlockTokens / r * c.head_dim * eb;
     ++kv.spec.num_layers;
     if (c.attention_types[l] == V4AttentionType::kCsa) {
-      layer.index_group = group_for(index_name(r), CacheKind::kIndexerKeys, r);
+      layer.index_group = group_for(index_name(r), kvcache::CacheKind::kIndexerKeys, r);
       Pending& index = groups[layer.index_group];
       layer.index_offset = index.bytes;
-      index.bytes += kBlockTokens / r * c.index_head_dim * eb;
+      index.bytes += kvcache::kBlockTokens / r * c.index_head_dim * eb;
       ++index.spec.num_layers;
     }
   }
   Pending window;
   window.spec.name = "window";
-  window.spec.kind = CacheKind::kSlidingWindow;
-  window.spec.retention = CacheRetention::kWindow;
+  window.spec.kind = kvcache::CacheKind::kSlidingWindow;
+  window.spec.retention = kvcache::CacheRetention::kWindow;
   window.spec.window = c.sliding_window;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     layout_.layers[l].window_offset = window.bytes;
-    window.bytes += kBlockTokens * c.head_dim * eb;
+    window.bytes += kvcache::kBlockTokens * c.head_dim * eb;
     ++window.spec.num_layers;
   }
   if (drafting_) {
     layout_.mtp.window_offset = window.bytes;
-    window.bytes += kBlockTokens * c.head_dim * eb;
+    window.bytes += kvcache::kBlockTokens * c.head_dim * eb;
     ++window.spec.num_layers;
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -176,7 +176,7 @@ Status V4Model::BuildCacheSpec() {
   spec_.groups.clear();
   for (Pending& g : groups) {
     g.spec.bytes_per_block = g.bytes;
-    g.spec.element = kv_bf16_ ? CacheElement::kBF16 : CacheElement::kF32;
+    g.spec.element = kv_bf16_ ? kvcache::CacheElement::kBF16 : kvcache::CacheElement::kF32;
     spec_.groups.push_back(g.spec);
   }
   // Outside the blocks: each compressor's recent raw rows (kv and gate); drafting: recent hidden states.
@@ -224,27 +224,27 @@ Result<std::unique_ptr<SequenceState>> V4Model::Fork(const SequenceState& base) 
   return std::unique_ptr<SequenceState>(std::make_unique<V4SequenceState>(static_cast<const V4SequenceState&>(base)));
 }
 
-Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom from, const KvPools& pools) {
+Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) {
   if (base.owner() != this) return Status::InvalidArgument("RestoreAt: not a sequence state of this model");
   auto& state = static_cast<V4SequenceState&>(base);
-  if (position < 0 || position % kBlockTokens != 0)
+  if (position < 0 || position % kvcache::kBlockTokens != 0)
     return Status::InvalidArgument("RestoreAt: position " + std::to_string(position) + " is not a multiple of " +
-                                   std::to_string(kBlockTokens));
+                                   std::to_string(kvcache::kBlockTokens));
   if (Status s = CheckPools(spec_, pools); !s.ok()) return s.WithContext("RestoreAt");
   for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (spec_.groups[g].retention != CacheRetention::kPrefix) continue;
-    for (int64_t b = 0; b < BlocksFor(position); ++b) {
-      if (!pools.group(g).contains(state.block_at(g, b * kBlockTokens)))
+    if (spec_.groups[g].retention != kvcache::CacheRetention::kPrefix) continue;
+    for (int64_t b = 0; b < kvcache::BlocksFor(position); ++b) {
+      if (!pools.group(g).contains(state.block_at(g, b * kvcache::kBlockTokens)))
         return Status::InvalidArgument("RestoreAt " + std::to_string(position) + ": group '" + spec_.groups[g].name +
                                        "' has no valid block " + std::to_string(b));
     }
   }
   const bool window = from == RestoreFrom::kWindowBlocks && position > 0;
   const size_t wg = static_cast<size_t>(layout_.window_group);
-  const int32_t boundary_block = window ? state.block_at(wg, position - 1) : kNoBlock;
+  const int32_t boundary_block = window ? state.block_at(wg, position - 1) : kvcache::kNoBlock;
   if (window && !pools.group(wg).contains(boundary_block))
     return Status::InvalidArgument("RestoreAt " + std::to_string(position) + " from window blocks: window block " +
-                                   std::to_string(position / kBlockTokens - 1) + " is not valid");
+                                   std::to_string(position / kvcache::kBlockTokens - 1) + " is not valid");
   // Validated: replace the per-sequence state.
   for (V4LayerState& ls : state.layers) ls = V4LayerState{};
   state.draft_steps = 0;
@@ -275,7 +275,7 @@ Status V4Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom fro
   return Status::Ok();
 }
 
-v4::Step V4Model::NewStep(KvPools& pools) const {
+v4::Step V4Model::NewStep(kvcache::KvPools& pools) const {
   v4::Step step;
   InitStep(pool_, &pools, &main_inv_freq_, &compress_inv_freq_, precision_, &step);
   step.config = &config_;
@@ -317,7 +317,7 @@ std::vector<float> V4Model::RunMtp(const v4::Step& step, const float* hidden) co
   return x;
 }
 
-Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) {
+Status V4Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
   if (!drafting_) return Status::FailedPrecondition("DeepSeek-V4: the model was loaded without drafting");
   const V4Config& c = config_;
   const int64_t width = c.hc_mult * c.hidden_size;
@@ -344,7 +344,7 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forward
     if (pos < state->mtp_floor)
       return Status::FailedPrecondition(where + ": no hidden state before position " + std::to_string(slot) +
                                         " to draft from (a fresh or window-less restored sequence needs a Forward first)");
-    const BlockSpan need = BlocksNeeded(spec_.groups[wg], slot, slot + 1);
+    const kvcache::BlockSpan need = kvcache::BlocksNeeded(spec_.groups[wg], slot, slot + 1);
     const std::vector<int32_t>& table = state->block_table(wg);
     if (static_cast<int64_t>(table.size()) < need.end)
       return Status::InvalidArgument(where + ": the window block table does not reach position " + std::to_string(slot));
@@ -376,7 +376,7 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, Forward
   return Status::Ok();
 }
 
-Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
+Status V4Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
   const V4Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (batch.empty()) return Status::Ok();
@@ -436,9 +436,10 @@ Status V4Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, Fo
       }
       for (int64_t i = 0; i < chunk.num_rows; ++i) {
         const int64_t p = chunk.start_pos + i;
-        if ((p + 1) % kBlockTokens != 0) continue;
+        if ((p + 1) % kvcache::kBlockTokens != 0) continue;
         const float* h = streams.data() + (chunk.first_row + i) * width;
-        std::copy(h, h + width, reinterpret_cast<float*>(v4::WindowBlock(step, chunk, p / kBlockTokens) + layout_.hidden_offset));
+        uint8_t* block = v4::WindowBlock(step, chunk, p / kvcache::kBlockTokens);
+        std::copy(h, h + width, reinterpret_cast<float*>(block + layout_.hidden_offset));
       }
     }
   }

@@ -60,12 +60,12 @@ class V4Model : public DeepSeekModel<V4Config, V4Weights> {
   static Result<std::unique_ptr<V4Model>> Load(const std::string& dir, const LoadOptions& options = {});
 
   std::unique_ptr<SequenceState> NewSequence() const override;
-  Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) override;
+  Status Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   int64_t max_rollback() const override { return kV4MaxRollback; }
   Status Truncate(SequenceState& state, int64_t n) override;
   Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) override;
-  Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const KvPools& pools) override;
-  Status Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) override;
+  Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) override;
+  Status Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
 
   const V4CacheLayout& cache_layout() const { return layout_; }
@@ -81,7 +81,7 @@ class V4Model : public DeepSeekModel<V4Config, V4Weights> {
   // The head (hc_head, norm, lm_head) over streams [m, hc, d], into logits [m, vocab].
   void Head(const v4::Step& step, const HyperConnectionWeights& hc_head, const std::vector<float>& norm,
             const float* streams, int64_t m, std::vector<float>* logits) const;
-  v4::Step NewStep(KvPools& pools) const;
+  v4::Step NewStep(kvcache::KvPools& pools) const;
 
   V4CacheLayout layout_;
   bool drafting_ = false;

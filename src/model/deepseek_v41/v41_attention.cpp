@@ -27,7 +27,7 @@ int64_t SourceRatio(const Step& step, int64_t source) {
 
 uint8_t* GroupEntry(const Step& step, const ChunkRows& chunk, int group, int64_t offset, int64_t ratio,
                     int64_t bytes, int64_t index) {
-  const int64_t per_block = kBlockTokens / ratio;
+  const int64_t per_block = kvcache::kBlockTokens / ratio;
   const int32_t block = chunk.state->block_table(group)[index / per_block];
   return step.pools->group(group).block(block) + offset + (index % per_block) * bytes;
 }

@@ -23,12 +23,12 @@ namespace {
 // out of the prefault: faulting them in whole would read the disk for minutes.
 bool IsEngramTable(const TensorInfo& t) { return t.name.find(".engram.embed.") != std::string::npos; }
 
-CacheElement ElementOf(kernels::KvQuant q, int64_t n) {
+kvcache::CacheElement ElementOf(kernels::KvQuant q, int64_t n) {
   switch (kernels::EffectiveKvQuant(q, n)) {
-    case kernels::KvQuant::kFp8Pow2x32: return CacheElement::kFP8E4M3;
+    case kernels::KvQuant::kFp8Pow2x32: return kvcache::CacheElement::kFP8E4M3;
     case kernels::KvQuant::kFp4E4m3x16:
-    case kernels::KvQuant::kFp4Pow2x32: return CacheElement::kFP4E2M1;
-    default: return CacheElement::kF32;
+    case kernels::KvQuant::kFp4Pow2x32: return kvcache::CacheElement::kFP4E2M1;
+    default: return kvcache::CacheElement::kF32;
   }
 }
 
@@ -79,10 +79,12 @@ Status V41Model::BuildCacheSpec() {
       ratios.push_back(c.compress_ratios[src]);
   L.sources.assign(c.kv_source_layer_ids.size(), {});
   for (int64_t r : ratios) {
-    CacheGroupSpec latent{"latent_r" + std::to_string(r), CacheKind::kSharedLatent, CacheRetention::kPrefix, r, 0,
-                          kBlockTokens, 0, ElementOf(L.latent_format, c.head_dim), 0};
-    CacheGroupSpec keys{"index_r" + std::to_string(r), CacheKind::kIndexerKeys, CacheRetention::kPrefix, r, 0,
-                        kBlockTokens, 0, ElementOf(L.key_format, c.index_head_dim), 0};
+    kvcache::CacheGroupSpec latent{"latent_r" + std::to_string(r), kvcache::CacheKind::kSharedLatent,
+                                   kvcache::CacheRetention::kPrefix, r, 0, kvcache::kBlockTokens, 0,
+                                   ElementOf(L.latent_format, c.head_dim), 0};
+    kvcache::CacheGroupSpec keys{"index_r" + std::to_string(r), kvcache::CacheKind::kIndexerKeys,
+                                 kvcache::CacheRetention::kPrefix, r, 0, kvcache::kBlockTokens, 0,
+                                 ElementOf(L.key_format, c.index_head_dim), 0};
     const int latent_group = static_cast<int>(spec_.groups.size());
     const int key_group = latent_group + 1;
     bool any_keys = false;
@@ -91,28 +93,29 @@ Status V41Model::BuildCacheSpec() {
       if (c.compress_ratios[layer] != r) continue;
       L.sources[s].latent_group = latent_group;
       L.sources[s].latent_offset = latent.bytes_per_block;
-      latent.bytes_per_block += kBlockTokens / r * L.latent_bytes;
+      latent.bytes_per_block += kvcache::kBlockTokens / r * L.latent_bytes;
       ++latent.num_layers;
       if (c.layers[layer].index_source) {
         any_keys = true;
         L.sources[s].key_group = key_group;
         L.sources[s].key_offset = keys.bytes_per_block;
-        keys.bytes_per_block += kBlockTokens / r * L.key_bytes;
+        keys.bytes_per_block += kvcache::kBlockTokens / r * L.key_bytes;
         ++keys.num_layers;
       }
     }
     spec_.groups.push_back(latent);
     if (any_keys) spec_.groups.push_back(keys);
   }
-  CacheGroupSpec window{"window", CacheKind::kSlidingWindow, CacheRetention::kWindow, 1, c.sliding_window,
-                        kBlockTokens, 0, ElementOf(L.window_format, c.head_dim), c.num_layers};
+  kvcache::CacheGroupSpec window{"window", kvcache::CacheKind::kSlidingWindow, kvcache::CacheRetention::kWindow, 1,
+                                 c.sliding_window, kvcache::kBlockTokens, 0, ElementOf(L.window_format, c.head_dim),
+                                 c.num_layers};
   L.window_offset.clear();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     L.window_offset.push_back(window.bytes_per_block);
-    window.bytes_per_block += kBlockTokens * L.window_bytes;
+    window.bytes_per_block += kvcache::kBlockTokens * L.window_bytes;
   }
   L.ids_offset = window.bytes_per_block;
-  window.bytes_per_block += kBlockTokens * 4;
+  window.bytes_per_block += kvcache::kBlockTokens * 4;
   L.window_group = static_cast<int>(spec_.groups.size());
   spec_.groups.push_back(window);
   // Outside the blocks: the compressor and Engram rings (see the header).
@@ -187,25 +190,26 @@ Result<std::unique_ptr<SequenceState>> V41Model::Fork(const SequenceState& s) {
   return std::unique_ptr<SequenceState>(std::move(copy));
 }
 
-Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from, const KvPools& pools) {
+Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) {
   if (s.owner() != this) return Status::InvalidArgument("RestoreAt: not a sequence state of this model");
   auto& state = static_cast<V41SequenceState&>(s);
-  if (position < 0 || position % kBlockTokens)
+  if (position < 0 || position % kvcache::kBlockTokens)
     return Status::InvalidArgument("RestoreAt: position " + std::to_string(position) + " is not a multiple of " +
-                                   std::to_string(kBlockTokens));
+                                   std::to_string(kvcache::kBlockTokens));
   if (pools.num_groups() != spec_.groups.size())
     return Status::InvalidArgument("RestoreAt: the pools have " + std::to_string(pools.num_groups()) + " groups, not " +
                                    std::to_string(spec_.groups.size()));
   for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    if (spec_.groups[g].retention != CacheRetention::kPrefix) continue;
-    const int64_t need = BlocksFor(position);
+    if (spec_.groups[g].retention != kvcache::CacheRetention::kPrefix) continue;
+    const int64_t need = kvcache::BlocksFor(position);
     const std::vector<int32_t>& table = state.block_table(g);
     for (int64_t b = 0; b < need; ++b)
       if (b >= static_cast<int64_t>(table.size()) || !pools.group(g).contains(table[b]))
         return Status::InvalidArgument("RestoreAt " + std::to_string(position) + ": group '" + spec_.groups[g].name +
                                        "' has no valid block " + std::to_string(b));
   }
-  const int32_t last = position > 0 ? state.block_at(static_cast<size_t>(layout_.window_group), position - 1) : kNoBlock;
+  const int32_t last =
+      position > 0 ? state.block_at(static_cast<size_t>(layout_.window_group), position - 1) : kvcache::kNoBlock;
   if (from == RestoreFrom::kWindowBlocks && position > 0 && !pools.group(layout_.window_group).contains(last))
     return Status::InvalidArgument("RestoreAt " + std::to_string(position) +
                                    ": the window block before the position is not in the table");
@@ -219,7 +223,7 @@ Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from,
     if (position > 0 && hashing_) {
       const auto* ids = reinterpret_cast<const int32_t*>(pools.group(layout_.window_group).block(last) + layout_.ids_offset);
       for (int64_t p = std::max<int64_t>(0, position - state.engram_capacity); p < position; ++p)
-        state.engram_ids[p % state.engram_capacity] = ids[p % kBlockTokens];
+        state.engram_ids[p % state.engram_capacity] = ids[p % kvcache::kBlockTokens];
     }
   } else {
     state.window_floor = position;
@@ -228,7 +232,7 @@ Status V41Model::RestoreAt(SequenceState& s, int64_t position, RestoreFrom from,
   return Status::Ok();
 }
 
-v41::Step V41Model::NewStep(KvPools& pools) const {
+v41::Step V41Model::NewStep(kvcache::KvPools& pools) const {
   v41::Step step;
   InitStep(pool_, &pools, &main_inv_freq_, &compress_inv_freq_, precision_, &step);
   step.config = &config_;
@@ -238,7 +242,7 @@ v41::Step V41Model::NewStep(KvPools& pools) const {
   return step;
 }
 
-Status V41Model::Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) {
+Status V41Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
   const V41Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
   if (!weights_->dspark) return Status::FailedPrecondition("DeepSeek-V4.1: the model was loaded without drafting");
@@ -354,16 +358,16 @@ Result<StepCost> V41Model::EstimateStepCost(std::span<const ChunkShape> chunks) 
   return cost;
 }
 
-Status V41Model::Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) {
+Status V41Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
   return Run(batch, pools, out, nullptr, nullptr);
 }
 
-Status V41Model::ForwardProbed(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out,
+Status V41Model::ForwardProbed(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out,
                                V41Trace* trace, V41Probe* probe) {
   return Run(batch, pools, out, trace, probe);
 }
 
-Status V41Model::Run(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out, V41Trace* trace,
+Status V41Model::Run(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out, V41Trace* trace,
                      V41Probe* probe) {
   const V41Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);

@@ -55,18 +55,18 @@ class V41Model : public DeepSeekModel<V41Config, V41Weights> {
   static Result<std::unique_ptr<V41Model>> Load(const std::string& dir, const LoadOptions& options = {});
 
   std::unique_ptr<SequenceState> NewSequence() const override;
-  Status Forward(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out) override;
+  Status Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   int64_t max_rollback() const override { return kMaxRollback; }
   Status Truncate(SequenceState& state, int64_t n) override;
   Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) override;
-  Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const KvPools& pools) override;
-  Status Draft(std::span<const DraftChunk> batch, KvPools& pools, ForwardOutput* out) override;
+  Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) override;
+  Status Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
 
   // Forward with test instrumentation: records the collapsed sublayer inputs (trace) and the decisions near
   // their boundary, and flips chosen ones (probe). Either may be null.
-  Status ForwardProbed(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out, V41Trace* trace,
-                       V41Probe* probe);
+  Status ForwardProbed(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out,
+                       V41Trace* trace, V41Probe* probe);
 
   static constexpr int64_t kMaxRollback = 16;
 
@@ -76,9 +76,9 @@ class V41Model : public DeepSeekModel<V41Config, V41Weights> {
  private:
   V41Model() = default;
   Status BuildCacheSpec();
-  Status Run(std::span<const SequenceChunk> batch, KvPools& pools, ForwardOutput* out, V41Trace* trace,
+  Status Run(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out, V41Trace* trace,
              V41Probe* probe);
-  v41::Step NewStep(KvPools& pools) const;
+  v41::Step NewStep(kvcache::KvPools& pools) const;
 
   std::unique_ptr<V41EngramHashing> hashing_;
   V41CacheLayout layout_;

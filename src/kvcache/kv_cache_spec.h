@@ -1,4 +1,4 @@
-// What a model keeps in block-addressed KV storage, declared by the model so that a KV manager (src/kvcache)
+// What a model keeps in block-addressed KV storage, declared by the model so that a KV manager (block_manager.h)
 // can size and share pools with no model knowledge, and the pools themselves.
 //
 // A model's cache is a list of groups. Every group cuts a sequence's positions into blocks of kBlockTokens
@@ -37,18 +37,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kvcache/block_size.h"
 
-namespace deepinfer::model {
-
-// Token positions per block, the same in every group: the prefix-cache unit.
-inline constexpr int64_t kBlockTokens = 128;
-
-// Blocks a sequence of `num_tokens` positions spans.
-inline int64_t BlocksFor(int64_t num_tokens) { return (num_tokens + kBlockTokens - 1) / kBlockTokens; }
-
-// A block table entry for a block the sequence does not hold (e.g. window blocks that fell out of the
-// window, or were never restored).
-inline constexpr int32_t kNoBlock = -1;
+namespace deepinfer::kvcache {
 
 enum class CacheKind {
   kCompressed,     // one entry per `ratio` positions (ratio 1: one per position, as MLA's latents)
@@ -149,4 +140,4 @@ class KvPools {
   std::vector<KvBlockPool> pools_;
 };
 
-}  // namespace deepinfer::model
+}  // namespace deepinfer::kvcache

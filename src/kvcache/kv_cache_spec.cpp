@@ -1,4 +1,4 @@
-#include "model/kv_cache_spec.h"
+#include "kvcache/kv_cache_spec.h"
 
 #include <sys/mman.h>
 
@@ -7,7 +7,7 @@
 #include <limits>
 #include <utility>
 
-namespace deepinfer::model {
+namespace deepinfer::kvcache {
 
 const char* CacheKindName(CacheKind kind) {
   switch (kind) {
@@ -116,4 +116,4 @@ Result<KvPools> KvPools::Create(const KvCacheSpec& spec, int64_t blocks_each) {
   return Create(spec, counts);
 }
 
-}  // namespace deepinfer::model
+}  // namespace deepinfer::kvcache

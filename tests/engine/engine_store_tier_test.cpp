@@ -1,8 +1,6 @@
 // The KV store as the engine's persistent tier: what the engine offers lands in the store under its
 // chained block hashes with exactly the bytes a cold computation gives, and a store reopened (a restart,
 // or a second process) finds and reads them back verified.
-#include "engine/kv_store_tier.h"
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -14,6 +12,7 @@
 
 #include "engine_test_support.h"
 #include "kvcache/block_hash.h"
+#include "kvstore/kv_store_tier.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -36,8 +35,13 @@ class ScratchDir {
   std::string path_;
 };
 
-std::unique_ptr<KvStoreTier> OpenTier(const std::string& dir, const model::CausalLM& m) {
-  auto layout = StoreLayoutFor(m.cache_spec(), m.info(), model::ComputePrecision::kExact, model::KvPrecision::kF32);
+kvstore::StoreModel StoreModelOf(const model::CausalLM& m, model::ComputePrecision compute) {
+  return {m.info().architecture, m.info().weights_fingerprint, model::ComputePrecisionName(compute),
+          model::KvPrecisionName(model::KvPrecision::kF32)};
+}
+
+std::unique_ptr<kvstore::KvStoreTier> OpenTier(const std::string& dir, const model::CausalLM& m) {
+  auto layout = kvstore::StoreLayoutFor(m.cache_spec(), StoreModelOf(m, model::ComputePrecision::kExact));
   EXPECT_TRUE(layout.ok()) << layout.status().ToString();
   kvstore::StoreOptions o;
   o.dir = dir;
@@ -45,17 +49,17 @@ std::unique_ptr<KvStoreTier> OpenTier(const std::string& dir, const model::Causa
   o.sweep_interval_s = 0;
   auto store = kvstore::Store::Open(std::move(o));
   EXPECT_TRUE(store.ok()) << store.status().ToString();
-  return std::make_unique<KvStoreTier>(std::move(store).value(), kvstore::TtlClass::kChat);
+  return std::make_unique<kvstore::KvStoreTier>(std::move(store).value(), kvstore::TtlClass::kChat);
 }
 
 TEST(KvStoreTier, LayoutHoldsThePrefixGroupsAndNamesThePrecision) {
   auto m = LoadFixture();
   ASSERT_NE(m, nullptr);
-  auto layout = StoreLayoutFor(m->cache_spec(), m->info(), model::ComputePrecision::kExact, model::KvPrecision::kF32);
+  auto layout = kvstore::StoreLayoutFor(m->cache_spec(), StoreModelOf(*m, model::ComputePrecision::kExact));
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   size_t prefix_groups = 0;
   for (const auto& g : m->cache_spec().groups) {
-    if (g.retention != model::CacheRetention::kPrefix) {
+    if (g.retention != kvcache::CacheRetention::kPrefix) {
       EXPECT_EQ(layout->description.find(" " + g.name + " "), std::string::npos) << "window groups stay in RAM";
       continue;
     }
@@ -66,8 +70,10 @@ TEST(KvStoreTier, LayoutHoldsThePrefixGroupsAndNamesThePrecision) {
   }
   EXPECT_EQ(prefix_groups, layout->segment_bytes.size());
   EXPECT_EQ(layout->model_fingerprint, m->info().weights_fingerprint);
-  auto bf16 = StoreLayoutFor(m->cache_spec(), m->info(), model::ComputePrecision::kBf16Activations, model::KvPrecision::kF32);
+  EXPECT_NE(layout->description.find(" compute=exact kv=f32"), std::string::npos) << layout->description;
+  auto bf16 = kvstore::StoreLayoutFor(m->cache_spec(), StoreModelOf(*m, model::ComputePrecision::kBf16Activations));
   ASSERT_TRUE(bf16.ok());
+  EXPECT_NE(bf16->description.find(" compute=bf16 kv=f32"), std::string::npos) << bf16->description;
   EXPECT_NE(bf16->Id(), layout->Id());
 }
 
@@ -75,7 +81,7 @@ TEST(KvStoreTier, LayoutHoldsThePrefixGroupsAndNamesThePrecision) {
 std::vector<std::vector<uint8_t>> ColdBlockBytes(const std::vector<int32_t>& prompt, int64_t blocks) {
   auto m = LoadFixture();
   const auto& spec = m->cache_spec();
-  auto pools = model::KvPools::Create(spec, model::BlocksFor(static_cast<int64_t>(prompt.size())) + 2);
+  auto pools = kvcache::KvPools::Create(spec, kvcache::BlocksFor(static_cast<int64_t>(prompt.size())) + 2);
   EXPECT_TRUE(pools.ok());
   model::SequentialBlocks filler(spec, *pools);
   auto state = m->NewSequence();
@@ -87,7 +93,7 @@ std::vector<std::vector<uint8_t>> ColdBlockBytes(const std::vector<int32_t>& pro
   for (int64_t b = 0; b < blocks; ++b) {
     std::vector<uint8_t> bytes;
     for (size_t g = 0; g < spec.groups.size(); ++g) {
-      if (spec.groups[g].retention != model::CacheRetention::kPrefix) continue;
+      if (spec.groups[g].retention != kvcache::CacheRetention::kPrefix) continue;
       const uint8_t* p = pools->group(g).block(state->block_table(g)[static_cast<size_t>(b)]);
       bytes.insert(bytes.end(), p, p + spec.groups[g].bytes_per_block);
     }
@@ -218,14 +224,14 @@ ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, do
   run.tier_timeouts = stats.lower_tier_timeouts;
   run.tier_skipped_blocks = stats.lower_tier_skipped_blocks;
   (*engine)->Shutdown();
-  if (auto* store_tier = dynamic_cast<KvStoreTier*>(tier)) store_tier->store().Flush();
+  if (auto* store_tier = dynamic_cast<kvstore::KvStoreTier*>(tier)) store_tier->store().Flush();
   return run;
 }
 
 // A tier that does not answer lookups until the test lets it (a hung filesystem).
 class HungTier final : public kvcache::LowerTier {
  public:
-  explicit HungTier(KvStoreTier* inner) : inner_(inner), released_(release_.get_future().share()) {}
+  explicit HungTier(kvstore::KvStoreTier* inner) : inner_(inner), released_(release_.get_future().share()) {}
   ~HungTier() override {
     for (auto& t : threads_) t.join();
   }
@@ -248,7 +254,7 @@ class HungTier final : public kvcache::LowerTier {
   double PredictReadSeconds(int64_t blocks) const override { return inner_->PredictReadSeconds(blocks); }
 
  private:
-  KvStoreTier* inner_;
+  kvstore::KvStoreTier* inner_;
   std::promise<void> release_;
   std::shared_future<void> released_;
   std::vector<std::thread> threads_;
@@ -264,13 +270,13 @@ TEST(KvStoreTier, RestartedAndSecondServersHitExactlyAndMatchAColdRun) {
   const ServedRun cold = Serve(prompt, nullptr);
   ASSERT_EQ(cold.hit_tokens, 0);
   auto m = LoadFixture();
-  std::unique_ptr<KvStoreTier> a = OpenTier(dir.path(), *m);
+  std::unique_ptr<kvstore::KvStoreTier> a = OpenTier(dir.path(), *m);
   const ServedRun first = Serve(prompt, a.get());
   EXPECT_EQ(first.hit_tokens, 0);
   EXPECT_EQ(first.ids, cold.ids);
   EXPECT_EQ(a->store().stats().writes_done, 3u);
   // B: a second store on the directory while A's is still open.
-  std::unique_ptr<KvStoreTier> b = OpenTier(dir.path(), *m);
+  std::unique_ptr<kvstore::KvStoreTier> b = OpenTier(dir.path(), *m);
   const ServedRun second = Serve(prompt, b.get());
   // A restarted: its store closed and opened again.
   a.reset();
@@ -345,7 +351,7 @@ TEST(KvStoreTier, AHungTierIsWaitedForOnlyUntilTheTimeout) {
 // A tier that predicts its reads slower than any recomputation (a filesystem measured slow).
 class PessimisticTier final : public kvcache::LowerTier {
  public:
-  explicit PessimisticTier(KvStoreTier* inner) : inner_(inner) {}
+  explicit PessimisticTier(kvstore::KvStoreTier* inner) : inner_(inner) {}
   void Offer(const kvcache::BlockKey& key, std::span<const std::span<const uint8_t>> bytes) override {
     inner_->Offer(key, bytes);
   }
@@ -361,7 +367,7 @@ class PessimisticTier final : public kvcache::LowerTier {
   int reads() const { return reads_; }
 
  private:
-  KvStoreTier* inner_;
+  kvstore::KvStoreTier* inner_;
   std::atomic<int> reads_{0};
 };
 

@@ -1,0 +1,55 @@
+// The KV store as the engine's persistent tier (kvcache::LowerTier): prefix blocks written behind to a
+// directory on an SSD or a shared filesystem, looked up and read back verified at admission. The engine
+// calls it only through LowerTier; the CLI opens the store and hands the tier to the engine.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/hash.h"
+#include "core/status.h"
+#include "kvcache/kv_cache_spec.h"
+#include "kvcache/lower_tier.h"
+#include "kvstore/store.h"
+
+namespace deepinfer::kvstore {
+
+// What names the bytes of a model's blocks besides its cache spec. The strings enter the layout's
+// description verbatim, so a given model must always spell them alike.
+struct StoreModel {
+  std::string architecture;        // the model's architecture name (ModelInfo::architecture)
+  Hash128 weights_fingerprint;     // of the loaded weights
+  std::string compute_precision;   // "exact" or "bf16"
+  std::string kv_precision;        // "f32" or "bf16"
+};
+
+// The store layout of a loaded model: its weights fingerprint and its kPrefix groups (window groups stay
+// in RAM), with a description that spells everything that changes a block's bytes (group names, kinds,
+// ratios, element formats, sizes, layers, compute and KV precision). Fails for a model without any
+// prefix group.
+Result<StoreLayout> StoreLayoutFor(const kvcache::KvCacheSpec& spec, const StoreModel& model);
+
+class KvStoreTier final : public kvcache::LowerTier {
+ public:
+  // `default_ttl` serves requests whose ttl_class is empty or unknown.
+  KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl);
+  ~KvStoreTier() override;
+
+  void Offer(const kvcache::BlockKey& key, std::span<const std::span<const uint8_t>> group_bytes) override;
+  void Lookup(std::vector<kvcache::BlockKey> keys, std::function<void(size_t leading_present)> done) override;
+  void Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> destinations,
+            std::function<void(size_t leading_ok)> done) override;
+  double PredictReadSeconds(int64_t blocks) const override;
+
+  Store& store() { return *store_; }
+  const Store& store() const { return *store_; }
+
+ private:
+  TtlClass ClassOf(std::string_view name) const;
+
+  std::unique_ptr<Store> store_;
+  TtlClass default_ttl_;
+};
+
+}  // namespace deepinfer::kvstore
