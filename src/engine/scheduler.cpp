@@ -130,7 +130,7 @@ StepPlan Scheduler::Schedule() {
     Preempt(PickVictim(nullptr), &plan);
     Plan(&plan);
   }
-  return BuildPlan(plan);
+  return BuildPlan(std::move(plan));
 }
 
 void Scheduler::AbortAll() {

@@ -189,7 +189,7 @@ class Scheduler {
   };
 
   void Plan(std::vector<Work>* plan);
-  StepPlan BuildPlan(const std::vector<Work>& plan);
+  StepPlan BuildPlan(std::vector<Work> plan);
   int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
   Sequence* PickVictim(const Sequence* better_than) const;

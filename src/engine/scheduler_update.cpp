@@ -27,17 +27,18 @@ SamplingSetup Scheduler::SamplingFor(const Sequence* s) const {
   return setup;
 }
 
-StepPlan Scheduler::BuildPlan(const std::vector<Work>& plan) {
+StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
   StepPlan out;
-  current_ = plan;
+  current_ = std::move(plan);
+  const std::vector<Work>& work = current_;
   current_shape_ = StepShape{};
-  if (plan.empty()) return out;
+  if (work.empty()) return out;
   auto send_sampler = [&](Sequence* s) {
     if (s->sampler_sent) return;
     s->sampler_sent = true;
     out.new_samplers.push_back(SamplingFor(s));
   };
-  for (const Work& w : plan) {
+  for (const Work& w : work) {
     Sequence* s = w.seq;
     send_sampler(s);
     PlannedChunk c;
