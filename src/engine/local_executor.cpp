@@ -99,7 +99,9 @@ Result<Executor::ConstraintTicket> LocalExecutor::PrepareConstraints(const Reque
   entry.prepared = constraint_masks_->Prepare(constraint, [this, handle, on_ready = std::move(on_ready)] {
     on_ready(handle, MakePreparedMasks(handle));
   });
-  if (!entry.prepared->ready()) return ConstraintTicket{handle, false};
+  // A grammar always reports through on_ready, even when its compile thread has already finished: its
+  // outcome (masks or a compile error that fails the request) then reaches the scheduler one way only.
+  if (constraint.grammar) return ConstraintTicket{handle, false};
   auto masks = entry.prepared->MakeMasks(n);
   if (!masks.ok()) {
     constraints_.erase(handle);
