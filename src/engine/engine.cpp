@@ -255,19 +255,6 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   r->root = kvcache::RootHash(weights_fingerprint_, ComputeName(options_.compute_precision),
                               model::KvPrecisionName(options_.kv_precision), r->params.cache_salt);
   const int n = rp.n;
-  // A grammar compiles on the executor's compile threads from now on; the request waits, unscheduled,
-  // until the step thread hears that it is done.
-  Inbox* inbox = &inbox_;
-  DI_ASSIGN_OR_RETURN(const Executor::ConstraintTicket ticket,
-                      executor_->PrepareConstraints(r->params, n, [inbox](uint64_t handle, Status status) {
-                        {
-                          MutexLock lock(&inbox->mu);
-                          inbox->compiled_constraints.emplace_back(handle, std::move(status));
-                        }
-                        inbox->cv.Signal();
-                      }));
-  r->constraint = ticket.handle;
-  r->constraint_ready = ticket.ready;
   r->use_counts = rp.repetition_penalty != 1.0 || rp.presence_penalty != 0 || rp.frequency_penalty != 0;
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Sequence>();
@@ -292,7 +279,10 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   }
   r->out = out;
 
-  const uint64_t constraint = r->constraint;
+  // The constraint's compile starts under the inbox lock, after the checks that refuse a request: its
+  // outcome (Executor::PrepareConstraints's on_ready, on a compile thread) takes the same lock to report, so
+  // it reaches the step thread together with its request or after it, never before, and a refused request
+  // starts no compile.
   Status refused;
   RequestId id = 0;
   {
@@ -305,20 +295,31 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
       refused = Status::Unavailable("engine: the waiting queue is full (" + std::to_string(options_.max_waiting) +
                                     " requests)");
     } else {
-      r->id = inbox_.next_id++;
-      r->order = inbox_.next_order++;
-      r->seed = rp.seed ? *rp.seed : SplitMix64(inbox_.seed_state += 0x9E3779B97F4A7C15ull);
-      out->id = r->id;
-      out->seed = r->seed;
-      ++inbox_.waiting_fresh;
-      id = r->id;
-      inbox_.new_requests.push_back(std::move(r));
+      Inbox* inbox = &inbox_;
+      auto ticket = executor_->PrepareConstraints(r->params, n, [inbox](uint64_t handle, Status status) {
+        {
+          MutexLock report(&inbox->mu);
+          inbox->compiled_constraints.emplace_back(handle, std::move(status));
+        }
+        inbox->cv.Signal();
+      });
+      if (!ticket.ok()) {
+        refused = ticket.status();
+      } else {
+        r->constraint = ticket->handle;
+        r->constraint_ready = ticket->ready;
+        r->id = inbox_.next_id++;
+        r->order = inbox_.next_order++;
+        r->seed = rp.seed ? *rp.seed : SplitMix64(inbox_.seed_state += 0x9E3779B97F4A7C15ull);
+        out->id = r->id;
+        out->seed = r->seed;
+        ++inbox_.waiting_fresh;
+        id = r->id;
+        inbox_.new_requests.push_back(std::move(r));
+      }
     }
   }
-  if (!refused.ok()) {
-    if (constraint != 0) executor_->DropConstraints(constraint);
-    return refused;
-  }
+  if (!refused.ok()) return refused;
   inbox_.cv.Signal();
   return id;
 }

@@ -31,7 +31,8 @@ class Executor : public PrefixBlockBytes {
   // the request has none) until its outputs' SamplingSetups name it. Scripted tokens are ready at once; a
   // grammar compiles on the executor's compile threads (never the caller's or the step thread), after which
   // `on_ready(handle, status)` runs on a compile thread, once (it must not block): status is the compile's
-  // error, or ok with the masks kept. Errors here (a grammar beside a script, a grammar without a
+  // error, or ok with the masks kept. It never runs inside this call, so the caller may hold a lock that
+  // on_ready takes. Errors here (a grammar beside a script, a grammar without a
   // vocabulary) keep nothing.
   struct ConstraintTicket {
     uint64_t handle = 0;

@@ -3,6 +3,9 @@
 // grammar-constrained one), bad input is a kInvalidArgument naming the field, and a grammar compiles off
 // the step thread (its error finishes the request with kError).
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 #include "engine/request_codec.h"
@@ -294,6 +297,44 @@ TEST(RequestCodec, GrammarsCompileOnceAndAFailedCompileFinishesWithError) {
   refused = engine->AddRequest(Prompt(10, 1), p, [](RequestUpdate) {});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+}
+
+// A compile answered from the cache can finish before AddRequest returns; its outcome must still find its
+// request (a report that reached the step thread first would leave the request waiting forever). Each
+// request is waited for with a deadline, so a stranded one fails the test instead of hanging it.
+TEST(RequestCodec, ACompileThatFinishesAtOnceNeverStrandsItsRequest) {
+  EngineOptions options;
+  options.constraint_compiler = ByteCompiler();
+  auto compiler = options.constraint_compiler;
+  auto engine = MakeEngine(options);
+  ASSERT_TRUE(engine);
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = 1;
+  grammar::ConstraintSpec spec;
+  spec.kind = grammar::ConstraintSpec::Kind::kRegex;
+  spec.text = "ab+";
+  ASSERT_TRUE(compiler->Compile(spec).ok());
+  p.constraint.grammar = spec;
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    int finished = 0;
+  };
+  auto done = std::make_shared<Done>();
+  constexpr int kRequests = 300;
+  for (int i = 0; i < kRequests; ++i) {
+    auto id = engine->AddRequest(Prompt(4, i % 7), p, [done](RequestUpdate u) {
+      if (!u.finished) return;
+      std::lock_guard<std::mutex> lock(done->mu);
+      ++done->finished;
+      done->cv.notify_all();
+    });
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    std::unique_lock<std::mutex> lock(done->mu);
+    ASSERT_TRUE(done->cv.wait_for(lock, std::chrono::seconds(20), [&] { return done->finished == i + 1; }))
+        << "request " << i << " never finished";
+  }
 }
 
 }  // namespace
