@@ -75,7 +75,10 @@ Check ReadEffort(const Json& obj, const char* key, const std::string& path, std:
 // The `strict: true` rewrite of a schema as deepseek-recipe reads it (schema_checks.cpp): each type keeps its
 // own keywords, every object schema gets additionalProperties false and all of its properties required (a
 // `required` list naming a different set is an error). Errors carry the oracle's messages.
-enum class StrictSchemaUse { kToolParameters, kResponseFormat };
+// kToolCallGrammar: the tool-parameters rewrite that also keeps the length and count bounds (minLength,
+// maxLength, minItems, maxItems) the oracle drops from the prompt, so the tool-call grammar holds the
+// arguments to the bounds the client sent, as response_format does.
+enum class StrictSchemaUse { kToolParameters, kResponseFormat, kToolCallGrammar };
 Check NormalizeStrictSchema(const Json& schema, StrictSchemaUse use, const std::string& param, Json* out);
 // The meta-schema's rules for the keywords a schema uses (types, counts, bounds, subschema shapes), as
 // deepseek-recipe checks every schema it is given; `message_prefix` names the schema in the message.
