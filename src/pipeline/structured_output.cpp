@@ -59,8 +59,9 @@ CallRules ReadCallRules(std::string_view body, recipe::Protocol protocol) {
 }
 
 // The tool-call grammar's spec (ChooseTools has already narrowed the tools to a named tool_choice's and
-// rewritten strict schemas): constrained tools by their call schema, the others (or all, with
-// `free_arguments`) with any arguments; `answer` is what the output may be instead of calls.
+// rewritten strict schemas): strict tools by their call schema, the others by their schema as written;
+// with `free_arguments` (the grammar could not take those schemas) every tool not marked strict takes any
+// arguments. `answer` is what the output may be instead of calls.
 grammar::ConstraintSpec ToolCallSpec(const recipe::ParsedRequest& request, const CallRules& rules,
                                      recipe::ModelVersion version, const grammar::ToolCallAnswer& answer,
                                      bool free_arguments) {
@@ -77,8 +78,17 @@ grammar::ConstraintSpec ToolCallSpec(const recipe::ParsedRequest& request, const
   tools.answer = answer;
   if (rules.one_call) tools.max_calls = 1;
   for (const recipe::ToolDefinition& tool : c.tools) {
-    const bool free = free_arguments || tool.call_schema.is_null();
-    tools.tools.push_back({tool.name, free ? std::string() : tool.call_schema.dump(), free});
+    const bool best_effort = free_arguments && !tool.strict.value_or(false);
+    if (!tool.call_schema.is_null() && !best_effort) {
+      tools.tools.push_back({tool.name, tool.call_schema.dump(), false});
+    } else if (!best_effort && !tool.custom && tool.parameters.is_object() && tool.parameters.contains("properties")) {
+      // A tool that is not strict: its schema as written where the grammar can take it, as vLLM and SGLang
+      // constrain a forced call (clients such as instructor send schemas they expect honoured without
+      // `strict`). A schema without properties says nothing about the members: any arguments.
+      tools.tools.push_back({tool.name, tool.parameters.dump(), false});
+    } else {
+      tools.tools.push_back({tool.name, std::string(), true});
+    }
   }
   grammar::ConstraintSpec spec;
   spec.kind = grammar::ConstraintSpec::Kind::kToolCalls;
@@ -152,9 +162,9 @@ std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body,
     return recipe::RequestError{500, "api_error", "", "structured output is unavailable: " + vocab.status().message()};
   }
   auto bound = compiler.Compile(spec);
-  if (!bound.ok() && tool_grammar && !explicit_strict && HasConstrainedTools(c)) {
-    // An implicitly strict tool whose schema the grammar cannot take: best-effort calls, as OpenAI's
-    // Responses API falls back to for a schema it cannot make strict.
+  if (!bound.ok() && tool_grammar) {
+    // A schema of a tool not marked strict that the grammar cannot take: best-effort calls, as OpenAI's
+    // Responses API falls back to for a schema it cannot make strict. (A strict tool's failure stays.)
     spec = ToolCallSpec(request, rules, options.model_version, answer, true);
     bound = compiler.Compile(spec);
   }

@@ -9,7 +9,8 @@
 //
 // Tools constrain the DSML tool-call block (grammar/tool_calls.h) to the request's tools: a tool with a
 // call schema (strict: `strict: true`, or a Responses function tool without `strict` whose schema can be made
-// strict) by that schema, the others with any JSON object as arguments. The tool-call grammar applies when
+// strict) by that schema, the others by their schema as written where the grammar can take it (any JSON
+// object as arguments where it cannot, or where the schema lists no properties). The grammar applies when
 // a call is forced (tool_choice "required" or a named tool: the prompt has opened the block, so the output
 // must be calls and a response format has no say; Anthropic "any"), when some tool is strict (free text
 // first, the block optional), and when the protocol's JSON format (response_format, text.format,

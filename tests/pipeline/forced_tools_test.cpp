@@ -2,7 +2,7 @@
 // as byte strings the compiled grammar accepts or refuses, written out by hand in deepseek-recipe's V4
 // layout (grammar/tool_calls.h; `｜DSML｜` is the vocabulary index's marker bytes M):
 //  - a forced call (a named tool, "required", Anthropic "any") is constrained to the listed tools even when
-//    they are not strict (any JSON object as arguments), and a response format beside it has no say;
+//    they are not strict (their schema as written, best effort), and a response format beside it has no say;
 //  - strict tools beside a response format: the formatted answer or calls, nothing else;
 //  - Responses function tools without `strict` are strict where their schema can be, Chat's are not;
 //  - a strict Chat tool's call keeps the length and count bounds the oracle's rewrite drops from the prompt.
@@ -83,13 +83,22 @@ Json ResponsesFormat() {
 
 class ForcedTools : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // One tokenizer and vocabulary index for the suite (indexing the vocabulary is most of a test's time).
+  static void SetUpTestSuite() {
     auto t = tokenizer::LoadTokenizer("deepseek-v4");
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tok_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-    options_.tokenizer = tok_.get();
+    tok_ = new tokenizer::Tokenizer(std::move(*t));
+    compiler_ = new std::shared_ptr<sampling::ConstraintCompiler>(std::make_shared<sampling::ConstraintCompiler>(tok_));
+  }
+  static void TearDownTestSuite() {
+    delete compiler_;
+    delete tok_;
+  }
+
+  void SetUp() override {
+    options_.tokenizer = tok_;
     options_.model_version = recipe::ModelVersion::kV4;
-    options_.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(tok_.get());
+    options_.constraint_compiler = *compiler_;
   }
 
   // The grammar spec the request gets (nullopt: none); the request must be accepted.
@@ -120,7 +129,8 @@ class ForcedTools : public ::testing::Test {
     return std::move(*cg);
   }
 
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  static inline tokenizer::Tokenizer* tok_ = nullptr;
+  static inline std::shared_ptr<sampling::ConstraintCompiler>* compiler_ = nullptr;
   PrepareOptions options_;
 };
 
@@ -138,12 +148,11 @@ TEST_F(ForcedTools, NamedNonStrictToolBesideAFormatIsTheCall) {
     auto cg = ToolGrammar(protocol, body);
     ASSERT_TRUE(cg);
     EXPECT_TRUE(cg->Matches(Invoke("lookup", {Param("q", true, "weather in Oslo")}) + kEnd));
-    // Not strict: any parameters, raw or JSON.
-    EXPECT_TRUE(cg->Matches(Invoke("lookup", {Param("limit", false, "[1, {\"a\": null}]"), Param("q", true, "")}) + kEnd));
-    EXPECT_TRUE(cg->Matches(Invoke("lookup", {}) + kEnd));
+    // Not strict: its schema as written, best effort (only its properties, the required ones present).
+    EXPECT_FALSE(cg->Matches(Invoke("lookup", {Param("limit", false, "[1]"), Param("q", true, "")}) + kEnd));
+    EXPECT_FALSE(cg->Matches(Invoke("lookup", {}) + kEnd));
     EXPECT_FALSE(cg->Matches(R"({"answer":"x"})"));
     EXPECT_FALSE(cg->Matches(Invoke("search", {}) + kEnd));
-    EXPECT_FALSE(cg->Matches(Invoke("lookup", {Param("two words", true, "x")}) + kEnd));
     EXPECT_FALSE(cg->Matches(""));
   }
 }
@@ -156,9 +165,18 @@ TEST_F(ForcedTools, RequiredNonStrictToolsAreConstrainedToTheList) {
   auto cg = ToolGrammar(recipe::Protocol::kChatCompletions, ChatBody(tools, "required"));
   ASSERT_TRUE(cg);
   EXPECT_TRUE(cg->Matches(Invoke("lookup", {Param("q", true, "x")}) + "\n" + Invoke("ping", {}) + kEnd));
+  // A schema without properties constrains nothing but the call: any parameters, raw or JSON.
+  EXPECT_TRUE(cg->Matches(Invoke("ping", {Param("n", false, "[1, {\"a\": null}]"), Param("note", true, "hi")}) + kEnd));
+  EXPECT_FALSE(cg->Matches(Invoke("ping", {Param("two words", true, "x")}) + kEnd));
   EXPECT_FALSE(cg->Matches(Invoke("rm", {}) + kEnd));
   EXPECT_FALSE(cg->Matches("I would rather not."));
   EXPECT_FALSE(Constraint(recipe::Protocol::kChatCompletions, ChatBody(tools, "auto")));
+  // A schema the grammar cannot take (a look-behind) is no error for a tool not marked strict: any arguments.
+  const Json odd = Json::parse(R"({"type":"object","properties":{"p":{"type":"string","pattern":"(?<=a)b"}}})");
+  auto best_effort = ToolGrammar(recipe::Protocol::kChatCompletions,
+                                 ChatBody(Json::array({ChatTool("odd", odd, std::nullopt)}), "required"));
+  ASSERT_TRUE(best_effort);
+  EXPECT_TRUE(best_effort->Matches(Invoke("odd", {Param("p", true, "zzz"), Param("q", false, "1")}) + kEnd));
 
   const Json messages = {{"model", "m"},
                          {"max_tokens", 50},
