@@ -24,8 +24,9 @@
 //  - every other parameter with string="false" and its value as JSON in Python json.dumps spacing,
 //    compiled by the JSON Schema front end, integers without a fraction (a constrained string such as one with a pattern or a format
 //    is therefore a JSON string literal with string="false", which the output parser decodes the same).
-// A tool with free arguments (a non-strict tool whose call is forced) takes any parameters: names of
-// printable characters without space, quote, backslash or '｜', each value raw text or any JSON value.
+// A tool with free arguments (one that is not strict and whose schema lists no properties, or one this
+// grammar cannot take) takes any parameters: names of printable characters without space, quote,
+// backslash or '｜', each value raw text or any JSON value.
 //
 // Outside an opened block the output is free text before an optional block, or, with an answer format
 // (response_format / text.format beside the tools), either that JSON answer or a block with no text before
