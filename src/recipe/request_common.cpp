@@ -289,7 +289,7 @@ Check CheckToolSchemas(Conversation& c, Protocol protocol) {
         tool.call_schema = raw;
       } else if (protocol == Protocol::kResponses && !tool.strict && !tool.custom) {
         Json rewritten;
-        if (!NormalizeStrictSchema(raw, StrictSchemaUse::kToolCallGrammar, "tools", &rewritten)) {
+        if (!NormalizeStrictSchema(raw, StrictSchemaUse::kImplicitToolCallGrammar, "tools", &rewritten)) {
           tool.call_schema = std::move(rewritten);
         }
       }

@@ -60,7 +60,8 @@ struct StrictWalk {
   std::string prefix;  // "Invalid tool parameters schema : " or "Invalid json schema: "
   std::string param;
   bool semantic = false;
-  bool keep_bounds = false;  // minLength / maxLength / minItems / maxItems survive the rewrite
+  bool keep_bounds = false;       // minLength / maxLength / minItems / maxItems survive the rewrite
+  bool any_required_list = false;  // a `required` list need not name every property
 
   RequestError Serde(const std::string& message) const { return Invalid(param, prefix + message); }
   RequestError Plain(const std::string& message) const { return Invalid(param, message); }
@@ -224,7 +225,7 @@ struct StrictWalk {
     }
     Json description = Json::object();
     DI_REQ_CHECK(String(node, "description", &description));
-    if (semantic && has_required) {
+    if (semantic && has_required && !any_required_list) {
       std::unordered_set<std::string> seen;
       for (const std::string& name : required_names) {
         if (!seen.insert(name).second) return Plain("Duplicate required property '" + name + "'");
@@ -327,7 +328,8 @@ std::optional<std::string> KeywordError(const Json& node, std::vector<const Json
 Check NormalizeStrictSchema(const Json& schema, StrictSchemaUse use, const std::string& param, Json* out) {
   const bool tool = use != StrictSchemaUse::kResponseFormat;
   StrictWalk walk{tool ? "Invalid tool parameters schema : " : "Invalid json schema: ", param};
-  walk.keep_bounds = use == StrictSchemaUse::kToolCallGrammar;
+  walk.keep_bounds = use == StrictSchemaUse::kToolCallGrammar || use == StrictSchemaUse::kImplicitToolCallGrammar;
+  walk.any_required_list = use == StrictSchemaUse::kImplicitToolCallGrammar;
   // Tool parameters may be an object with no properties (a tool that takes none); a response format may not.
   DI_REQ_CHECK(walk.Node(schema, tool, out));
   walk.semantic = true;

@@ -213,7 +213,7 @@ TEST_F(ForcedTools, StrictToolsBesideAFormatAnswerOrCall) {
 
 // OpenAI's Responses default: a function tool without `strict` is strict when its schema can be made
 // strict (every property required, no others); `strict: false` opts out; a schema the strict rewrite cannot
-// read stays best-effort. The prompt is the oracle's, which reads the tool as non-strict.
+// read (an untyped property) stays best-effort. The prompt is the oracle's, which reads the tool as non-strict.
 TEST_F(ForcedTools, ResponsesToolsAreStrictByDefault) {
   const Json schema = Json::parse(R"({"type":"object","properties":{"city":{"type":"string","enum":["Oslo","Rome"]},
     "days":{"type":"integer"}}})");
@@ -225,6 +225,14 @@ TEST_F(ForcedTools, ResponsesToolsAreStrictByDefault) {
   EXPECT_TRUE(cg->Matches("No call."));
   EXPECT_FALSE(cg->Matches(kOpen + Invoke("weather", {Param("city", true, "Paris"), days}) + kEnd));
   EXPECT_FALSE(cg->Matches(kOpen + Invoke("weather", {oslo}) + kEnd));  // every property is required
+  // So with a `required` list naming only some (OpenAI's normalization makes all of them required).
+  Json partial = schema;
+  partial["required"] = Json::array({"city"});
+  auto normalized = ToolGrammar(recipe::Protocol::kResponses,
+                                ResponsesBody(Json::array({ResponsesTool("weather", partial, std::nullopt)}), "auto"));
+  ASSERT_TRUE(normalized);
+  EXPECT_TRUE(normalized->Matches(kOpen + Invoke("weather", {oslo, days}) + kEnd));
+  EXPECT_FALSE(normalized->Matches(kOpen + Invoke("weather", {oslo}) + kEnd));
 
   EXPECT_FALSE(Constraint(recipe::Protocol::kResponses,
                           ResponsesBody(Json::array({ResponsesTool("weather", schema, false)}), "auto")));

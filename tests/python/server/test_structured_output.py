@@ -292,16 +292,15 @@ def test_chat_forced_loose_tool_beside_response_format_streams_the_call(oai):
     jsonschema.validate(json.loads(calls[0]["arguments"]), LOOSE_WEATHER)
 
 
-# Responses: a function tool without `strict` is strict by default where its schema can be made strict (here: no
-# `required` list, so the rewrite requires every property); with text.format and tool_choice "required" the
-# output is one call under that rewrite. Strict tools beside
+# Responses: a function tool without `strict` is strict by default where its schema can be made strict (the
+# rewrite requires every property, though the schema requires only `city`); with text.format and tool_choice
+# "required" the output is one call under that rewrite. Strict tools beside
 # text.format without a forced call: the output is the formatted answer or calls, each valid.
 @pytest.mark.parametrize("seed", [62, 63, 64])
 def test_responses_tools_beside_text_format(oai, seed):
     fmt = {"format": {"type": "json_schema", "name": "answer", "schema": WEATHER, "strict": True}}
     forced = oai.responses.create(model=MODEL, input="Weather?", max_output_tokens=400, temperature=1.0,
-                                  tools=[{"type": "function", "name": "get_weather",
-                                          "parameters": {"type": "object", "properties": WEATHER["properties"]}}],
+                                  tools=[{"type": "function", "name": "get_weather", "parameters": LOOSE_WEATHER}],
                                   tool_choice="required", parallel_tool_calls=False, text=fmt,
                                   extra_body={"reasoning": {"effort": "none"}, "seed": seed}, stream=True)
     done = [e.response for e in forced if e.type == "response.completed"]
