@@ -209,6 +209,18 @@ TEST_F(ForcedTools, StrictToolsBesideAFormatAnswerOrCall) {
     EXPECT_FALSE(cg->Matches("It is sunny."));
     EXPECT_FALSE(cg->Matches(R"({"answer":"sunny"})" + kOpen + Invoke("lookup", {Param("q", true, "x")}) + kEnd));
   }
+  // Anthropic's output_config.format beside strict tools: the same choice.
+  const Json messages = {{"model", "m"},
+                         {"max_tokens", 50},
+                         {"messages", Json::array({{{"role", "user"}, {"content", "hi"}}})},
+                         {"tools", Json::array({{{"name", "lookup"}, {"strict", true}, {"input_schema", kLookupSchema}}})},
+                         {"output_config", {{"format", {{"type", "json_schema"}, {"schema", kAnswerSchema}}}}},
+                         {"thinking", {{"type", "disabled"}}}};
+  auto cg = ToolGrammar(recipe::Protocol::kMessages, messages);
+  ASSERT_TRUE(cg);
+  EXPECT_TRUE(cg->Matches(R"({"answer":"sunny"})"));
+  EXPECT_TRUE(cg->Matches(kOpen + Invoke("lookup", {Param("q", true, "x")}) + kEnd));
+  EXPECT_FALSE(cg->Matches("It is sunny."));
 }
 
 // OpenAI's Responses default: a function tool without `strict` is strict when its schema can be made
