@@ -36,7 +36,7 @@ fi
 requirements=(requirements-test.txt)
 [ "${1:-}" = "--reference" ] && requirements+=(requirements-reference.txt)
 stamp=".venv/.deepinfer-requirements"
-want="$(cat "${requirements[@]}" | sha256sum | cut -d' ' -f1)"
+want="$(cat "${requirements[@]}" requirements-test-nodeps.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
@@ -47,6 +47,8 @@ if [ "$have" != "$want" ] && ! grep -qx "$want" "$stamp.all" 2>/dev/null; then
   echo "setup: installing Python packages (${requirements[*]})"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   for r in "${requirements[@]}"; do .venv/bin/python -m pip install -q --disable-pip-version-check -r "$r"; done
+  # Packages whose pins conflict with the SDKs above, installed without their dependencies (the file says why).
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-test-nodeps.txt
   echo "$want" > "$stamp"
   echo "$want" >> "$stamp.all"
 fi

@@ -61,8 +61,11 @@ class Builder {
       ExprId open = g_.Seq({g_.Literal("\n\n"), StartTag(tags_.calls), g_.Literal(">\n")});
       if (spec_.must_call) {
         g_.Define(root, g_.Seq({open, body}));
-      } else {
+      } else if (spec_.answer.kind == ToolCallAnswer::Kind::kText) {
         g_.Define(root, g_.Seq({RawText(), g_.Optional(g_.Seq({open, body}))}));
+      } else {
+        DI_ASSIGN_OR_RETURN(ExprId answer, Answer());
+        g_.Define(root, g_.Alt({answer, g_.Seq({open, body})}));
       }
     }
     g_.set_root(root);
@@ -84,10 +87,58 @@ class Builder {
 
   static std::string Where(const ToolCallTool& tool) { return "tool \"" + tool.name + "\": parameters"; }
 
+  // The answer format's JSON, as response_format alone would constrain it.
+  Result<ExprId> Answer() {
+    JsonSchemaOptions options;
+    options.strict = spec_.answer.strict;
+    Grammar answer;
+    if (spec_.answer.kind == ToolCallAnswer::Kind::kJsonObject) {
+      answer = JsonObjectGrammar(options);
+    } else {
+      auto compiled = JsonSchemaToGrammar(spec_.answer.schema, options);
+      if (!compiled.ok()) return Status(compiled.status().code(), "answer format: " + compiled.status().message());
+      answer = std::move(*compiled);
+    }
+    return g_.Ref(g_.Import(answer, "answer."));
+  }
+
+  // One parameter of any name with any value (a tool with free arguments). The name is what the output
+  // parser copies between quotes into the arguments JSON, up to the space before `string=`.
+  ExprId FreeParameter() {
+    if (free_parameter_ != kNone) return free_parameter_;
+    ExprId name = g_.Repeat(g_.Chars({{0x21, 0x21},
+                                      {0x23, 0x5B},
+                                      {0x5D, 0x7E},
+                                      {0xA0, 0xD7FF},
+                                      {0xE000, kFullWidthBar - 1},
+                                      {kFullWidthBar + 1, 0x10FFFF}}),
+                            1, kUnbounded);
+    JsonSchemaOptions options;
+    options.whitespace = JsonSchemaOptions::Whitespace::kPython;
+    options.integer_fraction = false;
+    auto any = JsonSchemaToGrammar("{}", options);
+    ExprId json = any.ok() ? g_.Ref(g_.Import(*any, "free.")) : g_.Literal("null");
+    ExprId value = g_.Alt({g_.Seq({g_.Literal("true\">"), RawText()}), g_.Seq({g_.Literal("false\">"), json})});
+    const uint32_t rule = g_.AddRule("free_parameter");
+    g_.Define(rule, g_.Seq({StartTag(tags_.parameter), g_.Literal(" name=\""), name, g_.Literal("\" string=\""), value,
+                            EndTag(tags_.parameter)}));
+    free_parameter_ = g_.Ref(rule);
+    return free_parameter_;
+  }
+
   Result<ExprId> Invoke(const ToolCallTool& tool, size_t index) {
     if (tool.name.empty() || tool.name.find_first_of("\"<>\n") != std::string::npos ||
         tool.name.find("｜") != std::string::npos) {
       return Status::InvalidArgument("tool \"" + tool.name + "\": the name cannot be written in a DSML invoke tag");
+    }
+    ExprId head = g_.Seq({StartTag(tags_.invoke), g_.Literal(" name=\"" + tool.name + "\">\n")});
+    ExprId end = tags_.separated ? g_.Seq({g_.Literal("\n"), EndTag(tags_.invoke)}) : EndTag(tags_.invoke);
+    if (tool.free_arguments) {
+      const ExprId p = FreeParameter();
+      ExprId list = tags_.separated
+                        ? g_.Optional(g_.Seq({p, g_.Repeat(g_.Seq({g_.Literal("\n"), p}), 0, kUnbounded)}))
+                        : g_.Repeat(g_.Seq({p, g_.Literal("\n")}), 0, kUnbounded);
+      return g_.Seq({head, list, end});
     }
     std::vector<ExprId> params;
     std::vector<uint8_t> required;
@@ -96,7 +147,6 @@ class Builder {
       if (!parsed.ok()) return Status::InvalidArgument(Where(tool) + ": " + parsed.status().message());
       DI_RETURN_IF_ERROR(Parameters(tool, *parsed, index, &params, &required));
     }
-    ExprId head = g_.Seq({StartTag(tags_.invoke), g_.Literal(" name=\"" + tool.name + "\">\n")});
     ExprId list;
     if (params.empty()) {
       list = g_.Empty();
@@ -107,7 +157,6 @@ class Builder {
       for (ExprId& p : params) p = g_.Seq({p, g_.Literal("\n")});
       list = g_.SepList(params, required, g_.Empty(), false, false, 0, kUnbounded);
     }
-    ExprId end = tags_.separated ? g_.Seq({g_.Literal("\n"), EndTag(tags_.invoke)}) : EndTag(tags_.invoke);
     return g_.Seq({head, list, end});
   }
 
@@ -230,6 +279,7 @@ class Builder {
   Tags tags_;
   Grammar g_;
   ExprId raw_text_ = kNone;
+  ExprId free_parameter_ = kNone;
 };
 
 void PutField(std::string* out, std::string_view s) {
@@ -258,9 +308,13 @@ std::string SerializeToolCallSpec(const ToolCallGrammarSpec& spec) {
   PutField(&out, std::to_string(static_cast<int>(spec.dialect)));
   PutField(&out, spec.opened ? "1" : spec.must_call ? "2" : "0");
   PutField(&out, std::to_string(spec.max_calls));
+  PutField(&out, std::to_string(static_cast<int>(spec.answer.kind)));
+  PutField(&out, spec.answer.strict ? "1" : "0");
+  PutField(&out, spec.answer.schema);
   PutField(&out, std::to_string(spec.tools.size()));
   for (const ToolCallTool& t : spec.tools) {
     PutField(&out, t.name);
+    PutField(&out, t.free_arguments ? "1" : "0");
     PutField(&out, t.parameters);
   }
   return out;
@@ -274,21 +328,28 @@ Result<ToolCallGrammarSpec> ParseToolCallSpec(std::string_view text) {
     auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), *v);
     return ec == std::errc() && end == f.data() + f.size() && *v <= max;
   };
-  uint64_t dialect = 0, opened = 0, max_calls = 0, count = 0;
-  if (!number(2, &dialect) || !number(2, &opened) || !number(0xFFFFFFFFu, &max_calls) || !number(text.size(), &count)) {
+  uint64_t dialect = 0, opened = 0, max_calls = 0, answer = 0, answer_strict = 0, count = 0;
+  std::string_view answer_schema;
+  if (!number(2, &dialect) || !number(2, &opened) || !number(0xFFFFFFFFu, &max_calls) || !number(2, &answer) ||
+      !number(1, &answer_strict) || !TakeField(&text, &answer_schema) || !number(text.size(), &count)) {
     return Status::InvalidArgument("malformed tool-call grammar spec");
   }
   spec.dialect = static_cast<ToolCallGrammarSpec::Dialect>(dialect);
   spec.opened = opened == 1;
   spec.must_call = opened == 2;
   spec.max_calls = static_cast<uint32_t>(max_calls);
+  spec.answer.kind = static_cast<ToolCallAnswer::Kind>(answer);
+  spec.answer.strict = answer_strict == 1;
+  spec.answer.schema = std::string(answer_schema);
   for (uint64_t i = 0; i < count; ++i) {
     ToolCallTool tool;
     std::string_view name, params;
-    if (!TakeField(&text, &name) || !TakeField(&text, &params)) {
+    uint64_t free_arguments = 0;
+    if (!TakeField(&text, &name) || !number(1, &free_arguments) || !TakeField(&text, &params)) {
       return Status::InvalidArgument("malformed tool-call grammar spec");
     }
     tool.name = std::string(name);
+    tool.free_arguments = free_arguments == 1;
     tool.parameters = std::string(params);
     spec.tools.push_back(std::move(tool));
   }

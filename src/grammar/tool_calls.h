@@ -1,6 +1,7 @@
-// The grammar of a DSML tool-call block for `strict: true` function tools: the block, when the model opens
-// it, names only the given tools, and each call's parameters follow that tool's JSON Schema in DSML's
-// encoding, exactly as deepseek-recipe renders calls (render_v4.cpp / render_v32.cpp AppendToolCalls):
+// The grammar of a DSML tool-call block: the block, when the model opens it, names only the given tools,
+// and each call's parameters follow that tool's JSON Schema (or, for a tool without one, form any JSON
+// object) in DSML's encoding, exactly as deepseek-recipe renders calls (render_v4.cpp / render_v32.cpp
+// AppendToolCalls):
 //
 //   V4:   \n\n<｜DSML｜tool_calls>\n
 //         <｜DSML｜invoke name="NAME">\n
@@ -23,6 +24,13 @@
 //  - every other parameter with string="false" and its value as JSON in Python json.dumps spacing,
 //    compiled by the JSON Schema front end, integers without a fraction (a constrained string such as one with a pattern or a format
 //    is therefore a JSON string literal with string="false", which the output parser decodes the same).
+// A tool with free arguments (one that is not strict and whose schema lists no properties, or one this
+// grammar cannot take) takes any parameters: names of printable characters without space, quote,
+// backslash or '｜', each value raw text or any JSON value.
+//
+// Outside an opened block the output is free text before an optional block, or, with an answer format
+// (response_format / text.format beside the tools), either that JSON answer or a block with no text before
+// it: the model either answers in the format or calls tools.
 //
 // Errors (kInvalidArgument / kUnimplemented, the message naming the tool and the schema path): a tool
 // schema that is not an object schema with `properties`, a keyword at the top of the parameters this
@@ -43,7 +51,16 @@ inline constexpr std::string_view kDsmlMarkerToken = "｜DSML｜";
 
 struct ToolCallTool {
   std::string name;
-  std::string parameters;  // the JSON Schema as JSON text; empty: no parameters
+  std::string parameters;  // the JSON Schema as JSON text; empty: no parameters (unless free_arguments)
+  bool free_arguments = false;  // any parameters at all: the arguments are any JSON object
+};
+
+// What the output may be instead of calls when the block is not opened.
+struct ToolCallAnswer {
+  enum class Kind { kText, kJsonObject, kJsonSchema };
+  Kind kind = Kind::kText;
+  std::string schema;   // kJsonSchema: the schema as JSON text
+  bool strict = false;  // kJsonSchema: OpenAI strict (JsonSchemaOptions::strict)
 };
 
 struct ToolCallGrammarSpec {
@@ -56,6 +73,7 @@ struct ToolCallGrammarSpec {
   // deepseek-recipe renders as "auto"): the output starts with the block's opening tag, no text before.
   bool must_call = false;
   uint32_t max_calls = 0;  // 0: no limit
+  ToolCallAnswer answer;   // read only when neither opened nor must_call
   std::vector<ToolCallTool> tools;
 };
 

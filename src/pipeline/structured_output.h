@@ -7,10 +7,15 @@
 // spec is then a cache hit. In thinking mode the reasoning block is free and the constraint starts after
 // `</think>`.
 //
-// Strict function tools (any tool with `strict: true`; the codec lets no request mix strict and other
-// tools) constrain the DSML tool-call block (grammar/tool_calls.h): only the request's tools, each call's
-// parameters by its schema. With tool_choice "required" or a named tool the prompt has opened the block,
-// so the output must be calls; otherwise free text comes first and the block is optional.
+// Tools constrain the DSML tool-call block (grammar/tool_calls.h) to the request's tools: a tool with a
+// call schema (strict: `strict: true`, or a Responses function tool without `strict` whose schema can be made
+// strict) by that schema, the others by their schema as written where the grammar can take it (any JSON
+// object as arguments where it cannot, or where the schema lists no properties). The grammar applies when
+// a call is forced (tool_choice "required" or a named tool: the prompt has opened the block, so the output
+// must be calls and a response format has no say; Anthropic "any"), when some tool is strict (free text
+// first, the block optional), and when the protocol's JSON format (response_format, text.format,
+// output_config.format) sits beside tools: then the output is either the formatted answer or calls, as
+// OpenAI does.
 #pragma once
 
 #include <optional>
@@ -31,7 +36,7 @@ struct PrepareOptions;
 // already (a test hook's script; the grammar is still checked). Strict tools are written in the DSML
 // dialect of options.model_version. Errors: 400 naming the field and the cause (an invalid or unsupported
 // schema, regex or grammar, or one over the compile limits; a strict tool's schema the tool-call grammar
-// cannot take, naming the tool and the path; structured_outputs / guided_* together with strict tools);
+// cannot take, naming the tool and the path; structured_outputs / guided_* together with `strict: true` tools);
 // 500 when the tokenizer's vocabulary cannot be indexed. Requires options.tokenizer and
 // options.constraint_compiler.
 std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body, const recipe::ParsedRequest& request,

@@ -42,6 +42,9 @@ struct ToolDefinition {
   std::optional<std::string> description;
   nlohmann::ordered_json parameters;  // JSON Schema; null when the request gave none
   std::optional<bool> strict;
+  // The schema a call's arguments are constrained to (pipeline/structured_output.h); null: the tool is not
+  // strict and its arguments are not constrained beyond being a JSON object. It is not rendered.
+  nlohmann::ordered_json call_schema;
   bool defer_loading = false;
   // A Responses custom tool (`apply_patch`): the model calls it like a function, and the response reports
   // the call as a custom_tool_call whose input is the raw text of its `input` argument.

@@ -451,11 +451,9 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   DI_REQ_CHECK(internal::ChooseTools(r, named_tool, "tool_choice"));  // strict schemas fail before sampling
   DI_REQ_CHECK(ParseSampling(body, options, r));
   internal::FinishConversation(r);
+  // deepseek-recipe refuses response_format beside strict tools; OpenAI takes the pair (the model calls a
+  // tool or answers in the format), and agent frameworks send it (deviations.json).
   DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
-  const bool strict_tools = !c.tools.empty() && c.tools.front().strict.value_or(false);
-  if (strict_tools && Field(body, "response_format")) {
-    return Invalid("response_format", "response_format should not be used with tools");
-  }
   return std::nullopt;
 }
 

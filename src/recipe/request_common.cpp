@@ -271,19 +271,32 @@ namespace {
 // accepts a Responses namespace member and a function tool that flatten to one name; deepinfer does not:
 // tests/recipe/data/render/deviations.json.) Anthropic's strict tools keep their schema as written:
 // deepseek-recipe reads no `strict` there, so the prompt stays its render, and the grammar then holds the
-// calls to the schema the caller gave.
-Check CheckToolSchemas(Conversation& c, bool rewrite_strict) {
+// calls to the schema the caller gave. Each strict tool's call_schema is its rewrite with the length and
+// count bounds kept. A Responses function tool without `strict` is strict when its schema can be rewritten
+// (OpenAI's Responses default: normalized into strict mode where possible, best-effort otherwise); its
+// prompt stays the oracle's, which reads it as non-strict.
+Check CheckToolSchemas(Conversation& c, Protocol protocol) {
+  const bool rewrite_strict = protocol != Protocol::kMessages;
   std::unordered_set<std::string_view> names;
   for (size_t i = 0; i < c.tools.size(); ++i) {
     ToolDefinition& tool = c.tools[i];
     if (!names.insert(tool.name).second) return Invalid(Index("tools", i), "Tool names must be unique.");
-    if (!tool.strict.value_or(false) || !rewrite_strict) {
-      if (!tool.custom) DI_REQ_CHECK(CheckToolParameters(tool, "tools", /*strict_rewritten=*/rewrite_strict));
-      continue;
-    }
     const Json raw = tool.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}}
                                                : tool.parameters;
+    if (!tool.strict.value_or(false) || !rewrite_strict) {
+      if (!tool.custom) DI_REQ_CHECK(CheckToolParameters(tool, "tools", /*strict_rewritten=*/rewrite_strict));
+      if (tool.strict.value_or(false)) {
+        tool.call_schema = raw;
+      } else if (protocol == Protocol::kResponses && !tool.strict && !tool.custom) {
+        Json rewritten;
+        if (!NormalizeStrictSchema(raw, StrictSchemaUse::kImplicitToolCallGrammar, "tools", &rewritten)) {
+          tool.call_schema = std::move(rewritten);
+        }
+      }
+      continue;
+    }
     DI_REQ_CHECK(NormalizeStrictSchema(raw, StrictSchemaUse::kToolParameters, "tools", &tool.parameters));
+    DI_REQ_CHECK(NormalizeStrictSchema(raw, StrictSchemaUse::kToolCallGrammar, "tools", &tool.call_schema));
   }
   return std::nullopt;
 }
@@ -293,7 +306,7 @@ Check CheckToolSchemas(Conversation& c, bool rewrite_strict) {
 Check ChooseTools(ParsedRequest* request, std::optional<std::string> named_tool, const std::string& tool_choice_param) {
   Conversation& c = request->conversation;
   if (c.tool_choice == ToolChoice::kNone) c.tools.clear();
-  DI_REQ_CHECK(CheckToolSchemas(c, request->protocol != Protocol::kMessages));
+  DI_REQ_CHECK(CheckToolSchemas(c, request->protocol));
   if (named_tool) {
     std::vector<ToolDefinition> kept;
     for (ToolDefinition& tool : c.tools) {

@@ -75,7 +75,12 @@ Check ReadEffort(const Json& obj, const char* key, const std::string& path, std:
 // The `strict: true` rewrite of a schema as deepseek-recipe reads it (schema_checks.cpp): each type keeps its
 // own keywords, every object schema gets additionalProperties false and all of its properties required (a
 // `required` list naming a different set is an error). Errors carry the oracle's messages.
-enum class StrictSchemaUse { kToolParameters, kResponseFormat };
+// kToolCallGrammar: the tool-parameters rewrite that also keeps the length and count bounds (minLength,
+// maxLength, minItems, maxItems) the oracle drops from the prompt, so the tool-call grammar holds the
+// arguments to the bounds the client sent, as response_format does. kImplicitToolCallGrammar: the same for a
+// Responses tool without `strict` (OpenAI normalizes it into strict mode where it can): a `required` list
+// naming only some properties is no error, every property becomes required all the same.
+enum class StrictSchemaUse { kToolParameters, kResponseFormat, kToolCallGrammar, kImplicitToolCallGrammar };
 Check NormalizeStrictSchema(const Json& schema, StrictSchemaUse use, const std::string& param, Json* out);
 // The meta-schema's rules for the keywords a schema uses (types, counts, bounds, subschema shapes), as
 // deepseek-recipe checks every schema it is given; `message_prefix` names the schema in the message.

@@ -356,7 +356,10 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
         def.local_name = def.name;
         if (options.model_version == ModelVersion::kV41) {
           def.name = *ns + "::" + def.name;
-          if (ns_description) def.description = *ns_description + "\n" + def.description.value_or("");
+          // deepseek-recipe prefixes the namespace's description only when it has text.
+          if (ns_description && !ns_description->empty()) {
+            def.description = *ns_description + "\n" + def.description.value_or("");
+          }
         } else {
           def.name = *ns + "__" + def.name;
         }
@@ -500,11 +503,8 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   }
   internal::FinishConversation(r);
   r->responses_echo = internal::ResponsesEchoFromBody(body);
+  // deepseek-recipe refuses text.format beside strict tools; OpenAI takes the pair (deviations.json).
   DI_REQ_CHECK(internal::CheckStrictConsistency(c.tools, "tools"));
-  const Json* text = Field(body, "text");
-  if (!c.tools.empty() && c.tools.front().strict.value_or(false) && text && Field(*text, "format")) {
-    return Invalid("text.format", "response_format should not be used with tools");
-  }
   return std::nullopt;
 }
 

@@ -1,7 +1,10 @@
 #include "recipe/response_messages.h"
 
+#include <optional>
+#include <string_view>
 #include <utility>
 
+#include "core/json.h"
 #include "core/py_json.h"
 #include "recipe/response_chat.h"
 #include "recipe/response_json.h"
@@ -15,12 +18,81 @@ std::string BlockIndexPrefix(std::string_view type, size_t index) {
   return "{\"type\":\"" + std::string(type) + "\",\"index\":" + std::to_string(index);
 }
 
+// The end of the JSON value that starts at text[begin] (a member's value inside an object): the first ','
+// or '}' outside strings and brackets.
+size_t ValueEnd(std::string_view text, size_t begin) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = begin; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      if (depth == 0) return i;
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Arguments that nest deeper than the parser's limit, read member by member: a member whose value still
+// nests too deep keeps its raw text as a string, so nothing the model wrote is lost. Empty when the text
+// is no object of members.
+std::optional<nlohmann::ordered_json> MembersKeepingDeepValues(std::string_view text) {
+  auto skip_space = [&](size_t i) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+    return i;
+  };
+  size_t i = skip_space(0);
+  if (i >= text.size() || text[i] != '{') return std::nullopt;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  i = skip_space(i + 1);
+  if (i < text.size() && text[i] == '}') return skip_space(i + 1) == text.size() ? std::optional(out) : std::nullopt;
+  while (i < text.size()) {
+    if (text[i] != '"') return std::nullopt;
+    size_t key_end = i + 1;
+    while (key_end < text.size() && text[key_end] != '"') key_end += text[key_end] == '\\' ? 2 : 1;
+    if (key_end >= text.size()) return std::nullopt;
+    const Result<nlohmann::ordered_json> key = ParseSerdeJson(text.substr(i, key_end + 1 - i));
+    const size_t colon = skip_space(key_end + 1);
+    if (!key.ok() || !key->is_string() || colon >= text.size() || text[colon] != ':') return std::nullopt;
+    const size_t value_begin = skip_space(colon + 1);
+    const size_t value_end = ValueEnd(text, value_begin);
+    if (value_end == std::string_view::npos) return std::nullopt;
+    std::string_view raw = text.substr(value_begin, value_end - value_begin);
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\t' || raw.back() == '\r')) {
+      raw.remove_suffix(1);
+    }
+    const Result<nlohmann::ordered_json> value = ParseSerdeJson(raw);
+    if (value.ok()) {
+      out[key->get<std::string>()] = *value;
+    } else if (JsonTextDepth(raw, kSerdeMaxDepth) > kSerdeMaxDepth) {
+      out[key->get<std::string>()] = std::string(raw);
+    } else {
+      return std::nullopt;  // malformed, not merely deep
+    }
+    i = skip_space(value_end + 1);
+    if (text[value_end] == '}') return i == text.size() ? std::optional(out) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 // The `input` of a finished tool_use block: the streamed arguments parsed as a JSON object, or `{}`
-// when they are not one (a truncated or malformed call), as deepseek-recipe does.
+// when they are not one (a truncated or malformed call), as deepseek-recipe does. Arguments that are an
+// object but nest past the parser's depth limit keep the too-deep values as raw text instead.
 std::string ToolInput(const std::string& arguments) {
   const Result<nlohmann::ordered_json> parsed = ParseSerdeJson(arguments);
-  if (!parsed.ok() || !parsed->is_object()) return "{}";
-  return SerdeJsonDumps(*parsed);
+  if (parsed.ok()) return parsed->is_object() ? SerdeJsonDumps(*parsed) : "{}";
+  if (JsonTextDepth(arguments, kSerdeMaxDepth) <= kSerdeMaxDepth) return "{}";
+  const std::optional<nlohmann::ordered_json> members = MembersKeepingDeepValues(arguments);
+  return members ? SerdeJsonDumps(*members) : "{}";
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ struct StrictWalk {
   std::string prefix;  // "Invalid tool parameters schema : " or "Invalid json schema: "
   std::string param;
   bool semantic = false;
+  bool keep_bounds = false;       // minLength / maxLength / minItems / maxItems survive the rewrite
+  bool any_required_list = false;  // a `required` list need not name every property
 
   RequestError Serde(const std::string& message) const { return Invalid(param, prefix + message); }
   RequestError Plain(const std::string& message) const { return Invalid(param, message); }
@@ -87,6 +89,15 @@ struct StrictWalk {
     }
     (*out)[key] = *it;
     return std::nullopt;
+  }
+
+  // Non-negative integer bounds, copied only when the walk keeps them (other values are no bound to keep).
+  void KeepBounds(const Json& node, std::initializer_list<const char*> keys, Json* out) const {
+    if (!keep_bounds) return;
+    for (const char* key : keys) {
+      const auto it = node.find(key);
+      if (it != node.end() && it->is_number_unsigned()) (*out)[key] = *it;
+    }
   }
 
   Check Node(const Json& node, bool top_level, Json* out) const {
@@ -161,6 +172,7 @@ struct StrictWalk {
         }
         (*out)["enum"] = *values;
       }
+      KeepBounds(node, {"minLength", "maxLength"}, out);
       return std::nullopt;
     }
     if (type == "integer" || type == "number") {
@@ -178,6 +190,7 @@ struct StrictWalk {
       if (items->is_null()) return Serde("one of `type`, `anyOf`, `$ref` field is required");
       DI_REQ_CHECK(Node(*items, false, &normalized));
       (*out)["items"] = std::move(normalized);
+      KeepBounds(node, {"minItems", "maxItems"}, out);
       return String(node, "description", out);
     }
     if (type == "object") return Object(node, top_level, out);
@@ -212,7 +225,7 @@ struct StrictWalk {
     }
     Json description = Json::object();
     DI_REQ_CHECK(String(node, "description", &description));
-    if (semantic && has_required) {
+    if (semantic && has_required && !any_required_list) {
       std::unordered_set<std::string> seen;
       for (const std::string& name : required_names) {
         if (!seen.insert(name).second) return Plain("Duplicate required property '" + name + "'");
@@ -313,14 +326,16 @@ std::optional<std::string> KeywordError(const Json& node, std::vector<const Json
 }  // namespace
 
 Check NormalizeStrictSchema(const Json& schema, StrictSchemaUse use, const std::string& param, Json* out) {
-  StrictWalk walk{use == StrictSchemaUse::kToolParameters ? "Invalid tool parameters schema : " : "Invalid json schema: ",
-                  param};
+  const bool tool = use != StrictSchemaUse::kResponseFormat;
+  StrictWalk walk{tool ? "Invalid tool parameters schema : " : "Invalid json schema: ", param};
+  walk.keep_bounds = use == StrictSchemaUse::kToolCallGrammar || use == StrictSchemaUse::kImplicitToolCallGrammar;
+  walk.any_required_list = use == StrictSchemaUse::kImplicitToolCallGrammar;
   // Tool parameters may be an object with no properties (a tool that takes none); a response format may not.
-  DI_REQ_CHECK(walk.Node(schema, use == StrictSchemaUse::kToolParameters, out));
+  DI_REQ_CHECK(walk.Node(schema, tool, out));
   walk.semantic = true;
-  DI_REQ_CHECK(walk.Node(schema, use == StrictSchemaUse::kToolParameters, out));
+  DI_REQ_CHECK(walk.Node(schema, tool, out));
   if (out->value("type", Json()) != "object") {
-    return Invalid(param, use == StrictSchemaUse::kToolParameters
+    return Invalid(param, tool
                               ? "The top level of the function parameters schema must be an object."
                               : "The top level of the json schema must be an object.");
   }

@@ -79,6 +79,7 @@ std::optional<RequestError> ReadStructuredOutput(std::string_view body, const Pa
     const bool chat = request.protocol == Protocol::kChatCompletions;
     out->kind = c.response_format == ResponseFormat::kJsonObject ? Kind::kJsonObject : Kind::kJsonSchema;
     out->param = chat ? "response_format" : "text.format";
+    out->protocol_format = true;
     if (out->kind == Kind::kJsonSchema) {
       out->param += chat ? ".json_schema.schema" : ".schema";
       out->text = c.response_schema.dump();
@@ -109,6 +110,7 @@ std::optional<RequestError> ReadStructuredOutput(std::string_view body, const Pa
       ++found;
       out->kind = Kind::kJsonSchema;
       out->param = param + ".schema";
+      out->protocol_format = true;
       out->text = schema->dump();
       // Anthropic's structured outputs are strict: no members beyond the schema's.
       out->strict = true;

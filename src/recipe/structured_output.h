@@ -25,6 +25,7 @@ struct StructuredOutput {
   std::vector<std::string> choices;  // kChoice
   bool strict = false;               // kJsonSchema: OpenAI strict (additionalProperties false by default)
   std::string param;                 // the request field it came from (error messages name it)
+  bool protocol_format = false;      // from the protocol's own format field, not a vLLM extension
 };
 
 // Reads the constraint of `request` (already parsed from `body` by ParseRequest). Errors (400, naming the

@@ -219,5 +219,73 @@ TEST(ToolCallGrammar, SpecTextRoundTripsAndRejectsGarbage) {
   EXPECT_FALSE(ParseToolCallSpec("1:0" "1:0" "1:0" "99999999999999999999:").ok());
 }
 
+// A tool with free arguments (a non-strict tool whose schema the grammar cannot take): any parameter names the
+// output parser can copy into JSON, each value raw text or any JSON value in Python spacing; still only the
+// listed tools. V4.1 joins the parameters with "\n" as for schema-bound tools.
+TEST(ToolCallGrammar, FreeArgumentsTakeAnyParameters) {
+  ToolCallGrammarSpec s = Spec(ToolCallGrammarSpec::Dialect::kV4, true);
+  s.tools = {{"anything", "", true}};
+  auto cg = Build(s);
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  EXPECT_TRUE(cg->Matches(InvokeV4("anything", {}) + kEnd));
+  EXPECT_TRUE(cg->Matches(InvokeV4("anything", {ParamV4("q", true, "x < y"), ParamV4("n", false, "[1, {\"a\": null}]"),
+                                                ParamV4("é_2", false, "-3.5")}) + kEnd));
+  EXPECT_FALSE(cg->Matches(InvokeV4("other", {}) + kEnd));
+  EXPECT_FALSE(cg->Matches(InvokeV4("anything", {ParamV4("a b", true, "x")}) + kEnd));   // a space ends the name
+  EXPECT_FALSE(cg->Matches(InvokeV4("anything", {ParamV4("a\"b", true, "x")}) + kEnd));  // no JSON spelling
+  EXPECT_FALSE(cg->Matches(InvokeV4("anything", {ParamV4("", true, "x")}) + kEnd));
+  EXPECT_FALSE(cg->Matches(InvokeV4("anything", {ParamV4("n", false, "[1,2]")}) + kEnd));  // Python spacing only
+  EXPECT_FALSE(cg->Matches(InvokeV4("anything", {ParamV4("n", false, "nope")}) + kEnd));
+
+  s.dialect = ToolCallGrammarSpec::Dialect::kV41;
+  auto v41 = Build(s);
+  ASSERT_TRUE(v41.ok()) << v41.status().ToString();
+  auto param = [](const std::string& name, const std::string& value) {
+    return "<" + M + " parameter name=\"" + name + "\" string=\"true\">" + value + "</" + M + " parameter>";
+  };
+  const std::string head = "<" + M + " invoke name=\"anything\">\n", tail = "\n</" + M + " invoke>\n</" + M + " calls>";
+  EXPECT_TRUE(v41->Matches(head + param("a", "1") + "\n" + param("b", "2") + tail));
+  EXPECT_TRUE(v41->Matches(head + tail));
+  EXPECT_FALSE(v41->Matches(head + param("a", "1") + param("b", "2") + tail));
+}
+
+// Beside an answer format (not opened): the format's JSON or the block with no text before it.
+TEST(ToolCallGrammar, AnswerFormatOrCalls) {
+  ToolCallGrammarSpec s = Spec(ToolCallGrammarSpec::Dialect::kV4, false);
+  s.answer.kind = ToolCallAnswer::Kind::kJsonSchema;
+  s.answer.schema = R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]})";
+  s.answer.strict = true;
+  auto cg = Build(s);
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  const std::string open = "\n\n<" + M + "tool_calls>\n";
+  EXPECT_TRUE(cg->Matches(R"({"ok":true})"));
+  EXPECT_TRUE(cg->Matches(open + Weather() + kEnd));
+  EXPECT_FALSE(cg->Matches(R"({"ok":true,"more":1})"));  // strict: no other members
+  EXPECT_FALSE(cg->Matches("plain text"));
+  EXPECT_FALSE(cg->Matches("text" + open + Weather() + kEnd));
+  EXPECT_FALSE(cg->Matches(""));
+
+  s.answer = {ToolCallAnswer::Kind::kJsonObject, "", false};
+  auto object = Build(s);
+  ASSERT_TRUE(object.ok());
+  EXPECT_TRUE(object->Matches(R"({"any":[1,2]})"));
+  EXPECT_FALSE(object->Matches("[1]"));
+  EXPECT_TRUE(object->Matches(open + InvokeV4("ping", {}) + kEnd));
+
+  // The answer and free arguments survive the spec text.
+  s.tools.push_back({"free", "", true});
+  auto back = ParseToolCallSpec(SerializeToolCallSpec(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->answer.kind, ToolCallAnswer::Kind::kJsonObject);
+  EXPECT_TRUE(back->tools.back().free_arguments);
+  EXPECT_FALSE(back->tools.front().free_arguments);
+  EXPECT_EQ(SerializeToolCallSpec(*back), SerializeToolCallSpec(s));
+  // An answer schema the JSON Schema front end refuses names the answer format.
+  s.answer = {ToolCallAnswer::Kind::kJsonSchema, R"j({"type":"object","properties":{"a":{"pattern":"(?<=x)"}}})j", false};
+  auto bad = Build(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("answer format: ", 0), 0u) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar

@@ -30,8 +30,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Every member bounded but the array (an enum, an integer range, strings of 1-3 letters by a pattern, a
-// boolean; the strict rewrite keeps these keywords and drops length and count bounds, as deepseek-recipe
-// does), so random sampling ends well within the step budget; `note` (a plain string, written raw) is only
+// boolean), so random sampling ends well within the step budget; `note` (a plain string, written raw) is only
 // rendered.
 const Json kWeather = Json::parse(R"({"type":"object","properties":{
   "city":{"type":"string","enum":["Paris","Rome","Oslo"]},
@@ -273,8 +272,8 @@ TEST_P(StrictTools, BadStrictSchemaIsA400NamingToolAndPath) {
   EXPECT_EQ(error->param, "tools");
   EXPECT_NE(error->message.find("tool \"take_note\": parameters.properties.note"), std::string::npos) << error->message;
   EXPECT_TRUE(params.constraint.empty());
-  // Tools without strict constrain nothing.
-  Json loose = Body(Json::array({{{"role", "user"}, {"content", "hi"}}}), "required");
+  // Chat tools without strict constrain nothing while no call is forced (forced_tools_test.cpp: when one is).
+  Json loose = Body(Json::array({{{"role", "user"}, {"content", "hi"}}}), "auto");
   for (Json& t : loose["tools"]) t["function"].erase("strict");
   engine::RequestParams none;
   EXPECT_FALSE(ApplyStructuredOutput(loose.dump(), Parse(loose), options_, &none));

@@ -157,15 +157,24 @@ std::string RunMessages(const std::string& text, size_t chunk_size) {
 }
 
 // JSON the model writes inside a tool parameter is parsed with a depth bound and without recursion on its
-// depth: 100,000 levels give the `{}` input the oracle gives for JSON it cannot read, not a crash.
-TEST(ToolInput, DeepJsonFromTheModelIsBounded) {
+// depth: 100,000 levels are no crash, and the too-deep parameter keeps its raw text as a string while the
+// other parameters keep their values (the oracle writes `{}`: deviations.json).
+TEST(ToolInput, DeepJsonFromTheModelKeepsItsText) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  const std::string text = "r</think>\n\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Ctool_calls>\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke "
-                           "name=\"f\">\n<\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter name=\"a\" string=\"false\">" + deep +
-                           "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cparameter>\n</\xEF\xBD\x9C" "DSML\xEF\xBD\x9Cinvoke>\n</\xEF\xBD\x9C"
-                           "DSML\xEF\xBD\x9Ctool_calls>";
+  const std::string open = "<\xEF\xBD\x9C" "DSML\xEF\xBD\x9C", close = "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9C";
+  const std::string text = "r</think>\n\n" + open + "tool_calls>\n" + open + "invoke name=\"f\">\n" + open +
+                           "parameter name=\"a\" string=\"false\">" + deep + close + "parameter>\n" + open +
+                           "parameter name=\"b\" string=\"false\">{\"x\": [1, \"]\"]}" + close + "parameter>\n" + open +
+                           "parameter name=\"c\" string=\"true\">hi, \"you\"" + close + "parameter>\n" + close +
+                           "invoke>\n" + close + "tool_calls>";
   const std::string body = RunMessages(text, text.size());
-  EXPECT_NE(body.find(R"("type":"tool_use","id":"call_0","name":"f","input":{})"), std::string::npos) << body.substr(0, 300);
+  const std::string want = R"("type":"tool_use","id":"call_0","name":"f","input":{"a":")" + deep +
+                           R"(","b":{"x":[1,"]"]},"c":"hi, \"you\""})";
+  EXPECT_NE(body.find(want), std::string::npos) << body.substr(0, 300);
+  // Malformed (not deep) arguments are still the oracle's `{}`.
+  std::string malformed = text;
+  malformed.replace(malformed.find("{\"x\""), 1, "");
+  EXPECT_NE(RunMessages(malformed, malformed.size()).find(R"("name":"f","input":{})"), std::string::npos);
 }
 
 // A Messages tool input keeps the sign of -0 whatever the chunking (the oracle prints -0.0).

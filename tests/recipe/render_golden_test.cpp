@@ -170,7 +170,8 @@ TEST(RenderGolden, MessagesEdgeV32) {
 // occurs (a deviation nothing exercises would be untested).
 TEST(RenderGolden, DeviationsAreDocumentedAndExercised) {
   std::map<std::string, int> seen;
-  for (const char* name : {"chat_edge.jsonl", "responses_history.jsonl", "messages_edge.jsonl"}) {
+  for (const char* name :
+       {"chat_edge.jsonl", "responses_history.jsonl", "responses_features.jsonl", "messages_edge.jsonl"}) {
     for (const Json& line : LoadCorpus(name)) {
       if (const Json* d = DeviationOf(line)) ++seen[d->at("tag").get<std::string>()];
     }

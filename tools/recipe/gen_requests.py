@@ -582,16 +582,32 @@ def corrupt(rng, req):
     return req
 
 
-def with_corruption(generator):
+def deviation_tags(protocol, req):
+    """The deviations.json tags a basic request exercises: strict tools beside a response format (Chat
+    `response_format`, Responses `text.format`), which the oracle refuses and deepinfer takes, as OpenAI does."""
+    if not isinstance(req, dict) or not isinstance(req.get("tools"), list):
+        return []
+    tools = [t.get("function", t) if protocol == "chat" else t for t in req["tools"] if isinstance(t, dict)]
+    strict = any(isinstance(t, dict) and t.get("strict") is True for t in tools)
+    text = req.get("text")
+    has_format = "response_format" in req if protocol == "chat" else isinstance(text, dict) and "format" in text
+    return ["tools-with-response-format"] if strict and has_format else []
+
+
+def with_corruption(generator, protocol):
+    """The generator's requests, some corrupted; a request that exercises a deviation comes as (request, tags)."""
     def generate(rng):
         req = generator(rng)
-        return corrupt(rng, req) if rng.random() < 0.06 else req
+        req = corrupt(rng, req) if rng.random() < 0.06 else req
+        tags = deviation_tags(protocol, req)
+        return (req, tags) if tags else req
     return generate
 
 
-REQUEST_GENERATORS = {"chat": with_corruption(chat_request), "anthropic": with_corruption(anthropic_request),
-                      "responses": with_corruption(responses_request),
-                      "responses_features": with_corruption(responses_feature_request)}
+REQUEST_GENERATORS = {"chat": with_corruption(chat_request, "chat"),
+                      "anthropic": with_corruption(anthropic_request, "anthropic"),
+                      "responses": with_corruption(responses_request, "responses"),
+                      "responses_features": with_corruption(responses_feature_request, "responses")}
 # The protocol each generator's requests are written in.
 GENERATOR_PROTOCOLS = {"chat": "chat", "anthropic": "anthropic", "responses": "responses",
                        "responses_features": "responses"}

@@ -263,3 +263,60 @@ def test_seed_makes_responses_and_messages_repeatable(server, oai):
         first = generate(7)
         assert first == generate(7)
         assert first != generate(8)
+
+
+# Tools that are not strict, forced (a named tool or "required"), with a response format beside them: the prompt
+# opened the tool-call block, so the answer is the call (the format does not apply inside the block), its
+# arguments follow the tool's schema as written (best effort, as vLLM and SGLang constrain a forced call).
+# Streamed on Chat Completions, and on Responses with text.format.
+LOOSE_WEATHER = {"type": "object", "properties": WEATHER["properties"], "required": ["city"]}
+
+
+def test_chat_forced_loose_tool_beside_response_format_streams_the_call(oai):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": LOOSE_WEATHER}}]
+    stream = ask(oai, 61, tools=tools, tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                 parallel_tool_calls=False, response_format=schema_format(CODES, False), extra_body=NO_THINKING,
+                 stream=True)
+    calls, finish, content = {}, None, ""
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        finish = chunk.choices[0].finish_reason or finish
+        content += chunk.choices[0].delta.content or ""
+        for d in chunk.choices[0].delta.tool_calls or []:
+            entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+            entry["name"] += (d.function.name or "") if d.function else ""
+            entry["arguments"] += (d.function.arguments or "") if d.function else ""
+    assert finish == "tool_calls" and content == ""
+    assert [c["name"] for c in calls.values()] == ["get_weather"]
+    jsonschema.validate(json.loads(calls[0]["arguments"]), LOOSE_WEATHER)
+
+
+# Responses: a function tool without `strict` is strict by default where its schema can be made strict (the
+# rewrite requires every property, though the schema requires only `city`); with text.format and tool_choice
+# "required" the output is one call under that rewrite. Strict tools beside
+# text.format without a forced call: the output is the formatted answer or calls, each valid.
+@pytest.mark.parametrize("seed", [62, 63, 64])
+def test_responses_tools_beside_text_format(oai, seed):
+    fmt = {"format": {"type": "json_schema", "name": "answer", "schema": WEATHER, "strict": True}}
+    forced = oai.responses.create(model=MODEL, input="Weather?", max_output_tokens=400, temperature=1.0,
+                                  tools=[{"type": "function", "name": "get_weather", "parameters": LOOSE_WEATHER}],
+                                  tool_choice="required", parallel_tool_calls=False, text=fmt,
+                                  extra_body={"reasoning": {"effort": "none"}, "seed": seed}, stream=True)
+    done = [e.response for e in forced if e.type == "response.completed"]
+    calls = [item for item in done[0].output if item.type == "function_call"]
+    assert [c.name for c in calls] == ["get_weather"]
+    assert set(json.loads(calls[0].arguments)) == set(WEATHER["properties"])  # strict: every property written
+    jsonschema.validate(json.loads(calls[0].arguments), WEATHER)
+
+    either = oai.responses.create(model=MODEL, input="Weather?", max_output_tokens=400, temperature=1.0,
+                                  tools=[{"type": "function", "name": n, "strict": True, "parameters": s}
+                                         for n, s in SCHEMAS.items()],
+                                  parallel_tool_calls=False, text=fmt,
+                                  extra_body={"reasoning": {"effort": "none"}, "seed": seed})
+    calls = [item for item in either.output if item.type == "function_call"]
+    if calls:
+        assert len(calls) == 1
+        jsonschema.validate(json.loads(calls[0].arguments), SCHEMAS[calls[0].name])
+    else:
+        jsonschema.validate(json.loads(either.output_text), WEATHER)
