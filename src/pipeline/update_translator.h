@@ -19,10 +19,6 @@
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
 
-namespace deepinfer::tokenizer {
-class Tokenizer;
-}
-
 namespace deepinfer::pipeline {
 
 // What the response says about itself, beyond what the request says.
@@ -30,9 +26,9 @@ struct ResponseContext {
   std::string id;     // the response id (NewResponseId)
   std::string model;  // the model name responses carry; empty: the request's
   int64_t created = 0;  // Unix seconds
-  // Counts the reasoning tokens as deepseek-recipe does (engine::TokenCounter); null: not re-encoded.
-  const tokenizer::Tokenizer* tokenizer = nullptr;
   recipe::ModelVersion model_version = recipe::ModelVersion::kV4;  // how the model's output is parsed
+  // Special added tokens write no text (engine::RequestParams::skip_special_tokens); they still count.
+  bool skip_special_tokens = true;
 };
 
 // A response id in the protocol's style: `prefix` and 24 random letters and digits.

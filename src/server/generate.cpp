@@ -113,6 +113,7 @@ void Generation::Complete() {
     if (!failure.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failure.message());
     exchange_->channel->Write(pipeline::FormatSse(translator_->StreamEnd()));
     exchange_->channel->End();
+    if (failure.ok() && completed_) completed_(translator_->Body());
     return;
   }
   if (!failure.ok()) {
@@ -123,13 +124,22 @@ void Generation::Complete() {
   }
   HttpResponse response;
   response.body = translator_->Body();
+  if (completed_) completed_(response.body);
   exchange_->Reply(std::move(response));
 }
 
 // --- the endpoints ---
 
 void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeline::Api api) {
-  pipeline::PrepareOutcome prepared = pipeline::Prepare(api, exchange->request.body, prepare_options_);
+  // Shared with the completion callback (what it stores), and the body the prepared request was read from.
+  std::shared_ptr<ResponsesTurn> turn;
+  if (api == pipeline::Api::kResponses) {
+    turn = std::make_shared<ResponsesTurn>();
+    if (auto error = ContinueResponse(exchange->request, turn.get())) return exchange->Fail(*error);
+  }
+  pipeline::PrepareOutcome prepared =
+      pipeline::Prepare(api, turn ? std::string_view(turn->body) : std::string_view(exchange->request.body),
+                        prepare_options_);
   if (!prepared.ok()) return exchange->Reply(RefusalResponse(prepared.refusal));
   pipeline::PreparedRequest& request = *prepared.request;
   request.params.tag = exchange->request_id;
@@ -142,9 +152,12 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   context.id = pipeline::NewResponseId(pipeline::ResponseIdPrefix(api));
   context.model = options_.served_model_names.front();
   context.created = pipeline::UnixSeconds();
-  context.tokenizer = tokenizer_;
   context.model_version = options_.model_version;
+  const std::string id = context.id;
   auto generation = std::make_shared<Generation>(exchange, engine_, request.TakeTranslator(std::move(context)));
+  if (turn && turn->store) {
+    generation->OnCompleted([this, id, turn](const std::string& body) { StoreResponse(id, *turn, body); });
+  }
   generation->Start(std::move(request.prompt), std::move(request.params), draining_.load());
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -25,6 +26,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // On the strand: queues the request in the engine (or answers the refusal) and ties a client's
   // disconnect to Abort.
   void Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining);
+  // Called with the response body once it completed without failure (streamed or not); before Start.
+  void OnCompleted(std::function<void(const std::string& body)> completed) { completed_ = std::move(completed); }
 
  private:
   void OnUpdate(const engine::RequestUpdate& update);
@@ -42,6 +45,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::shared_ptr<ServiceExchange> exchange_;
   engine::Engine* engine_;
   std::unique_ptr<pipeline::UpdateTranslator> translator_;
+  std::function<void(const std::string& body)> completed_;
 
   void Deliver(const engine::RequestUpdate& update);
 

@@ -174,6 +174,81 @@ TEST(PipelineChatTranslator, SeveralOutputsMergeIntoOneBody) {
   EXPECT_EQ(body["usage"]["total_tokens"], 9);
 }
 
+TEST(PipelineChatTranslator, SeveralStreamedOutputsReportTheirTotalUsageOnce) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions,
+            R"({"model":"m","n":2,"stream":true,"stream_options":{"include_usage":true},)"
+            R"("messages":[{"role":"user","content":"hi"}],"thinking":{"type":"disabled"}})",
+            2);
+  auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, Context("id-1"));
+  std::vector<recipe::StreamEvent> events;
+  for (const TranslatedUpdate& t :
+       {translator->Translate(Update({Delta(1, {Token(10, "b"), Token(11, "b")}), Delta(0, {Token(12, "a")})}, false)),
+        translator->Translate(Update({Delta(0, {}, engine::FinishReason::kStop)}, false)),
+        translator->Translate(Update({Delta(1, {Token(13, "c")}, engine::FinishReason::kLength)}, true))}) {
+    events.insert(events.end(), t.events.begin(), t.events.end());
+  }
+  std::vector<nlohmann::json> usages;
+  for (const recipe::StreamEvent& event : events) {
+    const nlohmann::json chunk = nlohmann::json::parse(event.json);
+    if (chunk.contains("usage") && !chunk["usage"].is_null()) usages.push_back(chunk["usage"]);
+  }
+  // Output 0 generated "a", output 1 "b", "b", "c": 4 completion tokens over a 5-token prompt, reported once.
+  ASSERT_EQ(usages.size(), 1u);
+  EXPECT_EQ(usages[0]["prompt_tokens"], 5);
+  EXPECT_EQ(usages[0]["completion_tokens"], 4);
+  EXPECT_EQ(usages[0]["total_tokens"], 9);
+  EXPECT_EQ(nlohmann::json::parse(events.back().json)["usage"]["completion_tokens"], 4);
+}
+
+TEST(PipelineChatTranslator, ACutInsideACharacterKeepsItsTokens) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions,
+            R"({"model":"m","logprobs":true,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"disabled"}})");
+  auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, Context("id-1"));
+  // U+20000 is F0 A0 80 80; max_tokens ends the output after its first two bytes.
+  translator->Translate(Update({Delta(0, {Token(10, "a")})}, false));
+  translator->Translate(Update({Delta(0, {Token(11, "\xF0"), Token(12, "\xA0")}, engine::FinishReason::kLength)}, true));
+  const nlohmann::json body = nlohmann::json::parse(translator->Body());
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "a\xEF\xBF\xBD");  // U+FFFD for the cut character
+  EXPECT_EQ(body["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(body["choices"][0]["logprobs"]["content"].size(), 3u);
+}
+
+TEST(PipelineChatTranslator, ReasoningTokensAreTheGeneratedTokens) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, Context("id-1"));
+  // "a" + "a" re-encodes to one token "aa"; the model generated two. Then `</think>` and one content token.
+  translator->Translate(Update({Delta(0, {Token(10, "a"), Token(10, "a"), Token(1, "</think>", true)})}, false));
+  translator->Translate(Update({Delta(0, {Token(11, "Hi")}, engine::FinishReason::kLength)}, true));
+  const nlohmann::json body = nlohmann::json::parse(translator->Body());
+  EXPECT_EQ(body["choices"][0]["message"]["reasoning_content"], "aa");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(body["usage"]["completion_tokens_details"]["reasoning_tokens"], 2);
+}
+
+TEST(PipelineChatTranslator, SpecialTokensWriteNoTextUnlessAsked) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  const std::string placeholder = "<\xEF\xBD\x9Cplace\xE2\x96\x81holder\xE2\x96\x81no\xE2\x96\x81" "433\xEF\xBD\x9C>";
+  for (bool skip : {true, false}) {
+    ResponseContext context = Context("id-1");
+    context.skip_special_tokens = skip;
+    auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, context);
+    engine::GeneratedToken special = Token(128433, placeholder, true);
+    special.special = true;
+    // `</think>` is an added token but not a special one: the parser needs it whatever the request says.
+    translator->Translate(Update({Delta(0, {Token(10, "ab"), special, Token(1, "</think>", true)})}, false));
+    translator->Translate(Update({Delta(0, {special, Token(11, "Hi")}, engine::FinishReason::kLength)}, true));
+    const nlohmann::json body = nlohmann::json::parse(translator->Body());
+    const nlohmann::json& message = body["choices"][0]["message"];
+    EXPECT_EQ(message["reasoning_content"], skip ? "ab" : "ab" + placeholder) << skip;
+    EXPECT_EQ(message["content"], skip ? "Hi" : placeholder + "Hi") << skip;
+    EXPECT_EQ(body["usage"]["completion_tokens"], 5) << skip;  // skipped or not, every token counts
+  }
+}
+
 TEST(PipelineChatTranslator, AnEngineErrorIsTheFailure) {
   const recipe::ParsedRequest request = Parse(
       recipe::Protocol::kMessages, R"({"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]})");
