@@ -71,7 +71,10 @@ std::unique_ptr<UpdateTranslator> NewChatTranslator(recipe::Protocol protocol, r
 
 // What shapes a legacy Completions response.
 struct CompletionsShape {
-  std::string prompt_text;  // echoed before the first text of each choice when `echo`
+  // One per prompt (a list of prompts is a batch): echoed before the first text of each of its choices when
+  // `echo`. Choice `prompt * n + i` is the prompt's output i: the translator is fed the updates of every
+  // prompt's request with their outputs' indices so numbered.
+  std::vector<std::string> prompt_texts = {""};
   bool echo = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

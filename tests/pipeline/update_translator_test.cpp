@@ -261,7 +261,7 @@ TEST(PipelineChatTranslator, AnEngineErrorIsTheFailure) {
 
 TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   CompletionsShape shape;
-  shape.prompt_text = "Say:";
+  shape.prompt_texts = {"Say:"};
   shape.echo = true;
   shape.stream = true;
   shape.include_usage = true;
@@ -273,7 +273,7 @@ TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   TranslatedUpdate second = translator->Translate(Update({last}, true));
   ASSERT_EQ(first.events.size(), 1u);
   EXPECT_EQ(first.events[0].json,
-            R"({"choices":[{"finish_reason":null,"index":0,"logprobs":{"text_offset":[0],"token_logprobs":[0.0],)"
+            R"({"choices":[{"finish_reason":null,"index":0,"logprobs":{"text_offset":[4],"token_logprobs":[0.0],)"
             R"("tokens":[" hi"],"top_logprobs":[{}]},"text":"Say: hi"}],"created":7,"id":"cmpl-1","model":"served",)"
             R"("object":"text_completion","usage":null})");
   ASSERT_EQ(second.events.size(), 1u);
@@ -287,7 +287,8 @@ TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   EXPECT_EQ(FormatSse({&end[1], 1}), "data: [DONE]\n\n");
   const nlohmann::json body = nlohmann::json::parse(translator->Body());
   EXPECT_EQ(body["choices"][0]["text"], "Say: hi!");
-  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({0, 3}));
+  // Offsets into the returned text, after the 4 bytes of the echoed "Say:".
+  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({4, 7}));
 }
 
 TEST(PipelineCompletionsTranslator, WithoutStreamNoEventsAndTheChoicesInOrder) {
@@ -305,6 +306,36 @@ TEST(PipelineCompletionsTranslator, WithoutStreamNoEventsAndTheChoicesInOrder) {
   EXPECT_EQ(body["choices"][1]["text"], "b");
   EXPECT_EQ(body["choices"][1]["finish_reason"], "stop");
   EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
+}
+
+TEST(PipelineCompletionsTranslator, APromptListsChoicesArePromptMajorAndItsUsageAddsUp) {
+  CompletionsShape shape;
+  shape.prompt_texts = {"A:", "B:"};
+  shape.echo = true;
+  shape.n = 2;
+  auto translator = NewCompletionsTranslator(shape, Context("cmpl-1"));
+  // The second prompt's request (its outputs numbered 2 and 3) with a 4-token prompt, then the first's
+  // with 5 (Update's), 2 of them cached.
+  engine::RequestUpdate second = Update({Delta(2, {Token(10, "c")}, engine::FinishReason::kLength),
+                                         Delta(3, {Token(11, "d")}, engine::FinishReason::kLength)},
+                                        true);
+  second.prompt_tokens = 4;
+  second.prompt_cache_hit_tokens = 0;
+  translator->Translate(second);
+  translator->Translate(Update({Delta(0, {Token(12, "a")}, engine::FinishReason::kStop),
+                                Delta(1, {Token(13, "b"), Token(14, "b")}, engine::FinishReason::kLength)},
+                               true));
+  const nlohmann::json body = nlohmann::json::parse(translator->Body());
+  ASSERT_EQ(body["choices"].size(), 4u);
+  EXPECT_EQ(body["choices"][0]["text"], "A:a");
+  EXPECT_EQ(body["choices"][1]["text"], "A:bb");
+  EXPECT_EQ(body["choices"][2]["text"], "B:c");
+  EXPECT_EQ(body["choices"][3]["text"], "B:d");
+  EXPECT_EQ(body["choices"][3]["index"], 3);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 9);  // 5 + 4
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(body["usage"]["total_tokens"], 14);
 }
 
 TEST(PipelineSse, NamedAndUnnamedEvents) {

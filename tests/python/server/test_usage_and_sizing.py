@@ -1,7 +1,7 @@
 """What clients read from usage and text, through the official `openai` SDK against a real `deepinfer serve` on
 a tiny random model (outputs scripted with --enable-test-hooks where the test needs known tokens): the total
 usage of n streamed choices, reasoning tokens counted as generated, a max_tokens cut inside a character,
-special tokens left out of the text; and a server that sizes its concurrency from its KV budget or refuses
+special tokens left out of the text, a list of prompts on the legacy Completions API; and a server that sizes its concurrency from its KV budget or refuses
 to start."""
 import subprocess
 
@@ -96,6 +96,37 @@ def test_special_tokens_are_skipped_unless_asked(oai):
     assert kept.choices[0].message.content == ANSWER + PLACEHOLDER
     assert kept.choices[0].message.model_extra["reasoning_content"] == REASONING + PLACEHOLDER
     assert kept.usage.completion_tokens == r.usage.completion_tokens
+
+
+def test_a_list_of_prompts_is_batched_prompt_major(oai):
+    prompts = ["Once upon a time", "The weather"]
+    batch = oai.completions.create(model=MODEL, prompt=prompts, n=2, max_tokens=4, seed=5, temperature=1.0)
+    singles = [oai.completions.create(model=MODEL, prompt=p, n=2, max_tokens=4, seed=5, temperature=1.0)
+               for p in prompts]
+    # Choice p * n + i is prompt p's output i, as if the prompt had been sent alone (the seed fixes each).
+    assert [c.index for c in batch.choices] == [0, 1, 2, 3]
+    assert [c.text for c in batch.choices] == [c.text for s in singles for c in s.choices]
+    assert batch.usage.prompt_tokens == sum(s.usage.prompt_tokens for s in singles)
+    assert batch.usage.completion_tokens == sum(s.usage.completion_tokens for s in singles)
+    streamed = {}
+    for chunk in oai.completions.create(model=MODEL, prompt=prompts, n=2, max_tokens=4, seed=5, temperature=1.0,
+                                        stream=True):
+        for c in chunk.choices:
+            streamed[c.index] = streamed.get(c.index, "") + c.text
+    assert [streamed[i] for i in range(4)] == [c.text for c in batch.choices]
+
+
+def test_echoed_text_offsets_line_up_with_the_returned_text(oai):
+    prompt = "Once upon a time"
+    r = oai.completions.create(model=MODEL, prompt=prompt, echo=True, logprobs=0, max_tokens=3, seed=5,
+                               temperature=1.0)
+    choice = r.choices[0]
+    assert choice.text.startswith(prompt)
+    # The first generated token starts right after the echoed prompt (16 ASCII bytes), each next one after
+    # the bytes of the one before.
+    offsets = choice.logprobs.text_offset
+    assert offsets[0] == len(prompt.encode())
+    assert all(b > a for a, b in zip(offsets, offsets[1:]))
 
 
 def test_concurrency_follows_the_kv_budget(deepinfer_bin, tiny_model):
