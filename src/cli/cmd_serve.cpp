@@ -398,7 +398,10 @@ int RunServe(const std::vector<std::string>& argv) {
     }
     auto created = engine::Engine::Create(std::move(*loaded), engine_options);
     // A server that cannot generate does not start: it would report ready and answer every request 503.
-    if (!created.ok()) return Fail("serve", created.status().message());
+    if (!created.ok()) {
+      const bool sizing = created.status().code() == StatusCode::kResourceExhausted;
+      return Fail("serve", created.status().message() + (sizing ? " (--kv-cache-memory-bytes, --max-num-seqs)" : ""));
+    }
     engine = std::move(*created);
     service.SetEngine(engine.get());
     if (kv_tier) {
