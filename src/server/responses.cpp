@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "server/responses_store.h"
 #include "server/service.h"
+#include "server/service_internal.h"
 
 namespace deepinfer::server {
 
