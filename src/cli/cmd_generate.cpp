@@ -76,10 +76,11 @@ constexpr const char* kUsage =
     "  --prefill-chunk N              prompt tokens per step and sequence (default 512)\n"
     "  --max-num-seqs N               sequences running at once (default 64)\n"
     "  --max-num-batched-tokens N     tokens per step (default 2048)\n"
-    "  --kv-cache-mib N               KV block pools (default 1024)\n"
+    "  --kv-cache-memory-bytes N      bytes of KV block pools (default 1 GiB; --kv-cache-mib N: in MiB)\n"
     "  --tbt-target-ms MS             size prefill chunks to keep steps within this time\n"
     "  --no-prefix-cache              never reuse cached prefix blocks\n"
-    "  --swa-replay exact|bounded     prefix hits without window blocks (default bounded)\n";
+    "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
+    "                                 bounded for V4.1)\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -99,10 +100,11 @@ struct GenerateArgs {
   bool ignore_eos = false;
   // Engine.
   model::ComputePrecision precision = model::ComputePrecision::kExact;
-  int64_t prefill_chunk = 512, max_num_seqs = 64, max_batched = 2048, kv_cache_mib = 1024;
+  int64_t prefill_chunk = 512, max_num_seqs = 64, max_batched = 2048;
+  int64_t kv_cache_bytes = int64_t{1} << 30;
   double tbt_target_ms = 0;
   bool prefix_cache = true;
-  engine::SwaReplay replay = engine::SwaReplay::kBounded;
+  std::optional<engine::SwaReplay> replay;  // unset: the model family's (engine::DefaultSwaReplay)
 };
 
 Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
@@ -169,11 +171,16 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   flags.Int<int64_t>("--prefill-chunk", &out->prefill_chunk, 1, 1 << 20);
   flags.Int<int64_t>("--max-num-seqs", &out->max_num_seqs, 1, 4096);
   flags.Int<int64_t>("--max-num-batched-tokens", &out->max_batched, 1, 1 << 20);
-  flags.Int<int64_t>("--kv-cache-mib", &out->kv_cache_mib, 1, int64_t{1} << 24);
+  flags.Int<int64_t>("--kv-cache-memory-bytes", &out->kv_cache_bytes, int64_t{1} << 20, int64_t{1} << 44);
+  int64_t kv_cache_mib = 0;  // the older spelling, in MiB
+  flags.Int<int64_t>("--kv-cache-mib", &kv_cache_mib, 1, int64_t{1} << 24);
+  engine::SwaReplay replay = engine::SwaReplay::kExact;
   flags.Double("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6);
   flags.Switch("--no-prefix-cache", &out->prefix_cache, false);
-  flags.Choice("--swa-replay", &out->replay, {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
+  flags.Choice("--swa-replay", &replay, {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
   if (int rc = flags.Parse(args)) return rc;
+  if (flags.given("--kv-cache-mib")) out->kv_cache_bytes = kv_cache_mib << 20;
+  if (flags.given("--swa-replay")) out->replay = replay;
   const int sources = !out->prompt.empty() + !out->request_path.empty() + !out->requests_path.empty() +
                       !out->prompt_ids.empty();
   if (sources != 1) return UsageError("generate", "give exactly one of --prompt, --request, --requests and --prompt-ids");
@@ -284,13 +291,13 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   if (out.tokenizer && static_cast<int64_t>(out.tokenizer->vocab_size()) > (*model)->info().vocab_size)
     out.tokenizer.reset();  // another model's tokenizer: ids only
   engine::EngineOptions eo;
-  eo.kv_cache_bytes = args.kv_cache_mib << 20;
+  eo.kv_cache_bytes = args.kv_cache_bytes;
   eo.max_num_seqs = args.max_num_seqs;
   eo.max_num_batched_tokens = args.max_batched;
   eo.prefill_chunk = args.prefill_chunk;
   eo.tbt_target_ms = args.tbt_target_ms;
   eo.enable_prefix_caching = args.prefix_cache;
-  eo.swa_replay = args.replay;
+  eo.swa_replay = args.replay.value_or(engine::DefaultSwaReplay((*model)->info().architecture));
   eo.tokenizer = out.tokenizer.get();
   if (out.tokenizer) out.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(out.tokenizer.get());
   eo.constraint_compiler = out.constraint_compiler;
@@ -373,7 +380,6 @@ int RunProtocol(const GenerateArgs& args) {
     request.request.inference.logprobs = request.params.sampling.logprobs;
     pipeline::ResponseContext context;
     context.created = pipeline::UnixSeconds();
-    context.tokenizer = &tokenizer;
     context.model_version = args.version;
     job.translator = request.TakeTranslator(std::move(context));
     // Stop sequences are the codec's (content only, as deepseek-recipe applies them).

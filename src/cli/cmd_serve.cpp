@@ -77,13 +77,16 @@ constexpr const char* kUsage =
     "  --request-timeout-s S       a generation request finishes (as \"length\") after S seconds (default 600;\n"
     "                              0: never)\n"
     "  --kv-cache-memory-bytes N   bytes of KV-cache blocks (default 1 GiB)\n"
-    "  --max-num-seqs N            sequences running at once (default 256)\n"
+    "  --max-num-seqs N            sequences running at once (default: as many as half the KV-cache bytes\n"
+    "                              hold the sliding-window state of, at most 256); a KV budget that cannot\n"
+    "                              hold them refuses to start\n"
     "  --max-num-batched-tokens N  tokens per engine step (default 2048)\n"
     "  --max-queued-requests N     waiting requests beyond which new ones get 429 (default 4096)\n"
     "  --no-enable-prefix-caching  no prefix reuse between requests\n"
     "  --precision exact|bf16      matrix-product arithmetic (default exact)\n"
     "  --swa-replay exact|bounded  a prefix hit without cached window state replays the whole dependency cone\n"
-    "                              (exact: the same logits as a cold run) or the last block only (default)\n"
+    "                              (exact: the same logits as a cold run; DeepSeek-V4's default) or the last\n"
+    "                              block only (bounded: DeepSeek-V4.1's default, the model was built for it)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
@@ -96,6 +99,9 @@ constexpr const char* kUsage =
     "  --kv-ttl-agent-s S, --kv-ttl-chat-s S   how long a block lives after its last use (3 d / 7 d)\n"
     "  --kv-store-fsync none|data|full   durability of written blocks (default none: a block a crash damaged\n"
     "                              is refused by the checksum and recomputed; data/full survive power loss)\n"
+    "  --responses-store-max-entries N   Responses kept in memory for previous_response_id and\n"
+    "                              GET /v1/responses/{id} (default 4096; the oldest goes first; 0: none)\n"
+    "  --responses-store-ttl-s S   how long a stored response is kept (default 3600)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -121,14 +127,16 @@ struct ServeArgs {
   double shutdown_grace_s = 30;
   double request_timeout_s = 600;
   bool enable_test_hooks = false;
+  int64_t responses_store_max_entries = 4096;
+  double responses_store_ttl_s = 3600;
   // Engine
   int64_t kv_cache_bytes = int64_t{1} << 30;
-  int64_t max_num_seqs = 256;
+  int64_t max_num_seqs = 0;  // 0: derived from the KV budget
   int64_t max_num_batched_tokens = 2048;
   int64_t max_queued_requests = 4096;
   bool no_prefix_caching = false;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
-  engine::SwaReplay swa_replay = engine::SwaReplay::kBounded;
+  std::optional<engine::SwaReplay> swa_replay;  // unset: the model family's (engine::DefaultSwaReplay)
   // KV store
   std::string kv_store_dir;
   uint64_t kv_store_capacity = 0;
@@ -167,14 +175,17 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Int<int64_t>("--latency-slice-us", &out->latency_slice_us, 0, 100000);
   flags.Double("--request-timeout-s", &out->request_timeout_s, 0, 86400 * 7);
   flags.Switch("--enable-test-hooks", &out->enable_test_hooks);
+  flags.Int<int64_t>("--responses-store-max-entries", &out->responses_store_max_entries, 0, int64_t{1} << 24);
+  flags.Double("--responses-store-ttl-s", &out->responses_store_ttl_s, 0.001, 86400.0 * 365);
   flags.Int<int64_t>("--kv-cache-memory-bytes", &out->kv_cache_bytes, int64_t{1} << 20, int64_t{1} << 40);
-  flags.Int<int64_t>("--max-num-seqs", &out->max_num_seqs, 1, 1 << 16);
+  flags.Int<int64_t>("--max-num-seqs", &out->max_num_seqs, 1, 4096);
   flags.Int<int64_t>("--max-num-batched-tokens", &out->max_num_batched_tokens, 16, 1 << 20);
   flags.Int<int64_t>("--max-queued-requests", &out->max_queued_requests, 1, 1 << 20);
   flags.Switch("--no-enable-prefix-caching", &out->no_prefix_caching);
   flags.Choice("--precision", &out->precision,
                {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
-  flags.Choice("--swa-replay", &out->swa_replay,
+  engine::SwaReplay swa_replay = engine::SwaReplay::kExact;
+  flags.Choice("--swa-replay", &swa_replay,
                {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
   flags.Path("--kv-store", &out->kv_store_dir);
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
@@ -196,6 +207,7 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
     if (name.empty()) return UsageError("serve", "--served-model-name needs a non-empty value");
   if (!positionals.empty()) out->model_dir = positionals[0];
   if (flags.given("--model-version")) out->model_version = version;
+  if (flags.given("--swa-replay")) out->swa_replay = swa_replay;
   out->thinking = !no_thinking;
   if (!log_level.empty()) {
     LogLevel level;
@@ -331,6 +343,8 @@ int RunServe(const std::vector<std::string>& argv) {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   service_options.request_timeout_s = args.request_timeout_s;
   service_options.enable_test_hooks = args.enable_test_hooks;
+  service_options.responses_store_max_entries = args.responses_store_max_entries;
+  service_options.responses_store_ttl_s = args.responses_store_ttl_s;
   server::Service service(service_options, &*tokenizer);
 
   server::HttpServerOptions http_options;
@@ -349,8 +363,7 @@ int RunServe(const std::vector<std::string>& argv) {
   server::HttpServer& server = **http;
   service.SetHttpServer(&server);
 
-  // The engine: without one (it could not be created) the server still answers everything but generation,
-  // which gets 503 with the reason logged here.
+  // The engine, sized by its KV budget (EngineOptions::max_num_seqs 0 derives the concurrency).
   std::unique_ptr<kvstore::KvStoreTier> kv_tier;  // outlives the engine, which calls it
   std::unique_ptr<engine::Engine> engine;
   {
@@ -376,19 +389,21 @@ int RunServe(const std::vector<std::string>& argv) {
         args.output_threads > 0 ? static_cast<int>(args.output_threads)
                                 : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4));
     engine_options.compute_precision = args.precision;
-    engine_options.swa_replay = args.swa_replay;  // part of every block's name (and the store's namespace)
+    // Part of every block's name (and the store's namespace).
+    engine_options.swa_replay = args.swa_replay.value_or(engine::DefaultSwaReplay((*loaded)->info().architecture));
     if (!args.kv_store_dir.empty()) {
       kv_tier = OpenKvStore(args, **loaded);
       engine_options.lower_tier = kv_tier.get();
       engine_options.lower_tier_timeout_s = args.kv_store_timeout_s;
     }
     auto created = engine::Engine::Create(std::move(*loaded), engine_options);
-    if (created.ok()) {
-      engine = std::move(*created);
-      service.SetEngine(engine.get());
-    } else {
-      DI_LOG(kWarn, "no generation engine: generation endpoints answer 503").Field("reason", created.status().message());
+    // A server that cannot generate does not start: it would report ready and answer every request 503.
+    if (!created.ok()) {
+      const bool sizing = created.status().code() == StatusCode::kResourceExhausted;
+      return Fail("serve", created.status().message() + (sizing ? " (--kv-cache-memory-bytes, --max-num-seqs)" : ""));
     }
+    engine = std::move(*created);
+    service.SetEngine(engine.get());
     if (kv_tier) {
       service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get()] {
         std::string text;

@@ -74,10 +74,8 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "error";
 }
 
-std::function<int64_t(std::string_view)> TokenCounter(const tokenizer::Tokenizer& tokenizer) {
-  return [&tokenizer](std::string_view text) {
-    return static_cast<int64_t>(tokenizer.EncodeWithAddedTokens(text).size());
-  };
+SwaReplay DefaultSwaReplay(std::string_view architecture) {
+  return architecture == "DeepseekV41ForCausalLM" ? SwaReplay::kBounded : SwaReplay::kExact;
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::CausalLM> model, EngineOptions options) {
@@ -94,7 +92,7 @@ EngineImpl::~EngineImpl() { Shutdown(); }
 
 Status EngineImpl::Init() {
   const EngineOptions& o = options_;
-  if (o.max_num_seqs < 1 || o.max_num_seqs > 4096) return Status::InvalidArgument("max_num_seqs: must be in [1, 4096]");
+  if (o.max_num_seqs < 0 || o.max_num_seqs > 4096) return Status::InvalidArgument("max_num_seqs: must be in [0, 4096]");
   if (o.output_threads < 1 || o.output_threads > 64) return Status::InvalidArgument("output_threads: must be in [1, 64]");
   if (o.max_num_batched_tokens < 1 || o.max_num_batched_tokens > (1 << 20))
     return Status::InvalidArgument("max_num_batched_tokens: must be in [1, 1048576]");
@@ -122,6 +120,17 @@ Status EngineImpl::Init() {
   if (window_bytes > 0) {
     const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
     const int64_t per_prefill = (window - 1 + max_chunk + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
+    if (o.max_num_seqs == 0) {
+      // As many running sequences as half the budget's window blocks hold (the rest caches prefixes).
+      const int64_t budget_blocks = o.window_blocks > 0 ? o.window_blocks : o.kv_cache_bytes / 2 / window_bytes;
+      const int64_t fits = (budget_blocks - 2 * per_prefill) / per_decode;
+      if (fits < 1)
+        return Status::ResourceExhausted(
+            "kv_cache_bytes: " + std::to_string(o.kv_cache_bytes) +
+            " bytes cannot hold the sliding-window state of one running sequence (it needs " +
+            std::to_string(2 * (per_decode + 2 * per_prefill) * window_bytes) + " bytes); raise it");
+      options_.max_num_seqs = std::min(fits, kDerivedMaxNumSeqs);
+    }
     const int64_t running = o.max_num_seqs * per_decode + 2 * per_prefill;
     const int64_t cache_bytes = o.window_cache_bytes > 0 ? o.window_cache_bytes : o.kv_cache_bytes / 4;
     window_cached = std::max<int64_t>(cache_bytes / window_bytes, 0);
@@ -134,6 +143,7 @@ Status EngineImpl::Init() {
           std::to_string(o.max_num_seqs) + " running sequences (" + std::to_string(running * window_bytes) +
           " bytes); raise it or lower max_num_seqs");
   }
+  if (o.max_num_seqs == 0) options_.max_num_seqs = kDerivedMaxNumSeqs;  // no window state to hold
   if (window_bytes > 0 && o.window_blocks > 0) {
     window_blocks = o.window_blocks;
     window_cached = -1;
@@ -160,6 +170,7 @@ Status EngineImpl::Init() {
   info_.max_model_len = mi.max_position_embeddings > 0 ? mi.max_position_embeddings : (int64_t{1} << 30);
   info_.block_tokens = kvcache::kBlockTokens;
   info_.kv_blocks = prefix_blocks;
+  info_.max_num_seqs = o.max_num_seqs;
   // A sequence must fit the pool alone (else preemption could never make room for it).
   if (prefix_blocks > 0) info_.max_model_len = std::min(info_.max_model_len, prefix_blocks * kvcache::kBlockTokens);
   info_.max_prompt_tokens = info_.max_model_len - 1;

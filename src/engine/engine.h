@@ -94,6 +94,7 @@ struct GeneratedToken {
   int32_t id = 0;
   std::string bytes;     // empty without a tokenizer or with detokenize off
   bool control = false;  // an added token of the vocabulary (recipe::TokenLogprob::control)
+  bool special = false;  // a special added token (RequestParams::skip_special_tokens leaves it out of text)
   float logprob = 0;     // when logprobs: log-softmax of the raw logits (sampling/params.h)
   std::vector<TokenAlternative> top_logprobs;  // top_logprobs entries, most likely first
 };
@@ -135,6 +136,11 @@ enum class SwaReplay {
   // Recompute the whole dependency cone (about layers × (window − 1) positions): bit-identical.
   kExact,
 };
+// The replay a model family is served with: DeepSeek served V4 with its window state kept, so a restart or
+// a prefix hit without window blocks must change no output (exact); V4.1 was built for bounded replay.
+SwaReplay DefaultSwaReplay(std::string_view architecture);
+
+inline constexpr int64_t kDerivedMaxNumSeqs = 256;
 
 struct EngineOptions {
   // Bytes of KV block pools over all cache groups (split as the model's cache spec asks).
@@ -143,7 +149,9 @@ struct EngineOptions {
   // (0: derived from kv_cache_bytes).
   int64_t kv_blocks = 0;
   int64_t window_blocks = 0;
-  int64_t max_num_seqs = 64;              // sequences running at once
+  // Sequences running at once; 0: as many as half of kv_cache_bytes holds the window state of, at most
+  // kDerivedMaxNumSeqs (Create fails when that is not even one).
+  int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 2048;  // tokens per step, prefill and decode together
   int64_t max_waiting = 4096;             // queued requests; beyond it AddRequest is refused (kUnavailable)
   // > 0: each step takes the largest prefill chunk that keeps its predicted time within this target
@@ -200,6 +208,7 @@ struct EngineInfo {
   int64_t block_tokens = 128;
   int64_t kv_blocks = 0;            // blocks of the main (prefix) pool
   int64_t max_prompt_tokens = 0;    // the longest prompt that can ever be admitted (context and pool)
+  int64_t max_num_seqs = 0;         // sequences running at once (EngineOptions::max_num_seqs, derived when 0)
 };
 
 // A histogram with fixed bucket bounds (seconds), for Prometheus exposition.
@@ -286,9 +295,5 @@ class Engine {
   // Idempotent; the destructor calls it. Not from a callback (it joins the thread that runs them).
   virtual void Shutdown() = 0;
 };
-
-// The count ResponseOptions::count_tokens wants (recipe/output_options.h): tokens of a text with
-// added-token spellings counted as those tokens.
-std::function<int64_t(std::string_view)> TokenCounter(const tokenizer::Tokenizer& tokenizer);
 
 }  // namespace deepinfer::engine

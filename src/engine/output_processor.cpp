@@ -102,6 +102,7 @@ void OutputProcessor::Deliver(OutputEvent& event) {
       if (o.text) {
         g.bytes = std::string(tok->TokenBytes(t.id));
         g.control = tok->IsAddedToken(t.id);
+        g.special = g.control && tok->IsSpecialToken(t.id);
       }
       for (const sampling::TopLogprob& alt : t.top) {
         TokenAlternative a;

@@ -69,6 +69,7 @@ class ChatTranslator : public UpdateTranslator {
       Output& output = outputs_[static_cast<size_t>(delta.index)];
       if (!output.stream) append(Begin(output, delta.index, update));
       if (output.finished) continue;
+      const size_t first_event = out.events.size();
       recipe::CompletionChunk chunk;
       chunk.token_count = 0;
       for (const engine::GeneratedToken& token : delta.tokens) {
@@ -77,8 +78,11 @@ class ChatTranslator : public UpdateTranslator {
         // Always token chunks, so the codec reads `</think>` as the control token and counts reasoning
         // tokens; the entries are written only when the request asked (ResponseOptions::emit_logprobs).
         recipe::TokenLogprob entry;
-        entry.token = token.bytes;
-        entry.control = token.control;
+        // The output parser reads no special token (`</think>` and the DSML markers are not special), so
+        // a skipped one is an ordinary token without bytes: counted, its entry kept, no text.
+        const bool skipped = token.special && context_.skip_special_tokens;
+        entry.token = skipped ? std::string() : token.bytes;
+        entry.control = token.control && !skipped;
         if (logprobs_) {
           entry.logprob = token.logprob;
           for (const auto& alt : token.top_logprobs) entry.top_logprobs.push_back({alt.bytes, alt.logprob});
@@ -96,6 +100,9 @@ class ChatTranslator : public UpdateTranslator {
         output.finished = true;
         ++finished_outputs_;
       }
+      if (output.finished && n_ > 1 && protocol_ == recipe::Protocol::kChatCompletions) {
+        for (size_t e = first_event; e < out.events.size(); ++e) ReportUsageOnce(&out.events[e]);
+      }
     }
     return out;
   }
@@ -112,7 +119,7 @@ class ChatTranslator : public UpdateTranslator {
     if (n_ == 1 || protocol_ != recipe::Protocol::kChatCompletions)
       return outputs_[0].stream ? outputs_[0].stream->Response() : "{}";
     nlohmann::ordered_json merged;
-    int64_t completion_tokens = 0;
+    UsageTotal total;
     for (const Output& output : outputs_) {
       if (!output.stream) continue;
       auto body = ParseOrderedJson(output.stream->Response());
@@ -122,12 +129,9 @@ class ChatTranslator : public UpdateTranslator {
         merged["choices"] = nlohmann::ordered_json::array();
       }
       for (auto& choice : (*body)["choices"]) merged["choices"].push_back(choice);  // index from choice_index
-      if ((*body).contains("usage")) completion_tokens += (*body)["usage"].value("completion_tokens", int64_t{0});
+      if ((*body).contains("usage")) total.Add((*body)["usage"]);
     }
-    if (merged.contains("usage")) {
-      merged["usage"]["completion_tokens"] = completion_tokens;
-      merged["usage"]["total_tokens"] = merged["usage"].value("prompt_tokens", int64_t{0}) + completion_tokens;
-    }
+    if (merged.contains("usage")) total.WriteInto(&merged["usage"]);
     return DumpJson(merged);
   }
 
@@ -137,12 +141,47 @@ class ChatTranslator : public UpdateTranslator {
     bool finished = false;
   };
 
+  // The usage of all n outputs: the prompt once, the completions summed.
+  struct UsageTotal {
+    int64_t completion_tokens = 0;
+    std::optional<int64_t> reasoning_tokens;
+    void Add(const nlohmann::ordered_json& usage) {
+      completion_tokens += usage.value("completion_tokens", int64_t{0});
+      auto details = usage.find("completion_tokens_details");
+      if (details != usage.end() && details->is_object() && details->contains("reasoning_tokens")) {
+        reasoning_tokens = reasoning_tokens.value_or(0) + details->value("reasoning_tokens", int64_t{0});
+      }
+    }
+    void WriteInto(nlohmann::ordered_json* usage) const {
+      (*usage)["completion_tokens"] = completion_tokens;
+      (*usage)["total_tokens"] = usage->value("prompt_tokens", int64_t{0}) + completion_tokens;
+      if (reasoning_tokens) (*usage)["completion_tokens_details"]["reasoning_tokens"] = *reasoning_tokens;
+    }
+  };
+
+  // A streamed output's last chunk carries its usage. With n outputs the stream reports the total once, on
+  // the last output to finish; the others' last chunks say `"usage":null`, as the other chunks do.
+  void ReportUsageOnce(recipe::StreamEvent* event) {
+    if (event->json.find("\"usage\":{") == std::string::npos) return;
+    auto chunk = ParseOrderedJson(event->json);
+    if (!chunk.ok() || !chunk->contains("usage") || !(*chunk)["usage"].is_object()) return;
+    streamed_usage_.Add((*chunk)["usage"]);
+    if (finished_outputs_ == n_) {
+      streamed_usage_.WriteInto(&(*chunk)["usage"]);
+    } else {
+      (*chunk)["usage"] = nullptr;
+    }
+    event->json = DumpJson(*chunk);
+  }
+
   std::vector<recipe::StreamEvent> Begin(Output& output, int index, const engine::RequestUpdate& update) {
     recipe::ResponseOptions options = recipe::ResponseOptionsFor(request_);
     options.id = context_.id;
     if (!context_.model.empty()) options.model = context_.model;
     options.created = context_.created;
-    if (context_.tokenizer) options.count_tokens = engine::TokenCounter(*context_.tokenizer);
+    // Served responses count what was generated: the reasoning's own tokens, and the tokens of a last
+    // character that max_tokens cut short (deepseek-recipe re-encodes the one and drops the other).
+    options.keep_incomplete_character = true;
     options.emit_logprobs = logprobs_;
     options.choice_index = index;  // Chat Completions' "choices":[{"index":i (n > 1)
     recipe::UsageCounts usage;
@@ -160,6 +199,7 @@ class ChatTranslator : public UpdateTranslator {
   int n_ = 1;
   int finished_outputs_ = 0;
   std::vector<Output> outputs_;
+  UsageTotal streamed_usage_;
 };
 
 }  // namespace

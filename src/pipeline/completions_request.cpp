@@ -15,8 +15,9 @@ using Json = nlohmann::json;
 
 struct CompletionsRequest {
   std::string model;
-  std::vector<int32_t> prompt;
-  std::string prompt_text;  // for echo
+  // One or more prompts (a list is a batch: OpenAI answers n choices for each, prompt-major).
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> prompt_texts;  // for echo
   bool echo = false;
   bool stream = false;
   bool include_usage = false;
@@ -24,35 +25,48 @@ struct CompletionsRequest {
   engine::RequestParams params;
 };
 
-// Token ids of the `prompt` field: a string, a list of ids, or a one-element list of either.
+// One prompt: a string, or a list of token ids. `param` names it in errors.
+std::optional<ApiError> ReadOnePrompt(const Json& prompt, const std::string& param, const tokenizer::Tokenizer& tokenizer,
+                                      CompletionsRequest* out) {
+  if (prompt.is_string()) {
+    out->prompt_texts.push_back(prompt.get<std::string>());
+    out->prompts.push_back(tokenizer.EncodeText(out->prompt_texts.back()));
+    return std::nullopt;
+  }
+  if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
+    const int64_t vocab = static_cast<int64_t>(tokenizer.vocab_size());
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      const Json& t = prompt[i];
+      const std::string item = param + "[" + std::to_string(i) + "]";
+      if (!t.is_number_integer()) return Invalid(item, item + " must be a token id");
+      const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                                : t.get<int64_t>();
+      if (id < 0 || id >= vocab) return Invalid(item, item + " is not a token id of this model");
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    out->prompt_texts.push_back(tokenizer.Decode(ids));
+    out->prompts.push_back(std::move(ids));
+    return std::nullopt;
+  }
+  return Invalid(param, param + " must be a string or an array of token ids");
+}
+
+// The `prompt` field: one prompt, or a list of prompts (strings or token-id lists), at most
+// sampling::kMaxN of them.
 std::optional<ApiError> ReadPrompt(const Json& body, const tokenizer::Tokenizer& tokenizer, CompletionsRequest* out) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return Invalid("prompt", "Missing required parameter: 'prompt'.");
-  const Json* prompt = &*it;
-  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array()))
-    prompt = &(*prompt)[0];
-  if (prompt->is_string()) {
-    out->prompt_text = prompt->get<std::string>();
-    out->prompt = tokenizer.EncodeText(out->prompt_text);
-    return std::nullopt;
+  const Json& prompt = *it;
+  if (!prompt.is_array() || (!prompt.empty() && prompt[0].is_number_integer()))
+    return ReadOnePrompt(prompt, "prompt", tokenizer, out);
+  if (prompt.empty()) return Invalid("prompt", "prompt must be a string or an array of token ids");
+  if (prompt.size() > static_cast<size_t>(sampling::kMaxN))
+    return Invalid("prompt", "at most " + std::to_string(sampling::kMaxN) + " prompts per request");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (auto e = ReadOnePrompt(prompt[i], "prompt[" + std::to_string(i) + "]", tokenizer, out)) return e;
   }
-  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-    const int64_t vocab = static_cast<int64_t>(tokenizer.vocab_size());
-    for (size_t i = 0; i < prompt->size(); ++i) {
-      const Json& t = (*prompt)[i];
-      const std::string param = "prompt[" + std::to_string(i) + "]";
-      if (!t.is_number_integer()) return Invalid(param, param + " must be a token id");
-      const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
-                                                : t.get<int64_t>();
-      if (id < 0 || id >= vocab) return Invalid(param, param + " is not a token id of this model");
-      out->prompt.push_back(static_cast<int32_t>(id));
-    }
-    out->prompt_text = tokenizer.Decode(out->prompt);
-    return std::nullopt;
-  }
-  if (prompt->is_array() && prompt->size() > 1)
-    return Invalid("prompt", "this server takes one prompt per request (send several requests)");
-  return Invalid("prompt", "prompt must be a string or an array of token ids");
+  return std::nullopt;
 }
 
 std::optional<ApiError> ParseCompletions(const Json& body, const tokenizer::Tokenizer& tokenizer,
@@ -142,29 +156,36 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
   CompletionsRequest request;
   if (auto error = ParseCompletions(json.value, *options.tokenizer, &request)) return refuse(*error);
   if (auto error = CheckModelName(options, request.model)) return refuse(*error);
-  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  if (prompt_tokens == 0) return refuse(Invalid("prompt", "the prompt is empty"));
-  if (prompt_tokens + request.params.sampling.max_tokens > options.max_model_len) {
-    ApiError e = Invalid("prompt", "This model's maximum context length is " + std::to_string(options.max_model_len) +
-                                       " tokens. However, you requested " +
-                                       std::to_string(prompt_tokens + request.params.sampling.max_tokens) + " tokens (" +
-                                       std::to_string(prompt_tokens) + " in your prompt; " +
-                                       std::to_string(request.params.sampling.max_tokens) +
-                                       " for the completion). Please reduce your prompt; or completion length.");
-    e.code = "context_length_exceeded";
-    return refuse(e);
+  const size_t prompts = request.prompts.size();
+  if (static_cast<int64_t>(prompts) * request.params.sampling.n > sampling::kMaxN)
+    return refuse(Invalid("n", "at most " + std::to_string(sampling::kMaxN) + " choices (prompts times n) per request"));
+  for (size_t i = 0; i < prompts; ++i) {
+    const std::string param = prompts == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
+    const int64_t prompt_tokens = static_cast<int64_t>(request.prompts[i].size());
+    if (prompt_tokens == 0) return refuse(Invalid(param, "the prompt is empty"));
+    if (prompt_tokens + request.params.sampling.max_tokens > options.max_model_len) {
+      ApiError e = Invalid(param, "This model's maximum context length is " + std::to_string(options.max_model_len) +
+                                      " tokens. However, you requested " +
+                                      std::to_string(prompt_tokens + request.params.sampling.max_tokens) + " tokens (" +
+                                      std::to_string(prompt_tokens) + " in your prompt; " +
+                                      std::to_string(request.params.sampling.max_tokens) +
+                                      " for the completion). Please reduce your prompt; or completion length.");
+      e.code = "context_length_exceeded";
+      return refuse(e);
+    }
   }
   if (auto error = ApplyExtras(body, options, &request.params, /*read_seed=*/false)) return refuse(*error);
   PrepareOutcome out;
   PreparedRequest& prepared = out.request.emplace();
   prepared.api = Api::kCompletions;
-  prepared.completions.prompt_text = std::move(request.prompt_text);
+  prepared.completions.prompt_texts = std::move(request.prompt_texts);
   prepared.completions.echo = request.echo;
   prepared.completions.stream = request.stream;
   prepared.completions.include_usage = request.include_usage;
   prepared.completions.logprobs = request.logprobs;
   prepared.completions.n = request.params.sampling.n;
-  prepared.prompt = std::move(request.prompt);
+  prepared.prompt = std::move(request.prompts[0]);
+  for (size_t i = 1; i < prompts; ++i) prepared.more_prompts.push_back(std::move(request.prompts[i]));
   prepared.params = std::move(request.params);
   return out;
 }

@@ -18,20 +18,27 @@ class CompletionsTranslator : public UpdateTranslator {
   CompletionsTranslator(CompletionsShape shape, ResponseContext context)
       : shape_(std::move(shape)), context_(std::move(context)) {
     stream_ = shape_.stream;
-    choices_.resize(static_cast<size_t>(shape_.n));
+    if (shape_.prompt_texts.empty()) shape_.prompt_texts.emplace_back();
+    choices_.resize(shape_.prompt_texts.size() * static_cast<size_t>(shape_.n));
+    prompt_usage_.resize(shape_.prompt_texts.size());
+    // text_offset counts bytes of the returned text, which starts with the echoed prompt.
+    if (shape_.echo) {
+      for (size_t i = 0; i < choices_.size(); ++i) choices_[i].offset = shape_.prompt_texts[i / shape_.n].size();
+    }
   }
 
   TranslatedUpdate Translate(const engine::RequestUpdate& update) override {
     TranslatedUpdate out;
-    usage_.prompt_tokens = update.prompt_tokens;
-    usage_.prompt_cache_hit_tokens = update.prompt_cache_hit_tokens;
     for (const engine::SequenceDelta& delta : update.sequences) {
       if (delta.index < 0 || delta.index >= static_cast<int>(choices_.size())) continue;
+      const size_t prompt = static_cast<size_t>(delta.index / shape_.n);
+      // Each prompt's own request reports its prompt; the usage adds them up.
+      prompt_usage_[prompt] = {update.prompt_tokens, update.prompt_cache_hit_tokens};
       Choice& c = choices_[static_cast<size_t>(delta.index)];
       Json logprobs = Json::object();
       std::string text = delta.text;
       if (shape_.echo && !c.echoed) {
-        text = shape_.prompt_text + text;
+        text = shape_.prompt_texts[prompt] + text;
         c.echoed = true;
       }
       for (const engine::GeneratedToken& token : delta.tokens) {
@@ -109,8 +116,13 @@ class CompletionsTranslator : public UpdateTranslator {
                  {"model", context_.model}, {"choices", choices}};
     std::string text = DumpJson(body);
     if (with_usage) {
+      recipe::UsageCounts usage = usage_;
+      for (const auto& [prompt_tokens, hit_tokens] : prompt_usage_) {
+        usage.prompt_tokens += prompt_tokens;
+        usage.prompt_cache_hit_tokens += hit_tokens;
+      }
       text.pop_back();
-      text += ",\"usage\":" + recipe::ChatUsageJson(usage_) + "}";
+      text += ",\"usage\":" + recipe::ChatUsageJson(usage) + "}";
     } else if (shape_.stream && shape_.include_usage) {
       text.pop_back();
       text += ",\"usage\":null}";
@@ -121,7 +133,8 @@ class CompletionsTranslator : public UpdateTranslator {
   CompletionsShape shape_;
   ResponseContext context_;
   std::vector<Choice> choices_;
-  recipe::UsageCounts usage_;
+  recipe::UsageCounts usage_;  // the completion tokens of all choices
+  std::vector<std::pair<int64_t, int64_t>> prompt_usage_;  // per prompt: its tokens, those from the prefix cache
 };
 
 }  // namespace

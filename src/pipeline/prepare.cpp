@@ -147,6 +147,7 @@ bool PreparedRequest::stream() const {
 }
 
 std::unique_ptr<UpdateTranslator> PreparedRequest::TakeTranslator(ResponseContext context) {
+  context.skip_special_tokens = params.skip_special_tokens;
   if (api == Api::kCompletions) return NewCompletionsTranslator(completions, std::move(context));
   return NewChatTranslator(*ChatProtocol(api), std::move(request), std::move(context));
 }

@@ -71,6 +71,9 @@ ChatPromptOutcome PrepareChatPrompt(recipe::Protocol protocol, std::string_view 
 struct PreparedRequest {
   Api api = Api::kChatCompletions;
   std::vector<int32_t> prompt;
+  // The legacy Completions API's further prompts (a list of prompts): one engine request each, with the
+  // same parameters; their choices follow the first prompt's (prompt-major, CompletionsShape).
+  std::vector<std::vector<int32_t>> more_prompts;
   engine::RequestParams params;
   recipe::ParsedRequest request;  // chat protocols: the parsed request (its translator takes it)
   CompletionsShape completions;   // the legacy Completions API: what shapes its response

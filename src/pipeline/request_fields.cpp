@@ -68,6 +68,8 @@ std::optional<ApiError> ApplyExtras(std::string_view body_text, const PrepareOpt
   if (!error) error = ReadNumber(body, "min_p", 0, 1, &s.min_p);
   if (!error) error = ReadBool(body, "ignore_eos", &s.ignore_eos);
   if (!error) error = ReadInteger(body, "min_tokens", 0, int64_t{1} << 24, &min_tokens);
+  // vLLM's: special added tokens (not the ones the output parser reads) are left out of the text unless false.
+  if (!error) error = ReadBool(body, "skip_special_tokens", &params->skip_special_tokens);
   // Seeded sampling as on Chat Completions (an extension here, as in vLLM's sampling parameters): equal
   // seeded requests give equal outputs.
   if (int64_t seed = -1; !error && read_seed) {

@@ -19,10 +19,6 @@
 #include "recipe/request.h"
 #include "recipe/stream_events.h"
 
-namespace deepinfer::tokenizer {
-class Tokenizer;
-}
-
 namespace deepinfer::pipeline {
 
 // What the response says about itself, beyond what the request says.
@@ -30,9 +26,9 @@ struct ResponseContext {
   std::string id;     // the response id (NewResponseId)
   std::string model;  // the model name responses carry; empty: the request's
   int64_t created = 0;  // Unix seconds
-  // Counts the reasoning tokens as deepseek-recipe does (engine::TokenCounter); null: not re-encoded.
-  const tokenizer::Tokenizer* tokenizer = nullptr;
   recipe::ModelVersion model_version = recipe::ModelVersion::kV4;  // how the model's output is parsed
+  // Special added tokens write no text (engine::RequestParams::skip_special_tokens); they still count.
+  bool skip_special_tokens = true;
 };
 
 // A response id in the protocol's style: `prefix` and 24 random letters and digits.
@@ -75,7 +71,10 @@ std::unique_ptr<UpdateTranslator> NewChatTranslator(recipe::Protocol protocol, r
 
 // What shapes a legacy Completions response.
 struct CompletionsShape {
-  std::string prompt_text;  // echoed before the first text of each choice when `echo`
+  // One per prompt (a list of prompts is a batch): echoed before the first text of each of its choices when
+  // `echo`. Choice `prompt * n + i` is the prompt's output i: the translator is fed the updates of every
+  // prompt's request with their outputs' indices so numbered.
+  std::vector<std::string> prompt_texts = {""};
   bool echo = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

@@ -117,6 +117,9 @@ struct ResponseOptions {
   // the reasoning tokens of a completion fed as tokens as its reasoning text re-encoded, not as the tokens
   // generated; unset, the generated tokens of the reasoning are counted instead.
   std::function<int64_t(std::string_view text)> count_tokens;
+  // A completion fed as tokens that ends inside a character: deepseek-recipe drops the tokens of that last
+  // run (text, count and entries); true keeps them, the character written as U+FFFD, as OpenAI and vLLM do.
+  bool keep_incomplete_character = false;
 };
 
 }  // namespace deepinfer::recipe

@@ -135,6 +135,7 @@ CompletionStream::CompletionStream(Protocol protocol, const OutputParserOptions&
                                    const ResponseOptions& response_options, UsageCounts prompt_usage)
     : parser_(std::make_unique<OutputParser>(parser_options)),
       emit_logprobs_(response_options.emit_logprobs),
+      keep_incomplete_character_(response_options.keep_incomplete_character),
       usage_(prompt_usage),
       thinking_(parser_options.thinking_stage.has_value()),
       starts_in_reasoning_(thinking_ && !parser_options.starts_in_tool_calls &&
@@ -240,11 +241,15 @@ void CompletionStream::FeedUnit(std::vector<OutputDelta>* deltas) {
 std::vector<StreamEvent> CompletionStream::Finish(std::optional<BackendFinish> finish) {
   std::vector<StreamEvent> events;
   if (finished_) return events;
+  std::vector<OutputDelta> deltas;
   // Tokens still waiting to form a character never decode: deepseek-recipe drops their unit.
+  if (keep_incomplete_character_ && unit_tokens_ > 0) {
+    unit_text_ = utf8::ToValidLossy(unit_text_);
+    FeedUnit(&deltas);
+  }
   unit_text_.clear();
   unit_entries_.clear();
   unit_tokens_ = 0;
-  std::vector<OutputDelta> deltas;
   parser_->Finish(&deltas);
   if (token_mode_) {
     const std::vector<std::string> logprobs = AttachLogprobs(deltas);

@@ -79,6 +79,7 @@ class CompletionStream {
 
   std::unique_ptr<OutputParser> parser_;
   bool emit_logprobs_ = true;  // ResponseOptions::emit_logprobs
+  bool keep_incomplete_character_ = false;  // ResponseOptions::keep_incomplete_character
   std::unique_ptr<ProtocolSerializer> serializer_;
   UsageCounts usage_;
   bool thinking_ = false;

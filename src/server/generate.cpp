@@ -52,21 +52,29 @@ Generation::Generation(std::shared_ptr<ServiceExchange> exchange, engine::Engine
 
 Generation::~Generation() = default;
 
-void Generation::Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining) {
+void Generation::Start(std::vector<std::vector<int32_t>> prompts, engine::RequestParams params, bool draining) {
   if (translator_->stream()) exchange_->BeginStream(200);
   std::weak_ptr<Generation> weak = weak_from_this();
   {
-    // Held until the request is set up: the engine may deliver its first update (on its output thread)
+    // Held until the requests are set up: the engine may deliver a first update (on its output thread)
     // before AddRequest returns here.
     std::lock_guard lock(mu_);
-    auto id = engine_->AddRequest(std::move(prompt), std::move(params), [weak](engine::RequestUpdate update) {
-      if (auto self = weak.lock()) self->Deliver(update);
-    });
-    if (!id.ok()) {
-      exchange_->Fail(EngineRefusal(id.status(), draining));
-      return;
+    outputs_per_prompt_ = params.sampling.n;
+    unfinished_ = static_cast<int>(prompts.size());
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      const int prompt = static_cast<int>(p);
+      auto id = engine_->AddRequest(std::move(prompts[p]), params, [weak, prompt](engine::RequestUpdate update) {
+        if (auto self = weak.lock()) self->Deliver(std::move(update), prompt);
+      });
+      if (!id.ok()) {
+        // The requests already queued go; their final updates find this generation done.
+        for (engine::RequestId queued : ids_) engine_->Abort(queued);
+        done_ = true;
+        exchange_->Fail(EngineRefusal(id.status(), draining));
+        return;
+      }
+      ids_.push_back(*id);
     }
-    id_ = *id;
     started_ = true;
     // Held until the final update: the engine's callback only holds a weak reference.
     keep_alive_ = shared_from_this();
@@ -77,34 +85,40 @@ void Generation::Start(std::vector<int32_t> prompt, engine::RequestParams params
 }
 
 void Generation::AbortEngine() {
-  if (started_ && !aborted_.exchange(true)) engine_->Abort(id_);
+  if (started_ && !aborted_.exchange(true)) {
+    for (engine::RequestId id : ids_) engine_->Abort(id);
+  }
 }
 
 // On the engine's output thread: the update becomes protocol events and they go to the socket here,
 // without a hop to the connection's strand (each hop is a thread wake-up, and on a machine whose cores
 // sleep between steps a wake-up alone can take longer than the whole encoding). The channel's writes are
 // thread-safe and never block: bytes the socket does not take at once go on through the strand.
-void Generation::Deliver(const engine::RequestUpdate& update) {
+void Generation::Deliver(engine::RequestUpdate update, int prompt) {
   std::lock_guard lock(mu_);
   if (done_) return;
+  if (prompt > 0) {
+    for (engine::SequenceDelta& delta : update.sequences) delta.index += prompt * outputs_per_prompt_;
+  }
+  const bool last = update.finished && --unfinished_ == 0;
   // The latency of these bytes starts when the engine's step thread handed the tokens over.
   origin_nanos_ = update.emitted_nanos > 0 ? update.emitted_nanos : NowNanos();
   handling_nanos_ = NowNanos();
   handoff_recorded_ = false;  // recorded with the update's first stream write
-  OnUpdate(update);
+  OnUpdate(update, last);
   if (handoff_recorded_ && exchange_->stream_delivery)
     exchange_->stream_delivery->Record(static_cast<double>(NowNanos() - handling_nanos_) * 1e-9);
-  if (update.finished) {
+  if (last) {
     done_ = true;
     keep_alive_.reset();  // the callback's reference keeps this object alive until it returns
   }
 }
 
-void Generation::OnUpdate(const engine::RequestUpdate& update) {
+void Generation::OnUpdate(const engine::RequestUpdate& update, bool last) {
   pipeline::TranslatedUpdate translated = translator_->Translate(update);
   if (translator_->stream() && !translated.events.empty()) Write(pipeline::FormatSse(translated.events));
   if (translated.stop_engine) AbortEngine();
-  if (update.finished) Complete();
+  if (last) Complete();
 }
 
 void Generation::Complete() {
@@ -113,6 +127,7 @@ void Generation::Complete() {
     if (!failure.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failure.message());
     exchange_->channel->Write(pipeline::FormatSse(translator_->StreamEnd()));
     exchange_->channel->End();
+    if (failure.ok() && completed_) completed_(translator_->Body());
     return;
   }
   if (!failure.ok()) {
@@ -123,13 +138,22 @@ void Generation::Complete() {
   }
   HttpResponse response;
   response.body = translator_->Body();
+  if (completed_) completed_(response.body);
   exchange_->Reply(std::move(response));
 }
 
 // --- the endpoints ---
 
 void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeline::Api api) {
-  pipeline::PrepareOutcome prepared = pipeline::Prepare(api, exchange->request.body, prepare_options_);
+  // Shared with the completion callback (what it stores), and the body the prepared request was read from.
+  std::shared_ptr<ResponsesTurn> turn;
+  if (api == pipeline::Api::kResponses) {
+    turn = std::make_shared<ResponsesTurn>();
+    if (auto error = ContinueResponse(exchange->request, turn.get())) return exchange->Fail(*error);
+  }
+  pipeline::PrepareOutcome prepared =
+      pipeline::Prepare(api, turn ? std::string_view(turn->body) : std::string_view(exchange->request.body),
+                        prepare_options_);
   if (!prepared.ok()) return exchange->Reply(RefusalResponse(prepared.refusal));
   pipeline::PreparedRequest& request = *prepared.request;
   request.params.tag = exchange->request_id;
@@ -142,10 +166,16 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   context.id = pipeline::NewResponseId(pipeline::ResponseIdPrefix(api));
   context.model = options_.served_model_names.front();
   context.created = pipeline::UnixSeconds();
-  context.tokenizer = tokenizer_;
   context.model_version = options_.model_version;
+  const std::string id = context.id;
   auto generation = std::make_shared<Generation>(exchange, engine_, request.TakeTranslator(std::move(context)));
-  generation->Start(std::move(request.prompt), std::move(request.params), draining_.load());
+  if (turn && turn->store) {
+    generation->OnCompleted([this, id, turn](const std::string& body) { StoreResponse(id, *turn, body); });
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back(std::move(request.prompt));
+  for (std::vector<int32_t>& more : request.more_prompts) prompts.push_back(std::move(more));
+  generation->Start(std::move(prompts), std::move(request.params), draining_.load());
 }
 
 ApiError NoEngine() {

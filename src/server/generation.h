@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -22,12 +23,15 @@ class Generation : public std::enable_shared_from_this<Generation> {
              std::unique_ptr<pipeline::UpdateTranslator> translator);
   ~Generation();
 
-  // On the strand: queues the request in the engine (or answers the refusal) and ties a client's
-  // disconnect to Abort.
-  void Start(std::vector<int32_t> prompt, engine::RequestParams params, bool draining);
+  // On the strand: queues one engine request per prompt (or answers the refusal) and ties a client's
+  // disconnect to Abort. With several prompts (a legacy Completions batch) the outputs of prompt p reach
+  // the translator as outputs p * n + i, and the response completes when every request has finished.
+  void Start(std::vector<std::vector<int32_t>> prompts, engine::RequestParams params, bool draining);
+  // Called with the response body once it completed without failure (streamed or not); before Start.
+  void OnCompleted(std::function<void(const std::string& body)> completed) { completed_ = std::move(completed); }
 
  private:
-  void OnUpdate(const engine::RequestUpdate& update);
+  void OnUpdate(const engine::RequestUpdate& update, bool last);
   void Complete();
   void AbortEngine();
   // Stream bytes made from the updates being handled (their tokens' emission is the write's origin).
@@ -42,10 +46,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::shared_ptr<ServiceExchange> exchange_;
   engine::Engine* engine_;
   std::unique_ptr<pipeline::UpdateTranslator> translator_;
+  std::function<void(const std::string& body)> completed_;
 
-  void Deliver(const engine::RequestUpdate& update);
+  void Deliver(engine::RequestUpdate update, int prompt);
 
-  engine::RequestId id_ = 0;
+  std::vector<engine::RequestId> ids_;  // one per prompt
+  int outputs_per_prompt_ = 1;
+  int unfinished_ = 0;  // requests whose final update has not come (under mu_)
   bool started_ = false;
   std::atomic<bool> aborted_{false};
   std::mutex mu_;  // Start's set-up and each update's handling

@@ -94,6 +94,7 @@ std::string_view EndpointLabel(std::string_view method, std::string_view path) {
   for (const Route& r : kRoutes)
     if (r.path == path) return r.path;
   if (method == "GET" && path.rfind("/v1/models/", 0) == 0) return "/v1/models/{model}";
+  if (method == "GET" && path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -118,7 +119,9 @@ bool ServiceExchange::BeginStream(int status, std::string content_type) {
 Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
     : options_(std::move(options)),
       tokenizer_(tokenizer),
-      constraint_compiler_(std::make_shared<sampling::ConstraintCompiler>(tokenizer)) {
+      constraint_compiler_(std::make_shared<sampling::ConstraintCompiler>(tokenizer)),
+      responses_(std::make_unique<ResponsesStore>(options_.responses_store_max_entries,
+                                                  options_.responses_store_ttl_s)) {
   if (options_.served_model_names.empty()) options_.served_model_names.push_back("deepinfer");
   prepare_options_.tokenizer = tokenizer;
   prepare_options_.control_ids = recipe::ControlTokenIds::FromTokenizer(*tokenizer);
@@ -139,11 +142,7 @@ void Service::SetEngine(engine::Engine* engine) {
 
 bool Service::Authorized(const HttpRequest& request) const {
   if (options_.api_keys.empty()) return true;
-  std::string_view given = request.Header("x-api-key");
-  if (given.empty()) {
-    const std::string_view auth = request.Header("authorization");
-    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) given = auth.substr(7);
-  }
+  const std::string given = ApiKeyOf(request);
   bool ok = false;
   for (const auto& key : options_.api_keys) ok |= ConstantTimeEquals(given, key);
   return ok;
@@ -198,6 +197,11 @@ void Service::Dispatch(const std::shared_ptr<Exchange>& exchange) {
   if (model_path) {
     path_known = true;
     if (method == "GET") return HandleModel(exchange, path.substr(11));
+  }
+  constexpr std::string_view kResponsesPrefix = "/v1/responses/";
+  if (path.rfind(kResponsesPrefix, 0) == 0 && path.size() > kResponsesPrefix.size()) {
+    path_known = true;
+    if (method == "GET") return HandleGetResponse(exchange, path.substr(kResponsesPrefix.size()));
   }
   if (!route) {
     ApiError e;

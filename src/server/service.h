@@ -11,10 +11,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "pipeline/prepare.h"
 #include "recipe/prompt_tokens.h"
@@ -23,6 +26,7 @@
 #include "server/api_errors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/responses_store.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
@@ -53,6 +57,9 @@ struct ServiceOptions {
   double request_timeout_s = 600;
   // Test-only: the `deepinfer_test_output` request field scripts the model's output (pipeline/prepare.h).
   bool enable_test_hooks = false;
+  // Responses kept for `previous_response_id` and GET /v1/responses/{id} (responses_store.h).
+  int64_t responses_store_max_entries = 4096;
+  double responses_store_ttl_s = 3600;
 };
 
 // Routes the service knows, for metric labels and method checks.
@@ -90,6 +97,21 @@ class Service : public HttpHandler {
   using Exchange = ServiceExchange;
   void Dispatch(const std::shared_ptr<Exchange>& exchange);
   bool Authorized(const HttpRequest& request) const;
+  // The API key a request was sent with (empty: none).
+  static std::string ApiKeyOf(const HttpRequest& request);
+
+  // A Responses request as it runs: the body to prepare (earlier turns' items before its input when it
+  // continues a stored response), the input items to store with its response, and whether to store it.
+  struct ResponsesTurn {
+    std::string body;
+    nlohmann::ordered_json input;
+    std::string owner;
+    bool store = true;
+  };
+  // 404 for a previous_response_id this key cannot see; 400 for a malformed one or `store`.
+  std::optional<ApiError> ContinueResponse(const HttpRequest& request, ResponsesTurn* turn);
+  void StoreResponse(const std::string& id, const ResponsesTurn& turn, const std::string& response_body);
+  void HandleGetResponse(const std::shared_ptr<Exchange>& exchange, std::string_view id);
 
   void HandleModels(const std::shared_ptr<Exchange>& exchange);
   void HandleModel(const std::shared_ptr<Exchange>& exchange, std::string_view id);
@@ -115,6 +137,7 @@ class Service : public HttpHandler {
   RequestCounter requests_;
   LatencyHistogram stream_handoff_;   // ServiceExchange::stream_handoff
   LatencyHistogram stream_delivery_;  // ServiceExchange::stream_delivery
+  std::unique_ptr<ResponsesStore> responses_;
 };
 
 }  // namespace deepinfer::server

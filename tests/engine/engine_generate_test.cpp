@@ -316,6 +316,39 @@ TEST(EngineGenerate, BadOutputThreadCountsAreRefused) {
   }
 }
 
+TEST(EngineGenerate, ConcurrencyIsDerivedFromTheKvBudgetOrCreateRefuses) {
+  auto model = test_support::LoadFixture("v4_mixed");
+  ASSERT_NE(model, nullptr);
+  int64_t window_bytes = 0, window = 0;
+  for (const kvcache::CacheGroupSpec& g : model->cache_spec().groups) {
+    if (g.retention == kvcache::CacheRetention::kPrefix) continue;
+    window_bytes += g.bytes_per_block;
+    window = std::max(window, g.window);
+  }
+  ASSERT_GT(window_bytes, 0);
+  // Window blocks a running sequence holds (decode), and a prefilling one with a 512-token chunk (the
+  // default prefill_chunk): the engine keeps room for 2 of the latter beside the decoding ones.
+  const int64_t per_decode = (window - 1 + 127) / 128 + 1;
+  const int64_t per_prefill = (window - 1 + 512 + 127) / 128 + 1;
+  // A budget whose half holds exactly 10 decoding sequences' window state (and the 2 prefills).
+  const int64_t budget = 2 * (10 * per_decode + 2 * per_prefill) * window_bytes;
+  EngineOptions options;
+  options.kv_cache_bytes = budget;
+  options.max_num_seqs = 256;  // as given: more than the budget holds
+  EXPECT_EQ(Engine::Create(test_support::LoadFixture("v4_mixed"), options).status().code(),
+            StatusCode::kResourceExhausted);
+  options.max_num_seqs = 0;
+  auto derived = Engine::Create(std::move(model), options);
+  ASSERT_TRUE(derived.ok()) << derived.status().ToString();
+  EXPECT_EQ((*derived)->info().max_num_seqs, 10);
+  (*derived)->Shutdown();
+  // Not even one sequence: refused, saying so.
+  options.kv_cache_bytes = window_bytes;
+  auto refused = Engine::Create(test_support::LoadFixture("v4_mixed"), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("one running sequence"), std::string::npos) << refused.status().message();
+}
+
 TEST(EngineGenerate, DeadlinesFinishRequests) {
   auto engine = MakeEngine();
   RequestParams p = Greedy(100000);

@@ -122,7 +122,7 @@ TEST_F(PipelinePrepareTest, LegacyCompletions) {
   EXPECT_EQ(r.params.sampling.max_tokens, 7);
   EXPECT_EQ(r.params.sampling.stop, std::vector<std::string>{"end"});
   EXPECT_EQ(r.params.sampling.top_logprobs, 2);
-  EXPECT_EQ(r.completions.prompt_text, "Once upon");
+  EXPECT_EQ(r.completions.prompt_texts, std::vector<std::string>{"Once upon"});
   EXPECT_TRUE(r.completions.echo && r.completions.stream && r.completions.include_usage);
   EXPECT_EQ(r.completions.logprobs, 2);
   EXPECT_EQ(r.completions.n, 3);
@@ -132,6 +132,30 @@ TEST_F(PipelinePrepareTest, LegacyCompletions) {
   ASSERT_TRUE(out.ok()) << out.refusal.body;
   EXPECT_EQ(out.request->prompt, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(out.request->params.sampling.max_tokens, 16);
+}
+
+TEST_F(PipelinePrepareTest, LegacyCompletionsTakeAListOfPrompts) {
+  PrepareOutcome out =
+      Prepare(Api::kCompletions, R"({"model":"served","prompt":["Once upon",[5,6,7],"x"],"n":2})", Options());
+  ASSERT_TRUE(out.ok()) << out.refusal.body;
+  const PreparedRequest& r = *out.request;
+  EXPECT_EQ(r.prompt, V4Tokenizer()->EncodeText("Once upon"));
+  ASSERT_EQ(r.more_prompts.size(), 2u);
+  EXPECT_EQ(r.more_prompts[0], (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(r.more_prompts[1], V4Tokenizer()->EncodeText("x"));
+  EXPECT_EQ(r.completions.prompt_texts.size(), 3u);
+  EXPECT_EQ(r.completions.n, 2);
+  // Each prompt is checked, and named by its place in the list.
+  out = Prepare(Api::kCompletions, R"({"model":"served","prompt":["a",""]})", Options());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(nlohmann::json::parse(out.refusal.body)["error"]["param"], "prompt[1]");
+  out = Prepare(Api::kCompletions, R"({"model":"served","prompt":["a",[5,"b"]]})", Options());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(nlohmann::json::parse(out.refusal.body)["error"]["param"], "prompt[1][1]");
+  // At most 128 choices: 2 prompts of n = 65 are 130.
+  out = Prepare(Api::kCompletions, R"({"model":"served","prompt":["a","b"],"n":65})", Options());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(nlohmann::json::parse(out.refusal.body)["error"]["param"], "n");
 }
 
 TEST_F(PipelinePrepareTest, TheTranslatorFollowsTheApi) {

@@ -174,6 +174,81 @@ TEST(PipelineChatTranslator, SeveralOutputsMergeIntoOneBody) {
   EXPECT_EQ(body["usage"]["total_tokens"], 9);
 }
 
+TEST(PipelineChatTranslator, SeveralStreamedOutputsReportTheirTotalUsageOnce) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions,
+            R"({"model":"m","n":2,"stream":true,"stream_options":{"include_usage":true},)"
+            R"("messages":[{"role":"user","content":"hi"}],"thinking":{"type":"disabled"}})",
+            2);
+  auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, Context("id-1"));
+  std::vector<recipe::StreamEvent> events;
+  for (const TranslatedUpdate& t :
+       {translator->Translate(Update({Delta(1, {Token(10, "b"), Token(11, "b")}), Delta(0, {Token(12, "a")})}, false)),
+        translator->Translate(Update({Delta(0, {}, engine::FinishReason::kStop)}, false)),
+        translator->Translate(Update({Delta(1, {Token(13, "c")}, engine::FinishReason::kLength)}, true))}) {
+    events.insert(events.end(), t.events.begin(), t.events.end());
+  }
+  std::vector<nlohmann::json> usages;
+  for (const recipe::StreamEvent& event : events) {
+    const nlohmann::json chunk = nlohmann::json::parse(event.json);
+    if (chunk.contains("usage") && !chunk["usage"].is_null()) usages.push_back(chunk["usage"]);
+  }
+  // Output 0 generated "a", output 1 "b", "b", "c": 4 completion tokens over a 5-token prompt, reported once.
+  ASSERT_EQ(usages.size(), 1u);
+  EXPECT_EQ(usages[0]["prompt_tokens"], 5);
+  EXPECT_EQ(usages[0]["completion_tokens"], 4);
+  EXPECT_EQ(usages[0]["total_tokens"], 9);
+  EXPECT_EQ(nlohmann::json::parse(events.back().json)["usage"]["completion_tokens"], 4);
+}
+
+TEST(PipelineChatTranslator, ACutInsideACharacterKeepsItsTokens) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions,
+            R"({"model":"m","logprobs":true,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"disabled"}})");
+  auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, Context("id-1"));
+  // U+20000 is F0 A0 80 80; max_tokens ends the output after its first two bytes.
+  translator->Translate(Update({Delta(0, {Token(10, "a")})}, false));
+  translator->Translate(Update({Delta(0, {Token(11, "\xF0"), Token(12, "\xA0")}, engine::FinishReason::kLength)}, true));
+  const nlohmann::json body = nlohmann::json::parse(translator->Body());
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "a\xEF\xBF\xBD");  // U+FFFD for the cut character
+  EXPECT_EQ(body["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(body["choices"][0]["logprobs"]["content"].size(), 3u);
+}
+
+TEST(PipelineChatTranslator, ReasoningTokensAreTheGeneratedTokens) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, Context("id-1"));
+  // "a" + "a" re-encodes to one token "aa"; the model generated two. Then `</think>` and one content token.
+  translator->Translate(Update({Delta(0, {Token(10, "a"), Token(10, "a"), Token(1, "</think>", true)})}, false));
+  translator->Translate(Update({Delta(0, {Token(11, "Hi")}, engine::FinishReason::kLength)}, true));
+  const nlohmann::json body = nlohmann::json::parse(translator->Body());
+  EXPECT_EQ(body["choices"][0]["message"]["reasoning_content"], "aa");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(body["usage"]["completion_tokens_details"]["reasoning_tokens"], 2);
+}
+
+TEST(PipelineChatTranslator, SpecialTokensWriteNoTextUnlessAsked) {
+  const recipe::ParsedRequest request =
+      Parse(recipe::Protocol::kChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  const std::string placeholder = "<\xEF\xBD\x9Cplace\xE2\x96\x81holder\xE2\x96\x81no\xE2\x96\x81" "433\xEF\xBD\x9C>";
+  for (bool skip : {true, false}) {
+    ResponseContext context = Context("id-1");
+    context.skip_special_tokens = skip;
+    auto translator = NewChatTranslator(recipe::Protocol::kChatCompletions, request, context);
+    engine::GeneratedToken special = Token(128433, placeholder, true);
+    special.special = true;
+    // `</think>` is an added token but not a special one: the parser needs it whatever the request says.
+    translator->Translate(Update({Delta(0, {Token(10, "ab"), special, Token(1, "</think>", true)})}, false));
+    translator->Translate(Update({Delta(0, {special, Token(11, "Hi")}, engine::FinishReason::kLength)}, true));
+    const nlohmann::json body = nlohmann::json::parse(translator->Body());
+    const nlohmann::json& message = body["choices"][0]["message"];
+    EXPECT_EQ(message["reasoning_content"], skip ? "ab" : "ab" + placeholder) << skip;
+    EXPECT_EQ(message["content"], skip ? "Hi" : placeholder + "Hi") << skip;
+    EXPECT_EQ(body["usage"]["completion_tokens"], 5) << skip;  // skipped or not, every token counts
+  }
+}
+
 TEST(PipelineChatTranslator, AnEngineErrorIsTheFailure) {
   const recipe::ParsedRequest request = Parse(
       recipe::Protocol::kMessages, R"({"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]})");
@@ -186,7 +261,7 @@ TEST(PipelineChatTranslator, AnEngineErrorIsTheFailure) {
 
 TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   CompletionsShape shape;
-  shape.prompt_text = "Say:";
+  shape.prompt_texts = {"Say:"};
   shape.echo = true;
   shape.stream = true;
   shape.include_usage = true;
@@ -198,7 +273,7 @@ TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   TranslatedUpdate second = translator->Translate(Update({last}, true));
   ASSERT_EQ(first.events.size(), 1u);
   EXPECT_EQ(first.events[0].json,
-            R"({"choices":[{"finish_reason":null,"index":0,"logprobs":{"text_offset":[0],"token_logprobs":[0.0],)"
+            R"({"choices":[{"finish_reason":null,"index":0,"logprobs":{"text_offset":[4],"token_logprobs":[0.0],)"
             R"("tokens":[" hi"],"top_logprobs":[{}]},"text":"Say: hi"}],"created":7,"id":"cmpl-1","model":"served",)"
             R"("object":"text_completion","usage":null})");
   ASSERT_EQ(second.events.size(), 1u);
@@ -212,7 +287,8 @@ TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   EXPECT_EQ(FormatSse({&end[1], 1}), "data: [DONE]\n\n");
   const nlohmann::json body = nlohmann::json::parse(translator->Body());
   EXPECT_EQ(body["choices"][0]["text"], "Say: hi!");
-  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({0, 3}));
+  // Offsets into the returned text, after the 4 bytes of the echoed "Say:".
+  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({4, 7}));
 }
 
 TEST(PipelineCompletionsTranslator, WithoutStreamNoEventsAndTheChoicesInOrder) {
@@ -230,6 +306,36 @@ TEST(PipelineCompletionsTranslator, WithoutStreamNoEventsAndTheChoicesInOrder) {
   EXPECT_EQ(body["choices"][1]["text"], "b");
   EXPECT_EQ(body["choices"][1]["finish_reason"], "stop");
   EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
+}
+
+TEST(PipelineCompletionsTranslator, APromptListsChoicesArePromptMajorAndItsUsageAddsUp) {
+  CompletionsShape shape;
+  shape.prompt_texts = {"A:", "B:"};
+  shape.echo = true;
+  shape.n = 2;
+  auto translator = NewCompletionsTranslator(shape, Context("cmpl-1"));
+  // The second prompt's request (its outputs numbered 2 and 3) with a 4-token prompt, then the first's
+  // with 5 (Update's), 2 of them cached.
+  engine::RequestUpdate second = Update({Delta(2, {Token(10, "c")}, engine::FinishReason::kLength),
+                                         Delta(3, {Token(11, "d")}, engine::FinishReason::kLength)},
+                                        true);
+  second.prompt_tokens = 4;
+  second.prompt_cache_hit_tokens = 0;
+  translator->Translate(second);
+  translator->Translate(Update({Delta(0, {Token(12, "a")}, engine::FinishReason::kStop),
+                                Delta(1, {Token(13, "b"), Token(14, "b")}, engine::FinishReason::kLength)},
+                               true));
+  const nlohmann::json body = nlohmann::json::parse(translator->Body());
+  ASSERT_EQ(body["choices"].size(), 4u);
+  EXPECT_EQ(body["choices"][0]["text"], "A:a");
+  EXPECT_EQ(body["choices"][1]["text"], "A:bb");
+  EXPECT_EQ(body["choices"][2]["text"], "B:c");
+  EXPECT_EQ(body["choices"][3]["text"], "B:d");
+  EXPECT_EQ(body["choices"][3]["index"], 3);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 9);  // 5 + 4
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(body["usage"]["total_tokens"], 14);
 }
 
 TEST(PipelineSse, NamedAndUnnamedEvents) {

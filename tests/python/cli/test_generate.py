@@ -73,6 +73,11 @@ def test_prefill_chunking_never_changes_the_output(deepinfer_bin, tiny_model):
     assert again["choices"] == bodies[0]
 
 
+def test_the_kv_budget_flag_is_the_servers_and_the_older_spelling_still_works(deepinfer_bin, tiny_model):
+    body = body_of(deepinfer_bin, tiny_model, "--prompt", "Hi", "--kv-cache-memory-bytes", str(64 << 20))
+    assert body_of(deepinfer_bin, tiny_model, "--prompt", "Hi", "--kv-cache-mib", "64")["choices"] == body["choices"]
+
+
 def test_anthropic_request(deepinfer_bin, tiny_model):
     request = {"model": "claude-like", "max_tokens": 6, "messages": [{"role": "user", "content": "Hi"}]}
     body = body_of(deepinfer_bin, tiny_model, "--protocol", "anthropic", "--request", "-", stdin=json.dumps(request))
