@@ -79,7 +79,9 @@ constexpr const char* kUsage =
     "  --kv-cache-mib N               KV block pools (default 1024)\n"
     "  --tbt-target-ms MS             size prefill chunks to keep steps within this time\n"
     "  --no-prefix-cache              never reuse cached prefix blocks\n"
-    "  --swa-replay exact|bounded     prefix hits without window blocks (default bounded)\n";
+    "  --swa-replay exact|bounded     prefix hits without window blocks (default bounded)\n"
+    "  --speculative-config JSON      speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
+    "                                 (methods ngram, synthetic; outputs equal speculation off)\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -103,6 +105,7 @@ struct GenerateArgs {
   double tbt_target_ms = 0;
   bool prefix_cache = true;
   engine::SwaReplay replay = engine::SwaReplay::kBounded;
+  engine::SpeculativeConfig speculative;
 };
 
 Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
@@ -173,6 +176,10 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   flags.Double("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6);
   flags.Switch("--no-prefix-cache", &out->prefix_cache, false);
   flags.Choice("--swa-replay", &out->replay, {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
+  flags.Custom("--speculative-config", "JSON", [out](const std::string& v) {
+    DI_ASSIGN_OR_RETURN(out->speculative, engine::ParseSpeculativeConfig(v));
+    return Status::Ok();
+  });
   if (int rc = flags.Parse(args)) return rc;
   const int sources = !out->prompt.empty() + !out->request_path.empty() + !out->requests_path.empty() +
                       !out->prompt_ids.empty();
@@ -291,6 +298,7 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   eo.tbt_target_ms = args.tbt_target_ms;
   eo.enable_prefix_caching = args.prefix_cache;
   eo.swa_replay = args.replay;
+  eo.speculative = args.speculative;
   eo.tokenizer = out.tokenizer.get();
   if (out.tokenizer) out.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(out.tokenizer.get());
   eo.constraint_compiler = out.constraint_compiler;

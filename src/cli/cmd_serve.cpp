@@ -84,6 +84,8 @@ constexpr const char* kUsage =
     "  --precision exact|bf16      matrix-product arithmetic (default exact)\n"
     "  --swa-replay exact|bounded  a prefix hit without cached window state replays the whole dependency cone\n"
     "                              (exact: the same logits as a cold run) or the last block only (default)\n"
+    "  --speculative-config JSON   speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
+    "                              (methods ngram, synthetic; outputs equal speculation off)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
@@ -129,6 +131,7 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
   engine::SwaReplay swa_replay = engine::SwaReplay::kBounded;
+  engine::SpeculativeConfig speculative;
   // KV store
   std::string kv_store_dir;
   uint64_t kv_store_capacity = 0;
@@ -176,6 +179,10 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
                {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
   flags.Choice("--swa-replay", &out->swa_replay,
                {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
+  flags.Custom("--speculative-config", "JSON", [out](const std::string& v) {
+    DI_ASSIGN_OR_RETURN(out->speculative, engine::ParseSpeculativeConfig(v));
+    return Status::Ok();
+  });
   flags.Path("--kv-store", &out->kv_store_dir);
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
   flags.Double("--kv-store-sweep-s", &out->kv_store_sweep_s, 0.01, 86400);
@@ -377,6 +384,7 @@ int RunServe(const std::vector<std::string>& argv) {
                                 : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4));
     engine_options.compute_precision = args.precision;
     engine_options.swa_replay = args.swa_replay;  // part of every block's name (and the store's namespace)
+    engine_options.speculative = args.speculative;
     if (!args.kv_store_dir.empty()) {
       kv_tier = OpenKvStore(args, **loaded);
       engine_options.lower_tier = kv_tier.get();
