@@ -420,6 +420,7 @@ EngineStats EngineImpl::Stats() const {
     s.window_blocks_used = metrics_.window_used;
     s.window_blocks_cached = metrics_.window_cached;
   }
+  s.num_speculative_tokens = options_.speculative.enabled() ? options_.speculative.num_speculative_tokens : 0;
   s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0;
   s.time_to_first_token = metrics_.ttft.Snapshot();
   s.inter_token_latency = metrics_.itl.Snapshot();

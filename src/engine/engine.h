@@ -246,6 +246,7 @@ struct EngineStats {
   // Speculative decoding, as vLLM counts it: verify steps of an output with a draft, draft tokens verified,
   // draft tokens accepted, and accepted ones by draft position (position i counts the drafts whose first
   // i + 1 tokens were accepted).
+  int num_speculative_tokens = 0;  // K (0: speculation off)
   uint64_t spec_decode_num_drafts = 0;
   uint64_t spec_decode_num_draft_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens = 0;
