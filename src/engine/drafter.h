@@ -27,7 +27,7 @@ struct DraftInput {
   uint64_t sequence = 0;              // the executor's key for the output (its SeqId)
   std::span<const int32_t> tokens;    // the prompt, then every token generated (the last just sampled)
   int64_t prompt_tokens = 0;
-  uint64_t seed = 0;                  // the request's seed and the output's index among its n
+  uint64_t seed = 0;                  // the request's seed (0 for greedy) and the output's index among its n
   int index = 0;
   int max_tokens = 0;                 // propose at most this many
 };

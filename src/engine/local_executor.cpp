@@ -413,7 +413,7 @@ DraftInput LocalExecutor::DraftInputFor(SeqId id, const Slot& slot) const {
   return {.sequence = id,
           .tokens = slot.history,
           .prompt_tokens = slot.prompt_tokens,
-          .seed = slot.sampling.seed,
+          .seed = slot.sampling.params.greedy() ? 0 : slot.sampling.seed,  // greedy draws nothing
           .index = slot.sampling.index,
           .max_tokens = draft_tokens_};
 }
