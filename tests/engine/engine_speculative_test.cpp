@@ -5,16 +5,16 @@
 //
 // The sweep runs a few rounds here; DEEPINFER_SPEC_SWEEP_ROUNDS=N runs N rounds per fixture (the long
 // check, outside CI).
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <string>
-
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "engine/drafter.h"
 #include "engine/speculative_config.h"
@@ -315,9 +315,19 @@ std::vector<Job> MakeJobs(std::mt19937& rng, int count, int32_t vocab) {
   return jobs;
 }
 
-void ExpectSame(const std::vector<Outcome>& off, const std::vector<Outcome>& on, const std::string& what) {
+struct SweepTotals {
+  uint64_t drafts = 0, accepted = 0, preemptions = 0;
+  uint64_t requests = 0, tokens = 0;  // compared with speculation off
+};
+
+void ExpectSame(const std::vector<Outcome>& off, const std::vector<Outcome>& on, const std::string& what,
+                SweepTotals* totals = nullptr) {
   ASSERT_EQ(off.size(), on.size());
   for (size_t j = 0; j < off.size(); ++j) {
+    if (totals) {
+      ++totals->requests;
+      for (const auto& ids : off[j].ids) totals->tokens += ids.size();
+    }
     EXPECT_TRUE(off[j].ok) << what << " job " << j << ": " << off[j].error;
     EXPECT_TRUE(on[j] == off[j]) << what << " job " << j << " differs (" << on[j].error << ")";
   }
@@ -341,9 +351,6 @@ EngineOptions Options(std::mt19937& rng, bool small_pool) {
   return o;
 }
 
-struct SweepTotals {
-  uint64_t drafts = 0, accepted = 0, preemptions = 0;
-};
 
 void Sweep(const std::string& fixture, uint32_t seed, int rounds) {
   std::mt19937 rng(seed);
@@ -352,7 +359,7 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds) {
     const int k = std::uniform_int_distribution<int>(1, 7)(rng);
     // Every third round runs on a pool a few sequences fill (preemption, lookahead blocks refused).
     const bool small_pool = round % 3 == 1;
-    const int count = small_pool ? 14 : std::uniform_int_distribution<int>(1, 14)(rng);
+    const int count = small_pool ? 10 : std::uniform_int_distribution<int>(1, 14)(rng);
     std::vector<Job> jobs = MakeJobs(rng, count, 256);
     EngineOptions off_options = Options(rng, small_pool);
     auto off_engine = MakeEngine(off_options, fixture);
@@ -394,15 +401,22 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds) {
     auto on_engine = MakeEngine(on_options, fixture);
     ASSERT_TRUE(on_engine);
     // The synthetic drafter proposes from a recording of the same request: the first pass records it.
-    ExpectSame(off, RunAll(*on_engine, jobs), what + " first pass");
-    ExpectSame(off, RunAll(*on_engine, jobs), what + " second pass");
-    ExpectSame(off2, RunAll(*on_engine, turn2), what + " second turn");
+    ExpectSame(off, RunAll(*on_engine, jobs), what + " first pass", &totals);
+    ExpectSame(off, RunAll(*on_engine, jobs), what + " second pass", &totals);
+    ExpectSame(off2, RunAll(*on_engine, turn2), what + " second turn", &totals);
     const EngineStats stats = on_engine->Stats();
     EXPECT_EQ(stats.invariant_violations, 0u) << what;
     EXPECT_LE(stats.spec_decode_num_accepted_tokens, stats.spec_decode_num_draft_tokens) << what;
     totals.drafts += stats.spec_decode_num_drafts;
     totals.accepted += stats.spec_decode_num_accepted_tokens;
     totals.preemptions += stats.num_preemptions;
+  }
+  if (std::getenv("DEEPINFER_SPEC_SWEEP_ROUNDS")) {
+    std::printf("%s: %d rounds, %llu requests (%llu tokens) equal to speculation off; %llu drafts, %llu draft "
+                "tokens accepted, %llu preemptions\n",
+                fixture.c_str(), rounds, static_cast<unsigned long long>(totals.requests),
+                static_cast<unsigned long long>(totals.tokens), static_cast<unsigned long long>(totals.drafts),
+                static_cast<unsigned long long>(totals.accepted), static_cast<unsigned long long>(totals.preemptions));
   }
   // The sweep verified drafts (and accepted some), and preempted sequences (rounds 1, 4, ...).
   EXPECT_GT(totals.drafts, 0u);
