@@ -205,6 +205,7 @@ struct Outcome {
   std::vector<std::vector<std::vector<std::pair<int32_t, float>>>> top;
   std::vector<int> reasons;
   std::vector<int32_t> stop_tokens;
+  std::vector<std::string> texts, stop_strings;  // with a tokenizer
   bool ok = true;
   std::string error;
   bool operator==(const Outcome&) const = default;
@@ -222,6 +223,8 @@ std::vector<Outcome> RunAll(Engine& engine, const std::vector<Job>& jobs) {
     outcomes[j].top.resize(outcomes[j].ids.size());
     outcomes[j].reasons.assign(outcomes[j].ids.size(), -1);
     outcomes[j].stop_tokens.assign(outcomes[j].ids.size(), -1);
+    outcomes[j].texts.resize(outcomes[j].ids.size());
+    outcomes[j].stop_strings.resize(outcomes[j].ids.size());
     auto id = engine.AddRequest(jobs[j].prompt, jobs[j].params, [&, j](RequestUpdate u) {
       std::lock_guard<std::mutex> lock(mu);
       Outcome& o = outcomes[j];
@@ -234,9 +237,11 @@ std::vector<Outcome> RunAll(Engine& engine, const std::vector<Job>& jobs) {
           for (const TokenAlternative& a : t.top_logprobs) top.emplace_back(a.id, a.logprob);
           o.top[i].push_back(std::move(top));
         }
+        o.texts[i] += d.text;
         if (d.finish) {
           o.reasons[i] = static_cast<int>(*d.finish);
           o.stop_tokens[i] = d.stop_token;
+          o.stop_strings[i] = d.stop_string;
         }
       }
       if (!u.status.ok()) {
@@ -492,6 +497,7 @@ TEST(EngineSpeculative, GrammarOutputsEqualSpeculationOff) {
       } else {
         sp.temperature = 0;
       }
+      if (i == 0) sp.stop = {"e", "q"};  // stop strings inside an accepted run: the text and tokens end there
       j.params.constraint.grammar = specs[i];
       jobs.push_back(std::move(j));
     }
@@ -499,6 +505,9 @@ TEST(EngineSpeculative, GrammarOutputsEqualSpeculationOff) {
   auto off_engine = make("");
   const std::vector<Outcome> off = RunAll(*off_engine, jobs);
   for (const Outcome& o : off) ASSERT_TRUE(o.ok) << o.error;
+  // The stop strings ended both regex outputs (greedy and sampled) early.
+  EXPECT_FALSE(off[0].stop_strings[0].empty());
+  EXPECT_FALSE(off[1].stop_strings[0].empty());
   for (const std::string config : {R"({"method": "synthetic", "num_speculative_tokens": 4})",
                                    R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"}) {
     auto on_engine = make(config);
