@@ -80,15 +80,20 @@ std::string SpeculativeSummary(const engine::EngineStats& b, const engine::Engin
   const uint64_t drafts = a.spec_decode_num_drafts - b.spec_decode_num_drafts;
   const uint64_t drafted = a.spec_decode_num_draft_tokens - b.spec_decode_num_draft_tokens;
   const uint64_t accepted = a.spec_decode_num_accepted_tokens - b.spec_decode_num_accepted_tokens;
+  auto share = [](uint64_t part, uint64_t whole) {
+    return whole ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+  };
   char line[256];
-  std::snprintf(line, sizeof line, "spec decode: drafts %llu, draft tokens %llu, accepted %llu (%.1f%%), acceptance length %.2f, per position",
+  std::snprintf(line, sizeof line,
+                "spec decode: drafts %llu, draft tokens %llu, accepted %llu (%.1f%%), acceptance length %.2f, "
+                "per position",
                 static_cast<unsigned long long>(drafts), static_cast<unsigned long long>(drafted),
-                static_cast<unsigned long long>(accepted), drafted ? 100.0 * static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0,
-                drafts ? 1 + static_cast<double>(accepted) / static_cast<double>(drafts) : 0.0);
+                static_cast<unsigned long long>(accepted), 100 * share(accepted, drafted),
+                drafts ? 1 + share(accepted, drafts) : 0.0);
   std::string out = line;
   for (int i = 0; i < a.num_speculative_tokens && i < engine::kMaxSpeculativeTokens; ++i) {
     const uint64_t at = a.spec_decode_num_accepted_tokens_per_pos[i] - b.spec_decode_num_accepted_tokens_per_pos[i];
-    std::snprintf(line, sizeof line, "%s%.2f", i ? "/" : " ", drafts ? static_cast<double>(at) / static_cast<double>(drafts) : 0.0);
+    std::snprintf(line, sizeof line, "%s%.2f", i ? "/" : " ", share(at, drafts));
     out += line;
   }
   return out;
@@ -115,7 +120,8 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& o) {
     on = Decode(**e, prompts, o.tokens);
   }
   if (!off.status.ok() || !on.status.ok())
-    return std::printf("  speculative decoding: %s\n", (off.status.ok() ? on.status : off.status).ToString().c_str()), 1;
+    return std::printf("  speculative decoding: %s\n", (off.status.ok() ? on.status : off.status).ToString().c_str()),
+           1;
   const double streams = static_cast<double>(o.batch);
   const double per_stream = static_cast<double>(o.tokens - 1);
   const double off_tps = off.seconds > 0 ? per_stream / off.seconds : 0;

@@ -320,8 +320,11 @@ Status Scheduler::ApplyVerify(const Work& c, const SequenceResult& row, int64_t 
   s->tokens.resize(before);
   Status st = blocks_.Rollback(&s->blocks, s->computed, now);
 
+  // Draft tokens equal to the tokens sampled at their positions (the last one sampled counts too when it
+  // matched and ended the run: an end or stop token, a terminated mask).
   int64_t accepted = 0;
-  while (accepted < std::min(kept, c.verify) && row.tokens[static_cast<size_t>(accepted)].id == s->draft[static_cast<size_t>(accepted)])
+  while (accepted < std::min(kept, c.verify) &&
+         row.tokens[static_cast<size_t>(accepted)].id == s->draft[static_cast<size_t>(accepted)])
     ++accepted;
   MutexLock lock(&metrics_->mu);
   EngineStats& stats = metrics_->counters;
