@@ -311,7 +311,8 @@ std::vector<Job> MakeJobs(std::mt19937& rng, int count, int32_t vocab) {
     }
     if (between(0, 4) == 0) sp.logit_bias = {{static_cast<int32_t>(between(2, vocab - 1)), 3.0f}};
     if (between(0, 5) == 0) sp.n = between(2, 3);
-    if (sp.n == 1 && between(0, 7) == 0) {
+    // A script with min_tokens could force a banned stop token: scripts go with no stop tokens.
+    if (sp.n == 1 && sp.stop_token_ids.empty() && between(0, 7) == 0) {
       std::vector<int32_t> script = Prompt(between(2, 8), salt + 300 + static_cast<uint32_t>(i), vocab);
       j.params.constraint.scripted_tokens = script;
     }
