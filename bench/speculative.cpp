@@ -14,6 +14,8 @@
 namespace deepinfer::bench {
 namespace {
 
+constexpr int kRounds = 3;
+
 struct DecodeRun {
   std::vector<std::vector<int32_t>> ids;  // per stream
   double seconds = 0;                     // from the last stream's first token to the last token
@@ -100,24 +102,26 @@ std::string SpeculativeSummary(const engine::EngineStats& b, const engine::Engin
 }
 
 int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& o) {
+  auto off_engine = MakeEngine(o, false);
+  if (!off_engine.ok()) return std::printf("  speculative decoding: %s\n", off_engine.status().message().c_str()), 1;
+  auto on_engine = MakeEngine(o, true);
+  if (!on_engine.ok()) return std::printf("  speculative decoding: %s\n", on_engine.status().message().c_str()), 1;
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  std::uniform_int_distribution<int32_t> token(2, static_cast<int32_t>((*off_engine)->info().vocab_size - 1));
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(o.batch));
-  DecodeRun off, on;
-  {
-    auto e = MakeEngine(o, false);
-    if (!e.ok()) return std::printf("  speculative decoding: %s\n", e.status().message().c_str()), 1;
-    std::uniform_int_distribution<int32_t> token(2, static_cast<int32_t>((*e)->info().vocab_size - 1));
-    for (auto& p : prompts) {
-      p.resize(static_cast<size_t>(o.context));
-      for (int32_t& t : p) t = token(rng);
-    }
-    off = Decode(**e, prompts, o.tokens);
+  for (auto& p : prompts) {
+    p.resize(static_cast<size_t>(o.context));
+    for (int32_t& t : p) t = token(rng);
   }
-  {
-    auto e = MakeEngine(o, true);
-    if (!e.ok()) return std::printf("  speculative decoding: %s\n", e.status().message().c_str()), 1;
-    if (o.config.method == engine::DraftMethod::kSynthetic) Decode(**e, prompts, o.tokens);  // the recording
-    on = Decode(**e, prompts, o.tokens);
+  // The synthetic drafter's recording comes from a first pass; then off and on alternate and each keeps its
+  // fastest pass (a shared machine's other load slows some passes, never speeds one up).
+  if (o.config.method == engine::DraftMethod::kSynthetic) Decode(**on_engine, prompts, o.tokens);
+  DecodeRun off, on;
+  for (int round = 0; round < kRounds; ++round) {
+    DecodeRun a = Decode(**off_engine, prompts, o.tokens);
+    DecodeRun b = Decode(**on_engine, prompts, o.tokens);
+    if (round == 0 || a.seconds < off.seconds) off = std::move(a);
+    if (round == 0 || b.seconds < on.seconds) on = std::move(b);
   }
   if (!off.status.ok() || !on.status.ok())
     return std::printf("  speculative decoding: %s\n", (off.status.ok() ? on.status : off.status).ToString().c_str()),
@@ -126,11 +130,18 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& o) {
   const double per_stream = static_cast<double>(o.tokens - 1);
   const double off_tps = off.seconds > 0 ? per_stream / off.seconds : 0;
   const double on_tps = on.seconds > 0 ? per_stream / on.seconds : 0;
-  std::printf("  speculative decoding %s K=%d, batch %d, context %lld, %lld tokens per stream (greedy):\n",
+  std::printf("  speculative decoding %s K=%d, batch %d, context %lld, %lld tokens per stream (greedy, best of %d):\n",
               std::string(engine::DraftMethodName(o.config.method)).c_str(), o.config.num_speculative_tokens, o.batch,
-              static_cast<long long>(o.context), static_cast<long long>(o.tokens));
+              static_cast<long long>(o.context), static_cast<long long>(o.tokens), kRounds);
   std::printf("    off %.2f tok/s per stream (%.2f total), on %.2f tok/s per stream (%.2f total) = %.2fx\n", off_tps,
               off_tps * streams, on_tps, on_tps * streams, off_tps > 0 ? on_tps / off_tps : 0.0);
+  // The forward time of a step (decode steps dominate; the prompt's one step is in both).
+  auto step_ms = [](const DecodeRun& r) {
+    const double steps = static_cast<double>(r.after.steps - r.before.steps);
+    return steps > 0 ? 1e3 * (r.after.forward_seconds - r.before.forward_seconds) / steps : 0.0;
+  };
+  std::printf("    forward time per step: off %.2f ms, on %.2f ms (a verify step costs %.2fx a decode step)\n",
+              step_ms(off), step_ms(on), step_ms(off) > 0 ? step_ms(on) / step_ms(off) : 0.0);
   std::printf("    %s\n", SpeculativeSummary(on.before, on.after).c_str());
   if (on.ids != off.ids) {
     std::printf("    FAILED: the outputs with speculation differ from those without\n");

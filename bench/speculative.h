@@ -24,9 +24,9 @@ struct SpeculativeDecodeOptions {
   uint64_t seed = 1;
 };
 
-// Greedy decoding of `batch` streams with speculation off, then on (the synthetic drafter records a first
-// pass; the second is measured), on fresh engines in this process; prints tokens/s per stream and in total
-// for both, the ratio, and SpeculativeSummary of the measured pass. Non-zero (with a line saying why) when
+// Greedy decoding of `batch` streams with speculation off and on, on two engines in this process (the
+// synthetic drafter records a first pass), alternating three times and keeping each side's fastest pass;
+// prints tokens/s per stream and in total for both, the ratio, and SpeculativeSummary of the kept pass. Non-zero (with a line saying why) when
 // the outputs differ or the speed-up is impossible.
 int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 
