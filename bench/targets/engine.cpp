@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/common.h"
+#include "bench/speculative.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/clock.h"
@@ -44,7 +45,8 @@ constexpr const char* kUsage =
     "usage: deepinfer bench engine --model DIR [--workloads agent,chat,random|none] [--sessions N] [--turns N]\n"
     "                              [--system-tokens N] [--requests N] [--rate R] [--tbt-target-ms MS]\n"
     "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
-    "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n\n"
+    "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n"
+    "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N]]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
     "exactly from cached window blocks), replayed tokens per hit and the step loop's idle gap, then the\n"
@@ -61,7 +63,10 @@ constexpr const char* kUsage =
     "          tool message of 64..192 tokens to the previous turn's prompt and output; sessions start at\n"
     "          --rate per second, a turn follows its predecessor after 0..50 ms\n"
     "  chat    --requests independent requests (a 96-token system prompt, 32..480-token user message) at --rate\n"
-    "  random  --requests requests of random ids, prompts 16..1024 tokens, outputs 1..96, at --rate\n";
+    "  random  --requests requests of random ids, prompts 16..1024 tokens, outputs 1..96, at --rate\n"
+    "With --speculative-config every engine runs with it, each workload row is followed by its speculative\n"
+    "counters, and greedy decoding of --spec-batch streams (default 1) of --spec-tokens tokens (default 128)\n"
+    "is measured with and without it (runs with --skip-goals too; fails when the outputs differ).\n";
 
 struct Args {
   std::string model_dir;
@@ -78,6 +83,9 @@ struct Args {
   double ram_fraction = 0.1;
   uint64_t seed = 1;
   bool goals = true;
+  engine::SpeculativeConfig speculative;
+  int spec_batch = 1;
+  int64_t spec_tokens = 128;
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -331,6 +339,7 @@ Result<std::unique_ptr<engine::Engine>> MakeEngine(const Args& a, bool cache, do
   o.max_waiting = 1 << 20;
   o.kv_blocks = kv_blocks;
   o.lower_tier = tier;
+  o.speculative = a.speculative;
   return engine::Engine::Create(std::move(m).value(), o);
 }
 
@@ -657,6 +666,12 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   bool skip_goals = false;
   flags.Switch("--skip-goals", &skip_goals);
   flags.Switch("--skip-cache-off", &a.skip_cache_off);
+  flags.Custom("--speculative-config", "JSON", [&a](const std::string& v) {
+    DI_ASSIGN_OR_RETURN(a.speculative, engine::ParseSpeculativeConfig(v));
+    return Status::Ok();
+  });
+  flags.Int<int>("--spec-batch", &a.spec_batch, 1, 256);
+  flags.Int<int64_t>("--spec-tokens", &a.spec_tokens, 2, 1 << 16);
   if (int rc = flags.Parse(argv)) return rc;
   a.goals = !skip_goals;
   if (!workloads.empty()) {
@@ -690,6 +705,8 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
       Driver driver(**e, tokens);
       on_off[cache] = driver.Run(std::move(load.jobs), load.follow);
       PrintRow(w, cache ? "on" : "off", on_off[cache]);
+      if (a.speculative.enabled())
+        std::printf("%-7s %s\n", "", SpeculativeSummary(on_off[cache].before, on_off[cache].after).c_str());
     }
     if (!a.skip_cache_off) {
       std::printf("%-7s ratio input tokens/s on/off: %s, output tokens/s: %s\n", w.c_str(),
@@ -699,6 +716,16 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
     if (w == "agent" && !a.kv_store_dir.empty()) {
       if (int rc = RunAgentWithStore(a, on_off[1])) return rc;
     }
+  }
+  if (a.speculative.enabled()) {
+    std::printf("\nspeculative decoding\n");
+    if (int rc = MeasureSpeculativeDecode({.model_dir = a.model_dir,
+                                           .kv_cache_mib = a.kv_cache_mib,
+                                           .config = a.speculative,
+                                           .batch = a.spec_batch,
+                                           .tokens = a.spec_tokens,
+                                           .seed = a.seed}))
+      return rc;
   }
   if (!a.goals) return 0;
 

@@ -80,7 +80,9 @@ constexpr const char* kUsage =
     "  --tbt-target-ms MS             size prefill chunks to keep steps within this time\n"
     "  --no-prefix-cache              never reuse cached prefix blocks\n"
     "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
-    "                                 bounded for V4.1)\n";
+    "                                 bounded for V4.1)\n"
+    "  --speculative-config JSON      speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
+    "                                 (methods ngram, synthetic; outputs equal speculation off)\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -105,6 +107,7 @@ struct GenerateArgs {
   double tbt_target_ms = 0;
   bool prefix_cache = true;
   std::optional<engine::SwaReplay> replay;  // unset: the model family's (engine::DefaultSwaReplay)
+  engine::SpeculativeConfig speculative;
 };
 
 Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
@@ -178,6 +181,10 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   flags.Double("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6);
   flags.Switch("--no-prefix-cache", &out->prefix_cache, false);
   flags.Choice("--swa-replay", &replay, {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
+  flags.Custom("--speculative-config", "JSON", [out](const std::string& v) {
+    DI_ASSIGN_OR_RETURN(out->speculative, engine::ParseSpeculativeConfig(v));
+    return Status::Ok();
+  });
   if (int rc = flags.Parse(args)) return rc;
   if (flags.given("--kv-cache-mib")) out->kv_cache_bytes = kv_cache_mib << 20;
   if (flags.given("--swa-replay")) out->replay = replay;
@@ -298,6 +305,7 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   eo.tbt_target_ms = args.tbt_target_ms;
   eo.enable_prefix_caching = args.prefix_cache;
   eo.swa_replay = args.replay.value_or(engine::DefaultSwaReplay((*model)->info().architecture));
+  eo.speculative = args.speculative;
   eo.tokenizer = out.tokenizer.get();
   if (out.tokenizer) out.constraint_compiler = std::make_shared<sampling::ConstraintCompiler>(out.tokenizer.get());
   eo.constraint_compiler = out.constraint_compiler;

@@ -87,6 +87,8 @@ constexpr const char* kUsage =
     "  --swa-replay exact|bounded  a prefix hit without cached window state replays the whole dependency cone\n"
     "                              (exact: the same logits as a cold run; DeepSeek-V4's default) or the last\n"
     "                              block only (bounded: DeepSeek-V4.1's default, the model was built for it)\n"
+    "  --speculative-config JSON   speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
+    "                              (methods ngram, synthetic; outputs equal speculation off)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
@@ -137,6 +139,7 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
   std::optional<engine::SwaReplay> swa_replay;  // unset: the model family's (engine::DefaultSwaReplay)
+  engine::SpeculativeConfig speculative;
   // KV store
   std::string kv_store_dir;
   uint64_t kv_store_capacity = 0;
@@ -187,6 +190,10 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   engine::SwaReplay swa_replay = engine::SwaReplay::kExact;
   flags.Choice("--swa-replay", &swa_replay,
                {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
+  flags.Custom("--speculative-config", "JSON", [out](const std::string& v) {
+    DI_ASSIGN_OR_RETURN(out->speculative, engine::ParseSpeculativeConfig(v));
+    return Status::Ok();
+  });
   flags.Path("--kv-store", &out->kv_store_dir);
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
   flags.Double("--kv-store-sweep-s", &out->kv_store_sweep_s, 0.01, 86400);
@@ -391,6 +398,7 @@ int RunServe(const std::vector<std::string>& argv) {
     engine_options.compute_precision = args.precision;
     // Part of every block's name (and the store's namespace).
     engine_options.swa_replay = args.swa_replay.value_or(engine::DefaultSwaReplay((*loaded)->info().architecture));
+    engine_options.speculative = args.speculative;
     if (!args.kv_store_dir.empty()) {
       kv_tier = OpenKvStore(args, **loaded);
       engine_options.lower_tier = kv_tier.get();

@@ -61,6 +61,27 @@ std::vector<int32_t> EndOfSequenceIds(const model::ModelInfo& info, const Engine
   return ids;
 }
 
+// The drafter of a speculative config, or why this model cannot run it.
+Result<std::unique_ptr<Drafter>> MakeSpeculation(const model::CausalLM& model, const SpeculativeConfig& config) {
+  const int k = config.num_speculative_tokens;
+  if (k < 1 || k > kMaxSpeculativeTokens)
+    return Status::InvalidArgument("speculative config: \"num_speculative_tokens\" must be in [1, " +
+                                   std::to_string(kMaxSpeculativeTokens) + "]");
+  const model::ModelInfo& mi = model.info();
+  const std::string_view method = DraftMethodName(config.method);
+  if ((config.method == DraftMethod::kMtp || config.method == DraftMethod::kDspark) && mi.draft_kind != method)
+    return Status::InvalidArgument("speculative config: method \"" + std::string(method) + "\" needs a model loaded with " +
+                                   (config.method == DraftMethod::kMtp ? "an MTP layer" : "DSpark draft layers") +
+                                   " (" + mi.architecture + " has " +
+                                   (mi.draft_kind.empty() ? std::string("none") : "\"" + mi.draft_kind + "\"") + ")");
+  // Rejected draft positions are rolled back with Truncate.
+  if (model.max_rollback() < k)
+    return Status::InvalidArgument("speculative config: " + mi.architecture + " rolls back at most " +
+                                   std::to_string(model.max_rollback()) + " positions, fewer than num_speculative_tokens (" +
+                                   std::to_string(k) + ")");
+  return MakeDrafter(config, mi.vocab_size);
+}
+
 }  // namespace
 
 std::string_view FinishReasonName(FinishReason reason) {
@@ -103,6 +124,10 @@ Status EngineImpl::Init() {
 
   const model::ModelInfo& mi = model_->info();
   const kvcache::KvCacheSpec spec = model_->cache_spec();
+  std::unique_ptr<Drafter> drafter;
+  if (o.speculative.enabled()) {
+    DI_ASSIGN_OR_RETURN(drafter, MakeSpeculation(*model_, o.speculative));
+  }
   int64_t prefix_bytes = 0, window_bytes = 0, window = 0;
   for (const kvcache::CacheGroupSpec& g : spec.groups) {
     if (g.tokens_per_block != kvcache::kBlockTokens)
@@ -206,7 +231,8 @@ Status EngineImpl::Init() {
 
   std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
   if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
-  executor_ = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler));
+  executor_ = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler),
+                                              std::move(drafter), o.speculative.num_speculative_tokens);
   output_ = std::make_unique<OutputProcessor>(o.tokenizer, o.output_threads, o.output_thread_slice_us,
                                               [this](std::vector<std::pair<RequestId, int>> stopped) {
                                                 {
@@ -405,6 +431,7 @@ EngineStats EngineImpl::Stats() const {
     s.window_blocks_used = metrics_.window_used;
     s.window_blocks_cached = metrics_.window_cached;
   }
+  s.num_speculative_tokens = options_.speculative.enabled() ? options_.speculative.num_speculative_tokens : 0;
   s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0;
   s.time_to_first_token = metrics_.ttft.Snapshot();
   s.inter_token_latency = metrics_.itl.Snapshot();

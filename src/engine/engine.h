@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/speculative_config.h"
 #include "sampling/output_constraint.h"
 #include "sampling/params.h"
 
@@ -196,6 +197,10 @@ struct EngineOptions {
   // at another precision are never taken for these (the persistent tier may be shared).
   model::ComputePrecision compute_precision{};  // kExact
   model::KvPrecision kv_precision{};            // kF32
+  // Speculative decoding (--speculative-config): each decoding output's next step verifies up to K draft
+  // tokens along with its pending one; outputs and logprobs are those of speculation off. A method the model
+  // cannot run is refused by Create.
+  SpeculativeConfig speculative;
   // Tests: check the block manager's invariants and the step budget after every step (slow); violations
   // are counted in EngineStats::invariant_violations and logged.
   bool check_invariants = false;
@@ -247,6 +252,14 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t max_step_tokens = 0;        // the most tokens one step ran
   uint64_t invariant_violations = 0;   // with EngineOptions::check_invariants
+  // Speculative decoding, as vLLM counts it: verify steps of an output with a draft, draft tokens verified,
+  // draft tokens accepted, and accepted ones by draft position (position i counts the drafts whose first
+  // i + 1 tokens were accepted).
+  int num_speculative_tokens = 0;  // K (0: speculation off)
+  uint64_t spec_decode_num_drafts = 0;
+  uint64_t spec_decode_num_draft_tokens = 0;
+  uint64_t spec_decode_num_accepted_tokens = 0;
+  uint64_t spec_decode_num_accepted_tokens_per_pos[kMaxSpeculativeTokens] = {};
   double forward_seconds = 0;          // inside Forward
   double idle_gap_seconds = 0;         // between one Forward's end and the next one's start, when work waited
   HistogramSnapshot time_to_first_token;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/step_plan.h"
 #include "model/causal_lm.h"
@@ -70,9 +71,11 @@ class MaskFiller {
 // The executor of this process: one model on its own thread pool.
 class LocalExecutor final : public Executor {
  public:
-  // `compiler` compiles requests' grammars (null: grammars are refused).
+  // `compiler` compiles requests' grammars (null: grammars are refused). `drafter` (null: none) proposes
+  // up to `draft_tokens` tokens for every output that goes on decoding.
   LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
-                std::shared_ptr<sampling::ConstraintCompiler> compiler);
+                std::shared_ptr<sampling::ConstraintCompiler> compiler, std::unique_ptr<Drafter> drafter = nullptr,
+                int draft_tokens = 0);
   ~LocalExecutor() override;
 
   Result<ConstraintTicket> PrepareConstraints(const RequestParams& params, int n, ConstraintReady on_ready) override;
@@ -96,13 +99,27 @@ class LocalExecutor final : public Executor {
     bool mask_filled = false;
     bool all_allowed = false;
     Status mask_status;
+    // With a drafter: the prompt and every accepted token.
+    std::vector<int32_t> history;
+    int64_t prompt_tokens = 0;
   };
   struct Row;
 
   void MirrorTables(const PlannedChunk& c, model::SequenceState* state);
   Status Setup(const PlannedChunk& c, Slot& slot);
   void FillMasks(const std::vector<Row>& rows);
+  // Samples the first position of every row, in parallel.
   void Sample(std::vector<Row>& rows);
+  void SampleOne(Row& row, sampling::Sampler& sampler);
+  // The sampled token becomes the output's: penalty counts, the mask's state, the ending and terminated flags.
+  void Accept(Row& row);
+  // Whether a verify row goes on to its next position (its last token equals the draft's).
+  bool Continues(const Row& row) const;
+  // The positions after the first of verify rows, while their tokens equal the draft.
+  void Verify(std::vector<Row>& rows, const std::vector<size_t>& continuing);
+  void ContinueVerify(Row& row, sampling::Sampler& sampler);
+  void Propose(std::vector<Row>& rows, std::vector<SequenceResult>* results);
+  DraftInput DraftInputFor(SeqId id, const Slot& slot) const;
   // Takes output `index`'s mask of a prepared request (null: none).
   std::unique_ptr<sampling::LogitsMask> TakeMask(uint64_t handle, int index);
   // A compile thread's end of PrepareConstraints: the masks of `handle` made, or the compile's error.
@@ -123,7 +140,8 @@ class LocalExecutor final : public Executor {
   model::ForwardOutput forward_out_;
   std::vector<model::SequenceChunk> chunks_;
   MaskFiller mask_filler_;
-  // The drafter (speculative decoding) plugs in here; none yet.
+  std::unique_ptr<Drafter> drafter_;  // speculative decoding; null: off
+  int draft_tokens_ = 0;
 
   Mutex constraints_mu_;
   uint64_t next_constraint_ GUARDED_BY(constraints_mu_) = 1;

@@ -55,19 +55,31 @@ void MaskFiller::Loop() {
   }
 }
 
+// One sampled row of a step: an output and the logits it samples from. A verify row has `verify` + 1
+// rows of logits (positions first_position, first_position + 1, ...) and samples them in order while each
+// token equals the draft's.
 struct LocalExecutor::Row {
   SeqId id = 0;
   Slot* slot = nullptr;
+  size_t chunk = 0;             // its chunk in the forward pass
+  int64_t first_row = 0;        // the chunk's logits row of position first_position
+  int64_t first_position = 0;   // the position the first token sampled takes
+  int64_t verify = 0;
+  const int32_t* draft = nullptr;  // verify tokens
   const float* logits = nullptr;
   int64_t position = 0;
   Status status;
-  sampling::SampledToken token;
+  sampling::SampledToken token;  // the last one sampled
+  std::vector<sampling::SampledToken> tokens;  // accepted
+  bool ended = false;       // its last token is an ending id
+  bool terminated = false;  // its mask allows no more
 };
 
 LocalExecutor::LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
-                             std::shared_ptr<sampling::ConstraintCompiler> compiler)
+                             std::shared_ptr<sampling::ConstraintCompiler> compiler, std::unique_ptr<Drafter> drafter,
+                             int draft_tokens)
     : model_(std::move(model)), spec_(model_->cache_spec()), pools_(std::move(pools)),
-      vocab_size_(model_->info().vocab_size),
+      vocab_size_(model_->info().vocab_size), drafter_(std::move(drafter)), draft_tokens_(draft_tokens),
       constraint_masks_(std::make_unique<sampling::ConstraintMasks>(std::move(compiler))) {}
 
 LocalExecutor::~LocalExecutor() { StopCompiling(); }
@@ -175,6 +187,10 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
     slot.sampling = setup;
     slot.has_sampling = true;
     if (setup.use_counts && !setup.prompt.empty()) slot.counts.SetPrompt(setup.prompt);
+    if (drafter_ && !setup.prompt.empty()) {
+      slot.history = setup.prompt;
+      slot.prompt_tokens = static_cast<int64_t>(setup.prompt.size());
+    }
     slot.mask = TakeMask(setup.constraint, setup.index);
     if (slot.mask) slot.allowed.Resize(vocab_size_);
   }
@@ -201,7 +217,12 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
     auto it = slots_.find(id);
     if (it != slots_.end()) it->second.state.reset();
   }
-  for (SeqId id : plan.finished) slots_.erase(id);
+  for (SeqId id : plan.finished) {
+    auto it = slots_.find(id);
+    if (it == slots_.end()) continue;
+    if (drafter_ && !it->second.history.empty()) drafter_->Finished(DraftInputFor(id, it->second));
+    slots_.erase(it);
+  }
   if (!plan.released_constraints.empty()) {
     MutexLock lock(&constraints_mu_);
     for (uint64_t handle : plan.released_constraints) constraints_.erase(handle);
@@ -229,6 +250,14 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
     chunk.state = slot.state.get();
     chunk.tokens = c.tokens;
     chunk.logits = c.logits ? model::LogitsWanted::kLast : model::LogitsWanted::kNone;
+    if (c.verify > 0) {
+      if (!c.logits || c.verify + 1 != c.end - c.start || c.samplers.size() != 1 ||
+          c.verify > static_cast<int64_t>(c.tokens.size())) {
+        failed.push_back({.id = c.id, .status = Status::Internal("engine: a malformed verify chunk"), .not_run = true});
+        continue;
+      }
+      chunk.logits = model::LogitsWanted::kAll;
+    }
     chunk.state_only = c.state_only;
     chunks_.push_back(chunk);
     ran.push_back(&c);
@@ -236,7 +265,6 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
 
   // The rows this step samples; the masks of their tokens are computed while the forward pass runs.
   std::vector<Row> rows;
-  std::vector<size_t> row_chunk;
   if (!plan.discard_logits) {
     for (size_t k = 0; k < ran.size(); ++k) {
       const PlannedChunk& c = *ran[k];
@@ -245,11 +273,21 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
         Row row;
         row.id = c.samplers[i];
         row.slot = &slots_[row.id];
-        row.position = c.end;
-        // Outputs born from this row start from their parent's penalty counts.
-        if (i > 0) row.slot->counts = slots_[c.id].counts;
+        row.chunk = k;
+        row.verify = c.verify;
+        row.first_position = c.end - c.verify;
+        row.position = row.first_position;
+        if (c.verify > 0) row.draft = c.tokens.data() + (c.tokens.size() - static_cast<size_t>(c.verify));
+        // Outputs born from this row start from their parent's penalty counts (and history).
+        if (i > 0) {
+          const Slot& parent = slots_[c.id];
+          row.slot->counts = parent.counts;
+          if (drafter_) {
+            row.slot->history = parent.history;
+            row.slot->prompt_tokens = parent.prompt_tokens;
+          }
+        }
         rows.push_back(std::move(row));
-        row_chunk.push_back(k);
       }
     }
   }
@@ -264,37 +302,138 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   if (any_mask) mask_filler_.Wait();
   result.sequences = std::move(failed);
   if (!result.status.ok()) return result;
-  for (size_t i = 0; i < rows.size(); ++i) rows[i].logits = forward_out_.row(row_chunk[i]);
+  for (Row& row : rows) {
+    // kAll gives every position's row; the first verified one is the pending token's.
+    row.first_row = forward_out_.num_rows[row.chunk] - 1 - row.verify;
+    row.logits = forward_out_.row(row.chunk, row.first_row);
+  }
   Sample(rows);
+  std::vector<size_t> continuing;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Row& row = rows[i];
+    if (!row.status.ok()) continue;
+    Accept(row);
+    if (Continues(row)) continuing.push_back(i);
+  }
+  if (!continuing.empty()) Verify(rows, continuing);
+  // A verify chunk's state keeps the positions up to its last accepted token's.
+  for (Row& row : rows) {
+    if (row.verify == 0 || !row.status.ok()) continue;
+    const PlannedChunk& c = *ran[row.chunk];
+    const int64_t keep = c.start + static_cast<int64_t>(row.tokens.size());
+    if (keep < c.end) {
+      Status st = model_->Truncate(*row.slot->state, keep);
+      if (!st.ok()) row.status = st;
+    }
+  }
+  std::vector<SequenceResult> sampled;
   for (Row& row : rows) {
     SequenceResult r;
     r.id = row.id;
     if (!row.status.ok()) {
       r.status = row.status;
-      result.sequences.push_back(std::move(r));
-      continue;
+    } else {
+      r.tokens = std::move(row.tokens);
+      r.terminated = row.terminated;
     }
-    Slot& slot = *row.slot;
-    const int32_t id = row.token.id;
-    ++slot.generated;
-    const std::vector<int32_t>& ending = slot.sampling.ending_ids;
-    if (std::find(ending.begin(), ending.end(), id) == ending.end()) {
-      if (slot.sampling.use_counts) slot.counts.AddOutput(id);
-      if (slot.mask) {
-        slot.mask_filled = false;
-        Status accepted = slot.mask->Accept(id);
-        if (!accepted.ok()) {
-          r.status = accepted;
-          result.sequences.push_back(std::move(r));
-          continue;
-        }
-        r.terminated = slot.mask->Terminated();
-      }
-    }
-    r.tokens.push_back(std::move(row.token));
-    result.sequences.push_back(std::move(r));
+    sampled.push_back(std::move(r));
   }
+  if (drafter_) Propose(rows, &sampled);
+  for (SequenceResult& r : sampled) result.sequences.push_back(std::move(r));
   return result;
+}
+
+void LocalExecutor::Accept(Row& row) {
+  Slot& slot = *row.slot;
+  const int32_t id = row.token.id;
+  ++slot.generated;
+  row.tokens.push_back(std::move(row.token));
+  row.token = {};
+  const std::vector<int32_t>& ending = slot.sampling.ending_ids;
+  if (std::find(ending.begin(), ending.end(), id) != ending.end()) {
+    row.ended = true;
+    return;
+  }
+  if (slot.sampling.use_counts) slot.counts.AddOutput(id);
+  if (slot.mask) {
+    slot.mask_filled = false;
+    Status accepted = slot.mask->Accept(id);
+    if (!accepted.ok()) {
+      row.status = accepted;
+      return;
+    }
+    row.terminated = slot.mask->Terminated();
+  }
+}
+
+bool LocalExecutor::Continues(const Row& row) const {
+  const auto verified = static_cast<int64_t>(row.tokens.size());  // positions sampled so far
+  return row.status.ok() && !row.ended && !row.terminated && verified <= row.verify &&
+         row.tokens.back().id == row.draft[verified - 1];
+}
+
+// Rows without a mask continue in parallel; a mask is filled and advanced on this thread (the helper
+// thread has finished), one row after another.
+void LocalExecutor::Verify(std::vector<Row>& rows, const std::vector<size_t>& continuing) {
+  std::vector<size_t> parallel;
+  for (size_t i : continuing) {
+    if (rows[i].slot->mask) {
+      thread_local sampling::Sampler sampler;
+      ContinueVerify(rows[i], sampler);
+    } else {
+      parallel.push_back(i);
+    }
+  }
+  ThreadPool::Shared().ParallelFor(
+      static_cast<int64_t>(parallel.size()),
+      [&](int64_t begin, int64_t end) {
+        thread_local sampling::Sampler sampler;
+        for (int64_t i = begin; i < end; ++i) ContinueVerify(rows[parallel[static_cast<size_t>(i)]], sampler);
+      },
+      1);
+}
+
+void LocalExecutor::ContinueVerify(Row& row, sampling::Sampler& sampler) {
+  while (Continues(row)) {
+    const auto i = static_cast<int64_t>(row.tokens.size());
+    Slot& s = *row.slot;
+    if (s.mask) {
+      s.mask_status = s.mask->FillAllowed(&s.allowed, &s.all_allowed);
+      s.mask_filled = true;
+    }
+    row.logits = forward_out_.row(row.chunk, row.first_row + i);
+    row.position = row.first_position + i;
+    SampleOne(row, sampler);
+    if (!row.status.ok()) return;
+    Accept(row);
+  }
+}
+
+DraftInput LocalExecutor::DraftInputFor(SeqId id, const Slot& slot) const {
+  return {.sequence = id,
+          .tokens = slot.history,
+          .prompt_tokens = slot.prompt_tokens,
+          .seed = slot.sampling.params.greedy() ? 0 : slot.sampling.seed,  // greedy draws nothing
+          .index = slot.sampling.index,
+          .max_tokens = draft_tokens_};
+}
+
+void LocalExecutor::Propose(std::vector<Row>& rows, std::vector<SequenceResult>* results) {
+  std::vector<DraftInput> inputs;
+  std::vector<size_t> of;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Row& row = rows[i];
+    SequenceResult& r = (*results)[i];
+    if (!r.status.ok()) continue;
+    for (const sampling::SampledToken& t : r.tokens) row.slot->history.push_back(t.id);
+    if (row.ended || r.terminated || row.slot->history.empty()) continue;
+    inputs.push_back(DraftInputFor(row.id, *row.slot));
+    of.push_back(i);
+  }
+  if (inputs.empty()) return;
+  std::vector<std::vector<int32_t>> drafts;
+  drafter_->Propose(inputs, &drafts);
+  for (size_t j = 0; j < of.size() && j < drafts.size(); ++j) (*results)[of[j]].draft = std::move(drafts[j]);
 }
 
 void LocalExecutor::FillMasks(const std::vector<Row>& rows) {
@@ -313,31 +452,32 @@ void LocalExecutor::Sample(std::vector<Row>& rows) {
       static_cast<int64_t>(rows.size()),
       [&](int64_t begin, int64_t end) {
         thread_local sampling::Sampler sampler;
-        for (int64_t i = begin; i < end; ++i) {
-          Row& row = rows[static_cast<size_t>(i)];
-          Slot& s = *row.slot;
-          const sampling::SamplingParams& sp = s.sampling.params;
-          if (s.mask && !s.mask_status.ok()) {
-            row.status = s.mask_status;
-            continue;
-          }
-          std::span<const int32_t> banned;
-          if (s.generated < sp.min_tokens) banned = s.sampling.ending_ids;
-          sampling::SampleInputs in;
-          in.params = &sp;
-          in.draw = {.seed = s.sampling.seed,
-                     .stream = sp.random_stream,
-                     .sequence = static_cast<uint32_t>(s.sampling.index),
-                     .position = row.position};
-          in.counts = s.sampling.use_counts ? &s.counts : nullptr;
-          in.allowed = s.mask && !s.all_allowed ? &s.allowed : nullptr;
-          in.banned = banned;
-          auto sampled = sampler.Sample(std::span<const float>(row.logits, static_cast<size_t>(vocab_size_)), in);
-          if (sampled.ok()) row.token = std::move(sampled).value();
-          else row.status = sampled.status();
-        }
+        for (int64_t i = begin; i < end; ++i) SampleOne(rows[static_cast<size_t>(i)], sampler);
       },
       1);
+}
+
+void LocalExecutor::SampleOne(Row& row, sampling::Sampler& sampler) {
+  Slot& s = *row.slot;
+  const sampling::SamplingParams& sp = s.sampling.params;
+  if (s.mask && !s.mask_status.ok()) {
+    row.status = s.mask_status;
+    return;
+  }
+  std::span<const int32_t> banned;
+  if (s.generated < sp.min_tokens) banned = s.sampling.ending_ids;
+  sampling::SampleInputs in;
+  in.params = &sp;
+  in.draw = {.seed = s.sampling.seed,
+             .stream = sp.random_stream,
+             .sequence = static_cast<uint32_t>(s.sampling.index),
+             .position = row.position};
+  in.counts = s.sampling.use_counts ? &s.counts : nullptr;
+  in.allowed = s.mask && !s.all_allowed ? &s.allowed : nullptr;
+  in.banned = banned;
+  auto sampled = sampler.Sample(std::span<const float>(row.logits, static_cast<size_t>(vocab_size_)), in);
+  if (sampled.ok()) row.token = std::move(sampled).value();
+  else row.status = sampled.status();
 }
 
 }  // namespace deepinfer::engine

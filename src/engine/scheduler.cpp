@@ -174,6 +174,7 @@ void Scheduler::ReleaseSequence(Sequence* s) {
   s->setup.reset();
   s->computed = 0;
   s->replay_end = 0;
+  s->draft.clear();
 }
 
 int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const {
@@ -189,17 +190,29 @@ int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& 
   return std::max<int64_t>(n, 0);
 }
 
+int64_t Scheduler::VerifyLength(const Sequence* s, int64_t budget) const {
+  if (s->draft.empty() || !options_.speculative.enabled()) return 0;
+  const sampling::SamplingParams& sp = s->request->params.sampling;
+  int64_t k = std::min<int64_t>(static_cast<int64_t>(s->draft.size()), options_.speculative.num_speculative_tokens);
+  k = std::min(k, budget - 1);
+  k = std::min(k, sp.max_tokens - s->generated - 1);  // a step yields at most k + 1 tokens
+  // The positions computed, up to computed + k, stay inside the context.
+  k = std::min(k, config_.max_model_len - static_cast<int64_t>(s->tokens.size()));
+  return std::max<int64_t>(k, 0);
+}
+
 void Scheduler::Plan(std::vector<Work>* plan) {
   plan->clear();
   int64_t budget = options_.max_num_batched_tokens;
   StepShape shape;
-  auto add = [&](Sequence* s, int64_t n) {
+  auto add = [&](Sequence* s, int64_t n, int64_t verify = 0) {
     Work c;
     c.seq = s;
     c.start = s->computed;
     c.end = s->computed + n;
+    c.verify = verify;
     c.state_only = s->replaying();
-    c.logits = !c.state_only && c.end == static_cast<int64_t>(s->tokens.size());
+    c.logits = !c.state_only && c.end - verify == static_cast<int64_t>(s->tokens.size());
     plan->push_back(c);
     shape.AddChunk(c.start, n, c.logits);
     budget -= n;
@@ -208,11 +221,17 @@ void Scheduler::Plan(std::vector<Work>* plan) {
     return std::any_of(plan->begin(), plan->end(), [s](const Work& c) { return c.seq == s; });
   };
 
-  // 1. Decode tokens: every running sequence with one pending token, best first; preempt from the worst
-  //    end when blocks run out.
+  // 1. Decode tokens: every running sequence with one pending token, best first, with its draft tokens
+  //    when it has some and their lookahead blocks are free; preempt from the worst end when blocks for
+  //    the pending token run out.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i];
     if (s->pending() != 1 || s->replaying()) continue;
+    const int64_t verify = VerifyLength(s, budget);
+    if (verify > 0 && blocks_.AllocateLookahead(&s->blocks, s->computed, 1 + verify)) {
+      add(s, 1 + verify, verify);
+      continue;
+    }
     bool ok = true;
     while (!blocks_.Grow(&s->blocks, s->computed, s->computed + 1)) {
       Sequence* victim = PickVictim(nullptr);

@@ -46,6 +46,9 @@ struct Sequence {
   int64_t replay_end = 0;       // state-only (replay) chunks run up to this position
   int64_t generated = 0;
   int64_t last_token_nanos = 0;
+  // The drafter's proposals for the tokens after the pending one (speculative decoding): the next decode
+  // step verifies up to K of them.
+  std::vector<int32_t> draft;
   // The persistent tier (tier_loading.cpp): looked up once, before the first admission; while kLoading the
   // sequence waits and the step loop serves others.
   enum class Tier : uint8_t { kUnchecked, kLoading, kChecked };
@@ -186,12 +189,18 @@ class Scheduler {
     int64_t start = 0, end = 0;
     bool state_only = false;
     bool logits = false;
+    int64_t verify = 0;  // draft tokens after the pending one (positions [start + 1, end))
   };
 
   void Plan(std::vector<Work>* plan);
   StepPlan BuildPlan(std::vector<Work> plan);
   int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
+  // Draft tokens a decoding sequence verifies this step (0: none).
+  int64_t VerifyLength(const Sequence* s, int64_t budget) const;
+  // A verify chunk's result: the sequence keeps its accepted positions (blocks registered for them only,
+  // the lookahead rolled back) and the counters count the draft.
+  Status ApplyVerify(const Work& c, const SequenceResult& row, int64_t now);
   Sequence* PickVictim(const Sequence* better_than) const;
   void Preempt(Sequence* s, std::vector<Work>* plan);
   void ReleaseSequence(Sequence* s);

@@ -22,7 +22,8 @@ SamplingSetup Scheduler::SamplingFor(const Sequence* s) const {
   if (!sp.ignore_eos) setup.ending_ids = config_.eos_token_ids;
   setup.ending_ids.insert(setup.ending_ids.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
   setup.use_counts = r->use_counts;
-  if (r->use_counts && s->index == 0) setup.prompt.assign(s->tokens.begin(), s->tokens.begin() + r->prompt_tokens);
+  if ((r->use_counts || options_.speculative.enabled()) && s->index == 0)
+    setup.prompt.assign(s->tokens.begin(), s->tokens.begin() + r->prompt_tokens);
   setup.constraint = r->constraint;
   return setup;
 }
@@ -47,7 +48,9 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
     s->setup.reset();
     c.start = w.start;
     c.end = w.end;
-    c.tokens.assign(s->tokens.begin() + w.start, s->tokens.begin() + w.end);
+    c.tokens.assign(s->tokens.begin() + w.start, s->tokens.begin() + (w.end - w.verify));
+    c.tokens.insert(c.tokens.end(), s->draft.begin(), s->draft.begin() + w.verify);
+    c.verify = w.verify;
     c.state_only = w.state_only;
     c.logits = w.logits;
     if (w.logits) {
@@ -211,6 +214,14 @@ void Scheduler::Update(const StepResult& result) {
       for (size_t i = 1; i < r->seqs.size(); ++i) by_id[r->seqs[i]->id] = r->seqs[i].get();
     }
     if (request_failed(r) || failed(s)) continue;
+    if (c.verify > 0) {
+      auto row = std::find_if(result.sequences.begin(), result.sequences.end(),
+                              [&](const SequenceResult& x) { return x.id == s->id; });
+      if (row == result.sequences.end() || !row->status.ok() || row->tokens.empty()) continue;  // it fails below
+      Status st = ApplyVerify(c, *row, now);
+      if (!st.ok()) setup_failed.push_back({r->id, st});
+      continue;
+    }
     s->computed = c.end;
     blocks_.Commit(&s->blocks, s->tokens, c.end, now,
                    [&](int64_t index, int32_t block) { OfferBlock(s, index, block); });
@@ -238,6 +249,7 @@ void Scheduler::Update(const StepResult& result) {
       continue;
     }
     const sampling::SamplingParams& sp = r->params.sampling;
+    s->draft = row.draft;
     for (const sampling::SampledToken& token : row.tokens) {
       ++s->generated;
       ++generated;
@@ -268,7 +280,7 @@ void Scheduler::Update(const StepResult& result) {
         se->index = s->index;
       }
       se->tokens.push_back(token);
-      if (row.terminated) FinishSequence(s, FinishReason::kStop, -1, &event);
+      if (row.terminated && &token == &row.tokens.back()) FinishSequence(s, FinishReason::kStop, -1, &event);
       else if (s->generated >= sp.max_tokens || static_cast<int64_t>(s->tokens.size()) >= config_.max_model_len)
         FinishSequence(s, FinishReason::kLength, -1, &event);
       if (s->finished) break;
@@ -292,6 +304,35 @@ void Scheduler::Update(const StepResult& result) {
     DI_LOG(kError, "engine: a sequence's model state could not be made").Field("status", status.ToString());
     FinishRequest(it->second.get(), FinishReason::kError, status);
   }
+}
+
+Status Scheduler::ApplyVerify(const Work& c, const SequenceResult& row, int64_t now) {
+  Sequence* s = c.seq;
+  const auto sampled = static_cast<int64_t>(row.tokens.size());
+  const int64_t kept = std::min(sampled, c.verify + 1);
+  // The state holds the pending token and the draft tokens before the last one sampled (each equal to
+  // the token sampled at its position); only blocks full of those are registered.
+  s->computed = c.start + kept;
+  const size_t before = s->tokens.size();
+  s->tokens.insert(s->tokens.end(), s->draft.begin(), s->draft.begin() + (kept - 1));
+  blocks_.Commit(&s->blocks, s->tokens, s->computed, now,
+                 [&](int64_t index, int32_t block) { OfferBlock(s, index, block); });
+  s->tokens.resize(before);
+  Status st = blocks_.Rollback(&s->blocks, s->computed, now);
+
+  // Draft tokens equal to the tokens sampled at their positions (the last one sampled counts too when it
+  // matched and ended the run: an end or stop token, a terminated mask).
+  int64_t accepted = 0;
+  while (accepted < std::min(kept, c.verify) &&
+         row.tokens[static_cast<size_t>(accepted)].id == s->draft[static_cast<size_t>(accepted)])
+    ++accepted;
+  MutexLock lock(&metrics_->mu);
+  EngineStats& stats = metrics_->counters;
+  ++stats.spec_decode_num_drafts;
+  stats.spec_decode_num_draft_tokens += static_cast<uint64_t>(c.verify);
+  stats.spec_decode_num_accepted_tokens += static_cast<uint64_t>(accepted);
+  for (int64_t i = 0; i < accepted && i < kMaxSpeculativeTokens; ++i) ++stats.spec_decode_num_accepted_tokens_per_pos[i];
+  return st;
 }
 
 // Outputs 1..n-1 of a request take the prompt's state from output 0 once their first tokens are sampled:

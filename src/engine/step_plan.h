@@ -51,7 +51,9 @@ struct SamplingSetup {
   // fewer than min_tokens were generated; when sampled they neither count for penalties nor reach the mask.
   std::vector<int32_t> ending_ids;
   bool use_counts = false;      // repetition / presence / frequency penalties
-  std::vector<int32_t> prompt;  // the penalty counts start from these (empty: copied from the parent's at birth)
+  // The prompt's ids, sent when the penalty counts start from them or a drafter reads them (empty for an
+  // output born of another: it takes its parent's at birth).
+  std::vector<int32_t> prompt;
   // The request's logits masks, prepared by Executor::PrepareConstraints (0: none).
   uint64_t constraint = 0;
 };
@@ -79,7 +81,12 @@ struct PlannedChunk {
   // The outputs that sample from that row: this one, and at a birth (the prompt's first token of a
   // request with n > 1) the outputs born from it, each with its own random stream and mask.
   std::vector<SeqId> samplers;
-  int64_t verify = 0;  // draft tokens at the chunk's end to verify (speculative decoding; 0 now)
+  // Draft tokens at the chunk's end to verify (speculative decoding): the chunk is a decoding output's
+  // pending token followed by `verify` draft tokens, every position's logits are computed, and the tokens
+  // sampled are kept up to the first one that differs from the draft (the bonus token when none does).
+  // The model state then holds the positions up to that token's, and the blocks of the rejected ones are
+  // the scheduler's to roll back.
+  int64_t verify = 0;
   // Its block tables by class (entry i: positions [128·i, 128·(i+1)); -1 where it holds none).
   std::vector<int32_t> prefix_table, window_table;
 };
@@ -99,9 +106,10 @@ struct StepPlan {
 // What one sampling sequence got from a step.
 struct SequenceResult {
   SeqId id = 0;
-  // Accepted tokens with their logprobs (one per step now; a verify step may accept several).
+  // Accepted tokens with their logprobs: one, or for a verify chunk 1 to verify + 1 (the model state holds
+  // the chunk's start plus that many positions).
   std::vector<sampling::SampledToken> tokens;
-  std::vector<int32_t> draft;  // proposals for the next step (speculative decoding; empty now)
+  std::vector<int32_t> draft;  // the drafter's proposals for the tokens after these (empty: none)
   Status status;               // not ok: this output failed (its mask, its sampling); no tokens
   bool terminated = false;     // its logits mask accepted its last token and allows no more
   bool not_run = false;        // its chunk did not run: its model state could not be made (status says why)

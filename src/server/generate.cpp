@@ -240,6 +240,22 @@ void Service::AppendEngineMetrics(PrometheusText* out, const MetricLabels& model
     labels.push_back({"finished_reason", std::string(engine::FinishReasonName(static_cast<engine::FinishReason>(r)))});
     out->Sample("deepinfer:request_success_total", labels, static_cast<double>(s.requests_finished[r]));
   }
+  if (s.num_speculative_tokens > 0) {
+    counter("deepinfer:spec_decode_num_drafts_total", "Verify steps of an output with draft tokens.",
+            static_cast<double>(s.spec_decode_num_drafts));
+    counter("deepinfer:spec_decode_num_draft_tokens_total", "Draft tokens verified.",
+            static_cast<double>(s.spec_decode_num_draft_tokens));
+    counter("deepinfer:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
+            static_cast<double>(s.spec_decode_num_accepted_tokens));
+    out->Family("deepinfer:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+                "Draft tokens accepted at each draft position.");
+    for (int i = 0; i < s.num_speculative_tokens && i < engine::kMaxSpeculativeTokens; ++i) {
+      MetricLabels labels = model;
+      labels.push_back({"position", std::to_string(i)});
+      out->Sample("deepinfer:spec_decode_num_accepted_tokens_per_pos_total", labels,
+                  static_cast<double>(s.spec_decode_num_accepted_tokens_per_pos[i]));
+    }
+  }
   histogram("deepinfer:time_to_first_token_seconds", "Time to first token.", s.time_to_first_token);
   histogram("deepinfer:inter_token_latency_seconds", "Time between tokens (TBT).", s.inter_token_latency);
   histogram("deepinfer:request_queue_time_seconds", "Time waiting before first scheduled.", s.request_queue_time);

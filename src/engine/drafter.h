@@ -1,0 +1,89 @@
+// Drafters: what proposes the draft tokens a verify step checks (speculative decoding). The executor owns
+// one and calls it after sampling, for every output that goes on decoding; the scheduler only carries the
+// proposals (SequenceResult::draft) into the next step's verify chunk. A drafter never changes an output:
+// verification keeps only the draft tokens that plain decoding would have produced, so a poor draft costs
+// speed only.
+//
+// Model-free drafters live here. The model's own draft layers (V4's MTP layer, V4.1's DSpark: `mtp` and
+// `dspark`, CausalLM::Draft) implement the same interface inside the executor, which also hands them each
+// sequence's model state and the verify step's hidden rows; MakeDrafter refuses them until then.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/status.h"
+#include "engine/speculative_config.h"
+
+namespace deepinfer::engine {
+
+// One output as a drafter sees it.
+struct DraftInput {
+  uint64_t sequence = 0;              // the executor's key for the output (its SeqId)
+  std::span<const int32_t> tokens;    // the prompt, then every token generated (the last just sampled)
+  int64_t prompt_tokens = 0;
+  uint64_t seed = 0;                  // the request's seed (0 for greedy) and the output's index among its n
+  int index = 0;
+  int max_tokens = 0;                 // propose at most this many
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Proposals for the tokens that follow each input's (drafts->at(i) for inputs[i], at most max_tokens
+  // each; empty: that output decodes one token plainly next step).
+  virtual void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) = 0;
+  // The output will not be asked about again (it finished); tokens are its last.
+  virtual void Finished(const DraftInput& input) { (void)input; }
+};
+
+// Prompt lookup (vLLM's `ngram`): the longest suffix of the sequence, from prompt_lookup_max tokens down to
+// prompt_lookup_min, that occurred earlier among its last kSearchTokens tokens (the latest occurrence),
+// and the tokens that followed it there.
+class NgramDrafter final : public Drafter {
+ public:
+  static constexpr int64_t kSearchTokens = 4096;  // bounds the work per output and step
+  NgramDrafter(int min_n, int max_n) : min_n_(min_n), max_n_(max_n) {}
+  void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) override;
+  // One output's proposal (at most max_tokens).
+  std::vector<int32_t> ProposeOne(std::span<const int32_t> tokens, int max_tokens) const;
+
+ private:
+  int min_n_, max_n_;
+};
+
+// The target's own future (vLLM's `synthetic`): the output a request with the same prompt, seed and index
+// produced before (recorded when it finished, in a bounded store), each draft position kept with the
+// conditional probability that gives the configured unconditional acceptance rates and otherwise replaced
+// by another token; the draws are keyed by the output, the position and the draft slot, so a run is
+// repeatable. Without a recording it proposes nothing. It measures the verify machinery at a known
+// acceptance on models whose drafts mean nothing (random weights).
+class SyntheticDrafter final : public Drafter {
+ public:
+  static constexpr int64_t kMaxRecordedTokens = int64_t{1} << 22;  // the store's bound (oldest dropped first)
+  SyntheticDrafter(std::vector<double> acceptance_rates, int64_t vocab_size);
+  void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) override;
+  void Finished(const DraftInput& input) override;
+  int64_t recorded_outputs() const { return static_cast<int64_t>(recorded_.size()); }
+
+ private:
+  static Hash128 KeyOf(const DraftInput& input);
+  const std::vector<int32_t>* RecordingFor(const DraftInput& input);
+
+  std::vector<double> keep_;  // conditional keep probability per draft slot
+  int64_t vocab_size_;
+  std::unordered_map<Hash128, std::vector<int32_t>, Hash128Hasher> recorded_;
+  std::deque<Hash128> order_;  // recording order, for the bound
+  int64_t recorded_tokens_ = 0;
+  std::unordered_map<uint64_t, Hash128> keys_;  // outputs in flight -> their key (hashed once)
+};
+
+// The drafter of a model-free method (ngram, synthetic); Unimplemented for the model's draft layers.
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, int64_t vocab_size);
+
+}  // namespace deepinfer::engine

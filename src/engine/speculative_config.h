@@ -1,0 +1,51 @@
+// What `--speculative-config` says (the same JSON object vLLM takes): the drafting method, how many draft
+// tokens each verify step checks, and the method's own settings. Plain data, parsed once from untrusted
+// text; whether the loaded model can run the method is decided when the engine starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace deepinfer::engine {
+
+// The most draft tokens one verify step checks (the models' Truncate reaches at least this far back).
+inline constexpr int kMaxSpeculativeTokens = 16;
+// The longest n-gram prompt lookup matches.
+inline constexpr int kMaxPromptLookup = 64;
+// Bytes of --speculative-config text read at most.
+inline constexpr size_t kMaxSpeculativeConfigBytes = 4096;
+
+enum class DraftMethod : uint8_t {
+  kNone,       // speculative decoding off
+  kNgram,      // prompt lookup over the sequence's own tokens (any model)
+  kSynthetic,  // the target's own recorded output, corrupted at chosen rates (measures the machinery)
+  kMtp,        // V4's multi-token prediction layer (CausalLM::Draft)
+  kDspark,     // V4.1's DSpark draft layers (CausalLM::Draft)
+};
+// "none", "ngram", "synthetic", "mtp", "dspark".
+std::string_view DraftMethodName(DraftMethod method);
+
+struct SpeculativeConfig {
+  DraftMethod method = DraftMethod::kNone;
+  int num_speculative_tokens = 0;  // K: draft tokens per verify step, 1..kMaxSpeculativeTokens when on
+  // ngram: the longest and shortest suffix of the sequence looked up in its earlier tokens (longest first).
+  int prompt_lookup_max = 5;
+  int prompt_lookup_min = 2;
+  // synthetic: the unconditional probability that draft position i (0-based) and every one before it are
+  // accepted (vLLM's synthetic_acceptance_rates): K values in [0, 1], non-increasing. Empty: all 1.
+  std::vector<double> synthetic_acceptance_rates;
+  bool enabled() const { return method != DraftMethod::kNone; }
+};
+
+// Reads the JSON object of --speculative-config: "method" (required: ngram, synthetic, mtp, dspark),
+// "num_speculative_tokens" (required, 1..16), and the method's keys ("prompt_lookup_max"/"_min" for ngram,
+// "synthetic_acceptance_rates" for synthetic). InvalidArgument with one line for anything else: malformed
+// JSON, an unknown key or method, a wrong type, a value out of range (the caller prefixes what it read:
+// "--speculative-config unknown method ...").
+Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text);
+
+}  // namespace deepinfer::engine

@@ -1,0 +1,541 @@
+// Speculative decoding: the --speculative-config parser, the model-free drafters, and the property that
+// matters: with any drafter, K, batch and schedule, every output's tokens, logprobs and finish equal those
+// of speculation off, byte for byte (greedy and seeded sampling, penalties, logit_bias, scripted masks,
+// stop tokens, min_tokens, n > 1, prefix hits on blocks written while verifying, preemption).
+//
+// The sweep runs a few rounds here; DEEPINFER_SPEC_SWEEP_ROUNDS=N runs N rounds per fixture (the long
+// check, outside CI).
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "engine/drafter.h"
+#include "engine/speculative_config.h"
+#include "engine_test_support.h"
+#include "model/deepseek_v4/v4_init.h"
+#include "tokenizer/locate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::engine::speculative_test {
+namespace {
+
+using test_support::MakeEngine;
+using test_support::Prompt;
+
+// ---- the config parser ----
+
+TEST(SpeculativeConfig, ReadsEachMethodAndItsKeys) {
+  auto ngram = ParseSpeculativeConfig(R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3})");
+  ASSERT_TRUE(ngram.ok()) << ngram.status().ToString();
+  EXPECT_EQ(ngram->method, DraftMethod::kNgram);
+  EXPECT_EQ(ngram->num_speculative_tokens, 4);
+  EXPECT_EQ(ngram->prompt_lookup_max, 3);
+  EXPECT_EQ(ngram->prompt_lookup_min, 2);  // the default, below the maximum
+  auto low = ParseSpeculativeConfig(R"({"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_max": 1})");
+  ASSERT_TRUE(low.ok());
+  EXPECT_EQ(low->prompt_lookup_min, 1);  // the default follows a maximum below it
+  auto synthetic = ParseSpeculativeConfig(
+      R"({"num_speculative_tokens": 3, "method": "synthetic", "synthetic_acceptance_rates": [1, 0.5, 0.5]})");
+  ASSERT_TRUE(synthetic.ok()) << synthetic.status().ToString();
+  EXPECT_EQ(synthetic->method, DraftMethod::kSynthetic);
+  EXPECT_EQ(synthetic->synthetic_acceptance_rates, (std::vector<double>{1, 0.5, 0.5}));
+  auto mtp = ParseSpeculativeConfig(R"({"method": "mtp", "num_speculative_tokens": 16})");
+  ASSERT_TRUE(mtp.ok());
+  EXPECT_EQ(mtp->method, DraftMethod::kMtp);
+}
+
+TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"method": "eagle", "num_speculative_tokens": 2})", "unknown method \"eagle\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 0})", "must be in [1, 16], got 0"},
+      {R"({"method": "ngram", "num_speculative_tokens": 17})", "must be in [1, 16], got 17"},
+      {R"({"method": "ngram", "num_speculative_tokens": 99999999999999999999})", "must be an integer"},
+      {R"({"method": "ngram", "num_speculative_tokens": "3"})", "must be an integer"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2.5})", "must be an integer"},
+      {R"({"method": "ngram", "num_speculative_tokens": true})", "must be an integer"},
+      {R"({"method": 3, "num_speculative_tokens": 2})", "\"method\" must be a string"},
+      {R"({"num_speculative_tokens": 2})", "\"method\" is required"},
+      {R"({"method": "ngram"})", "\"num_speculative_tokens\" is required"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "draft_model": "x"})", "unknown key \"draft_model\""},
+      {R"({"method": "synthetic", "num_speculative_tokens": 2, "prompt_lookup_max": 3})", "ngram method only"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 3})",
+       "must not exceed"},
+      {R"({"method": "synthetic", "num_speculative_tokens": 2, "synthetic_acceptance_rates": [1]})", "2) entries, got 1"},
+      {R"({"method": "synthetic", "num_speculative_tokens": 2, "synthetic_acceptance_rates": [0.5, 0.9]})",
+       "must not increase"},
+      {R"({"method": "synthetic", "num_speculative_tokens": 1, "synthetic_acceptance_rates": [1.5]})", "in [0, 1]"},
+      {R"({"method": "synthetic", "num_speculative_tokens": 1, "synthetic_acceptance_rates": ["1"]})", "array of numbers"},
+      {R"(["ngram", 2])", "must be a JSON object"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2)", "invalid JSON"},
+      {R"({"method": {"a": {"b": 1}}, "num_speculative_tokens": 2})", "nests deeper than 2"},
+      {std::string(5000, ' '), "longer than 4096 bytes"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto c = ParseSpeculativeConfig(text);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos) << text << " -> " << c.status().message();
+    EXPECT_EQ(c.status().message().find('\n'), std::string::npos) << text;
+  }
+}
+
+// ---- the drafters ----
+
+TEST(NgramDrafter, ProposesWhatFollowedTheLatestLongestMatch) {
+  NgramDrafter d(/*min_n=*/1, /*max_n=*/3);
+  // Suffix [7 8 9] occurred at positions 1..3 (followed by 4 5) and [8 9] also at 6..7 (followed by 1):
+  // the longest suffix wins, so the proposal is what followed [7 8 9]: 4 5 6 (K = 3).
+  const std::vector<int32_t> t = {1, 7, 8, 9, 4, 5, 6, 8, 9, 1, 7, 8, 9};
+  EXPECT_EQ(d.ProposeOne(t, 3), (std::vector<int32_t>{4, 5, 6}));
+  // Only [9] recurs; its latest earlier occurrence (position 3) is followed by 4 5.
+  const std::vector<int32_t> u = {2, 3, 9, 4, 5, 9};
+  EXPECT_EQ(d.ProposeOne(u, 2), (std::vector<int32_t>{4, 5}));
+  // The proposal stops at the end of the sequence: [5 5] at 0..1 is followed by one 5 only... and by the
+  // suffix itself; the latest occurrence before the suffix is at 1..2, followed by 5 (position 3).
+  const std::vector<int32_t> v = {5, 5, 5, 5};
+  EXPECT_EQ(d.ProposeOne(v, 4), (std::vector<int32_t>{5}));
+  // Nothing recurs: no proposal.
+  EXPECT_TRUE(d.ProposeOne(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());
+  NgramDrafter strict(/*min_n=*/2, /*max_n=*/2);
+  EXPECT_TRUE(strict.ProposeOne(u, 2).empty());  // [5 9] never occurred before
+}
+
+TEST(SyntheticDrafter, ProposesTheRecordedFutureAtTheConfiguredRates) {
+  const std::vector<int32_t> prompt = {10, 11, 12};
+  const std::vector<int32_t> output = {20, 21, 22, 23, 24, 25};
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), output.begin(), output.end());
+  auto input = [&](uint64_t seq, size_t generated, int k) {
+    return DraftInput{.sequence = seq,
+                      .tokens = std::span<const int32_t>(all).first(prompt.size() + generated),
+                      .prompt_tokens = 3,
+                      .seed = 9,
+                      .index = 0,
+                      .max_tokens = k};
+  };
+  SyntheticDrafter exact({}, 256);
+  std::vector<std::vector<int32_t>> drafts;
+  std::vector<DraftInput> in = {input(1, 1, 3)};
+  exact.Propose(in, &drafts);
+  EXPECT_TRUE(drafts[0].empty());  // nothing recorded yet
+  exact.Finished(DraftInput{.sequence = 1, .tokens = all, .prompt_tokens = 3, .seed = 9, .index = 0});
+  EXPECT_EQ(exact.recorded_outputs(), 1);
+  in = {input(2, 2, 3)};  // a new output of the same request, two tokens in: the recording from index 2
+  exact.Propose(in, &drafts);
+  EXPECT_EQ(drafts[0], (std::vector<int32_t>{22, 23, 24}));
+  in = {input(2, 5, 3)};  // near the end: what is left
+  exact.Propose(in, &drafts);
+  EXPECT_EQ(drafts[0], (std::vector<int32_t>{25}));
+  // Another seed is another request: no recording.
+  DraftInput other = input(3, 2, 3);
+  other.seed = 10;
+  in = {other};
+  exact.Propose(in, &drafts);
+  EXPECT_TRUE(drafts[0].empty());
+
+  // Rates [1, 0]: the first token kept, the second always replaced (by the next id).
+  SyntheticDrafter half({1.0, 0.0}, 256);
+  half.Finished(DraftInput{.sequence = 1, .tokens = all, .prompt_tokens = 3, .seed = 9, .index = 0});
+  in = {input(4, 1, 2)};
+  half.Propose(in, &drafts);
+  EXPECT_EQ(drafts[0], (std::vector<int32_t>{21, 23}));
+}
+
+TEST(SyntheticDrafter, KeepsPositionsAtTheUnconditionalRates) {
+  // Rates [0.8, 0.4]: slot 0 kept with probability 0.8, slot 1 with 0.4 / 0.8 = 0.5 given slot 0 kept, so
+  // both are kept (the unconditional rate of slot 1) in about 40% of proposals.
+  std::vector<int32_t> all(3 + 4000);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i % 200);
+  SyntheticDrafter d({0.8, 0.4}, 256);
+  d.Finished(DraftInput{.sequence = 1, .tokens = all, .prompt_tokens = 3, .seed = 1, .index = 0});
+  int first = 0, both = 0;
+  const int trials = 3000;
+  std::vector<std::vector<int32_t>> drafts;
+  for (int g = 0; g < trials; ++g) {
+    std::vector<DraftInput> in = {DraftInput{.sequence = 2,
+                                             .tokens = std::span<const int32_t>(all).first(3 + static_cast<size_t>(g)),
+                                             .prompt_tokens = 3,
+                                             .seed = 1,
+                                             .index = 0,
+                                             .max_tokens = 2}};
+    d.Propose(in, &drafts);
+    const bool k0 = drafts[0][0] == all[3 + static_cast<size_t>(g)];
+    const bool k1 = drafts[0][1] == all[4 + static_cast<size_t>(g)];
+    first += k0;
+    both += k0 && k1;
+  }
+  // Binomial standard deviations: sqrt(3000 · 0.8 · 0.2) ≈ 22, sqrt(3000 · 0.4 · 0.6) ≈ 27; 4 sigma bounds.
+  EXPECT_NEAR(first, 2400, 90);
+  EXPECT_NEAR(both, 1200, 110);
+}
+
+// ---- the engine refuses what the model cannot run ----
+
+TEST(EngineSpeculative, RefusesAMethodTheModelCannotRun) {
+  for (const char* method : {"mtp", "dspark"}) {
+    auto config = ParseSpeculativeConfig(std::string(R"({"method": ")") + method + R"(", "num_speculative_tokens": 2})");
+    ASSERT_TRUE(config.ok());
+    EngineOptions o;
+    o.kv_cache_bytes = int64_t{64} << 20;
+    o.speculative = *config;
+    auto e = Engine::Create(test_support::LoadFixture(), o);
+    ASSERT_FALSE(e.ok()) << method;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e.status().message().find("needs a model loaded with"), std::string::npos) << e.status().message();
+  }
+}
+
+// ---- verification changes nothing ----
+
+struct Job {
+  std::vector<int32_t> prompt;
+  RequestParams params;
+};
+
+struct Outcome {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<float>> logprobs;
+  std::vector<std::vector<std::vector<std::pair<int32_t, float>>>> top;
+  std::vector<int> reasons;
+  std::vector<int32_t> stop_tokens;
+  std::vector<std::string> texts, stop_strings;  // with a tokenizer
+  bool ok = true;
+  std::string error;
+  int64_t hit_tokens = 0;  // the prompt's prefix-cache hit (depends on what ran before; not compared)
+  bool operator==(const Outcome& o) const {
+    return std::tie(ids, logprobs, top, reasons, stop_tokens, texts, stop_strings, ok, error) ==
+           std::tie(o.ids, o.logprobs, o.top, o.reasons, o.stop_tokens, o.texts, o.stop_strings, o.ok, o.error);
+  }
+};
+
+// Runs every job at once on the engine and waits for all.
+std::vector<Outcome> RunAll(Engine& engine, const std::vector<Job>& jobs) {
+  std::vector<Outcome> outcomes(jobs.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    outcomes[j].ids.resize(static_cast<size_t>(jobs[j].params.sampling.n));
+    outcomes[j].logprobs.resize(outcomes[j].ids.size());
+    outcomes[j].top.resize(outcomes[j].ids.size());
+    outcomes[j].reasons.assign(outcomes[j].ids.size(), -1);
+    outcomes[j].stop_tokens.assign(outcomes[j].ids.size(), -1);
+    outcomes[j].texts.resize(outcomes[j].ids.size());
+    outcomes[j].stop_strings.resize(outcomes[j].ids.size());
+    auto id = engine.AddRequest(jobs[j].prompt, jobs[j].params, [&, j](RequestUpdate u) {
+      std::lock_guard<std::mutex> lock(mu);
+      Outcome& o = outcomes[j];
+      o.hit_tokens = u.prompt_cache_hit_tokens;
+      for (const SequenceDelta& d : u.sequences) {
+        const auto i = static_cast<size_t>(d.index);
+        for (const GeneratedToken& t : d.tokens) {
+          o.ids[i].push_back(t.id);
+          o.logprobs[i].push_back(t.logprob);
+          std::vector<std::pair<int32_t, float>> top;
+          for (const TokenAlternative& a : t.top_logprobs) top.emplace_back(a.id, a.logprob);
+          o.top[i].push_back(std::move(top));
+        }
+        o.texts[i] += d.text;
+        if (d.finish) {
+          o.reasons[i] = static_cast<int>(*d.finish);
+          o.stop_tokens[i] = d.stop_token;
+          o.stop_strings[i] = d.stop_string;
+        }
+      }
+      if (!u.status.ok()) {
+        o.ok = false;
+        o.error = u.status.ToString();
+      }
+      if (u.finished) {
+        ++done;
+        cv.notify_all();
+      }
+    });
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    if (!id.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done == jobs.size(); });
+  return outcomes;
+}
+
+// A mixed batch of requests: shared and repetitive prompts (so that prompt lookup finds matches and
+// prefixes hit), greedy and seeded sampling, logprobs with alternatives, stop tokens, min_tokens,
+// penalties, logit_bias, n > 1 and scripted masks that end inside a run.
+std::vector<Job> MakeJobs(std::mt19937& rng, int count, int32_t vocab) {
+  auto between = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const uint32_t salt = static_cast<uint32_t>(rng());
+  const std::vector<std::vector<int32_t>> shared = {Prompt(300, salt, vocab), Prompt(140, salt + 1, vocab)};
+  std::vector<Job> jobs;
+  for (int i = 0; i < count; ++i) {
+    Job j;
+    switch (between(0, 2)) {
+      case 0: {  // a shared prefix (warm after the first) and a tail of its own
+        j.prompt = shared[static_cast<size_t>(between(0, 1))];
+        for (int32_t t : Prompt(between(1, 40), salt + 10 + static_cast<uint32_t>(i), vocab)) j.prompt.push_back(t);
+        break;
+      }
+      case 1: {  // a short pattern repeated: prompt lookup proposes it
+        const std::vector<int32_t> unit = Prompt(between(2, 9), salt + 100 + static_cast<uint32_t>(i), vocab);
+        for (int r = between(3, 30); r > 0; --r) j.prompt.insert(j.prompt.end(), unit.begin(), unit.end());
+        break;
+      }
+      default: j.prompt = Prompt(between(1, 60), salt + 200 + static_cast<uint32_t>(i), vocab);
+    }
+    sampling::SamplingParams& sp = j.params.sampling;
+    sp.max_tokens = between(0, 4) == 0 ? between(1, 4) : between(5, 48);
+    if (between(0, 1)) {
+      sp.temperature = 0;
+    } else {
+      sp.temperature = between(0, 1) ? 0.7 : 1.3;
+      sp.top_k = between(0, 1) ? 0 : 40;
+      sp.top_p = between(0, 1) ? 1.0 : 0.9;
+      sp.seed = static_cast<uint64_t>(between(0, 1 << 20));
+    }
+    sp.logprobs = true;
+    sp.top_logprobs = between(0, 2) == 0 ? 3 : 0;
+    sp.ignore_eos = between(0, 3) != 0;
+    if (between(0, 2) == 0) {
+      for (int s = 0; s < 4; ++s) sp.stop_token_ids.push_back(between(2, vocab - 1));
+      if (between(0, 1)) sp.min_tokens = std::min<int64_t>(between(1, 6), sp.max_tokens);
+    }
+    if (between(0, 4) == 0) {
+      sp.repetition_penalty = 1.3;
+      sp.presence_penalty = 0.5;
+      sp.frequency_penalty = 0.2;
+    }
+    if (between(0, 4) == 0) sp.logit_bias = {{static_cast<int32_t>(between(2, vocab - 1)), 3.0f}};
+    if (between(0, 5) == 0) sp.n = between(2, 3);
+    // A script with min_tokens could force a banned stop token: scripts go with no stop tokens.
+    if (sp.n == 1 && sp.stop_token_ids.empty() && between(0, 7) == 0) {
+      std::vector<int32_t> script = Prompt(between(2, 8), salt + 300 + static_cast<uint32_t>(i), vocab);
+      j.params.constraint.scripted_tokens = script;
+    }
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+struct SweepTotals {
+  uint64_t drafts = 0, accepted = 0, preemptions = 0;
+  uint64_t requests = 0, tokens = 0;  // compared with speculation off
+};
+
+void ExpectSame(const std::vector<Outcome>& off, const std::vector<Outcome>& on, const std::string& what,
+                SweepTotals* totals = nullptr) {
+  ASSERT_EQ(off.size(), on.size());
+  for (size_t j = 0; j < off.size(); ++j) {
+    if (totals) {
+      ++totals->requests;
+      for (const auto& ids : off[j].ids) totals->tokens += ids.size();
+    }
+    EXPECT_TRUE(off[j].ok) << what << " job " << j << ": " << off[j].error;
+    EXPECT_TRUE(on[j] == off[j]) << what << " job " << j << " differs (" << on[j].error << ")";
+  }
+}
+
+int SweepRounds(int in_ci) {
+  const char* env = std::getenv("DEEPINFER_SPEC_SWEEP_ROUNDS");
+  return env ? std::max(1, std::atoi(env)) : in_ci;
+}
+
+EngineOptions Options(std::mt19937& rng, bool small_pool) {
+  EngineOptions o;
+  o.max_num_seqs = std::uniform_int_distribution<int>(1, 16)(rng);
+  o.prefill_chunk = std::uniform_int_distribution<int>(0, 1)(rng) ? 512 : 64;
+  o.kv_cache_bytes = int64_t{64} << 20;
+  if (small_pool) {  // preemption: a few sequences fill the pool
+    o.kv_blocks = 5;
+    o.max_num_seqs = 16;
+  }
+  o.check_invariants = true;
+  return o;
+}
+
+
+void Sweep(const std::string& fixture, uint32_t seed, int rounds) {
+  std::mt19937 rng(seed);
+  SweepTotals totals;
+  for (int round = 0; round < rounds; ++round) {
+    const int k = std::uniform_int_distribution<int>(1, 7)(rng);
+    // Every third round runs on a pool a few sequences fill (preemption, lookahead blocks refused).
+    const bool small_pool = round % 3 == 1;
+    const int count = small_pool ? 10 : std::uniform_int_distribution<int>(1, 14)(rng);
+    std::vector<Job> jobs = MakeJobs(rng, count, 256);
+    EngineOptions off_options = Options(rng, small_pool);
+    auto off_engine = MakeEngine(off_options, fixture);
+    ASSERT_TRUE(off_engine);
+    const std::vector<Outcome> off = RunAll(*off_engine, jobs);
+    // A second turn: each conversation goes on from its first answer, so its prefix hits blocks that
+    // were written while verifying.
+    std::vector<Job> turn2;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      Job next = jobs[j];
+      next.prompt.insert(next.prompt.end(), off[j].ids[0].begin(), off[j].ids[0].end());
+      for (int32_t t : Prompt(5, seed + static_cast<uint32_t>(j), 256)) next.prompt.push_back(t);
+      next.params.constraint = {};
+      turn2.push_back(std::move(next));
+    }
+    const std::vector<Outcome> off2 = RunAll(*off_engine, turn2);
+
+    const int method = (round + static_cast<int>(seed)) % 3;
+    std::string config;
+    if (method == 0) {
+      config = R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(k) +
+               R"(, "prompt_lookup_min": 1, "prompt_lookup_max": 4})";
+    } else {
+      // Synthetic at full acceptance, or with rates falling from 0.9 (a corrupted draft mid-run).
+      config = R"({"method": "synthetic", "num_speculative_tokens": )" + std::to_string(k);
+      if (method == 2) {
+        config += R"(, "synthetic_acceptance_rates": [)";
+        double rate = 0.9;
+        for (int i = 0; i < k; ++i, rate *= 0.8) config += (i ? ", " : "") + std::to_string(rate);
+        config += "]";
+      }
+      config += "}";
+    }
+    const std::string what = fixture + " round " + std::to_string(round) + " " + config;
+    EngineOptions on_options = Options(rng, small_pool);
+    auto parsed = ParseSpeculativeConfig(config);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    on_options.speculative = *parsed;
+    auto on_engine = MakeEngine(on_options, fixture);
+    ASSERT_TRUE(on_engine);
+    // The synthetic drafter proposes from a recording of the same request: the first pass records it.
+    ExpectSame(off, RunAll(*on_engine, jobs), what + " first pass", &totals);
+    ExpectSame(off, RunAll(*on_engine, jobs), what + " second pass", &totals);
+    const std::vector<Outcome> on2 = RunAll(*on_engine, turn2);
+    ExpectSame(off2, on2, what + " second turn", &totals);
+    // Blocks written while verifying are cached as plain decoding's are: a pool that evicts nothing gives
+    // the second turn at least the hit it gets without speculation (this engine ran the first turn twice).
+    if (!small_pool) {
+      for (size_t j = 0; j < turn2.size(); ++j) EXPECT_GE(on2[j].hit_tokens, off2[j].hit_tokens) << what << " job " << j;
+    }
+    const EngineStats stats = on_engine->Stats();
+    EXPECT_EQ(stats.invariant_violations, 0u) << what;
+    EXPECT_LE(stats.spec_decode_num_accepted_tokens, stats.spec_decode_num_draft_tokens) << what;
+    totals.drafts += stats.spec_decode_num_drafts;
+    totals.accepted += stats.spec_decode_num_accepted_tokens;
+    totals.preemptions += stats.num_preemptions;
+  }
+  if (std::getenv("DEEPINFER_SPEC_SWEEP_ROUNDS")) {
+    std::printf("%s: %d rounds, %llu requests (%llu tokens) equal to speculation off; %llu drafts, %llu draft "
+                "tokens accepted, %llu preemptions\n",
+                fixture.c_str(), rounds, static_cast<unsigned long long>(totals.requests),
+                static_cast<unsigned long long>(totals.tokens), static_cast<unsigned long long>(totals.drafts),
+                static_cast<unsigned long long>(totals.accepted), static_cast<unsigned long long>(totals.preemptions));
+  }
+  // The sweep verified drafts (and accepted some), and preempted sequences (rounds 1, 4, ...).
+  EXPECT_GT(totals.drafts, 0u);
+  EXPECT_GT(totals.accepted, 0u);
+  if (rounds >= 2) {
+    EXPECT_GT(totals.preemptions, 0u);
+  }
+}
+
+TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV4) { Sweep("v4_mixed", 1, SweepRounds(2)); }
+
+TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV41) { Sweep("v41_tiny_a_bf16", 2, SweepRounds(2)); }
+
+// Grammar masks at every verified position and the bonus token: structured output on the tiny preset with
+// the V4 tokenizer (a real vocabulary), greedy and seeded, with full-acceptance synthetic drafts (every
+// draft token passes through the mask) and prompt lookup (whose drafts the grammar mostly rejects).
+TEST(EngineSpeculative, GrammarOutputsEqualSpeculationOff) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("engine_spec_" + std::to_string(::getpid()))).string();
+  auto preset = model::V4PresetConfig("tiny");
+  ASSERT_TRUE(preset.ok());
+  ASSERT_TRUE(model::WriteRandomV4Checkpoint(*preset, dir, 11, model::V4InitFormat::kBF16).ok());
+  auto loaded = tokenizer::LoadTokenizer("deepseek-v4");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const tokenizer::Tokenizer tok = std::move(loaded).value();
+  auto make = [&](const std::string& config) {
+    model::LoadOptions load;
+    load.prefault = false;
+    auto m = model::LoadCausalLM(dir, load);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    EngineOptions o;
+    o.kv_cache_bytes = int64_t{256} << 20;
+    o.tokenizer = &tok;
+    o.check_invariants = true;
+    if (!config.empty()) {
+      auto parsed = ParseSpeculativeConfig(config);
+      EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+      o.speculative = *parsed;
+    }
+    auto e = Engine::Create(std::move(m).value(), o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  };
+  auto grammar = [](grammar::ConstraintSpec::Kind kind, std::string text, std::vector<std::string> choices = {}) {
+    grammar::ConstraintSpec spec;
+    spec.kind = kind;
+    spec.text = std::move(text);
+    spec.choices = std::move(choices);
+    return spec;
+  };
+  std::vector<Job> jobs;
+  const std::vector<grammar::ConstraintSpec> specs = {
+      grammar(grammar::ConstraintSpec::Kind::kRegex, "[a-z]{2,12}( [a-z]{1,9}){2,9}\\."),
+      grammar(grammar::ConstraintSpec::Kind::kJsonObject, ""),
+      grammar(grammar::ConstraintSpec::Kind::kChoice, "", {"alpha beta gamma", "alpha beta delta epsilon"}),
+      grammar(grammar::ConstraintSpec::Kind::kJsonSchema,
+              R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                  "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3}},
+                  "required": ["name", "tags"], "additionalProperties": false})"),
+  };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    for (int sampled = 0; sampled < 2; ++sampled) {
+      Job j;
+      j.prompt = tok.EncodeText("Write " + std::to_string(i) + " words: the quick brown fox, the quick brown fox");
+      sampling::SamplingParams& sp = j.params.sampling;
+      sp.max_tokens = 40;
+      sp.logprobs = true;
+      sp.top_logprobs = 2;
+      if (sampled) {
+        sp.temperature = 0.9;
+        sp.seed = 100 + i;
+        sp.n = i == 0 ? 2 : 1;
+      } else {
+        sp.temperature = 0;
+      }
+      if (i == 0) sp.stop = {"e", "q"};  // stop strings inside an accepted run: the text and tokens end there
+      j.params.constraint.grammar = specs[i];
+      jobs.push_back(std::move(j));
+    }
+  }
+  auto off_engine = make("");
+  const std::vector<Outcome> off = RunAll(*off_engine, jobs);
+  for (const Outcome& o : off) ASSERT_TRUE(o.ok) << o.error;
+  // The stop strings ended both regex outputs (greedy and sampled) early.
+  EXPECT_FALSE(off[0].stop_strings[0].empty());
+  EXPECT_FALSE(off[1].stop_strings[0].empty());
+  for (const std::string config : {R"({"method": "synthetic", "num_speculative_tokens": 4})",
+                                   R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"}) {
+    auto on_engine = make(config);
+    ExpectSame(off, RunAll(*on_engine, jobs), config + " first pass");
+    ExpectSame(off, RunAll(*on_engine, jobs), config + " second pass");
+    const EngineStats stats = on_engine->Stats();
+    EXPECT_GT(stats.spec_decode_num_drafts, 0u) << config;
+    if (config.find("synthetic") != std::string::npos) {
+      // The recorded future is the output itself: every draft token verified is accepted.
+      EXPECT_GT(stats.spec_decode_num_accepted_tokens, 0u);
+      EXPECT_EQ(stats.spec_decode_num_accepted_tokens, stats.spec_decode_num_draft_tokens);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepinfer::engine::speculative_test
