@@ -402,7 +402,10 @@ Result<ExprId> SchemaCompiler::Typed(const Json& s, uint8_t types, const std::st
     DI_ASSIGN_OR_RETURN(ExprId e, CompileRegex("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*", ro, &g_));
     alts.push_back(e);
   } else if ((types & (kInteger | kNumber)) != 0) {
-    DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, (types & kNumber) == 0, o_.integer_fraction, path));
+    // `integer` is spelled as an integer literal only: 35.0 is an integer to the standard but not to the
+    // programs that read the output (a typed int field refuses it). `number` keeps JSON's full syntax.
+    const bool integer_only = (types & kNumber) == 0;
+    DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, integer_only, o_.integer_fraction && !integer_only, path));
     alts.push_back(e);
   }
   if (types & kArray) {

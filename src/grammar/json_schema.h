@@ -3,7 +3,9 @@
 //
 // Spelling: compact (no whitespace) by default, or flexible whitespace between tokens; object members in
 // the schema's `properties` order, then other members; strings in canonical spelling where their
-// characters are constrained (json_text.h); numbers without exponent where they are bounded.
+// characters are constrained (json_text.h); numbers without exponent where they are bounded; `integer` as
+// an integer literal only, -?(0|[1-9][0-9]*): no fraction, no exponent (the standard counts 35.0 as an
+// integer, the programs that read the output do not; an integer's bounds and multipleOf apply as usual).
 //
 // Supported: type (incl. lists), enum, const, properties, required, additionalProperties,
 // patternProperties, min/maxProperties, items, prefixItems, additionalItems (draft 7 tuples), min/maxItems,
@@ -45,8 +47,9 @@ struct JsonSchemaOptions {
   Whitespace whitespace = Whitespace::kCompact;
   // OpenAI `strict: true`: objects without `additionalProperties` allow no other members.
   bool strict = false;
-  // false: integral values have no fraction ("3", never "3.0", which the standard counts as an integer
-  // too), as tool-call arguments should read to the programs that take them.
+  // `integer` is always an integer literal, -?(0|[1-9][0-9]*) (never "3.0", which the standard counts as an
+  // integer too). This says whether a `number` that must be integral (an integral multipleOf) may still be
+  // spelled with a zero fraction ("3.0", as JSON's number syntax allows); false for tool-call arguments.
   bool integer_fraction = true;
   // `$ref` beside other keywords: draft 7 and earlier ignore the others, 2019-09 on apply them too. A root
   // `$schema` naming draft-03 to draft-07 selects the former, any other `$schema` the latter; this says
