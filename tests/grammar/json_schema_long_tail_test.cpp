@@ -44,6 +44,25 @@ TEST(JsonSchemaIntegers, IntegerLiteralsOnly) {
     CheckLongTailCase(c);
 }
 
+// Bounds past 10^18 are exact up to 2^64: 9223372036854776000 is the double 2^63 = 9223372036854775808, so
+// 9223372036854775809 and 9223372036854776001 are above it (a bound read as none let them through).
+TEST(JsonSchemaNumbers, HugeBoundsHold) {
+  for (const LongTailCase& c : std::vector<LongTailCase>{
+           {R"({"type":"integer","minimum":0,"maximum":9223372036854776000})",
+            {"0", "9223372036854775808", "1643723400"}, {"9223372036854775809", "9223372036854776001", "-1"}},
+           {R"({"type":"integer","minimum":-9223372036854775808})", {"-9223372036854775808", "5"}, {"-9223372036854775809"}},
+           // Past 2^64 the largest magnitude is 2^64 - 1: a subset of the valid integers, never more.
+           {R"({"type":"integer","maximum":1.79769e308})", {"18446744073709551615", "-3"}, {"18446744073709551616"}},
+           // Beside a fractional bound: [0.5, 10^19].
+           {R"({"type":"number","minimum":0.5,"maximum":1e19})", {"0.5", "10000000000000000000", "3.25"},
+            {"10000000000000000001", "10000000000000000000.5", "0.25"}},
+       })
+    CheckLongTailCase(c);
+  auto refused = JsonSchemaToGrammar(R"({"type":"integer","minimum":1e20})");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented) << refused.status().ToString();
+}
+
 TEST(JsonSchemaUniqueItems, ExactOverFiniteScalarItems) {
   for (const LongTailCase& c : std::vector<LongTailCase>{
            // Any order of distinct members; a repeat anywhere is out.
