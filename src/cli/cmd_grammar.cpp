@@ -3,6 +3,8 @@
 // matcher; show the allowed next tokens after a prefix. `--jsonl` is the batch form.
 #include <chrono>
 #include <iostream>
+#include <optional>
+#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +31,9 @@ constexpr const char* kUsage =
     "grammar accepts it; --prefix feeds TEXT and lists the allowed next tokens (the first --top N, default\n"
     "20), their count and the forced bytes (jump-forward).\n\n"
     "--jsonl reads lines {\"json_schema\": {...}} (or \"regex\": str, or \"ebnf\": str) with \"instance\": str\n"
-    "and writes {\"compiled\": bool, \"error\": str|null, \"accepted\": bool, \"compile_ms\": float} per line.\n\n"
+    "and writes {\"compiled\": bool, \"error\": str|null, \"accepted\": bool, \"compile_ms\": float} per line.\n"
+    "A line with \"generate\": {\"seed\": N, \"max_tokens\": M} (M at most 4096) also generates under the mask\n"
+    "with seeded random logits and adds \"generated\": the text, or null when it did not end within M tokens.\n\n"
     "  --tokenizer NAME  a tokenizer.json, its directory, or a builtin (deepseek-v3, deepseek-v4,\n"
     "                    deepseek-v4.1; default deepseek-v4); the mask is 129,280 wide (DeepSeek's logits)\n";
 
@@ -87,10 +91,75 @@ bool AcceptsText(const std::shared_ptr<const grammar::BoundGrammar>& bound, cons
   return m.AcceptToken(bound->vocab().stop_ids()[0]);
 }
 
+// The tokens that close something: the stop token, and those whose bytes are only `"`, `]` and `}`.
+std::vector<int32_t> ClosingTokens(const grammar::TokenIndex& index, const tokenizer::Tokenizer& tok) {
+  std::vector<int32_t> out;
+  for (size_t id = 0; id < index.width(); ++id) {
+    const auto t = static_cast<int32_t>(id);
+    if (index.IsStop(t)) {
+      out.push_back(t);
+      continue;
+    }
+    if (id >= tok.vocab_size()) continue;
+    const std::string_view bytes = tok.TokenBytes(t);
+    if (!bytes.empty() && bytes.find_first_not_of("\"]}") == std::string_view::npos) out.push_back(t);
+  }
+  return out;
+}
+
+// One generation under the mask with seeded random logits: with independent, identically distributed
+// logits the argmax is a uniform pick among the allowed tokens, which is what this draws. A walk that only
+// did so would rarely close a string (one allowed token in ~100,000 does), so past a quarter of the budget
+// it picks among the allowed `closing` tokens when there are any. nullopt: no end within max_tokens.
+std::optional<std::string> Generate(const std::shared_ptr<const grammar::BoundGrammar>& bound,
+                                    const tokenizer::Tokenizer& tok, const std::vector<int32_t>& closing,
+                                    uint32_t seed, int64_t max_tokens) {
+  std::mt19937 rng(seed);
+  grammar::GrammarMatcher m(bound);
+  std::vector<uint32_t> bits(bound->vocab().words());
+  const int32_t stop = bound->vocab().stop_ids()[0];
+  auto allowed = [&](int32_t id) { return (bits[static_cast<size_t>(id) / 32] >> (id % 32)) & 1; };
+  std::string text;
+  std::vector<int32_t> closing_allowed;
+  for (int64_t step = 0; step < max_tokens; ++step) {
+    if (!m.FillNextTokenBitmask(bits.data()).ok()) return std::nullopt;
+    int32_t pick = -1;
+    closing_allowed.clear();
+    if (4 * step >= max_tokens)
+      for (int32_t id : closing)
+        if (allowed(id)) closing_allowed.push_back(id);
+    if (!closing_allowed.empty()) {
+      pick = closing_allowed[rng() % closing_allowed.size()];
+    } else {
+      size_t count = 0;
+      for (uint32_t w : bits) count += static_cast<size_t>(__builtin_popcount(w));
+      if (count == 0) return std::nullopt;
+      size_t k = rng() % count;  // the k-th allowed token
+      for (size_t w = 0; w < bits.size() && pick < 0; ++w) {
+        const auto n = static_cast<size_t>(__builtin_popcount(bits[w]));
+        if (k >= n) {
+          k -= n;
+          continue;
+        }
+        uint32_t word = bits[w];
+        for (; k > 0; --k) word &= word - 1;
+        pick = static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(word)));
+      }
+    }
+    // The stop token once in a while where it is allowed, so that short instances occur too.
+    if (allowed(stop) && rng() % 4 == 0) pick = stop;
+    if (!m.AcceptToken(pick)) return std::nullopt;
+    if (m.IsTerminated()) return text;
+    text += tok.TokenBytes(pick);
+  }
+  return std::nullopt;
+}
+
 int RunJsonl(const std::string& tokenizer_hint) {
   auto vocab = LoadVocab(tokenizer_hint);
   if (!vocab.ok()) return Fail("grammar", vocab.status().message());
   grammar::ConstraintCache cache(64);
+  std::vector<int32_t> closing;  // ClosingTokens, made on the first generation
   auto input = ReadStdinToString();
   if (!input.ok()) return Fail("grammar", input.status().message());
   std::istringstream lines(*input);
@@ -133,6 +202,20 @@ int RunJsonl(const std::string& tokenizer_hint) {
       out["compiled"] = true;
       size_t failed_at = 0;
       out["accepted"] = AcceptsText(*bound, *vocab->tok, instance, &failed_at);
+      if (in.contains("generate")) {
+        const auto& gen = in["generate"];
+        const bool seed_ok = gen.is_object() && gen.contains("seed") && gen["seed"].is_number_unsigned() &&
+                             gen["seed"].get<uint64_t>() <= UINT32_MAX;
+        const bool max_ok = gen.is_object() && gen.contains("max_tokens") && gen["max_tokens"].is_number_unsigned() &&
+                            gen["max_tokens"].get<uint64_t>() >= 1 && gen["max_tokens"].get<uint64_t>() <= 4096;
+        if (!seed_ok || !max_ok) {
+          out["error"] = "generate needs {\"seed\": 0..4294967295, \"max_tokens\": 1..4096}";
+        } else {
+          if (closing.empty()) closing = ClosingTokens(*vocab->index, *vocab->tok);
+          auto text = Generate(*bound, *vocab->tok, closing, gen["seed"].get<uint32_t>(), gen["max_tokens"].get<int64_t>());
+          out["generated"] = text ? nlohmann::ordered_json(*text) : nlohmann::ordered_json(nullptr);
+        }
+      }
     }
     std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   }

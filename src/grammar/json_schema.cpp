@@ -11,6 +11,7 @@
 
 #include "core/hash.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "grammar/compiler.h"
 #include "grammar/json_schema_compiler.h"
 #include "grammar/json_text.h"
@@ -258,17 +259,33 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
     if (members.ok()) return Values(*members, schema, kAllTypes);
   }
   // A $ref alone (annotations aside) becomes a rule, so recursive schemas stay finite.
-  if (auto it = schema.find("$ref"); it != schema.end()) {
+  auto ref_alone = [&](const Json& x) {
+    if (!x.is_object() || !x.contains("$ref")) return false;
     bool alone = true;  // draft 7 and earlier: it always is, whatever is beside it
-    for (auto k = schema.begin(); k != schema.end() && !r_.RefOverridesSiblings(); ++k)
+    for (auto k = x.begin(); k != x.end() && !r_.RefOverridesSiblings(); ++k)
       if (k.key() != "$ref" && !AnnotationKeywords().count(k.key()) && k.key().rfind("x-", 0) != 0) alone = false;
-    if (alone) {
+    return alone;
+  };
+  if (auto it = schema.find("$ref"); it != schema.end()) {
+    if (ref_alone(schema)) {
       if (!it->is_string()) return Invalid("$ref must be a string", path);
       std::string ref = it->get<std::string>();
       if (ref == "#/") ref = "#";
       auto found = ref_rules_.find(ref);
       if (found != ref_rules_.end()) return Ref(found->second);
       DI_ASSIGN_OR_RETURN(const Json* target, r_.Resolve(ref, path));
+      // A target that is itself only a reference (an alias, `"A": {"$ref": "#/$defs/B"}`) is followed to the
+      // schema it names, so that no rule's body is a lone call of another rule: the automaton compiler gives
+      // such a rule over an object's rule an empty language. A cycle of aliases stays as it is (it
+      // describes no instance).
+      for (std::set<std::string> seen = {ref}; ref_alone(*target) && (*target)["$ref"].is_string();) {
+        std::string next = (*target)["$ref"].get<std::string>();
+        if (next == "#/") next = "#";
+        if (!seen.insert(next).second) break;
+        if (auto f = ref_rules_.find(next); f != ref_rules_.end()) return Ref(f->second);
+        DI_ASSIGN_OR_RETURN(target, r_.Resolve(next, path));
+        ref = std::move(next);
+      }
       uint32_t rule = g_.AddRule(ref);
       ref_rules_[ref] = rule;
       DI_ASSIGN_OR_RETURN(ExprId body, Compile(*target, ref, depth + 1));
@@ -282,11 +299,6 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
   if (s.is_boolean()) return s.get<bool>() ? AnyValue() : g_.Nothing();
   for (auto it = s.begin(); it != s.end(); ++it)
     if (UnsupportedKeywords().count(it.key())) return Unsupported(it.key(), path);
-  if (auto it = s.find("uniqueItems"); it != s.end() && it->is_boolean() && it->get<bool>()) {
-    auto mx = s.find("maxItems");
-    if (!(mx != s.end() && mx->is_number() && mx->get<double>() <= 1) && (r_.TypesOf(s) & kArray))
-      return Unsupported("uniqueItems", path);
-  }
   DI_ASSIGN_OR_RETURN(std::optional<Json> rewritten, r_.Rewrite(s, path, depth));
   if (rewritten) return Compile(*rewritten, path, depth + 1);
   if (auto it = s.find("anyOf"); it != s.end() || s.contains("oneOf")) {
@@ -348,7 +360,20 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
           if (!d) d = IntersectionEmpty(merged[i], merged[j], depth);
           if (!d) overlaps[i].push_back(j), overlaps[j].push_back(i);
         }
-      DI_ASSIGN_OR_RETURN(contained, r_.MakeExclusive(branches, overlaps, kw, path, depth, &merged));
+      std::vector<Json> as_merged;
+      if (o_.one_of_as_any_of) as_merged = merged;  // MakeExclusive may have changed some when it gives up
+      auto exclusive = r_.MakeExclusive(branches, overlaps, kw, path, depth, &merged);
+      if (!exclusive.ok() && exclusive.status().code() == StatusCode::kUnimplemented && o_.one_of_as_any_of) {
+        DI_LOG(kWarn, "JSON Schema oneOf compiled as anyOf: its branches may overlap and no exact exclusion was found, "
+                      "so an instance that meets two of them is accepted too")
+            .Field("pointer", path)
+            .Field("reason", exclusive.status().message());
+        merged = std::move(as_merged);
+        for (auto& o : overlaps) o.clear();
+        contained.assign(merged.size(), 0);
+      } else {
+        DI_ASSIGN_OR_RETURN(contained, std::move(exclusive));
+      }
     }
     std::vector<ExprId> alts;
     for (size_t i = 0; i < merged.size(); ++i) {
@@ -402,7 +427,10 @@ Result<ExprId> SchemaCompiler::Typed(const Json& s, uint8_t types, const std::st
     DI_ASSIGN_OR_RETURN(ExprId e, CompileRegex("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*", ro, &g_));
     alts.push_back(e);
   } else if ((types & (kInteger | kNumber)) != 0) {
-    DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, (types & kNumber) == 0, o_.integer_fraction, path));
+    // `integer` is spelled as an integer literal only: 35.0 is an integer to the standard but not to the
+    // programs that read the output (a typed int field refuses it). `number` keeps JSON's full syntax.
+    const bool integer_only = (types & kNumber) == 0;
+    DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, integer_only, o_.integer_fraction && !integer_only, path));
     alts.push_back(e);
   }
   if (types & kArray) {

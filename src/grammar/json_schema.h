@@ -3,7 +3,9 @@
 //
 // Spelling: compact (no whitespace) by default, or flexible whitespace between tokens; object members in
 // the schema's `properties` order, then other members; strings in canonical spelling where their
-// characters are constrained (json_text.h); numbers without exponent where they are bounded.
+// characters are constrained (json_text.h); numbers without exponent where they are bounded; `integer` as
+// an integer literal only, -?(0|[1-9][0-9]*): no fraction, no exponent (the standard counts 35.0 as an
+// integer, the programs that read the output do not; an integer's bounds and multipleOf apply as usual).
 //
 // Supported: type (incl. lists), enum, const, properties, required, additionalProperties,
 // patternProperties, min/maxProperties, items, prefixItems, additionalItems (draft 7 tuples), min/maxItems,
@@ -12,7 +14,10 @@
 // minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
 // exact decimal the schema spells, integers round it), multipleOf (integers: powers of ten or small
 // ranges; numbers: 10^-k and integers), anyOf, oneOf (branches proven disjoint, required-only branches,
-// or overlapping branches made exclusive by negating the others, up to 256 alternatives), allOf
+// or overlapping branches made exclusive by negating the others, up to 256 alternatives; otherwise refused,
+// or taken as anyOf where JsonSchemaOptions::one_of_as_any_of asks), uniqueItems (exact where the items
+// come from a finite set of scalars: enum, const, booleans, null, an integer range of at most 64; with
+// tuple items, contains or any other items refused: see json_schema_object.cpp), allOf
 // (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
 // non-numeric enum/const, dependencies, items, contains, additionalProperties, patternProperties,
 // propertyNames patterns (one such member-needing negation per object), and not/anyOf/allOf/one-branch
@@ -25,7 +30,7 @@
 // validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
-// Anything else that constrains instances (min/maxContains, uniqueItems: true, other propertyNames keywords,
+// Anything else that constrains instances (min/maxContains, uniqueItems over other items, other propertyNames keywords,
 // unevaluated*, remote $ref, negations with no exact form, ...) is a kUnimplemented error naming the
 // keyword and its path in the schema.
 #pragma once
@@ -45,13 +50,19 @@ struct JsonSchemaOptions {
   Whitespace whitespace = Whitespace::kCompact;
   // OpenAI `strict: true`: objects without `additionalProperties` allow no other members.
   bool strict = false;
-  // false: integral values have no fraction ("3", never "3.0", which the standard counts as an integer
-  // too), as tool-call arguments should read to the programs that take them.
+  // `integer` is always an integer literal, -?(0|[1-9][0-9]*) (never "3.0", which the standard counts as an
+  // integer too). This says whether a `number` that must be integral (an integral multipleOf) may still be
+  // spelled with a zero fraction ("3.0", as JSON's number syntax allows); false for tool-call arguments.
   bool integer_fraction = true;
   // `$ref` beside other keywords: draft 7 and earlier ignore the others, 2019-09 on apply them too. A root
   // `$schema` naming draft-03 to draft-07 selects the former, any other `$schema` the latter; this says
   // which applies to a schema without `$schema` (true: draft 7's).
   bool draft7_without_schema = false;
+  // A oneOf whose branches may overlap and that the compiler cannot make exclusive is refused (kUnimplemented
+  // naming oneOf and its pointer). true compiles it as anyOf instead, as xgrammar and llguidance do without
+  // saying so: an instance that meets two branches is then accepted though the schema rejects it, so each
+  // such oneOf is logged as a warning with its pointer. Off by default.
+  bool one_of_as_any_of = false;
   size_t max_schema_bytes = 4u << 20;
   uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)
 };

@@ -132,6 +132,13 @@ class SchemaCompiler {
   }
 
   Result<ExprId> Array(const Json& s, const std::string& path, uint32_t depth);
+  // uniqueItems over items from a finite set of scalars (enum, const, booleans and null, a small integer
+  // range): the values that validate against `items`, grouped into classes of equal values (1 and 1.0 are
+  // one), or nullopt where the set is not finite, holds an object or array, or is too large.
+  Result<std::optional<std::vector<Json>>> DistinctItemValues(const Json& items, const std::string& path, uint32_t depth);
+  // `[` distinct members of `classes` `]`, min..max of them: one rule per set of classes used so far.
+  // kUnimplemented where those sets number more than the grammar should hold.
+  Result<ExprId> UniqueArray(const std::vector<Json>& classes, uint32_t min, uint32_t max, const std::string& path);
 
   // An object (`s`, its keywords merged). `$some` (from negations: a member whose key meets a key schema
   // and whose value meets a value schema must exist) is taken here: the witness is a listed name (that
@@ -163,6 +170,7 @@ class SchemaCompiler {
   };
   std::unordered_map<Hash128, Compiled, Hash128Hasher> compiled_;  // by SchemaContentHash
   std::string hash_bytes_;  // SchemaContentHash's buffer, reused
+  uint32_t unique_arrays_ = 0;  // numbers the rules of each uniqueItems array
   uint32_t own_pair_checks_ = 0;
   uint32_t* pair_checks_ = &own_pair_checks_;  // shared with the compilers of IntersectionEmpty
 };

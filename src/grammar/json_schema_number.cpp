@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -21,6 +22,8 @@ struct Piece {  // an integer-part range and a fraction class
 };
 
 std::string Digits(uint64_t v) { return std::to_string(v); }
+
+constexpr double kTwoTo64 = 18446744073709551616.0;
 
 class NumberBuilder {
  public:
@@ -115,7 +118,10 @@ class NumberBuilder {
   };
   static Result<std::optional<Dec>> ToDec(double v, const std::string& path) {
     v = std::fabs(v);
-    if (!std::isfinite(v) || v >= 1e18) return std::optional<Dec>();
+    if (!std::isfinite(v)) return std::optional<Dec>();
+    // Past 2^64 the whole part has no uint64: refused, since reading it as no bound would let through
+    // numbers beyond it.
+    if (v >= kTwoTo64) return Unsupported("a numeric bound at or past 2^64 beside a fractional one", path);
     char buf[512];
     auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
     if (ec != std::errc()) return Unsupported("a numeric bound this precise", path);
@@ -203,12 +209,17 @@ class NumberBuilder {
     return g_.Alt(std::move(alts));
   }
 
+  // A magnitude bound: `up`, the largest magnitude (then nullopt: none, for an infinite one), else the
+  // smallest. Doubles this large are integers, so every bound below 2^64 is exact; a largest magnitude past
+  // it becomes 2^64 - 1 (a subset: no valid instance that long is spelled), a smallest one is refused.
   static Result<std::optional<uint64_t>> Bound(double v, bool up, const std::string& path, bool integer) {
-    (void)path;
     if (!std::isfinite(v)) return std::optional<uint64_t>();
     double r = up ? std::ceil(v) : std::floor(v);
     if (r != v && !integer) return Status::Unimplemented("a non-integral numeric bound at " + path + " is not supported");
-    if (std::fabs(r) >= 1e18) return std::optional<uint64_t>();
+    if (std::fabs(r) >= kTwoTo64) {
+      if (up) return std::optional<uint64_t>(UINT64_MAX);
+      return Unsupported("a numeric bound at or past 2^64", path);
+    }
     return std::optional<uint64_t>(static_cast<uint64_t>(std::fabs(r)));
   }
 

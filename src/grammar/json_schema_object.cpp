@@ -3,6 +3,8 @@
 // additionalProperties, propertyNames, min/maxProperties, and the witness members negations need.
 #include <algorithm>
 #include <deque>
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -63,6 +65,18 @@ Result<ExprId> SchemaCompiler::Array(const Json& s, const std::string& path, uin
   ExprId item = 0;
   if (rest_allowed) {
     DI_ASSIGN_OR_RETURN(item, Compile(*rest_schema, path + "/items", depth + 1));
+  }
+  if (auto u = s.find("uniqueItems"); u != s.end() && u->is_boolean() && u->get<bool>() && max > 1 && (rest_allowed || !prefix.empty())) {
+    // Exact for items from a finite set of scalars; otherwise refused: enforcing it at run time would need
+    // the matcher to keep each array's finished items and compare a token's item ends against them, which
+    // per-state cached masks cannot express.
+    if (!prefix.empty()) return Unsupported("uniqueItems (beside tuple items)", path);
+    if (s.contains("contains") || s.contains("$contains")) return Unsupported("uniqueItems (beside contains)", path);
+    DI_ASSIGN_OR_RETURN(std::optional<std::vector<Json>> classes, DistinctItemValues(*rest_schema, path + "/items", depth));
+    if (!classes)
+      return Unsupported("uniqueItems (items not from a small finite set of scalars: enum, const, boolean, a small integer range)",
+                         path);
+    return UniqueArray(*classes, min, max, path);
   }
   ExprId sep = Tok(",");
   const uint32_t m = static_cast<uint32_t>(prefix.size());
@@ -130,6 +144,85 @@ Result<ExprId> SchemaCompiler::Array(const Json& s, const std::string& path, uin
     body = cur;
   }
   return g_.Seq({Tok("["), body, Lit("]")});
+}
+
+Result<std::optional<std::vector<Json>>> SchemaCompiler::DistinctItemValues(const Json& items, const std::string& path,
+                                                                            uint32_t depth) {
+  using Out = std::optional<std::vector<Json>>;
+  constexpr size_t kMaxCandidates = 64;
+  Json storage;
+  DI_ASSIGN_OR_RETURN(const Json* view, r_.InlineView(items, path, depth + 1, &storage));
+  if (!view->is_object()) return Out();
+  std::optional<Json> candidates = FiniteValues(*view, path);
+  if (!candidates) {
+    const uint8_t types = SchemaResolver::TypesOf(*view);
+    if ((types & ~(kNull | kBool)) == 0) {
+      candidates = Json::array();
+      if (types & kNull) candidates->push_back(nullptr);
+      if (types & kBool) candidates->push_back(true), candidates->push_back(false);
+    } else if (types == kInteger) {
+      auto lo = view->find("minimum"), hi = view->find("maximum");
+      if (lo == view->end() || hi == view->end() || !lo->is_number() || !hi->is_number()) return Out();
+      const double a = std::ceil(lo->get<double>()), b = std::floor(hi->get<double>());
+      if (!(b - a < static_cast<double>(kMaxCandidates))) return Out();
+      candidates = Json::array();
+      for (double v = a; v <= b; ++v) candidates->push_back(static_cast<int64_t>(v));
+    } else {
+      return Out();
+    }
+  }
+  if (!candidates->is_array() || candidates->size() > kMaxCandidates) return Out();
+  auto members = ValidMembers(r_, o_.max_depth, *view, *candidates, path);
+  if (!members.ok()) return Out();
+  // Classes of equal values: nlohmann compares numbers by value across integer and float kinds.
+  std::vector<Json> classes;
+  for (const Json& v : *members) {
+    if (v.is_object() || v.is_array()) return Out();
+    auto same = std::find_if(classes.begin(), classes.end(), [&](const Json& c) { return c[0] == v; });
+    if (same == classes.end()) classes.push_back(Json::array({v}));
+    else same->push_back(v);
+  }
+  return Out(std::move(classes));
+}
+
+Result<ExprId> SchemaCompiler::UniqueArray(const std::vector<Json>& classes, uint32_t min, uint32_t max,
+                                           const std::string& path) {
+  constexpr double kMaxSets = 4096;
+  const size_t n = classes.size();
+  const uint32_t top = static_cast<uint32_t>(std::min<size_t>(max, n));
+  if (min > top) return g_.Nothing();
+  double sets = 0, choose = 1;  // the number of sets of at most `top` classes
+  for (uint32_t k = 0; k <= top; ++k) {
+    sets += choose;
+    choose = choose * static_cast<double>(n - k) / static_cast<double>(k + 1);
+  }
+  if (sets > kMaxSets) return Unsupported("uniqueItems (over more than 4096 sets of distinct items)", path);
+  std::vector<ExprId> values;
+  for (const Json& c : classes) {
+    DI_ASSIGN_OR_RETURN(ExprId spellings, Values(c, Json(), kAllTypes));
+    values.push_back(g_.Seq({spellings, Ws()}));
+  }
+  // After(used): what may follow once the classes in `used` are in the array: the end, where enough
+  // are, or `,` and an unused class.
+  std::map<uint64_t, uint32_t> rules;
+  const std::string base = "unique_items" + path + "#" + std::to_string(unique_arrays_++) + "/";
+  std::function<ExprId(uint64_t, uint32_t)> after = [&](uint64_t used, uint32_t count) -> ExprId {
+    if (auto it = rules.find(used); it != rules.end()) return Ref(it->second);
+    const uint32_t rule = g_.AddRule(base + std::to_string(used));
+    rules[used] = rule;
+    std::vector<ExprId> alts;
+    if (count >= min) alts.push_back(g_.Empty());
+    if (count < top)
+      for (size_t i = 0; i < n; ++i)
+        if (!(used >> i & 1)) alts.push_back(g_.Seq({Tok(","), values[i], after(used | uint64_t{1} << i, count + 1)}));
+    g_.Define(rule, g_.Alt(std::move(alts)));
+    return Ref(rule);
+  };
+  std::vector<ExprId> first;
+  if (min == 0) first.push_back(g_.Empty());
+  if (top > 0)
+    for (size_t i = 0; i < n; ++i) first.push_back(g_.Seq({values[i], after(uint64_t{1} << i, 1)}));
+  return g_.Seq({Tok("["), g_.Alt(std::move(first)), Lit("]")});
 }
 
 // An object (`s`, its keywords merged). `$some` (from negations: a member whose key meets a key schema

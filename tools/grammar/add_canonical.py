@@ -16,7 +16,7 @@ import schema_coverage  # noqa: E402  (the canonical spelling lives there)
 def main():
     path = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
                         pathlib.Path(__file__).resolve().parents[2] / "tests/grammar/data/jsonschemabench_601.jsonl")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     added = 0
     for r in rows:
         canon = schema_coverage.Canon(r["schema"])

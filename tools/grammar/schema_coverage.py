@@ -72,26 +72,38 @@ class Canon:
             return False
 
     def parts(self, schema, value, depth=0):
-        """The schemas that apply to `value`, in the order the compiler merges them."""
+        """The schemas that apply to `value`, in the order the compiler merges them: a schema's allOf members
+        (and $ref target) merge first, and the anyOf/oneOf branch taken at any of them comes after all of
+        those (the compiler distributes the merged rest over the branches)."""
+        plain, branches = self.split_parts(schema, value, depth)
+        return plain + branches
+
+    def split_parts(self, schema, value, depth=0):
         if depth > 64 or not isinstance(schema, dict):
-            return [schema] if isinstance(schema, dict) else []
-        out = []
+            return ([schema] if isinstance(schema, dict) else []), []
+        plain, branches = [], []
+
+        def add(sub):
+            p, b = self.split_parts(sub, value, depth + 1)
+            plain.extend(p)
+            branches.extend(b)
+
         if isinstance(schema.get("$ref"), str):
-            out += self.parts(self.resolve(schema["$ref"]), value, depth + 1)
-        out.append(schema)
+            add(self.resolve(schema["$ref"]))
+        plain.append(schema)
         for m in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
-            out += self.parts(m, value, depth + 1)
+            add(m)
         if "if" in schema:
-            out += self.parts(schema["if"], value, depth + 1)
+            add(schema["if"])
             branch = "then" if self.valid(schema["if"], value) else "else"
             if branch in schema:
-                out += self.parts(schema[branch], value, depth + 1)
+                add(schema[branch])
         for k in ("anyOf", "oneOf"):
             for b in schema.get(k, []) if isinstance(schema.get(k), list) else []:
                 if self.valid(b, value):
-                    out += self.parts(b, value, depth + 1)
+                    branches.extend(self.parts(b, value, depth + 1))
                     break
-        return out
+        return plain, branches
 
     def canon(self, schema, value, depth=0):
         parts = self.parts(schema, value)

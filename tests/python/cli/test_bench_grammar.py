@@ -37,6 +37,14 @@ def test_every_valid_instance_is_accepted_as_the_grammar_spells_it(deepinfer_bin
     # Rejected as written: members in another order than the schema's, which the grammar keeps.
     assert rejected_canonically == 0, out.stdout
     assert rejected <= 27
+    # Every test instance of the compiled schemas, valid and invalid (the slice has both kinds for most).
+    m = re.search(r"valid accepted (\d+) of (\d+) as written, (\d+) in the grammar's member order.*; "
+                  r"invalid rejected (\d+) of (\d+)", out.stdout)
+    assert m, out.stdout
+    written, valid, in_order, rejected_invalid, invalid = map(int, m.groups())
+    assert valid >= 740 and invalid >= 390  # 753 and 400 when written
+    assert in_order == valid and written <= valid
+    assert rejected_invalid == invalid
 
 
 def test_per_schema_rows_name_each_schema_and_its_times(deepinfer_bin, tmp_path):

@@ -122,6 +122,15 @@ def test_invalid_constraints_are_400_naming_the_cause(oai, body, cause):
     assert cause in str(e.value)
 
 
+def test_schema_keyword_the_grammar_refuses_is_400_naming_keyword_and_pointer(oai):
+    # uniqueItems over strings has no exact grammar (only finite scalar items do): refused, never ignored.
+    tags = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(oai, 9, response_format=schema_format(tags, False), extra_body=NO_THINKING)
+    assert e.value.status_code == 400
+    assert "'uniqueItems" in str(e.value) and "#/properties/tags" in str(e.value), str(e.value)
+
+
 def test_generate_cli_json_schema(deepinfer_bin, model, tmp_path):
     """`deepinfer generate` runs the same constraint without a server (one response body per JSONL line)."""
     lines = [{"model": "m", "messages": [{"role": "user", "content": "json?"}], "max_tokens": 400, "seed": s,
