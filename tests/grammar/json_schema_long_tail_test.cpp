@@ -5,26 +5,13 @@
 
 #include "grammar/compiler.h"
 #include "grammar/json_schema.h"
+#include "schema_case.h"
 
 namespace deepinfer::grammar {
 namespace {
 
-struct LongTailCase {
-  std::string schema;
-  std::vector<std::string> yes, no;
-};
-
-void CheckLongTailCase(const LongTailCase& c) {
-  auto g = JsonSchemaToGrammar(c.schema);
-  ASSERT_TRUE(g.ok()) << c.schema << ": " << g.status().ToString();
-  auto cg = Compile(*g);
-  ASSERT_TRUE(cg.ok()) << c.schema << ": " << cg.status().ToString();
-  for (const auto& s : c.yes) EXPECT_TRUE(cg->Matches(s)) << c.schema << " should accept " << s;
-  for (const auto& s : c.no) EXPECT_FALSE(cg->Matches(s)) << c.schema << " should reject " << s;
-}
-
 TEST(JsonSchemaIntegers, IntegerLiteralsOnly) {
-  for (const LongTailCase& c : std::vector<LongTailCase>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // -?(0|[1-9][0-9]*): no fraction (35.0 and 35.000 are integers to draft 6+, not to a typed int
            // field), no exponent.
            {R"({"type":"integer"})", {"35", "-7", "0", "12345678901234567890"}, {"35.0", "35.000", "1e2", "1E2", "01", "3.5"}},
@@ -41,13 +28,13 @@ TEST(JsonSchemaIntegers, IntegerLiteralsOnly) {
            // A number that must be integral (multipleOf 1) may still be written 3.0, as JSON's numbers allow.
            {R"({"type":"number","multipleOf":1})", {"3", "3.0"}, {"3.5"}},
        })
-    CheckLongTailCase(c);
+    CheckSchemaCase(c);
 }
 
 // Bounds past 10^18 are exact up to 2^64: 9223372036854776000 is the double 2^63 = 9223372036854775808, so
 // 9223372036854775809 and 9223372036854776001 are above it (a bound read as none let them through).
 TEST(JsonSchemaNumbers, HugeBoundsHold) {
-  for (const LongTailCase& c : std::vector<LongTailCase>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"integer","minimum":0,"maximum":9223372036854776000})",
             {"0", "9223372036854775808", "1643723400"}, {"9223372036854775809", "9223372036854776001", "-1"}},
            {R"({"type":"integer","minimum":-9223372036854775808})", {"-9223372036854775808", "5"}, {"-9223372036854775809"}},
@@ -57,14 +44,14 @@ TEST(JsonSchemaNumbers, HugeBoundsHold) {
            {R"({"type":"number","minimum":0.5,"maximum":1e19})", {"0.5", "10000000000000000000", "3.25"},
             {"10000000000000000001", "10000000000000000000.5", "0.25"}},
        })
-    CheckLongTailCase(c);
+    CheckSchemaCase(c);
   auto refused = JsonSchemaToGrammar(R"({"type":"integer","minimum":1e20})");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented) << refused.status().ToString();
 }
 
 TEST(JsonSchemaUniqueItems, ExactOverFiniteScalarItems) {
-  for (const LongTailCase& c : std::vector<LongTailCase>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            // Any order of distinct members; a repeat anywhere is out.
            {R"({"type":"array","items":{"enum":["a","b","c"]},"uniqueItems":true})",
             {"[]", R"(["a"])", R"(["b","a"])", R"(["c","a","b"])"},
@@ -85,7 +72,7 @@ TEST(JsonSchemaUniqueItems, ExactOverFiniteScalarItems) {
            {R"({"type":"object","properties":{"t":{"type":"array","items":{"const":"x"},"uniqueItems":true},"u":{"type":"array","uniqueItems":false}},"required":["t"],"additionalProperties":false})",
             {R"({"t":["x"],"u":[1,1]})", R"({"t":[]})"}, {R"({"t":["x","x"]})"}},
        })
-    CheckLongTailCase(c);
+    CheckSchemaCase(c);
 }
 
 TEST(JsonSchemaUniqueItems, OtherItemsAreRefusedWithTheirPointer) {
@@ -106,14 +93,14 @@ TEST(JsonSchemaUniqueItems, OtherItemsAreRefusedWithTheirPointer) {
     EXPECT_NE(g.status().message().find(r.pointer), std::string::npos) << g.status().message();
   }
   // One item at most: nothing to repeat, whatever the items are.
-  CheckLongTailCase({R"({"type":"array","items":{"type":"string"},"uniqueItems":true,"maxItems":1})",
+  CheckSchemaCase({R"({"type":"array","items":{"type":"string"},"uniqueItems":true,"maxItems":1})",
                    {"[]", R"(["a"])"}, {R"(["a","a"])"}});
 }
 
 // A definition that only names another (an alias) means that other one, also when it is an object whose
 // members hold any value (a recursive rule): JSONSchemaBench has such chains, A -> B -> an object.
 TEST(JsonSchemaRefs, AliasesOfObjectsAreTheObjects) {
-  for (const LongTailCase& c : std::vector<LongTailCase>{
+  for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"definitions":{"B":{"type":"object"},"M":{"$ref":"#/definitions/B"}},"$ref":"#/definitions/M"})",
             {R"({"b":1})", "{}"}, {"[]", "1"}},
            {R"({"definitions":{"B":{"properties":{"b":{}},"required":["b"],"additionalProperties":false,"type":"object"},"C":{"properties":{"c":{"$ref":"#/definitions/B"}},"required":["c"],"additionalProperties":false,"type":"object"},"D":{"$ref":"#/definitions/C"},"M":{"$ref":"#/definitions/D"}},"$ref":"#/definitions/M"})",
@@ -121,7 +108,7 @@ TEST(JsonSchemaRefs, AliasesOfObjectsAreTheObjects) {
            {R"({"$defs":{"B":{"type":"object"},"M":{"$ref":"#/$defs/B"}},"type":"object","properties":{"a":{"$ref":"#/$defs/M"}}})",
             {R"({"a":{}})", R"({"a":{"k":"v"}})"}, {R"({"a":1})"}},
        })
-    CheckLongTailCase(c);
+    CheckSchemaCase(c);
 }
 
 // A oneOf the compiler cannot make exclusive (no exact negation of multipleOf or of numeric bounds) is

@@ -6,23 +6,10 @@
 
 #include "grammar/compiler.h"
 #include "grammar/json_schema.h"
+#include "schema_case.h"
 
 namespace deepinfer::grammar {
 namespace {
-
-struct SchemaCase {
-  std::string schema;
-  std::vector<std::string> yes, no;
-};
-
-void CheckSchemaCase(const SchemaCase& c) {
-  auto g = JsonSchemaToGrammar(c.schema);
-  ASSERT_TRUE(g.ok()) << c.schema << ": " << g.status().ToString();
-  auto cg = Compile(*g);
-  ASSERT_TRUE(cg.ok()) << c.schema << ": " << cg.status().ToString();
-  for (const auto& s : c.yes) EXPECT_TRUE(cg->Matches(s)) << c.schema << " should accept " << s;
-  for (const auto& s : c.no) EXPECT_FALSE(cg->Matches(s)) << c.schema << " should reject " << s;
-}
 
 TEST(JsonSchemaFinite, EnumMembersMustPassEveryOtherKeyword) {
   for (const SchemaCase& c : std::vector<SchemaCase>{
