@@ -279,6 +279,8 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   for (const std::string& s : sp.stop) has_stops |= !s.empty();
   if (has_stops && (!options_.tokenizer || !params.detokenize))
     return Status::InvalidArgument("stop: stop strings need the engine's tokenizer and detokenize on");
+  if (params.prompt_logprobs < -1 || params.prompt_logprobs > sampling::kMaxTopLogprobs)
+    return Status::InvalidArgument("prompt_logprobs: must be in [-1, " + std::to_string(sampling::kMaxTopLogprobs) + "]");
   if (params.cache_salt.size() > kMaxSaltBytes) return Status::InvalidArgument("cache_salt: at most 1024 bytes");
   if (params.tag.size() > kMaxTagBytes) return Status::InvalidArgument("tag: at most 256 bytes");
   if (params.kv_ttl_class.size() > kMaxTtlClassBytes) return Status::InvalidArgument("kv_ttl_class: at most 64 bytes");

@@ -82,6 +82,10 @@ struct RequestParams {
   // Fill the updates' text and token bytes (needs EngineOptions::tokenizer); stop strings need it too.
   bool detokenize = true;
   bool skip_special_tokens = true;  // special added tokens contribute no text
+  // >= 0: report the log probability of each prompt token (from the logits of the position before it) and
+  // this many alternatives (0..sampling::kMaxTopLogprobs), in RequestUpdate::prompt_logprobs. Such a
+  // request takes nothing from the prefix cache, so that every prompt position is computed. -1: none.
+  int prompt_logprobs = -1;
   std::string tag;                  // shown in log lines about the request (e.g. its x-request-id)
 };
 
@@ -121,6 +125,10 @@ struct RequestUpdate {
   int64_t prompt_cache_hit_tokens = 0;
   uint64_t seed = 0;  // the seed its draws used
   std::vector<SequenceDelta> sequences;  // outputs with something new
+  // RequestParams::prompt_logprobs >= 0: one entry per prompt token, in the first update that has them
+  // (once, however often the request was preempted). The first token has no position before it: its
+  // logprob is 0 and it has no alternatives.
+  std::vector<GeneratedToken> prompt_logprobs;
   bool finished = false;  // every output has finished: this is the request's last update
   Status status;          // why, when an output finished with kError
   // NowNanos() when the step thread handed these tokens to the output thread (the start of a consumer's

@@ -108,6 +108,8 @@ class LocalExecutor final : public Executor {
   void MirrorTables(const PlannedChunk& c, model::SequenceState* state);
   Status Setup(const PlannedChunk& c, Slot& slot);
   void FillMasks(const std::vector<Row>& rows);
+  // The prompt logprobs of a chunk that asked (every row's logits were computed), from forward_out_.
+  PromptLogprobsResult PromptLogprobs(const PlannedChunk& c, size_t chunk) const;
   // Samples the first position of every row, in parallel.
   void Sample(std::vector<Row>& rows);
   void SampleOne(Row& row, sampling::Sampler& sampler);

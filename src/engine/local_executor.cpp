@@ -257,6 +257,8 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
         continue;
       }
       chunk.logits = model::LogitsWanted::kAll;
+    } else if (c.prompt_logprobs >= 0 && !c.state_only) {
+      chunk.logits = model::LogitsWanted::kAll;
     }
     chunk.state_only = c.state_only;
     chunks_.push_back(chunk);
@@ -302,6 +304,10 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   if (any_mask) mask_filler_.Wait();
   result.sequences = std::move(failed);
   if (!result.status.ok()) return result;
+  for (size_t k = 0; k < ran.size(); ++k) {
+    const PlannedChunk& c = *ran[k];
+    if (c.verify == 0 && c.prompt_logprobs >= 0 && !c.state_only) result.prompt_logprobs.push_back(PromptLogprobs(c, k));
+  }
   for (Row& row : rows) {
     // kAll gives every position's row; the first verified one is the pending token's.
     row.first_row = forward_out_.num_rows[row.chunk] - 1 - row.verify;
@@ -434,6 +440,25 @@ void LocalExecutor::Propose(std::vector<Row>& rows, std::vector<SequenceResult>*
   std::vector<std::vector<int32_t>> drafts;
   drafter_->Propose(inputs, &drafts);
   for (size_t j = 0; j < of.size() && j < drafts.size(); ++j) (*results)[of[j]].draft = std::move(drafts[j]);
+}
+
+PromptLogprobsResult LocalExecutor::PromptLogprobs(const PlannedChunk& c, size_t chunk) const {
+  PromptLogprobsResult out;
+  out.id = c.id;
+  out.first_position = c.start + 1;
+  const int64_t rows = forward_out_.num_rows[chunk];
+  for (int64_t i = 0; i < rows; ++i) {
+    // Row i is position start + i's: it predicts the token at start + i + 1.
+    const size_t next = static_cast<size_t>(i + 1);
+    const int32_t id = next < c.tokens.size() ? c.tokens[next] : c.next_prompt_token;
+    if (id < 0 || id >= vocab_size_) break;
+    sampling::SampledToken token;
+    token.id = id;
+    sampling::RawLogprobs(std::span<const float>(forward_out_.row(chunk, i), static_cast<size_t>(vocab_size_)), id,
+                          c.prompt_logprobs, &token);
+    out.tokens.push_back(std::move(token));
+  }
+  return out;
 }
 
 void LocalExecutor::FillMasks(const std::vector<Row>& rows) {

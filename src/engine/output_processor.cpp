@@ -78,6 +78,29 @@ void OutputProcessor::Loop(Shard* shard) {
   }
 }
 
+namespace {
+
+GeneratedToken Generated(const sampling::SampledToken& t, bool text, const tokenizer::Tokenizer* tok) {
+  GeneratedToken g;
+  g.id = t.id;
+  g.logprob = t.logprob;
+  if (text) {
+    g.bytes = std::string(tok->TokenBytes(t.id));
+    g.control = tok->IsAddedToken(t.id);
+    g.special = g.control && tok->IsSpecialToken(t.id);
+  }
+  for (const sampling::TopLogprob& alt : t.top) {
+    TokenAlternative a;
+    a.id = alt.id;
+    a.logprob = alt.logprob;
+    if (text) a.bytes = std::string(tok->TokenBytes(alt.id));
+    g.top_logprobs.push_back(std::move(a));
+  }
+  return g;
+}
+
+}  // namespace
+
 void OutputProcessor::Deliver(OutputEvent& event) {
   OutputRequest& o = *event.request;
   if (o.done) return;
@@ -90,28 +113,14 @@ void OutputProcessor::Deliver(OutputEvent& event) {
   u.seed = o.seed;
   u.emitted_nanos = event.posted_nanos;
   std::vector<int> stopped;  // outputs this thread finished on a stop string
+  for (const sampling::SampledToken& t : event.prompt_logprobs) u.prompt_logprobs.push_back(Generated(t, o.text, tok));
   for (SeqEvent& se : event.seqs) {
     OutputSequence& os = o.seqs[static_cast<size_t>(se.index)];
     if (os.finished) continue;
     SequenceDelta d;
     d.index = se.index;
     for (sampling::SampledToken& t : se.tokens) {
-      GeneratedToken g;
-      g.id = t.id;
-      g.logprob = t.logprob;
-      if (o.text) {
-        g.bytes = std::string(tok->TokenBytes(t.id));
-        g.control = tok->IsAddedToken(t.id);
-        g.special = g.control && tok->IsSpecialToken(t.id);
-      }
-      for (const sampling::TopLogprob& alt : t.top) {
-        TokenAlternative a;
-        a.id = alt.id;
-        a.logprob = alt.logprob;
-        if (o.text) a.bytes = std::string(tok->TokenBytes(alt.id));
-        g.top_logprobs.push_back(std::move(a));
-      }
-      d.tokens.push_back(std::move(g));
+      d.tokens.push_back(Generated(t, o.text, tok));
       if (o.text) {
         sampling::StopStringMatcher::Step step = os.stops->Feed(os.detokenizer->Add(t.id));
         d.text += step.release;
@@ -150,7 +159,7 @@ void OutputProcessor::Deliver(OutputEvent& event) {
     for (int index : stopped) stops.push_back({o.id, index});
     on_stop_(std::move(stops));
   }
-  if (u.sequences.empty() && !u.finished) return;
+  if (u.sequences.empty() && u.prompt_logprobs.empty() && !u.finished) return;
   o.callback(std::move(u));
 }
 

@@ -55,6 +55,7 @@ struct OutputEvent {
   std::shared_ptr<OutputRequest> request;
   int64_t hit_tokens = 0;
   std::vector<SeqEvent> seqs;
+  std::vector<sampling::SampledToken> prompt_logprobs;  // RequestUpdate::prompt_logprobs, once
   Status status;
   int64_t posted_nanos = 0;  // when Post() queued it
 };

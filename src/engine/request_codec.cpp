@@ -330,6 +330,7 @@ std::string RequestToJson(const PlainRequest& request) {
   j["constraint"] = ConstraintToJson(p.constraint);
   j["detokenize"] = p.detokenize;
   j["skip_special_tokens"] = p.skip_special_tokens;
+  j["prompt_logprobs"] = p.prompt_logprobs;
   j["tag"] = p.tag;
   return DumpJson(j);
 }
@@ -343,7 +344,7 @@ Result<PlainRequest> RequestFromJson(std::string_view json) {
   const Json& j = *parsed;
   if (!j.is_object()) return Status::InvalidArgument("request: must be a JSON object");
   DI_RETURN_IF_ERROR(CheckKeys(j, "", {"prompt", "sampling", "priority", "deadline_nanos", "cache_salt", "kv_ttl_class",
-                                       "constraint", "detokenize", "skip_special_tokens", "tag"}));
+                                       "constraint", "detokenize", "skip_special_tokens", "prompt_logprobs", "tag"}));
   PlainRequest r;
   RequestParams& p = r.params;
   auto prompt = j.find("prompt");
@@ -361,6 +362,9 @@ Result<PlainRequest> RequestFromJson(std::string_view json) {
   if (constraint) DI_RETURN_IF_ERROR(ReadConstraint(*constraint, &p.constraint));
   DI_RETURN_IF_ERROR(ReadBool(j, "detokenize", "", &p.detokenize));
   DI_RETURN_IF_ERROR(ReadBool(j, "skip_special_tokens", "", &p.skip_special_tokens));
+  int64_t prompt_logprobs = p.prompt_logprobs;
+  DI_RETURN_IF_ERROR(ReadInteger(j, "prompt_logprobs", "", -1, sampling::kMaxTopLogprobs, &prompt_logprobs));
+  p.prompt_logprobs = static_cast<int>(prompt_logprobs);
   DI_RETURN_IF_ERROR(ReadString(j, "tag", "", kMaxTagBytes, &p.tag));
   return r;
 }

@@ -317,7 +317,9 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   const bool has_window = blocks_.has_window();
 
   // At least one position must be computed to produce logits: a fully cached prompt re-runs its last block.
-  int64_t m = can_restore_ ? blocks_.MatchPrefix(b.hashes, (length - 1) / kvcache::kBlockTokens) : 0;
+  // A request that asks for prompt logprobs computes every prompt position.
+  const bool restorable = can_restore_ && r->params.prompt_logprobs < 0;
+  int64_t m = restorable ? blocks_.MatchPrefix(b.hashes, (length - 1) / kvcache::kBlockTokens) : 0;
   int64_t restore_at = 0;   // boundary block the state resumes at
   int64_t window_at = -1;   // boundary whose cached window blocks are attached (-1: none)
   bool exact = true, window_hit = false;

@@ -86,6 +86,10 @@ struct Request {
   bool first_token_seen = false;
   int live = 0;             // outputs not finished
   bool fresh = true;        // never admitted (counts against max_waiting)
+  // RequestParams::prompt_logprobs: those of prompt positions 1, 2, ... collected so far (a recomputation
+  // after a preemption adds none twice), until delivered with the first update after the whole prompt.
+  std::vector<sampling::SampledToken> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
   std::vector<std::unique_ptr<Sequence>> seqs;
 };
 
@@ -210,6 +214,10 @@ class Scheduler {
   void FinishRequest(Request* r, FinishReason reason, const Status& status);
   void FailPlan(const Status& status);
   OutputEvent& EventFor(Request* r, std::vector<OutputEvent>* events);
+  // Prompt logprobs (RequestParams::prompt_logprobs): asked of a chunk, collected, delivered once.
+  void SetPromptLogprobs(const Sequence& s, const Work& w, PlannedChunk* c) const;
+  static void CollectPromptLogprobs(const PromptLogprobsResult& result, Request* r);
+  void DeliverPromptLogprobs(const Sequence& s, std::vector<OutputEvent>* events);
   SamplingSetup SamplingFor(const Sequence* s) const;
   void CheckStep();
   void OfferBlock(const Sequence* s, int64_t index, int32_t block);

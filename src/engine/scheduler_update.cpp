@@ -53,6 +53,7 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
     c.verify = w.verify;
     c.state_only = w.state_only;
     c.logits = w.logits;
+    SetPromptLogprobs(*s, w, &c);
     if (w.logits) {
       c.samplers.push_back(s->id);
       Request* r = s->request;
@@ -79,6 +80,42 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
   finished_.clear();
   released_constraints_.clear();
   return out;
+}
+
+void Scheduler::SetPromptLogprobs(const Sequence& s, const Work& w, PlannedChunk* c) const {
+  const Request& r = *s.request;
+  const int64_t collected = static_cast<int64_t>(r.prompt_logprobs.size());
+  // Its rows predict positions start + 1 .. end: they must include the next one still missing (1 + collected).
+  if (r.params.prompt_logprobs < 0 || r.prompt_logprobs_sent || s.index != 0 || w.state_only || w.verify > 0 ||
+      w.start > collected || w.end <= collected || w.start + 1 >= r.prompt_tokens) {
+    return;
+  }
+  c->prompt_logprobs = r.params.prompt_logprobs;
+  c->next_prompt_token = w.end < r.prompt_tokens ? s.tokens[static_cast<size_t>(w.end)] : -1;
+}
+
+void Scheduler::CollectPromptLogprobs(const PromptLogprobsResult& result, Request* r) {
+  for (size_t i = 0; i < result.tokens.size(); ++i) {
+    const int64_t position = result.first_position + static_cast<int64_t>(i);
+    if (position >= r->prompt_tokens) break;
+    if (position == static_cast<int64_t>(r->prompt_logprobs.size()) + 1) r->prompt_logprobs.push_back(result.tokens[i]);
+  }
+}
+
+void Scheduler::DeliverPromptLogprobs(const Sequence& s, std::vector<OutputEvent>* events) {
+  Request* r = s.request;
+  if (r->params.prompt_logprobs < 0 || r->prompt_logprobs_sent || s.index != 0) return;
+  if (static_cast<int64_t>(r->prompt_logprobs.size()) + 1 < r->prompt_tokens) return;
+  std::vector<sampling::SampledToken> all;
+  all.reserve(r->prompt_logprobs.size() + 1);
+  sampling::SampledToken first;
+  first.id = s.tokens.front();  // no position before it
+  all.push_back(std::move(first));
+  for (sampling::SampledToken& t : r->prompt_logprobs) all.push_back(std::move(t));
+  r->prompt_logprobs.clear();
+  r->prompt_logprobs.shrink_to_fit();
+  r->prompt_logprobs_sent = true;
+  EventFor(r, events).prompt_logprobs = std::move(all);
 }
 
 OutputEvent& Scheduler::EventFor(Request* r, std::vector<OutputEvent>* events) {
@@ -204,6 +241,11 @@ void Scheduler::Update(const StepResult& result) {
     return std::any_of(setup_failed.begin(), setup_failed.end(), [&](const auto& f) { return f.first == r->id; });
   };
   const int64_t now = NowNanos();
+  for (const PromptLogprobsResult& p : result.prompt_logprobs) {
+    for (const Work& c : current_) {
+      if (c.seq->id == p.id && !failed(c.seq)) CollectPromptLogprobs(p, c.seq->request);
+    }
+  }
   std::unordered_map<SeqId, Sequence*> by_id;
   std::vector<Sequence*> parents;  // sequences whose first token gives birth to outputs 1..n-1
   for (const Work& c : current_) {
@@ -225,6 +267,7 @@ void Scheduler::Update(const StepResult& result) {
     s->computed = c.end;
     blocks_.Commit(&s->blocks, s->tokens, c.end, now,
                    [&](int64_t index, int32_t block) { OfferBlock(s, index, block); });
+    if (c.logits) DeliverPromptLogprobs(*s, &events);
     if (c.logits && s->index == 0 && !r->forked && r->seqs.size() > 1) {
       parents.push_back(s);
       for (size_t i = 1; i < r->seqs.size(); ++i) {

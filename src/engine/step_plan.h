@@ -87,6 +87,10 @@ struct PlannedChunk {
   // The model state then holds the positions up to that token's, and the blocks of the rejected ones are
   // the scheduler's to roll back.
   int64_t verify = 0;
+  // >= 0: also the log probability (and this many alternatives) of each prompt token after the chunk's
+  // first position, from the row of the position before it: every position's logits are computed.
+  int prompt_logprobs = -1;
+  int32_t next_prompt_token = -1;  // the prompt's token at `end` (its row is the chunk's last); -1: none
   // Its block tables by class (entry i: positions [128·i, 128·(i+1)); -1 where it holds none).
   std::vector<int32_t> prefix_table, window_table;
 };
@@ -115,9 +119,17 @@ struct SequenceResult {
   bool not_run = false;        // its chunk did not run: its model state could not be made (status says why)
 };
 
+// A chunk's prompt logprobs (PlannedChunk::prompt_logprobs): the tokens at first_position, first_position + 1, ...
+struct PromptLogprobsResult {
+  SeqId id = 0;
+  int64_t first_position = 0;
+  std::vector<sampling::SampledToken> tokens;
+};
+
 struct StepResult {
   Status status;  // the forward pass; not ok: no chunk of the plan advanced
   std::vector<SequenceResult> sequences;  // one per sampler of the plan, in plan order
+  std::vector<PromptLogprobsResult> prompt_logprobs;  // one per chunk that asked and ran
   int64_t forward_start_nanos = 0, forward_end_nanos = 0;  // both 0 when no chunk ran
 };
 

@@ -17,7 +17,8 @@ constexpr int kMaxTierLookups = 4;
 
 bool Scheduler::NeedsTierLookup(const Sequence* s) const {
   return options_.lower_tier != nullptr && options_.enable_prefix_caching && can_restore_ &&
-         s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_.has_prefix();
+         s->tier == Sequence::Tier::kUnchecked && s->request->hit_tokens < 0 && blocks_.has_prefix() &&
+         s->request->params.prompt_logprobs < 0;
 }
 
 void Scheduler::DeliverTierEvent(const std::shared_ptr<TierMailbox>& box, const TierEvent& e) {

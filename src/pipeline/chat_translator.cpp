@@ -179,6 +179,9 @@ class ChatTranslator : public UpdateTranslator {
     options.id = context_.id;
     if (!context_.model.empty()) options.model = context_.model;
     options.created = context_.created;
+    if (!context_.previous_response_id.empty()) {
+      options.responses_echo.previous_response_id = DumpJson(nlohmann::json(context_.previous_response_id));
+    }
     // Served responses count what was generated: the reasoning's own tokens, and the tokens of a last
     // character that max_tokens cut short (deepseek-recipe re-encodes the one and drops the other).
     options.keep_incomplete_character = true;

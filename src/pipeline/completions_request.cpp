@@ -180,6 +180,8 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
   prepared.api = Api::kCompletions;
   prepared.completions.prompt_texts = std::move(request.prompt_texts);
   prepared.completions.echo = request.echo;
+  // The echoed prompt's tokens carry logprobs too (the engine computes every prompt position for them).
+  if (request.echo && request.logprobs >= 0) request.params.prompt_logprobs = request.logprobs;
   prepared.completions.stream = request.stream;
   prepared.completions.include_usage = request.include_usage;
   prepared.completions.logprobs = request.logprobs;

@@ -21,6 +21,7 @@ class CompletionsTranslator : public UpdateTranslator {
     if (shape_.prompt_texts.empty()) shape_.prompt_texts.emplace_back();
     choices_.resize(shape_.prompt_texts.size() * static_cast<size_t>(shape_.n));
     prompt_usage_.resize(shape_.prompt_texts.size());
+    prompt_logprobs_.resize(shape_.prompt_texts.size());
     // text_offset counts bytes of the returned text, which starts with the echoed prompt.
     if (shape_.echo) {
       for (size_t i = 0; i < choices_.size(); ++i) choices_[i].offset = shape_.prompt_texts[i / shape_.n].size();
@@ -29,6 +30,11 @@ class CompletionsTranslator : public UpdateTranslator {
 
   TranslatedUpdate Translate(const engine::RequestUpdate& update) override {
     TranslatedUpdate out;
+    // A prompt's logprobs come with its first output's first token (so with a delta of that prompt).
+    if (!update.prompt_logprobs.empty() && !update.sequences.empty()) {
+      const size_t prompt = static_cast<size_t>(update.sequences.front().index / shape_.n);
+      if (prompt < prompt_logprobs_.size()) prompt_logprobs_[prompt] = update.prompt_logprobs;
+    }
     for (const engine::SequenceDelta& delta : update.sequences) {
       if (delta.index < 0 || delta.index >= static_cast<int>(choices_.size())) continue;
       const size_t prompt = static_cast<size_t>(delta.index / shape_.n);
@@ -40,6 +46,7 @@ class CompletionsTranslator : public UpdateTranslator {
       if (shape_.echo && !c.echoed) {
         text = shape_.prompt_texts[prompt] + text;
         c.echoed = true;
+        if (shape_.logprobs >= 0) EchoPromptLogprobs(c, prompt, &logprobs);
       }
       for (const engine::GeneratedToken& token : delta.tokens) {
         if (delta.finish && token.id == delta.stop_token && *delta.finish == engine::FinishReason::kStop) continue;
@@ -92,11 +99,21 @@ class CompletionsTranslator : public UpdateTranslator {
     size_t offset = 0;
   };
 
-  void AddLogprob(Choice& c, const engine::GeneratedToken& token, Json* delta_logprobs) {
-    Json top = Json::object();
+  // The echoed prompt's tokens before the completion's: the first has no logprob (null) and no
+  // alternatives, as OpenAI and vLLM write it; offsets count from the start of the echoed prompt.
+  void EchoPromptLogprobs(Choice& c, size_t prompt, Json* delta_logprobs) {
+    const std::vector<engine::GeneratedToken>& tokens = prompt_logprobs_[prompt];
+    c.offset = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) AddLogprob(c, tokens[i], delta_logprobs, /*first_of_prompt=*/i == 0);
+    c.offset = shape_.prompt_texts[prompt].size();
+  }
+
+  void AddLogprob(Choice& c, const engine::GeneratedToken& token, Json* delta_logprobs, bool first_of_prompt = false) {
+    Json top = first_of_prompt ? Json(nullptr) : Json::object();
     for (const auto& alt : token.top_logprobs) top[alt.bytes] = alt.logprob;
+    const Json logprob = first_of_prompt ? Json(nullptr) : Json(token.logprob);
     c.tokens.push_back(token.bytes);
-    c.token_logprobs.push_back(token.logprob);
+    c.token_logprobs.push_back(logprob);
     c.top_logprobs.push_back(top);
     c.text_offset.push_back(c.offset);
     if (shape_.stream) {
@@ -104,7 +121,7 @@ class CompletionsTranslator : public UpdateTranslator {
         *delta_logprobs = {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
                            {"text_offset", Json::array()}};
       (*delta_logprobs)["tokens"].push_back(token.bytes);
-      (*delta_logprobs)["token_logprobs"].push_back(token.logprob);
+      (*delta_logprobs)["token_logprobs"].push_back(logprob);
       (*delta_logprobs)["top_logprobs"].push_back(top);
       (*delta_logprobs)["text_offset"].push_back(c.offset);
     }
@@ -134,7 +151,8 @@ class CompletionsTranslator : public UpdateTranslator {
   ResponseContext context_;
   std::vector<Choice> choices_;
   recipe::UsageCounts usage_;  // the completion tokens of all choices
-  std::vector<std::pair<int64_t, int64_t>> prompt_usage_;  // per prompt: its tokens, those from the prefix cache
+  std::vector<std::pair<int64_t, int64_t>> prompt_usage_;
+  std::vector<std::vector<engine::GeneratedToken>> prompt_logprobs_;  // per prompt, when echo asked for them  // per prompt: its tokens, those from the prefix cache
 };
 
 }  // namespace

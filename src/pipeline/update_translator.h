@@ -29,6 +29,8 @@ struct ResponseContext {
   recipe::ModelVersion model_version = recipe::ModelVersion::kV4;  // how the model's output is parsed
   // Special added tokens write no text (engine::RequestParams::skip_special_tokens); they still count.
   bool skip_special_tokens = true;
+  // Responses: the stored response this one continues (echoed in `previous_response_id`); empty: none.
+  std::string previous_response_id;
 };
 
 // A response id in the protocol's style: `prefix` and 24 random letters and digits.

@@ -81,6 +81,8 @@ struct ResponsesEcho {
   std::string top_p = "1.0";
   std::string user = "null";
   std::string metadata = "{}";
+  // The stored response this one continues, as a JSON string (the server resolves it before the codec).
+  std::string previous_response_id = "null";
 };
 
 // A Responses namespace member as the model calls it (`docs__lookup` for V4, `docs::lookup` for V4.1) and

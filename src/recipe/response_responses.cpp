@@ -47,7 +47,7 @@ std::string ResponsesStream::ResponseObject(std::string_view status, int64_t com
     }
   }
   out += "],\"parallel_tool_calls\":" + echo.parallel_tool_calls +
-         ",\"presence_penalty\":0.0,\"previous_response_id\":null,\"prompt_cache_key\":null,"
+         ",\"presence_penalty\":0.0,\"previous_response_id\":" + echo.previous_response_id + ",\"prompt_cache_key\":null,"
          "\"prompt_cache_retention\":null,\"reasoning\":" + echo.reasoning +
          ",\"safety_identifier\":null,\"service_tier\":\"default\",\"store\":false,\"temperature\":" +
          echo.temperature + ",\"text\":" + echo.text + ",\"tool_choice\":" + echo.tool_choice +

@@ -167,6 +167,7 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   context.model = options_.served_model_names.front();
   context.created = pipeline::UnixSeconds();
   context.model_version = options_.model_version;
+  if (turn) context.previous_response_id = turn->previous_response_id;
   const std::string id = context.id;
   auto generation = std::make_shared<Generation>(exchange, engine_, request.TakeTranslator(std::move(context)));
   if (turn && turn->store) {

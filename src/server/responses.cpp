@@ -78,6 +78,7 @@ std::optional<ApiError> Service::ContinueResponse(const HttpRequest& request, Re
     input = std::move(items);
     body["input"] = input;
     body.erase("previous_response_id");
+    turn->previous_response_id = id;
     turn->body = DumpJson(body);
   }
   turn->input = std::move(input);

@@ -106,6 +106,7 @@ class Service : public HttpHandler {
     std::string body;
     nlohmann::ordered_json input;
     std::string owner;
+    std::string previous_response_id;  // the stored response it continues; empty: none
     bool store = true;
   };
   // 404 for a previous_response_id this key cannot see; 400 for a malformed one or `store`.

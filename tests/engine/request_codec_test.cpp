@@ -68,6 +68,7 @@ RequestParams EveryField() {
   p.constraint.grammar_start_after_token = 200;
   p.detokenize = false;
   p.skip_special_tokens = false;
+  p.prompt_logprobs = 3;
   p.tag = "req-1";
   return p;
 }
@@ -117,6 +118,7 @@ TEST(RequestCodec, EveryFieldRoundTrips) {
   EXPECT_FALSE(b.constraint.scripted_tokens);
   EXPECT_EQ(b.detokenize, a.detokenize);
   EXPECT_EQ(b.skip_special_tokens, a.skip_special_tokens);
+  EXPECT_EQ(b.prompt_logprobs, a.prompt_logprobs);
   EXPECT_EQ(b.tag, a.tag);
   EXPECT_EQ(RequestToJson(*out), json);
 

@@ -91,3 +91,20 @@ def test_a_streamed_response_is_stored_too(server):
     assert oai.responses.retrieve(final.id).output_text == ANSWER
     follow = oai.responses.create(model=MODEL, input="more", previous_response_id=final.id, extra_body=scripted("x"))
     assert follow.output_text == "x"
+
+
+def test_a_continued_response_echoes_the_id_it_continues(server):
+    oai = client(server)
+    first = oai.responses.create(model=MODEL, input="hi", extra_body=scripted(ANSWER))
+    assert first.previous_response_id is None
+    second = oai.responses.create(model=MODEL, input="more", previous_response_id=first.id, extra_body=scripted("x"))
+    assert second.previous_response_id == first.id
+    # The stored copy says so too, and a streamed continuation carries it from its first event on.
+    assert oai.responses.retrieve(second.id).previous_response_id == first.id
+    with oai.responses.stream(model=MODEL, input="again", previous_response_id=second.id,
+                              extra_body=scripted("y")) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    created = next(e for e in events if e.type == "response.created")
+    assert created.response.previous_response_id == second.id
+    assert final.previous_response_id == second.id

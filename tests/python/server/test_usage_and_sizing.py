@@ -116,17 +116,31 @@ def test_a_list_of_prompts_is_batched_prompt_major(oai):
     assert [streamed[i] for i in range(4)] == [c.text for c in batch.choices]
 
 
-def test_echoed_text_offsets_line_up_with_the_returned_text(oai):
+def test_echoed_prompt_tokens_carry_logprobs_and_offsets(oai):
     prompt = "Once upon a time"
-    r = oai.completions.create(model=MODEL, prompt=prompt, echo=True, logprobs=0, max_tokens=3, seed=5,
-                               temperature=1.0)
-    choice = r.choices[0]
-    assert choice.text.startswith(prompt)
-    # The first generated token starts right after the echoed prompt (16 ASCII bytes), each next one after
-    # the bytes of the one before.
-    offsets = choice.logprobs.text_offset
-    assert offsets[0] == len(prompt.encode())
-    assert all(b > a for a, b in zip(offsets, offsets[1:]))
+    kwargs = dict(model=MODEL, prompt=prompt, logprobs=2, max_tokens=3, seed=5, temperature=1.0)
+    echoed = oai.completions.create(echo=True, **kwargs)
+    plain = oai.completions.create(**kwargs)
+    choice, alone = echoed.choices[0], plain.choices[0]
+    assert choice.text == prompt + alone.text
+    lp = choice.logprobs
+    # The prompt's tokens first, then the completion's, which are exactly those of the request without echo.
+    prompt_count = echoed.usage.prompt_tokens
+    assert len(lp.tokens) == prompt_count + len(alone.logprobs.tokens)
+    assert "".join(lp.tokens[:prompt_count]) == prompt
+    assert lp.tokens[prompt_count:] == alone.logprobs.tokens
+    assert lp.token_logprobs[prompt_count:] == alone.logprobs.token_logprobs
+    # The first prompt token has no position before it; every other one has a logprob and two alternatives.
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(x is not None and x <= 0 for x in lp.token_logprobs[1:prompt_count])
+    assert all(len(top) >= 1 for top in lp.top_logprobs[1:prompt_count])
+    # Each prompt token's offset is where its text starts in the returned text; the completion's first
+    # token starts right after the echoed prompt (16 ASCII bytes), and offsets never go back.
+    text = choice.text.encode()
+    for token, offset in zip(lp.tokens[:prompt_count], lp.text_offset):
+        assert text[offset:offset + len(token.encode())] == token.encode()
+    assert lp.text_offset[prompt_count] == len(prompt.encode())
+    assert all(b >= a for a, b in zip(lp.text_offset, lp.text_offset[1:]))
 
 
 def test_concurrency_follows_the_kv_budget(deepinfer_bin, tiny_model):
