@@ -42,11 +42,6 @@ CITY_ARGS = {"type": "object", "additionalProperties": False, "required": ["city
 @pytest.fixture(scope="module")
 def server(deepinfer_bin):
     s = Server(deepinfer_bin, None, "--served-model-name", MODEL)
-    status, _, body = s.request("POST", "/v1/chat/completions",
-                                {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
-    if status == 503 and b"no generation engine" in body:
-        s.stop()
-        pytest.skip("the server has no generation engine")
     yield s
     assert s.stop() == 0, "\n".join(s.log[-50:])
 
