@@ -176,7 +176,9 @@ export DEEPINFER_BUILD_DIR="$root/build/release" DEEPINFER_ASAN_BUILD_DIR="$root
 export DEEPINFER_HOSTILE_DIR="$root/build/hostile"
 set +e
 # The slowest tests are listed so that one growing past a few seconds is seen (CI must stay under 25 min).
-.venv/bin/python -m pytest -q --durations=15 tests/python
+# Much of a test's time is a server or CLI process starting and waiting for its child: two workers
+# (pytest-xdist), each taking whole files so that a file's module fixtures start once, fill both cores.
+.venv/bin/python -m pytest -q -n "$jobs" --dist loadfile --durations=15 tests/python
 status=$?
 set -e
 [ $status -eq 5 ] && { echo "pytest: no Python tests collected"; status=0; }

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "engine_test_support.h"
+#include "support/sanitizer_scale.h"
 #include "sampling/logits_mask.h"
 
 namespace deepinfer::engine {
@@ -87,7 +88,7 @@ TEST(EngineGenerate, PropertySeededRequestsAreBatchAndChunkInvariant) {
   // hit their cached prefix), chunked by 7..97 tokens, budgets that mix decodes and prefill chunks
   // differently.
   uint32_t rng = 99;
-  for (int trial = 0; trial < 6; ++trial) {
+  for (int trial = 0; trial < ::deepinfer::test_support::RoundsForThisBuild(6, 2); ++trial) {
     rng = rng * 1103515245u + 12345u;
     EngineOptions o;
     o.prefill_chunk = 7 + (rng >> 16) % 91;

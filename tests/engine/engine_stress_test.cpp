@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "engine_test_support.h"
+#include "support/sanitizer_scale.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -81,7 +82,8 @@ void Record(Outcome* o, std::mutex* mu, const RequestUpdate& u) {
 
 TEST(EngineStress, PropertyRandomWorkloadsOnTinyPools) {
   uint64_t preemptions = 0;
-  for (uint32_t seed : {1u, 2u, 3u}) {
+  const uint32_t seeds = static_cast<uint32_t>(::deepinfer::test_support::RoundsForThisBuild(3, 1));
+  for (uint32_t seed = 1; seed <= seeds; ++seed) {
     std::vector<Spec> specs = MakeWorkload(seed);
     std::mt19937 rng(seed * 7);
     EngineOptions o;
