@@ -32,7 +32,7 @@ using test_support::Reference;
 constexpr double kRelativeTolerance = 1e-5;
 
 const std::vector<std::string>& V3Fixtures() {
-  static const std::vector<std::string> names = {"v3_tiny_a_bf16", "v3_tiny_b_f32"};
+  static const std::vector<std::string> names = {"v3_tiny_a_bf16", "v3_tiny_b_f32", "v3_tiny_c_fp8"};
   return names;
 }
 

@@ -5,7 +5,8 @@ Each fixture is a tiny random V3 checkpoint in the released layout (config.json 
 model.safetensors with the released tensor names, e.g. `model.layers.1.self_attn.kv_a_proj_with_mqa.weight`,
 `model.layers.1.mlp.experts.3.gate_proj.weight`, `model.layers.1.mlp.gate.e_score_correction_bias`) plus
 reference.safetensors holding what transformers' `deepseek_v3` model (loaded from that directory with
-from_pretrained, eager attention, float32) computes from it:
+from_pretrained, eager attention, float32; for the FP8 fixture from the weights dequantized here) computes
+from it:
 
   seq{i}.tokens   I32 [T]        fixed random token ids
   seq{i}.logits   F32 [T, V]     logits at every position of one full-prefill forward pass
@@ -41,6 +42,9 @@ BASE = dict(
 
 # a: the released shape in miniature: low-rank query, YaRN with mscale = mscale_all_dim (cos and sin
 #    unscaled, softmax scale × mscale²), 4 groups of 4 experts keeping 2, BF16 weights.
+# c: a's shape with FP8 E4M3 weights in 32×32 blocks with fp32 `weight_scale_inv`, many of them partial
+#    (kv_a_proj_with_mqa's 40 rows are 1.25 blocks, q_b_proj's 24 inputs 0.75, the experts' 24 rows 0.75): the
+#    reference runs on the weights dequantized here over the ceil-div grid (value × its block's scale).
 # b: a direct q_proj (q_lora_rank null), YaRN with mscale ≠ mscale_all_dim (an attention factor ≠ 1 on cos
 #    and sin), 2 groups keeping 1, no norm_topk_prob, fp32 weights.
 FIXTURES = {
@@ -50,6 +54,13 @@ FIXTURES = {
                     rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
                                   "original_max_position_embeddings": 64, "type": "yarn"}),
         seq_lens=[5, 40, 150], greedy_prompt_len=20,
+    ),
+    "v3_tiny_c_fp8": dict(
+        seed=3303, bf16=False, fp8_block=32,
+        config=dict(q_lora_rank=24, n_group=4, topk_group=2, max_position_embeddings=2560,
+                    rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                  "original_max_position_embeddings": 64, "type": "yarn"}),
+        seq_lens=[40, 150], greedy_prompt_len=16,
     ),
     "v3_tiny_b_f32": dict(
         seed=3302, bf16=False,
@@ -116,6 +127,27 @@ def checkpoint_tensors(c, seed):
     return t
 
 
+def quantize_fp8(w, block):
+    """FP8 E4M3 blocks of block × block (the last ones partial) with fp32 scales amax / 448, and the
+    dequantized weight (each value times its block's scale) the reference runs on."""
+    rows, cols = w.shape
+    grid = ((rows + block - 1) // block, (cols + block - 1) // block)
+    scales = torch.ones(grid, dtype=torch.float32)
+    for r in range(grid[0]):
+        for c in range(grid[1]):
+            amax = w[r * block:(r + 1) * block, c * block:(c + 1) * block].abs().max()
+            if amax > 0:
+                scales[r, c] = amax / 448.0
+    expanded = scales.repeat_interleave(block, 0)[:rows].repeat_interleave(block, 1)[:, :cols]
+    q = (w / expanded).to(torch.float8_e4m3fn)
+    return q, scales, q.float() * expanded
+
+
+def is_fp8_matrix(name, tensor):
+    return tensor.dim() == 2 and not name.startswith(("model.embed_tokens", "lm_head")) and not name.endswith(
+        "mlp.gate.weight")
+
+
 def write_fixture(name, spec, out_root):
     torch.manual_seed(spec["seed"])
     c = dict(BASE)
@@ -124,7 +156,22 @@ def write_fixture(name, spec, out_root):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     tensors = checkpoint_tensors(c, spec["seed"])
-    stored = {}
+    stored, reference_weights = {}, None
+    if spec.get("fp8_block"):
+        block = spec["fp8_block"]
+        c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                    "weight_block_size": [block, block]}
+        reference_weights = {}
+        for k, v in tensors.items():
+            if is_fp8_matrix(k, v):
+                q, scales, dequantized = quantize_fp8(v, block)
+                stored[k] = q.contiguous()
+                stored[k.removesuffix(".weight") + ".weight_scale_inv"] = scales.contiguous()
+                reference_weights[k] = dequantized.contiguous()
+            else:
+                stored[k] = v.contiguous()
+                reference_weights[k] = v.contiguous()
+        tensors = {}
     for k, v in tensors.items():
         # BF16 fixtures: matrices and the embedding in BF16 (as released); norms, the router bias in fp32.
         keep_f32 = k.endswith("layernorm.weight") or k.endswith("norm.weight") or k.endswith("correction_bias")
@@ -135,14 +182,27 @@ def write_fixture(name, spec, out_root):
         json.dump(c, f, indent=2)
         f.write("\n")
 
-    model, info = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager",
-                                                       output_loading_info=True)
+    reference_dir = out
+    if reference_weights is not None:
+        # transformers' own CPU FP8 path is not the reference: it runs on weights dequantized above.
+        reference_dir = os.path.join(out_root, name + ".dequantized")
+        shutil.rmtree(reference_dir, ignore_errors=True)
+        os.makedirs(reference_dir)
+        save_file(reference_weights, os.path.join(reference_dir, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(reference_dir, "config.json"), "w") as f:
+            json.dump({k: v for k, v in c.items() if k != "quantization_config"}, f, indent=2)
+    model, info = AutoModelForCausalLM.from_pretrained(reference_dir, dtype=torch.float32,
+                                                       attn_implementation="eager", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     model.eval()
-    # The loaded parameters are exactly the stored values (BF16 widened to fp32).
+    # The loaded parameters are exactly the stored (or dequantized) values, BF16 widened to fp32.
     sd = model.state_dict()
-    for k in ("model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.mlp.gate.e_score_correction_bias"):
-        assert torch.equal(sd[k], stored[k].float()), k
+    expected = reference_weights if reference_weights is not None else stored
+    for k in ("model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight",
+              "model.layers.1.mlp.gate.e_score_correction_bias"):
+        assert torch.equal(sd[k], expected[k].float()), k
+    if reference_dir != out:
+        shutil.rmtree(reference_dir)
 
     rng = np.random.default_rng(spec["seed"])
     ref = {}
