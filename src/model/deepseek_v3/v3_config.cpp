@@ -149,7 +149,7 @@ Result<V3Config> V3Config::FromHf(const HfConfig& hf) {
   DI_ASSIGN_OR_RETURN(c.num_layers, IntIn(hf, "num_hidden_layers", std::nullopt, 1, 1024));
   DI_ASSIGN_OR_RETURN(c.num_heads, IntIn(hf, "num_attention_heads", std::nullopt, 1, 1024));
   DI_ASSIGN_OR_RETURN(c.q_lora_rank, OptionalIntIn(hf, "q_lora_rank", 1, 16384));
-  DI_ASSIGN_OR_RETURN(c.kv_lora_rank, IntIn(hf, "kv_lora_rank", 512, 1, 16384));
+  DI_ASSIGN_OR_RETURN(c.kv_lora_rank, IntIn(hf, "kv_lora_rank", 512, 1, 4096));
   DI_ASSIGN_OR_RETURN(c.qk_nope_head_dim, IntIn(hf, "qk_nope_head_dim", 128, 0, 1024));
   DI_ASSIGN_OR_RETURN(c.rope_dim, IntIn(hf, "qk_rope_head_dim", 64, 2, 1024));
   DI_ASSIGN_OR_RETURN(c.v_head_dim, IntIn(hf, "v_head_dim", 128, 1, 1024));

@@ -3,7 +3,7 @@
 // (MLA) with an optional low-rank query, YaRN RoPE on the interleaved rope channels with the mscale folded
 // into the softmax scale, dense first layers, then MoE layers with grouped sigmoid routing.
 //
-// Every size is bounded (hidden ≤ 65536, layers ≤ 1024, heads ≤ 1024, kv_lora_rank and q_lora_rank ≤ 16384,
+// Every size is bounded (hidden ≤ 65536, layers ≤ 1024, heads ≤ 1024, kv_lora_rank ≤ 4096, q_lora_rank ≤ 16384,
 // per-head dims ≤ 1024, experts ≤ 4096, vocabulary ≤ 2^24); impossible MLA or routing shapes (an odd rope
 // dim, qk_rope_head_dim above head_dim, topk_group above n_group, experts not divisible by n_group, more
 // experts per token than the kept groups hold) are one error naming the key.

@@ -1,14 +1,16 @@
 """`deepinfer serve` on a DeepSeek-V3 checkpoint end to end: a random `tiny` V3 model from `init-model --arch v3`
 (MLA, grouped sigmoid routing; the V3.2 prompt format that config.json's model_type selects), through the
 official `openai` SDK: a chat completion, a strict-schema response (valid only because of the grammar mask:
-the weights are random), and a prefix-cache hit whose tokens and logprobs are bit-identical to the cold run's."""
+the weights are random), a prefix-cache hit whose tokens and logprobs are bit-identical to the cold run's, and
+the same from the persistent KV store after a restart (V3's one prefix group of MLA latents needs nothing
+else to resume)."""
 import json
 import subprocess
 
 import jsonschema
 import openai
 import pytest
-from server_process import Server
+from server_process import Server, wait_for
 
 MODEL = "tiny-v3"
 WEATHER = {"type": "object", "additionalProperties": False, "required": ["city", "sunny"],
@@ -74,3 +76,26 @@ def test_prefix_cache_hit_is_bit_identical(server):
     assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 256
     assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
     assert warm["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
+
+
+def test_kv_store_hit_after_restart_is_bit_identical(deepinfer_bin, v3_model, tmp_path):
+    store = tmp_path / "kv"
+    ids = [(i * 104729 + 7) % 120000 + 100 for i in range(300)]
+    body = {"model": MODEL, "prompt": ids, "max_tokens": 8, "temperature": 0, "logprobs": 2}
+    first = Server(deepinfer_bin, v3_model, "--served-model-name", MODEL, "--kv-store", str(store))
+    try:
+        status, _, cold = first.json("POST", "/v1/completions", body)
+        assert status == 200, cold
+        assert wait_for(lambda: first.metrics().get("deepinfer:kvstore_writes_total", 0) >= 2)
+    finally:
+        assert first.stop() == 0, "\n".join(first.log[-50:])
+    again = Server(deepinfer_bin, v3_model, "--served-model-name", MODEL, "--kv-store", str(store))
+    try:
+        status, _, warm = again.json("POST", "/v1/completions", body)
+        assert status == 200, warm
+        assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 256
+        assert again.metrics()["deepinfer:kvstore_hit_blocks_total"] == 2
+        assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
+        assert warm["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
+    finally:
+        assert again.stop() == 0, "\n".join(again.log[-50:])
