@@ -3,7 +3,7 @@
 official `openai` SDK: a chat completion, a strict-schema response (valid only because of the grammar mask:
 the weights are random), a prefix-cache hit whose tokens and logprobs are bit-identical to the cold run's, and
 the same from the persistent KV store after a restart (V3's one prefix group of MLA latents needs nothing
-else to resume)."""
+else to resume), and speculative verify steps with rollback giving speculation-off's tokens and logprobs."""
 import json
 import subprocess
 
@@ -99,3 +99,27 @@ def test_kv_store_hit_after_restart_is_bit_identical(deepinfer_bin, v3_model, tm
         assert warm["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
     finally:
         assert again.stop() == 0, "\n".join(again.log[-50:])
+
+
+def test_speculative_verification_and_rollback_equal_speculation_off(deepinfer_bin, v3_model, server):
+    # Drafts of the recorded answer, each slot kept with falling probability: verify steps accept some and
+    # roll the rest back (Truncate), and every token and logprob equals the plain server's.
+    body = {"model": MODEL, "prompt": [5, 77, 1023, 9, 42, 300, 17], "max_tokens": 24, "temperature": 0,
+            "logprobs": 2, "ignore_eos": True}
+    status, _, expected = server.json("POST", "/v1/completions", body)
+    assert status == 200, expected
+    config = ('{"method": "synthetic", "num_speculative_tokens": 3, '
+              '"synthetic_acceptance_rates": [0.8, 0.5, 0.3]}')
+    spec = Server(deepinfer_bin, v3_model, "--served-model-name", MODEL, "--speculative-config", config)
+    try:
+        for _ in range(2):
+            status, _, got = spec.json("POST", "/v1/completions", body)
+            assert status == 200, got
+            assert got["choices"] == expected["choices"]
+        m = spec.metrics()
+        label = f'model_name="{MODEL}"'
+        drafted = m[f"deepinfer:spec_decode_num_draft_tokens_total{{{label}}}"]
+        accepted = m[f"deepinfer:spec_decode_num_accepted_tokens_total{{{label}}}"]
+        assert drafted > accepted > 0
+    finally:
+        assert spec.stop() == 0, "\n".join(spec.log[-50:])
