@@ -257,5 +257,29 @@ TEST(V3Model, CacheSpecIsOneLatentGroup) {
   EXPECT_EQ((*loaded)->info().architecture, "DeepseekV3ForCausalLM");
 }
 
+// The cost model's figures, derived by hand for v3_tiny_b_f32 (hidden 64, 2 layers of which 1 dense, 4 heads of
+// 16 + 8 (v 16), direct q_proj, kv_lora 32, 16 experts of 24 with 3 per token and 1 shared, dense 96,
+// vocabulary 256): per token and layer, attention q 64·96 + kv_a 64·40 + W_UK 4·16·32 + W_UV 4·16·32 + o
+// 4·16·64 = 16896 MACs; the dense MLP 3·64·96 = 18432; the MoE layer router 64·16 + 4 experts of 3·64·24 =
+// 19456; the head 64·256 per logits row. Attention reads each key's 40 floats twice per head (scores, sum).
+TEST(V3Model, StepCostFollowsTheShapes) {
+  V3Runner run("v3_tiny_b_f32");
+  ASSERT_TRUE(run.model);
+  const ChunkShape decode{10, 1, 1};  // position 10: 11 keys
+  auto cost = run.model->EstimateStepCost(std::span(&decode, 1));
+  ASSERT_TRUE(cost.ok());
+  const double token_macs = 2 * 16896 + 18432 + 19456;
+  const double attention_flops = 2.0 * 2 * 4 * 11 * (40 + 32);
+  EXPECT_DOUBLE_EQ(cost->flops, 2 * token_macs + attention_flops + 2.0 * 64 * 256);
+  EXPECT_DOUBLE_EQ(cost->kv_bytes, 2 * 11 * 40 * 4);
+  // A longer chunk asking for one row of logits adds no head products.
+  const ChunkShape prefill{0, 8, 1};
+  auto longer = run.model->EstimateStepCost(std::span(&prefill, 1));
+  ASSERT_TRUE(longer.ok());
+  double keys = 0;
+  for (int t = 1; t <= 8; ++t) keys += t;
+  EXPECT_DOUBLE_EQ(longer->flops, 8 * 2 * token_macs + 2.0 * 2 * 4 * keys * 72 + 2.0 * 64 * 256);
+}
+
 }  // namespace v3_test
 }  // namespace deepinfer::model

@@ -117,20 +117,20 @@ Result<StepCost> V3Model::EstimateStepCost(std::span<const ChunkShape> chunks) c
   const double hd = static_cast<double>(c.head_dim), lw = static_cast<double>(c.latent_width());
   const double r = static_cast<double>(c.kv_lora_rank), vd = static_cast<double>(c.v_head_dim);
   const double query = c.q_lora_rank > 0 ? c.q_lora_rank * (d + h * hd) : d * h * hd;
-  // Per token and layer: projections, the absorbed kv_b factors, o_proj.
+  // Per token and layer: projections, the absorbed kv_b factors, o_proj (the head counts per logits row).
   const double attention_macs = query + d * lw + h * c.qk_nope_head_dim * r + h * vd * r + h * vd * d;
   const double expert_macs = 3.0 * d * c.moe_intermediate_size;
   const double dense_macs = 3.0 * d * c.intermediate_size;
   const int64_t moe_layers = c.num_layers - c.first_k_dense_replace;
   const double token_macs = c.num_layers * attention_macs + c.first_k_dense_replace * dense_macs +
                             moe_layers * (d * c.n_routed_experts +
-                                          (c.num_experts_per_tok + c.n_shared_experts) * expert_macs) +
-                            d * c.vocab_size;
+                                          (c.num_experts_per_tok + c.n_shared_experts) * expert_macs);
   const double wb = 2.0;  // weight bytes per parameter assumed (BF16; FP8 checkpoints read about half)
   StepCost cost;
   int64_t tokens = 0;
   for (const ChunkShape& s : chunks) {
     tokens += s.tokens;
+    cost.flops += 2.0 * d * c.vocab_size * static_cast<double>(s.logits_rows);  // the head, rows asked for
     for (int64_t i = 0; i < s.tokens; ++i) {
       const double keys = static_cast<double>(s.start + i + 1);
       cost.flops += 2.0 * c.num_layers * h * keys * (lw + r);
