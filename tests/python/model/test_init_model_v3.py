@@ -80,3 +80,29 @@ def test_init_model_v3_is_reproducible(deepinfer_bin, tmp_path):
     for out, seed in ((a, 1), (b, 1), (c, 2)):
         run(deepinfer_bin, "init-model", "--arch", "v3", "--preset", "tiny", "--out", str(out), "--seed", str(seed))
     assert digest(a) == digest(b) != digest(c)
+
+
+@pytest.fixture(scope="module")
+def tiny_v3(deepinfer_bin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("v3") / "model"
+    run(deepinfer_bin, "init-model", "--arch", "v3", "--preset", "tiny", "--out", str(out))
+    return out
+
+
+@pytest.mark.parametrize("key,value", [("qk_rope_head_dim", 15), ("topk_group", 9), ("n_group", 3),
+                                       ("num_experts_per_tok", 9)])
+def test_impossible_shapes_are_one_line_naming_the_key(deepinfer_bin, tiny_v3, tmp_path, key, value):
+    # tiny: 8 experts in 4 groups of 2, keeping 2 groups (so at most 4 experts per token), rope dim 16.
+    out = tmp_path / "model"
+    out.mkdir()
+    for f in tiny_v3.iterdir():
+        if f.name != "config.json":
+            (out / f.name).symlink_to(f)
+    config = json.loads((tiny_v3 / "config.json").read_text())
+    config[key] = value
+    (out / "config.json").write_text(json.dumps(config))
+    proc = subprocess.run([deepinfer_bin, "generate", "--model", str(out), "--prompt-ids", "1,2"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"key '{key}'" in lines[0], proc.stderr
