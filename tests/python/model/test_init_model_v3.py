@@ -1,7 +1,8 @@
 """`deepinfer init-model --arch v3` presets: the checkpoint is in the released DeepSeek-V3 layout (config.json
 with model_type deepseek_v3, transformers' tensor names, FP8 E4M3 in 128x128 blocks with fp32 weight_scale_inv
 whose last blocks may be partial; read back here with the safetensors package), reproducible from the seed,
-and `deepinfer inspect` and `deepinfer generate` run it."""
+and `deepinfer inspect` and `deepinfer generate` run it; impossible MLA or routing shapes in its config.json are
+one error line naming the key."""
 import hashlib
 import json
 import math
