@@ -279,6 +279,14 @@ TEST(V3Model, StepCostFollowsTheShapes) {
   double keys = 0;
   for (int t = 1; t <= 8; ++t) keys += t;
   EXPECT_DOUBLE_EQ(longer->flops, 8 * 2 * token_macs + 2.0 * 2 * 4 * keys * 72 + 2.0 * 64 * 256);
+  // Weights in fp32: the head 256·64, per layer q 96·64, kv_a 40·64, o 64·64 and the absorbed factors
+  // 2·4·16·32 read as fp32 copies; the dense MLP 3·96·64; the MoE layer's gate 16·64 and shared expert
+  // 3·24·64; a routed expert 3·24·64 (8 tokens × 3: all 16 distinct); an embedding row 64.
+  const double dense = 256 * 64 + 2 * (96 * 64 + 40 * 64 + 64 * 64 + 2 * 4 * 16 * 32) + 3 * 96 * 64 + 16 * 64 +
+                       3 * 24 * 64;
+  EXPECT_DOUBLE_EQ(longer->weight_bytes, 4.0 * (dense + 16 * 3 * 24 * 64 + 8 * 64));
+  const ChunkShape bad{0, 2, 3};
+  EXPECT_FALSE(run.model->EstimateStepCost(std::span(&bad, 1)).ok());
 }
 
 }  // namespace v3_test

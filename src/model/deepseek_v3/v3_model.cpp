@@ -5,6 +5,7 @@
 #include "core/hf_config.h"
 #include "core/log.h"
 #include "core/weight_scan.h"
+#include "kernels/linear.h"
 #include "model/common/checkpoint_io.h"
 #include "model/common/forward_batch.h"
 #include "model/common/model_info.h"
@@ -48,6 +49,7 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   }
   if (options.prefault) Prefault(model->checkpoint_, nullptr, options.progress);
   model->BuildCacheSpec();
+  model->ComputeWeightBytes();
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV3ForCausalLM", model->config_, dir,
                                                         model->checkpoint_, model->spec_, ""));
   model->inv_freq_ = RopeInverseFrequencies(model->config_.rope, model->config_.rope_dim);
@@ -111,6 +113,27 @@ Status V3Model::Draft(std::span<const DraftChunk>, kvcache::KvPools&, ForwardOut
   return Status::FailedPrecondition("DeepSeek-V3: the model was loaded without drafting");
 }
 
+void V3Model::ComputeWeightBytes() {
+  auto bytes = [](const kernels::WeightView& w) {
+    return w.data != nullptr ? static_cast<double>(kernels::WeightBytes(w)) : 0.0;
+  };
+  auto mlp = [&](const ExpertWeights& e) { return bytes(e.w1) + bytes(e.w2) + bytes(e.w3); };
+  dense_weight_bytes_ = bytes(weights_->head);
+  expert_weight_bytes_ = 0;
+  for (const V3LayerWeights& l : weights_->layers) {
+    const V3AttentionWeights& a = l.attention;
+    dense_weight_bytes_ += bytes(a.q_proj) + bytes(a.q_a) + bytes(a.q_b) + bytes(a.kv_a) + bytes(a.o_proj);
+    dense_weight_bytes_ += static_cast<double>(a.uk_t_values.size() + a.uv_values.size()) * sizeof(float);
+    if (!l.moe) {
+      dense_weight_bytes_ += mlp(l.dense);
+      continue;
+    }
+    dense_weight_bytes_ += bytes(l.experts.gate) + mlp(l.experts.shared);
+    expert_weight_bytes_ += mlp(l.experts.experts[0]);
+  }
+  embed_row_bytes_ = static_cast<double>(weights_->embed->nbytes()) / static_cast<double>(config_.vocab_size);
+}
+
 Result<StepCost> V3Model::EstimateStepCost(std::span<const ChunkShape> chunks) const {
   const V3Config& c = config_;
   const double d = static_cast<double>(c.hidden_size), h = static_cast<double>(c.num_heads);
@@ -125,25 +148,27 @@ Result<StepCost> V3Model::EstimateStepCost(std::span<const ChunkShape> chunks) c
   const double token_macs = c.num_layers * attention_macs + c.first_k_dense_replace * dense_macs +
                             moe_layers * (d * c.n_routed_experts +
                                           (c.num_experts_per_tok + c.n_shared_experts) * expert_macs);
-  const double wb = 2.0;  // weight bytes per parameter assumed (BF16; FP8 checkpoints read about half)
   StepCost cost;
   int64_t tokens = 0;
-  for (const ChunkShape& s : chunks) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkShape& s = chunks[i];
+    if (s.start < 0 || s.tokens < 0 || s.logits_rows < 0 || s.logits_rows > s.tokens)
+      return Status::InvalidArgument("EstimateStepCost: chunk " + std::to_string(i) + " has an impossible shape");
     tokens += s.tokens;
     cost.flops += 2.0 * d * c.vocab_size * static_cast<double>(s.logits_rows);  // the head, rows asked for
-    for (int64_t i = 0; i < s.tokens; ++i) {
-      const double keys = static_cast<double>(s.start + i + 1);
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      // Scores and the weighted sum over every key's latent_width values, per head.
+      const double keys = static_cast<double>(s.start + t + 1);
       cost.flops += 2.0 * c.num_layers * h * keys * (lw + r);
       cost.kv_bytes += c.num_layers * keys * lw * (kv_bf16_ ? 2 : 4);
     }
   }
   cost.flops += 2.0 * token_macs * static_cast<double>(tokens);
-  const double distinct_experts =
-      std::min<double>(static_cast<double>(c.n_routed_experts), static_cast<double>(tokens * c.num_experts_per_tok));
-  cost.weight_bytes = wb * (c.num_layers * attention_macs + c.first_k_dense_replace * dense_macs +
-                            moe_layers * (d * c.n_routed_experts +
-                                          (distinct_experts + c.n_shared_experts) * expert_macs) +
-                            d * c.vocab_size);
+  // Each MoE layer's distinct routed experts: at most the experts, at most k per token.
+  const double distinct_experts = std::min<double>(static_cast<double>(c.n_routed_experts),
+                                                   static_cast<double>(tokens * c.num_experts_per_tok));
+  cost.weight_bytes =
+      dense_weight_bytes_ + distinct_experts * expert_weight_bytes_ + embed_row_bytes_ * static_cast<double>(tokens);
   return cost;
 }
 

@@ -56,8 +56,13 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
  private:
   V3Model() = default;
   void BuildCacheSpec();
+  void ComputeWeightBytes();
 
   bool kv_bf16_ = false;
+  // Weight bytes a step reads (EstimateStepCost): every weight but the routed experts and the embedding
+  // (the absorbed kv_b factors as the fp32 copies the step reads), one routed expert of every MoE layer, one
+  // embedding row.
+  double dense_weight_bytes_ = 0, expert_weight_bytes_ = 0, embed_row_bytes_ = 0;
   int64_t layer_block_bytes_ = 0;
   std::vector<float> inv_freq_;
 };
