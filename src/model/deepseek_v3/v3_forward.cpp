@@ -121,27 +121,38 @@ void Attention(const Step& step, int64_t layer, const float* x, float* out) {
 
 // Grouped sigmoid routing: the top topk_group groups by the sum of their two best biased scores, then the
 // top experts by biased score inside them; weights from the unbiased scores.
-void Route(const V3Config& c, const float* logits, const float* bias, int32_t* chosen, float* weights) {
+struct RouteScratch {
+  std::vector<float> scores, biased, group_scores, top2;
+  std::vector<int32_t> kept, top2_index;
+  std::vector<char> keep;
+};
+
+void Route(const V3Config& c, const float* logits, const float* bias, RouteScratch& s, int32_t* chosen,
+           float* weights) {
   const int64_t e = c.n_routed_experts, k = c.num_experts_per_tok, groups = c.n_group, per = e / groups;
-  std::vector<float> scores(e), biased(e), group_scores(groups), top2(2);
-  std::vector<int32_t> kept(static_cast<size_t>(c.topk_group)), top2_index(2);
+  s.scores.resize(e);
+  s.biased.resize(e);
   for (int64_t j = 0; j < e; ++j) {
-    scores[j] = RouterScore("sigmoid", logits[j]);
-    biased[j] = scores[j] + bias[j];
+    s.scores[j] = RouterScore("sigmoid", logits[j]);
+    s.biased[j] = s.scores[j] + bias[j];
   }
   if (groups > 1) {
+    s.group_scores.resize(groups);
+    s.top2.resize(2);
+    s.top2_index.resize(2);
+    s.kept.resize(c.topk_group);
     for (int64_t g = 0; g < groups; ++g) {
-      kernels::TopK(biased.data() + g * per, per, 2, top2_index.data(), top2.data());
-      group_scores[g] = top2[0] + top2[1];
+      kernels::TopK(s.biased.data() + g * per, per, 2, s.top2_index.data(), s.top2.data());
+      s.group_scores[g] = s.top2[0] + s.top2[1];
     }
-    kernels::TopK(group_scores.data(), groups, c.topk_group, kept.data(), nullptr);
-    std::vector<bool> keep(static_cast<size_t>(groups), false);
-    for (int32_t g : kept) keep[g] = true;
+    kernels::TopK(s.group_scores.data(), groups, c.topk_group, s.kept.data(), nullptr);
+    s.keep.assign(groups, 0);
+    for (int32_t g : s.kept) s.keep[g] = 1;
     for (int64_t j = 0; j < e; ++j)
-      if (!keep[j / per]) biased[j] = -INFINITY;
+      if (!s.keep[j / per]) s.biased[j] = -INFINITY;
   }
-  kernels::TopK(biased.data(), e, k, chosen, nullptr);
-  RoutingWeights(scores.data(), chosen, k, c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor), weights);
+  kernels::TopK(s.biased.data(), e, k, chosen, nullptr);
+  RoutingWeights(s.scores.data(), chosen, k, c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor), weights);
 }
 
 void Mlp(const Step& step, int64_t layer, const float* x, float* out) {
@@ -163,8 +174,9 @@ void Mlp(const Step& step, int64_t layer, const float* x, float* out) {
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   ForRowRanges(*step.pool, n, [&](int64_t begin, int64_t end) {
+    RouteScratch scratch;
     for (int64_t i = begin; i < end; ++i)
-      Route(c, logits.data() + i * e, w.gate_bias.data(), chosen.data() + i * k, weights.data() + i * k);
+      Route(c, logits.data() + i * e, w.gate_bias.data(), scratch, chosen.data() + i * k, weights.data() + i * k);
   });
   DispatchExperts(w.experts, dispatch, x, n, d, chosen.data(), weights.data(), k, *step.pool, phase, out);
 }
