@@ -6,8 +6,11 @@
 // a head's query is taken into the latent space (q_nope · W_UK, from kv_b_proj), scored against c plus
 // q_rope · k_rope, and its softmax-weighted sum of latents is taken back out by W_UV before o_proj. The
 // naive form (expanding every cached latent to per-head keys and values) computes the same thing in
-// another summation order; one form for every row is what keeps a row's bits independent of how the
-// sequence was cut into chunks (causal_lm.h), so prefill and decode share the absorbed form.
+// another summation order, with fewer products per key for long prefills; but a row computed one way in a
+// prefill chunk and the other way as a decode token would differ in its last bits, and a row's bits must
+// not depend on how the sequence was cut into chunks (causal_lm.h: prefix-cache hits, speculative verify
+// chunks and preemption replays rely on it), so prefill and decode share the absorbed form. W_UK and W_UV
+// are kept as fp32 copies per head (kv_b_proj's size in fp32, beside the stored matrix).
 //
 // Cache groups (see kv_cache_spec.h): one, "mla" (kCompressed, ratio 1, kPrefix): per layer 128 entries of
 // latent_width values in the KV precision. There is no window and no state outside the blocks
