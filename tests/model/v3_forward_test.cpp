@@ -11,12 +11,15 @@
 // expert moves logits by 1e-2 … 1).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model/causal_lm.h"
 #include "model/deepseek_v3/v3_model.h"
@@ -287,6 +290,41 @@ TEST(V3Model, StepCostFollowsTheShapes) {
   EXPECT_DOUBLE_EQ(longer->weight_bytes, 4.0 * (dense + 16 * 3 * 24 * 64 + 8 * 64));
   const ChunkShape bad{0, 2, 3};
   EXPECT_FALSE(run.model->EstimateStepCost(std::span(&bad, 1)).ok());
+}
+
+// A copy of v3_tiny_c_fp8 (weights linked) whose config.json has the given FP8 block size.
+std::string Fp8FixtureWithBlock(const nlohmann::json& block) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("v3_fp8_block_" + block.dump().substr(1, 5));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path src = FixtureDir("v3_tiny_c_fp8");
+  fs::create_symlink(src / "model.safetensors", dir / "model.safetensors");
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["quantization_config"]["weight_block_size"] = block;
+  std::ofstream(dir / "config.json") << config.dump();
+  return dir.string();
+}
+
+TEST(V3Model, Fp8BlockSizeComesFromTheConfig) {
+  // The fixture's scales cover 32×32 blocks: [64, 64] does not describe them, [0, 32] is no block.
+  auto wrong = V3Model::Load(Fp8FixtureWithBlock({64, 64}));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("weight_scale_inv"), std::string::npos) << wrong.status().message();
+  auto zero = V3Model::Load(Fp8FixtureWithBlock({0, 32}));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("'quantization_config.weight_block_size'"), std::string::npos)
+      << zero.status().message();
+  EXPECT_TRUE(V3Model::Load(Fp8FixtureWithBlock({32, 32})).ok());
+}
+
+TEST(V3Model, DraftingIsRefusedWithoutAnMtpLayer) {
+  LoadOptions options;
+  options.drafting = true;
+  auto m = V3Model::Load(FixtureDir("v3_tiny_a_bf16"), options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("MTP"), std::string::npos) << m.status().message();
 }
 
 }  // namespace v3_test
