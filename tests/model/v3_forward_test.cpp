@@ -316,7 +316,23 @@ TEST(V3Model, Fp8BlockSizeComesFromTheConfig) {
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.status().message().find("'quantization_config.weight_block_size'"), std::string::npos)
       << zero.status().message();
-  EXPECT_TRUE(V3Model::Load(Fp8FixtureWithBlock({32, 32})).ok());
+  auto right = V3Model::Load(Fp8FixtureWithBlock({32, 32}));
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  // kv_b_proj's heads (32 + 32 rows) start on its 32-row blocks: W_UV is read from the FP8 matrix in place.
+  const V3AttentionWeights& a = (*right)->weights().layers[1].attention;
+  EXPECT_EQ(a.uv[0].format, kernels::WeightFormat::kFP8Block);
+  EXPECT_TRUE(a.uv_values.empty());
+}
+
+// A BF16 kv_b_proj: W_UV in place, W_UKᵀ a BF16 copy (exact).
+TEST(V3Model, Bf16KvBFactorsStayBf16) {
+  V3Runner run("v3_tiny_a_bf16");
+  ASSERT_TRUE(run.model);
+  const V3AttentionWeights& a = run.model->weights().layers[0].attention;
+  EXPECT_EQ(a.uv[0].format, kernels::WeightFormat::kBF16);
+  EXPECT_EQ(a.uk_t[0].format, kernels::WeightFormat::kBF16);
+  EXPECT_TRUE(a.uv_values.empty() && a.uk_t_values.empty());
+  EXPECT_EQ(a.uk_t_bf16.size(), 4u * 32 * 16);  // heads × kv_lora_rank × qk_nope_head_dim
 }
 
 TEST(V3Model, DraftingIsRefusedWithoutAnMtpLayer) {

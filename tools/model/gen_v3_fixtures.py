@@ -42,9 +42,10 @@ BASE = dict(
 
 # a: the released shape in miniature: low-rank query, YaRN with mscale = mscale_all_dim (cos and sin
 #    unscaled, softmax scale × mscale²), 4 groups of 4 experts keeping 2, BF16 weights.
-# c: a's shape with FP8 E4M3 weights in 32×32 blocks with fp32 `weight_scale_inv`, many of them partial
-#    (kv_a_proj_with_mqa's 40 rows are 1.25 blocks, q_b_proj's 24 inputs 0.75, the experts' 24 rows 0.75): the
-#    reference runs on the weights dequantized here over the ceil-div grid (value × its block's scale).
+# c: a's shape with heads of 32 + 8 (v 32) and FP8 E4M3 weights in 32×32 blocks with fp32 `weight_scale_inv`,
+#    many of them partial (kv_a_proj_with_mqa's 40 rows are 1.25 blocks, q_b_proj's 24 inputs 0.75, the
+#    experts' 24 rows 0.75) while kv_b_proj's heads start on blocks (as released: 128 + 128 rows per head):
+#    the reference runs on the weights dequantized here over the ceil-div grid (value × its block's scale).
 # b: a direct q_proj (q_lora_rank null), YaRN with mscale ≠ mscale_all_dim (an attention factor ≠ 1 on cos
 #    and sin), 2 groups keeping 1, no norm_topk_prob, fp32 weights.
 FIXTURES = {
@@ -57,7 +58,8 @@ FIXTURES = {
     ),
     "v3_tiny_c_fp8": dict(
         seed=3303, bf16=False, fp8_block=32,
-        config=dict(q_lora_rank=24, n_group=4, topk_group=2, max_position_embeddings=2560,
+        config=dict(q_lora_rank=24, n_group=4, topk_group=2, max_position_embeddings=2560, qk_nope_head_dim=32,
+                    v_head_dim=32,
                     rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
                                   "original_max_position_embeddings": 64, "type": "yarn"}),
         seq_lens=[40, 150], greedy_prompt_len=16,

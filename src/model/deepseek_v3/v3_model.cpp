@@ -123,7 +123,8 @@ void V3Model::ComputeWeightBytes() {
   for (const V3LayerWeights& l : weights_->layers) {
     const V3AttentionWeights& a = l.attention;
     dense_weight_bytes_ += bytes(a.q_proj) + bytes(a.q_a) + bytes(a.q_b) + bytes(a.kv_a) + bytes(a.o_proj);
-    dense_weight_bytes_ += static_cast<double>(a.uk_t_values.size() + a.uv_values.size()) * sizeof(float);
+    for (const kernels::WeightView& w : a.uk_t) dense_weight_bytes_ += bytes(w);
+    for (const kernels::WeightView& w : a.uv) dense_weight_bytes_ += bytes(w);
     if (!l.moe) {
       dense_weight_bytes_ += mlp(l.dense);
       continue;

@@ -9,8 +9,8 @@
 // another summation order, with fewer products per key for long prefills; but a row computed one way in a
 // prefill chunk and the other way as a decode token would differ in its last bits, and a row's bits must
 // not depend on how the sequence was cut into chunks (causal_lm.h: prefix-cache hits, speculative verify
-// chunks and preemption replays rely on it), so prefill and decode share the absorbed form. W_UK and W_UV
-// are kept as fp32 copies per head (kv_b_proj's size in fp32, beside the stored matrix).
+// chunks and preemption replays rely on it), so prefill and decode share the absorbed form. W_UV is read
+// from kv_b_proj in place; W_UK is kept transposed (v3_weights.h).
 //
 // Cache groups (see kv_cache_spec.h): one, "mla" (kCompressed, ratio 1, kPrefix): per layer 128 entries of
 // latent_width values in the KV precision. There is no window and no state outside the blocks

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "kernels/number_formats.h"
 #include "model/common/checkpoint_binder.h"
 
 namespace deepinfer::model {
@@ -16,39 +17,60 @@ Result<ExpertWeights> SwiGluMlp(const CheckpointBinder& b, const std::string& pr
   return x;
 }
 
-// kv_b_proj in fp32, whatever its stored format: the product of the identity with the matrix gives its
-// transpose exactly (every sum adds one stored value to zeros), so one code path decodes F32, BF16 and FP8.
+// The absorbed form's factors of kv_b_proj. W_UKᵀ needs a transpose: the product of the identity with the
+// matrix gives it exactly whatever the stored format (every sum adds one stored value to zeros). W_UV is a
+// row range of the stored matrix where the format allows one.
 void SplitKvB(const kernels::WeightView& kv_b, const V3Config& c, ThreadPool& pool, V3AttentionWeights* a) {
   const int64_t h = c.num_heads, nope = c.qk_nope_head_dim, v = c.v_head_dim, r = c.kv_lora_rank;
   const int64_t rows = h * (nope + v);
   std::vector<float> identity(static_cast<size_t>(r * r), 0.0f), transposed(static_cast<size_t>(r * rows));
   for (int64_t i = 0; i < r; ++i) identity[i * r + i] = 1.0f;
   kernels::Linear(identity.data(), r, r, kv_b, transposed.data(), rows, &pool);  // [r, rows] = kv_bᵀ
-  a->uk_t_values.assign(static_cast<size_t>(h * r * nope), 0.0f);
-  a->uv_values.assign(static_cast<size_t>(h * v * r), 0.0f);
+  // BF16 values stay exact in BF16; other formats' decoded values need fp32.
+  const bool bf16 = kv_b.format == kernels::WeightFormat::kBF16;
+  std::vector<float> uk(static_cast<size_t>(h * r * nope));
+  for (int64_t head = 0; head < h; ++head)
+    for (int64_t l = 0; l < r; ++l)
+      for (int64_t j = 0; j < nope; ++j) uk[(head * r + l) * nope + j] = transposed[l * rows + head * (nope + v) + j];
+  if (bf16) {
+    a->uk_t_bf16.resize(uk.size());
+    kernels::FloatToBf16(uk.data(), a->uk_t_bf16.data(), static_cast<int64_t>(uk.size()));
+  } else {
+    a->uk_t_values = std::move(uk);
+  }
+  // W_UV as rows of kv_b where every head's slice is a view of it, else one fp32 copy for all heads.
+  std::vector<kernels::WeightView> uv_slices;
   for (int64_t head = 0; head < h; ++head) {
-    const int64_t base = head * (nope + v);
-    float* uk = a->uk_t_values.data() + head * r * nope;
-    float* uv = a->uv_values.data() + head * v * r;
-    for (int64_t l = 0; l < r; ++l) {
-      const float* row = transposed.data() + l * rows + base;
-      for (int64_t j = 0; j < nope; ++j) uk[l * nope + j] = row[j];
-      for (int64_t j = 0; j < v; ++j) uv[j * r + l] = row[nope + j];
-    }
+    auto slice = kernels::SliceRows(kv_b, head * (nope + v) + nope, v);
+    if (!slice.ok()) break;
+    uv_slices.push_back(*slice);
+  }
+  if (static_cast<int64_t>(uv_slices.size()) != h) {
+    uv_slices.clear();
+    a->uv_values.assign(static_cast<size_t>(h * v * r), 0.0f);
+    for (int64_t head = 0; head < h; ++head)
+      for (int64_t l = 0; l < r; ++l)
+        for (int64_t j = 0; j < v; ++j)
+          a->uv_values[(head * v + j) * r + l] = transposed[l * rows + head * (nope + v) + nope + j];
   }
   for (int64_t head = 0; head < h; ++head) {
-    kernels::WeightView uk;
-    uk.format = kernels::WeightFormat::kF32;
-    uk.out_features = r;
-    uk.in_features = nope;
-    uk.data = a->uk_t_values.data() + head * r * nope;
-    a->uk_t.push_back(uk);
-    kernels::WeightView uv;
-    uv.format = kernels::WeightFormat::kF32;
-    uv.out_features = v;
-    uv.in_features = r;
-    uv.data = a->uv_values.data() + head * v * r;
-    a->uv.push_back(uv);
+    kernels::WeightView uk_view;
+    uk_view.format = bf16 ? kernels::WeightFormat::kBF16 : kernels::WeightFormat::kF32;
+    uk_view.out_features = r;
+    uk_view.in_features = nope;
+    uk_view.data = bf16 ? static_cast<const void*>(a->uk_t_bf16.data() + head * r * nope)
+                        : static_cast<const void*>(a->uk_t_values.data() + head * r * nope);
+    a->uk_t.push_back(uk_view);
+    if (!uv_slices.empty()) {
+      a->uv.push_back(uv_slices[head]);
+      continue;
+    }
+    kernels::WeightView uv_view;
+    uv_view.format = kernels::WeightFormat::kF32;
+    uv_view.out_features = v;
+    uv_view.in_features = r;
+    uv_view.data = a->uv_values.data() + head * v * r;
+    a->uv.push_back(uv_view);
   }
 }
 

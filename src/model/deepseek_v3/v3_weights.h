@@ -1,9 +1,10 @@
 // DeepSeek-V3 weights bound in place from a Hugging Face checkpoint under transformers' names
 // (model.embed_tokens, model.layers.N.self_attn.*, model.layers.N.mlp.*, model.norm, lm_head), F32, BF16 or
-// FP8 E4M3 blocks with `weight_scale_inv`. kv_b_proj is the exception: it is read once into fp32 and split
-// per head into the absorbed form's two factors (see v3_model.h).
+// FP8 E4M3 blocks with `weight_scale_inv`. kv_b_proj is also split per head into the absorbed form's two
+// factors (see v3_model.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -21,10 +22,13 @@ struct V3AttentionWeights {
   std::vector<float> q_a_norm;
   kernels::WeightView kv_a;  // [kv_lora_rank + rope_dim, hidden]
   std::vector<float> kv_a_norm;
-  // kv_b_proj [heads · (nope + v), kv_lora_rank] in fp32, as the absorbed form uses it:
-  //   uk_t: per head [kv_lora_rank, nope] (W_UKᵀ: the latent-space query is q_nope · W_UK)
-  //   uv:   per head [v, kv_lora_rank]    (W_UV: the head's output from its latent-space output)
+  // kv_b_proj [heads · (nope + v), kv_lora_rank] as the absorbed form uses it, per head:
+  //   uk_t: [kv_lora_rank, nope] (W_UKᵀ: the latent-space query is q_nope · W_UK), a transposed copy (BF16
+  //         for a BF16 checkpoint, else fp32)
+  //   uv:   [v, kv_lora_rank] (W_UV: the head's output from its latent-space output), rows of the stored
+  //         matrix (an fp32 copy only where FP8 blocks do not start on a head's rows)
   std::vector<float> uk_t_values, uv_values;
+  std::vector<uint16_t> uk_t_bf16;
   std::vector<kernels::WeightView> uk_t, uv;
   kernels::WeightView o_proj;  // [hidden, heads · v]
 };
