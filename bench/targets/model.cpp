@@ -1,4 +1,4 @@
-// deepinfer bench model: prefill and decode speed of a DeepSeek-V4 checkpoint, each against the machine's
+// deepinfer bench model: prefill and decode speed of a DeepSeek-V4 or V3 checkpoint, each against the machine's
 // measured limit: prefill FLOPs ÷ measured peak fp32 FLOP/s, decode bytes of weights and KV read per step ÷
 // measured memory bandwidth.
 #include <array>
@@ -23,7 +23,7 @@
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
-#include "model/deepseek_v4/v4_model.h"
+#include "model/causal_lm.h"
 #include "model/sequential_blocks.h"
 #include "model/step_profile.h"
 
@@ -32,9 +32,6 @@ namespace {
 
 using cli::Fail;
 
-using model::V4AttentionType;
-using model::V4Config;
-using model::V4Model;
 
 constexpr const char* kUsage =
     "usage: deepinfer bench model --model DIR [--prompts 512,4096] [--batches 1,8,32] [--context N]\n"
@@ -155,14 +152,17 @@ int RunBenchModel(const std::vector<std::string>& args) {
   ResetPeakRss();
   Stopwatch load_watch;
   load_options.progress = model::TerminalProgressBar("loading " + dir);
-  auto loaded = V4Model::Load(dir, load_options);
+  // DeepSeek-V4 or V3 (the rows are the same; config.json names the family).
+  auto loaded = model::LoadCausalLM(dir, load_options);
   if (!loaded.ok()) return Fail("bench model", loaded.status().message());
-  V4Model& m = **loaded;
-  const V4Config& c = m.config();
-  std::printf("model: %s (%lld layers, hidden %lld, %lld experts, top-%lld), loaded in %.2f s\n", dir.c_str(),
-              static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
-              static_cast<long long>(c.n_routed_experts), static_cast<long long>(c.num_experts_per_tok),
-              load_watch.ElapsedSeconds());
+  model::CausalLM& m = **loaded;
+  auto hf = HfConfig::Load(dir);
+  if (!hf.ok()) return Fail("bench model", hf.status().message());
+  std::printf("model: %s (%s, %lld layers, hidden %lld, %lld experts, top-%lld), loaded in %.2f s\n", dir.c_str(),
+              m.info().architecture.c_str(), static_cast<long long>(hf->GetInt("num_hidden_layers", 0)),
+              static_cast<long long>(m.info().hidden_size), static_cast<long long>(hf->GetInt("n_routed_experts", 0)),
+              static_cast<long long>(hf->GetInt("num_experts_per_tok", 0)), load_watch.ElapsedSeconds());
+  const int64_t vocab_size = m.info().vocab_size;
   // Runs first, the machine probes after (so that the peak resident memory is the model's own).
   struct PrefillResult {
     int64_t len;
@@ -186,7 +186,7 @@ int RunBenchModel(const std::vector<std::string>& args) {
   if (!pools.ok()) return Fail("bench model", pools.status().message());
   kvcache::KvPools& pool = *pools;
   auto token_at = [&](int64_t seq, int64_t i) {
-    return static_cast<int32_t>((seq * 7919 + i * 104729 + 17) % c.vocab_size);
+    return static_cast<int32_t>((seq * 7919 + i * 104729 + 17) % vocab_size);
   };
 
   for (int64_t len : prompts) {
@@ -299,8 +299,8 @@ int RunBenchModel(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"model", "prefill and decode speed of a DeepSeek-V4 checkpoint", kUsage,
-                                       RunBenchModel});
+const cli::BenchRegistration kRegistration({"model", "prefill and decode speed of a DeepSeek-V3, V4 or V4.1 checkpoint",
+                                            kUsage, RunBenchModel});
 
 }  // namespace
 }  // namespace deepinfer::bench

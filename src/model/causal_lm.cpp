@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/hf_config.h"
+#include "model/deepseek_v3/v3_model.h"
 #include "model/deepseek_v4/v4_model.h"
 #include "model/deepseek_v41/v41_model.h"
 
@@ -22,6 +23,10 @@ const char* KvPrecisionName(KvPrecision precision) { return precision == KvPreci
 Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   const std::string type = hf.model_type();
+  if (type == "deepseek_v3") {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<V3Model> model, V3Model::Load(dir, options));
+    return std::unique_ptr<CausalLM>(std::move(model));
+  }
   if (type == "deepseek_v4") {
     DI_ASSIGN_OR_RETURN(std::unique_ptr<V4Model> model, V4Model::Load(dir, options));
     return std::unique_ptr<CausalLM>(std::move(model));
@@ -31,7 +36,7 @@ Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const Loa
     return std::unique_ptr<CausalLM>(std::move(model));
   }
   return Status::Unimplemented(hf.source() + ": model_type '" + type +
-                               "' is not supported (deepseek_v4, deepseek_v41)");
+                               "' is not supported (deepseek_v3, deepseek_v4, deepseek_v41)");
 }
 
 std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label) {

@@ -1,6 +1,6 @@
-// The interface every decoder-only model architecture implements (DeepSeek-V4 now; V3/V3.2 and V4.1 beside
-// it later), and the pieces a caller hands it: per-sequence state with one block table per cache group,
-// caller-owned block pools (kv_cache_spec.h) and a batch of sequence chunks. One Forward call advances
+// The interface every decoder-only model architecture implements (DeepSeek-V3, V4 and V4.1), and the pieces
+// a caller hands it: per-sequence state with one block table per cache group, caller-owned block pools
+// (kv_cache_spec.h) and a batch of sequence chunks. One Forward call advances
 // several sequences at once, each by its own new tokens (a prefill chunk or decode tokens), and returns the
 // logits (and hidden states) asked for.
 //

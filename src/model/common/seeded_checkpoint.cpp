@@ -97,6 +97,29 @@ void Shard::Fp8(const std::string& prefix, const std::vector<float>& w, int64_t 
   Add(prefix + ".scale", DType::kF8_E8M0, {ro, ri}, Bytes(scales));
 }
 
+void Shard::Fp8ScaleInv(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in, int64_t bo,
+                        int64_t bi) {
+  const int64_t ro = (out + bo - 1) / bo, ri = (in + bi - 1) / bi;
+  std::vector<uint8_t> q(static_cast<size_t>(out * in));
+  std::vector<float> scales(static_cast<size_t>(ro * ri));
+  ThreadPool::Shared().ParallelFor(ro, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t c = 0; c < ri; ++c) {
+        float amax = 0;
+        for (int64_t i = r * bo; i < std::min(out, (r + 1) * bo); ++i)
+          for (int64_t k = c * bi; k < std::min(in, (c + 1) * bi); ++k) amax = std::max(amax, std::fabs(w[i * in + k]));
+        const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+        scales[r * ri + c] = scale;
+        for (int64_t i = r * bo; i < std::min(out, (r + 1) * bo); ++i)
+          for (int64_t k = c * bi; k < std::min(in, (c + 1) * bi); ++k)
+            q[i * in + k] = kernels::FloatToFp8E4M3(w[i * in + k] / scale);
+      }
+    }
+  }, 1);
+  Add(prefix + ".weight", DType::kF8_E4M3, {out, in}, Bytes(q));
+  F32(prefix + ".weight_scale_inv", {ro, ri}, scales);
+}
+
 void Shard::Fp4(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in) {
   std::vector<uint8_t> q(static_cast<size_t>(out * in / 2)), scales(static_cast<size_t>(out * in / 32));
   ThreadPool::Shared().ParallelFor(out, [&](int64_t begin, int64_t end) {

@@ -29,6 +29,10 @@ class Shard {
   // FP8 E4M3 in bo × bi blocks, each with the power-of-two scale that fits its largest magnitude under 448:
   // `prefix.weight` [out, in] and `prefix.scale` [ceil(out/bo), ceil(in/bi)] (E8M0).
   void Fp8(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in, int64_t bo, int64_t bi);
+  // The same with fp32 scales of amax / 448 as DeepSeek-V3 releases them: `prefix.weight` and
+  // `prefix.weight_scale_inv` [ceil(out/bo), ceil(in/bi)] (F32; the weight is the E4M3 value times it).
+  void Fp8ScaleInv(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in, int64_t bo,
+                   int64_t bi);
   // Packed FP4: E2M1 pairs along the input (element 2b in the low nibble), an E8M0 scale per 32 inputs.
   void Fp4(const std::string& prefix, const std::vector<float>& w, int64_t out, int64_t in);
   // Writes the shard to `path`, records each tensor's `file` in weight_map, adds its bytes to total_bytes,

@@ -21,6 +21,8 @@ void SeededShardWriter::Matrix(const std::string& prefix, int64_t out, int64_t i
     shard_.F32(name, {out, in}, w);
   } else if (format_.precision == SeededFormat::Precision::kBF16 || kind == MatrixKind::kKeepBf16 || partial) {
     shard_.Bf16(name, {out, in}, w);
+  } else if (format_.fp8_scale_inv) {
+    shard_.Fp8ScaleInv(prefix, w, out, in, block, block);
   } else if (kind == MatrixKind::kExpert) {
     shard_.Fp4(prefix, w, out, in);
   } else {

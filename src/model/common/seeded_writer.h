@@ -25,6 +25,9 @@ struct SeededFormat {
   int64_t fp8_block = 128;         // quantized dense matrices: FP8 in square blocks of this size
   bool fp8_whole_blocks = false;   // keep BF16 a quantized matrix whose sides are not whole blocks
   bool norms_bf16 = false;         // norm weights in BF16 (else F32)
+  // Quantized dense (and expert) matrices as FP8 with fp32 `weight_scale_inv` block scales (DeepSeek-V3),
+  // instead of E8M0 `scale` (and packed FP4 experts).
+  bool fp8_scale_inv = false;
 };
 
 // What a stored matrix is for, which decides its format when quantized.

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Builds the DeepSeek-V3 reference fixtures in tests/model/data/ with Hugging Face transformers.
+
+Each fixture is a tiny random V3 checkpoint in the released layout (config.json with the released keys,
+model.safetensors with the released tensor names, e.g. `model.layers.1.self_attn.kv_a_proj_with_mqa.weight`,
+`model.layers.1.mlp.experts.3.gate_proj.weight`, `model.layers.1.mlp.gate.e_score_correction_bias`) plus
+reference.safetensors holding what transformers' `deepseek_v3` model (loaded from that directory with
+from_pretrained, eager attention, float32; for the FP8 fixture from the weights dequantized here) computes
+from it:
+
+  seq{i}.tokens   I32 [T]        fixed random token ids
+  seq{i}.logits   F32 [T, V]     logits at every position of one full-prefill forward pass
+  greedy.prompt   I32 [P]        a prompt
+  greedy.output   I32 [32]       32 greedy tokens after it (argmax of a full forward at each step; checked
+                                 against transformers' cached decode)
+
+Usage: /path/to/venv-with-torch/bin/python tools/model/gen_v3_fixtures.py [--out tests/model/data]
+Needs torch and transformers with deepseek_v3 (5.x). Deterministic: seeded, single-threaded.
+"""
+import argparse
+import json
+import os
+import shutil
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM
+
+GREEDY_NEW_TOKENS = 32
+
+BASE = dict(
+    architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", vocab_size=256, hidden_size=64,
+    intermediate_size=96, moe_intermediate_size=24, num_hidden_layers=3, num_attention_heads=4,
+    num_key_value_heads=4, n_shared_experts=1, n_routed_experts=16, num_experts_per_tok=3, routed_scaling_factor=2.5,
+    kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, topk_method="noaux_tc",
+    scoring_func="sigmoid", norm_topk_prob=True, first_k_dense_replace=1, moe_layer_freq=1, hidden_act="silu",
+    max_position_embeddings=4096, rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1, tie_word_embeddings=False,
+    rope_theta=10000.0, attention_bias=False, attention_dropout=0.0, initializer_range=0.02,
+    num_nextn_predict_layers=0,
+)
+
+# a: the released shape in miniature: low-rank query, YaRN with mscale = mscale_all_dim (cos and sin
+#    unscaled, softmax scale × mscale²), 4 groups of 4 experts keeping 2, BF16 weights.
+# c: a's shape with heads of 32 + 8 (v 32) and FP8 E4M3 weights in 32×32 blocks with fp32 `weight_scale_inv`,
+#    many of them partial (kv_a_proj_with_mqa's 40 rows are 1.25 blocks, q_b_proj's 24 inputs 0.75, the
+#    experts' 24 rows 0.75) while kv_b_proj's heads start on blocks (as released: 128 + 128 rows per head):
+#    the reference runs on the weights dequantized here over the ceil-div grid (value × its block's scale).
+# b: a direct q_proj (q_lora_rank null), YaRN with mscale ≠ mscale_all_dim (an attention factor ≠ 1 on cos
+#    and sin), 2 groups keeping 1, no norm_topk_prob, fp32 weights.
+FIXTURES = {
+    "v3_tiny_a_bf16": dict(
+        seed=3301, bf16=True,
+        config=dict(q_lora_rank=24, n_group=4, topk_group=2, max_position_embeddings=2560,
+                    rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                  "original_max_position_embeddings": 64, "type": "yarn"}),
+        seq_lens=[5, 40, 150], greedy_prompt_len=20,
+    ),
+    "v3_tiny_c_fp8": dict(
+        seed=3303, bf16=False, fp8_block=32,
+        config=dict(q_lora_rank=24, n_group=4, topk_group=2, max_position_embeddings=2560, qk_nope_head_dim=32,
+                    v_head_dim=32,
+                    rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                  "original_max_position_embeddings": 64, "type": "yarn"}),
+        seq_lens=[40, 150], greedy_prompt_len=16,
+    ),
+    "v3_tiny_b_f32": dict(
+        seed=3302, bf16=False,
+        config=dict(q_lora_rank=None, n_group=2, topk_group=1, norm_topk_prob=False, routed_scaling_factor=1.0,
+                    num_hidden_layers=2, max_position_embeddings=256,
+                    rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 8, "mscale": 1.0, "mscale_all_dim": 0.5,
+                                  "original_max_position_embeddings": 32, "type": "yarn"}),
+        seq_lens=[7, 150], greedy_prompt_len=12,
+    ),
+}
+
+
+class Init:
+    def __init__(self, seed):
+        self.g = torch.Generator().manual_seed(seed)
+
+    def randn(self, *shape, scale=1.0):
+        return torch.randn(*shape, generator=self.g, dtype=torch.float32) * scale
+
+    def linear(self, out_f, in_f, gain=1.0):
+        return self.randn(out_f, in_f, scale=gain / np.sqrt(in_f))
+
+    def norm(self, n):
+        return 1.0 + self.randn(n, scale=0.1)
+
+
+def checkpoint_tensors(c, seed):
+    init = Init(seed)
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    qk = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+    t = {"model.embed_tokens.weight": init.randn(c["vocab_size"], d), "model.norm.weight": init.norm(d),
+         "lm_head.weight": init.linear(c["vocab_size"], d)}
+
+    def mlp(prefix, inter):
+        t[prefix + "gate_proj.weight"] = init.linear(inter, d)
+        t[prefix + "up_proj.weight"] = init.linear(inter, d)
+        t[prefix + "down_proj.weight"] = init.linear(d, inter)
+
+    for layer in range(c["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        t[p + "input_layernorm.weight"] = init.norm(d)
+        t[p + "post_attention_layernorm.weight"] = init.norm(d)
+        a = p + "self_attn."
+        if c["q_lora_rank"]:
+            t[a + "q_a_proj.weight"] = init.linear(c["q_lora_rank"], d)
+            t[a + "q_a_layernorm.weight"] = init.norm(c["q_lora_rank"])
+            t[a + "q_b_proj.weight"] = init.linear(h * qk, c["q_lora_rank"])
+        else:
+            t[a + "q_proj.weight"] = init.linear(h * qk, d)
+        t[a + "kv_a_proj_with_mqa.weight"] = init.linear(c["kv_lora_rank"] + c["qk_rope_head_dim"], d)
+        t[a + "kv_a_layernorm.weight"] = init.norm(c["kv_lora_rank"])
+        t[a + "kv_b_proj.weight"] = init.linear(h * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"])
+        t[a + "o_proj.weight"] = init.linear(d, h * c["v_head_dim"])
+        m = p + "mlp."
+        if layer < c["first_k_dense_replace"]:
+            mlp(m, c["intermediate_size"])
+            continue
+        t[m + "gate.weight"] = init.linear(c["n_routed_experts"], d, gain=2.0)
+        # A bias of the size of the score spread, so that it changes which groups and experts win.
+        t[m + "gate.e_score_correction_bias"] = init.randn(c["n_routed_experts"], scale=0.1)
+        for e in range(c["n_routed_experts"]):
+            mlp(m + f"experts.{e}.", c["moe_intermediate_size"])
+        mlp(m + "shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
+    return t
+
+
+def quantize_fp8(w, block):
+    """FP8 E4M3 blocks of block × block (the last ones partial) with fp32 scales amax / 448, and the
+    dequantized weight (each value times its block's scale) the reference runs on."""
+    rows, cols = w.shape
+    grid = ((rows + block - 1) // block, (cols + block - 1) // block)
+    scales = torch.ones(grid, dtype=torch.float32)
+    for r in range(grid[0]):
+        for c in range(grid[1]):
+            amax = w[r * block:(r + 1) * block, c * block:(c + 1) * block].abs().max()
+            if amax > 0:
+                scales[r, c] = amax / 448.0
+    expanded = scales.repeat_interleave(block, 0)[:rows].repeat_interleave(block, 1)[:, :cols]
+    q = (w / expanded).to(torch.float8_e4m3fn)
+    return q, scales, q.float() * expanded
+
+
+def is_fp8_matrix(name, tensor):
+    return tensor.dim() == 2 and not name.startswith(("model.embed_tokens", "lm_head")) and not name.endswith(
+        "mlp.gate.weight")
+
+
+def write_fixture(name, spec, out_root):
+    torch.manual_seed(spec["seed"])
+    c = dict(BASE)
+    c.update(spec["config"])
+    out = os.path.join(out_root, name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    tensors = checkpoint_tensors(c, spec["seed"])
+    stored, reference_weights = {}, None
+    if spec.get("fp8_block"):
+        block = spec["fp8_block"]
+        c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                    "weight_block_size": [block, block]}
+        reference_weights = {}
+        for k, v in tensors.items():
+            if is_fp8_matrix(k, v):
+                q, scales, dequantized = quantize_fp8(v, block)
+                stored[k] = q.contiguous()
+                stored[k.removesuffix(".weight") + ".weight_scale_inv"] = scales.contiguous()
+                reference_weights[k] = dequantized.contiguous()
+            else:
+                stored[k] = v.contiguous()
+                reference_weights[k] = v.contiguous()
+        tensors = {}
+    for k, v in tensors.items():
+        # BF16 fixtures: matrices and the embedding in BF16 (as released); norms, the router bias in fp32.
+        keep_f32 = k.endswith("layernorm.weight") or k.endswith("norm.weight") or k.endswith("correction_bias")
+        stored[k] = v.to(torch.bfloat16) if spec["bf16"] and not keep_f32 else v
+        stored[k] = stored[k].contiguous()
+    save_file(stored, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+        f.write("\n")
+
+    reference_dir = out
+    if reference_weights is not None:
+        # transformers' own CPU FP8 path is not the reference: it runs on weights dequantized above.
+        reference_dir = os.path.join(out_root, name + ".dequantized")
+        shutil.rmtree(reference_dir, ignore_errors=True)
+        os.makedirs(reference_dir)
+        save_file(reference_weights, os.path.join(reference_dir, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(reference_dir, "config.json"), "w") as f:
+            json.dump({k: v for k, v in c.items() if k != "quantization_config"}, f, indent=2)
+    model, info = AutoModelForCausalLM.from_pretrained(reference_dir, dtype=torch.float32,
+                                                       attn_implementation="eager", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    model.eval()
+    # The loaded parameters are exactly the stored (or dequantized) values, BF16 widened to fp32.
+    sd = model.state_dict()
+    expected = reference_weights if reference_weights is not None else stored
+    for k in ("model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight",
+              "model.layers.1.mlp.gate.e_score_correction_bias"):
+        assert torch.equal(sd[k], expected[k].float()), k
+    if reference_dir != out:
+        shutil.rmtree(reference_dir)
+
+    rng = np.random.default_rng(spec["seed"])
+    ref = {}
+    with torch.no_grad():
+        for i, n in enumerate(spec["seq_lens"]):
+            tokens = rng.integers(0, c["vocab_size"], size=n).astype(np.int32)
+            logits = model(torch.from_numpy(tokens).long()[None]).logits[0]
+            ref[f"seq{i}.tokens"] = tokens
+            ref[f"seq{i}.logits"] = logits.float().numpy()
+        prompt = rng.integers(0, c["vocab_size"], size=spec["greedy_prompt_len"]).astype(np.int32)
+        ids = torch.from_numpy(prompt).long()[None]
+        margins = []
+        for _ in range(GREEDY_NEW_TOKENS):
+            last = model(ids).logits[0, -1]
+            top2 = torch.topk(last, 2).values
+            margins.append(float(top2[0] - top2[1]))
+            ids = torch.cat([ids, last.argmax().view(1, 1)], dim=1)
+        generated = ids[0, len(prompt):].numpy().astype(np.int32)
+        cached = model.generate(torch.from_numpy(prompt).long()[None], max_new_tokens=GREEDY_NEW_TOKENS,
+                                do_sample=False, min_new_tokens=GREEDY_NEW_TOKENS, eos_token_id=None, pad_token_id=0)
+        assert np.array_equal(cached[0, len(prompt):].numpy(), generated), "cached decode disagrees"
+    ref["greedy.prompt"] = prompt
+    ref["greedy.output"] = generated
+    save_file({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in ref.items()},
+              os.path.join(out, "reference.safetensors"))
+    print(f"{name}: {len(stored)} tensors, sequences {spec['seq_lens']}, greedy {len(prompt)}+{len(generated)}, "
+          f"smallest greedy top-2 margin {min(margins):.4f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "model", "data"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for name, spec in FIXTURES.items():
+        write_fixture(name, spec, args.out)
+
+
+if __name__ == "__main__":
+    main()
