@@ -77,7 +77,10 @@ constexpr const char* kUsage =
     "  --max-num-seqs N               sequences running at once (default 64)\n"
     "  --max-num-batched-tokens N     tokens per step (default 2048)\n"
     "  --kv-cache-memory-bytes N      bytes of KV block pools (default 1 GiB; --kv-cache-mib N: in MiB)\n"
-    "  --tbt-target-ms MS             size prefill chunks to keep steps within this time\n"
+    "  --tbt-target-ms MS|auto        size prefill chunks to keep steps within this time (auto: 1.5 x the\n"
+    "                                 calibrated decode step; default 0: fixed --prefill-chunk chunks)\n"
+    "  --window-ttl-s S               cached window state also expires S seconds after its last use\n"
+    "                                 (default 0: kept until the KV budget needs the room)\n"
     "  --no-prefix-cache              never reuse cached prefix blocks\n"
     "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
     "                                 bounded for V4.1)\n"
@@ -105,6 +108,7 @@ struct GenerateArgs {
   int64_t prefill_chunk = 512, max_num_seqs = 64, max_batched = 2048;
   int64_t kv_cache_bytes = int64_t{1} << 30;
   double tbt_target_ms = 0;
+  double window_ttl_s = 0;
   bool prefix_cache = true;
   std::optional<engine::SwaReplay> replay;  // unset: the model family's (engine::DefaultSwaReplay)
   engine::SpeculativeConfig speculative;
@@ -178,7 +182,8 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   int64_t kv_cache_mib = 0;  // the older spelling, in MiB
   flags.Int<int64_t>("--kv-cache-mib", &kv_cache_mib, 1, int64_t{1} << 24);
   engine::SwaReplay replay = engine::SwaReplay::kExact;
-  flags.Double("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6);
+  flags.DoubleOr("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6, "auto", engine::kDerivedTbtTarget);
+  flags.Double("--window-ttl-s", &out->window_ttl_s, 0, 86400.0 * 365);
   flags.Switch("--no-prefix-cache", &out->prefix_cache, false);
   flags.Choice("--swa-replay", &replay, {{"exact", engine::SwaReplay::kExact}, {"bounded", engine::SwaReplay::kBounded}});
   flags.Custom("--speculative-config", "JSON", [out](const std::string& v) {
@@ -303,6 +308,7 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   eo.max_num_batched_tokens = args.max_batched;
   eo.prefill_chunk = args.prefill_chunk;
   eo.tbt_target_ms = args.tbt_target_ms;
+  eo.window_ttl_s = args.window_ttl_s;
   eo.enable_prefix_caching = args.prefix_cache;
   eo.swa_replay = args.replay.value_or(engine::DefaultSwaReplay((*model)->info().architecture));
   eo.speculative = args.speculative;

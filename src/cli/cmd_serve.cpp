@@ -82,9 +82,17 @@ constexpr const char* kUsage =
     "                              hold them refuses to start\n"
     "  --max-num-batched-tokens N  tokens per engine step (default 2048)\n"
     "  --max-queued-requests N     waiting requests beyond which new ones get 429 (default 4096)\n"
+    "  --tbt-target-ms MS|auto     the inter-token latency a prompt's prefill may raise the running streams'\n"
+    "                              steps to: each step takes the largest prompt chunk the cost model\n"
+    "                              (calibrated at start-up) predicts within it. Default auto: 1.5 x the\n"
+    "                              predicted decode step of the streams running (at least of 8 streams),\n"
+    "                              so decodes never wait on a long prompt; 0: fixed 512-token chunks\n"
     "  --no-enable-prefix-caching  no prefix reuse between requests\n"
     "  --precision exact|bf16      matrix-product arithmetic (default exact)\n"
-    "  --swa-replay exact|bounded  a prefix hit without cached window state replays the whole dependency cone\n"
+    "  --window-ttl-s S            cached sliding-window state (a prefix hit's exact resume point) also\n"
+    "                              expires S seconds after its last use (default 0: kept until the KV\n"
+    "                              budget needs the room, least recently used first)\n"
+  "  --swa-replay exact|bounded  a prefix hit without cached window state replays the whole dependency cone\n"
     "                              (exact: the same logits as a cold run; DeepSeek-V4's default) or the last\n"
     "                              block only (bounded: DeepSeek-V4.1's default, the model was built for it)\n"
     "  --speculative-config JSON   speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
@@ -136,6 +144,8 @@ struct ServeArgs {
   int64_t max_num_seqs = 0;  // 0: derived from the KV budget
   int64_t max_num_batched_tokens = 2048;
   int64_t max_queued_requests = 4096;
+  double tbt_target_ms = engine::kDerivedTbtTarget;
+  double window_ttl_s = 0;
   bool no_prefix_caching = false;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
   std::optional<engine::SwaReplay> swa_replay;  // unset: the model family's (engine::DefaultSwaReplay)
@@ -185,6 +195,8 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Int<int64_t>("--max-num-batched-tokens", &out->max_num_batched_tokens, 16, 1 << 20);
   flags.Int<int64_t>("--max-queued-requests", &out->max_queued_requests, 1, 1 << 20);
   flags.Switch("--no-enable-prefix-caching", &out->no_prefix_caching);
+  flags.DoubleOr("--tbt-target-ms", &out->tbt_target_ms, 0, 1e6, "auto", engine::kDerivedTbtTarget);
+  flags.Double("--window-ttl-s", &out->window_ttl_s, 0, 86400.0 * 365);
   flags.Choice("--precision", &out->precision,
                {{"exact", model::ComputePrecision::kExact}, {"bf16", model::ComputePrecision::kBf16Activations}});
   engine::SwaReplay swa_replay = engine::SwaReplay::kExact;
@@ -387,6 +399,8 @@ int RunServe(const std::vector<std::string>& argv) {
     engine_options.max_num_batched_tokens = args.max_num_batched_tokens;
     engine_options.max_waiting = args.max_queued_requests;
     engine_options.enable_prefix_caching = !args.no_prefix_caching;
+    engine_options.tbt_target_ms = args.tbt_target_ms;
+    engine_options.window_ttl_s = args.window_ttl_s;
     // A long-running server holds its whole KV budget from the start: memory is flat under load.
     engine_options.prefault_kv = true;
     engine_options.output_thread_slice_us = args.latency_slice_us;

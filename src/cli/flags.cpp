@@ -114,6 +114,25 @@ Flags& Flags::Double(std::string name, double* out, double min, double max) {
   });
 }
 
+Flags& Flags::DoubleOr(std::string name, double* out, double min, double max, std::string word,
+                       double word_value) {
+  return Add(std::move(name), true, [out, min, max, word = std::move(word), word_value](const std::string& text) {
+    if (text == word) {
+      *out = word_value;
+      return Status::Ok();
+    }
+    char range[96];
+    std::snprintf(range, sizeof range, "must be a number in [%g, %g]", min, max);
+    char* end = nullptr;
+    const double v = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < min || v > max) {
+      return Status::InvalidArgument(std::string(range) + " or " + word + " (got " + Quote(text) + ")");
+    }
+    *out = v;
+    return Status::Ok();
+  });
+}
+
 Flags& Flags::IntList(std::string name, std::vector<int64_t>* out, int64_t min, int64_t max, size_t max_count) {
   return Add(std::move(name), true, [out, min, max, max_count](const std::string& text) -> Status {
     std::vector<int64_t> values;

@@ -48,6 +48,8 @@ class Flags {
   Flags& Int(std::string name, T* out, T min, T max);
   // A finite number in [min, max].
   Flags& Double(std::string name, double* out, double min, double max);
+  // The same, or the word `word`, which stores `word_value` ("auto" for a derived setting).
+  Flags& DoubleOr(std::string name, double* out, double min, double max, std::string word, double word_value);
   // Comma-separated integers, each in [min, max], 1..max_count of them.
   Flags& IntList(std::string name, std::vector<int64_t>* out, int64_t min, int64_t max, size_t max_count = 64);
   // One of the named values; several names may map to one value (aliases). The message lists the names.

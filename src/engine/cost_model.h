@@ -60,4 +60,11 @@ class CostModel {
   void EndCalibration() { calibration_samples_ = samples_.size(); }
 };
 
+// The derived latency target (EngineOptions::kDerivedTbtTarget) of a step whose decode tokens have the
+// shape `decode`: 1.5 × their predicted step, so that a prefill chunk adds at most half a decode step to the
+// streams' inter-token latency; at least 1.5 × a decode step of 8 sequences at 1024 positions, so that a
+// few streams leave prompts room to progress. Without decode tokens nobody waits on the step: 0 (fixed
+// chunks).
+double DerivedTbtTargetSeconds(const CostModel& model, const StepShape& decode);
+
 }  // namespace deepinfer::engine

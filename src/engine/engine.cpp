@@ -119,7 +119,8 @@ Status EngineImpl::Init() {
     return Status::InvalidArgument("max_num_batched_tokens: must be in [1, 1048576]");
   if (o.prefill_chunk < 1) return Status::InvalidArgument("prefill_chunk: must be at least 1");
   if (o.max_waiting < 0) return Status::InvalidArgument("max_waiting: must not be negative");
-  if (!(o.tbt_target_ms >= 0)) return Status::InvalidArgument("tbt_target_ms: must not be negative");
+  if (!(o.tbt_target_ms >= 0) && o.tbt_target_ms != kDerivedTbtTarget)
+    return Status::InvalidArgument("tbt_target_ms: must not be negative (but kDerivedTbtTarget)");
   if (o.kv_cache_bytes <= 0) return Status::InvalidArgument("kv_cache_bytes: must be positive");
 
   const model::ModelInfo& mi = model_->info();
@@ -242,7 +243,7 @@ Status EngineImpl::Init() {
                                                 inbox_.cv.Signal();
                                               });
   scheduler_ = std::make_unique<Scheduler>(std::move(config), &inbox_, &metrics_, output_.get(), executor_.get());
-  if (o.tbt_target_ms > 0 && o.calibrate)
+  if ((o.tbt_target_ms > 0 || o.tbt_target_ms == kDerivedTbtTarget) && o.calibrate)
     scheduler_->Calibrate([this](const StepPlan& plan) { return executor_->Execute(plan); });
 
   step_thread_ = std::thread([this] {

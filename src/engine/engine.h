@@ -150,6 +150,8 @@ enum class SwaReplay {
 SwaReplay DefaultSwaReplay(std::string_view architecture);
 
 inline constexpr int64_t kDerivedMaxNumSeqs = 256;
+// EngineOptions::tbt_target_ms: derive the target from the calibrated decode step.
+inline constexpr double kDerivedTbtTarget = -1;
 
 struct EngineOptions {
   // Bytes of KV block pools over all cache groups (split as the model's cache spec asks).
@@ -164,13 +166,17 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 2048;  // tokens per step, prefill and decode together
   int64_t max_waiting = 4096;             // queued requests; beyond it AddRequest is refused (kUnavailable)
   // > 0: each step takes the largest prefill chunk that keeps its predicted time within this target
-  // time-between-tokens (cost model calibrated at start-up and updated from observed steps). 0: fixed
-  // chunks of prefill_chunk tokens.
+  // time-between-tokens (cost model calibrated at start-up and updated from observed steps).
+  // kDerivedTbtTarget: the target follows the decode step the cost model predicts (see
+  // DerivedTbtTargetSeconds): a prompt adds at most half a decode step to the running streams' steps.
+  // 0: fixed chunks of prefill_chunk tokens.
   double tbt_target_ms = 0;
   int64_t prefill_chunk = 512;
   bool enable_prefix_caching = true;
   SwaReplay swa_replay = SwaReplay::kBounded;
-  double window_ttl_s = 180;       // cached window blocks expire after this long unused
+  // > 0: cached window blocks also expire after this long unused (an operator's cap, for a cluster whose
+  // memory is better spent elsewhere); 0: they stay until the window pool needs room (LRU).
+  double window_ttl_s = 0;
   // LRU byte budget of cached (unreferenced) window blocks; 0: a quarter of kv_cache_bytes.
   int64_t window_cache_bytes = 0;
   // Touch every page of the KV pools at creation. The pools are mapped zero pages, so otherwise the
@@ -252,6 +258,9 @@ struct EngineStats {
   uint64_t lower_tier_no_room_blocks = 0;  // blocks the tier held, recomputed for want of a free pool block
   uint64_t window_block_hits = 0;     // prefix hits resumed exactly from cached window blocks
   uint64_t replay_hits = 0;           // prefix hits that replayed (window blocks gone)
+  // Prefix hits without their window blocks, by why the blocks were missing: evicted for room in the
+  // window pool, expired (window_ttl_s), or never cached (or forgotten too long ago to tell).
+  uint64_t window_misses_evicted = 0, window_misses_expired = 0, window_misses_never_cached = 0;
   uint64_t replayed_tokens = 0;       // tokens those replays recomputed
   uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;

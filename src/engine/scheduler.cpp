@@ -180,14 +180,21 @@ void Scheduler::ReleaseSequence(Sequence* s) {
 int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const {
   const int64_t stop = s->replaying() ? s->replay_end : static_cast<int64_t>(s->tokens.size());
   int64_t n = std::min(stop - s->computed, budget);
-  if (options_.tbt_target_ms > 0 && cost_.ready()) {
+  if (const double target = TargetSeconds(); target > 0) {
     const int64_t finish_at = s->replaying() ? -1 : stop - s->computed;
-    const int64_t solved = cost_.SolveChunk(shape, s->computed, n, finish_at, options_.tbt_target_ms / 1000.0);
+    const int64_t solved = cost_.SolveChunk(shape, s->computed, n, finish_at, target);
     n = std::min(n, std::max(solved, kMinLatencyChunk));
   } else {
     n = std::min(n, options_.prefill_chunk);
   }
   return std::max<int64_t>(n, 0);
+}
+
+double Scheduler::TargetSeconds() const {
+  if (!cost_.ready()) return 0;
+  if (options_.tbt_target_ms > 0) return options_.tbt_target_ms / 1000.0;
+  if (options_.tbt_target_ms != kDerivedTbtTarget) return 0;
+  return DerivedTbtTargetSeconds(cost_, decode_shape_);
 }
 
 int64_t Scheduler::VerifyLength(const Sequence* s, int64_t budget) const {
@@ -244,6 +251,8 @@ void Scheduler::Plan(std::vector<Work>* plan) {
     if (!ok) break;  // s itself was the worst: everything after it was preempted too
     add(s, 1);
   }
+
+  decode_shape_ = shape;
 
   // 2. Prefill and replay chunks of running sequences.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -323,6 +332,7 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   int64_t restore_at = 0;   // boundary block the state resumes at
   int64_t window_at = -1;   // boundary whose cached window blocks are attached (-1: none)
   bool exact = true, window_hit = false;
+  kvcache::Forgotten window_miss = kvcache::Forgotten::kNever;
   RestoreSource from = RestoreSource::kWindowBlocks;
   if (m > 0 && !has_window) {
     restore_at = m;
@@ -330,6 +340,7 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
     restore_at = window_at = m;
     window_hit = true;
   } else if (m > 0) {
+    window_miss = blocks_.WhyNoWindowAt(b.hashes, m);
     // The window state at the hit is gone: replay up to the hit. Exact from the nearest cached window
     // state (or from the start of the dependency cone with no window state); bounded: the last block only.
     int64_t j = m - 1;
@@ -414,6 +425,11 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
       const int64_t from_tier = std::clamp<int64_t>(m - s->tier_from, 0, s->tier_loaded);
       stats.external_prefix_cache_hits +=
           static_cast<uint64_t>(std::min(from_tier * kvcache::kBlockTokens, r->hit_tokens));
+    }
+    if (m > 0 && has_window && !window_hit) {
+      if (window_miss == kvcache::Forgotten::kEvicted) ++stats.window_misses_evicted;
+      else if (window_miss == kvcache::Forgotten::kExpired) ++stats.window_misses_expired;
+      else ++stats.window_misses_never_cached;
     }
     if (m > 0) {
       if (window_hit) ++stats.window_block_hits;

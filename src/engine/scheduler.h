@@ -200,6 +200,9 @@ class Scheduler {
   StepPlan BuildPlan(std::vector<Work> plan);
   int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
+  // This step's latency target (EngineOptions::tbt_target_ms; derived from decode_shape_), or 0 for fixed
+  // chunks.
+  double TargetSeconds() const;
   // Draft tokens a decoding sequence verifies this step (0: none).
   int64_t VerifyLength(const Sequence* s, int64_t budget) const;
   // A verify chunk's result: the sequence keeps its accepted positions (blocks registered for them only,
@@ -245,6 +248,7 @@ class Scheduler {
   bool can_restore_;
   bool can_fork_;
   CostModel cost_;
+  StepShape decode_shape_;  // this step's decode tokens (the streams a prefill chunk would slow)
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // best first

@@ -1,5 +1,6 @@
 #include "kvcache/block_allocator.h"
 
+#include <algorithm>
 #include <string>
 
 namespace deepinfer::kvcache {
@@ -33,10 +34,19 @@ void BlockAllocator::LruRemove(int32_t b) {
   --num_cached_;
 }
 
-void BlockAllocator::EvictCached(int32_t b) {
+void BlockAllocator::EvictCached(int32_t b, Forgotten why) {
   LruRemove(b);
   Block& block = blocks_[static_cast<size_t>(b)];
   index_.erase(block.hash);
+  const size_t remembered = static_cast<size_t>(std::max<int64_t>(num_blocks(), 1024));
+  while (forgotten_order_.size() >= remembered) {
+    const auto& [oldest, serial] = forgotten_order_.front();
+    auto it = forgotten_.find(oldest);
+    if (it != forgotten_.end() && it->second.serial == serial) forgotten_.erase(it);
+    forgotten_order_.pop_front();
+  }
+  forgotten_[block.hash] = {why, ++forgotten_serial_};
+  forgotten_order_.emplace_back(block.hash, forgotten_serial_);
   block.hashed = false;
   block.is_free = true;
   free_.push_back(b);
@@ -45,7 +55,7 @@ void BlockAllocator::EvictCached(int32_t b) {
 int32_t BlockAllocator::Allocate() {
   if (free_.empty()) {
     if (lru_oldest_ == kNoBlock) return kNoBlock;
-    EvictCached(lru_oldest_);
+    EvictCached(lru_oldest_, Forgotten::kEvicted);
     ++evictions_;
   }
   const int32_t b = free_.back();
@@ -96,7 +106,7 @@ void BlockAllocator::Release(int32_t b, int64_t now_nanos) {
   LruPushNewest(b);
   if (max_cached_ >= 0) {
     while (num_cached_ > max_cached_) {
-      EvictCached(lru_oldest_);
+      EvictCached(lru_oldest_, Forgotten::kEvicted);
       ++evictions_;
     }
   }
@@ -105,6 +115,7 @@ void BlockAllocator::Release(int32_t b, int64_t now_nanos) {
 int32_t BlockAllocator::Register(int32_t b, const BlockHash& hash) {
   auto [it, inserted] = index_.try_emplace(hash, b);
   if (!inserted) return it->second;
+  forgotten_.erase(hash);
   Block& block = blocks_[static_cast<size_t>(b)];
   block.hashed = true;
   block.hash = hash;
@@ -115,7 +126,7 @@ int64_t BlockAllocator::Expire(int64_t now_nanos) {
   if (ttl_nanos_ <= 0) return 0;
   int64_t n = 0;
   while (lru_oldest_ != kNoBlock && blocks_[static_cast<size_t>(lru_oldest_)].last_use < now_nanos - ttl_nanos_) {
-    EvictCached(lru_oldest_);
+    EvictCached(lru_oldest_, Forgotten::kExpired);
     ++n;
   }
   expirations_ += static_cast<uint64_t>(n);
@@ -123,7 +134,12 @@ int64_t BlockAllocator::Expire(int64_t now_nanos) {
 }
 
 void BlockAllocator::DropCached() {
-  while (lru_oldest_ != kNoBlock) EvictCached(lru_oldest_);
+  while (lru_oldest_ != kNoBlock) EvictCached(lru_oldest_, Forgotten::kEvicted);
+}
+
+Forgotten BlockAllocator::WhyForgotten(const BlockHash& hash) const {
+  auto it = forgotten_.find(hash);
+  return it == forgotten_.end() ? Forgotten::kNever : it->second.why;
 }
 
 Status BlockAllocator::CheckInvariants() const {

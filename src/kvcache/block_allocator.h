@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +21,10 @@
 #include "kvcache/block_hash.h"
 
 namespace deepinfer::kvcache {
+
+// Why a name is not cached: it never was (as far as the allocator remembers), or it was and was evicted
+// for room, or it expired (the TTL).
+enum class Forgotten { kNever, kEvicted, kExpired };
 
 class BlockAllocator {
  public:
@@ -52,6 +57,9 @@ class BlockAllocator {
   int64_t Expire(int64_t now_nanos);
   // Frees every cached block (tests; dropping the prefix cache).
   void DropCached();
+  // Why `hash` is not cached now (kNever also when it is): remembered for the last few blocks forgotten,
+  // as many as the pool has blocks (at least 1024), for the miss metrics.
+  Forgotten WhyForgotten(const BlockHash& hash) const;
 
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
@@ -80,8 +88,8 @@ class BlockAllocator {
   };
   void LruPushNewest(int32_t b);
   void LruRemove(int32_t b);
-  // Forgets a cached block and puts it on the free list.
-  void EvictCached(int32_t b);
+  // Forgets a cached block and puts it on the free list, remembering why.
+  void EvictCached(int32_t b, Forgotten why);
 
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;
@@ -92,6 +100,16 @@ class BlockAllocator {
   int64_t ttl_nanos_;
   uint64_t evictions_ = 0, expirations_ = 0;
   uint64_t misuse_ = 0;
+  // Names forgotten lately: why, and the serial of the latest time; the queue holds them oldest first, and
+  // an entry leaves the map with the queue entry of its latest serial (a name registered again leaves the
+  // map at once; its queue entries then match nothing).
+  struct ForgottenEntry {
+    Forgotten why = Forgotten::kNever;
+    uint64_t serial = 0;
+  };
+  std::unordered_map<BlockHash, ForgottenEntry, BlockHashHasher> forgotten_;
+  std::deque<std::pair<BlockHash, uint64_t>> forgotten_order_;
+  uint64_t forgotten_serial_ = 0;
 };
 
 }  // namespace deepinfer::kvcache

@@ -41,6 +41,20 @@ bool BlockManager::HasWindowAt(std::span<const BlockHash> hashes, int64_t b) con
   return true;
 }
 
+Forgotten BlockManager::WhyNoWindowAt(std::span<const BlockHash> hashes, int64_t b) const {
+  Forgotten why = Forgotten::kNever;
+  if (!has_window() || b == 0 || !caching_) return why;
+  const BlockRange r = WindowRange(b * kBlockTokens - window_size_ + 1, b * kBlockTokens);
+  for (int64_t i = r.first; i < std::min<int64_t>(r.end, static_cast<int64_t>(hashes.size())); ++i) {
+    const BlockHash& h = hashes[static_cast<size_t>(i)];
+    if (window_.Find(h) != kNoBlock) continue;
+    const Forgotten f = window_.WhyForgotten(h);
+    if (f == Forgotten::kExpired) return f;
+    if (f == Forgotten::kEvicted) why = f;
+  }
+  return why;
+}
+
 void BlockManager::Attach(SequenceBlocks* seq, int64_t n, int64_t window_at) {
   seq->prefix.clear();
   seq->window.clear();

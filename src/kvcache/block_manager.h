@@ -2,8 +2,8 @@
 // prefix blocks (every kPrefix cache group of the model: shared by reference once full, kept after the
 // sequence ends, evicted LRU) and window blocks (the kWindow groups: needed by a running sequence for its
 // last `window` positions, and, once full, the exact resume point of a prefix hit ending at the block's
-// end; cached in RAM only, with a TTL and a block budget, and released by a sequence as soon as they fall
-// out of its window). It knows no model: the engine turns the model's cache spec into Options and mirrors
+// end; cached in RAM only, evicted LRU under the window pool's byte budget (optionally also after a TTL),
+// and released by a sequence as soon as they fall out of its window). It knows no model: the engine turns the model's cache spec into Options and mirrors
 // SequenceBlocks into the model's block tables. Not thread-safe (the step thread owns it).
 #pragma once
 
@@ -27,7 +27,7 @@ struct BlockManagerOptions {
   int64_t window_blocks = 0;  // ids per window group (0: no window groups)
   int64_t window = 0;         // positions a query sees in the window groups (its own included)
   int64_t window_max_cached = -1;  // cached window blocks kept (the byte budget in blocks); -1: no bound
-  double window_ttl_s = 180;
+  double window_ttl_s = 0;    // 0: cached window blocks never expire (only LRU eviction)
   double prefix_ttl_s = 0;    // 0: prefix blocks never expire (only LRU eviction)
   bool prefix_caching = true;  // register full blocks and find them again
   // Positions a sequence may roll back (rejected draft tokens): Commit keeps the window blocks a query at
@@ -63,6 +63,9 @@ class BlockManager {
   // are cached: those holding positions [128·b − window + 1, 128·b). True for b = 0 and without window
   // groups.
   bool HasWindowAt(std::span<const BlockHash> hashes, int64_t b) const;
+  // When HasWindowAt(hashes, b) is false, why: kExpired if one of the missing window blocks expired, else
+  // kEvicted if one was evicted for room, else kNever (never cached, or forgotten too long ago to tell).
+  Forgotten WhyNoWindowAt(std::span<const BlockHash> hashes, int64_t b) const;
   // Indices of the window blocks holding positions [from, end) (from clipped at 0).
   BlockRange WindowRange(int64_t from, int64_t end) const;
 

@@ -231,6 +231,16 @@ void Service::AppendEngineMetrics(PrometheusText* out, const MetricLabels& model
           static_cast<double>(s.window_block_hits));
   counter("deepinfer:replay_hits_total", "Prefix hits whose window state was recomputed.",
           static_cast<double>(s.replay_hits));
+  out->Family("deepinfer:window_misses_total", "counter",
+              "Prefix hits without their cached window blocks, by why they were missing.");
+  const std::pair<const char*, uint64_t> misses[] = {{"evicted", s.window_misses_evicted},
+                                                     {"expired", s.window_misses_expired},
+                                                     {"never_cached", s.window_misses_never_cached}};
+  for (const auto& [cause, count] : misses) {
+    MetricLabels labels = model;
+    labels.push_back({"cause", cause});
+    out->Sample("deepinfer:window_misses_total", labels, static_cast<double>(count));
+  }
   counter("deepinfer:replayed_tokens_total", "Tokens recomputed by window-state replays.",
           static_cast<double>(s.replayed_tokens));
   counter("deepinfer:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(s.prompt_tokens));

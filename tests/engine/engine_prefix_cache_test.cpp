@@ -89,6 +89,8 @@ TEST(EnginePrefixCache, ReplaysWithoutWindowBlocksAreBitExact) {
     const EngineStats s = e->Stats();
     EXPECT_EQ(s.window_block_hits, 0u);
     EXPECT_EQ(s.replay_hits, 1u);
+    EXPECT_EQ(s.window_misses_evicted, 1u);  // a zero budget evicts each window block as it is released
+    EXPECT_EQ(s.window_misses_expired + s.window_misses_never_cached, 0u);
     EXPECT_GT(s.replayed_tokens, 0u);
     if (mode == SwaReplay::kBounded) {
       EXPECT_EQ(s.replayed_tokens, 128u);

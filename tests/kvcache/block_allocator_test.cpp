@@ -94,6 +94,42 @@ TEST(BlockAllocator, TtlExpiresOnlyBlocksUnusedForLongEnough) {
   EXPECT_TRUE(a.CheckInvariants().ok());
 }
 
+TEST(BlockAllocator, RemembersWhyANameWasForgottenUntilItIsRegisteredAgain) {
+  BlockAllocator a({.num_blocks = 2, .ttl_seconds = 10});
+  const int64_t s = 1'000'000'000;
+  for (uint64_t i = 0; i < 2; ++i) {
+    const int32_t b = a.Allocate();
+    a.Register(b, H(i));
+    a.Release(b, static_cast<int64_t>(i) * 20 * s);  // last used at 0 s and 20 s
+  }
+  EXPECT_EQ(a.Expire(15 * s), 1);  // H(0) expired
+  a.Allocate();                    // the free block (H(0)'s)
+  a.Allocate();                    // no free block: H(1), the only cached one, is evicted for room
+  EXPECT_EQ(a.WhyForgotten(H(0)), Forgotten::kExpired);
+  EXPECT_EQ(a.WhyForgotten(H(1)), Forgotten::kEvicted);
+  EXPECT_EQ(a.WhyForgotten(H(7)), Forgotten::kNever);
+  a.Register(0, H(0));  // computed again: cached (used) now, nothing forgotten
+  EXPECT_EQ(a.WhyForgotten(H(0)), Forgotten::kNever);
+  EXPECT_TRUE(a.CheckInvariants().ok());
+}
+
+TEST(BlockAllocator, RemembersAsManyForgottenNamesAsThePoolHasBlocksButAtLeast1024) {
+  BlockAllocator a({.num_blocks = 1});
+  for (uint64_t i = 0; i < 1025; ++i) {
+    const int32_t b = a.Allocate();  // evicts the previous name
+    a.Register(b, H(i));
+    a.Release(b, static_cast<int64_t>(i));
+  }
+  // Names 0 .. 1023 were evicted; the memory holds the last 1024 of them.
+  EXPECT_EQ(a.WhyForgotten(H(0)), Forgotten::kEvicted);
+  EXPECT_EQ(a.WhyForgotten(H(1023)), Forgotten::kEvicted);
+  const int32_t b = a.Allocate();  // evicts 1024: 0 leaves the memory
+  a.Release(b, 2000);
+  EXPECT_EQ(a.WhyForgotten(H(0)), Forgotten::kNever);
+  EXPECT_EQ(a.WhyForgotten(H(1)), Forgotten::kEvicted);
+  EXPECT_EQ(a.WhyForgotten(H(1024)), Forgotten::kEvicted);
+}
+
 TEST(BlockAllocator, DoubleReleaseIsReported) {
   BlockAllocator a({.num_blocks = 1});
   const int32_t b = a.Allocate();

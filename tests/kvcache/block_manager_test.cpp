@@ -140,6 +140,46 @@ TEST(BlockManager, BlocksPastTheRegisterLimitAreNeverFound) {
   EXPECT_EQ(m.MatchPrefix(hashes, 10), 1);
 }
 
+TEST(BlockManager, WindowBlocksStayUntilThePoolNeedsThemAndMissesSayWhy) {
+  // Default options: no TTL. Resuming at boundary 3 with a window of 128 needs positions
+  // [3·128 − 127, 384) = [257, 384): window block 2 alone.
+  BlockManagerOptions o{.prefix_blocks = 16, .window_blocks = 4, .window = 128};
+  BlockManager m(o);
+  const std::vector<int32_t> tokens = Tokens(400);
+  SequenceBlocks a;
+  a.root = RootHash({}, "exact", "f32", "");
+  RunSequence(m, &a, tokens, 0, 128);
+  const std::vector<BlockHash> hashes = a.hashes;
+  m.Free(&a, 0);
+  const int64_t year = int64_t{365} * 86400 * 1'000'000'000;
+  m.Expire(year);
+  EXPECT_TRUE(m.HasWindowAt(hashes, 3));  // a year later, the pool never needed the room
+  EXPECT_EQ(m.WhyNoWindowAt(hashes, 3), Forgotten::kNever);
+  // Another sequence takes every window block: the cached ones are evicted.
+  SequenceBlocks b;
+  b.root = RootHash({}, "exact", "f32", "other");
+  ASSERT_TRUE(m.Grow(&b, 0, 4 * 128));
+  EXPECT_FALSE(m.HasWindowAt(hashes, 3));
+  EXPECT_EQ(m.WhyNoWindowAt(hashes, 3), Forgotten::kEvicted);
+  m.Free(&b, year);
+  // An operator's TTL expires them instead.
+  o.window_ttl_s = 10;
+  BlockManager capped(o);
+  SequenceBlocks c;
+  c.root = a.root;
+  RunSequence(capped, &c, tokens, 0, 128);
+  capped.Free(&c, 0);
+  capped.Expire(int64_t{11} * 1'000'000'000);
+  EXPECT_FALSE(capped.HasWindowAt(hashes, 3));
+  EXPECT_EQ(capped.WhyNoWindowAt(hashes, 3), Forgotten::kExpired);
+  // A boundary past what was ever computed: never cached.
+  std::vector<BlockHash> longer = hashes;
+  ExtendBlockHashes(a.root, Tokens(600), &longer);
+  EXPECT_EQ(capped.WhyNoWindowAt(longer, 4), Forgotten::kNever);
+  EXPECT_TRUE(m.CheckInvariants().ok());
+  EXPECT_TRUE(capped.CheckInvariants().ok());
+}
+
 TEST(BlockManager, CachingOffFindsNothing) {
   BlockManagerOptions o = Options();
   o.prefix_caching = false;

@@ -5,12 +5,45 @@
 # modules and the vendored gguf-py it matches) copied out of the sdist into VENV/share/llama.cpp-0.3.36.
 # CPU build from the sdist: tens of minutes on 2 busy cores.
 #   tools/peers/setup_llama_cpp.sh [VENV_DIR]        (default: .venv-bench at the repository root)
+#   tools/peers/setup_llama_cpp.sh --server [DIR]    llama.cpp's C++ llama-server only (default: .peer-llama-server)
 # Then: tools/peers/llama_cpp_peer.py convert|serve|bench (see its --help).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-venv="${1:-$root/.venv-bench}"
 python="${PYTHON:-python3}"
 version=0.3.36
+
+# The C++ llama-server from the same sdist's vendored llama.cpp: the server llama.cpp's users run (continuous
+# batching over -np slots, per-slot prompt cache). Only the server target is built; with ccache a rebuild
+# from a fresh source tree is mostly cache hits, because the base dir makes the compile commands relative.
+if [ "${1:-}" = "--server" ]; then
+  out="${2:-$root/.peer-llama-server}"
+  mkdir -p "$out"
+  out="$(cd "$out" && pwd)"
+  src="$out/llama_cpp_python-$version/vendor/llama.cpp"
+  if [ ! -f "$src/CMakeLists.txt" ]; then
+    sdist="$out/llama_cpp_python-$version.tar.gz"
+    [ -f "$sdist" ] || "$python" -m pip download -q --no-deps --no-binary :all: -d "$out" "llama-cpp-python==$version"
+    tar -xzf "$sdist" -C "$out"
+  fi
+  launcher=()
+  if command -v ccache >/dev/null; then
+    export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$out}" CCACHE_NOHASHDIR=1
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  # No web UI download, no HTTPS, no tests or examples: the bench talks plain HTTP to the API only.
+  cmake -S "$src" -B "$out/build" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DGGML_BLAS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_CURL=OFF >/dev/null
+  nice -n 19 cmake --build "$out/build" --target llama-server -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+  echo "llama-server: $out/build/bin/llama-server"
+  echo "converter:    $src/convert_hf_to_gguf.py (needs a venv from the default mode)"
+  exit 0
+fi
+
+venv="${1:-$root/.venv-bench}"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
 # LLAVA_BUILD=OFF: the multimodal library is not needed; ccache makes a rebuild cheap.

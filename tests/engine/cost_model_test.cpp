@@ -1,0 +1,53 @@
+// The derived latency target (EngineOptions::kDerivedTbtTarget) on a cost model fitted to a known machine:
+// every step costs 10 ms plus 1 ms per token, whatever its context, logits rows or chunks.
+#include "engine/cost_model.h"
+
+#include <gtest/gtest.h>
+
+namespace deepinfer::engine {
+namespace {
+
+double MachineSeconds(const StepShape& s) { return 0.010 + 0.001 * s.tokens; }
+
+CostModel Fitted() {
+  CostModel m;
+  // Shapes that vary every feature independently, so that the fit can tell them apart.
+  for (int64_t streams : {1, 3, 8, 16}) {
+    for (int64_t start : {0, 700, 3000}) {
+      for (int64_t prefill : {0, 64, 512}) {
+        StepShape s;
+        for (int64_t i = 0; i < streams; ++i) s.AddChunk(start + 50 * i, 1, true);
+        if (prefill > 0) s.AddChunk(start / 2, prefill, false);
+        m.Observe(s, MachineSeconds(s));
+      }
+    }
+  }
+  return m;
+}
+
+StepShape Decode(int streams) {
+  StepShape s;
+  for (int i = 0; i < streams; ++i) s.AddChunk(1024, 1, true);
+  return s;
+}
+
+TEST(CostModel, DerivedTargetIsOneAndAHalfDecodeStepsOfTheRunningStreams) {
+  const CostModel m = Fitted();
+  ASSERT_TRUE(m.ready());
+  EXPECT_NEAR(m.Predict(Decode(16)), 0.026, 1e-4);  // 10 ms + 16 × 1 ms
+  // Nobody decodes: no target (fixed chunks).
+  EXPECT_EQ(DerivedTbtTargetSeconds(m, StepShape{}), 0);
+  // 16 streams: 1.5 × 26 ms.
+  EXPECT_NEAR(DerivedTbtTargetSeconds(m, Decode(16)), 0.039, 2e-4);
+  // 2 streams: the floor of 8 streams, 1.5 × 18 ms.
+  EXPECT_NEAR(DerivedTbtTargetSeconds(m, Decode(2)), 0.027, 2e-4);
+  // Beside 16 streams a prompt gets half a decode step: 13 ms of 1 ms tokens.
+  const int64_t chunk =
+      m.SolveChunk(Decode(16), 0, 512, -1, DerivedTbtTargetSeconds(m, Decode(16)));
+  EXPECT_GE(chunk, 12);
+  EXPECT_LE(chunk, 13);
+  EXPECT_EQ(DerivedTbtTargetSeconds(CostModel{}, Decode(16)), 0);  // not calibrated: fixed chunks
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
