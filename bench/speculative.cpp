@@ -67,7 +67,7 @@ DecodeRun Decode(engine::Engine& e, const std::vector<std::vector<int32_t>>& pro
 }
 
 Result<std::unique_ptr<engine::Engine>> MakeEngine(const SpeculativeDecodeOptions& o, bool speculative) {
-  auto m = model::LoadCausalLM(o.model_dir, {.prefault = false});
+  auto m = model::LoadCausalLM(o.model_dir, {.drafting = speculative && o.config.uses_draft_layers(), .prefault = false});
   if (!m.ok()) return m.status();
   engine::EngineOptions eo;
   eo.kv_cache_bytes = o.kv_cache_mib << 20;

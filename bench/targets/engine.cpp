@@ -327,6 +327,7 @@ Result<std::unique_ptr<engine::Engine>> MakeEngine(const Args& a, bool cache, do
                                                    int64_t kv_blocks = 0, kvcache::LowerTier* tier = nullptr) {
   model::LoadOptions load;
   load.prefault = false;  // the page cache is warm after the first load
+  load.drafting = a.speculative.uses_draft_layers();
   auto m = model::LoadCausalLM(a.model_dir, load);
   if (!m.ok()) return m.status();
   engine::EngineOptions o;

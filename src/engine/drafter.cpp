@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/log.h"
 #include "sampling/philox.h"
 
 namespace deepinfer::engine {
@@ -100,6 +101,52 @@ void SyntheticDrafter::Finished(const DraftInput& input) {
   recorded_tokens_ += output;
 }
 
+void ModelDrafter::Attach(model::CausalLM* model, kvcache::KvPools* pools) {
+  model_ = model;
+  pools_ = pools;
+}
+
+void ModelDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
+  drafts->assign(inputs.size(), {});
+  if (!model_) return;
+  const int64_t bound = model_->info().max_draft_steps;
+  std::vector<int64_t> steps(inputs.size(), 0);
+  int64_t most = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DraftInput& in = inputs[i];
+    if (!in.state || in.tokens.empty()) continue;
+    int64_t n = in.max_tokens;
+    if (in.room >= 0) n = std::min(n, in.room);
+    if (bound > 0) n = std::min(n, bound);
+    steps[i] = std::max<int64_t>(n, 0);
+    most = std::max(most, steps[i]);
+  }
+  std::vector<model::DraftChunk> batch;
+  std::vector<size_t> of;
+  for (int64_t k = 0; k < most; ++k) {
+    batch.clear();
+    of.clear();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (steps[i] <= k) continue;
+      const int32_t token = k == 0 ? inputs[i].tokens.back() : (*drafts)[i].back();
+      batch.push_back({.state = inputs[i].state, .token = token});
+      of.push_back(i);
+    }
+    Status st = model_->Draft(batch, *pools_, &out_);
+    if (!st.ok()) {
+      if (!error_logged_) DI_LOG(kWarn, "engine: drafting failed; outputs go on without drafts").Field("status", st.ToString());
+      error_logged_ = true;
+      return;
+    }
+    const int64_t vocab = out_.vocab_size;
+    for (size_t j = 0; j < of.size(); ++j) {
+      const float* row = out_.row(j);
+      const int64_t best = std::max_element(row, row + vocab) - row;  // the first maximum: the lowest id
+      (*drafts)[of[j]].push_back(static_cast<int32_t>(best));
+    }
+  }
+}
+
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, int64_t vocab_size) {
   switch (config.method) {
     case DraftMethod::kNgram:
@@ -108,9 +155,7 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, in
       return std::unique_ptr<Drafter>(
           std::make_unique<SyntheticDrafter>(config.synthetic_acceptance_rates, vocab_size));
     case DraftMethod::kMtp:
-    case DraftMethod::kDspark:
-      return Status::Unimplemented("speculative config: method \"" + std::string(DraftMethodName(config.method)) +
-                                   "\" is not implemented yet (ngram and synthetic are)");
+    case DraftMethod::kDspark: return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>());
     case DraftMethod::kNone: break;
   }
   return Status::InvalidArgument("speculative config: no method");

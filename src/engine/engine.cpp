@@ -143,7 +143,9 @@ Status EngineImpl::Init() {
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
   int64_t window_blocks = 0, window_cached = -1;
   if (window_bytes > 0) {
-    const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
+    // A decoding sequence's window, plus a block for the lookahead of speculative decoding.
+    const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1 +
+                               (o.speculative.enabled() ? 1 : 0);
     const int64_t per_prefill = (window - 1 + max_chunk + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
     if (o.max_num_seqs == 0) {
       // As many running sequences as half the budget's window blocks hold (the rest caches prefixes).

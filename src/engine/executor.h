@@ -122,6 +122,7 @@ class LocalExecutor final : public Executor {
   void ContinueVerify(Row& row, sampling::Sampler& sampler);
   void Propose(std::vector<Row>& rows, std::vector<SequenceResult>* results);
   DraftInput DraftInputFor(SeqId id, const Slot& slot) const;
+  int64_t DraftRoom(const model::SequenceState& state) const;
   // Takes output `index`'s mask of a prepared request (null: none).
   std::unique_ptr<sampling::LogitsMask> TakeMask(uint64_t handle, int index);
   // A compile thread's end of PrepareConstraints: the masks of `handle` made, or the compile's error.

@@ -194,6 +194,8 @@ class Scheduler {
     bool state_only = false;
     bool logits = false;
     int64_t verify = 0;  // draft tokens after the pending one (positions [start + 1, end))
+    // Positions past `end` whose blocks were allocated for the draft layers to write (rolled back after).
+    int64_t draft_room = 0;
   };
 
   void Plan(std::vector<Work>* plan);
@@ -202,6 +204,8 @@ class Scheduler {
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
   // Draft tokens a decoding sequence verifies this step (0: none).
   int64_t VerifyLength(const Sequence* s, int64_t budget) const;
+  // Positions past a decode chunk of `length` that the model's draft layers may write (0: none).
+  int64_t DraftRoom(const Sequence* s, int64_t length) const;
   // A verify chunk's result: the sequence keeps its accepted positions (blocks registered for them only,
   // the lookahead rolled back) and the counters count the draft.
   Status ApplyVerify(const Work& c, const SequenceResult& row, int64_t now);

@@ -267,6 +267,10 @@ void Scheduler::Update(const StepResult& result) {
     s->computed = c.end;
     blocks_.Commit(&s->blocks, s->tokens, c.end, now,
                    [&](int64_t index, int32_t block) { OfferBlock(s, index, block); });
+    if (c.draft_room > 0) {
+      Status st = blocks_.Rollback(&s->blocks, s->computed, now);
+      if (!st.ok()) setup_failed.push_back({r->id, st});
+    }
     if (c.logits) DeliverPromptLogprobs(*s, &events);
     if (c.logits && s->index == 0 && !r->forked && r->seqs.size() > 1) {
       parents.push_back(s);

@@ -39,6 +39,8 @@ struct SpeculativeConfig {
   // accepted (vLLM's synthetic_acceptance_rates): K values in [0, 1], non-increasing. Empty: all 1.
   std::vector<double> synthetic_acceptance_rates;
   bool enabled() const { return method != DraftMethod::kNone; }
+  // Whether the method runs the model's draft layers (the model is then loaded with LoadOptions::drafting).
+  bool uses_draft_layers() const { return method == DraftMethod::kMtp || method == DraftMethod::kDspark; }
 };
 
 // Reads the JSON object of --speculative-config: "method" (required: ngram, synthetic, mtp, dspark),

@@ -150,6 +150,8 @@ struct ModelInfo {
   bool supports_restore = false;  // RestoreAt: prefix-cache hits
   bool supports_fork = false;     // Fork: n > 1 outputs share the prompt's state
   bool supports_draft = false;    // Draft (as loaded)
+  // The most Draft steps a sequence takes between Forward / Truncate / RestoreAt calls (0: no bound).
+  int64_t max_draft_steps = 0;
   // Positions before a block boundary that RestoreAt(kNoWindow) followed by a state_only replay must
   // recompute to rebuild the window state there bit for bit (exact replay's dependency cone).
   int64_t exact_replay_positions = 0;

@@ -61,6 +61,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->weights_->dspark ? "dspark" : ""));
+  if (model->weights_->dspark) model->info_.max_draft_steps = c.dspark.block_size;
   model->BuildRopeTables();
   return model;
 }
