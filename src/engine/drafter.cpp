@@ -1,6 +1,7 @@
 #include "engine/drafter.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/log.h"
 #include "sampling/philox.h"
@@ -106,8 +107,15 @@ void ModelDrafter::Attach(model::CausalLM* model, kvcache::KvPools* pools) {
   pools_ = pools;
 }
 
+double ModelDrafter::Calibrated(double confidence, int64_t slot) const {
+  if (slot >= static_cast<int64_t>(calibration_.size())) return confidence;
+  const double c = std::clamp(confidence, 1e-12, 1 - 1e-12);
+  return 1 / (1 + std::exp(-std::log(c / (1 - c)) / calibration_[static_cast<size_t>(slot)]));
+}
+
 void ModelDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
   drafts->assign(inputs.size(), {});
+  survival_.assign(inputs.size(), {});
   if (!model_) return;
   const int64_t bound = model_->info().max_draft_steps;
   std::vector<int64_t> steps(inputs.size(), 0);
@@ -143,6 +151,11 @@ void ModelDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::
       const float* row = out_.row(j);
       const int64_t best = std::max_element(row, row + vocab) - row;  // the first maximum: the lowest id
       (*drafts)[of[j]].push_back(static_cast<int32_t>(best));
+      if (out_.confidence.size() == of.size()) {
+        std::vector<float>& s = survival_[of[j]];
+        const double before = s.empty() ? 1.0 : s.back();
+        s.push_back(static_cast<float>(before * Calibrated(out_.confidence[j], k)));
+      }
     }
   }
 }
@@ -154,8 +167,14 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, in
     case DraftMethod::kSynthetic:
       return std::unique_ptr<Drafter>(
           std::make_unique<SyntheticDrafter>(config.synthetic_acceptance_rates, vocab_size));
-    case DraftMethod::kMtp:
-    case DraftMethod::kDspark: return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>());
+    case DraftMethod::kMtp: return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>());
+    case DraftMethod::kDspark: {
+      std::vector<double> calibration;
+      if (!config.calibration_path.empty()) {
+        DI_ASSIGN_OR_RETURN(calibration, ReadCalibrationTemperatures(config.calibration_path));
+      }
+      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(std::move(calibration)));
+    }
     case DraftMethod::kNone: break;
   }
   return Status::InvalidArgument("speculative config: no method");

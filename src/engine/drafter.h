@@ -54,22 +54,34 @@ class Drafter {
   }
   // Whether Propose runs the model (its inputs then need their states and rooms).
   virtual bool uses_model() const { return false; }
+  // After Propose, where the drafter predicts it: per input, per draft token, the probability that the
+  // token and every one before it survive verification (null or an empty entry: no prediction).
+  virtual const std::vector<std::vector<float>>* survival() const { return nullptr; }
 };
 
 // The model's draft layers (CausalLM::Draft: `mtp`, `dspark`): up to K autoregressive draft steps per
 // output, all outputs batched in each step, each step's token the argmax of its draft logits (the lowest id
 // on ties) and the input of the next. Outputs without a state of their own propose nothing; a Draft error
-// ends the proposals there (the drafts made so far stay: verification makes any proposal safe).
+// ends the proposals there (the drafts made so far stay: verification makes any proposal safe). Where the
+// draft layers have a confidence head (DSpark), the survival of each draft prefix is the product of the
+// per-position confidences, each calibrated by its temperature (`calibration`, see
+// ReadCalibrationTemperatures).
 class ModelDrafter final : public Drafter {
  public:
+  explicit ModelDrafter(std::vector<double> calibration = {}) : calibration_(std::move(calibration)) {}
   void Attach(model::CausalLM* model, kvcache::KvPools* pools) override;
   bool uses_model() const override { return true; }
   void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) override;
+  const std::vector<std::vector<float>>* survival() const override { return &survival_; }
+  // σ(logit(confidence) / T) with position `slot`'s temperature (0-based; 1 past the calibration).
+  double Calibrated(double confidence, int64_t slot) const;
 
  private:
+  std::vector<double> calibration_;
   model::CausalLM* model_ = nullptr;
   kvcache::KvPools* pools_ = nullptr;
   model::ForwardOutput out_;
+  std::vector<std::vector<float>> survival_;
   bool error_logged_ = false;
 };
 

@@ -463,6 +463,9 @@ void LocalExecutor::Propose(std::vector<Row>& rows, std::vector<SequenceResult>*
   std::vector<std::vector<int32_t>> drafts;
   drafter_->Propose(inputs, &drafts);
   for (size_t j = 0; j < of.size() && j < drafts.size(); ++j) (*results)[of[j]].draft = std::move(drafts[j]);
+  if (const std::vector<std::vector<float>>* survival = drafter_->survival()) {
+    for (size_t j = 0; j < of.size() && j < survival->size(); ++j) (*results)[of[j]].draft_survival = (*survival)[j];
+  }
 }
 
 PromptLogprobsResult LocalExecutor::PromptLogprobs(const PlannedChunk& c, size_t chunk) const {

@@ -175,6 +175,7 @@ void Scheduler::ReleaseSequence(Sequence* s) {
   s->computed = 0;
   s->replay_end = 0;
   s->draft.clear();
+  s->draft_survival.clear();
 }
 
 int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const {

@@ -49,6 +49,7 @@ struct Sequence {
   // The drafter's proposals for the tokens after the pending one (speculative decoding): the next decode
   // step verifies up to K of them.
   std::vector<int32_t> draft;
+  std::vector<float> draft_survival;  // the drafter's predicted survival of each draft prefix (may be empty)
   // The persistent tier (tier_loading.cpp): looked up once, before the first admission; while kLoading the
   // sequence waits and the step loop serves others.
   enum class Tier : uint8_t { kUnchecked, kLoading, kChecked };

@@ -297,6 +297,7 @@ void Scheduler::Update(const StepResult& result) {
     }
     const sampling::SamplingParams& sp = r->params.sampling;
     s->draft = row.draft;
+    s->draft_survival = row.draft_survival;
     for (const sampling::SampledToken& token : row.tokens) {
       ++s->generated;
       ++generated;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/json.h"
+#include "core/mapped_file.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -86,6 +87,11 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
         previous = r;
         config.synthetic_acceptance_rates.push_back(r);
       }
+    } else if (key == "calibration_path") {
+      if (config.method != DraftMethod::kDspark) return Bad("\"calibration_path\" applies to the dspark method only");
+      if (!it->is_string() || it->get_ref<const std::string&>().empty())
+        return Bad("\"calibration_path\" must be a non-empty string");
+      config.calibration_path = it->get<std::string>();
     } else {
       std::string shown = key.substr(0, 64);
       for (char& c : shown) c = (c < 0x20 || c == 0x7f) ? '?' : c;
@@ -98,6 +104,26 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
       return Bad("\"prompt_lookup_min\" must not exceed \"prompt_lookup_max\"");
   }
   return config;
+}
+
+Result<std::vector<double>> ReadCalibrationTemperatures(const std::string& path) {
+  const std::string where = "calibration file " + path.substr(0, 256) + ": ";
+  auto text = ReadFileToString(path, kMaxCalibrationBytes);
+  if (!text.ok()) return Bad("calibration file " + text.status().message());
+  auto parsed = ParseJson(*text, JsonLimits{.max_bytes = kMaxCalibrationBytes, .max_depth = 1});
+  if (!parsed.ok()) return Bad(where + parsed.status().message());
+  const nlohmann::json& j = *parsed;
+  if (!j.is_array() || j.empty() || j.size() > static_cast<size_t>(kMaxSpeculativeTokens))
+    return Bad(where + "must be a JSON array of 1 to " + std::to_string(kMaxSpeculativeTokens) +
+               " per-position temperatures");
+  std::vector<double> temperatures;
+  for (const nlohmann::json& t : j) {
+    if (!t.is_number()) return Bad(where + "temperatures must be numbers");
+    const double v = t.get<double>();
+    if (!(v >= 0.01 && v <= 100)) return Bad(where + "temperatures must be in [0.01, 100]");
+    temperatures.push_back(v);
+  }
+  return temperatures;
 }
 
 }  // namespace deepinfer::engine

@@ -38,6 +38,9 @@ struct SpeculativeConfig {
   // synthetic: the unconditional probability that draft position i (0-based) and every one before it are
   // accepted (vLLM's synthetic_acceptance_rates): K values in [0, 1], non-increasing. Empty: all 1.
   std::vector<double> synthetic_acceptance_rates;
+  // dspark: a file of per-position temperatures for the confidence head (Sequential Temperature Scaling,
+  // TensorRT-LLM's confidence_calibration_path); empty: none.
+  std::string calibration_path;
   bool enabled() const { return method != DraftMethod::kNone; }
   // Whether the method runs the model's draft layers (the model is then loaded with LoadOptions::drafting).
   bool uses_draft_layers() const { return method == DraftMethod::kMtp || method == DraftMethod::kDspark; }
@@ -45,9 +48,17 @@ struct SpeculativeConfig {
 
 // Reads the JSON object of --speculative-config: "method" (required: ngram, synthetic, mtp, dspark),
 // "num_speculative_tokens" (required, 1..16), and the method's keys ("prompt_lookup_max"/"_min" for ngram,
-// "synthetic_acceptance_rates" for synthetic). InvalidArgument with one line for anything else: malformed
+// "synthetic_acceptance_rates" for synthetic, "calibration_path" for dspark). InvalidArgument with one line for anything else: malformed
 // JSON, an unknown key or method, a wrong type, a value out of range (the caller prefixes what it read:
 // "--speculative-config unknown method ...").
 Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text);
+
+// Bytes of a calibration file read at most.
+inline constexpr size_t kMaxCalibrationBytes = 64 << 10;
+
+// A calibration file: a JSON array of 1..kMaxSpeculativeTokens temperatures in [0.01, 100], one per draft
+// position (the first for position 1); the confidence c_k becomes σ(logit(c_k) / T_k), and positions
+// past the array keep theirs. InvalidArgument with one line naming the file for anything else.
+Result<std::vector<double>> ReadCalibrationTemperatures(const std::string& path);
 
 }  // namespace deepinfer::engine

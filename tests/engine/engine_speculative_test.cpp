@@ -20,6 +20,7 @@
 #include "engine/drafter.h"
 #include "engine/speculative_config.h"
 #include "engine_test_support.h"
+#include "model/deepseek_v41/v41_init.h"
 #include "model/deepseek_v4/v4_init.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
@@ -50,6 +51,10 @@ TEST(SpeculativeConfig, ReadsEachMethodAndItsKeys) {
   auto mtp = ParseSpeculativeConfig(R"({"method": "mtp", "num_speculative_tokens": 16})");
   ASSERT_TRUE(mtp.ok());
   EXPECT_EQ(mtp->method, DraftMethod::kMtp);
+  EXPECT_TRUE(mtp->uses_draft_layers());
+  auto dspark = ParseSpeculativeConfig(R"({"method": "dspark", "num_speculative_tokens": 5, "calibration_path": "c.json"})");
+  ASSERT_TRUE(dspark.ok()) << dspark.status().ToString();
+  EXPECT_EQ(dspark->calibration_path, "c.json");
 }
 
 TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
@@ -73,6 +78,8 @@ TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
        "must not increase"},
       {R"({"method": "synthetic", "num_speculative_tokens": 1, "synthetic_acceptance_rates": [1.5]})", "in [0, 1]"},
       {R"({"method": "synthetic", "num_speculative_tokens": 1, "synthetic_acceptance_rates": ["1"]})", "array of numbers"},
+      {R"({"method": "mtp", "num_speculative_tokens": 2, "calibration_path": "c.json"})", "dspark method only"},
+      {R"({"method": "dspark", "num_speculative_tokens": 2, "calibration_path": 1})", "must be a non-empty string"},
       {R"(["ngram", 2])", "must be a JSON object"},
       {R"({"method": "ngram", "num_speculative_tokens": 2)", "invalid JSON"},
       {R"({"method": {"a": {"b": 1}}, "num_speculative_tokens": 2})", "nests deeper than 2"},
@@ -175,6 +182,57 @@ TEST(SyntheticDrafter, KeepsPositionsAtTheUnconditionalRates) {
   // Binomial standard deviations: sqrt(3000 · 0.8 · 0.2) ≈ 22, sqrt(3000 · 0.4 · 0.6) ≈ 27; 4 sigma bounds.
   EXPECT_NEAR(first, 2400, 90);
   EXPECT_NEAR(both, 1200, 110);
+}
+
+TEST(SpeculativeConfig, ReadsCalibrationFilesAndRefusesMalformedOnesInOneLine) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("calibration_" + std::to_string(::getpid()) + ".json")).string();
+  auto write = [&](const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  };
+  write("[1.5, 0.8, 2]");
+  auto good = ReadCalibrationTemperatures(path);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(*good, (std::vector<double>{1.5, 0.8, 2}));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[1.5, ", "invalid JSON"},
+      {"{\"temperatures\": 1}", "must be a JSON array of 1 to 16"},
+      {"[]", "must be a JSON array of 1 to 16"},
+      {"[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "must be a JSON array of 1 to 16"},
+      {"[1, \"2\"]", "must be numbers"},
+      {"[1, 0]", "must be in [0.01, 100]"},
+      {"[[1]]", "nests deeper than 1"},
+      {std::string(70000, ' '), "more than the limit"},
+  };
+  for (const auto& [text, expected] : cases) {
+    write(text);
+    auto bad = ReadCalibrationTemperatures(path);
+    ASSERT_FALSE(bad.ok()) << text.substr(0, 40);
+    EXPECT_NE(bad.status().message().find("calibration file " + path), std::string::npos) << bad.status().message();
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << text.substr(0, 40) << " -> " << bad.status().message();
+    EXPECT_EQ(bad.status().message().find('\n'), std::string::npos);
+  }
+  std::filesystem::remove(path);
+  auto missing = ReadCalibrationTemperatures(path);
+  EXPECT_FALSE(missing.ok());
+  // The engine refuses a dspark config whose file is malformed before it loads anything else.
+  SpeculativeConfig config;
+  config.method = DraftMethod::kDspark;
+  config.num_speculative_tokens = 2;
+  config.calibration_path = path;
+  EXPECT_EQ(MakeDrafter(config, 256).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ModelDrafter, CalibrationScalesEachPositionsLogit) {
+  // σ(logit(c) / T): c = 0.8 has logit ln 4; T = 2 gives σ(ln 2) = 2/3, T = 0.5 gives σ(ln 16) = 16/17;
+  // positions past the calibration keep their confidence.
+  ModelDrafter d({2.0, 0.5});
+  EXPECT_NEAR(d.Calibrated(0.8, 0), 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(d.Calibrated(0.8, 1), 16.0 / 17.0, 1e-12);
+  EXPECT_NEAR(d.Calibrated(0.8, 2), 0.8, 1e-12);
 }
 
 // ---- the engine refuses what the model cannot run ----
@@ -450,10 +508,57 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds, const std::vec
 
 TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV4) { Sweep("v4_mixed", 1, SweepRounds(2)); }
 
-TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV41) { Sweep("v41_tiny_a_bf16", 2, SweepRounds(2)); }
+// One round in CI (the V4 sweep preempts; the DSpark sweep below runs V4.1 twice more).
+TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV41) { Sweep("v41_tiny_a_bf16", 2, SweepRounds(1)); }
 
 // V4's MTP layer (the fixture has one): K autoregressive draft steps per output and step.
 TEST(EngineSpeculative, PropertyMtpOutputsEqualSpeculationOffOnV4) { Sweep("v4_mixed", 5, SweepRounds(2), {"mtp"}); }
+
+// V4.1's DSpark draft layers (the V4.1 fixtures have none: a random tiny checkpoint with two, a 512-token
+// vocabulary and no Engram): the parallel block from the anchor, the Markov bias, the confidence head.
+TEST(EngineSpeculative, PropertyDsparkOutputsEqualSpeculationOffOnV41) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("engine_spec_dspark_" + std::to_string(::getpid()))).string();
+  auto config = model::V41PresetConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  auto& t = (*config)["text_config"];
+  t["vocab_size"] = 512;
+  t["engram_layer_ids"] = nlohmann::ordered_json::array();
+  t["engram_num_embeddings"] = nlohmann::ordered_json::array();
+  t["num_nextn_predict_layers"] = 2;
+  t["dspark_noise_token_id"] = 2;
+  ASSERT_TRUE(model::WriteRandomV41Checkpoint(*config, dir, 7, model::V41InitFormat::kQuantized).ok());
+  Sweep(dir, 6, SweepRounds(2), {"dspark"});
+  // The drafter predicts survival from the confidence head: probabilities that fall along the draft.
+  model::LoadOptions load;
+  load.prefault = false;
+  load.drafting = true;
+  auto m = model::LoadCausalLM(dir, load);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto pools = kvcache::KvPools::Create((*m)->cache_spec(), 8);
+  ASSERT_TRUE(pools.ok());
+  model::SequentialBlocks blocks((*m)->cache_spec(), *pools);
+  auto state = (*m)->NewSequence();
+  const std::vector<int32_t> prompt = Prompt(40, 3, 512);
+  ASSERT_TRUE(blocks.Reserve(*state, static_cast<int64_t>(prompt.size()) + 8).ok());
+  model::SequenceChunk chunk{state.get(), std::span(prompt).first(prompt.size() - 1), model::LogitsWanted::kNone};
+  model::ForwardOutput out;
+  ASSERT_TRUE((*m)->Forward(std::span(&chunk, 1), *pools, &out).ok());
+  ModelDrafter drafter;
+  drafter.Attach(m->get(), &*pools);
+  std::vector<DraftInput> in = {{.sequence = 1, .tokens = prompt, .prompt_tokens = 40, .max_tokens = 7,
+                                 .state = state.get(), .room = 8}};
+  std::vector<std::vector<int32_t>> drafts;
+  drafter.Propose(in, &drafts);
+  EXPECT_EQ(drafts[0].size(), 5u);  // the block size bounds K = 7
+  const std::vector<float>& survival = (*drafter.survival())[0];
+  ASSERT_EQ(survival.size(), 5u);
+  for (size_t i = 0; i < survival.size(); ++i) {
+    EXPECT_GT(survival[i], 0.0f);
+    EXPECT_LE(survival[i], i ? survival[i - 1] : 1.0f);
+  }
+  std::filesystem::remove_all(dir);
+}
 
 // Grammar masks at every verified position and the bonus token: structured output on the tiny preset with
 // the V4 tokenizer (a real vocabulary), greedy and seeded, with full-acceptance synthetic drafts (every

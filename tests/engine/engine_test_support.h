@@ -14,7 +14,9 @@
 
 namespace deepinfer::engine::test_support {
 
+// A fixture of tests/model/data by name, or a checkpoint a test wrote (an absolute path).
 inline std::string FixtureDir(const std::string& name = "v4_mixed") {
+  if (name.starts_with("/")) return name;
   return std::string(DEEPINFER_SOURCE_DIR) + "/tests/model/data/" + name;
 }
 

@@ -287,9 +287,11 @@ Status V41Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pool
               rows.begin() + i * d);
   }
   out->logits.resize(static_cast<size_t>(m * v));
+  out->confidence.resize(static_cast<size_t>(m));
   kernels::Linear(rows.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.pool);
   for (int64_t i = 0; i < m; ++i) {
-    v41::MarkovBias(step, batch[i].token, out->logits.data() + i * v);
+    out->confidence[static_cast<size_t>(i)] =
+        v41::MarkovBias(step, batch[i].token, rows.data() + i * d, out->logits.data() + i * v);
     out->first_row.push_back(i);
     out->num_rows.push_back(1);
     ++static_cast<V41SequenceState*>(batch[i].state)->draft_steps;
