@@ -234,7 +234,8 @@ Status EngineImpl::Init() {
   std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
   if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
   executor_ = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler),
-                                              std::move(drafter), o.speculative.num_speculative_tokens);
+                                              std::move(drafter), o.speculative.num_speculative_tokens,
+                                              o.speculative.rejection_sampling);
   output_ = std::make_unique<OutputProcessor>(o.tokenizer, o.output_threads, o.output_thread_slice_us,
                                               [this](std::vector<std::pair<RequestId, int>> stopped) {
                                                 {

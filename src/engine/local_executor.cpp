@@ -78,9 +78,10 @@ struct LocalExecutor::Row {
 
 LocalExecutor::LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
                              std::shared_ptr<sampling::ConstraintCompiler> compiler, std::unique_ptr<Drafter> drafter,
-                             int draft_tokens)
+                             int draft_tokens, bool rejection_sampling)
     : model_(std::move(model)), spec_(model_->cache_spec()), pools_(std::move(pools)),
       vocab_size_(model_->info().vocab_size), drafter_(std::move(drafter)), draft_tokens_(draft_tokens),
+      rejection_sampling_(rejection_sampling),
       constraint_masks_(std::make_unique<sampling::ConstraintMasks>(std::move(compiler))) {
   if (drafter_) drafter_->Attach(model_.get(), &pools_);
 }
@@ -526,6 +527,9 @@ void LocalExecutor::SampleOne(Row& row, sampling::Sampler& sampler) {
   in.counts = s.sampling.use_counts ? &s.counts : nullptr;
   in.allowed = s.mask && !s.all_allowed ? &s.allowed : nullptr;
   in.banned = banned;
+  // Rejection sampling: the draft token for this position (positions before the bonus one).
+  const auto verified = static_cast<int64_t>(row.tokens.size());
+  if (rejection_sampling_ && verified < row.verify) in.draft = row.draft[verified];
   auto sampled = sampler.Sample(std::span<const float>(row.logits, static_cast<size_t>(vocab_size_)), in);
   if (sampled.ok()) row.token = std::move(sampled).value();
   else row.status = sampled.status();

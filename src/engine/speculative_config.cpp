@@ -87,6 +87,16 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
         previous = r;
         config.synthetic_acceptance_rates.push_back(r);
       }
+    } else if (key == "acceptance_method") {
+      if (!it->is_string()) return Bad("\"acceptance_method\" must be a string");
+      const std::string& v = it->get_ref<const std::string&>();
+      if (v == "rejection_sampler" || v == "max_acceptance") {
+        config.rejection_sampling = true;
+      } else if (v != "reproducible") {
+        std::string shown = v.substr(0, 64);
+        for (char& ch : shown) ch = (ch < 0x20 || ch == 0x7f) ? '?' : ch;
+        return Bad("unknown acceptance_method \"" + shown + "\" (reproducible, rejection_sampler or max_acceptance)");
+      }
     } else if (key == "calibration_path") {
       if (config.method != DraftMethod::kDspark) return Bad("\"calibration_path\" applies to the dspark method only");
       if (!it->is_string() || it->get_ref<const std::string&>().empty())

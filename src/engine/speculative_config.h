@@ -41,6 +41,13 @@ struct SpeculativeConfig {
   // dspark: a file of per-position temperatures for the confidence head (Sequential Temperature Scaling,
   // TensorRT-LLM's confidence_calibration_path); empty: none.
   std::string calibration_path;
+  // How sampled (non-greedy) outputs verify a draft ("acceptance_method"). "reproducible" (the default):
+  // a draft token is kept while it equals the token plain decoding draws at its position, so outputs are
+  // those of speculation off byte for byte. "rejection_sampler" (vLLM's name; "max_acceptance" too):
+  // standard speculative sampling, each draft token kept with probability p(token) under the processed
+  // distribution and otherwise replaced by a draw from p without it: distribution-exact, more tokens
+  // accepted, not byte-identical. Greedy outputs verify alike in both.
+  bool rejection_sampling = false;
   bool enabled() const { return method != DraftMethod::kNone; }
   // Whether the method runs the model's draft layers (the model is then loaded with LoadOptions::drafting).
   bool uses_draft_layers() const { return method == DraftMethod::kMtp || method == DraftMethod::kDspark; }

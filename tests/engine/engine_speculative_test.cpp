@@ -55,6 +55,13 @@ TEST(SpeculativeConfig, ReadsEachMethodAndItsKeys) {
   auto dspark = ParseSpeculativeConfig(R"({"method": "dspark", "num_speculative_tokens": 5, "calibration_path": "c.json"})");
   ASSERT_TRUE(dspark.ok()) << dspark.status().ToString();
   EXPECT_EQ(dspark->calibration_path, "c.json");
+  EXPECT_FALSE(dspark->rejection_sampling);  // reproducible verification unless asked
+  for (const char* name : {"rejection_sampler", "max_acceptance"}) {
+    auto rs = ParseSpeculativeConfig(std::string(R"({"method": "ngram", "num_speculative_tokens": 2, "acceptance_method": ")") +
+                                     name + "\"}");
+    ASSERT_TRUE(rs.ok()) << name;
+    EXPECT_TRUE(rs->rejection_sampling) << name;
+  }
 }
 
 TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
@@ -80,6 +87,9 @@ TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
       {R"({"method": "synthetic", "num_speculative_tokens": 1, "synthetic_acceptance_rates": ["1"]})", "array of numbers"},
       {R"({"method": "mtp", "num_speculative_tokens": 2, "calibration_path": "c.json"})", "dspark method only"},
       {R"({"method": "dspark", "num_speculative_tokens": 2, "calibration_path": 1})", "must be a non-empty string"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "acceptance_method": "typical"})",
+       "unknown acceptance_method \"typical\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "acceptance_method": 1})", "must be a string"},
       {R"(["ngram", 2])", "must be a JSON object"},
       {R"({"method": "ngram", "num_speculative_tokens": 2)", "invalid JSON"},
       {R"({"method": {"a": {"b": 1}}, "num_speculative_tokens": 2})", "nests deeper than 2"},
@@ -558,6 +568,49 @@ TEST(EngineSpeculative, PropertyDsparkOutputsEqualSpeculationOffOnV41) {
     EXPECT_LE(survival[i], i ? survival[i - 1] : 1.0f);
   }
   std::filesystem::remove_all(dir);
+}
+
+// Rejection sampling (max_acceptance): greedy outputs are still those of speculation off; sampled ones are
+// distribution-exact rather than identical (the sampler's chi-square tests), so here they only have to run
+// to their length, with drafts verified and some accepted.
+TEST(EngineSpeculative, RejectionSamplingKeepsGreedyOutputsAndRunsSampledOnes) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < 6; ++i) {
+    Job j;
+    j.prompt = Prompt(20 + i, 900 + static_cast<uint32_t>(i));
+    j.params.sampling.max_tokens = 24;
+    j.params.sampling.ignore_eos = true;
+    j.params.sampling.logprobs = true;
+    if (i % 2) {
+      j.params.sampling.temperature = 0.8;
+      j.params.sampling.seed = 50 + static_cast<uint64_t>(i);
+    } else {
+      j.params.sampling.temperature = 0;
+    }
+    jobs.push_back(std::move(j));
+  }
+  auto off_engine = MakeEngine({});
+  const std::vector<Outcome> off = RunAll(*off_engine, jobs);
+  EngineOptions o;
+  auto parsed = ParseSpeculativeConfig(
+      R"({"method": "synthetic", "num_speculative_tokens": 3, "acceptance_method": "rejection_sampler"})");
+  ASSERT_TRUE(parsed.ok());
+  o.speculative = *parsed;
+  o.check_invariants = true;
+  auto on_engine = MakeEngine(o);
+  RunAll(*on_engine, jobs);  // records each output for the synthetic drafter
+  const std::vector<Outcome> on = RunAll(*on_engine, jobs);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    ASSERT_TRUE(on[j].ok) << on[j].error;
+    EXPECT_EQ(on[j].ids[0].size(), 24u) << j;
+    if (j % 2 == 0) {
+      EXPECT_TRUE(on[j] == off[j]) << "greedy job " << j;
+    }
+  }
+  const EngineStats stats = on_engine->Stats();
+  EXPECT_GT(stats.spec_decode_num_drafts, 0u);
+  EXPECT_GT(stats.spec_decode_num_accepted_tokens, 0u);
+  EXPECT_EQ(stats.invariant_violations, 0u);
 }
 
 // Grammar masks at every verified position and the bonus token: structured output on the tiny preset with
