@@ -82,7 +82,7 @@ constexpr const char* kUsage =
     "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
     "                                 bounded for V4.1)\n"
     "  --speculative-config JSON      speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                                 (ngram, synthetic, mtp, dspark; outputs equal speculation off)\n";
+    "                                 (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;

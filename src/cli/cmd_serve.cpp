@@ -88,7 +88,7 @@ constexpr const char* kUsage =
     "                              (exact: the same logits as a cold run; DeepSeek-V4's default) or the last\n"
     "                              block only (bounded: DeepSeek-V4.1's default, the model was built for it)\n"
     "  --speculative-config JSON   speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                              (ngram, synthetic, mtp, dspark; outputs equal speculation off)\n"
+    "                              (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"

@@ -8,7 +8,8 @@
 
 namespace deepinfer::engine {
 
-std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, int max_tokens) const {
+std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, int max_tokens, int64_t* matched) const {
+  if (matched) *matched = 0;
   const auto size = static_cast<int64_t>(tokens.size());
   const int64_t floor = std::max<int64_t>(0, size - kSearchTokens);
   for (int64_t n = std::min<int64_t>(max_n_, size - 1); n >= min_n_; --n) {
@@ -19,6 +20,7 @@ std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, i
       if (!std::equal(suffix, suffix + n, tokens.begin() + j)) continue;
       const int64_t from = j + n;
       const int64_t to = std::min<int64_t>(size, from + max_tokens);
+      if (matched) *matched = n;
       return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + to);
     }
   }
@@ -28,6 +30,16 @@ std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, i
 void NgramDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
   drafts->resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) (*drafts)[i] = ProposeOne(inputs[i].tokens, inputs[i].max_tokens);
+}
+
+void SuffixDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
+  drafts->resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int64_t own = 0, indexed = 0;
+    (*drafts)[i] = own_.ProposeOne(inputs[i].tokens, inputs[i].max_tokens, &own);
+    std::vector<int32_t> other = index_->Lookup(inputs[i].tokens, inputs[i].max_tokens, &indexed);
+    if (indexed > own) (*drafts)[i] = std::move(other);
+  }
 }
 
 SyntheticDrafter::SyntheticDrafter(std::vector<double> acceptance_rates, int64_t vocab_size)
@@ -122,7 +134,16 @@ void ModelDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::
   int64_t most = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const DraftInput& in = inputs[i];
-    if (!in.state || in.tokens.empty()) continue;
+    if (in.tokens.empty()) continue;
+    if (index_) {
+      int64_t matched = 0;
+      std::vector<int32_t> found = index_->Lookup(in.tokens, in.max_tokens, &matched);
+      if (!found.empty()) {
+        (*drafts)[i] = std::move(found);
+        continue;
+      }
+    }
+    if (!in.state) continue;
     int64_t n = in.max_tokens;
     if (in.room >= 0) n = std::min(n, in.room);
     if (bound > 0) n = std::min(n, bound);
@@ -167,13 +188,17 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, in
     case DraftMethod::kSynthetic:
       return std::unique_ptr<Drafter>(
           std::make_unique<SyntheticDrafter>(config.synthetic_acceptance_rates, vocab_size));
-    case DraftMethod::kMtp: return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>());
+    case DraftMethod::kSuffix:
+      return std::unique_ptr<Drafter>(std::make_unique<SuffixDrafter>(config.prompt_lookup_min, config.prompt_lookup_max));
+    case DraftMethod::kMtp:
+      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(std::vector<double>{}, config.suffix_override_tokens));
     case DraftMethod::kDspark: {
       std::vector<double> calibration;
       if (!config.calibration_path.empty()) {
         DI_ASSIGN_OR_RETURN(calibration, ReadCalibrationTemperatures(config.calibration_path));
       }
-      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(std::move(calibration)));
+      return std::unique_ptr<Drafter>(
+          std::make_unique<ModelDrafter>(std::move(calibration), config.suffix_override_tokens));
     }
     case DraftMethod::kNone: break;
   }

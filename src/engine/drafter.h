@@ -19,6 +19,7 @@
 #include "core/hash.h"
 #include "core/status.h"
 #include "engine/speculative_config.h"
+#include "engine/suffix_index.h"
 #include "model/causal_lm.h"
 
 namespace deepinfer::engine {
@@ -65,10 +66,18 @@ class Drafter {
 // ends the proposals there (the drafts made so far stay: verification makes any proposal safe). Where the
 // draft layers have a confidence head (DSpark), the survival of each draft prefix is the product of the
 // per-position confidences, each calibrated by its temperature (`calibration`, see
-// ReadCalibrationTemperatures).
+// ReadCalibrationTemperatures). With `suffix_override_tokens` > 0 a suffix index over finished requests'
+// tokens is kept, and a match of that many tokens replaces the model's draft (no survival predicted then).
 class ModelDrafter final : public Drafter {
  public:
-  explicit ModelDrafter(std::vector<double> calibration = {}) : calibration_(std::move(calibration)) {}
+  explicit ModelDrafter(std::vector<double> calibration = {}, int suffix_override_tokens = 0)
+      : calibration_(std::move(calibration)),
+        index_(suffix_override_tokens > 0
+                   ? std::make_shared<SuffixIndex>(suffix_override_tokens, suffix_override_tokens)
+                   : nullptr) {}
+  void Finished(const DraftInput& input) override {
+    if (index_) index_->Add(input.tokens);
+  }
   void Attach(model::CausalLM* model, kvcache::KvPools* pools) override;
   bool uses_model() const override { return true; }
   void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) override;
@@ -78,6 +87,7 @@ class ModelDrafter final : public Drafter {
 
  private:
   std::vector<double> calibration_;
+  std::shared_ptr<SuffixIndex> index_;
   model::CausalLM* model_ = nullptr;
   kvcache::KvPools* pools_ = nullptr;
   model::ForwardOutput out_;
@@ -93,11 +103,26 @@ class NgramDrafter final : public Drafter {
   static constexpr int64_t kSearchTokens = 4096;  // bounds the work per output and step
   NgramDrafter(int min_n, int max_n) : min_n_(min_n), max_n_(max_n) {}
   void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) override;
-  // One output's proposal (at most max_tokens).
-  std::vector<int32_t> ProposeOne(std::span<const int32_t> tokens, int max_tokens) const;
+  // One output's proposal (at most max_tokens); `matched` (optional) receives the suffix length matched.
+  std::vector<int32_t> ProposeOne(std::span<const int32_t> tokens, int max_tokens, int64_t* matched = nullptr) const;
 
  private:
   int min_n_, max_n_;
+};
+
+// `suffix`: prompt lookup in the output's own tokens and in a suffix index over recent requests' prompts and
+// outputs (shared by the engine's requests; each output's tokens are indexed when it finishes), the
+// longer match winning (the output's own on a tie).
+class SuffixDrafter final : public Drafter {
+ public:
+  SuffixDrafter(int min_n, int max_n) : own_(min_n, max_n), index_(std::make_shared<SuffixIndex>(min_n, max_n)) {}
+  void Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) override;
+  void Finished(const DraftInput& input) override { index_->Add(input.tokens); }
+  const SuffixIndex& index() const { return *index_; }
+
+ private:
+  NgramDrafter own_;
+  std::shared_ptr<SuffixIndex> index_;
 };
 
 // The target's own future (vLLM's `synthetic`): the output a request with the same prompt, seed and index
@@ -126,7 +151,7 @@ class SyntheticDrafter final : public Drafter {
   std::unordered_map<uint64_t, Hash128> keys_;  // outputs in flight -> their key (hashed once)
 };
 
-// The drafter of a method (ngram, synthetic, or a ModelDrafter for mtp and dspark; whether the model has
+// The drafter of a method (ngram, suffix, synthetic, or a ModelDrafter for mtp and dspark; whether the model has
 // the layers is the engine's check).
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, int64_t vocab_size);
 

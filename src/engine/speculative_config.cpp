@@ -31,6 +31,7 @@ std::string_view DraftMethodName(DraftMethod method) {
     case DraftMethod::kSynthetic: return "synthetic";
     case DraftMethod::kMtp: return "mtp";
     case DraftMethod::kDspark: return "dspark";
+    case DraftMethod::kSuffix: return "suffix";
   }
   return "none";
 }
@@ -44,16 +45,17 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   if (!j.is_object()) return Bad("must be a JSON object");
   SpeculativeConfig config;
   auto method = j.find("method");
-  if (method == j.end()) return Bad("\"method\" is required (ngram, synthetic, mtp or dspark)");
+  if (method == j.end()) return Bad("\"method\" is required (ngram, suffix, synthetic, mtp or dspark)");
   if (!method->is_string()) return Bad("\"method\" must be a string");
   const std::string& name = method->get_ref<const std::string&>();
-  for (DraftMethod m : {DraftMethod::kNgram, DraftMethod::kSynthetic, DraftMethod::kMtp, DraftMethod::kDspark}) {
+  for (DraftMethod m :
+       {DraftMethod::kNgram, DraftMethod::kSuffix, DraftMethod::kSynthetic, DraftMethod::kMtp, DraftMethod::kDspark}) {
     if (name == DraftMethodName(m)) config.method = m;
   }
   if (config.method == DraftMethod::kNone) {
     std::string shown = name.substr(0, 64);
     for (char& c : shown) c = (c < 0x20 || c == 0x7f) ? '?' : c;
-    return Bad("unknown method \"" + shown + "\" (ngram, synthetic, mtp or dspark)");
+    return Bad("unknown method \"" + shown + "\" (ngram, suffix, synthetic, mtp or dspark)");
   }
   auto k = j.find("num_speculative_tokens");
   if (k == j.end()) return Bad("\"num_speculative_tokens\" is required");
@@ -64,8 +66,8 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
     const std::string& key = it.key();
     if (key == "method" || key == "num_speculative_tokens") continue;
     const bool ngram_key = key == "prompt_lookup_max" || key == "prompt_lookup_min";
-    if (ngram_key && config.method != DraftMethod::kNgram)
-      return Bad("\"" + key + "\" applies to the ngram method only");
+    if (ngram_key && config.method != DraftMethod::kNgram && config.method != DraftMethod::kSuffix)
+      return Bad("\"" + key + "\" applies to the ngram and suffix methods only");
     if (key == "prompt_lookup_max") {
       DI_RETURN_IF_ERROR(ReadInt(*it, "prompt_lookup_max", 1, kMaxPromptLookup, &config.prompt_lookup_max));
     } else if (key == "prompt_lookup_min") {
@@ -97,6 +99,9 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
         for (char& ch : shown) ch = (ch < 0x20 || ch == 0x7f) ? '?' : ch;
         return Bad("unknown acceptance_method \"" + shown + "\" (reproducible, rejection_sampler or max_acceptance)");
       }
+    } else if (key == "suffix_override_tokens") {
+      if (!config.uses_draft_layers()) return Bad("\"suffix_override_tokens\" applies to the mtp and dspark methods only");
+      DI_RETURN_IF_ERROR(ReadInt(*it, "suffix_override_tokens", 1, kMaxPromptLookup, &config.suffix_override_tokens));
     } else if (key == "calibration_path") {
       if (config.method != DraftMethod::kDspark) return Bad("\"calibration_path\" applies to the dspark method only");
       if (!it->is_string() || it->get_ref<const std::string&>().empty())
@@ -108,7 +113,7 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
       return Bad("unknown key \"" + shown + "\"");
     }
   }
-  if (config.method == DraftMethod::kNgram) {
+  if (config.method == DraftMethod::kNgram || config.method == DraftMethod::kSuffix) {
     if (!has_min) config.prompt_lookup_min = std::min(config.prompt_lookup_min, config.prompt_lookup_max);
     if (config.prompt_lookup_min > config.prompt_lookup_max)
       return Bad("\"prompt_lookup_min\" must not exceed \"prompt_lookup_max\"");

@@ -77,7 +77,7 @@ TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
       {R"({"num_speculative_tokens": 2})", "\"method\" is required"},
       {R"({"method": "ngram"})", "\"num_speculative_tokens\" is required"},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "draft_model": "x"})", "unknown key \"draft_model\""},
-      {R"({"method": "synthetic", "num_speculative_tokens": 2, "prompt_lookup_max": 3})", "ngram method only"},
+      {R"({"method": "synthetic", "num_speculative_tokens": 2, "prompt_lookup_max": 3})", "ngram and suffix methods only"},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 3})",
        "must not exceed"},
       {R"({"method": "synthetic", "num_speculative_tokens": 2, "synthetic_acceptance_rates": [1]})", "2) entries, got 1"},
@@ -123,6 +123,51 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLatestLongestMatch) {
   EXPECT_TRUE(d.ProposeOne(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());
   NgramDrafter strict(/*min_n=*/2, /*max_n=*/2);
   EXPECT_TRUE(strict.ProposeOne(u, 2).empty());  // [5 9] never occurred before
+}
+
+TEST(SuffixIndex, ProposesWhatFollowedTheLatestLongestMatchAcrossRequests) {
+  SuffixIndex index(/*min_n=*/1, /*max_n=*/3);
+  index.Add(std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+  index.Add(std::vector<int32_t>{9, 3, 4, 7, 8});
+  int64_t matched = 0;
+  // [2 3 4] occurs in the first sequence only (followed by 5 6): the longest suffix wins over the later
+  // [3 4] of the second.
+  EXPECT_EQ(index.Lookup(std::vector<int32_t>{0, 2, 3, 4}, 4, &matched), (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(matched, 3);
+  // [0 3 4] is nowhere, [3 4] in both: the latest (second sequence, followed by 7 8), cut at max_tokens.
+  EXPECT_EQ(index.Lookup(std::vector<int32_t>{0, 3, 4}, 1, &matched), (std::vector<int32_t>{7}));
+  EXPECT_EQ(matched, 2);
+  EXPECT_TRUE(index.Lookup(std::vector<int32_t>{42}, 4, &matched).empty());
+  EXPECT_EQ(matched, 0);
+  // Bounded: 3 lengths per token and 30 entries hold 10 tokens; 6 + 5 = 11 drops the first sequence, so
+  // [2 3 4] is gone and only [3 4] of the second matches.
+  SuffixIndex small(1, 3, /*max_entries=*/30);
+  small.Add(std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+  small.Add(std::vector<int32_t>{9, 3, 4, 7, 8});
+  EXPECT_EQ(small.sequences(), 1);
+  EXPECT_EQ(small.Lookup(std::vector<int32_t>{2, 3, 4}, 2, &matched), (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(matched, 2);
+  EXPECT_EQ(small.Lookup(std::vector<int32_t>{9, 3}, 2, &matched), (std::vector<int32_t>{4, 7}));
+  EXPECT_LE(small.tokens(), 10);
+}
+
+TEST(SuffixDrafter, TheLongerMatchWinsBetweenTheOutputAndTheIndex) {
+  SuffixDrafter d(/*min_n=*/1, /*max_n=*/4);
+  // An earlier request's tokens: ... 5 6 7 8 then 40 41.
+  std::vector<int32_t> earlier = {3, 5, 6, 7, 8, 40, 41};
+  d.Finished(DraftInput{.sequence = 1, .tokens = earlier, .prompt_tokens = 2});
+  EXPECT_EQ(d.index().sequences(), 1);
+  // This output has [8] earlier in itself (followed by 9) but [6 7 8] only in the index.
+  std::vector<int32_t> now = {8, 9, 6, 7, 8};
+  std::vector<DraftInput> in = {{.sequence = 2, .tokens = now, .prompt_tokens = 5, .max_tokens = 3}};
+  std::vector<std::vector<int32_t>> drafts;
+  d.Propose(in, &drafts);
+  EXPECT_EQ(drafts[0], (std::vector<int32_t>{40, 41}));
+  // With only [8] to go on, the output's own occurrence wins the tie.
+  std::vector<int32_t> own = {8, 9, 1, 8};
+  in = {{.sequence = 3, .tokens = own, .prompt_tokens = 4, .max_tokens = 3}};
+  d.Propose(in, &drafts);
+  EXPECT_EQ(drafts[0], (std::vector<int32_t>{9, 1, 8}));
 }
 
 TEST(SyntheticDrafter, ProposesTheRecordedFutureAtTheConfiguredRates) {
@@ -433,12 +478,15 @@ EngineOptions Options(std::mt19937& rng, bool small_pool) {
 
 
 // The configs a sweep takes turns with: "ngram", "synthetic" (full acceptance), "synthetic_rates"
-// (acceptance falling from 0.9), or a model's draft layers ("mtp", "dspark").
-const std::vector<std::string> kModelFree = {"ngram", "synthetic", "synthetic_rates"};
+// (acceptance falling from 0.9), "suffix" (prompt lookup and the suffix index), or a model's draft layers
+// ("mtp", "dspark", "mtp_suffix": mtp with long suffix-index matches replacing its drafts).
+const std::vector<std::string> kModelFree = {"ngram", "synthetic", "synthetic_rates", "suffix"};
 
 std::string ConfigFor(const std::string& method, int k) {
   const std::string head = R"({"num_speculative_tokens": )" + std::to_string(k) + R"(, "method": ")";
   if (method == "ngram") return head + R"(ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 4})";
+  if (method == "suffix") return head + R"(suffix", "prompt_lookup_min": 2, "prompt_lookup_max": 6})";
+  if (method == "mtp_suffix") return head + R"(mtp", "suffix_override_tokens": 3})";
   if (method == "synthetic_rates") {
     std::string config = head + R"(synthetic", "synthetic_acceptance_rates": [)";
     double rate = 0.9;
@@ -508,7 +556,7 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds, const std::vec
   // The sweep verified drafts (and accepted some: the model-free drafters propose repeats and the recorded
   // future; random draft layers propose noise), and preempted sequences (rounds 1, 4, ...).
   EXPECT_GT(totals.drafts, 0u);
-  if (methods == kModelFree) {
+  if (methods[0] != "mtp" && methods[0] != "dspark") {
     EXPECT_GT(totals.accepted, 0u);
   }
   if (rounds >= 2) {
@@ -522,7 +570,12 @@ TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV4) { Sweep("v4_mixe
 TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV41) { Sweep("v41_tiny_a_bf16", 2, SweepRounds(1)); }
 
 // V4's MTP layer (the fixture has one): K autoregressive draft steps per output and step.
-TEST(EngineSpeculative, PropertyMtpOutputsEqualSpeculationOffOnV4) { Sweep("v4_mixed", 5, SweepRounds(2), {"mtp"}); }
+TEST(EngineSpeculative, PropertyMtpOutputsEqualSpeculationOffOnV4) {
+  Sweep("v4_mixed", 5, SweepRounds(2), {"mtp", "mtp_suffix"});
+}
+
+// The suffix index over the engine's finished requests: a request's second run finds its first.
+TEST(EngineSpeculative, PropertySuffixOutputsEqualSpeculationOffOnV4) { Sweep("v4_mixed", 8, SweepRounds(1), {"suffix"}); }
 
 // V4.1's DSpark draft layers (the V4.1 fixtures have none: a random tiny checkpoint with two, a 512-token
 // vocabulary and no Engram): the parallel block from the anchor, the Markov bias, the confidence head.
