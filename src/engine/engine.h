@@ -265,6 +265,7 @@ struct EngineStats {
   // i + 1 tokens were accepted).
   int num_speculative_tokens = 0;  // K (0: speculation off)
   uint64_t spec_decode_num_drafts = 0;
+  uint64_t spec_decode_scheduled_steps = 0;  // steps whose verify lengths the cost model chose (not the full K)
   uint64_t spec_decode_num_draft_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens_per_pos[kMaxSpeculativeTokens] = {};

@@ -199,6 +199,7 @@ int64_t Scheduler::VerifyLength(const Sequence* s, int64_t budget) const {
   k = std::min(k, sp.max_tokens - s->generated - 1);  // a step yields at most k + 1 tokens
   // The positions computed, up to computed + k, stay inside the context.
   k = std::min(k, config_.max_model_len - static_cast<int64_t>(s->tokens.size()));
+  if (s->verify_limit >= 0) k = std::min(k, s->verify_limit);
   return std::max<int64_t>(k, 0);
 }
 
@@ -224,12 +225,14 @@ void Scheduler::Plan(std::vector<Work>* plan) {
     c.logits = !c.state_only && c.end - verify == static_cast<int64_t>(s->tokens.size());
     plan->push_back(c);
     shape.AddChunk(c.start, n, c.logits);
+    shape.logit_rows += static_cast<double>(verify);  // a verify chunk's every position has logits
     budget -= n;
   };
   auto planned = [&](const Sequence* s) {
     return std::any_of(plan->begin(), plan->end(), [s](const Work& c) { return c.seq == s; });
   };
 
+  ScheduleVerifyLengths(budget);
   // 1. Decode tokens: every running sequence with one pending token, best first, with its draft tokens
   //    when it has some and their lookahead blocks are free (and, for the model's draft layers, the
   //    blocks of the positions the next draft writes); preempt from the worst end when blocks for the

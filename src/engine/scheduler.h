@@ -8,6 +8,7 @@
 // (under its mutex), and the tier's callbacks, which post into the Inbox through a TierMailbox.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -50,6 +51,7 @@ struct Sequence {
   // step verifies up to K of them.
   std::vector<int32_t> draft;
   std::vector<float> draft_survival;  // the drafter's predicted survival of each draft prefix (may be empty)
+  int64_t verify_limit = -1;  // this step's scheduled verify length (-1: not scheduled)
   // The persistent tier (tier_loading.cpp): looked up once, before the first admission; while kLoading the
   // sequence waits and the step loop serves others.
   enum class Tier : uint8_t { kUnchecked, kLoading, kChecked };
@@ -207,6 +209,13 @@ class Scheduler {
   int64_t VerifyLength(const Sequence* s, int64_t budget) const;
   // Positions past a decode chunk of `length` that the model's draft layers may write (0: none).
   int64_t DraftRoom(const Sequence* s, int64_t length) const;
+  // Scheduled verification (verify_schedule.cpp): sets each decoding sequence's verify_limit for this step.
+  void ScheduleVerifyLengths(int64_t budget);
+  // The predicted survival of a sequence's first k draft prefixes: its drafter's, else the online
+  // per-position acceptance estimate.
+  std::vector<double> PredictedSurvival(const Sequence* s, int64_t k) const;
+  // Observed verification of one draft (positions verified, the first `accepted` matched).
+  void ObserveAcceptance(int64_t verified, int64_t accepted);
   // A verify chunk's result: the sequence keeps its accepted positions (blocks registered for them only,
   // the lookahead rolled back) and the counters count the draft.
   Status ApplyVerify(const Work& c, const SequenceResult& row, int64_t now);
@@ -250,6 +259,9 @@ class Scheduler {
   bool can_restore_;
   bool can_fork_;
   CostModel cost_;
+  // Per draft position: drafts that reached it (every earlier one accepted) and those accepted there.
+  std::array<double, kMaxSpeculativeTokens> reached_at_{};
+  std::array<double, kMaxSpeculativeTokens> accepted_at_{};
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // best first

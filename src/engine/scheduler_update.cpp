@@ -67,6 +67,7 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
     c.prefix_table = s->blocks.prefix;
     c.window_table = s->blocks.window;
     current_shape_.AddChunk(w.start, w.end - w.start, w.logits);
+    current_shape_.logit_rows += static_cast<double>(w.verify);
     out.chunks.push_back(std::move(c));
   }
   out.forks = std::move(forks_);
@@ -374,6 +375,7 @@ Status Scheduler::ApplyVerify(const Work& c, const SequenceResult& row, int64_t 
   while (accepted < std::min(kept, c.verify) &&
          row.tokens[static_cast<size_t>(accepted)].id == s->draft[static_cast<size_t>(accepted)])
     ++accepted;
+  ObserveAcceptance(c.verify, accepted);
   MutexLock lock(&metrics_->mu);
   EngineStats& stats = metrics_->counters;
   ++stats.spec_decode_num_drafts;

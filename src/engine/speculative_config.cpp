@@ -99,6 +99,13 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
         for (char& ch : shown) ch = (ch < 0x20 || ch == 0x7f) ? '?' : ch;
         return Bad("unknown acceptance_method \"" + shown + "\" (reproducible, rejection_sampler or max_acceptance)");
       }
+    } else if (key == "scheduled_verification") {
+      if (!it->is_boolean()) return Bad("\"scheduled_verification\" must be true or false");
+      config.scheduled_verification = it->get<bool>();
+    } else if (key == "min_predicted_gain") {
+      if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 10))
+        return Bad("\"min_predicted_gain\" must be a number in [0, 10]");
+      config.min_predicted_gain = it->get<double>();
     } else if (key == "suffix_override_tokens") {
       if (!config.uses_draft_layers()) return Bad("\"suffix_override_tokens\" applies to the mtp and dspark methods only");
       DI_RETURN_IF_ERROR(ReadInt(*it, "suffix_override_tokens", 1, kMaxPromptLookup, &config.suffix_override_tokens));

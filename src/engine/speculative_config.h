@@ -53,6 +53,12 @@ struct SpeculativeConfig {
   // distribution and otherwise replaced by a draw from p without it: distribution-exact, more tokens
   // accepted, not byte-identical. Greedy outputs verify alike in both.
   bool rejection_sampling = false;
+  // Verify lengths chosen per step by predicted survival and the step-cost model ("scheduled_verification",
+  // TensorRT-LLM's enable_confidence_scheduling) instead of K for every output; the scheduled lengths are
+  // used only when their predicted accepted tokens per second beat the full block's by more than
+  // `min_predicted_gain` (a fraction; TensorRT-LLM's confidence_min_predicted_gain).
+  bool scheduled_verification = false;
+  double min_predicted_gain = 0.04;
   bool enabled() const { return method != DraftMethod::kNone; }
   // Whether the method runs the model's draft layers (the model is then loaded with LoadOptions::drafting).
   bool uses_draft_layers() const { return method == DraftMethod::kMtp || method == DraftMethod::kDspark; }
@@ -61,7 +67,7 @@ struct SpeculativeConfig {
 // Reads the JSON object of --speculative-config: "method" (required: ngram, suffix, synthetic, mtp, dspark),
 // "num_speculative_tokens" (required, 1..16), and the method's keys ("prompt_lookup_max"/"_min" for ngram,
 // "synthetic_acceptance_rates" for synthetic, "calibration_path" for dspark, "suffix_override_tokens" for
-// mtp and dspark; "acceptance_method" for all). InvalidArgument with one line for anything else: malformed
+// mtp and dspark; "acceptance_method", "scheduled_verification" and "min_predicted_gain" for all). InvalidArgument with one line for anything else: malformed
 // JSON, an unknown key or method, a wrong type, a value out of range (the caller prefixes what it read:
 // "--speculative-config unknown method ...").
 Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text);

@@ -52,6 +52,12 @@ TEST(SpeculativeConfig, ReadsEachMethodAndItsKeys) {
   ASSERT_TRUE(mtp.ok());
   EXPECT_EQ(mtp->method, DraftMethod::kMtp);
   EXPECT_TRUE(mtp->uses_draft_layers());
+  EXPECT_FALSE(mtp->scheduled_verification);
+  auto scheduled = ParseSpeculativeConfig(
+      R"({"method": "ngram", "num_speculative_tokens": 3, "scheduled_verification": true, "min_predicted_gain": 0.1})");
+  ASSERT_TRUE(scheduled.ok()) << scheduled.status().ToString();
+  EXPECT_TRUE(scheduled->scheduled_verification);
+  EXPECT_EQ(scheduled->min_predicted_gain, 0.1);
   auto dspark = ParseSpeculativeConfig(R"({"method": "dspark", "num_speculative_tokens": 5, "calibration_path": "c.json"})");
   ASSERT_TRUE(dspark.ok()) << dspark.status().ToString();
   EXPECT_EQ(dspark->calibration_path, "c.json");
@@ -90,6 +96,8 @@ TEST(SpeculativeConfig, RefusesBadInputWithOneLine) {
       {R"({"method": "ngram", "num_speculative_tokens": 2, "acceptance_method": "typical"})",
        "unknown acceptance_method \"typical\""},
       {R"({"method": "ngram", "num_speculative_tokens": 2, "acceptance_method": 1})", "must be a string"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "scheduled_verification": 1})", "must be true or false"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "min_predicted_gain": -1})", "in [0, 10]"},
       {R"(["ngram", 2])", "must be a JSON object"},
       {R"({"method": "ngram", "num_speculative_tokens": 2)", "invalid JSON"},
       {R"({"method": {"a": {"b": 1}}, "num_speculative_tokens": 2})", "nests deeper than 2"},
@@ -441,7 +449,7 @@ std::vector<Job> MakeJobs(std::mt19937& rng, int count, int32_t vocab) {
 }
 
 struct SweepTotals {
-  uint64_t drafts = 0, accepted = 0, preemptions = 0;
+  uint64_t drafts = 0, accepted = 0, preemptions = 0, scheduled_steps = 0;
   uint64_t requests = 0, tokens = 0;  // compared with speculation off
 };
 
@@ -483,6 +491,12 @@ EngineOptions Options(std::mt19937& rng, bool small_pool) {
 const std::vector<std::string> kModelFree = {"ngram", "synthetic", "synthetic_rates", "suffix"};
 
 std::string ConfigFor(const std::string& method, int k) {
+  // "<method>_scheduled": verify lengths from the cost model, used whenever predicted to be faster.
+  if (method.ends_with("_scheduled")) {
+    std::string config = ConfigFor(method.substr(0, method.size() - 10), k);
+    config.pop_back();
+    return config + R"(, "scheduled_verification": true, "min_predicted_gain": 0})";
+  }
   const std::string head = R"({"num_speculative_tokens": )" + std::to_string(k) + R"(, "method": ")";
   if (method == "ngram") return head + R"(ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 4})";
   if (method == "suffix") return head + R"(suffix", "prompt_lookup_min": 2, "prompt_lookup_max": 6})";
@@ -545,19 +559,25 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds, const std::vec
     totals.drafts += stats.spec_decode_num_drafts;
     totals.accepted += stats.spec_decode_num_accepted_tokens;
     totals.preemptions += stats.num_preemptions;
+    totals.scheduled_steps += stats.spec_decode_scheduled_steps;
   }
   if (std::getenv("DEEPINFER_SPEC_SWEEP_ROUNDS")) {
     std::printf("%s: %d rounds, %llu requests (%llu tokens) equal to speculation off; %llu drafts, %llu draft "
-                "tokens accepted, %llu preemptions\n",
+                "tokens accepted, %llu preemptions, %llu scheduled steps\n",
                 fixture.c_str(), rounds, static_cast<unsigned long long>(totals.requests),
                 static_cast<unsigned long long>(totals.tokens), static_cast<unsigned long long>(totals.drafts),
-                static_cast<unsigned long long>(totals.accepted), static_cast<unsigned long long>(totals.preemptions));
+                static_cast<unsigned long long>(totals.accepted), static_cast<unsigned long long>(totals.preemptions),
+                static_cast<unsigned long long>(totals.scheduled_steps));
   }
   // The sweep verified drafts (and accepted some: the model-free drafters propose repeats and the recorded
   // future; random draft layers propose noise), and preempted sequences (rounds 1, 4, ...).
   EXPECT_GT(totals.drafts, 0u);
-  if (methods[0] != "mtp" && methods[0] != "dspark") {
+  if (!methods[0].starts_with("mtp") && !methods[0].starts_with("dspark")) {
     EXPECT_GT(totals.accepted, 0u);
+  }
+  // Scheduled verification chose lengths other than the full block in some steps.
+  if (methods[0].ends_with("_scheduled")) {
+    EXPECT_GT(totals.scheduled_steps, 0u);
   }
   if (rounds >= 2) {
     EXPECT_GT(totals.preemptions, 0u);
@@ -572,6 +592,12 @@ TEST(EngineSpeculative, PropertyOutputsEqualSpeculationOffOnV41) { Sweep("v41_ti
 // V4's MTP layer (the fixture has one): K autoregressive draft steps per output and step.
 TEST(EngineSpeculative, PropertyMtpOutputsEqualSpeculationOffOnV4) {
   Sweep("v4_mixed", 5, SweepRounds(2), {"mtp", "mtp_suffix"});
+}
+
+// Verify lengths from predicted survival and the step-cost model: random MTP drafts are almost never
+// accepted, so the schedule learns to verify less than K (down to plain decoding).
+TEST(EngineSpeculative, PropertyScheduledVerificationOutputsEqualSpeculationOff) {
+  Sweep("v4_mixed", 9, SweepRounds(1), {"mtp_scheduled"});
 }
 
 // The suffix index over the engine's finished requests: a request's second run finds its first.
