@@ -98,3 +98,13 @@ def test_mtp_generates_what_speculation_off_generates(deepinfer_bin, tiny_model)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
     assert generate("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}') == generate()
+
+
+@pytest.mark.parametrize("value", ["0", "1,x", "", "1,,4", "300"])
+def test_bench_spec_concurrency_refuses_bad_lists_in_one_line(deepinfer_bin, tiny_model, value):
+    proc = subprocess.run([deepinfer_bin, "bench", "engine", "--model", tiny_model, "--workloads", "none", "--skip-goals",
+                           "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}',
+                           "--spec-concurrency", value], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--spec-concurrency" in lines[0], proc.stderr
