@@ -8,6 +8,11 @@
 #include "engine/scheduler.h"
 
 namespace deepinfer::engine {
+namespace {
+
+constexpr int64_t kMinCostObservations = 16;
+
+}  // namespace
 
 std::vector<double> Scheduler::PredictedSurvival(const Sequence* s, int64_t k) const {
   std::vector<double> a;
@@ -40,7 +45,9 @@ void Scheduler::ObserveAcceptance(int64_t verified, int64_t accepted) {
 void Scheduler::ScheduleVerifyLengths(int64_t budget) {
   for (Sequence* s : running_) s->verify_limit = -1;
   const SpeculativeConfig& sc = options_.speculative;
-  if (!sc.enabled() || !sc.scheduled_verification || !cost_.ready()) return;
+  // The cost model prices a step from a few observed steps at least (its first fits are rough).
+  if (!sc.enabled() || !sc.scheduled_verification || !cost_.ready() || cost_.observations() < kMinCostObservations)
+    return;
   // A step that prefills (or may admit) keeps the full block: the cost model's view of such steps is
   // too coarse to trade verify tokens against prefill tokens.
   if (!waiting_.empty()) return;
