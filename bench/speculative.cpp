@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -157,6 +158,23 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& o) {
   std::printf("    outputs equal speculation off (%d x %lld tokens)\n", o.batch, static_cast<long long>(o.tokens));
   std::fflush(stdout);
   return 0;
+}
+
+Result<std::vector<int>> ParseConcurrencyList(const std::string& text) {
+  std::vector<int> list;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long n = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || n < 1 || n > 256 || list.size() >= 16)
+      return Status::InvalidArgument("takes up to 16 comma-separated concurrencies in [1, 256] (got '" +
+                                     item.substr(0, 16) + "')");
+    list.push_back(static_cast<int>(n));
+    at = comma + 1;
+  }
+  return list;
 }
 
 int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<int>& concurrency) {

@@ -39,4 +39,7 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 // or a speed-up passes K + 1 (the corruption check).
 int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency);
 
+// "1,4,16": up to 16 comma-separated concurrencies in [1, 256]; InvalidArgument with one line otherwise.
+Result<std::vector<int>> ParseConcurrencyList(const std::string& text);
+
 }  // namespace deepinfer::bench

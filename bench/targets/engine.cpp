@@ -678,19 +678,7 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   flags.Int<int>("--spec-batch", &a.spec_batch, 1, 256);
   flags.Int<int64_t>("--spec-tokens", &a.spec_tokens, 2, 1 << 16);
   flags.Custom("--spec-concurrency", "LIST", [&a](const std::string& v) {
-    a.spec_concurrency.clear();
-    size_t at = 0;
-    while (at <= v.size()) {
-      const size_t comma = std::min(v.find(',', at), v.size());
-      const std::string item = v.substr(at, comma - at);
-      char* end = nullptr;
-      const long n = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || n < 1 || n > 256 || a.spec_concurrency.size() >= 16)
-        return Status::InvalidArgument("takes up to 16 comma-separated concurrencies in [1, 256] (got '" +
-                                       item.substr(0, 16) + "')");
-      a.spec_concurrency.push_back(static_cast<int>(n));
-      at = comma + 1;
-    }
+    DI_ASSIGN_OR_RETURN(a.spec_concurrency, ParseConcurrencyList(v));
     return Status::Ok();
   });
   if (int rc = flags.Parse(argv)) return rc;
@@ -740,20 +728,14 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   }
   if (a.speculative.enabled()) {
     std::printf("\nspeculative decoding\n");
-    if (!a.spec_concurrency.empty()) {
-      if (int rc = SweepSpeculativeDecode({.model_dir = a.model_dir,
-                                           .kv_cache_mib = a.kv_cache_mib,
-                                           .config = a.speculative,
-                                           .tokens = a.spec_tokens,
-                                           .seed = a.seed},
-                                          a.spec_concurrency))
-        return rc;
-    } else if (int rc = MeasureSpeculativeDecode({.model_dir = a.model_dir,
-                                           .kv_cache_mib = a.kv_cache_mib,
-                                           .config = a.speculative,
-                                           .batch = a.spec_batch,
-                                           .tokens = a.spec_tokens,
-                                           .seed = a.seed}))
+    const SpeculativeDecodeOptions spec{.model_dir = a.model_dir,
+                                        .kv_cache_mib = a.kv_cache_mib,
+                                        .config = a.speculative,
+                                        .batch = a.spec_batch,
+                                        .tokens = a.spec_tokens,
+                                        .seed = a.seed};
+    if (int rc = a.spec_concurrency.empty() ? MeasureSpeculativeDecode(spec)
+                                            : SweepSpeculativeDecode(spec, a.spec_concurrency))
       return rc;
   }
   if (!a.goals) return 0;
