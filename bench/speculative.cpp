@@ -215,7 +215,8 @@ int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<
           return Status::Internal("a stream has " + std::to_string(ids.size()) + " tokens, not " + std::to_string(o.tokens));
       }
       if (speculative && out->ids != off.ids) return Status::Internal("outputs differ from speculation off");
-      if (speculative && PerStream(*out, o.tokens) > (config.num_speculative_tokens + 1.0) * PerStream(off, o.tokens))
+      // Runs are timed apart (not alternated), so a quarter of slack absorbs a shared machine's swings.
+      if (speculative && PerStream(*out, o.tokens) > 1.25 * (config.num_speculative_tokens + 1.0) * PerStream(off, o.tokens))
         return Status::Internal("a speed-up beyond K + 1 is impossible (the measurement is broken)");
       return Status::Ok();
     };

@@ -36,7 +36,7 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 // schedules its verify lengths, each on its own engine (best of two passes after a recording pass); prints
 // tokens/s per stream and in total, the best fixed K, and the scheduled run against max(off, best fixed K).
 // Non-zero when any run's outputs differ from speculation off's, a stream has other than `tokens` tokens,
-// or a speed-up passes K + 1 (the corruption check).
+// or a speed-up passes 1.25 (K + 1) (the corruption check; the runs are not alternated).
 int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency);
 
 // "1,4,16": up to 16 comma-separated concurrencies in [1, 256]; InvalidArgument with one line otherwise.

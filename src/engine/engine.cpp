@@ -245,7 +245,8 @@ Status EngineImpl::Init() {
                                                 inbox_.cv.Signal();
                                               });
   scheduler_ = std::make_unique<Scheduler>(std::move(config), &inbox_, &metrics_, output_.get(), executor_.get());
-  if (o.tbt_target_ms > 0 && o.calibrate)
+  // Latency-budgeted chunks and scheduled verification both price steps with the cost model.
+  if ((o.tbt_target_ms > 0 || (o.speculative.enabled() && o.speculative.scheduled_verification)) && o.calibrate)
     scheduler_->Calibrate([this](const StepPlan& plan) { return executor_->Execute(plan); });
 
   step_thread_ = std::thread([this] {

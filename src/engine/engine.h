@@ -187,7 +187,8 @@ struct EngineOptions {
   // all of them at once, so with many streams the last request of a step does not wait for all the others'
   // encoding and socket writes.
   int output_threads = 1;
-  bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
+  // A short profile at start-up calibrates the cost model (with tbt_target_ms > 0 or scheduled verification).
+  bool calibrate = true;
   // Needed for text, token bytes, stop strings and the control flag; not owned, must outlive the engine.
   const tokenizer::Tokenizer* tokenizer = nullptr;
   // Compiles requests' grammars (sampling/constraint_masks.h). Share the server's, which compiles each
