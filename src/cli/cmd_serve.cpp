@@ -96,7 +96,7 @@ constexpr const char* kUsage =
     "                              (exact: the same logits as a cold run; DeepSeek-V4's default) or the last\n"
     "                              block only (bounded: DeepSeek-V4.1's default, the model was built for it)\n"
     "  --speculative-config JSON   speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                              (methods ngram, synthetic; outputs equal speculation off)\n"
+    "                              (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
@@ -389,7 +389,12 @@ int RunServe(const std::vector<std::string>& argv) {
     model::LoadOptions load_options;
     load_options.precision = args.precision;
     load_options.progress = model::TerminalProgressBar("loading " + args.model_dir);
+    load_options.drafting = args.speculative.uses_draft_layers();
     auto loaded = model::LoadCausalLM(args.model_dir, load_options);
+    if (!loaded.ok() && load_options.drafting)
+      return Fail("serve", "--speculative-config method \"" +
+                               std::string(engine::DraftMethodName(args.speculative.method)) +
+                               "\" needs the model's draft layers: " + loaded.status().message());
     if (!loaded.ok()) return Fail("serve", loaded.status().message());
     engine::EngineOptions engine_options;
     engine_options.tokenizer = &*tokenizer;
