@@ -22,6 +22,7 @@
 #include "engine_test_support.h"
 #include "model/deepseek_v41/v41_init.h"
 #include "model/deepseek_v4/v4_init.h"
+#include "support/sanitizer_scale.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/tokenizer.h"
 
@@ -466,9 +467,10 @@ void ExpectSame(const std::vector<Outcome>& off, const std::vector<Outcome>& on,
   }
 }
 
+// DEEPINFER_SPEC_SWEEP_ROUNDS runs the long sweep; CI's Release pass runs `in_ci` rounds, its sanitizer pass one.
 int SweepRounds(int in_ci) {
   const char* env = std::getenv("DEEPINFER_SPEC_SWEEP_ROUNDS");
-  return env ? std::max(1, std::atoi(env)) : in_ci;
+  return env ? std::max(1, std::atoi(env)) : ::deepinfer::test_support::RoundsForThisBuild(in_ci, 1);
 }
 
 EngineOptions Options(std::mt19937& rng, bool small_pool) {
