@@ -162,6 +162,7 @@ void Session::OnUpdate(Job& job, const engine::RequestUpdate& u) {
     if (job.translator->stream()) end_events = job.translator->StreamEnd();
     else body = job.translator->Body();
   }
+  bool wake = u.finished;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const engine::SequenceDelta& d : u.sequences) {
@@ -180,6 +181,7 @@ void Session::OnUpdate(Job& job, const engine::RequestUpdate& u) {
       chunk.deltas = u.sequences;
       chunk.finished = u.finished;
       job.chunks.push_back(std::move(chunk));
+      wake = true;
     }
     if (u.finished) {
       job.finished = true;
@@ -187,7 +189,8 @@ void Session::OnUpdate(Job& job, const engine::RequestUpdate& u) {
       if (!u.status.ok()) job.failure = u.status.message();
     }
   }
-  cv_.notify_all();
+  // A batch's caller waits for finished requests only: a wake-up per token would take a core from the step.
+  if (wake) cv_.notify_all();
 }
 
 bool Session::WaitAll(const std::vector<std::shared_ptr<Job>>& jobs, int timeout_ms) {

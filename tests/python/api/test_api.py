@@ -213,3 +213,40 @@ def test_console_script_runs_the_cli(deepinfer, deepinfer_bin):
     proc = subprocess.run([sys.executable, _cli.__file__, "--version"], capture_output=True, text=True, timeout=60)
     cli = subprocess.run([deepinfer_bin, "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout == cli.stdout
+
+
+def test_the_interpreter_runs_while_the_engine_works(deepinfer, llm):
+    """The lock is released while a batch runs: another Python thread makes progress meanwhile."""
+    ticks = []
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        llm.generate(["a", "b", "c", "d"], deepinfer.SamplingParams(temperature=0.0, max_tokens=48, ignore_eos=True))
+        during = len(ticks)
+    finally:
+        done.set()
+        counter.join()
+    assert during > 5
+
+
+def test_speculative_config_and_kv_store(deepinfer, api_model, tmp_path):
+    """Speculation changes no greedy output; a KV store carries prefix blocks from one LLM to the next."""
+    prompt = [list(range(40, 340))]  # 300 tokens: two whole blocks
+    params = deepinfer.SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+    store = str(tmp_path / "kv")
+    first = deepinfer.LLM(api_model, kv_cache_bytes=64 << 20, max_num_seqs=4, kv_store=store)
+    plain = first.generate(prompt, params)[0]
+    assert plain.num_cached_tokens == 0
+    del first  # closing the store writes its queued blocks
+    spec = deepinfer.LLM(api_model, kv_cache_bytes=64 << 20, max_num_seqs=4, kv_store=store,
+                         speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    again = spec.generate(prompt, params)[0]
+    assert again.outputs[0].token_ids == plain.outputs[0].token_ids
+    assert again.num_cached_tokens == 256
