@@ -5,7 +5,9 @@ settings, greedy, every output exactly --max-tokens long (ignore EOS).
 
 Each side is timed at --max-tokens and at 1 token; the difference is the decoding of (max_tokens - 1) tokens
 per prompt, so model loading, process start-up and prefill cancel out. Runs alternate (CLI, Python) for
---rounds rounds and the medians are compared.
+--rounds rounds and the medians are compared, by wall time and by CPU time (user + system of every thread:
+the CLI's from its process, the Python side's from this one). On a machine shared with other work the wall
+figures swing with the load; the CPU figures much less.
 
     tools/python/bench_overhead.py --model DIR [--batch 64] [--max-tokens 64] [--rounds 3]
 (DIR: e.g. `deepinfer init-model --preset small --out DIR`; the package from build/release/python.)
@@ -13,6 +15,7 @@ per prompt, so model loading, process start-up and prefill cancel out. Runs alte
 import argparse
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,34 +41,45 @@ def main():
     prompts = [[(7 * i + 13 * j) % 5000 + 100 for j in range(args.prompt_len)] for i in range(args.batch)]
     engine_flags = ["--max-num-seqs", str(args.batch), "--kv-cache-memory-bytes", str(1 << 30), "--no-prefix-cache"]
 
+    def cpu_children():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def cpu_self():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     def cli(max_tokens):
         cmd = [binary, "generate", "--model", args.model, "--max-tokens", str(max_tokens), "--ignore-eos",
                *engine_flags]
         for p in prompts:
             cmd += ["--prompt-ids", ",".join(map(str, p))]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_children()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, cpu_children() - cpu
 
     llm = deepinfer.LLM(args.model, max_num_seqs=args.batch, kv_cache_bytes=1 << 30, enable_prefix_caching=False)
 
     def py(max_tokens):
         params = deepinfer.SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_self()
         out = llm.generate(prompts, params)
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start, cpu_self() - cpu
         assert all(len(o.outputs[0].token_ids) == max_tokens for o in out)
         return elapsed
 
-    cli_rates, py_rates = [], []
+    rates = {"CLI": ([], []), "Python": ([], [])}
     decoded = args.batch * (args.max_tokens - 1)
     for _ in range(args.rounds):
-        cli_rates.append(decoded / (cli(args.max_tokens) - cli(1)))
-        py_rates.append(decoded / (py(args.max_tokens) - py(1)))
-    c, p = statistics.median(cli_rates), statistics.median(py_rates)
-    print(f"batch {args.batch}, {args.max_tokens} tokens each: CLI {c:.1f} tok/s, Python {p:.1f} tok/s "
-          f"({(p / c - 1) * 100:+.1f}%); rounds CLI {[round(r, 1) for r in cli_rates]} "
-          f"Python {[round(r, 1) for r in py_rates]}")
+        for name, run in (("CLI", cli), ("Python", py)):
+            (wall_n, cpu_n), (wall_1, cpu_1) = run(args.max_tokens), run(1)
+            rates[name][0].append(decoded / (wall_n - wall_1))
+            rates[name][1].append(decoded / (cpu_n - cpu_1))
+    for i, what in enumerate(("wall", "CPU")):
+        c, p = statistics.median(rates["CLI"][i]), statistics.median(rates["Python"][i])
+        print(f"batch {args.batch}, {args.max_tokens} tokens each, {what}: CLI {c:.1f} tok/s, Python {p:.1f} tok/s "
+              f"({(p / c - 1) * 100:+.1f}%); rounds CLI {[round(r, 1) for r in rates['CLI'][i]]} "
+              f"Python {[round(r, 1) for r in rates['Python'][i]]}")
 
 
 if __name__ == "__main__":

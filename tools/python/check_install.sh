@@ -5,16 +5,17 @@
 # the installed package and its console script are run on the embedded default model. Not CI: the build
 # compiles the whole project (CI builds the module inside its Release build and packs the wheel from there).
 #   tools/python/check_install.sh [--ccache]
-# --ccache compiles through ccache when it is installed; the build directory is build/wheel inside the clone,
-# so that with CCACHE_BASEDIR set to a directory above both, a clone in TMPDIR shares the cache of a checkout's
-# build/release.
+# --ccache compiles through ccache when it is installed, with the warning flags of scripts/test.sh's build;
+# the build directory is build/wheel inside the clone, so that with CCACHE_BASEDIR set to a directory above
+# both, a clone in TMPDIR shares the cache of a checkout's build/release (the same relative paths and flags).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 extra=(-Cbuild-dir=build/wheel)
 if [ "${1:-}" = "--ccache" ] && command -v ccache >/dev/null; then
-  extra+=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache)
+  extra+=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
+         -Ccmake.define.DEEPINFER_WERROR=ON)
 fi
 start=$(date +%s)
 git clone -q --no-local "$root" "$work/src"
