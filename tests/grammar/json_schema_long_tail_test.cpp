@@ -111,6 +111,20 @@ TEST(JsonSchemaRefs, AliasesOfObjectsAreTheObjects) {
     CheckSchemaCase(c);
 }
 
+// A reference to a subschema that also appears inline (here the very property it points to) compiles to the
+// same expression twice, once behind a rule that is inlined; the automaton shares such repeated parts, and
+// the shared part must be the subschema itself, not the rule's call of it (which called itself: no member
+// "c" could be written). The object holds any members, so {"y":[2]} is a valid "c"; 1 is no object.
+TEST(JsonSchemaRefs, ReferenceToAnInlineSubschemaKeepsItsLanguage) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"properties":{"a":{"type":"object"},"c":{"$ref":"#/properties/a"}}})",
+            {R"({"c":{}})", R"({"a":{"x":1},"c":{"y":[2]}})", "{}"}, {R"({"c":1})", R"({"a":"s"})"}},
+           {R"({"properties":{"a":{"oneOf":[{"type":"string"},{"type":"object"}]},"c":{"type":"array","items":{"$ref":"#/properties/a"}}}})",
+            {R"({"c":["x",{"k":null}]})", R"({"a":"x","c":[]})"}, {R"({"c":[1]})", R"({"c":"x"})"}},
+       })
+    CheckSchemaCase(c);
+}
+
 // A oneOf the compiler cannot make exclusive (no exact negation of multipleOf or of numeric bounds) is
 // refused by default with its pointer; one_of_as_any_of takes it as anyOf: 6 meets both branches (the schema
 // rejects it) and is then accepted, which is why the option is off unless asked for.
@@ -132,6 +146,26 @@ TEST(JsonSchemaOneOf, LenientOptionTakesOverlappingBranchesAsAnyOf) {
   for (const char* yes : {R"({"n":0})", R"({"n":12})", R"({"n":5})", R"({"n":6})", "{}"})
     EXPECT_TRUE(cg->Matches(yes)) << yes;
   for (const char* no : {R"({"n":-1})", R"({"n":13})", R"({"n":31})", R"({"n":5.0})"}) EXPECT_FALSE(cg->Matches(no)) << no;
+}
+
+// if/then/else are keywords from draft 7 on; under draft-04 (or 03, 06) they are unknown words that constrain
+// nothing, wherever they stand: at the root, in an allOf (two there were refused as "two 'if'"), behind a $ref.
+// The same schema without `$schema` (2020-12) applies them: {"a":"x"} must then have "b".
+TEST(JsonSchemaDrafts, ConditionalsAreUnknownBeforeDraft7) {
+  const std::string conditional = R"({"if":{"properties":{"a":{"enum":["x"]}},"required":["a"]},"then":{"required":["b"]}})";
+  const std::string body = R"("type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}})";
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"$schema":"http://json-schema.org/draft-04/schema#",)" + body + "," + conditional.substr(1),
+            {R"({"a":"x"})", R"({"a":"x","b":1})", R"({"a":"y"})"}, {R"({"a":1})", R"({"b":"s"})"}},
+           {R"({"$schema":"http://json-schema.org/draft-06/schema#",)" + body + R"(,"allOf":[)" + conditional + "," +
+                R"({"if":{"required":["b"]},"then":{"required":["a"]},"else":false}]})",
+            {R"({"a":"x"})", "{}", R"({"b":1})"}, {R"({"a":2})"}},
+           {R"({"$schema":"http://json-schema.org/draft-04/schema#","definitions":{"C":{"type":"object",)" + conditional.substr(1) +
+                R"(},"type":"object","properties":{"o":{"$ref":"#/definitions/C"}}})",
+            {R"({"o":{"a":"x"}})", R"({"o":{"a":"x","b":1}})"}, {R"({"o":1})"}},
+           {"{" + body + "," + conditional.substr(1), {R"({"a":"x","b":1})", R"({"a":"y"})", "{}"}, {R"({"a":"x"})"}},
+       })
+    CheckSchemaCase(c);
 }
 
 }  // namespace
