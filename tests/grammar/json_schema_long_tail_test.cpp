@@ -125,6 +125,20 @@ TEST(JsonSchemaRefs, ReferenceToAnInlineSubschemaKeepsItsLanguage) {
     CheckSchemaCase(c);
 }
 
+// Draft 7 and earlier: keywords beside a $ref are ignored, an enum or const too (it made the value finite).
+// Under 2019-09 on (no `$schema` here) both apply: only "key" is a string that is also in the enum.
+TEST(JsonSchemaRefs, EnumBesideReferenceIsIgnoredBeforeDraft2019) {
+  const std::string defs = R"("definitions":{"P":{"type":["string","object"]}},)";
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"$schema":"http://json-schema.org/draft-07/schema#",)" + defs +
+                R"("type":"object","properties":{"s":{"$ref":"#/definitions/P","enum":["key",3]}}})",
+            {R"({"s":{}})", R"({"s":"other"})", R"({"s":"key"})"}, {R"({"s":3})"}},
+           {"{" + defs + R"("type":"object","properties":{"s":{"$ref":"#/definitions/P","enum":["key",3]}}})",
+            {R"({"s":"key"})"}, {R"({"s":{}})", R"({"s":"other"})", R"({"s":3})"}},
+       })
+    CheckSchemaCase(c);
+}
+
 // A oneOf the compiler cannot make exclusive (no exact negation of multipleOf or of numeric bounds) is
 // refused by default with its pointer; one_of_as_any_of takes it as anyOf: 6 meets both branches (the schema
 // rejects it) and is then accepted, which is why the option is off unless asked for.
