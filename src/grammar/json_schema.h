@@ -3,7 +3,8 @@
 //
 // Spelling: compact (no whitespace) by default, or flexible whitespace between tokens; object members in
 // the schema's `properties` order, then other members; strings in canonical spelling where their
-// characters are constrained (json_text.h); numbers without exponent where they are bounded; `integer` as
+// characters are constrained (json_text.h); numbers without exponent where they are bounded (except on the open side of
+// a one-sided bound at zero or beyond, where the sign decides); `integer` as
 // an integer literal only, -?(0|[1-9][0-9]*): no fraction, no exponent (the standard counts 35.0 as an
 // integer, the programs that read the output do not; an integer's bounds and multipleOf apply as usual).
 //

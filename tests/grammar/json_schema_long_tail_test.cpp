@@ -50,6 +50,21 @@ TEST(JsonSchemaNumbers, HugeBoundsHold) {
   EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented) << refused.status().ToString();
 }
 
+// A number bounded on one side at zero (or beyond it) keeps the exponent spelling on its allowed side: the
+// sign decides, so 1e-06 >= 0 and -1e-06 <= 0; with zero excluded the mantissa needs a nonzero digit (0e5 is
+// zero). Bounded on both sides it is spelled without exponent (0.000001).
+TEST(JsonSchemaNumbers, OneSidedZeroBoundKeepsExponents) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"type":"number","minimum":0})", {"1e-06", "0.5E+3", "0e5", "3", "2.5"}, {"-1e-06", "-1", "1e", "1.e3"}},
+           {R"({"type":"number","exclusiveMinimum":0})", {"1e-06", "0.01e2", "7"}, {"0e5", "0.0e1", "-2e1", "0"}},
+           {R"({"type":"number","minimum":-5})", {"1e3", "-5", "-4.5"}, {"-1e1", "-6"}},
+           {R"({"type":"number","maximum":0})", {"-1e-06", "-0e1", "0", "-3"}, {"1e-06", "1"}},
+           {R"({"type":"number","minimum":0,"maximum":1})", {"0.000001", "1"}, {"1e-06", "2"}},
+           {R"({"type":"integer","minimum":0})", {"1000000"}, {"1e6"}},
+       })
+    CheckSchemaCase(c);
+}
+
 TEST(JsonSchemaUniqueItems, ExactOverFiniteScalarItems) {
   for (const SchemaCase& c : std::vector<SchemaCase>{
            // Any order of distinct members; a repeat anywhere is out.
