@@ -22,13 +22,14 @@
 // (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
 // non-numeric enum/const, dependencies, items, contains, additionalProperties, patternProperties,
 // propertyNames patterns (one such member-needing negation per object), and not/anyOf/allOf/one-branch
-// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (when `if`
-// has such a negation; several in one allOf when each `if` tests member values: const/enum, required),
+// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
+// under a `$schema` naming an older draft they are unknown words; when `if` has such a negation; several
+// in one allOf when each `if` tests member values: const/enum, required),
 // dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
 // $ref/$defs/definitions (recursive too; local references only; siblings of a `$ref` as the schema's
-// draft says, see JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords
-// (uniqueItems, contains, propertyNames, if/then/else, ... included) is the list of its members that
-// validate.
+// draft says, see JsonSchemaOptions::draft7_without_schema; an enum beside an ignored `$ref` is ignored
+// too). An enum or const under any other keywords (uniqueItems, contains, propertyNames, if/then/else, ...
+// included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
 // Anything else that constrains instances (min/maxContains, uniqueItems over other items, other propertyNames keywords,
