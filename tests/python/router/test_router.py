@@ -180,6 +180,11 @@ def test_unit_gone_before_first_byte_and_mid_stream(cluster):
     assert status == 200 and reference[-1] == "data: [DONE]"
     assert all("token_ids" not in e for e in reference)  # the router asked for them, the client did not
     first = headers["x-deepinfer-unit"]
+    # A client that asks for the ids gets them (vLLM's return_token_ids): the prompt's once, then every token's.
+    _, _, with_ids = router.request("POST", "/v1/completions", {**body, "max_tokens": 40, "return_token_ids": True})
+    chunks = [json.loads(e[6:])["choices"][0] for e in sse_events(with_ids) if e.startswith("data: {")]
+    assert [c["prompt_token_ids"] for c in chunks if "prompt_token_ids" in c] == [chunks[0]["prompt_token_ids"]]
+    assert len(chunks[0]["prompt_token_ids"]) >= 4 and sum(len(c["token_ids"]) for c in chunks) == 40
     victim = next(u for u in units if first == u.url)
     survivor = next(u for u in units if u is not victim)
 
