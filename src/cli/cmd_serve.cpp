@@ -317,6 +317,9 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
     load.waiting = stats.num_requests_waiting;
     load.kv_usage = std::clamp(stats.kv_cache_usage, 0.0, 1.0);
     load.max_num_seqs = engine->info().max_num_seqs;
+    load.queued_prefill_tokens = stats.queued_prefill_tokens;
+    load.step_cost = stats.step_cost;
+    load.calibrated = stats.step_cost_calibrated;
     return load;
   });
 }

@@ -169,7 +169,7 @@ def test_refuses_with_retry_after_when_no_unit_meets_the_slo(cluster):
 
 
 def test_unit_gone_before_first_byte_and_mid_stream(cluster):
-    _, units, start_router = cluster
+    unit_dir, units, start_router = cluster
     # Health checks far apart: the router learns of the dead unit only from the request that fails on it.
     router = start_router("--refresh-s", "60", static=True)
     body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 600, "temperature": 0,
@@ -209,6 +209,11 @@ def test_unit_gone_before_first_byte_and_mid_stream(cluster):
     # A new request: the router tries no dead unit twice; it lands on the survivor.
     status, headers, payload = router.request("POST", "/v1/completions", {**body, "stream": False, "max_tokens": 3})
     assert status == 200 and headers["x-deepinfer-unit"] == survivor.url
+
+    # The survivor's lease now carries its engine's fitted step-cost model, what placement predicts from.
+    lease_path = unit_dir / f"unit-{survivor.proc.pid}-{survivor.port}.lease"
+    wait_for(lambda: json.loads(lease_path.read_text())["load"]["calibrated"], timeout=5)
+    assert any(c > 0 for c in json.loads(lease_path.read_text())["load"]["step_cost"])
 
 
 def test_retry_on_another_unit_before_the_first_byte(cluster):
