@@ -30,6 +30,7 @@
 #include "pipeline/default_model.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
+#include "router/lease_writer.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -112,6 +113,9 @@ constexpr const char* kUsage =
     "  --responses-store-max-entries N   Responses kept in memory for previous_response_id and\n"
     "                              GET /v1/responses/{id} (default 4096; the oldest goes first; 0: none)\n"
     "  --responses-store-ttl-s S   how long a stored response is kept (default 3600)\n"
+    "  --unit-dir DIR              register with `deepinfer router --unit-dir DIR`: a lease file there, renewed\n"
+    "                              while the server runs, removed when it stops (its load: running, waiting)\n"
+    "  --unit-lease-ttl-s S        the lease lapses S seconds after its last renewal (default 3)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -159,6 +163,9 @@ struct ServeArgs {
   kvstore::FsyncPolicy kv_store_fsync = kvstore::FsyncPolicy::kNone;
   double kv_store_sweep_s = 60;
   double kv_store_timeout_s = 2;
+  // Router registration
+  std::string unit_dir;
+  double unit_lease_ttl_s = 3;
 };
 
 int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
@@ -207,6 +214,8 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
     return Status::Ok();
   });
   flags.Path("--kv-store", &out->kv_store_dir);
+  flags.Path("--unit-dir", &out->unit_dir);
+  flags.Double("--unit-lease-ttl-s", &out->unit_lease_ttl_s, 0.1, 3600);
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
   flags.Double("--kv-store-sweep-s", &out->kv_store_sweep_s, 0.01, 86400);
   flags.Double("--kv-store-timeout-s", &out->kv_store_timeout_s, 0.001, 3600);
@@ -266,6 +275,30 @@ std::unique_ptr<kvstore::KvStoreTier> OpenKvStore(const ServeArgs& args, const m
     return nullptr;
   }
   return std::make_unique<kvstore::KvStoreTier>(std::move(*store), args.kv_ttl_class);
+}
+
+// The lease that registers this server with `deepinfer router --unit-dir` (router/lease_writer.h).
+std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const std::string& url,
+                                                  const engine::Engine* engine) {
+  router::UnitLease lease;
+  lease.pid = getpid();
+  lease.unit_id = "unit-" + std::to_string(lease.pid) + "-" + url.substr(url.rfind(':') + 1);
+  lease.url = url;
+  lease.models = args.served_names;
+  lease.version = DEEPINFER_VERSION;
+  lease.ttl_ms = static_cast<int64_t>(args.unit_lease_ttl_s * 1000);
+  return std::make_unique<router::LeaseWriter>(args.unit_dir, std::move(lease), [engine] {
+    router::UnitLoad load;
+    const engine::EngineStats stats = engine->Stats();
+    load.running = stats.num_requests_running;
+    load.waiting = stats.num_requests_waiting;
+    load.kv_usage = std::clamp(stats.kv_cache_usage, 0.0, 1.0);
+    load.max_num_seqs = engine->info().max_num_seqs;
+    load.queued_prefill_tokens = stats.queued_prefill_tokens;
+    load.step_cost = stats.step_cost;
+    load.calibrated = stats.step_cost_calibrated;
+    return load;
+  });
 }
 
 int RunServe(const std::vector<std::string>& argv) {
@@ -416,11 +449,17 @@ int RunServe(const std::vector<std::string>& argv) {
   DI_LOG(kInfo, "listening").Field("url", url);
   service.SetReady(true);
   DI_LOG(kInfo, "ready").Field("url", url).Field("model", args.served_names.front());
+  std::unique_ptr<router::LeaseWriter> lease;
+  if (!args.unit_dir.empty()) {
+    lease = NewUnitLease(args, url, engine.get());
+    if (Status s = lease->Start(); !s.ok()) return Fail("serve", "--unit-dir: " + s.message());
+  }
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   DI_LOG(kInfo, "shutting down").Field("signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM")
       .Field("grace_s", args.shutdown_grace_s);
+  if (lease) lease->Stop();  // the router sends nothing more here
   service.SetDraining(true);
   server.StopAccepting();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.shutdown_grace_s);

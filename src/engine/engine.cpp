@@ -439,6 +439,9 @@ EngineStats EngineImpl::Stats() const {
     s.kv_blocks_free = metrics_.prefix_free;
     s.window_blocks_used = metrics_.window_used;
     s.window_blocks_cached = metrics_.window_cached;
+    s.queued_prefill_tokens = metrics_.queued_prefill_tokens;
+    s.step_cost = metrics_.step_cost;
+    s.step_cost_calibrated = metrics_.step_cost_ready;
   }
   s.num_speculative_tokens = options_.speculative.enabled() ? options_.speculative.num_speculative_tokens : 0;
   s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0;

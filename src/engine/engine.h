@@ -14,6 +14,7 @@
 // exception). A request without a seed gets a random one, reported in its updates so it can be repeated.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -248,6 +249,11 @@ struct EngineStats {
   // block), free; used + cached + free = total.
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
   double kv_cache_usage = 0;  // used / total
+  int64_t queued_prefill_tokens = 0;  // prompt tokens not yet computed (waiting and running sequences)
+  // The calibrated step-cost model's coefficients (engine/cost_model.h: intercept, tokens, logit rows,
+  // context, chunks; seconds), and whether it is fitted yet.
+  std::array<double, 5> step_cost{};
+  bool step_cost_calibrated = false;
   int64_t window_blocks_total = 0, window_blocks_used = 0, window_blocks_cached = 0;
   uint64_t prefix_cache_queries = 0;  // prompt tokens looked up
   uint64_t prefix_cache_hits = 0;     // of them, tokens served from cache (RAM and persistent tier)

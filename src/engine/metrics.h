@@ -43,6 +43,9 @@ struct EngineMetrics {
   int64_t waiting GUARDED_BY(mu) = 0;
   int64_t prefix_used GUARDED_BY(mu) = 0, prefix_cached GUARDED_BY(mu) = 0, prefix_free GUARDED_BY(mu) = 0;
   int64_t window_used GUARDED_BY(mu) = 0, window_cached GUARDED_BY(mu) = 0;
+  int64_t queued_prefill_tokens GUARDED_BY(mu) = 0;
+  std::array<double, 5> step_cost GUARDED_BY(mu){};
+  bool step_cost_ready GUARDED_BY(mu) = false;
   FixedHistogram ttft{FirstTokenBuckets()}, itl{InterTokenBuckets()}, queue{RequestBuckets()},
       e2e{RequestBuckets()}, gap{GapBuckets()};
 };

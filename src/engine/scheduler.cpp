@@ -328,6 +328,13 @@ void Scheduler::Plan(std::vector<Work>* plan) {
   metrics_->prefix_free = p.num_free();
   metrics_->window_used = w.num_used();
   metrics_->window_cached = w.num_cached();
+  // What a router needs to predict this engine's next requests (router/placement.h).
+  int64_t queued = 0;
+  for (const Sequence* s : waiting_) queued += s->pending();
+  for (const Sequence* s : running_) queued += std::max<int64_t>(s->pending() - 1, 0);
+  metrics_->queued_prefill_tokens = queued;
+  metrics_->step_cost = cost_.coefficients();
+  metrics_->step_cost_ready = cost_.ready();
 }
 
 // Starts a waiting sequence: matches its tokens against the prefix cache, decides where its state is

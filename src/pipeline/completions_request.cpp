@@ -20,6 +20,7 @@ struct CompletionsRequest {
   std::vector<std::string> prompt_texts;  // for echo
   bool echo = false;
   bool stream = false;
+  bool return_token_ids = false;
   bool include_usage = false;
   int logprobs = -1;  // -1: none; else the number of alternatives per token
   engine::RequestParams params;
@@ -92,6 +93,7 @@ std::optional<ApiError> ParseCompletions(const Json& body, const tokenizer::Toke
   if (auto e = ReadBool(body, "echo", &out->echo)) return e;
   if (auto e = ReadBool(body, "stream", &out->stream)) return e;
   if (auto e = ReadBool(body, "ignore_eos", &s.ignore_eos)) return e;
+  if (auto e = ReadBool(body, "return_token_ids", &out->return_token_ids)) return e;
   if (auto e = ReadBool(body, "include_stop_str_in_output", &s.include_stop_str_in_output)) return e;
   if (auto it = body.find("suffix"); it != body.end() && !it->is_null())
     return Invalid("suffix", "suffix is not supported");
@@ -186,6 +188,8 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
   prepared.completions.include_usage = request.include_usage;
   prepared.completions.logprobs = request.logprobs;
   prepared.completions.n = request.params.sampling.n;
+  prepared.completions.return_token_ids = request.return_token_ids;
+  if (request.return_token_ids) prepared.completions.prompt_ids = request.prompts;
   prepared.prompt = std::move(request.prompts[0]);
   for (size_t i = 1; i < prompts; ++i) prepared.more_prompts.push_back(std::move(request.prompts[i]));
   prepared.params = std::move(request.params);

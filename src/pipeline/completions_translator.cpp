@@ -52,6 +52,7 @@ class CompletionsTranslator : public UpdateTranslator {
         if (delta.finish && token.id == delta.stop_token && *delta.finish == engine::FinishReason::kStop) continue;
         ++usage_.completion_tokens;
         if (shape_.logprobs >= 0) AddLogprob(c, token, &logprobs);
+        if (shape_.return_token_ids) c.unsent_ids.push_back(token.id);
       }
       c.text += text;
       if (delta.finish) {
@@ -64,6 +65,12 @@ class CompletionsTranslator : public UpdateTranslator {
         Json choice = {{"index", delta.index}, {"text", text},
                        {"logprobs", shape_.logprobs >= 0 ? logprobs : Json(nullptr)},
                        {"finish_reason", delta.finish ? Json(c.finish) : Json(nullptr)}};
+        if (shape_.return_token_ids) {
+          if (!c.sent_prompt_ids && prompt < shape_.prompt_ids.size()) choice["prompt_token_ids"] = shape_.prompt_ids[prompt];
+          c.sent_prompt_ids = true;
+          choice["token_ids"] = std::move(c.unsent_ids);
+          c.unsent_ids.clear();
+        }
         out.events.push_back({"", Envelope(Json::array({choice}), false)});
       }
     }
@@ -95,6 +102,8 @@ class CompletionsTranslator : public UpdateTranslator {
     std::string text;
     std::string finish = "stop";
     bool echoed = false;
+    bool sent_prompt_ids = false;
+    std::vector<int32_t> unsent_ids;  // return_token_ids: generated, not yet in a streamed chunk
     Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(), text_offset = Json::array();
     size_t offset = 0;
   };

@@ -82,6 +82,11 @@ struct CompletionsShape {
   bool include_usage = false;  // stream_options.include_usage
   int logprobs = -1;           // -1: none; else the alternatives per token
   int n = 1;
+  // vLLM's `return_token_ids`: each streamed choice carries the ids of its tokens whose text it is the first
+  // to carry (`token_ids`), and its first one the prompt's ids (`prompt_token_ids`), so that a proxy can
+  // continue an interrupted stream from exactly what its client received.
+  bool return_token_ids = false;
+  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt, when return_token_ids
 };
 std::unique_ptr<UpdateTranslator> NewCompletionsTranslator(CompletionsShape shape, ResponseContext context);
 

@@ -291,6 +291,25 @@ TEST(PipelineCompletionsTranslator, StreamEventsAndBody) {
   EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], nlohmann::json::array({4, 7}));
 }
 
+TEST(PipelineCompletionsTranslator, ReturnTokenIdsCarriesEachTokenWithTheFirstChunkOfItsText) {
+  CompletionsShape shape;
+  shape.stream = true;
+  shape.return_token_ids = true;
+  shape.prompt_ids = {{1, 2, 3}};
+  auto translator = NewCompletionsTranslator(shape, Context("cmpl-1"));
+  const auto choice = [](const TranslatedUpdate& u) { return nlohmann::json::parse(u.events.at(0).json)["choices"][0]; };
+  const nlohmann::json first = choice(translator->Translate(Update({Delta(0, {Token(10, "a")})}, false)));
+  EXPECT_EQ(first["prompt_token_ids"], nlohmann::json::array({1, 2, 3}));
+  EXPECT_EQ(first["token_ids"], nlohmann::json::array({10}));
+  // A token whose text is held back (half a character) makes no chunk: its id goes with the next one.
+  engine::SequenceDelta held = Delta(0, {Token(11, "")});
+  EXPECT_TRUE(translator->Translate(Update({held}, false)).events.empty());
+  const nlohmann::json third =
+      choice(translator->Translate(Update({Delta(0, {Token(12, "b")}, engine::FinishReason::kLength)}, true)));
+  EXPECT_FALSE(third.contains("prompt_token_ids"));  // once per choice
+  EXPECT_EQ(third["token_ids"], nlohmann::json::array({11, 12}));
+}
+
 TEST(PipelineCompletionsTranslator, WithoutStreamNoEventsAndTheChoicesInOrder) {
   CompletionsShape shape;
   shape.n = 2;

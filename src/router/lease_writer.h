@@ -1,0 +1,42 @@
+// The unit side of discovery: `deepinfer serve --unit-dir DIR` keeps its lease fresh with this. A thread
+// rewrites the lease (with the load the callback reports) every third of its TTL, so that two missed
+// renewals still leave it alive, and removes it on Stop (a clean shutdown takes the unit out at once).
+// Renewal never waits on requests: it runs on its own thread with a file write as its only I/O.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "core/mutex.h"
+#include "router/unit_lease.h"
+
+namespace deepinfer::router {
+
+class LeaseWriter {
+ public:
+  // `lease` gives the unit's identity; `load` is called at each renewal.
+  LeaseWriter(std::string dir, UnitLease lease, std::function<UnitLoad()> load);
+  ~LeaseWriter();
+  LeaseWriter(const LeaseWriter&) = delete;
+  LeaseWriter& operator=(const LeaseWriter&) = delete;
+
+  // Writes the first lease (an error when the directory cannot take it) and starts renewing.
+  Status Start();
+  // Stops renewing and removes the lease.
+  void Stop();
+
+ private:
+  void Loop();
+  Status WriteNow();
+
+  std::string dir_;
+  UnitLease lease_;
+  std::function<UnitLoad()> load_;
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace deepinfer::router

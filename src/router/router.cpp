@@ -1,0 +1,218 @@
+#include "router/router.h"
+
+#include <chrono>
+#include <set>
+
+#include "core/log.h"
+#include "router/router_internal.h"
+#include "server/api_errors.h"
+
+namespace deepinfer::router {
+
+using server::HttpRequest;
+using server::HttpResponse;
+using server::ResponseChannel;
+
+Router::Router(RouterOptions options) : options_(std::move(options)) {}
+
+Router::~Router() { Stop(0); }
+
+Status Router::Start() {
+  for (const std::string& url : options_.static_urls) DI_RETURN_IF_ERROR(ParseUnitUrl(url).status());
+  Refresh();
+  refresh_ = std::thread([this] { RefreshLoop(); });
+  return Status::Ok();
+}
+
+void Router::Stop(double grace_s) {
+  {
+    MutexLock lock(&stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.SignalAll();
+  if (refresh_.joinable()) refresh_.join();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s + 5);
+  MutexLock lock(&workers_mu_);
+  // Workers end within their deadlines once their channels are cancelled (HttpServer::CancelAll).
+  while (workers_ > 0 && std::chrono::steady_clock::now() < deadline) workers_cv_.WaitUntil(&workers_mu_, deadline);
+}
+
+void Router::RefreshLoop() {
+  while (true) {
+    {
+      MutexLock lock(&stop_mu_);
+      const auto next = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.refresh_interval_s);
+      while (!stopping_ && std::chrono::steady_clock::now() < next) stop_cv_.WaitUntil(&stop_mu_, next);
+      if (stopping_) return;
+    }
+    Refresh();
+  }
+}
+
+std::vector<std::shared_ptr<Router::Unit>> Router::Snapshot() const {
+  MutexLock lock(&mu_);
+  return units_;
+}
+
+int Router::healthy_units() const {
+  int n = 0;
+  for (const auto& u : Snapshot()) n += u->Usable(UnixMillisNow()) ? 1 : 0;
+  return n;
+}
+
+void Router::Refresh() {
+  // The units this refresh finds: leases first, then the static list. Existing Unit objects are kept
+  // (their in-flight counters live on); ones no longer listed are dropped from the table (requests in
+  // flight hold their own reference).
+  std::vector<UnitLease> found;
+  if (!options_.unit_dir.empty()) {
+    auto scan = ScanLeases(options_.unit_dir);
+    if (!scan.ok()) {
+      DI_LOG(kWarn, "unit directory unreadable").Field("dir", options_.unit_dir).Field("reason", scan.status().message());
+    } else {
+      for (const std::string& e : scan->errors) {
+        counters_.lease_errors.fetch_add(1);
+        DI_LOG(kWarn, "lease ignored").Field("reason", e);
+      }
+      for (UnitLease& lease : scan->leases) {
+        const bool model_ok = options_.models.empty() ||
+                              std::any_of(lease.models.begin(), lease.models.end(), [&](const std::string& m) {
+                                return std::find(options_.models.begin(), options_.models.end(), m) != options_.models.end();
+                              });
+        if (!model_ok || (!options_.version.empty() && lease.version != options_.version)) {
+          counters_.units_ignored.fetch_add(1);
+          DI_LOG(kWarn, "unit ignored: another model or version").Field("unit", lease.unit_id)
+              .Field("version", lease.version).Field("model", lease.models.front());
+          continue;
+        }
+        found.push_back(std::move(lease));
+      }
+    }
+  }
+  for (const std::string& url : options_.static_urls) {
+    UnitLease lease;
+    lease.unit_id = url;
+    lease.url = url;
+    lease.ttl_ms = -1;  // static: alive while healthy
+    found.push_back(std::move(lease));
+  }
+  std::vector<std::shared_ptr<Unit>> next;
+  const std::vector<std::shared_ptr<Unit>> before = Snapshot();
+  for (UnitLease& lease : found) {
+    std::shared_ptr<Unit> unit;
+    for (const auto& u : before)
+      if (u->id == lease.unit_id && u->url == lease.url) unit = u;
+    if (!unit) {
+      auto addr = ParseUnitUrl(lease.url);
+      if (!addr.ok()) continue;
+      unit = std::make_shared<Unit>();
+      unit->id = lease.unit_id;
+      unit->url = lease.url;
+      unit->addr = *addr;
+      DI_LOG(kInfo, "unit found").Field("unit", unit->id).Field("url", unit->url);
+    }
+    unit->SetLease(lease);
+    next.push_back(std::move(unit));
+  }
+  // Health checks, each with its own deadline: a hung unit costs one timeout, not the router.
+  const int64_t now_ms = UnixMillisNow();
+  for (const auto& unit : next) {
+    if (!unit->LeaseAlive(now_ms)) continue;
+    auto health = HttpGet(unit->addr.host, unit->addr.port, "/health", options_.health_timeout_s, 64 * 1024);
+    const bool ok = health.ok() && health->status == 200;
+    if (!ok) counters_.health_failures.fetch_add(1);
+    if (ok != unit->healthy.load()) {
+      ::deepinfer::LogRecord(ok ? LogLevel::kInfo : LogLevel::kWarn, ok ? "unit healthy" : "unit unhealthy")
+          .Field("unit", unit->id)
+          .Field("reason", health.ok() ? "status " + std::to_string(health->status) : health.status().message());
+    }
+    unit->healthy.store(ok);
+    if (ok) unit->failed_at_ms.store(0);
+  }
+  MutexLock lock(&mu_);
+  units_ = std::move(next);
+}
+
+void Router::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channel) {
+  if (request.method == "GET" && request.path == "/health") {
+    const int n = healthy_units();
+    HttpResponse r;
+    r.status = n > 0 ? 200 : 503;
+    r.body = "{\"status\":\"" + std::string(n > 0 ? "ok" : "no healthy unit") + "\",\"units\":" + std::to_string(n) + "}";
+    if (n == 0) r.headers.push_back({"retry-after", "1"});
+    channel->Respond(std::move(r));
+    return;
+  }
+  if (request.method == "GET" && request.path == "/metrics") {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = Metrics();
+    channel->Respond(std::move(r));
+    return;
+  }
+  if (request.method != "GET" && request.method != "POST") {
+    pipeline::ApiError e;
+    e.status = 405;
+    e.message = "method " + request.method + " is not allowed";
+    channel->Respond(server::ErrorResponse(server::FamilyForPath(request.path), e));
+    return;
+  }
+  {
+    MutexLock lock(&workers_mu_);
+    if (workers_ >= options_.max_in_flight) {
+      pipeline::ApiError e;
+      e.status = 503;
+      e.message = "the router has too many requests in flight";
+      e.retry_after_s = 1;
+      channel->Respond(server::ErrorResponse(server::FamilyForPath(request.path), e));
+      return;
+    }
+    ++workers_;
+  }
+  counters_.in_flight.fetch_add(1);
+  std::thread([this, request = std::move(request), channel = std::move(channel)]() mutable {
+    Proxy(std::move(request), channel);
+    channel.reset();
+    counters_.in_flight.fetch_sub(1);
+    MutexLock lock(&workers_mu_);
+    --workers_;
+    workers_cv_.SignalAll();
+  }).detach();
+}
+
+HttpResponse Router::TransportError(int status, std::string_view path, std::string_view message) {
+  pipeline::ApiError e;
+  e.status = status;
+  e.message = std::string(message);
+  return server::ErrorResponse(server::FamilyForPath(path), e);
+}
+
+std::string Router::Metrics() const {
+  std::string out;
+  auto counter = [&](const char* name, const char* help, int64_t v, const char* type = "counter") {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  counter("deepinfer_router:requests_total", "Requests proxied.", counters_.requests.load());
+  counter("deepinfer_router:retries_total", "Attempts on another unit before the first byte.", counters_.retries.load());
+  counter("deepinfer_router:migrations_total", "Streams continued on another unit after theirs failed.",
+          counters_.migrations.load());
+  counter("deepinfer_router:failed_total", "Requests ended with an error the router made.", counters_.failed.load());
+  counter("deepinfer_router:rejected_slo_total", "Requests refused (429): no unit predicted within the SLO.",
+          counters_.rejected_slo.load());
+  counter("deepinfer_router:lease_errors_total", "Lease files skipped as malformed.", counters_.lease_errors.load());
+  counter("deepinfer_router:units_ignored_total", "Leases of another model or version skipped.",
+          counters_.units_ignored.load());
+  counter("deepinfer_router:health_check_failures_total", "Unit health checks failed.", counters_.health_failures.load());
+  counter("deepinfer_router:requests_in_flight", "Requests being proxied.", counters_.in_flight.load(), "gauge");
+  const auto units = Snapshot();
+  counter("deepinfer_router:units_known", "Units listed (leases and static).", static_cast<int64_t>(units.size()), "gauge");
+  counter("deepinfer_router:units_healthy", "Units requests may go to.", healthy_units(), "gauge");
+  out += "# HELP deepinfer_router:unit_streams Requests the router has in flight on each unit.\n"
+         "# TYPE deepinfer_router:unit_streams gauge\n";
+  for (const auto& u : units)
+    out += "deepinfer_router:unit_streams{unit=\"" + u->id + "\"} " + std::to_string(u->placed_streams.load()) + "\n";
+  return out;
+}
+
+}  // namespace deepinfer::router
