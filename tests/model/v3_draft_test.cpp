@@ -5,6 +5,7 @@
 // |ours − ref| ≤ 1e-5 · (1 + max|ref row|).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.h"
+#include "model/deepseek_v3/v3_init.h"
 #include "model/deepseek_v3/v3_model.h"
 #include "model/sequential_blocks.h"
 #include "v4_fixture.h"
@@ -216,6 +218,38 @@ TEST(V3Draft, DraftNeedsAForwardFirstAndAValidToken) {
   ASSERT_TRUE(run.blocks->Reserve(*state, 1).ok());
   draft.token = static_cast<int32_t>(run.model->vocab_size());
   EXPECT_EQ(run.model->Draft(std::span(&draft, 1), run.pool, &out).code(), StatusCode::kOutOfRange);
+}
+
+// init-model's V3 writer and the loader agree on the MTP layer's names and shapes (the tiny preset with a
+// small vocabulary): loaded for drafting, a draft step gives finite logits.
+TEST(V3Draft, InitModelWritesAnMtpLayerTheLoaderDraftsWith) {
+  auto config = V3PresetConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  ASSERT_EQ((*config)["num_nextn_predict_layers"], 1);
+  (*config)["vocab_size"] = 512;
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "v3_draft_init").string();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteRandomV3Checkpoint(*config, dir, 5, V3InitFormat::kBF16).ok());
+  LoadOptions options;
+  options.drafting = true;
+  auto m = V3Model::Load(dir, options);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ((*m)->weights().mtp.size(), 1u);
+  EXPECT_TRUE((*m)->weights().mtp[0].layer.moe);
+  auto pools = kvcache::KvPools::Create((*m)->cache_spec(), 4);
+  ASSERT_TRUE(pools.ok());
+  SequentialBlocks blocks((*m)->cache_spec(), *pools);
+  auto state = (*m)->NewSequence();
+  const std::vector<int32_t> prompt = {0, 5, 77, 300};
+  ASSERT_TRUE(blocks.Reserve(*state, 5).ok());
+  SequenceChunk chunk{state.get(), prompt, LogitsWanted::kNone};
+  ForwardOutput out;
+  ASSERT_TRUE((*m)->Forward(std::span(&chunk, 1), *pools, &out).ok());
+  DraftChunk draft{state.get(), 9};
+  ASSERT_TRUE((*m)->Draft(std::span(&draft, 1), *pools, &out).ok());
+  ASSERT_EQ(out.logits.size(), 512u);
+  EXPECT_TRUE(std::all_of(out.logits.begin(), out.logits.end(), [](float x) { return std::isfinite(x); }));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(V3Draft, WithoutDraftingThereIsNoMtpGroup) {
