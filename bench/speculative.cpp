@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -67,7 +68,7 @@ DecodeRun Decode(engine::Engine& e, const std::vector<std::vector<int32_t>>& pro
 }
 
 Result<std::unique_ptr<engine::Engine>> MakeEngine(const SpeculativeDecodeOptions& o, bool speculative) {
-  auto m = model::LoadCausalLM(o.model_dir, {.prefault = false});
+  auto m = model::LoadCausalLM(o.model_dir, {.drafting = speculative && o.config.uses_draft_layers(), .prefault = false});
   if (!m.ok()) return m.status();
   engine::EngineOptions eo;
   eo.kv_cache_bytes = o.kv_cache_mib << 20;
@@ -75,6 +76,9 @@ Result<std::unique_ptr<engine::Engine>> MakeEngine(const SpeculativeDecodeOption
   if (speculative) eo.speculative = o.config;
   return engine::Engine::Create(std::move(m).value(), eo);
 }
+
+// Tokens per second per stream of a run (the first token of each stream is the prompt's step).
+double PerStream(const DecodeRun& r, int64_t tokens) { return r.seconds > 0 ? static_cast<double>(tokens - 1) / r.seconds : 0; }
 
 }  // namespace
 
@@ -152,6 +156,101 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& o) {
     return 1;
   }
   std::printf("    outputs equal speculation off (%d x %lld tokens)\n", o.batch, static_cast<long long>(o.tokens));
+  std::fflush(stdout);
+  return 0;
+}
+
+Result<std::vector<int>> ParseConcurrencyList(const std::string& text) {
+  std::vector<int> list;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long n = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || n < 1 || n > 256 || list.size() >= 16)
+      return Status::InvalidArgument("takes up to 16 comma-separated concurrencies in [1, 256] (got '" +
+                                     item.substr(0, 16) + "')");
+    list.push_back(static_cast<int>(n));
+    at = comma + 1;
+  }
+  return list;
+}
+
+int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<int>& concurrency) {
+  const int top_k = o.config.num_speculative_tokens;
+  std::printf("  speculative decoding sweep: %s up to K=%d%s, context %lld, %lld tokens per stream (greedy, best of 2)\n",
+              std::string(engine::DraftMethodName(o.config.method)).c_str(), top_k,
+              o.config.scheduled_verification ? ", scheduled" : "", static_cast<long long>(o.context),
+              static_cast<long long>(o.tokens));
+  std::printf("  %5s %12s %12s", "conc", "off tok/s/u", "off total");
+  for (int k = 1; k <= top_k; ++k) std::printf("  K=%-2d tok/s/u", k);
+  if (o.config.scheduled_verification) std::printf(" %12s %8s", "sched tok/s/u", "vs best");
+  std::printf("\n");
+  for (int c : concurrency) {
+    SpeculativeDecodeOptions run_options = o;
+    run_options.batch = c;
+    std::mt19937 rng(static_cast<uint32_t>(o.seed) + static_cast<uint32_t>(c));
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(c));
+    DecodeRun off;
+    // One engine at a time: a recording pass for the synthetic drafter, then the faster of two passes.
+    auto run = [&](bool speculative, const engine::SpeculativeConfig& config, DecodeRun* out) -> Status {
+      run_options.config = config;
+      DI_ASSIGN_OR_RETURN(auto e, MakeEngine(run_options, speculative));
+      if (prompts[0].empty()) {
+        std::uniform_int_distribution<int32_t> token(2, static_cast<int32_t>(e->info().vocab_size - 1));
+        for (auto& p : prompts) {
+          p.resize(static_cast<size_t>(o.context));
+          for (int32_t& t : p) t = token(rng);
+        }
+      }
+      if (speculative && config.method == engine::DraftMethod::kSynthetic) Decode(*e, prompts, o.tokens);
+      for (int pass = 0; pass < 2; ++pass) {
+        DecodeRun r = Decode(*e, prompts, o.tokens);
+        DI_RETURN_IF_ERROR(r.status);
+        if (pass == 0 || r.seconds < out->seconds) *out = std::move(r);
+      }
+      for (const auto& ids : out->ids) {
+        if (static_cast<int64_t>(ids.size()) != o.tokens)
+          return Status::Internal("a stream has " + std::to_string(ids.size()) + " tokens, not " + std::to_string(o.tokens));
+      }
+      if (speculative && out->ids != off.ids) return Status::Internal("outputs differ from speculation off");
+      // Runs are timed apart (not alternated), so a quarter of slack absorbs a shared machine's swings.
+      if (speculative && PerStream(*out, o.tokens) > 1.25 * (config.num_speculative_tokens + 1.0) * PerStream(off, o.tokens))
+        return Status::Internal("a speed-up beyond K + 1 is impossible (the measurement is broken)");
+      return Status::Ok();
+    };
+    auto failed = [&](const std::string& what, const Status& st) {
+      std::printf("    FAILED (concurrency %d, %s): %s\n", c, what.c_str(), st.message().c_str());
+      return 1;
+    };
+    if (Status st = run(false, {}, &off); !st.ok()) return failed("off", st);
+    const double off_tps = PerStream(off, o.tokens);
+    std::printf("  %5d %12.2f %12.2f", c, off_tps, off_tps * c);
+    std::fflush(stdout);
+    double best = off_tps;
+    int best_k = 0;
+    for (int k = 1; k <= top_k; ++k) {
+      engine::SpeculativeConfig fixed = o.config;
+      fixed.num_speculative_tokens = k;
+      fixed.scheduled_verification = false;
+      if (!fixed.synthetic_acceptance_rates.empty()) fixed.synthetic_acceptance_rates.resize(static_cast<size_t>(k));
+      DecodeRun r;
+      if (Status st = run(true, fixed, &r); !st.ok()) return failed("K=" + std::to_string(k), st);
+      const double tps = PerStream(r, o.tokens);
+      std::printf("  %12.2f", tps);
+      std::fflush(stdout);
+      if (tps > best) best = tps, best_k = k;
+    }
+    if (o.config.scheduled_verification) {
+      DecodeRun r;
+      if (Status st = run(true, o.config, &r); !st.ok()) return failed("scheduled", st);
+      const double tps = PerStream(r, o.tokens);
+      std::printf(" %12.2f %7.3fx", tps, best > 0 ? tps / best : 0.0);
+    }
+    std::printf("   best fixed: %s\n", best_k ? ("K=" + std::to_string(best_k)).c_str() : "off");
+  }
+  std::printf("  outputs of every run equal speculation off's\n");
   std::fflush(stdout);
   return 0;
 }

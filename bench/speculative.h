@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -29,5 +30,16 @@ struct SpeculativeDecodeOptions {
 // prints tokens/s per stream and in total for both, the ratio, and SpeculativeSummary of the kept pass. Non-zero (with a line saying why) when
 // the outputs differ or the speed-up is impossible.
 int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
+
+// For each concurrency (streams decoded at once, greedy): speculation off, the configured drafter at every
+// fixed K from 1 to the configured K (synthetic rates cut to K), and the configuration itself when it
+// schedules its verify lengths, each on its own engine (best of two passes after a recording pass); prints
+// tokens/s per stream and in total, the best fixed K, and the scheduled run against max(off, best fixed K).
+// Non-zero when any run's outputs differ from speculation off's, a stream has other than `tokens` tokens,
+// or a speed-up passes 1.25 (K + 1) (the corruption check; the runs are not alternated).
+int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency);
+
+// "1,4,16": up to 16 comma-separated concurrencies in [1, 256]; InvalidArgument with one line otherwise.
+Result<std::vector<int>> ParseConcurrencyList(const std::string& text);
 
 }  // namespace deepinfer::bench

@@ -31,5 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       previous = r;
     }
   }
+  if (!(c.min_predicted_gain >= 0 && c.min_predicted_gain <= 10)) std::abort();
+  if (c.suffix_override_tokens < 0 || c.suffix_override_tokens > engine::kMaxPromptLookup) std::abort();
+  if (c.suffix_override_tokens > 0 && !c.uses_draft_layers()) std::abort();
+  if (!c.calibration_path.empty() && c.method != engine::DraftMethod::kDspark) std::abort();
   return 0;
 }

@@ -18,6 +18,7 @@ apt_packages=(
   libicu-dev                              # ICU: Unicode normalisation of DeepSeek-V4.1's Engram token map
   clang libclang-rt-14-dev                # libFuzzer targets (fuzz/)
   python3 python3-venv time               # test tooling (GNU time: peak RSS of the hostile-input cases)
+  python3-dev                             # Python.h: the Python package's module (src/python)
   liburing-dev libxxhash-dev fio          # KV store: io_uring, XXH3 checksums, the device's limit in bench kvstore
   libfuse2 fuse                           # KV store tests: a slow FUSE filesystem (fusepy), fusermount
 )

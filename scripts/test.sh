@@ -61,7 +61,10 @@ launcher=()
 if [ $quick = 1 ] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERROR=ON "${launcher[@]}" >/dev/null
+# The Python package's module is part of this build (src/python; every library position-independent), so the
+# package is tested from build/release/python without compiling the project a second time.
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERROR=ON "${launcher[@]}" \
+  -DDEEPINFER_PYTHON=ON -DPython_EXECUTABLE="$root/.venv/bin/python" >/dev/null
 ninja -C build/release -j "$jobs"
 
 if [ $quick = 1 ]; then
@@ -88,6 +91,8 @@ if [ $quick = 1 ]; then
   ctest --test-dir build/release -j "$jobs" --output-on-failure -R '^(layering|thread_safety)'
   python_dirs=()
   for c in $components; do [ -d "tests/python/$c" ] && python_dirs+=("tests/python/$c"); done
+  # The package's tests (tests/python/api) reach every component through the module.
+  for c in $components; do [ "$c" = python ] && python_dirs+=(tests/python/api); done
   if ((${#python_dirs[@]})); then
     # Only the Release build exists here: tests that need the sanitizer build or the hostile corpus skip.
     export DEEPINFER_BUILD_DIR="$root/build/release" DEEPINFER_REQUIRE_DATA=0
@@ -97,6 +102,18 @@ if [ $quick = 1 ]; then
 fi
 stage "Release tests"
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
+
+stage "Python wheel"
+# `pip wheel .` through pyproject.toml (scikit-build-core) on the Release build above: its configure step
+# changes nothing that is compiled, so this packages what was built, and the wheel is installed into a scratch
+# directory and run. A build from a clean clone in a fresh virtual environment is tools/python/check_install.sh.
+rm -rf build/wheel build/wheel-check
+.venv/bin/python -m pip wheel -q --no-build-isolation --no-deps --disable-pip-version-check -w build/wheel \
+  -Cbuild-dir=build/release -Ccmake.define.DEEPINFER_BUILD_TESTS=ON -Ccmake.define.DEEPINFER_BUILD_BENCH=ON .
+.venv/bin/python -m pip install -q --no-deps --disable-pip-version-check --target build/wheel-check build/wheel/*.whl
+PYTHONPATH=build/wheel-check build/wheel-check/bin/deepinfer --version
+PYTHONPATH=build/wheel-check .venv/bin/python -c \
+  "import deepinfer; assert deepinfer.Tokenizer('deepseek-v4').decode(deepinfer.Tokenizer('deepseek-v4').encode('wheel')) == 'wheel'"
 
 stage "Hostile-input corpus"
 # tests/python/hostile runs it; it also seeds the fuzzers.

@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "                              [--system-tokens N] [--requests N] [--rate R] [--tbt-target-ms MS]\n"
     "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
     "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n"
-    "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N]]\n\n"
+    "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N]\n"
+    "                               [--spec-concurrency LIST]]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
     "exactly from cached window blocks), replayed tokens per hit and the step loop's idle gap, then the\n"
@@ -66,7 +67,9 @@ constexpr const char* kUsage =
     "  random  --requests requests of random ids, prompts 16..1024 tokens, outputs 1..96, at --rate\n"
     "With --speculative-config every engine runs with it, each workload row is followed by its speculative\n"
     "counters, and greedy decoding of --spec-batch streams (default 1) of --spec-tokens tokens (default 128)\n"
-    "is measured with and without it (runs with --skip-goals too; fails when the outputs differ).\n";
+    "is measured with and without it (runs with --skip-goals too; fails when the outputs differ).\n"
+    "--spec-concurrency 1,4,16,32,64 measures instead, at each concurrency, speculation off, every fixed K up\n"
+    "to the config's and (with scheduled_verification) the config itself, on fresh engines.\n";
 
 struct Args {
   std::string model_dir;
@@ -86,6 +89,7 @@ struct Args {
   engine::SpeculativeConfig speculative;
   int spec_batch = 1;
   int64_t spec_tokens = 128;
+  std::vector<int> spec_concurrency;  // non-empty: the sweep instead of the single measurement
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -327,6 +331,7 @@ Result<std::unique_ptr<engine::Engine>> MakeEngine(const Args& a, bool cache, do
                                                    int64_t kv_blocks = 0, kvcache::LowerTier* tier = nullptr) {
   model::LoadOptions load;
   load.prefault = false;  // the page cache is warm after the first load
+  load.drafting = a.speculative.uses_draft_layers();
   auto m = model::LoadCausalLM(a.model_dir, load);
   if (!m.ok()) return m.status();
   engine::EngineOptions o;
@@ -672,6 +677,10 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   });
   flags.Int<int>("--spec-batch", &a.spec_batch, 1, 256);
   flags.Int<int64_t>("--spec-tokens", &a.spec_tokens, 2, 1 << 16);
+  flags.Custom("--spec-concurrency", "LIST", [&a](const std::string& v) {
+    DI_ASSIGN_OR_RETURN(a.spec_concurrency, ParseConcurrencyList(v));
+    return Status::Ok();
+  });
   if (int rc = flags.Parse(argv)) return rc;
   a.goals = !skip_goals;
   if (!workloads.empty()) {
@@ -719,12 +728,14 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   }
   if (a.speculative.enabled()) {
     std::printf("\nspeculative decoding\n");
-    if (int rc = MeasureSpeculativeDecode({.model_dir = a.model_dir,
-                                           .kv_cache_mib = a.kv_cache_mib,
-                                           .config = a.speculative,
-                                           .batch = a.spec_batch,
-                                           .tokens = a.spec_tokens,
-                                           .seed = a.seed}))
+    const SpeculativeDecodeOptions spec{.model_dir = a.model_dir,
+                                        .kv_cache_mib = a.kv_cache_mib,
+                                        .config = a.speculative,
+                                        .batch = a.spec_batch,
+                                        .tokens = a.spec_tokens,
+                                        .seed = a.seed};
+    if (int rc = a.spec_concurrency.empty() ? MeasureSpeculativeDecode(spec)
+                                            : SweepSpeculativeDecode(spec, a.spec_concurrency))
       return rc;
   }
   if (!a.goals) return 0;

@@ -32,7 +32,7 @@ using Json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: deepinfer bench grammar [--data FILE] [--tokenizer PATH] [--limit N] [--peer FILE]\n"
-    "                              [--per-schema FILE] [--lenient-one-of]\n\n"
+    "                              [--per-schema FILE] [--mismatches FILE] [--lenient-one-of]\n\n"
     "For each schema: compile time; then the first valid instance, serialised compactly and tokenized, is fed\n"
     "token by token, timing the allowed-token mask before each token (and before the stop token). Reports\n"
     "coverage (schemas compiled), valid instances rejected (as written, and apart those rejected also when\n"
@@ -47,6 +47,9 @@ constexpr const char* kUsage =
     "  --per-schema FILE  also write one line per schema, {\"id\", \"compiled\", \"compile_ms\", \"front_end_ms\"\n"
     "                  (its part before the automaton), \"grammar\" (a fingerprint of its text), \"states\",\n"
     "                  \"masks\", \"mask_max_us\", \"mask_total_us\", \"accepted\"}: which schemas make the tails\n"
+    "  --mismatches FILE  also write one line per wrong verdict, {\"id\", \"test\" (its index in the schema's\n"
+    "                  tests), \"valid\" (the data's label)}: each valid instance rejected in member order and\n"
+    "                  each invalid one accepted\n"
     "  --lenient-one-of  a oneOf that cannot be made exclusive compiles as anyOf (as the peers do; unsound:\n"
     "                  JsonSchemaOptions::one_of_as_any_of) instead of being refused\n";
 
@@ -74,13 +77,14 @@ struct Figures {
 };
 
 int RunBenchGrammar(const std::vector<std::string>& args) {
-  std::string data, tokenizer_hint, peer_path, per_schema_path;
+  std::string data, tokenizer_hint, peer_path, per_schema_path, mismatches_path;
   int64_t limit = 0;
   cli::Flags flags("bench grammar");
   flags.Path("--data", &data);
   flags.Path("--tokenizer", &tokenizer_hint);
   flags.Path("--peer", &peer_path);
   flags.Path("--per-schema", &per_schema_path);
+  flags.Path("--mismatches", &mismatches_path);
   bool lenient_one_of = false;
   flags.Switch("--lenient-one-of", &lenient_one_of);
   flags.Int<int64_t>("--limit", &limit, 0, 1'000'000);
@@ -171,6 +175,11 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     per_schema = std::fopen(per_schema_path.c_str(), "w");
     if (!per_schema) return Fail("bench grammar", per_schema_path + ": cannot be written");
   }
+  FILE* mismatches = nullptr;
+  if (!mismatches_path.empty()) {
+    mismatches = std::fopen(mismatches_path.c_str(), "w");
+    if (!mismatches) return Fail("bench grammar", mismatches_path + ": cannot be written");
+  }
   // One line per schema, written as each finishes; `masks`: the times of its own masks (ours.mask_us's tail).
   // `grammar`: a fingerprint of the grammar's text (FNV-1a), to check that a change meant to keep the front
   // end's output does; `states`: the compiled automaton's size (-1: not compiled).
@@ -232,18 +241,29 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     };
     const bool accepted = accepts(c.ids, &ours.mask_us);
     write_row(c, g, front_end_ms, states, accepted, first_mask);
-    for (const Case::Instance& inst : c.instances) {
+    for (size_t test = 0; test < c.instances.size(); ++test) {
+      const Case::Instance& inst = c.instances[test];
       const bool written = accepts(inst.ids, nullptr);
+      auto note_mismatch = [&] {
+        if (mismatches)
+          std::fprintf(mismatches, "%s\n", Json({{"id", c.id}, {"test", test}, {"valid", inst.valid}}).dump().c_str());
+      };
       if (inst.valid) {
         ++valid_all;
         valid_written += written;
         const bool canonical = written || (!inst.canonical_ids.empty() && accepts(inst.canonical_ids, nullptr));
         valid_canonical += canonical;
-        if (!canonical) valid_rejected_ids.push_back(c.id);
+        if (!canonical) {
+          valid_rejected_ids.push_back(c.id);
+          note_mismatch();
+        }
       } else {
         ++invalid_all;
         invalid_accepted += written;
-        if (written) invalid_accepted_ids.push_back(c.id);
+        if (written) {
+          invalid_accepted_ids.push_back(c.id);
+          note_mismatch();
+        }
       }
     }
     if (accepted) continue;
@@ -252,6 +272,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   }
 
   if (per_schema) std::fclose(per_schema);
+  if (mismatches) std::fclose(mismatches);
   std::vector<Figures> all = {ours};
   if (peer_doc.is_object()) {
     for (const Json& j : peer_doc.value("peers", Json::array())) {

@@ -85,7 +85,7 @@ constexpr const char* kUsage =
     "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
     "                                 bounded for V4.1)\n"
     "  --speculative-config JSON      speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                                 (methods ngram, synthetic; outputs equal speculation off)\n";
+    "                                 (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -293,7 +293,12 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   model::LoadOptions load;
   load.precision = args.precision;
   load.progress = model::TerminalProgressBar("loading " + args.model_dir);
+  load.drafting = args.speculative.uses_draft_layers();
   auto model = model::LoadCausalLM(args.model_dir, load);
+  if (!model.ok() && load.drafting)
+    return Status::InvalidArgument("--speculative-config method \"" +
+                                   std::string(engine::DraftMethodName(args.speculative.method)) +
+                                   "\" needs the model's draft layers: " + model.status().message());
   if (!model.ok()) return model.status();
   if (out.tokenizer && need_tokenizer &&
       (*model)->info().vocab_size < static_cast<int64_t>(out.tokenizer->vocab_size()))

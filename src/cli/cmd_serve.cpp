@@ -27,7 +27,7 @@
 #include "kvstore/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "model/causal_lm.h"
-#include "model/deepseek_v4/v4_init.h"
+#include "pipeline/default_model.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
 #include "server/http_server.h"
@@ -96,7 +96,7 @@ constexpr const char* kUsage =
     "                              (exact: the same logits as a cold run; DeepSeek-V4's default) or the last\n"
     "                              block only (bounded: DeepSeek-V4.1's default, the model was built for it)\n"
     "  --speculative-config JSON   speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                              (methods ngram, synthetic; outputs equal speculation off)\n"
+    "                              (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n"
     "  --kv-store DIR              keep prefix KV blocks in DIR (local SSD or a shared filesystem's mount;\n"
     "                              created if missing): they outlive restarts and serve every server on DIR.\n"
     "                              Without it, or when DIR cannot be used, the prefix cache is RAM only\n"
@@ -268,41 +268,6 @@ std::unique_ptr<kvstore::KvStoreTier> OpenKvStore(const ServeArgs& args, const m
   return std::make_unique<kvstore::KvStoreTier>(std::move(*store), args.kv_ttl_class);
 }
 
-fs::path CacheDir() {
-  if (const char* env = std::getenv("DEEPINFER_CACHE_DIR"); env && *env) return env;
-  if (const char* env = std::getenv("XDG_CACHE_HOME"); env && *env) return fs::path(env) / "deepinfer";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "deepinfer";
-  return fs::temp_directory_path() / "deepinfer-cache";
-}
-
-// The embedded default: the `small` preset, written once into the cache (into a temporary directory
-// renamed into place, so an interrupted first run leaves nothing half-written behind).
-Result<std::string> DefaultModel() {
-  const fs::path dir = CacheDir() / "models" / "small-v4-seed0";
-  std::error_code ec;
-  if (fs::exists(dir / "config.json", ec) && fs::exists(dir / "tokenizer.json", ec)) return dir.string();
-  DI_LOG(kInfo, "creating the embedded default model (first use)").Field("dir", dir.string());
-  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
-  fs::remove_all(tmp, ec);
-  auto config = model::V4PresetConfig("small");
-  if (!config.ok()) return config.status();
-  DI_RETURN_IF_ERROR(model::WriteRandomV4Checkpoint(*config, tmp.string(), 0, model::V4InitFormat::kBF16));
-  DI_RETURN_IF_ERROR(tokenizer::WriteTokenizerFiles({"", "deepseek-v4"}, tmp.string()));
-  fs::create_directories(dir.parent_path(), ec);
-  fs::rename(tmp, dir, ec);
-  if (ec && !fs::exists(dir / "config.json")) return Status::IoError("creating " + dir.string() + ": " + ec.message());
-  fs::remove_all(tmp, ec);
-  return dir.string();
-}
-
-std::optional<recipe::ModelVersion> VersionFromConfig(const HfConfig& config) {
-  const std::string type = config.model_type();
-  if (type == "deepseek_v4") return recipe::ModelVersion::kV4;
-  if (type == "deepseek_v41" || type == "deepseek_v4_1") return recipe::ModelVersion::kV41;
-  if (type == "deepseek_v32" || type == "deepseek_v3") return recipe::ModelVersion::kV32;
-  return std::nullopt;
-}
-
 int RunServe(const std::vector<std::string>& argv) {
   ServeArgs args;
   if (int rc = ParseArgs(argv, &args)) return rc;
@@ -328,7 +293,7 @@ int RunServe(const std::vector<std::string>& argv) {
 
   bool demo = false;
   if (args.model_dir.empty()) {
-    auto dir = DefaultModel();
+    auto dir = pipeline::DefaultModelDir();
     if (!dir.ok()) return Fail("serve", dir.status().message());
     args.model_dir = *dir;
     demo = true;
@@ -336,7 +301,7 @@ int RunServe(const std::vector<std::string>& argv) {
   }
   auto config = HfConfig::Load(args.model_dir);
   if (!config.ok()) return Fail("serve", config.status().message());
-  if (!args.model_version) args.model_version = VersionFromConfig(*config);
+  if (!args.model_version) args.model_version = pipeline::ModelVersionFromConfig(*config);
   if (!args.model_version)
     return Fail("serve", "cannot tell the prompt encoding from model_type '" + config->model_type() +
                              "' (pass --model-version)");
@@ -389,7 +354,12 @@ int RunServe(const std::vector<std::string>& argv) {
     model::LoadOptions load_options;
     load_options.precision = args.precision;
     load_options.progress = model::TerminalProgressBar("loading " + args.model_dir);
+    load_options.drafting = args.speculative.uses_draft_layers();
     auto loaded = model::LoadCausalLM(args.model_dir, load_options);
+    if (!loaded.ok() && load_options.drafting)
+      return Fail("serve", "--speculative-config method \"" +
+                               std::string(engine::DraftMethodName(args.speculative.method)) +
+                               "\" needs the model's draft layers: " + loaded.status().message());
     if (!loaded.ok()) return Fail("serve", loaded.status().message());
     engine::EngineOptions engine_options;
     engine_options.tokenizer = &*tokenizer;

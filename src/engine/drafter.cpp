@@ -1,12 +1,15 @@
 #include "engine/drafter.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "core/log.h"
 #include "sampling/philox.h"
 
 namespace deepinfer::engine {
 
-std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, int max_tokens) const {
+std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, int max_tokens, int64_t* matched) const {
+  if (matched) *matched = 0;
   const auto size = static_cast<int64_t>(tokens.size());
   const int64_t floor = std::max<int64_t>(0, size - kSearchTokens);
   for (int64_t n = std::min<int64_t>(max_n_, size - 1); n >= min_n_; --n) {
@@ -17,6 +20,7 @@ std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, i
       if (!std::equal(suffix, suffix + n, tokens.begin() + j)) continue;
       const int64_t from = j + n;
       const int64_t to = std::min<int64_t>(size, from + max_tokens);
+      if (matched) *matched = n;
       return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + to);
     }
   }
@@ -26,6 +30,16 @@ std::vector<int32_t> NgramDrafter::ProposeOne(std::span<const int32_t> tokens, i
 void NgramDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
   drafts->resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) (*drafts)[i] = ProposeOne(inputs[i].tokens, inputs[i].max_tokens);
+}
+
+void SuffixDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
+  drafts->resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int64_t own = 0, indexed = 0;
+    (*drafts)[i] = own_.ProposeOne(inputs[i].tokens, inputs[i].max_tokens, &own);
+    std::vector<int32_t> other = index_->Lookup(inputs[i].tokens, inputs[i].max_tokens, &indexed);
+    if (indexed > own) (*drafts)[i] = std::move(other);
+  }
 }
 
 SyntheticDrafter::SyntheticDrafter(std::vector<double> acceptance_rates, int64_t vocab_size)
@@ -100,6 +114,73 @@ void SyntheticDrafter::Finished(const DraftInput& input) {
   recorded_tokens_ += output;
 }
 
+void ModelDrafter::Attach(model::CausalLM* model, kvcache::KvPools* pools) {
+  model_ = model;
+  pools_ = pools;
+}
+
+double ModelDrafter::Calibrated(double confidence, int64_t slot) const {
+  if (slot >= static_cast<int64_t>(calibration_.size())) return confidence;
+  const double c = std::clamp(confidence, 1e-12, 1 - 1e-12);
+  return 1 / (1 + std::exp(-std::log(c / (1 - c)) / calibration_[static_cast<size_t>(slot)]));
+}
+
+void ModelDrafter::Propose(std::span<const DraftInput> inputs, std::vector<std::vector<int32_t>>* drafts) {
+  drafts->assign(inputs.size(), {});
+  survival_.assign(inputs.size(), {});
+  if (!model_) return;
+  const int64_t bound = model_->info().max_draft_steps;
+  std::vector<int64_t> steps(inputs.size(), 0);
+  int64_t most = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DraftInput& in = inputs[i];
+    if (in.tokens.empty()) continue;
+    if (index_) {
+      int64_t matched = 0;
+      std::vector<int32_t> found = index_->Lookup(in.tokens, in.max_tokens, &matched);
+      if (!found.empty()) {
+        (*drafts)[i] = std::move(found);
+        continue;
+      }
+    }
+    if (!in.state) continue;
+    int64_t n = in.max_tokens;
+    if (in.room >= 0) n = std::min(n, in.room);
+    if (bound > 0) n = std::min(n, bound);
+    steps[i] = std::max<int64_t>(n, 0);
+    most = std::max(most, steps[i]);
+  }
+  std::vector<model::DraftChunk> batch;
+  std::vector<size_t> of;
+  for (int64_t k = 0; k < most; ++k) {
+    batch.clear();
+    of.clear();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (steps[i] <= k) continue;
+      const int32_t token = k == 0 ? inputs[i].tokens.back() : (*drafts)[i].back();
+      batch.push_back({.state = inputs[i].state, .token = token});
+      of.push_back(i);
+    }
+    Status st = model_->Draft(batch, *pools_, &out_);
+    if (!st.ok()) {
+      if (!error_logged_) DI_LOG(kWarn, "engine: drafting failed; outputs go on without drafts").Field("status", st.ToString());
+      error_logged_ = true;
+      return;
+    }
+    const int64_t vocab = out_.vocab_size;
+    for (size_t j = 0; j < of.size(); ++j) {
+      const float* row = out_.row(j);
+      const int64_t best = std::max_element(row, row + vocab) - row;  // the first maximum: the lowest id
+      (*drafts)[of[j]].push_back(static_cast<int32_t>(best));
+      if (out_.confidence.size() == of.size()) {
+        std::vector<float>& s = survival_[of[j]];
+        const double before = s.empty() ? 1.0 : s.back();
+        s.push_back(static_cast<float>(before * Calibrated(out_.confidence[j], k)));
+      }
+    }
+  }
+}
+
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, int64_t vocab_size) {
   switch (config.method) {
     case DraftMethod::kNgram:
@@ -107,10 +188,18 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config, in
     case DraftMethod::kSynthetic:
       return std::unique_ptr<Drafter>(
           std::make_unique<SyntheticDrafter>(config.synthetic_acceptance_rates, vocab_size));
+    case DraftMethod::kSuffix:
+      return std::unique_ptr<Drafter>(std::make_unique<SuffixDrafter>(config.prompt_lookup_min, config.prompt_lookup_max));
     case DraftMethod::kMtp:
-    case DraftMethod::kDspark:
-      return Status::Unimplemented("speculative config: method \"" + std::string(DraftMethodName(config.method)) +
-                                   "\" is not implemented yet (ngram and synthetic are)");
+      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(std::vector<double>{}, config.suffix_override_tokens));
+    case DraftMethod::kDspark: {
+      std::vector<double> calibration;
+      if (!config.calibration_path.empty()) {
+        DI_ASSIGN_OR_RETURN(calibration, ReadCalibrationTemperatures(config.calibration_path));
+      }
+      return std::unique_ptr<Drafter>(
+          std::make_unique<ModelDrafter>(std::move(calibration), config.suffix_override_tokens));
+    }
     case DraftMethod::kNone: break;
   }
   return Status::InvalidArgument("speculative config: no method");

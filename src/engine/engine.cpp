@@ -144,7 +144,9 @@ Status EngineImpl::Init() {
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
   int64_t window_blocks = 0, window_cached = -1;
   if (window_bytes > 0) {
-    const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
+    // A decoding sequence's window, plus a block for the lookahead of speculative decoding.
+    const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1 +
+                               (o.speculative.enabled() ? 1 : 0);
     const int64_t per_prefill = (window - 1 + max_chunk + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1;
     if (o.max_num_seqs == 0) {
       // As many running sequences as half the budget's window blocks hold (the rest caches prefixes).
@@ -233,7 +235,8 @@ Status EngineImpl::Init() {
   std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
   if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
   executor_ = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler),
-                                              std::move(drafter), o.speculative.num_speculative_tokens);
+                                              std::move(drafter), o.speculative.num_speculative_tokens,
+                                              o.speculative.rejection_sampling);
   output_ = std::make_unique<OutputProcessor>(o.tokenizer, o.output_threads, o.output_thread_slice_us,
                                               [this](std::vector<std::pair<RequestId, int>> stopped) {
                                                 {
@@ -243,7 +246,10 @@ Status EngineImpl::Init() {
                                                 inbox_.cv.Signal();
                                               });
   scheduler_ = std::make_unique<Scheduler>(std::move(config), &inbox_, &metrics_, output_.get(), executor_.get());
-  if ((o.tbt_target_ms > 0 || o.tbt_target_ms == kDerivedTbtTarget) && o.calibrate)
+  // Latency-budgeted chunks and scheduled verification both price steps with the cost model.
+  if ((o.tbt_target_ms > 0 || o.tbt_target_ms == kDerivedTbtTarget ||
+       (o.speculative.enabled() && o.speculative.scheduled_verification)) &&
+      o.calibrate)
     scheduler_->Calibrate([this](const StepPlan& plan) { return executor_->Execute(plan); });
 
   step_thread_ = std::thread([this] {

@@ -193,7 +193,8 @@ struct EngineOptions {
   // all of them at once, so with many streams the last request of a step does not wait for all the others'
   // encoding and socket writes.
   int output_threads = 1;
-  bool calibrate = true;  // a short profile at start-up calibrates the cost model (needs tbt_target_ms > 0)
+  // A short profile at start-up calibrates the cost model (with tbt_target_ms > 0 or scheduled verification).
+  bool calibrate = true;
   // Needed for text, token bytes, stop strings and the control flag; not owned, must outlive the engine.
   const tokenizer::Tokenizer* tokenizer = nullptr;
   // Compiles requests' grammars (sampling/constraint_masks.h). Share the server's, which compiles each
@@ -274,6 +275,7 @@ struct EngineStats {
   // i + 1 tokens were accepted).
   int num_speculative_tokens = 0;  // K (0: speculation off)
   uint64_t spec_decode_num_drafts = 0;
+  uint64_t spec_decode_scheduled_steps = 0;  // steps whose verify lengths the cost model chose (not the full K)
   uint64_t spec_decode_num_draft_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens_per_pos[kMaxSpeculativeTokens] = {};

@@ -72,10 +72,11 @@ class MaskFiller {
 class LocalExecutor final : public Executor {
  public:
   // `compiler` compiles requests' grammars (null: grammars are refused). `drafter` (null: none) proposes
-  // up to `draft_tokens` tokens for every output that goes on decoding.
+  // up to `draft_tokens` tokens for every output that goes on decoding; `rejection_sampling`: sampled
+  // outputs verify them by rejection sampling (SpeculativeConfig::rejection_sampling).
   LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
                 std::shared_ptr<sampling::ConstraintCompiler> compiler, std::unique_ptr<Drafter> drafter = nullptr,
-                int draft_tokens = 0);
+                int draft_tokens = 0, bool rejection_sampling = false);
   ~LocalExecutor() override;
 
   Result<ConstraintTicket> PrepareConstraints(const RequestParams& params, int n, ConstraintReady on_ready) override;
@@ -122,6 +123,7 @@ class LocalExecutor final : public Executor {
   void ContinueVerify(Row& row, sampling::Sampler& sampler);
   void Propose(std::vector<Row>& rows, std::vector<SequenceResult>* results);
   DraftInput DraftInputFor(SeqId id, const Slot& slot) const;
+  int64_t DraftRoom(const model::SequenceState& state) const;
   // Takes output `index`'s mask of a prepared request (null: none).
   std::unique_ptr<sampling::LogitsMask> TakeMask(uint64_t handle, int index);
   // A compile thread's end of PrepareConstraints: the masks of `handle` made, or the compile's error.
@@ -144,6 +146,7 @@ class LocalExecutor final : public Executor {
   MaskFiller mask_filler_;
   std::unique_ptr<Drafter> drafter_;  // speculative decoding; null: off
   int draft_tokens_ = 0;
+  bool rejection_sampling_ = false;
 
   Mutex constraints_mu_;
   uint64_t next_constraint_ GUARDED_BY(constraints_mu_) = 1;

@@ -66,6 +66,7 @@ struct LocalExecutor::Row {
   int64_t first_position = 0;   // the position the first token sampled takes
   int64_t verify = 0;
   const int32_t* draft = nullptr;  // verify tokens
+  bool owns_state = false;         // the chunk ran this output's own model state (not its parent's)
   const float* logits = nullptr;
   int64_t position = 0;
   Status status;
@@ -77,10 +78,13 @@ struct LocalExecutor::Row {
 
 LocalExecutor::LocalExecutor(std::unique_ptr<model::CausalLM> model, kvcache::KvPools pools,
                              std::shared_ptr<sampling::ConstraintCompiler> compiler, std::unique_ptr<Drafter> drafter,
-                             int draft_tokens)
+                             int draft_tokens, bool rejection_sampling)
     : model_(std::move(model)), spec_(model_->cache_spec()), pools_(std::move(pools)),
       vocab_size_(model_->info().vocab_size), drafter_(std::move(drafter)), draft_tokens_(draft_tokens),
-      constraint_masks_(std::make_unique<sampling::ConstraintMasks>(std::move(compiler))) {}
+      rejection_sampling_(rejection_sampling),
+      constraint_masks_(std::make_unique<sampling::ConstraintMasks>(std::move(compiler))) {
+  if (drafter_) drafter_->Attach(model_.get(), &pools_);
+}
 
 LocalExecutor::~LocalExecutor() { StopCompiling(); }
 
@@ -279,6 +283,7 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
         row.verify = c.verify;
         row.first_position = c.end - c.verify;
         row.position = row.first_position;
+        row.owns_state = i == 0;
         if (c.verify > 0) row.draft = c.tokens.data() + (c.tokens.size() - static_cast<size_t>(c.verify));
         // Outputs born from this row start from their parent's penalty counts (and history).
         if (i > 0) {
@@ -424,6 +429,21 @@ DraftInput LocalExecutor::DraftInputFor(SeqId id, const Slot& slot) const {
           .max_tokens = draft_tokens_};
 }
 
+// Draft steps write the window groups at positions num_tokens() onward: as far as the blocks in the tables
+// reach (the scheduler allocates lookahead blocks for them), and inside the model's positions.
+int64_t LocalExecutor::DraftRoom(const model::SequenceState& state) const {
+  const int64_t n = state.num_tokens();
+  int64_t room = model_->info().max_position_embeddings > 0 ? model_->info().max_position_embeddings - n : INT64_MAX;
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    if (spec_.groups[g].retention != kvcache::CacheRetention::kWindow) continue;
+    const std::vector<int32_t>& table = state.block_table(g);
+    int64_t blocks = static_cast<int64_t>(table.size());
+    while (blocks > 0 && table[static_cast<size_t>(blocks - 1)] == kvcache::kNoBlock) --blocks;
+    room = std::min(room, blocks * kvcache::kBlockTokens - n);
+  }
+  return std::max<int64_t>(room, 0);
+}
+
 void LocalExecutor::Propose(std::vector<Row>& rows, std::vector<SequenceResult>* results) {
   std::vector<DraftInput> inputs;
   std::vector<size_t> of;
@@ -434,12 +454,19 @@ void LocalExecutor::Propose(std::vector<Row>& rows, std::vector<SequenceResult>*
     for (const sampling::SampledToken& t : r.tokens) row.slot->history.push_back(t.id);
     if (row.ended || r.terminated || row.slot->history.empty()) continue;
     inputs.push_back(DraftInputFor(row.id, *row.slot));
+    if (drafter_->uses_model() && row.owns_state && row.slot->state) {
+      inputs.back().state = row.slot->state.get();
+      inputs.back().room = DraftRoom(*row.slot->state);
+    }
     of.push_back(i);
   }
   if (inputs.empty()) return;
   std::vector<std::vector<int32_t>> drafts;
   drafter_->Propose(inputs, &drafts);
   for (size_t j = 0; j < of.size() && j < drafts.size(); ++j) (*results)[of[j]].draft = std::move(drafts[j]);
+  if (const std::vector<std::vector<float>>* survival = drafter_->survival()) {
+    for (size_t j = 0; j < of.size() && j < survival->size(); ++j) (*results)[of[j]].draft_survival = (*survival)[j];
+  }
 }
 
 PromptLogprobsResult LocalExecutor::PromptLogprobs(const PlannedChunk& c, size_t chunk) const {
@@ -500,6 +527,9 @@ void LocalExecutor::SampleOne(Row& row, sampling::Sampler& sampler) {
   in.counts = s.sampling.use_counts ? &s.counts : nullptr;
   in.allowed = s.mask && !s.all_allowed ? &s.allowed : nullptr;
   in.banned = banned;
+  // Rejection sampling: the draft token for this position (positions before the bonus one).
+  const auto verified = static_cast<int64_t>(row.tokens.size());
+  if (rejection_sampling_ && verified < row.verify) in.draft = row.draft[verified];
   auto sampled = sampler.Sample(std::span<const float>(row.logits, static_cast<size_t>(vocab_size_)), in);
   if (sampled.ok()) row.token = std::move(sampled).value();
   else row.status = sampled.status();

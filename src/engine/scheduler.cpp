@@ -175,6 +175,7 @@ void Scheduler::ReleaseSequence(Sequence* s) {
   s->computed = 0;
   s->replay_end = 0;
   s->draft.clear();
+  s->draft_survival.clear();
 }
 
 int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const {
@@ -205,37 +206,54 @@ int64_t Scheduler::VerifyLength(const Sequence* s, int64_t budget) const {
   k = std::min(k, sp.max_tokens - s->generated - 1);  // a step yields at most k + 1 tokens
   // The positions computed, up to computed + k, stay inside the context.
   k = std::min(k, config_.max_model_len - static_cast<int64_t>(s->tokens.size()));
+  if (s->verify_limit >= 0) k = std::min(k, s->verify_limit);
   return std::max<int64_t>(k, 0);
+}
+
+int64_t Scheduler::DraftRoom(const Sequence* s, int64_t length) const {
+  const SpeculativeConfig& sc = options_.speculative;
+  if (!sc.uses_draft_layers()) return 0;
+  const int64_t end = s->computed + length;
+  return std::clamp<int64_t>(config_.max_model_len - end, 0, sc.num_speculative_tokens);
 }
 
 void Scheduler::Plan(std::vector<Work>* plan) {
   plan->clear();
   int64_t budget = options_.max_num_batched_tokens;
   StepShape shape;
-  auto add = [&](Sequence* s, int64_t n, int64_t verify = 0) {
+  auto add = [&](Sequence* s, int64_t n, int64_t verify = 0, int64_t draft_room = 0) {
     Work c;
     c.seq = s;
     c.start = s->computed;
     c.end = s->computed + n;
     c.verify = verify;
+    c.draft_room = draft_room;
     c.state_only = s->replaying();
     c.logits = !c.state_only && c.end - verify == static_cast<int64_t>(s->tokens.size());
     plan->push_back(c);
     shape.AddChunk(c.start, n, c.logits);
+    shape.logit_rows += static_cast<double>(verify);  // a verify chunk's every position has logits
     budget -= n;
   };
   auto planned = [&](const Sequence* s) {
     return std::any_of(plan->begin(), plan->end(), [s](const Work& c) { return c.seq == s; });
   };
 
+  ScheduleVerifyLengths(budget);
   // 1. Decode tokens: every running sequence with one pending token, best first, with its draft tokens
-  //    when it has some and their lookahead blocks are free; preempt from the worst end when blocks for
-  //    the pending token run out.
+  //    when it has some and their lookahead blocks are free (and, for the model's draft layers, the
+  //    blocks of the positions the next draft writes); preempt from the worst end when blocks for the
+  //    pending token run out.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i];
     if (s->pending() != 1 || s->replaying()) continue;
     const int64_t verify = VerifyLength(s, budget);
-    if (verify > 0 && blocks_.AllocateLookahead(&s->blocks, s->computed, 1 + verify)) {
+    const int64_t room = DraftRoom(s, 1 + verify);
+    if ((verify > 0 || room > 0) && blocks_.AllocateLookahead(&s->blocks, s->computed, 1 + verify + room)) {
+      add(s, 1 + verify, verify, room);
+      continue;
+    }
+    if (verify > 0 && room > 0 && blocks_.AllocateLookahead(&s->blocks, s->computed, 1 + verify)) {
       add(s, 1 + verify, verify);
       continue;
     }

@@ -8,6 +8,7 @@
 // (under its mutex), and the tier's callbacks, which post into the Inbox through a TierMailbox.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,6 +50,8 @@ struct Sequence {
   // The drafter's proposals for the tokens after the pending one (speculative decoding): the next decode
   // step verifies up to K of them.
   std::vector<int32_t> draft;
+  std::vector<float> draft_survival;  // the drafter's predicted survival of each draft prefix (may be empty)
+  int64_t verify_limit = -1;  // this step's scheduled verify length (-1: not scheduled)
   // The persistent tier (tier_loading.cpp): looked up once, before the first admission; while kLoading the
   // sequence waits and the step loop serves others.
   enum class Tier : uint8_t { kUnchecked, kLoading, kChecked };
@@ -194,6 +197,8 @@ class Scheduler {
     bool state_only = false;
     bool logits = false;
     int64_t verify = 0;  // draft tokens after the pending one (positions [start + 1, end))
+    // Positions past `end` whose blocks were allocated for the draft layers to write (rolled back after).
+    int64_t draft_room = 0;
   };
 
   void Plan(std::vector<Work>* plan);
@@ -205,6 +210,15 @@ class Scheduler {
   double TargetSeconds() const;
   // Draft tokens a decoding sequence verifies this step (0: none).
   int64_t VerifyLength(const Sequence* s, int64_t budget) const;
+  // Positions past a decode chunk of `length` that the model's draft layers may write (0: none).
+  int64_t DraftRoom(const Sequence* s, int64_t length) const;
+  // Scheduled verification (verify_schedule.cpp): sets each decoding sequence's verify_limit for this step.
+  void ScheduleVerifyLengths(int64_t budget);
+  // The predicted survival of a sequence's first k draft prefixes: its drafter's, else the online
+  // per-position acceptance estimate.
+  std::vector<double> PredictedSurvival(const Sequence* s, int64_t k) const;
+  // Observed verification of one draft (positions verified, the first `accepted` matched).
+  void ObserveAcceptance(int64_t verified, int64_t accepted);
   // A verify chunk's result: the sequence keeps its accepted positions (blocks registered for them only,
   // the lookahead rolled back) and the counters count the draft.
   Status ApplyVerify(const Work& c, const SequenceResult& row, int64_t now);
@@ -249,6 +263,9 @@ class Scheduler {
   bool can_fork_;
   CostModel cost_;
   StepShape decode_shape_;  // this step's decode tokens (the streams a prefill chunk would slow)
+  // Per draft position: drafts that reached it (every earlier one accepted) and those accepted there.
+  std::array<double, kMaxSpeculativeTokens> reached_at_{};
+  std::array<double, kMaxSpeculativeTokens> accepted_at_{};
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // best first

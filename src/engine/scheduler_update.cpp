@@ -67,6 +67,7 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
     c.prefix_table = s->blocks.prefix;
     c.window_table = s->blocks.window;
     current_shape_.AddChunk(w.start, w.end - w.start, w.logits);
+    current_shape_.logit_rows += static_cast<double>(w.verify);
     out.chunks.push_back(std::move(c));
   }
   out.forks = std::move(forks_);
@@ -267,6 +268,10 @@ void Scheduler::Update(const StepResult& result) {
     s->computed = c.end;
     blocks_.Commit(&s->blocks, s->tokens, c.end, now,
                    [&](int64_t index, int32_t block) { OfferBlock(s, index, block); });
+    if (c.draft_room > 0) {
+      Status st = blocks_.Rollback(&s->blocks, s->computed, now);
+      if (!st.ok()) setup_failed.push_back({r->id, st});
+    }
     if (c.logits) DeliverPromptLogprobs(*s, &events);
     if (c.logits && s->index == 0 && !r->forked && r->seqs.size() > 1) {
       parents.push_back(s);
@@ -293,6 +298,7 @@ void Scheduler::Update(const StepResult& result) {
     }
     const sampling::SamplingParams& sp = r->params.sampling;
     s->draft = row.draft;
+    s->draft_survival = row.draft_survival;
     for (const sampling::SampledToken& token : row.tokens) {
       ++s->generated;
       ++generated;
@@ -369,6 +375,7 @@ Status Scheduler::ApplyVerify(const Work& c, const SequenceResult& row, int64_t 
   while (accepted < std::min(kept, c.verify) &&
          row.tokens[static_cast<size_t>(accepted)].id == s->draft[static_cast<size_t>(accepted)])
     ++accepted;
+  ObserveAcceptance(c.verify, accepted);
   MutexLock lock(&metrics_->mu);
   EngineStats& stats = metrics_->counters;
   ++stats.spec_decode_num_drafts;

@@ -114,6 +114,8 @@ struct SequenceResult {
   // the chunk's start plus that many positions).
   std::vector<sampling::SampledToken> tokens;
   std::vector<int32_t> draft;  // the drafter's proposals for the tokens after these (empty: none)
+  // Where the drafter predicts it: per draft token, the probability that it and the ones before it survive.
+  std::vector<float> draft_survival;
   Status status;               // not ok: this output failed (its mask, its sampling); no tokens
   bool terminated = false;     // its logits mask accepted its last token and allows no more
   bool not_run = false;        // its chunk did not run: its model state could not be made (status says why)

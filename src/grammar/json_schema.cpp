@@ -164,8 +164,10 @@ bool SchemaCompiler::IntersectionEmpty(const Json& a, const Json& b, uint32_t de
 // The candidates of a finite language: the schema's const or enum, or those of an allOf member (itself
 // or its $ref's target).
 std::optional<Json> SchemaCompiler::FiniteValues(const Json& s, const std::string& path) {
-  auto own = [](const Json& x) -> std::optional<Json> {
+  auto own = [&](const Json& x) -> std::optional<Json> {
     if (!x.is_object()) return std::nullopt;
+    // Draft 7 and earlier: an enum beside a $ref is ignored, the reference alone decides.
+    if (x.contains("$ref") && r_.RefOverridesSiblings()) return std::nullopt;
     if (auto c = x.find("const"); c != x.end()) return Json::array({*c});
     if (auto e = x.find("enum"); e != x.end() && e->is_array()) return *e;
     return std::nullopt;

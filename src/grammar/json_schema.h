@@ -3,7 +3,8 @@
 //
 // Spelling: compact (no whitespace) by default, or flexible whitespace between tokens; object members in
 // the schema's `properties` order, then other members; strings in canonical spelling where their
-// characters are constrained (json_text.h); numbers without exponent where they are bounded; `integer` as
+// characters are constrained (json_text.h); numbers without exponent where they are bounded (except on the open side of
+// a one-sided bound at zero or beyond, where the sign decides); `integer` as
 // an integer literal only, -?(0|[1-9][0-9]*): no fraction, no exponent (the standard counts 35.0 as an
 // integer, the programs that read the output do not; an integer's bounds and multipleOf apply as usual).
 //
@@ -21,13 +22,14 @@
 // (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
 // non-numeric enum/const, dependencies, items, contains, additionalProperties, patternProperties,
 // propertyNames patterns (one such member-needing negation per object), and not/anyOf/allOf/one-branch
-// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (when `if`
-// has such a negation; several in one allOf when each `if` tests member values: const/enum, required),
+// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
+// under a `$schema` naming an older draft they are unknown words; when `if` has such a negation; several
+// in one allOf when each `if` tests member values: const/enum, required),
 // dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
 // $ref/$defs/definitions (recursive too; local references only; siblings of a `$ref` as the schema's
-// draft says, see JsonSchemaOptions::draft7_without_schema). An enum or const under any other keywords
-// (uniqueItems, contains, propertyNames, if/then/else, ... included) is the list of its members that
-// validate.
+// draft says, see JsonSchemaOptions::draft7_without_schema; an enum beside an ignored `$ref` is ignored
+// too). An enum or const under any other keywords (uniqueItems, contains, propertyNames, if/then/else, ...
+// included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
 // Anything else that constrains instances (min/maxContains, uniqueItems over other items, other propertyNames keywords,

@@ -51,6 +51,11 @@ class SchemaResolver {
 
   // Whether a `$ref` hides the keywords beside it (draft 7 and earlier; JsonSchemaOptions).
   bool RefOverridesSiblings() const { return ref_overrides_; }
+  // Whether if/then/else are keywords: draft 7 on; under a `$schema` naming draft-03 to draft-06 they are
+  // unknown words that constrain nothing.
+  bool HasConditionals() const { return conditionals_; }
+  // The schema without if/then/else where its draft has no such keywords (else unchanged).
+  void DropUnknownConditionals(Json* s) const;
 
   Result<const Json*> Resolve(const std::string& ref, const std::string& path) const;
   // allOf, $ref siblings and anyOf/oneOf distribution: both schemas at once, merged at the JSON level.
@@ -103,6 +108,7 @@ class SchemaResolver {
   const Json& root_;
   const JsonSchemaOptions& o_;
   bool ref_overrides_ = false;
+  bool conditionals_ = true;
 };
 
 // A schema that no instance meets, by its form: false, an empty enum, or an allOf with a false member.

@@ -45,7 +45,14 @@ SchemaResolver::SchemaResolver(const Json& root, const JsonSchemaOptions& o) : r
     ref_overrides_ = false;
     for (const char* d : {"draft-03", "draft-04", "draft-05", "draft-06", "draft-07"})
       if (uri.find(d) != std::string::npos) ref_overrides_ = true;
+    for (const char* d : {"draft-03", "draft-04", "draft-05", "draft-06"})
+      if (uri.find(d) != std::string::npos) conditionals_ = false;
   }
+}
+
+void SchemaResolver::DropUnknownConditionals(Json* s) const {
+  if (conditionals_ || !s->is_object()) return;
+  for (const char* k : {"if", "then", "else"}) s->erase(k);
 }
 
 Result<const Json*> SchemaResolver::Resolve(const std::string& ref, const std::string& path) const {
@@ -250,6 +257,7 @@ Result<Json> SchemaResolver::Inline(Json s, const std::string& path, uint32_t de
   if (depth > o_.max_depth) return Status::ResourceExhausted("$ref/allOf chains deeper than " + std::to_string(o_.max_depth));
   if (!s.is_object()) return s;
   Json out = std::move(s);
+  DropUnknownConditionals(&out);
   if (auto it = out.find("$ref"); it != out.end()) {
     if (!it->is_string()) return Invalid("$ref must be a string", path);
     DI_ASSIGN_OR_RETURN(const Json* target, Resolve(it->get<std::string>(), path));
@@ -270,6 +278,7 @@ Result<Json> SchemaResolver::Inline(Json s, const std::string& path, uint32_t de
         if (auto f = x.find(k); f != x.end()) c[k] = *f, x.erase(k);
       conditions.push_back(std::move(c));
     };
+    for (auto& p : parts) DropUnknownConditionals(&p);
     size_t with_if = out.contains("if") ? 1 : 0;
     for (const auto& p : parts) with_if += p.is_object() && p.contains("if");
     if (with_if >= 2) {

@@ -303,6 +303,15 @@ class NumberBuilder {
         if (!(p.hi && *p.hi == 0 && p.frac == 1)) neg.push_back(PieceExpr(p, int_only, frac_digits));
       if (!neg.empty()) alts.push_back(g_.Seq({Lit("-"), g_.Alt(std::move(neg))}));
     }
+    // Bounded on one side only, at zero or beyond it, the sign alone decides: a number on the allowed side
+    // keeps JSON's exponent spelling too (1e-06 for minimum 0, as Python writes it), with a nonzero
+    // mantissa where zero itself is excluded.
+    if (!int_only && frac_digits < 0 && !mult) {
+      const bool nonneg_any = lo && !hi && *lo <= 0;
+      const bool neg_any = hi && !lo && *hi >= 0;
+      if (nonneg_any) alts.push_back(Exponential(*lo == 0 && lo_excl));
+      if (neg_any) alts.push_back(g_.Seq({Lit("-"), Exponential(*hi == 0 && hi_excl)}));
+    }
     ExprId out = g_.Alt(std::move(alts));
     if (mult && int_only && *mult != 1.0) {
       double m = *mult;
@@ -328,6 +337,19 @@ class NumberBuilder {
       }
     }
     return out;
+  }
+
+  // A magnitude with an exponent, (0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+; `nonzero`: its mantissa has a
+  // nonzero digit.
+  ExprId Exponential(bool nonzero) {
+    ExprId digit = g_.Chars({{'0', '9'}}), nonzero_digit = g_.Chars({{'1', '9'}});
+    ExprId digits = g_.Repeat(digit, 1, kUnbounded);
+    ExprId fraction = g_.Optional(g_.Seq({Lit("."), digits}));
+    ExprId whole = g_.Seq({nonzero_digit, g_.Star(digit), fraction});
+    ExprId small = nonzero ? g_.Seq({Lit("0."), g_.Star(digit), nonzero_digit, g_.Star(digit)})
+                           : g_.Seq({Lit("0"), fraction});
+    ExprId exponent = g_.Seq({g_.Chars({{'e', 'e'}, {'E', 'E'}}), g_.Optional(g_.Chars({{'+', '+'}, {'-', '-'}})), digits});
+    return g_.Seq({g_.Alt({whole, small}), exponent});
   }
 
   ExprId PieceExpr(const Piece& p, bool int_only, int frac_digits) {

@@ -33,6 +33,11 @@ bool ConstrainingKeyword(const std::string& k) {
 // 2019-09 dependentRequired/dependentSchemas) as "the name absent, or present and the dependency
 // holding", propertyNames that every string meets dropped.
 Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::string& path, uint32_t depth) const {
+  if (!conditionals_ && (s.contains("if") || s.contains("then") || s.contains("else"))) {
+    Json rest = s;
+    DropUnknownConditionals(&rest);
+    return std::optional<Json>(std::move(rest));
+  }
   if (auto it = s.find("not"); it != s.end()) {
     std::optional<Json> neg = Negate(*it, path + "/not", depth + 1);
     if (!neg) return Unsupported("not", path);

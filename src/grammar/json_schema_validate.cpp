@@ -194,7 +194,7 @@ class Validator {
       DI_ASSIGN_OR_RETURN(bool ok, Valid(*it, v, path + "/not", d));
       if (ok) return false;
     }
-    if (auto it = s.find("if"); it != s.end()) {
+    if (auto it = s.find("if"); it != s.end() && r_.HasConditionals()) {
       DI_ASSIGN_OR_RETURN(bool cond, Valid(*it, v, path + "/if", d));
       const char* branch = cond ? "then" : "else";
       if (auto b = s.find(branch); b != s.end()) {

@@ -462,7 +462,15 @@ Result<NfaBuilder::Frag> NfaBuilder::Build(Nfa& nfa, ExprId id, uint32_t depth, 
     if (!fresh) {
       if (it->second == kSeenOnce) {
         it->second = static_cast<uint32_t>(g_.rules().size() + shared_bodies_.size());
-        shared_bodies_.push_back(id);
+        // The body itself, not an inlined rule's call of it: that call has the body's hash, so the shared
+        // rule would build as a call of itself (an empty language).
+        ExprId body = id;
+        for (size_t hops = 0; hops < g_.rules().size(); ++hops) {
+          const Expr& b = g_.expr(body);
+          if (b.kind != ExprKind::kRef || b.rule >= inline_.size() || !inline_[b.rule]) break;
+          body = g_.rules()[b.rule].body;
+        }
+        shared_bodies_.push_back(body);
       }
       Frag f{nfa.New(), 0};
       f.end = nfa.New();

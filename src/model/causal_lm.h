@@ -98,6 +98,10 @@ struct ForwardOutput {
   int64_t hidden_width = 0;        // floats per hidden row (CausalLM::info().hidden_width)
   std::vector<float> logits;       // rows × vocab_size
   std::vector<float> hidden;       // rows × hidden_width, for the chunks that asked (others: no rows)
+  // Draft only, one per row where the draft layers have a confidence head (empty otherwise): the
+  // probability that the row's draft token survives verification given that the draft tokens before it in
+  // the block did (DSpark's c_k, uncalibrated).
+  std::vector<float> confidence;
   std::vector<int64_t> first_row;  // per chunk: its first row in `logits` (and `hidden` when it asked)
   std::vector<int64_t> num_rows;   // per chunk: rows it received
   const float* row(size_t chunk, int64_t i = 0) const {
@@ -150,6 +154,8 @@ struct ModelInfo {
   bool supports_restore = false;  // RestoreAt: prefix-cache hits
   bool supports_fork = false;     // Fork: n > 1 outputs share the prompt's state
   bool supports_draft = false;    // Draft (as loaded)
+  // The most Draft steps a sequence takes between Forward / Truncate / RestoreAt calls (0: no bound).
+  int64_t max_draft_steps = 0;
   // Positions before a block boundary that RestoreAt(kNoWindow) followed by a state_only replay must
   // recompute to rebuild the window state there bit for bit (exact replay's dependency cone).
   int64_t exact_replay_positions = 0;

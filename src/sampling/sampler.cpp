@@ -231,7 +231,7 @@ Result<SampledToken> Sampler::Sample(std::span<const float> logits, const Sample
     p_.resize(static_cast<size_t>(v));
     ExpShifted(x_.data(), max, p_.data(), v);
     const bool filtered = (params.top_k > 0 && params.top_k < v) || params.top_p < 1.0 || params.min_p > 0;
-    if (!filtered) {
+    if (!filtered && in.draft < 0) {
       const double total = BlockSums(p_.data(), v, &blocks_);
       out.id = DrawDense(p_.data(), v, blocks_, UniformDraw(in.draw) * total);
     } else {
@@ -247,20 +247,47 @@ Result<SampledToken> Sampler::Sample(std::span<const float> logits, const Sample
         const double threshold = params.min_p;
         std::erase_if(ids_, [&](int32_t id) { return static_cast<double>(p_[id]) < threshold; });
       }
-      const double target = UniformDraw(in.draw) * SumOver(p_, ids_);
-      double cumulative = 0;
-      out.id = ids_.back();
-      for (int32_t id : ids_) {
-        cumulative += p_[id];
-        if (cumulative > target) {
-          out.id = id;
-          break;
+      if (in.draft >= 0) {
+        out.id = AcceptOrDraw(in.draft, in.draw);
+      } else {
+        const double target = UniformDraw(in.draw) * SumOver(p_, ids_);
+        double cumulative = 0;
+        out.id = ids_.back();
+        for (int32_t id : ids_) {
+          cumulative += p_[id];
+          if (cumulative > target) {
+            out.id = id;
+            break;
+          }
         }
       }
     }
   }
   if (params.logprobs) RawLogprobs(logits, out.id, params.top_logprobs, &out);
   return out;
+}
+
+// The kept candidates ids_ (ascending) with weights p_: the draft with probability p(draft), else an
+// inverse-CDF draw over the others (the residual of a one-hot draft distribution).
+int32_t Sampler::AcceptOrDraw(int32_t draft, const DrawKey& draw) const {
+  const double total = SumOver(p_, ids_);
+  const bool kept = std::binary_search(ids_.begin(), ids_.end(), draft);
+  const double p_draft = kept ? static_cast<double>(p_[draft]) : 0.0;
+  DrawKey accept = draw;
+  accept.stream ^= 0x80000000u;  // its own stream: independent of the residual draw at the same position
+  if (UniformDraw(accept) * total < p_draft) return draft;
+  const double rest = total - p_draft;
+  if (!(rest > 0)) return draft;
+  const double target = UniformDraw(draw) * rest;
+  double cumulative = 0;
+  int32_t last = draft;
+  for (int32_t id : ids_) {
+    if (id == draft) continue;
+    last = id;
+    cumulative += p_[id];
+    if (cumulative > target) return id;
+  }
+  return last;
 }
 
 // Keeps, of ids_, the first tokens in (scaled logit desc, id asc) order until their weight (1 each, or

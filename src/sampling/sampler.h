@@ -46,11 +46,17 @@ struct SampleInputs {
   const TokenCounts* counts = nullptr;  // needed when a penalty is set
   const TokenBitmask* allowed = nullptr;  // the mask's allowed tokens; null: all
   std::span<const int32_t> banned;      // never sampled (end tokens before min_tokens)
+  // Rejection sampling of a deterministic draft (speculative decoding's max_acceptance mode; -1: none):
+  // with the processed distribution p, the draft token is kept with probability p(draft) (a draw keyed by
+  // `draw` on its own stream) and otherwise a token is drawn from p without it, so the result is
+  // distributed as p (AcceptOrResample with a one-hot q). Greedy selection ignores it.
+  int32_t draft = -1;
 };
 
 // Processing order (that of transformers' logits processors and warpers; each step sees the previous one's
 // output): logit_bias, bans, repetition penalty, presence and frequency penalties, mask; then greedy, or
-// temperature, top-k, top-p, min-p and an inverse-CDF draw over the kept tokens in id order. Ties in
+// temperature, top-k, top-p, min-p and an inverse-CDF draw over the kept tokens in id order (or, with a
+// draft, its acceptance test first). Ties in
 // top-k/top-p are broken by the lower id. NaN logits count as disallowed.
 class Sampler {
  public:
@@ -59,6 +65,7 @@ class Sampler {
 
  private:
   void KeepTop(bool weighted, double target);
+  int32_t AcceptOrDraw(int32_t draft, const DrawKey& draw) const;
 
   std::vector<float> x_;        // processed logits, then scaled ones
   std::vector<float> p_;        // exp(scaled - max)

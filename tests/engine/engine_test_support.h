@@ -14,21 +14,25 @@
 
 namespace deepinfer::engine::test_support {
 
+// A fixture of tests/model/data by name, or a checkpoint a test wrote (an absolute path).
 inline std::string FixtureDir(const std::string& name = "v4_mixed") {
+  if (name.starts_with("/")) return name;
   return std::string(DEEPINFER_SOURCE_DIR) + "/tests/model/data/" + name;
 }
 
-inline std::unique_ptr<model::CausalLM> LoadFixture(const std::string& name = "v4_mixed") {
+inline std::unique_ptr<model::CausalLM> LoadFixture(const std::string& name = "v4_mixed", bool drafting = false) {
   model::LoadOptions options;
   options.prefault = false;
+  options.drafting = drafting;
   auto m = model::LoadCausalLM(FixtureDir(name), options);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
+// The model is loaded with its draft layers when the options' speculative method runs them.
 inline std::unique_ptr<Engine> MakeEngine(EngineOptions options = {}, const std::string& name = "v4_mixed") {
   if (options.kv_cache_bytes == (int64_t{1} << 30)) options.kv_cache_bytes = int64_t{64} << 20;
-  auto e = Engine::Create(LoadFixture(name), options);
+  auto e = Engine::Create(LoadFixture(name, options.speculative.uses_draft_layers()), options);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;
 }

@@ -8,6 +8,7 @@ set(files
   src/engine/scheduler.cpp
   src/engine/scheduler_update.cpp
   src/engine/tier_loading.cpp
+  src/engine/verify_schedule.cpp
   src/engine/cost_model.h
   src/engine/cost_model.cpp)
 set(problems "")

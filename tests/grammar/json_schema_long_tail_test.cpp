@@ -50,6 +50,21 @@ TEST(JsonSchemaNumbers, HugeBoundsHold) {
   EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented) << refused.status().ToString();
 }
 
+// A number bounded on one side at zero (or beyond it) keeps the exponent spelling on its allowed side: the
+// sign decides, so 1e-06 >= 0 and -1e-06 <= 0; with zero excluded the mantissa needs a nonzero digit (0e5 is
+// zero). Bounded on both sides it is spelled without exponent (0.000001).
+TEST(JsonSchemaNumbers, OneSidedZeroBoundKeepsExponents) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"type":"number","minimum":0})", {"1e-06", "0.5E+3", "0e5", "3", "2.5"}, {"-1e-06", "-1", "1e", "1.e3"}},
+           {R"({"type":"number","exclusiveMinimum":0})", {"1e-06", "0.01e2", "7"}, {"0e5", "0.0e1", "-2e1", "0"}},
+           {R"({"type":"number","minimum":-5})", {"1e3", "-5", "-4.5"}, {"-1e1", "-6"}},
+           {R"({"type":"number","maximum":0})", {"-1e-06", "-0e1", "0", "-3"}, {"1e-06", "1"}},
+           {R"({"type":"number","minimum":0,"maximum":1})", {"0.000001", "1"}, {"1e-06", "2"}},
+           {R"({"type":"integer","minimum":0})", {"1000000"}, {"1e6"}},
+       })
+    CheckSchemaCase(c);
+}
+
 TEST(JsonSchemaUniqueItems, ExactOverFiniteScalarItems) {
   for (const SchemaCase& c : std::vector<SchemaCase>{
            // Any order of distinct members; a repeat anywhere is out.
@@ -111,6 +126,34 @@ TEST(JsonSchemaRefs, AliasesOfObjectsAreTheObjects) {
     CheckSchemaCase(c);
 }
 
+// A reference to a subschema that also appears inline (here the very property it points to) compiles to the
+// same expression twice, once behind a rule that is inlined; the automaton shares such repeated parts, and
+// the shared part must be the subschema itself, not the rule's call of it (which called itself: no member
+// "c" could be written). The object holds any members, so {"y":[2]} is a valid "c"; 1 is no object.
+TEST(JsonSchemaRefs, ReferenceToAnInlineSubschemaKeepsItsLanguage) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"properties":{"a":{"type":"object"},"c":{"$ref":"#/properties/a"}}})",
+            {R"({"c":{}})", R"({"a":{"x":1},"c":{"y":[2]}})", "{}"}, {R"({"c":1})", R"({"a":"s"})"}},
+           {R"({"properties":{"a":{"oneOf":[{"type":"string"},{"type":"object"}]},"c":{"type":"array","items":{"$ref":"#/properties/a"}}}})",
+            {R"({"c":["x",{"k":null}]})", R"({"a":"x","c":[]})"}, {R"({"c":[1]})", R"({"c":"x"})"}},
+       })
+    CheckSchemaCase(c);
+}
+
+// Draft 7 and earlier: keywords beside a $ref are ignored, an enum or const too (it made the value finite).
+// Under 2019-09 on (no `$schema` here) both apply: only "key" is a string that is also in the enum.
+TEST(JsonSchemaRefs, EnumBesideReferenceIsIgnoredBeforeDraft2019) {
+  const std::string defs = R"("definitions":{"P":{"type":["string","object"]}},)";
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"$schema":"http://json-schema.org/draft-07/schema#",)" + defs +
+                R"("type":"object","properties":{"s":{"$ref":"#/definitions/P","enum":["key",3]}}})",
+            {R"({"s":{}})", R"({"s":"other"})", R"({"s":"key"})"}, {R"({"s":3})"}},
+           {"{" + defs + R"("type":"object","properties":{"s":{"$ref":"#/definitions/P","enum":["key",3]}}})",
+            {R"({"s":"key"})"}, {R"({"s":{}})", R"({"s":"other"})", R"({"s":3})"}},
+       })
+    CheckSchemaCase(c);
+}
+
 // A oneOf the compiler cannot make exclusive (no exact negation of multipleOf or of numeric bounds) is
 // refused by default with its pointer; one_of_as_any_of takes it as anyOf: 6 meets both branches (the schema
 // rejects it) and is then accepted, which is why the option is off unless asked for.
@@ -132,6 +175,26 @@ TEST(JsonSchemaOneOf, LenientOptionTakesOverlappingBranchesAsAnyOf) {
   for (const char* yes : {R"({"n":0})", R"({"n":12})", R"({"n":5})", R"({"n":6})", "{}"})
     EXPECT_TRUE(cg->Matches(yes)) << yes;
   for (const char* no : {R"({"n":-1})", R"({"n":13})", R"({"n":31})", R"({"n":5.0})"}) EXPECT_FALSE(cg->Matches(no)) << no;
+}
+
+// if/then/else are keywords from draft 7 on; under draft-04 (or 03, 06) they are unknown words that constrain
+// nothing, wherever they stand: at the root, in an allOf (two there were refused as "two 'if'"), behind a $ref.
+// The same schema without `$schema` (2020-12) applies them: {"a":"x"} must then have "b".
+TEST(JsonSchemaDrafts, ConditionalsAreUnknownBeforeDraft7) {
+  const std::string conditional = R"({"if":{"properties":{"a":{"enum":["x"]}},"required":["a"]},"then":{"required":["b"]}})";
+  const std::string body = R"("type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}})";
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"$schema":"http://json-schema.org/draft-04/schema#",)" + body + "," + conditional.substr(1),
+            {R"({"a":"x"})", R"({"a":"x","b":1})", R"({"a":"y"})"}, {R"({"a":1})", R"({"b":"s"})"}},
+           {R"({"$schema":"http://json-schema.org/draft-06/schema#",)" + body + R"(,"allOf":[)" + conditional + "," +
+                R"({"if":{"required":["b"]},"then":{"required":["a"]},"else":false}]})",
+            {R"({"a":"x"})", "{}", R"({"b":1})"}, {R"({"a":2})"}},
+           {R"({"$schema":"http://json-schema.org/draft-04/schema#","definitions":{"C":{"type":"object",)" + conditional.substr(1) +
+                R"(},"type":"object","properties":{"o":{"$ref":"#/definitions/C"}}})",
+            {R"({"o":{"a":"x"}})", R"({"o":{"a":"x","b":1}})"}, {R"({"o":1})"}},
+           {"{" + body + "," + conditional.substr(1), {R"({"a":"x","b":1})", R"({"a":"y"})", "{}"}, {R"({"a":"x"})"}},
+       })
+    CheckSchemaCase(c);
 }
 
 }  // namespace

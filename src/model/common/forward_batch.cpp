@@ -71,6 +71,7 @@ void ResetForwardOutput(int64_t vocab_size, int64_t hidden_width, ForwardOutput*
   out->hidden_width = hidden_width;
   out->logits.clear();
   out->hidden.clear();
+  out->confidence.clear();
   out->first_row.clear();
   out->num_rows.clear();
 }

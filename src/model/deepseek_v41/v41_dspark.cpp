@@ -144,7 +144,7 @@ void DraftBlock(Step& step) {
                                      collapsed.begin() + (chunk.first_row + chunk.num_rows) * d);
 }
 
-void MarkovBias(const Step& step, int32_t token, float* logits) {
+float MarkovBias(const Step& step, int32_t token, const float* hidden, float* logits) {
   const V41Config& c = *step.config;
   const V41DsparkWeights& ds = *step.weights->dspark;
   const int64_t r = c.dspark.markov_rank, v = c.vocab_size;
@@ -161,6 +161,11 @@ void MarkovBias(const Step& step, int32_t token, float* logits) {
   }
   kernels::Linear(embed.data(), 1, r, ds.markov_head, bias.data(), v, step.linear, step.pool);
   for (int64_t i = 0; i < v; ++i) logits[i] += bias[i];
+  const int64_t d = c.hidden_size;
+  double z = 0;
+  for (int64_t i = 0; i < d; ++i) z += static_cast<double>(ds.confidence[static_cast<size_t>(i)]) * hidden[i];
+  for (int64_t i = 0; i < r; ++i) z += static_cast<double>(ds.confidence[static_cast<size_t>(d + i)]) * embed[i];
+  return static_cast<float>(1.0 / (1.0 + std::exp(-z)));
 }
 
 }  // namespace deepinfer::model::v41

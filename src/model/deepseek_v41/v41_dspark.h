@@ -14,7 +14,8 @@ void StoreDraftContext(Step& step, const float* target_inputs);
 // state's draft_hidden ([rows, hidden], normalised).
 void DraftBlock(Step& step);
 
-// logits[0..vocab) += W2 · W1[token] (the Markov head's bias).
-void MarkovBias(const Step& step, int32_t token, float* logits);
+// logits[0..vocab) += W2 · W1[token] (the Markov head's bias); returns the confidence head's
+// σ(wᵀ [hidden ; W1[token]]) for the row whose normalised draft hidden state is `hidden`.
+float MarkovBias(const Step& step, int32_t token, const float* hidden, float* logits);
 
 }  // namespace deepinfer::model::v41

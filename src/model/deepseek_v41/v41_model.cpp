@@ -61,6 +61,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->weights_->dspark ? "dspark" : ""));
+  if (model->weights_->dspark) model->info_.max_draft_steps = c.dspark.block_size;
   model->BuildRopeTables();
   return model;
 }
@@ -286,9 +287,11 @@ Status V41Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pool
               rows.begin() + i * d);
   }
   out->logits.resize(static_cast<size_t>(m * v));
+  out->confidence.resize(static_cast<size_t>(m));
   kernels::Linear(rows.data(), m, d, weights_->head, out->logits.data(), v, step.linear, step.pool);
   for (int64_t i = 0; i < m; ++i) {
-    v41::MarkovBias(step, batch[i].token, out->logits.data() + i * v);
+    out->confidence[static_cast<size_t>(i)] =
+        v41::MarkovBias(step, batch[i].token, rows.data() + i * d, out->logits.data() + i * v);
     out->first_row.push_back(i);
     out->num_rows.push_back(1);
     ++static_cast<V41SequenceState*>(batch[i].state)->draft_steps;

@@ -76,3 +76,35 @@ def test_served_outputs_equal_speculation_off_and_metrics_count_drafts(deepinfer
         assert sum(per_pos) == accepted and per_pos[0] == drafts
     finally:
         assert spec.stop() == 0
+
+
+def test_mtp_without_the_layer_is_refused_in_one_line(deepinfer_bin):
+    # The V4.1 fixture has no draft layers at all (num_nextn_predict_layers 0).
+    fixture = pathlib.Path(__file__).resolve().parents[2] / "model" / "data" / "v41_tiny_a_bf16"
+    proc = subprocess.run([deepinfer_bin, "generate", "--model", str(fixture), "--prompt-ids", "5,6,7",
+                           "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert 'method "mtp" needs the model\'s draft layers' in lines[0], lines[0]
+
+
+def test_mtp_generates_what_speculation_off_generates(deepinfer_bin, tiny_model):
+    def generate(*extra):
+        proc = subprocess.run([deepinfer_bin, "generate", "--model", tiny_model, "--prompt-ids", "5,6,7,5,6,7",
+                               "--max-tokens", "12", "--ignore-eos", *extra], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+    assert generate("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}') == generate()
+
+
+@pytest.mark.parametrize("value", ["0", "1,x", "", "1,,4", "300"])
+def test_bench_spec_concurrency_refuses_bad_lists_in_one_line(deepinfer_bin, tiny_model, value):
+    proc = subprocess.run([deepinfer_bin, "bench", "engine", "--model", tiny_model, "--workloads", "none", "--skip-goals",
+                           "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}',
+                           "--spec-concurrency", value], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--spec-concurrency" in lines[0], proc.stderr
