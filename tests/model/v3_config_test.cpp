@@ -45,6 +45,8 @@ TEST(V3Config, ReadsTheReleasedKeys) {
   auto b = Parse(FixtureConfig("v3_tiny_b_f32"));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->q_lora_rank, 0);  // null: a direct q_proj
+  EXPECT_EQ(b->num_mtp_layers, 1);
+  EXPECT_EQ(c->num_mtp_layers, 0);
   // factor 8: mscale(1) = 0.1 ln 8 + 1 = 1.207944, mscale(0.5) = 0.05 ln 8 + 1 = 1.103972.
   EXPECT_NEAR(b->rope_attention_factor, 1.207944 / 1.103972, 1e-6);
   EXPECT_NEAR(b->softmax_scale, std::pow(24.0, -0.5) * 1.103972 * 1.103972, 1e-6);
@@ -70,6 +72,8 @@ TEST(V3Config, ImpossibleShapesNameTheKey) {
       {"n_shared_experts", 0, "n_shared_experts"},
       {"q_lora_rank", -3, "q_lora_rank"},
       {"hidden_size", 1ll << 40, "hidden_size"},
+      {"num_nextn_predict_layers", 17, "num_nextn_predict_layers"},
+      {"num_nextn_predict_layers", -1, "num_nextn_predict_layers"},
   };
   for (const Case& k : cases) {
     nlohmann::json j = FixtureConfig("v3_tiny_a_bf16");

@@ -13,6 +13,12 @@ from it:
   greedy.prompt   I32 [P]        a prompt
   greedy.output   I32 [32]       32 greedy tokens after it (argmax of a full forward at each step; checked
                                  against transformers' cached decode)
+  mtp.tokens      I32 [T]        with an MTP layer: tokens for the MTP check (= the last seq{i}.tokens)
+  mtp.logits      F32 [T-1, V]   the MTP layer's logits at positions 0..T-2 (inputs: the main model's last
+                                 hidden state at t and the embedding of token t+1, RoPE at position t).
+                                 transformers has no V3 MTP; this follows DeepSeek's reference MTP
+                                 (enorm/hnorm, eh_proj on [enorm(embedding); hnorm(hidden)], one decoder
+                                 layer, shared_head.norm, the main lm_head) built from transformers' V3 modules
 
 Usage: /path/to/venv-with-torch/bin/python tools/model/gen_v3_fixtures.py [--out tests/model/data]
 Needs torch and transformers with deepseek_v3 (5.x). Deterministic: seeded, single-threaded.
@@ -26,6 +32,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3DecoderLayer
 
 GREEDY_NEW_TOKENS = 32
 
@@ -47,7 +54,7 @@ BASE = dict(
 #    experts' 24 rows 0.75) while kv_b_proj's heads start on blocks (as released: 128 + 128 rows per head):
 #    the reference runs on the weights dequantized here over the ceil-div grid (value × its block's scale).
 # b: a direct q_proj (q_lora_rank null), YaRN with mscale ≠ mscale_all_dim (an attention factor ≠ 1 on cos
-#    and sin), 2 groups keeping 1, no norm_topk_prob, fp32 weights.
+#    and sin), 2 groups keeping 1, no norm_topk_prob, fp32 weights, and an MTP layer (an MoE one, as released).
 FIXTURES = {
     "v3_tiny_a_bf16": dict(
         seed=3301, bf16=True,
@@ -67,7 +74,7 @@ FIXTURES = {
     "v3_tiny_b_f32": dict(
         seed=3302, bf16=False,
         config=dict(q_lora_rank=None, n_group=2, topk_group=1, norm_topk_prob=False, routed_scaling_factor=1.0,
-                    num_hidden_layers=2, max_position_embeddings=256,
+                    num_hidden_layers=2, max_position_embeddings=256, num_nextn_predict_layers=1,
                     rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 8, "mscale": 1.0, "mscale_all_dim": 0.5,
                                   "original_max_position_embeddings": 32, "type": "yarn"}),
         seq_lens=[7, 150], greedy_prompt_len=12,
@@ -101,7 +108,7 @@ def checkpoint_tensors(c, seed):
         t[prefix + "up_proj.weight"] = init.linear(inter, d)
         t[prefix + "down_proj.weight"] = init.linear(d, inter)
 
-    for layer in range(c["num_hidden_layers"]):
+    def decoder_layer(layer):
         p = f"model.layers.{layer}."
         t[p + "input_layernorm.weight"] = init.norm(d)
         t[p + "post_attention_layernorm.weight"] = init.norm(d)
@@ -119,13 +126,27 @@ def checkpoint_tensors(c, seed):
         m = p + "mlp."
         if layer < c["first_k_dense_replace"]:
             mlp(m, c["intermediate_size"])
-            continue
+            return
         t[m + "gate.weight"] = init.linear(c["n_routed_experts"], d, gain=2.0)
         # A bias of the size of the score spread, so that it changes which groups and experts win.
         t[m + "gate.e_score_correction_bias"] = init.randn(c["n_routed_experts"], scale=0.1)
         for e in range(c["n_routed_experts"]):
             mlp(m + f"experts.{e}.", c["moe_intermediate_size"])
         mlp(m + "shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
+
+    for layer in range(c["num_hidden_layers"]):
+        decoder_layer(layer)
+    if c["num_nextn_predict_layers"]:
+        # The MTP layer as released: index num_hidden_layers, its decoder layer plus enorm, hnorm, eh_proj
+        # and shared_head.norm (the released copies of the embedding and head are left out: they are the
+        # main model's).
+        layer = c["num_hidden_layers"]
+        decoder_layer(layer)
+        p = f"model.layers.{layer}."
+        t[p + "enorm.weight"] = init.norm(d)
+        t[p + "hnorm.weight"] = init.norm(d)
+        t[p + "eh_proj.weight"] = init.linear(d, 2 * d)
+        t[p + "shared_head.norm.weight"] = init.norm(d)
     return t
 
 
@@ -195,7 +216,9 @@ def write_fixture(name, spec, out_root):
             json.dump({k: v for k, v in c.items() if k != "quantization_config"}, f, indent=2)
     model, info = AutoModelForCausalLM.from_pretrained(reference_dir, dtype=torch.float32,
                                                        attn_implementation="eager", output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    mtp_prefix = f"model.layers.{c['num_hidden_layers']}."
+    assert not info["missing_keys"], info
+    assert all(k.startswith(mtp_prefix) for k in info["unexpected_keys"]), info["unexpected_keys"]
     model.eval()
     # The loaded parameters are exactly the stored (or dequantized) values, BF16 widened to fp32.
     sd = model.state_dict()
@@ -228,19 +251,62 @@ def write_fixture(name, spec, out_root):
         assert np.array_equal(cached[0, len(prompt):].numpy(), generated), "cached decode disagrees"
     ref["greedy.prompt"] = prompt
     ref["greedy.output"] = generated
+    if c["num_nextn_predict_layers"]:
+        mtp_tokens = ref[f"seq{len(spec['seq_lens']) - 1}.tokens"]
+        ref["mtp.tokens"] = mtp_tokens.copy()
+        ref["mtp.logits"] = mtp_reference(model, {k: v.float() for k, v in expected.items()}, mtp_prefix, mtp_tokens)
     save_file({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in ref.items()},
               os.path.join(out, "reference.safetensors"))
     print(f"{name}: {len(stored)} tensors, sequences {spec['seq_lens']}, greedy {len(prompt)}+{len(generated)}, "
           f"smallest greedy top-2 margin {min(margins):.4f}")
 
 
+def mtp_reference(model, weights, prefix, tokens):
+    """MTP logits per DeepSeek's reference MTP, composed from transformers' V3 modules."""
+    config = model.config
+    layer = DeepseekV3DecoderLayer(config, config.num_hidden_layers).eval()
+    sd = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
+    extra = {k: sd.pop(k) for k in ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight")}
+    e = config.n_routed_experts
+    for i in range(e):
+        sd[f"mlp.experts.{i}.gate_up_proj"] = torch.cat([sd.pop(f"mlp.experts.{i}.gate_proj.weight"),
+                                                         sd.pop(f"mlp.experts.{i}.up_proj.weight")])
+        sd[f"mlp.experts.{i}.down_proj"] = sd.pop(f"mlp.experts.{i}.down_proj.weight")
+    sd["mlp.experts.gate_up_proj"] = torch.stack([sd.pop(f"mlp.experts.{i}.gate_up_proj") for i in range(e)])
+    sd["mlp.experts.down_proj"] = torch.stack([sd.pop(f"mlp.experts.{i}.down_proj") for i in range(e)])
+    layer.load_state_dict(sd, strict=True)
+
+    def rms(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + config.rms_norm_eps))
+
+    ids = torch.from_numpy(tokens).long()[None]
+    with torch.no_grad():
+        captured = {}
+        hook = model.model.layers[-1].register_forward_hook(lambda mod, inp, out: captured.__setitem__("h", out))
+        model(ids, use_cache=False)
+        hook.remove()
+        hidden = captured["h"][:, :-1]  # the main model's last hidden state (before its norm) at 0..T-2
+        emb = model.model.embed_tokens(ids[:, 1:])
+        x = torch.cat([rms(emb, extra["enorm.weight"]), rms(hidden, extra["hnorm.weight"])], dim=-1)
+        x = x @ extra["eh_proj.weight"].T
+        s = x.shape[1]
+        pos = torch.arange(s)[None]
+        mask = torch.full((s, s), float("-inf")).triu(1)[None, None]
+        y = layer(x, attention_mask=mask, position_ids=pos, position_embeddings=model.model.rotary_emb(x, pos))
+        y = rms(y, extra["shared_head.norm.weight"])
+        logits = model.lm_head(y)[0]
+    return logits.float().numpy()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "model", "data"))
+    parser.add_argument("--only", default=None, help="write only this fixture")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name, spec in FIXTURES.items():
-        write_fixture(name, spec, args.out)
+        if args.only is None or args.only == name:
+            write_fixture(name, spec, args.out)
 
 
 if __name__ == "__main__":

@@ -169,6 +169,7 @@ Result<V3Config> V3Config::FromHf(const HfConfig& hf) {
   DI_ASSIGN_OR_RETURN(c.n_shared_experts, IntIn(hf, "n_shared_experts", 1, 1, 64));
   DI_ASSIGN_OR_RETURN(c.num_experts_per_tok, IntIn(hf, "num_experts_per_tok", std::nullopt, 1, 4096));
   DI_ASSIGN_OR_RETURN(c.first_k_dense_replace, IntIn(hf, "first_k_dense_replace", 0, 0, c.num_layers));
+  DI_ASSIGN_OR_RETURN(c.num_mtp_layers, IntIn(hf, "num_nextn_predict_layers", 0, 0, 16));
   DI_ASSIGN_OR_RETURN(const int64_t moe_layer_freq, IntIn(hf, "moe_layer_freq", 1, 1, 1024));
   if (moe_layer_freq != 1)
     return KeyError(hf, "moe_layer_freq", moe_layer_freq, "1 (every layer after the dense ones)");

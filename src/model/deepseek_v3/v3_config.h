@@ -29,6 +29,7 @@ struct V3Config : DeepSeekConfig {
   int64_t topk_group = 1;
   bool norm_topk_prob = true;
   bool tie_word_embeddings = false;
+  int64_t num_mtp_layers = 0;  // num_nextn_predict_layers: MTP layers after the main ones (the first drafts)
   RopeParams rope;
   float rope_attention_factor = 1.0f;  // multiplies RoPE's cos and sin (YaRN's attention factor)
   float softmax_scale = 0;             // head_dim^-0.5, times mscale² under YaRN with mscale_all_dim

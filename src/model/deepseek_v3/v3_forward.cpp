@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <unordered_set>
 
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
@@ -23,21 +25,27 @@ using Chunk = ChunkRows<V3SequenceState>;
 
 struct Step : StepBase<V3SequenceState> {
   const V3Config* config = nullptr;
-  const V3Weights* weights = nullptr;
   bool kv_bf16 = false;
-  int64_t layer_bytes = 0;  // one layer's entries in a block
 };
 
-// The cache entry (latent_width values) of `layer` at `pos` of the chunk's sequence.
-uint8_t* Entry(const Step& step, const Chunk& chunk, int64_t layer, int64_t pos) {
-  const int32_t block = chunk.state->block_table(0)[pos / kvcache::kBlockTokens];
+// Where a layer's cache entries live: the entry of position p sits in slot p + slot_shift of the group's
+// blocks, at layer_offset in each block.
+struct CacheRef {
+  size_t group = 0;
+  int64_t layer_offset = 0;
+  int64_t slot_shift = 0;
+};
+
+// The cache entry (latent_width values) at `pos` of the chunk's sequence.
+uint8_t* Entry(const Step& step, const Chunk& chunk, const CacheRef& cache, int64_t pos) {
+  const int64_t slot = pos + cache.slot_shift;
+  const int32_t block = chunk.state->block_table(cache.group)[slot / kvcache::kBlockTokens];
   const int64_t bytes = (step.kv_bf16 ? 2 : 4) * step.config->latent_width();
-  return step.pools->group(0).block(block) + layer * step.layer_bytes + (pos % kvcache::kBlockTokens) * bytes;
+  return step.pools->group(cache.group).block(block) + cache.layer_offset + (slot % kvcache::kBlockTokens) * bytes;
 }
 
-void Attention(const Step& step, int64_t layer, const float* x, float* out) {
+void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& cache, const float* x, float* out) {
   const V3Config& c = *step.config;
-  const V3AttentionWeights& w = step.weights->layers[layer].attention;
   const int64_t n = step.num_rows(), d = c.hidden_size, h = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
   const int64_t nope = c.qk_nope_head_dim, r = c.kv_lora_rank, lw = c.latent_width(), vd = c.v_head_dim;
   const int64_t half = rd / 2, ql = c.q_lora_rank;
@@ -84,7 +92,7 @@ void Attention(const Step& step, int64_t layer, const float* x, float* out) {
   for (const Chunk& chunk : step.chunks) {
     if (chunk.state_only) continue;
     for (int64_t i = 0; i < chunk.num_rows; ++i) {
-      uint8_t* dst = Entry(step, chunk, layer, chunk.start_pos + i);
+      uint8_t* dst = Entry(step, chunk, cache, chunk.start_pos + i);
       const float* src = latent.data() + (chunk.first_row + i) * lw;
       if (step.kv_bf16) kernels::FloatToBf16(src, reinterpret_cast<uint16_t*>(dst), lw);
       else std::memcpy(dst, src, static_cast<size_t>(lw) * sizeof(float));
@@ -98,7 +106,7 @@ void Attention(const Step& step, int64_t layer, const float* x, float* out) {
       const Row& row = step.rows[i];
       const Chunk& chunk = step.chunks[row.chunk];
       keys.clear();
-      for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, layer, t));
+      for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
       const int64_t nk = keys.size();
       logits.resize(static_cast<size_t>(h * nk));
       keys.Dots(qt.data() + i * h * lw, h, lw, c.softmax_scale, logits.data());
@@ -155,9 +163,8 @@ void Route(const V3Config& c, const float* logits, const float* bias, RouteScrat
   RoutingWeights(s.scores.data(), chosen, k, c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor), weights);
 }
 
-void Mlp(const Step& step, int64_t layer, const float* x, float* out) {
+void Mlp(const Step& step, const V3LayerWeights& w, const float* x, float* out) {
   const V3Config& c = *step.config;
-  const V3LayerWeights& w = step.weights->layers[layer];
   const int64_t n = step.num_rows(), d = c.hidden_size;
   const ExpertDispatch dispatch{0.0f, RoutingWeightAt::kCombine, step.linear};
   ScopedPhase phase(Phase::kMoeGate);
@@ -181,18 +188,36 @@ void Mlp(const Step& step, int64_t layer, const float* x, float* out) {
   DispatchExperts(w.experts, dispatch, x, n, d, chosen.data(), weights.data(), k, *step.pool, phase, out);
 }
 
-void Block(const Step& step, int64_t layer, float* hidden) {
+void Block(const Step& step, const V3LayerWeights& w, const CacheRef& cache, float* hidden) {
   const V3Config& c = *step.config;
-  const V3LayerWeights& w = step.weights->layers[layer];
   const int64_t n = step.num_rows(), d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> x(static_cast<size_t>(n * d)), y(static_cast<size_t>(n * d));
   kernels::RmsNormRows(hidden, d, w.input_norm.data(), eps, n, d, x.data(), d);
-  Attention(step, layer, x.data(), y.data());
+  Attention(step, w.attention, cache, x.data(), y.data());
   for (int64_t i = 0; i < n * d; ++i) hidden[i] += y[i];
   kernels::RmsNormRows(hidden, d, w.post_attention_norm.data(), eps, n, d, x.data(), d);
-  Mlp(step, layer, x.data(), y.data());
+  Mlp(step, w, x.data(), y.data());
   for (int64_t i = 0; i < n * d; ++i) hidden[i] += y[i];
+}
+
+// The MTP layer over `step`'s rows (each row's token is the one after its position; hidden: the main
+// model's last hidden state at that position, or the previous draft's output): x = eh_proj([enorm(embed);
+// hnorm(hidden)]), then its decoder layer, whose entries go to the draft group (entry of position p in
+// slot p + 1).
+std::vector<float> RunMtp(const Step& step, const V3Weights& weights, const CacheRef& cache, const float* hidden) {
+  ScopedPhase phase(Phase::kMtp);
+  const V3Config& c = *step.config;
+  const V3MtpWeights& mw = weights.mtp[0];
+  const int64_t n = step.num_rows(), d = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  std::vector<float> joined(static_cast<size_t>(n * 2 * d)), x(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i) EmbeddingRow(*weights.embed, step.rows[i].token, d, joined.data() + i * 2 * d);
+  kernels::RmsNormRows(joined.data(), 2 * d, mw.enorm.data(), eps, n, d, joined.data(), 2 * d);
+  kernels::RmsNormRows(hidden, d, mw.hnorm.data(), eps, n, d, joined.data() + d, 2 * d);
+  kernels::Linear(joined.data(), n, 2 * d, mw.eh_proj, x.data(), d, step.linear, step.pool);
+  Block(step, mw.layer, cache, x.data());
+  return x;
 }
 
 }  // namespace v3
@@ -204,9 +229,7 @@ Status V3Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
   v3::Step step;
   InitStep(pool_, &pools, &inv_freq_, &inv_freq_, precision_, &step);
   step.config = &c;
-  step.weights = weights_.get();
   step.kv_bf16 = kv_bf16_;
-  step.layer_bytes = layer_block_bytes_;
   bool want_hidden = false;
   DI_RETURN_IF_ERROR(LayOutBatch(batch, BatchRules{this, c.vocab_size, c.max_position_embeddings, false}, spec_, pools,
                                  &step, &want_hidden));
@@ -217,7 +240,9 @@ Status V3Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
     ForRows(*step.pool, n,
             [&](int64_t i) { EmbeddingRow(*weights_->embed, step.rows[i].token, d, hidden.data() + i * d); });
   }
-  for (int64_t l = 0; l < c.num_layers; ++l) v3::Block(step, l, hidden.data());
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    v3::Block(step, weights_->layers[l], v3::CacheRef{0, l * layer_block_bytes_, 0}, hidden.data());
+  if (drafting_) KeepDraftPace(step, hidden.data());
 
   const std::vector<int64_t> wanted = PickLogitRows(batch, step.chunks, out);
   const int64_t m = static_cast<int64_t>(wanted.size());
@@ -235,6 +260,109 @@ Status V3Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
   for (size_t ci = 0; ci < batch.size(); ++ci) {
     auto* state = static_cast<V3SequenceState*>(batch[ci].state);
     state->SetPosition(state->num_tokens() + static_cast<int64_t>(batch[ci].tokens.size()));
+    state->high_water = std::max(state->high_water, state->num_tokens());
+    state->draft_steps = 0;
+  }
+  return Status::Ok();
+}
+
+void V3Model::KeepDraftPace(const v3::Step& step, const float* hidden) {
+  const int64_t d = config_.hidden_size, ring = kV3DraftRollback + 1;
+  v3::Step mtp;
+  InitStep(pool_, step.pools, &inv_freq_, &inv_freq_, precision_, &mtp);
+  mtp.config = &config_;
+  mtp.kv_bf16 = kv_bf16_;
+  std::vector<float> inputs;
+  for (const v3::Chunk& chunk : step.chunks) {
+    V3SequenceState& state = *chunk.state;
+    const int64_t s = chunk.start_pos, e = s + chunk.num_rows;
+    auto row = [&](int64_t p) { return hidden + (chunk.first_row + p - s) * d; };
+    if (!chunk.state_only) {
+      // Entries of [s − 1, e − 1): those whose next token is known (slots [s, e)).
+      const int64_t first = std::max<int64_t>(s - 1, 0);
+      if (first < e - 1) {
+        const int32_t index = static_cast<int32_t>(mtp.chunks.size());
+        mtp.chunks.push_back({&state, mtp.num_rows(), e - 1 - first, first, false});
+        for (int64_t p = first; p < e - 1; ++p) {
+          const float* h = p < s ? state.hidden.data() + (p % ring) * d : row(p);
+          inputs.insert(inputs.end(), h, h + d);
+          mtp.rows.push_back({step.rows[chunk.first_row + p + 1 - s].token, p, index});
+        }
+      }
+      for (int64_t p = s; p < e; ++p) {
+        if (p % kvcache::kBlockTokens != kvcache::kBlockTokens - 1) continue;
+        uint8_t* block = step.pools->group(kDraftGroup).block(state.block_at(kDraftGroup, p));
+        std::memcpy(block + layer_block_bytes_, row(p), static_cast<size_t>(d) * sizeof(float));
+      }
+    }
+    for (int64_t p = std::max(s, e - ring); p < e; ++p) std::copy(row(p), row(p) + d, state.hidden.begin() + (p % ring) * d);
+  }
+  if (mtp.num_rows() > 0) v3::RunMtp(mtp, *weights_, v3::CacheRef{kDraftGroup, 0, 1}, inputs.data());
+}
+
+Status V3Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
+  if (!drafting_) return Status::FailedPrecondition("DeepSeek-V3: the model was loaded without drafting");
+  const V3Config& c = config_;
+  const int64_t d = c.hidden_size, ring = kV3DraftRollback + 1;
+  ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
+  if (batch.empty()) return Status::Ok();
+  // Validate everything before any state changes.
+  DI_RETURN_IF_ERROR(CheckPools(spec_, pools));
+  v3::Step step;
+  InitStep(pool_, &pools, &inv_freq_, &inv_freq_, precision_, &step);
+  step.config = &c;
+  step.kv_bf16 = kv_bf16_;
+  std::unordered_set<const SequenceState*> seen;
+  std::vector<float> hidden(batch.size() * static_cast<size_t>(d));
+  bool want_hidden = false;
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    const DraftChunk& chunk = batch[ci];
+    const std::string where = "draft chunk " + std::to_string(ci);
+    if (chunk.state == nullptr || chunk.state->owner() != this)
+      return Status::InvalidArgument(where + ": not a sequence state of this model");
+    auto* state = static_cast<V3SequenceState*>(chunk.state);
+    if (!seen.insert(state).second) return Status::InvalidArgument(where + ": the sequence appears twice");
+    if (chunk.token < 0 || chunk.token >= c.vocab_size)
+      return Status::OutOfRange(where + ": token id " + std::to_string(chunk.token) + " outside the vocabulary");
+    // The MTP layer's position is the one before the consumed token's; its entry goes to that token's slot.
+    const int64_t slot = state->num_tokens() + state->draft_steps, pos = slot - 1;
+    if (pos < 0) return Status::FailedPrecondition(where + ": a fresh sequence needs a Forward before drafting");
+    if (slot >= c.max_position_embeddings)
+      return Status::OutOfRange(where + ": position " + std::to_string(slot) + " is past max_position_embeddings");
+    const std::vector<int32_t>& table = state->block_table(kDraftGroup);
+    const int64_t blocks = slot / kvcache::kBlockTokens + 1;
+    if (static_cast<int64_t>(table.size()) < blocks)
+      return Status::InvalidArgument(where + ": the mtp block table does not reach position " + std::to_string(slot));
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (!pools.group(kDraftGroup).contains(table[b]))
+        return Status::OutOfRange(where + ": mtp block " + std::to_string(b) + " is not in the pool");
+    }
+    const float* h = chunk.hidden != nullptr     ? chunk.hidden
+                     : state->draft_steps == 0 ? state->hidden.data() + (pos % ring) * d
+                                               : state->draft_hidden.data();
+    std::copy(h, h + d, hidden.begin() + static_cast<int64_t>(ci) * d);
+    want_hidden = want_hidden || chunk.want_hidden;
+    step.rows.push_back({chunk.token, pos, static_cast<int32_t>(ci)});
+    step.chunks.push_back({state, static_cast<int64_t>(ci), 1, pos, false});
+  }
+  std::vector<float> x = v3::RunMtp(step, *weights_, v3::CacheRef{kDraftGroup, 0, 1}, hidden.data());
+  const int64_t m = static_cast<int64_t>(batch.size());
+  {
+    ScopedPhase phase(Phase::kHead);
+    std::vector<float> normed(x.size());
+    kernels::RmsNormRows(x.data(), d, weights_->mtp[0].head_norm.data(), static_cast<float>(c.rms_norm_eps), m, d,
+                         normed.data(), d);
+    out->logits.resize(static_cast<size_t>(m * c.vocab_size));
+    kernels::Linear(normed.data(), m, d, weights_->head, out->logits.data(), c.vocab_size, step.linear, step.pool);
+  }
+  if (want_hidden) out->hidden.assign(x.begin(), x.end());
+  for (size_t ci = 0; ci < batch.size(); ++ci) {
+    out->first_row.push_back(static_cast<int64_t>(ci));
+    out->num_rows.push_back(1);
+    auto* state = static_cast<V3SequenceState*>(batch[ci].state);
+    std::copy(x.begin() + static_cast<int64_t>(ci) * d, x.begin() + static_cast<int64_t>(ci + 1) * d,
+              state->draft_hidden.begin());
+    ++state->draft_steps;
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 #include "model/deepseek_v3/v3_init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -69,7 +70,7 @@ ordered_json BaseConfig() {
                        {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
                         {"original_max_position_embeddings", 4096}, {"type", "yarn"}}},
                       {"max_position_embeddings", 163840},
-                      {"num_nextn_predict_layers", 0}};
+                      {"num_nextn_predict_layers", 1}};
 }
 
 }  // namespace
@@ -130,11 +131,20 @@ Status WriteRandomV3Checkpoint(const ordered_json& config_json, const std::strin
       w.Matrix("model.embed_tokens", c.vocab_size, d, MatrixKind::kKeepBf16, std::sqrt(static_cast<float>(d)));
       w.Matrix("lm_head", c.vocab_size, d, MatrixKind::kKeepBf16, 3.0f);
       w.Norm("model.norm.weight", d);
-    } else {
+    } else if (s <= c.num_layers) {
       WriteLayer(w, c, s - 1);
+    } else {
+      // The MTP layer (released: layer 61), as the main layers' MoE block plus its own norms and eh_proj.
+      WriteLayer(w, c, c.num_layers);
+      const std::string p = "model.layers." + std::to_string(c.num_layers) + ".";
+      w.Norm(p + "enorm.weight", d);
+      w.Norm(p + "hnorm.weight", d);
+      w.Matrix(p + "eh_proj", d, 2 * d, MatrixKind::kDense);
+      w.Norm(p + "shared_head.norm.weight", d);
     }
   };
-  return WriteSeededCheckpoint(written, 2, dir, seed, f, 1 + c.num_layers, fill, progress);
+  return WriteSeededCheckpoint(written, 2, dir, seed, f, 1 + c.num_layers + std::min<int64_t>(c.num_mtp_layers, 1),
+                               fill, progress);
 }
 
 }  // namespace deepinfer::model

@@ -25,7 +25,8 @@ Result<V3InitFormat> ParseV3InitFormat(const std::string& name);  // "f32", "bf1
 
 // The config.json of a preset, with the released routing, YaRN and token constants: "tiny" (tests), "small"
 // (~100 M parameters) or "bench" (~1 B parameters). Every preset keeps V3's first dense layer, grouped
-// routing and the 129,280-token vocabulary.
+// routing, one MTP layer (num_nextn_predict_layers 1, written after the main layers) and the 129,280-token
+// vocabulary.
 Result<nlohmann::ordered_json> V3PresetConfig(const std::string& preset);
 
 // Writes config.json and the weights for `config` into `dir` (created if needed). Values are uniform with

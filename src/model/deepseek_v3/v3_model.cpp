@@ -35,14 +35,14 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   std::unique_ptr<V3Model> model(new V3Model());
   model->TakeOptions(options);
   model->kv_bf16_ = options.kv_precision == KvPrecision::kBF16;
-  if (options.drafting)
-    return Status::Unimplemented("DeepSeek-V3: drafting with the MTP layer is not implemented");
+  model->drafting_ = options.drafting;
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V3Config::FromHf(hf));
   DI_ASSIGN_OR_RETURN(const auto block, Fp8BlockSize(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_,
-                      LoadV3Weights(model->checkpoint_, model->config_, block.first, block.second, *model->pool_));
+                      LoadV3Weights(model->checkpoint_, model->config_, block.first, block.second,
+                                    model->drafting_, *model->pool_));
   if (const NonFiniteReport bad = ScanNonFinite(model->checkpoint_, model->pool_); bad.values > 0) {
     DI_LOG(kWarn, "checkpoint holds NaN or Inf weights; outputs they reach will be NaN")
         .Field("dir", dir).Field("values", bad.values).Field("tensors", bad.tensors).Field("first", bad.first);
@@ -51,7 +51,8 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   model->BuildCacheSpec();
   model->ComputeWeightBytes();
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV3ForCausalLM", model->config_, dir,
-                                                        model->checkpoint_, model->spec_, ""));
+                                                        model->checkpoint_, model->spec_,
+                                                        model->drafting_ ? "mtp" : ""));
   model->inv_freq_ = RopeInverseFrequencies(model->config_.rope, model->config_.rope_dim);
   return model;
 }
@@ -69,20 +70,35 @@ void V3Model::BuildCacheSpec() {
   mla.num_layers = c.num_layers;
   spec_.groups = {mla};
   spec_.sequence_state_bytes = 0;
+  if (drafting_) {
+    kvcache::CacheGroupSpec mtp = mla;
+    mtp.name = "mtp";
+    mtp.num_layers = 1;
+    mtp.bytes_per_block = layer_block_bytes_ + c.hidden_size * static_cast<int64_t>(sizeof(float));
+    spec_.groups.push_back(mtp);
+    spec_.sequence_state_bytes = (kV3DraftRollback + 2) * c.hidden_size * static_cast<int64_t>(sizeof(float));
+  }
 }
 
 std::unique_ptr<SequenceState> V3Model::NewSequence() const {
-  return std::make_unique<V3SequenceState>(this, spec_.groups.size());
+  auto state = std::make_unique<V3SequenceState>(this, spec_.groups.size());
+  if (drafting_) {
+    state->hidden.assign(static_cast<size_t>((kV3DraftRollback + 1) * config_.hidden_size), 0.0f);
+    state->draft_hidden.assign(static_cast<size_t>(config_.hidden_size), 0.0f);
+  }
+  return state;
 }
 
 Status V3Model::Truncate(SequenceState& base, int64_t n) {
   if (base.owner() != this) return Status::InvalidArgument("Truncate: not a sequence state of this model");
   auto& state = static_cast<V3SequenceState&>(base);
-  if (n > state.num_tokens() || n < state.rollback_floor)
+  const int64_t lowest =
+      drafting_ ? std::max(state.rollback_floor, state.high_water - kV3DraftRollback) : state.rollback_floor;
+  if (n > state.num_tokens() || n < lowest)
     return Status::OutOfRange("Truncate to " + std::to_string(n) + " positions: the sequence has " +
-                              std::to_string(state.num_tokens()) + " and can go back to " +
-                              std::to_string(state.rollback_floor));
+                              std::to_string(state.num_tokens()) + " and can go back to " + std::to_string(lowest));
   state.SetPosition(n);
+  state.draft_steps = 0;
   return Status::Ok();
 }
 
@@ -98,19 +114,25 @@ Status V3Model::RestoreAt(SequenceState& base, int64_t position, RestoreFrom, co
     return Status::InvalidArgument("RestoreAt: position " + std::to_string(position) + " is not a multiple of " +
                                    std::to_string(kvcache::kBlockTokens));
   if (Status s = CheckPools(spec_, pools); !s.ok()) return s.WithContext("RestoreAt");
-  for (int64_t b = 0; b < kvcache::BlocksFor(position); ++b) {
-    if (!pools.group(0).contains(state.block_at(0, b * kvcache::kBlockTokens)))
-      return Status::InvalidArgument("RestoreAt " + std::to_string(position) + ": group 'mla' has no valid block " +
-                                     std::to_string(b));
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    for (int64_t b = 0; b < kvcache::BlocksFor(position); ++b) {
+      if (!pools.group(g).contains(state.block_at(g, b * kvcache::kBlockTokens)))
+        return Status::InvalidArgument("RestoreAt " + std::to_string(position) + ": group '" + spec_.groups[g].name +
+                                       "' has no valid block " + std::to_string(b));
+    }
   }
-  // No window and no state outside the blocks: both restore modes are exact.
+  // No window, and the one hidden state drafting needs is in the last block: both restore modes are exact.
   state.SetPosition(position);
   state.rollback_floor = position;
+  state.high_water = position;
+  state.draft_steps = 0;
+  if (drafting_ && position > 0) {
+    const int64_t d = config_.hidden_size;
+    const float* h = reinterpret_cast<const float*>(
+        pools.group(kDraftGroup).block(state.block_at(kDraftGroup, position - 1)) + layer_block_bytes_);
+    std::copy(h, h + d, state.hidden.begin() + ((position - 1) % (kV3DraftRollback + 1)) * d);
+  }
   return Status::Ok();
-}
-
-Status V3Model::Draft(std::span<const DraftChunk>, kvcache::KvPools&, ForwardOutput*) {
-  return Status::FailedPrecondition("DeepSeek-V3: the model was loaded without drafting");
 }
 
 void V3Model::ComputeWeightBytes() {

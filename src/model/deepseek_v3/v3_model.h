@@ -16,6 +16,14 @@
 // latent_width values in the KV precision. There is no window and no state outside the blocks
 // (sequence_state_bytes 0): every cached prefix resumes exactly, and Truncate reaches any position back to
 // a restore point.
+//
+// Drafting adds the MTP layer (model.layers.{num_hidden_layers}) and a second group, "mtp" (kCompressed,
+// ratio 1, kPrefix): its one layer's entries, the entry of position p (made from the main model's last
+// hidden state at p and the token at p + 1) in slot p + 1, so that a Forward over [s, e) writes exactly the
+// slots of [s, e) and a draft step consuming the token at position q writes slot q (≥ num_tokens); and at
+// each block's end the main model's last hidden state of the block's last position (fp32), from which
+// RestoreAt takes the hidden state that the next Forward's first MTP entry needs. The state keeps the last
+// kV3DraftRollback + 1 hidden states (Truncate with drafting reaches that far back) and the draft's own.
 #pragma once
 
 #include <limits>
@@ -28,6 +36,12 @@
 #include "model/deepseek_v3/v3_weights.h"
 
 namespace deepinfer::model {
+namespace v3 {
+struct Step;
+}
+
+// How far Truncate reaches back when drafting (the hidden states the state keeps).
+inline constexpr int64_t kV3DraftRollback = 16;
 
 class V3SequenceState : public SequenceState {
  public:
@@ -36,6 +50,12 @@ class V3SequenceState : public SequenceState {
 
   int64_t window_floor = 0;    // (no window: kept for the shared batch checks)
   int64_t rollback_floor = 0;  // Truncate goes no lower (where the state was restored)
+  int64_t high_water = 0;      // the most positions held since made or restored
+  // Drafting: the main model's last hidden state of position p in hidden[p % (kV3DraftRollback + 1)], the
+  // last draft step's output, and the draft steps since the last Forward / Truncate / RestoreAt.
+  std::vector<float> hidden;
+  std::vector<float> draft_hidden;
+  int64_t draft_steps = 0;
   void SetPosition(int64_t n) { num_tokens_ = n; }
 };
 
@@ -45,8 +65,10 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
 
   std::unique_ptr<SequenceState> NewSequence() const override;
   Status Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
-  // The state holds nothing but its position: any position back to a restore point.
-  int64_t max_rollback() const override { return std::numeric_limits<int32_t>::max(); }
+  // Without drafting the state holds nothing but its position: any position back to a restore point.
+  int64_t max_rollback() const override {
+    return drafting_ ? kV3DraftRollback : std::numeric_limits<int32_t>::max();
+  }
   Status Truncate(SequenceState& state, int64_t n) override;
   Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) override;
   Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) override;
@@ -60,8 +82,13 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
   V3Model() = default;
   void BuildCacheSpec();
   void ComputeWeightBytes();
+  // Drafting: the MTP entries of the positions whose next token the step holds, the block-end hidden
+  // states and the state's recent hidden states, from the step's last hidden states.
+  void KeepDraftPace(const v3::Step& step, const float* hidden);
 
+  static constexpr size_t kDraftGroup = 1;
   bool kv_bf16_ = false;
+  bool drafting_ = false;
   // Weight bytes a step reads (EstimateStepCost): every weight but the routed experts and the embedding
   // (the absorbed kv_b factors as the fp32 copies the step reads), one routed expert of every MoE layer, one
   // embedding row.

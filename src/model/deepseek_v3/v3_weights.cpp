@@ -74,54 +74,69 @@ void SplitKvB(const kernels::WeightView& kv_b, const V3Config& c, ThreadPool& po
   }
 }
 
+// One decoder layer under `p` ("model.layers.N."), MoE when `moe`.
+Status LoadLayer(const CheckpointBinder& b, const V3Config& c, const std::string& p, bool moe, ThreadPool& pool,
+                 V3LayerWeights& layer) {
+  const int64_t d = c.hidden_size, h = c.num_heads, hd = c.head_dim, e = c.n_routed_experts;
+  DI_ASSIGN_OR_RETURN(layer.input_norm, b.Floats(p + "input_layernorm.weight", {d}));
+  DI_ASSIGN_OR_RETURN(layer.post_attention_norm, b.Floats(p + "post_attention_layernorm.weight", {d}));
+  V3AttentionWeights& a = layer.attention;
+  const std::string ap = p + "self_attn.";
+  if (c.q_lora_rank > 0) {
+    DI_ASSIGN_OR_RETURN(a.q_a, b.Matrix(ap + "q_a_proj", c.q_lora_rank, d));
+    DI_ASSIGN_OR_RETURN(a.q_a_norm, b.Floats(ap + "q_a_layernorm.weight", {c.q_lora_rank}));
+    DI_ASSIGN_OR_RETURN(a.q_b, b.Matrix(ap + "q_b_proj", h * hd, c.q_lora_rank));
+  } else {
+    DI_ASSIGN_OR_RETURN(a.q_proj, b.Matrix(ap + "q_proj", h * hd, d));
+  }
+  DI_ASSIGN_OR_RETURN(a.kv_a, b.Matrix(ap + "kv_a_proj_with_mqa", c.latent_width(), d));
+  DI_ASSIGN_OR_RETURN(a.kv_a_norm, b.Floats(ap + "kv_a_layernorm.weight", {c.kv_lora_rank}));
+  DI_ASSIGN_OR_RETURN(kernels::WeightView kv_b,
+                      b.Matrix(ap + "kv_b_proj", h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank));
+  SplitKvB(kv_b, c, pool, &a);
+  DI_ASSIGN_OR_RETURN(a.o_proj, b.Matrix(ap + "o_proj", d, h * c.v_head_dim));
+  layer.moe = moe;
+  const std::string mp = p + "mlp.";
+  if (!layer.moe) {
+    DI_ASSIGN_OR_RETURN(layer.dense, SwiGluMlp(b, mp, c.intermediate_size, d));
+    return Status::Ok();
+  }
+  DI_ASSIGN_OR_RETURN(layer.experts.gate, b.Matrix(mp + "gate", e, d));
+  DI_ASSIGN_OR_RETURN(layer.gate_bias, b.Floats(mp + "gate.e_score_correction_bias", {e}));
+  layer.experts.experts.resize(static_cast<size_t>(e));
+  for (int64_t x = 0; x < e; ++x) {
+    DI_ASSIGN_OR_RETURN(layer.experts.experts[x],
+                        SwiGluMlp(b, mp + "experts." + std::to_string(x) + ".", c.moe_intermediate_size, d));
+  }
+  if (c.n_shared_experts > 0) {
+    DI_ASSIGN_OR_RETURN(layer.experts.shared,
+                        SwiGluMlp(b, mp + "shared_experts.", c.moe_intermediate_size * c.n_shared_experts, d));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<V3Weights>> LoadV3Weights(const Checkpoint& checkpoint, const V3Config& c, int64_t fp8_block_out,
-                                                 int64_t fp8_block_in, ThreadPool& pool) {
+                                                 int64_t fp8_block_in, bool mtp, ThreadPool& pool) {
   CheckpointBinder b(checkpoint, {{fp8_block_out, fp8_block_in}});
   auto w = std::make_unique<V3Weights>();
-  const int64_t d = c.hidden_size, h = c.num_heads, hd = c.head_dim, e = c.n_routed_experts;
+  const int64_t d = c.hidden_size;
   DI_ASSIGN_OR_RETURN(w->embed, b.Table("model.embed_tokens.weight", c.vocab_size, d));
   DI_ASSIGN_OR_RETURN(w->norm, b.Floats("model.norm.weight", {d}));
   DI_ASSIGN_OR_RETURN(w->head, b.Matrix(c.tie_word_embeddings ? "model.embed_tokens" : "lm_head", c.vocab_size, d));
   w->layers.resize(static_cast<size_t>(c.num_layers));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    V3LayerWeights& layer = w->layers[l];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    DI_ASSIGN_OR_RETURN(layer.input_norm, b.Floats(p + "input_layernorm.weight", {d}));
-    DI_ASSIGN_OR_RETURN(layer.post_attention_norm, b.Floats(p + "post_attention_layernorm.weight", {d}));
-    V3AttentionWeights& a = layer.attention;
-    const std::string ap = p + "self_attn.";
-    if (c.q_lora_rank > 0) {
-      DI_ASSIGN_OR_RETURN(a.q_a, b.Matrix(ap + "q_a_proj", c.q_lora_rank, d));
-      DI_ASSIGN_OR_RETURN(a.q_a_norm, b.Floats(ap + "q_a_layernorm.weight", {c.q_lora_rank}));
-      DI_ASSIGN_OR_RETURN(a.q_b, b.Matrix(ap + "q_b_proj", h * hd, c.q_lora_rank));
-    } else {
-      DI_ASSIGN_OR_RETURN(a.q_proj, b.Matrix(ap + "q_proj", h * hd, d));
-    }
-    DI_ASSIGN_OR_RETURN(a.kv_a, b.Matrix(ap + "kv_a_proj_with_mqa", c.latent_width(), d));
-    DI_ASSIGN_OR_RETURN(a.kv_a_norm, b.Floats(ap + "kv_a_layernorm.weight", {c.kv_lora_rank}));
-    DI_ASSIGN_OR_RETURN(kernels::WeightView kv_b,
-                        b.Matrix(ap + "kv_b_proj", h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank));
-    SplitKvB(kv_b, c, pool, &a);
-    DI_ASSIGN_OR_RETURN(a.o_proj, b.Matrix(ap + "o_proj", d, h * c.v_head_dim));
-    layer.moe = c.is_moe_layer(l);
-    const std::string mp = p + "mlp.";
-    if (!layer.moe) {
-      DI_ASSIGN_OR_RETURN(layer.dense, SwiGluMlp(b, mp, c.intermediate_size, d));
-      continue;
-    }
-    DI_ASSIGN_OR_RETURN(layer.experts.gate, b.Matrix(mp + "gate", e, d));
-    DI_ASSIGN_OR_RETURN(layer.gate_bias, b.Floats(mp + "gate.e_score_correction_bias", {e}));
-    layer.experts.experts.resize(static_cast<size_t>(e));
-    for (int64_t x = 0; x < e; ++x) {
-      DI_ASSIGN_OR_RETURN(layer.experts.experts[x],
-                          SwiGluMlp(b, mp + "experts." + std::to_string(x) + ".", c.moe_intermediate_size, d));
-    }
-    if (c.n_shared_experts > 0) {
-      DI_ASSIGN_OR_RETURN(layer.experts.shared,
-                          SwiGluMlp(b, mp + "shared_experts.", c.moe_intermediate_size * c.n_shared_experts, d));
-    }
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    DI_RETURN_IF_ERROR(LoadLayer(b, c, "model.layers." + std::to_string(l) + ".", c.is_moe_layer(l), pool, w->layers[l]));
+  if (mtp) {
+    if (c.num_mtp_layers < 1) return Status::FailedPrecondition("drafting needs an MTP layer, and num_nextn_predict_layers is 0");
+    V3MtpWeights& m = w->mtp.emplace_back();
+    const std::string p = "model.layers." + std::to_string(c.num_layers) + ".";
+    DI_ASSIGN_OR_RETURN(m.enorm, b.Floats(p + "enorm.weight", {d}));
+    DI_ASSIGN_OR_RETURN(m.hnorm, b.Floats(p + "hnorm.weight", {d}));
+    DI_ASSIGN_OR_RETURN(m.head_norm, b.Floats(p + "shared_head.norm.weight", {d}));
+    DI_ASSIGN_OR_RETURN(m.eh_proj, b.Matrix(p + "eh_proj", d, 2 * d));
+    DI_RETURN_IF_ERROR(LoadLayer(b, c, p, c.is_moe_layer(c.num_layers), pool, m.layer));
   }
   return w;
 }

@@ -42,15 +42,26 @@ struct V3LayerWeights {
   std::vector<float> gate_bias;  // e_score_correction_bias [n_routed_experts]
 };
 
+// The multi-token prediction layer (model.layers.{num_hidden_layers}.*): x = eh_proj([enorm(embedding of
+// the next token); hnorm(main model's last hidden state)]), one decoder layer, then shared_head.norm and
+// the main model's head.
+struct V3MtpWeights {
+  std::vector<float> enorm, hnorm, head_norm;
+  kernels::WeightView eh_proj;  // [hidden, 2 · hidden]
+  V3LayerWeights layer;
+};
+
 struct V3Weights {
   const TensorInfo* embed = nullptr;  // [vocab, hidden]
   std::vector<V3LayerWeights> layers;
+  std::vector<V3MtpWeights> mtp;  // the first MTP layer when loaded for drafting
   std::vector<float> norm;
   kernels::WeightView head;  // [vocab, hidden] (the embedding when tied)
 };
 
 // FP8 block shape from quantization_config.weight_block_size (128×128 when absent).
+// With `mtp`, also the first MTP layer (an error when the config or the checkpoint has none).
 Result<std::unique_ptr<V3Weights>> LoadV3Weights(const Checkpoint& checkpoint, const V3Config& c, int64_t fp8_block_out,
-                                                 int64_t fp8_block_in, ThreadPool& pool);
+                                                 int64_t fp8_block_in, bool mtp, ThreadPool& pool);
 
 }  // namespace deepinfer::model

@@ -63,12 +63,22 @@ def test_init_model_v3_writes_released_layout(deepinfer_bin, tmp_path, fmt):
         assert found["model.embed_tokens.weight"][0] == "BF16"
     else:
         assert kv_a[0] == "BF16"
+    # The MTP layer after the 3 main ones, an MoE layer with its own norms and eh_proj [hidden, 2 · hidden].
+    assert config["num_nextn_predict_layers"] == 1
+    m = "model.layers.3."
+    assert found[m + "eh_proj.weight"][1] == [64, 128]
+    assert found[m + "enorm.weight"] == ("F32", [64]) and found[m + "hnorm.weight"] == ("F32", [64])
+    assert found[m + "shared_head.norm.weight"] == ("F32", [64])
+    assert found[m + "mlp.experts.7.down_proj.weight"][1] == [64, 32]
+    assert "model.layers.4.input_layernorm.weight" not in found
     # hidden 64, 3 layers (1 dense), 4 heads of 16 + 16 rope (v 16), q_lora 32, kv_lora 32, 8 experts of 32 plus
     # 1 shared, dense 128. Per layer, attention: q_a 32·64 + q_b 4·32·32 + kv_a 48·64 + kv_b 4·32·32 + o 64·64
     # + norms 32 + 32 + 2·64 = 17600; the dense MLP 3·64·128; an MoE layer gate 8·64 + bias 8 + 9 experts of
-    # 3·64·32; embedding and head 2·129280·64, final norm 64.
+    # 3·64·32; embedding and head 2·129280·64, final norm 64; the MTP layer: attention, an MoE MLP, 3 norms of 64
+    # and eh_proj 64·128.
     total = sum(math.prod(shape) for name, (_, shape) in found.items() if not name.endswith("_scale_inv"))
-    assert total == 2 * 129280 * 64 + 64 + 3 * 17600 + 3 * 64 * 128 + 2 * (8 * 64 + 8 + 9 * 3 * 64 * 32) == 16736912
+    assert total == (2 * 129280 * 64 + 64 + 4 * 17600 + 3 * 64 * 128 + 3 * (8 * 64 + 8 + 9 * 3 * 64 * 32) + 3 * 64
+                     + 64 * 128) == 16818712
     info = run(deepinfer_bin, "inspect", str(out))
     assert "DeepseekV3ForCausalLM" in info
     result = json.loads(run(deepinfer_bin, "generate", "--model", str(out), "--prompt-ids", "0,5,77",

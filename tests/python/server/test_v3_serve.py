@@ -3,7 +3,8 @@
 official `openai` SDK: a chat completion, a strict-schema response (valid only because of the grammar mask:
 the weights are random), a prefix-cache hit whose tokens and logprobs are bit-identical to the cold run's, and
 the same from the persistent KV store after a restart (V3's one prefix group of MLA latents needs nothing
-else to resume), and speculative verify steps with rollback giving speculation-off's tokens and logprobs."""
+else to resume), and speculative verify steps with rollback, synthetic or drafted by the MTP layer, giving
+speculation-off's tokens and logprobs."""
 import json
 import subprocess
 
@@ -121,5 +122,24 @@ def test_speculative_verification_and_rollback_equal_speculation_off(deepinfer_b
         drafted = m[f"deepinfer:spec_decode_num_draft_tokens_total{{{label}}}"]
         accepted = m[f"deepinfer:spec_decode_num_accepted_tokens_total{{{label}}}"]
         assert drafted > accepted > 0
+    finally:
+        assert spec.stop() == 0, "\n".join(spec.log[-50:])
+
+
+def test_mtp_speculation_equals_speculation_off(deepinfer_bin, v3_model, server):
+    # The tiny preset carries one MTP layer: `--speculative-config` method mtp loads it and drafts with it
+    # (random weights: few drafts are accepted), and every token and logprob equals the plain server's.
+    body = {"model": MODEL, "prompt": [5, 77, 1023, 9, 42, 300, 17], "max_tokens": 24, "temperature": 0,
+            "logprobs": 2, "ignore_eos": True}
+    status, _, expected = server.json("POST", "/v1/completions", body)
+    assert status == 200, expected
+    spec = Server(deepinfer_bin, v3_model, "--served-model-name", MODEL, "--speculative-config",
+                  '{"method": "mtp", "num_speculative_tokens": 3}')
+    try:
+        status, _, got = spec.json("POST", "/v1/completions", body)
+        assert status == 200, got
+        assert got["choices"] == expected["choices"]
+        m = spec.metrics()
+        assert m[f'deepinfer:spec_decode_num_draft_tokens_total{{model_name="{MODEL}"}}'] > 0
     finally:
         assert spec.stop() == 0, "\n".join(spec.log[-50:])
