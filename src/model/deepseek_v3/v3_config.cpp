@@ -7,46 +7,12 @@
 
 #include "core/json.h"
 #include "core/utf8.h"
+#include "model/common/config_keys.h"
 
 namespace deepinfer::model {
 namespace v3_config {
 
 using nlohmann::json;
-
-std::string Range(int64_t lo, int64_t hi) {
-  std::string out = "[";
-  out += std::to_string(lo);
-  out += ", ";
-  out += std::to_string(hi);
-  out += "]";
-  return out;
-}
-
-// "<file>: key 'K' is V; allowed: A", on one line whatever the file holds.
-Status KeyError(const HfConfig& hf, const std::string& key, const json& value, const std::string& allowed) {
-  std::string m = hf.source();
-  m += ": key '";
-  m += utf8::OneLine(key.substr(0, 64));
-  m += "' is ";
-  m += DumpJson(value).substr(0, 40);
-  m += "; allowed: ";
-  m += allowed;
-  return Status::InvalidArgument(std::move(m));
-}
-
-Result<int64_t> IntIn(const HfConfig& hf, const char* key, std::optional<int64_t> fallback, int64_t lo, int64_t hi) {
-  auto it = hf.raw().find(key);
-  if (it == hf.raw().end()) {
-    if (!fallback)
-      return Status::NotFound(hf.source() + ": missing key '" + key + "' (an integer in " + Range(lo, hi) + ")");
-    return *fallback;
-  }
-  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) ||
-      it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
-    return KeyError(hf, key, *it, "an integer in " + Range(lo, hi));
-  }
-  return it->get<int64_t>();
-}
 
 // An integer key that may be null (q_lora_rank): 0 for null or absent.
 Result<int64_t> OptionalIntIn(const HfConfig& hf, const char* key, int64_t lo, int64_t hi) {
@@ -204,7 +170,7 @@ Result<V3Config> V3Config::FromHf(const HfConfig& hf) {
     if (ids.empty() || ids.size() > 64) return KeyError(hf, "eos_token_id", ids, "a list of 1 to 64 ids");
     for (const json& id : ids) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= c.vocab_size)
-        return KeyError(hf, "eos_token_id", id, "ids in " + Range(0, c.vocab_size - 1));
+        return KeyError(hf, "eos_token_id", id, "ids in " + KeyRange(0, c.vocab_size - 1));
       c.eos_token_ids.push_back(id.get<int64_t>());
     }
   } else {

@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 #include "core/utf8.h"
+#include "model/common/config_keys.h"
 
 namespace deepinfer::model {
 namespace {
@@ -18,48 +19,11 @@ Status Invalid(const HfConfig& hf, const std::string& message) {
   return Status::InvalidArgument(hf.source() + ": " + utf8::OneLine(message));
 }
 
-// Range-checked reads: every size, count and id in config.json is bounded before anything uses it (a
-// negative layer count must not reach a resize, a 2^40 window an allocation, 1e12 Sinkhorn iterations a
-// loop). The bounds are far above every released config and are listed in v4_config.h; a value outside
-// them, or of the wrong type, is one error naming the file, the key and the allowed range.
-std::string Range(int64_t lo, int64_t hi) {
-  std::string out = "[";
-  out += std::to_string(lo);
-  out += ", ";
-  out += std::to_string(hi);
-  out += "]";
-  return out;
-}
-
+// Range-checked reads (model/common/config_keys.h): the bounds are far above every released config and are
+// listed in v4_config.h.
 // A key or name read from the file, as a JSON string: its quotes and escapes keep a control character (a newline
 // in a fuzzed key) out of the one-line error, and the length is capped.
 std::string Quoted(const std::string& key) { return DumpJson(json(key.substr(0, 64))); }
-
-// "<file>: key 'K' is V; allowed: A" (built with appends: GCC 12 reports a false -Wrestrict on long chains of +).
-Status KeyError(const HfConfig& hf, const std::string& key, const json& value, const std::string& allowed) {
-  std::string m = hf.source();
-  m += ": key '";
-  m += key;
-  m += "' is ";
-  m += DumpJson(value).substr(0, 40);
-  m += "; allowed: ";
-  m += allowed;
-  return Status::InvalidArgument(std::move(m));
-}
-
-Result<int64_t> IntIn(const HfConfig& hf, const char* key, std::optional<int64_t> fallback, int64_t lo, int64_t hi) {
-  auto it = hf.raw().find(key);
-  if (it == hf.raw().end()) {
-    if (!fallback) return Status::NotFound(hf.source() + ": missing key '" + key + "' (an integer in " + Range(lo, hi) + ")");
-    return *fallback;
-  }
-  // Unsigned values past int64 would wrap in get<int64_t>(): they are out of range anyway.
-  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) ||
-      it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
-    return KeyError(hf, key, *it, "an integer in " + Range(lo, hi));
-  }
-  return it->get<int64_t>();
-}
 
 // A finite number in [lo, hi] (or (lo, hi] when lo_open).
 Result<double> FloatIn(const HfConfig& hf, const json& object, const std::string& where, const char* key,
@@ -176,7 +140,7 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
     if (c.eos_token_ids.size() > 64) return Invalid(hf, "eos_token_id lists more than 64 ids");
     for (int64_t id : c.eos_token_ids) {
       if (id < 0 || id >= c.vocab_size)
-        return KeyError(hf, "eos_token_id", id, "ids in " + Range(0, c.vocab_size - 1));
+        return KeyError(hf, "eos_token_id", id, "ids in " + KeyRange(0, c.vocab_size - 1));
     }
   } else {
     DI_ASSIGN_OR_RETURN(int64_t eos, IntIn(hf, "eos_token_id", 1, 0, c.vocab_size - 1));
