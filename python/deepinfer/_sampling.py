@@ -149,12 +149,11 @@ class SamplingParams:
 
     def completions_fields(self) -> dict:
         """The legacy Completions API's fields (what generate() sends)."""
-        if self.structured_outputs is not None:
-            raise ValueError("structured outputs constrain chat(): the DeepSeek encodings apply them to the "
-                             "assistant's answer")
         body = self._common_fields()
         if self.logprobs is not None:
             body["logprobs"] = self.logprobs
+        if self.structured_outputs is not None:
+            body["structured_outputs"] = self.structured_outputs.to_body()
         return body
 
     def chat_fields(self) -> dict:

@@ -5,6 +5,8 @@
 
 #include "pipeline/json_body.h"
 #include "pipeline/request_fields.h"
+#include "pipeline/structured_output.h"
+#include "recipe/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::pipeline {
@@ -177,6 +179,17 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
     }
   }
   if (auto error = ApplyExtras(body, options, &request.params, /*read_seed=*/false)) return refuse(*error);
+  if (options.constraint_compiler) {
+    // The chat path's constraint fields, compile and errors; applied from the first generated token.
+    recipe::ParsedRequest constraint;
+    std::optional<recipe::RequestError> error = recipe::ParseCompletionsConstraint(body, &constraint);
+    if (!error) error = ApplyStructuredOutput(body, constraint, options, &request.params);
+    if (error) {
+      PrepareOutcome out;
+      out.refusal = Refuse(recipe::Protocol::kChatCompletions, *error);
+      return out;
+    }
+  }
   PrepareOutcome out;
   PreparedRequest& prepared = out.request.emplace();
   prepared.api = Api::kCompletions;

@@ -1,10 +1,12 @@
-// Structured output for the chat protocols: a request's constraint (recipe/structured_output.h) as the
-// grammar spec the engine constrains its outputs with (RequestParams::constraint). Prepare applies it to
-// every chat request. The spec is compiled here first, on the caller's thread (a connection's strand or the
-// CLI's, never the engine's step thread), so that an invalid one is refused before the request is queued;
-// the compiler (sampling/constraint_masks.h: the vocabulary index, built on the first constrained request,
-// and one cache of compiled grammars) is the one the engine compiles through, whose compile of the same
-// spec is then a cache hit. In thinking mode the reasoning block is free and the constraint starts after
+// Structured output for the chat protocols and the legacy Completions API: a request's constraint
+// (recipe/structured_output.h) as the grammar spec the engine constrains its outputs with
+// (RequestParams::constraint). Prepare applies it to every chat request, PrepareCompletions to every
+// completion (from the first generated token: a raw prompt has no reasoning block). The spec is compiled
+// here first, on the caller's thread (a connection's strand or the CLI's, never the engine's step
+// thread), so that an invalid one is refused before the request is queued; the compiler
+// (sampling/constraint_masks.h: the vocabulary index, built on the first constrained request, and one cache
+// of compiled grammars) is the one the engine compiles through, whose compile of the same spec is then a
+// cache hit. In thinking mode the reasoning block is free and the constraint starts after
 // `</think>`.
 //
 // Tools constrain the DSML tool-call block (grammar/tool_calls.h) to the request's tools: a tool with a

@@ -6,6 +6,47 @@
 #include "recipe/request_internal.h"
 
 namespace deepinfer::recipe {
+
+namespace internal {
+
+Check ParseResponseFormat(const Json& body, Conversation* c) {
+  const Json* rf = Field(body, "response_format");
+  if (!rf) return std::nullopt;
+  if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+  std::optional<std::string> type;
+  DI_REQ_CHECK(internal::ReadString(*rf, "type", "response_format", &type));
+  if (!type) return Invalid("response_format.type", "Missing required parameter: 'response_format.type'.");
+  if (*type == "text") {
+    c->response_format = ResponseFormat::kText;
+  } else if (*type == "json_object") {
+    c->response_format = ResponseFormat::kJsonObject;
+  } else if (*type == "json_schema") {
+    const Json* js = Field(*rf, "json_schema");
+    if (!js || !js->is_object()) {
+      return Invalid("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.");
+    }
+    std::optional<std::string> name;
+    DI_REQ_CHECK(internal::ReadString(*js, "name", "response_format.json_schema", &name));
+    if (!name) return Invalid("response_format.json_schema.name", "Missing required parameter: 'response_format.json_schema.name'.");
+    c->response_format = ResponseFormat::kJsonSchema;
+    const Json* schema = Field(*js, "schema");
+    if (!schema) {
+      return Invalid("response_format.json_schema.schema",
+                     "Missing required parameter: 'response_format.json_schema.schema'.");
+    }
+    std::optional<bool> strict;
+    DI_REQ_CHECK(internal::ReadBool(*js, "strict", "response_format.json_schema", &strict));
+    DI_REQ_CHECK(internal::ReadResponseSchema(*schema, strict.value_or(false), "response_format.json_schema.schema",
+                                              &c->response_schema));
+  } else {
+    return Invalid("response_format.type",
+                   "Invalid value: '" + *type + "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
+  }
+  return std::nullopt;
+}
+
+}  // namespace internal
+
 namespace {
 
 using internal::Check;
@@ -282,41 +323,6 @@ Check ParseToolChoice(const Json& body, Conversation* c, std::optional<std::stri
   return std::nullopt;
 }
 
-Check ParseResponseFormat(const Json& body, Conversation* c) {
-  const Json* rf = Field(body, "response_format");
-  if (!rf) return std::nullopt;
-  if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
-  std::optional<std::string> type;
-  DI_REQ_CHECK(internal::ReadString(*rf, "type", "response_format", &type));
-  if (!type) return Invalid("response_format.type", "Missing required parameter: 'response_format.type'.");
-  if (*type == "text") {
-    c->response_format = ResponseFormat::kText;
-  } else if (*type == "json_object") {
-    c->response_format = ResponseFormat::kJsonObject;
-  } else if (*type == "json_schema") {
-    const Json* js = Field(*rf, "json_schema");
-    if (!js || !js->is_object()) {
-      return Invalid("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.");
-    }
-    std::optional<std::string> name;
-    DI_REQ_CHECK(internal::ReadString(*js, "name", "response_format.json_schema", &name));
-    if (!name) return Invalid("response_format.json_schema.name", "Missing required parameter: 'response_format.json_schema.name'.");
-    c->response_format = ResponseFormat::kJsonSchema;
-    const Json* schema = Field(*js, "schema");
-    if (!schema) {
-      return Invalid("response_format.json_schema.schema",
-                     "Missing required parameter: 'response_format.json_schema.schema'.");
-    }
-    std::optional<bool> strict;
-    DI_REQ_CHECK(internal::ReadBool(*js, "strict", "response_format.json_schema", &strict));
-    DI_REQ_CHECK(internal::ReadResponseSchema(*schema, strict.value_or(false), "response_format.json_schema.schema",
-                                              &c->response_schema));
-  } else {
-    return Invalid("response_format.type",
-                   "Invalid value: '" + *type + "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
-  }
-  return std::nullopt;
-}
 
 Check ParseSampling(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   InferenceOptions& inf = r->inference;
@@ -433,7 +439,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   DI_REQ_CHECK(ParseTools(body, &c));
   std::optional<std::string> named_tool;
   DI_REQ_CHECK(ParseToolChoice(body, &c, &named_tool));
-  DI_REQ_CHECK(ParseResponseFormat(body, &c));
+  DI_REQ_CHECK(internal::ParseResponseFormat(body, &c));
   if (c.response_format == ResponseFormat::kJsonObject && !internal::ContainsJsonWord(c)) {
     return Invalid("response_format",
                    "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");

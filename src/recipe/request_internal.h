@@ -60,6 +60,10 @@ Check CheckStopString(const std::string& stop, const std::string& param);
 // A response format's json_schema `schema`: checked as every schema is, rewritten when strict.
 Check ReadResponseSchema(const Json& schema, bool strict, const std::string& param, Json* out);
 
+// Chat Completions' `response_format` (text, json_object or json_schema) into c->response_format and
+// c->response_schema; the legacy Completions API reads the same field the same way.
+Check ParseResponseFormat(const Json& body, Conversation* c);
+
 // Common range checks (deepseek-recipe's messages).
 Check CheckTemperature(const std::optional<double>& t, const std::string& param);
 Check CheckTopP(const std::optional<double>& p, const std::string& param);

@@ -135,4 +135,13 @@ std::optional<RequestError> ReadStructuredOutput(std::string_view body, const Pa
   return std::nullopt;
 }
 
+std::optional<RequestError> ParseCompletionsConstraint(std::string_view body, ParsedRequest* out) {
+  *out = {};
+  out->protocol = Protocol::kChatCompletions;
+  out->conversation.thinking_mode = false;  // a raw prompt is continued: no reasoning block precedes the output
+  Json doc;
+  if (internal::ParseBody(body, &doc)) return std::nullopt;  // the Completions parser reports a malformed body
+  return internal::ParseResponseFormat(doc, &out->conversation);
+}
+
 }  // namespace deepinfer::recipe

@@ -33,4 +33,10 @@ struct StructuredOutput {
 std::optional<RequestError> ReadStructuredOutput(std::string_view body, const ParsedRequest& request,
                                                  StructuredOutput* out);
 
+// The legacy Completions API's request as far as its constraint goes: `response_format` parsed as Chat
+// Completions parses it, into a request of that protocol without messages, tools or thinking, so that
+// ReadStructuredOutput (and the server's compile) read the same fields with the same errors and the
+// constraint applies from the first generated token. Errors: 400 for a malformed response_format.
+std::optional<RequestError> ParseCompletionsConstraint(std::string_view body, ParsedRequest* out);
+
 }  // namespace deepinfer::recipe

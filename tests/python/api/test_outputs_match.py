@@ -89,3 +89,16 @@ def test_text_prompts_equal_the_servers_completions(deepinfer, llm, server):
         assert strip_ids(out.response) == strip_ids(served)
         assert [o.text for o in out.outputs] == [c["text"] for c in served["choices"]]
         assert [o.finish_reason for o in out.outputs] == [c["finish_reason"] for c in served["choices"]]
+
+
+def test_structured_generate_equals_the_servers_completions(deepinfer, llm, server):
+    # The constraint applies from the first generated token of a raw prompt, as on the server.
+    regex = deepinfer.StructuredOutputsParams(regex="[0-9]{3}-[a-z]{2}")
+    params = deepinfer.SamplingParams(temperature=1.0, seed=5, max_tokens=20, structured_outputs=regex)
+    out = llm.generate(["Code:"], params)[0]
+    status, _, served = server.json("POST", "/v1/completions", llm._completions_body("Code:", params, False))
+    assert status == 200, served
+    assert served["choices"][0]["text"] == out.outputs[0].text
+    assert strip_ids(out.response) == strip_ids(served)
+    text = out.outputs[0].text
+    assert len(text) == 6 and text[:3].isdigit() and text[3] == "-" and text[4:].isalpha(), text

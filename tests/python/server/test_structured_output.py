@@ -329,3 +329,28 @@ def test_responses_tools_beside_text_format(oai, seed):
         jsonschema.validate(json.loads(calls[0].arguments), SCHEMAS[calls[0].name])
     else:
         jsonschema.validate(json.loads(either.output_text), WEATHER)
+
+
+def complete(oai, seed, **extra):
+    return oai.completions.create(model=MODEL, prompt="Weather in json:", max_tokens=400, temperature=1.0, seed=seed,
+                                  extra_body=extra)
+
+
+def test_completions_constraints_apply_from_the_first_token(oai):
+    # A raw prompt has no reasoning block: the whole completion is the constrained text.
+    r = complete(oai, 21, response_format=schema_format(WEATHER, True))
+    assert r.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(r.choices[0].text), WEATHER)
+    r = complete(oai, 22, structured_outputs={"regex": "[a-c]{2,4}-(x|y)"})
+    assert re.fullmatch(r"[a-c]{2,4}-(x|y)", r.choices[0].text)
+    r = complete(oai, 23, guided_json=CODES)
+    jsonschema.validate(json.loads(r.choices[0].text), CODES)
+    # The chat path's compile and message: the same 400 for the same invalid schema.
+    bad = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
+    with pytest.raises(openai.BadRequestError) as chat_error:
+        ask(oai, 9, extra_body={**NO_THINKING, "structured_outputs": {"json": bad}})
+    with pytest.raises(openai.BadRequestError) as completion_error:
+        complete(oai, 9, structured_outputs={"json": bad})
+    assert completion_error.value.status_code == 400
+    assert completion_error.value.body == chat_error.value.body
+    assert "structured_outputs.json" in str(completion_error.value)
