@@ -463,6 +463,7 @@ void Scheduler::Calibrate(const std::function<StepResult(const StepPlan&)>& run)
     plan.discard_logits = true;
     StepShape shape;
     for (const auto& [s, n] : work) {
+      if (s->computed + n > static_cast<int64_t>(s->tokens.size())) return false;
       if (!blocks_.Grow(&s->blocks, s->computed, s->computed + n)) return false;
       PlannedChunk c;
       c.id = s->id;
@@ -483,7 +484,8 @@ void Scheduler::Calibrate(const std::function<StepResult(const StepPlan&)>& run)
     return true;
   };
   const int64_t big = std::min<int64_t>(options_.max_num_batched_tokens, 512);
-  Sequence* a = make(big + 64 + 8);
+  // `a` runs chunks of big, 64, 1 and 1, one token in two of the decode rounds and a last chunk of 8.
+  Sequence* a = make(big + 64 + 1 + 1 + 2 + 8);
   bool ok = step({{a, big}}) && step({{a, 64}}) && step({{a, 1}}) && step({{a, 1}});
   std::vector<Sequence*> batch;
   for (int i = 0; ok && i < 8 && watch.ElapsedSeconds() < 3; ++i) batch.push_back(make(24));
