@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "core/utf8.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
+#include "parallel/unit.h"
 #include "pipeline/prepare.h"
 #include "pipeline/sse.h"
 #include "pipeline/update_translator.h"
@@ -85,7 +87,14 @@ constexpr const char* kUsage =
     "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
     "                                 bounded for V4.1)\n"
     "  --speculative-config JSON      speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                                 (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n";
+    "                                 (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n"
+    "parallel (under `mpirun -n N`; docs/parallel.md):\n"
+    "  --data-parallel-size N         ranks of the unit (default: as many as mpirun started); requests are\n"
+    "                                 spread over them round robin, rank 0 prints every output in input order\n"
+    "  --enable-expert-parallel       shard the routed experts over the ranks (each loads only its own) and\n"
+    "                                 exchange tokens at every MoE layer; outputs are bit-identical to one process\n"
+    "  --ep-timeout-s S               the least time a rank waits for the others in a collective before it ends\n"
+    "                                 the unit naming the rank it waited for (default 1)\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -112,6 +121,7 @@ struct GenerateArgs {
   bool prefix_cache = true;
   std::optional<engine::SwaReplay> replay;  // unset: the model family's (engine::DefaultSwaReplay)
   engine::SpeculativeConfig speculative;
+  parallel::UnitOptions unit;
 };
 
 Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
@@ -190,6 +200,9 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
     DI_ASSIGN_OR_RETURN(out->speculative, engine::ParseSpeculativeConfig(v));
     return Status::Ok();
   });
+  flags.Int<int>("--data-parallel-size", &out->unit.data_parallel_size, 1, 1 << 16);
+  flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
+  flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
   if (int rc = flags.Parse(args)) return rc;
   if (flags.given("--kv-cache-mib")) out->kv_cache_bytes = kv_cache_mib << 20;
   if (flags.given("--swa-replay")) out->replay = replay;
@@ -280,7 +293,14 @@ struct Loaded {
   std::shared_ptr<sampling::ConstraintCompiler> constraint_compiler;
 };
 
-Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
+// The engine flags every rank of a unit must agree on (ExpertGroup::CheckSameModel).
+std::string UnitSettings(const GenerateArgs& a) {
+  return std::string(DEEPINFER_VERSION) + " precision=" + std::to_string(static_cast<int>(a.precision)) +
+         " ep=" + std::to_string(a.unit.expert_parallel) + " chunk=" + std::to_string(a.prefill_chunk) +
+         " seqs=" + std::to_string(a.max_num_seqs) + " batched=" + std::to_string(a.max_batched);
+}
+
+Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer, parallel::Unit& unit) {
   Loaded out;
   const std::string tokenizer_path = args.tokenizer_path.empty()
                                          ? (std::filesystem::path(args.model_dir) / "tokenizer.json").string()
@@ -294,12 +314,15 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   load.precision = args.precision;
   load.progress = model::TerminalProgressBar("loading " + args.model_dir);
   load.drafting = args.speculative.uses_draft_layers();
+  load.expert_exchange = unit.expert_exchange();
   auto model = model::LoadCausalLM(args.model_dir, load);
   if (!model.ok() && load.drafting)
     return Status::InvalidArgument("--speculative-config method \"" +
                                    std::string(engine::DraftMethodName(args.speculative.method)) +
                                    "\" needs the model's draft layers: " + model.status().message());
   if (!model.ok()) return model.status();
+  if (unit.group() != nullptr)
+    DI_RETURN_IF_ERROR(unit.group()->CheckSameModel((*model)->info().weights_fingerprint, UnitSettings(args)));
   if (out.tokenizer && need_tokenizer &&
       (*model)->info().vocab_size < static_cast<int64_t>(out.tokenizer->vocab_size()))
     return Status::InvalidArgument("the model's vocabulary (" + std::to_string((*model)->info().vocab_size) +
@@ -322,10 +345,48 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   eo.constraint_compiler = out.constraint_compiler;
   eo.compute_precision = args.precision;
   eo.max_waiting = INT32_MAX;
+  eo.step_group = unit.step_group();
   auto e = engine::Engine::Create(std::move(model).value(), eo);
   if (!e.ok()) return e.status();
   out.engine = std::move(e).value();
   return out;
+}
+
+// What one job prints: its stdout line (without the newline), its stderr text, and whether it failed.
+struct PrintedJob {
+  std::string out, err;
+  bool failed = false;
+};
+
+// Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
+// until every rank has finished its jobs: its engine keeps joining the others' steps until then.
+Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::map<size_t, PrintedJob> mine) {
+  if (unit.group() == nullptr) return mine;
+  if (unit.step_group() != nullptr) unit.group()->FinishAndWait();
+  nlohmann::json packed = nlohmann::json::array();
+  for (const auto& [index, job] : mine) packed.push_back({index, job.out, job.err, job.failed});
+  DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump()));
+  std::map<size_t, PrintedJob> out;
+  for (const std::string& text : all) {
+    const nlohmann::json part = nlohmann::json::parse(text, nullptr, false);
+    if (!part.is_array()) return Status::Internal("a rank sent unreadable outputs");
+    for (const nlohmann::json& j : part)
+      out[j.at(0).get<size_t>()] = {j.at(1).get<std::string>(), j.at(2).get<std::string>(), j.at(3).get<bool>()};
+  }
+  return out;
+}
+
+// Prints the jobs in index order (rank 0 of a unit, or a single process); returns the exit code.
+int PrintJobs(const std::map<size_t, PrintedJob>& jobs) {
+  int rc = 0;
+  for (const auto& [index, job] : jobs) {
+    std::cout << job.out << "\n";
+    std::cout.flush();
+    if (!job.err.empty()) std::fputs(job.err.c_str(), stderr);
+    if (job.failed) rc = 1;
+  }
+  std::fflush(stdout);
+  return rc;
 }
 
 void ReportSeed(const engine::RequestUpdate& u, const sampling::SamplingParams& p, size_t index, bool several) {
@@ -334,7 +395,7 @@ void ReportSeed(const engine::RequestUpdate& u, const sampling::SamplingParams& 
   else std::fprintf(stderr, "generate: sampled with seed %llu (--seed to repeat)\n", static_cast<unsigned long long>(u.seed));
 }
 
-int RunProtocol(const GenerateArgs& args) {
+int RunProtocol(const GenerateArgs& args, parallel::Unit& unit) {
   // The request bodies: one (--prompt / --request) or one per non-empty line.
   std::vector<std::string> bodies;
   if (!args.prompt.empty()) {
@@ -359,8 +420,8 @@ int RunProtocol(const GenerateArgs& args) {
   }
   const bool single = bodies.size() == 1 && args.requests_path.empty();
 
-  auto loaded = LoadEngine(args, /*need_tokenizer=*/true);
-  if (!loaded.ok()) return Fail("generate", loaded.status().message());
+  auto loaded = LoadEngine(args, /*need_tokenizer=*/true, unit);
+  if (!loaded.ok()) return unit.leader() ? Fail("generate", loaded.status().message()) : 1;
   engine::Engine& engine = *loaded->engine;
   const tokenizer::Tokenizer& tokenizer = *loaded->tokenizer;
 
@@ -380,6 +441,7 @@ int RunProtocol(const GenerateArgs& args) {
   size_t remaining = 0;
   Progress progress(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!unit.Owns(i)) continue;
     ProtocolJob& job = jobs[i];
     pipeline::PrepareOutcome prepared = pipeline::Prepare(api, bodies[i], prepare);
     if (!prepared.ok()) {
@@ -427,38 +489,41 @@ int RunProtocol(const GenerateArgs& args) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return remaining == 0; });
   }
-  int rc = 0;
-  for (ProtocolJob& job : jobs) {
-    if (!job.error_body.empty()) {
-      std::cout << job.error_body << "\n";
-      rc = 1;
-    } else if (!job.print_events) {
-      std::cout << job.body << "\n";
-    }
+  std::map<size_t, PrintedJob> printed;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!unit.Owns(i) || jobs[i].print_events) continue;
+    const bool failed = !jobs[i].error_body.empty();
+    printed[i] = {failed ? jobs[i].error_body : jobs[i].body, "", failed};
   }
-  std::fflush(stdout);
-  return rc;
+  auto all = CollectPrinted(unit, std::move(printed));
+  if (!all.ok()) return Fail("generate", all.status().message());
+  return unit.leader() ? PrintJobs(*all) : 0;
 }
 
-int RunPromptIds(const GenerateArgs& args) {
+int RunPromptIds(const GenerateArgs& args, parallel::Unit& unit) {
   std::vector<std::vector<int32_t>> prompts;
-  for (const std::string& text : args.prompt_ids) {
+  std::vector<size_t> indices;  // each of this rank's prompts' place in the list
+  for (size_t i = 0; i < args.prompt_ids.size(); ++i) {
     std::vector<int32_t> ids;
-    Status s = ParseIds(text, &ids);
-    if (!s.ok()) return UsageError("generate", "--prompt-ids " + s.message());
+    Status s = ParseIds(args.prompt_ids[i], &ids);
+    if (!s.ok()) return unit.leader() ? UsageError("generate", "--prompt-ids " + s.message()) : 2;
+    if (!unit.Owns(i)) continue;
     prompts.push_back(std::move(ids));
+    indices.push_back(i);
   }
-  auto loaded = LoadEngine(args, /*need_tokenizer=*/false);
-  if (!loaded.ok()) return Fail("generate", loaded.status().message());
+  auto loaded = LoadEngine(args, /*need_tokenizer=*/false, unit);
+  if (!loaded.ok()) return unit.leader() ? Fail("generate", loaded.status().message()) : 1;
   engine::RequestParams params;
   params.sampling = DefaultSampling(args);
   params.sampling.n = args.n;
   params.sampling.stop = args.stops;
   params.sampling.stop_token_ids = args.stop_ids;
-  auto results = loaded->engine->Generate(prompts, params);
+  auto results = prompts.empty() ? Result<std::vector<engine::GenerateOutput>>(std::vector<engine::GenerateOutput>{})
+                                 : loaded->engine->Generate(prompts, params);
   if (!results.ok()) return Fail("generate", results.status().message());
-  int rc = 0;
+  std::map<size_t, PrintedJob> printed;
   for (size_t i = 0; i < results->size(); ++i) {
+    PrintedJob& job = printed[indices[i]];
     const engine::GenerateOutput& r = (*results)[i];
     nlohmann::ordered_json out = {{"prompt_tokens", r.prompt_tokens},
                                   {"prompt_cache_hit_tokens", r.prompt_cache_hit_tokens},
@@ -486,20 +551,23 @@ int RunPromptIds(const GenerateArgs& args) {
     out["outputs"] = outputs;
     if (!r.status.ok()) {
       out["error"] = r.status.message();
-      rc = 1;
+      job.failed = true;
     }
-    std::cout << DumpJson(out) << "\n";
+    job.out = DumpJson(out);
     if (!params.sampling.seed && !params.sampling.greedy())
-      std::fprintf(stderr, "generate: prompt %zu sampled with seed %llu\n", i + 1, static_cast<unsigned long long>(r.seed));
+      job.err = "generate: prompt " + std::to_string(indices[i] + 1) + " sampled with seed " + std::to_string(r.seed) + "\n";
   }
-  std::fflush(stdout);
-  return rc;
+  auto all = CollectPrinted(unit, std::move(printed));
+  if (!all.ok()) return Fail("generate", all.status().message());
+  return unit.leader() ? PrintJobs(*all) : 0;
 }
 
 int RunGenerate(const std::vector<std::string>& argv) {
   GenerateArgs args;
   if (int rc = ParseArgs(argv, &args)) return rc;
-  return args.prompt_ids.empty() ? RunProtocol(args) : RunPromptIds(args);
+  auto unit = parallel::Unit::Start(args.unit);
+  if (!unit.ok()) return parallel::LauncherRank() == 0 ? Fail("generate", unit.status().message()) : 1;
+  return args.prompt_ids.empty() ? RunProtocol(args, **unit) : RunPromptIds(args, **unit);
 }
 
 const CommandRegistration kRegistration({"generate", "requests through the whole pipeline on the engine, no server",

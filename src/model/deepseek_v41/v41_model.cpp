@@ -57,6 +57,13 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
     DI_ASSIGN_OR_RETURN(V41EngramHashing hashing, V41EngramHashing::Create(c.engram, std::move(map), classes));
     model->hashing_ = std::make_unique<V41EngramHashing>(std::move(hashing));
   }
+  if (options.expert_exchange != nullptr) {
+    if (options.drafting)
+      return Status::Unimplemented("expert parallelism: the DSpark draft layers are not sharded; run without drafting");
+    std::vector<ExpertSetWeights*> sets;
+    for (V41BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
+    DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, c.n_routed_experts, sets));
+  }
   if (options.prefault) Prefault(model->checkpoint_, IsEngramTable, options.progress);
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
@@ -374,7 +381,14 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, kvcache::KvPools& poo
                      V41Probe* probe) {
   const V41Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
-  if (batch.empty()) return Status::Ok();
+  if (batch.empty()) {
+    // An expert-parallel member without rows serves its experts to the others in every layer.
+    if (!weights_->layers.empty() && weights_->layers[0].moe.exchange != nullptr) {
+      v41::Step step = NewStep(pools);
+      for (int64_t l = 0; l < c.num_layers; ++l) v41::Moe(step, l, nullptr, nullptr);
+    }
+    return Status::Ok();
+  }
   v41::Step step = NewStep(pools);
   step.probe = probe;
   bool want_hidden = false;

@@ -1,0 +1,47 @@
+// Expert parallelism as the model sees it: the routed experts of every MoE layer are sharded over the
+// processes of a group (member r holds experts [r·E/N, (r+1)·E/N)), and DispatchExperts (moe.h) sends each
+// routed (row, expert) pair to the member holding the expert, runs the pairs it receives on its own experts,
+// and sends every output back to the row's member, which sums them in increasing expert order exactly as
+// one process does. The kernels are batch-invariant, so every row's bits equal a single process's.
+//
+// The transport is the caller's (src/parallel implements it over MPI); nothing here knows about processes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/status.h"
+
+namespace deepinfer::model {
+
+class ExpertExchange {
+ public:
+  virtual ~ExpertExchange() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // An all-to-all of bytes that every member calls in the same order: send_bytes[p] bytes of `send` (the
+  // members' parts in rank order) go to member p, and recv_bytes[p] bytes from member p land in `recv` (in
+  // rank order). A member that cannot complete it within its deadline ends the whole group (a forward pass
+  // cannot continue without its peers), so it returns only on success.
+  virtual void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                         std::span<const int64_t> recv_bytes) = 0;
+};
+
+// The routed experts member `rank` of `size` holds: [first, last).
+struct ExpertShard {
+  int64_t first = 0, last = 0;
+  static ExpertShard Of(int64_t experts, int rank, int size) {
+    const int64_t per = experts / size;
+    return {per * rank, per * (rank + 1)};
+  }
+};
+
+// Refuses a group whose size does not divide the routed experts.
+inline Status CheckExpertSharding(int64_t experts, const ExpertExchange* exchange) {
+  if (exchange == nullptr || experts % exchange->size() == 0) return Status::Ok();
+  return Status::InvalidArgument("expert parallelism: " + std::to_string(exchange->size()) +
+                                 " ranks do not divide the model's " + std::to_string(experts) +
+                                 " routed experts evenly (use a rank count that divides it)");
+}
+
+}  // namespace deepinfer::model

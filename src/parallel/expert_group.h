@@ -1,0 +1,83 @@
+// One parallel unit's members as the engine and the model see them: the model's expert exchange
+// (model/common/expert_parallel.h) and the engine's lock step (engine::StepGroup) over a Communicator, each
+// collective with a deadline. A collective that misses its deadline ends the unit: this member prints
+// which rank it waited for and aborts every member (the others would otherwise wait for it forever).
+//
+// Deadlines. An exchange inside a forward pass waits at most for the slowest member's share of one layer,
+// so it gets max(floor, 4 × the slowest step seen so far); the agreement before a step also covers a member
+// that was idle and sleeps up to a second before it asks again.
+//
+// Threads. While an engine runs, only its step thread calls AllToAllV and AnyMemberHasWork; CheckSameModel
+// and GatherToRoot run on the main thread before the engine starts and after every member has finished.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/mutex.h"
+#include "core/status.h"
+#include "engine/engine.h"
+#include "model/common/expert_parallel.h"
+#include "parallel/communicator.h"
+
+namespace deepinfer::parallel {
+
+struct GroupTimeouts {
+  double exchange_floor_s = 1.0;  // the least an exchange waits
+  double idle_wake_s = 1.0;       // the longest an idle member sleeps between agreements
+  double startup_s = 300.0;       // the first collective: members finish loading at different times
+};
+
+class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup {
+ public:
+  ExpertGroup(Communicator& communicator, GroupTimeouts timeouts = {});
+
+  int rank() const override { return communicator_.rank(); }
+  int size() const override { return communicator_.size(); }
+  void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                 std::span<const int64_t> recv_bytes) override;
+  bool AnyMemberHasWork(bool has_work) override;
+
+  // Before the engines start: every member checks that all run the same build on the same checkpoint
+  // (`fingerprint`: the weights fingerprint) and the same `settings` (flags that must agree); the error
+  // names the first member that differs from rank 0.
+  Status CheckSameModel(const Hash128& fingerprint, const std::string& settings);
+  // This member has no more requests of its own; returns once every member has said so and none has work
+  // left. Until then the engine's step thread keeps joining the others' steps.
+  void FinishAndWait();
+  // After FinishAndWait: every member's `mine` on rank 0 (in rank order; empty elsewhere).
+  Result<std::vector<std::string>> GatherToRoot(const std::string& mine);
+
+  // Figures for the unit's report: exchanges made, bytes sent to other members, seconds spent in exchanges.
+  struct Counters {
+    int64_t exchanges = 0, remote_bytes = 0;
+    double exchange_seconds = 0;
+  };
+  Counters counters() const;
+
+ private:
+  // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
+  [[noreturn]] void Fail(const std::string& what, const Status& status);
+  double ExchangeTimeout() const;
+  // An all-gather of a fixed-size record through the all-to-all.
+  Status AllGather(const std::vector<uint8_t>& mine, double timeout_s, std::vector<uint8_t>* all);
+
+  Communicator& communicator_;
+  GroupTimeouts timeouts_;
+  // Step thread only.
+  std::chrono::steady_clock::time_point last_work_step_{};
+  double slowest_step_s_ = 0;
+  bool finished_ = false;
+  std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0};
+
+  std::atomic<bool> local_done_{false};
+  Mutex mu_;
+  CondVar cv_;
+  bool all_done_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace deepinfer::parallel
