@@ -463,7 +463,8 @@ EngineStats EngineImpl::Stats() const {
 void EngineImpl::StepLoop() {
   bool idle = false;
   while (true) {
-    if (scheduler_->DrainInbox(idle)) break;
+    // A group member does not sleep here: the group paces its idle agreements (StepGroup).
+    if (scheduler_->DrainInbox(idle && options_.step_group == nullptr)) break;
     scheduler_->CheckDeadlines(NowNanos());
     const StepPlan plan = scheduler_->Schedule();
     idle = plan.empty();

@@ -161,7 +161,8 @@ class StepGroup {
  public:
   virtual ~StepGroup() = default;
   // Called on the step thread once per turn of the step loop, in the same order on every member, with
-  // whether this engine has a step to run; returns whether any member has.
+  // whether this engine has a step to run; returns whether any member has. When none has, it pauses before
+  // returning (the engine does not wait for requests itself): the members' idle agreements are paced here.
   virtual bool AnyMemberHasWork(bool has_work) = 0;
 };
 

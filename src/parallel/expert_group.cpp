@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace deepinfer::parallel {
 
@@ -51,7 +52,7 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
   const uint8_t record[2] = {static_cast<uint8_t>(has_work), static_cast<uint8_t>(local_done_.load())};
   std::vector<uint8_t> all;
-  const Status s = AllGather({record, record + 2}, timeouts_.idle_wake_s + ExchangeTimeout(), &all);
+  const Status s = AllGather({record, record + 2}, timeouts_.idle_pause_max_s + ExchangeTimeout(), &all);
   if (!s.ok()) Fail("step agreement", s);
   bool any_work = false, all_done = true;
   for (int p = 0; p < size(); ++p) {
@@ -64,6 +65,13 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     MutexLock lock(&mu_);
     all_done_ = true;
     cv_.SignalAll();
+    return false;
+  }
+  if (any_work) {
+    idle_pause_s_ = 0;
+  } else {
+    idle_pause_s_ = std::min(timeouts_.idle_pause_max_s, std::max(0.001, 2 * idle_pause_s_));
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_pause_s_));
   }
   return any_work;
 }

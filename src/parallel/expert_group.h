@@ -4,8 +4,12 @@
 // which rank it waited for and aborts every member (the others would otherwise wait for it forever).
 //
 // Deadlines. An exchange inside a forward pass waits at most for the slowest member's share of one layer,
-// so it gets max(floor, 4 × the slowest step seen so far); the agreement before a step also covers a member
-// that was idle and sleeps up to a second before it asks again.
+// so it gets max(floor, 4 × the slowest step seen so far); the agreement before a step also covers the pause
+// of an idle member.
+//
+// Idle. When no member has work, every member pauses before the next agreement, 1 ms at first, doubling
+// up to 50 ms while the unit stays idle: a request waits at most that long for the others to wake, and an
+// idle unit makes at most 20 small collectives a second.
 //
 // Threads. While an engine runs, only its step thread calls AllToAllV and AnyMemberHasWork; CheckSameModel
 // and GatherToRoot run on the main thread before the engine starts and after every member has finished.
@@ -28,8 +32,8 @@ namespace deepinfer::parallel {
 
 struct GroupTimeouts {
   double exchange_floor_s = 1.0;  // the least an exchange waits
-  double idle_wake_s = 1.0;       // the longest an idle member sleeps between agreements
-  double startup_s = 300.0;       // the first collective: members finish loading at different times
+  double idle_pause_max_s = 0.05;  // idle members agree again after a pause that doubles up to this
+  double startup_s = 300.0;        // the first collective: members finish loading at different times
 };
 
 class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup {
@@ -71,6 +75,7 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // Step thread only.
   std::chrono::steady_clock::time_point last_work_step_{};
   double slowest_step_s_ = 0;
+  double idle_pause_s_ = 0;
   bool finished_ = false;
   std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0};
 

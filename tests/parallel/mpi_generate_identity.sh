@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Expert parallelism is bit-identical to one process: `mpirun -n N deepinfer generate ... --data-parallel-size N
 # --enable-expert-parallel` must print exactly what one process prints (greedy token ids and logprobs of
-# several prompts, spread over the ranks), for the tiny DeepSeek-V4 and V4.1 presets.
-# Usage: mpi_generate_identity.sh DEEPINFER MPIRUN RANKS...
+# several prompts, spread over the ranks), on the tiny presets of the architectures named.
+# Usage: mpi_generate_identity.sh DEEPINFER MPIRUN ARCH:RANKS[,RANKS...]...   e.g. v4:2,4 v4.1:2,4
 set -euo pipefail
 deepinfer=$1
 mpirun=$2
 shift 2
-ranks=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/mpi_env.sh"
 
 prompts=(--prompt-ids 1,2,3,4,5 --prompt-ids 9,8,7 --prompt-ids 40,41,42,43,44,45,46 --prompt-ids 5)
-for arch in v4 v4.1; do
+for spec in "$@"; do
+  arch=${spec%%:*}
+  IFS=, read -ra ranks <<< "${spec#*:}"
   "$deepinfer" init-model --preset tiny --arch "$arch" --out "$work/$arch" > /dev/null
   args=(generate --model "$work/$arch" "${prompts[@]}" --max-tokens 6 --logprobs 2 --ignore-eos)
   # A generous exchange deadline: a loaded CI machine must not end the unit (the drills test the deadline).

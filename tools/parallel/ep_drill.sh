@@ -42,9 +42,13 @@ for d in $(seq 1 "$drills"); do
       --max-tokens 100000 --ignore-eos --data-parallel-size "$ranks" --enable-expert-parallel \
       > /dev/null 2> "$work/err" &
   launcher=$!
-  # Wait until every rank's engine is up, then a little longer: mid-generation.
-  for _ in $(seq 1 300); do
-    (($(grep -c "engine ready" "$work/err" 2>/dev/null || true) >= ranks)) && break
+  # Wait until every rank's engine steps (its step thread exists), then a little longer: mid-generation.
+  for _ in $(seq 1 600); do
+    stepping=0
+    for child in $(pgrep -P "$launcher"); do
+      grep -qx di-engine-step /proc/"$child"/task/*/comm 2>/dev/null && stepping=$((stepping + 1))
+    done
+    ((stepping >= ranks)) && break
     sleep 0.05
   done
   sleep "0.$((RANDOM % 8 + 2))"

@@ -7,8 +7,10 @@
 // The transport is the caller's (src/parallel implements it over MPI); nothing here knows about processes.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -35,6 +37,18 @@ struct ExpertShard {
     return {per * rank, per * (rank + 1)};
   }
 };
+
+// Whether a checkpoint tensor belongs to a routed expert outside `shard` (`*.ffn.experts.<e>.*`).
+inline bool IsRemoteExpertTensor(std::string_view name, const ExpertShard& shard) {
+  constexpr std::string_view kMarker = ".ffn.experts.";
+  const size_t at = name.find(kMarker);
+  if (at == std::string_view::npos) return false;
+  int64_t expert = 0;
+  const char* begin = name.data() + at + kMarker.size();
+  const auto [end, ec] = std::from_chars(begin, name.data() + name.size(), expert);
+  if (ec != std::errc() || end == begin) return false;
+  return expert < shard.first || expert >= shard.last;
+}
 
 // Refuses a group whose size does not divide the routed experts.
 inline Status CheckExpertSharding(int64_t experts, const ExpertExchange* exchange) {

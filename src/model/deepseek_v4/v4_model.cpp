@@ -76,7 +76,15 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
     for (V4BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
     DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, model->config_.n_routed_experts, sets));
   }
-  if (options.prefault) Prefault(model->checkpoint_, nullptr, options.progress);
+  // Under expert parallelism the other members' experts are never read here: out of memory.
+  std::function<bool(const TensorInfo&)> remote;
+  if (options.expert_exchange != nullptr) {
+    const ExpertShard shard = ExpertShard::Of(model->config_.n_routed_experts, options.expert_exchange->rank(),
+                                              options.expert_exchange->size());
+    remote = [shard](const TensorInfo& t) { return IsRemoteExpertTensor(t.name, shard); };
+  }
+  if (options.prefault) Prefault(model->checkpoint_, remote, options.progress);
+  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   model->ComputeCostFigures();

@@ -64,7 +64,16 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
     for (V41BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
     DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, c.n_routed_experts, sets));
   }
-  if (options.prefault) Prefault(model->checkpoint_, IsEngramTable, options.progress);
+  // Under expert parallelism the other members' experts are never read here: out of memory.
+  std::function<bool(const TensorInfo&)> skip = IsEngramTable, remote;
+  if (options.expert_exchange != nullptr) {
+    const ExpertShard shard = ExpertShard::Of(c.n_routed_experts, options.expert_exchange->rank(),
+                                              options.expert_exchange->size());
+    remote = [shard](const TensorInfo& t) { return IsRemoteExpertTensor(t.name, shard); };
+    skip = [remote](const TensorInfo& t) { return IsEngramTable(t) || remote(t); };
+  }
+  if (options.prefault) Prefault(model->checkpoint_, skip, options.progress);
+  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->weights_->dspark ? "dspark" : ""));
