@@ -94,7 +94,8 @@ constexpr const char* kUsage =
     "  --enable-expert-parallel       shard the routed experts over the ranks (each loads only its own) and\n"
     "                                 exchange tokens at every MoE layer; outputs are bit-identical to one process\n"
     "  --ep-timeout-s S               the least time a rank waits for the others in a collective before it ends\n"
-    "                                 the unit naming the rank it waited for (default 1)\n";
+    "                                 the unit naming the rank it waited for (default 1)\n"
+    "  --ep-stats                     each rank prints its expert exchanges, bytes sent and time spent on stderr\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -122,6 +123,7 @@ struct GenerateArgs {
   std::optional<engine::SwaReplay> replay;  // unset: the model family's (engine::DefaultSwaReplay)
   engine::SpeculativeConfig speculative;
   parallel::UnitOptions unit;
+  bool ep_stats = false;
 };
 
 Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
@@ -203,6 +205,7 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   flags.Int<int>("--data-parallel-size", &out->unit.data_parallel_size, 1, 1 << 16);
   flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
   flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
+  flags.Switch("--ep-stats", &out->ep_stats);
   if (int rc = flags.Parse(args)) return rc;
   if (flags.given("--kv-cache-mib")) out->kv_cache_bytes = kv_cache_mib << 20;
   if (flags.given("--swa-replay")) out->replay = replay;
@@ -360,9 +363,16 @@ struct PrintedJob {
 
 // Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
 // until every rank has finished its jobs: its engine keeps joining the others' steps until then.
-Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::map<size_t, PrintedJob> mine) {
+Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::map<size_t, PrintedJob> mine,
+                                                    bool stats) {
   if (unit.group() == nullptr) return mine;
   if (unit.step_group() != nullptr) unit.group()->FinishAndWait();
+  if (stats) {
+    const parallel::ExpertGroup::Counters c = unit.group()->counters();
+    std::fprintf(stderr, "generate: rank %d: %lld expert exchanges, %lld bytes to other ranks, %.3f s in exchanges\n",
+                 unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
+                 c.exchange_seconds);
+  }
   nlohmann::json packed = nlohmann::json::array();
   for (const auto& [index, job] : mine) packed.push_back({index, job.out, job.err, job.failed});
   DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump()));
@@ -495,7 +505,7 @@ int RunProtocol(const GenerateArgs& args, parallel::Unit& unit) {
     const bool failed = !jobs[i].error_body.empty();
     printed[i] = {failed ? jobs[i].error_body : jobs[i].body, "", failed};
   }
-  auto all = CollectPrinted(unit, std::move(printed));
+  auto all = CollectPrinted(unit, std::move(printed), args.ep_stats);
   if (!all.ok()) return Fail("generate", all.status().message());
   return unit.leader() ? PrintJobs(*all) : 0;
 }
@@ -557,7 +567,7 @@ int RunPromptIds(const GenerateArgs& args, parallel::Unit& unit) {
     if (!params.sampling.seed && !params.sampling.greedy())
       job.err = "generate: prompt " + std::to_string(indices[i] + 1) + " sampled with seed " + std::to_string(r.seed) + "\n";
   }
-  auto all = CollectPrinted(unit, std::move(printed));
+  auto all = CollectPrinted(unit, std::move(printed), args.ep_stats);
   if (!all.ok()) return Fail("generate", all.status().message());
   return unit.leader() ? PrintJobs(*all) : 0;
 }

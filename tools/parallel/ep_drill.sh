@@ -30,6 +30,7 @@ RANDOM=$seed
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$deepinfer" init-model --preset tiny --arch v4 --out "$work/model" > /dev/null || exit 1
+rm "$work/model/tokenizer.json"  # token ids only: start-up without reading a tokenizer
 
 prompts=()
 for i in $(seq 1 "$ranks"); do prompts+=(--prompt-ids "$i,2,3,4"); done

@@ -84,13 +84,14 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
     remote = [shard](const TensorInfo& t) { return IsRemoteExpertTensor(t.name, shard); };
   }
   if (options.prefault) Prefault(model->checkpoint_, remote, options.progress);
-  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   model->ComputeCostFigures();
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV4ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->drafting_ ? "mtp" : ""));
   model->BuildRopeTables();
+  // Last: every read of the load (the fingerprint's samples too, which fault whole neighbourhoods in) is done.
+  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   return model;
 }
 

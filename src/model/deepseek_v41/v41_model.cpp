@@ -73,12 +73,13 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
     skip = [remote](const TensorInfo& t) { return IsEngramTable(t) || remote(t); };
   }
   if (options.prefault) Prefault(model->checkpoint_, skip, options.progress);
-  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->weights_->dspark ? "dspark" : ""));
   if (model->weights_->dspark) model->info_.max_draft_steps = c.dspark.block_size;
   model->BuildRopeTables();
+  // Last: every read of the load (the fingerprint's samples too, which fault whole neighbourhoods in) is done.
+  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   return model;
 }
 
