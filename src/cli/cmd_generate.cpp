@@ -369,9 +369,11 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   if (unit.step_group() != nullptr) unit.group()->FinishAndWait();
   if (stats) {
     const parallel::ExpertGroup::Counters c = unit.group()->counters();
-    std::fprintf(stderr, "generate: rank %d: %lld expert exchanges, %lld bytes to other ranks, %.3f s in exchanges\n",
+    std::fprintf(stderr,
+                 "generate: rank %d: %lld expert exchanges, %lld bytes to other ranks, %.4f s in exchanges, %.4f s "
+                 "to memcpy the same bytes (ratio %.1f)\n",
                  unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
-                 c.exchange_seconds);
+                 c.exchange_seconds, c.memcpy_seconds, c.memcpy_seconds > 0 ? c.exchange_seconds / c.memcpy_seconds : 0.0);
   }
   nlohmann::json packed = nlohmann::json::array();
   for (const auto& [index, job] : mine) packed.push_back({index, job.out, job.err, job.failed});
@@ -577,6 +579,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (int rc = ParseArgs(argv, &args)) return rc;
   auto unit = parallel::Unit::Start(args.unit);
   if (!unit.ok()) return parallel::LauncherRank() == 0 ? Fail("generate", unit.status().message()) : 1;
+  if ((*unit)->group() != nullptr) (*unit)->group()->set_measure_memcpy(args.ep_stats);
   return args.prompt_ids.empty() ? RunProtocol(args, **unit) : RunPromptIds(args, **unit);
 }
 

@@ -25,15 +25,27 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
   const auto start = std::chrono::steady_clock::now();
   const Status s = communicator_.AllToAllV(send, send_bytes, recv, recv_bytes, ExchangeTimeout());
   if (!s.ok()) Fail("expert exchange", s);
-  int64_t remote = 0;
+  const auto end = std::chrono::steady_clock::now();
+  int64_t remote = 0, sent = 0, received = 0;
   for (int p = 0; p < size(); ++p) {
     if (p != rank()) remote += send_bytes[p];
+    sent += send_bytes[p];
+    received += recv_bytes[p];
   }
   exchanges_.fetch_add(1, std::memory_order_relaxed);
   remote_bytes_.fetch_add(remote, std::memory_order_relaxed);
-  exchange_nanos_.fetch_add(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
-      std::memory_order_relaxed);
+  exchange_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+                            std::memory_order_relaxed);
+  if (measure_memcpy_) {
+    // The same bytes moved by memcpy: what sending and receiving them would cost within one process.
+    memcpy_scratch_.resize(static_cast<size_t>(std::max(sent, received)));
+    const auto copy_start = std::chrono::steady_clock::now();
+    if (sent > 0) std::memcpy(memcpy_scratch_.data(), send, static_cast<size_t>(sent));
+    if (received > 0) std::memcpy(memcpy_scratch_.data(), recv, static_cast<size_t>(received));
+    memcpy_nanos_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - copy_start).count(),
+        std::memory_order_relaxed);
+  }
 }
 
 Status ExpertGroup::AllGather(const std::vector<uint8_t>& mine, double timeout_s, std::vector<uint8_t>* all) {
@@ -138,7 +150,8 @@ Result<std::vector<std::string>> ExpertGroup::GatherToRoot(const std::string& mi
 }
 
 ExpertGroup::Counters ExpertGroup::counters() const {
-  return {exchanges_.load(), remote_bytes_.load(), static_cast<double>(exchange_nanos_.load()) * 1e-9};
+  return {exchanges_.load(), remote_bytes_.load(), static_cast<double>(exchange_nanos_.load()) * 1e-9,
+          static_cast<double>(memcpy_nanos_.load()) * 1e-9};
 }
 
 }  // namespace deepinfer::parallel

@@ -56,12 +56,15 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // After FinishAndWait: every member's `mine` on rank 0 (in rank order; empty elsewhere).
   Result<std::vector<std::string>> GatherToRoot(const std::string& mine);
 
-  // Figures for the unit's report: exchanges made, bytes sent to other members, seconds spent in exchanges.
+  // Figures for the unit's report: exchanges made, bytes sent to other members, seconds spent in exchanges,
+  // and with measure_memcpy on, the seconds a memcpy of each exchange's bytes (sent and received) took on
+  // this member right after it: the exchange's cost as a ratio on the same machine at the same moment.
   struct Counters {
     int64_t exchanges = 0, remote_bytes = 0;
-    double exchange_seconds = 0;
+    double exchange_seconds = 0, memcpy_seconds = 0;
   };
   Counters counters() const;
+  void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
 
  private:
   // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
@@ -77,7 +80,9 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   double slowest_step_s_ = 0;
   double idle_pause_s_ = 0;
   bool finished_ = false;
-  std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0};
+  std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0}, memcpy_nanos_{0};
+  bool measure_memcpy_ = false;
+  std::vector<uint8_t> memcpy_scratch_;
 
   std::atomic<bool> local_done_{false};
   Mutex mu_;
