@@ -1,6 +1,6 @@
 """`deepinfer serve` on a DeepSeek-V3.2 checkpoint end to end: a random `tiny` V3.2 model from `init-model --arch
 v3.2` (V3 plus the lightning indexer, index_topk 64; the V3.2 prompt format), through the official `openai` SDK:
-a chat completion, a strict-schema response (valid only because of the grammar mask: the weights are random),
+a chat completion (and `generate`, which takes the same encoding from config.json), a strict-schema response (valid only because of the grammar mask: the weights are random),
 and a prefix-cache hit past index_topk (both prefix groups, the MLA latents and the FP8 indexer keys, come from
 the cache) whose tokens and logprobs are bit-identical to the cold run's."""
 import json
@@ -53,6 +53,28 @@ def test_chat_completion(oai):
     assert r.choices[0].finish_reason == "length"
     assert r.usage.completion_tokens == 8
     assert r.usage.prompt_tokens > 3
+
+
+def test_generate_renders_as_the_server_does(deepinfer_bin, v32_model, oai):
+    # Without --model-version, `generate` takes the encoding from config.json's model_type as `serve` does: the
+    # server's prompt length, and the run of an explicit --model-version v3.2.
+    served = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello there"}],
+                                         max_tokens=6, temperature=0, extra_body={"thinking": {"type": "disabled"}})
+
+    def generate(*extra):
+        proc = subprocess.run([deepinfer_bin, "generate", "--model", v32_model, "--prompt", "Hello there",
+                               "--max-tokens", "6", "--temperature", "0", *extra],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    default, explicit = generate("--no-thinking"), generate("--no-thinking", "--model-version", "v3.2")
+    assert default["usage"]["prompt_tokens"] == served.usage.prompt_tokens
+    assert default["usage"] == explicit["usage"]
+    assert default["choices"] == explicit["choices"]
+    # In thinking mode V4's encoding adds its reasoning-effort preamble; V3.2's does not.
+    assert generate()["usage"]["prompt_tokens"] == served.usage.prompt_tokens
+    assert generate("--model-version", "v4")["usage"]["prompt_tokens"] > served.usage.prompt_tokens + 50
 
 
 def test_strict_schema_response_validates(oai):
