@@ -107,30 +107,36 @@ void ProjectIndexer(const V3Config& c, const V32IndexerWeights& w, const float* 
   }
 }
 
-void ScoreKeys(const V3Config& c, const float* query, const float* weights, const uint8_t* const* keys,
-               int64_t num_keys, SelectScratch& s) {
-  const int64_t h = c.index_n_heads, dim = c.index_head_dim, block = IndexQuantBlock(c);
-  s.key.resize(static_cast<size_t>(dim));
-  s.scores.resize(static_cast<size_t>(num_keys));
-  std::vector<float> scales(static_cast<size_t>(dim / block));
-  for (int64_t t = 0; t < num_keys; ++t) {
-    std::memcpy(scales.data(), keys[t] + dim, scales.size() * sizeof(float));
-    DequantizeFp8(keys[t], scales.data(), dim, block, s.key.data());
-    float score = 0;
-    for (int64_t head = 0; head < h; ++head) {
-      const float* q = query + head * dim;
-      float dot = 0;
-      for (int64_t j = 0; j < dim; ++j) dot += q[j] * s.key[j];
-      score += std::max(dot, 0.0f) * weights[head];
-    }
-    s.scores[t] = score;
-  }
+void DequantizeKey(const V3Config& c, const uint8_t* entry, float* out) {
+  const int64_t dim = c.index_head_dim, block = IndexQuantBlock(c);
+  float scales[1024 / 128];  // index_head_dim ≤ 1024 (v3_config): one block up to 128, else blocks of 128
+  std::memcpy(scales, entry + dim, static_cast<size_t>(dim / block) * sizeof(float));
+  DequantizeFp8(entry, scales, dim, block, out);
 }
 
-void TopPositions(const V3Config& c, int64_t num_keys, SelectScratch& s, std::vector<int64_t>* selected) {
-  const int64_t k = std::min(c.index_topk, num_keys);
+void SelectPositions(const V3Config& c, const float* query, const float* weights, int64_t pos, const float* keys,
+                     SelectScratch& s, std::vector<int64_t>* selected) {
+  selected->clear();
+  const int64_t n = pos + 1, h = c.index_n_heads, dim = c.index_head_dim;
+  if (n <= c.index_topk) {
+    for (int64_t t = 0; t < n; ++t) selected->push_back(t);
+    return;
+  }
+  kernels::WeightView key_view;
+  key_view.format = kernels::WeightFormat::kF32;
+  key_view.out_features = n;
+  key_view.in_features = dim;
+  key_view.data = keys;
+  s.dots.resize(static_cast<size_t>(h * n));
+  kernels::Linear(query, h, dim, key_view, s.dots.data(), n, nullptr);  // [heads, keys]
+  s.scores.assign(static_cast<size_t>(n), 0.0f);
+  for (int64_t head = 0; head < h; ++head) {
+    const float* dots = s.dots.data() + head * n;
+    for (int64_t t = 0; t < n; ++t) s.scores[t] += std::max(dots[t], 0.0f) * weights[head];
+  }
+  const int64_t k = c.index_topk;
   s.top.resize(static_cast<size_t>(k));
-  kernels::TopK(s.scores.data(), num_keys, k, s.top.data(), nullptr);
+  kernels::TopK(s.scores.data(), n, k, s.top.data(), nullptr);
   selected->assign(s.top.begin(), s.top.end());
   std::sort(selected->begin(), selected->end());
 }

@@ -48,34 +48,18 @@ void ProjectIndexer(const V3Config& c, const V32IndexerWeights& w, const float* 
                     const float* cos, const float* sin, const kernels::LinearOptions* linear, ThreadPool* pool,
                     IndexerRows* out);
 
+// Position t's cached key as fp32 (codes × their block's scale) into out[0..index_head_dim).
+void DequantizeKey(const V3Config& c, const uint8_t* entry, float* out);
+
 // The positions (ascending) one query at `pos` attends: every one up to pos while there are at most index_topk,
-// else the index_topk best scores (kernels::TopK: ties to the earlier position). key(t) is position t's entry.
+// else the index_topk best scores (kernels::TopK: ties to the earlier position). keys: the dequantized keys of
+// positions [0, pos] ([pos + 1, index_head_dim]). The scores are one kernels::Linear of the query's heads over
+// exactly those keys, so a row's selection does not depend on how its sequence was chunked.
 struct SelectScratch {
-  std::vector<float> key, scores;
+  std::vector<float> dots, scores;
   std::vector<int32_t> top;
 };
-template <typename KeyAt>
-void SelectPositions(const V3Config& c, const float* query, const float* weights, int64_t pos, KeyAt key,
+void SelectPositions(const V3Config& c, const float* query, const float* weights, int64_t pos, const float* keys,
                      SelectScratch& s, std::vector<int64_t>* selected);
-
-// One query's scores over keys [0, num_keys) (the part of SelectPositions that does the arithmetic).
-void ScoreKeys(const V3Config& c, const float* query, const float* weights, const uint8_t* const* keys,
-               int64_t num_keys, SelectScratch& s);
-void TopPositions(const V3Config& c, int64_t num_keys, SelectScratch& s, std::vector<int64_t>* selected);
-
-template <typename KeyAt>
-void SelectPositions(const V3Config& c, const float* query, const float* weights, int64_t pos, KeyAt key,
-                     SelectScratch& s, std::vector<int64_t>* selected) {
-  selected->clear();
-  const int64_t n = pos + 1;
-  if (n <= c.index_topk) {
-    for (int64_t t = 0; t < n; ++t) selected->push_back(t);
-    return;
-  }
-  std::vector<const uint8_t*> keys(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) keys[t] = key(t);
-  ScoreKeys(c, query, weights, keys.data(), n, s);
-  TopPositions(c, n, s, selected);
-}
 
 }  // namespace deepinfer::model::v32

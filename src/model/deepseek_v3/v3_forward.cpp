@@ -118,6 +118,16 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
       }
     }
   }
+  // V3.2: each chunk's sequence's indexer keys up to the chunk's end, dequantized once for its rows.
+  std::vector<std::vector<float>> index_keys(w.indexer ? step.chunks.size() : 0);
+  for (size_t ci = 0; ci < index_keys.size(); ++ci) {
+    const Chunk& chunk = step.chunks[ci];
+    const int64_t end = chunk.start_pos + chunk.num_rows, dim = c.index_head_dim;
+    if (end <= c.index_topk) continue;  // every row attends every position
+    index_keys[ci].resize(static_cast<size_t>(end * dim));
+    for (int64_t t = 0; t < end; ++t)
+      v32::DequantizeKey(c, IndexEntry(step, chunk, cache, t), index_keys[ci].data() + t * dim);
+  }
   std::vector<float> ol(static_cast<size_t>(n * h * lw));
   auto attend = [&](int64_t begin, int64_t end) {
     KeyList keys(step.kv_bf16);
@@ -130,9 +140,8 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
       keys.clear();
       if (w.indexer) {
         const int64_t ih = c.index_n_heads;
-        v32::SelectPositions(
-            c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih, row.pos,
-            [&](int64_t t) -> const uint8_t* { return IndexEntry(step, chunk, cache, t); }, scratch, &selected);
+        v32::SelectPositions(c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih,
+                             row.pos, index_keys[row.chunk].data(), scratch, &selected);
         for (int64_t t : selected) keys.push_back(Entry(step, chunk, cache, t));
       } else {
         for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
