@@ -101,5 +101,30 @@ TEST(V32Indexer, SelectionChangesOnlyPositionsPastTopK) {
   EXPECT_GT(moved, 1e-2);
 }
 
+// The cache spec holds a second prefix group of FP8 indexer keys, and a step's cost counts every visible key
+// for the indexer but only index_topk for MLA.
+TEST(V32Indexer, CacheSpecAndStepCostCountTheIndexerKeys) {
+  auto model = V3Model::Load(test_support::FixtureDir("v32_tiny_a_bf16"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const kvcache::KvCacheSpec& spec = (*model)->cache_spec();
+  ASSERT_EQ(spec.groups.size(), 2u);
+  const kvcache::CacheGroupSpec& index = spec.groups[1];
+  EXPECT_EQ(index.name, "index");
+  EXPECT_EQ(index.kind, kvcache::CacheKind::kIndexerKeys);
+  EXPECT_EQ(index.retention, kvcache::CacheRetention::kPrefix);
+  EXPECT_EQ(index.element, kvcache::CacheElement::kFP8E4M3);
+  // 3 layers × 128 positions × (32 FP8 codes + one fp32 scale).
+  EXPECT_EQ(index.bytes_per_block, 3 * 128 * (32 + 4));
+  EXPECT_EQ((*model)->info().architecture, "DeepseekV32ForCausalLM");
+  // One decode token at position 1000 and at 2000 (both past index_topk 24): MLA attends 24 keys either way,
+  // the indexer scores 1000 more keys: 2 · 3 layers · 16 heads · 32 dims · 1000 flops, 3 · 1000 · 36 bytes.
+  const ChunkShape near{1000, 1, 1}, far{2000, 1, 1};
+  auto a = (*model)->EstimateStepCost(std::span(&near, 1));
+  auto b = (*model)->EstimateStepCost(std::span(&far, 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ(b->flops - a->flops, 2.0 * 3 * 16 * 32 * 1000);
+  EXPECT_DOUBLE_EQ(b->kv_bytes - a->kv_bytes, 3.0 * 1000 * 36);
+}
+
 }  // namespace v32_indexer_test
 }  // namespace deepinfer::model
