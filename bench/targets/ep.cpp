@@ -145,7 +145,7 @@ Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, c
 }
 
 void PrintText(const nlohmann::ordered_json& r) {
-  std::printf("%s: hidden %lld, %lld MoE layers (%lld hash-routed), %lld experts top-%lld, %lld groups; "
+  std::printf("%s: hidden %lld, %lld MoE layers (%lld hash-routed), %lld experts top-%lld, expert groups %lld; "
               "%.2fB replicated + %.1fB routed-expert parameters\n",
               r["model"].get<std::string>().c_str(), r["hidden_size"].get<long long>(),
               r["moe_layers"].get<long long>(), r["hash_layers"].get<long long>(), r["experts"].get<long long>(),
@@ -158,8 +158,10 @@ void PrintText(const nlohmann::ordered_json& r) {
               r["link"]["latency_us"].get<double>(), r["rank"]["memory_gb_per_s"].get<double>(),
               r["rank"]["tflops"].get<double>(), r["tokens_per_rank"].get<double>());
   std::printf("routing: %s\n", DumpJson(r["routing"]).c_str());
-  std::printf("%5s %8s %10s %10s %9s %9s %9s %6s %9s %9s %9s\n", "EP", "rk/token", "B/tok/lyr", "remote B",
-              "a2a us", "step ms", "(no EPLB)", "redund", "bal EPLB", "no EPLB", "planned");
+  std::printf("%5s %8s %10s %10s %9s %19s %6s %29s\n", "", "", "per token", "and layer", "per layer", "step ms",
+              "", "balance max/mean");
+  std::printf("%5s %8s %10s %10s %9s %9s %9s %6s %9s %9s %9s\n", "EP", "ranks", "bytes", "remote", "a2a us", "EPLB",
+              "no EPLB", "redund", "EPLB", "no EPLB", "planned");
   for (const auto& row : r["rows"]) {
     std::printf("%5lld %8.2f %10.0f %10.0f %9.1f %9.2f %9.2f %6lld %9.4f %9.4f %9.4f\n", row["ep"].get<long long>(),
                 row["ranks_per_token"].get<double>(), row["bytes_per_token_per_layer"].get<double>(),
