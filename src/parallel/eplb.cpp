@@ -275,6 +275,16 @@ namespace {
 
 constexpr int64_t kMaxTraceValues = int64_t{1} << 23;
 
+// Whether a table's text can hold at most the largest table allowed, by its commas, before a parse builds
+// anything: the limit on bytes alone would let one line of tiny numbers build a huge document.
+Status CheckTableSize(std::string_view text, const std::string& where) {
+  const int64_t max_commas = EplbLimits::kMaxLayers * EplbLimits::kMaxExperts + EplbLimits::kMaxLayers;
+  if (std::count(text.begin(), text.end(), ',') > max_commas)
+    return Status::InvalidArgument(where + "more values than " + Num(EplbLimits::kMaxLayers) + " layers of " +
+                                   Num(EplbLimits::kMaxExperts) + " experts");
+  return Status::Ok();
+}
+
 // A [layers][experts] table from a JSON array of arrays of numbers.
 Result<ExpertLoads> LoadsFromJson(const nlohmann::json& value, const std::string& where) {
   if (!value.is_array() || value.empty())
@@ -325,6 +335,7 @@ Result<std::vector<ExpertLoads>> ParseRoutingTrace(std::string_view text, size_t
   if (body.empty()) return Status::InvalidArgument("loads: empty input");
   std::vector<ExpertLoads> steps;
   if (body.front() == '[') {
+    DI_RETURN_IF_ERROR(CheckTableSize(body, "loads: "));
     DI_ASSIGN_OR_RETURN(nlohmann::json value, ParseJson(body, JsonLimits{max_bytes, 2}));
     DI_ASSIGN_OR_RETURN(ExpertLoads loads, LoadsFromJson(value, ""));
     steps.push_back(std::move(loads));
@@ -343,6 +354,7 @@ Result<std::vector<ExpertLoads>> ParseRoutingTrace(std::string_view text, size_t
     ++line_number;
     if (TrimLeft(line).empty()) continue;
     const std::string where = "trace line " + Num(line_number) + ": ";
+    DI_RETURN_IF_ERROR(CheckTableSize(line, where));
     auto parsed = ParseJson(line, JsonLimits{max_bytes, 3});
     if (!parsed.ok()) return Status::InvalidArgument(where + parsed.status().message());
     if (!parsed->is_object() || !parsed->contains("loads"))

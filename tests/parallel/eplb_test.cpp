@@ -132,6 +132,13 @@ TEST(Eplb, PropertiesOnRandomAndZipfLoads) {
           total += placed->Count(l, e);
         }
         EXPECT_EQ(total, shape.replicas);
+        // log2phy lists exactly the expert's slots, -1 after them.
+        for (int64_t e = 0; e < experts; ++e)
+          for (int64_t c = 0; c < placed->max_count; ++c) {
+            const int64_t slot = placed->log2phy[(l * experts + e) * placed->max_count + c];
+            if (c < placed->Count(l, e)) EXPECT_EQ(placed->Physical(l, slot), e);
+            else EXPECT_EQ(slot, -1);
+          }
         // Each rank holds replicas / ranks slots by construction (slot s is on rank s / per-rank); the loads
         // of a rank's slots add up to what RankLoads says, and the total is kept.
         const std::vector<double> balanced = RankLoads(*placed, l, loads.row(l));
@@ -198,6 +205,14 @@ TEST(Eplb, ParsesArraysAndTraces) {
   auto too_wide = ParseExpertLoads(wide);
   ASSERT_FALSE(too_wide.ok());
   EXPECT_NE(too_wide.status().message().find("experts per layer"), std::string::npos);
+  // More values than the largest table (1,024 × 4,096) are refused before the text is parsed.
+  const std::string huge = "[[" + std::string(size_t{2} * 1024 * 4096 + 4096, ',') + "]]";
+  auto refused = ParseExpertLoads(huge);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("more values than"), std::string::npos);
+  auto refused_line = ParseRoutingTrace("{\"loads\": [[" + std::string(size_t{1} << 23, ',') + "]]}");
+  ASSERT_FALSE(refused_line.ok());
+  EXPECT_NE(refused_line.status().message().find("trace line 1: more values"), std::string::npos);
 }
 
 }  // namespace
