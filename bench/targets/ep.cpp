@@ -1,6 +1,7 @@
 // deepinfer bench ep --simulate: expert parallelism on paper (parallel/ep_simulator.h): bytes per token per
 // MoE layer, all-to-all time per layer and predicted step time at each EP size, and the expert load balance
 // with and without the balancer on synthetic Zipf routing or a recorded routing trace.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -35,7 +36,7 @@ constexpr const char* kUsage =
     "  --ep LIST                 EP sizes (default 8,16,32,64,128)\n"
     "  --link-gbps X             each rank's link, Gbit/s each way (default 100)\n"
     "  --link-latency-us Y       one message (default 5)\n"
-    "  --tokens-per-rank T       tokens each rank routes per step, for bytes and times (default 32)\n"
+    "  --tokens-per-rank T       tokens each rank routes per step (default 128, DeepSeek's decode profile)\n"
     "  --memory-gbs B, --tflops F  one rank's memory bandwidth (default 200 GB/s) and peak (default 4)\n"
     "  --dispatch-dtype fp8|bf16|f32, --combine-dtype bf16|f32, --combine-rows per-rank|per-expert\n"
     "                            the wire format (default DeepSeek's: fp8 with a scale per 128 values out,\n"
@@ -45,7 +46,7 @@ constexpr const char* kUsage =
     "  --trace FILE              a recorded routing trace (lines of {\"loads\": [[...]]}) instead; its first\n"
     "                            half plans, its second half is measured\n"
     "  --num-redundant-experts R extra expert copies (default N: one a rank)\n"
-    "  --balance-tokens-per-rank tokens per rank per synthetic step (default 256), --balance-layers L\n"
+    "  --balance-tokens-per-rank tokens per rank per synthetic step (default T), --balance-layers L\n"
     "                            (default 8), --window-steps (8), --eval-steps (4), --seed, --ranks-per-node\n"
     "                            (8: the nodes of the hierarchical policy)\n"
     "  --json                    one JSON object per model\n";
@@ -55,10 +56,10 @@ struct Options {
   parallel::LinkSpec link;
   parallel::RankSpec rank;
   std::vector<int64_t> ep{8, 16, 32, 64, 128};
-  double tokens_per_rank = 32;
+  double tokens_per_rank = 128;
   double zipf = 1.0;
   int64_t redundant = -1;
-  int64_t balance_tokens_per_rank = 256;
+  int64_t balance_tokens_per_rank = 0;  // 0: tokens_per_rank
   int64_t balance_layers = 8;
   int64_t window_steps = 8;
   int64_t eval_steps = 4;
@@ -85,8 +86,10 @@ Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, c
   out["link"] = {{"gbit_per_s", o.link.gbit_per_s}, {"latency_us", o.link.latency_us}};
   out["rank"] = {{"memory_gb_per_s", o.rank.memory_gb_per_s}, {"tflops", o.rank.tflops}};
   out["tokens_per_rank"] = o.tokens_per_rank;
+  const int64_t balance_tokens =
+      o.balance_tokens_per_rank > 0 ? o.balance_tokens_per_rank : static_cast<int64_t>(std::ceil(o.tokens_per_rank));
   out["routing"] = o.trace.empty() ? nlohmann::ordered_json{{"zipf", o.zipf},
-                                                           {"tokens_per_rank", o.balance_tokens_per_rank},
+                                                           {"tokens_per_rank", balance_tokens},
                                                            {"layers", o.balance_layers},
                                                            {"window_steps", o.window_steps},
                                                            {"eval_steps", o.eval_steps},
@@ -104,7 +107,9 @@ Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, c
       parallel::SyntheticRouting r;
       r.layers = o.balance_layers;
       r.zipf = o.zipf;
-      r.tokens_per_step = o.balance_tokens_per_rank * n;
+      const int64_t per_rank = o.balance_tokens_per_rank > 0 ? o.balance_tokens_per_rank
+                                                              : static_cast<int64_t>(std::ceil(o.tokens_per_rank));
+      r.tokens_per_step = per_rank * n;
       r.window_steps = o.window_steps;
       r.eval_steps = o.eval_steps;
       r.seed = static_cast<uint64_t>(o.seed);
@@ -183,7 +188,6 @@ int RunBenchEp(const std::vector<std::string>& args) {
   flags.IntList("--ep", &o.ep, 1, parallel::EplbLimits::kMaxRanks, 32);
   flags.Double("--link-gbps", &o.link.gbit_per_s, 0.001, 1e6);
   flags.Double("--link-latency-us", &o.link.latency_us, 0, 1e6);
-  flags.Double("--tokens-per-rank", &o.tokens_per_rank, 1, 1e7);
   flags.Double("--memory-gbs", &o.rank.memory_gb_per_s, 0.001, 1e6);
   flags.Double("--tflops", &o.rank.tflops, 1e-6, 1e6);
   flags.Choice<parallel::WireDtype>("--dispatch-dtype", &o.wire.dispatch,
@@ -199,6 +203,7 @@ int RunBenchEp(const std::vector<std::string>& args) {
   flags.Path("--trace", &trace_file);
   flags.Int("--num-redundant-experts", &o.redundant, int64_t{0}, parallel::EplbLimits::kMaxReplicas);
   flags.Int("--balance-tokens-per-rank", &o.balance_tokens_per_rank, int64_t{1}, int64_t{1} << 16);
+  flags.Double("--tokens-per-rank", &o.tokens_per_rank, 1, 1 << 16);
   flags.Int("--balance-layers", &o.balance_layers, int64_t{1}, int64_t{256});
   flags.Int("--window-steps", &o.window_steps, int64_t{1}, int64_t{1024});
   flags.Int("--eval-steps", &o.eval_steps, int64_t{1}, int64_t{1024});
