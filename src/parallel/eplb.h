@@ -63,7 +63,7 @@ struct EplbShape {
   int64_t ranks = 1;
 
   // The hierarchical policy applies when the groups divide evenly over the nodes.
-  bool hierarchical() const { return groups % nodes == 0; }
+  bool hierarchical() const { return nodes >= 1 && groups % nodes == 0; }
 };
 
 // Whether the shape fits `experts` logical experts; the message names the first rule broken.
