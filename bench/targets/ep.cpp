@@ -1,6 +1,7 @@
 // deepinfer bench ep --simulate: expert parallelism on paper (parallel/ep_simulator.h): bytes per token per
 // MoE layer, all-to-all time per layer and predicted step time at each EP size, and the expert load balance
 // with and without the balancer on synthetic Zipf routing or a recorded routing trace.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -43,6 +44,9 @@ constexpr const char* kUsage =
     "                            bf16 summed per rank back; deepinfer's bit-exact exchange is f32 both ways\n"
     "                            with rows per expert)\n"
     "  --zipf S                  synthetic routing skew: expert weights 1/i^S in a random order (default 1)\n"
+    "  --token-zipf S            the model's hash-routed layers (the first of the simulated ones) send each\n"
+    "                            token id to a fixed random set of experts, ids drawn with frequencies\n"
+    "                            1/i^S (default 1)\n"
     "  --trace FILE              a recorded routing trace (lines of {\"loads\": [[...]]}) instead; its first\n"
     "                            half plans, its second half is measured\n"
     "  --num-redundant-experts R extra expert copies (default N: one a rank)\n"
@@ -58,6 +62,7 @@ struct Options {
   std::vector<int64_t> ep{8, 16, 32, 64, 128};
   double tokens_per_rank = 128;
   double zipf = 1.0;
+  double token_zipf = 1.0;
   int64_t redundant = -1;
   int64_t balance_tokens_per_rank = 0;  // 0: tokens_per_rank
   int64_t balance_layers = 8;
@@ -88,9 +93,12 @@ Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, c
   out["tokens_per_rank"] = o.tokens_per_rank;
   const int64_t balance_tokens =
       o.balance_tokens_per_rank > 0 ? o.balance_tokens_per_rank : static_cast<int64_t>(std::ceil(o.tokens_per_rank));
+  const int64_t hash_layers = std::min(m.hash_layers, o.balance_layers);
   out["routing"] = o.trace.empty() ? nlohmann::ordered_json{{"zipf", o.zipf},
                                                            {"tokens_per_rank", balance_tokens},
                                                            {"layers", o.balance_layers},
+                                                           {"hash_layers", hash_layers},
+                                                           {"token_zipf", o.token_zipf},
                                                            {"window_steps", o.window_steps},
                                                            {"eval_steps", o.eval_steps},
                                                            {"seed", o.seed}}
@@ -106,7 +114,9 @@ Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, c
     if (o.trace.empty()) {
       parallel::SyntheticRouting r;
       r.layers = o.balance_layers;
+      r.hash_layers = hash_layers;
       r.zipf = o.zipf;
+      r.token_zipf = o.token_zipf;
       const int64_t per_rank = o.balance_tokens_per_rank > 0 ? o.balance_tokens_per_rank
                                                               : static_cast<int64_t>(std::ceil(o.tokens_per_rank));
       r.tokens_per_step = per_rank * n;
@@ -200,6 +210,7 @@ int RunBenchEp(const std::vector<std::string>& args) {
                                       {{"per-rank", parallel::CombineRows::kPerRank},
                                        {"per-expert", parallel::CombineRows::kPerExpert}});
   flags.Double("--zipf", &o.zipf, 0, 10);
+  flags.Double("--token-zipf", &o.token_zipf, 0, 10);
   flags.Path("--trace", &trace_file);
   flags.Int("--num-redundant-experts", &o.redundant, int64_t{0}, parallel::EplbLimits::kMaxReplicas);
   flags.Int("--balance-tokens-per-rank", &o.balance_tokens_per_rank, int64_t{1}, int64_t{1} << 16);

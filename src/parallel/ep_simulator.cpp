@@ -14,6 +14,7 @@ namespace deepinfer::parallel {
 namespace {
 
 constexpr double kMxfp4BytesPerParam = 17.0 / 32.0;  // 4 bits a value and an 8-bit scale per 32 values
+constexpr int64_t kMaxSimulatedVocab = int64_t{1} << 20;
 
 // The replicated weights of a V4-family model (the sizes of the weights in model/deepseek_v4): per layer
 // wq_a, wq_b, wkv, the grouped wo_a and wo_b; the compressor's wkv and wgate (twice the head width for the
@@ -98,6 +99,7 @@ Result<MoeModelShape> PresetModelShape(std::string_view preset) {
   c.index_head_dim = 128;
   c.vocab_size = 129280;
   s.hidden_size = c.hidden_size;
+  s.vocab_size = c.vocab_size;
   s.moe_layers = layers.window_only + layers.csa + layers.hca;
   s.hash_layers = 3;
   s.experts = c.n_routed_experts;
@@ -115,6 +117,7 @@ Result<MoeModelShape> ModelShapeFromConfig(const HfConfig& hf, std::string name)
   if (type == "deepseek_v4") {
     DI_ASSIGN_OR_RETURN(model::V4Config c, model::V4Config::FromHf(hf));
     s.hidden_size = c.hidden_size;
+    s.vocab_size = c.vocab_size;
     s.moe_layers = c.num_layers;
     s.hash_layers = std::count(c.router_types.begin(), c.router_types.end(), model::V4RouterType::kHash);
     s.experts = c.n_routed_experts;
@@ -124,6 +127,7 @@ Result<MoeModelShape> ModelShapeFromConfig(const HfConfig& hf, std::string name)
   } else if (type == "deepseek_v41") {
     DI_ASSIGN_OR_RETURN(model::V41Config c, model::V41Config::FromHf(hf));
     s.hidden_size = c.hidden_size;
+    s.vocab_size = c.vocab_size;
     s.moe_layers = c.num_layers;
     const HfConfig* text = &hf;
     HfConfig nested;
@@ -153,6 +157,7 @@ Result<MoeModelShape> ModelShapeFromConfig(const HfConfig& hf, std::string name)
                              heads * static_cast<double>(c.v_head_dim) * h;
     const int64_t moe_layers = c.num_layers - c.first_k_dense_replace;
     s.hidden_size = c.hidden_size;
+    s.vocab_size = c.vocab_size;
     s.moe_layers = moe_layers;
     s.experts = c.n_routed_experts;
     s.experts_per_token = c.num_experts_per_tok;
@@ -321,33 +326,67 @@ BalanceFigures Evaluate(const Placements& p, const ExpertLoads& window, const st
   return f;
 }
 
-// Draws each token's k distinct experts from a layer's Zipf weights: repeated draws from the cumulative
-// weights, skipping experts already chosen (sampling without replacement in proportion to the weights).
-class ZipfRouter {
+// Zipf weights 1 / i^s over a random order of n items, as cumulative sums.
+std::vector<double> ZipfCumulative(int64_t n, double zipf, std::mt19937_64& rng) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<double> weight(n);
+  for (int64_t i = 0; i < n; ++i) weight[order[i]] = 1.0 / std::pow(static_cast<double>(i + 1), zipf);
+  std::vector<double> cumulative(n);
+  std::partial_sum(weight.begin(), weight.end(), cumulative.begin());
+  return cumulative;
+}
+
+int64_t Draw(const std::vector<double>& cumulative, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> uniform(0.0, cumulative.back());
+  const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), uniform(rng));
+  return std::min<int64_t>(it - cumulative.begin(), static_cast<int64_t>(cumulative.size()) - 1);
+}
+
+// One synthetic layer's routing. A score-routed layer draws each token's k distinct experts from Zipf
+// weights over the experts: repeated draws, skipping experts already chosen (sampling without replacement
+// in proportion to the weights). A hash-routed layer draws a token id from Zipf frequencies over the
+// vocabulary and sends it to the k distinct experts a fixed random table gives that id, as the model's
+// token-to-expert table does: its load follows token frequencies.
+class LayerRouter {
  public:
-  ZipfRouter(int64_t experts, double zipf, std::mt19937_64& rng) : cumulative_(experts) {
-    std::vector<int64_t> order(experts);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    std::vector<double> weight(experts);
-    for (int64_t i = 0; i < experts; ++i) weight[order[i]] = 1.0 / std::pow(static_cast<double>(i + 1), zipf);
-    std::partial_sum(weight.begin(), weight.end(), cumulative_.begin());
+  LayerRouter(const MoeModelShape& m, bool hashed, double zipf, double token_zipf, std::mt19937_64& rng)
+      : k_(m.experts_per_token) {
+    if (!hashed) {
+      cumulative_ = ZipfCumulative(m.experts, zipf, rng);
+      return;
+    }
+    cumulative_ = ZipfCumulative(m.vocab_size, token_zipf, rng);
+    table_.reserve(static_cast<size_t>(m.vocab_size * k_));
+    std::vector<int32_t> experts(m.experts);
+    std::iota(experts.begin(), experts.end(), 0);
+    for (int64_t t = 0; t < m.vocab_size; ++t) {
+      for (int64_t j = 0; j < k_; ++j) {  // a partial Fisher-Yates shuffle: k distinct experts
+        std::uniform_int_distribution<int64_t> pick(j, m.experts - 1);
+        std::swap(experts[j], experts[pick(rng)]);
+        table_.push_back(experts[j]);
+      }
+    }
   }
 
-  void Route(int64_t k, std::mt19937_64& rng, std::vector<int32_t>* out) {
-    std::uniform_real_distribution<double> uniform(0.0, cumulative_.back());
+  void Route(std::mt19937_64& rng, std::vector<int32_t>* out) const {
+    if (!table_.empty()) {
+      const int64_t token = Draw(cumulative_, rng);
+      out->insert(out->end(), table_.begin() + token * k_, table_.begin() + (token + 1) * k_);
+      return;
+    }
     const size_t first = out->size();
-    while (static_cast<int64_t>(out->size() - first) < k) {
-      const double u = uniform(rng);
-      const auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), u);
-      const int32_t e = static_cast<int32_t>(std::min<std::ptrdiff_t>(it - cumulative_.begin(),
-                                                                       static_cast<std::ptrdiff_t>(cumulative_.size()) - 1));
+    while (static_cast<int64_t>(out->size() - first) < k_) {
+      const int32_t e = static_cast<int32_t>(Draw(cumulative_, rng));
       if (std::find(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(), e) == out->end()) out->push_back(e);
     }
   }
 
  private:
+  int64_t k_;
   std::vector<double> cumulative_;
+  std::vector<int32_t> table_;  // [vocab][k] for a hash-routed layer
 };
 
 }  // namespace
@@ -355,17 +394,23 @@ class ZipfRouter {
 Result<BalanceFigures> SimulateBalance(const MoeModelShape& model, const SyntheticRouting& r,
                                        const BalanceOptions& options) {
   if (r.layers < 1 || r.layers > EplbLimits::kMaxLayers || r.tokens_per_step < 1 || r.window_steps < 1 ||
-      r.eval_steps < 1 || !(r.zipf >= 0) || r.zipf > 10)
-    return Status::InvalidArgument("synthetic routing: layers, tokens, steps must be positive and zipf in [0, 10]");
+      r.eval_steps < 1 || !(r.zipf >= 0) || r.zipf > 10 || !(r.token_zipf >= 0) || r.token_zipf > 10)
+    return Status::InvalidArgument("synthetic routing: layers, tokens, steps must be positive and the skews in "
+                                   "[0, 10]");
+  if (r.hash_layers < 0 || r.hash_layers > r.layers)
+    return Status::InvalidArgument("synthetic routing: hash-routed layers must be in 0..layers");
+  if (r.hash_layers > 0 && (model.vocab_size < 1 || model.vocab_size > kMaxSimulatedVocab))
+    return Status::InvalidArgument("synthetic routing: hash routing needs a vocabulary of 1.." +
+                                   std::to_string(kMaxSimulatedVocab) + " tokens");
   std::mt19937_64 rng(r.seed);
-  std::vector<ZipfRouter> routers;
-  for (int64_t l = 0; l < r.layers; ++l) routers.emplace_back(model.experts, r.zipf, rng);
+  std::vector<LayerRouter> routers;
+  for (int64_t l = 0; l < r.layers; ++l) routers.emplace_back(model, l < r.hash_layers, r.zipf, r.token_zipf, rng);
   DI_ASSIGN_OR_RETURN(auto recorder, ExpertLoadRecorder::Create(r.layers, model.experts, r.window_steps, r.window_steps));
   std::vector<int32_t> ids;
   auto record_step = [&]() -> Status {
     for (int64_t l = 0; l < r.layers; ++l) {
       ids.clear();
-      for (int64_t t = 0; t < r.tokens_per_step; ++t) routers[l].Route(model.experts_per_token, rng, &ids);
+      for (int64_t t = 0; t < r.tokens_per_step; ++t) routers[l].Route(rng, &ids);
       DI_RETURN_IF_ERROR(recorder->RecordRouting(l, ids));
     }
     recorder->EndStep();

@@ -43,6 +43,7 @@ namespace deepinfer::parallel {
 struct MoeModelShape {
   std::string name;
   int64_t hidden_size = 0;
+  int64_t vocab_size = 0;
   int64_t moe_layers = 0;   // layers with routed experts
   int64_t hash_layers = 0;  // of them, routed by token id (their load follows token frequencies)
   int64_t experts = 0;      // routed experts per MoE layer
@@ -136,10 +137,14 @@ struct BalanceOptions {
 
 // Synthetic routing: in each of `layers` layers, every token picks k distinct experts with probability
 // proportional to 1 / rank^zipf over a random order of the experts (a new order per layer), sampled without
-// replacement. `window_steps` steps plan the placement, `eval_steps` more are measured.
+// replacement; except in the first `hash_layers`, where a token id drawn with probability proportional to
+// 1 / rank^token_zipf over the vocabulary goes to the k distinct experts a fixed random table assigns it.
+// `window_steps` steps plan the placement, `eval_steps` more are measured.
 struct SyntheticRouting {
   int64_t layers = 8;
+  int64_t hash_layers = 0;
   double zipf = 1.0;
+  double token_zipf = 1.0;
   int64_t tokens_per_step = 4096;
   int64_t window_steps = 8;
   int64_t eval_steps = 4;

@@ -178,6 +178,29 @@ TEST(EpSimulator, BalancerBeatsTheUnbalancedPlacement) {
   EXPECT_FALSE(SimulateBalance(*m, r, o).ok());
 }
 
+// Hash-routed layers: with token frequencies 1/i^10 the most frequent id is 1/ζ(10) = 99.9% of the tokens,
+// so the layer's load sits (over 99%) on that id's 6 experts, on at most 6 of the 8 ranks: the busiest
+// carries more than 0.99/6 of it, and max/mean is above (0.99/6) / (1/8) = 1.32 without the balancer;
+// copies of those experts spread it.
+TEST(EpSimulator, HashRoutedLayers) {
+  auto m = PresetModelShape("v4-flash");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->vocab_size, 129280);
+  SyntheticRouting r;
+  r.layers = 1;
+  r.hash_layers = 1;
+  r.token_zipf = 10;
+  r.tokens_per_step = 512;
+  r.window_steps = 2;
+  r.eval_steps = 1;
+  auto f = SimulateBalance(*m, r, BalanceOptions{.ranks = 8, .redundant_experts = 40, .ranks_per_node = 8});
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_GT(f->unbalanced_mean, 1.32);
+  EXPECT_LT(f->balanced_mean, f->unbalanced_mean);
+  r.hash_layers = 2;  // more than the simulated layers
+  EXPECT_FALSE(SimulateBalance(*m, r, BalanceOptions{}).ok());
+}
+
 // A trace of two steps of one layer, 4 experts on 2 ranks with 2 spare copies: the first step plans,
 // the second is measured. Unbalanced, step 2's loads 6, 2, 1, 1 put 8 and 2 on the ranks (1.6); the plan
 // from step 1 (the same skew) copies expert 0 twice and balances step 2 at 5 and 5 (1.0).
