@@ -31,14 +31,13 @@ and at how many the rounding changes the selection against transformers' unround
 Ties and FP8 boundary flips: an implementation computing in fp32 differs from this reference by rounding
 noise; that noise could move a value across an E4M3 rounding midpoint (its code then differs by one quantum)
 or reorder two nearly equal scores, and either could change a selection, after which the logits differ for
-real. The generator therefore keeps a fixture only where no such change is possible: for every forward
-without a cache and every (layer, query), it bounds how far each score can move when every value before
-rounding moves by up to NOISE of its block's amax (a value within that distance of a midpoint may take the
-neighbouring code: one quantum × its scale, times the largest partner value it multiplies; plus NOISE on every
-product and head weight), and requires the lowest selected score minus its bound to exceed the highest dropped
-score plus its bound. NOISE = 1e-6, about the largest relative deviation of our fp32 logits from
-transformers on the V3 fixtures (1.1e-6). The smallest margin over bound is printed; a seed that fails is
-an error (choose another).
+real. For every forward without a cache and every (layer, query), the generator bounds how far each score can
+move when every value before rounding moves by up to NOISE of its block's amax (a value within that distance
+of a midpoint may take the neighbouring code: one quantum × its scale, times the largest partner value it
+multiplies; plus NOISE on every product and head weight), and lists the selections where the lowest selected
+score minus its bound does not exceed the highest dropped score plus its bound (an exact tie always does).
+NOISE = 1e-6, about the largest relative deviation of our fp32 logits from transformers on the V3 fixtures.
+A test failing only at a listed (layer, position) is a boundary flip, not a mistake.
 
 Usage: /path/to/venv-with-torch/bin/python tools/model/gen_v3_fixtures.py [--out tests/model/data]
 Needs torch and transformers with deepseek_v3 and deepseek_v32 (5.x). Deterministic: seeded, single-threaded.
