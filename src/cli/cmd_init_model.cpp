@@ -1,5 +1,5 @@
-// deepinfer init-model: writes a random-initialised DeepSeek-V3, V3.2, V4 or V4.1 checkpoint in the released Hugging Face
-// layout (config.json, sharded safetensors, the tokenizer), seeded and reproducible.
+// deepinfer init-model: writes a random-initialised DeepSeek-V3, V3.2, V4 or V4.1 checkpoint in the released Hugging
+// Face layout (config.json, sharded safetensors, the tokenizer), seeded and reproducible.
 #include <unistd.h>
 
 #include <cstdio>
@@ -122,8 +122,9 @@ int RunInitModel(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"init-model", "write a random-initialised DeepSeek-V3, V3.2, V4 or V4.1 checkpoint",
-                                         kUsage, RunInitModel});
+const CommandRegistration kRegistration({"init-model",
+                                         "write a random-initialised DeepSeek-V3, V3.2, V4 or V4.1 checkpoint", kUsage,
+                                         RunInitModel});
 
 }  // namespace
 }  // namespace deepinfer::cli
