@@ -381,7 +381,10 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   }
   nlohmann::json packed = nlohmann::json::array();
   for (const auto& [index, job] : mine) packed.push_back({index, job.out, job.err, job.failed});
-  DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump()));
+  // In lock step every rank is here at once; ranks of data parallelism alone finish their own requests at their
+  // own pace, so the first waits as long as the slowest one generates.
+  const double wait_s = unit.step_group() != nullptr ? 60 : 7 * 24 * 3600.0;
+  DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump(), wait_s));
   std::map<size_t, PrintedJob> out;
   for (const std::string& text : all) {
     const nlohmann::json part = nlohmann::json::parse(text, nullptr, false);

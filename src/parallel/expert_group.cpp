@@ -58,7 +58,11 @@ Status ExpertGroup::AllGather(const std::vector<uint8_t>& mine, double timeout_s
 }
 
 bool ExpertGroup::AnyMemberHasWork(bool has_work) {
-  if (finished_) return false;
+  if (finished_) {
+    // The engine is about to stop: its loop turns at the idle pace, not as fast as it can.
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeouts_.idle_pause_max_s));
+    return false;
+  }
   const auto now = std::chrono::steady_clock::now();
   if (last_work_step_ != std::chrono::steady_clock::time_point{})
     slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
@@ -117,9 +121,9 @@ Status ExpertGroup::CheckSameModel(const Hash128& fingerprint, const std::string
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> ExpertGroup::GatherToRoot(const std::string& mine) {
+Result<std::vector<std::string>> ExpertGroup::GatherToRoot(const std::string& mine, double timeout_s) {
   const int n = size();
-  const double timeout = timeouts_.startup_s;
+  const double timeout = timeout_s;
   // The sizes first (to rank 0 only), then the bytes.
   std::vector<int64_t> size_send(static_cast<size_t>(n), 0), size_recv(static_cast<size_t>(n), 0);
   std::vector<int64_t> size_bytes(static_cast<size_t>(n), 0), size_recv_bytes(static_cast<size_t>(n), 0);

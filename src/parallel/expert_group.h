@@ -53,8 +53,9 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // This member has no more requests of its own; returns once every member has said so and none has work
   // left. Until then the engine's step thread keeps joining the others' steps.
   void FinishAndWait();
-  // After FinishAndWait: every member's `mine` on rank 0 (in rank order; empty elsewhere).
-  Result<std::vector<std::string>> GatherToRoot(const std::string& mine);
+  // Every member's `mine` on rank 0 (in rank order; empty elsewhere), waiting at most timeout_s for the
+  // others to call it too. Under lock step, after FinishAndWait.
+  Result<std::vector<std::string>> GatherToRoot(const std::string& mine, double timeout_s);
 
   // Figures for the unit's report: exchanges made, bytes sent to other members, seconds spent in exchanges,
   // and with measure_memcpy on, the seconds a memcpy of each exchange's bytes (sent and received) took on
