@@ -1,0 +1,80 @@
+"""`deepinfer bench router`: the simulator's JSON on a hand-checked Mooncake-format trace and a synthetic one, and
+malformed traces refused with one line and a non-zero exit."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import deepinfer_binaries
+
+BINARIES = deepinfer_binaries()
+
+# Three requests far enough apart that each is done before the next arrives (a 1536-token prompt takes about
+# 0.3 s on the default step cost): request 2 repeats request 1's two blocks, request 3 its first one.
+TRACE = [
+    {"timestamp": 0, "input_length": 1024, "output_length": 4, "hash_ids": [1, 2]},
+    {"timestamp": 1000, "input_length": 1536, "output_length": 4, "hash_ids": [1, 2, 3]},
+    {"timestamp": 2000, "input_length": 600, "output_length": 2, "hash_ids": [1, 9]},
+]
+
+
+def bench(binary, *args):
+    return subprocess.run([binary, "bench", "router", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_mooncake_trace(binary, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(line) for line in TRACE) + "\n")
+    proc = bench(binary, "--trace", str(trace), "--units", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["trace"]["requests"] == 3
+    # Oracle: request 2 hits 2 blocks (1024 tokens), request 3 one block (512) of 3160 prompt tokens.
+    assert out["trace"]["oracle_hit_rate"] == pytest.approx(1536 / 3160)
+    runs = {(r["policy"], r["store"]): r for r in out["runs"]}
+    assert len(runs) == 10
+    for (policy, store), run in runs.items():
+        # With the store every unit reaches every earlier prompt: the oracle's hits, whatever the routing.
+        if store:
+            assert run["hit_rate"] == pytest.approx(1536 / 3160), policy
+        assert run["slo_attainment"] == 1.0, policy
+    # Round-robin without the store: request 2 lands on the other unit (no hit), request 3 back on unit 0,
+    # which holds block 1.
+    assert runs[("round-robin", False)]["hit_rate"] == pytest.approx(512 / 3160)
+    assert out["planner"]["prefill_units"] + out["planner"]["decode_units"] == 2
+    text = bench(binary, "--trace", str(trace), "--units", "2", "--policy", "predicted-ttft", "--store", "on")
+    assert text.returncode == 0, text.stderr
+    assert "predicted-ttft  on" in text.stdout and "planner: P:D = " in text.stdout
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_synthetic_and_disaggregated(binary):
+    proc = bench(binary, "--synthetic", "200", "--rate", "2", "--prefill-units", "1", "--decode-units", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["units"] == {"prefill": 1, "decode": 1}
+    for run in out["runs"]:
+        assert 0 < run["decode_busy"] <= 1 and run["ttft_p50_ms"] <= run["ttft_p99_ms"]
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_bad_input(binary, tmp_path):
+    def one_line_failure(proc, needle, code=1):
+        assert proc.returncode == code, proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("deepinfer bench router: "), proc.stderr
+        assert needle in proc.stderr, proc.stderr
+
+    trace = tmp_path / "bad.jsonl"
+    for line, needle in ((json.dumps(TRACE[0]) + "\n{\"timestamp\": 1", "line 2: invalid JSON"),
+                         (json.dumps(dict(TRACE[0], input_length=1 << 40)), "line 1: input_length out of range"),
+                         (json.dumps(dict(TRACE[0], hash_ids=[1])), "line 1: hash_ids has 1 ids"),
+                         (json.dumps(dict(TRACE[0], output_length="4")), "line 1: output_length is not a number"),
+                         ("\n\n", "no requests")):
+        trace.write_text(line)
+        one_line_failure(bench(binary, "--trace", str(trace)), needle)
+    one_line_failure(bench(binary, "--trace", str(tmp_path / "missing.jsonl")), "missing.jsonl")
+    one_line_failure(bench(binary, "--synthetic", "5", "--trace", str(trace)), "--trace FILE or --synthetic N", 2)
+    one_line_failure(bench(binary, "--synthetic", "5", "--prefill-units", "2"), "both --prefill-units", 2)
+    one_line_failure(bench(binary, "--synthetic", "5", "--step-cost", "1,2,3"), "5 comma-separated", 2)
+    one_line_failure(bench(binary, "--synthetic", "5", "--output-tokens", "9,3"), "MIN <= MAX", 2)
