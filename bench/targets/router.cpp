@@ -173,18 +173,15 @@ int RunBenchRouter(const std::vector<std::string>& args) {
     if (!trace.ok()) return cli::Fail(cmd, "synthetic trace: " + trace.status().message());
   }
 
-  const std::vector<int64_t> oracle_hits = router::OracleHitTokens(*trace);
+  const router::TraceMix mix = router::MixOfTrace(*trace);
   double prompt_sum = 0, output_sum = 0, oracle_sum = 0;
-  std::vector<router::MixRequest> mix;
-  for (size_t i = 0; i < trace->requests.size(); ++i) {
-    const router::TraceRequest& r = trace->requests[i];
-    prompt_sum += static_cast<double>(r.input_tokens);
+  for (const router::MixRequest& r : mix.requests) {
+    prompt_sum += static_cast<double>(r.prompt_tokens);
     output_sum += static_cast<double>(r.output_tokens);
-    oracle_sum += static_cast<double>(oracle_hits[i]);
-    mix.push_back({r.input_tokens, oracle_hits[i], r.output_tokens});
+    oracle_sum += static_cast<double>(r.cached_tokens);
   }
   const double n = static_cast<double>(trace->requests.size());
-  const double span_s = trace->requests.back().arrival_s;
+  const double span_s = mix.duration_s;
   const bool disaggregated = sim.prefill_units > 0;
   const int64_t total_units = disaggregated ? sim.prefill_units + sim.decode_units : sim.units;
 
@@ -219,7 +216,7 @@ int RunBenchRouter(const std::vector<std::string>& args) {
   po.tbt_slo_s = sim.tbt_slo_s;
   po.total_units = total_units >= 2 ? total_units : 0;
   if (span_s > 0) {
-    auto plan = router::PlanPrefillDecode(mix, span_s, po);
+    auto plan = router::PlanPrefillDecode(mix.requests, span_s, po);
     if (!plan.ok()) return cli::Fail(cmd, "planner: " + plan.status().message());
     out["planner"] = {{"prefill_units", plan->prefill_units}, {"decode_units", plan->decode_units},
                       {"prefill_load", plan->prefill_load},   {"decode_load", plan->decode_load},

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "router/placement.h"
+
 namespace deepinfer::router {
 
 namespace {
@@ -64,6 +66,32 @@ Result<PdPlan> PlanPrefillDecode(const std::vector<MixRequest>& mix, double dura
     plan.decode_units = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(plan.decode_load)));
   }
   return plan;
+}
+
+TraceMix MixOfTrace(const Trace& trace) {
+  TraceMix mix;
+  const std::vector<int64_t> hits = OracleHitTokens(trace);
+  mix.requests.reserve(trace.requests.size());
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    const TraceRequest& r = trace.requests[i];
+    mix.requests.push_back({r.input_tokens, hits[i], r.output_tokens});
+  }
+  if (!trace.requests.empty()) mix.duration_s = trace.requests.back().arrival_s - trace.requests.front().arrival_s;
+  return mix;
+}
+
+std::array<double, kStepCostTerms> PlanningStepCost(const std::vector<UnitLease>& units, int64_t* calibrated) {
+  std::array<double, kStepCostTerms> sum{};
+  int64_t n = 0;
+  for (const UnitLease& u : units) {
+    if (!u.load.calibrated) continue;
+    for (int i = 0; i < kStepCostTerms; ++i) sum[static_cast<size_t>(i)] += u.load.step_cost[static_cast<size_t>(i)];
+    ++n;
+  }
+  if (calibrated != nullptr) *calibrated = n;
+  if (n == 0) return kDefaultStepCost;
+  for (double& c : sum) c /= static_cast<double>(n);
+  return sum;
 }
 
 }  // namespace deepinfer::router

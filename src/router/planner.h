@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "router/router_sim_trace.h"
 #include "router/unit_lease.h"
 
 namespace deepinfer::router {
@@ -49,5 +50,18 @@ struct PdPlan {
 // InvalidArgument on an empty mix, a non-positive duration, or options out of range (including
 // total_units of 1: a split needs two).
 Result<PdPlan> PlanPrefillDecode(const std::vector<MixRequest>& mix, double duration_s, const PlannerOptions& options);
+
+// The mix a trace replays: each prompt's cached part is what earlier prompts computed (what the shared
+// store holds for it: OracleHitTokens), over the trace's arrival span (0 when every request arrives at
+// once: no rate to plan for).
+struct TraceMix {
+  std::vector<MixRequest> requests;
+  double duration_s = 0;
+};
+TraceMix MixOfTrace(const Trace& trace);
+
+// The step cost to plan with for a set of units: the mean of the calibrated ones' coefficients, or
+// placement.h's kDefaultStepCost when none is calibrated. `calibrated` (optional) receives their count.
+std::array<double, kStepCostTerms> PlanningStepCost(const std::vector<UnitLease>& units, int64_t* calibrated);
 
 }  // namespace deepinfer::router

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "router/placement.h"
+
 namespace deepinfer::router {
 namespace {
 
@@ -67,6 +69,38 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_FALSE(PlanPrefillDecode(mix, 0, PlanOptions(4)).ok());
   EXPECT_FALSE(PlanPrefillDecode(mix, 10, PlanOptions(1)).ok());
   EXPECT_FALSE(PlanPrefillDecode({MixRequest{10, 10, 1}}, 10, PlanOptions(4)).ok());
+}
+
+}  // namespace
+}  // namespace deepinfer::router
+
+namespace deepinfer::router {
+namespace {
+
+TEST(Planner, PlansWithTheCalibratedUnitsMeanCost) {
+  std::vector<UnitLease> units(3);
+  units[0].load.calibrated = true;
+  units[0].load.step_cost = {0.01, 0.001, 0, 0, 0};
+  units[1].load.calibrated = true;
+  units[1].load.step_cost = {0.03, 0.003, 0, 0, 0};
+  units[2].load.step_cost = {9, 9, 9, 9, 9};  // not calibrated: left out
+  int64_t calibrated = 0;
+  const auto cost = PlanningStepCost(units, &calibrated);
+  EXPECT_EQ(calibrated, 2);
+  EXPECT_NEAR(cost[0], 0.02, 1e-12);
+  EXPECT_NEAR(cost[1], 0.002, 1e-12);
+  EXPECT_EQ(PlanningStepCost({}, nullptr), kDefaultStepCost);
+}
+
+TEST(Planner, ATracesMixCachesWhatEarlierPromptsComputed) {
+  Trace t;
+  t.requests = {{0, 1024, 5, {1, 2}}, {4, 1100, 7, {1, 2, 3}}};
+  const TraceMix mix = MixOfTrace(t);
+  EXPECT_EQ(mix.duration_s, 4);
+  ASSERT_EQ(mix.requests.size(), 2u);
+  EXPECT_EQ(mix.requests[0].cached_tokens, 0);
+  EXPECT_EQ(mix.requests[1].cached_tokens, 1024);  // blocks 1 and 2, 512 tokens each
+  EXPECT_EQ(mix.requests[1].output_tokens, 7);
 }
 
 }  // namespace

@@ -78,3 +78,19 @@ def test_bad_input(binary, tmp_path):
     one_line_failure(bench(binary, "--synthetic", "5", "--prefill-units", "2"), "both --prefill-units", 2)
     one_line_failure(bench(binary, "--synthetic", "5", "--step-cost", "1,2,3"), "5 comma-separated", 2)
     one_line_failure(bench(binary, "--synthetic", "5", "--output-tokens", "9,3"), "MIN <= MAX", 2)
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_router_plan(binary, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(line) for line in TRACE) + "\n")
+    proc = subprocess.run([binary, "router", "--plan", "--trace", str(trace), "--units", "4"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    # No unit directory: the default step cost; 4 units split, at least one in each pool.
+    assert plan["calibrated_units"] == 0 and plan["units"] == 4 and plan["requests"] == 3
+    assert plan["prefill_units"] >= 1 and plan["decode_units"] >= 1
+    assert plan["prefill_units"] + plan["decode_units"] == 4
+    missing = subprocess.run([binary, "router", "--plan"], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "--plan needs --trace FILE" in missing.stderr
