@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "  ttft p50/p99, tbt p50/p99   milliseconds (TBT over every interval between two tokens)\n"
     "  hit                         prompt tokens not computed (in a unit's cache or, store on, in the store)\n"
     "  slo                         requests with TTFT <= --ttft-slo-ms and mean TBT <= --tbt-slo-ms\n"
-    "  busy                        the routed pool's busy time / (units x makespan)\n"
+    "  busy, d-busy                busy time / (units x makespan) of the routed (prefill or colocated) pool\n"
+    "                              and, disaggregated, of the decode pool\n"
     "and the affinity oracle's hit rate (every earlier prompt's blocks reachable), then the planner's P:D split\n"
     "for the same mix. The models are documented in src/router/router_sim.h and planner.h.\n\n"
     "  --trace FILE             Mooncake JSON lines: {timestamp (ms), input_length, output_length, hash_ids}\n"
@@ -242,14 +243,16 @@ int RunBenchRouter(const std::vector<std::string>& args) {
               sim.step_cost[0], sim.step_cost[1], sim.step_cost[2], sim.step_cost[3], sim.step_cost[4], ttft_slo_ms,
               tbt_slo_ms);
   std::printf("affinity oracle hit rate: %.1f%%\n\n", 100 * t["oracle_hit_rate"].get<double>());
-  std::printf("%-15s %-5s %9s %9s %8s %8s %6s %6s %6s\n", "policy", "store", "ttft p50", "ttft p99", "tbt p50",
-              "tbt p99", "hit", "slo", "busy");
-  for (const auto& r : runs)
-    std::printf("%-15s %-5s %9.0f %9.0f %8.1f %8.1f %5.1f%% %5.1f%% %5.1f%%\n",
-                r["policy"].get<std::string>().c_str(), r["store"].get<bool>() ? "on" : "off",
-                r["ttft_p50_ms"].get<double>(), r["ttft_p99_ms"].get<double>(), r["tbt_p50_ms"].get<double>(),
-                r["tbt_p99_ms"].get<double>(), 100 * r["hit_rate"].get<double>(),
+  std::printf("%-15s %-5s %9s %9s %8s %8s %6s %6s %6s%s\n", "policy", "store", "ttft p50", "ttft p99", "tbt p50",
+              "tbt p99", "hit", "slo", "busy", disaggregated ? " d-busy" : "");
+  for (const auto& r : runs) {
+    std::printf("%-15s %-5s %9.0f %9.0f %8.1f %8.1f %5.1f%% %5.1f%% %5.1f%%", r["policy"].get<std::string>().c_str(),
+                r["store"].get<bool>() ? "on" : "off", r["ttft_p50_ms"].get<double>(), r["ttft_p99_ms"].get<double>(),
+                r["tbt_p50_ms"].get<double>(), r["tbt_p99_ms"].get<double>(), 100 * r["hit_rate"].get<double>(),
                 100 * r["slo_attainment"].get<double>(), 100 * r["prefill_busy"].get<double>());
+    if (disaggregated) std::printf(" %5.1f%%", 100 * r["decode_busy"].get<double>());
+    std::printf("\n");
+  }
   if (out["planner"].is_null()) {
     std::printf("\nplanner: the trace has no arrival span, no rate to plan for\n");
   } else {
