@@ -94,3 +94,42 @@ def test_router_plan(binary, tmp_path):
     assert plan["prefill_units"] + plan["decode_units"] == 4
     missing = subprocess.run([binary, "router", "--plan"], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "--plan needs --trace FILE" in missing.stderr
+
+
+def write_lease(directory, unit_id, step_cost, calibrated, heartbeat_ms):
+    lease = {"format": "deepinfer-unit-lease/1", "unit_id": unit_id, "url": "http://127.0.0.1:9", "models": ["m"],
+             "version": "0", "pid": 1, "heartbeat_unix_ms": heartbeat_ms, "ttl_ms": 600000,
+             "load": {"running": 0, "waiting": 0, "queued_prefill_tokens": 0, "max_num_seqs": 64, "kv_usage": 0,
+                      "step_cost": step_cost, "calibrated": calibrated}}
+    path = directory / f"{unit_id}.lease"
+    path.write_text(json.dumps(lease))
+    return path
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_cost_model_from_leases(binary, tmp_path):
+    import time
+    now = int(time.time() * 1000)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(line) for line in TRACE) + "\n")
+    units = tmp_path / "units"
+    units.mkdir()
+    fitted = write_lease(units, "a", [0.01, 0.001, 0, 0, 0], True, now)
+    write_lease(units, "b", [1, 1, 1, 1, 1], False, now)  # uncalibrated: counted, its cost not used
+    write_lease(units, "c", [0.01, 0.001, 0, 0, 0], True, 0)  # lapsed long ago: left out
+    proc = bench(binary, "--trace", str(trace), "--lease", str(fitted), "--json", "--policy", "round-robin")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["step_cost"] == {"source": "lease a", "coefficients": [0.01, 0.001, 0, 0, 0]}
+    # Each request alone on its unit, 10 ms a step and 1 ms a token: 1024 tokens in 2 chunks = 1044 ms, 1536 in 3
+    # = 1566 ms, 600 in 2 = 620 ms; the median (nearest rank) is 1044 ms.
+    assert out["runs"][0]["ttft_p50_ms"] == pytest.approx(1044)
+    plan = subprocess.run([binary, "router", "--plan", "--trace", str(trace), "--unit-dir", str(units)],
+                          capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    result = json.loads(plan.stdout)
+    assert result["units"] == 2 and result["calibrated_units"] == 1
+    assert result["step_cost"] == [0.01, 0.001, 0, 0, 0]
+    assert result["prefill_units"] == 1 and result["decode_units"] == 1
+    uncalibrated = bench(binary, "--trace", str(trace), "--lease", str(units / "b.lease"))
+    assert uncalibrated.returncode == 1 and "not calibrated" in uncalibrated.stderr
