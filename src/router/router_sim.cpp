@@ -437,7 +437,21 @@ class Simulator {
 
 Status Validate(const Trace& trace, const SimulationOptions& o) {
   if (trace.requests.empty()) return Status::InvalidArgument("empty trace");
-  if (trace.block_tokens < 1) return Status::InvalidArgument("block size must be positive");
+  if (trace.block_tokens < 1 || trace.block_tokens > TraceLimits::kMaxBlockTokens)
+    return Status::InvalidArgument("block size out of range");
+  double previous = 0;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    const TraceRequest& r = trace.requests[i];
+    const std::string which = "request " + std::to_string(i) + ": ";
+    if (!(r.arrival_s >= previous && r.arrival_s <= TraceLimits::kMaxTimestampMs / 1000))
+      return Status::InvalidArgument(which + "arrivals must be ordered, from 0");
+    previous = r.arrival_s;
+    if (r.input_tokens < 1 || r.input_tokens > TraceLimits::kMaxInputTokens || r.output_tokens < 1 ||
+        r.output_tokens > TraceLimits::kMaxOutputTokens)
+      return Status::InvalidArgument(which + "lengths out of range");
+    if (static_cast<int64_t>(r.blocks.size()) != (r.input_tokens + trace.block_tokens - 1) / trace.block_tokens)
+      return Status::InvalidArgument(which + "one block id per block of the prompt");
+  }
   const bool disaggregated = o.prefill_units > 0 || o.decode_units > 0;
   if (disaggregated && (o.prefill_units < 1 || o.decode_units < 1))
     return Status::InvalidArgument("disaggregation needs both prefill and decode units");

@@ -170,6 +170,11 @@ TEST(RouterSim, RejectsBadOptions) {
   o.prefill_units = 1;
   EXPECT_FALSE(Simulate(t, RoutingPolicy::kRoundRobin, o).ok());
   EXPECT_FALSE(Simulate(Trace{}, RoutingPolicy::kRoundRobin, SimOptions(1)).ok());
+  // A trace built in code is checked like a parsed one: ids covering the prompt, arrivals in order.
+  t.requests = {Req(0, 1000, 1, {1})};
+  EXPECT_FALSE(Simulate(t, RoutingPolicy::kRoundRobin, SimOptions(1)).ok());
+  t.requests = {Req(1, 10, 1, {1}), Req(0, 10, 1, {2})};
+  EXPECT_FALSE(Simulate(t, RoutingPolicy::kRoundRobin, SimOptions(1)).ok());
 }
 
 TEST(RouterTrace, ParsesMooncakeLinesSortedAndShifted) {
