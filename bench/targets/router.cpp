@@ -101,7 +101,8 @@ int RunBenchRouter(const std::vector<std::string>& args) {
   int64_t synthetic = 0, block_tokens = router::kTraceBlockTokens;
   router::SyntheticTraceOptions syn;
   router::SimulationOptions sim;
-  double ttft_slo_ms = sim.ttft_slo_s * 1e3, tbt_slo_ms = sim.tbt_slo_s * 1e3, handoff_us = sim.handoff_s_per_token * 1e6;
+  double ttft_slo_ms = sim.ttft_slo_s * 1e3, tbt_slo_ms = sim.tbt_slo_s * 1e3;
+  double handoff_us = sim.handoff_s_per_token * 1e6;
   bool json = false;
   int64_t seed = 0;
   cli::Flags flags(cmd);
@@ -129,7 +130,8 @@ int RunBenchRouter(const std::vector<std::string>& args) {
                              {"cost", "cost"},
                              {"predicted-ttft", "predicted-ttft"}});
   flags.Choice<std::string>("--store", &store, {{"both", "both"}, {"on", "on"}, {"off", "off"}});
-  flags.Custom("--step-cost", "C0,C1,C2,C3,C4", [&](const std::string& v) { return ParseCoefficients(v, &sim.step_cost); });
+  flags.Custom("--step-cost", "C0,C1,C2,C3,C4",
+               [&](const std::string& v) { return ParseCoefficients(v, &sim.step_cost); });
   flags.Path("--lease", &lease_file);
   flags.Double("--ttft-slo-ms", &ttft_slo_ms, 1e-3, 1e9);
   flags.Double("--tbt-slo-ms", &tbt_slo_ms, 1e-3, 1e9);

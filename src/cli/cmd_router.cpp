@@ -117,7 +117,8 @@ int RunRouter(const std::vector<std::string>& argv) {
   flags.Int<int64_t>("--units", &plan_units, 2, 1024);
   if (int rc = flags.Parse(argv)) return rc;
   if (plan) return RunPlan(options.unit_dir, plan_trace, plan_units, tbt_ms);
-  if (flags.given("--trace") || flags.given("--units")) return UsageError("router", "--trace and --units go with --plan");
+  if (flags.given("--trace") || flags.given("--units"))
+    return UsageError("router", "--trace and --units go with --plan");
   if (options.unit_dir.empty() && options.static_urls.empty())
     return UsageError("router", "give --unit-dir DIR or at least one --unit URL");
   for (const std::string& url : options.static_urls)

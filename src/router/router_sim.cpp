@@ -253,7 +253,9 @@ class Simulator {
     int64_t max_load = 0, min_load = INT64_MAX;
     for (int u : pool) max_load = std::max(max_load, InFlight(U(u))), min_load = std::min(min_load, InFlight(U(u)));
     int chosen = -1;
-    if (max_load - min_load > c.balance_abs && static_cast<double>(max_load) > c.balance_rel * static_cast<double>(min_load)) {
+    const bool imbalanced = max_load - min_load > c.balance_abs &&
+                            static_cast<double>(max_load) > c.balance_rel * static_cast<double>(min_load);
+    if (imbalanced) {
       chosen = LeastInFlight(pool);
     } else {
       const TraceRequest& req = R(r);
