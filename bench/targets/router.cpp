@@ -31,7 +31,8 @@ constexpr const char* kUsage =
     "  busy, d-busy                busy time / (units x makespan) of the routed (prefill or colocated) pool\n"
     "                              and, disaggregated, of the decode pool\n"
     "and the affinity oracle's hit rate (every earlier prompt's blocks reachable), then the planner's P:D split\n"
-    "for the same mix. The models are documented in src/router/router_sim.h and planner.h.\n\n"
+    "for the same mix, and (colocated units given) that split replayed with predicted-ttft and the store.\n"
+    "The models are documented in src/router/router_sim.h and planner.h.\n\n"
     "  --trace FILE             Mooncake JSON lines: {timestamp (ms), input_length, output_length, hash_ids}\n"
     "  --block-tokens N         tokens per hash id (default 512, Mooncake's)\n"
     "  --synthetic N            N synthetic requests instead: Poisson arrivals at --rate per second (default\n"
@@ -224,6 +225,16 @@ int RunBenchRouter(const std::vector<std::string>& args) {
     out["planner"] = {{"prefill_units", plan->prefill_units}, {"decode_units", plan->decode_units},
                       {"prefill_load", plan->prefill_load},   {"decode_load", plan->decode_load},
                       {"decode_batch", plan->decode_batch},   {"tbt_feasible", plan->tbt_feasible}};
+    // The recommended split replayed with our policy and the store, beside the colocated rows above.
+    if (!disaggregated && total_units >= 2) {
+      router::SimulationOptions split = sim;
+      split.shared_store = true;
+      split.prefill_units = plan->prefill_units;
+      split.decode_units = plan->decode_units;
+      auto result = router::Simulate(*trace, router::RoutingPolicy::kPredictedTtft, split);
+      if (!result.ok()) return cli::Fail(cmd, "planned split: " + result.status().message());
+      out["planner"]["simulated"] = RunJson(router::RoutingPolicy::kPredictedTtft, true, *result);
+    }
   } else {
     out["planner"] = nullptr;  // every request arrives at once: no rate to plan for
   }
@@ -263,6 +274,14 @@ int RunBenchRouter(const std::vector<std::string>& args) {
                 p["prefill_units"].get<long long>(), p["decode_units"].get<long long>(),
                 p["prefill_load"].get<double>(), p["decode_load"].get<double>(), p["decode_batch"].get<long long>(),
                 p["tbt_feasible"].get<bool>() ? "" : "; one sequence's step already exceeds the TBT SLO");
+    if (p.contains("simulated")) {
+      const auto& r = p["simulated"];
+      std::printf("planned split replayed (predicted-ttft, store on): TTFT p50/p99 %.0f/%.0f ms, TBT p50/p99 "
+                  "%.1f/%.1f ms, SLO %.1f%%, busy prefill %.1f%% decode %.1f%%\n",
+                  r["ttft_p50_ms"].get<double>(), r["ttft_p99_ms"].get<double>(), r["tbt_p50_ms"].get<double>(),
+                  r["tbt_p99_ms"].get<double>(), 100 * r["slo_attainment"].get<double>(),
+                  100 * r["prefill_busy"].get<double>(), 100 * r["decode_busy"].get<double>());
+    }
   }
   return 0;
 }

@@ -43,6 +43,9 @@ def test_mooncake_trace(binary, tmp_path):
     # which holds block 1.
     assert runs[("round-robin", False)]["hit_rate"] == pytest.approx(512 / 3160)
     assert out["planner"]["prefill_units"] + out["planner"]["decode_units"] == 2
+    # The planned 1:1 split replayed: the prefill unit finds every earlier prompt in the store.
+    assert out["planner"]["simulated"]["hit_rate"] == pytest.approx(1536 / 3160)
+    assert 0 < out["planner"]["simulated"]["decode_busy"] <= 1
     text = bench(binary, "--trace", str(trace), "--units", "2", "--policy", "predicted-ttft", "--store", "on")
     assert text.returncode == 0, text.stderr
     assert "predicted-ttft  on" in text.stdout and "planner: P:D = " in text.stdout
