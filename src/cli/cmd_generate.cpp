@@ -5,6 +5,7 @@
 // token ids (--prompt-ids) skip the codec and print the generated ids, text and logprobs as JSON.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -98,7 +99,8 @@ constexpr const char* kUsage =
     "                                 exchange tokens at every MoE layer; outputs are bit-identical to one process\n"
     "  --ep-timeout-s S               the least time a rank waits for the others in a collective before it ends\n"
     "                                 the unit naming the rank it waited for (default 1)\n"
-    "  --ep-stats                     each rank prints its expert exchanges, bytes sent and time spent on stderr\n";
+    "  --ep-stats                     each rank prints its expert exchanges, bytes sent and time spent (against\n"
+    "                                 memcpy of the same bytes), rank 0 the unit's expert load balance per layer\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -385,18 +387,49 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
                  unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
                  c.exchange_seconds, c.memcpy_seconds, c.memcpy_seconds > 0 ? c.exchange_seconds / c.memcpy_seconds : 0.0);
   }
-  nlohmann::json packed = nlohmann::json::array();
-  for (const auto& [index, job] : mine) packed.push_back({index, job.out, job.err, job.failed});
+  nlohmann::json packed = {{"jobs", nlohmann::json::array()}};
+  for (const auto& [index, job] : mine) packed["jobs"].push_back({index, job.out, job.err, job.failed});
+  if (stats) {
+    const parallel::ExpertLoads loads = unit.group()->RecordedLoads();
+    packed["loads"] = {{"layers", loads.layers}, {"experts", loads.experts}, {"values", loads.values}};
+  }
   // In lock step every rank is here at once; ranks of data parallelism alone finish their own requests at their
   // own pace, so the first waits as long as the slowest one generates.
   const double wait_s = unit.step_group() != nullptr ? 60 : 7 * 24 * 3600.0;
   DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump(), wait_s));
   std::map<size_t, PrintedJob> out;
+  parallel::ExpertLoads unit_loads;  // the ranks' recorded loads summed
   for (const std::string& text : all) {
     const nlohmann::json part = nlohmann::json::parse(text, nullptr, false);
-    if (!part.is_array()) return Status::Internal("a rank sent unreadable outputs");
-    for (const nlohmann::json& j : part)
+    if (!part.is_object() || !part.contains("jobs") || !part["jobs"].is_array())
+      return Status::Internal("a rank sent unreadable outputs");
+    for (const nlohmann::json& j : part["jobs"])
       out[j.at(0).get<size_t>()] = {j.at(1).get<std::string>(), j.at(2).get<std::string>(), j.at(3).get<bool>()};
+    if (part.contains("loads") && part["loads"]["layers"].get<int64_t>() > 0) {
+      const nlohmann::json& l = part["loads"];
+      if (unit_loads.layers == 0) unit_loads = parallel::ExpertLoads(l["layers"].get<int64_t>(), l["experts"].get<int64_t>());
+      const std::vector<double> values = l["values"].get<std::vector<double>>();
+      if (values.size() != unit_loads.values.size()) return Status::Internal("ranks recorded different expert layouts");
+      for (size_t i = 0; i < values.size(); ++i) unit_loads.values[i] += values[i];
+    }
+  }
+  if (unit.leader() && unit_loads.layers > 0 && unit_loads.experts % unit.size() == 0) {
+    // max/mean over the ranks of the routed rows each rank's experts computed, per layer.
+    const int64_t per = unit_loads.experts / unit.size();
+    std::string line = "generate: expert load balance per layer (max/mean over ranks, whole run):";
+    for (int64_t layer = 0; layer < unit_loads.layers; ++layer) {
+      double max = 0, sum = 0;
+      for (int r = 0; r < unit.size(); ++r) {
+        double rank_load = 0;
+        for (int64_t e = r * per; e < (r + 1) * per; ++e) rank_load += unit_loads.at(layer, e);
+        max = std::max(max, rank_load);
+        sum += rank_load;
+      }
+      char figure[32];
+      std::snprintf(figure, sizeof(figure), " %.3f", sum > 0 ? max / (sum / unit.size()) : 1.0);
+      line += figure;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
   return out;
 }
@@ -603,7 +636,10 @@ int RunGenerate(const std::vector<std::string>& argv) {
   }
   auto unit = parallel::Unit::Start(args.unit);
   if (!unit.ok()) return parallel::LauncherRank() == 0 ? Fail("generate", unit.status().message()) : 1;
-  if ((*unit)->group() != nullptr) (*unit)->group()->set_measure_memcpy(args.ep_stats);
+  if ((*unit)->group() != nullptr) {
+    (*unit)->group()->set_measure_memcpy(args.ep_stats);
+    (*unit)->group()->set_record_loads(args.ep_stats && args.unit.expert_parallel);
+  }
   return args.prompt_ids.empty() ? RunProtocol(args, **unit) : RunPromptIds(args, **unit);
 }
 

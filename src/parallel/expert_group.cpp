@@ -48,6 +48,19 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
   }
 }
 
+void ExpertGroup::NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) {
+  if (!record_loads_) return;
+  experts_ = experts;
+  if (recorder_ == nullptr) {
+    first_step_.emplace_back(expert_ids.begin(), expert_ids.end());
+  } else if (const Status s = recorder_->RecordRouting(routed_layer_, expert_ids); !s.ok()) {
+    std::fprintf(stderr, "deepinfer: rank %d: expert loads not recorded: %s\n", rank(), s.message().c_str());
+  }
+  ++routed_layer_;
+}
+
+ExpertLoads ExpertGroup::RecordedLoads() const { return recorder_ ? recorder_->WindowLoads() : ExpertLoads(); }
+
 Status ExpertGroup::AllGather(const std::vector<uint8_t>& mine, double timeout_s, std::vector<uint8_t>* all) {
   const int n = size();
   std::vector<uint8_t> send(mine.size() * static_cast<size_t>(n));
@@ -66,6 +79,21 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
   const auto now = std::chrono::steady_clock::now();
   if (last_work_step_ != std::chrono::steady_clock::time_point{})
     slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
+  if (record_loads_ && routed_layer_ > 0) {  // the forward pass since the last agreement ends a step
+    if (recorder_ == nullptr) {
+      auto made = ExpertLoadRecorder::Create(routed_layer_, experts_, int64_t{1} << 16, 64);
+      if (made.ok()) {
+        recorder_ = std::move(made).value();
+        for (size_t l = 0; l < first_step_.size(); ++l) (void)recorder_->RecordRouting(static_cast<int64_t>(l), first_step_[l]);
+      } else {
+        std::fprintf(stderr, "deepinfer: rank %d: expert loads not recorded: %s\n", rank(), made.status().message().c_str());
+        record_loads_ = false;
+      }
+      first_step_.clear();
+    }
+    if (recorder_ != nullptr) recorder_->EndStep();
+    routed_layer_ = 0;
+  }
   const uint8_t record[2] = {static_cast<uint8_t>(has_work), static_cast<uint8_t>(local_done_.load())};
   std::vector<uint8_t> all;
   const Status s = AllGather({record, record + 2}, timeouts_.idle_pause_max_s + ExchangeTimeout(), &all);

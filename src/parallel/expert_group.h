@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -27,6 +28,7 @@
 #include "engine/engine.h"
 #include "model/common/expert_parallel.h"
 #include "parallel/communicator.h"
+#include "parallel/expert_load_recorder.h"
 
 namespace deepinfer::parallel {
 
@@ -45,6 +47,12 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                  std::span<const int64_t> recv_bytes) override;
   bool AnyMemberHasWork(bool has_work) override;
+  // With record_loads on: this member's routed rows per layer and step go to an ExpertLoadRecorder (made at
+  // the end of the first forward pass, when the routed layers are counted), a step closing at each agreement.
+  void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) override;
+  void set_record_loads(bool on) { record_loads_ = on; }
+  // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
+  ExpertLoads RecordedLoads() const;
 
   // Before the engines start: every member checks that all run the same build on the same checkpoint
   // (`fingerprint`: the weights fingerprint) and the same `settings` (flags that must agree); the error
@@ -81,6 +89,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   double slowest_step_s_ = 0;
   double idle_pause_s_ = 0;
   bool finished_ = false;
+  bool record_loads_ = false;
+  std::unique_ptr<ExpertLoadRecorder> recorder_;
+  std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer
+  int64_t experts_ = 0;
+  int64_t routed_layer_ = 0;  // the next NoteRouting's layer in this step
   std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0}, memcpy_nanos_{0};
   bool measure_memcpy_ = false;
   std::vector<uint8_t> memcpy_scratch_;

@@ -27,6 +27,10 @@ class ExpertExchange {
   // cannot continue without its peers), so it returns only on success.
   virtual void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                          std::span<const int64_t> recv_bytes) = 0;
+  // The experts (of `experts`) this member's rows were routed to in the routed layer about to exchange:
+  // each row's k ids one after another, empty for a member without rows. Called once per routed layer of a
+  // forward pass, in layer order: the expert loads a load balancer needs. Nothing by default.
+  virtual void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) { (void)experts, (void)expert_ids; }
 };
 
 // The routed experts member `rank` of `size` holds: [first, last).

@@ -117,6 +117,7 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
   const ExpertShard shard = ExpertShard::Of(e, exchange.rank(), members);
   const bool weight_activation = dispatch.weight_at == RoutingWeightAt::kActivation;
   const int64_t pair_floats = kPairHeaderFloats + d;
+  exchange.NoteRouting(e, {chosen, static_cast<size_t>(n * k)});
 
   // The pairs each member receives from here, in row order, then slot order.
   std::vector<std::vector<int64_t>> outgoing(static_cast<size_t>(members));
