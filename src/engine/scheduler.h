@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine/metrics.h"
 #include "engine/output_processor.h"
+#include "engine/snapshot_cache.h"
 #include "engine/step_plan.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/lower_tier.h"
@@ -164,6 +165,7 @@ struct SchedulerConfig {
   bool supports_restore = false;  // prefix-cache hits (else every sequence starts cold)
   bool supports_fork = false;     // n > 1 outputs share the prompt's state (else they recompute it)
   int64_t replay_cone = 0;        // positions exact replay recomputes before a hit without window state
+  int64_t snapshot_bytes = 0;     // token-exact continuation's snapshot budget (0: off)
 };
 
 class Scheduler {
@@ -237,6 +239,13 @@ class Scheduler {
   void DeliverPromptLogprobs(const Sequence& s, std::vector<OutputEvent>* events);
   SamplingSetup SamplingFor(const Sequence* s) const;
   void CheckStep();
+  // The pools' gauges in the metrics (blocks used, cached, free; sequences running and waiting).
+  void PublishPoolGauges();
+  // Token-exact continuation (scheduler_snapshots.cpp): a finished sequence's snapshot is asked of the
+  // executor in the next plan, its blocks held until that step is done; Admit resumes a prompt from one.
+  void TakeSnapshot(Sequence* s, FinishReason reason);
+  std::shared_ptr<const SequenceSnapshot> FindSnapshot(const Sequence* s, int64_t matched_blocks);
+  void ReceiveSnapshots(const StepResult& result);
   void OfferBlock(const Sequence* s, int64_t index, int32_t block);
 
   // The persistent tier (tier_loading.cpp).
@@ -286,6 +295,9 @@ class Scheduler {
   std::vector<uint64_t> released_constraints_;
   // Sources of pending copies, referenced until the executor has copied them.
   std::vector<BlockCopy> copy_pins_;
+  SnapshotCache snapshots_{config_.snapshot_bytes};
+  std::vector<SnapshotTake> snapshot_takes_;  // for the next plan
+  std::vector<BlockCopy> snapshot_pins_;      // their blocks (`from`), referenced until it ran
 
   std::unordered_map<uint64_t, TierLoad> tier_loads_;
   // Blocks a tier read just brought in, still referenced until the next Schedule's admission pass has run:

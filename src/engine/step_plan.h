@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -29,16 +31,44 @@ enum class RestoreSource : uint8_t {
   kNoWindow,      // none: the model starts its window state empty there (a replay rebuilds it)
 };
 
+// A finished sequence's state at its last computed position, kept so that a prompt extending its tokens
+// resumes there, to the token: the model's state outside the blocks and copies of the blocks a
+// continuation reads besides the shared full prefix blocks (the partial prefix block, the window blocks
+// the next position sees). Made by the executor; opaque bytes to the scheduler, which keeps and evicts it.
+struct SequenceSnapshot {
+  int64_t num_tokens = 0;
+  // Carried blocks of each class: `count` consecutive block indices from `first`.
+  int64_t prefix_first = 0, prefix_count = 0;
+  int64_t window_first = 0, window_count = 0;
+  std::vector<uint8_t> state;   // the model's export of the per-sequence state
+  // Each carried prefix block (every prefix group's bytes, in spec order), then each carried window block
+  // (every window group's bytes).
+  std::vector<uint8_t> blocks;
+  int64_t bytes() const { return static_cast<int64_t>(sizeof(*this) + state.size() + blocks.size()); }
+};
+
 // How a sequence gets the model state its chunk continues from, when it has none yet (or a new one
 // replaces what it had).
 struct StateSetup {
   enum class Kind : uint8_t {
-    kFresh,    // a new sequence at position 0
-    kRestore,  // a new sequence restored at `position` (a block boundary) from its prefix blocks
+    kFresh,     // a new sequence at position 0
+    kRestore,   // a new sequence restored at `position` (a block boundary) from its prefix blocks
+    kSnapshot,  // a new sequence at `position` = snapshot->num_tokens: its full prefix blocks attached, the
+                // snapshot's blocks copied into its fresh ones at the same indices, its state imported
   };
   Kind kind = Kind::kFresh;
   int64_t position = 0;
   RestoreSource source = RestoreSource::kWindowBlocks;
+  std::shared_ptr<const SequenceSnapshot> snapshot;  // kSnapshot
+};
+
+// A snapshot to make of a finished sequence before anything else in the step changes its blocks or state.
+struct SnapshotTake {
+  SeqId id = 0;       // its model state is still in the executor (the plan's `finished` drops it after)
+  uint64_t key = 0;   // the scheduler's name for it (StepResult::snapshots answers under it)
+  int64_t num_tokens = 0;
+  int64_t prefix_first = 0, window_first = 0;
+  std::vector<int32_t> prefix_blocks, window_blocks;  // the blocks to copy (held until the step is done)
 };
 
 // The executor's per-output sampling state, sent once, the first time an output samples or computes.
@@ -96,6 +126,7 @@ struct PlannedChunk {
 };
 
 struct StepPlan {
+  std::vector<SnapshotTake> snapshots;  // made first
   std::vector<SamplingSetup> new_samplers;
   std::vector<ForkSetup> forks;    // run first
   std::vector<BlockCopy> copies;   // then these (the partial blocks of forks)
@@ -104,7 +135,7 @@ struct StepPlan {
   std::vector<uint64_t> released_constraints;  // handles of finished requests' masks no output took
   std::vector<PlannedChunk> chunks;
   bool discard_logits = false;     // calibration: nothing is sampled
-  bool empty() const { return chunks.empty(); }
+  bool empty() const { return chunks.empty() && snapshots.empty(); }
 };
 
 // What one sampling sequence got from a step.
@@ -132,6 +163,8 @@ struct StepResult {
   Status status;  // the forward pass; not ok: no chunk of the plan advanced
   std::vector<SequenceResult> sequences;  // one per sampler of the plan, in plan order
   std::vector<PromptLogprobsResult> prompt_logprobs;  // one per chunk that asked and ran
+  // One per SnapshotTake of the plan: its key and the snapshot (null where it could not be made).
+  std::vector<std::pair<uint64_t, std::shared_ptr<const SequenceSnapshot>>> snapshots;
   int64_t forward_start_nanos = 0, forward_end_nanos = 0;  // both 0 when no chunk ran
 };
 
