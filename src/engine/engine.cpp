@@ -216,6 +216,15 @@ Status EngineImpl::Init() {
   config.eos_token_ids = EndOfSequenceIds(mi, o);
   config.supports_restore = mi.supports_restore;
   config.supports_fork = mi.supports_fork;
+  config.prefix_block_bytes = prefix_bytes;
+  config.window_block_bytes = window_bytes;
+  {
+    std::string layout = mi.architecture + " state<=" + std::to_string(spec.sequence_state_bytes);
+    for (const kvcache::CacheGroupSpec& g : spec.groups)
+      layout += ";" + g.name + " " + std::to_string(g.bytes_per_block) + " " + std::to_string(g.num_layers) +
+                (g.retention == kvcache::CacheRetention::kPrefix ? " prefix" : " window");
+    config.snapshot_layout = HashBytes(layout);
+  }
   config.replay_cone = mi.exact_replay_positions;
   if (o.snapshot_cache_bytes >= 0) snapshot_bytes = o.snapshot_cache_bytes;
   config.snapshot_bytes = mi.supports_state_export && mi.supports_restore && o.enable_prefix_caching ? snapshot_bytes : 0;

@@ -116,6 +116,7 @@ void Scheduler::CheckDeadlines(int64_t now) {
   }
   for (Request* r : late) FinishRequest(r, FinishReason::kDeadline, Status::Ok());
   if (!tier_loads_.empty()) CheckTierTimeouts(now);
+  if (!snapshot_reads_.empty()) CheckSnapshotReadTimeouts(now);
   if (now - last_expire_nanos_ > kExpireEveryNanos) {
     blocks_.Expire(now);
     last_expire_nanos_ = now;
@@ -317,6 +318,11 @@ void Scheduler::Plan(std::vector<Work>* plan) {
     if (NeedsTierLookup(s)) StartTierLookup(s);
     if (s->tier == Sequence::Tier::kLoading && !ContinueTierLoad(s)) break;
     if (s->tier == Sequence::Tier::kLoading) {
+      ++it;
+      continue;
+    }
+    if (NeedsSnapshotRead(s)) StartSnapshotRead(s);
+    if (s->snapshot_read == Sequence::SnapshotRead::kReading) {
       ++it;
       continue;
     }

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "engine/scheduler.h"
 
 namespace deepinfer::engine {
@@ -43,6 +44,10 @@ void Scheduler::TakeSnapshot(Sequence* s, FinishReason reason) {
   take.key = snapshots_.Reserve(prefix, std::span(s->tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
                                                                       static_cast<size_t>(n - full * kvcache::kBlockTokens)));
   if (take.key == 0) return;  // an equal one is kept already
+  if (options_.lower_tier) {
+    snapshot_offers_[take.key] = {prefix, std::vector<int32_t>(s->tokens.begin() + full * kvcache::kBlockTokens,
+                                                               s->tokens.begin() + n)};
+  }
   for (int32_t block : take.prefix_blocks) {
     blocks_.prefix().AddRef(block);
     snapshot_pins_.push_back({false, block, kvcache::kNoBlock});
@@ -69,10 +74,87 @@ void Scheduler::ReceiveSnapshots(const StepResult& result) {
   for (const BlockCopy& pin : snapshot_pins_)
     (pin.window ? blocks_.window_class() : blocks_.prefix()).Release(pin.from, now);
   snapshot_pins_.clear();
-  for (const auto& [key, snapshot] : result.snapshots) snapshots_.Fill(key, snapshot);
+  for (const auto& [key, snapshot] : result.snapshots) {
+    snapshots_.Fill(key, snapshot);
+    auto offer = snapshot_offers_.find(key);
+    if (offer == snapshot_offers_.end()) continue;
+    if (snapshot) options_.lower_tier->OfferSnapshot(TierSnapshotName(offer->second.first), offer->second.second, snapshot);
+    snapshot_offers_.erase(offer);
+  }
   MutexLock lock(&metrics_->mu);
   metrics_->counters.snapshots_cached = snapshots_.count();
   metrics_->counters.snapshot_bytes = snapshots_.bytes();
+}
+
+kvcache::BlockHash Scheduler::TierSnapshotName(const kvcache::BlockHash& prefix) const {
+  const uint64_t words[] = {prefix.low, prefix.high, config_.snapshot_layout.low, config_.snapshot_layout.high};
+  return HashBytes(words, sizeof words);
+}
+
+bool Scheduler::NeedsSnapshotRead(const Sequence* s) const {
+  return options_.lower_tier != nullptr && snapshots_.enabled() && can_restore_ &&
+         s->snapshot_read == Sequence::SnapshotRead::kUnchecked && s->tier == Sequence::Tier::kChecked &&
+         s->request->hit_tokens < 0 && s->request->params.prompt_logprobs < 0;
+}
+
+void Scheduler::StartSnapshotRead(Sequence* s) {
+  s->snapshot_read = Sequence::SnapshotRead::kChecked;
+  std::vector<kvcache::BlockHash> hashes;
+  kvcache::ExtendBlockHashes(s->request->root, s->tokens, &hashes);
+  const int64_t length = static_cast<int64_t>(s->tokens.size());
+  const int64_t m = blocks_.MatchPrefix(hashes, (length - 1) / kvcache::kBlockTokens);
+  // Room for a tail that leaves the last position to compute, and none kept in RAM already.
+  if (length - 1 - m * kvcache::kBlockTokens < 1) return;
+  const kvcache::BlockHash prefix = m > 0 ? hashes[static_cast<size_t>(m - 1)] : s->request->root;
+  const std::span<const int32_t> after = std::span(s->tokens).subspan(static_cast<size_t>(m * kvcache::kBlockTokens));
+  if (snapshots_.Find(prefix, after, length - 1 - m * kvcache::kBlockTokens)) return;
+  const uint64_t ticket = next_tier_ticket_++;
+  snapshot_reads_[ticket] = {s->request->id, s->index, prefix, NowNanos()};
+  s->snapshot_read = Sequence::SnapshotRead::kReading;
+  {
+    MutexLock lock(&tier_mailbox_->mu);
+    if (!tier_mailbox_->closed) tier_mailbox_->inbox = inbox_;
+  }
+  options_.lower_tier->ReadSnapshot(
+      TierSnapshotName(prefix),
+      [box = tier_mailbox_, ticket](std::vector<int32_t> tail, std::shared_ptr<const SequenceSnapshot> snapshot) {
+        TierEvent e;
+        e.ticket = ticket;
+        e.snapshot_read = true;
+        e.tail = std::move(tail);
+        e.snapshot = std::move(snapshot);
+        DeliverTierEvent(box, e);
+      });
+}
+
+void Scheduler::OnSnapshotRead(const TierEvent& e) {
+  auto it = snapshot_reads_.find(e.ticket);
+  if (it == snapshot_reads_.end()) return;
+  const SnapshotReadTicket t = it->second;
+  snapshot_reads_.erase(it);
+  // Kept only when its bytes fit this engine's blocks; ImportState checks the state's.
+  const SequenceSnapshot* snap = e.snapshot.get();
+  if (snap && static_cast<int64_t>(e.tail.size()) == snap->num_tokens % kvcache::kBlockTokens &&
+      static_cast<int64_t>(snap->blocks.size()) ==
+          snap->prefix_count * config_.prefix_block_bytes + snap->window_count * config_.window_block_bytes) {
+    if (const uint64_t key = snapshots_.Reserve(t.prefix, e.tail); key != 0) snapshots_.Fill(key, e.snapshot);
+  }
+  auto r = requests_.find(t.request);
+  if (r == requests_.end() || t.index >= static_cast<int>(r->second->seqs.size())) return;
+  Sequence* s = r->second->seqs[static_cast<size_t>(t.index)].get();
+  if (s->snapshot_read == Sequence::SnapshotRead::kReading) s->snapshot_read = Sequence::SnapshotRead::kChecked;
+}
+
+void Scheduler::CheckSnapshotReadTimeouts(int64_t now) {
+  const auto limit = static_cast<int64_t>(options_.lower_tier_timeout_s * 1e9);
+  for (auto& [ticket, t] : snapshot_reads_) {
+    if (now - t.start_nanos <= limit) continue;
+    auto r = requests_.find(t.request);
+    if (r == requests_.end() || t.index >= static_cast<int>(r->second->seqs.size())) continue;
+    Sequence* s = r->second->seqs[static_cast<size_t>(t.index)].get();
+    // It goes on without; the read's answer, when it comes, still fills the cache.
+    if (s->snapshot_read == Sequence::SnapshotRead::kReading) s->snapshot_read = Sequence::SnapshotRead::kChecked;
+  }
 }
 
 }  // namespace deepinfer::engine

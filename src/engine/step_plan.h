@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kvcache/sequence_snapshot.h"
 #include "sampling/params.h"
 #include "sampling/sampler.h"
 
@@ -31,21 +32,9 @@ enum class RestoreSource : uint8_t {
   kNoWindow,      // none: the model starts its window state empty there (a replay rebuilds it)
 };
 
-// A finished sequence's state at its last computed position, kept so that a prompt extending its tokens
-// resumes there, to the token: the model's state outside the blocks and copies of the blocks a
-// continuation reads besides the shared full prefix blocks (the partial prefix block, the window blocks
-// the next position sees). Made by the executor; opaque bytes to the scheduler, which keeps and evicts it.
-struct SequenceSnapshot {
-  int64_t num_tokens = 0;
-  // Carried blocks of each class: `count` consecutive block indices from `first`.
-  int64_t prefix_first = 0, prefix_count = 0;
-  int64_t window_first = 0, window_count = 0;
-  std::vector<uint8_t> state;   // the model's export of the per-sequence state
-  // Each carried prefix block (every prefix group's bytes, in spec order), then each carried window block
-  // (every window group's bytes).
-  std::vector<uint8_t> blocks;
-  int64_t bytes() const { return static_cast<int64_t>(sizeof(*this) + state.size() + blocks.size()); }
-};
+// A finished sequence's snapshot (token-exact continuation): kvcache/sequence_snapshot.h, where the
+// persistent tier can store it too.
+using kvcache::SequenceSnapshot;
 
 // How a sequence gets the model state its chunk continues from, when it has none yet (or a new one
 // replaces what it had).
