@@ -146,7 +146,7 @@ Status EngineImpl::Init() {
     }
   }
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
-  int64_t window_blocks = 0, window_cached = -1;
+  int64_t window_blocks = 0, window_cached = -1, snapshot_bytes = 0;
   if (window_bytes > 0) {
     // A decoding sequence's window, plus a block for the lookahead of speculative decoding.
     const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1 +
@@ -165,6 +165,7 @@ Status EngineImpl::Init() {
     }
     const int64_t running = o.max_num_seqs * per_decode + 2 * per_prefill;
     const int64_t cache_bytes = o.window_cache_bytes > 0 ? o.window_cache_bytes : o.kv_cache_bytes / 4;
+    snapshot_bytes = cache_bytes / 4;
     window_cached = std::max<int64_t>(cache_bytes / window_bytes, 0);
     if ((running + window_cached) * window_bytes > o.kv_cache_bytes * 3 / 4)
       window_cached = std::max<int64_t>(0, o.kv_cache_bytes * 3 / 4 / window_bytes - running);
@@ -219,7 +220,18 @@ Status EngineImpl::Init() {
   config.eos_token_ids = EndOfSequenceIds(mi, o);
   config.supports_restore = mi.supports_restore;
   config.supports_fork = mi.supports_fork;
+  config.prefix_block_bytes = prefix_bytes;
+  config.window_block_bytes = window_bytes;
+  {
+    std::string layout = mi.architecture + " state<=" + std::to_string(spec.sequence_state_bytes);
+    for (const kvcache::CacheGroupSpec& g : spec.groups)
+      layout += ";" + g.name + " " + std::to_string(g.bytes_per_block) + " " + std::to_string(g.num_layers) +
+                (g.retention == kvcache::CacheRetention::kPrefix ? " prefix" : " window");
+    config.snapshot_layout = HashBytes(layout);
+  }
   config.replay_cone = mi.exact_replay_positions;
+  if (o.snapshot_cache_bytes >= 0) snapshot_bytes = o.snapshot_cache_bytes;
+  config.snapshot_bytes = mi.supports_state_export && mi.supports_restore && o.enable_prefix_caching ? snapshot_bytes : 0;
   if (!config.supports_restore && o.enable_prefix_caching)
     DI_LOG(kInfo, "engine: the model cannot restore a sequence at a block boundary; prefix-cache hits are off")
         .Field("architecture", mi.architecture);

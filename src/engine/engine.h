@@ -192,6 +192,11 @@ struct EngineOptions {
   double window_ttl_s = 0;
   // LRU byte budget of cached (unreferenced) window blocks; 0: a quarter of kv_cache_bytes.
   int64_t window_cache_bytes = 0;
+  // LRU byte budget of the snapshots finished sequences leave for token-exact continuation (a prompt that
+  // extends one resumes at its last position instead of its last full block), kept in memory beside the
+  // pools; -1: a quarter of the window cache budget (models that can export their sequence state, with
+  // prefix caching on); 0: none.
+  int64_t snapshot_cache_bytes = -1;
   // Touch every page of the KV pools at creation. The pools are mapped zero pages, so otherwise the
   // process's resident memory grows with every position first written (for as long as the pool has
   // untouched blocks) and the step thread takes those page faults; with it, RSS holds the whole pool from
@@ -284,6 +289,11 @@ struct EngineStats {
   // window pool, expired (window_ttl_s), or never cached (or forgotten too long ago to tell).
   uint64_t window_misses_evicted = 0, window_misses_expired = 0, window_misses_never_cached = 0;
   uint64_t replayed_tokens = 0;       // tokens those replays recomputed
+  // Token-exact continuation: admissions resumed from a finished sequence's snapshot, admissions that
+  // looked for one and found none, and the tokens those hits resumed past their last full cached block
+  // (what the block cache alone would have recomputed); the snapshots kept and their bytes.
+  uint64_t snapshot_hits = 0, snapshot_misses = 0, snapshot_tokens = 0;
+  int64_t snapshots_cached = 0, snapshot_bytes = 0;
   uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;
   uint64_t requests_finished[5] = {};  // by FinishReason

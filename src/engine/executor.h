@@ -110,6 +110,11 @@ class LocalExecutor final : public Executor {
 
   void MirrorTables(const PlannedChunk& c, model::SequenceState* state);
   Status Setup(const PlannedChunk& c, Slot& slot);
+  // Token-exact continuation: a finished sequence's snapshot, and a new state made from one.
+  Result<std::shared_ptr<const SequenceSnapshot>> TakeSnapshot(const SnapshotTake& take);
+  Status ResumeFromSnapshot(const PlannedChunk& c, model::SequenceState* state);
+  // Bytes of one block in every group of a class (prefix or window), in spec order.
+  int64_t ClassBlockBytes(bool window) const;
   void FillMasks(const std::vector<Row>& rows);
   // The prompt logprobs of a chunk that asked (every row's logits were computed), from forward_out_.
   PromptLogprobsResult PromptLogprobs(const PlannedChunk& c, size_t chunk) const;

@@ -173,8 +173,73 @@ void LocalExecutor::MirrorTables(const PlannedChunk& c, model::SequenceState* st
   }
 }
 
+int64_t LocalExecutor::ClassBlockBytes(bool window) const {
+  int64_t bytes = 0;
+  for (const kvcache::CacheGroupSpec& g : spec_.groups)
+    if ((g.retention == kvcache::CacheRetention::kWindow) == window) bytes += g.bytes_per_block;
+  return bytes;
+}
+
+Result<std::shared_ptr<const SequenceSnapshot>> LocalExecutor::TakeSnapshot(const SnapshotTake& take) {
+  auto slot = slots_.find(take.id);
+  if (slot == slots_.end() || !slot->second.state || slot->second.state->num_tokens() != take.num_tokens)
+    return Status::Internal("engine: a snapshot's sequence has no model state at its position");
+  auto snap = std::make_shared<SequenceSnapshot>();
+  DI_ASSIGN_OR_RETURN(snap->state, model_->ExportState(*slot->second.state));
+  snap->num_tokens = take.num_tokens;
+  snap->prefix_first = take.prefix_first;
+  snap->prefix_count = static_cast<int64_t>(take.prefix_blocks.size());
+  snap->window_first = take.window_first;
+  snap->window_count = static_cast<int64_t>(take.window_blocks.size());
+  snap->blocks.reserve(static_cast<size_t>(snap->prefix_count * ClassBlockBytes(false) +
+                                           snap->window_count * ClassBlockBytes(true)));
+  for (bool window : {false, true}) {
+    for (int32_t block : window ? take.window_blocks : take.prefix_blocks) {
+      for (size_t g = 0; g < spec_.groups.size(); ++g) {
+        if ((spec_.groups[g].retention == kvcache::CacheRetention::kWindow) != window) continue;
+        if (!pools_.group(g).contains(block)) return Status::Internal("engine: a snapshot's block is not in the pool");
+        const uint8_t* bytes = pools_.group(g).block(block);
+        snap->blocks.insert(snap->blocks.end(), bytes, bytes + spec_.groups[g].bytes_per_block);
+      }
+    }
+  }
+  return std::shared_ptr<const SequenceSnapshot>(std::move(snap));
+}
+
+Status LocalExecutor::ResumeFromSnapshot(const PlannedChunk& c, model::SequenceState* state) {
+  const SequenceSnapshot* snap = c.setup->snapshot.get();
+  if (snap == nullptr || snap->num_tokens != c.setup->position || c.start != snap->num_tokens)
+    return Status::Internal("engine: a snapshot setup does not match its chunk");
+  const int64_t expected = snap->prefix_count * ClassBlockBytes(false) + snap->window_count * ClassBlockBytes(true);
+  if (static_cast<int64_t>(snap->blocks.size()) != expected)
+    return Status::Internal("engine: a snapshot's blocks do not match the cache layout");
+  MirrorTables(c, state);
+  const uint8_t* from = snap->blocks.data();
+  for (bool window : {false, true}) {
+    const std::vector<int32_t>& table = window ? c.window_table : c.prefix_table;
+    const int64_t first = window ? snap->window_first : snap->prefix_first;
+    const int64_t count = window ? snap->window_count : snap->prefix_count;
+    for (int64_t i = first; i < first + count; ++i) {
+      const int32_t block = i >= 0 && i < static_cast<int64_t>(table.size()) ? table[static_cast<size_t>(i)] : -1;
+      for (size_t g = 0; g < spec_.groups.size(); ++g) {
+        if ((spec_.groups[g].retention == kvcache::CacheRetention::kWindow) != window) continue;
+        if (!pools_.group(g).contains(block))
+          return Status::Internal("engine: a snapshot's block has no block in the sequence's table");
+        std::copy_n(from, spec_.groups[g].bytes_per_block, pools_.group(g).block(block));
+        from += spec_.groups[g].bytes_per_block;
+      }
+    }
+  }
+  return model_->ImportState(*state, snap->state);
+}
+
 Status LocalExecutor::Setup(const PlannedChunk& c, Slot& slot) {
   slot.state = model_->NewSequence();
+  if (c.setup->kind == StateSetup::Kind::kSnapshot) {
+    Status st = ResumeFromSnapshot(c, slot.state.get());
+    if (!st.ok()) slot.state.reset();
+    return st;
+  }
   if (c.setup->kind == StateSetup::Kind::kFresh || c.setup->position == 0) return Status::Ok();
   MirrorTables(c, slot.state.get());
   const model::RestoreFrom from = c.setup->source == RestoreSource::kWindowBlocks ? model::RestoreFrom::kWindowBlocks
@@ -186,6 +251,12 @@ Status LocalExecutor::Setup(const PlannedChunk& c, Slot& slot) {
 
 StepResult LocalExecutor::Execute(const StepPlan& plan) {
   StepResult result;
+  // Snapshots first: their sequences' states go with `finished` below, and their blocks may be written
+  // by this step's copies and chunks.
+  for (const SnapshotTake& take : plan.snapshots) {
+    auto snap = TakeSnapshot(take);
+    result.snapshots.emplace_back(take.key, snap.ok() ? std::move(snap).value() : nullptr);
+  }
   for (const SamplingSetup& setup : plan.new_samplers) {
     Slot& slot = slots_[setup.id];
     slot.sampling = setup;

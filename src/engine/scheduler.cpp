@@ -116,6 +116,7 @@ void Scheduler::CheckDeadlines(int64_t now) {
   }
   for (Request* r : late) FinishRequest(r, FinishReason::kDeadline, Status::Ok());
   if (!tier_loads_.empty()) CheckTierTimeouts(now);
+  if (!snapshot_reads_.empty()) CheckSnapshotReadTimeouts(now);
   if (now - last_expire_nanos_ > kExpireEveryNanos) {
     blocks_.Expire(now);
     last_expire_nanos_ = now;
@@ -123,6 +124,15 @@ void Scheduler::CheckDeadlines(int64_t now) {
 }
 
 StepPlan Scheduler::Schedule() {
+  if (!snapshot_takes_.empty()) {
+    // Finished sequences' snapshots go first, in a step of their own: their blocks are still theirs, and
+    // the admissions of the next step can resume from them.
+    current_.clear();
+    StepPlan out;
+    out.snapshots = std::move(snapshot_takes_);
+    snapshot_takes_.clear();
+    return out;
+  }
   std::vector<Work> plan;
   Plan(&plan);
   if (plan.empty() && !running_.empty()) {
@@ -311,23 +321,20 @@ void Scheduler::Plan(std::vector<Work>* plan) {
       ++it;
       continue;
     }
+    if (NeedsSnapshotRead(s)) StartSnapshotRead(s);
+    if (s->snapshot_read == Sequence::SnapshotRead::kReading) {
+      ++it;
+      continue;
+    }
     const int64_t n = Admit(s, budget, shape);
     if (n <= 0) break;
     add(s, n);
     it = waiting_.begin();  // Admit took s out of waiting_
   }
   ReleaseTierHeld();
+  PublishPoolGauges();
 
   MutexLock lock(&metrics_->mu);
-  metrics_->running = static_cast<int64_t>(running_.size());
-  metrics_->waiting = static_cast<int64_t>(waiting_.size() + compiling_.size());
-  const kvcache::BlockAllocator& p = blocks_.prefix();
-  const kvcache::BlockAllocator& w = blocks_.window_class();
-  metrics_->prefix_used = p.num_used();
-  metrics_->prefix_cached = p.num_cached();
-  metrics_->prefix_free = p.num_free();
-  metrics_->window_used = w.num_used();
-  metrics_->window_cached = w.num_cached();
   // What a router needs to predict this engine's next requests (router/placement.h).
   int64_t queued = 0;
   for (const Sequence* s : waiting_) queued += s->pending();
@@ -335,6 +342,25 @@ void Scheduler::Plan(std::vector<Work>* plan) {
   metrics_->queued_prefill_tokens = queued;
   metrics_->step_cost = cost_.coefficients();
   metrics_->step_cost_ready = cost_.ready();
+}
+
+void Scheduler::PublishPoolGauges() {
+  // Blocks only a pending snapshot holds belong to no sequence: they count as what they become next step.
+  int64_t prefix_pinned = 0, window_pinned = 0;
+  for (const BlockCopy& pin : snapshot_pins_) {
+    const kvcache::BlockAllocator& a = pin.window ? blocks_.window_class() : blocks_.prefix();
+    if (a.refcount(pin.from) == 1) ++(pin.window ? window_pinned : prefix_pinned);
+  }
+  MutexLock lock(&metrics_->mu);
+  metrics_->running = static_cast<int64_t>(running_.size());
+  metrics_->waiting = static_cast<int64_t>(waiting_.size() + compiling_.size());
+  const kvcache::BlockAllocator& p = blocks_.prefix();
+  const kvcache::BlockAllocator& w = blocks_.window_class();
+  metrics_->prefix_used = p.num_used() - prefix_pinned;
+  metrics_->prefix_cached = p.num_cached();
+  metrics_->prefix_free = p.num_free() + prefix_pinned;
+  metrics_->window_used = w.num_used() - window_pinned;
+  metrics_->window_cached = w.num_cached();
 }
 
 // Starts a waiting sequence: matches its tokens against the prefix cache, decides where its state is
@@ -385,6 +411,15 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
     }
   }
 
+  // A finished sequence's snapshot continuing the match resumes to the token, window state included.
+  std::shared_ptr<const SequenceSnapshot> snapshot = restorable ? FindSnapshot(s, m) : nullptr;
+  if (snapshot) {
+    restore_at = m;
+    window_at = -1;
+    exact = true;
+    from = RestoreSource::kWindowBlocks;
+  }
+
   // Blocks: the matched ones that are cached now stop being available once attached.
   auto cached_among = [&](int64_t n) {
     int64_t c = 0;
@@ -405,6 +440,10 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   s->computed = restore_at * kvcache::kBlockTokens;
   s->replay_end = m * kvcache::kBlockTokens;
   s->setup = restore_at > 0 ? StateSetup{StateSetup::Kind::kRestore, s->computed, from} : StateSetup{};
+  if (snapshot) {
+    s->computed = s->replay_end = snapshot->num_tokens;
+    s->setup = StateSetup{.kind = StateSetup::Kind::kSnapshot, .position = s->computed, .snapshot = snapshot};
+  }
 
   int64_t n = ChunkFor(s, budget, shape);
   auto fits = [&](int64_t len) { return blocks_.CanAllocate(blocks_.NeedFor(b, s->computed, s->computed + len)); };
@@ -430,7 +469,7 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
   const int64_t now = NowNanos();
   const bool first = r->hit_tokens < 0;
   if (first) {
-    r->hit_tokens = std::min<int64_t>(m * kvcache::kBlockTokens, r->prompt_tokens);
+    r->hit_tokens = std::min<int64_t>(snapshot ? s->computed : m * kvcache::kBlockTokens, r->prompt_tokens);
     r->admitted_nanos = now;
     metrics_->queue.Record(static_cast<double>(now - r->arrival_nanos) * 1e-9);
     MutexLock lock(&inbox_->mu);
@@ -451,12 +490,20 @@ int64_t Scheduler::Admit(Sequence* s, int64_t budget, const StepShape& shape) {
       stats.external_prefix_cache_hits +=
           static_cast<uint64_t>(std::min(from_tier * kvcache::kBlockTokens, r->hit_tokens));
     }
-    if (m > 0 && has_window && !window_hit) {
+    if (first && snapshots_.enabled() && restorable) {
+      if (snapshot) {
+        ++stats.snapshot_hits;
+        stats.snapshot_tokens += static_cast<uint64_t>(s->computed - m * kvcache::kBlockTokens);
+      } else {
+        ++stats.snapshot_misses;
+      }
+    }
+    if (!snapshot && m > 0 && has_window && !window_hit) {
       if (window_miss == kvcache::Forgotten::kEvicted) ++stats.window_misses_evicted;
       else if (window_miss == kvcache::Forgotten::kExpired) ++stats.window_misses_expired;
       else ++stats.window_misses_never_cached;
     }
-    if (m > 0) {
+    if (m > 0 && !snapshot) {
       if (window_hit) ++stats.window_block_hits;
       else if (s->replay_end > s->computed) {
         ++stats.replay_hits;

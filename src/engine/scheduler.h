@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine/metrics.h"
 #include "engine/output_processor.h"
+#include "engine/snapshot_cache.h"
 #include "engine/step_plan.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/lower_tier.h"
@@ -63,6 +64,10 @@ struct Sequence {
   // The RAM match the last tier decision relied on (blocks; 0: none to re-check). A sequence that waits
   // long for admission can see those blocks evicted; the tier is then asked again (TierMatchShrank).
   int64_t tier_match_end = 0;
+  // A finished sequence's snapshot stored in the tier (scheduler_snapshots.cpp): asked for once, after
+  // the tier's blocks, under the prompt's last matched block; the sequence waits for the answer.
+  enum class SnapshotRead : uint8_t { kUnchecked, kReading, kChecked };
+  SnapshotRead snapshot_read = SnapshotRead::kUnchecked;
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed; }
   bool replaying() const { return computed < replay_end; }
@@ -101,6 +106,10 @@ struct TierEvent {
   uint64_t ticket = 0;
   bool read = false;  // else a lookup
   size_t leading = 0;  // blocks present (lookup) or verified and filled (read)
+  // A snapshot read (token-exact continuation): what the tier had under the name asked (none: null).
+  bool snapshot_read = false;
+  std::vector<int32_t> tail;
+  std::shared_ptr<const SequenceSnapshot> snapshot;
 };
 
 // What other threads hand the step thread.
@@ -164,6 +173,11 @@ struct SchedulerConfig {
   bool supports_restore = false;  // prefix-cache hits (else every sequence starts cold)
   bool supports_fork = false;     // n > 1 outputs share the prompt's state (else they recompute it)
   int64_t replay_cone = 0;        // positions exact replay recomputes before a hit without window state
+  int64_t snapshot_bytes = 0;     // token-exact continuation's snapshot budget (0: off)
+  // Names everything that shapes a snapshot's bytes besides its tokens (cache groups, block sizes, the
+  // model's state): mixed into the name a snapshot is stored under in the persistent tier.
+  Hash128 snapshot_layout;
+  int64_t prefix_block_bytes = 0, window_block_bytes = 0;  // one block of every group of the class
 };
 
 class Scheduler {
@@ -237,6 +251,20 @@ class Scheduler {
   void DeliverPromptLogprobs(const Sequence& s, std::vector<OutputEvent>* events);
   SamplingSetup SamplingFor(const Sequence* s) const;
   void CheckStep();
+  // The pools' gauges in the metrics (blocks used, cached, free; sequences running and waiting).
+  void PublishPoolGauges();
+  // Token-exact continuation (scheduler_snapshots.cpp): a finished sequence's snapshot is asked of the
+  // executor in the next plan, its blocks held until that step is done; Admit resumes a prompt from one.
+  void TakeSnapshot(Sequence* s, FinishReason reason);
+  std::shared_ptr<const SequenceSnapshot> FindSnapshot(const Sequence* s, int64_t matched_blocks);
+  void ReceiveSnapshots(const StepResult& result);
+  // The persistent tier's snapshots: the name one is stored under, and the read at admission.
+  kvcache::BlockHash TierSnapshotName(const kvcache::BlockHash& prefix) const;
+  bool NeedsSnapshotRead(const Sequence* s) const;
+  void StartSnapshotRead(Sequence* s);
+  void OnSnapshotRead(const TierEvent& e);
+  // A sequence waits for a snapshot read at most lower_tier_timeout_s, as for the tier's blocks.
+  void CheckSnapshotReadTimeouts(int64_t now);
   void OfferBlock(const Sequence* s, int64_t index, int32_t block);
 
   // The persistent tier (tier_loading.cpp).
@@ -286,6 +314,19 @@ class Scheduler {
   std::vector<uint64_t> released_constraints_;
   // Sources of pending copies, referenced until the executor has copied them.
   std::vector<BlockCopy> copy_pins_;
+  SnapshotCache snapshots_{config_.snapshot_bytes};
+  std::vector<SnapshotTake> snapshot_takes_;  // for the next plan
+  std::vector<BlockCopy> snapshot_pins_;      // their blocks (`from`), referenced until it ran
+  // With a persistent tier: the names of snapshots being made, to offer them to the tier once made.
+  std::unordered_map<uint64_t, std::pair<kvcache::BlockHash, std::vector<int32_t>>> snapshot_offers_;
+  // Snapshot reads in flight: the sequence (request, output index) and the prefix asked for.
+  struct SnapshotReadTicket {
+    RequestId request = 0;
+    int index = 0;
+    kvcache::BlockHash prefix;
+    int64_t start_nanos = 0;
+  };
+  std::unordered_map<uint64_t, SnapshotReadTicket> snapshot_reads_;
 
   std::unordered_map<uint64_t, TierLoad> tier_loads_;
   // Blocks a tier read just brought in, still referenced until the next Schedule's admission pass has run:

@@ -133,6 +133,7 @@ void Scheduler::FinishSequence(Sequence* s, FinishReason reason, int32_t stop_to
   if (s->finished) return;
   s->finished = true;
   if (s->running) {
+    TakeSnapshot(s, reason);
     ReleaseSequence(s);
     s->running = false;
   } else if (waiting_.erase(s)) {
@@ -200,6 +201,8 @@ void Scheduler::OfferBlock(const Sequence* s, int64_t index, int32_t block) {
 }
 
 void Scheduler::Update(const StepResult& result) {
+  ReceiveSnapshots(result);
+  if (current_.empty()) return;  // a step of snapshots only
   // The executor has copied the forks' partial blocks.
   const int64_t released_at = NowNanos();
   for (const BlockCopy& pin : copy_pins_)
@@ -345,6 +348,7 @@ void Scheduler::Update(const StepResult& result) {
     auto it = requests_.find(e.request->id);
     if (it != requests_.end() && it->second->live == 0) done.push_back(e.request->id);
   }
+  PublishPoolGauges();  // what the finished ones released, before their callers hear of it
   output_->Post(events);
   for (RequestId id : done) requests_.erase(id);
   for (const auto& [id, status] : setup_failed) {

@@ -11,11 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "kvcache/sequence_snapshot.h"
 #include "sampling/params.h"
 #include "sampling/sampler.h"
 
@@ -29,16 +32,32 @@ enum class RestoreSource : uint8_t {
   kNoWindow,      // none: the model starts its window state empty there (a replay rebuilds it)
 };
 
+// A finished sequence's snapshot (token-exact continuation): kvcache/sequence_snapshot.h, where the
+// persistent tier can store it too.
+using kvcache::SequenceSnapshot;
+
 // How a sequence gets the model state its chunk continues from, when it has none yet (or a new one
 // replaces what it had).
 struct StateSetup {
   enum class Kind : uint8_t {
-    kFresh,    // a new sequence at position 0
-    kRestore,  // a new sequence restored at `position` (a block boundary) from its prefix blocks
+    kFresh,     // a new sequence at position 0
+    kRestore,   // a new sequence restored at `position` (a block boundary) from its prefix blocks
+    kSnapshot,  // a new sequence at `position` = snapshot->num_tokens: its full prefix blocks attached, the
+                // snapshot's blocks copied into its fresh ones at the same indices, its state imported
   };
   Kind kind = Kind::kFresh;
   int64_t position = 0;
   RestoreSource source = RestoreSource::kWindowBlocks;
+  std::shared_ptr<const SequenceSnapshot> snapshot;  // kSnapshot
+};
+
+// A snapshot to make of a finished sequence before anything else in the step changes its blocks or state.
+struct SnapshotTake {
+  SeqId id = 0;       // its model state is still in the executor (the plan's `finished` drops it after)
+  uint64_t key = 0;   // the scheduler's name for it (StepResult::snapshots answers under it)
+  int64_t num_tokens = 0;
+  int64_t prefix_first = 0, window_first = 0;
+  std::vector<int32_t> prefix_blocks, window_blocks;  // the blocks to copy (held until the step is done)
 };
 
 // The executor's per-output sampling state, sent once, the first time an output samples or computes.
@@ -96,6 +115,7 @@ struct PlannedChunk {
 };
 
 struct StepPlan {
+  std::vector<SnapshotTake> snapshots;  // made first
   std::vector<SamplingSetup> new_samplers;
   std::vector<ForkSetup> forks;    // run first
   std::vector<BlockCopy> copies;   // then these (the partial blocks of forks)
@@ -104,7 +124,7 @@ struct StepPlan {
   std::vector<uint64_t> released_constraints;  // handles of finished requests' masks no output took
   std::vector<PlannedChunk> chunks;
   bool discard_logits = false;     // calibration: nothing is sampled
-  bool empty() const { return chunks.empty(); }
+  bool empty() const { return chunks.empty() && snapshots.empty(); }
 };
 
 // What one sampling sequence got from a step.
@@ -132,6 +152,8 @@ struct StepResult {
   Status status;  // the forward pass; not ok: no chunk of the plan advanced
   std::vector<SequenceResult> sequences;  // one per sampler of the plan, in plan order
   std::vector<PromptLogprobsResult> prompt_logprobs;  // one per chunk that asked and ran
+  // One per SnapshotTake of the plan: its key and the snapshot (null where it could not be made).
+  std::vector<std::pair<uint64_t, std::shared_ptr<const SequenceSnapshot>>> snapshots;
   int64_t forward_start_nanos = 0, forward_end_nanos = 0;  // both 0 when no chunk ran
 };
 

@@ -127,6 +127,10 @@ void Scheduler::CheckTierTimeouts(int64_t now) {
 }
 
 void Scheduler::OnTierEvent(const TierEvent& e) {
+  if (e.snapshot_read) {
+    OnSnapshotRead(e);
+    return;
+  }
   auto it = tier_loads_.find(e.ticket);
   if (it == tier_loads_.end()) return;
   TierLoad& load = it->second;

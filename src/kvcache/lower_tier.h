@@ -12,11 +12,13 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "kvcache/block_hash.h"
+#include "kvcache/sequence_snapshot.h"
 
 namespace deepinfer::kvcache {
 
@@ -46,6 +48,21 @@ class LowerTier {
   // blocks after the first failure are recomputed by the engine.
   virtual void Read(std::vector<BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> destinations,
                     std::function<void(size_t leading_ok)> done) = 0;
+
+  // Token-exact continuation: a finished sequence's snapshot, named by the chained hash of its full blocks
+  // (`prefix`; the chain's root when it has none), whose tokens after them are `tail`. Stored beside the
+  // blocks, one per prefix (a later one replaces it). Never blocks; the default keeps nothing.
+  virtual void OfferSnapshot(const BlockHash& prefix, std::span<const int32_t> tail,
+                             std::shared_ptr<const SequenceSnapshot> snapshot) {
+    (void)prefix, (void)tail, (void)snapshot;
+  }
+  // The snapshot stored under `prefix`, verified, with its tail (asynchronously); done({}, nullptr) when
+  // there is none or it fails verification.
+  using SnapshotDone = std::function<void(std::vector<int32_t> tail, std::shared_ptr<const SequenceSnapshot>)>;
+  virtual void ReadSnapshot(const BlockHash& prefix, SnapshotDone done) {
+    (void)prefix;
+    done({}, nullptr);
+  }
 
   // Predicted seconds to read `blocks` blocks, from measured read speed: the engine loads only where this
   // beats recomputing them.

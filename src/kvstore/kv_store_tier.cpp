@@ -24,7 +24,10 @@ Result<StoreLayout> StoreLayoutFor(const kvcache::KvCacheSpec& spec, const Store
 }
 
 KvStoreTier::KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl)
-    : store_(std::move(store)), default_ttl_(default_ttl) {}
+    : store_(std::move(store)), default_ttl_(default_ttl) {
+  auto dir = StoreDir::Open(store_->dir(), false);
+  if (dir.ok()) snapshots_ = std::make_unique<SnapshotFiles>(std::move(dir).value(), store_->namespace_id());
+}
 
 KvStoreTier::~KvStoreTier() = default;
 
@@ -72,6 +75,20 @@ void KvStoreTier::Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vec
     while (leading < results.size() && results[leading].status.ok()) ++leading;
     done(leading);
   });
+}
+
+void KvStoreTier::OfferSnapshot(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
+                                std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) {
+  if (!snapshots_) return;
+  snapshots_->Write({.prefix = prefix, .tail = {tail.begin(), tail.end()}, .snapshot = std::move(snapshot)});
+}
+
+void KvStoreTier::ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone done) {
+  if (!snapshots_) {
+    done({}, nullptr);
+    return;
+  }
+  snapshots_->Read(prefix, std::move(done));
 }
 
 double KvStoreTier::PredictReadSeconds(int64_t blocks) const {

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "kvcache/kv_cache_spec.h"
 #include "kvcache/lower_tier.h"
+#include "kvstore/snapshot_files.h"
 #include "kvstore/store.h"
 
 namespace deepinfer::kvstore {
@@ -41,8 +42,13 @@ class KvStoreTier final : public kvcache::LowerTier {
   void Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> destinations,
             std::function<void(size_t leading_ok)> done) override;
   double PredictReadSeconds(int64_t blocks) const override;
+  // Snapshots are files beside the blocks (snapshot_format.h), written and read on a thread of their own.
+  void OfferSnapshot(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
+                     std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) override;
+  void ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone done) override;
 
   Store& store() { return *store_; }
+  SnapshotFiles* snapshot_files() { return snapshots_.get(); }  // null when the directory could not be opened
   const Store& store() const { return *store_; }
 
  private:
@@ -50,6 +56,7 @@ class KvStoreTier final : public kvcache::LowerTier {
 
   std::unique_ptr<Store> store_;
   TtlClass default_ttl_;
+  std::unique_ptr<SnapshotFiles> snapshots_;
 };
 
 }  // namespace deepinfer::kvstore

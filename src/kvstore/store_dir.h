@@ -4,6 +4,7 @@
 //   DIR/KVSTORE                       "deepinfer-kvstore 1\n": marks the directory as a store of format 1
 //   DIR/<ns>/NAMESPACE                JSON: what the namespace's blocks hold (model fingerprint, layout)
 //   DIR/<ns>/<hh>/<hash>.kvb          one block; <ns> and <hash> 32 hex digits, <hh> the hash's first two
+//   DIR/<ns>/<hh>/<name>.kvs          a finished sequence's snapshot (snapshot_format.h), replaced by rename
 //   DIR/tmp/<host>.<pid>.<seq>.tmp    a block being written (renamed into place when complete)
 //   DIR/trash/<ms>.<host>.<pid>.<seq>.kvb   an evicted block, unlinked after a grace period so that a
 //                                     reader on another host that opened it before still reads it whole

@@ -20,6 +20,14 @@ const char* ComputePrecisionName(ComputePrecision precision) {
 
 const char* KvPrecisionName(KvPrecision precision) { return precision == KvPrecision::kF32 ? "f32" : "bf16"; }
 
+Result<std::vector<uint8_t>> CausalLM::ExportState(const SequenceState&) const {
+  return Status::Unimplemented(info().architecture + ": the sequence state cannot be exported");
+}
+
+Status CausalLM::ImportState(SequenceState&, std::span<const uint8_t>) {
+  return Status::Unimplemented(info().architecture + ": a sequence state cannot be imported");
+}
+
 Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   const std::string type = hf.model_type();

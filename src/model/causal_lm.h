@@ -156,6 +156,7 @@ struct ModelInfo {
   bool supports_restore = false;  // RestoreAt: prefix-cache hits
   bool supports_fork = false;     // Fork: n > 1 outputs share the prompt's state
   bool supports_draft = false;    // Draft (as loaded)
+  bool supports_state_export = false;  // ExportState / ImportState: token-exact continuation
   // The most Draft steps a sequence takes between Forward / Truncate / RestoreAt calls (0: no bound).
   int64_t max_draft_steps = 0;
   // Positions before a block boundary that RestoreAt(kNoWindow) followed by a state_only replay must
@@ -213,6 +214,15 @@ class CausalLM {
   // are in the tables, dropping whatever the state held. kWindowBlocks additionally needs the window
   // blocks described at RestoreFrom. Position 0 with either mode equals a fresh sequence.
   virtual Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) = 0;
+
+  // Token-exact continuation at any position (info().supports_state_export): the per-sequence state
+  // outside the blocks as bytes, and back. ImportState gives `state` (made by NewSequence; its tables
+  // mirrored by the caller) exactly the exported state, position included: with blocks holding the
+  // exported sequence's entries (shared, or bit-identical copies of its partial and window blocks) it then
+  // continues bit-identically to that sequence. The bytes are untrusted: InvalidArgument, and nothing
+  // changed, unless they are an export of this model's layout. Unimplemented where not supported.
+  virtual Result<std::vector<uint8_t>> ExportState(const SequenceState& state) const;
+  virtual Status ImportState(SequenceState& state, std::span<const uint8_t> bytes);
 
   // One autoregressive draft step per chunk (see DraftChunk). out receives one row of logits per chunk
   // (and hidden rows where asked). The window blocks covering the draft position (and the window before it)

@@ -243,6 +243,15 @@ void Service::AppendEngineMetrics(PrometheusText* out, const MetricLabels& model
   }
   counter("deepinfer:replayed_tokens_total", "Tokens recomputed by window-state replays.",
           static_cast<double>(s.replayed_tokens));
+  counter("deepinfer:snapshot_hits_total", "Prompts resumed to the token from a finished sequence's snapshot.",
+          static_cast<double>(s.snapshot_hits));
+  counter("deepinfer:snapshot_misses_total", "Prompts that looked for a finished sequence's snapshot and found none.",
+          static_cast<double>(s.snapshot_misses));
+  counter("deepinfer:snapshot_tokens_total", "Tokens snapshot hits resumed past their last full cached block.",
+          static_cast<double>(s.snapshot_tokens));
+  gauge("deepinfer:snapshots_cached", "Finished sequences' snapshots kept for token-exact continuation.",
+        static_cast<double>(s.snapshots_cached));
+  gauge("deepinfer:snapshot_bytes", "Bytes of those snapshots.", static_cast<double>(s.snapshot_bytes));
   counter("deepinfer:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(s.prompt_tokens));
   counter("deepinfer:generation_tokens_total", "Generated tokens.", static_cast<double>(s.generation_tokens));
   out->Family("deepinfer:request_success_total", "counter", "Finished requests by finish reason.");

@@ -111,22 +111,35 @@ TEST(EnginePrefixCache, SaltsIsolateTenants) {
 }
 
 TEST(EnginePrefixCache, AgentTurnsHitTheWholePreviousTurn) {
-  // Each turn's prompt is the previous prompt, its output and a new message: the hit covers every full
-  // block of the previous turn's prompt + output.
-  auto e = MakeEngine();
-  std::vector<int32_t> context = Prompt(200, 7);
-  int64_t previous_computed = 0;
-  for (int turn = 0; turn < 4; ++turn) {
-    const GenerateOutput r = GenerateOne(*e, context, Probe(20));
-    // Everything the previous turn computed (its prompt and its 20 tokens but the last, whose KV was never
-    // computed), in whole blocks.
-    EXPECT_EQ(r.prompt_cache_hit_tokens, turn == 0 ? 0 : (previous_computed / 128) * 128) << "turn " << turn;
-    EXPECT_EQ(Fingerprint(r), Cold(context, Probe(20))) << "turn " << turn;
-    previous_computed = static_cast<int64_t>(context.size()) + 19;
-    for (const GeneratedToken& t : r.sequences[0].tokens) context.push_back(t.id);
-    for (int32_t t : Prompt(40, 100 + static_cast<uint32_t>(turn))) context.push_back(t);
+  // Each turn's prompt is the previous prompt, its output and a new message: the hit covers every
+  // position of the previous turn's prompt + output (its snapshot), or, with snapshots off, every full block.
+  for (const bool snapshots : {true, false}) {
+    EngineOptions o;
+    if (!snapshots) o.snapshot_cache_bytes = 0;
+    auto e = MakeEngine(o);
+    std::vector<int32_t> context = Prompt(200, 7);
+    int64_t previous_computed = 0;
+    for (int turn = 0; turn < 4; ++turn) {
+      const GenerateOutput r = GenerateOne(*e, context, Probe(20));
+      // Everything the previous turn computed (its prompt and its 20 tokens but the last, whose KV was never
+      // computed), in whole blocks without snapshots.
+      const int64_t hit = snapshots ? previous_computed : (previous_computed / 128) * 128;
+      EXPECT_EQ(r.prompt_cache_hit_tokens, turn == 0 ? 0 : hit) << "turn " << turn;
+      EXPECT_EQ(Fingerprint(r), Cold(context, Probe(20))) << "turn " << turn;
+      previous_computed = static_cast<int64_t>(context.size()) + 19;
+      for (const GeneratedToken& t : r.sequences[0].tokens) context.push_back(t.id);
+      for (int32_t t : Prompt(40, 100 + static_cast<uint32_t>(turn))) context.push_back(t);
+    }
+    const EngineStats s = e->Stats();
+    if (snapshots) {
+      EXPECT_EQ(s.snapshot_hits, 3u);
+      EXPECT_EQ(s.snapshot_misses, 1u);  // the first turn
+      // Past the full blocks: 219 − 128, 279 − 256 and 339 − 256 positions (200 + 19, then + 20 + 40 each turn).
+      EXPECT_EQ(s.snapshot_tokens, 91u + 23u + 83u);
+    } else {
+      EXPECT_GE(s.window_block_hits, 3u);
+    }
   }
-  EXPECT_GE(e->Stats().window_block_hits, 3u);
 }
 
 TEST(EnginePrefixCache, NOutputsForkFromThePromptBitExactly) {

@@ -451,7 +451,8 @@ TEST(KvStoreTier, ALookupWithNoRoomWaitsForBlocksThenReads) {
 // A long request L then holds 4 blocks (400 tokens) when P' = P + 200 tokens arrives: P''s lookup finds P's
 // 3 blocks in RAM and its 4th block nowhere; P' cannot start (attaching the 3 cached blocks leaves no free
 // one), and L's growth to 6 blocks evicts them. When L ends, P' is a prefix hit of all 3, read from the
-// store. (Had P' started at once, RAM would have served the same 3 blocks: the hit is 384 either way.)
+// store, and the 10 positions after them from P's snapshot. (Had P' started at once, RAM would have served
+// the same 3 blocks: the hit is 394 either way.)
 TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
   ScratchDir dir;
   const std::vector<int32_t> prompt = Prompt(3 * 128 + 10, 28);
@@ -485,7 +486,7 @@ TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   long_done.get_future().wait();
   const ServedRun warm = RunOf((*out)[0]);
-  EXPECT_EQ(warm.hit_tokens, 3 * 128);
+  EXPECT_EQ(warm.hit_tokens, 3 * 128 + 10);
   EXPECT_EQ(warm.ids, cold.ids);
   EXPECT_EQ(warm.logprobs, cold.logprobs);
   const EngineStats stats = (*engine)->Stats();
@@ -493,6 +494,67 @@ TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
               static_cast<unsigned long long>(stats.external_prefix_cache_hits),
               static_cast<unsigned long long>(stats.lower_tier_lookups));
   (*engine)->Shutdown();
+}
+
+// Token-exact continuation across a restart: a finished sequence's snapshot is stored beside its blocks,
+// and after a restart a prompt extending it resumes from the store's blocks and that snapshot, to the
+// token, with the cold run's tokens and logprobs. A snapshot file that went bad is not used: the prompt
+// resumes at the blocks and still matches the cold run.
+TEST(KvStoreTier, ARestartResumesAFinishedSequenceToTheToken) {
+  ScratchDir dir;
+  RequestParams p = LongGreedy(4);
+  p.sampling.logprobs = true;
+  auto run = [&](const std::vector<int32_t>& prompt, kvcache::LowerTier* tier) {
+    EngineOptions options;
+    options.kv_cache_bytes = int64_t{64} << 20;
+    options.lower_tier = tier;
+    auto engine = Engine::Create(LoadFixture(), options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    auto out = (*engine)->Generate(std::span(&prompt, 1), p);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    ServedRun r = RunOf((*out)[0]);
+    r.external_hits = (*engine)->Stats().external_prefix_cache_hits;
+    (*engine)->Shutdown();
+    return r;
+  };
+  const std::vector<int32_t> first = Prompt(2 * 128 + 50, 31);
+  auto m = LoadFixture();
+  auto a = OpenTier(dir.path(), *m);
+  const ServedRun one = run(first, a.get());
+  ASSERT_EQ(one.ids.size(), 4u);
+  a->store().Flush();
+  ASSERT_NE(a->snapshot_files(), nullptr);
+  a->snapshot_files()->Flush();
+  EXPECT_EQ(a->snapshot_files()->writes_done(), 1u);
+  a.reset();  // the server stops
+
+  std::vector<int32_t> next = first;
+  next.insert(next.end(), one.ids.begin(), one.ids.end());
+  for (int32_t t : Prompt(5, 32)) next.push_back(t);
+  const ServedRun cold = run(next, nullptr);
+  a = OpenTier(dir.path(), *m);
+  const ServedRun warm = run(next, a.get());
+  EXPECT_EQ(warm.hit_tokens, 2 * 128 + 50 + 3);  // the first run's prompt and 3 of its 4 tokens
+  EXPECT_EQ(warm.external_hits, 2u * 128);       // the blocks; the rest from the snapshot
+  EXPECT_EQ(warm.ids, cold.ids);
+  EXPECT_EQ(warm.logprobs, cold.logprobs);
+
+  // The snapshot's file damaged: the blocks only.
+  a.reset();
+  int damaged = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (entry.path().extension() != ".kvs") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x5a');
+    ++damaged;
+  }
+  EXPECT_EQ(damaged, 1);
+  a = OpenTier(dir.path(), *m);
+  const ServedRun after = run(next, a.get());
+  EXPECT_EQ(after.hit_tokens, 2 * 128);
+  EXPECT_EQ(after.ids, cold.ids);
+  EXPECT_EQ(after.logprobs, cold.logprobs);
 }
 
 }  // namespace

@@ -89,6 +89,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
   model->ComputeCostFigures();
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV4ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->drafting_ ? "mtp" : ""));
+  model->info_.supports_state_export = true;
   model->BuildRopeTables();
   // Last: every read of the load (the fingerprint's samples too, which fault whole neighbourhoods in) is done.
   if (remote) ReleaseTensorPages(model->checkpoint_, remote);

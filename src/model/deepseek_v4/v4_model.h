@@ -67,6 +67,8 @@ class V4Model : public DeepSeekModel<V4Config, V4Weights> {
   Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) override;
   Status Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
+  Result<std::vector<uint8_t>> ExportState(const SequenceState& state) const override;  // v4_state_bytes.cpp
+  Status ImportState(SequenceState& state, std::span<const uint8_t> bytes) override;
 
   const V4CacheLayout& cache_layout() const { return layout_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }

@@ -77,6 +77,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->weights_->dspark ? "dspark" : ""));
   if (model->weights_->dspark) model->info_.max_draft_steps = c.dspark.block_size;
+  model->info_.supports_state_export = true;
   model->BuildRopeTables();
   // Last: every read of the load (the fingerprint's samples too, which fault whole neighbourhoods in) is done.
   if (remote) ReleaseTensorPages(model->checkpoint_, remote);

@@ -62,6 +62,8 @@ class V41Model : public DeepSeekModel<V41Config, V41Weights> {
   Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) override;
   Status Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
+  Result<std::vector<uint8_t>> ExportState(const SequenceState& state) const override;  // v41_state_bytes.cpp
+  Status ImportState(SequenceState& state, std::span<const uint8_t> bytes) override;
 
   // Forward with test instrumentation: records the collapsed sublayer inputs (trace) and the decisions near
   // their boundary, and flips chosen ones (probe). Either may be null.

@@ -1,0 +1,58 @@
+// The snapshots of finished sequences that token-exact continuation resumes from (SequenceSnapshot,
+// step_plan.h), by name: the chained hash of a sequence's full blocks (its root when it has none) and its
+// tokens after them. Kept in least-recently-used order under a byte budget. A snapshot is found only
+// under the hash of full blocks that a prompt matched in the prefix cache, so a hit never needs a block
+// that is gone. Not thread-safe (the scheduler's step thread owns it).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/step_plan.h"
+#include "kvcache/block_hash.h"
+
+namespace deepinfer::engine {
+
+class SnapshotCache {
+ public:
+  explicit SnapshotCache(int64_t budget_bytes) : budget_(budget_bytes) {}
+
+  bool enabled() const { return budget_ > 0; }
+  // A name for the snapshot of a sequence whose full blocks chain to `prefix` and whose tokens after them
+  // are `tail` (1 to 127 of them), made by the executor in the next step; 0 when an equal one is already
+  // kept or being made (which then counts as just used).
+  uint64_t Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail);
+  // The executor's answer for a name: the snapshot is kept (the least recently used ones are evicted past
+  // the budget), or, when null, the name is forgotten.
+  void Fill(uint64_t key, std::shared_ptr<const SequenceSnapshot> snapshot);
+  // The longest kept snapshot under `prefix` whose tail begins `tokens` and has at most `most` tokens, which
+  // then counts as just used; null when none.
+  std::shared_ptr<const SequenceSnapshot> Find(const kvcache::BlockHash& prefix, std::span<const int32_t> tokens,
+                                               int64_t most);
+
+  int64_t bytes() const { return bytes_; }
+  int64_t count() const { return static_cast<int64_t>(entries_.size()); }
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  struct Entry {
+    uint64_t key = 0;
+    kvcache::BlockHash prefix;
+    std::vector<int32_t> tail;
+    std::shared_ptr<const SequenceSnapshot> snapshot;  // null while the executor makes it
+    int64_t bytes = 0;
+  };
+  using Iterator = std::list<Entry>::iterator;
+  void Use(Iterator it) { entries_.splice(entries_.begin(), entries_, it); }
+
+  int64_t budget_;
+  int64_t bytes_ = 0;
+  uint64_t next_key_ = 1;
+  uint64_t evictions_ = 0;
+  std::list<Entry> entries_;  // most recently used first
+};
+
+}  // namespace deepinfer::engine

@@ -1,0 +1,235 @@
+// Token-exact continuation: a prompt that extends a finished sequence's tokens resumes from that
+// sequence's snapshot at its last computed position, and what it generates is bit-identical (ids,
+// logprobs and top-20 alternatives) to a cold run, at every position inside a block, for V4 and V4.1,
+// with chunked prefill and with speculative decoding; without the full blocks under it the snapshot is
+// not used and the prompt runs as it would without it. Also the snapshot cache's LRU budget and the
+// models' state export refusing bytes that are not an export.
+#include <cstdlib>
+
+#include "engine/snapshot_cache.h"
+#include "engine/speculative_config.h"
+#include "engine_test_support.h"
+
+namespace deepinfer::engine {
+namespace {
+
+using test_support::LoadFixture;
+using test_support::MakeEngine;
+using test_support::Prompt;
+
+RequestParams SnapGreedy(int64_t max_tokens) {
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = max_tokens;
+  p.sampling.ignore_eos = true;
+  p.sampling.logprobs = true;
+  p.sampling.top_logprobs = 20;
+  return p;
+}
+
+// Every generated token's id, logprob and top-20 alternatives, flattened.
+std::vector<float> SnapFingerprint(const GenerateOutput& r) {
+  std::vector<float> v;
+  for (const GeneratedToken& t : r.sequences[0].tokens) {
+    v.push_back(static_cast<float>(t.id));
+    v.push_back(t.logprob);
+    for (const TokenAlternative& a : t.top_logprobs) {
+      v.push_back(static_cast<float>(a.id));
+      v.push_back(a.logprob);
+    }
+  }
+  return v;
+}
+
+std::vector<GenerateOutput> RunBatch(Engine& e, const std::vector<std::vector<int32_t>>& prompts, const RequestParams& p) {
+  auto r = e.Generate(prompts, p);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : std::vector<GenerateOutput>(prompts.size());
+}
+
+struct CutCase {
+  std::string fixture;
+  int32_t vocab = 256;
+  EngineOptions warm;
+  int64_t first_tokens = 1;  // tokens the first turn generates (its last one is not computed)
+};
+
+// For each cut c: a first turn whose computed positions end at 128 + c (one full block, then c tokens),
+// then a second turn that sends those positions, the first turn's last token and 5 new tokens. The second
+// turn hits 128 + c positions and generates what a cold engine generates for it.
+void ExpectEveryCutExact(const CutCase& k, const std::vector<int64_t>& cuts, uint32_t seed) {
+  std::vector<std::vector<int32_t>> first, second;
+  for (int64_t c : cuts) {
+    const int64_t length = kvcache::kBlockTokens + c - (k.first_tokens - 1);
+    first.push_back(Prompt(length, seed + static_cast<uint32_t>(c), k.vocab));
+  }
+  auto warm = MakeEngine(k.warm, k.fixture);
+  ASSERT_TRUE(warm);
+  const std::vector<GenerateOutput> turn1 = RunBatch(*warm, first, SnapGreedy(k.first_tokens));
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    std::vector<int32_t> next = first[i];
+    for (const GeneratedToken& t : turn1[i].sequences[0].tokens) next.push_back(t.id);
+    for (int32_t t : Prompt(5, seed + 1000 + static_cast<uint32_t>(i), k.vocab)) next.push_back(t);
+    second.push_back(std::move(next));
+  }
+  const std::vector<GenerateOutput> turn2 = RunBatch(*warm, second, SnapGreedy(4));
+  EngineOptions cold_options;
+  cold_options.enable_prefix_caching = false;
+  auto cold = MakeEngine(cold_options, k.fixture);
+  ASSERT_TRUE(cold);
+  const std::vector<GenerateOutput> reference = RunBatch(*cold, second, SnapGreedy(4));
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    EXPECT_EQ(turn2[i].prompt_cache_hit_tokens, kvcache::kBlockTokens + cuts[i]) << k.fixture << " cut " << cuts[i];
+    EXPECT_EQ(SnapFingerprint(turn2[i]), SnapFingerprint(reference[i])) << k.fixture << " cut " << cuts[i];
+  }
+  const EngineStats s = warm->Stats();
+  EXPECT_EQ(s.snapshot_hits, cuts.size()) << k.fixture;
+  uint64_t tail = 0;
+  for (int64_t c : cuts) tail += static_cast<uint64_t>(c);
+  EXPECT_EQ(s.snapshot_tokens, tail) << k.fixture;
+}
+
+// Every position inside a block with DEEPINFER_SNAPSHOT_ALL_CUTS=1 (about half a minute); else the edges of
+// the block, of the fixtures' windows (16, 32) and compressor groups (4, 128) and a few between.
+std::vector<int64_t> Cuts() {
+  std::vector<int64_t> cuts;
+  if (std::getenv("DEEPINFER_SNAPSHOT_ALL_CUTS")) {
+    for (int64_t c = 1; c < kvcache::kBlockTokens; ++c) cuts.push_back(c);
+    return cuts;
+  }
+  return {1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 99, 125, 126, 127};
+}
+
+EngineOptions Chunked() {
+  EngineOptions o;
+  o.prefill_chunk = 48;  // chunks end inside blocks, at other positions than the cuts
+  o.snapshot_cache_bytes = int64_t{512} << 20;
+  return o;
+}
+
+TEST(EngineSnapshot, CutsInsideABlockOfV4AreExactWithChunkedPrefill) {
+  ExpectEveryCutExact({.fixture = "v4_mixed", .warm = Chunked()}, Cuts(), 1);
+}
+
+TEST(EngineSnapshot, CutsInsideABlockOfV41AreExactWithChunkedPrefill) {
+  // The larger fixture: the edges only, unless every cut is asked for.
+  std::vector<int64_t> cuts = {1, 2, 4, 5, 31, 32, 33, 64, 126, 127};
+  if (std::getenv("DEEPINFER_SNAPSHOT_ALL_CUTS")) cuts = Cuts();
+  ExpectEveryCutExact({.fixture = "v41_tiny_a_bf16", .vocab = 512, .warm = Chunked()}, cuts, 2);
+}
+
+TEST(EngineSnapshot, V41WithASlidingWindowShorterThanABlock) {
+  ExpectEveryCutExact({.fixture = "v41_tiny_b_fp8", .vocab = 512, .warm = Chunked()}, {1, 31, 32, 33, 100, 127}, 3);
+}
+
+TEST(EngineSnapshot, SpeculativeDecodingWritesExactSnapshots) {
+  // The first turn decodes 9 tokens, verifying MTP drafts: the snapshot is taken after rollbacks, with the
+  // draft layer's window entries and hidden-state ring.
+  EngineOptions o = Chunked();
+  auto parsed = ParseSpeculativeConfig(R"({"method": "mtp", "num_speculative_tokens": 3})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  o.speculative = *parsed;
+  ExpectEveryCutExact({.fixture = "v4_mixed", .warm = o, .first_tokens = 9}, {1, 2, 15, 16, 17, 64, 126, 127}, 4);
+}
+
+TEST(EngineSnapshot, WithoutItsPrefixBlocksASnapshotIsNotUsed) {
+  EngineOptions o;
+  o.kv_blocks = 6;  // three other 300-token prompts (3 blocks each while they run) evict the first one's
+  auto e = MakeEngine(o);
+  ASSERT_TRUE(e);
+  const std::vector<int32_t> first = Prompt(200, 10);
+  RunBatch(*e, {first}, SnapGreedy(1));
+  for (uint32_t other = 11; other < 14; ++other) RunBatch(*e, {Prompt(300, other)}, SnapGreedy(1));
+  std::vector<int32_t> second = first;
+  for (int32_t t : Prompt(6, 20)) second.push_back(t);
+  const GenerateOutput warm = RunBatch(*e, {second}, SnapGreedy(4))[0];
+  EXPECT_EQ(warm.prompt_cache_hit_tokens, 0);
+  EngineOptions cold_options;
+  cold_options.enable_prefix_caching = false;
+  auto cold = MakeEngine(cold_options);
+  EXPECT_EQ(SnapFingerprint(warm), SnapFingerprint(RunBatch(*cold, {second}, SnapGreedy(4))[0]));
+  const EngineStats s = e->Stats();
+  EXPECT_EQ(s.snapshot_hits, 0u);
+  EXPECT_EQ(s.snapshot_misses, 5u);  // every admission looked
+}
+
+TEST(EngineSnapshot, APromptThatDivergesInTheTailDoesNotResume) {
+  auto e = MakeEngine();
+  ASSERT_TRUE(e);
+  const std::vector<int32_t> first = Prompt(200, 30);
+  RunBatch(*e, {first}, SnapGreedy(1));
+  std::vector<int32_t> second(first.begin(), first.begin() + 190);
+  for (int32_t t : Prompt(20, 31)) second.push_back(t);
+  EXPECT_EQ(RunBatch(*e, {second}, SnapGreedy(2))[0].prompt_cache_hit_tokens, 128);  // the full block only
+  EXPECT_EQ(e->Stats().snapshot_hits, 0u);
+}
+
+TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
+  auto snapshot = [](int64_t n, size_t bytes) {
+    auto s = std::make_shared<SequenceSnapshot>();
+    s->num_tokens = n;
+    s->blocks.resize(bytes);
+    return std::shared_ptr<const SequenceSnapshot>(std::move(s));
+  };
+  const int64_t each = snapshot(0, 1000)->bytes();
+  SnapshotCache cache(2 * each + each / 2);  // two fit
+  const kvcache::BlockHash a{1, 2}, b{3, 4};
+  const std::vector<int32_t> t1 = {5, 6, 7}, t2 = {5, 6}, t3 = {9};
+  const uint64_t k1 = cache.Reserve(a, t1), k2 = cache.Reserve(a, t2);
+  EXPECT_NE(k1, 0u);
+  EXPECT_EQ(cache.Reserve(a, t1), 0u);  // the same one again
+  EXPECT_EQ(cache.Reserve(a, {}), 0u);  // no tail: a block boundary is not a snapshot's
+  cache.Fill(k1, snapshot(3, 1000));
+  cache.Fill(k2, snapshot(2, 1000));
+  const std::vector<int32_t> prompt = {5, 6, 7, 8};
+  EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 3);  // the longest
+  EXPECT_EQ(cache.Find(a, prompt, 2)->num_tokens, 2);   // the longest that leaves a position to compute
+  EXPECT_EQ(cache.Find(b, prompt, 10), nullptr);        // other full blocks
+  EXPECT_EQ(cache.Find(a, std::vector<int32_t>{5, 7}, 10), nullptr);
+  // A third evicts the least recently used (t1: t2 was found last).
+  cache.Fill(cache.Reserve(b, t3), snapshot(1, 1000));
+  EXPECT_EQ(cache.count(), 2);
+  EXPECT_EQ(cache.bytes(), 2 * each);
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 2);
+  // A failed take forgets its name; one larger than the budget is not kept.
+  cache.Fill(cache.Reserve(b, t1), nullptr);
+  cache.Fill(cache.Reserve(b, t2), snapshot(2, 10000));
+  EXPECT_EQ(cache.count(), 2);
+}
+
+TEST(EngineSnapshot, ModelsRefuseBytesThatAreNotTheirExport) {
+  for (const char* fixture : {"v4_mixed", "v41_tiny_a_bf16"}) {
+    auto m = LoadFixture(fixture);
+    ASSERT_TRUE(m);
+    ASSERT_TRUE(m->info().supports_state_export);
+    auto pools = kvcache::KvPools::Create(m->cache_spec(), 4);
+    ASSERT_TRUE(pools.ok());
+    model::SequentialBlocks blocks(m->cache_spec(), *pools);
+    auto state = m->NewSequence();
+    const std::vector<int32_t> tokens = Prompt(150, 40, 256);
+    ASSERT_TRUE(blocks.Reserve(*state, 150).ok());
+    model::ForwardOutput out;
+    model::SequenceChunk chunk{state.get(), tokens, model::LogitsWanted::kNone};
+    ASSERT_TRUE(m->Forward(std::span(&chunk, 1), *pools, &out).ok());
+    auto bytes = m->ExportState(*state);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    // A round trip gives the same bytes and position.
+    auto copy = m->NewSequence();
+    ASSERT_TRUE(m->ImportState(*copy, *bytes).ok()) << fixture;
+    EXPECT_EQ(copy->num_tokens(), 150);
+    EXPECT_EQ(*m->ExportState(*copy), *bytes);
+    // Truncated, extended, or another family's: refused, and the state keeps what it had.
+    std::vector<uint8_t> shorter(bytes->begin(), bytes->end() - 1), longer = *bytes, retagged = *bytes;
+    longer.push_back(0);
+    retagged[0] ^= 1;
+    for (const auto& bad : {shorter, longer, retagged, std::vector<uint8_t>{}}) {
+      const Status st = m->ImportState(*copy, bad);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << fixture << ": " << st.ToString();
+      EXPECT_EQ(copy->num_tokens(), 150);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::engine

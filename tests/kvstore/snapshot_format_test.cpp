@@ -1,0 +1,72 @@
+// The snapshot record: a round trip keeps every field and byte; anything damaged, cut short, lengthened,
+// of another namespace, prefix or version, or declaring counts its position cannot have is refused.
+#include "kvstore/snapshot_format.h"
+
+#include <gtest/gtest.h>
+
+namespace deepinfer::kvstore {
+namespace {
+
+SnapshotRecord Sample() {
+  auto s = std::make_shared<kvcache::SequenceSnapshot>();
+  s->num_tokens = 2 * 128 + 3;  // two full blocks, then 3 tokens
+  s->prefix_first = 2;
+  s->prefix_count = 1;
+  s->window_first = 1;
+  s->window_count = 2;
+  s->state = {1, 2, 3, 4, 5};
+  s->blocks.assign(300, 7);
+  return {.prefix = {11, 12}, .tail = {40, 41, 42}, .snapshot = s};
+}
+
+TEST(SnapshotFormat, RoundTripAndRefusals) {
+  const Hash128 ns{1, 2};
+  const SnapshotRecord r = Sample();
+  auto bytes = EncodeSnapshotRecord(ns, r);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(bytes->size(), kSnapshotHeaderBytes + 3 * 4 + 5 + 300);
+  auto back = DecodeSnapshotRecord(*bytes, ns, r.prefix);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->tail, r.tail);
+  EXPECT_EQ(back->snapshot->num_tokens, 259);
+  EXPECT_EQ(back->snapshot->window_first, 1);
+  EXPECT_EQ(back->snapshot->window_count, 2);
+  EXPECT_EQ(back->snapshot->state, r.snapshot->state);
+  EXPECT_EQ(back->snapshot->blocks, r.snapshot->blocks);
+
+  EXPECT_EQ(DecodeSnapshotRecord(*bytes, Hash128{1, 3}, r.prefix).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeSnapshotRecord(*bytes, ns, Hash128{11, 13}).status().code(), StatusCode::kDataLoss);
+  for (size_t at : {size_t{20}, size_t{130}, bytes->size() - 1}) {  // header, tail, blocks
+    std::vector<uint8_t> bad = *bytes;
+    bad[at] ^= 1;
+    EXPECT_EQ(DecodeSnapshotRecord(bad, ns, r.prefix).status().code(), StatusCode::kDataLoss) << at;
+  }
+  std::vector<uint8_t> cut(bytes->begin(), bytes->end() - 1), longer = *bytes;
+  longer.push_back(0);
+  EXPECT_EQ(DecodeSnapshotRecord(cut, ns, r.prefix).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeSnapshotRecord(longer, ns, r.prefix).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeSnapshotRecord(std::span(bytes->data(), 10), ns, r.prefix).status().code(), StatusCode::kDataLoss);
+  std::vector<uint8_t> other_version = *bytes;
+  other_version[8] = 2;
+  EXPECT_EQ(DecodeSnapshotRecord(other_version, ns, r.prefix).status().code(), StatusCode::kFailedPrecondition);
+  // A declared size past its bound is refused before anything is read or allocated.
+  std::vector<uint8_t> huge = *bytes;
+  huge[88 + 7] = 0x7f;
+  EXPECT_EQ(DecodeSnapshotRecord(huge, ns, r.prefix).status().code(), StatusCode::kDataLoss);
+}
+
+TEST(SnapshotFormat, InconsistentRecordsAreNotWritten) {
+  SnapshotRecord r = Sample();
+  r.tail = {40, 41};  // 2 tokens for a position 3 past the blocks
+  EXPECT_EQ(EncodeSnapshotRecord({}, r).status().code(), StatusCode::kInvalidArgument);
+  r = Sample();
+  auto s = std::make_shared<kvcache::SequenceSnapshot>(*r.snapshot);
+  s->prefix_first = 1;  // the partial block follows the full ones
+  r.snapshot = s;
+  EXPECT_EQ(EncodeSnapshotRecord({}, r).status().code(), StatusCode::kInvalidArgument);
+  r.snapshot = nullptr;
+  EXPECT_EQ(EncodeSnapshotRecord({}, r).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace deepinfer::kvstore
