@@ -1,5 +1,6 @@
 // One proxied request: placement, the attempts before the first byte, the stream relay and, for a
-// streamed legacy Completion, the migration of an interrupted stream to another unit (router.h).
+// streamed legacy Completion or chat-protocol stream, the migration of an interrupted stream to another
+// unit (router.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,9 +10,11 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "router/chat_stream_tracker.h"
 #include "router/router.h"
 #include "router/router_internal.h"
 #include "server/api_errors.h"
+#include "server/stream_resume.h"
 
 namespace deepinfer::router {
 
@@ -195,8 +198,13 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     if (!json.contains("seed") || json["seed"].is_null()) json["seed"] = std::random_device{}() & 0x7fffffff;
     body = json.dump();
   }
+  // A chat-protocol stream: the unit is asked for what resuming it takes (chat_stream_tracker.h).
+  std::optional<ChatStreamTracker> chat;
+  if (auto protocol = ResumableChatPath(request.path); protocol && json.is_object() && json.value("stream", false) == true)
+    chat.emplace(*protocol);
   const int64_t prompt_tokens = static_cast<int64_t>(body.size() / 4) + 1;  // bytes per token, about
-  const std::vector<HttpHeader> headers = ForwardedHeaders(request);
+  std::vector<HttpHeader> headers = ForwardedHeaders(request);
+  if (chat) headers.push_back({std::string(server::kStreamResumeHeader), "1"});
 
   std::vector<std::shared_ptr<Unit>> tried;
   int attempts = 0;
@@ -343,33 +351,81 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   bool body_done = false;
   while (true) {
     // Forward every complete event.
+    Status unit_error;
     size_t at;
-    while ((at = pending.find("\n\n")) != std::string::npos) {
+    std::string out;
+    while (unit_error.ok() && (at = pending.find("\n\n")) != std::string::npos) {
       std::string event = pending.substr(0, at);
       pending.erase(0, at + 2);
+      if (chat) {
+        if (!chat->Take(event, &out)) unit_error = Status::DataLoss("the unit's resume information is malformed");
+        continue;
+      }
       if (continuation && !TrackEvent(&event, &*continuation, continued)) continue;
-      channel->Write(event + "\n\n");
+      out += event + "\n\n";
     }
-    if (body_done) {
+    if (!out.empty()) channel->Write(std::move(out));
+    if (unit_error.ok() && body_done) {
+      if (chat) {
+        std::string rest;
+        chat->Flush(&rest);
+        channel->Write(std::move(rest));
+      }
       if (!pending.empty()) channel->Write(std::move(pending));
       channel->End();
       return;
     }
-    if (pending.size() > options_.max_response_bytes) {
-      channel->Write("data: {\"error\": {\"message\": \"the unit's event is too large\", \"type\": \"api_error\"}}\n\n");
+    if (pending.size() + (chat ? chat->held_bytes() : 0) > options_.max_response_bytes) {
+      const std::string message = "the unit's event is too large";
+      channel->Write(chat ? chat->ErrorEvent(message)
+                          : "data: {\"error\": {\"message\": \"" + message + "\", \"type\": \"api_error\"}}\n\n");
       counters_.failed.fetch_add(1);
       channel->End();
       return;
     }
-    auto done = read_some(*ex, &pending, options_.stall_timeout_s);
-    if (done.ok()) {
-      body_done = *done;
-      continue;
+    if (unit_error.ok()) {
+      auto done = read_some(*ex, &pending, options_.stall_timeout_s);
+      if (done.ok()) {
+        body_done = *done;
+        continue;
+      }
+      unit_error = done.status();
     }
-    if (done.status().code() == StatusCode::kCancelled) return;  // the exchange is gone; closing ours aborts the unit's
-    DI_LOG(kWarn, "unit failed mid-stream").Field("unit", ex->unit->id).Field("reason", done.status().message());
+    if (unit_error.code() == StatusCode::kCancelled) return;  // the exchange is gone; closing ours aborts the unit's
+    DI_LOG(kWarn, "unit failed mid-stream").Field("unit", ex->unit->id).Field("reason", unit_error.message());
     ex->unit->failed_at_ms.store(UnixMillisNow());
     pending.clear();
+    body_done = false;
+    if (chat) {
+      chat->Interrupted();
+      if (chat->finished()) {
+        channel->Write(chat->EndOfFinishedStream());
+        channel->End();
+        return;
+      }
+      std::unique_ptr<Exchange> next;
+      if (chat->resumable() && migrations < options_.migration_limit) {
+        ++migrations;
+        attempts = 0;
+        const std::string resumed = chat->ResumeBody(json);
+        const int64_t tokens = prompt_tokens + static_cast<int64_t>(chat->generated());
+        next = open(resumed, tokens);
+        while (next && next->head.status != 200) next = open(resumed, tokens);
+      }
+      if (!next) {
+        if (channel->cancelled()) return;
+        counters_.failed.fetch_add(1);
+        channel->Write(chat->ErrorEvent("the unit serving this stream failed and no other could continue it"));
+        channel->End();
+        return;
+      }
+      counters_.migrations.fetch_add(1);
+      DI_LOG(kInfo, "stream migrated").Field("from", ex->unit->id).Field("to", next->unit->id)
+          .Field("tokens", static_cast<int64_t>(chat->generated()));
+      ex = std::move(next);
+      ex->FirstByte();
+      continue;
+    }
     Continuation* c = continuation ? &*continuation : nullptr;
     if (c && c->finished) {
       channel->Write("data: [DONE]\n\n");

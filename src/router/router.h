@@ -9,7 +9,9 @@
 // placement order. A streamed legacy Completion whose unit dies mid-stream is migrated: the router asks
 // units for the token ids of every chunk (`return_token_ids`), so it can send the prompt's ids and the
 // tokens its client already has as a continuation to another unit (same seed: the router fixes one when
-// the client gave none), drop what the continuation repeats, and keep streaming.
+// the client gave none), drop what the continuation repeats, and keep streaming. Chat Completions,
+// Messages and Responses streams migrate the same way through the units' resume information
+// (chat_stream_tracker.h).
 #pragma once
 
 #include <atomic>

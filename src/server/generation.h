@@ -29,6 +29,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void Start(std::vector<std::vector<int32_t>> prompts, engine::RequestParams params, bool draining);
   // Called with the response body once it completed without failure (streamed or not); before Start.
   void OnCompleted(std::function<void(const std::string& body)> completed) { completed_ = std::move(completed); }
+  // Before Start: the stream carries what a router needs to resume it elsewhere (stream_resume.h).
+  void AnnounceResumeInfo(std::string id, int64_t created) {
+    resume_info_ = true;
+    response_id_ = std::move(id);
+    created_ = created;
+  }
 
  private:
   void OnUpdate(const engine::RequestUpdate& update, bool last);
@@ -61,6 +67,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
   int64_t origin_nanos_ = 0;       // when the step thread handed the update being handled over
   int64_t handling_nanos_ = 0;     // when its handling began on the output thread
   bool handoff_recorded_ = false;  // its hand-off time is in exchange_->stream_handoff
+  bool resume_info_ = false;
+  bool resume_announced_ = false;
+  bool resume_finished_ = false;
+  std::string response_id_;
+  int64_t created_ = 0;
 };
 
 }  // namespace deepinfer::server
