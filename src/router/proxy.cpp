@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "kvcache/block_size.h"
 #include "router/chat_stream_tracker.h"
 #include "router/router.h"
 #include "router/router_internal.h"
@@ -25,6 +26,9 @@ using server::HttpHeader;
 using server::HttpRequest;
 using server::HttpResponse;
 using server::ResponseChannel;
+
+// A prompt shorter than one KV block leaves nothing in the store to hand over.
+constexpr int64_t kPrefillMinTokens = kvcache::kBlockTokens;
 
 int64_t Deadline(double seconds) { return NowNanos() + static_cast<int64_t>(seconds * 1e9); }
 
@@ -222,7 +226,10 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     }
   };
   // Opens an exchange on the best unit not yet tried: connected, sent, its head read. Null when none is left.
-  auto open = [&](const std::string& payload, int64_t tokens) -> std::unique_ptr<Exchange> {
+  // `prefill`: among the prefill units, for a prefill-only request; otherwise among the units that decode.
+  auto open = [&](const std::string& payload, int64_t tokens, bool prefill = false) -> std::unique_ptr<Exchange> {
+    std::vector<HttpHeader> sent = headers;
+    if (prefill) sent.push_back({std::string(server::kPrefillOnlyHeader), "1"});
     while (attempts < options_.max_attempts && !channel->cancelled()) {
       const auto units = Snapshot();
       const int64_t now_ms = UnixMillisNow();
@@ -231,6 +238,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       for (const auto& u : units) {
         PlacementLoad l = u->Load(now_ms);
         if (std::find(tried.begin(), tried.end(), u) != tried.end()) l.usable = false;
+        if ((u->Role() == UnitRole::kPrefill) != prefill) l.usable = false;
         loads.push_back(l);
       }
       const PlacementDecision d = Place(loads, tokens, options_.slo);
@@ -247,7 +255,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       tried.push_back(ex->unit);
       if (++attempts > 1) counters_.retries.fetch_add(1);
       Status s = ex->upstream.Connect(ex->unit->addr.host, ex->unit->addr.port, Deadline(options_.connect_timeout_s));
-      if (s.ok()) s = ex->upstream.Send("POST", request.target, headers, payload, Deadline(options_.connect_timeout_s + 10));
+      if (s.ok()) s = ex->upstream.Send("POST", request.target, sent, payload, Deadline(options_.connect_timeout_s + 10));
       if (s.ok()) s = wait_head(*ex, Deadline(options_.first_byte_timeout_s));
       if (s.ok() && ex->head.status >= 500 && attempts < options_.max_attempts) {
         // Loading, draining or broken: the next unit may take it.
@@ -283,6 +291,38 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       if (channel->cancelled()) return Status::Cancelled("the client left");
     }
   };
+
+  // Prefill/decode disaggregation: with prefill units about, a prompt of at least a block is computed on one
+  // first, whose answer comes once the prompt's blocks are durable in the shared store; the full request
+  // then goes to a decode unit, which reads them from there. Whatever goes wrong on the prefill side (a
+  // unit that dies, hangs or refuses, a partial write) leaves blocks the decode unit does not find or
+  // refuses on reading them (checksums, token ids): it computes those itself.
+  if (json.is_object() && prompt_tokens >= kPrefillMinTokens && HasPrefillUnit()) {
+    Json prefill_json = json;
+    prefill_json["stream"] = false;
+    prefill_json.erase("stream_options");
+    if (request.path == "/v1/responses") prefill_json["store"] = false;
+    const std::string prefill_body = prefill_json.dump();
+    Status s = Status::Unavailable("no prefill unit could take the request");
+    std::unique_ptr<Exchange> prefill = open(prefill_body, prompt_tokens, /*prefill=*/true);
+    if (prefill) {
+      std::string answer;
+      s = prefill->head.status == 200 ? Status::Ok() : Status::Unavailable("status " + std::to_string(prefill->head.status));
+      while (s.ok()) {
+        auto done = read_some(*prefill, &answer, options_.first_byte_timeout_s);
+        if (!done.ok()) s = done.status();
+        else if (*done) break;
+        else if (answer.size() > options_.max_response_bytes) s = Status::ResourceExhausted("the prefill answer is too large");
+      }
+      if (!s.ok() && s.code() != StatusCode::kCancelled && s.code() != StatusCode::kUnavailable)
+        prefill->unit->failed_at_ms.store(UnixMillisNow());
+      if (!s.ok()) DI_LOG(kWarn, "prefill failed; the decode unit computes the prompt").Field("unit", prefill->unit->id)
+          .Field("reason", s.message());
+    }
+    if (channel->cancelled()) return;
+    (s.ok() ? counters_.prefills : counters_.prefill_fallbacks).fetch_add(1);
+    attempts = 0;
+  }
 
   std::unique_ptr<Exchange> ex;
   std::string pending;  // stream bytes received, not yet forwarded (an incomplete event)

@@ -49,6 +49,8 @@ struct RouterCounters {
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> retries{0};          // attempts on another unit before the first byte
   std::atomic<int64_t> migrations{0};       // mid-stream continuations on another unit
+  std::atomic<int64_t> prefills{0};         // prompts computed on a prefill unit and handed over
+  std::atomic<int64_t> prefill_fallbacks{0};  // hand-offs that failed: the decode unit computed the prompt
   std::atomic<int64_t> failed{0};           // requests that ended with an error the router made
   std::atomic<int64_t> rejected_slo{0};     // 429: no unit predicted within the SLO
   std::atomic<int64_t> lease_errors{0};     // lease files skipped as malformed
@@ -83,6 +85,7 @@ class Router : public server::HttpHandler {
   void ProxyGet(const server::HttpRequest& request, server::ResponseChannel& channel);
   std::string Metrics() const;
   std::vector<std::shared_ptr<Unit>> Snapshot() const;
+  bool HasPrefillUnit() const;
 
   RouterOptions options_;
   RouterCounters counters_;

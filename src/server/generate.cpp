@@ -140,6 +140,9 @@ void Generation::OnUpdate(const engine::RequestUpdate& update, bool last) {
 }
 
 void Generation::Complete() {
+  // On the output thread: a prefill unit's answers all wait for the same durability, so holding it here
+  // delays nothing a later answer would not wait for too.
+  if (flush_before_answer_) flush_before_answer_();
   const Status& failure = translator_->failure();
   if (translator_->stream()) {
     if (!failure.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failure.message());
@@ -182,6 +185,11 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   if (resume) {
     if (auto error = ApplyStreamResume(*resume, &request)) return exchange->Fail(*error);
   }
+  const bool prefill_only = !exchange->request.Header(kPrefillOnlyHeader).empty();
+  if (prefill_only) {
+    request.params.sampling.max_tokens = 1;
+    request.params.sampling.min_tokens = 0;
+  }
   request.params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
     request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
@@ -202,6 +210,7 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   if (resume && !resume->token_ids.empty()) translator->Translate(ResumePrimingUpdate(*resume, prompt_tokens, *tokenizer_));
   auto generation = std::make_shared<Generation>(exchange, engine_, std::move(translator));
   if (announce_resume) generation->AnnounceResumeInfo(id, created);
+  if (prefill_only && kv_store_flush_) generation->FlushBeforeAnswer(kv_store_flush_);
   if (turn && turn->store) {
     generation->OnCompleted([this, id, turn](const std::string& body) { StoreResponse(id, *turn, body); });
   }

@@ -30,6 +30,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // Called with the response body once it completed without failure (streamed or not); before Start.
   void OnCompleted(std::function<void(const std::string& body)> completed) { completed_ = std::move(completed); }
   // Before Start: the stream carries what a router needs to resume it elsewhere (stream_resume.h).
+  // Before Start: the answer waits for `flush` (the KV store's blocks made durable; a prefill-only request).
+  void FlushBeforeAnswer(std::function<void()> flush) { flush_before_answer_ = std::move(flush); }
   void AnnounceResumeInfo(std::string id, int64_t created) {
     resume_info_ = true;
     response_id_ = std::move(id);
@@ -53,6 +55,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   engine::Engine* engine_;
   std::unique_ptr<pipeline::UpdateTranslator> translator_;
   std::function<void(const std::string& body)> completed_;
+  std::function<void()> flush_before_answer_;
 
   void Deliver(engine::RequestUpdate update, int prompt);
 

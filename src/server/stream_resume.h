@@ -40,6 +40,11 @@ inline constexpr std::string_view kResumeComment = ": deepinfer-resume ";
 inline constexpr std::string_view kTokenIdsComment = ": deepinfer-token-ids ";
 inline constexpr std::string_view kResumeField = "deepinfer_resume";
 
+// Prefill/decode disaggregation: a request with this header is computed for its prompt only (one token is
+// sampled and answered as usual) and answered once the prompt's KV blocks are durable in the shared store,
+// where the decode unit the router sends the full request to next finds them.
+inline constexpr std::string_view kPrefillOnlyHeader = "x-deepinfer-prefill-only";
+
 struct StreamResume {
   std::vector<int32_t> token_ids;
   uint64_t seed = 0;

@@ -133,6 +133,10 @@ def stream_text(port, path, body):
     return "".join(text)
 
 
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="build/release/bin/deepinfer")
@@ -183,12 +187,23 @@ def main():
                 t.join()
             failed = [i for i, x in enumerate(results) if isinstance(x, Exception)]
             mismatched = [i for i, x in enumerate(results) if not isinstance(x, Exception) and x != references[i]]
-            held = sum(u.metrics().get("deepinfer:kv_blocks_used", 0) for u in units)
+            # The units free a request's blocks once its connection closes: a moment after the client's end.
+            deadline = time.time() + 5
+            while True:
+                held = sum(u.metrics().get("deepinfer:kv_blocks_used", 0) for u in units)
+                if held == 0 or time.time() > deadline:
+                    break
+                time.sleep(0.1)
             summary["failed"] += len(failed)
             summary["mismatched"] += len(mismatched)
             summary["blocks_held_after_round"].append(held)
             print(f"round {r + 1}: failed {len(failed)} mismatched {len(mismatched)} blocks held {held:.0f}"
-                  + "".join(f"\n  failed {requests[i][0]}: {results[i]}" for i in failed[:3]), flush=True)
+                  + "".join(f"\n  failed {requests[i][0]}: {results[i]}" for i in failed[:3])
+                  + "".join(f"\n  mismatch {requests[i][0]} {json.dumps({k: v for k, v in requests[i][1].items() if k not in ('messages', 'input', 'prompt')})}"
+                            f" from char {first_difference(results[i], references[i])} of {len(references[i])}:"
+                            f" {results[i][first_difference(results[i], references[i]):][:40]!r} vs"
+                            f" {references[i][first_difference(results[i], references[i]):][:40]!r}" for i in mismatched[:5]),
+                  flush=True)
         m = router.metrics()
         summary["migrations"] = m.get("deepinfer_router:migrations_total", 0)
         summary["router_failed"] = m.get("deepinfer_router:failed_total", 0)
