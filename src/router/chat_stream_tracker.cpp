@@ -47,6 +47,7 @@ bool ChatStreamTracker::Take(std::string_view event, std::string* out) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) return false;
       ids_.push_back(id.get<int32_t>());
     }
+    update_sizes_.push_back(j["ids"].size());
     finished_ = j["finished"].get<bool>();
     out->append(held_);
     held_.clear();
@@ -87,7 +88,8 @@ void ChatStreamTracker::Forward(std::string_view event, std::string* out) {
 
 std::string ChatStreamTracker::ResumeBody(const Json& original) const {
   Json body = original;
-  body[std::string(server::kResumeField)] = {{"token_ids", ids_}, {"seed", seed_}, {"id", id_}, {"created", created_}};
+  body[std::string(server::kResumeField)] = {
+      {"token_ids", ids_}, {"update_sizes", update_sizes_}, {"seed", seed_}, {"id", id_}, {"created", created_}};
   return body.dump();
 }
 

@@ -64,6 +64,7 @@ class ChatStreamTracker {
   int64_t created_ = 0;
   uint64_t seed_ = 0;
   std::vector<int32_t> ids_;
+  std::vector<size_t> update_sizes_;  // ids per group, as the unit's updates fed its codec
   std::string held_;  // the current group's events, terminated
   int64_t next_sequence_number_ = 0;
 };

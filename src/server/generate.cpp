@@ -207,7 +207,10 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   const std::string id = context.id;
   std::unique_ptr<pipeline::UpdateTranslator> translator = request.TakeTranslator(std::move(context));
   // The resumed ids' events went out from the interrupted unit; replayed here, they set the codec's state.
-  if (resume && !resume->token_ids.empty()) translator->Translate(ResumePrimingUpdate(*resume, prompt_tokens, *tokenizer_));
+  if (resume && !resume->token_ids.empty()) {
+    for (const engine::RequestUpdate& update : ResumePrimingUpdates(*resume, prompt_tokens, *tokenizer_))
+      translator->Translate(update);
+  }
   auto generation = std::make_shared<Generation>(exchange, engine_, std::move(translator));
   if (announce_resume) generation->AnnounceResumeInfo(id, created);
   if (prefill_only && kv_store_flush_) generation->FlushBeforeAnswer(kv_store_flush_);

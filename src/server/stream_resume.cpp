@@ -43,6 +43,17 @@ std::optional<ApiError> ReadStreamResume(std::string_view body, size_t max_ids, 
       return BadResume("token_ids must be ids of this model's vocabulary");
     resume.token_ids.push_back(id.get<int32_t>());
   }
+  auto sizes = it->find("update_sizes");
+  if (sizes == it->end() || !sizes->is_array() || sizes->size() > max_ids + 1)
+    return BadResume("update_sizes must be an array of counts");
+  size_t total = 0;
+  for (const Json& n : *sizes) {
+    if (!n.is_number_unsigned() || n.get<uint64_t>() > resume.token_ids.size() - total)
+      return BadResume("update_sizes must count the token_ids");
+    resume.update_sizes.push_back(n.get<size_t>());
+    total += resume.update_sizes.back();
+  }
+  if (total != resume.token_ids.size()) return BadResume("update_sizes must count the token_ids");
   auto seed = it->find("seed");
   if (seed == it->end() || !seed->is_number_unsigned()) return BadResume("seed must be a non-negative integer");
   resume.seed = seed->get<uint64_t>();
@@ -87,20 +98,26 @@ std::optional<ApiError> ApplyStreamResume(const StreamResume& resume, pipeline::
   return std::nullopt;
 }
 
-engine::RequestUpdate ResumePrimingUpdate(const StreamResume& resume, int64_t prompt_tokens,
-                                          const tokenizer::Tokenizer& tokenizer) {
-  engine::RequestUpdate update;
-  update.prompt_tokens = prompt_tokens;
-  update.seed = resume.seed;
-  engine::SequenceDelta& delta = update.sequences.emplace_back();
-  for (int32_t id : resume.token_ids) {
-    engine::GeneratedToken& token = delta.tokens.emplace_back();
-    token.id = id;
-    token.bytes = std::string(tokenizer.TokenBytes(id));
-    token.control = tokenizer.IsAddedToken(id);
-    token.special = token.control && tokenizer.IsSpecialToken(id);
+std::vector<engine::RequestUpdate> ResumePrimingUpdates(const StreamResume& resume, int64_t prompt_tokens,
+                                                        const tokenizer::Tokenizer& tokenizer) {
+  std::vector<engine::RequestUpdate> updates;
+  size_t next = 0;
+  for (size_t size : resume.update_sizes) {
+    engine::RequestUpdate& update = updates.emplace_back();
+    update.prompt_tokens = prompt_tokens;
+    update.seed = resume.seed;
+    engine::SequenceDelta& delta = update.sequences.emplace_back();
+    for (size_t i = next; i < next + size; ++i) {
+      const int32_t id = resume.token_ids[i];
+      engine::GeneratedToken& token = delta.tokens.emplace_back();
+      token.id = id;
+      token.bytes = std::string(tokenizer.TokenBytes(id));
+      token.control = tokenizer.IsAddedToken(id);
+      token.special = token.control && tokenizer.IsSpecialToken(id);
+    }
+    next += size;
   }
-  return update;
+  return updates;
 }
 
 std::string ResumeComment(std::string_view id, int64_t created, uint64_t seed) {

@@ -14,7 +14,8 @@
 // and creation time. The unit renders the prompt as before, appends the ids (the model sees the context
 // the interrupted unit saw, and position-keyed sampling draws the same numbers at the same positions),
 // takes them off max_tokens, min_tokens and a scripted output, and feeds them to the translator without
-// writing its events: the codec's state (reasoning or content, a tool call half parsed, the held-back
+// writing its events, one update per group as the interrupted unit fed them (how the codec holds back text,
+// an incomplete character for one, depends on where its updates end): the codec's state (reasoning or content, a tool call half parsed, the held-back
 // text of a stop string, the counts in usage) is then the interrupted one's, and the events it writes from
 // there on are the ones the uninterrupted stream would have written.
 #pragma once
@@ -47,6 +48,7 @@ inline constexpr std::string_view kPrefillOnlyHeader = "x-deepinfer-prefill-only
 
 struct StreamResume {
   std::vector<int32_t> token_ids;
+  std::vector<size_t> update_sizes;  // ids per update of the interrupted stream, in order; they sum to all
   uint64_t seed = 0;
   std::string id;
   int64_t created = 0;
@@ -63,9 +65,9 @@ bool ResumableStream(const pipeline::PreparedRequest& request);
 // The resumed request: the ids after the prompt, the rest of the budget, the seed, the script's rest.
 std::optional<ApiError> ApplyStreamResume(const StreamResume& resume, pipeline::PreparedRequest* request);
 
-// The update that replays the resumed ids through a fresh translator (its events are not written).
-engine::RequestUpdate ResumePrimingUpdate(const StreamResume& resume, int64_t prompt_tokens,
-                                          const tokenizer::Tokenizer& tokenizer);
+// The updates that replay the resumed ids through a fresh translator (their events are not written).
+std::vector<engine::RequestUpdate> ResumePrimingUpdates(const StreamResume& resume, int64_t prompt_tokens,
+                                                        const tokenizer::Tokenizer& tokenizer);
 
 std::string ResumeComment(std::string_view id, int64_t created, uint64_t seed);
 std::string TokenIdsComment(const std::vector<int32_t>& ids, bool finished);

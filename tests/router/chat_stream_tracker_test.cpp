@@ -39,7 +39,7 @@ TEST(ChatStreamTrackerTest, ForwardsWholeGroupsAndKeepsTheirIds) {
   const Json body = Json::parse(t.ResumeBody(Json{{"model", "m"}, {"stream", true}}));
   EXPECT_EQ(body["model"], "m");
   EXPECT_EQ(body[std::string(server::kResumeField)],
-            (Json{{"token_ids", {5, 6}}, {"seed", 99}, {"id", "chatcmpl-a1"}, {"created", 17}}));
+            (Json{{"token_ids", {5, 6}}, {"update_sizes", {2}}, {"seed", 99}, {"id", "chatcmpl-a1"}, {"created", 17}}));
 
   // The continuation announces itself with the values it was given; its groups go on as before.
   ASSERT_TRUE(t.Take(std::string(server::kResumeComment) + R"({"id":"chatcmpl-a1","created":17,"seed":99})", &out));
@@ -125,20 +125,25 @@ TEST(StreamResumeTest, ReadsAndBoundsTheContinuationField) {
   ASSERT_FALSE(server::ReadStreamResume(R"({"model":"m"})", 100, 50, &resume));
   EXPECT_FALSE(resume);
   ASSERT_FALSE(server::ReadStreamResume(
-      R"({"deepinfer_resume":{"token_ids":[1,49],"seed":3,"id":"msg_A-b","created":5}})", 100, 50, &resume));
+      R"({"deepinfer_resume":{"token_ids":[1,49],"update_sizes":[0,1,1],"seed":3,"id":"msg_A-b","created":5}})", 100, 50,
+      &resume));
   ASSERT_TRUE(resume);
   EXPECT_EQ(resume->token_ids, (std::vector<int32_t>{1, 49}));
+  EXPECT_EQ(resume->update_sizes, (std::vector<size_t>{0, 1, 1}));
   EXPECT_EQ(resume->seed, 3u);
   EXPECT_EQ(resume->id, "msg_A-b");
   EXPECT_EQ(resume->created, 5);
   for (const char* bad : {
            R"({"deepinfer_resume":[]})",
-           R"({"deepinfer_resume":{"token_ids":[50],"seed":3,"id":"x","created":5}})",   // past the vocabulary
-           R"({"deepinfer_resume":{"token_ids":[1,2,3],"seed":3,"id":"x","created":5}})",  // more than max_ids (2)
-           R"({"deepinfer_resume":{"token_ids":[1],"seed":-3,"id":"x","created":5}})",
-           R"({"deepinfer_resume":{"token_ids":[1],"seed":3,"id":"a\"b","created":5}})",
-           R"({"deepinfer_resume":{"token_ids":[1],"seed":3,"id":"","created":5}})",
-           R"({"deepinfer_resume":{"token_ids":[1],"seed":3,"id":"x"}})",
+           R"({"deepinfer_resume":{"token_ids":[50],"update_sizes":[1],"seed":3,"id":"x","created":5}})",   // past the vocabulary
+           R"({"deepinfer_resume":{"token_ids":[1,2,3],"update_sizes":[1],"seed":3,"id":"x","created":5}})",  // more than max_ids (2)
+           R"({"deepinfer_resume":{"token_ids":[1],"update_sizes":[1],"seed":-3,"id":"x","created":5}})",
+           R"({"deepinfer_resume":{"token_ids":[1],"update_sizes":[1],"seed":3,"id":"a\"b","created":5}})",
+           R"({"deepinfer_resume":{"token_ids":[1],"update_sizes":[1],"seed":3,"id":"","created":5}})",
+           R"({"deepinfer_resume":{"token_ids":[1],"update_sizes":[1],"seed":3,"id":"x"}})",
+           R"({"deepinfer_resume":{"token_ids":[1],"update_sizes":[2],"seed":3,"id":"x","created":5}})",
+           R"({"deepinfer_resume":{"token_ids":[1,2],"update_sizes":[1],"seed":3,"id":"x","created":5}})",
+           R"({"deepinfer_resume":{"token_ids":[1],"seed":3,"id":"x","created":5}})",
        }) {
     auto error = server::ReadStreamResume(bad, 2, 50, &resume);
     ASSERT_TRUE(error) << bad;

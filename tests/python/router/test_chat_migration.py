@@ -21,7 +21,7 @@ MODEL = "tiny"
 UNIT_ARGS = ["--served-model-name", MODEL, "--enable-test-hooks", "--kv-cache-memory-bytes", str(64 << 20)]
 # A scripted output (the engine allows exactly these tokens): reasoning, content, then a tool call, long
 # enough that the kill lands inside it.
-SCRIPT = ("Let me think this through step by step. " * 12 + "</think>" + "The answer comes after a call. " * 12 +
+SCRIPT = ("Let me think this through step by step. " * 6 + "</think>" + "The answer comes after a call. " * 6 +
           "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
           "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
           "</｜DSML｜tool_calls>")
@@ -46,6 +46,40 @@ def cluster(deepinfer_bin, tiny_model):
         if u.proc.poll() is None:
             u.proc.send_signal(signal.SIGCONT)
         u.stop(signal.SIGKILL)
+
+
+def check_every_cut_point(unit):
+    """The unit's side alone, at every group boundary of one stream: the text sent before the cut plus the
+    continuation's is the whole text. This seed's output holds back an incomplete character at some boundaries
+    (a group without text), where the codec's state depends on how its updates were cut."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Write a poem about the sea #46"}],
+            "max_tokens": 16, "ignore_eos": True, "stream": True, "temperature": 1.0, "seed": 1046}
+
+    def run(extra=None):
+        status, _, payload = unit.request("POST", "/v1/messages", {**body, **(extra or {})},
+                                          headers={"x-deepinfer-stream-resume": "1"})
+        assert status == 200
+        head, groups, text = None, [], ""
+        for event in payload.decode().split("\n\n"):
+            if event.startswith(": deepinfer-resume "):
+                head = json.loads(event[len(": deepinfer-resume "):])
+            elif event.startswith(": deepinfer-token-ids "):
+                groups.append((json.loads(event[len(": deepinfer-token-ids "):])["ids"], text))
+                text = ""
+            elif "content_block_delta" in event:
+                delta = json.loads(event.split("data: ", 1)[1])["delta"]
+                text += delta.get("thinking") or delta.get("text") or ""
+        return head, groups
+
+    head, groups = run()
+    whole = "".join(text for _, text in groups)
+    assert any(ids and not text for ids, text in groups[:-1])  # a boundary inside a character
+    for cut in range(1, len(groups)):
+        resume = {"token_ids": [i for ids, _ in groups[:cut] for i in ids],
+                  "update_sizes": [len(ids) for ids, _ in groups[:cut]],
+                  "seed": head["seed"], "id": head["id"], "created": head["created"]}
+        _, rest = run({"deepinfer_resume": resume})
+        assert "".join(text for _, text in groups[:cut]) + "".join(text for _, text in rest) == whole, cut
 
 
 def interrupt(units, served_by, sig):
@@ -75,19 +109,20 @@ def chat_run(router, units, body, kill_after=None, sig=signal.SIGKILL):
 
 def test_chat_stream_greedy_and_seeded_continue_after_kill_and_hang(cluster):
     router, units = cluster
+    check_every_cut_point(units[0])
     # Greedy: sampling parameters count outside thinking mode only (thinking mode samples with its own).
-    greedy = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 160,
+    greedy = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 100,
               "temperature": 0, "extra_body": {"ignore_eos": True, "thinking": {"type": "disabled"}}}
     reference = chat_run(router, units, greedy)
-    assert reference[2] == "length" and reference[0] == "" and len(reference[1]) > 100
-    assert chat_run(router, units, greedy, kill_after=40) == reference
+    assert reference[2] == "length" and reference[0] == "" and len(reference[1]) > 60
+    assert chat_run(router, units, greedy, kill_after=25) == reference
     assert router.metrics()["deepinfer_router:migrations_total"] == 1
 
     # Seeded sampling continues too: the seed travels with the continuation. A hung unit: the stall deadline.
     seeded = {**greedy, "temperature": 1.0, "seed": 1234, "extra_body": {"ignore_eos": True}}
     reference = chat_run(router, units, seeded)
-    assert len(reference[0]) > 100  # reasoning
-    assert chat_run(router, units, seeded, kill_after=40, sig=signal.SIGSTOP) == reference
+    assert len(reference[0]) > 60  # reasoning
+    assert chat_run(router, units, seeded, kill_after=25, sig=signal.SIGSTOP) == reference
     m = router.metrics()
     assert m["deepinfer_router:migrations_total"] == 2 and m["deepinfer_router:failed_total"] == 0
 
@@ -98,6 +133,8 @@ def test_messages_and_responses_continue_with_reasoning_and_tool_calls(cluster):
     body = {"model": MODEL, "max_tokens": 400, "messages": [{"role": "user", "content": "Weather in Paris?"}],
             "tools": [TOOL], "extra_body": {"deepinfer_test_output": SCRIPT}}
 
+    killed_in = []
+
     def messages_run(kill_after=None):
         with claude.messages.with_streaming_response.create(**body, stream=True) as response:
             served_by = response.headers["x-deepinfer-unit"]
@@ -105,6 +142,7 @@ def test_messages_and_responses_continue_with_reasoning_and_tool_calls(cluster):
             for n, event in enumerate(response.parse()):
                 if n == kill_after:
                     interrupt(units, served_by, signal.SIGKILL)
+                    killed_in.append(blocks[max(blocks)]["type"])
                 types.append(event.type)
                 if event.type == "content_block_start":
                     blocks[event.index] = {"type": event.content_block.type, "text": "",
@@ -122,7 +160,8 @@ def test_messages_and_responses_continue_with_reasoning_and_tool_calls(cluster):
     assert [b["type"] for b in reference[0].values()] == ["thinking", "text", "tool_use"]
     assert json.loads(reference[0][2]["text"]) == {"city": "Paris"} and reference[1] == "tool_use"
     # Killed inside the content: the continuation's codec starts where the first one stopped.
-    assert messages_run(kill_after=40) == reference
+    assert messages_run(kill_after=70) == reference
+    assert killed_in == ["text"]
 
     # Responses on the two units left: killed inside the reasoning this time.
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{router.port}/v1", api_key="none", max_retries=0)
@@ -160,3 +199,4 @@ def test_messages_and_responses_continue_with_reasoning_and_tool_calls(cluster):
                     interrupt(units, response.headers["x-deepinfer-unit"], signal.SIGKILL)
     m = router.metrics()
     assert m["deepinfer_router:failed_total"] == 1 and m["deepinfer_router:migrations_total"] == 2
+
