@@ -297,7 +297,8 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   // then goes to a decode unit, which reads them from there. Whatever goes wrong on the prefill side (a
   // unit that dies, hangs or refuses, a partial write) leaves blocks the decode unit does not find or
   // refuses on reading them (checksums, token ids): it computes those itself.
-  if (json.is_object() && prompt_tokens >= kPrefillMinTokens && HasPrefillUnit()) {
+  const bool generation = request.path == "/v1/completions" || ResumableChatPath(request.path).has_value();
+  if (generation && json.is_object() && prompt_tokens >= kPrefillMinTokens && HasPrefillUnit()) {
     Json prefill_json = json;
     prefill_json["stream"] = false;
     prefill_json.erase("stream_options");

@@ -79,8 +79,11 @@ def test_pd_output_equals_a_colocated_unit(pd):
     assert text and text == chat_stream_text(colocated.request("POST", "/v1/chat/completions", seeded))[0]
     m = router.metrics()
     assert m["deepinfer_router:prefills_total"] == 2 and m["deepinfer_router:prefill_fallbacks_total"] == 0
-    # Short prompts skip the hand-off.
+    # Short prompts skip the hand-off, and so do requests that generate nothing.
     status, _, _ = router.request("POST", "/v1/completions", {**greedy, "prompt": "Hi"})
+    assert status == 200
+    status, _, _ = router.request("POST", "/v1/messages/count_tokens",
+                                  {"model": MODEL, "messages": [{"role": "user", "content": PROMPT}]})
     assert status == 200 and router.metrics()["deepinfer_router:prefills_total"] == 2
     wait_for(lambda: metric(decode, "deepinfer:kv_blocks_used") == 0 and metric(prefill, "deepinfer:kv_blocks_used") == 0)
 
