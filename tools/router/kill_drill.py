@@ -9,8 +9,13 @@ drill). After each round, once the streams closed, every live unit's /metrics mu
 live sequences. Prints one line per round and a JSON summary: failed requests (non-200, an error event, a
 broken stream), text mismatches, blocks held, migrations (from the router's /metrics).
 
+With --pd the units share a KV store and the first is a `--role prefill` unit, the others `--role decode`; every
+prompt is several KV blocks long and new in each round, and the unit killed each round is the prefill unit,
+during its hand-offs (then started again). The reference texts then come from a colocated unit beside the
+router, and the summary adds the router's hand-offs and fallbacks.
+
 Usage: python3 tools/router/kill_drill.py [--binary build/release/bin/deepinfer] [--units 3] [--streams 32]
-         [--rounds 5] [--max-tokens 160] [--seed 1] [--out drill.json]
+         [--rounds 5] [--max-tokens 160] [--seed 1] [--pd] [--out drill.json]
 Not run in CI (minutes of CPU).
 """
 import argparse
@@ -74,13 +79,18 @@ class Process:
                 self.proc.wait()
 
 
-def requests_for(count, max_tokens):
+# Several KV blocks of prompt (a block is 128 tokens), for the prefill/decode drill.
+LONG_PROMPT = " ".join(f"Paragraph {i}: the quick brown fox jumps over the lazy dog near the river bank."
+                       for i in range(30))
+
+
+def requests_for(count, max_tokens, prefix=""):
     """`count` stream requests: the four APIs, greedy (outside thinking mode) and seeded (with reasoning)."""
     prompts = ["Once upon a time", "Tell me a story", "The weather in Paris", "Write a poem about the sea"]
     out = []
     for i in range(count):
         api = ["completions", "chat", "messages", "responses"][i % 4]
-        prompt = prompts[(i // 4) % len(prompts)] + f" #{i}"
+        prompt = prefix + prompts[(i // 4) % len(prompts)] + f" #{i}"
         sampling = {"temperature": 0} if (i // 2) % 2 == 0 else {"temperature": 1.0, "seed": 1000 + i}
         if api == "completions":
             out.append(("/v1/completions", {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens,
@@ -145,6 +155,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pd", action="store_true", help="kill the prefill unit of a prefill/decode setup")
     ap.add_argument("--out")
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -155,17 +166,39 @@ def main():
                    capture_output=True)
     unit_args = [args.binary, "serve", model, "--port", "0", "--served-model-name", MODEL, "--unit-dir", unit_dir,
                  "--kv-cache-memory-bytes", str(256 << 20)]
-    units = [Process(unit_args) for _ in range(args.units)]
+    reference_unit = None
+    if args.pd:
+        colocated_args = list(unit_args)
+        del colocated_args[colocated_args.index("--unit-dir"):colocated_args.index("--unit-dir") + 2]
+        reference_unit = Process(colocated_args)
+        unit_args += ["--kv-store", os.path.join(work, "store")]
+    role_args = [["--role", "prefill"] if args.pd and n == 0 else ["--role", "decode"] if args.pd else []
+                 for n in range(args.units)]
+    units = [Process(unit_args + role_args[n]) for n in range(args.units)]
     router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir, "--stall-timeout-s", "10"])
-    summary = {"rounds": args.rounds, "streams_per_round": args.streams, "units": args.units, "failed": 0,
-               "mismatched": 0, "blocks_held_after_round": [], "kills": 0}
+    summary = {"rounds": args.rounds, "streams_per_round": args.streams, "units": args.units, "pd": args.pd,
+               "failed": 0, "mismatched": 0, "blocks_held_after_round": [], "kills": 0}
     try:
         deadline = time.time() + 30
         while router.metrics().get("deepinfer_router:units_healthy", 0) < args.units and time.time() < deadline:
             time.sleep(0.2)
         requests = requests_for(args.streams, args.max_tokens)
-        references = [stream_text(router.port, path, body) for path, body in requests]
+        if not args.pd:
+            references = [stream_text(router.port, path, body) for path, body in requests]
         for r in range(args.rounds):
+            if args.pd:
+                # New prompts each round: the decode units find none of them in their own caches.
+                requests = requests_for(args.streams, args.max_tokens, prefix=f"Round {r}. {LONG_PROMPT} ")
+                references = [None] * len(requests)
+
+                def reference(i):
+                    references[i] = stream_text(reference_unit.port, *requests[i])
+
+                ref_threads = [threading.Thread(target=reference, args=(i,)) for i in range(len(requests))]
+                for t in ref_threads:
+                    t.start()
+                for t in ref_threads:
+                    t.join()
             results = [None] * len(requests)
 
             def run(i):
@@ -177,12 +210,17 @@ def main():
             threads = [threading.Thread(target=run, args=(i,)) for i in range(len(requests))]
             for t in threads:
                 t.start()
-            time.sleep(rng.uniform(0.5, 1.5))
-            busy = [u for u in units if u.metrics().get("deepinfer:num_requests_running", 0) > 0] or units
-            victim = rng.choice(busy)
+            if args.pd:
+                time.sleep(rng.uniform(0.05, 0.6))
+                victim = units[0]
+            else:
+                time.sleep(rng.uniform(0.5, 1.5))
+                busy = [u for u in units if u.metrics().get("deepinfer:num_requests_running", 0) > 0] or units
+                victim = rng.choice(busy)
             victim.stop(signal.SIGKILL)
             summary["kills"] += 1
-            units[units.index(victim)] = Process(unit_args)
+            n = units.index(victim)
+            units[n] = Process(unit_args + role_args[n])
             for t in threads:
                 t.join()
             failed = [i for i, x in enumerate(results) if isinstance(x, Exception)]
@@ -207,8 +245,12 @@ def main():
         m = router.metrics()
         summary["migrations"] = m.get("deepinfer_router:migrations_total", 0)
         summary["router_failed"] = m.get("deepinfer_router:failed_total", 0)
+        summary["prefills"] = m.get("deepinfer_router:prefills_total", 0)
+        summary["prefill_fallbacks"] = m.get("deepinfer_router:prefill_fallbacks_total", 0)
     finally:
         router.stop()
+        if reference_unit:
+            reference_unit.stop(signal.SIGKILL)
         for u in units:
             u.stop(signal.SIGKILL)
         shutil.rmtree(work, ignore_errors=True)
