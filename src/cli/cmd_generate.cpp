@@ -51,8 +51,9 @@ constexpr const char* kUsage =
     "and prints {prompt_tokens, prompt_cache_hit_tokens, seed, outputs: [{token_ids, text, finish_reason,\n"
     "logprobs}]} per prompt, for any model whatever its tokenizer.\n"
     "Sampling follows each request; the flags below are the defaults for what a request leaves unset (the\n"
-    "protocols default to temperature 1, and thinking mode forces it, as deepseek-recipe does; --prompt-ids is\n"
-    "greedy unless --temperature says otherwise). Runs are reproducible: requests without a seed use --seed.\n\n"
+    "protocols default to temperature 1, and thinking mode forces it, as deepseek-recipe does; --prompt puts a\n"
+    "given --temperature / --top-p into its request; --prompt-ids is greedy unless --temperature says\n"
+    "otherwise). Runs are reproducible: requests without a seed use --seed.\n\n"
     "  --model DIR                    Hugging Face checkpoint directory (config.json, safetensors, tokenizer.json)\n"
     "  --prompt TEXT                  a single user message (Chat Completions request)\n"
     "  --request FILE|-               the request body as JSON\n"
@@ -95,6 +96,9 @@ struct GenerateArgs {
   recipe::Protocol protocol = recipe::Protocol::kChatCompletions;
   recipe::ModelVersion version = recipe::ModelVersion::kV4;
   bool version_given = false;  // else config.json's model_type tells it
+  // --prompt writes these into the request it builds: the protocols fill an unset temperature or top_p with 1,
+  // so a default alone would never reach a --prompt request.
+  bool temperature_given = false, top_p_given = false;
   bool thinking = true, stream = false;
   // Sampling defaults.
   int64_t max_tokens = 64;
@@ -195,6 +199,8 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   });
   if (int rc = flags.Parse(args)) return rc;
   out->version_given = flags.given("--model-version");
+  out->temperature_given = flags.given("--temperature");
+  out->top_p_given = flags.given("--top-p");
   if (flags.given("--kv-cache-mib")) out->kv_cache_bytes = kv_cache_mib << 20;
   if (flags.given("--swa-replay")) out->replay = replay;
   const int sources = !out->prompt.empty() + !out->request_path.empty() + !out->requests_path.empty() +
@@ -346,6 +352,8 @@ int RunProtocol(const GenerateArgs& args) {
                                    {"messages", {{{"role", "user"}, {"content", args.prompt}}}},
                                    {"thinking", {{"type", args.thinking ? "enabled" : "disabled"}}}};
     if (args.stream) body["stream"] = true;
+    if (args.temperature_given) body["temperature"] = args.temperature;
+    if (args.top_p_given) body["top_p"] = args.top_p;
     bodies.push_back(body.dump());
   } else if (!args.request_path.empty()) {
     auto body = ReadBody(args.request_path);
