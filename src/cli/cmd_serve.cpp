@@ -116,6 +116,9 @@ constexpr const char* kUsage =
     "  --unit-dir DIR              register with `deepinfer router --unit-dir DIR`: a lease file there, renewed\n"
     "                              while the server runs, removed when it stops (its load: running, waiting)\n"
     "  --unit-lease-ttl-s S        the lease lapses S seconds after its last renewal (default 3)\n"
+    "  --role prefill|decode|both  what the router sends here (default both): prefill units compute prompts\n"
+    "                              into the --kv-store, decode units read them from it (needs --kv-store;\n"
+    "                              decode units replay window state exactly unless --swa-replay says otherwise)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -166,6 +169,7 @@ struct ServeArgs {
   // Router registration
   std::string unit_dir;
   double unit_lease_ttl_s = 3;
+  router::UnitRole role = router::UnitRole::kBoth;
 };
 
 int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
@@ -216,6 +220,9 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Path("--kv-store", &out->kv_store_dir);
   flags.Path("--unit-dir", &out->unit_dir);
   flags.Double("--unit-lease-ttl-s", &out->unit_lease_ttl_s, 0.1, 3600);
+  flags.Choice("--role", &out->role,
+               {{"both", router::UnitRole::kBoth}, {"prefill", router::UnitRole::kPrefill},
+                {"decode", router::UnitRole::kDecode}});
   flags.Int("--kv-store-capacity", &out->kv_store_capacity, uint64_t{4096}, uint64_t{1} << 62);
   flags.Double("--kv-store-sweep-s", &out->kv_store_sweep_s, 0.01, 86400);
   flags.Double("--kv-store-timeout-s", &out->kv_store_timeout_s, 0.001, 3600);
@@ -236,6 +243,11 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   if (!positionals.empty()) out->model_dir = positionals[0];
   if (flags.given("--model-version")) out->model_version = version;
   if (flags.given("--swa-replay")) out->swa_replay = swa_replay;
+  if (out->role != router::UnitRole::kBoth && out->kv_store_dir.empty())
+    return UsageError("serve", "--role prefill and --role decode hand KV blocks over through --kv-store DIR");
+  // A decode unit's prompt comes from the store without the window state: the exact replay recomputes it,
+  // so that its tokens are a colocated unit's.
+  if (out->role == router::UnitRole::kDecode && !out->swa_replay) out->swa_replay = engine::SwaReplay::kExact;
   out->thinking = !no_thinking;
   if (!log_level.empty()) {
     LogLevel level;
@@ -287,6 +299,7 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
   lease.models = args.served_names;
   lease.version = DEEPINFER_VERSION;
   lease.ttl_ms = static_cast<int64_t>(args.unit_lease_ttl_s * 1000);
+  lease.role = args.role;
   return std::make_unique<router::LeaseWriter>(args.unit_dir, std::move(lease), [engine] {
     router::UnitLoad load;
     const engine::EngineStats stats = engine->Stats();
@@ -430,6 +443,7 @@ int RunServe(const std::vector<std::string>& argv) {
     engine = std::move(*created);
     service.SetEngine(engine.get());
     if (kv_tier) {
+      service.SetKvStoreFlush([tier = kv_tier.get()] { tier->store().Flush(); });
       service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get()] {
         std::string text;
         tier->store().AppendPrometheus(&text);

@@ -1,5 +1,6 @@
 // One proxied request: placement, the attempts before the first byte, the stream relay and, for a
-// streamed legacy Completion, the migration of an interrupted stream to another unit (router.h).
+// streamed legacy Completion or chat-protocol stream, the migration of an interrupted stream to another
+// unit (router.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,9 +10,12 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "kvcache/block_size.h"
+#include "router/chat_stream_tracker.h"
 #include "router/router.h"
 #include "router/router_internal.h"
 #include "server/api_errors.h"
+#include "server/stream_resume.h"
 
 namespace deepinfer::router {
 
@@ -22,6 +26,9 @@ using server::HttpHeader;
 using server::HttpRequest;
 using server::HttpResponse;
 using server::ResponseChannel;
+
+// A prompt shorter than one KV block leaves nothing in the store to hand over.
+constexpr int64_t kPrefillMinTokens = kvcache::kBlockTokens;
 
 int64_t Deadline(double seconds) { return NowNanos() + static_cast<int64_t>(seconds * 1e9); }
 
@@ -195,8 +202,13 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     if (!json.contains("seed") || json["seed"].is_null()) json["seed"] = std::random_device{}() & 0x7fffffff;
     body = json.dump();
   }
+  // A chat-protocol stream: the unit is asked for what resuming it takes (chat_stream_tracker.h).
+  std::optional<ChatStreamTracker> chat;
+  if (auto protocol = ResumableChatPath(request.path); protocol && json.is_object() && json.value("stream", false) == true)
+    chat.emplace(*protocol);
   const int64_t prompt_tokens = static_cast<int64_t>(body.size() / 4) + 1;  // bytes per token, about
-  const std::vector<HttpHeader> headers = ForwardedHeaders(request);
+  std::vector<HttpHeader> headers = ForwardedHeaders(request);
+  if (chat) headers.push_back({std::string(server::kStreamResumeHeader), "1"});
 
   std::vector<std::shared_ptr<Unit>> tried;
   int attempts = 0;
@@ -214,7 +226,10 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     }
   };
   // Opens an exchange on the best unit not yet tried: connected, sent, its head read. Null when none is left.
-  auto open = [&](const std::string& payload, int64_t tokens) -> std::unique_ptr<Exchange> {
+  // `prefill`: among the prefill units, for a prefill-only request; otherwise among the units that decode.
+  auto open = [&](const std::string& payload, int64_t tokens, bool prefill = false) -> std::unique_ptr<Exchange> {
+    std::vector<HttpHeader> sent = headers;
+    if (prefill) sent.push_back({std::string(server::kPrefillOnlyHeader), "1"});
     while (attempts < options_.max_attempts && !channel->cancelled()) {
       const auto units = Snapshot();
       const int64_t now_ms = UnixMillisNow();
@@ -223,6 +238,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       for (const auto& u : units) {
         PlacementLoad l = u->Load(now_ms);
         if (std::find(tried.begin(), tried.end(), u) != tried.end()) l.usable = false;
+        if ((u->Role() == UnitRole::kPrefill) != prefill) l.usable = false;
         loads.push_back(l);
       }
       const PlacementDecision d = Place(loads, tokens, options_.slo);
@@ -239,7 +255,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       tried.push_back(ex->unit);
       if (++attempts > 1) counters_.retries.fetch_add(1);
       Status s = ex->upstream.Connect(ex->unit->addr.host, ex->unit->addr.port, Deadline(options_.connect_timeout_s));
-      if (s.ok()) s = ex->upstream.Send("POST", request.target, headers, payload, Deadline(options_.connect_timeout_s + 10));
+      if (s.ok()) s = ex->upstream.Send("POST", request.target, sent, payload, Deadline(options_.connect_timeout_s + 10));
       if (s.ok()) s = wait_head(*ex, Deadline(options_.first_byte_timeout_s));
       if (s.ok() && ex->head.status >= 500 && attempts < options_.max_attempts) {
         // Loading, draining or broken: the next unit may take it.
@@ -275,6 +291,39 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       if (channel->cancelled()) return Status::Cancelled("the client left");
     }
   };
+
+  // Prefill/decode disaggregation: with prefill units about, a prompt of at least a block is computed on one
+  // first, whose answer comes once the prompt's blocks are durable in the shared store; the full request
+  // then goes to a decode unit, which reads them from there. Whatever goes wrong on the prefill side (a
+  // unit that dies, hangs or refuses, a partial write) leaves blocks the decode unit does not find or
+  // refuses on reading them (checksums, token ids): it computes those itself.
+  const bool generation = request.path == "/v1/completions" || ResumableChatPath(request.path).has_value();
+  if (generation && json.is_object() && prompt_tokens >= kPrefillMinTokens && HasPrefillUnit()) {
+    Json prefill_json = json;
+    prefill_json["stream"] = false;
+    prefill_json.erase("stream_options");
+    if (request.path == "/v1/responses") prefill_json["store"] = false;
+    const std::string prefill_body = prefill_json.dump();
+    Status s = Status::Unavailable("no prefill unit could take the request");
+    std::unique_ptr<Exchange> prefill = open(prefill_body, prompt_tokens, /*prefill=*/true);
+    if (prefill) {
+      std::string answer;
+      s = prefill->head.status == 200 ? Status::Ok() : Status::Unavailable("status " + std::to_string(prefill->head.status));
+      while (s.ok()) {
+        auto done = read_some(*prefill, &answer, options_.first_byte_timeout_s);
+        if (!done.ok()) s = done.status();
+        else if (*done) break;
+        else if (answer.size() > options_.max_response_bytes) s = Status::ResourceExhausted("the prefill answer is too large");
+      }
+      if (!s.ok() && s.code() != StatusCode::kCancelled && s.code() != StatusCode::kUnavailable)
+        prefill->unit->failed_at_ms.store(UnixMillisNow());
+      if (!s.ok()) DI_LOG(kWarn, "prefill failed; the decode unit computes the prompt").Field("unit", prefill->unit->id)
+          .Field("reason", s.message());
+    }
+    if (channel->cancelled()) return;
+    (s.ok() ? counters_.prefills : counters_.prefill_fallbacks).fetch_add(1);
+    attempts = 0;
+  }
 
   std::unique_ptr<Exchange> ex;
   std::string pending;  // stream bytes received, not yet forwarded (an incomplete event)
@@ -343,33 +392,81 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   bool body_done = false;
   while (true) {
     // Forward every complete event.
+    Status unit_error;
     size_t at;
-    while ((at = pending.find("\n\n")) != std::string::npos) {
+    std::string out;
+    while (unit_error.ok() && (at = pending.find("\n\n")) != std::string::npos) {
       std::string event = pending.substr(0, at);
       pending.erase(0, at + 2);
+      if (chat) {
+        if (!chat->Take(event, &out)) unit_error = Status::DataLoss("the unit's resume information is malformed");
+        continue;
+      }
       if (continuation && !TrackEvent(&event, &*continuation, continued)) continue;
-      channel->Write(event + "\n\n");
+      out += event + "\n\n";
     }
-    if (body_done) {
+    if (!out.empty()) channel->Write(std::move(out));
+    if (unit_error.ok() && body_done) {
+      if (chat) {
+        std::string rest;
+        chat->Flush(&rest);
+        channel->Write(std::move(rest));
+      }
       if (!pending.empty()) channel->Write(std::move(pending));
       channel->End();
       return;
     }
-    if (pending.size() > options_.max_response_bytes) {
-      channel->Write("data: {\"error\": {\"message\": \"the unit's event is too large\", \"type\": \"api_error\"}}\n\n");
+    if (pending.size() + (chat ? chat->held_bytes() : 0) > options_.max_response_bytes) {
+      const std::string message = "the unit's event is too large";
+      channel->Write(chat ? chat->ErrorEvent(message)
+                          : "data: {\"error\": {\"message\": \"" + message + "\", \"type\": \"api_error\"}}\n\n");
       counters_.failed.fetch_add(1);
       channel->End();
       return;
     }
-    auto done = read_some(*ex, &pending, options_.stall_timeout_s);
-    if (done.ok()) {
-      body_done = *done;
-      continue;
+    if (unit_error.ok()) {
+      auto done = read_some(*ex, &pending, options_.stall_timeout_s);
+      if (done.ok()) {
+        body_done = *done;
+        continue;
+      }
+      unit_error = done.status();
     }
-    if (done.status().code() == StatusCode::kCancelled) return;  // the exchange is gone; closing ours aborts the unit's
-    DI_LOG(kWarn, "unit failed mid-stream").Field("unit", ex->unit->id).Field("reason", done.status().message());
+    if (unit_error.code() == StatusCode::kCancelled) return;  // the exchange is gone; closing ours aborts the unit's
+    DI_LOG(kWarn, "unit failed mid-stream").Field("unit", ex->unit->id).Field("reason", unit_error.message());
     ex->unit->failed_at_ms.store(UnixMillisNow());
     pending.clear();
+    body_done = false;
+    if (chat) {
+      chat->Interrupted();
+      if (chat->finished()) {
+        channel->Write(chat->EndOfFinishedStream());
+        channel->End();
+        return;
+      }
+      std::unique_ptr<Exchange> next;
+      if (chat->resumable() && migrations < options_.migration_limit) {
+        ++migrations;
+        attempts = 0;
+        const std::string resumed = chat->ResumeBody(json);
+        const int64_t tokens = prompt_tokens + static_cast<int64_t>(chat->generated());
+        next = open(resumed, tokens);
+        while (next && next->head.status != 200) next = open(resumed, tokens);
+      }
+      if (!next) {
+        if (channel->cancelled()) return;
+        counters_.failed.fetch_add(1);
+        channel->Write(chat->ErrorEvent("the unit serving this stream failed and no other could continue it"));
+        channel->End();
+        return;
+      }
+      counters_.migrations.fetch_add(1);
+      DI_LOG(kInfo, "stream migrated").Field("from", ex->unit->id).Field("to", next->unit->id)
+          .Field("tokens", static_cast<int64_t>(chat->generated()));
+      ex = std::move(next);
+      ex->FirstByte();
+      continue;
+    }
     Continuation* c = continuation ? &*continuation : nullptr;
     if (c && c->finished) {
       channel->Write("data: [DONE]\n\n");

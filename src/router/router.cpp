@@ -54,6 +54,13 @@ std::vector<std::shared_ptr<Router::Unit>> Router::Snapshot() const {
   return units_;
 }
 
+bool Router::HasPrefillUnit() const {
+  const int64_t now_ms = UnixMillisNow();
+  for (const auto& unit : Snapshot())
+    if (unit->Role() == UnitRole::kPrefill && unit->Usable(now_ms)) return true;
+  return false;
+}
+
 int Router::healthy_units() const {
   int n = 0;
   for (const auto& u : Snapshot()) n += u->Usable(UnixMillisNow()) ? 1 : 0;
@@ -197,6 +204,11 @@ std::string Router::Metrics() const {
   counter("deepinfer_router:retries_total", "Attempts on another unit before the first byte.", counters_.retries.load());
   counter("deepinfer_router:migrations_total", "Streams continued on another unit after theirs failed.",
           counters_.migrations.load());
+  counter("deepinfer_router:prefills_total", "Prompts computed on a prefill unit and handed to a decode unit.",
+          counters_.prefills.load());
+  counter("deepinfer_router:prefill_fallbacks_total",
+          "Hand-offs that failed (the prefill unit died, hung or refused): the decode unit computed the prompt.",
+          counters_.prefill_fallbacks.load());
   counter("deepinfer_router:failed_total", "Requests ended with an error the router made.", counters_.failed.load());
   counter("deepinfer_router:rejected_slo_total", "Requests refused (429): no unit predicted within the SLO.",
           counters_.rejected_slo.load());

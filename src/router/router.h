@@ -9,7 +9,9 @@
 // placement order. A streamed legacy Completion whose unit dies mid-stream is migrated: the router asks
 // units for the token ids of every chunk (`return_token_ids`), so it can send the prompt's ids and the
 // tokens its client already has as a continuation to another unit (same seed: the router fixes one when
-// the client gave none), drop what the continuation repeats, and keep streaming.
+// the client gave none), drop what the continuation repeats, and keep streaming. Chat Completions,
+// Messages and Responses streams migrate the same way through the units' resume information
+// (chat_stream_tracker.h).
 #pragma once
 
 #include <atomic>
@@ -47,6 +49,8 @@ struct RouterCounters {
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> retries{0};          // attempts on another unit before the first byte
   std::atomic<int64_t> migrations{0};       // mid-stream continuations on another unit
+  std::atomic<int64_t> prefills{0};         // prompts computed on a prefill unit and handed over
+  std::atomic<int64_t> prefill_fallbacks{0};  // hand-offs that failed: the decode unit computed the prompt
   std::atomic<int64_t> failed{0};           // requests that ended with an error the router made
   std::atomic<int64_t> rejected_slo{0};     // 429: no unit predicted within the SLO
   std::atomic<int64_t> lease_errors{0};     // lease files skipped as malformed
@@ -81,6 +85,7 @@ class Router : public server::HttpHandler {
   void ProxyGet(const server::HttpRequest& request, server::ResponseChannel& channel);
   std::string Metrics() const;
   std::vector<std::shared_ptr<Unit>> Snapshot() const;
+  bool HasPrefillUnit() const;
 
   RouterOptions options_;
   RouterCounters counters_;

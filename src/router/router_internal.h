@@ -30,6 +30,10 @@ struct Router::Unit {
     MutexLock lock(&mu);
     return lease_.ttl_ms < 0 || lease_.Alive(now_ms);
   }
+  UnitRole Role() const {
+    MutexLock lock(&mu);
+    return lease_.role;
+  }
   bool Usable(int64_t now_ms) const { return healthy.load() && failed_at_ms.load() == 0 && LeaseAlive(now_ms); }
   PlacementLoad Load(int64_t now_ms) const {
     PlacementLoad l;

@@ -49,6 +49,25 @@ constexpr int64_t kMaxCount = int64_t{1} << 40;
 
 }  // namespace
 
+std::string_view UnitRoleName(UnitRole role) {
+  switch (role) {
+    case UnitRole::kPrefill: return "prefill";
+    case UnitRole::kDecode: return "decode";
+    case UnitRole::kBoth: break;
+  }
+  return "both";
+}
+
+bool ParseUnitRole(std::string_view text, UnitRole* out) {
+  for (UnitRole role : {UnitRole::kBoth, UnitRole::kPrefill, UnitRole::kDecode}) {
+    if (text == UnitRoleName(role)) {
+      *out = role;
+      return true;
+    }
+  }
+  return false;
+}
+
 int64_t UnixMillisNow() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -64,7 +83,8 @@ std::string LeaseToJson(const UnitLease& lease) {
                {"calibrated", lease.load.calibrated}};
   Json j = {{"format", kLeaseFormat}, {"unit_id", lease.unit_id}, {"url", lease.url},
             {"models", lease.models}, {"version", lease.version},   {"pid", lease.pid},
-            {"heartbeat_unix_ms", lease.heartbeat_unix_ms}, {"ttl_ms", lease.ttl_ms}, {"load", load}};
+            {"heartbeat_unix_ms", lease.heartbeat_unix_ms}, {"ttl_ms", lease.ttl_ms}, {"load", load},
+            {"role", UnitRoleName(lease.role)}};
   return j.dump();
 }
 
@@ -115,6 +135,10 @@ Result<UnitLease> ParseLease(std::string_view text) {
   DI_ASSIGN_OR_RETURN(lease.pid, ReadInt(j, "pid", 0, INT32_MAX));
   DI_ASSIGN_OR_RETURN(lease.heartbeat_unix_ms, ReadInt(j, "heartbeat_unix_ms", 0, int64_t{1} << 50));
   DI_ASSIGN_OR_RETURN(lease.ttl_ms, ReadInt(j, "ttl_ms", 1, 3600 * 1000));
+  if (auto role = j.find("role"); role != j.end()) {
+    if (!role->is_string() || !ParseUnitRole(role->get_ref<const std::string&>(), &lease.role))
+      return Bad("role must be \"prefill\", \"decode\" or \"both\"");
+  }
   auto load = j.find("load");
   if (load == j.end() || !load->is_object()) return Bad("load must be an object");
   UnitLoad& l = lease.load;

@@ -39,6 +39,12 @@ struct UnitLoad {
   bool calibrated = false;
 };
 
+// What a unit computes (serve --role): a prefill unit computes prompts and writes their KV blocks to the
+// shared store; a decode unit reads them from there and generates; a unit of both does all of it.
+enum class UnitRole { kBoth, kPrefill, kDecode };
+std::string_view UnitRoleName(UnitRole role);
+bool ParseUnitRole(std::string_view text, UnitRole* out);
+
 struct UnitLease {
   std::string unit_id;  // unique among the directory's units; also the file's name
   std::string url;      // http://HOST:PORT
@@ -47,6 +53,7 @@ struct UnitLease {
   int64_t pid = 0;
   int64_t heartbeat_unix_ms = 0;
   int64_t ttl_ms = 0;
+  UnitRole role = UnitRole::kBoth;  // a lease without one: both
   UnitLoad load;
 
   bool Alive(int64_t now_unix_ms) const { return now_unix_ms < heartbeat_unix_ms + ttl_ms; }

@@ -17,6 +17,7 @@
 #include "server/generation.h"
 #include "server/service.h"
 #include "server/service_internal.h"
+#include "server/stream_resume.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
@@ -116,12 +117,32 @@ void Generation::Deliver(engine::RequestUpdate update, int prompt) {
 
 void Generation::OnUpdate(const engine::RequestUpdate& update, bool last) {
   pipeline::TranslatedUpdate translated = translator_->Translate(update);
-  if (translator_->stream() && !translated.events.empty()) Write(pipeline::FormatSse(translated.events));
+  if (resume_info_ && translator_->stream()) {
+    // One write per update: the announcement once, the events, then the ids they came from.
+    std::string out;
+    if (!resume_announced_) out += ResumeComment(response_id_, created_, update.seed);
+    resume_announced_ = true;
+    if (!translated.events.empty()) out += pipeline::FormatSse(translated.events);
+    std::vector<int32_t> ids;
+    for (const engine::SequenceDelta& delta : update.sequences) {
+      if (delta.index != 0) continue;
+      for (const engine::GeneratedToken& token : delta.tokens)
+        if (!delta.finish || token.id != delta.stop_token) ids.push_back(token.id);
+    }
+    resume_finished_ = resume_finished_ || update.finished || translated.stop_engine;
+    out += TokenIdsComment(ids, resume_finished_);
+    Write(std::move(out));
+  } else if (translator_->stream() && !translated.events.empty()) {
+    Write(pipeline::FormatSse(translated.events));
+  }
   if (translated.stop_engine) AbortEngine();
   if (last) Complete();
 }
 
 void Generation::Complete() {
+  // On the output thread: a prefill unit's answers all wait for the same durability, so holding it here
+  // delays nothing a later answer would not wait for too.
+  if (flush_before_answer_) flush_before_answer_();
   const Status& failure = translator_->failure();
   if (translator_->stream()) {
     if (!failure.ok()) DI_LOG(kWarn, "generation failed").Field("id", exchange_->request_id).Field("error", failure.message());
@@ -156,6 +177,19 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
                         prepare_options_);
   if (!prepared.ok()) return exchange->Reply(RefusalResponse(prepared.refusal));
   pipeline::PreparedRequest& request = *prepared.request;
+  std::optional<StreamResume> resume;
+  if (auto error = ReadStreamResume(exchange->request.body, static_cast<size_t>(prepare_options_.max_model_len),
+                                    tokenizer_->vocab_size(), &resume))
+    return exchange->Fail(*error);
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  if (resume) {
+    if (auto error = ApplyStreamResume(*resume, &request)) return exchange->Fail(*error);
+  }
+  const bool prefill_only = !exchange->request.Header(kPrefillOnlyHeader).empty();
+  if (prefill_only) {
+    request.params.sampling.max_tokens = 1;
+    request.params.sampling.min_tokens = 0;
+  }
   request.params.tag = exchange->request_id;
   if (options_.request_timeout_s > 0)
     request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
@@ -163,13 +197,23 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   if (!engine_) return exchange->Fail(NoEngine());
 
   pipeline::ResponseContext context;
-  context.id = pipeline::NewResponseId(pipeline::ResponseIdPrefix(api));
+  context.id = resume ? resume->id : pipeline::NewResponseId(pipeline::ResponseIdPrefix(api));
   context.model = options_.served_model_names.front();
-  context.created = pipeline::UnixSeconds();
+  context.created = resume ? resume->created : pipeline::UnixSeconds();
+  const int64_t created = context.created;
+  const bool announce_resume = !exchange->request.Header(kStreamResumeHeader).empty() && ResumableStream(request);
   context.model_version = options_.model_version;
   if (turn) context.previous_response_id = turn->previous_response_id;
   const std::string id = context.id;
-  auto generation = std::make_shared<Generation>(exchange, engine_, request.TakeTranslator(std::move(context)));
+  std::unique_ptr<pipeline::UpdateTranslator> translator = request.TakeTranslator(std::move(context));
+  // The resumed ids' events went out from the interrupted unit; replayed here, they set the codec's state.
+  if (resume && !resume->token_ids.empty()) {
+    for (const engine::RequestUpdate& update : ResumePrimingUpdates(*resume, prompt_tokens, *tokenizer_))
+      translator->Translate(update);
+  }
+  auto generation = std::make_shared<Generation>(exchange, engine_, std::move(translator));
+  if (announce_resume) generation->AnnounceResumeInfo(id, created);
+  if (prefill_only && kv_store_flush_) generation->FlushBeforeAnswer(kv_store_flush_);
   if (turn && turn->store) {
     generation->OnCompleted([this, id, turn](const std::string& body) { StoreResponse(id, *turn, body); });
   }

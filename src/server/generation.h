@@ -29,6 +29,14 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void Start(std::vector<std::vector<int32_t>> prompts, engine::RequestParams params, bool draining);
   // Called with the response body once it completed without failure (streamed or not); before Start.
   void OnCompleted(std::function<void(const std::string& body)> completed) { completed_ = std::move(completed); }
+  // Before Start: the stream carries what a router needs to resume it elsewhere (stream_resume.h).
+  // Before Start: the answer waits for `flush` (the KV store's blocks made durable; a prefill-only request).
+  void FlushBeforeAnswer(std::function<void()> flush) { flush_before_answer_ = std::move(flush); }
+  void AnnounceResumeInfo(std::string id, int64_t created) {
+    resume_info_ = true;
+    response_id_ = std::move(id);
+    created_ = created;
+  }
 
  private:
   void OnUpdate(const engine::RequestUpdate& update, bool last);
@@ -47,6 +55,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   engine::Engine* engine_;
   std::unique_ptr<pipeline::UpdateTranslator> translator_;
   std::function<void(const std::string& body)> completed_;
+  std::function<void()> flush_before_answer_;
 
   void Deliver(engine::RequestUpdate update, int prompt);
 
@@ -61,6 +70,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
   int64_t origin_nanos_ = 0;       // when the step thread handed the update being handled over
   int64_t handling_nanos_ = 0;     // when its handling began on the output thread
   bool handoff_recorded_ = false;  // its hand-off time is in exchange_->stream_handoff
+  bool resume_info_ = false;
+  bool resume_announced_ = false;
+  bool resume_finished_ = false;
+  std::string response_id_;
+  int64_t created_ = 0;
 };
 
 }  // namespace deepinfer::server

@@ -89,6 +89,9 @@ class Service : public HttpHandler {
   void SetHttpServer(const HttpServer* server) { http_ = server; }
   // More metric families for /metrics in Prometheus text (the KV store's), appended as given. Set before serving.
   void SetExtraMetrics(std::function<std::string()> extra) { extra_metrics_ = std::move(extra); }
+  // What makes the KV blocks written so far durable in the shared store (kvstore::Store::Flush): a
+  // prefill-only request (stream_resume.h's kPrefillOnlyHeader) answers after it. Set before serving.
+  void SetKvStoreFlush(std::function<void()> flush) { kv_store_flush_ = std::move(flush); }
 
   std::string MetricsText() const;
   const ServiceOptions& options() const { return options_; }
@@ -135,6 +138,7 @@ class Service : public HttpHandler {
   std::atomic<bool> draining_{false};
   const HttpServer* http_ = nullptr;
   std::function<std::string()> extra_metrics_;
+  std::function<void()> kv_store_flush_;
   RequestCounter requests_;
   LatencyHistogram stream_handoff_;   // ServiceExchange::stream_handoff
   LatencyHistogram stream_delivery_;  // ServiceExchange::stream_delivery

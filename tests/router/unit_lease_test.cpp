@@ -78,6 +78,28 @@ TEST(UnitLease, RefusesMalformedFields) {
   EXPECT_FALSE(with("[\"tiny\"]", "[]").ok());
   EXPECT_FALSE(with("0.001,", "-0.001,").ok());
   EXPECT_FALSE(with("0.001,", "").ok());  // four coefficients
+  EXPECT_FALSE(with("\"role\":\"both\"", "\"role\":\"router\"").ok());
+  EXPECT_FALSE(with("\"role\":\"both\"", "\"role\":1").ok());
+}
+
+TEST(UnitLease, CarriesTheUnitsRoleAndReadsLeasesWithoutOne) {
+  UnitLease a = SampleLease();
+  a.role = UnitRole::kPrefill;
+  auto b = ParseLease(LeaseToJson(a));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->role, UnitRole::kPrefill);
+  // A lease written before units had roles: the unit does both.
+  std::string old = LeaseToJson(SampleLease());
+  const size_t at = old.find(",\"role\":\"both\"");
+  ASSERT_NE(at, std::string::npos);
+  old.erase(at, std::string(",\"role\":\"both\"").size());
+  auto c = ParseLease(old);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->role, UnitRole::kBoth);
+  UnitRole role;
+  EXPECT_TRUE(ParseUnitRole("decode", &role));
+  EXPECT_EQ(role, UnitRole::kDecode);
+  EXPECT_FALSE(ParseUnitRole("Decode", &role));
 }
 
 TEST(UnitLease, ParsesUnitUrls) {

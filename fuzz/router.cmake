@@ -1,0 +1,1 @@
+deepinfer_add_fuzzer(router_lease fuzz_router_lease.cpp deepinfer_router)

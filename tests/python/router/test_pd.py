@@ -1,0 +1,118 @@
+"""Prefill/decode disaggregation through `deepinfer router`: a `serve --role prefill` unit computes each long prompt
+and writes its KV blocks to a shared `--kv-store`, a `serve --role decode` unit reads them from there (every block
+verified; the window state replayed exactly) and generates. Its output equals a colocated unit's, greedy and
+seeded; a prefill unit killed during the hand-off costs the request nothing (the decode unit computes what it
+does not find) and leaves no sticky state; no KV block stays held once the streams closed."""
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from server_process import Server, wait_for  # noqa: E402
+from conftest import make_tiny_model  # noqa: E402
+from router_process import Router  # noqa: E402
+
+MODEL = "tiny"
+UNIT_ARGS = ["--served-model-name", MODEL, "--kv-cache-memory-bytes", str(64 << 20)]
+# Several KV blocks of prompt (a block is 128 tokens).
+PROMPT = " ".join(f"Paragraph {i}: the quick brown fox jumps over the lazy dog near the river bank." for i in range(40))
+
+
+def metric(unit, name):
+    return sum(v for k, v in unit.metrics().items() if k.split("{")[0] == name)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(deepinfer_bin, tmp_path_factory):
+    return make_tiny_model(deepinfer_bin, tmp_path_factory.mktemp("tiny"), seed=5)
+
+
+@pytest.fixture
+def pd(deepinfer_bin, tiny_model, tmp_path):
+    store, unit_dir = tmp_path / "store", tmp_path / "units"
+    unit_dir.mkdir()
+    where = ["--kv-store", str(store), "--unit-dir", str(unit_dir)]
+    prefill = Server(deepinfer_bin, tiny_model, *UNIT_ARGS, *where, "--role", "prefill")
+    decode = Server(deepinfer_bin, tiny_model, *UNIT_ARGS, *where, "--role", "decode")
+    colocated = Server(deepinfer_bin, tiny_model, *UNIT_ARGS)  # beside the router: the reference
+    wait_for(lambda: len(list(unit_dir.glob("*.lease"))) == 2, timeout=10)
+    roles = sorted(json.loads(p.read_text())["role"] for p in unit_dir.glob("*.lease"))
+    assert roles == ["decode", "prefill"]  # the leases carry the role
+    router = Router(deepinfer_bin, "--unit-dir", str(unit_dir))
+    yield router, prefill, decode, colocated
+    assert router.stop() == 0
+    for u in (prefill, decode, colocated):
+        u.stop(signal.SIGKILL)
+
+
+def chat_stream_text(status_headers_payload):
+    status, headers, payload = status_headers_payload
+    assert status == 200, payload
+    text = ""
+    for event in payload.decode().split("\n\n"):
+        if event.startswith("data: {"):
+            for c in json.loads(event[6:])["choices"]:
+                text += (c["delta"].get("content") or "") + (c["delta"].get("reasoning_content") or "")
+    return text, headers
+
+
+def test_pd_output_equals_a_colocated_unit(pd):
+    router, prefill, decode, colocated = pd
+    greedy = {"model": MODEL, "prompt": PROMPT, "max_tokens": 24, "temperature": 0, "ignore_eos": True}
+    status, headers, body = router.request("POST", "/v1/completions", greedy)
+    assert status == 200 and headers["x-deepinfer-unit"] == f"unit-{decode.proc.pid}-{decode.port}"
+    _, _, reference = colocated.json("POST", "/v1/completions", greedy)
+    assert json.loads(body)["choices"][0]["text"] == reference["choices"][0]["text"]
+    # The prompt was computed on the prefill unit and read by the decode unit from the store.
+    assert metric(prefill, "deepinfer:prompt_tokens_total") >= 256
+    assert metric(decode, "deepinfer:external_prefix_cache_hits_total") >= 256
+    assert router.metrics()["deepinfer_router:prefills_total"] == 1
+
+    seeded = {"model": MODEL, "messages": [{"role": "user", "content": PROMPT + " Go on."}], "max_tokens": 24,
+              "temperature": 1.0, "seed": 77, "ignore_eos": True, "stream": True}
+    text, _ = chat_stream_text(router.request("POST", "/v1/chat/completions", seeded))
+    assert text and text == chat_stream_text(colocated.request("POST", "/v1/chat/completions", seeded))[0]
+    m = router.metrics()
+    assert m["deepinfer_router:prefills_total"] == 2 and m["deepinfer_router:prefill_fallbacks_total"] == 0
+    # Short prompts skip the hand-off, and so do requests that generate nothing.
+    status, _, _ = router.request("POST", "/v1/completions", {**greedy, "prompt": "Hi"})
+    assert status == 200
+    status, _, _ = router.request("POST", "/v1/messages/count_tokens",
+                                  {"model": MODEL, "messages": [{"role": "user", "content": PROMPT}]})
+    assert status == 200 and router.metrics()["deepinfer_router:prefills_total"] == 2
+    wait_for(lambda: metric(decode, "deepinfer:kv_blocks_used") == 0 and metric(prefill, "deepinfer:kv_blocks_used") == 0)
+
+
+def test_prefill_unit_killed_during_hand_off(pd):
+    router, prefill, decode, colocated = pd
+    body = {"model": MODEL, "prompt": PROMPT + " Once more.", "max_tokens": 24, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    # Hung while it holds the hand-off, then killed: the router's wait for it ends, and the decode unit
+    # computes the prompt itself.
+    prefill.proc.send_signal(signal.SIGSTOP)
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(r=router.request("POST", "/v1/completions", body)))
+    thread.start()
+    time.sleep(0.5)
+    prefill.proc.send_signal(signal.SIGKILL)
+    thread.join(60)
+    status, headers, payload = result["r"]
+    assert status == 200 and headers["x-deepinfer-unit"] == f"unit-{decode.proc.pid}-{decode.port}"
+
+    def text(payload):
+        return "".join(json.loads(e[6:])["choices"][0]["text"] for e in payload.decode().split("\n\n")
+                       if e.startswith("data: {") and json.loads(e[6:])["choices"])
+
+    reference = text(colocated.request("POST", "/v1/completions", body)[2])
+    assert text(payload) == reference
+    assert router.metrics()["deepinfer_router:prefill_fallbacks_total"] == 1
+    # No sticky failure: the next requests succeed (the dead prefill unit is out; the decode unit computes).
+    for _ in range(2):
+        status, _, payload = router.request("POST", "/v1/completions", body)
+        assert status == 200 and text(payload) == reference
+    wait_for(lambda: metric(decode, "deepinfer:kv_blocks_used") == 0)
