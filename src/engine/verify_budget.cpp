@@ -1,0 +1,74 @@
+#include "engine/verify_budget.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace deepinfer::engine {
+
+VerifyBudgets::VerifyBudgets(int max_budget)
+    : max_budget_(std::max(max_budget, 0)), cells_(static_cast<size_t>(kClasses * (max_budget_ + 1))) {}
+
+int VerifyBudgets::ClassOf(int64_t decoders) {
+  int cls = 0;
+  while (cls + 1 < kClasses && (int64_t{2} << cls) <= decoders) ++cls;
+  return cls;
+}
+
+double VerifyBudgets::Median(const Cell& c) {
+  const int n = std::min(c.count, kSamples);
+  if (n == 0) return 0;
+  // Insertion sort of at most kSamples values.
+  std::array<double, kSamples> v = c.seconds;
+  for (int i = 1; i < n; ++i) {
+    for (int j = i; j > 0 && v[static_cast<size_t>(j)] < v[static_cast<size_t>(j - 1)]; --j)
+      std::swap(v[static_cast<size_t>(j)], v[static_cast<size_t>(j - 1)]);
+  }
+  return n % 2 ? v[static_cast<size_t>(n / 2)] : (v[static_cast<size_t>(n / 2 - 1)] + v[static_cast<size_t>(n / 2)]) / 2;
+}
+
+double VerifyBudgets::MedianSeconds(int64_t decoders, int budget) const {
+  if (budget < 0 || budget > max_budget_) return 0;
+  return Median(At(ClassOf(decoders), budget));
+}
+
+void VerifyBudgets::Observe(int64_t decoders, int budget, double seconds) {
+  if (budget < 0 || budget > max_budget_ || !(seconds > 0)) return;
+  Cell& c = At(ClassOf(decoders), budget);
+  c.seconds[static_cast<size_t>(c.count % kSamples)] = seconds;
+  ++c.count;
+}
+
+int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, double min_gain) {
+  const int cls = ClassOf(decoders);
+  const int64_t step = steps_[static_cast<size_t>(cls)]++;
+  if (static_cast<int>(expected.size()) != max_budget_ + 1) return max_budget_;
+  // Every budget is measured before the table is trusted: the fewest samples first, the full block, then
+  // plain decoding, then the budgets between.
+  int explore = -1;
+  for (int i = 0; i <= max_budget_; ++i) {
+    const int b = i == 0 ? max_budget_ : i - 1;
+    const int count = At(cls, b).count;
+    if (count < kExploreSamples && (explore < 0 || count < At(cls, explore).count)) explore = b;
+  }
+  if (explore >= 0) return explore;
+  auto rate = [&](int b) {
+    const double seconds = Median(At(cls, b));
+    return seconds > 0 ? expected[static_cast<size_t>(b)] / seconds : 0.0;
+  };
+  int best = 0;
+  for (int b = 1; b <= max_budget_; ++b) {
+    if (rate(b) > rate(best)) best = b;
+  }
+  // A trimmed budget must beat the full block by the margin, unless the full block loses to plain decoding.
+  const double full = rate(max_budget_);
+  if (best != max_budget_ && full > rate(0) && !(rate(best) > full * (1 + min_gain))) best = max_budget_;
+  // Now and then a neighbour of the best is measured again (alternately the smaller and the larger), so a
+  // change of load or acceptance moves the choice.
+  if (step % kProbeEvery == kProbeEvery - 1) {
+    const int probe = (step / kProbeEvery) % 2 ? best + 1 : best - 1;
+    if (probe >= 0 && probe <= max_budget_) return probe;
+  }
+  return best;
+}
+
+}  // namespace deepinfer::engine
