@@ -1,7 +1,6 @@
 #include "engine/verify_budget.h"
 
 #include <algorithm>
-#include <utility>
 
 namespace deepinfer::engine {
 
@@ -14,21 +13,15 @@ int VerifyBudgets::ClassOf(int64_t decoders) {
   return cls;
 }
 
-double VerifyBudgets::Median(const Cell& c) {
+double VerifyBudgets::Fastest(const Cell& c) {
   const int n = std::min(c.count, kSamples);
   if (n == 0) return 0;
-  // Insertion sort of at most kSamples values.
-  std::array<double, kSamples> v = c.seconds;
-  for (int i = 1; i < n; ++i) {
-    for (int j = i; j > 0 && v[static_cast<size_t>(j)] < v[static_cast<size_t>(j - 1)]; --j)
-      std::swap(v[static_cast<size_t>(j)], v[static_cast<size_t>(j - 1)]);
-  }
-  return n % 2 ? v[static_cast<size_t>(n / 2)] : (v[static_cast<size_t>(n / 2 - 1)] + v[static_cast<size_t>(n / 2)]) / 2;
+  return *std::min_element(c.seconds.begin(), c.seconds.begin() + n);
 }
 
-double VerifyBudgets::MedianSeconds(int64_t decoders, int budget) const {
+double VerifyBudgets::FastestSeconds(int64_t decoders, int budget) const {
   if (budget < 0 || budget > max_budget_) return 0;
-  return Median(At(ClassOf(decoders), budget));
+  return Fastest(At(ClassOf(decoders), budget));
 }
 
 void VerifyBudgets::Observe(int64_t decoders, int budget, double seconds) {
@@ -52,7 +45,7 @@ int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, do
   }
   if (explore >= 0) return explore;
   auto rate = [&](int b) {
-    const double seconds = Median(At(cls, b));
+    const double seconds = Fastest(At(cls, b));
     return seconds > 0 ? expected[static_cast<size_t>(b)] / seconds : 0.0;
   };
   int best = 0;

@@ -4,8 +4,10 @@
 // the vocabulary, the next draft) and the saturation of the routed experts a batch reads, and its slope
 // per token is not identifiable from steps of one shape; a table of measured step times per (batch size
 // class, budget) is. Each budget's predicted rate is the caller's expected tokens of the step (one per
-// output plus the survivals admitted) over the median of its recent step times; the best is used, so the
-// choice falls back to plain decoding whenever no budget is measured to gain. Every budget of a class is
+// output plus the survivals admitted) over the fastest of its recent step times (a shared machine's other
+// load only ever slows a step, so the fastest is the closest to what the budget costs, and one unlucky
+// step does not hide a budget); the best is used, so the choice falls back to plain decoding whenever no
+// budget is measured to gain. Every budget of a class is
 // measured twice first (round-robin, so that a shared machine's load swings reach all alike), and the
 // neighbours of the best are measured again now and then, so the table follows the load.
 #pragma once
@@ -34,8 +36,8 @@ class VerifyBudgets {
   // A decode step of `decoders` outputs ran `budget` in `seconds` (its whole step: plan, forward pass,
   // sampling, verification, the next draft).
   void Observe(int64_t decoders, int budget, double seconds);
-  // The median measured step time of (class of `decoders`, budget); 0 while unmeasured.
-  double MedianSeconds(int64_t decoders, int budget) const;
+  // The fastest of the recent step times of (class of `decoders`, budget); 0 while unmeasured.
+  double FastestSeconds(int64_t decoders, int budget) const;
   int max_budget() const { return max_budget_; }
   static int ClassOf(int64_t decoders);
 
@@ -46,7 +48,7 @@ class VerifyBudgets {
   };
   Cell& At(int cls, int budget) { return cells_[static_cast<size_t>(cls * (max_budget_ + 1) + budget)]; }
   const Cell& At(int cls, int budget) const { return cells_[static_cast<size_t>(cls * (max_budget_ + 1) + budget)]; }
-  static double Median(const Cell& c);
+  static double Fastest(const Cell& c);
 
   int max_budget_;
   std::vector<Cell> cells_;

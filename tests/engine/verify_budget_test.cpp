@@ -37,9 +37,9 @@ TEST(VerifyBudgets, MeasuresEveryBudgetTwiceRoundRobinFullBlockFirst) {
   const std::vector<int> chosen = Decide(&t, 4, {4, 6, 7, 8}, [](int b) { return 1.0 + b; }, 8);
   // Fewest samples first; among equals the full block (3), then 0, 1, 2.
   EXPECT_EQ(chosen, (std::vector<int>{3, 0, 1, 2, 3, 0, 1, 2}));
-  EXPECT_EQ(t.MedianSeconds(4, 2), 3.0);
-  EXPECT_EQ(t.MedianSeconds(5, 2), 3.0);   // the same class (4-7)
-  EXPECT_EQ(t.MedianSeconds(8, 2), 0.0);   // another, unmeasured
+  EXPECT_EQ(t.FastestSeconds(4, 2), 3.0);
+  EXPECT_EQ(t.FastestSeconds(5, 2), 3.0);   // the same class (4-7)
+  EXPECT_EQ(t.FastestSeconds(8, 2), 0.0);   // another, unmeasured
 }
 
 TEST(VerifyBudgets, ChoosesTheMostTokensPerSecond) {
@@ -85,16 +85,19 @@ TEST(VerifyBudgets, ProbesTheBestsNeighboursAndFollowsAChangedMachine) {
   int probes = 0;
   for (size_t i = 8; i < chosen.size(); ++i) probes += chosen[i] != 3;
   EXPECT_EQ(probes, 2);
-  // Rates 1000, 870, 740, 620: the medians of five samples move after three new ones, and the probes walk
-  // the choice down to plain decoding.
+  // Rates 1000, 870, 740, 620: each budget's fastest step moves with its first new sample, and the probes
+  // walk the choice down to plain decoding.
   chosen = Decide(&t, 1, expected, [](int b) { return 0.001 * (1 + b); }, 400);
   EXPECT_EQ(chosen.back(), 0);
 }
 
-TEST(VerifyBudgets, AMedianIgnoresOneSlowStep) {
+TEST(VerifyBudgets, TheFastestRecentStepIgnoresSlowOnesAndForgetsOldOnes) {
   VerifyBudgets t(1);
-  for (double s : {0.010, 0.011, 0.5, 0.010, 0.012}) t.Observe(1, 1, s);
-  EXPECT_EQ(t.MedianSeconds(1, 1), 0.011);
+  for (double s : {0.010, 0.011, 0.5, 0.012, 0.013}) t.Observe(1, 1, s);
+  EXPECT_EQ(t.FastestSeconds(1, 1), 0.010);
+  // The ring keeps the last five: 0.010 drops out once a sixth arrives.
+  t.Observe(1, 1, 0.014);
+  EXPECT_EQ(t.FastestSeconds(1, 1), 0.011);
 }
 
 }  // namespace
