@@ -26,9 +26,11 @@ double VerifyBudgets::FastestSeconds(int64_t decoders, int budget) const {
 
 void VerifyBudgets::Observe(int64_t decoders, int budget, double seconds) {
   if (budget < 0 || budget > max_budget_ || !(seconds > 0)) return;
-  Cell& c = At(ClassOf(decoders), budget);
+  const int cls = ClassOf(decoders);
+  Cell& c = At(cls, budget);
   c.seconds[static_cast<size_t>(c.count % kSamples)] = seconds;
   ++c.count;
+  c.last = ++observed_[static_cast<size_t>(cls)];
 }
 
 int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, double min_gain) {
@@ -55,10 +57,19 @@ int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, do
   // A trimmed budget must beat the full block by the margin, unless the full block loses to plain decoding.
   const double full = rate(max_budget_);
   if (best != max_budget_ && full > rate(0) && !(rate(best) > full * (1 + min_gain))) best = max_budget_;
-  // Now and then a neighbour of the best is measured again (alternately the smaller and the larger), so a
-  // change of load or acceptance moves the choice.
+  // Now and then another budget is measured again, so a change of load or acceptance moves the choice: a
+  // neighbour of the best (alternately the smaller and the larger), and every fourth time the budget
+  // measured longest ago.
   if (step % kProbeEvery == kProbeEvery - 1) {
-    const int probe = (step / kProbeEvery) % 2 ? best + 1 : best - 1;
+    const int64_t slot = step / kProbeEvery;
+    if (slot % 4 == 3) {
+      int stalest = -1;
+      for (int b = 0; b <= max_budget_; ++b) {
+        if (b != best && (stalest < 0 || At(cls, b).last < At(cls, stalest).last)) stalest = b;
+      }
+      if (stalest >= 0) return stalest;
+    }
+    const int probe = slot % 2 ? best + 1 : best - 1;
     if (probe >= 0 && probe <= max_budget_) return probe;
   }
   return best;

@@ -8,8 +8,9 @@
 // load only ever slows a step, so the fastest is the closest to what the budget costs, and one unlucky
 // step does not hide a budget); the best is used, so the choice falls back to plain decoding whenever no
 // budget is measured to gain. Every budget of a class is
-// measured twice first (round-robin, so that a shared machine's load swings reach all alike), and the
-// neighbours of the best are measured again now and then, so the table follows the load.
+// measured twice first (round-robin, so that a shared machine's load swings reach all alike), and then
+// now and then a neighbour of the best, and every fourth time the budget measured longest ago (so that one
+// measured in a bad moment is not passed over for good), so the table follows the load.
 #pragma once
 
 #include <array>
@@ -44,7 +45,8 @@ class VerifyBudgets {
  private:
   struct Cell {
     std::array<double, kSamples> seconds{};
-    int count = 0;  // samples taken (the ring holds the last kSamples)
+    int count = 0;     // samples taken (the ring holds the last kSamples)
+    int64_t last = 0;  // the class's observation count at its last sample
   };
   Cell& At(int cls, int budget) { return cells_[static_cast<size_t>(cls * (max_budget_ + 1) + budget)]; }
   const Cell& At(int cls, int budget) const { return cells_[static_cast<size_t>(cls * (max_budget_ + 1) + budget)]; }
@@ -53,6 +55,7 @@ class VerifyBudgets {
   int max_budget_;
   std::vector<Cell> cells_;
   std::array<int64_t, kClasses> steps_{};  // decisions per class (the probe clock)
+  std::array<int64_t, kClasses> observed_{};  // observations per class
 };
 
 }  // namespace deepinfer::engine

@@ -80,11 +80,13 @@ TEST(VerifyBudgets, ProbesTheBestsNeighboursAndFollowsAChangedMachine) {
   // Rates 100, 172, 218, 241 tokens/s.
   std::vector<int> chosen = Decide(&t, 1, expected, [](int b) { return 0.010 + 0.0001 * b; }, 41);
   EXPECT_EQ(chosen.back(), 3);
-  // Every kProbeEvery-th decision measures a neighbour of the best, alternately above and below (only 2
-  // exists): decisions 23 and 39.
+  // Every kProbeEvery-th decision measures another budget: a neighbour of the best, alternately above and
+  // below (only 2 exists: decisions 23 and 39), and every fourth time the one measured longest ago
+  // (decision 31: plain decoding, last measured in the sixth decision).
   int probes = 0;
   for (size_t i = 8; i < chosen.size(); ++i) probes += chosen[i] != 3;
-  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(probes, 3);
+  EXPECT_EQ(chosen[31], 0);
   // Rates 1000, 870, 740, 620: each budget's fastest step moves with its first new sample, and the probes
   // walk the choice down to plain decoding.
   chosen = Decide(&t, 1, expected, [](int b) { return 0.001 * (1 + b); }, 400);
