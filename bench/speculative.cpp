@@ -16,6 +16,7 @@ namespace deepinfer::bench {
 namespace {
 
 constexpr int kRounds = 3;
+constexpr int kWarmUpPasses = 2;
 
 struct DecodeRun {
   std::vector<std::vector<int32_t>> ids;  // per stream
@@ -77,8 +78,6 @@ Result<std::unique_ptr<engine::Engine>> MakeEngine(const SpeculativeDecodeOption
   return engine::Engine::Create(std::move(m).value(), eo);
 }
 
-// Tokens per second per stream of a run (the first token of each stream is the prompt's step).
-double PerStream(const DecodeRun& r, int64_t tokens) { return r.seconds > 0 ? static_cast<double>(tokens - 1) / r.seconds : 0; }
 
 }  // namespace
 
@@ -179,76 +178,113 @@ Result<std::vector<int>> ParseConcurrencyList(const std::string& text) {
 
 int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<int>& concurrency) {
   const int top_k = o.config.num_speculative_tokens;
-  std::printf("  speculative decoding sweep: %s up to K=%d%s, context %lld, %lld tokens per stream (greedy, best of 2)\n",
+  const int rounds = std::max(o.rounds, 1);
+  std::printf("  speculative decoding sweep: %s up to K=%d%s, context %lld, %lld tokens per stream (greedy; %d warm-up "
+              "passes, then the median of %d rounds alternating the engines)\n",
               std::string(engine::DraftMethodName(o.config.method)).c_str(), top_k,
               o.config.scheduled_verification ? ", scheduled" : "", static_cast<long long>(o.context),
-              static_cast<long long>(o.tokens));
+              static_cast<long long>(o.tokens), kWarmUpPasses, rounds);
   std::printf("  %5s %12s %12s", "conc", "off tok/s/u", "off total");
   for (int k = 1; k <= top_k; ++k) std::printf("  K=%-2d tok/s/u", k);
-  if (o.config.scheduled_verification) std::printf(" %12s %8s", "sched tok/s/u", "vs best");
+  if (o.config.scheduled_verification) std::printf(" %12s %8s %8s %8s %s", "sched tok/s/u", "vs off", "vs best", "spread", "trimmed");
   std::printf("\n");
   for (int c : concurrency) {
     SpeculativeDecodeOptions run_options = o;
     run_options.batch = c;
     std::mt19937 rng(static_cast<uint32_t>(o.seed) + static_cast<uint32_t>(c));
-    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(c));
-    DecodeRun off;
-    // One engine at a time: a recording pass for the synthetic drafter, then the faster of two passes.
-    auto run = [&](bool speculative, const engine::SpeculativeConfig& config, DecodeRun* out) -> Status {
-      run_options.config = config;
-      DI_ASSIGN_OR_RETURN(auto e, MakeEngine(run_options, speculative));
-      if (prompts[0].empty()) {
-        std::uniform_int_distribution<int32_t> token(2, static_cast<int32_t>(e->info().vocab_size - 1));
-        for (auto& p : prompts) {
-          p.resize(static_cast<size_t>(o.context));
-          for (int32_t& t : p) t = token(rng);
-        }
-      }
-      if (speculative && config.method == engine::DraftMethod::kSynthetic) Decode(*e, prompts, o.tokens);
-      for (int pass = 0; pass < 2; ++pass) {
-        DecodeRun r = Decode(*e, prompts, o.tokens);
-        DI_RETURN_IF_ERROR(r.status);
-        if (pass == 0 || r.seconds < out->seconds) *out = std::move(r);
-      }
-      for (const auto& ids : out->ids) {
-        if (static_cast<int64_t>(ids.size()) != o.tokens)
-          return Status::Internal("a stream has " + std::to_string(ids.size()) + " tokens, not " + std::to_string(o.tokens));
-      }
-      if (speculative && out->ids != off.ids) return Status::Internal("outputs differ from speculation off");
-      // Runs are timed apart (not alternated), so a quarter of slack absorbs a shared machine's swings.
-      if (speculative && PerStream(*out, o.tokens) > 1.25 * (config.num_speculative_tokens + 1.0) * PerStream(off, o.tokens))
-        return Status::Internal("a speed-up beyond K + 1 is impossible (the measurement is broken)");
-      return Status::Ok();
-    };
-    auto failed = [&](const std::string& what, const Status& st) {
-      std::printf("    FAILED (concurrency %d, %s): %s\n", c, what.c_str(), st.message().c_str());
-      return 1;
-    };
-    if (Status st = run(false, {}, &off); !st.ok()) return failed("off", st);
-    const double off_tps = PerStream(off, o.tokens);
-    std::printf("  %5d %12.2f %12.2f", c, off_tps, off_tps * c);
-    std::fflush(stdout);
-    double best = off_tps;
-    int best_k = 0;
+    // The configurations: speculation off, every fixed K, and the scheduled configuration.
+    std::vector<engine::SpeculativeConfig> configs(1);
     for (int k = 1; k <= top_k; ++k) {
       engine::SpeculativeConfig fixed = o.config;
       fixed.num_speculative_tokens = k;
       fixed.scheduled_verification = false;
       if (!fixed.synthetic_acceptance_rates.empty()) fixed.synthetic_acceptance_rates.resize(static_cast<size_t>(k));
-      DecodeRun r;
-      if (Status st = run(true, fixed, &r); !st.ok()) return failed("K=" + std::to_string(k), st);
-      const double tps = PerStream(r, o.tokens);
-      std::printf("  %12.2f", tps);
-      std::fflush(stdout);
-      if (tps > best) best = tps, best_k = k;
+      configs.push_back(fixed);
+    }
+    if (o.config.scheduled_verification) configs.push_back(o.config);
+    auto failed = [&](size_t i, const Status& st) {
+      const std::string what = i == 0 ? "off" : i <= static_cast<size_t>(top_k) ? "K=" + std::to_string(i) : "scheduled";
+      std::printf("    FAILED (concurrency %d, %s): %s\n", c, what.c_str(), st.message().c_str());
+      return 1;
+    };
+    // Every engine lives through the whole concurrency, so that the rounds can alternate them (a shared
+    // machine's load then slows each configuration alike); the first warm-up pass records the synthetic
+    // drafter's future, the second lets a scheduled configuration measure its budgets.
+    std::vector<std::unique_ptr<engine::Engine>> engines;
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(c));
+    std::vector<std::vector<double>> seconds(configs.size());
+    std::vector<DecodeRun> last(configs.size());
+    for (size_t i = 0; i < configs.size(); ++i) {
+      run_options.config = configs[i];
+      auto e = MakeEngine(run_options, i > 0);
+      if (!e.ok()) return failed(i, e.status());
+      engines.push_back(std::move(e).value());
+      if (prompts[0].empty()) {
+        std::uniform_int_distribution<int32_t> token(2, static_cast<int32_t>(engines[0]->info().vocab_size - 1));
+        for (auto& p : prompts) {
+          p.resize(static_cast<size_t>(o.context));
+          for (int32_t& t : p) t = token(rng);
+        }
+      }
+      for (int pass = 0; pass < kWarmUpPasses; ++pass) {
+        DecodeRun r = Decode(*engines[i], prompts, o.tokens);
+        if (!r.status.ok()) return failed(i, r.status);
+      }
+    }
+    auto check = [&](size_t i, const DecodeRun& r) -> Status {
+      DI_RETURN_IF_ERROR(r.status);
+      for (const auto& ids : r.ids) {
+        if (static_cast<int64_t>(ids.size()) != o.tokens)
+          return Status::Internal("a stream has " + std::to_string(ids.size()) + " tokens, not " + std::to_string(o.tokens));
+      }
+      if (i > 0 && r.ids != last[0].ids) return Status::Internal("outputs differ from speculation off");
+      return Status::Ok();
+    };
+    engine::EngineStats sched_before;
+    if (o.config.scheduled_verification) sched_before = engines.back()->Stats();
+    for (int round = 0; round < rounds; ++round) {
+      // Off first (the reference for the checks), then the others from a rotating start.
+      for (size_t n = 0; n < configs.size(); ++n) {
+        const size_t i = n == 0 ? 0 : 1 + (n - 1 + static_cast<size_t>(round)) % (configs.size() - 1);
+        DecodeRun r = Decode(*engines[i], prompts, o.tokens);
+        if (Status st = check(i, r); !st.ok()) return failed(i, st);
+        seconds[i].push_back(r.seconds);
+        last[i] = std::move(r);
+      }
+    }
+    // Tokens/s per stream of each configuration: its median round, and its slowest and fastest.
+    auto tps = [&](size_t i, double q) {
+      std::vector<double> v = seconds[i];
+      std::sort(v.begin(), v.end());
+      const double s = v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+      return s > 0 ? static_cast<double>(o.tokens - 1) / s : 0.0;
+    };
+    const double off_tps = tps(0, 0.5);
+    // A speed-up beyond K + 1 is impossible; the medians of alternated rounds still swing with a shared
+    // machine's load, which a quarter of slack absorbs.
+    for (size_t i = 1; i < configs.size(); ++i) {
+      if (tps(i, 0.5) > 1.25 * (configs[i].num_speculative_tokens + 1.0) * off_tps)
+        return failed(i, Status::Internal("a speed-up beyond K + 1 is impossible (the measurement is broken)"));
+    }
+    std::printf("  %5d %12.2f %12.2f", c, off_tps, off_tps * c);
+    double best = off_tps;
+    int best_k = 0;
+    for (int k = 1; k <= top_k; ++k) {
+      const double v = tps(static_cast<size_t>(k), 0.5);
+      std::printf("  %12.2f", v);
+      if (v > best) best = v, best_k = k;
     }
     if (o.config.scheduled_verification) {
-      DecodeRun r;
-      if (Status st = run(true, o.config, &r); !st.ok()) return failed("scheduled", st);
-      const double tps = PerStream(r, o.tokens);
-      std::printf(" %12.2f %7.3fx", tps, best > 0 ? tps / best : 0.0);
+      const size_t i = configs.size() - 1;
+      const double v = tps(i, 0.5);
+      const engine::EngineStats after = engines.back()->Stats();
+      std::printf(" %12.2f %7.3fx %7.3fx %+4.0f/%+.0f%% %llu/%llu", v, off_tps > 0 ? v / off_tps : 0.0,
+                  best > 0 ? v / best : 0.0, 100 * (tps(i, 0.0) / v - 1), 100 * (tps(i, 1.0) / v - 1),
+                  static_cast<unsigned long long>(after.spec_decode_scheduled_steps - sched_before.spec_decode_scheduled_steps),
+                  static_cast<unsigned long long>(after.steps - sched_before.steps));
     }
     std::printf("   best fixed: %s\n", best_k ? ("K=" + std::to_string(best_k)).c_str() : "off");
+    std::fflush(stdout);
   }
   std::printf("  outputs of every run equal speculation off's\n");
   std::fflush(stdout);

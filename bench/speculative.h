@@ -23,6 +23,7 @@ struct SpeculativeDecodeOptions {
   int64_t context = 256;  // prompt tokens of each stream
   int64_t tokens = 128;   // generated per stream
   uint64_t seed = 1;
+  int rounds = 3;  // the sweep's timed rounds per configuration
 };
 
 // Greedy decoding of `batch` streams with speculation off and on, on two engines in this process (the
@@ -33,10 +34,12 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 
 // For each concurrency (streams decoded at once, greedy): speculation off, the configured drafter at every
 // fixed K from 1 to the configured K (synthetic rates cut to K), and the configuration itself when it
-// schedules its verify lengths, each on its own engine (best of two passes after a recording pass); prints
-// tokens/s per stream and in total, the best fixed K, and the scheduled run against max(off, best fixed K).
-// Non-zero when any run's outputs differ from speculation off's, a stream has other than `tokens` tokens,
-// or a speed-up passes 1.25 (K + 1) (the corruption check; the runs are not alternated).
+// schedules its verify lengths, each on its own engine, all alive at once: two warm-up passes each (the
+// synthetic drafter records its future in the first), then `rounds` rounds that run every engine once in
+// turn; prints the median round's tokens/s per stream (and in total for off), the best fixed K, and the
+// scheduled run against off and the best fixed K, with its spread over the rounds and its scheduled steps.
+// Non-zero when any run's outputs differ from speculation off, a stream has other than `tokens` tokens,
+// or a speed-up passes 1.25 (K + 1) (the corruption check).
 int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency);
 
 // "1,4,16": up to 16 comma-separated concurrencies in [1, 256]; InvalidArgument with one line otherwise.

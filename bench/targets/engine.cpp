@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
     "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n"
     "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N]\n"
-    "                               [--spec-concurrency LIST]]\n\n"
+    "                               [--spec-concurrency LIST [--spec-rounds N]]]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
     "exactly from cached window blocks), replayed tokens per hit and the step loop's idle gap, then the\n"
@@ -69,7 +69,8 @@ constexpr const char* kUsage =
     "counters, and greedy decoding of --spec-batch streams (default 1) of --spec-tokens tokens (default 128)\n"
     "is measured with and without it (runs with --skip-goals too; fails when the outputs differ).\n"
     "--spec-concurrency 1,4,16,32,64 measures instead, at each concurrency, speculation off, every fixed K up\n"
-    "to the config's and (with scheduled_verification) the config itself, on fresh engines.\n";
+    "to the config's and (with scheduled_verification) the config itself, on engines alive at once: two warm-up\n"
+    "passes each, then --spec-rounds rounds (default 3) that run each engine once in turn; the median round.\n";
 
 struct Args {
   std::string model_dir;
@@ -89,6 +90,7 @@ struct Args {
   engine::SpeculativeConfig speculative;
   int spec_batch = 1;
   int64_t spec_tokens = 128;
+  int spec_rounds = 3;
   std::vector<int> spec_concurrency;  // non-empty: the sweep instead of the single measurement
 };
 
@@ -677,6 +679,7 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   });
   flags.Int<int>("--spec-batch", &a.spec_batch, 1, 256);
   flags.Int<int64_t>("--spec-tokens", &a.spec_tokens, 2, 1 << 16);
+  flags.Int<int>("--spec-rounds", &a.spec_rounds, 1, 100);
   flags.Custom("--spec-concurrency", "LIST", [&a](const std::string& v) {
     DI_ASSIGN_OR_RETURN(a.spec_concurrency, ParseConcurrencyList(v));
     return Status::Ok();
@@ -733,7 +736,8 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
                                         .config = a.speculative,
                                         .batch = a.spec_batch,
                                         .tokens = a.spec_tokens,
-                                        .seed = a.seed};
+                                        .seed = a.seed,
+                                        .rounds = a.spec_rounds};
     if (int rc = a.spec_concurrency.empty() ? MeasureSpeculativeDecode(spec)
                                             : SweepSpeculativeDecode(spec, a.spec_concurrency))
       return rc;

@@ -306,7 +306,10 @@ struct EngineStats {
   // i + 1 tokens were accepted).
   int num_speculative_tokens = 0;  // K (0: speculation off)
   uint64_t spec_decode_num_drafts = 0;
-  uint64_t spec_decode_scheduled_steps = 0;  // steps whose verify lengths the cost model chose (not the full K)
+  // Scheduled verification: steps that verified less than the full block would have, and the draft
+  // positions it would have verified that they did not (plain decoding's skipped drafts included).
+  uint64_t spec_decode_scheduled_steps = 0;
+  uint64_t spec_decode_trimmed_positions = 0;
   uint64_t spec_decode_num_draft_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens = 0;
   uint64_t spec_decode_num_accepted_tokens_per_pos[kMaxSpeculativeTokens] = {};

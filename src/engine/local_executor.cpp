@@ -66,6 +66,7 @@ struct LocalExecutor::Row {
   int64_t first_position = 0;   // the position the first token sampled takes
   int64_t verify = 0;
   const int32_t* draft = nullptr;  // verify tokens
+  int64_t draft_tokens = -1;       // the most draft tokens to propose after this step (-1: K)
   bool owns_state = false;         // the chunk ran this output's own model state (not its parent's)
   const float* logits = nullptr;
   int64_t position = 0;
@@ -356,6 +357,7 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
         row.position = row.first_position;
         row.owns_state = i == 0;
         if (c.verify > 0) row.draft = c.tokens.data() + (c.tokens.size() - static_cast<size_t>(c.verify));
+        row.draft_tokens = c.draft_tokens;
         // Outputs born from this row start from their parent's penalty counts (and history).
         if (i > 0) {
           const Slot& parent = slots_[c.id];
@@ -525,8 +527,9 @@ void LocalExecutor::Propose(std::vector<Row>& rows, std::vector<SequenceResult>*
     SequenceResult& r = (*results)[i];
     if (!r.status.ok()) continue;
     for (const sampling::SampledToken& t : r.tokens) row.slot->history.push_back(t.id);
-    if (row.ended || r.terminated || row.slot->history.empty()) continue;
+    if (row.ended || r.terminated || row.slot->history.empty() || row.draft_tokens == 0) continue;
     inputs.push_back(DraftInputFor(row.id, *row.slot));
+    if (row.draft_tokens > 0) inputs.back().max_tokens = static_cast<int>(std::min<int64_t>(row.draft_tokens, draft_tokens_));
     if (drafter_->uses_model() && row.owns_state && row.slot->state) {
       inputs.back().state = row.slot->state.get();
       inputs.back().room = DraftRoom(*row.slot->state);

@@ -133,6 +133,7 @@ StepPlan Scheduler::Schedule() {
     snapshot_takes_.clear();
     return out;
   }
+  schedule_started_nanos_ = NowNanos();
   std::vector<Work> plan;
   Plan(&plan);
   if (plan.empty() && !running_.empty()) {
@@ -208,14 +209,19 @@ double Scheduler::TargetSeconds() const {
   return DerivedTbtTargetSeconds(cost_, decode_shape_);
 }
 
-int64_t Scheduler::VerifyLength(const Sequence* s, int64_t budget) const {
-  if (s->draft.empty() || !options_.speculative.enabled()) return 0;
+int64_t Scheduler::VerifyRoom(const Sequence* s, int64_t budget) const {
+  if (!options_.speculative.enabled()) return 0;
   const sampling::SamplingParams& sp = s->request->params.sampling;
-  int64_t k = std::min<int64_t>(static_cast<int64_t>(s->draft.size()), options_.speculative.num_speculative_tokens);
+  int64_t k = options_.speculative.num_speculative_tokens;
   k = std::min(k, budget - 1);
   k = std::min(k, sp.max_tokens - s->generated - 1);  // a step yields at most k + 1 tokens
   // The positions computed, up to computed + k, stay inside the context.
   k = std::min(k, config_.max_model_len - static_cast<int64_t>(s->tokens.size()));
+  return std::max<int64_t>(k, 0);
+}
+
+int64_t Scheduler::VerifyLength(const Sequence* s, int64_t budget) const {
+  int64_t k = std::min<int64_t>(static_cast<int64_t>(s->draft.size()), VerifyRoom(s, budget));
   if (s->verify_limit >= 0) k = std::min(k, s->verify_limit);
   return std::max<int64_t>(k, 0);
 }

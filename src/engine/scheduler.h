@@ -24,6 +24,7 @@
 #include "engine/output_processor.h"
 #include "engine/snapshot_cache.h"
 #include "engine/step_plan.h"
+#include "engine/verify_budget.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/lower_tier.h"
 
@@ -53,6 +54,7 @@ struct Sequence {
   std::vector<int32_t> draft;
   std::vector<float> draft_survival;  // the drafter's predicted survival of each draft prefix (may be empty)
   int64_t verify_limit = -1;  // this step's scheduled verify length (-1: not scheduled)
+  int64_t draft_limit = -1;   // draft tokens to propose after this step (-1: K)
   // The persistent tier (tier_loading.cpp): looked up once, before the first admission; while kLoading the
   // sequence waits and the step loop serves others.
   enum class Tier : uint8_t { kUnchecked, kLoading, kChecked };
@@ -224,10 +226,16 @@ class Scheduler {
   double TargetSeconds() const;
   // Draft tokens a decoding sequence verifies this step (0: none).
   int64_t VerifyLength(const Sequence* s, int64_t budget) const;
+  // The draft tokens it could verify this step with a whole draft (K within its limits).
+  int64_t VerifyRoom(const Sequence* s, int64_t budget) const;
   // Positions past a decode chunk of `length` that the model's draft layers may write (0: none).
   int64_t DraftRoom(const Sequence* s, int64_t length) const;
-  // Scheduled verification (verify_schedule.cpp): sets each decoding sequence's verify_limit for this step.
+  // Scheduled verification (verify_schedule.cpp): sets each decoding sequence's verify_limit for this step
+  // and draft_limit for the next.
   void ScheduleVerifyLengths(int64_t budget);
+  // A step ran with `decoders` decode chunks verifying `verified_positions` draft tokens in `seconds` (from
+  // planning to its result): measured for the budget it was planned with, if it ran as planned.
+  void ObserveVerifyStep(int64_t decoders, int64_t verified_positions, double seconds);
   // The predicted survival of a sequence's first k draft prefixes: its drafter's, else the online
   // per-position acceptance estimate.
   std::vector<double> PredictedSurvival(const Sequence* s, int64_t k) const;
@@ -294,6 +302,13 @@ class Scheduler {
   // Per draft position: drafts that reached it (every earlier one accepted) and those accepted there.
   std::array<double, kMaxSpeculativeTokens> reached_at_{};
   std::array<double, kMaxSpeculativeTokens> accepted_at_{};
+  // Scheduled verification: measured step times per budget, the budget chosen for the next step (-1: none
+  // yet), and what the step being executed is measured as (budget -1: not measured).
+  VerifyBudgets budgets_{options_.speculative.num_speculative_tokens};
+  int next_budget_ = -1;
+  int measured_budget_ = -1;
+  int64_t measured_decoders_ = 0, measured_positions_ = 0;
+  int64_t schedule_started_nanos_ = 0;
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // best first

@@ -51,6 +51,7 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
     c.tokens.assign(s->tokens.begin() + w.start, s->tokens.begin() + (w.end - w.verify));
     c.tokens.insert(c.tokens.end(), s->draft.begin(), s->draft.begin() + w.verify);
     c.verify = w.verify;
+    c.draft_tokens = s->draft_limit;
     c.state_only = w.state_only;
     c.logits = w.logits;
     SetPromptLogprobs(*s, w, &c);
@@ -205,6 +206,12 @@ void Scheduler::Update(const StepResult& result) {
   if (current_.empty()) return;  // a step of snapshots only
   // The executor has copied the forks' partial blocks.
   const int64_t released_at = NowNanos();
+  if (result.status.ok() && schedule_started_nanos_ > 0) {
+    int64_t verified = 0;
+    for (const Work& w : current_) verified += w.verify;
+    ObserveVerifyStep(static_cast<int64_t>(current_.size()), verified,
+                      static_cast<double>(released_at - schedule_started_nanos_) * 1e-9);
+  }
   for (const BlockCopy& pin : copy_pins_)
     (pin.window ? blocks_.window_class() : blocks_.prefix()).Release(pin.from, released_at);
   copy_pins_.clear();

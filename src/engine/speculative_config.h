@@ -53,12 +53,14 @@ struct SpeculativeConfig {
   // distribution and otherwise replaced by a draw from p without it: distribution-exact, more tokens
   // accepted, not byte-identical. Greedy outputs verify alike in both.
   bool rejection_sampling = false;
-  // Verify lengths chosen per step by predicted survival and the step-cost model ("scheduled_verification",
-  // TensorRT-LLM's enable_confidence_scheduling) instead of K for every output; the scheduled lengths are
-  // used only when their predicted accepted tokens per second beat the full block's by more than
-  // `min_predicted_gain` (a fraction; TensorRT-LLM's confidence_min_predicted_gain).
+  // Verify lengths chosen per step ("scheduled_verification", TensorRT-LLM's enable_confidence_scheduling)
+  // instead of K for every output: a budget per output from measured decode-step times and predicted
+  // survival, plain decoding included (verify_budget.h). A budget below the full block is used only when
+  // its predicted tokens per second beat the full block's by more than `min_predicted_gain` (a fraction;
+  // TensorRT-LLM's confidence_min_predicted_gain; its profiler's 0.01), or the full block loses to plain
+  // decoding.
   bool scheduled_verification = false;
-  double min_predicted_gain = 0.04;
+  double min_predicted_gain = 0.01;
   bool enabled() const { return method != DraftMethod::kNone; }
   // Whether the method runs the model's draft layers (the model is then loaded with LoadOptions::drafting).
   bool uses_draft_layers() const { return method == DraftMethod::kMtp || method == DraftMethod::kDspark; }

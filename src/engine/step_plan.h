@@ -106,6 +106,9 @@ struct PlannedChunk {
   // The model state then holds the positions up to that token's, and the blocks of the rejected ones are
   // the scheduler's to roll back.
   int64_t verify = 0;
+  // The most draft tokens the drafter proposes for the outputs sampling here after this step (-1: K; 0:
+  // none, the output decodes plainly next step).
+  int64_t draft_tokens = -1;
   // >= 0: also the log probability (and this many alternatives) of each prompt token after the chunk's
   // first position, from the row of the position before it: every position's logits are computed.
   int prompt_logprobs = -1;

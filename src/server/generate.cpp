@@ -311,6 +311,12 @@ void Service::AppendEngineMetrics(PrometheusText* out, const MetricLabels& model
             static_cast<double>(s.spec_decode_num_draft_tokens));
     counter("deepinfer:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
             static_cast<double>(s.spec_decode_num_accepted_tokens));
+    counter("deepinfer:spec_decode_scheduled_steps_total",
+            "Decode steps whose scheduled verify budget was below the full block.",
+            static_cast<double>(s.spec_decode_scheduled_steps));
+    counter("deepinfer:spec_decode_trimmed_positions_total",
+            "Draft positions the full block would have verified that scheduled steps did not.",
+            static_cast<double>(s.spec_decode_trimmed_positions));
     out->Family("deepinfer:spec_decode_num_accepted_tokens_per_pos_total", "counter",
                 "Draft tokens accepted at each draft position.");
     for (int i = 0; i < s.num_speculative_tokens && i < engine::kMaxSpeculativeTokens; ++i) {

@@ -450,7 +450,7 @@ std::vector<Job> MakeJobs(std::mt19937& rng, int count, int32_t vocab) {
 }
 
 struct SweepTotals {
-  uint64_t drafts = 0, accepted = 0, preemptions = 0, scheduled_steps = 0;
+  uint64_t drafts = 0, accepted = 0, preemptions = 0, scheduled_steps = 0, trimmed_positions = 0;
   uint64_t requests = 0, tokens = 0;  // compared with speculation off
 };
 
@@ -564,6 +564,7 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds, const std::vec
     totals.accepted += stats.spec_decode_num_accepted_tokens;
     totals.preemptions += stats.num_preemptions;
     totals.scheduled_steps += stats.spec_decode_scheduled_steps;
+    totals.trimmed_positions += stats.spec_decode_trimmed_positions;
   }
   if (std::getenv("DEEPINFER_SPEC_SWEEP_ROUNDS")) {
     std::printf("%s: %d rounds, %llu requests (%llu tokens) equal to speculation off; %llu drafts, %llu draft "
@@ -579,9 +580,11 @@ void Sweep(const std::string& fixture, uint32_t seed, int rounds, const std::vec
   if (!methods[0].starts_with("mtp") && !methods[0].starts_with("dspark")) {
     EXPECT_GT(totals.accepted, 0u);
   }
-  // Scheduled verification chose lengths other than the full block in some steps.
+  // Scheduled verification verified less than the full block in some steps (it measures plain decoding
+  // among its first budgets), each such step at least one position less.
   if (methods[0].ends_with("_scheduled")) {
     EXPECT_GT(totals.scheduled_steps, 0u);
+    EXPECT_GE(totals.trimmed_positions, totals.scheduled_steps);
   }
   // Whether the small pool preempts depends on when requests arrive relative to steps; the model-free
   // sweeps' seeds preempt reliably, and the others share the same preemption path.
@@ -600,10 +603,12 @@ TEST(EngineSpeculative, PropertyMtpOutputsEqualSpeculationOffOnV4) {
   Sweep("v4_mixed", 5, SweepRounds(2), {"mtp", "mtp_suffix"});
 }
 
-// Verify lengths from predicted survival and the step-cost model: random MTP drafts are almost never
-// accepted, so the schedule learns to verify less than K (down to plain decoding).
+// Verify budgets from measured step times and predicted survival: random MTP drafts are almost never
+// accepted, so the schedule learns to verify less than K (down to plain decoding, not drafting then); the
+// synthetic drafter's recorded future is, and its budgets are ranked by the online estimate.
 TEST(EngineSpeculative, PropertyScheduledVerificationOutputsEqualSpeculationOff) {
   Sweep("v4_mixed", 9, SweepRounds(1), {"mtp_scheduled"});
+  Sweep("v4_mixed", 10, SweepRounds(1), {"synthetic_scheduled"});
 }
 
 // The suffix index over the engine's finished requests: a request's second run finds its first.

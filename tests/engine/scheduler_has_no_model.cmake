@@ -9,6 +9,8 @@ set(files
   src/engine/scheduler_update.cpp
   src/engine/tier_loading.cpp
   src/engine/verify_schedule.cpp
+  src/engine/verify_budget.h
+  src/engine/verify_budget.cpp
   src/engine/cost_model.h
   src/engine/cost_model.cpp)
 set(problems "")

@@ -1,7 +1,7 @@
 """Speculative decoding through the CLI: a malformed --speculative-config is one error line and a non-zero exit
 on generate, serve and bench engine; a method the model cannot run is refused at start; a server with the
 synthetic drafter answers a repeated request with the same body as a server without it, and /metrics counts
-its drafts as vLLM names them."""
+its drafts as vLLM names them, and the steps and positions scheduled verification trims."""
 import pathlib
 import subprocess
 import sys
@@ -74,6 +74,30 @@ def test_served_outputs_equal_speculation_off_and_metrics_count_drafts(deepinfer
         per_pos = [m[f'deepinfer:spec_decode_num_accepted_tokens_per_pos_total{{{label},position="{i}"}}']
                    for i in range(3)]
         assert sum(per_pos) == accepted and per_pos[0] == drafts
+    finally:
+        assert spec.stop() == 0
+
+
+def test_scheduled_verification_keeps_outputs_and_counts_its_trims(deepinfer_bin, tiny_model):
+    body = {"model": MODEL, "prompt": "one two three four five six seven", "max_tokens": 24, "temperature": 0,
+            "ignore_eos": True}
+    config = '{"method": "synthetic", "num_speculative_tokens": 3, "scheduled_verification": true}'
+    spec = Server(deepinfer_bin, tiny_model, "--served-model-name", MODEL, "--speculative-config", config)
+    try:
+        # The first answer has no drafts (it is recorded), so it is plain decoding's; the second verifies.
+        status, _, first = spec.json("POST", "/v1/completions", body)
+        assert status == 200, first
+        status, _, second = spec.json("POST", "/v1/completions", body)
+        assert status == 200, second
+        assert second["choices"] == first["choices"]
+        m = spec.metrics()
+        label = f'model_name="{MODEL}"'
+        # The budgets are measured in turn: the full block (3) twice, then plain decoding, whose step verifies
+        # none of the 3 positions a whole draft would have (its draft is skipped); every such step trims one
+        # position at least.
+        steps = m[f"deepinfer:spec_decode_scheduled_steps_total{{{label}}}"]
+        trimmed = m[f"deepinfer:spec_decode_trimmed_positions_total{{{label}}}"]
+        assert steps >= 1 and trimmed >= 3 and trimmed >= steps
     finally:
         assert spec.stop() == 0
 
