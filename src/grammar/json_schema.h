@@ -19,10 +19,11 @@
 // or taken as anyOf where JsonSchemaOptions::one_of_as_any_of asks), uniqueItems (exact where the items
 // come from a finite set of scalars: enum, const, booleans, null, an integer range of at most 64; with
 // tuple items, contains or any other items refused: see json_schema_object.cpp), allOf
-// (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
-// non-numeric enum/const, dependencies, items, contains, additionalProperties, patternProperties,
-// propertyNames patterns (one such member-needing negation per object), and not/anyOf/allOf/one-branch
-// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
+// (merged), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
+// counts, numeric bounds, enum/const of scalars (numbers kept out by the ranges around them, integers
+// only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
+// (one such member-needing negation per object), and not/anyOf/allOf/oneOf of those (not oneOf: none of
+// the branches, or two that may meet); numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
 // under a `$schema` naming an older draft they are unknown words; when `if` has such a negation; several
 // in one allOf when each `if` tests member values: const/enum, required),
 // dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
