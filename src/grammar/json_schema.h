@@ -64,7 +64,7 @@ struct JsonSchemaOptions {
   // A oneOf whose branches may overlap and that the compiler cannot make exclusive is refused (kUnimplemented
   // naming oneOf and its pointer). true compiles it as anyOf instead, as xgrammar and llguidance do without
   // saying so: an instance that meets two branches is then accepted though the schema rejects it, so each
-  // such oneOf is logged as a warning with its pointer. Off by default.
+  // such oneOf is logged as a warning with its pointer and named in Grammar::warnings. Off by default.
   bool one_of_as_any_of = false;
   size_t max_schema_bytes = 4u << 20;
   uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)

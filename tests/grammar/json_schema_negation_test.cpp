@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "grammar/compiler.h"
+#include "grammar/constraint.h"
 #include "grammar/json_schema.h"
+#include "grammar/token_index.h"
 #include "schema_case.h"
 
 namespace deepinfer::grammar {
@@ -93,6 +95,41 @@ TEST(JsonSchemaNegation, RefusalsNameKeywordAndPointer) {
     EXPECT_NE(g.status().message().find(r.keyword), std::string::npos) << g.status().message();
     EXPECT_NE(g.status().message().find(r.pointer), std::string::npos) << g.status().message();
   }
+}
+
+// JsonSchemaOptions::one_of_as_any_of: the refused oneOf compiles as anyOf and the grammar names where; an
+// exact grammar names nothing; the cache keeps the two modes apart (a strict request never gets the lenient
+// grammar compiled for another).
+TEST(JsonSchemaLenientOneOf, WarnsWhereItIsTakenAndCachesModesApart) {
+  const std::string overlapping =
+      R"({"properties":{"m":{"type":"integer","minimum":0,"maximum":30,"oneOf":[{"multipleOf":3},{"multipleOf":5}]}}})";
+  JsonSchemaOptions lenient;
+  lenient.one_of_as_any_of = true;
+  auto g = JsonSchemaToGrammar(overlapping, lenient);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->warnings().size(), 1u);
+  EXPECT_NE(g->warnings()[0].find("oneOf at #/properties/m taken as anyOf"), std::string::npos) << g->warnings()[0];
+  auto cg = Compile(*g);
+  ASSERT_TRUE(cg.ok());
+  EXPECT_EQ(cg->warnings(), g->warnings());
+  // 15 meets both branches: the anyOf reading accepts it.
+  EXPECT_TRUE(cg->Matches(R"({"m":15})"));
+  EXPECT_FALSE(cg->Matches(R"({"m":7})"));
+  auto exact = JsonSchemaToGrammar(R"({"oneOf":[{"type":"string"},{"type":"null"}]})", lenient);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_TRUE(exact->warnings().empty());
+
+  auto vocab = TokenIndex::FromTokens({"a", "b"}, {}, {}, 2);
+  ASSERT_TRUE(vocab.ok());
+  ConstraintCache cache(4);
+  ConstraintSpec spec;
+  spec.text = overlapping;
+  spec.json.one_of_as_any_of = true;
+  ASSERT_TRUE(cache.Get(spec, *vocab).ok());
+  spec.json.one_of_as_any_of = false;
+  auto strict = cache.Get(spec, *vocab);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), StatusCode::kUnimplemented);
 }
 
 }  // namespace
