@@ -1,7 +1,8 @@
-// Feeds arbitrary bytes to the DeepSeek configuration readers as a config.json (model_type "deepseek_v3"
-// to V3's, anything else to V4's): whatever they accept must be self-consistent (V4: one schedule entry per
-// layer, ratios that are 0 or positive; V3: MLA and routing shapes that fit together; both: sizes in
-// bounds), and whatever they reject is one line.
+// Feeds arbitrary bytes to the DeepSeek configuration readers as a config.json (model_type "deepseek_v3" or
+// "deepseek_v32" to V3's, anything else to V4's): whatever they accept must be self-consistent (V4: one
+// schedule entry per layer, ratios that are 0 or positive; V3: MLA and routing shapes that fit together;
+// V3.2: an indexer head of a power of two holding the rope channels, index_topk ≥ 1, the low-rank query;
+// all: sizes in bounds), and whatever they reject is one line.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -26,6 +27,11 @@ void CheckV3(const deepinfer::HfConfig& hf) {
   if (c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group)) __builtin_trap();
   if (c.first_k_dense_replace < 0 || c.first_k_dense_replace > c.num_layers) __builtin_trap();
   if (!(c.softmax_scale > 0) || c.eos_token_ids.empty() || c.eos_token_id != c.eos_token_ids[0]) __builtin_trap();
+  if (hf.model_type() == "deepseek_v32") {
+    const int64_t dim = c.index_head_dim;
+    if (c.index_topk < 1 || c.index_n_heads < 1 || dim < c.rope_dim || (dim & (dim - 1)) != 0 || c.q_lora_rank < 1)
+      __builtin_trap();
+  }
   (void)deepinfer::model::RopeInverseFrequencies(c.rope, c.rope_dim);
 }
 
@@ -35,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto hf = deepinfer::HfConfig::Parse(text);
   if (!hf.ok()) return 0;
-  if (hf->model_type() == "deepseek_v3") {
+  if (hf->model_type() == "deepseek_v3" || hf->model_type() == "deepseek_v32") {
     CheckV3(*hf);
     return 0;
   }

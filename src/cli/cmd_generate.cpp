@@ -22,11 +22,13 @@
 #include "cli/flags.h"
 #include "cli/recipe_flags.h"
 #include "core/clock.h"
+#include "core/hf_config.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/utf8.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
+#include "pipeline/default_model.h"
 #include "pipeline/prepare.h"
 #include "pipeline/sse.h"
 #include "pipeline/update_translator.h"
@@ -49,15 +51,16 @@ constexpr const char* kUsage =
     "and prints {prompt_tokens, prompt_cache_hit_tokens, seed, outputs: [{token_ids, text, finish_reason,\n"
     "logprobs}]} per prompt, for any model whatever its tokenizer.\n"
     "Sampling follows each request; the flags below are the defaults for what a request leaves unset (the\n"
-    "protocols default to temperature 1, and thinking mode forces it, as deepseek-recipe does; --prompt-ids is\n"
-    "greedy unless --temperature says otherwise). Runs are reproducible: requests without a seed use --seed.\n\n"
+    "protocols default to temperature 1, and thinking mode forces it, as deepseek-recipe does; --prompt puts a\n"
+    "given --temperature / --top-p into its request; --prompt-ids is greedy unless --temperature says\n"
+    "otherwise). Runs are reproducible: requests without a seed use --seed.\n\n"
     "  --model DIR                    Hugging Face checkpoint directory (config.json, safetensors, tokenizer.json)\n"
     "  --prompt TEXT                  a single user message (Chat Completions request)\n"
     "  --request FILE|-               the request body as JSON\n"
     "  --requests FILE.jsonl          one request body per line, run together\n"
     "  --prompt-ids IDS               comma-separated token ids (repeatable)\n"
     "  --protocol chat|responses|messages    the requests' API (default chat; anthropic = messages)\n"
-    "  --model-version v3.2|v4|v4.1   prompt encoding (default v4)\n"
+    "  --model-version v3.2|v4|v4.1   prompt encoding (default: from config.json's model_type, as serve)\n"
     "  --no-thinking                  with --prompt: chat mode instead of thinking mode\n"
     "  --stream                       print the SSE event stream as tokens are generated (one request)\n"
     "  --tokenizer PATH               tokenizer.json (default: DIR/tokenizer.json)\n"
@@ -92,6 +95,10 @@ struct GenerateArgs {
   std::vector<std::string> prompt_ids;
   recipe::Protocol protocol = recipe::Protocol::kChatCompletions;
   recipe::ModelVersion version = recipe::ModelVersion::kV4;
+  bool version_given = false;  // else config.json's model_type tells it
+  // --prompt writes these into the request it builds: the protocols fill an unset temperature or top_p with 1,
+  // so a default alone would never reach a --prompt request.
+  bool temperature_given = false, top_p_given = false;
   bool thinking = true, stream = false;
   // Sampling defaults.
   int64_t max_tokens = 64;
@@ -191,6 +198,9 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
     return Status::Ok();
   });
   if (int rc = flags.Parse(args)) return rc;
+  out->version_given = flags.given("--model-version");
+  out->temperature_given = flags.given("--temperature");
+  out->top_p_given = flags.given("--top-p");
   if (flags.given("--kv-cache-mib")) out->kv_cache_bytes = kv_cache_mib << 20;
   if (flags.given("--swa-replay")) out->replay = replay;
   const int sources = !out->prompt.empty() + !out->request_path.empty() + !out->requests_path.empty() +
@@ -342,6 +352,8 @@ int RunProtocol(const GenerateArgs& args) {
                                    {"messages", {{{"role", "user"}, {"content", args.prompt}}}},
                                    {"thinking", {{"type", args.thinking ? "enabled" : "disabled"}}}};
     if (args.stream) body["stream"] = true;
+    if (args.temperature_given) body["temperature"] = args.temperature;
+    if (args.top_p_given) body["top_p"] = args.top_p;
     bodies.push_back(body.dump());
   } else if (!args.request_path.empty()) {
     auto body = ReadBody(args.request_path);
@@ -499,6 +511,15 @@ int RunPromptIds(const GenerateArgs& args) {
 int RunGenerate(const std::vector<std::string>& argv) {
   GenerateArgs args;
   if (int rc = ParseArgs(argv, &args)) return rc;
+  if (!args.version_given && args.prompt_ids.empty()) {
+    auto config = HfConfig::Load(args.model_dir);
+    if (!config.ok()) return Fail("generate", config.status().message());
+    const auto version = pipeline::ModelVersionFromConfig(*config);
+    if (!version)
+      return Fail("generate", "cannot tell the prompt encoding from model_type '" + config->model_type() +
+                                  "' (pass --model-version)");
+    args.version = *version;
+  }
   return args.prompt_ids.empty() ? RunProtocol(args) : RunPromptIds(args);
 }
 

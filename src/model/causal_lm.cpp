@@ -23,7 +23,7 @@ const char* KvPrecisionName(KvPrecision precision) { return precision == KvPreci
 Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   const std::string type = hf.model_type();
-  if (type == "deepseek_v3") {
+  if (type == "deepseek_v3" || type == "deepseek_v32") {
     DI_ASSIGN_OR_RETURN(std::unique_ptr<V3Model> model, V3Model::Load(dir, options));
     return std::unique_ptr<CausalLM>(std::move(model));
   }
@@ -36,7 +36,7 @@ Result<std::unique_ptr<CausalLM>> LoadCausalLM(const std::string& dir, const Loa
     return std::unique_ptr<CausalLM>(std::move(model));
   }
   return Status::Unimplemented(hf.source() + ": model_type '" + type +
-                               "' is not supported (deepseek_v3, deepseek_v4, deepseek_v41)");
+                               "' is not supported (deepseek_v3, deepseek_v32, deepseek_v4, deepseek_v41)");
 }
 
 std::function<void(int64_t, int64_t)> TerminalProgressBar(std::string label) {

@@ -91,5 +91,44 @@ TEST(V3Config, ImpossibleShapesNameTheKey) {
   EXPECT_NE(c.status().message().find("rope_scaling.factor"), std::string::npos) << c.status().message();
 }
 
+// V3.2: the indexer keys; impossible indexer shapes name the key.
+TEST(V3Config, ReadsTheIndexerAndRefusesImpossibleShapes) {
+  nlohmann::json j = FixtureConfig("v3_tiny_a_bf16");
+  EXPECT_FALSE(Parse(j)->has_indexer());
+  j["model_type"] = "deepseek_v32";
+  auto defaults = Parse(j);
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  // The released values when absent.
+  EXPECT_EQ(defaults->index_topk, 2048);
+  EXPECT_EQ(defaults->index_n_heads, 64);
+  EXPECT_EQ(defaults->index_head_dim, 128);
+  EXPECT_FALSE(defaults->index_pow2_scales);
+  j["quantization_config"] = {{"scale_fmt", "ue8m0"}};
+  EXPECT_TRUE(Parse(j)->index_pow2_scales);
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"index_topk", 0, "index_topk"},
+      {"index_topk", -5, "index_topk"},
+      {"index_n_heads", 0, "index_n_heads"},
+      {"index_head_dim", 48, "index_head_dim"},     // not a power of two
+      {"index_head_dim", 4, "qk_rope_head_dim"},    // rope dim 8 > 4
+      {"q_lora_rank", nullptr, "q_lora_rank"},      // the indexer reads the query latent
+      {"quantization_config", {{"scale_fmt", "e5m2"}}, "quantization_config.scale_fmt"},
+  };
+  for (const Case& k : cases) {
+    nlohmann::json bad = j;
+    bad[k.key] = k.value;
+    auto c = Parse(bad);
+    ASSERT_FALSE(c.ok()) << k.key;
+    const std::string m = c.status().message();
+    EXPECT_NE(m.find(std::string("'") + k.named + "'"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
 }  // namespace v3_config_test
 }  // namespace deepinfer::model

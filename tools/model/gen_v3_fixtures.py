@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the DeepSeek-V3 reference fixtures in tests/model/data/ with Hugging Face transformers.
+"""Builds the DeepSeek-V3 and V3.2 reference fixtures in tests/model/data/ with Hugging Face transformers.
 
 Each fixture is a tiny random V3 checkpoint in the released layout (config.json with the released keys,
 model.safetensors with the released tensor names, e.g. `model.layers.1.self_attn.kv_a_proj_with_mqa.weight`,
@@ -20,8 +20,27 @@ from it:
                                  (enorm/hnorm, eh_proj on [enorm(embedding); hnorm(hidden)], one decoder
                                  layer, shared_head.norm, the main lm_head) built from transformers' V3 modules
 
+V3.2 fixtures (v32_*) come from transformers' `deepseek_v32` with its indexer given the rounding of DeepSeek's
+released inference, which transformers leaves out: after RoPE, the Hadamard transform of the indexer's queries
+and keys (scale dim^-0.5), then FP8 E4M3 with one scale per block of min(128, dim) values, s = max(amax, 1e-4)
+· fl(1/448) (a power of two, rounded up, with scale_fmt "ue8m0"), codes round to nearest even, saturated at ±448;
+the scores use the dequantized values (see `fake_quantized_indexer_forward`). index_topk is smaller than the
+sequences, so the selection matters (the generator prints at how many (layer, position) pairs it drops keys,
+and at how many the rounding changes the selection against transformers' unrounded scores).
+
+Ties and FP8 boundary flips: an implementation computing in fp32 differs from this reference by rounding
+noise; that noise could move a value across an E4M3 rounding midpoint (its code then differs by one quantum)
+or reorder two nearly equal scores, and either could change a selection, after which the logits differ for
+real. For every forward without a cache and every (layer, query), the generator bounds how far each score can
+move when every value before rounding moves by up to NOISE of its block's amax (a value within that distance
+of a midpoint may take the neighbouring code: one quantum × its scale, times the largest partner value it
+multiplies; plus NOISE on every product and head weight), and lists the selections where the lowest selected
+score minus its bound does not exceed the highest dropped score plus its bound (an exact tie always does).
+NOISE = 1e-6, about the largest relative deviation of our fp32 logits from transformers on the V3 fixtures.
+A test failing only at a listed (layer, position) is a boundary flip, not a mistake.
+
 Usage: /path/to/venv-with-torch/bin/python tools/model/gen_v3_fixtures.py [--out tests/model/data]
-Needs torch and transformers with deepseek_v3 (5.x). Deterministic: seeded, single-threaded.
+Needs torch and transformers with deepseek_v3 and deepseek_v32 (5.x). Deterministic: seeded, single-threaded.
 """
 import argparse
 import json
@@ -30,9 +49,11 @@ import shutil
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3DecoderLayer
+from transformers.models.deepseek_v32 import modeling_deepseek_v32 as v32_modeling
 
 GREEDY_NEW_TOKENS = 32
 
@@ -55,6 +76,12 @@ BASE = dict(
 #    the reference runs on the weights dequantized here over the ceil-div grid (value × its block's scale).
 # b: a direct q_proj (q_lora_rank null), YaRN with mscale ≠ mscale_all_dim (an attention factor ≠ 1 on cos
 #    and sin), 2 groups keeping 1, no norm_topk_prob, fp32 weights, and an MTP layer (an MoE one, as released).
+V32 = dict(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_n_heads=16, index_head_dim=32)
+
+# V3.2 (the indexer in every layer, index_topk below the sequences' lengths):
+# v32_a: a's shape with 8 experts (4 groups keeping 2), BF16 weights, index_topk 24, fp32 indexer scales.
+# v32_b: fp32 weights, 12 index heads of 16, index_topk 40, power-of-two indexer scales (scale_fmt ue8m0
+#        in a quantization_config without FP8 weights), no YaRN, routing as b over 8 experts.
 FIXTURES = {
     "v3_tiny_a_bf16": dict(
         seed=3301, bf16=True,
@@ -79,7 +106,24 @@ FIXTURES = {
                                   "original_max_position_embeddings": 32, "type": "yarn"}),
         seq_lens=[7, 150], greedy_prompt_len=12,
     ),
+    "v32_tiny_a_bf16": dict(
+        seed=3321, bf16=True,
+        config=dict(V32, q_lora_rank=24, n_routed_experts=8, n_group=4, topk_group=2, max_position_embeddings=2560, index_topk=24,
+                    rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                  "original_max_position_embeddings": 64, "type": "yarn"}),
+        seq_lens=[5, 40, 150], greedy_prompt_len=30,
+    ),
+    "v32_tiny_b_f32": dict(
+        seed=3322, bf16=False,
+        config=dict(V32, q_lora_rank=32, n_routed_experts=8, n_group=2, topk_group=1, norm_topk_prob=False, routed_scaling_factor=1.0,
+                    num_hidden_layers=2, max_position_embeddings=512, index_topk=40, index_n_heads=12,
+                    index_head_dim=16, quantization_config={"scale_fmt": "ue8m0"}),
+        seq_lens=[7, 150], greedy_prompt_len=36,
+    ),
 }
+
+NOISE = 1e-6
+E4M3_MAX = 448.0
 
 
 class Init:
@@ -123,6 +167,13 @@ def checkpoint_tensors(c, seed):
         t[a + "kv_a_layernorm.weight"] = init.norm(c["kv_lora_rank"])
         t[a + "kv_b_proj.weight"] = init.linear(h * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"])
         t[a + "o_proj.weight"] = init.linear(d, h * c["v_head_dim"])
+        if c.get("index_topk"):
+            ih, idim = c["index_n_heads"], c["index_head_dim"]
+            t[a + "indexer.wq_b.weight"] = init.linear(ih * idim, c["q_lora_rank"])
+            t[a + "indexer.wk.weight"] = init.linear(idim, d)
+            t[a + "indexer.k_norm.weight"] = init.norm(idim)
+            t[a + "indexer.k_norm.bias"] = init.randn(idim, scale=0.1)
+            t[a + "indexer.weights_proj.weight"] = init.linear(ih, d)
         m = p + "mlp."
         if layer < c["first_k_dense_replace"]:
             mlp(m, c["intermediate_size"])
@@ -197,7 +248,7 @@ def write_fixture(name, spec, out_root):
         tensors = {}
     for k, v in tensors.items():
         # BF16 fixtures: matrices and the embedding in BF16 (as released); norms, the router bias in fp32.
-        keep_f32 = k.endswith("layernorm.weight") or k.endswith("norm.weight") or k.endswith("correction_bias")
+        keep_f32 = k.endswith(("layernorm.weight", "norm.weight", "norm.bias", "correction_bias"))
         stored[k] = v.to(torch.bfloat16) if spec["bf16"] and not keep_f32 else v
         stored[k] = stored[k].contiguous()
     save_file(stored, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
@@ -206,6 +257,8 @@ def write_fixture(name, spec, out_root):
         f.write("\n")
 
     reference_dir = out
+    if reference_weights is None and "quantization_config" in c:
+        reference_weights = stored  # only the indexer's scale format: the weights are as stored
     if reference_weights is not None:
         # transformers' own CPU FP8 path is not the reference: it runs on weights dequantized above.
         reference_dir = os.path.join(out_root, name + ".dequantized")
@@ -229,6 +282,7 @@ def write_fixture(name, spec, out_root):
     if reference_dir != out:
         shutil.rmtree(reference_dir)
 
+    INDEXER.reset(c)
     rng = np.random.default_rng(spec["seed"])
     ref = {}
     with torch.no_grad():
@@ -259,6 +313,147 @@ def write_fixture(name, spec, out_root):
               os.path.join(out, "reference.safetensors"))
     print(f"{name}: {len(stored)} tensors, sequences {spec['seq_lens']}, greedy {len(prompt)}+{len(generated)}, "
           f"smallest greedy top-2 margin {min(margins):.4f}")
+    if c.get("index_topk"):
+        print(INDEXER.summary())
+        fragile = sorted(set(INDEXER.unsafe))
+        print(f"  indexer: {len(fragile)} selections within reach of rounding noise{': ' if fragile else ''}" +
+              "; ".join(fragile[:12]))
+
+
+def e4m3_grid():
+    """The non-negative finite E4M3 values, ascending."""
+    codes = torch.arange(0, 256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+    values = codes[torch.isfinite(codes) & (codes >= 0)].unique()
+    return values.double().numpy()
+
+
+GRID = e4m3_grid()
+
+
+def fp8_blocks(x, block, pow2):
+    """DeepSeek's act_quant over the last dim in blocks: (scaled values x / s before rounding, scales, the
+    dequantized values)."""
+    shape = x.shape
+    xb = x.reshape(*shape[:-1], shape[-1] // block, block)
+    amax = xb.abs().amax(-1, keepdim=True).clamp(min=1e-4)
+    s = amax * torch.tensor(1.0 / E4M3_MAX, dtype=torch.float32)
+    if pow2:
+        mantissa, exponent = torch.frexp(s)
+        s = torch.ldexp(torch.ones_like(s), exponent - (mantissa == 0.5).to(exponent.dtype))
+    y = xb / s
+    q = y.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float() * s
+    return y.reshape(shape), s.expand_as(xb).reshape(shape), q.reshape(shape)
+
+
+def hadamard(x):
+    n = x.shape[-1]
+    h = torch.ones(1, 1)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return (x @ h.T) * n ** -0.5
+
+
+def flip_quantum(y, scale, pow2):
+    """Per value: how far its dequantized value may move when the value before rounding moves by NOISE of its
+    block's amax (448 · NOISE in scaled units): the neighbouring code's distance where a rounding midpoint is
+    that close, else 0."""
+    a = np.abs(y.astype(np.float64))
+    reach = E4M3_MAX * NOISE * 2  # the value itself and the scale both move
+    i = np.clip(np.searchsorted(GRID, a), 1, len(GRID) - 1)
+    lo, hi = GRID[i - 1], GRID[i]
+    mid = (lo + hi) / 2
+    near = (np.abs(a - mid) < reach) & (a < E4M3_MAX)
+    return np.where(near, (hi - lo) * scale, 0.0)
+
+
+class IndexerRecorder:
+    """Checks every cache-free indexer call's selections against the flip bound and counts what selection and
+    rounding change."""
+
+    def reset(self, config):
+        self.pow2 = (config.get("quantization_config") or {}).get("scale_fmt") == "ue8m0"
+        self.block = min(128, config.get("index_head_dim", 128))
+        self.rows = self.sparse_rows = self.rounding_changed = 0
+        self.worst = float("inf")
+        self.unsafe = []
+
+    def check(self, layer, qy, qs, q, ky, ks, k, weights, scores, valid, topk_idx, plain_scores):
+        # qy/qs/q: [S, H, D] scaled values, scales, dequantized; ky/ks/k: [T, D]; weights [S, H] (× softmax
+        # scale); scores [S, T]; valid [S, T] causal; topk_idx [S, k].
+        qy, qs, q, ky, ks, k = (v.double().numpy() for v in (qy, qs, q, ky, ks, k))
+        w = np.abs(weights.double().numpy())
+        scores, valid = scores.double().numpy(), valid.numpy()
+        dq, dk = flip_quantum(qy, qs, self.pow2), flip_quantum(ky, ks, self.pow2)
+        # |Δ(q_h · k_t)| ≤ Σ_i dq·(|k| + dk) + Σ_i dk·|q| + NOISE · Σ_i |q||k|; relu is 1-Lipschitz.
+        ak, aq = np.abs(k) + dk, np.abs(q)
+        dot_bound = (np.einsum("shi,ti->sht", dq, ak) + np.einsum("shi,ti->sht", aq, dk) +
+                     NOISE * np.einsum("shi,ti->sht", aq, np.abs(k)))
+        relu_dot = np.maximum(np.einsum("shi,ti->sht", q, k), 0)
+        bound = np.einsum("sh,sht->st", w, dot_bound + NOISE * relu_dot) + NOISE * np.abs(scores)
+        S = scores.shape[0]
+        for s_ in range(S):
+            n = int(valid[s_].sum())
+            self.rows += 1
+            if n <= topk_idx.shape[1]:
+                continue
+            self.sparse_rows += 1
+            chosen = np.zeros(scores.shape[1], bool)
+            chosen[topk_idx[s_].numpy()] = True
+            chosen &= valid[s_]
+            dropped = valid[s_] & ~chosen
+            low = (scores[s_] - bound[s_])[chosen].min()
+            high = (scores[s_] + bound[s_])[dropped].max()
+            gap = scores[s_][chosen].min() - scores[s_][dropped].max()
+            self.worst = min(self.worst, gap / max(gap - (low - high), 1e-30))
+            if low <= high:
+                self.unsafe.append(f"layer {layer} position {s_} (gap {gap:.3e}, bound {gap - (low - high):.3e})")
+            plain = plain_scores[s_].double().numpy().copy()
+            plain[~valid[s_]] = -np.inf
+            plain_top = set(np.argsort(-plain, kind="stable")[:topk_idx.shape[1]].tolist())
+            self.rounding_changed += plain_top != set(np.nonzero(chosen)[0].tolist())
+
+    def summary(self):
+        return (f"  indexer: {self.sparse_rows} of {self.rows} checked (layer, query) rows drop keys; "
+                f"the FP8 rounding changes the selection in {self.rounding_changed} of them against unrounded "
+                f"scores; smallest selection gap / flip bound {self.worst:.1f}")
+
+
+INDEXER = IndexerRecorder()
+
+
+def fake_quantized_indexer_forward(self, hidden_states, q_resid, position_embeddings, attention_mask, position_ids,
+                                   cache=None):
+    """transformers' DeepseekV32Indexer.forward plus the released rounding (module docstring)."""
+    batch_size, seq_len, _ = hidden_states.shape
+    cos, sin = position_embeddings
+    q = self.wq_b(q_resid).view(batch_size, seq_len, self.n_heads, self.head_dim)
+    q_rot, q_pass = torch.split(q, [self.qk_rope_head_dim, self.head_dim - self.qk_rope_head_dim], dim=-1)
+    k = self.k_norm(self.wk(hidden_states)).unsqueeze(2)
+    k_rot, k_pass = torch.split(k, [self.qk_rope_head_dim, self.head_dim - self.qk_rope_head_dim], dim=-1)
+    q_rot, k_rot = v32_modeling.apply_rotary_pos_emb(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
+    q_plain = torch.cat([q_rot, q_pass], dim=-1)
+    k_plain = torch.cat([k_rot, k_pass], dim=-1).squeeze(2)
+    qy, qs, q = fp8_blocks(hadamard(q_plain), INDEXER.block, INDEXER.pow2)
+    ky, ks, k = fp8_blocks(hadamard(k_plain), INDEXER.block, INDEXER.pow2)
+    if cache is not None:
+        k = cache.update_indexer(k, self.layer_idx)
+    fresh = k.shape[-2] == seq_len
+    scores = F.relu(torch.matmul(q.float(), k.transpose(-1, -2).float().unsqueeze(1)) * self.softmax_scale)
+    weights = self.weights_proj(hidden_states.to(self.weights_proj.weight.dtype)).float() * (self.n_heads ** -0.5)
+    index_scores = torch.matmul(weights.unsqueeze(-2), scores).squeeze(-2)
+    valid = attention_mask == 0 if attention_mask.dtype != torch.bool else attention_mask
+    masked = index_scores.masked_fill(~valid, float("-inf"))
+    topk = min(self.index_topk, masked.shape[-1])
+    topk_indices = masked.topk(topk, dim=-1).indices
+    if fresh and batch_size == 1:
+        plain = F.relu(torch.matmul(q_plain.float(), k_plain.transpose(-1, -2).float().unsqueeze(1)) * self.softmax_scale)
+        plain_scores = torch.matmul(weights.unsqueeze(-2), plain).squeeze(-2)
+        INDEXER.check(self.layer_idx, qy[0], qs[0], q[0], ky[0], ks[0], k[0], weights[0] * self.softmax_scale,
+                      index_scores[0], valid[0], topk_indices[0], plain_scores[0])
+    return topk_indices.to(torch.int32)
+
+
+v32_modeling.DeepseekV32Indexer.forward = fake_quantized_indexer_forward
 
 
 def mtp_reference(model, weights, prefix, tokens):

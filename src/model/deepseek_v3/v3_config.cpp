@@ -103,6 +103,30 @@ Status ReadRope(const HfConfig& hf, V3Config* c) {
   return Status::Ok();
 }
 
+// V3.2's lightning indexer.
+Status ReadIndexer(const HfConfig& hf, V3Config* c) {
+  if (c->q_lora_rank == 0)
+    return KeyError(hf, "q_lora_rank", nullptr, "an integer in [1, 16384] (the indexer reads the query's latent)");
+  DI_ASSIGN_OR_RETURN(c->index_topk, IntIn(hf, "index_topk", 2048, 1, 1 << 24));
+  DI_ASSIGN_OR_RETURN(c->index_n_heads, IntIn(hf, "index_n_heads", 64, 1, 1024));
+  DI_ASSIGN_OR_RETURN(c->index_head_dim, IntIn(hf, "index_head_dim", 128, 1, 1024));
+  const int64_t dim = c->index_head_dim;
+  if ((dim & (dim - 1)) != 0 || dim < 4)
+    return KeyError(hf, "index_head_dim", dim, "a power of two from 4 (the Hadamard transform)");
+  if (c->rope_dim > dim)
+    return KeyError(hf, "qk_rope_head_dim", c->rope_dim, "at most index_head_dim (" + std::to_string(dim) + ")");
+  auto q = hf.raw().find("quantization_config");
+  if (q != hf.raw().end() && q->is_object()) {
+    auto fmt = q->find("scale_fmt");
+    if (fmt != q->end() && !fmt->is_null()) {
+      if (!fmt->is_string() || (fmt->get<std::string>() != "ue8m0" && fmt->get<std::string>() != "fp32"))
+        return KeyError(hf, "quantization_config.scale_fmt", *fmt, "\"ue8m0\" or \"fp32\"");
+      c->index_pow2_scales = fmt->get<std::string>() == "ue8m0";
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace v3_config
 
 Result<V3Config> V3Config::FromHf(const HfConfig& hf) {
@@ -180,6 +204,7 @@ Result<V3Config> V3Config::FromHf(const HfConfig& hf) {
   c.eos_token_id = c.eos_token_ids[0];
   DI_RETURN_IF_ERROR(ReadRope(hf, &c));
   c.main_rope = c.compress_rope = c.rope;
+  if (hf.model_type() == "deepseek_v32") DI_RETURN_IF_ERROR(ReadIndexer(hf, &c));
   return c;
 }
 

@@ -1,5 +1,6 @@
-// The DeepSeek-V3 forward pass: pre-norm blocks of absorbed-form MLA and a dense SwiGLU MLP or the grouped
-// sigmoid-routed MoE with shared experts, then the final norm and lm_head.
+// The DeepSeek-V3 forward pass: pre-norm blocks of absorbed-form MLA (V3.2: over the positions its lightning
+// indexer selects) and a dense SwiGLU MLP or the grouped sigmoid-routed MoE with shared experts, then the final
+// norm and lm_head.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "model/common/moe.h"
 #include "model/common/rotary.h"
 #include "model/common/row_parallel.h"
+#include "model/deepseek_v3/v32_indexer.h"
 #include "model/deepseek_v3/v3_model.h"
 #include "model/step_profile.h"
 
@@ -26,6 +28,7 @@ using Chunk = ChunkRows<V3SequenceState>;
 struct Step : StepBase<V3SequenceState> {
   const V3Config* config = nullptr;
   bool kv_bf16 = false;
+  size_t index_group = 0;  // V3.2: the indexer keys' group
 };
 
 // Where a layer's cache entries live: the entry of position p sits in slot p + slot_shift of the group's
@@ -34,6 +37,7 @@ struct CacheRef {
   size_t group = 0;
   int64_t layer_offset = 0;
   int64_t slot_shift = 0;
+  int64_t index_offset = 0;  // V3.2: the layer's indexer keys in the index group's blocks (slot shift 0)
 };
 
 // The cache entry (latent_width values) at `pos` of the chunk's sequence.
@@ -42,6 +46,13 @@ uint8_t* Entry(const Step& step, const Chunk& chunk, const CacheRef& cache, int6
   const int32_t block = chunk.state->block_table(cache.group)[slot / kvcache::kBlockTokens];
   const int64_t bytes = (step.kv_bf16 ? 2 : 4) * step.config->latent_width();
   return step.pools->group(cache.group).block(block) + cache.layer_offset + (slot % kvcache::kBlockTokens) * bytes;
+}
+
+// The indexer key of `pos` of the chunk's sequence.
+uint8_t* IndexEntry(const Step& step, const Chunk& chunk, const CacheRef& cache, int64_t pos) {
+  const int32_t block = chunk.state->block_table(step.index_group)[pos / kvcache::kBlockTokens];
+  return step.pools->group(step.index_group).block(block) + cache.index_offset +
+         (pos % kvcache::kBlockTokens) * v32::IndexKeyBytes(*step.config);
 }
 
 void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& cache, const float* x, float* out) {
@@ -63,19 +74,23 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
                    *step.pool);
   }
   kernels::RmsNormRows(latent.data(), lw, w.kv_a_norm.data(), eps, n, r, latent.data(), lw);
-  std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
+  // Every row's angles (the indexer rotates with them too).
+  std::vector<float> cos(static_cast<size_t>(n * half)), sin(static_cast<size_t>(n * half));
   for (int64_t i = 0; i < n; ++i) {
-    RopeAngles(*step.main_inv_freq, step.rows[i].pos, cos.data(), sin.data());
+    float* ci = cos.data() + i * half;
+    float* si = sin.data() + i * half;
+    RopeAngles(*step.main_inv_freq, step.rows[i].pos, ci, si);
     if (c.rope_attention_factor != 1.0f) {
       for (int64_t j = 0; j < half; ++j) {
-        cos[j] *= c.rope_attention_factor;
-        sin[j] *= c.rope_attention_factor;
+        ci[j] *= c.rope_attention_factor;
+        si[j] *= c.rope_attention_factor;
       }
     }
-    kernels::ApplyRope(q.data() + i * h * hd, h, hd, nope, rd, cos.data(), sin.data(),
-                       kernels::RopeLayout::kInterleaved);
-    kernels::ApplyRope(latent.data() + i * lw, 1, lw, r, rd, cos.data(), sin.data(), kernels::RopeLayout::kInterleaved);
+    kernels::ApplyRope(q.data() + i * h * hd, h, hd, nope, rd, ci, si, kernels::RopeLayout::kInterleaved);
+    kernels::ApplyRope(latent.data() + i * lw, 1, lw, r, rd, ci, si, kernels::RopeLayout::kInterleaved);
   }
+  v32::IndexerRows index;
+  if (w.indexer) v32::ProjectIndexer(c, *w.indexer, x, qa.data(), n, cos.data(), sin.data(), &step.linear, step.pool, &index);
   // The query in latent space per head: [q_nope · W_UK | q_rope].
   std::vector<float> qt(static_cast<size_t>(n * h * lw));
   std::vector<LinearTask> tasks;
@@ -96,17 +111,41 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
       const float* src = latent.data() + (chunk.first_row + i) * lw;
       if (step.kv_bf16) kernels::FloatToBf16(src, reinterpret_cast<uint16_t*>(dst), lw);
       else std::memcpy(dst, src, static_cast<size_t>(lw) * sizeof(float));
+      if (w.indexer) {
+        const int64_t bytes = v32::IndexKeyBytes(c);
+        std::memcpy(IndexEntry(step, chunk, cache, chunk.start_pos + i),
+                    index.keys.data() + (chunk.first_row + i) * bytes, static_cast<size_t>(bytes));
+      }
     }
+  }
+  // V3.2: each chunk's sequence's indexer keys up to the chunk's end, dequantized once for its rows.
+  std::vector<std::vector<float>> index_keys(w.indexer ? step.chunks.size() : 0);
+  for (size_t ci = 0; ci < index_keys.size(); ++ci) {
+    const Chunk& chunk = step.chunks[ci];
+    const int64_t end = chunk.start_pos + chunk.num_rows, dim = c.index_head_dim;
+    if (end <= c.index_topk) continue;  // every row attends every position
+    index_keys[ci].resize(static_cast<size_t>(end * dim));
+    for (int64_t t = 0; t < end; ++t)
+      v32::DequantizeKey(c, IndexEntry(step, chunk, cache, t), index_keys[ci].data() + t * dim);
   }
   std::vector<float> ol(static_cast<size_t>(n * h * lw));
   auto attend = [&](int64_t begin, int64_t end) {
     KeyList keys(step.kv_bf16);
     std::vector<float> logits;
+    v32::SelectScratch scratch;
+    std::vector<int64_t> selected;
     for (int64_t i = begin; i < end; ++i) {
       const Row& row = step.rows[i];
       const Chunk& chunk = step.chunks[row.chunk];
       keys.clear();
-      for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
+      if (w.indexer) {
+        const int64_t ih = c.index_n_heads;
+        v32::SelectPositions(c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih,
+                             row.pos, index_keys[row.chunk].data(), scratch, &selected);
+        for (int64_t t : selected) keys.push_back(Entry(step, chunk, cache, t));
+      } else {
+        for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
+      }
       const int64_t nk = keys.size();
       logits.resize(static_cast<size_t>(h * nk));
       keys.Dots(qt.data() + i * h * lw, h, lw, c.softmax_scale, logits.data());
@@ -240,8 +279,11 @@ Status V3Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
     ForRows(*step.pool, n,
             [&](int64_t i) { EmbeddingRow(*weights_->embed, step.rows[i].token, d, hidden.data() + i * d); });
   }
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    v3::Block(step, weights_->layers[l], v3::CacheRef{0, l * layer_block_bytes_, 0}, hidden.data());
+  step.index_group = index_group_;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    v3::Block(step, weights_->layers[l], v3::CacheRef{0, l * layer_block_bytes_, 0, l * index_layer_block_bytes_},
+              hidden.data());
+  }
   if (drafting_) KeepDraftPace(step, hidden.data());
 
   const std::vector<int64_t> wanted = PickLogitRows(batch, step.chunks, out);

@@ -36,6 +36,14 @@ void WriteLayer(SeededShardWriter& w, const V3Config& c, int64_t layer) {
   w.Norm(a + "kv_a_layernorm.weight", c.kv_lora_rank);
   w.Matrix(a + "kv_b_proj", h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank, MatrixKind::kDense);
   w.Matrix(a + "o_proj", d, h * c.v_head_dim, MatrixKind::kDense);
+  if (c.has_indexer()) {
+    const int64_t ih = c.index_n_heads, id = c.index_head_dim;
+    w.Matrix(a + "indexer.wq_b", ih * id, c.q_lora_rank, MatrixKind::kDense);
+    w.Matrix(a + "indexer.wk", id, d, MatrixKind::kDense);
+    w.Norm(a + "indexer.k_norm.weight", id);
+    w.Floats(a + "indexer.k_norm.bias", {id}, 0.0f, 0.1f);
+    w.Matrix(a + "indexer.weights_proj", ih, d, MatrixKind::kKeepBf16);
+  }
   const std::string m = p + "mlp.";
   if (!c.is_moe_layer(layer)) {
     WriteMlp(w, m, c.intermediate_size, d, MatrixKind::kDense);
@@ -105,6 +113,17 @@ Result<ordered_json> V3PresetConfig(const std::string& preset) {
   } else {
     return Status::InvalidArgument("unknown preset '" + preset + "' (tiny, small, bench)");
   }
+  return c;
+}
+
+Result<ordered_json> V32PresetConfig(const std::string& preset) {
+  DI_ASSIGN_OR_RETURN(ordered_json c, V3PresetConfig(preset));
+  c["architectures"] = {"DeepseekV32ForCausalLM"};
+  c["model_type"] = "deepseek_v32";
+  c["num_nextn_predict_layers"] = 0;
+  if (preset == "tiny") SetKeys(&c, {{"index_n_heads", 4}, {"index_head_dim", 32}, {"index_topk", 64}});
+  else if (preset == "small") SetKeys(&c, {{"index_n_heads", 8}, {"index_head_dim", 64}, {"index_topk", 256}});
+  else SetKeys(&c, {{"index_n_heads", 64}, {"index_head_dim", 128}, {"index_topk", 2048}});
   return c;
 }
 

@@ -28,6 +28,9 @@ Result<V3InitFormat> ParseV3InitFormat(const std::string& name);  // "f32", "bf1
 // routing, one MTP layer (num_nextn_predict_layers 1, written after the main layers) and the 129,280-token
 // vocabulary.
 Result<nlohmann::ordered_json> V3PresetConfig(const std::string& preset);
+// V3.2's: the V3 preset as model_type deepseek_v32 with the indexer (the released 64 heads of 128 on bench,
+// 8 of 64 on small, 4 of 32 on tiny; index_topk 2048, 256, 64) and without the MTP layer (V3.2 does not draft).
+Result<nlohmann::ordered_json> V32PresetConfig(const std::string& preset);
 
 // Writes config.json and the weights for `config` into `dir` (created if needed). Values are uniform with
 // the variance of N(0, 1/in) (norms near 1, router biases of the scores' spread), from `seed` alone.

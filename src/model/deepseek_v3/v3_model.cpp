@@ -10,6 +10,7 @@
 #include "model/common/forward_batch.h"
 #include "model/common/model_info.h"
 #include "model/common/rotary.h"
+#include "model/deepseek_v3/v32_indexer.h"
 
 namespace deepinfer::model {
 namespace {
@@ -38,6 +39,8 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   model->drafting_ = options.drafting;
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V3Config::FromHf(hf));
+  if (model->drafting_ && model->config_.has_indexer())
+    return Status::FailedPrecondition(hf.source() + ": drafting with DeepSeek-V3.2's MTP layer is not supported");
   DI_ASSIGN_OR_RETURN(const auto block, Fp8BlockSize(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_,
@@ -50,7 +53,7 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   if (options.prefault) Prefault(model->checkpoint_, nullptr, options.progress);
   model->BuildCacheSpec();
   model->ComputeWeightBytes();
-  DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV3ForCausalLM", model->config_, dir,
+  DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig(model->config_.has_indexer() ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM", model->config_, dir,
                                                         model->checkpoint_, model->spec_,
                                                         model->drafting_ ? "mtp" : ""));
   model->inv_freq_ = RopeInverseFrequencies(model->config_.rope, model->config_.rope_dim);
@@ -77,6 +80,19 @@ void V3Model::BuildCacheSpec() {
     mtp.bytes_per_block = layer_block_bytes_ + c.hidden_size * static_cast<int64_t>(sizeof(float));
     spec_.groups.push_back(mtp);
     spec_.sequence_state_bytes = (kV3DraftRollback + 2) * c.hidden_size * static_cast<int64_t>(sizeof(float));
+  }
+  if (c.has_indexer()) {
+    index_layer_block_bytes_ = kvcache::kBlockTokens * v32::IndexKeyBytes(c);
+    kvcache::CacheGroupSpec index;
+    index.name = "index";
+    index.kind = kvcache::CacheKind::kIndexerKeys;
+    index.retention = kvcache::CacheRetention::kPrefix;
+    index.ratio = 1;
+    index.bytes_per_block = index_layer_block_bytes_ * c.num_layers;
+    index.element = kvcache::CacheElement::kFP8E4M3;
+    index.num_layers = c.num_layers;
+    index_group_ = spec_.groups.size();
+    spec_.groups.push_back(index);
   }
 }
 
@@ -145,6 +161,7 @@ void V3Model::ComputeWeightBytes() {
   for (const V3LayerWeights& l : weights_->layers) {
     const V3AttentionWeights& a = l.attention;
     dense_weight_bytes_ += bytes(a.q_proj) + bytes(a.q_a) + bytes(a.q_b) + bytes(a.kv_a) + bytes(a.o_proj);
+    if (a.indexer) dense_weight_bytes_ += bytes(a.indexer->wq_b) + bytes(a.indexer->wk) + bytes(a.indexer->weights_proj);
     for (const kernels::WeightView& w : a.uk_t) dense_weight_bytes_ += bytes(w);
     for (const kernels::WeightView& w : a.uv) dense_weight_bytes_ += bytes(w);
     if (!l.moe) {
@@ -164,7 +181,11 @@ Result<StepCost> V3Model::EstimateStepCost(std::span<const ChunkShape> chunks) c
   const double r = static_cast<double>(c.kv_lora_rank), vd = static_cast<double>(c.v_head_dim);
   const double query = c.q_lora_rank > 0 ? c.q_lora_rank * (d + h * hd) : d * h * hd;
   // Per token and layer: projections, the absorbed kv_b factors, o_proj (the head counts per logits row).
-  const double attention_macs = query + d * lw + h * c.qk_nope_head_dim * r + h * vd * r + h * vd * d;
+  // V3.2's indexer: its query, key and head weights.
+  const double ih = static_cast<double>(c.index_n_heads), id = static_cast<double>(c.index_head_dim);
+  const double indexer_macs = c.has_indexer() ? c.q_lora_rank * ih * id + d * id + d * ih : 0.0;
+  const double attention_macs =
+      query + d * lw + h * c.qk_nope_head_dim * r + h * vd * r + h * vd * d + indexer_macs;
   const double expert_macs = 3.0 * d * c.moe_intermediate_size;
   const double dense_macs = 3.0 * d * c.intermediate_size;
   const int64_t moe_layers = c.num_layers - c.first_k_dense_replace;
@@ -181,9 +202,16 @@ Result<StepCost> V3Model::EstimateStepCost(std::span<const ChunkShape> chunks) c
     cost.flops += 2.0 * d * c.vocab_size * static_cast<double>(s.logits_rows);  // the head, rows asked for
     for (int64_t t = 0; t < s.tokens; ++t) {
       // Scores and the weighted sum over every key's latent_width values, per head.
-      const double keys = static_cast<double>(s.start + t + 1);
+      const double visible = static_cast<double>(s.start + t + 1);
+      // V3.2 scores every visible key (FP8 keys, index heads) and attends the index_topk best.
+      const bool sparse = c.has_indexer() && visible > static_cast<double>(c.index_topk);
+      const double keys = sparse ? static_cast<double>(c.index_topk) : visible;
       cost.flops += 2.0 * c.num_layers * h * keys * (lw + r);
       cost.kv_bytes += c.num_layers * keys * lw * (kv_bf16_ ? 2 : 4);
+      if (sparse) {
+        cost.flops += 2.0 * c.num_layers * ih * id * visible;
+        cost.kv_bytes += c.num_layers * visible * static_cast<double>(v32::IndexKeyBytes(c));
+      }
     }
   }
   cost.flops += 2.0 * token_macs * static_cast<double>(tokens);

@@ -1,4 +1,5 @@
-// DeepSeek-V3 / R1 / V3.1 (model_type "deepseek_v3"): the whole forward pass over batched sequence chunks, in
+// DeepSeek-V3 / R1 / V3.1 (model_type "deepseek_v3") and V3.2 (model_type "deepseek_v32", the same with a
+// lightning indexer choosing the positions MLA attends, v32_indexer.h): the whole forward pass over batched sequence chunks, in
 // fp32 over weights in their stored formats. Numerics follow transformers' deepseek_v3 model.
 //
 // Attention is multi-head latent attention in its absorbed form for every row: the cache holds, per layer
@@ -16,6 +17,11 @@
 // latent_width values in the KV precision. There is no window and no state outside the blocks
 // (sequence_state_bytes 0): every cached prefix resumes exactly, and Truncate reaches any position back to
 // a restore point.
+//
+// V3.2 adds a group "index" (kIndexerKeys, ratio 1, kPrefix, FP8 E4M3): per layer 128 indexer keys of
+// v32::IndexKeyBytes (FP8 codes and their fp32 scales, v32_indexer.h). Its selection reads nothing else, so a
+// prefix of both groups resumes exactly as V3's one does. V3.2 does not draft (its MTP layer would need an
+// indexer key group of its own).
 //
 // Drafting adds the MTP layer (model.layers.{num_hidden_layers}) and a second group, "mtp" (kCompressed,
 // ratio 1, kPrefix): its one layer's entries, the entry of position p (made from the main model's last
@@ -94,6 +100,8 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
   // embedding row.
   double dense_weight_bytes_ = 0, expert_weight_bytes_ = 0, embed_row_bytes_ = 0;
   int64_t layer_block_bytes_ = 0;
+  size_t index_group_ = 0;               // V3.2
+  int64_t index_layer_block_bytes_ = 0;  // V3.2: one layer's indexer keys in a block
   std::vector<float> inv_freq_;
 };
 

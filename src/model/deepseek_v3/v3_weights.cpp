@@ -95,6 +95,17 @@ Status LoadLayer(const CheckpointBinder& b, const V3Config& c, const std::string
                       b.Matrix(ap + "kv_b_proj", h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank));
   SplitKvB(kv_b, c, pool, &a);
   DI_ASSIGN_OR_RETURN(a.o_proj, b.Matrix(ap + "o_proj", d, h * c.v_head_dim));
+  if (c.has_indexer()) {
+    a.indexer = std::make_unique<V32IndexerWeights>();
+    V32IndexerWeights& x = *a.indexer;
+    const std::string ip = ap + "indexer.";
+    const int64_t id = c.index_head_dim;
+    DI_ASSIGN_OR_RETURN(x.wq_b, b.Matrix(ip + "wq_b", c.index_n_heads * id, c.q_lora_rank));
+    DI_ASSIGN_OR_RETURN(x.wk, b.Matrix(ip + "wk", id, d));
+    DI_ASSIGN_OR_RETURN(x.k_norm, b.Floats(ip + "k_norm.weight", {id}));
+    DI_ASSIGN_OR_RETURN(x.k_norm_bias, b.Floats(ip + "k_norm.bias", {id}));
+    DI_ASSIGN_OR_RETURN(x.weights_proj, b.Matrix(ip + "weights_proj", c.index_n_heads, d));
+  }
   layer.moe = moe;
   const std::string mp = p + "mlp.";
   if (!layer.moe) {

@@ -1,4 +1,4 @@
-// DeepSeek-V3 weights bound in place from a Hugging Face checkpoint under transformers' names
+// DeepSeek-V3 and V3.2 weights bound in place from a Hugging Face checkpoint under transformers' names
 // (model.embed_tokens, model.layers.N.self_attn.*, model.layers.N.mlp.*, model.norm, lm_head), F32, BF16 or
 // FP8 E4M3 blocks with `weight_scale_inv`. kv_b_proj is also split per head into the absorbed form's two
 // factors (see v3_model.h).
@@ -16,6 +16,15 @@
 
 namespace deepinfer::model {
 
+// V3.2's lightning indexer (self_attn.indexer.*): its query from the attention's query latent, one key
+// per position from the layer input, and per-head weights.
+struct V32IndexerWeights {
+  kernels::WeightView wq_b;          // [index_n_heads · index_head_dim, q_lora_rank]
+  kernels::WeightView wk;            // [index_head_dim, hidden]
+  std::vector<float> k_norm, k_norm_bias;  // LayerNorm [index_head_dim]
+  kernels::WeightView weights_proj;  // [index_n_heads, hidden]
+};
+
 struct V3AttentionWeights {
   kernels::WeightView q_proj;  // [heads · head_dim, hidden] when q_lora_rank is 0
   kernels::WeightView q_a, q_b;  // [q_lora_rank, hidden], [heads · head_dim, q_lora_rank]
@@ -31,6 +40,7 @@ struct V3AttentionWeights {
   std::vector<uint16_t> uk_t_bf16;
   std::vector<kernels::WeightView> uk_t, uv;
   kernels::WeightView o_proj;  // [hidden, heads · v]
+  std::unique_ptr<V32IndexerWeights> indexer;  // V3.2
 };
 
 struct V3LayerWeights {

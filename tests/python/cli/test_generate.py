@@ -96,3 +96,14 @@ def test_bad_input_is_a_clear_error(deepinfer_bin, tiny_model, tmp_path):
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
     usage = generate(deepinfer_bin, tiny_model)
     assert usage.returncode == 2
+
+
+# --prompt builds the request itself, so a given --temperature must reach it: the protocol would otherwise fill
+# temperature 1. Greedy output depends on no seed, and equals the same request sent as a body.
+def test_prompt_with_temperature_zero_is_greedy_and_equals_the_request_body(deepinfer_bin, tiny_model):
+    flags = ("--prompt", "Explain KV caches in one line.", "--no-thinking", "--temperature", "0", "--max-tokens", "8")
+    first = body_of(deepinfer_bin, tiny_model, *flags, "--seed", "1")["choices"]
+    assert body_of(deepinfer_bin, tiny_model, *flags, "--seed", "2")["choices"] == first
+    request = {"model": "m", "messages": [{"role": "user", "content": "Explain KV caches in one line."}],
+               "thinking": {"type": "disabled"}, "temperature": 0, "max_tokens": 8}
+    assert body_of(deepinfer_bin, tiny_model, "--request", "-", stdin=json.dumps(request))["choices"] == first
