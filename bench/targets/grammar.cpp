@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "                  tests/grammar/data/jsonschemabench_601.jsonl)\n"
     "  --per-schema FILE  also write one line per schema, {\"id\", \"compiled\", \"compile_ms\", \"front_end_ms\"\n"
     "                  (its part before the automaton), \"grammar\" (a fingerprint of its text), \"states\",\n"
-    "                  \"masks\", \"mask_max_us\", \"mask_total_us\", \"accepted\"}: which schemas make the tails\n"
+    "                  \"masks\", \"mask_max_us\", \"mask_total_us\", \"accepted\", and \"error\" when refused}: which\n"
+    "                  schemas make the tails, and the refusals by cause\n"
     "  --mismatches FILE  also write one line per wrong verdict, {\"id\", \"test\" (its index in the schema's\n"
     "                  tests), \"valid\" (the data's label)}: each valid instance rejected in member order and\n"
     "                  each invalid one accepted\n"
@@ -184,7 +185,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
   // `grammar`: a fingerprint of the grammar's text (FNV-1a), to check that a change meant to keep the front
   // end's output does; `states`: the compiled automaton's size (-1: not compiled).
   auto write_row = [&](const Case& c, const Result<grammar::Grammar>& g, double front_end_ms, int64_t states,
-                       std::optional<bool> accepted, size_t first_mask) {
+                       std::optional<bool> accepted, size_t first_mask, const Status& refusal = Status::Ok()) {
     if (!per_schema) return;
     uint64_t fingerprint = 14695981039346656037ull;
     if (g.ok())
@@ -201,6 +202,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
                 {"grammar", g.ok() ? Json(hex) : Json(nullptr)}, {"states", states >= 0 ? Json(states) : Json(nullptr)},
                 {"masks", ours.mask_us.size() - first_mask}, {"mask_max_us", max_us}, {"mask_total_us", total_us},
                 {"accepted", accepted ? Json(*accepted) : Json(nullptr)}};
+    if (!refusal.ok()) row["error"] = refusal.message();
     std::fprintf(per_schema, "%s\n", row.dump().c_str());
   };
   for (const Case& c : cases) {
@@ -215,7 +217,7 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     ours.compile_ms.push_back((ThreadCpuUs() - t0) / 1e3);
     const int64_t states = cg.ok() ? int64_t{cg->num_states()} : -1;  // -1: not compiled
     if (!cg.ok()) {
-      write_row(c, g, front_end_ms, states, std::nullopt, first_mask);
+      write_row(c, g, front_end_ms, states, std::nullopt, first_mask, cg.status());
       continue;
     }
     ++ours.compiled;

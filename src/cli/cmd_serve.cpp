@@ -119,6 +119,11 @@ constexpr const char* kUsage =
     "  --role prefill|decode|both  what the router sends here (default both): prefill units compute prompts\n"
     "                              into the --kv-store, decode units read them from it (needs --kv-store;\n"
     "                              decode units replay window state exactly unless --swa-replay says otherwise)\n"
+    "  --structured-outputs-one-of-as-any-of   a JSON Schema oneOf whose branches may overlap and that cannot\n"
+    "                              be made exclusive compiles as anyOf instead of a 400 (unsound: an instance\n"
+    "                              meeting two branches is accepted); a request's structured_outputs.\n"
+    "                              one_of_as_any_of overrides it; each use is logged and named in the\n"
+    "                              response's x-deepinfer-warning header\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -144,6 +149,7 @@ struct ServeArgs {
   double shutdown_grace_s = 30;
   double request_timeout_s = 600;
   bool enable_test_hooks = false;
+  bool one_of_as_any_of = false;
   int64_t responses_store_max_entries = 4096;
   double responses_store_ttl_s = 3600;
   // Engine
@@ -199,6 +205,7 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Int<int64_t>("--latency-slice-us", &out->latency_slice_us, 0, 100000);
   flags.Double("--request-timeout-s", &out->request_timeout_s, 0, 86400 * 7);
   flags.Switch("--enable-test-hooks", &out->enable_test_hooks);
+  flags.Switch("--structured-outputs-one-of-as-any-of", &out->one_of_as_any_of);
   flags.Int<int64_t>("--responses-store-max-entries", &out->responses_store_max_entries, 0, int64_t{1} << 24);
   flags.Double("--responses-store-ttl-s", &out->responses_store_ttl_s, 0.001, 86400.0 * 365);
   flags.Int<int64_t>("--kv-cache-memory-bytes", &out->kv_cache_bytes, int64_t{1} << 20, int64_t{1} << 40);
@@ -373,6 +380,7 @@ int RunServe(const std::vector<std::string>& argv) {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   service_options.request_timeout_s = args.request_timeout_s;
   service_options.enable_test_hooks = args.enable_test_hooks;
+  service_options.one_of_as_any_of = args.one_of_as_any_of;
   service_options.responses_store_max_entries = args.responses_store_max_entries;
   service_options.responses_store_ttl_s = args.responses_store_ttl_s;
   server::Service service(service_options, &*tokenizer);

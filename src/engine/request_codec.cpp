@@ -79,6 +79,7 @@ Json ConstraintToJson(const sampling::OutputConstraint& c) {
     options["strict"] = spec.json.strict;
     options["integer_fraction"] = spec.json.integer_fraction;
     options["draft7_without_schema"] = spec.json.draft7_without_schema;
+    options["one_of_as_any_of"] = spec.json.one_of_as_any_of;
     options["max_schema_bytes"] = spec.json.max_schema_bytes;
     options["max_depth"] = spec.json.max_depth;
     g["json"] = std::move(options);
@@ -269,7 +270,7 @@ Status ReadGrammar(const Json& j, grammar::ConstraintSpec* spec) {
     const std::string po = Path(p, "json");
     grammar::JsonSchemaOptions& o = spec->json;
     DI_RETURN_IF_ERROR(CheckKeys(*options, po, {"whitespace", "strict", "integer_fraction", "draft7_without_schema",
-                                                "max_schema_bytes", "max_depth"}));
+                                                "one_of_as_any_of", "max_schema_bytes", "max_depth"}));
     if (auto w = options->find("whitespace"); w != options->end()) {
       bool found = false;
       for (const WhitespaceName& name : kWhitespaces) {
@@ -283,6 +284,7 @@ Status ReadGrammar(const Json& j, grammar::ConstraintSpec* spec) {
     DI_RETURN_IF_ERROR(ReadBool(*options, "strict", po, &o.strict));
     DI_RETURN_IF_ERROR(ReadBool(*options, "integer_fraction", po, &o.integer_fraction));
     DI_RETURN_IF_ERROR(ReadBool(*options, "draft7_without_schema", po, &o.draft7_without_schema));
+    DI_RETURN_IF_ERROR(ReadBool(*options, "one_of_as_any_of", po, &o.one_of_as_any_of));
     // The compiler's own limits cap these whatever they say.
     int64_t bytes = static_cast<int64_t>(o.max_schema_bytes);
     DI_RETURN_IF_ERROR(ReadInteger(*options, "max_schema_bytes", po, 0, static_cast<int64_t>(kMaxRequestJsonBytes), &bytes));

@@ -161,6 +161,7 @@ Result<CompiledGrammar> Compiler::Run() {
   ByteClasses classes = ByteClasses::FromNfa(nfa);
 
   CompiledGrammar out;
+  out.warnings_ = g_.warnings();
   out.num_classes_ = classes.count;
   out.byte_class_ = classes.map;
   for (int byte = 255; byte >= 0; --byte)

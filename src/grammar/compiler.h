@@ -68,6 +68,8 @@ class CompiledGrammar {
   uint32_t start() const { return rule_start_[root_rule_]; }
   uint32_t root_rule() const { return root_rule_; }
   const std::vector<std::string>& rule_names() const { return rule_names_; }
+  // The source grammar's warnings (Grammar::warnings): where this automaton accepts more than the source.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   // Counters (see the header comment).
   bool counting(uint32_t state) const { return flags_[state] & 1; }
@@ -123,6 +125,7 @@ class CompiledGrammar {
   std::vector<CallEdge> calls_;
   std::vector<uint32_t> rule_start_;
   std::vector<std::string> rule_names_;
+  std::vector<std::string> warnings_;
   uint32_t root_rule_ = 0;
   std::vector<uint8_t> flags_;
   std::vector<uint8_t> counted_;

@@ -63,6 +63,9 @@ Result<std::shared_ptr<const BoundGrammar>> ConstraintCache::Get(const Constrain
   content.push_back('|');
   content.append(std::to_string(static_cast<int>(spec.json.whitespace)));
   content.push_back(spec.json.strict ? 's' : '-');
+  content.push_back(spec.json.integer_fraction ? 'f' : '-');
+  content.push_back(spec.json.draft7_without_schema ? '7' : '-');
+  content.push_back(spec.json.one_of_as_any_of ? 'o' : '-');
   content.append(std::to_string(vocab->fingerprint()));
   content.push_back('|');
   content.append(spec.text);

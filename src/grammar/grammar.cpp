@@ -202,6 +202,7 @@ void Grammar::Define(uint32_t rule, ExprId body) {
 uint32_t Grammar::Import(const Grammar& other, std::string_view prefix) {
   const uint32_t rule_base = static_cast<uint32_t>(rules_.size());
   const ExprId expr_base = static_cast<ExprId>(exprs_.size());
+  warnings_.insert(warnings_.end(), other.warnings_.begin(), other.warnings_.end());
   for (const Rule& r : other.rules_) {
     Rule copy = r;
     copy.name = std::string(prefix) + r.name;

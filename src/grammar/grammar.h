@@ -112,6 +112,16 @@ class Grammar {
   // grammar` output. Deterministic for a given construction.
   std::string ToString() const;
 
+  // Where the grammar accepts more than its source allows, each a sentence naming the place (a oneOf
+  // taken as anyOf under JsonSchemaOptions::one_of_as_any_of); empty for an exact grammar. Import keeps
+  // the other grammar's.
+  void AddWarning(std::string warning) {
+    for (const std::string& w : warnings_)
+      if (w == warning) return;
+    warnings_.push_back(std::move(warning));
+  }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
  private:
   ExprId Add(Expr e);
   std::vector<Expr> exprs_;
@@ -121,6 +131,7 @@ class Grammar {
   size_t interned_count_ = 0;
   std::vector<Rule> rules_;
   uint32_t root_ = 0;
+  std::vector<std::string> warnings_;
 };
 
 // Sorts and merges inclusive ranges in place.

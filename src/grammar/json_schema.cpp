@@ -370,6 +370,7 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
                       "so an instance that meets two of them is accepted too")
             .Field("pointer", path)
             .Field("reason", exclusive.status().message());
+        g_.AddWarning("oneOf at " + path + " taken as anyOf: an instance that meets two of its branches is accepted too");
         merged = std::move(as_merged);
         for (auto& o : overlaps) o.clear();
         contained.assign(merged.size(), 0);

@@ -19,10 +19,11 @@
 // or taken as anyOf where JsonSchemaOptions::one_of_as_any_of asks), uniqueItems (exact where the items
 // come from a finite set of scalars: enum, const, booleans, null, an integer range of at most 64; with
 // tuple items, contains or any other items refused: see json_schema_object.cpp), allOf
-// (merged), not (where the negation is exact: types, required, properties, patterns, lengths, counts,
-// non-numeric enum/const, dependencies, items, contains, additionalProperties, patternProperties,
-// propertyNames patterns (one such member-needing negation per object), and not/anyOf/allOf/one-branch
-// oneOf of those; numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
+// (merged), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
+// counts, numeric bounds, enum/const of scalars (numbers kept out by the ranges around them, integers
+// only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
+// (one such member-needing negation per object), and not/anyOf/allOf/oneOf of those (not oneOf: none of
+// the branches, or two that may meet); numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
 // under a `$schema` naming an older draft they are unknown words; when `if` has such a negation; several
 // in one allOf when each `if` tests member values: const/enum, required),
 // dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
@@ -63,7 +64,7 @@ struct JsonSchemaOptions {
   // A oneOf whose branches may overlap and that the compiler cannot make exclusive is refused (kUnimplemented
   // naming oneOf and its pointer). true compiles it as anyOf instead, as xgrammar and llguidance do without
   // saying so: an instance that meets two branches is then accepted though the schema rejects it, so each
-  // such oneOf is logged as a warning with its pointer. Off by default.
+  // such oneOf is logged as a warning with its pointer and named in Grammar::warnings. Off by default.
   bool one_of_as_any_of = false;
   size_t max_schema_bytes = 4u << 20;
   uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)

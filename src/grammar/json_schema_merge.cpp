@@ -299,7 +299,7 @@ Result<Json> SchemaResolver::Inline(Json s, const std::string& path, uint32_t de
 bool SchemaResolver::HasConstraints(const Json& s) {
   if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
   for (auto it = s.begin(); it != s.end(); ++it)
-    if (!AnnotationKeywords().count(it.key()) && it.key() != "anyOf" && it.key() != "oneOf") return true;
+    if (!AnnotationKeywords().count(it.key())) return true;
   return false;
 }
 

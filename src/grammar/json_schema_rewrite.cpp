@@ -1,6 +1,8 @@
 // Keywords the JSON Schema front end lowers to others before compiling: `not` through an exact negation of
 // its schema, if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -306,11 +308,55 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       } else {
         any.push_back(Json{{"type", type}, {(min ? "max" : "min") + what, min ? n - 1 : n + 1}});
       }
+    } else if (k == "format" && v.is_string()) {
+      // A string the format's regex (a full match) rejects.
+      any.push_back(Json{{"type", "string"}, {"$not_patterns", Json::array({"^(?:" + *FormatRegex(v.get<std::string>()) + ")$"})}});
+    } else if ((k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") && v.is_number()) {
+      // A number on the other side of the bound; draft 4's boolean exclusiveMinimum/Maximum make its
+      // minimum/maximum exclusive, so the other side then includes the bound.
+      const bool lower = k == "minimum" || k == "exclusiveMinimum";
+      bool exclusive = k.rfind("exclusive", 0) == 0;
+      if (!exclusive) {
+        auto flag = s.find(lower ? "exclusiveMinimum" : "exclusiveMaximum");
+        exclusive = flag != s.end() && flag->is_boolean() && flag->get<bool>();
+      }
+      const char* other = lower ? (exclusive ? "maximum" : "exclusiveMaximum") : (exclusive ? "minimum" : "exclusiveMinimum");
+      any.push_back(Json{{"type", "number"}, {other, v}});
+    } else if ((k == "exclusiveMinimum" || k == "exclusiveMaximum") && v.is_boolean()) {
+      continue;  // draft 4's flag: read with its minimum/maximum above
     } else if ((k == "enum" && v.is_array()) || k == "const") {
       const Json values = k == "const" ? Json::array({v}) : v;
-      for (const Json& x : values)
-        if (x.is_number() || x.is_object() || x.is_array()) return std::nullopt;
-      any.push_back(Json{{"$not_in", values}});
+      Json scalars = Json::array();
+      std::vector<int64_t> numbers;
+      for (const Json& x : values) {
+        if (x.is_object() || x.is_array()) return std::nullopt;
+        if (!x.is_number()) {
+          scalars.push_back(x);
+          continue;
+        }
+        // A number has many spellings (1, 1.0, 1e0): it is kept out by the ranges around it, exact for
+        // integers that a double holds exactly.
+        constexpr int64_t kExactInDouble = int64_t{1} << 53;
+        if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t{kExactInDouble}) ||
+            (!x.is_number_unsigned() && std::llabs(x.get<int64_t>()) > kExactInDouble))
+          return std::nullopt;
+        numbers.push_back(x.get<int64_t>());
+      }
+      if (numbers.empty()) {
+        any.push_back(Json{{"$not_in", values}});
+        continue;
+      }
+      Json other_types = Json{{"type", Json::array({"null", "boolean", "object", "array", "string"})}};
+      if (!scalars.empty()) other_types["$not_in"] = scalars;
+      any.push_back(std::move(other_types));
+      std::sort(numbers.begin(), numbers.end());
+      numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+      any.push_back(Json{{"type", "number"}, {"exclusiveMaximum", numbers.front()}});
+      for (size_t i = 0; i + 1 < numbers.size(); ++i)
+        // Between two consecutive integers lie fractions only, which an integer schema never holds.
+        if (numbers[i + 1] - numbers[i] > 1 || !s.contains("type") || (TypesOf(Json{{"type", s["type"]}}) & kNumber))
+          any.push_back(Json{{"type", "number"}, {"exclusiveMinimum", numbers[i]}, {"exclusiveMaximum", numbers[i + 1]}});
+      any.push_back(Json{{"type", "number"}, {"exclusiveMinimum", numbers.back()}});
     } else if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && v.is_object()) {
       // An object with the name present and a dependency failing: a listed name absent, or the schema
       // failing for the whole object.
@@ -388,6 +434,24 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       any.push_back(Json{{"type", "object"}, {"$some", Json::array({Json{{"key", key}, {"value", true}}})}});
     } else if (k == "not") {
       any.push_back(v);
+    } else if (k == "oneOf" && v.is_array() && v.size() > 1) {
+      // Not exactly one branch: none of them, or two at once (pairs proven disjoint never are).
+      constexpr size_t kMaxMeetingPairs = 16;
+      Json none = Json::array();
+      for (size_t i = 0; i < v.size(); ++i) {
+        auto neg = Negate(v[i], path + "/oneOf/" + std::to_string(i), depth + 1);
+        if (!neg) return std::nullopt;
+        none.push_back(std::move(*neg));
+      }
+      any.push_back(Json{{"allOf", std::move(none)}});
+      size_t pairs = 0;
+      for (size_t i = 0; i < v.size(); ++i)
+        for (size_t j = i + 1; j < v.size(); ++j) {
+          auto disjoint = Disjoint(v[i], v[j], depth + 1);
+          if (disjoint.ok() && *disjoint) continue;
+          if (++pairs > kMaxMeetingPairs) return std::nullopt;
+          any.push_back(Json{{"allOf", Json::array({v[i], v[j]})}});
+        }
     } else if ((k == "anyOf" && v.is_array()) || (k == "oneOf" && v.is_array() && v.size() == 1)) {  // one: as anyOf
       Json all = Json::array();
       for (size_t i = 0; i < v.size(); ++i) {

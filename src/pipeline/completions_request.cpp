@@ -179,11 +179,12 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
     }
   }
   if (auto error = ApplyExtras(body, options, &request.params, /*read_seed=*/false)) return refuse(*error);
+  std::vector<std::string> warnings;
   if (options.constraint_compiler) {
     // The chat path's constraint fields, compile and errors; applied from the first generated token.
     recipe::ParsedRequest constraint;
     std::optional<recipe::RequestError> error = recipe::ParseCompletionsConstraint(body, &constraint);
-    if (!error) error = ApplyStructuredOutput(body, constraint, options, &request.params);
+    if (!error) error = ApplyStructuredOutput(body, constraint, options, &request.params, &warnings);
     if (error) {
       PrepareOutcome out;
       out.refusal = Refuse(recipe::Protocol::kChatCompletions, *error);
@@ -206,6 +207,7 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
   prepared.prompt = std::move(request.prompts[0]);
   for (size_t i = 1; i < prompts; ++i) prepared.more_prompts.push_back(std::move(request.prompts[i]));
   prepared.params = std::move(request.params);
+  prepared.warnings = std::move(warnings);
   return out;
 }
 

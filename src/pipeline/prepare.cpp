@@ -111,6 +111,7 @@ PrepareOutcome Prepare(Api api, std::string_view body, const PrepareOptions& opt
     return out;
   }
   engine::RequestParams params;
+  std::vector<std::string> warnings;
   params.sampling = options.default_sampling;
   params.sampling.max_tokens =
       inf.max_tokens.value_or(options.default_max_tokens.value_or(options.max_model_len - prompt_tokens));
@@ -129,7 +130,7 @@ PrepareOutcome Prepare(Api api, std::string_view body, const PrepareOptions& opt
     return out;
   }
   if (options.constraint_compiler) {
-    if (auto error = ApplyStructuredOutput(body, prompt.prompt->request, options, &params)) {
+    if (auto error = ApplyStructuredOutput(body, prompt.prompt->request, options, &params, &warnings)) {
       out.refusal = Refuse(*protocol, *error);
       return out;
     }
@@ -139,6 +140,7 @@ PrepareOutcome Prepare(Api api, std::string_view body, const PrepareOptions& opt
   prepared.prompt = std::move(prompt.prompt->ids);
   prepared.params = std::move(params);
   prepared.request = std::move(prompt.prompt->request);
+  prepared.warnings = std::move(warnings);
   return out;
 }
 

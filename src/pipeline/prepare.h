@@ -46,6 +46,9 @@ struct PrepareOptions {
   std::optional<int64_t> default_max_tokens;
   // The `deepinfer_test_output` request field scripts the model's output (tests only).
   bool enable_test_hooks = false;
+  // What a request without structured_outputs.one_of_as_any_of gets: a JSON Schema oneOf that cannot be
+  // made exclusive compiles as anyOf (grammar::JsonSchemaOptions::one_of_as_any_of) instead of a 400.
+  bool one_of_as_any_of = false;
 };
 
 // 404 when `model` is none of the served names.
@@ -77,6 +80,9 @@ struct PreparedRequest {
   engine::RequestParams params;
   recipe::ParsedRequest request;  // chat protocols: the parsed request (its translator takes it)
   CompletionsShape completions;   // the legacy Completions API: what shapes its response
+  // Where the output's constraint accepts more than the request asked (grammar::Grammar::warnings): the
+  // server logs each and names it in the response.
+  std::vector<std::string> warnings;
   bool stream() const;
   // The request's translator (update_translator.h). Call once: it takes the parsed request.
   std::unique_ptr<UpdateTranslator> TakeTranslator(ResponseContext context);

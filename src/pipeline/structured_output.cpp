@@ -58,6 +58,21 @@ CallRules ReadCallRules(std::string_view body, recipe::Protocol protocol) {
   return rules;
 }
 
+// The request's `structured_outputs.one_of_as_any_of` into `*out` where it is given; 400 unless a boolean.
+std::optional<recipe::RequestError> ReadOneOfAsAnyOf(std::string_view body, bool* out) {
+  if (body.find("one_of_as_any_of") == std::string_view::npos) return std::nullopt;  // no second parse then
+  auto doc = ParseOrderedJson(body);
+  if (!doc.ok() || !doc->is_object()) return std::nullopt;
+  const auto so = doc->find("structured_outputs");
+  if (so == doc->end() || !so->is_object()) return std::nullopt;
+  const auto flag = so->find("one_of_as_any_of");
+  if (flag == so->end()) return std::nullopt;
+  const std::string param = "structured_outputs.one_of_as_any_of";
+  if (!flag->is_boolean()) return recipe::RequestError{400, "invalid_request_error", param, param + " must be a boolean"};
+  *out = flag->get<bool>();
+  return std::nullopt;
+}
+
 // The tool-call grammar's spec (ChooseTools has already narrowed the tools to a named tool_choice's and
 // rewritten strict schemas): strict tools by their call schema, the others by their schema as written;
 // with `free_arguments` (the grammar could not take those schemas) every tool not marked strict takes any
@@ -100,11 +115,14 @@ grammar::ConstraintSpec ToolCallSpec(const recipe::ParsedRequest& request, const
 
 std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body, const recipe::ParsedRequest& request,
                                                           const PrepareOptions& options,
-                                                          engine::RequestParams* params) {
+                                                          engine::RequestParams* params,
+                                                          std::vector<std::string>* warnings) {
   const tokenizer::Tokenizer& tokenizer = *options.tokenizer;
   sampling::ConstraintCompiler& compiler = *options.constraint_compiler;
   recipe::StructuredOutput so;
   if (auto error = recipe::ReadStructuredOutput(body, request, &so)) return error;
+  bool one_of_as_any_of = options.one_of_as_any_of;
+  if (auto error = ReadOneOfAsAnyOf(body, &one_of_as_any_of)) return error;
   using Kind = recipe::StructuredOutput::Kind;
   using SpecKind = grammar::ConstraintSpec::Kind;
   const recipe::Conversation& c = request.conversation;
@@ -156,6 +174,7 @@ std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body,
     spec.text = so.text;
     spec.choices = so.choices;
     spec.json.strict = so.strict;
+    spec.json.one_of_as_any_of = one_of_as_any_of && so.kind == Kind::kJsonSchema;
   }
   auto vocab = compiler.Vocab();
   if (!vocab.ok()) {
@@ -175,6 +194,7 @@ std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body,
     const std::string param = tool_grammar && message.rfind("answer format: ", 0) != 0 ? "tools" : so.param;
     return recipe::RequestError{400, "invalid_request_error", param, param + ": " + message};
   }
+  if (warnings) *warnings = (*bound)->grammar().warnings();
   if (params->constraint.scripted_tokens) return std::nullopt;
   int32_t start_after = -1;
   if (request.conversation.thinking_mode) {

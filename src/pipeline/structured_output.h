@@ -21,7 +21,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "recipe/request.h"
 
@@ -40,9 +42,12 @@ struct PrepareOptions;
 // schema, regex or grammar, or one over the compile limits; a strict tool's schema the tool-call grammar
 // cannot take, naming the tool and the path; structured_outputs / guided_* together with `strict: true` tools);
 // 500 when the tokenizer's vocabulary cannot be indexed. Requires options.tokenizer and
-// options.constraint_compiler.
+// options.constraint_compiler. `warnings` (if given) receives where the compiled constraint accepts more
+// than the request's schema: a oneOf taken as anyOf, under `structured_outputs.one_of_as_any_of` (a
+// boolean; default options.one_of_as_any_of).
 std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body, const recipe::ParsedRequest& request,
                                                           const PrepareOptions& options,
-                                                          engine::RequestParams* params);
+                                                          engine::RequestParams* params,
+                                                          std::vector<std::string>* warnings = nullptr);
 
 }  // namespace deepinfer::pipeline

@@ -9,6 +9,8 @@
 // engine's own.
 #include <algorithm>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "core/log.h"
 #include "engine/engine.h"
@@ -41,6 +43,22 @@ ApiError EngineRefusal(const Status& status, bool draining) {
     e.status = 500;
   }
   return e;
+}
+
+// A header value from text: bytes outside printable ASCII (a pointer's non-ASCII names) and '%' as %XX.
+std::string HeaderSafe(std::string_view text) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7F && c != '%') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -191,6 +209,10 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
     request.params.sampling.min_tokens = 0;
   }
   request.params.tag = exchange->request_id;
+  for (const std::string& warning : request.warnings) {
+    DI_LOG(kWarn, "structured output is lenient").Field("id", exchange->request_id).Field("warning", warning);
+    exchange->headers.push_back({"x-deepinfer-warning", HeaderSafe(warning)});
+  }
   if (options_.request_timeout_s > 0)
     request.params.deadline_nanos = NowNanos() + static_cast<int64_t>(options_.request_timeout_s * 1e9);
   // Bad parameters are 400 whether or not this server can generate.

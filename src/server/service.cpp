@@ -101,6 +101,7 @@ std::string_view EndpointLabel(std::string_view method, std::string_view path) {
 void ServiceExchange::Reply(HttpResponse response) {
   if (replied_.exchange(true)) return;
   response.headers.push_back({"x-request-id", request_id});
+  response.headers.insert(response.headers.end(), headers.begin(), headers.end());
   counter->Add(endpoint, response.status);
   DI_LOG(kDebug, "request").Field("id", request_id).Field("method", request.method).Field("path", request.path)
       .Field("status", response.status).Field("ms", stopwatch.ElapsedMillis());
@@ -112,7 +113,9 @@ void ServiceExchange::Fail(const ApiError& error) { Reply(ErrorResponse(family, 
 bool ServiceExchange::BeginStream(int status, std::string content_type) {
   if (replied_.exchange(true)) return false;
   counter->Add(endpoint, status);
-  channel->StartStream(status, std::move(content_type), {{"x-request-id", request_id}});
+  std::vector<HttpHeader> all = {{"x-request-id", request_id}};
+  all.insert(all.end(), headers.begin(), headers.end());
+  channel->StartStream(status, std::move(content_type), std::move(all));
   return true;
 }
 
@@ -130,6 +133,7 @@ Service::Service(ServiceOptions options, const tokenizer::Tokenizer* tokenizer)
   prepare_options_.served_model_names = options_.served_model_names;
   prepare_options_.max_model_len = options_.max_model_len;
   prepare_options_.enable_test_hooks = options_.enable_test_hooks;
+  prepare_options_.one_of_as_any_of = options_.one_of_as_any_of;
 }
 
 Service::~Service() = default;

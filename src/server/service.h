@@ -57,6 +57,8 @@ struct ServiceOptions {
   double request_timeout_s = 600;
   // Test-only: the `deepinfer_test_output` request field scripts the model's output (pipeline/prepare.h).
   bool enable_test_hooks = false;
+  // The default of a request's structured_outputs.one_of_as_any_of (pipeline::PrepareOptions).
+  bool one_of_as_any_of = false;
   // Responses kept for `previous_response_id` and GET /v1/responses/{id} (responses_store.h).
   int64_t responses_store_max_entries = 4096;
   double responses_store_ttl_s = 3600;

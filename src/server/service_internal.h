@@ -40,6 +40,9 @@ struct ServiceExchange {
   LatencyHistogram* stream_delivery = nullptr;
   Stopwatch stopwatch;
 
+  // Headers every answer of this exchange carries (the structured output's warnings), beside x-request-id.
+  std::vector<HttpHeader> headers;
+
   // A whole response, with x-request-id added and the status counted (only the first reply goes out).
   void Reply(HttpResponse response);
   void Fail(const ApiError& error);

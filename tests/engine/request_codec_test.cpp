@@ -62,6 +62,7 @@ RequestParams EveryField() {
   spec.json.strict = true;
   spec.json.integer_fraction = false;
   spec.json.draft7_without_schema = true;
+  spec.json.one_of_as_any_of = true;
   spec.json.max_schema_bytes = 1000;
   spec.json.max_depth = 12;
   p.constraint.grammar = spec;
@@ -112,6 +113,7 @@ TEST(RequestCodec, EveryFieldRoundTrips) {
   EXPECT_EQ(b.constraint.grammar->json.strict, a.constraint.grammar->json.strict);
   EXPECT_EQ(b.constraint.grammar->json.integer_fraction, a.constraint.grammar->json.integer_fraction);
   EXPECT_EQ(b.constraint.grammar->json.draft7_without_schema, a.constraint.grammar->json.draft7_without_schema);
+  EXPECT_EQ(b.constraint.grammar->json.one_of_as_any_of, a.constraint.grammar->json.one_of_as_any_of);
   EXPECT_EQ(b.constraint.grammar->json.max_schema_bytes, a.constraint.grammar->json.max_schema_bytes);
   EXPECT_EQ(b.constraint.grammar->json.max_depth, a.constraint.grammar->json.max_depth);
   EXPECT_EQ(b.constraint.grammar_start_after_token, a.constraint.grammar_start_after_token);

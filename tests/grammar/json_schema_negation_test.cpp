@@ -1,0 +1,136 @@
+// Negations the JSON Schema front end builds exactly (`not`, and each oneOf branch keeping out the others it
+// may meet): oneOf, format, numeric bounds and numeric enum members; and the refusals left, which name the
+// keyword and its JSON pointer. Expected verdicts are derived by hand from the standard, in each comment.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "grammar/compiler.h"
+#include "grammar/constraint.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_index.h"
+#include "schema_case.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+// not oneOf [A, B] holds where none of the branches holds or two of them do.
+TEST(JsonSchemaNegation, OneOf) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           // Disjoint branches (string, array): anything but a string or an array.
+           {R"({"not":{"oneOf":[{"type":"string"},{"type":"array"}]}})", {"1", "{}", "null"}, {R"("a")", "[1]"}},
+           // Overlapping branches: string, and maxLength 3 (which every non-string meets). No instance meets
+           // neither; strings of at most 3 characters meet both; longer strings and non-strings meet one.
+           {R"({"not":{"oneOf":[{"type":"string"},{"maxLength":3}]}})", {R"("ab")", R"("")"},
+            {R"("abcd")", "1", "null", "[]"}},
+           // A oneOf nested in a oneOf's branch: the outer branch 1 keeps out branch 0 (a string, or an
+           // object with only `secure`), so {"secure":"a"} meets branch 0 alone, {"global":"a"} branch 1
+           // alone, {} both (rejected), {"global":1} neither.
+           {R"({"oneOf":[{"oneOf":[{"type":"string"},{"type":"object","additionalProperties":false,"properties":{"secure":{"type":"string"}}}]},)"
+            R"({"type":"object","properties":{"global":{"type":"string"}},"additionalProperties":false}]})",
+            {R"({"secure":"a"})", R"({"global":"a"})", R"("x")"}, {"{}", R"({"global":1})", R"({"secure":"a","global":"b"})"}},
+       })
+    CheckSchemaCase(c);
+}
+
+// A oneOf beside a negation that needs a member (here: some key other than "global") constrains the
+// alternatives of the negation: {"global":1} is neither a string nor an object with only `secure`.
+TEST(JsonSchemaNegation, OneOfBesideAnyOfStillHolds) {
+  CheckSchemaCase({R"({"allOf":[{"oneOf":[{"type":"string"},{"type":"object","additionalProperties":false,)"
+                   R"("properties":{"secure":{"type":"string"}}}]},)"
+                   R"({"not":{"type":"object","properties":{"global":{"type":"string"}},"additionalProperties":false}}]})",
+                   {R"({"secure":"a"})", R"("s")"}, {R"({"global":1})", R"({"global":"a"})", "{}"}});
+}
+
+// A string the format rejects: "1.2.3.4" is an ipv4 address and a hostname (digit labels), so it meets
+// two branches; "256.1.1.1" is a hostname only; "a b" neither.
+TEST(JsonSchemaNegation, Format) {
+  CheckSchemaCase({R"({"type":"string","oneOf":[{"format":"ipv4"},{"format":"hostname"}]})",
+                   {R"("example.com")", R"("256.1.1.1")"}, {R"("1.2.3.4")", R"("a b")"}});
+  CheckSchemaCase({R"({"type":"string","not":{"format":"uuid"}})", {R"("x")", R"("123e4567-e89b-12d3-a456-42661417400")"},
+                   {R"("123e4567-e89b-12d3-a456-426614174000")"}});
+}
+
+// A number on the other side of a bound; other types meet every bound, so `not` rejects them.
+TEST(JsonSchemaNegation, NumericBounds) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"not":{"minimum":3}})", {"2", "2.5", "-1"}, {"3", "3.5", R"("s")", "null"}},
+           {R"({"not":{"maximum":3}})", {"4", "3.01"}, {"3", "-7", "[]"}},
+           // Draft 6 on: the numeric exclusive forms; not (x < 3) is x >= 3.
+           {R"({"not":{"exclusiveMaximum":3}})", {"3", "4"}, {"2.9"}},
+           // Draft 4: exclusiveMinimum true makes minimum exclusive; not (x > 3) is x <= 3.
+           {R"({"$schema":"http://json-schema.org/draft-04/schema#","not":{"minimum":3,"exclusiveMinimum":true}})",
+            {"3", "2"}, {"3.5", "4"}},
+           // Both bounds: outside [1, 5] on either side.
+           {R"({"type":"integer","not":{"minimum":1,"maximum":5}})", {"0", "6", "-3"}, {"1", "3", "5"}},
+       })
+    CheckSchemaCase(c);
+}
+
+// Numeric enum members have many spellings (1, 1.0): they are kept out by the ranges around them.
+TEST(JsonSchemaNegation, NumericEnumMembers) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"not":{"enum":[1,"a",3]}})", {"2", "1.5", "0", "4", R"("b")", "null"}, {"1", "1.0", "3", "3.00", R"("a")"}},
+           {R"({"type":"integer","not":{"enum":[1,2]}})", {"0", "3", "-1"}, {"1", "2"}},
+           {R"({"type":"number","not":{"const":0}})", {"0.5", "-1"}, {"0", "0.0", "-0"}},
+       })
+    CheckSchemaCase(c);
+}
+
+// What still has no exact form is refused: kUnimplemented naming the keyword and its JSON pointer.
+TEST(JsonSchemaNegation, RefusalsNameKeywordAndPointer) {
+  struct Refusal {
+    std::string schema, keyword, pointer;
+  };
+  for (const Refusal& r : std::vector<Refusal>{
+           // The integers that are not multiples of 3: no exact form here.
+           {R"({"properties":{"n":{"not":{"multipleOf":3}}}})", "'not'", "#/properties/n"},
+           // Multiples of 3 and of 5 overlap (15) and neither negation has an exact form.
+           {R"({"properties":{"m":{"oneOf":[{"multipleOf":3},{"multipleOf":5}]}}})", "'oneOf", "#/properties/m"},
+       }) {
+    auto g = JsonSchemaToGrammar(r.schema);
+    ASSERT_FALSE(g.ok()) << r.schema;
+    EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented) << r.schema;
+    EXPECT_NE(g.status().message().find(r.keyword), std::string::npos) << g.status().message();
+    EXPECT_NE(g.status().message().find(r.pointer), std::string::npos) << g.status().message();
+  }
+}
+
+// JsonSchemaOptions::one_of_as_any_of: the refused oneOf compiles as anyOf and the grammar names where; an
+// exact grammar names nothing; the cache keeps the two modes apart (a strict request never gets the lenient
+// grammar compiled for another).
+TEST(JsonSchemaLenientOneOf, WarnsWhereItIsTakenAndCachesModesApart) {
+  const std::string overlapping =
+      R"({"properties":{"m":{"type":"integer","minimum":0,"maximum":30,"oneOf":[{"multipleOf":3},{"multipleOf":5}]}}})";
+  JsonSchemaOptions lenient;
+  lenient.one_of_as_any_of = true;
+  auto g = JsonSchemaToGrammar(overlapping, lenient);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->warnings().size(), 1u);
+  EXPECT_NE(g->warnings()[0].find("oneOf at #/properties/m taken as anyOf"), std::string::npos) << g->warnings()[0];
+  auto cg = Compile(*g);
+  ASSERT_TRUE(cg.ok());
+  EXPECT_EQ(cg->warnings(), g->warnings());
+  // 15 meets both branches: the anyOf reading accepts it.
+  EXPECT_TRUE(cg->Matches(R"({"m":15})"));
+  EXPECT_FALSE(cg->Matches(R"({"m":7})"));
+  auto exact = JsonSchemaToGrammar(R"({"oneOf":[{"type":"string"},{"type":"null"}]})", lenient);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_TRUE(exact->warnings().empty());
+
+  auto vocab = TokenIndex::FromTokens({"a", "b"}, {}, {}, 2);
+  ASSERT_TRUE(vocab.ok());
+  ConstraintCache cache(4);
+  ConstraintSpec spec;
+  spec.text = overlapping;
+  spec.json.one_of_as_any_of = true;
+  ASSERT_TRUE(cache.Get(spec, *vocab).ok());
+  spec.json.one_of_as_any_of = false;
+  auto strict = cache.Get(spec, *vocab);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
