@@ -50,9 +50,11 @@ echo "== llama.cpp: prefill $prompt, decode batch 1 after $context tokens ($thre
 "$bin/llama-bench" -m "$gguf" -t "$threads" -r "$reps" -p "$prompt" -n 0 -o json >"$work/prefill.json"
 "$bin/llama-bench" -m "$gguf" -t "$threads" -r "$reps" -p 0 -n "$decode_steps" -d "$context" -o json \
   >"$work/decode1.json"
+# -pps: the 32 sequences share one 256-token prompt (prefilled once, not 32 times: only the decode is timed
+# here, and each sequence still attends its 256 + n entries).
 echo "== llama.cpp: decode batch 32 after $context tokens each"; load
 "$bin/llama-batched-bench" -m "$gguf" -t "$threads" -c $((32 * (context + decode_steps))) -b 2048 -ub 512 \
-  -npp "$context" -ntg "$decode_steps" -npl 32 --output-format jsonl 2>/dev/null | grep '^{' >"$work/decode32.jsonl"
+  -npp "$context" -ntg "$decode_steps" -npl 32 -pps --output-format jsonl 2>/dev/null | grep '^{' >"$work/decode32.jsonl"
 
 # The peer file `bench model --peer` reads: tokens/s by prompt length and by batch size.
 python3 - "$work" >"$work/peer.json" <<'EOF'
