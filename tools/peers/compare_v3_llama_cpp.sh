@@ -53,8 +53,12 @@ echo "== llama.cpp: prefill $prompt, decode batch 1 after $context tokens ($thre
 # -pps: the 32 sequences share one 256-token prompt (prefilled once, not 32 times: only the decode is timed
 # here, and each sequence still attends its 256 + n entries).
 echo "== llama.cpp: decode batch 32 after $context tokens each"; load
-"$bin/llama-batched-bench" -m "$gguf" -t "$threads" -c $((32 * (context + decode_steps))) -b 2048 -ub 512 \
-  -npp "$context" -ntg "$decode_steps" -npl 32 -pps --output-format jsonl 2>/dev/null | grep '^{' >"$work/decode32.jsonl"
+if ! "$bin/llama-batched-bench" -m "$gguf" -t "$threads" -c $((32 * (context + decode_steps + 32))) -b 2048 \
+  -ub 512 -npp "$context" -ntg "$decode_steps" -npl 32 -pps --output-format jsonl >"$work/decode32.jsonl" \
+  2>"$work/decode32.log" || ! grep -q '^{' "$work/decode32.jsonl"; then
+  tail -20 "$work/decode32.log" >&2
+  exit 1
+fi
 
 # The peer file `bench model --peer` reads: tokens/s by prompt length and by batch size.
 python3 - "$work" >"$work/peer.json" <<'EOF'
@@ -62,7 +66,7 @@ import json, sys
 work = sys.argv[1]
 prefill = json.load(open(f"{work}/prefill.json"))[0]
 decode1 = json.load(open(f"{work}/decode1.json"))[0]
-decode32 = json.loads(open(f"{work}/decode32.jsonl").read().splitlines()[-1])
+decode32 = [json.loads(l) for l in open(f"{work}/decode32.jsonl") if l.startswith("{")][-1]
 system = f"llama.cpp {prefill.get('build_commit', '')} {prefill.get('type_k', '')} kv".strip()
 print(json.dumps({"system": system,
                   "prefill": {str(prefill["n_prompt"]): prefill["avg_ts"]},
