@@ -21,6 +21,7 @@ apt_packages=(
   python3-dev                             # Python.h: the Python package's module (src/python)
   liburing-dev libxxhash-dev fio          # KV store: io_uring, XXH3 checksums, the device's limit in bench kvstore
   libfuse2 fuse                           # KV store tests: a slow FUSE filesystem (fusepy), fusermount
+  libopenmpi-dev openmpi-bin              # parallel units: the MPI module (src/parallel/mpi) and mpirun
 )
 missing=()
 for p in "${apt_packages[@]}"; do

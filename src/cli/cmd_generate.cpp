@@ -5,12 +5,14 @@
 // token ids (--prompt-ids) skip the codec and print the generated ids, text and logprobs as JSON.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +30,7 @@
 #include "core/utf8.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
+#include "parallel/unit.h"
 #include "pipeline/default_model.h"
 #include "pipeline/prepare.h"
 #include "pipeline/sse.h"
@@ -88,7 +91,16 @@ constexpr const char* kUsage =
     "  --swa-replay exact|bounded     prefix hits without window blocks (default exact for DeepSeek-V4,\n"
     "                                 bounded for V4.1)\n"
     "  --speculative-config JSON      speculative decoding, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
-    "                                 (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n";
+    "                                 (ngram, suffix, synthetic, mtp, dspark; outputs equal speculation off)\n"
+    "parallel (under `mpirun -n N`; docs/parallel.md):\n"
+    "  --data-parallel-size N         ranks of the unit (default: as many as mpirun started); requests are\n"
+    "                                 spread over them round robin, rank 0 prints every output in input order\n"
+    "  --enable-expert-parallel       shard the routed experts over the ranks (each loads only its own) and\n"
+    "                                 exchange tokens at every MoE layer; outputs are bit-identical to one process\n"
+    "  --ep-timeout-s S               the least time a rank waits for the others in a collective before it ends\n"
+    "                                 the unit naming the rank it waited for (default 1)\n"
+    "  --ep-stats                     each rank prints its expert exchanges, bytes sent and time spent (against\n"
+    "                                 memcpy of the same bytes), rank 0 the unit's expert load balance per layer\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -119,6 +131,8 @@ struct GenerateArgs {
   bool prefix_cache = true;
   std::optional<engine::SwaReplay> replay;  // unset: the model family's (engine::DefaultSwaReplay)
   engine::SpeculativeConfig speculative;
+  parallel::UnitOptions unit;
+  bool ep_stats = false;
 };
 
 Status ParseIds(const std::string& text, std::vector<int32_t>* out) {
@@ -197,6 +211,10 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
     DI_ASSIGN_OR_RETURN(out->speculative, engine::ParseSpeculativeConfig(v));
     return Status::Ok();
   });
+  flags.Int<int>("--data-parallel-size", &out->unit.data_parallel_size, 1, 1 << 16);
+  flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
+  flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
+  flags.Switch("--ep-stats", &out->ep_stats);
   if (int rc = flags.Parse(args)) return rc;
   out->version_given = flags.given("--model-version");
   out->temperature_given = flags.given("--temperature");
@@ -290,7 +308,14 @@ struct Loaded {
   std::shared_ptr<sampling::ConstraintCompiler> constraint_compiler;
 };
 
-Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
+// The engine flags every rank of a unit must agree on (ExpertGroup::CheckSameModel).
+std::string UnitSettings(const GenerateArgs& a) {
+  return std::string(DEEPINFER_VERSION) + " precision=" + std::to_string(static_cast<int>(a.precision)) +
+         " ep=" + std::to_string(a.unit.expert_parallel) + " chunk=" + std::to_string(a.prefill_chunk) +
+         " seqs=" + std::to_string(a.max_num_seqs) + " batched=" + std::to_string(a.max_batched);
+}
+
+Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer, parallel::Unit& unit) {
   Loaded out;
   const std::string tokenizer_path = args.tokenizer_path.empty()
                                          ? (std::filesystem::path(args.model_dir) / "tokenizer.json").string()
@@ -304,12 +329,15 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   load.precision = args.precision;
   load.progress = model::TerminalProgressBar("loading " + args.model_dir);
   load.drafting = args.speculative.uses_draft_layers();
+  load.expert_exchange = unit.expert_exchange();
   auto model = model::LoadCausalLM(args.model_dir, load);
   if (!model.ok() && load.drafting)
     return Status::InvalidArgument("--speculative-config method \"" +
                                    std::string(engine::DraftMethodName(args.speculative.method)) +
                                    "\" needs the model's draft layers: " + model.status().message());
   if (!model.ok()) return model.status();
+  if (unit.group() != nullptr)
+    DI_RETURN_IF_ERROR(unit.group()->CheckSameModel((*model)->info().weights_fingerprint, UnitSettings(args)));
   if (out.tokenizer && need_tokenizer &&
       (*model)->info().vocab_size < static_cast<int64_t>(out.tokenizer->vocab_size()))
     return Status::InvalidArgument("the model's vocabulary (" + std::to_string((*model)->info().vocab_size) +
@@ -332,10 +360,91 @@ Result<Loaded> LoadEngine(const GenerateArgs& args, bool need_tokenizer) {
   eo.constraint_compiler = out.constraint_compiler;
   eo.compute_precision = args.precision;
   eo.max_waiting = INT32_MAX;
+  eo.step_group = unit.step_group();
   auto e = engine::Engine::Create(std::move(model).value(), eo);
   if (!e.ok()) return e.status();
   out.engine = std::move(e).value();
   return out;
+}
+
+// What one job prints: its stdout line (without the newline), its stderr text, and whether it failed.
+struct PrintedJob {
+  std::string out, err;
+  bool failed = false;
+};
+
+// Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
+// until every rank has finished its jobs: its engine keeps joining the others' steps until then.
+Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::map<size_t, PrintedJob> mine,
+                                                    bool stats) {
+  if (unit.group() == nullptr) return mine;
+  if (unit.step_group() != nullptr) unit.group()->FinishAndWait();
+  if (stats) {
+    const parallel::ExpertGroup::Counters c = unit.group()->counters();
+    std::fprintf(stderr,
+                 "generate: rank %d: %lld expert exchanges, %lld bytes to other ranks, %.4f s in exchanges, %.4f s "
+                 "to memcpy the same bytes (ratio %.1f)\n",
+                 unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
+                 c.exchange_seconds, c.memcpy_seconds, c.memcpy_seconds > 0 ? c.exchange_seconds / c.memcpy_seconds : 0.0);
+  }
+  nlohmann::json packed = {{"jobs", nlohmann::json::array()}};
+  for (const auto& [index, job] : mine) packed["jobs"].push_back({index, job.out, job.err, job.failed});
+  if (stats) {
+    const parallel::ExpertLoads loads = unit.group()->RecordedLoads();
+    packed["loads"] = {{"layers", loads.layers}, {"experts", loads.experts}, {"values", loads.values}};
+  }
+  // In lock step every rank is here at once; ranks of data parallelism alone finish their own requests at their
+  // own pace, so the first waits as long as the slowest one generates.
+  const double wait_s = unit.step_group() != nullptr ? 60 : 7 * 24 * 3600.0;
+  DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump(), wait_s));
+  std::map<size_t, PrintedJob> out;
+  parallel::ExpertLoads unit_loads;  // the ranks' recorded loads summed
+  for (const std::string& text : all) {
+    const nlohmann::json part = nlohmann::json::parse(text, nullptr, false);
+    if (!part.is_object() || !part.contains("jobs") || !part["jobs"].is_array())
+      return Status::Internal("a rank sent unreadable outputs");
+    for (const nlohmann::json& j : part["jobs"])
+      out[j.at(0).get<size_t>()] = {j.at(1).get<std::string>(), j.at(2).get<std::string>(), j.at(3).get<bool>()};
+    if (part.contains("loads") && part["loads"]["layers"].get<int64_t>() > 0) {
+      const nlohmann::json& l = part["loads"];
+      if (unit_loads.layers == 0) unit_loads = parallel::ExpertLoads(l["layers"].get<int64_t>(), l["experts"].get<int64_t>());
+      const std::vector<double> values = l["values"].get<std::vector<double>>();
+      if (values.size() != unit_loads.values.size()) return Status::Internal("ranks recorded different expert layouts");
+      for (size_t i = 0; i < values.size(); ++i) unit_loads.values[i] += values[i];
+    }
+  }
+  if (unit.leader() && unit_loads.layers > 0 && unit_loads.experts % unit.size() == 0) {
+    // max/mean over the ranks of the routed rows each rank's experts computed, per layer.
+    const int64_t per = unit_loads.experts / unit.size();
+    std::string line = "generate: expert load balance per layer (max/mean over ranks, whole run):";
+    for (int64_t layer = 0; layer < unit_loads.layers; ++layer) {
+      double max = 0, sum = 0;
+      for (int r = 0; r < unit.size(); ++r) {
+        double rank_load = 0;
+        for (int64_t e = r * per; e < (r + 1) * per; ++e) rank_load += unit_loads.at(layer, e);
+        max = std::max(max, rank_load);
+        sum += rank_load;
+      }
+      char figure[32];
+      std::snprintf(figure, sizeof(figure), " %.3f", sum > 0 ? max / (sum / unit.size()) : 1.0);
+      line += figure;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  return out;
+}
+
+// Prints the jobs in index order (rank 0 of a unit, or a single process); returns the exit code.
+int PrintJobs(const std::map<size_t, PrintedJob>& jobs) {
+  int rc = 0;
+  for (const auto& [index, job] : jobs) {
+    std::cout << job.out << "\n";
+    std::cout.flush();
+    if (!job.err.empty()) std::fputs(job.err.c_str(), stderr);
+    if (job.failed) rc = 1;
+  }
+  std::fflush(stdout);
+  return rc;
 }
 
 void ReportSeed(const engine::RequestUpdate& u, const sampling::SamplingParams& p, size_t index, bool several) {
@@ -344,7 +453,7 @@ void ReportSeed(const engine::RequestUpdate& u, const sampling::SamplingParams& 
   else std::fprintf(stderr, "generate: sampled with seed %llu (--seed to repeat)\n", static_cast<unsigned long long>(u.seed));
 }
 
-int RunProtocol(const GenerateArgs& args) {
+int RunProtocol(const GenerateArgs& args, parallel::Unit& unit) {
   // The request bodies: one (--prompt / --request) or one per non-empty line.
   std::vector<std::string> bodies;
   if (!args.prompt.empty()) {
@@ -371,8 +480,8 @@ int RunProtocol(const GenerateArgs& args) {
   }
   const bool single = bodies.size() == 1 && args.requests_path.empty();
 
-  auto loaded = LoadEngine(args, /*need_tokenizer=*/true);
-  if (!loaded.ok()) return Fail("generate", loaded.status().message());
+  auto loaded = LoadEngine(args, /*need_tokenizer=*/true, unit);
+  if (!loaded.ok()) return unit.leader() ? Fail("generate", loaded.status().message()) : 1;
   engine::Engine& engine = *loaded->engine;
   const tokenizer::Tokenizer& tokenizer = *loaded->tokenizer;
 
@@ -392,6 +501,7 @@ int RunProtocol(const GenerateArgs& args) {
   size_t remaining = 0;
   Progress progress(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!unit.Owns(i)) continue;
     ProtocolJob& job = jobs[i];
     pipeline::PrepareOutcome prepared = pipeline::Prepare(api, bodies[i], prepare);
     if (!prepared.ok()) {
@@ -439,38 +549,41 @@ int RunProtocol(const GenerateArgs& args) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return remaining == 0; });
   }
-  int rc = 0;
-  for (ProtocolJob& job : jobs) {
-    if (!job.error_body.empty()) {
-      std::cout << job.error_body << "\n";
-      rc = 1;
-    } else if (!job.print_events) {
-      std::cout << job.body << "\n";
-    }
+  std::map<size_t, PrintedJob> printed;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!unit.Owns(i) || jobs[i].print_events) continue;
+    const bool failed = !jobs[i].error_body.empty();
+    printed[i] = {failed ? jobs[i].error_body : jobs[i].body, "", failed};
   }
-  std::fflush(stdout);
-  return rc;
+  auto all = CollectPrinted(unit, std::move(printed), args.ep_stats);
+  if (!all.ok()) return Fail("generate", all.status().message());
+  return unit.leader() ? PrintJobs(*all) : 0;
 }
 
-int RunPromptIds(const GenerateArgs& args) {
+int RunPromptIds(const GenerateArgs& args, parallel::Unit& unit) {
   std::vector<std::vector<int32_t>> prompts;
-  for (const std::string& text : args.prompt_ids) {
+  std::vector<size_t> indices;  // each of this rank's prompts' place in the list
+  for (size_t i = 0; i < args.prompt_ids.size(); ++i) {
     std::vector<int32_t> ids;
-    Status s = ParseIds(text, &ids);
-    if (!s.ok()) return UsageError("generate", "--prompt-ids " + s.message());
+    Status s = ParseIds(args.prompt_ids[i], &ids);
+    if (!s.ok()) return unit.leader() ? UsageError("generate", "--prompt-ids " + s.message()) : 2;
+    if (!unit.Owns(i)) continue;
     prompts.push_back(std::move(ids));
+    indices.push_back(i);
   }
-  auto loaded = LoadEngine(args, /*need_tokenizer=*/false);
-  if (!loaded.ok()) return Fail("generate", loaded.status().message());
+  auto loaded = LoadEngine(args, /*need_tokenizer=*/false, unit);
+  if (!loaded.ok()) return unit.leader() ? Fail("generate", loaded.status().message()) : 1;
   engine::RequestParams params;
   params.sampling = DefaultSampling(args);
   params.sampling.n = args.n;
   params.sampling.stop = args.stops;
   params.sampling.stop_token_ids = args.stop_ids;
-  auto results = loaded->engine->Generate(prompts, params);
+  auto results = prompts.empty() ? Result<std::vector<engine::GenerateOutput>>(std::vector<engine::GenerateOutput>{})
+                                 : loaded->engine->Generate(prompts, params);
   if (!results.ok()) return Fail("generate", results.status().message());
-  int rc = 0;
+  std::map<size_t, PrintedJob> printed;
   for (size_t i = 0; i < results->size(); ++i) {
+    PrintedJob& job = printed[indices[i]];
     const engine::GenerateOutput& r = (*results)[i];
     nlohmann::ordered_json out = {{"prompt_tokens", r.prompt_tokens},
                                   {"prompt_cache_hit_tokens", r.prompt_cache_hit_tokens},
@@ -498,14 +611,15 @@ int RunPromptIds(const GenerateArgs& args) {
     out["outputs"] = outputs;
     if (!r.status.ok()) {
       out["error"] = r.status.message();
-      rc = 1;
+      job.failed = true;
     }
-    std::cout << DumpJson(out) << "\n";
+    job.out = DumpJson(out);
     if (!params.sampling.seed && !params.sampling.greedy())
-      std::fprintf(stderr, "generate: prompt %zu sampled with seed %llu\n", i + 1, static_cast<unsigned long long>(r.seed));
+      job.err = "generate: prompt " + std::to_string(indices[i] + 1) + " sampled with seed " + std::to_string(r.seed) + "\n";
   }
-  std::fflush(stdout);
-  return rc;
+  auto all = CollectPrinted(unit, std::move(printed), args.ep_stats);
+  if (!all.ok()) return Fail("generate", all.status().message());
+  return unit.leader() ? PrintJobs(*all) : 0;
 }
 
 int RunGenerate(const std::vector<std::string>& argv) {
@@ -520,7 +634,13 @@ int RunGenerate(const std::vector<std::string>& argv) {
                                   "' (pass --model-version)");
     args.version = *version;
   }
-  return args.prompt_ids.empty() ? RunProtocol(args) : RunPromptIds(args);
+  auto unit = parallel::Unit::Start(args.unit);
+  if (!unit.ok()) return parallel::LauncherRank() == 0 ? Fail("generate", unit.status().message()) : 1;
+  if ((*unit)->group() != nullptr) {
+    (*unit)->group()->set_measure_memcpy(args.ep_stats);
+    (*unit)->group()->set_record_loads(args.ep_stats && args.unit.expert_parallel);
+  }
+  return args.prompt_ids.empty() ? RunProtocol(args, **unit) : RunPromptIds(args, **unit);
 }
 
 const CommandRegistration kRegistration({"generate", "requests through the whole pipeline on the engine, no server",

@@ -4,12 +4,16 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "core/json.h"
 #include "core/log.h"
+#include "core/mapped_file.h"
+#include "router/planner.h"
 #include "router/router.h"
 #include "server/http_server.h"
 
@@ -41,7 +45,45 @@ constexpr const char* kUsage =
     "  --tbt-slo-ms MS             place only where the predicted time between tokens is within it\n"
     "  --max-in-flight N           requests proxied at once; more get 503 (default 1024)\n"
     "  --max-request-bytes N       largest request body (default 33554432)\n"
-    "  --shutdown-grace-s S        on SIGTERM, how long requests in flight may finish (default 30)\n";
+    "  --shutdown-grace-s S        on SIGTERM, how long requests in flight may finish (default 30)\n\n"
+    "deepinfer router --plan --trace FILE [--unit-dir DIR] [--units N] [--tbt-slo-ms MS]\n"
+    "  prints (one JSON line) the prefill:decode split of N units (default: the live leases) that keeps both\n"
+    "  pools equally busy for the mix a Mooncake-format trace replays, on the mean step-cost model of the\n"
+    "  calibrated units in DIR (src/router/planner.h); nothing is drained or restarted\n";
+
+// --plan: the planner's P:D split for a replayed mix, on the units' cost model; no server is started.
+int RunPlan(const std::string& unit_dir, const std::string& trace_file, int64_t units, double tbt_ms) {
+  if (trace_file.empty()) return UsageError("router", "--plan needs --trace FILE (the mix to plan for)");
+  std::vector<router::UnitLease> alive;
+  if (!unit_dir.empty()) {
+    auto scan = router::ScanLeases(unit_dir);
+    if (!scan.ok()) return Fail("router", unit_dir + ": " + scan.status().message());
+    const int64_t now = router::UnixMillisNow();
+    for (router::UnitLease& lease : scan->leases)
+      if (lease.Alive(now)) alive.push_back(std::move(lease));
+  }
+  auto text = ReadFileToString(trace_file, router::TraceLimits::kMaxBytes);
+  if (!text.ok()) return Fail("router", trace_file + ": " + text.status().message());
+  auto trace = router::ParseMooncakeTrace(*text);
+  if (!trace.ok()) return Fail("router", trace_file + ": " + trace.status().message());
+  const router::TraceMix mix = router::MixOfTrace(*trace);
+  if (mix.duration_s <= 0) return Fail("router", trace_file + ": every request arrives at once: no rate to plan for");
+  router::PlannerOptions po;
+  int64_t calibrated = 0;
+  po.step_cost = router::PlanningStepCost(alive, &calibrated);
+  if (tbt_ms > 0) po.tbt_slo_s = tbt_ms / 1e3;
+  if (units == 0) units = static_cast<int64_t>(alive.size());
+  po.total_units = units >= 2 ? units : 0;
+  auto plan = router::PlanPrefillDecode(mix.requests, mix.duration_s, po);
+  if (!plan.ok()) return Fail("router", "planner: " + plan.status().message());
+  nlohmann::ordered_json out = {{"prefill_units", plan->prefill_units},  {"decode_units", plan->decode_units},
+                                {"prefill_load", plan->prefill_load},    {"decode_load", plan->decode_load},
+                                {"decode_batch", plan->decode_batch},    {"tbt_feasible", plan->tbt_feasible},
+                                {"units", units},                        {"calibrated_units", calibrated},
+                                {"step_cost", po.step_cost},             {"requests", mix.requests.size()}};
+  std::printf("%s\n", DumpJson(out).c_str());
+  return 0;
+}
 
 int RunRouter(const std::vector<std::string>& argv) {
   router::RouterOptions options;
@@ -49,6 +91,9 @@ int RunRouter(const std::vector<std::string>& argv) {
   int64_t port = 8000, max_attempts = 3, migration_limit = 2, max_in_flight = 1024;
   int64_t max_request_bytes = 32 * 1024 * 1024;
   double ttft_ms = 0, tbt_ms = 0, grace_s = 30;
+  bool plan = false;
+  std::string plan_trace;
+  int64_t plan_units = 0;
   Flags flags("router");
   flags.Path("--unit-dir", &options.unit_dir);
   flags.Strings("--unit", &options.static_urls);
@@ -67,7 +112,13 @@ int RunRouter(const std::vector<std::string>& argv) {
   flags.Int<int64_t>("--max-in-flight", &max_in_flight, 1, 1 << 20);
   flags.Int<int64_t>("--max-request-bytes", &max_request_bytes, 1024, int64_t{1} << 32);
   flags.Double("--shutdown-grace-s", &grace_s, 0, 86400);
+  flags.Switch("--plan", &plan);
+  flags.Path("--trace", &plan_trace);
+  flags.Int<int64_t>("--units", &plan_units, 2, 1024);
   if (int rc = flags.Parse(argv)) return rc;
+  if (plan) return RunPlan(options.unit_dir, plan_trace, plan_units, tbt_ms);
+  if (flags.given("--trace") || flags.given("--units"))
+    return UsageError("router", "--trace and --units go with --plan");
   if (options.unit_dir.empty() && options.static_urls.empty())
     return UsageError("router", "give --unit-dir DIR or at least one --unit URL");
   for (const std::string& url : options.static_urls)

@@ -123,6 +123,10 @@ Status EngineImpl::Init() {
     return Status::InvalidArgument("tbt_target_ms: must not be negative (but kDerivedTbtTarget)");
   if (o.kv_cache_bytes <= 0) return Status::InvalidArgument("kv_cache_bytes: must be positive");
 
+  if (o.step_group != nullptr && o.speculative.enabled())
+    return Status::Unimplemented("speculative decoding is not supported with expert parallelism");
+  if (o.step_group != nullptr && o.tbt_target_ms != 0)
+    return Status::Unimplemented("a TBT target (its start-up calibration) is not supported with expert parallelism");
   const model::ModelInfo& mi = model_->info();
   const kvcache::KvCacheSpec spec = model_->cache_spec();
   std::unique_ptr<Drafter> drafter;
@@ -234,9 +238,11 @@ Status EngineImpl::Init() {
 
   std::shared_ptr<sampling::ConstraintCompiler> compiler = o.constraint_compiler;
   if (!compiler && o.tokenizer) compiler = std::make_shared<sampling::ConstraintCompiler>(o.tokenizer);
-  executor_ = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler),
-                                              std::move(drafter), o.speculative.num_speculative_tokens,
-                                              o.speculative.rejection_sampling);
+  auto local = std::make_unique<LocalExecutor>(std::move(model_), std::move(pools), std::move(compiler),
+                                               std::move(drafter), o.speculative.num_speculative_tokens,
+                                               o.speculative.rejection_sampling);
+  local->set_forward_every_step(o.step_group != nullptr);
+  executor_ = std::move(local);
   output_ = std::make_unique<OutputProcessor>(o.tokenizer, o.output_threads, o.output_thread_slice_us,
                                               [this](std::vector<std::pair<RequestId, int>> stopped) {
                                                 {
@@ -457,10 +463,16 @@ EngineStats EngineImpl::Stats() const {
 void EngineImpl::StepLoop() {
   bool idle = false;
   while (true) {
-    if (scheduler_->DrainInbox(idle)) break;
+    // A group member does not sleep here: the group paces its idle agreements (StepGroup).
+    if (scheduler_->DrainInbox(idle && options_.step_group == nullptr)) break;
     scheduler_->CheckDeadlines(NowNanos());
     const StepPlan plan = scheduler_->Schedule();
     idle = plan.empty();
+    if (options_.step_group != nullptr && options_.step_group->AnyMemberHasWork(!idle) && idle) {
+      executor_->Execute(plan);  // no chunks here: the forward pass only serves the others' expert exchanges
+      idle = false;              // the others are busy: no waiting for requests until they are not
+      continue;
+    }
     if (idle) {
       scheduler_->NoteIdle();
       continue;

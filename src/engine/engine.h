@@ -154,6 +154,18 @@ inline constexpr int64_t kDerivedMaxNumSeqs = 256;
 // EngineOptions::tbt_target_ms: derive the target from the calibrated decode step.
 inline constexpr double kDerivedTbtTarget = -1;
 
+// Engines in several processes that step together (expert parallelism: src/parallel). Before every step
+// each member says whether it has work; when any has, every member runs a step, and one with nothing to
+// run still runs the model's forward pass over no chunks, which joins the others' expert exchanges.
+class StepGroup {
+ public:
+  virtual ~StepGroup() = default;
+  // Called on the step thread once per turn of the step loop, in the same order on every member, with
+  // whether this engine has a step to run; returns whether any member has. When none has, it pauses before
+  // returning (the engine does not wait for requests itself): the members' idle agreements are paced here.
+  virtual bool AnyMemberHasWork(bool has_work) = 0;
+};
+
 struct EngineOptions {
   // Bytes of KV block pools over all cache groups (split as the model's cache spec asks).
   int64_t kv_cache_bytes = int64_t{1} << 30;
@@ -220,6 +232,9 @@ struct EngineOptions {
   // Tests: check the block manager's invariants and the step budget after every step (slow); violations
   // are counted in EngineStats::invariant_violations and logged.
   bool check_invariants = false;
+  // Step in lock step with engines in other processes (StepGroup); not owned, outlives the engine. Null:
+  // this engine steps alone. Speculative decoding and the latency-budget calibration are refused with it.
+  StepGroup* step_group = nullptr;
 };
 
 struct EngineInfo {

@@ -86,6 +86,8 @@ class LocalExecutor final : public Executor {
   std::vector<std::span<uint8_t>> PrefixBlock(int32_t block) override;
 
   kvcache::KvPools& pools() { return pools_; }
+  // Every Execute runs the model's forward pass, over no chunks when it has none (a StepGroup member).
+  void set_forward_every_step(bool on) { forward_every_step_ = on; }
 
  private:
   // An output's state here: its model state (absent while preempted) and its sampling state.
@@ -147,6 +149,7 @@ class LocalExecutor final : public Executor {
   std::unique_ptr<Drafter> drafter_;  // speculative decoding; null: off
   int draft_tokens_ = 0;
   bool rejection_sampling_ = false;
+  bool forward_every_step_ = false;
 
   Mutex constraints_mu_;
   uint64_t next_constraint_ GUARDED_BY(constraints_mu_) = 1;

@@ -305,6 +305,8 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
     result.forward_start_nanos = NowNanos();
     result.status = model_->Forward(chunks_, pools_, &forward_out_);
     result.forward_end_nanos = NowNanos();
+  } else if (forward_every_step_) {
+    result.status = model_->Forward(chunks_, pools_, &forward_out_);  // joins the group's expert exchanges
   }
   if (any_mask) mask_filler_.Wait();
   result.sequences = std::move(failed);

@@ -40,6 +40,8 @@
 
 namespace deepinfer::model {
 
+class ExpertExchange;
+
 // What a model keeps per sequence between calls: its position count, one block table per cache group
 // (entry i names the group's block for positions [128·i, 128·(i+1)), kvcache::kNoBlock where the sequence holds
 // none) and, in the model's own subclass, the state that lives outside blocks (kvcache::KvCacheSpec::
@@ -256,6 +258,10 @@ struct LoadOptions {
   // of a cold checkpoint), reporting bytes done and total after each tensor file region.
   bool prefault = true;
   std::function<void(int64_t done_bytes, int64_t total_bytes)> progress;
+  // Expert parallelism (common/expert_parallel.h): this process computes only its shard of every MoE
+  // layer's routed experts and exchanges rows with the other members through it; a Forward over no chunks
+  // still joins every layer's exchange. Not owned; outlives the model. Null: every expert runs here.
+  ExpertExchange* expert_exchange = nullptr;
 };
 
 // Loads the model in a Hugging Face checkpoint directory, choosing the architecture from config.json.

@@ -1,5 +1,8 @@
 #include "model/common/checkpoint_io.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/mapped_file.h"
@@ -28,6 +31,17 @@ void Prefault(const Checkpoint& checkpoint, const std::function<bool(const Tenso
   }
   if (progress) progress(total, total);
   g_prefault_sink = g_prefault_sink + sink;  // keeps the reads
+}
+
+void ReleaseTensorPages(const Checkpoint& checkpoint, const std::function<bool(const TensorInfo&)>& which) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const TensorInfo* t : checkpoint.tensors()) {
+    if (t->data == nullptr || !which(*t)) continue;
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(t->data) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(t->data) + t->nbytes()) / page * page;
+    // A read-only private file mapping: the pages come back from the file if they are ever read again.
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
 }
 
 Result<Hash128> WeightsFingerprint(const std::string& dir, const Checkpoint& checkpoint) {

@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
+#include "model/common/expert_parallel.h"
 #include "model/step_profile.h"
 
 namespace deepinfer::model {
@@ -22,7 +23,14 @@ struct ExpertSetWeights {
   kernels::WeightView gate;  // [experts, hidden]
   std::vector<ExpertWeights> experts;
   ExpertWeights shared;  // runs over every row
+  // Set under expert parallelism: this process computes only the routed experts of its shard
+  // (ExpertShard) and exchanges the others' rows through it; null: every expert runs here.
+  ExpertExchange* exchange = nullptr;
 };
+
+// Shards the routed experts of every set over `exchange`'s members (null: every expert stays here); refuses
+// a member count that does not divide `experts`.
+Status ShardExpertSets(ExpertExchange* exchange, int64_t experts, const std::vector<ExpertSetWeights*>& sets);
 
 // A router score from a gate logit: "sigmoid", else sqrt(softplus) as torch computes softplus (linear
 // above 20).
@@ -47,9 +55,11 @@ struct ExpertDispatch {
 // The expert-parallel seam. Routed tokens → rows grouped per expert → expert FFN (clamped SwiGLU) →
 // weighted combine, plus the shared expert over all rows: out[n, d] = shared(x) + Σ routed in increasing
 // expert order. `chosen` and `weights` are [n, k]. Every gate and up product runs in one balanced hand-off
-// of the pool, every down product in another. Expert parallelism replaces this function with an
-// all-to-all that sends each expert's rows to the rank holding it and the outputs back; the routing
-// before it and the model around it stay as they are. `phase` is switched to the experts and the combine.
+// of the pool, every down product in another. With `w.exchange` set (expert parallelism, expert_parallel.h)
+// each (row, expert) pair goes to the member holding the expert and its output comes back for the same
+// fixed-order sum; the routing before it and the model around it stay as they are. Under expert
+// parallelism every member calls it for every routed layer of every step, with n = 0 (x and out null) when
+// it has no rows of its own. `phase` is switched to the experts and the combine.
 void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d,
                      const int32_t* chosen, const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase,
                      float* out);

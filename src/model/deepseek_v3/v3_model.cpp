@@ -33,6 +33,8 @@ Result<std::pair<int64_t, int64_t>> Fp8BlockSize(const HfConfig& hf) {
 }  // namespace
 
 Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const LoadOptions& options) {
+  if (options.expert_exchange != nullptr)
+    return Status::Unimplemented("expert parallelism is implemented for DeepSeek-V4 and V4.1 checkpoints, not V3");
   std::unique_ptr<V3Model> model(new V3Model());
   model->TakeOptions(options);
   model->kv_bf16_ = options.kv_precision == KvPrecision::kBF16;

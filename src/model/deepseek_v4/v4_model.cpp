@@ -69,13 +69,29 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
       return Status::Unimplemented("DeepSeek-V4: drafting with a compressed MTP layer is not implemented");
     model->drafting_ = true;
   }
-  if (options.prefault) Prefault(model->checkpoint_, nullptr, options.progress);
+  if (options.expert_exchange != nullptr) {
+    if (options.drafting)
+      return Status::Unimplemented("expert parallelism: the MTP draft layer is not sharded; run without drafting");
+    std::vector<ExpertSetWeights*> sets;
+    for (V4BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
+    DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, model->config_.n_routed_experts, sets));
+  }
+  // Under expert parallelism the other members' experts are never read here: out of memory.
+  std::function<bool(const TensorInfo&)> remote;
+  if (options.expert_exchange != nullptr) {
+    const ExpertShard shard = ExpertShard::Of(model->config_.n_routed_experts, options.expert_exchange->rank(),
+                                              options.expert_exchange->size());
+    remote = [shard](const TensorInfo& t) { return IsRemoteExpertTensor(t.name, shard); };
+  }
+  if (options.prefault) Prefault(model->checkpoint_, remote, options.progress);
   const V4Config& c = model->config_;
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   model->ComputeCostFigures();
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV4ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->drafting_ ? "mtp" : ""));
   model->BuildRopeTables();
+  // Last: every read of the load (the fingerprint's samples too, which fault whole neighbourhoods in) is done.
+  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   return model;
 }
 
@@ -379,7 +395,17 @@ Status V4Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools
 Status V4Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
   const V4Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
-  if (batch.empty()) return Status::Ok();
+  if (batch.empty()) {
+    // An expert-parallel member without rows serves its experts to the others in every layer.
+    if (!weights_->layers.empty() && weights_->layers[0].moe.exchange != nullptr) {
+      v4::Step step = NewStep(pools);
+      for (int64_t l = 0; l < c.num_layers; ++l) {
+        v4::BlockRef block{&weights_->layers[l], c.attention_types[l], c.compress_ratios[l], c.router_types[l], l, false};
+        v4::Moe(step, block, nullptr, nullptr);
+      }
+    }
+    return Status::Ok();
+  }
   v4::Step step = NewStep(pools);
   bool want_hidden = false;
   DI_RETURN_IF_ERROR(LayOutBatch(batch, BatchRules{this, c.vocab_size, c.max_position_embeddings, false}, spec_, pools,

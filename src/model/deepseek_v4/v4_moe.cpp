@@ -17,6 +17,11 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
   const int64_t n = step.num_rows(), d = c.hidden_size, e = c.n_routed_experts, k = c.num_experts_per_tok;
 
   ScopedPhase phase(Phase::kMoeGate);
+  const ExpertDispatch dispatch{static_cast<float>(c.swiglu_limit), RoutingWeightAt::kCombine, step.linear};
+  if (n == 0) {  // an expert-parallel member with no rows of its own still serves its experts
+    DispatchExperts(w, dispatch, nullptr, 0, d, nullptr, nullptr, k, *step.pool, phase, nullptr);
+    return;
+  }
   std::vector<float> logits(static_cast<size_t>(n * e));
   kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.pool);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
@@ -35,7 +40,6 @@ void Moe(const Step& step, const BlockRef& block, const float* x, float* out) {
     RoutingWeights(scores.data(), sel, k, true, static_cast<float>(c.routed_scaling_factor), weights.data() + i * k);
   }
 
-  const ExpertDispatch dispatch{static_cast<float>(c.swiglu_limit), RoutingWeightAt::kCombine, step.linear};
   DispatchExperts(w, dispatch, x, n, d, chosen.data(), weights.data(), k, *step.pool, phase, out);
 }
 

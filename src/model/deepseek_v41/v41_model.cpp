@@ -57,12 +57,29 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
     DI_ASSIGN_OR_RETURN(V41EngramHashing hashing, V41EngramHashing::Create(c.engram, std::move(map), classes));
     model->hashing_ = std::make_unique<V41EngramHashing>(std::move(hashing));
   }
-  if (options.prefault) Prefault(model->checkpoint_, IsEngramTable, options.progress);
+  if (options.expert_exchange != nullptr) {
+    if (options.drafting)
+      return Status::Unimplemented("expert parallelism: the DSpark draft layers are not sharded; run without drafting");
+    std::vector<ExpertSetWeights*> sets;
+    for (V41BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
+    DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, c.n_routed_experts, sets));
+  }
+  // Under expert parallelism the other members' experts are never read here: out of memory.
+  std::function<bool(const TensorInfo&)> skip = IsEngramTable, remote;
+  if (options.expert_exchange != nullptr) {
+    const ExpertShard shard = ExpertShard::Of(c.n_routed_experts, options.expert_exchange->rank(),
+                                              options.expert_exchange->size());
+    remote = [shard](const TensorInfo& t) { return IsRemoteExpertTensor(t.name, shard); };
+    skip = [remote](const TensorInfo& t) { return IsEngramTable(t) || remote(t); };
+  }
+  if (options.prefault) Prefault(model->checkpoint_, skip, options.progress);
   DI_RETURN_IF_ERROR(model->BuildCacheSpec());
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig("DeepseekV41ForCausalLM", c, dir, model->checkpoint_,
                                                         model->spec_, model->weights_->dspark ? "dspark" : ""));
   if (model->weights_->dspark) model->info_.max_draft_steps = c.dspark.block_size;
   model->BuildRopeTables();
+  // Last: every read of the load (the fingerprint's samples too, which fault whole neighbourhoods in) is done.
+  if (remote) ReleaseTensorPages(model->checkpoint_, remote);
   return model;
 }
 
@@ -374,7 +391,14 @@ Status V41Model::Run(std::span<const SequenceChunk> batch, kvcache::KvPools& poo
                      V41Probe* probe) {
   const V41Config& c = config_;
   ResetForwardOutput(c.vocab_size, info_.hidden_width, out);
-  if (batch.empty()) return Status::Ok();
+  if (batch.empty()) {
+    // An expert-parallel member without rows serves its experts to the others in every layer.
+    if (!weights_->layers.empty() && weights_->layers[0].moe.exchange != nullptr) {
+      v41::Step step = NewStep(pools);
+      for (int64_t l = 0; l < c.num_layers; ++l) v41::Moe(step, l, nullptr, nullptr);
+    }
+    return Status::Ok();
+  }
   v41::Step step = NewStep(pools);
   step.probe = probe;
   bool want_hidden = false;

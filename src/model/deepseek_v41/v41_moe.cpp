@@ -23,6 +23,11 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
   const int64_t n = step.num_rows(), d = c.hidden_size, e = static_cast<int64_t>(w.experts.size());
 
   ScopedPhase phase(Phase::kMoeGate);
+  const ExpertDispatch dispatch{static_cast<float>(c.swiglu_limit), RoutingWeightAt::kActivation, step.linear};
+  if (n == 0) {  // an expert-parallel member with no rows of its own still serves its experts
+    DispatchExperts(w, dispatch, nullptr, 0, d, nullptr, nullptr, k, *step.pool, phase, nullptr);
+    return;
+  }
   std::vector<float> logits(static_cast<size_t>(n * e));
   kernels::Linear(x, n, d, w.gate, logits.data(), e, step.linear, step.pool);
   std::vector<int32_t> chosen(static_cast<size_t>(n * k));
@@ -40,7 +45,6 @@ void MoeBlock(const Step& step, const V41MoeWeights& w, int64_t k, int64_t layer
     }
   });
 
-  const ExpertDispatch dispatch{static_cast<float>(c.swiglu_limit), RoutingWeightAt::kActivation, step.linear};
   DispatchExperts(w, dispatch, x, n, d, chosen.data(), weights.data(), k, *step.pool, phase, out);
 }
 

@@ -1,0 +1,189 @@
+#include "parallel/expert_group.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace deepinfer::parallel {
+
+ExpertGroup::ExpertGroup(Communicator& communicator, GroupTimeouts timeouts)
+    : communicator_(communicator), timeouts_(timeouts) {}
+
+void ExpertGroup::Fail(const std::string& what, const Status& status) {
+  std::fprintf(stderr, "deepinfer: rank %d: %s: %s; ending the unit\n", rank(), what.c_str(), status.message().c_str());
+  std::fflush(stderr);
+  communicator_.Abort(1);
+  std::abort();  // (Abort does not return)
+}
+
+double ExpertGroup::ExchangeTimeout() const { return std::max(timeouts_.exchange_floor_s, 4 * slowest_step_s_); }
+
+void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                            std::span<const int64_t> recv_bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = communicator_.AllToAllV(send, send_bytes, recv, recv_bytes, ExchangeTimeout());
+  if (!s.ok()) Fail("expert exchange", s);
+  const auto end = std::chrono::steady_clock::now();
+  int64_t remote = 0, sent = 0, received = 0;
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank()) remote += send_bytes[p];
+    sent += send_bytes[p];
+    received += recv_bytes[p];
+  }
+  exchanges_.fetch_add(1, std::memory_order_relaxed);
+  remote_bytes_.fetch_add(remote, std::memory_order_relaxed);
+  exchange_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+                            std::memory_order_relaxed);
+  if (measure_memcpy_) {
+    // The same bytes moved by memcpy: what sending and receiving them would cost within one process.
+    memcpy_scratch_.resize(static_cast<size_t>(std::max(sent, received)));
+    const auto copy_start = std::chrono::steady_clock::now();
+    if (sent > 0) std::memcpy(memcpy_scratch_.data(), send, static_cast<size_t>(sent));
+    if (received > 0) std::memcpy(memcpy_scratch_.data(), recv, static_cast<size_t>(received));
+    memcpy_nanos_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - copy_start).count(),
+        std::memory_order_relaxed);
+  }
+}
+
+void ExpertGroup::NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) {
+  if (!record_loads_) return;
+  experts_ = experts;
+  if (recorder_ == nullptr) {
+    first_step_.emplace_back(expert_ids.begin(), expert_ids.end());
+  } else if (const Status s = recorder_->RecordRouting(routed_layer_, expert_ids); !s.ok()) {
+    std::fprintf(stderr, "deepinfer: rank %d: expert loads not recorded: %s\n", rank(), s.message().c_str());
+  }
+  ++routed_layer_;
+}
+
+ExpertLoads ExpertGroup::RecordedLoads() const { return recorder_ ? recorder_->WindowLoads() : ExpertLoads(); }
+
+Status ExpertGroup::AllGather(const std::vector<uint8_t>& mine, double timeout_s, std::vector<uint8_t>* all) {
+  const int n = size();
+  std::vector<uint8_t> send(mine.size() * static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) std::copy(mine.begin(), mine.end(), send.begin() + static_cast<ptrdiff_t>(p * mine.size()));
+  all->assign(send.size(), 0);
+  const std::vector<int64_t> bytes(static_cast<size_t>(n), static_cast<int64_t>(mine.size()));
+  return communicator_.AllToAllV(send.data(), bytes, all->data(), bytes, timeout_s);
+}
+
+bool ExpertGroup::AnyMemberHasWork(bool has_work) {
+  if (finished_) {
+    // The engine is about to stop: its loop turns at the idle pace, not as fast as it can.
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeouts_.idle_pause_max_s));
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (last_work_step_ != std::chrono::steady_clock::time_point{})
+    slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
+  if (record_loads_ && routed_layer_ > 0) {  // the forward pass since the last agreement ends a step
+    if (recorder_ == nullptr) {
+      auto made = ExpertLoadRecorder::Create(routed_layer_, experts_, int64_t{1} << 16, 64);
+      if (made.ok()) {
+        recorder_ = std::move(made).value();
+        for (size_t l = 0; l < first_step_.size(); ++l) (void)recorder_->RecordRouting(static_cast<int64_t>(l), first_step_[l]);
+      } else {
+        std::fprintf(stderr, "deepinfer: rank %d: expert loads not recorded: %s\n", rank(), made.status().message().c_str());
+        record_loads_ = false;
+      }
+      first_step_.clear();
+    }
+    if (recorder_ != nullptr) recorder_->EndStep();
+    routed_layer_ = 0;
+  }
+  const uint8_t record[2] = {static_cast<uint8_t>(has_work), static_cast<uint8_t>(local_done_.load())};
+  std::vector<uint8_t> all;
+  const Status s = AllGather({record, record + 2}, timeouts_.idle_pause_max_s + ExchangeTimeout(), &all);
+  if (!s.ok()) Fail("step agreement", s);
+  bool any_work = false, all_done = true;
+  for (int p = 0; p < size(); ++p) {
+    any_work |= all[2 * p] != 0;
+    all_done &= all[2 * p + 1] != 0;
+  }
+  last_work_step_ = any_work ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (all_done && !any_work) {
+    finished_ = true;  // every member saw the same answer: none makes another collective
+    MutexLock lock(&mu_);
+    all_done_ = true;
+    cv_.SignalAll();
+    return false;
+  }
+  if (any_work) {
+    idle_pause_s_ = 0;
+  } else {
+    idle_pause_s_ = std::min(timeouts_.idle_pause_max_s, std::max(0.001, 2 * idle_pause_s_));
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_pause_s_));
+  }
+  return any_work;
+}
+
+void ExpertGroup::FinishAndWait() {
+  local_done_.store(true);
+  MutexLock lock(&mu_);
+  while (!all_done_) cv_.Wait(&mu_);
+}
+
+Status ExpertGroup::CheckSameModel(const Hash128& fingerprint, const std::string& settings) {
+  Hasher128 h;
+  h.UpdateInt(settings.size()).Update(settings);
+  const Hash128 settings_hash = h.Digest();
+  std::vector<uint8_t> mine(32);
+  std::memcpy(mine.data(), &fingerprint.high, 8);
+  std::memcpy(mine.data() + 8, &fingerprint.low, 8);
+  std::memcpy(mine.data() + 16, &settings_hash.high, 8);
+  std::memcpy(mine.data() + 24, &settings_hash.low, 8);
+  std::vector<uint8_t> all;
+  if (Status s = AllGather(mine, timeouts_.startup_s, &all); !s.ok()) Fail("start-up", s);
+  for (int p = 1; p < size(); ++p) {
+    if (std::memcmp(all.data() + 32 * p, all.data(), 16) != 0)
+      return Status::FailedPrecondition("rank " + std::to_string(p) +
+                                        " loaded a different checkpoint from rank 0's (weights fingerprints differ); "
+                                        "every rank must load the same model");
+    if (std::memcmp(all.data() + 32 * p + 16, all.data() + 16, 16) != 0)
+      return Status::FailedPrecondition("rank " + std::to_string(p) +
+                                        " runs another deepinfer version or other engine flags than rank 0");
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> ExpertGroup::GatherToRoot(const std::string& mine, double timeout_s) {
+  const int n = size();
+  const double timeout = timeout_s;
+  // The sizes first (to rank 0 only), then the bytes.
+  std::vector<int64_t> size_send(static_cast<size_t>(n), 0), size_recv(static_cast<size_t>(n), 0);
+  std::vector<int64_t> size_bytes(static_cast<size_t>(n), 0), size_recv_bytes(static_cast<size_t>(n), 0);
+  size_send[0] = static_cast<int64_t>(mine.size());
+  size_bytes[0] = sizeof(int64_t);
+  if (rank() == 0) std::fill(size_recv_bytes.begin(), size_recv_bytes.end(), int64_t{sizeof(int64_t)});
+  // Only the first entry is sent; the all-to-all takes its parts in rank order.
+  DI_RETURN_IF_ERROR(communicator_.AllToAllV(reinterpret_cast<const uint8_t*>(size_send.data()), size_bytes,
+                                             reinterpret_cast<uint8_t*>(size_recv.data()), size_recv_bytes, timeout));
+  std::vector<int64_t> send_bytes(static_cast<size_t>(n), 0), recv_bytes(static_cast<size_t>(n), 0);
+  send_bytes[0] = static_cast<int64_t>(mine.size());
+  int64_t total = 0;
+  if (rank() == 0) {
+    for (int p = 0; p < n; ++p) total += recv_bytes[p] = size_recv[p];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  DI_RETURN_IF_ERROR(communicator_.AllToAllV(reinterpret_cast<const uint8_t*>(mine.data()), send_bytes,
+                                             reinterpret_cast<uint8_t*>(all.data()), recv_bytes, timeout));
+  std::vector<std::string> out;
+  if (rank() == 0) {
+    size_t at = 0;
+    for (int p = 0; p < n; ++p) {
+      out.push_back(all.substr(at, static_cast<size_t>(recv_bytes[p])));
+      at += static_cast<size_t>(recv_bytes[p]);
+    }
+  }
+  return out;
+}
+
+ExpertGroup::Counters ExpertGroup::counters() const {
+  return {exchanges_.load(), remote_bytes_.load(), static_cast<double>(exchange_nanos_.load()) * 1e-9,
+          static_cast<double>(memcpy_nanos_.load()) * 1e-9};
+}
+
+}  // namespace deepinfer::parallel

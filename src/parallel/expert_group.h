@@ -1,0 +1,107 @@
+// One parallel unit's members as the engine and the model see them: the model's expert exchange
+// (model/common/expert_parallel.h) and the engine's lock step (engine::StepGroup) over a Communicator, each
+// collective with a deadline. A collective that misses its deadline ends the unit: this member prints
+// which rank it waited for and aborts every member (the others would otherwise wait for it forever).
+//
+// Deadlines. An exchange inside a forward pass waits at most for the slowest member's share of one layer,
+// so it gets max(floor, 4 × the slowest step seen so far); the agreement before a step also covers the pause
+// of an idle member.
+//
+// Idle. When no member has work, every member pauses before the next agreement, 1 ms at first, doubling
+// up to 50 ms while the unit stays idle: a request waits at most that long for the others to wake, and an
+// idle unit makes at most 20 small collectives a second.
+//
+// Threads. While an engine runs, only its step thread calls AllToAllV and AnyMemberHasWork; CheckSameModel
+// and GatherToRoot run on the main thread before the engine starts and after every member has finished.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/mutex.h"
+#include "core/status.h"
+#include "engine/engine.h"
+#include "model/common/expert_parallel.h"
+#include "parallel/communicator.h"
+#include "parallel/expert_load_recorder.h"
+
+namespace deepinfer::parallel {
+
+struct GroupTimeouts {
+  double exchange_floor_s = 1.0;  // the least an exchange waits
+  double idle_pause_max_s = 0.05;  // idle members agree again after a pause that doubles up to this
+  double startup_s = 300.0;        // the first collective: members finish loading at different times
+};
+
+class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup {
+ public:
+  ExpertGroup(Communicator& communicator, GroupTimeouts timeouts = {});
+
+  int rank() const override { return communicator_.rank(); }
+  int size() const override { return communicator_.size(); }
+  void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                 std::span<const int64_t> recv_bytes) override;
+  bool AnyMemberHasWork(bool has_work) override;
+  // With record_loads on: this member's routed rows per layer and step go to an ExpertLoadRecorder (made at
+  // the end of the first forward pass, when the routed layers are counted), a step closing at each agreement.
+  void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) override;
+  void set_record_loads(bool on) { record_loads_ = on; }
+  // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
+  ExpertLoads RecordedLoads() const;
+
+  // Before the engines start: every member checks that all run the same build on the same checkpoint
+  // (`fingerprint`: the weights fingerprint) and the same `settings` (flags that must agree); the error
+  // names the first member that differs from rank 0.
+  Status CheckSameModel(const Hash128& fingerprint, const std::string& settings);
+  // This member has no more requests of its own; returns once every member has said so and none has work
+  // left. Until then the engine's step thread keeps joining the others' steps.
+  void FinishAndWait();
+  // Every member's `mine` on rank 0 (in rank order; empty elsewhere), waiting at most timeout_s for the
+  // others to call it too. Under lock step, after FinishAndWait.
+  Result<std::vector<std::string>> GatherToRoot(const std::string& mine, double timeout_s);
+
+  // Figures for the unit's report: exchanges made, bytes sent to other members, seconds spent in exchanges,
+  // and with measure_memcpy on, the seconds a memcpy of each exchange's bytes (sent and received) took on
+  // this member right after it: the exchange's cost as a ratio on the same machine at the same moment.
+  struct Counters {
+    int64_t exchanges = 0, remote_bytes = 0;
+    double exchange_seconds = 0, memcpy_seconds = 0;
+  };
+  Counters counters() const;
+  void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
+
+ private:
+  // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
+  [[noreturn]] void Fail(const std::string& what, const Status& status);
+  double ExchangeTimeout() const;
+  // An all-gather of a fixed-size record through the all-to-all.
+  Status AllGather(const std::vector<uint8_t>& mine, double timeout_s, std::vector<uint8_t>* all);
+
+  Communicator& communicator_;
+  GroupTimeouts timeouts_;
+  // Step thread only.
+  std::chrono::steady_clock::time_point last_work_step_{};
+  double slowest_step_s_ = 0;
+  double idle_pause_s_ = 0;
+  bool finished_ = false;
+  bool record_loads_ = false;
+  std::unique_ptr<ExpertLoadRecorder> recorder_;
+  std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer
+  int64_t experts_ = 0;
+  int64_t routed_layer_ = 0;  // the next NoteRouting's layer in this step
+  std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0}, memcpy_nanos_{0};
+  bool measure_memcpy_ = false;
+  std::vector<uint8_t> memcpy_scratch_;
+
+  std::atomic<bool> local_done_{false};
+  Mutex mu_;
+  CondVar cv_;
+  bool all_done_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace deepinfer::parallel

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Expert parallelism is bit-identical to one process: `mpirun -n N deepinfer generate ... --data-parallel-size N
+# --enable-expert-parallel` must print exactly what one process prints (greedy token ids and logprobs of
+# several prompts, spread over the ranks), on the tiny presets of the architectures named.
+# Usage: mpi_generate_identity.sh DEEPINFER MPIRUN ARCH:RANKS[,RANKS...]...   e.g. v4:2,4 v4.1:2,4
+set -euo pipefail
+deepinfer=$1
+mpirun=$2
+shift 2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/mpi_env.sh"
+
+prompts=(--prompt-ids 1,2,3,4,5 --prompt-ids 9,8,7 --prompt-ids 40,41,42,43,44,45,46 --prompt-ids 5)
+for spec in "$@"; do
+  arch=${spec%%:*}
+  IFS=, read -ra ranks <<< "${spec#*:}"
+  "$deepinfer" init-model --preset tiny --arch "$arch" --out "$work/$arch" > /dev/null
+  # Token ids need no tokenizer, and reading one costs most of a tiny model's start-up; V4.1's Engram
+  # hashes need it.
+  [[ $arch == v4 ]] && rm "$work/$arch/tokenizer.json"
+  args=(generate --model "$work/$arch" "${prompts[@]}" --max-tokens 6 --logprobs 2 --ignore-eos)
+  # A generous exchange deadline: a loaded CI machine must not end the unit (the drills test the deadline).
+  "$deepinfer" "${args[@]}" > "$work/single.txt" 2> "$work/single.err"
+  for n in "${ranks[@]}"; do
+    if ! "$mpirun" "${MPIRUN_ARGS[@]}" -n "$n" "$deepinfer" "${args[@]}" --data-parallel-size "$n" \
+         --enable-expert-parallel --ep-timeout-s 30 > "$work/ep.txt" 2> "$work/ep.err"; then
+      echo "FAIL: $arch EP$n exited non-zero"; cat "$work/ep.err"; exit 1
+    fi
+    if ! cmp -s "$work/single.txt" "$work/ep.txt"; then
+      echo "FAIL: $arch EP$n printed other outputs than one process"
+      diff "$work/single.txt" "$work/ep.txt" | head -20
+      exit 1
+    fi
+    echo "ok: $arch EP$n identical to one process ($(wc -l < "$work/ep.txt") outputs)"
+  done
+done
