@@ -6,6 +6,7 @@
 # CPU build from the sdist: tens of minutes on 2 busy cores.
 #   tools/peers/setup_llama_cpp.sh [VENV_DIR]        (default: .venv-bench at the repository root)
 #   tools/peers/setup_llama_cpp.sh --server [DIR]    llama.cpp's C++ llama-server only (default: .peer-llama-server)
+#   tools/peers/setup_llama_cpp.sh --bench [DIR]     llama-bench and llama-batched-bench (default: .peer-llama-bench)
 # Then: tools/peers/llama_cpp_peer.py convert|serve|bench (see its --help).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -15,8 +16,15 @@ version=0.3.36
 # The C++ llama-server from the same sdist's vendored llama.cpp: the server llama.cpp's users run (continuous
 # batching over -np slots, per-slot prompt cache). Only the server target is built; with ccache a rebuild
 # from a fresh source tree is mostly cache hits, because the base dir makes the compile commands relative.
-if [ "${1:-}" = "--server" ]; then
-  out="${2:-$root/.peer-llama-server}"
+# --bench builds llama.cpp's own benchmark tools from the same tree instead, for compare_v3_llama_cpp.sh.
+if [ "${1:-}" = "--server" ] || [ "${1:-}" = "--bench" ]; then
+  if [ "$1" = "--server" ]; then
+    out="${2:-$root/.peer-llama-server}"
+    targets=(llama-server)
+  else
+    out="${2:-$root/.peer-llama-bench}"
+    targets=(llama-bench llama-batched-bench)
+  fi
   mkdir -p "$out"
   out="$(cd "$out" && pwd)"
   src="$out/llama_cpp_python-$version/vendor/llama.cpp"
@@ -37,8 +45,8 @@ if [ "${1:-}" = "--server" ]; then
     -DGGML_NATIVE=ON -DGGML_BLAS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_CURL=OFF >/dev/null
-  nice -n 19 cmake --build "$out/build" --target llama-server -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
-  echo "llama-server: $out/build/bin/llama-server"
+  nice -n 19 cmake --build "$out/build" --target "${targets[@]}" -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+  for target in "${targets[@]}"; do echo "$target: $out/build/bin/$target"; done
   echo "converter:    $src/convert_hf_to_gguf.py (needs a venv from the default mode)"
   exit 0
 fi
