@@ -476,7 +476,14 @@ void EngineImpl::StepLoop() {
   bool idle = false;
   while (true) {
     // A group member does not sleep here: the group paces its idle agreements (StepGroup).
-    if (scheduler_->DrainInbox(idle && options_.step_group == nullptr)) break;
+    if (scheduler_->DrainInbox(idle && options_.step_group == nullptr)) {
+      // Snapshots of sequences that finished in the last step are taken before the loop ends, so an engine
+      // stopped right after a request finished still leaves that snapshot to the lower tier. A group member
+      // cannot step alone (the others have stopped), so it leaves them.
+      if (scheduler_->HasSnapshotTakes() && options_.step_group == nullptr)
+        scheduler_->Update(executor_->Execute(scheduler_->Schedule()));
+      break;
+    }
     scheduler_->CheckDeadlines(NowNanos());
     const StepPlan plan = scheduler_->Schedule();
     idle = plan.empty();

@@ -191,6 +191,8 @@ class Scheduler {
 
   // Takes what the inbox holds (waiting for something, or a timeout, when `wait`); true once stopping.
   bool DrainInbox(bool wait);
+  // Finished sequences whose snapshots the next plan takes.
+  bool HasSnapshotTakes() const { return !snapshot_takes_.empty(); }
   void CheckDeadlines(int64_t now);
   // The next step; empty when there is nothing to run.
   StepPlan Schedule();
