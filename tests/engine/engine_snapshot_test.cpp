@@ -175,10 +175,13 @@ TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   SnapshotCache cache(2 * each + each / 2);  // two fit
   const kvcache::BlockHash a{1, 2}, b{3, 4};
   const std::vector<int32_t> t1 = {5, 6, 7}, t2 = {5, 6}, t3 = {9};
-  const uint64_t k1 = cache.Reserve(a, t1), k2 = cache.Reserve(a, t2);
+  const uint64_t k1 = cache.Reserve(a, t1, each), k2 = cache.Reserve(a, t2, each);
   EXPECT_NE(k1, 0u);
-  EXPECT_EQ(cache.Reserve(a, t1), 0u);  // the same one again
-  EXPECT_EQ(cache.Reserve(a, {}), 0u);  // no tail: a block boundary is not a snapshot's
+  EXPECT_EQ(cache.Reserve(a, t1, each), 0u);  // the same one again
+  EXPECT_EQ(cache.Reserve(a, {}, each), 0u);  // no tail: a block boundary is not a snapshot's
+  // Two being made take the budget: a third is not taken.
+  EXPECT_EQ(cache.Reserve(b, t3, each), 0u);
+  EXPECT_EQ(cache.pending_bytes(), 2 * each);
   cache.Fill(k1, snapshot(3, 1000));
   cache.Fill(k2, snapshot(2, 1000));
   const std::vector<int32_t> prompt = {5, 6, 7, 8};
@@ -187,15 +190,25 @@ TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   EXPECT_EQ(cache.Find(b, prompt, 10), nullptr);        // other full blocks
   EXPECT_EQ(cache.Find(a, std::vector<int32_t>{5, 7}, 10), nullptr);
   // A third evicts the least recently used (t1: t2 was found last).
-  cache.Fill(cache.Reserve(b, t3), snapshot(1, 1000));
+  cache.Fill(cache.Reserve(b, t3, each), snapshot(1, 1000));
   EXPECT_EQ(cache.count(), 2);
   EXPECT_EQ(cache.bytes(), 2 * each);
   EXPECT_EQ(cache.evictions(), 1u);
   EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 2);
-  // A failed take forgets its name; one larger than the budget is not kept.
-  cache.Fill(cache.Reserve(b, t1), nullptr);
-  cache.Fill(cache.Reserve(b, t2), snapshot(2, 10000));
-  EXPECT_EQ(cache.count(), 2);
+  // Making room for one more evicts the least recently used kept one first (t3: t2 was found last), so
+  // kept plus being made stay within the budget. A failed take then forgets its name; one larger than the
+  // budget is not kept.
+  const uint64_t k3 = cache.Reserve(b, t1, each);
+  ASSERT_NE(k3, 0u);
+  EXPECT_EQ(cache.evictions(), 2u);
+  EXPECT_LE(cache.bytes() + cache.pending_bytes(), 2 * each + each / 2);
+  EXPECT_EQ(cache.Find(b, std::vector<int32_t>{9, 1}, 10), nullptr);
+  cache.Fill(k3, nullptr);
+  cache.Fill(cache.Reserve(b, t2, each), snapshot(2, 10000));
+  EXPECT_EQ(cache.count(), 1);
+  EXPECT_EQ(cache.pending_bytes(), 0);
+  EXPECT_EQ(cache.Reserve(b, t2, 3 * each), 0u);  // expected larger than the budget: not taken
+  EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 2);
 }
 
 TEST(EngineSnapshot, ModelsRefuseBytesThatAreNotTheirExport) {
