@@ -14,32 +14,10 @@ namespace deepinfer::engine {
 namespace {
 
 using test_support::LoadFixture;
+using test_support::Fingerprint;
+using test_support::GreedyProbe;
 using test_support::MakeEngine;
 using test_support::Prompt;
-
-RequestParams SnapGreedy(int64_t max_tokens) {
-  RequestParams p;
-  p.sampling.temperature = 0;
-  p.sampling.max_tokens = max_tokens;
-  p.sampling.ignore_eos = true;
-  p.sampling.logprobs = true;
-  p.sampling.top_logprobs = 20;
-  return p;
-}
-
-// Every generated token's id, logprob and top-20 alternatives, flattened.
-std::vector<float> SnapFingerprint(const GenerateOutput& r) {
-  std::vector<float> v;
-  for (const GeneratedToken& t : r.sequences[0].tokens) {
-    v.push_back(static_cast<float>(t.id));
-    v.push_back(t.logprob);
-    for (const TokenAlternative& a : t.top_logprobs) {
-      v.push_back(static_cast<float>(a.id));
-      v.push_back(a.logprob);
-    }
-  }
-  return v;
-}
 
 std::vector<GenerateOutput> RunBatch(Engine& e, const std::vector<std::vector<int32_t>>& prompts, const RequestParams& p) {
   auto r = e.Generate(prompts, p);
@@ -65,22 +43,22 @@ void ExpectEveryCutExact(const CutCase& k, const std::vector<int64_t>& cuts, uin
   }
   auto warm = MakeEngine(k.warm, k.fixture);
   ASSERT_TRUE(warm);
-  const std::vector<GenerateOutput> turn1 = RunBatch(*warm, first, SnapGreedy(k.first_tokens));
+  const std::vector<GenerateOutput> turn1 = RunBatch(*warm, first, GreedyProbe(k.first_tokens));
   for (size_t i = 0; i < cuts.size(); ++i) {
     std::vector<int32_t> next = first[i];
     for (const GeneratedToken& t : turn1[i].sequences[0].tokens) next.push_back(t.id);
     for (int32_t t : Prompt(5, seed + 1000 + static_cast<uint32_t>(i), k.vocab)) next.push_back(t);
     second.push_back(std::move(next));
   }
-  const std::vector<GenerateOutput> turn2 = RunBatch(*warm, second, SnapGreedy(4));
+  const std::vector<GenerateOutput> turn2 = RunBatch(*warm, second, GreedyProbe(4));
   EngineOptions cold_options;
   cold_options.enable_prefix_caching = false;
   auto cold = MakeEngine(cold_options, k.fixture);
   ASSERT_TRUE(cold);
-  const std::vector<GenerateOutput> reference = RunBatch(*cold, second, SnapGreedy(4));
+  const std::vector<GenerateOutput> reference = RunBatch(*cold, second, GreedyProbe(4));
   for (size_t i = 0; i < cuts.size(); ++i) {
     EXPECT_EQ(turn2[i].prompt_cache_hit_tokens, kvcache::kBlockTokens + cuts[i]) << k.fixture << " cut " << cuts[i];
-    EXPECT_EQ(SnapFingerprint(turn2[i]), SnapFingerprint(reference[i])) << k.fixture << " cut " << cuts[i];
+    EXPECT_EQ(Fingerprint(turn2[i]), Fingerprint(reference[i])) << k.fixture << " cut " << cuts[i];
   }
   const EngineStats s = warm->Stats();
   EXPECT_EQ(s.snapshot_hits, cuts.size()) << k.fixture;
@@ -138,16 +116,16 @@ TEST(EngineSnapshot, WithoutItsPrefixBlocksASnapshotIsNotUsed) {
   auto e = MakeEngine(o);
   ASSERT_TRUE(e);
   const std::vector<int32_t> first = Prompt(200, 10);
-  RunBatch(*e, {first}, SnapGreedy(1));
-  for (uint32_t other = 11; other < 14; ++other) RunBatch(*e, {Prompt(300, other)}, SnapGreedy(1));
+  RunBatch(*e, {first}, GreedyProbe(1));
+  for (uint32_t other = 11; other < 14; ++other) RunBatch(*e, {Prompt(300, other)}, GreedyProbe(1));
   std::vector<int32_t> second = first;
   for (int32_t t : Prompt(6, 20)) second.push_back(t);
-  const GenerateOutput warm = RunBatch(*e, {second}, SnapGreedy(4))[0];
+  const GenerateOutput warm = RunBatch(*e, {second}, GreedyProbe(4))[0];
   EXPECT_EQ(warm.prompt_cache_hit_tokens, 0);
   EngineOptions cold_options;
   cold_options.enable_prefix_caching = false;
   auto cold = MakeEngine(cold_options);
-  EXPECT_EQ(SnapFingerprint(warm), SnapFingerprint(RunBatch(*cold, {second}, SnapGreedy(4))[0]));
+  EXPECT_EQ(Fingerprint(warm), Fingerprint(RunBatch(*cold, {second}, GreedyProbe(4))[0]));
   const EngineStats s = e->Stats();
   EXPECT_EQ(s.snapshot_hits, 0u);
   EXPECT_EQ(s.snapshot_misses, 5u);  // every admission looked
@@ -157,10 +135,10 @@ TEST(EngineSnapshot, APromptThatDivergesInTheTailDoesNotResume) {
   auto e = MakeEngine();
   ASSERT_TRUE(e);
   const std::vector<int32_t> first = Prompt(200, 30);
-  RunBatch(*e, {first}, SnapGreedy(1));
+  RunBatch(*e, {first}, GreedyProbe(1));
   std::vector<int32_t> second(first.begin(), first.begin() + 190);
   for (int32_t t : Prompt(20, 31)) second.push_back(t);
-  EXPECT_EQ(RunBatch(*e, {second}, SnapGreedy(2))[0].prompt_cache_hit_tokens, 128);  // the full block only
+  EXPECT_EQ(RunBatch(*e, {second}, GreedyProbe(2))[0].prompt_cache_hit_tokens, 128);  // the full block only
   EXPECT_EQ(e->Stats().snapshot_hits, 0u);
 }
 
