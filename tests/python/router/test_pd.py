@@ -194,7 +194,7 @@ def test_a_unit_drains_then_switches_roles_and_the_router_plans_the_split(pd, tm
     conn, resp, received = open_stream(router, body)
     (unit_dir / f"{decode_id}.role").write_text(json.dumps({"role": "prefill"}))
     wait_for(lambda: lease()["draining"], timeout=5)
-    time.sleep(1.2)  # the router reads the lease (every 0.5 s)
+    wait_for(lambda: router.metrics()["deepinfer_router:units_healthy"] == 1, timeout=5)  # it read the lease
     status, _, _ = router.request("POST", "/v1/completions", {**body, "stream": False, "max_tokens": 2})
     assert status == 503  # the only decode unit drains: nothing new goes there
     received += resp.read()
@@ -205,7 +205,7 @@ def test_a_unit_drains_then_switches_roles_and_the_router_plans_the_split(pd, tm
     assert not (unit_dir / f"{decode_id}.role").exists()
     (unit_dir / f"{decode_id}.role").write_text(json.dumps({"role": "decode"}))
     wait_for(lambda: lease()["role"] == "decode" and not lease()["draining"], timeout=10)
-    time.sleep(1.2)
+    wait_for(lambda: router.metrics()["deepinfer_router:units_healthy"] == 2, timeout=5)
     status, _, _ = router.request("POST", "/v1/completions", {**body, "stream": False, "max_tokens": 2})
     assert status == 200
     m = router.metrics()

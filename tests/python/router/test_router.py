@@ -127,7 +127,7 @@ def test_unit_gone_before_first_byte_and_mid_stream(cluster):
     unit_dir, units, start_router = cluster
     # Health checks far apart: the router learns of the dead unit only from the request that fails on it.
     router = start_router("--refresh-s", "60", static=True)
-    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 600, "temperature": 0,
+    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 300, "temperature": 0,
             "ignore_eos": True, "stream": True}
     # The uninterrupted stream.
     status, headers, payload = router.request("POST", "/v1/completions", body)
