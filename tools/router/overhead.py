@@ -5,7 +5,9 @@ the router, alternating per round so that both see the same machine load, at eac
 
 For each path and concurrency it reports the streamed tokens per second (all streams' tokens over the round's
 wall time), the time to the first event and the mean gap between events (one event per token), each the median
-over --rounds rounds; and the router's added time to first token and added time per token (routed minus direct).
+over --rounds rounds; the router's added time to first token and gap (routed minus direct); and the router
+process's CPU time per streamed token (its user + system time over the round, from /proc), which the client's
+own costs do not blur (a Python client reading several relayed events at once sees shorter gaps).
 
 Usage: python3 tools/router/overhead.py [--binary build/release/bin/deepinfer] [--model DIR] [--streams 1,16]
          [--tokens 256] [--rounds 5] [--out overhead.json]
@@ -81,10 +83,16 @@ def one_stream(port, body, out):
     out.append((stamps[0] - start, gaps, len(stamps)))
 
 
-def round_of(port, streams, tokens, prompt_seed):
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def round_of(port, streams, tokens, prompt_seed, cpu_pid=None):
     results, threads = [], []
     body = {"model": MODEL, "max_tokens": tokens, "temperature": 0, "ignore_eos": True, "stream": True}
     start = time.perf_counter()
+    cpu_before = cpu_seconds(cpu_pid) if cpu_pid else 0
     for i in range(streams):
         b = {**body, "prompt": f"Benchmark stream {prompt_seed}-{i}: tell me about the sea."}
         threads.append(threading.Thread(target=one_stream, args=(port, b, results)))
@@ -94,9 +102,12 @@ def round_of(port, streams, tokens, prompt_seed):
     wall = time.perf_counter() - start
     if len(results) != streams:
         raise RuntimeError("a stream failed")
-    return {"tokens_per_s": sum(r[2] for r in results) / wall,
-            "ttft_s": statistics.mean(r[0] for r in results),
-            "gap_s": statistics.mean(g for r in results for g in r[1])}
+    out = {"tokens_per_s": sum(r[2] for r in results) / wall,
+           "ttft_s": statistics.mean(r[0] for r in results),
+           "gap_s": statistics.mean(g for r in results for g in r[1])}
+    if cpu_pid:
+        out["router_cpu_us_per_token"] = (cpu_seconds(cpu_pid) - cpu_before) / sum(r[2] for r in results) * 1e6
+    return out
 
 
 def main():
@@ -125,7 +136,8 @@ def main():
             for r in range(args.rounds):
                 order = [("direct", unit.port), ("router", router.port)]
                 for name, port in order if r % 2 == 0 else reversed(order):
-                    runs[name].append(round_of(port, streams, args.tokens, f"{streams}-{r}-{name}"))
+                    runs[name].append(round_of(port, streams, args.tokens, f"{streams}-{r}-{name}",
+                                               router.proc.pid if name == "router" else None))
             med = {name: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for name, rs in runs.items()}
             med["added_ttft_ms"] = (med["router"]["ttft_s"] - med["direct"]["ttft_s"]) * 1e3
             med["added_per_token_us"] = (med["router"]["gap_s"] - med["direct"]["gap_s"]) * 1e6
@@ -133,7 +145,8 @@ def main():
             print(f"streams {streams}: tokens/s direct {med['direct']['tokens_per_s']:.0f} router "
                   f"{med['router']['tokens_per_s']:.0f}; TTFT direct {med['direct']['ttft_s'] * 1e3:.2f} ms router "
                   f"{med['router']['ttft_s'] * 1e3:.2f} ms; gap direct {med['direct']['gap_s'] * 1e6:.0f} us router "
-                  f"{med['router']['gap_s'] * 1e6:.0f} us; added per token {med['added_per_token_us']:.1f} us",
+                  f"{med['router']['gap_s'] * 1e6:.0f} us; router CPU per token "
+                  f"{med['router']['router_cpu_us_per_token']:.1f} us",
                   flush=True)
     finally:
         router.stop()

@@ -138,7 +138,7 @@ def open_stream(router, body, headers=None, events=5):
     return conn, resp, received
 
 
-def test_client_gone_or_request_cancelled_frees_both_units(pd):
+def test_client_gone_or_request_cancelled_frees_both_units_and_a_unit_switches_roles(pd, tmp_path):
     router, prefill, decode, _ = pd
     body = {"model": MODEL, "prompt": PROMPT + " Abort.", "max_tokens": 1500, "temperature": 0, "ignore_eos": True,
             "stream": True}
@@ -179,14 +179,15 @@ def test_client_gone_or_request_cancelled_frees_both_units(pd):
     wait_for(lambda: finished(decode, "abort") == 2 and held(decode) == 0, timeout=10)
     m = router.metrics()
     assert m["deepinfer_router:cancelled_total"] == 1 and m["deepinfer_router:requests_in_flight"] == 0
+    # (On the same units, to spare CI a second set.)
+    check_drain_and_role_switch(router, decode, tmp_path / "units")
 
 
-def test_a_unit_drains_then_switches_roles_and_the_router_plans_the_split(pd, tmp_path):
+def check_drain_and_role_switch(router, decode, unit_dir):
     """A role request (what `router --apply-plan` writes): the decode unit drains (its lease says so, the router
     sends it nothing new, its running stream finishes in full), then switches to prefill; asked back, it decodes
     again. The router's /metrics carries the planner's split of the live units for the requests it served."""
-    router, prefill, decode, _ = pd
-    unit_dir = tmp_path / "units"  # the fixture's
+    planned = router.metrics()["deepinfer_router:planner_requests"]
     decode_id = f"unit-{decode.proc.pid}-{decode.port}"
     lease = lambda: json.loads((unit_dir / f"{decode_id}.lease").read_text())  # noqa: E731
     body = {"model": MODEL, "prompt": PROMPT + " Drain.", "max_tokens": 400, "temperature": 0, "ignore_eos": True,
@@ -209,5 +210,5 @@ def test_a_unit_drains_then_switches_roles_and_the_router_plans_the_split(pd, tm
     status, _, _ = router.request("POST", "/v1/completions", {**body, "stream": False, "max_tokens": 2})
     assert status == 200
     m = router.metrics()
-    assert m["deepinfer_router:planner_requests"] == 2  # the drained stream and the last request
+    assert m["deepinfer_router:planner_requests"] == planned + 2  # the drained stream and the last request
     assert m["deepinfer_router:planner_prefill_units"] == 1 and m["deepinfer_router:planner_decode_units"] == 1
