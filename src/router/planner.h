@@ -62,8 +62,9 @@ struct TraceMix {
 TraceMix MixOfTrace(const Trace& trace);
 
 // Applying a split: which unit switches roles next, one at a time (router --apply-plan). Nothing while a
-// unit drains, while any unit serves both roles (no split to apply), or while the units already match the
-// recommendation; otherwise the unit of the over-provisioned pool with the fewest requests in flight.
+// unit drains (or has a switch asked and not begun: the caller checks that), while any unit serves both roles
+// (no split to apply), or while the units already match the recommendation; otherwise the unit of the
+// over-provisioned pool with the fewest requests in flight.
 struct UnitRoleState {
   UnitRole role = UnitRole::kBoth;
   bool draining = false;

@@ -251,6 +251,8 @@ void Router::ApplyPlan(const std::vector<std::shared_ptr<Unit>>& units) {
     if (!u->healthy.load() || !u->LeaseAlive(now_ms)) continue;
     const UnitLease lease = u->Lease();
     if (lease.ttl_ms < 0) return;  // a static unit: no lease directory to ask it through
+    // A request the unit has not acted on yet (it reads it at its next renewal): one switch at a time.
+    if (ReadRoleRequest(options_.unit_dir, lease.unit_id).status().code() != StatusCode::kNotFound) return;
     counted.push_back(u);
     states.push_back({lease.role, lease.draining, u->placed_streams.load()});
   }
