@@ -203,6 +203,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   std::string request_id(request.Header("x-request-id"));
   if (request_id.empty() || request_id.size() > kMaxRequestIdBytes) {
     request_id = "router-" + RandomHex(16);
+    std::erase_if(request.headers, [](const HttpHeader& h) { return h.name == "x-request-id"; });  // names: lower case
     request.headers.push_back({"x-request-id", request_id});
   }
   const std::shared_ptr<std::atomic<bool>> cancelled = RegisterInFlight(request_id);

@@ -145,7 +145,8 @@ def test_client_gone_or_request_cancelled_frees_both_units_and_a_unit_switches_r
     held = lambda u: metric(u, "deepinfer:kv_blocks_used") + metric(u, "deepinfer:num_requests_running")  # noqa: E731
 
     # The client leaves mid-stream: the decode unit aborts the request (it does not run to max_tokens).
-    conn, _, _ = open_stream(router, body)
+    conn, resp, _ = open_stream(router, body)
+    assert resp.getheader("x-request-id").startswith("router-")  # the id the router gave it, for a cancel
     conn.close()
     wait_for(lambda: finished(decode, "abort") == 1 and held(decode) == 0, timeout=10)
 
