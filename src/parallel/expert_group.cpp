@@ -94,14 +94,67 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     if (recorder_ != nullptr) recorder_->EndStep();
     routed_layer_ = 0;
   }
-  const uint8_t record[2] = {static_cast<uint8_t>(has_work), static_cast<uint8_t>(local_done_.load())};
-  std::vector<uint8_t> all;
-  const Status s = AllGather({record, record + 2}, timeouts_.idle_pause_max_s + ExchangeTimeout(), &all);
-  if (!s.ok()) Fail("step agreement", s);
+  if (mailbox_ != nullptr) has_work |= mailbox_->HasWork();
+  const uint8_t done = static_cast<uint8_t>(local_done_.load());
+  const double timeout = agreed_once_ ? timeouts_.idle_pause_max_s + ExchangeTimeout() : timeouts_.startup_s;
+  agreed_once_ = true;
   bool any_work = false, all_done = true;
-  for (int p = 0; p < size(); ++p) {
-    any_work |= all[2 * p] != 0;
-    all_done &= all[2 * p + 1] != 0;
+  if (mailbox_ == nullptr) {
+    const uint8_t record[2] = {static_cast<uint8_t>(has_work), done};
+    std::vector<uint8_t> all;
+    const Status s = AllGather({record, record + 2}, timeout, &all);
+    if (!s.ok()) Fail("step agreement", s);
+    for (int p = 0; p < size(); ++p) {
+      any_work |= all[2 * p] != 0;
+      all_done &= all[2 * p + 1] != 0;
+    }
+  } else {
+    // Each member tells each other one whether it has work, whether it has finished, and how many message
+    // bytes follow for it; then the messages.
+    const int n = size();
+    std::vector<std::string> outgoing(static_cast<size_t>(n));
+    mailbox_->TakeOutgoing(&outgoing);
+    outgoing[static_cast<size_t>(rank())].clear();
+    constexpr size_t kHeader = 2 + sizeof(int64_t);
+    std::vector<uint8_t> send(kHeader * static_cast<size_t>(n)), recv(send.size());
+    std::vector<int64_t> send_bytes(static_cast<size_t>(n)), recv_bytes(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      uint8_t* h = send.data() + kHeader * static_cast<size_t>(p);
+      h[0] = static_cast<uint8_t>(has_work);
+      h[1] = done;
+      const int64_t bytes = static_cast<int64_t>(outgoing[static_cast<size_t>(p)].size());
+      std::memcpy(h + 2, &bytes, sizeof(bytes));
+      send_bytes[static_cast<size_t>(p)] = static_cast<int64_t>(kHeader);
+    }
+    Status s = communicator_.AllToAllV(send.data(), send_bytes, recv.data(), send_bytes, timeout);
+    if (!s.ok()) Fail("step agreement", s);
+    int64_t total_in = 0;
+    for (int p = 0; p < n; ++p) {
+      const uint8_t* h = recv.data() + kHeader * static_cast<size_t>(p);
+      any_work |= h[0] != 0;
+      all_done &= h[1] != 0;
+      std::memcpy(&recv_bytes[static_cast<size_t>(p)], h + 2, sizeof(int64_t));
+      if (recv_bytes[static_cast<size_t>(p)] < 0) Fail("step agreement", Status::DataLoss("a negative message size"));
+      total_in += recv_bytes[static_cast<size_t>(p)];
+    }
+    std::string out_all, in_all(static_cast<size_t>(total_in), '\0');
+    for (int p = 0; p < n; ++p) {
+      send_bytes[static_cast<size_t>(p)] = static_cast<int64_t>(outgoing[static_cast<size_t>(p)].size());
+      out_all += outgoing[static_cast<size_t>(p)];
+    }
+    // Sizes every member agreed on above: a member with nothing to send or receive skips the pair.
+    s = communicator_.AllToAllV(reinterpret_cast<const uint8_t*>(out_all.data()), send_bytes,
+                                reinterpret_cast<uint8_t*>(in_all.data()), recv_bytes, timeout);
+    if (!s.ok()) Fail("step messages", s);
+    size_t at = 0;
+    for (int p = 0; p < n; ++p) {
+      const size_t bytes = static_cast<size_t>(recv_bytes[static_cast<size_t>(p)]);
+      if (bytes > 0) {
+        s = mailbox_->Deliver(p, std::string_view(in_all).substr(at, bytes));
+        if (!s.ok()) Fail("messages from rank " + std::to_string(p), s);
+      }
+      at += bytes;
+    }
   }
   last_work_step_ = any_work ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (all_done && !any_work) {

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/hash.h"
@@ -38,6 +39,20 @@ struct GroupTimeouts {
   double startup_s = 300.0;        // the first collective: members finish loading at different times
 };
 
+// Messages that ride on the step agreement: a serving unit's requests, going out from rank 0, and their
+// answers and updates coming back. Called on the step thread only, at each agreement.
+class StepMailbox {
+ public:
+  virtual ~StepMailbox() = default;
+  // Whether this member has messages to send or waits for answers: it counts as work, so the unit steps.
+  virtual bool HasWork() = 0;
+  // The bytes for each member (`to_member` has size() empty entries; this member's own is not sent).
+  virtual void TakeOutgoing(std::vector<std::string>* to_member) = 0;
+  // What member `from` sent at this agreement (only called for non-empty bytes). An error (malformed
+  // bytes) ends the unit.
+  virtual Status Deliver(int from, std::string_view bytes) = 0;
+};
+
 class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup {
  public:
   ExpertGroup(Communicator& communicator, GroupTimeouts timeouts = {});
@@ -51,6 +66,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // the end of the first forward pass, when the routed layers are counted), a step closing at each agreement.
   void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) override;
   void set_record_loads(bool on) { record_loads_ = on; }
+  // Before the engine starts: the mailbox whose messages each agreement carries (not owned; null: none).
+  void set_mailbox(StepMailbox* mailbox) { mailbox_ = mailbox; }
   // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
   ExpertLoads RecordedLoads() const;
 
@@ -89,6 +106,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   double slowest_step_s_ = 0;
   double idle_pause_s_ = 0;
   bool finished_ = false;
+  bool agreed_once_ = false;  // the first agreement waits for the slowest member's engine start-up
+  StepMailbox* mailbox_ = nullptr;
   bool record_loads_ = false;
   std::unique_ptr<ExpertLoadRecorder> recorder_;
   std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer

@@ -1,0 +1,157 @@
+"""`deepinfer serve` as a parallel unit of 2 ranks on one machine (oversubscribed): started by a real `mpirun -n 2`,
+and by `serve --data-parallel-size 2` launching mpirun itself. Rank 0 serves HTTP and places the requests on both
+ranks (per-rank counters on /metrics); greedy chat completions, streamed and not, equal a single-process
+server's on the same tiny checkpoint; SIGTERM ends every rank. Release build only (Open MPI's own allocations
+read as leaks under ASan); about 10 s."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT, make_tiny_model
+
+sys.path.insert(0, str(ROOT / "tests" / "python" / "server"))
+from server_process import Server  # noqa: E402
+
+MPIRUN = shutil.which("mpirun")
+MODULE = ROOT / "build" / "release" / "bin" / "libdeepinfer_mpi.so"
+# tests/parallel/mpi_env.sh: root allowed, more ranks than cores, shared memory without the single-copy path.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl": "self,vader",
+           "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+# Greedy: thinking mode would sample. Small pools: three processes load the model at once. A generous exchange deadline: a loaded machine must
+# not end the unit (the drills test the deadline).
+SERVE_ARGS = ["--served-model-name", "tiny", "--no-thinking", "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "512",
+              "--ep-timeout-s", "30"]
+PROMPTS = ["Hello there", "What is two plus two?", "Name a colour.", "Tell me a story about a cat"]
+
+pytestmark = pytest.mark.skipif(MPIRUN is None or not MODULE.exists(), reason="needs Open MPI and the MPI module")
+
+
+class MpirunServer(Server):
+    """`mpirun -n N deepinfer serve ...`: rank 0 prints the ready line."""
+
+    def __init__(self, binary, model_dir, ranks, *args):
+        self.log = []
+        env = {**os.environ, **MPI_ENV}
+        self.proc = subprocess.Popen([MPIRUN, "-n", str(ranks), binary, "serve", model_dir, "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.port = None
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._ready.wait(120) or self.port is None:
+            self.stop()
+            raise AssertionError("unit not ready:\n" + "\n".join(self.log))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture(scope="module")
+def model(deepinfer_bin, tmp_path_factory):
+    return make_tiny_model(deepinfer_bin, tmp_path_factory.mktemp("unit") / "tiny", seed=3)
+
+
+@pytest.fixture(scope="module")
+def want(deepinfer_bin, model):
+    """One process's answers."""
+    s = Server(deepinfer_bin, model, *SERVE_ARGS)
+    try:
+        out = answers(s, concurrent=False)
+    finally:
+        assert s.stop() == 0
+    assert all(text for text, _ in out), out
+    return out
+
+
+def chat(server, prompt, stream):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": prompt}], "max_tokens": 8,
+            "temperature": 0, "stream": stream, "ignore_eos": True}
+    status, _, payload = server.request("POST", "/v1/chat/completions", body)
+    assert status == 200, payload
+    if not stream:
+        out = json.loads(payload)
+        message = out["choices"][0]["message"]
+        return (message.get("reasoning_content") or "") + (message["content"] or ""), out["choices"][0]["finish_reason"]
+    text, finish = "", None
+    for line in payload.decode().splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            choice = json.loads(line[6:])["choices"]
+            if choice:
+                delta = choice[0]["delta"]
+                text += (delta.get("reasoning_content") or "") + (delta.get("content") or "")
+                finish = choice[0].get("finish_reason") or finish
+    return text, finish
+
+
+def answers(server, concurrent):
+    """Each prompt's (content, finish_reason), non-streamed and streamed; with `concurrent`, all at once."""
+    jobs = [(p, stream) for p in PROMPTS for stream in (False, True)]
+    out = [None] * len(jobs)
+
+    def run(i):
+        out[i] = chat(server, *jobs[i])
+
+    if concurrent:
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    else:
+        for i in range(len(jobs)):
+            run(i)
+    return out
+
+
+def placed(server):
+    m = server.metrics()
+    return [m.get(f'deepinfer_unit_rank_requests_placed_total{{rank="{r}"}}', 0) for r in range(2)]
+
+
+def check_unit(unit, want):
+    # One at a time (an idle unit places requests in turn), then all at once (both ranks busy together).
+    assert answers(unit, concurrent=False) == want
+    assert placed(unit) == [4, 4]
+    assert answers(unit, concurrent=True) == want
+    ranks = placed(unit)
+    assert sum(ranks) == 16 and min(ranks) > 4, ranks
+    m = unit.metrics()
+    assert m['deepinfer_unit_rank_requests{rank="1"}'] == 0
+    assert m['deepinfer_unit_rank_requests_finished_total{rank="1"}'] == ranks[1]
+
+
+def test_mpirun_unit_serves_what_one_process_serves(deepinfer_bin, model, want):
+    unit = MpirunServer(deepinfer_bin, model, 2, *SERVE_ARGS, "--data-parallel-size", "2",
+                        "--enable-expert-parallel")
+    try:
+        check_unit(unit, want)
+    finally:
+        unit.stop(timeout=30)
+    # SIGTERM to mpirun ends every rank (its exit status is mpirun's own).
+    assert unit.proc.returncode is not None
+
+
+def test_serve_launches_mpirun_itself(deepinfer_bin, model, want):
+    unit = Server(deepinfer_bin, model, *SERVE_ARGS, "--data-parallel-size", "2", env=MPI_ENV)
+    try:
+        assert placed(unit) == [0, 0]
+        # Data parallelism alone: the ranks step together all the same.
+        assert answers(unit, concurrent=True) == want
+        assert sum(placed(unit)) == 8 and min(placed(unit)) > 0
+    finally:
+        code = unit.stop(timeout=30)
+    assert code is not None
+    assert not [line for line in unit.log if re.search(r"rank \d+: .*ending the unit", line)], unit.log
+
+
+def test_serve_without_mpirun_is_one_line(deepinfer_bin, model, tmp_path):
+    proc = subprocess.run([deepinfer_bin, "serve", model, "--data-parallel-size", "2"], capture_output=True,
+                          text=True, timeout=30, env={**os.environ, "PATH": str(tmp_path)})
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "mpirun" in proc.stderr, proc.stderr
