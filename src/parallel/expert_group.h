@@ -92,6 +92,18 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   Counters counters() const;
   void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
 
+  // With a mailbox and expert parallelism, each agreement also carries the routed (row, expert) pairs each
+  // member's rows sent to each member's experts in the step before it, so that every member knows the
+  // unit's expert load per rank: in total, in the last step that routed rows, and over the last
+  // kBalanceWindowSteps such steps. Balance is max/mean over the ranks (1: even; N: one rank does it all).
+  static constexpr int kBalanceWindowSteps = 64;
+  struct ExpertRows {
+    std::vector<int64_t> total;  // per rank, since start
+    double last_step_balance = 0, window_balance = 0;  // 0 before any routed step
+    int64_t routed_steps = 0;
+  };
+  ExpertRows expert_rows() const;
+
  private:
   // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
   [[noreturn]] void Fail(const std::string& what, const Status& status);
@@ -109,6 +121,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   bool agreed_once_ = false;  // the first agreement waits for the slowest member's engine start-up
   StepMailbox* mailbox_ = nullptr;
   bool record_loads_ = false;
+  std::vector<int64_t> step_rows_;  // this member's routed pairs by the rank owning the expert, this step
+  void NoteUnitRows(const std::vector<int64_t>& unit_step_rows);
   std::unique_ptr<ExpertLoadRecorder> recorder_;
   std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer
   int64_t experts_ = 0;
@@ -121,6 +135,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   Mutex mu_;
   CondVar cv_;
   bool all_done_ GUARDED_BY(mu_) = false;
+  mutable Mutex rows_mu_;
+  ExpertRows rows_ GUARDED_BY(rows_mu_);
+  std::vector<std::vector<int64_t>> window_ GUARDED_BY(rows_mu_);  // the last routed steps' rows per rank
+  std::vector<int64_t> window_sum_ GUARDED_BY(rows_mu_);
 };
 
 }  // namespace deepinfer::parallel

@@ -1,5 +1,6 @@
 #include "parallel/unit_serving.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -283,6 +284,33 @@ std::string UnitFrontEngine::PrometheusText() const {
          [](const RankServingCounters& c) { return c.load.queued_prefill_tokens; });
   family("deepinfer_unit_rank_kv_tokens", "gauge", "Prompt and generated tokens of each rank's unfinished requests.",
          [](const RankServingCounters& c) { return c.load.kv_tokens; });
+  // Expert parallelism: the rows each rank's experts computed, and their balance (ExpertGroup::ExpertRows).
+  const ExpertGroup::ExpertRows rows = group_.expert_rows();
+  if (rows.routed_steps > 0) {
+    out += "# HELP deepinfer_unit_rank_expert_rows_total Routed (token, expert) pairs each rank's experts computed.\n"
+           "# TYPE deepinfer_unit_rank_expert_rows_total counter\n";
+    for (size_t r = 0; r < rows.total.size(); ++r)
+      out += "deepinfer_unit_rank_expert_rows_total{rank=\"" + std::to_string(r) + "\"} " + std::to_string(rows.total[r]) + "\n";
+    const auto gauge = [&out](const std::string& name, const std::string& help, double value) {
+      out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + std::to_string(value) + "\n";
+    };
+    gauge("deepinfer_unit_expert_balance_last_step",
+          "Max over mean of the rows the ranks' experts computed in the last step that routed rows.",
+          rows.last_step_balance);
+    gauge("deepinfer_unit_expert_balance_window",
+          "Max over mean of the rows the ranks' experts computed over the last " +
+              std::to_string(ExpertGroup::kBalanceWindowSteps) + " steps that routed rows.",
+          rows.window_balance);
+    gauge("deepinfer_unit_expert_balance_total", "Max over mean of the rows the ranks' experts computed since start.",
+          [&rows] {
+            int64_t sum = 0, most = 0;
+            for (int64_t v : rows.total) {
+              sum += v;
+              most = std::max(most, v);
+            }
+            return sum > 0 ? static_cast<double>(most) * static_cast<double>(rows.total.size()) / static_cast<double>(sum) : 0.0;
+          }());
+  }
   return out;
 }
 

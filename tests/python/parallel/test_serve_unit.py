@@ -1,6 +1,6 @@
 """`deepinfer serve` as a parallel unit of 2 ranks on one machine (oversubscribed): started by a real `mpirun -n 2`,
 and by `serve --data-parallel-size 2` launching mpirun itself. Rank 0 serves HTTP and places the requests on both
-ranks (per-rank counters on /metrics); greedy chat completions, streamed and not, equal a single-process
+ranks (per-rank counters on /metrics, with the experts' load per rank); greedy chat completions, streamed and not, equal a single-process
 server's on the same tiny checkpoint; SIGTERM ends every rank. Release build only (Open MPI's own allocations
 read as leaks under ASan); about 10 s."""
 import json
@@ -131,6 +131,15 @@ def test_mpirun_unit_serves_what_one_process_serves(deepinfer_bin, model, want):
                         "--enable-expert-parallel")
     try:
         check_unit(unit, want)
+        # Expert parallelism: the rows each rank's experts computed. The tiny preset routes every token to
+        # num_experts_per_tok = 2 of its 8 experts at each MoE layer (hash-routed ones too), 4 experts a rank.
+        m = unit.metrics()
+        rows = [m[f'deepinfer_unit_rank_expert_rows_total{{rank="{r}"}}'] for r in range(2)]
+        assert min(rows) > 0 and sum(rows) % 2 == 0, rows
+        # max/mean over 2 ranks lies in [1, 2]; the total one follows from the rows.
+        assert m["deepinfer_unit_expert_balance_total"] == pytest.approx(2 * max(rows) / sum(rows), rel=1e-5)
+        for window in ("last_step", "window"):
+            assert 1 <= m[f"deepinfer_unit_expert_balance_{window}"] <= 2
     finally:
         unit.stop(timeout=30)
     # SIGTERM to mpirun ends every rank (its exit status is mpirun's own).
