@@ -3,6 +3,7 @@ and by `serve --data-parallel-size 2` launching mpirun itself. Rank 0 serves HTT
 ranks (per-rank counters on /metrics, with the experts' load per rank); greedy chat completions, streamed and not, equal a single-process
 server's on the same tiny checkpoint; SIGTERM ends every rank. Release build only (Open MPI's own allocations
 read as leaks under ASan); about 10 s."""
+import http.client
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import pytest
 from conftest import ROOT, make_tiny_model
 
 sys.path.insert(0, str(ROOT / "tests" / "python" / "server"))
-from server_process import Server  # noqa: E402
+from server_process import Server, wait_for  # noqa: E402
 
 MPIRUN = shutil.which("mpirun")
 MODULE = ROOT / "build" / "release" / "bin" / "libdeepinfer_mpi.so"
@@ -126,6 +127,21 @@ def check_unit(unit, want):
     assert m['deepinfer_unit_rank_requests_finished_total{rank="1"}'] == ranks[1]
 
 
+def abandon_stream(unit):
+    """A streamed request whose client goes away after the first event; returns the rank it ran on."""
+    before = placed(unit)
+    conn = http.client.HTTPConnection("127.0.0.1", unit.port, timeout=60)
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Go on and on"}], "max_tokens": 400,
+            "temperature": 0, "stream": True, "ignore_eos": True}
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert resp.read(6) == b"data: "
+    conn.sock.shutdown(2)
+    conn.close()
+    return [a - b for a, b in zip(placed(unit), before)].index(1)
+
+
 def test_mpirun_unit_serves_what_one_process_serves(deepinfer_bin, model, want):
     unit = MpirunServer(deepinfer_bin, model, 2, *SERVE_ARGS, "--data-parallel-size", "2",
                         "--enable-expert-parallel")
@@ -140,10 +156,23 @@ def test_mpirun_unit_serves_what_one_process_serves(deepinfer_bin, model, want):
         assert m["deepinfer_unit_expert_balance_total"] == pytest.approx(2 * max(rows) / sum(rows), rel=1e-5)
         for window in ("last_step", "window"):
             assert 1 <= m[f"deepinfer_unit_expert_balance_{window}"] <= 2
+        # A client that goes away aborts its request on the rank that runs it: it finishes there long before
+        # its 400 tokens (the abort crosses to that rank at the next step agreement).
+        for _ in range(3):
+            generated = unit.metrics()
+            rank = abandon_stream(unit)
+            key = f'deepinfer_unit_rank_requests{{rank="{rank}"}}'
+            assert wait_for(lambda: unit.metrics()[key] == 0, timeout=20)
+            tokens = f'deepinfer_unit_rank_generation_tokens_total{{rank="{rank}"}}'
+            assert unit.metrics()[tokens] - generated[tokens] < 200
+            if rank == 1:
+                break
+        assert rank == 1
     finally:
         unit.stop(timeout=30)
-    # SIGTERM to mpirun ends every rank (its exit status is mpirun's own).
+    # SIGTERM to mpirun ends every rank (its exit status is mpirun's own); rank 0 stopped as a server does.
     assert unit.proc.returncode is not None
+    assert any(" stopped " in line for line in unit.log), unit.log
 
 
 def test_serve_launches_mpirun_itself(deepinfer_bin, model, want):
@@ -156,6 +185,7 @@ def test_serve_launches_mpirun_itself(deepinfer_bin, model, want):
     finally:
         code = unit.stop(timeout=30)
     assert code is not None
+    assert any(" stopped " in line for line in unit.log), unit.log
     assert not [line for line in unit.log if re.search(r"rank \d+: .*ending the unit", line)], unit.log
 
 
