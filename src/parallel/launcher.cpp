@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -103,8 +104,10 @@ Result<int> RunUnderMpirun(const RelaunchOptions& options) {
       for (pid_t rank : ChildrenOf(child)) kill(rank, SIGKILL);
       kill(-child, SIGKILL);
       waitpid(child, &status, 0);
-      return Status::DeadlineExceeded("the unit did not stop within " + std::to_string(options.deadline_s) +
-                                      " s of the signal: killed");
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%.1f", options.deadline_s);
+      return Status::DeadlineExceeded(std::string("the unit did not stop within ") + seconds +
+                                      " s of the signal: killed mpirun and its ranks");
     }
     const timespec poll{0, 50 * 1000 * 1000};
     const int signal_number = sigtimedwait(&signals, nullptr, &poll);
