@@ -51,6 +51,11 @@ void UnitFrontEngine::Attach(std::unique_ptr<engine::Engine> local, int64_t max_
 Result<engine::RequestId> UnitFrontEngine::AddRequest(std::vector<int32_t> prompt, engine::RequestParams params,
                                                       engine::UpdateCallback callback) {
   const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+  const double prompt_context = PromptContext(prompt_tokens);
+  // Rank 0's fitted cost model prices attention against tokens (the ranks run the same model and options).
+  RankCapacity capacity = capacity_;
+  if (const engine::EngineStats stats = local_->Stats(); stats.step_cost_calibrated && stats.step_cost[1] > 0)
+    capacity.context_cost_per_token = std::max(0.0, stats.step_cost[3] / stats.step_cost[1]);
   uint64_t id = 0;
   int rank = 0;
   {
@@ -58,7 +63,7 @@ Result<engine::RequestId> UnitFrontEngine::AddRequest(std::vector<int32_t> promp
     if (stopping_) return Status::Unavailable("the unit is shutting down");
     std::vector<RankLoad> loads;
     for (const RankServingCounters& c : counters_) loads.push_back(c.load);
-    rank = PlaceRequest(loads, capacity_);
+    rank = PlaceRequest(loads, capacity);
     id = next_id_++;
     Placed& p = requests_[id];
     p.rank = rank;
@@ -66,6 +71,7 @@ Result<engine::RequestId> UnitFrontEngine::AddRequest(std::vector<int32_t> promp
     p.prompt_tokens = prompt_tokens;
     RankLoad& load = counters_[static_cast<size_t>(rank)].load;
     load.queued_prefill_tokens += prompt_tokens;
+    load.queued_prefill_context += prompt_context;
     load.kv_tokens += prompt_tokens;
     ++load.requests;
     ++load.placed;
@@ -77,10 +83,11 @@ Result<engine::RequestId> UnitFrontEngine::AddRequest(std::vector<int32_t> promp
     }
   }
   // Undoes the booking of a request that did not start.
-  const auto unbook = [this, id, rank, prompt_tokens]() REQUIRES(mu_) {
+  const auto unbook = [this, id, rank, prompt_tokens, prompt_context]() REQUIRES(mu_) {
     requests_.erase(id);
     RankLoad& load = counters_[static_cast<size_t>(rank)].load;
     load.queued_prefill_tokens -= prompt_tokens;
+    load.queued_prefill_context -= prompt_context;
     load.kv_tokens -= prompt_tokens;
     --load.requests;
     --load.placed;
@@ -146,6 +153,7 @@ engine::UpdateCallback UnitFrontEngine::Book(engine::RequestUpdate* update) {
   if (!p.first_update) {
     p.first_update = true;
     c.load.queued_prefill_tokens -= p.prompt_tokens;
+    c.load.queued_prefill_context -= PromptContext(p.prompt_tokens);
   }
   const int64_t tokens = TokensIn(*update);
   p.generated += tokens;

@@ -35,5 +35,19 @@ TEST(RequestPlacement, PrefersTheRankWithLessQueuedPrefillAndDecodeLoad) {
   EXPECT_EQ(PlaceRequest(ranks, capacity), 2);
 }
 
+TEST(RequestPlacement, AttentionWeighsLongPromptsByTheCostModel) {
+  // Rank 0 waits on one prompt of 1,000 tokens (500,000 attention pairs), rank 1 on 14 prompts of 100
+  // (14 × 5,000 = 70,000 pairs).
+  std::vector<RankLoad> ranks{{.queued_prefill_tokens = 1000, .queued_prefill_context = PromptContext(1000)},
+                              {.queued_prefill_tokens = 1400, .queued_prefill_context = 14 * PromptContext(100)}};
+  EXPECT_EQ(PromptContext(1000), 500000.0);
+  RankCapacity capacity{.batched_tokens = 1000, .kv_tokens = 1 << 20, .sequences = 64};
+  // Tokens alone (no fitted cost model): 1.0 against 1.4 steps.
+  EXPECT_EQ(PlaceRequest(ranks, capacity), 0);
+  // A pair costs a thousandth of a token: 1,000 + 500 = 1,500 against 1,400 + 70 = 1,470 tokens' worth.
+  capacity.context_cost_per_token = 0.001;
+  EXPECT_EQ(PlaceRequest(ranks, capacity), 1);
+}
+
 }  // namespace
 }  // namespace deepinfer::parallel
