@@ -1,6 +1,7 @@
 #include "parallel/launcher.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,10 +84,13 @@ Result<int> RunUnderMpirun(const RelaunchOptions& options) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) return Status::IoError(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
     setpgid(0, 0);  // a group of its own: what the deadline kills, with the ranks it started
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // a launcher killed outright still stops the unit
+    if (getppid() != parent) _exit(1);  // it died before prctl
     sigprocmask(SIG_UNBLOCK, &signals, nullptr);
     execv(c_argv[0], c_argv.data());
     _exit(127);

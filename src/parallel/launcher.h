@@ -4,7 +4,7 @@
 // Open MPI's; docs/parallel.md). SIGINT and SIGTERM are forwarded to mpirun, which passes them to every
 // rank (about a second later, then kills them a few seconds after); a unit still running `deadline_s` after
 // the first signal is killed (mpirun, its process group and the ranks it started on this host), so a stop
-// never hangs.
+// never hangs; a launcher killed outright sends mpirun SIGTERM (its parent-death signal).
 #pragma once
 
 #include <string>
