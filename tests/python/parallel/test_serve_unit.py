@@ -7,6 +7,7 @@ allocations read as leaks under ASan); about 7 s."""
 import http.client
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -20,8 +21,6 @@ from conftest import ROOT, make_tiny_model
 sys.path.insert(0, str(ROOT / "tests" / "python" / "server"))
 from server_process import Server, wait_for  # noqa: E402
 
-MPIRUN = shutil.which("mpirun")
-MODULE = ROOT / "build" / "release" / "bin" / "libdeepinfer_mpi.so"
 # tests/parallel/mpi_env.sh: root allowed, more ranks than cores, shared memory without the single-copy path.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl": "self,vader",
@@ -32,7 +31,13 @@ SERVE_ARGS = ["--served-model-name", "tiny", "--no-thinking", "--kv-cache-memory
               "--ep-timeout-s", "30"]
 PROMPTS = ["Hello there", "What is two plus two?", "Name a colour.", "Tell me a story about a cat"]
 
-pytestmark = pytest.mark.skipif(MPIRUN is None or not MODULE.exists(), reason="needs Open MPI and the MPI module")
+
+
+@pytest.fixture(scope="module")
+def needs_mpi(deepinfer_bin):
+    """Open MPI's mpirun and the MPI module built beside the binary (both where Open MPI is installed)."""
+    if shutil.which("mpirun") is None or not (pathlib.Path(deepinfer_bin).parent / "libdeepinfer_mpi.so").exists():
+        pytest.skip("needs Open MPI (mpirun) and the MPI module libdeepinfer_mpi.so")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +129,7 @@ def abandon_stream(unit):
     return [a - b for a, b in zip(placed(unit), before)].index(1)
 
 
-def test_unit_serves_what_one_process_serves(deepinfer_bin, model, want):
+def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, want):
     # `serve --data-parallel-size 2` runs `mpirun -n 2 deepinfer serve ...` itself: exactly the unit that
     # mpirun starts by hand.
     unit = Server(deepinfer_bin, model, *SERVE_ARGS, "--data-parallel-size", "2", "--enable-expert-parallel",
