@@ -161,6 +161,9 @@ void AppendUnitMessage(const UnitMessage& message, std::string* batch) {
     case UnitMessageKind::kUpdate:
       PutUpdate(message.update, &w);
       break;
+    case UnitMessageKind::kFigures:
+      w.Put(message.figures);
+      break;
   }
 }
 
@@ -185,6 +188,9 @@ Result<std::vector<UnitMessage>> ParseUnitMessages(std::string_view batch) {
         case UnitMessageKind::kUpdate:
           ok = GetUpdate(&r, &m.update);
           m.update.id = m.request;
+          break;
+        case UnitMessageKind::kFigures:
+          ok = r.Get(&m.figures);
           break;
         default:
           ok = false;

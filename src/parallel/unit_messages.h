@@ -21,6 +21,15 @@ enum class UnitMessageKind : uint8_t {
   kAbort = 2,     // rank 0 → rank
   kAccepted = 3,  // rank → rank 0: `status` is AddRequest's answer
   kUpdate = 4,    // rank → rank 0: `update`
+  kFigures = 5,   // rank → rank 0: `figures` (its engine's state)
+};
+
+// A rank's engine as its own Stats() sees it, sent to rank 0 now and then for /metrics.
+struct RankEngineFigures {
+  int64_t running = 0, waiting = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  int64_t queued_prefill_tokens = 0;
+  int64_t preemptions = 0;
 };
 
 struct UnitMessage {
@@ -29,6 +38,7 @@ struct UnitMessage {
   std::string body;
   Status status;
   engine::RequestUpdate update;
+  RankEngineFigures figures;
 };
 
 // Appends one message to a batch.

@@ -200,6 +200,10 @@ Status UnitFrontEngine::Deliver(int from, std::string_view bytes) {
   DI_ASSIGN_OR_RETURN(std::vector<UnitMessage> messages, ParseUnitMessages(bytes));
   MutexLock lock(&mu_);
   for (UnitMessage& m : messages) {
+    if (m.kind == UnitMessageKind::kFigures) {
+      counters_[static_cast<size_t>(from)].engine = m.figures;
+      continue;
+    }
     auto it = requests_.find(m.request);
     if (it == requests_.end()) continue;  // given up (Shutdown): its rank's late words go nowhere
     if (it->second.rank != from)
@@ -267,8 +271,12 @@ Result<std::vector<engine::GenerateOutput>> UnitFrontEngine::Generate(std::span<
 engine::EngineStats UnitFrontEngine::Stats() const { return local_->Stats(); }
 
 std::vector<RankServingCounters> UnitFrontEngine::RankCounters() const {
+  const engine::EngineStats stats = local_->Stats();
   MutexLock lock(&mu_);
-  return counters_;
+  std::vector<RankServingCounters> out = counters_;
+  out[0].engine = {stats.num_requests_running, stats.num_requests_waiting, stats.kv_blocks_used,
+                   stats.kv_blocks_total, stats.queued_prefill_tokens, static_cast<int64_t>(stats.num_preemptions)};
+  return out;
 }
 
 std::string UnitFrontEngine::PrometheusText() const {
@@ -292,6 +300,22 @@ std::string UnitFrontEngine::PrometheusText() const {
          [](const RankServingCounters& c) { return c.load.queued_prefill_tokens; });
   family("deepinfer_unit_rank_kv_tokens", "gauge", "Prompt and generated tokens of each rank's unfinished requests.",
          [](const RankServingCounters& c) { return c.load.kv_tokens; });
+  // As each rank's engine reports them (the other ranks' every tenth of a second).
+  family("deepinfer_unit_rank_engine_requests_running", "gauge", "Requests running in each rank's engine.",
+         [](const RankServingCounters& c) { return c.engine.running; });
+  family("deepinfer_unit_rank_engine_requests_waiting", "gauge", "Requests waiting in each rank's engine.",
+         [](const RankServingCounters& c) { return c.engine.waiting; });
+  family("deepinfer_unit_rank_engine_kv_cache_usage", "gauge", "Used over total KV blocks of each rank's engine.",
+         [](const RankServingCounters& c) {
+           return c.engine.kv_blocks_total > 0
+                      ? static_cast<double>(c.engine.kv_blocks_used) / static_cast<double>(c.engine.kv_blocks_total)
+                      : 0.0;
+         });
+  family("deepinfer_unit_rank_engine_queued_prefill_tokens", "gauge",
+         "Prompt tokens not yet computed in each rank's engine.",
+         [](const RankServingCounters& c) { return c.engine.queued_prefill_tokens; });
+  family("deepinfer_unit_rank_engine_preemptions_total", "counter", "Preemptions in each rank's engine.",
+         [](const RankServingCounters& c) { return c.engine.preemptions; });
   // Expert parallelism: the rows each rank's experts computed, and their balance (ExpertGroup::ExpertRows).
   const ExpertGroup::ExpertRows rows = group_.expert_rows();
   if (rows.routed_steps > 0) {
@@ -377,8 +401,21 @@ bool UnitRankWorker::HasWork() {
 }
 
 void UnitRankWorker::TakeOutgoing(std::vector<std::string>* to_member) {
-  MutexLock lock(&mu_);
-  std::swap((*to_member)[0], outbox_);
+  engine::Engine* engine = nullptr;
+  {
+    MutexLock lock(&mu_);
+    std::swap((*to_member)[0], outbox_);
+    engine = engine_;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (engine != nullptr && now - figures_sent_ >= std::chrono::duration<double>(UnitFrontEngine::kFiguresEveryS)) {
+    figures_sent_ = now;
+    const engine::EngineStats s = engine->Stats();
+    AppendUnitMessage({.kind = UnitMessageKind::kFigures,
+                       .figures = {s.num_requests_running, s.num_requests_waiting, s.kv_blocks_used, s.kv_blocks_total,
+                                   s.queued_prefill_tokens, static_cast<int64_t>(s.num_preemptions)}},
+                      &(*to_member)[0]);
+  }
 }
 
 Status UnitRankWorker::Deliver(int from, std::string_view bytes) {

@@ -9,6 +9,7 @@
 // callback never holds up the unit's steps. A rank's worker adds requests to its engine on its step thread.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -31,6 +32,7 @@ struct RankServingCounters {
   RankLoad load;
   uint64_t finished = 0;           // requests that finished there
   uint64_t generation_tokens = 0;  // tokens they generated
+  RankEngineFigures engine;        // the rank's engine, as last reported (rank 0's: when asked)
 };
 
 class UnitFrontEngine final : public engine::Engine, public StepMailbox {
@@ -66,6 +68,8 @@ class UnitFrontEngine final : public engine::Engine, public StepMailbox {
   // How long AddRequest waits for another rank to accept a request, and Shutdown for the last updates.
   static constexpr double kAcceptTimeoutS = 30;
   static constexpr double kAbortWaitS = 10;
+  // How often the other ranks report their engine's figures.
+  static constexpr double kFiguresEveryS = 0.1;
 
  private:
   struct Placed {
@@ -114,6 +118,7 @@ class UnitRankWorker final : public StepMailbox {
 
   Mutex mu_;
   engine::Engine* engine_ GUARDED_BY(mu_) = nullptr;
+  std::chrono::steady_clock::time_point figures_sent_{};  // step thread only
   std::vector<UnitMessage> waiting_ GUARDED_BY(mu_);  // came before the engine was attached
   std::string outbox_ GUARDED_BY(mu_);                 // for rank 0
   std::map<uint64_t, engine::RequestId> local_ids_ GUARDED_BY(mu_);

@@ -36,9 +36,17 @@ TEST(UnitMessages, EveryKindReadsBackAsWritten) {
   AppendUnitMessage({.kind = UnitMessageKind::kAbort, .request = 12}, &batch);
   AppendUnitMessage({.kind = UnitMessageKind::kAccepted, .request = 13, .status = Status::Unavailable("full")}, &batch);
   AppendUnitMessage({.kind = UnitMessageKind::kUpdate, .request = 14, .update = SampleUpdate()}, &batch);
+  AppendUnitMessage({.kind = UnitMessageKind::kFigures, .figures = {1, 2, 3, 4, 5, 6}}, &batch);
   auto parsed = ParseUnitMessages(batch);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
-  ASSERT_EQ(parsed->size(), 4u);
+  ASSERT_EQ(parsed->size(), 5u);
+  const RankEngineFigures& f = (*parsed)[4].figures;
+  EXPECT_EQ(f.running, 1);
+  EXPECT_EQ(f.waiting, 2);
+  EXPECT_EQ(f.kv_blocks_used, 3);
+  EXPECT_EQ(f.kv_blocks_total, 4);
+  EXPECT_EQ(f.queued_prefill_tokens, 5);
+  EXPECT_EQ(f.preemptions, 6);
   const std::vector<UnitMessage>& m = *parsed;
   EXPECT_EQ(m[0].kind, UnitMessageKind::kAdd);
   EXPECT_EQ(m[0].request, 11u);

@@ -112,6 +112,10 @@ def check_unit(unit, want):
     m = unit.metrics()
     assert m['deepinfer_unit_rank_requests{rank="1"}'] == 0
     assert m['deepinfer_unit_rank_requests_finished_total{rank="1"}'] == ranks[1]
+    # Each rank's engine as it reports itself (the other ranks every tenth of a second): idle again.
+    assert wait_for(lambda: unit.metrics()['deepinfer_unit_rank_engine_requests_running{rank="1"}'] == 0)
+    for r in range(2):
+        assert 0 <= m[f'deepinfer_unit_rank_engine_kv_cache_usage{{rank="{r}"}}'] <= 1
 
 
 def abandon_stream(unit):
@@ -124,9 +128,13 @@ def abandon_stream(unit):
     resp = conn.getresponse()
     assert resp.status == 200
     assert resp.read(6) == b"data: "
+    rank = [a - b for a, b in zip(placed(unit), before)].index(1)
+    # Its rank's engine reports it running.
+    running = f'deepinfer_unit_rank_engine_requests_running{{rank="{rank}"}}'
+    assert wait_for(lambda: unit.metrics()[running] == 1, timeout=10)
     conn.sock.shutdown(2)
     conn.close()
-    return [a - b for a, b in zip(placed(unit), before)].index(1)
+    return rank
 
 
 def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, want):
