@@ -14,8 +14,8 @@
 // index_topk scores, so a selection can change where fp32 noise moves a value across an E4M3 rounding
 // midpoint (one quantum) or reorders two nearly equal scores (ties go to the earlier position here; torch's
 // order is unspecified). The generator bounds, for every (layer, query), how far each score can move under
-// noise of 1e-6 of a block's amax, and lists the selections within that reach (a handful per fixture, no
-// exact ties: tests/model/data/README.md). A changed selection moves the logits by far more than the tolerance
+// noise of 1e-6 of a block's amax, and lists the selections within that reach (a handful per fixture, one
+// exact tie: tests/model/data/README.md). A changed selection moves the logits by far more than the tolerance
 // (v32_indexer_test), and we make the reference's selection at every row, listed ones included, so the tests
 // hold V3.2 to the same tolerance. Should a change of summation order fail one of
 // these tests at a listed (layer, position) only, that is a boundary flip, not a mistake: regenerate with
@@ -47,7 +47,7 @@ constexpr double kRelativeTolerance = 1e-5;
 
 const std::vector<std::string>& V3Fixtures() {
   static const std::vector<std::string> names = {"v3_tiny_a_bf16", "v3_tiny_b_f32", "v3_tiny_c_fp8",
-                                                 "v32_tiny_a_bf16", "v32_tiny_b_f32"};
+                                                 "v32_tiny_a_bf16", "v32_tiny_b_f32", "v32_tiny_c_fp8"};
   return names;
 }
 
