@@ -57,10 +57,9 @@ uint8_t* IndexEntry(const Step& step, const Chunk& chunk, const CacheRef& cache,
          (slot % kvcache::kBlockTokens) * v32::IndexKeyBytes(*step.config);
 }
 
-// Dense attention tiles: rows that see every position up to their own, scored kDenseTileRows at a time.
+// Dense attention tiles: rows that see every position up to their own, scored kDenseTileRows at a time (a
+// decode row is a tile of one: its heads still make the product a small GEMM, faster than per-key dots).
 constexpr int64_t kDenseTileRows = 8;
-// Below this many such rows in a chunk they go one at a time (a decode row gains nothing from the tile).
-constexpr int64_t kMinDenseRows = 4;
 
 // `count` rows of `chunk` from step row `first` on (consecutive positions), each attending every position up to
 // its own, with the arithmetic of the one-row path (KeyList::Dots, kernels::Softmax, KeyList::WeightedSum) so
@@ -179,20 +178,16 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
       v32::DequantizeKey(c, IndexEntry(step, chunk, cache, t), index_keys[ci].data() + t * dim);
   }
   std::vector<float> ol(static_cast<size_t>(n * h * lw));
-  // Rows one at a time: the decode rows, and V3.2's rows over their selected positions.
+  // V3.2's rows over their selected positions, one at a time.
   auto attend_row = [&](int64_t i, KeyList& keys, std::vector<float>& logits, v32::SelectScratch& scratch,
                         std::vector<int64_t>& selected) {
     const Row& row = step.rows[i];
     const Chunk& chunk = step.chunks[row.chunk];
+    const int64_t ih = c.index_n_heads;
+    v32::SelectPositions(c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih, row.pos,
+                         index_keys[row.chunk].data(), scratch, &selected);
     keys.clear();
-    if (w.indexer) {
-      const int64_t ih = c.index_n_heads;
-      v32::SelectPositions(c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih, row.pos,
-                           index_keys[row.chunk].data(), scratch, &selected);
-      for (int64_t t : selected) keys.push_back(Entry(step, chunk, cache, t));
-    } else {
-      for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
-    }
+    for (int64_t t : selected) keys.push_back(Entry(step, chunk, cache, t));
     const int64_t nk = keys.size();
     logits.resize(static_cast<size_t>(h * nk));
     keys.Dots(qt.data() + i * h * lw, h, lw, c.softmax_scale, logits.data());
@@ -209,7 +204,6 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
   for (const Chunk& chunk : step.chunks) {
     int64_t dense_rows = chunk.num_rows;
     if (w.indexer) dense_rows = std::clamp<int64_t>(c.index_topk - chunk.start_pos, 0, chunk.num_rows);
-    if (dense_rows < kMinDenseRows) dense_rows = 0;
     for (int64_t at = 0; at < dense_rows; at += kDenseTileRows)
       items.push_back({chunk.first_row + at, std::min(kDenseTileRows, dense_rows - at), true});
     for (int64_t at = dense_rows; at < chunk.num_rows; ++at) items.push_back({chunk.first_row + at, 1, false});
