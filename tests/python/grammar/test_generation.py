@@ -89,7 +89,7 @@ def test_integer_fields_are_generated_as_integer_literals(deepinfer_bin):
 UNIQUE_ITEMS = [
     {"type": "string", "maxLength": 2},
     {"type": "integer", "minimum": 0, "maximum": 999},
-    {"type": "number"},
+    {"type": "number", "minimum": -1, "maximum": 1},
     {"type": "object", "properties": {"k": {"type": "string", "maxLength": 2}, "v": {"type": "boolean"}},
      "required": ["k"], "additionalProperties": False},
     {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True, "maxItems": 2},
