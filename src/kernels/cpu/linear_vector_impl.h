@@ -157,10 +157,15 @@ struct PanelSource {
   void Tail(int j, int64_t k, float* out16) const { std::memcpy(out16, panel + j * stride + k, kLanes * 4); }
 };
 
+template <class Vec>
+concept HasReduce4 = requires(typename Vec::Reg r) { Vec::Reduce4(r, r, r, r); };
+
 // y[i][j] (+)= canonical dot of x row i with weight row j, for an MR x NR tile; rows beyond `valid_m`
 // / columns beyond `valid_n` are computed on duplicates and not stored.
 // `cols` (optional) names each column's output index instead of y_col + j; a negative entry is not stored.
-template <int MR, int NR, class Source>
+// On ISAs with V::Reduce4 each four accumulators are reduced together (the same additions as V::Reduce):
+// at decode sizes the in-register reduction is a large share of a tile's work.
+template <int MR, int NR, class Source, class Vec = V>
 inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* const* y, int64_t y_col, int valid_m,
                         int valid_n, bool accumulate, const int64_t* cols = nullptr) {
   constexpr int kSub = Source::kStep / 16;
@@ -194,8 +199,21 @@ inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* c
       for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, V::Load(wt[j]), acc[i][j]);
     }
   }
+  const int stored = cols ? NR : valid_n;
   for (int i = 0; i < valid_m; ++i) {
-    for (int j = 0; j < (cols ? NR : valid_n); ++j) {
+    int j = 0;
+    if constexpr (NR % 4 == 0 && HasReduce4<Vec>) {
+      for (; j + 4 <= stored; j += 4) {
+        alignas(16) float dots[4];
+        _mm_store_ps(dots, Vec::Reduce4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+        for (int q = 0; q < 4; ++q) {
+          if (cols && cols[j + q] < 0) continue;
+          float& out = y[i][cols ? cols[j + q] : y_col + j + q];
+          out = accumulate ? out + dots[q] : dots[q];
+        }
+      }
+    }
+    for (; j < stored; ++j) {
       if (cols && cols[j] < 0) continue;
       const float dot = V::Reduce(acc[i][j]);
       float& out = y[i][cols ? cols[j] : y_col + j];
