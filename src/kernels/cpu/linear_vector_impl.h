@@ -8,6 +8,7 @@
 //   Reg DecodeE4M3(const uint8_t*, Reg factor)  16 E4M3 bytes -> (value · 2^-8) · factor, NaN codes NaN
 //   void Store(float*, Reg)
 //   constexpr int kDirectNr1, kDirectNr         weight rows per tile of the direct path (m = 1, m = 2..4)
+//   constexpr int kDirectWideNr                 the same for m = 5..8 (0: those take the panel path)
 //   using Fp4Table; Fp4Table MakeFp4Table(float scale);
 //   void DecodeFp4(const uint8_t* bytes16, const Fp4Table&, bool low_first, Reg out[2])   32 E2M1 values
 //   constexpr int kPanelMr, kPanelNr            register tile of the batched (panel) path
@@ -379,8 +380,25 @@ void RunFormat(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     case 4:
       return DirectPath<4, V::kDirectNr, Source>(t, n_begin, n_end);
     default:
-      return PanelPath<Source>(t, n_begin, n_end);
+      break;
   }
+  // Up to 8 rows (a verify step of one sequence, a small decode batch) the direct path reads each weight
+  // once with no panel to write and read back, which at these sizes costs more than the products.
+  if constexpr (V::kDirectWideNr > 0) {
+    switch (t.m) {
+      case 5:
+        return DirectPath<5, V::kDirectWideNr, Source>(t, n_begin, n_end);
+      case 6:
+        return DirectPath<6, V::kDirectWideNr, Source>(t, n_begin, n_end);
+      case 7:
+        return DirectPath<7, V::kDirectWideNr, Source>(t, n_begin, n_end);
+      case 8:
+        return DirectPath<8, V::kDirectWideNr, Source>(t, n_begin, n_end);
+      default:
+        break;
+    }
+  }
+  PanelPath<Source>(t, n_begin, n_end);
 }
 
 void LinearRangeVector(const LinearTask& t, int64_t n_begin, int64_t n_end) {
