@@ -8,7 +8,7 @@
 //   Reg DecodeE4M3(const uint8_t*, Reg factor)  16 E4M3 bytes -> (value · 2^-8) · factor, NaN codes NaN
 //   void Store(float*, Reg)
 //   constexpr int kDirectNr1, kDirectNr         weight rows per tile of the direct path (m = 1, m = 2..4)
-//   constexpr int kDirectWideNr                 the same for m = 5..8 (0: those take the panel path)
+//   constexpr int kDirectGroupedRows            the largest m run as direct-path groups of 4 rows (4: none)
 //   using Fp4Table; Fp4Table MakeFp4Table(float scale);
 //   void DecodeFp4(const uint8_t* bytes16, const Fp4Table&, bool low_first, Reg out[2])   32 E2M1 values
 //   constexpr int kPanelMr, kPanelNr            register tile of the batched (panel) path
@@ -382,21 +382,24 @@ void RunFormat(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     default:
       break;
   }
-  // Up to 8 rows (a verify step of one sequence, a small decode batch) the direct path reads each weight
-  // once with no panel to write and read back, which at these sizes costs more than the products.
-  if constexpr (V::kDirectWideNr > 0) {
-    switch (t.m) {
-      case 5:
-        return DirectPath<5, V::kDirectWideNr, Source>(t, n_begin, n_end);
-      case 6:
-        return DirectPath<6, V::kDirectWideNr, Source>(t, n_begin, n_end);
-      case 7:
-        return DirectPath<7, V::kDirectWideNr, Source>(t, n_begin, n_end);
-      case 8:
-        return DirectPath<8, V::kDirectWideNr, Source>(t, n_begin, n_end);
-      default:
-        break;
+  // Up to kDirectGroupedRows rows (a verify step of one sequence, a small decode batch) the direct path
+  // runs on groups of 4 rows over blocks of about 256 KiB of weights, so that the later groups read the
+  // block from cache: no panel is written and read back, which at these sizes costs more than the
+  // products (each output is computed the same way on either path).
+  if (t.m <= V::kDirectGroupedRows) {
+    const int64_t in = t.w->in_features > 0 ? t.w->in_features : 1;
+    const int64_t block = (int64_t{256} * 1024) / (4 * in) > 64 ? (int64_t{256} * 1024) / (4 * in) : 64;
+    LinearTask group = t;
+    for (int64_t nb = n_begin; nb < n_end; nb += block) {
+      const int64_t nb_end = nb + block < n_end ? nb + block : n_end;
+      for (int64_t i0 = 0; i0 < t.m; i0 += 4) {
+        group.x = t.x + i0 * t.x_stride;
+        group.y = t.y + i0 * t.y_stride;
+        group.m = t.m - i0 < 4 ? t.m - i0 : 4;
+        RunFormat<Source>(group, nb, nb_end);
+      }
     }
+    return;
   }
   PanelPath<Source>(t, n_begin, n_end);
 }
