@@ -5,8 +5,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/clock.h"
@@ -15,15 +17,40 @@
 namespace deepinfer::bench {
 namespace {
 
-constexpr int kRounds = 3;
 constexpr int kWarmUpPasses = 2;
+
+// The q-quantile of `values` (nearest rank; 0 when empty).
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5)];
+}
+
+// "1-min/5-min/15-min" load averages, so that a figure can be read against the machine's other load.
+std::string LoadAverageText() {
+  double load[3] = {};
+  if (getloadavg(load, 3) != 3) return "unknown";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f/%.2f/%.2f", load[0], load[1], load[2]);
+  return text;
+}
 
 struct DecodeRun {
   std::vector<std::vector<int32_t>> ids;  // per stream
   double seconds = 0;                     // from the last stream's first token to the last token
+  double cpu_seconds = 0;                 // the process's CPU time over the same span
   engine::EngineStats before, after;
   Status status;
 };
+
+// CPU time of every thread of this process. Another process's load stretches a pass's wall time but not
+// the CPU time its own work takes, so it compares configurations more steadily on a shared machine (with
+// DEEPINFER_POOL_SPIN_US=0, so that waiting pool workers burn none).
+int64_t ProcessCpuNanos() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
 
 // The streams at once; their decode time once every stream has its first token.
 DecodeRun Decode(engine::Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t tokens) {
@@ -37,17 +64,17 @@ DecodeRun Decode(engine::Engine& e, const std::vector<std::vector<int32_t>>& pro
   std::mutex mu;
   std::condition_variable cv;
   size_t done = 0, started = 0;
-  int64_t all_started = 0, last = 0;
+  int64_t all_started = 0, last = 0, cpu_started = 0, cpu_last = 0;
   run.before = e.Stats();
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto id = e.AddRequest(prompts[i], p, [&, i](engine::RequestUpdate u) {
-      const int64_t now = NowNanos();
+      const int64_t now = NowNanos(), cpu = ProcessCpuNanos();
       std::lock_guard<std::mutex> lock(mu);
       for (const engine::SequenceDelta& d : u.sequences) {
         if (d.tokens.empty()) continue;
-        if (run.ids[i].empty() && ++started == prompts.size()) all_started = now;
+        if (run.ids[i].empty() && ++started == prompts.size()) all_started = now, cpu_started = cpu;
         for (const engine::GeneratedToken& t : d.tokens) run.ids[i].push_back(t.id);
-        last = now;
+        last = now, cpu_last = cpu;
       }
       if (!u.status.ok()) run.status = u.status;
       if (u.finished) {
@@ -64,6 +91,7 @@ DecodeRun Decode(engine::Engine& e, const std::vector<std::vector<int32_t>>& pro
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done == prompts.size(); });
   run.seconds = static_cast<double>(last - all_started) * 1e-9;
+  run.cpu_seconds = static_cast<double>(cpu_last - cpu_started) * 1e-9;
   run.after = e.Stats();
   return run;
 }
@@ -116,45 +144,79 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& o) {
     p.resize(static_cast<size_t>(o.context));
     for (int32_t& t : p) t = token(rng);
   }
-  // The synthetic drafter's recording comes from a first pass; then off and on alternate and each keeps its
-  // fastest pass (a shared machine's other load slows some passes, never speeds one up).
+  const int rounds = std::max(o.rounds, 1);
+  const std::string load_before = LoadAverageText();
+  // The synthetic drafter's recording comes from a first pass, and each engine runs a warm-up pass; then
+  // each round runs both back to back, off first in even rounds and on first in odd ones, so that a
+  // shared machine's load swings reach both alike, and the speed-up is the median of the rounds' own
+  // ratios (a pair of passes a moment apart sees nearly the same load; separate medians of each side
+  // need not come from the same moment).
   if (o.config.method == engine::DraftMethod::kSynthetic) Decode(**on_engine, prompts, o.tokens);
+  Decode(**off_engine, prompts, o.tokens);
+  Decode(**on_engine, prompts, o.tokens);
   DecodeRun off, on;
-  for (int round = 0; round < kRounds; ++round) {
-    DecodeRun a = Decode(**off_engine, prompts, o.tokens);
-    DecodeRun b = Decode(**on_engine, prompts, o.tokens);
-    if (round == 0 || a.seconds < off.seconds) off = std::move(a);
-    if (round == 0 || b.seconds < on.seconds) on = std::move(b);
+  std::vector<double> off_seconds, on_seconds, ratios, cpu_ratios;
+  for (int round = 0; round < rounds; ++round) {
+    DecodeRun a, b;
+    if (round % 2 == 0) {
+      a = Decode(**off_engine, prompts, o.tokens);
+      b = Decode(**on_engine, prompts, o.tokens);
+    } else {
+      b = Decode(**on_engine, prompts, o.tokens);
+      a = Decode(**off_engine, prompts, o.tokens);
+    }
+    if (!a.status.ok() || !b.status.ok()) {
+      off = std::move(a), on = std::move(b);
+      break;
+    }
+    off_seconds.push_back(a.seconds);
+    on_seconds.push_back(b.seconds);
+    if (b.seconds > 0) ratios.push_back(a.seconds / b.seconds);
+    if (b.cpu_seconds > 0) cpu_ratios.push_back(a.cpu_seconds / b.cpu_seconds);
+    const bool equal = a.ids == b.ids;
+    off = std::move(a), on = std::move(b);
+    if (!equal) break;
   }
   if (!off.status.ok() || !on.status.ok())
     return std::printf("  speculative decoding: %s\n", (off.status.ok() ? on.status : off.status).ToString().c_str()),
            1;
+  if (on.ids != off.ids) {
+    std::printf("    FAILED: the outputs with speculation differ from those without\n");
+    return 1;
+  }
   const double streams = static_cast<double>(o.batch);
   const double per_stream = static_cast<double>(o.tokens - 1);
-  const double off_tps = off.seconds > 0 ? per_stream / off.seconds : 0;
-  const double on_tps = on.seconds > 0 ? per_stream / on.seconds : 0;
-  std::printf("  speculative decoding %s K=%d, batch %d, context %lld, %lld tokens per stream (greedy, best of %d):\n",
+  auto tps = [&](const std::vector<double>& seconds) {
+    const double s = Quantile(seconds, 0.5);
+    return s > 0 ? per_stream / s : 0.0;
+  };
+  const double off_tps = tps(off_seconds), on_tps = tps(on_seconds);
+  const double speedup = Quantile(ratios, 0.5);
+  std::printf("  speculative decoding %s K=%d, batch %d, context %lld, %lld tokens per stream (greedy; a warm-up pass "
+              "each, then %d rounds of both back to back, alternating which goes first):\n",
               std::string(engine::DraftMethodName(o.config.method)).c_str(), o.config.num_speculative_tokens, o.batch,
-              static_cast<long long>(o.context), static_cast<long long>(o.tokens), kRounds);
-  std::printf("    off %.2f tok/s per stream (%.2f total), on %.2f tok/s per stream (%.2f total) = %.2fx\n", off_tps,
-              off_tps * streams, on_tps, on_tps * streams, off_tps > 0 ? on_tps / off_tps : 0.0);
+              static_cast<long long>(o.context), static_cast<long long>(o.tokens), rounds);
+  std::printf("    off %.2f tok/s per stream (%.2f total), on %.2f tok/s per stream (%.2f total) (median rounds)\n",
+              off_tps, off_tps * streams, on_tps, on_tps * streams);
+  std::printf("    speed-up %.2fx (median of the rounds' on/off ratios; quartiles %.2f-%.2fx, range %.2f-%.2fx)\n",
+              speedup, Quantile(ratios, 0.25), Quantile(ratios, 0.75), Quantile(ratios, 0.0), Quantile(ratios, 1.0));
+  std::printf("    in CPU time %.2fx (median of the rounds' ratios of this process's CPU time; quartiles %.2f-%.2fx)\n",
+              Quantile(cpu_ratios, 0.5), Quantile(cpu_ratios, 0.25), Quantile(cpu_ratios, 0.75));
   // The forward time of a step (decode steps dominate; the prompt's one step is in both).
   auto step_ms = [](const DecodeRun& r) {
     const double steps = static_cast<double>(r.after.steps - r.before.steps);
     return steps > 0 ? 1e3 * (r.after.forward_seconds - r.before.forward_seconds) / steps : 0.0;
   };
-  std::printf("    forward time per step: off %.2f ms, on %.2f ms (a verify step costs %.2fx a decode step)\n",
+  std::printf("    forward time per step (last round): off %.2f ms, on %.2f ms (a verify step costs %.2fx a decode step)\n",
               step_ms(off), step_ms(on), step_ms(off) > 0 ? step_ms(on) / step_ms(off) : 0.0);
   std::printf("    %s\n", SpeculativeSummary(on.before, on.after).c_str());
-  if (on.ids != off.ids) {
-    std::printf("    FAILED: the outputs with speculation differ from those without\n");
-    return 1;
-  }
-  if (off_tps > 0 && on_tps / off_tps > o.config.num_speculative_tokens + 1.0) {
+  std::printf("    load average before %s, after %s\n", load_before.c_str(), LoadAverageText().c_str());
+  if (speedup > o.config.num_speculative_tokens + 1.0) {
     std::printf("    FAILED: a speed-up beyond K + 1 is impossible (the measurement is broken)\n");
     return 1;
   }
-  std::printf("    outputs equal speculation off (%d x %lld tokens)\n", o.batch, static_cast<long long>(o.tokens));
+  std::printf("    outputs equal speculation off (%d x %lld tokens, every round)\n", o.batch,
+              static_cast<long long>(o.tokens));
   std::fflush(stdout);
   return 0;
 }
@@ -180,13 +242,14 @@ int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<
   const int top_k = o.config.num_speculative_tokens;
   const int rounds = std::max(o.rounds, 1);
   std::printf("  speculative decoding sweep: %s up to K=%d%s, context %lld, %lld tokens per stream (greedy; %d warm-up "
-              "passes, then the median of %d rounds alternating the engines)\n",
+              "passes, then %d rounds alternating the engines; tok/s: the median round; vs off / vs best: the median "
+              "of the rounds' own ratios, in wall time and in this process's CPU time)\n",
               std::string(engine::DraftMethodName(o.config.method)).c_str(), top_k,
               o.config.scheduled_verification ? ", scheduled" : "", static_cast<long long>(o.context),
               static_cast<long long>(o.tokens), kWarmUpPasses, rounds);
   std::printf("  %5s %12s %12s", "conc", "off tok/s/u", "off total");
   for (int k = 1; k <= top_k; ++k) std::printf("  K=%-2d tok/s/u", k);
-  if (o.config.scheduled_verification) std::printf(" %12s %8s %8s %8s %s", "sched tok/s/u", "vs off", "vs best", "spread", "trimmed");
+  if (o.config.scheduled_verification) std::printf(" %12s %8s %8s %8s %8s %8s %s", "sched tok/s/u", "vs off", "vs best", "cpu off", "cpu best", "spread", "trimmed");
   std::printf("\n");
   for (int c : concurrency) {
     SpeculativeDecodeOptions run_options = o;
@@ -212,7 +275,7 @@ int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<
     // drafter's future, the second lets a scheduled configuration measure its budgets.
     std::vector<std::unique_ptr<engine::Engine>> engines;
     std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(c));
-    std::vector<std::vector<double>> seconds(configs.size());
+    std::vector<std::vector<double>> seconds(configs.size()), cpu_seconds(configs.size());
     std::vector<DecodeRun> last(configs.size());
     for (size_t i = 0; i < configs.size(); ++i) {
       run_options.config = configs[i];
@@ -242,28 +305,42 @@ int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<
     };
     engine::EngineStats sched_before;
     if (o.config.scheduled_verification) sched_before = engines.back()->Stats();
+    // Each round runs off and the scheduled configuration back to back (off first in even rounds, the
+    // reference for the checks, second in odd ones), then the fixed K from a rotating start; the scheduled
+    // run's speed against off is the median of the rounds' own ratios, two passes a moment apart.
+    const size_t scheduled = o.config.scheduled_verification ? configs.size() - 1 : 0;
+    std::vector<size_t> order;
     for (int round = 0; round < rounds; ++round) {
-      // Off first (the reference for the checks), then the others from a rotating start.
-      for (size_t n = 0; n < configs.size(); ++n) {
-        const size_t i = n == 0 ? 0 : 1 + (n - 1 + static_cast<size_t>(round)) % (configs.size() - 1);
+      order.clear();
+      order.push_back(0);
+      if (scheduled) order.insert(round % 2 ? order.begin() : order.end(), scheduled);
+      for (int n = 0; n < top_k; ++n) order.push_back(1 + static_cast<size_t>((n + round) % top_k));
+      for (size_t i : order) {
         DecodeRun r = Decode(*engines[i], prompts, o.tokens);
         if (Status st = check(i, r); !st.ok()) return failed(i, st);
         seconds[i].push_back(r.seconds);
+        cpu_seconds[i].push_back(r.cpu_seconds);
         last[i] = std::move(r);
       }
     }
     // Tokens/s per stream of each configuration: its median round, and its slowest and fastest.
     auto tps = [&](size_t i, double q) {
-      std::vector<double> v = seconds[i];
-      std::sort(v.begin(), v.end());
-      const double s = v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+      const double s = Quantile(seconds[i], q);
       return s > 0 ? static_cast<double>(o.tokens - 1) / s : 0.0;
     };
     const double off_tps = tps(0, 0.5);
-    // A speed-up beyond K + 1 is impossible; the medians of alternated rounds still swing with a shared
-    // machine's load, which a quarter of slack absorbs.
+    // The median over the rounds of off's CPU time over configuration i's, in the same round.
+    auto cpu_speedup = [&](size_t i) {
+      std::vector<double> ratios;
+      for (size_t r = 0; r < cpu_seconds[i].size(); ++r) {
+        if (cpu_seconds[i][r] > 0) ratios.push_back(cpu_seconds[0][r] / cpu_seconds[i][r]);
+      }
+      return Quantile(ratios, 0.5);
+    };
+    // A speed-up beyond K + 1 is impossible; judged in CPU time (wall time swings with a shared machine's
+    // load), with a quarter of slack.
     for (size_t i = 1; i < configs.size(); ++i) {
-      if (tps(i, 0.5) > 1.25 * (configs[i].num_speculative_tokens + 1.0) * off_tps)
+      if (cpu_speedup(i) > 1.25 * (configs[i].num_speculative_tokens + 1.0))
         return failed(i, Status::Internal("a speed-up beyond K + 1 is impossible (the measurement is broken)"));
     }
     std::printf("  %5d %12.2f %12.2f", c, off_tps, off_tps * c);
@@ -274,16 +351,27 @@ int SweepSpeculativeDecode(const SpeculativeDecodeOptions& o, const std::vector<
       std::printf("  %12.2f", v);
       if (v > best) best = v, best_k = k;
     }
-    if (o.config.scheduled_verification) {
-      const size_t i = configs.size() - 1;
+    if (scheduled) {
+      const size_t i = scheduled;
       const double v = tps(i, 0.5);
       const engine::EngineStats after = engines.back()->Stats();
-      std::printf(" %12.2f %7.3fx %7.3fx %+4.0f/%+.0f%% %llu/%llu", v, off_tps > 0 ? v / off_tps : 0.0,
-                  best > 0 ? v / best : 0.0, 100 * (tps(i, 0.0) / v - 1), 100 * (tps(i, 1.0) / v - 1),
+      // Per round: off's time over the scheduled run's, and the best configuration's (by median) over it.
+      // The same in CPU time.
+      std::vector<double> vs_off, vs_best, cpu_vs_off, cpu_vs_best;
+      const auto b = static_cast<size_t>(best_k);
+      for (size_t r = 0; r < seconds[i].size(); ++r) {
+        if (seconds[i][r] > 0) vs_off.push_back(seconds[0][r] / seconds[i][r]), vs_best.push_back(seconds[b][r] / seconds[i][r]);
+        if (cpu_seconds[i][r] > 0)
+          cpu_vs_off.push_back(cpu_seconds[0][r] / cpu_seconds[i][r]),
+              cpu_vs_best.push_back(cpu_seconds[b][r] / cpu_seconds[i][r]);
+      }
+      std::printf(" %12.2f %7.3fx %7.3fx %7.3fx %7.3fx %+4.0f/%+.0f%% %llu/%llu", v, Quantile(vs_off, 0.5),
+                  Quantile(vs_best, 0.5), Quantile(cpu_vs_off, 0.5), Quantile(cpu_vs_best, 0.5), 100 * (tps(i, 0.0) / v - 1), 100 * (tps(i, 1.0) / v - 1),
                   static_cast<unsigned long long>(after.spec_decode_scheduled_steps - sched_before.spec_decode_scheduled_steps),
                   static_cast<unsigned long long>(after.steps - sched_before.steps));
     }
-    std::printf("   best fixed: %s\n", best_k ? ("K=" + std::to_string(best_k)).c_str() : "off");
+    std::printf("   best fixed: %s, load %s\n", best_k ? ("K=" + std::to_string(best_k)).c_str() : "off",
+                LoadAverageText().c_str());
     std::fflush(stdout);
   }
   std::printf("  outputs of every run equal speculation off's\n");

@@ -23,21 +23,26 @@ struct SpeculativeDecodeOptions {
   int64_t context = 256;  // prompt tokens of each stream
   int64_t tokens = 128;   // generated per stream
   uint64_t seed = 1;
-  int rounds = 3;  // the sweep's timed rounds per configuration
+  int rounds = 3;  // timed rounds per configuration
 };
 
 // Greedy decoding of `batch` streams with speculation off and on, on two engines in this process (the
-// synthetic drafter records a first pass), alternating three times and keeping each side's fastest pass;
-// prints tokens/s per stream and in total for both, the ratio, and SpeculativeSummary of the kept pass. Non-zero (with a line saying why) when
-// the outputs differ or the speed-up is impossible.
+// synthetic drafter records a first pass; a warm-up pass each): `rounds` rounds run both back to back,
+// alternating which goes first; prints the median round's tokens/s per stream and in total for both, the
+// median (quartiles, range) of the rounds' own on/off ratios, the same in this process's CPU time (steadier
+// under other processes' load; run with DEEPINFER_POOL_SPIN_US=0), the load average before and after, and
+// SpeculativeSummary of the last round. Non-zero (with a line saying why) when the outputs differ in any
+// round or the median speed-up is impossible (beyond K + 1).
 int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 
 // For each concurrency (streams decoded at once, greedy): speculation off, the configured drafter at every
 // fixed K from 1 to the configured K (synthetic rates cut to K), and the configuration itself when it
 // schedules its verify lengths, each on its own engine, all alive at once: two warm-up passes each (the
 // synthetic drafter records its future in the first), then `rounds` rounds that run every engine once in
-// turn; prints the median round's tokens/s per stream (and in total for off), the best fixed K, and the
-// scheduled run against off and the best fixed K, with its spread over the rounds and its scheduled steps.
+// turn (off and the scheduled configuration back to back); prints the median round's tokens/s per stream
+// (and in total for off), the best fixed K, the scheduled run against off and the best fixed K (the median
+// of the rounds' own ratios, in wall time and in CPU time), its spread over the rounds, its scheduled
+// steps, and the load average.
 // Non-zero when any run's outputs differ from speculation off, a stream has other than `tokens` tokens,
 // or a speed-up passes 1.25 (K + 1) (the corruption check).
 int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency);

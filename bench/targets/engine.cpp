@@ -46,8 +46,8 @@ constexpr const char* kUsage =
     "                              [--system-tokens N] [--requests N] [--rate R] [--tbt-target-ms MS]\n"
     "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
     "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n"
-    "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N]\n"
-    "                               [--spec-concurrency LIST [--spec-rounds N]]]\n\n"
+    "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N] [--spec-rounds N]\n"
+    "                               [--spec-concurrency LIST]]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
     "exactly from cached window blocks), replayed tokens per hit and the step loop's idle gap, then the\n"
@@ -67,10 +67,13 @@ constexpr const char* kUsage =
     "  random  --requests requests of random ids, prompts 16..1024 tokens, outputs 1..96, at --rate\n"
     "With --speculative-config every engine runs with it, each workload row is followed by its speculative\n"
     "counters, and greedy decoding of --spec-batch streams (default 1) of --spec-tokens tokens (default 128)\n"
-    "is measured with and without it (runs with --skip-goals too; fails when the outputs differ).\n"
+    "is measured with and without it in --spec-rounds rounds (default 3) of both back to back; the speed-up is\n"
+    "the median of the rounds' ratios (runs with --skip-goals too; fails when the outputs differ).\n"
     "--spec-concurrency 1,4,16,32,64 measures instead, at each concurrency, speculation off, every fixed K up\n"
     "to the config's and (with scheduled_verification) the config itself, on engines alive at once: two warm-up\n"
-    "passes each, then --spec-rounds rounds (default 3) that run each engine once in turn; the median round.\n";
+    "passes each, then --spec-rounds rounds that run each engine once in turn (off and the scheduled config\n"
+    "back to back); the median round, and the scheduled config's speed against off and the best fixed K as\n"
+    "the median of the rounds' own ratios.\n";
 
 struct Args {
   std::string model_dir;

@@ -55,10 +55,10 @@ struct SpeculativeConfig {
   bool rejection_sampling = false;
   // Verify lengths chosen per step ("scheduled_verification", TensorRT-LLM's enable_confidence_scheduling)
   // instead of K for every output: a budget per output from measured decode-step times and predicted
-  // survival, plain decoding included (verify_budget.h). A budget below the full block is used only when
-  // its predicted tokens per second beat the full block's by more than `min_predicted_gain` (a fraction;
-  // TensorRT-LLM's confidence_min_predicted_gain; its profiler's 0.01), or the full block loses to plain
-  // decoding.
+  // survival, plain decoding included (verify_budget.h). Verification is used only when its predicted
+  // tokens per second beat plain decoding's by more than `min_predicted_gain` (a fraction; TensorRT-LLM's
+  // confidence_min_predicted_gain; its profiler's 0.01), and a budget below the full block only when it
+  // also beats the full block's by that much, or the full block does not beat plain decoding's.
   bool scheduled_verification = false;
   double min_predicted_gain = 0.01;
   bool enabled() const { return method != DraftMethod::kNone; }

@@ -54,9 +54,13 @@ int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, do
   for (int b = 1; b <= max_budget_; ++b) {
     if (rate(b) > rate(best)) best = b;
   }
-  // A trimmed budget must beat the full block by the margin, unless the full block loses to plain decoding.
+  // Verification must beat plain decoding by the margin: a gain inside the table's noise does not pay for
+  // the risk of slower steps. A trimmed budget must beat the full block by the margin, unless the full
+  // block does not pass plain decoding's.
+  const double plain = rate(0) * (1 + min_gain);
+  if (best != 0 && !(rate(best) > plain)) best = 0;
   const double full = rate(max_budget_);
-  if (best != max_budget_ && full > rate(0) && !(rate(best) > full * (1 + min_gain))) best = max_budget_;
+  if (best != 0 && best != max_budget_ && full > plain && !(rate(best) > full * (1 + min_gain))) best = max_budget_;
   // Now and then another budget is measured again, so a change of load or acceptance moves the choice: a
   // neighbour of the best (alternately the smaller and the larger), and every fourth time the budget
   // measured longest ago.

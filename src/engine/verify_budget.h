@@ -31,8 +31,9 @@ class VerifyBudgets {
   explicit VerifyBudgets(int max_budget);
 
   // The budget a decode step of `decoders` outputs runs. expected[b] (b = 0..max_budget) is the step's
-  // predicted tokens with budget b; `min_gain`: a budget below the full block is used only when its
-  // predicted rate beats the full block's by this fraction (0 where the full block loses to plain decoding).
+  // predicted tokens with budget b; `min_gain`: any budget above 0 is used only when its predicted rate
+  // beats plain decoding's by this fraction, and one below the full block only when it also beats the full
+  // block's by it (unless the full block does not beat plain decoding's by it).
   int Choose(int64_t decoders, std::span<const double> expected, double min_gain);
   // A decode step of `decoders` outputs ran `budget` in `seconds` (its whole step: plan, forward pass,
   // sampling, verification, the next draft).

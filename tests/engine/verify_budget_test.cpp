@@ -61,6 +61,22 @@ TEST(VerifyBudgets, FallsBackToPlainDecodingWhenNoBudgetGains) {
   for (size_t i = 8; i < chosen.size(); ++i) EXPECT_EQ(chosen[i], 0) << "step " << i;
 }
 
+TEST(VerifyBudgets, VerificationMustBeatPlainDecodingByTheMargin) {
+  // Rates: plain decoding 1 / 0.010 = 100 tokens/s; budgets 1..3: 1.74 / 0.0171 = 101.75, 2.22 / 0.0218 =
+  // 101.83, 2.48 / 0.0243 = 102.06, the best 2.06% above plain decoding: under a 4% margin (plain decoding
+  // stays) and over a 1% one (the full block).
+  const std::vector<double> expected = {1, 1.74, 2.22, 2.48};
+  auto seconds = [](int b) { return b == 0 ? 0.010 : b == 1 ? 0.0171 : b == 2 ? 0.0218 : 0.0243; };
+  VerifyBudgets wide(3), narrow(3);
+  const std::vector<int> a = Decide(&wide, 1, expected, seconds, 8 + 7, 0.04);
+  const std::vector<int> b = Decide(&narrow, 1, expected, seconds, 8 + 7, 0.01);
+  for (size_t i = 8; i < a.size(); ++i) {
+    if (i % VerifyBudgets::kProbeEvery == VerifyBudgets::kProbeEvery - 1) continue;  // a probe
+    EXPECT_EQ(a[i], 0) << "step " << i;
+    EXPECT_EQ(b[i], 3) << "step " << i;
+  }
+}
+
 TEST(VerifyBudgets, ATrimmedBudgetMustBeatTheFullBlockByTheMargin) {
   // Rates: budget 2 gives 2.22 / 0.0148 = 150 tokens/s, the full block 2.48 / 0.0168 = 147.6: 1.6% better,
   // under a 4% margin (the full block stays) and over a 1% one.

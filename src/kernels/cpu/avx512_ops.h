@@ -49,6 +49,7 @@ struct V {
   using Fp4Table = __m512;
   static constexpr int kDirectNr1 = 4;
   static constexpr int kDirectNr = 4;
+  static constexpr int kDirectGroupedRows = 16;
   static constexpr int kPanelMr = 4;
   static constexpr int kPanelNr = 4;
 

@@ -18,6 +18,7 @@ struct V {
   };
   static constexpr int kDirectNr1 = 3;
   static constexpr int kDirectNr = 2;
+  static constexpr int kDirectGroupedRows = 4;
   static constexpr int kPanelMr = 2;
   static constexpr int kPanelNr = 2;
 

@@ -8,6 +8,7 @@
 //   Reg DecodeE4M3(const uint8_t*, Reg factor)  16 E4M3 bytes -> (value · 2^-8) · factor, NaN codes NaN
 //   void Store(float*, Reg)
 //   constexpr int kDirectNr1, kDirectNr         weight rows per tile of the direct path (m = 1, m = 2..4)
+//   constexpr int kDirectGroupedRows            the largest m run as direct-path groups of 4 rows (4: none)
 //   using Fp4Table; Fp4Table MakeFp4Table(float scale);
 //   void DecodeFp4(const uint8_t* bytes16, const Fp4Table&, bool low_first, Reg out[2])   32 E2M1 values
 //   constexpr int kPanelMr, kPanelNr            register tile of the batched (panel) path
@@ -157,10 +158,15 @@ struct PanelSource {
   void Tail(int j, int64_t k, float* out16) const { std::memcpy(out16, panel + j * stride + k, kLanes * 4); }
 };
 
+template <class Vec>
+concept HasReduce4 = requires(typename Vec::Reg r) { Vec::Reduce4(r, r, r, r); };
+
 // y[i][j] (+)= canonical dot of x row i with weight row j, for an MR x NR tile; rows beyond `valid_m`
 // / columns beyond `valid_n` are computed on duplicates and not stored.
 // `cols` (optional) names each column's output index instead of y_col + j; a negative entry is not stored.
-template <int MR, int NR, class Source>
+// On ISAs with V::Reduce4 each four accumulators are reduced together (the same additions as V::Reduce):
+// at decode sizes the in-register reduction is a large share of a tile's work.
+template <int MR, int NR, class Source, class Vec = V>
 inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* const* y, int64_t y_col, int valid_m,
                         int valid_n, bool accumulate, const int64_t* cols = nullptr) {
   constexpr int kSub = Source::kStep / 16;
@@ -194,8 +200,21 @@ inline void MicroKernel(const float* const* x, Source& src, int64_t in, float* c
       for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, V::Load(wt[j]), acc[i][j]);
     }
   }
+  const int stored = cols ? NR : valid_n;
   for (int i = 0; i < valid_m; ++i) {
-    for (int j = 0; j < (cols ? NR : valid_n); ++j) {
+    int j = 0;
+    if constexpr (NR % 4 == 0 && HasReduce4<Vec>) {
+      for (; j + 4 <= stored; j += 4) {
+        alignas(16) float dots[4];
+        _mm_store_ps(dots, Vec::Reduce4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+        for (int q = 0; q < 4; ++q) {
+          if (cols && cols[j + q] < 0) continue;
+          float& out = y[i][cols ? cols[j + q] : y_col + j + q];
+          out = accumulate ? out + dots[q] : dots[q];
+        }
+      }
+    }
+    for (; j < stored; ++j) {
       if (cols && cols[j] < 0) continue;
       const float dot = V::Reduce(acc[i][j]);
       float& out = y[i][cols ? cols[j] : y_col + j];
@@ -361,8 +380,28 @@ void RunFormat(const LinearTask& t, int64_t n_begin, int64_t n_end) {
     case 4:
       return DirectPath<4, V::kDirectNr, Source>(t, n_begin, n_end);
     default:
-      return PanelPath<Source>(t, n_begin, n_end);
+      break;
   }
+  // Up to kDirectGroupedRows rows (a verify step of one sequence, a small decode batch) the direct path
+  // runs on groups of 4 rows over blocks of about 256 KiB of weights, so that the later groups read the
+  // block from cache: no panel is written and read back, which at these sizes costs more than the
+  // products (each output is computed the same way on either path).
+  if (t.m <= V::kDirectGroupedRows) {
+    const int64_t in = t.w->in_features > 0 ? t.w->in_features : 1;
+    const int64_t block = (int64_t{256} * 1024) / (4 * in) > 64 ? (int64_t{256} * 1024) / (4 * in) : 64;
+    LinearTask group = t;
+    for (int64_t nb = n_begin; nb < n_end; nb += block) {
+      const int64_t nb_end = nb + block < n_end ? nb + block : n_end;
+      for (int64_t i0 = 0; i0 < t.m; i0 += 4) {
+        group.x = t.x + i0 * t.x_stride;
+        group.y = t.y + i0 * t.y_stride;
+        group.m = t.m - i0 < 4 ? t.m - i0 : 4;
+        RunFormat<Source>(group, nb, nb_end);
+      }
+    }
+    return;
+  }
+  PanelPath<Source>(t, n_begin, n_end);
 }
 
 void LinearRangeVector(const LinearTask& t, int64_t n_begin, int64_t n_end) {
