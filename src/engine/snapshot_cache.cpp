@@ -4,6 +4,45 @@
 
 namespace deepinfer::engine {
 
+SnapshotCache::SnapshotCache(int64_t budget_bytes)
+    : own_budget_(std::make_unique<kvcache::LruBudget>(std::max<int64_t>(budget_bytes, 0))),
+      budget_(own_budget_.get()),
+      cap_(-1) {
+  budget_->Join(this);
+}
+
+SnapshotCache::SnapshotCache(kvcache::LruBudget* budget, int64_t cap_bytes) : budget_(budget), cap_(cap_bytes) {
+  budget_->Join(this);
+}
+
+void SnapshotCache::Use(Iterator it) {
+  it->use = budget_->NextUse();
+  entries_.splice(entries_.begin(), entries_, it);
+}
+
+SnapshotCache::Iterator SnapshotCache::OldestMade() {
+  for (auto it = entries_.end(); it != entries_.begin();) {
+    --it;
+    if (it->snapshot) return it;
+  }
+  return entries_.end();
+}
+
+uint64_t SnapshotCache::OldestUse() const {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+    if (it->snapshot) return it->use;
+  return 0;
+}
+
+void SnapshotCache::EvictOldest() {
+  const Iterator victim = OldestMade();
+  if (victim == entries_.end()) return;
+  bytes_ -= victim->bytes;
+  budget_->Credit(victim->bytes);
+  ++evictions_;
+  entries_.erase(victim);
+}
+
 uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail) {
   if (!enabled() || tail.empty() || static_cast<int64_t>(tail.size()) >= kvcache::kBlockTokens) return 0;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -12,28 +51,27 @@ uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<cons
       return 0;
     }
   }
-  entries_.push_front({.key = next_key_++, .prefix = prefix, .tail = {tail.begin(), tail.end()}});
+  entries_.push_front(
+      {.key = next_key_++, .prefix = prefix, .tail = {tail.begin(), tail.end()}, .use = budget_->NextUse()});
   return entries_.front().key;
 }
 
 void SnapshotCache::Fill(uint64_t key, std::shared_ptr<const SequenceSnapshot> snapshot) {
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
   if (it == entries_.end()) return;
-  if (!snapshot || snapshot->bytes() > budget_) {
+  const int64_t bytes = snapshot ? snapshot->bytes() : 0;
+  if (!snapshot || (budget_->bounded() && bytes > budget_->budget()) || (cap_ > 0 && bytes > cap_)) {
     entries_.erase(it);
     return;
   }
-  it->bytes = snapshot->bytes();
+  // Made now: the most recently used, so the budget evicts everything older (of either kind) first.
+  it->bytes = bytes;
   it->snapshot = std::move(snapshot);
-  bytes_ += it->bytes;
-  // Least recently used first; a snapshot still being made holds no bytes and stays.
-  for (auto victim = entries_.end(); bytes_ > budget_ && victim != entries_.begin();) {
-    --victim;
-    if (!victim->snapshot || victim == it) continue;
-    bytes_ -= victim->bytes;
-    ++evictions_;
-    victim = entries_.erase(victim);
-  }
+  Use(it);
+  bytes_ += bytes;
+  budget_->Charge(bytes);
+  budget_->Enforce();
+  while (cap_ > 0 && bytes_ > cap_) EvictOldest();
 }
 
 std::shared_ptr<const SequenceSnapshot> SnapshotCache::Find(const kvcache::BlockHash& prefix,
