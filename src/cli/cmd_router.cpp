@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -51,13 +52,17 @@ constexpr const char* kUsage =
     "  pools equally busy for the mix a Mooncake-format trace replays, on the mean step-cost model of the\n"
     "  calibrated units in DIR (src/router/planner.h); nothing is drained or restarted\n";
 
+constexpr int64_t kMaxPlanUnits = 1024;  // PlannerOptions::total_units' bound
+
 // --plan: the planner's P:D split for a replayed mix, on the units' cost model; no server is started.
 int RunPlan(const std::string& unit_dir, const std::string& trace_file, int64_t units, double tbt_ms) {
   if (trace_file.empty()) return UsageError("router", "--plan needs --trace FILE (the mix to plan for)");
   std::vector<router::UnitLease> alive;
+  std::vector<std::string> lease_errors;
   if (!unit_dir.empty()) {
     auto scan = router::ScanLeases(unit_dir);
     if (!scan.ok()) return Fail("router", unit_dir + ": " + scan.status().message());
+    lease_errors = std::move(scan->errors);
     const int64_t now = router::UnixMillisNow();
     for (router::UnitLease& lease : scan->leases)
       if (lease.Alive(now)) alive.push_back(std::move(lease));
@@ -73,6 +78,9 @@ int RunPlan(const std::string& unit_dir, const std::string& trace_file, int64_t 
   po.step_cost = router::PlanningStepCost(alive, &calibrated);
   if (tbt_ms > 0) po.tbt_slo_s = tbt_ms / 1e3;
   if (units == 0) units = static_cast<int64_t>(alive.size());
+  if (units > kMaxPlanUnits)
+    return Fail("router", unit_dir + ": " + std::to_string(units) + " live units, more than the planner's " +
+                              std::to_string(kMaxPlanUnits) + "; pass --units N");
   po.total_units = units >= 2 ? units : 0;
   auto plan = router::PlanPrefillDecode(mix.requests, mix.duration_s, po);
   if (!plan.ok()) return Fail("router", "planner: " + plan.status().message());
@@ -81,6 +89,12 @@ int RunPlan(const std::string& unit_dir, const std::string& trace_file, int64_t 
                                 {"decode_batch", plan->decode_batch},    {"tbt_feasible", plan->tbt_feasible},
                                 {"units", units},                        {"calibrated_units", calibrated},
                                 {"step_cost", po.step_cost},             {"requests", mix.requests.size()}};
+  // A broken lease is skipped, as the serving router skips it; the operator still hears of it.
+  constexpr size_t kShownErrors = 5;
+  for (size_t i = 0; i < std::min(lease_errors.size(), kShownErrors); ++i)
+    std::fprintf(stderr, "deepinfer router: warning: lease skipped: %s\n", lease_errors[i].c_str());
+  if (lease_errors.size() > kShownErrors)
+    std::fprintf(stderr, "deepinfer router: warning: %zu more leases skipped\n", lease_errors.size() - kShownErrors);
   std::printf("%s\n", DumpJson(out).c_str());
   return 0;
 }
@@ -114,7 +128,7 @@ int RunRouter(const std::vector<std::string>& argv) {
   flags.Double("--shutdown-grace-s", &grace_s, 0, 86400);
   flags.Switch("--plan", &plan);
   flags.Path("--trace", &plan_trace);
-  flags.Int<int64_t>("--units", &plan_units, 2, 1024);
+  flags.Int<int64_t>("--units", &plan_units, 2, kMaxPlanUnits);
   if (int rc = flags.Parse(argv)) return rc;
   if (plan) return RunPlan(options.unit_dir, plan_trace, plan_units, tbt_ms);
   if (flags.given("--trace") || flags.given("--units"))

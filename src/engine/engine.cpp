@@ -225,6 +225,7 @@ Status EngineImpl::Init() {
   config.supports_fork = mi.supports_fork;
   config.prefix_block_bytes = prefix_bytes;
   config.window_block_bytes = window_bytes;
+  config.sequence_state_bytes = spec.sequence_state_bytes;
   {
     std::string layout = mi.architecture + " state<=" + std::to_string(spec.sequence_state_bytes);
     for (const kvcache::CacheGroupSpec& g : spec.groups)

@@ -185,6 +185,7 @@ struct SchedulerConfig {
   // model's state): mixed into the name a snapshot is stored under in the persistent tier.
   Hash128 snapshot_layout;
   int64_t prefix_block_bytes = 0, window_block_bytes = 0;  // one block of every group of the class
+  int64_t sequence_state_bytes = 0;  // the model's state outside the blocks, at most (a snapshot's share)
 };
 
 class Scheduler {

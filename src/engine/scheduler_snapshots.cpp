@@ -41,9 +41,14 @@ void Scheduler::TakeSnapshot(Sequence* s, FinishReason reason) {
     }
   }
   const kvcache::BlockHash& prefix = full > 0 ? b.hashes[static_cast<size_t>(full - 1)] : b.root;
-  take.key = snapshots_.Reserve(prefix, std::span(s->tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
-                                                                      static_cast<size_t>(n - full * kvcache::kBlockTokens)));
-  if (take.key == 0) return;  // an equal one is kept already
+  const int64_t expected = static_cast<int64_t>(sizeof(SequenceSnapshot)) + config_.sequence_state_bytes +
+                           static_cast<int64_t>(take.prefix_blocks.size()) * config_.prefix_block_bytes +
+                           static_cast<int64_t>(take.window_blocks.size()) * config_.window_block_bytes;
+  take.key = snapshots_.Reserve(prefix,
+                                std::span(s->tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
+                                                             static_cast<size_t>(n - full * kvcache::kBlockTokens)),
+                                expected);
+  if (take.key == 0) return;  // an equal one is kept already, or the budget is taken by those being made
   if (options_.lower_tier) {
     snapshot_offers_[take.key] = {prefix, std::vector<int32_t>(s->tokens.begin() + full * kvcache::kBlockTokens,
                                                                s->tokens.begin() + n)};
@@ -138,7 +143,8 @@ void Scheduler::OnSnapshotRead(const TierEvent& e) {
   if (snap && static_cast<int64_t>(e.tail.size()) == snap->num_tokens % kvcache::kBlockTokens &&
       static_cast<int64_t>(snap->blocks.size()) ==
           snap->prefix_count * config_.prefix_block_bytes + snap->window_count * config_.window_block_bytes) {
-    if (const uint64_t key = snapshots_.Reserve(t.prefix, e.tail); key != 0) snapshots_.Fill(key, e.snapshot);
+    if (const uint64_t key = snapshots_.Reserve(t.prefix, e.tail, snap->bytes()); key != 0)
+      snapshots_.Fill(key, e.snapshot);
   }
   auto r = requests_.find(t.request);
   if (r == requests_.end() || t.index >= static_cast<int>(r->second->seqs.size())) return;

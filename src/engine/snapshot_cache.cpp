@@ -43,7 +43,8 @@ void SnapshotCache::EvictOldest() {
   entries_.erase(victim);
 }
 
-uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail) {
+uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
+                               int64_t expected_bytes) {
   if (!enabled() || tail.empty() || static_cast<int64_t>(tail.size()) >= kvcache::kBlockTokens) return 0;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->prefix == prefix && std::ranges::equal(it->tail, tail)) {
@@ -51,14 +52,27 @@ uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<cons
       return 0;
     }
   }
-  entries_.push_front(
-      {.key = next_key_++, .prefix = prefix, .tail = {tail.begin(), tail.end()}, .use = budget_->NextUse()});
+  expected_bytes = std::max<int64_t>(expected_bytes, 0);
+  if ((budget_->bounded() && pending_bytes_ + expected_bytes > budget_->budget()) ||
+      (cap_ > 0 && pending_bytes_ + expected_bytes > cap_))
+    return 0;
+  entries_.push_front({.key = next_key_++,
+                       .prefix = prefix,
+                       .tail = {tail.begin(), tail.end()},
+                       .bytes = expected_bytes,
+                       .use = budget_->NextUse()});
+  pending_bytes_ += expected_bytes;
+  budget_->Charge(expected_bytes);
+  budget_->Enforce();  // spares the ones being made, this one included
+  while (cap_ > 0 && bytes_ + pending_bytes_ > cap_ && OldestUse() != 0) EvictOldest();
   return entries_.front().key;
 }
 
 void SnapshotCache::Fill(uint64_t key, std::shared_ptr<const SequenceSnapshot> snapshot) {
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
-  if (it == entries_.end()) return;
+  if (it == entries_.end() || it->snapshot) return;
+  pending_bytes_ -= it->bytes;
+  budget_->Credit(it->bytes);
   const int64_t bytes = snapshot ? snapshot->bytes() : 0;
   if (!snapshot || (budget_->bounded() && bytes > budget_->budget()) || (cap_ > 0 && bytes > cap_)) {
     entries_.erase(it);
@@ -71,7 +85,7 @@ void SnapshotCache::Fill(uint64_t key, std::shared_ptr<const SequenceSnapshot> s
   bytes_ += bytes;
   budget_->Charge(bytes);
   budget_->Enforce();
-  while (cap_ > 0 && bytes_ > cap_) EvictOldest();
+  while (cap_ > 0 && bytes_ + pending_bytes_ > cap_ && OldestUse() != 0) EvictOldest();
 }
 
 std::shared_ptr<const SequenceSnapshot> SnapshotCache::Find(const kvcache::BlockHash& prefix,

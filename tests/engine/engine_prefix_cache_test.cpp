@@ -6,40 +6,18 @@
 namespace deepinfer::engine {
 namespace {
 
+using test_support::Fingerprint;
+using test_support::GreedyProbe;
 using test_support::MakeEngine;
 using test_support::Prompt;
 
-RequestParams Probe(int64_t max_tokens) {
-  RequestParams p;
-  p.sampling.temperature = 0;
-  p.sampling.max_tokens = max_tokens;
-  p.sampling.ignore_eos = true;
-  p.sampling.logprobs = true;
-  p.sampling.top_logprobs = 20;  // 20 of the 256 logits of every step, to the bit
-  return p;
-}
-
-// Every generated token's id, logprob and top-20 alternatives, flattened.
-std::vector<float> Fingerprint(const GenerateOutput& r) {
-  std::vector<float> v;
-  for (const GeneratedToken& t : r.sequences[0].tokens) {
-    v.push_back(static_cast<float>(t.id));
-    v.push_back(t.logprob);
-    for (const TokenAlternative& a : t.top_logprobs) {
-      v.push_back(static_cast<float>(a.id));
-      v.push_back(a.logprob);
-    }
-  }
-  return v;
-}
-
-GenerateOutput GenerateOne(Engine& e, const std::vector<int32_t>& prompt, RequestParams p = Probe(6)) {
+GenerateOutput GenerateOne(Engine& e, const std::vector<int32_t>& prompt, RequestParams p = GreedyProbe(6)) {
   auto r = e.Generate(std::vector<std::vector<int32_t>>{prompt}, p);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? (*r)[0] : GenerateOutput{};
 }
 
-std::vector<float> Cold(const std::vector<int32_t>& prompt, const RequestParams& p = Probe(6)) {
+std::vector<float> Cold(const std::vector<int32_t>& prompt, const RequestParams& p = GreedyProbe(6)) {
   EngineOptions o;
   o.enable_prefix_caching = false;
   auto e = MakeEngine(o);
@@ -101,7 +79,7 @@ TEST(EnginePrefixCache, ReplaysWithoutWindowBlocksAreBitExact) {
 TEST(EnginePrefixCache, SaltsIsolateTenants) {
   auto e = MakeEngine();
   const std::vector<int32_t> prompt = Prompt(300, 6);
-  RequestParams p = Probe(2);
+  RequestParams p = GreedyProbe(2);
   p.cache_salt = "tenant-a";
   GenerateOne(*e, prompt, p);
   p.cache_salt = "tenant-b";
@@ -120,12 +98,12 @@ TEST(EnginePrefixCache, AgentTurnsHitTheWholePreviousTurn) {
     std::vector<int32_t> context = Prompt(200, 7);
     int64_t previous_computed = 0;
     for (int turn = 0; turn < 4; ++turn) {
-      const GenerateOutput r = GenerateOne(*e, context, Probe(20));
+      const GenerateOutput r = GenerateOne(*e, context, GreedyProbe(20));
       // Everything the previous turn computed (its prompt and its 20 tokens but the last, whose KV was never
       // computed), in whole blocks without snapshots.
       const int64_t hit = snapshots ? previous_computed : (previous_computed / 128) * 128;
       EXPECT_EQ(r.prompt_cache_hit_tokens, turn == 0 ? 0 : hit) << "turn " << turn;
-      EXPECT_EQ(Fingerprint(r), Cold(context, Probe(20))) << "turn " << turn;
+      EXPECT_EQ(Fingerprint(r), Cold(context, GreedyProbe(20))) << "turn " << turn;
       previous_computed = static_cast<int64_t>(context.size()) + 19;
       for (const GeneratedToken& t : r.sequences[0].tokens) context.push_back(t.id);
       for (int32_t t : Prompt(40, 100 + static_cast<uint32_t>(turn))) context.push_back(t);
@@ -145,7 +123,7 @@ TEST(EnginePrefixCache, AgentTurnsHitTheWholePreviousTurn) {
 TEST(EnginePrefixCache, NOutputsForkFromThePromptBitExactly) {
   auto e = MakeEngine();
   const std::vector<int32_t> prompt = Prompt(200, 8);
-  RequestParams p = Probe(5);
+  RequestParams p = GreedyProbe(5);
   p.sampling.temperature = 1.0;
   p.sampling.seed = 5;
   p.sampling.n = 4;

@@ -15,32 +15,10 @@ namespace deepinfer::engine {
 namespace {
 
 using test_support::LoadFixture;
+using test_support::Fingerprint;
+using test_support::GreedyProbe;
 using test_support::MakeEngine;
 using test_support::Prompt;
-
-RequestParams SnapGreedy(int64_t max_tokens) {
-  RequestParams p;
-  p.sampling.temperature = 0;
-  p.sampling.max_tokens = max_tokens;
-  p.sampling.ignore_eos = true;
-  p.sampling.logprobs = true;
-  p.sampling.top_logprobs = 20;
-  return p;
-}
-
-// Every generated token's id, logprob and top-20 alternatives, flattened.
-std::vector<float> SnapFingerprint(const GenerateOutput& r) {
-  std::vector<float> v;
-  for (const GeneratedToken& t : r.sequences[0].tokens) {
-    v.push_back(static_cast<float>(t.id));
-    v.push_back(t.logprob);
-    for (const TokenAlternative& a : t.top_logprobs) {
-      v.push_back(static_cast<float>(a.id));
-      v.push_back(a.logprob);
-    }
-  }
-  return v;
-}
 
 std::vector<GenerateOutput> RunBatch(Engine& e, const std::vector<std::vector<int32_t>>& prompts, const RequestParams& p) {
   auto r = e.Generate(prompts, p);
@@ -66,22 +44,22 @@ void ExpectEveryCutExact(const CutCase& k, const std::vector<int64_t>& cuts, uin
   }
   auto warm = MakeEngine(k.warm, k.fixture);
   ASSERT_TRUE(warm);
-  const std::vector<GenerateOutput> turn1 = RunBatch(*warm, first, SnapGreedy(k.first_tokens));
+  const std::vector<GenerateOutput> turn1 = RunBatch(*warm, first, GreedyProbe(k.first_tokens));
   for (size_t i = 0; i < cuts.size(); ++i) {
     std::vector<int32_t> next = first[i];
     for (const GeneratedToken& t : turn1[i].sequences[0].tokens) next.push_back(t.id);
     for (int32_t t : Prompt(5, seed + 1000 + static_cast<uint32_t>(i), k.vocab)) next.push_back(t);
     second.push_back(std::move(next));
   }
-  const std::vector<GenerateOutput> turn2 = RunBatch(*warm, second, SnapGreedy(4));
+  const std::vector<GenerateOutput> turn2 = RunBatch(*warm, second, GreedyProbe(4));
   EngineOptions cold_options;
   cold_options.enable_prefix_caching = false;
   auto cold = MakeEngine(cold_options, k.fixture);
   ASSERT_TRUE(cold);
-  const std::vector<GenerateOutput> reference = RunBatch(*cold, second, SnapGreedy(4));
+  const std::vector<GenerateOutput> reference = RunBatch(*cold, second, GreedyProbe(4));
   for (size_t i = 0; i < cuts.size(); ++i) {
     EXPECT_EQ(turn2[i].prompt_cache_hit_tokens, kvcache::kBlockTokens + cuts[i]) << k.fixture << " cut " << cuts[i];
-    EXPECT_EQ(SnapFingerprint(turn2[i]), SnapFingerprint(reference[i])) << k.fixture << " cut " << cuts[i];
+    EXPECT_EQ(Fingerprint(turn2[i]), Fingerprint(reference[i])) << k.fixture << " cut " << cuts[i];
   }
   const EngineStats s = warm->Stats();
   EXPECT_EQ(s.snapshot_hits, cuts.size()) << k.fixture;
@@ -139,16 +117,16 @@ TEST(EngineSnapshot, WithoutItsPrefixBlocksASnapshotIsNotUsed) {
   auto e = MakeEngine(o);
   ASSERT_TRUE(e);
   const std::vector<int32_t> first = Prompt(200, 10);
-  RunBatch(*e, {first}, SnapGreedy(1));
-  for (uint32_t other = 11; other < 14; ++other) RunBatch(*e, {Prompt(300, other)}, SnapGreedy(1));
+  RunBatch(*e, {first}, GreedyProbe(1));
+  for (uint32_t other = 11; other < 14; ++other) RunBatch(*e, {Prompt(300, other)}, GreedyProbe(1));
   std::vector<int32_t> second = first;
   for (int32_t t : Prompt(6, 20)) second.push_back(t);
-  const GenerateOutput warm = RunBatch(*e, {second}, SnapGreedy(4))[0];
+  const GenerateOutput warm = RunBatch(*e, {second}, GreedyProbe(4))[0];
   EXPECT_EQ(warm.prompt_cache_hit_tokens, 0);
   EngineOptions cold_options;
   cold_options.enable_prefix_caching = false;
   auto cold = MakeEngine(cold_options);
-  EXPECT_EQ(SnapFingerprint(warm), SnapFingerprint(RunBatch(*cold, {second}, SnapGreedy(4))[0]));
+  EXPECT_EQ(Fingerprint(warm), Fingerprint(RunBatch(*cold, {second}, GreedyProbe(4))[0]));
   const EngineStats s = e->Stats();
   EXPECT_EQ(s.snapshot_hits, 0u);
   EXPECT_EQ(s.snapshot_misses, 5u);  // every admission looked
@@ -158,10 +136,10 @@ TEST(EngineSnapshot, APromptThatDivergesInTheTailDoesNotResume) {
   auto e = MakeEngine();
   ASSERT_TRUE(e);
   const std::vector<int32_t> first = Prompt(200, 30);
-  RunBatch(*e, {first}, SnapGreedy(1));
+  RunBatch(*e, {first}, GreedyProbe(1));
   std::vector<int32_t> second(first.begin(), first.begin() + 190);
   for (int32_t t : Prompt(20, 31)) second.push_back(t);
-  EXPECT_EQ(RunBatch(*e, {second}, SnapGreedy(2))[0].prompt_cache_hit_tokens, 128);  // the full block only
+  EXPECT_EQ(RunBatch(*e, {second}, GreedyProbe(2))[0].prompt_cache_hit_tokens, 128);  // the full block only
   EXPECT_EQ(e->Stats().snapshot_hits, 0u);
 }
 
@@ -176,10 +154,13 @@ TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   SnapshotCache cache(2 * each + each / 2);  // two fit
   const kvcache::BlockHash a{1, 2}, b{3, 4};
   const std::vector<int32_t> t1 = {5, 6, 7}, t2 = {5, 6}, t3 = {9};
-  const uint64_t k1 = cache.Reserve(a, t1), k2 = cache.Reserve(a, t2);
+  const uint64_t k1 = cache.Reserve(a, t1, each), k2 = cache.Reserve(a, t2, each);
   EXPECT_NE(k1, 0u);
-  EXPECT_EQ(cache.Reserve(a, t1), 0u);  // the same one again
-  EXPECT_EQ(cache.Reserve(a, {}), 0u);  // no tail: a block boundary is not a snapshot's
+  EXPECT_EQ(cache.Reserve(a, t1, each), 0u);  // the same one again
+  EXPECT_EQ(cache.Reserve(a, {}, each), 0u);  // no tail: a block boundary is not a snapshot's
+  // Two being made take the budget: a third is not taken.
+  EXPECT_EQ(cache.Reserve(b, t3, each), 0u);
+  EXPECT_EQ(cache.pending_bytes(), 2 * each);
   cache.Fill(k1, snapshot(3, 1000));
   cache.Fill(k2, snapshot(2, 1000));
   const std::vector<int32_t> prompt = {5, 6, 7, 8};
@@ -188,15 +169,25 @@ TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   EXPECT_EQ(cache.Find(b, prompt, 10), nullptr);        // other full blocks
   EXPECT_EQ(cache.Find(a, std::vector<int32_t>{5, 7}, 10), nullptr);
   // A third evicts the least recently used (t1: t2 was found last).
-  cache.Fill(cache.Reserve(b, t3), snapshot(1, 1000));
+  cache.Fill(cache.Reserve(b, t3, each), snapshot(1, 1000));
   EXPECT_EQ(cache.count(), 2);
   EXPECT_EQ(cache.bytes(), 2 * each);
   EXPECT_EQ(cache.evictions(), 1u);
   EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 2);
-  // A failed take forgets its name; one larger than the budget is not kept.
-  cache.Fill(cache.Reserve(b, t1), nullptr);
-  cache.Fill(cache.Reserve(b, t2), snapshot(2, 10000));
-  EXPECT_EQ(cache.count(), 2);
+  // Making room for one more evicts the least recently used kept one first (t3: t2 was found last), so
+  // kept plus being made stay within the budget. A failed take then forgets its name; one larger than the
+  // budget is not kept.
+  const uint64_t k3 = cache.Reserve(b, t1, each);
+  ASSERT_NE(k3, 0u);
+  EXPECT_EQ(cache.evictions(), 2u);
+  EXPECT_LE(cache.bytes() + cache.pending_bytes(), 2 * each + each / 2);
+  EXPECT_EQ(cache.Find(b, std::vector<int32_t>{9, 1}, 10), nullptr);
+  cache.Fill(k3, nullptr);
+  cache.Fill(cache.Reserve(b, t2, each), snapshot(2, 10000));
+  EXPECT_EQ(cache.count(), 1);
+  EXPECT_EQ(cache.pending_bytes(), 0);
+  EXPECT_EQ(cache.Reserve(b, t2, 3 * each), 0u);  // expected larger than the budget: not taken
+  EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 2);
 }
 
 TEST(EngineSnapshot, SnapshotsAndCachedWindowBlocksShareOneLeastRecentlyUsedBudget) {
@@ -219,19 +210,19 @@ TEST(EngineSnapshot, SnapshotsAndCachedWindowBlocksShareOneLeastRecentlyUsedBudg
   const kvcache::BlockHash prefix{7, 7};
   const std::vector<int32_t> tail1 = {1}, tail2 = {2}, tail3 = {3};
   auto expect_bound = [&](const char* when) {
-    EXPECT_EQ(budget.bytes(), snapshots.bytes() + window.num_cached() * each) << when;
+    EXPECT_EQ(budget.bytes(), snapshots.bytes() + snapshots.pending_bytes() + window.num_cached() * each) << when;
     EXPECT_LE(budget.bytes(), budget.budget()) << when;
     EXPECT_TRUE(window.CheckInvariants().ok()) << when << ": " << window.CheckInvariants().ToString();
   };
   // Uses, oldest first: block A, snapshot 1, block B: the budget is full and nothing was evicted.
   cache_block(1);
-  snapshots.Fill(snapshots.Reserve(prefix, tail1), snapshot(1));
+  snapshots.Fill(snapshots.Reserve(prefix, tail1, each), snapshot(1));
   cache_block(2);
   expect_bound("full");
   EXPECT_EQ(window.num_cached(), 2);
   EXPECT_EQ(window.evictions() + snapshots.evictions(), 0u);
   // Snapshot 2 evicts the oldest entry, block A, for room.
-  snapshots.Fill(snapshots.Reserve(prefix, tail2), snapshot(2));
+  snapshots.Fill(snapshots.Reserve(prefix, tail2, each), snapshot(2));
   expect_bound("snapshot 2");
   EXPECT_EQ(window.Find({1, 0}), kvcache::kNoBlock);
   EXPECT_EQ(window.WhyForgotten({1, 0}), kvcache::Forgotten::kEvicted);
@@ -247,7 +238,7 @@ TEST(EngineSnapshot, SnapshotsAndCachedWindowBlocksShareOneLeastRecentlyUsedBudg
   EXPECT_EQ(window.evictions(), 2u);
   EXPECT_EQ(snapshots.evictions(), 0u);
   // Order 2, 1, C: snapshot 3 evicts snapshot 2, the least recently used, not block C.
-  snapshots.Fill(snapshots.Reserve(prefix, tail3), snapshot(3));
+  snapshots.Fill(snapshots.Reserve(prefix, tail3, each), snapshot(3));
   expect_bound("snapshot 3");
   EXPECT_EQ(snapshots.evictions(), 1u);
   EXPECT_EQ(snapshots.Find(prefix, std::vector<int32_t>{2, 9}, 1), nullptr);

@@ -76,6 +76,32 @@ inline std::vector<int32_t> ReferenceGreedy(const std::vector<int32_t>& prompt, 
   return out;
 }
 
+// Greedy decoding of `max_tokens` with EOS ignored and the top-20 alternatives of every step: with the
+// fixtures' 256-token vocabulary, a fingerprint of the logits that a bit-identity check compares.
+inline RequestParams GreedyProbe(int64_t max_tokens) {
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.sampling.max_tokens = max_tokens;
+  p.sampling.ignore_eos = true;
+  p.sampling.logprobs = true;
+  p.sampling.top_logprobs = 20;
+  return p;
+}
+
+// Every generated token's id, logprob and top-20 alternatives (of the first sequence), flattened.
+inline std::vector<float> Fingerprint(const GenerateOutput& r) {
+  std::vector<float> v;
+  for (const GeneratedToken& t : r.sequences[0].tokens) {
+    v.push_back(static_cast<float>(t.id));
+    v.push_back(t.logprob);
+    for (const TokenAlternative& a : t.top_logprobs) {
+      v.push_back(static_cast<float>(a.id));
+      v.push_back(a.logprob);
+    }
+  }
+  return v;
+}
+
 inline std::vector<int32_t> Ids(const GenerateOutput::Sequence& s) {
   std::vector<int32_t> ids;
   for (const GeneratedToken& t : s.tokens) ids.push_back(t.id);

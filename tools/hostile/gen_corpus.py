@@ -399,6 +399,58 @@ def checkpoint_seeds(c):
                                     "--max-tokens", "2"], OK)
 
 
+def router_inputs(c):
+    """What `router` reads from other processes and files: lease files in --unit-dir (deep, huge, invalid
+    UTF-8, wrong types, hostile URLs, thousands of files) and Mooncake traces for --plan. Every broken lease
+    is skipped with a warning (the live ones still count); a broken trace is one clean error."""
+    good = {"format": "deepinfer-unit-lease/1", "unit_id": "unit-1-8001", "url": "http://127.0.0.1:8001",
+            "models": ["tiny"], "version": "0.1.0", "pid": 1, "heartbeat_unix_ms": 2 ** 49, "ttl_ms": 3000,  # far ahead: live
+            "load": {"running": 1, "waiting": 0, "queued_prefill_tokens": 0, "max_num_seqs": 8, "kv_usage": 0.1,
+                     "step_cost": [0.002, 0.0002, 0.0001, 1e-09, 0.0001], "calibrated": True}}
+    leases = {
+        "deep": nested(DEEP, '{"a":', "}", "1"),
+        "deep within the size bound": nested(10_000, '{"a":', "}", "1"),
+        "deep load": json.dumps(dict(good, load=None))[:-1].replace('"load": null', '"load": ' + nested(DEEP)) + "}",
+        "huge": '{"format": "deepinfer-unit-lease/1", "unit_id": "' + "u" * (8 << 20) + '"}',
+        "invalid utf-8": json.dumps(good).encode().replace(b"unit-1", b"unit-\xff\xfe"),
+        "wrong types": json.dumps(dict(good, pid="x", ttl_ms=-5, models="tiny")),
+        "hostile url": json.dumps(dict(good, url="http://" + "a" * 300 + ":99999/../../x")),
+        "nan step cost": json.dumps(good).replace("0.002", "NaN"),
+        "huge counts": json.dumps(dict(good, load=dict(good["load"], running=10 ** 30, kv_usage=1e308))),
+        "truncated": json.dumps(good)[:40],
+    }
+    trace = "\n".join(json.dumps({"timestamp": i * 100, "input_length": 600, "output_length": 50,
+                                  "hash_ids": [i % 3, 7 + i]}) for i in range(20)) + "\n"
+    trace_path = c.file("trace_ok.jsonl", trace)
+    for name, body in leases.items():
+        d = c.out / "files" / ("leases_" + name.replace(" ", "_"))
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "unit-1-8001.lease").write_bytes(body if isinstance(body, bytes) else body.encode("utf-8"))
+        if len(body) < (1 << 20):
+            c.seed("router_lease", "lease_" + name.replace(" ", "_"), body if isinstance(body, bytes) else body.encode())
+        c.case(f"router --plan lease {name}", ["router", "--plan", "--trace", trace_path, "--unit-dir",
+                                               "{D}/files/" + d.name], OK + ERROR)
+    many = c.out / "files" / "leases_20k_files"
+    many.mkdir(parents=True, exist_ok=True)
+    for i in range(20_000):
+        (many / f"unit-{i}.lease").write_text(json.dumps(dict(good, unit_id=f"unit-{i}", url=f"http://127.0.0.1:{1024 + i}")))
+    c.case("router --plan 20k lease files", ["router", "--plan", "--trace", trace_path, "--unit-dir",
+                                             "{D}/files/" + many.name], OK + ERROR, rss_mib=600)
+    traces = {
+        "deep line": nested(DEEP, '{"a":', "}", "1") + "\n",
+        "50 MB line": '{"timestamp": 0, "hash_ids": [' + "1," * (25 << 20) + '1]}\n',
+        "wrong types": json.dumps({"timestamp": "x", "input_length": -1, "output_length": 1e300, "hash_ids": "no"}) + "\n",
+        "invalid utf-8": b'{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "\xff": 1}\n',
+        "huge lengths": json.dumps({"timestamp": 0, "input_length": 10 ** 15, "output_length": 10 ** 15,
+                                    "hash_ids": [1]}) + "\n",
+        "empty": "",
+    }
+    for name, body in traces.items():
+        path = c.file("trace_" + name.replace(" ", "_") + ".jsonl", body)
+        c.case(f"router --plan trace {name}", ["router", "--plan", "--trace", path, "--units", "4"], ERROR,
+               rss_mib=600, heavy=name == "50 MB line")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--deepinfer", required=True)
@@ -412,6 +464,7 @@ def main():
     requests(c)
     model_outputs(c)
     tokenizer_inputs(c)
+    router_inputs(c)
     c.write()
     print(f"{len(c.cases)} cases in {args.out}")
 
