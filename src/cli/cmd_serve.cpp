@@ -27,6 +27,10 @@
 #include "kvstore/kv_store_tier.h"
 #include "kvstore/store.h"
 #include "model/causal_lm.h"
+#include "parallel/launcher.h"
+#include "parallel/mpi_module.h"
+#include "parallel/unit.h"
+#include "parallel/unit_serving.h"
 #include "pipeline/default_model.h"
 #include "recipe/prompt_tokens.h"
 #include "recipe/render.h"
@@ -124,6 +128,10 @@ constexpr const char* kUsage =
     "                              meeting two branches is accepted); a request's structured_outputs.\n"
     "                              one_of_as_any_of overrides it; each use is logged and named in the\n"
     "                              response's x-deepinfer-warning header\n"
+    "  --data-parallel-size N      ranks of a parallel unit under `mpirun -n N` (docs/parallel.md): rank 0\n"
+    "                              serves HTTP and places each request on the least loaded rank\n"
+    "  --enable-expert-parallel    shard the routed experts over the unit's ranks\n"
+    "  --ep-timeout-s S            the least time a rank waits for the others before it ends the unit (default 1)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -160,6 +168,7 @@ struct ServeArgs {
   double tbt_target_ms = engine::kDerivedTbtTarget;
   double window_ttl_s = 0;
   bool no_prefix_caching = false;
+  parallel::UnitOptions unit;
   model::ComputePrecision precision = model::ComputePrecision::kExact;
   std::optional<engine::SwaReplay> swa_replay;  // unset: the model family's (engine::DefaultSwaReplay)
   engine::SpeculativeConfig speculative;
@@ -205,6 +214,9 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Int<int64_t>("--latency-slice-us", &out->latency_slice_us, 0, 100000);
   flags.Double("--request-timeout-s", &out->request_timeout_s, 0, 86400 * 7);
   flags.Switch("--enable-test-hooks", &out->enable_test_hooks);
+  flags.Int<int>("--data-parallel-size", &out->unit.data_parallel_size, 1, 1 << 16);
+  flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
+  flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
   flags.Switch("--structured-outputs-one-of-as-any-of", &out->one_of_as_any_of);
   flags.Int<int64_t>("--responses-store-max-entries", &out->responses_store_max_entries, 0, int64_t{1} << 24);
   flags.Double("--responses-store-ttl-s", &out->responses_store_ttl_s, 0.001, 86400.0 * 365);
@@ -307,7 +319,7 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
   lease.version = DEEPINFER_VERSION;
   lease.ttl_ms = static_cast<int64_t>(args.unit_lease_ttl_s * 1000);
   lease.role = args.role;
-  return std::make_unique<router::LeaseWriter>(args.unit_dir, std::move(lease), [engine] {
+  auto writer = std::make_unique<router::LeaseWriter>(args.unit_dir, std::move(lease), [engine] {
     router::UnitLoad load;
     const engine::EngineStats stats = engine->Stats();
     load.running = stats.num_requests_running;
@@ -319,6 +331,24 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
     load.calibrated = stats.step_cost_calibrated;
     return load;
   });
+  // A role the planner asks for (router --apply-plan): prefill and decode units hand blocks over through the
+  // store, and a decode unit's window state must be replayed exactly.
+  const bool has_store = !args.kv_store_dir.empty();
+  const bool exact_replay = args.swa_replay == engine::SwaReplay::kExact ||
+                            (!args.swa_replay && engine && engine::DefaultSwaReplay(engine->info().architecture) ==
+                                                               engine::SwaReplay::kExact);
+  writer->EnableRoleSwitch({[engine] {
+                              const engine::EngineStats s = engine->Stats();
+                              return s.num_requests_running == 0 && s.num_requests_waiting == 0;
+                            },
+                            [has_store, exact_replay](router::UnitRole role) {
+                              if (role != router::UnitRole::kBoth && !has_store)
+                                return Status::FailedPrecondition("prefill and decode roles need --kv-store");
+                              if (role == router::UnitRole::kDecode && !exact_replay)
+                                return Status::FailedPrecondition("a decode unit needs --swa-replay exact");
+                              return Status::Ok();
+                            }});
+  return writer;
 }
 
 int RunServe(const std::vector<std::string>& argv) {
@@ -331,6 +361,13 @@ int RunServe(const std::vector<std::string>& argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (args.unit.data_parallel_size > 1 && parallel::LauncherWorldSize() == 1) {
+    // Not started by mpirun: run the unit under it (parallel/launcher.h).
+    auto code = parallel::RunUnderMpirun({.ranks = args.unit.data_parallel_size, .subcommand = "serve",
+                                          .args = argv, .deadline_s = args.shutdown_grace_s + 30});
+    if (!code.ok()) return Fail("serve", code.status().message());
+    return *code;
+  }
   // Each running sequence holds model state on the heap (hundreds of KiB for `small`, MiBs for real
   // models), made and freed per request. glibc raises its mmap threshold after the first such free, after
   // which those buffers come from the arenas and their pages mostly stay with the process: RSS then follows
@@ -368,6 +405,17 @@ int RunServe(const std::vector<std::string>& argv) {
   auto tokenizer = tokenizer::LoadTokenizer(args.tokenizer_path.empty() ? args.model_dir : args.tokenizer_path);
   if (!tokenizer.ok()) return Fail("serve", tokenizer.status().message());
 
+  // A parallel unit (docs/parallel.md): rank 0 serves HTTP; the other ranks run what it places on them.
+  args.unit.lock_step = true;
+  auto unit = parallel::Unit::Start(args.unit);
+  if (!unit.ok()) return parallel::LauncherRank() == 0 ? Fail("serve", unit.status().message()) : 1;
+  const bool front = (*unit)->leader();
+  parallel::ExpertGroup* group = (*unit)->group();
+  if (group != nullptr) {
+    if (!args.kv_store_dir.empty()) return front ? Fail("serve", "--kv-store is not supported in a parallel unit") : 1;
+    if (args.tbt_target_ms == engine::kDerivedTbtTarget) args.tbt_target_ms = 0;  // its calibration steps alone
+  }
+
   server::ServiceOptions service_options;
   service_options.served_model_names = args.served_names;
   service_options.model_path = args.model_dir;
@@ -396,25 +444,39 @@ int RunServe(const std::vector<std::string>& argv) {
   http_options.body_timeout_s = args.body_timeout_s;
   http_options.write_timeout_s = args.write_timeout_s;
   http_options.max_connections = static_cast<int>(args.max_connections);
-  auto http = server::HttpServer::Create(http_options, &service);
-  if (!http.ok()) return Fail("serve", http.status().message());
-  server::HttpServer& server = **http;
-  service.SetHttpServer(&server);
+  std::unique_ptr<server::HttpServer> http_server;
+  if (front) {
+    auto http = server::HttpServer::Create(http_options, &service);
+    if (!http.ok()) return Fail("serve", http.status().message());
+    http_server = std::move(*http);
+    service.SetHttpServer(http_server.get());
+  }
 
   // The engine, sized by its KV budget (EngineOptions::max_num_seqs 0 derives the concurrency).
   std::unique_ptr<kvstore::KvStoreTier> kv_tier;  // outlives the engine, which calls it
   std::unique_ptr<engine::Engine> engine;
+  parallel::UnitFrontEngine* unit_front = nullptr;
+  std::unique_ptr<parallel::UnitRankWorker> unit_worker;
   {
     model::LoadOptions load_options;
     load_options.precision = args.precision;
     load_options.progress = model::TerminalProgressBar("loading " + args.model_dir);
     load_options.drafting = args.speculative.uses_draft_layers();
+    load_options.expert_exchange = (*unit)->expert_exchange();
     auto loaded = model::LoadCausalLM(args.model_dir, load_options);
     if (!loaded.ok() && load_options.drafting)
       return Fail("serve", "--speculative-config method \"" +
                                std::string(engine::DraftMethodName(args.speculative.method)) +
                                "\" needs the model's draft layers: " + loaded.status().message());
     if (!loaded.ok()) return Fail("serve", loaded.status().message());
+    if (group != nullptr) {
+      const std::string settings = std::string(DEEPINFER_VERSION) + " " + std::to_string(args.unit.expert_parallel) +
+                                   " " + std::to_string(static_cast<int>(args.precision)) + " " +
+                                   std::to_string(args.max_num_seqs) + " " + std::to_string(args.max_num_batched_tokens) +
+                                   " " + std::to_string(args.kv_cache_bytes) + " " + std::to_string(args.max_model_len);
+      if (Status s = group->CheckSameModel((*loaded)->info().weights_fingerprint, settings); !s.ok())
+        return front ? Fail("serve", s.message()) : 1;
+    }
     engine::EngineOptions engine_options;
     engine_options.tokenizer = &*tokenizer;
     engine_options.constraint_compiler = service.constraint_compiler();
@@ -442,6 +504,15 @@ int RunServe(const std::vector<std::string>& argv) {
       engine_options.lower_tier = kv_tier.get();
       engine_options.lower_tier_timeout_s = args.kv_store_timeout_s;
     }
+    engine_options.step_group = (*unit)->step_group();
+    std::unique_ptr<parallel::UnitFrontEngine> front_engine;
+    if (group != nullptr && front) {
+      front_engine = std::make_unique<parallel::UnitFrontEngine>(*group);
+      group->set_mailbox(front_engine.get());
+    } else if (group != nullptr) {
+      unit_worker = std::make_unique<parallel::UnitRankWorker>();
+      group->set_mailbox(unit_worker.get());
+    }
     auto created = engine::Engine::Create(std::move(*loaded), engine_options);
     // A server that cannot generate does not start: it would report ready and answer every request 503.
     if (!created.ok()) {
@@ -449,6 +520,13 @@ int RunServe(const std::vector<std::string>& argv) {
       return Fail("serve", created.status().message() + (sizing ? " (--kv-cache-memory-bytes, --max-num-seqs)" : ""));
     }
     engine = std::move(*created);
+    if (front_engine) {
+      front_engine->Attach(std::move(engine), args.max_num_batched_tokens);
+      unit_front = front_engine.get();
+      engine = std::move(front_engine);
+      service.SetExtraMetrics([unit_front] { return unit_front->PrometheusText(); });
+    }
+    if (unit_worker) unit_worker->Attach(engine.get());
     service.SetEngine(engine.get());
     if (kv_tier) {
       service.SetKvStoreFlush([tier = kv_tier.get()] { tier->store().Flush(); });
@@ -461,6 +539,13 @@ int RunServe(const std::vector<std::string>& argv) {
     }
   }
 
+  if (!front) {
+    // This rank runs what rank 0 places on it until rank 0 ends the unit.
+    group->FinishAndWait();
+    engine->Shutdown();
+    return 0;
+  }
+  server::HttpServer& server = *http_server;
   DI_LOG(kInfo, "model").Field("dir", args.model_dir).Field("name", args.served_names.front())
       .Field("encoding", recipe::ModelVersionName(*args.model_version)).Field("max_model_len", args.max_model_len);
   if (demo)

@@ -9,7 +9,46 @@
 namespace deepinfer::parallel {
 
 ExpertGroup::ExpertGroup(Communicator& communicator, GroupTimeouts timeouts)
-    : communicator_(communicator), timeouts_(timeouts) {}
+    : communicator_(communicator), timeouts_(timeouts), step_rows_(static_cast<size_t>(communicator.size()), 0) {
+  MutexLock lock(&rows_mu_);
+  rows_.total.assign(static_cast<size_t>(size()), 0);
+  window_sum_.assign(static_cast<size_t>(size()), 0);
+}
+
+namespace {
+double Balance(const std::vector<int64_t>& per_rank) {
+  int64_t sum = 0, most = 0;
+  for (int64_t v : per_rank) {
+    sum += v;
+    most = std::max(most, v);
+  }
+  return sum > 0 ? static_cast<double>(most) * static_cast<double>(per_rank.size()) / static_cast<double>(sum) : 0;
+}
+}  // namespace
+
+void ExpertGroup::NoteUnitRows(const std::vector<int64_t>& unit_step_rows) {
+  int64_t sum = 0;
+  for (int64_t v : unit_step_rows) sum += v;
+  if (sum == 0) return;
+  MutexLock lock(&rows_mu_);
+  for (size_t r = 0; r < unit_step_rows.size(); ++r) {
+    rows_.total[r] += unit_step_rows[r];
+    window_sum_[r] += unit_step_rows[r];
+  }
+  window_.push_back(unit_step_rows);
+  if (window_.size() > static_cast<size_t>(kBalanceWindowSteps)) {
+    for (size_t r = 0; r < unit_step_rows.size(); ++r) window_sum_[r] -= window_.front()[r];
+    window_.erase(window_.begin());
+  }
+  ++rows_.routed_steps;
+  rows_.last_step_balance = Balance(unit_step_rows);
+  rows_.window_balance = Balance(window_sum_);
+}
+
+ExpertGroup::ExpertRows ExpertGroup::expert_rows() const {
+  MutexLock lock(&rows_mu_);
+  return rows_;
+}
 
 void ExpertGroup::Fail(const std::string& what, const Status& status) {
   std::fprintf(stderr, "deepinfer: rank %d: %s: %s; ending the unit\n", rank(), what.c_str(), status.message().c_str());
@@ -49,6 +88,10 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
 }
 
 void ExpertGroup::NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) {
+  const int64_t per_rank = experts / size();  // the load refuses a rank count that does not divide them
+  if (mailbox_ != nullptr && per_rank > 0)
+    for (int32_t id : expert_ids)
+      if (id >= 0 && id < experts) ++step_rows_[static_cast<size_t>(std::min<int64_t>(id / per_rank, size() - 1))];
   if (!record_loads_) return;
   experts_ = experts;
   if (recorder_ == nullptr) {
@@ -94,14 +137,74 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     if (recorder_ != nullptr) recorder_->EndStep();
     routed_layer_ = 0;
   }
-  const uint8_t record[2] = {static_cast<uint8_t>(has_work), static_cast<uint8_t>(local_done_.load())};
-  std::vector<uint8_t> all;
-  const Status s = AllGather({record, record + 2}, timeouts_.idle_pause_max_s + ExchangeTimeout(), &all);
-  if (!s.ok()) Fail("step agreement", s);
+  if (mailbox_ != nullptr) has_work |= mailbox_->HasWork();
+  const uint8_t done = static_cast<uint8_t>(local_done_.load());
+  const double timeout = agreed_once_ ? timeouts_.idle_pause_max_s + ExchangeTimeout() : timeouts_.startup_s;
+  agreed_once_ = true;
   bool any_work = false, all_done = true;
-  for (int p = 0; p < size(); ++p) {
-    any_work |= all[2 * p] != 0;
-    all_done &= all[2 * p + 1] != 0;
+  if (mailbox_ == nullptr) {
+    const uint8_t record[2] = {static_cast<uint8_t>(has_work), done};
+    std::vector<uint8_t> all;
+    const Status s = AllGather({record, record + 2}, timeout, &all);
+    if (!s.ok()) Fail("step agreement", s);
+    for (int p = 0; p < size(); ++p) {
+      any_work |= all[2 * p] != 0;
+      all_done &= all[2 * p + 1] != 0;
+    }
+  } else {
+    // Each member tells each other one whether it has work, whether it has finished, and how many message
+    // bytes follow for it; then the messages.
+    const int n = size();
+    std::vector<std::string> outgoing(static_cast<size_t>(n));
+    mailbox_->TakeOutgoing(&outgoing);
+    outgoing[static_cast<size_t>(rank())].clear();
+    // ... and this member's routed pairs of the step by the rank owning the expert.
+    const size_t kHeader = 2 + sizeof(int64_t) * (1 + static_cast<size_t>(n));
+    std::vector<uint8_t> send(kHeader * static_cast<size_t>(n)), recv(send.size());
+    std::vector<int64_t> send_bytes(static_cast<size_t>(n)), recv_bytes(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      uint8_t* h = send.data() + kHeader * static_cast<size_t>(p);
+      h[0] = static_cast<uint8_t>(has_work);
+      h[1] = done;
+      const int64_t bytes = static_cast<int64_t>(outgoing[static_cast<size_t>(p)].size());
+      std::memcpy(h + 2, &bytes, sizeof(bytes));
+      std::memcpy(h + 2 + sizeof(bytes), step_rows_.data(), sizeof(int64_t) * static_cast<size_t>(n));
+      send_bytes[static_cast<size_t>(p)] = static_cast<int64_t>(kHeader);
+    }
+    Status s = communicator_.AllToAllV(send.data(), send_bytes, recv.data(), send_bytes, timeout);
+    if (!s.ok()) Fail("step agreement", s);
+    std::fill(step_rows_.begin(), step_rows_.end(), 0);
+    int64_t total_in = 0;
+    std::vector<int64_t> unit_step_rows(static_cast<size_t>(n), 0), rows(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      const uint8_t* h = recv.data() + kHeader * static_cast<size_t>(p);
+      std::memcpy(rows.data(), h + 2 + sizeof(int64_t), sizeof(int64_t) * static_cast<size_t>(n));
+      for (int q = 0; q < n; ++q) unit_step_rows[static_cast<size_t>(q)] += rows[static_cast<size_t>(q)];
+      any_work |= h[0] != 0;
+      all_done &= h[1] != 0;
+      std::memcpy(&recv_bytes[static_cast<size_t>(p)], h + 2, sizeof(int64_t));
+      if (recv_bytes[static_cast<size_t>(p)] < 0) Fail("step agreement", Status::DataLoss("a negative message size"));
+      total_in += recv_bytes[static_cast<size_t>(p)];
+    }
+    NoteUnitRows(unit_step_rows);
+    std::string out_all, in_all(static_cast<size_t>(total_in), '\0');
+    for (int p = 0; p < n; ++p) {
+      send_bytes[static_cast<size_t>(p)] = static_cast<int64_t>(outgoing[static_cast<size_t>(p)].size());
+      out_all += outgoing[static_cast<size_t>(p)];
+    }
+    // Sizes every member agreed on above: a member with nothing to send or receive skips the pair.
+    s = communicator_.AllToAllV(reinterpret_cast<const uint8_t*>(out_all.data()), send_bytes,
+                                reinterpret_cast<uint8_t*>(in_all.data()), recv_bytes, timeout);
+    if (!s.ok()) Fail("step messages", s);
+    size_t at = 0;
+    for (int p = 0; p < n; ++p) {
+      const size_t bytes = static_cast<size_t>(recv_bytes[static_cast<size_t>(p)]);
+      if (bytes > 0) {
+        s = mailbox_->Deliver(p, std::string_view(in_all).substr(at, bytes));
+        if (!s.ok()) Fail("messages from rank " + std::to_string(p), s);
+      }
+      at += bytes;
+    }
   }
   last_work_step_ = any_work ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (all_done && !any_work) {

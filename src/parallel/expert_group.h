@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/hash.h"
@@ -38,6 +39,20 @@ struct GroupTimeouts {
   double startup_s = 300.0;        // the first collective: members finish loading at different times
 };
 
+// Messages that ride on the step agreement: a serving unit's requests, going out from rank 0, and their
+// answers and updates coming back. Called on the step thread only, at each agreement.
+class StepMailbox {
+ public:
+  virtual ~StepMailbox() = default;
+  // Whether this member has messages to send or waits for answers: it counts as work, so the unit steps.
+  virtual bool HasWork() = 0;
+  // The bytes for each member (`to_member` has size() empty entries; this member's own is not sent).
+  virtual void TakeOutgoing(std::vector<std::string>* to_member) = 0;
+  // What member `from` sent at this agreement (only called for non-empty bytes). An error (malformed
+  // bytes) ends the unit.
+  virtual Status Deliver(int from, std::string_view bytes) = 0;
+};
+
 class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup {
  public:
   ExpertGroup(Communicator& communicator, GroupTimeouts timeouts = {});
@@ -51,6 +66,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // the end of the first forward pass, when the routed layers are counted), a step closing at each agreement.
   void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) override;
   void set_record_loads(bool on) { record_loads_ = on; }
+  // Before the engine starts: the mailbox whose messages each agreement carries (not owned; null: none).
+  void set_mailbox(StepMailbox* mailbox) { mailbox_ = mailbox; }
   // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
   ExpertLoads RecordedLoads() const;
 
@@ -75,6 +92,18 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   Counters counters() const;
   void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
 
+  // With a mailbox and expert parallelism, each agreement also carries the routed (row, expert) pairs each
+  // member's rows sent to each member's experts in the step before it, so that every member knows the
+  // unit's expert load per rank: in total, in the last step that routed rows, and over the last
+  // kBalanceWindowSteps such steps. Balance is max/mean over the ranks (1: even; N: one rank does it all).
+  static constexpr int kBalanceWindowSteps = 64;
+  struct ExpertRows {
+    std::vector<int64_t> total;  // per rank, since start
+    double last_step_balance = 0, window_balance = 0;  // 0 before any routed step
+    int64_t routed_steps = 0;
+  };
+  ExpertRows expert_rows() const;
+
  private:
   // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
   [[noreturn]] void Fail(const std::string& what, const Status& status);
@@ -89,7 +118,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   double slowest_step_s_ = 0;
   double idle_pause_s_ = 0;
   bool finished_ = false;
+  bool agreed_once_ = false;  // the first agreement waits for the slowest member's engine start-up
+  StepMailbox* mailbox_ = nullptr;
   bool record_loads_ = false;
+  std::vector<int64_t> step_rows_;  // this member's routed pairs by the rank owning the expert, this step
+  void NoteUnitRows(const std::vector<int64_t>& unit_step_rows);
   std::unique_ptr<ExpertLoadRecorder> recorder_;
   std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer
   int64_t experts_ = 0;
@@ -102,6 +135,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   Mutex mu_;
   CondVar cv_;
   bool all_done_ GUARDED_BY(mu_) = false;
+  mutable Mutex rows_mu_;
+  ExpertRows rows_ GUARDED_BY(rows_mu_);
+  std::vector<std::vector<int64_t>> window_ GUARDED_BY(rows_mu_);  // the last routed steps' rows per rank
+  std::vector<int64_t> window_sum_ GUARDED_BY(rows_mu_);
 };
 
 }  // namespace deepinfer::parallel

@@ -43,6 +43,7 @@ Result<std::unique_ptr<Unit>> Unit::Start(const UnitOptions& options) {
                                       " processes where the launcher announced " + std::to_string(launched));
   unit->group_ = std::make_unique<ExpertGroup>(*unit->communicator_, options.timeouts);
   unit->expert_parallel_ = options.expert_parallel;
+  unit->lock_step_ = options.lock_step;
   return unit;
 }
 

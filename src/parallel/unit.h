@@ -17,6 +17,9 @@ namespace deepinfer::parallel {
 struct UnitOptions {
   int data_parallel_size = 0;   // 0: as many as the launcher started (1 without one)
   bool expert_parallel = false;  // shard the routed experts over the ranks (else each rank holds them all)
+  // The ranks step together even without expert parallelism (a serving unit: its requests and updates
+  // ride on the step agreement).
+  bool lock_step = false;
   GroupTimeouts timeouts;
 };
 
@@ -29,9 +32,10 @@ class Unit {
   int size() const { return communicator_ ? communicator_->size() : 1; }
   // Whether this rank prints what a single process prints (rank 0).
   bool leader() const { return rank() == 0; }
-  // With expert parallelism: what LoadOptions::expert_exchange and EngineOptions::step_group take (else null).
+  // With expert parallelism: what LoadOptions::expert_exchange takes, and with it or lock_step what
+  // EngineOptions::step_group takes (else null).
   model::ExpertExchange* expert_exchange() { return expert_parallel_ ? group_.get() : nullptr; }
-  engine::StepGroup* step_group() { return expert_parallel_ ? group_.get() : nullptr; }
+  engine::StepGroup* step_group() { return expert_parallel_ || lock_step_ ? group_.get() : nullptr; }
   // The group's collectives (null in a unit of one).
   ExpertGroup* group() { return group_.get(); }
   // Whether job `index` of a command's list runs on this rank (round robin).
@@ -41,6 +45,7 @@ class Unit {
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<ExpertGroup> group_;
   bool expert_parallel_ = false;
+  bool lock_step_ = false;
 };
 
 // The launcher's rank of this process before MPI is loaded (0 when not started by one): so that only rank 0

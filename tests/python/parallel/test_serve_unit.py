@@ -1,0 +1,182 @@
+"""`deepinfer serve` as a parallel unit of 2 ranks with expert parallelism on one machine (oversubscribed), started as
+`serve --data-parallel-size 2`, which runs a real `mpirun -n 2 deepinfer serve ...` itself. Rank 0 serves HTTP and
+places the requests on both ranks (per-rank counters on /metrics, with the experts' load per rank); greedy chat
+completions, streamed and not, equal a single-process server's on the same tiny checkpoint, logprobs bit for bit;
+a client that goes away aborts its request on its rank; SIGTERM ends every rank. Release build only (Open MPI's own
+allocations read as leaks under ASan); about 7 s."""
+import http.client
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT, make_tiny_model
+
+sys.path.insert(0, str(ROOT / "tests" / "python" / "server"))
+from server_process import Server, wait_for  # noqa: E402
+
+# tests/parallel/mpi_env.sh: root allowed, more ranks than cores, shared memory without the single-copy path.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl": "self,vader",
+           "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+# Greedy: thinking mode would sample. Small pools: three processes load the model at once. A generous exchange deadline: a loaded machine must
+# not end the unit (the drills test the deadline).
+SERVE_ARGS = ["--served-model-name", "tiny", "--no-thinking", "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "512",
+              "--ep-timeout-s", "30"]
+PROMPTS = ["Hello there", "What is two plus two?", "Name a colour.", "Tell me a story about a cat"]
+
+
+
+@pytest.fixture(scope="module")
+def needs_mpi(deepinfer_bin):
+    """Open MPI's mpirun and the MPI module built beside the binary (both where Open MPI is installed)."""
+    if shutil.which("mpirun") is None or not (pathlib.Path(deepinfer_bin).parent / "libdeepinfer_mpi.so").exists():
+        pytest.skip("needs Open MPI (mpirun) and the MPI module libdeepinfer_mpi.so")
+
+
+@pytest.fixture(scope="module")
+def model(deepinfer_bin, tmp_path_factory):
+    return make_tiny_model(deepinfer_bin, tmp_path_factory.mktemp("unit") / "tiny", seed=3)
+
+
+@pytest.fixture(scope="module")
+def want(deepinfer_bin, model):
+    """One process's answers."""
+    s = Server(deepinfer_bin, model, *SERVE_ARGS)
+    try:
+        out = answers(s, concurrent=False)
+    finally:
+        assert s.stop() == 0
+    assert all(text and len(logprobs) == 8 for text, _, logprobs in out), out
+    return out
+
+
+def chat(server, prompt, stream):
+    """(text, finish_reason, logprobs): the logprobs as printed, so equal means bit-identical floats."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": prompt}], "max_tokens": 8,
+            "temperature": 0, "stream": stream, "ignore_eos": True, "logprobs": True, "top_logprobs": 2}
+    status, _, payload = server.request("POST", "/v1/chat/completions", body)
+    assert status == 200, payload
+    if not stream:
+        choice = json.loads(payload)["choices"][0]
+        return choice["message"]["content"], choice["finish_reason"], choice["logprobs"]["content"]
+    text, finish, logprobs = "", None, []
+    for line in payload.decode().splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            choice = json.loads(line[6:])["choices"]
+            if choice:
+                text += choice[0]["delta"].get("content") or ""
+                finish = choice[0].get("finish_reason") or finish
+                logprobs += (choice[0].get("logprobs") or {}).get("content") or []
+    return text, finish, logprobs
+
+
+def answers(server, concurrent):
+    """Each prompt's (content, finish_reason), non-streamed and streamed; with `concurrent`, all at once."""
+    jobs = [(p, stream) for p in PROMPTS for stream in (False, True)]
+    out = [None] * len(jobs)
+
+    def run(i):
+        out[i] = chat(server, *jobs[i])
+
+    if concurrent:
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    else:
+        for i in range(len(jobs)):
+            run(i)
+    return out
+
+
+def placed(server):
+    m = server.metrics()
+    return [m.get(f'deepinfer_unit_rank_requests_placed_total{{rank="{r}"}}', 0) for r in range(2)]
+
+
+def check_unit(unit, want):
+    # One at a time (an idle unit places requests in turn), then all at once (both ranks busy together).
+    assert answers(unit, concurrent=False) == want
+    assert placed(unit) == [4, 4]
+    assert answers(unit, concurrent=True) == want
+    ranks = placed(unit)
+    assert sum(ranks) == 16 and min(ranks) > 4, ranks
+    m = unit.metrics()
+    assert m['deepinfer_unit_rank_requests{rank="1"}'] == 0
+    assert m['deepinfer_unit_rank_requests_finished_total{rank="1"}'] == ranks[1]
+    # Each rank's engine as it reports itself (the other ranks every tenth of a second): idle again.
+    assert wait_for(lambda: unit.metrics()['deepinfer_unit_rank_engine_requests_running{rank="1"}'] == 0)
+    for r in range(2):
+        assert 0 <= m[f'deepinfer_unit_rank_engine_kv_cache_usage{{rank="{r}"}}'] <= 1
+
+
+def abandon_stream(unit):
+    """A streamed request whose client goes away after the first event; returns the rank it ran on."""
+    before = placed(unit)
+    conn = http.client.HTTPConnection("127.0.0.1", unit.port, timeout=60)
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Go on and on"}], "max_tokens": 400,
+            "temperature": 0, "stream": True, "ignore_eos": True}
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert resp.read(6) == b"data: "
+    rank = [a - b for a, b in zip(placed(unit), before)].index(1)
+    # Its rank's engine reports it running.
+    running = f'deepinfer_unit_rank_engine_requests_running{{rank="{rank}"}}'
+    assert wait_for(lambda: unit.metrics()[running] == 1, timeout=10)
+    conn.sock.shutdown(2)
+    conn.close()
+    return rank
+
+
+def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, want):
+    # `serve --data-parallel-size 2` runs `mpirun -n 2 deepinfer serve ...` itself: exactly the unit that
+    # mpirun starts by hand.
+    unit = Server(deepinfer_bin, model, *SERVE_ARGS, "--data-parallel-size", "2", "--enable-expert-parallel",
+                  env=MPI_ENV)
+    try:
+        assert placed(unit) == [0, 0]
+        check_unit(unit, want)
+        # Expert parallelism: the rows each rank's experts computed. The tiny preset routes every token to
+        # num_experts_per_tok = 2 of its 8 experts at each MoE layer (hash-routed ones too), 4 experts a rank.
+        m = unit.metrics()
+        rows = [m[f'deepinfer_unit_rank_expert_rows_total{{rank="{r}"}}'] for r in range(2)]
+        assert min(rows) > 0 and sum(rows) % 2 == 0, rows
+        # max/mean over 2 ranks lies in [1, 2]; the total one follows from the rows.
+        assert m["deepinfer_unit_expert_balance_total"] == pytest.approx(2 * max(rows) / sum(rows), rel=1e-5)
+        for window in ("last_step", "window"):
+            assert 1 <= m[f"deepinfer_unit_expert_balance_{window}"] <= 2
+        # A client that goes away aborts its request on the rank that runs it: it finishes there long before
+        # its 400 tokens (the abort crosses to that rank at the next step agreement).
+        for _ in range(3):
+            generated = unit.metrics()
+            rank = abandon_stream(unit)
+            key = f'deepinfer_unit_rank_requests{{rank="{rank}"}}'
+            assert wait_for(lambda: unit.metrics()[key] == 0, timeout=20)
+            tokens = f'deepinfer_unit_rank_generation_tokens_total{{rank="{rank}"}}'
+            assert unit.metrics()[tokens] - generated[tokens] < 200
+            if rank == 1:
+                break
+        assert rank == 1
+    finally:
+        code = unit.stop(timeout=30)
+    # SIGTERM, forwarded to mpirun, ends every rank (the exit status is mpirun's own); rank 0 stopped as a
+    # server does, and no rank had to end the unit.
+    assert code is not None
+    assert any(" stopped " in line for line in unit.log), unit.log
+    assert not [line for line in unit.log if re.search(r"rank \d+: .*ending the unit", line)], unit.log
+
+
+def test_serve_without_mpirun_is_one_line(deepinfer_bin, model, tmp_path):
+    proc = subprocess.run([deepinfer_bin, "serve", model, "--data-parallel-size", "2"], capture_output=True,
+                          text=True, timeout=30, env={**os.environ, "PATH": str(tmp_path)})
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "mpirun" in proc.stderr, proc.stderr
