@@ -174,6 +174,10 @@ int RunGc(const std::vector<std::string>& args) {
     j["block_bytes"] = r->block_bytes;
     j["expired"] = r->expired;
     j["capacity_evicted"] = r->capacity_evicted;
+    j["snapshots"] = r->snapshots;
+    j["snapshot_bytes"] = r->snapshot_bytes;
+    j["snapshots_evicted"] = r->snapshots_evicted;
+    j["snapshots_orphaned"] = r->snapshots_orphaned;
     j["evicted_bytes"] = r->evicted_bytes;
     j["trash_unlinked"] = r->trash_unlinked;
     j["trash_pending"] = r->trash_pending;
@@ -190,6 +194,10 @@ int RunGc(const std::vector<std::string>& args) {
                 static_cast<unsigned long long>(r->blocks), HumanBytes(r->block_bytes).c_str(), verb,
                 static_cast<unsigned long long>(r->expired), static_cast<unsigned long long>(r->capacity_evicted),
                 HumanBytes(r->evicted_bytes).c_str());
+    std::printf("%llu snapshot records (%s); %s %llu expired or over the watermark + %llu whose block is gone\n",
+                static_cast<unsigned long long>(r->snapshots), HumanBytes(r->snapshot_bytes).c_str(), verb,
+                static_cast<unsigned long long>(r->snapshots_evicted),
+                static_cast<unsigned long long>(r->snapshots_orphaned));
     std::printf("trash: %llu unlinked, %llu in grace; temporaries removed %llu; old quarantine removed %llu\n",
                 static_cast<unsigned long long>(r->trash_unlinked), static_cast<unsigned long long>(r->trash_pending),
                 static_cast<unsigned long long>(r->tmp_removed), static_cast<unsigned long long>(r->quarantine_removed));

@@ -146,7 +146,7 @@ Status EngineImpl::Init() {
     }
   }
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
-  int64_t window_blocks = 0, window_cached = -1, snapshot_bytes = 0;
+  int64_t window_blocks = 0, window_cached = -1, cache_budget_bytes = 0;
   if (window_bytes > 0) {
     // A decoding sequence's window, plus a block for the lookahead of speculative decoding.
     const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1 +
@@ -165,7 +165,7 @@ Status EngineImpl::Init() {
     }
     const int64_t running = o.max_num_seqs * per_decode + 2 * per_prefill;
     const int64_t cache_bytes = o.window_cache_bytes > 0 ? o.window_cache_bytes : o.kv_cache_bytes / 4;
-    snapshot_bytes = cache_bytes / 4;
+    cache_budget_bytes = cache_bytes / 4;  // the snapshots' alone, when the window pool is given in blocks
     window_cached = std::max<int64_t>(cache_bytes / window_bytes, 0);
     if ((running + window_cached) * window_bytes > o.kv_cache_bytes * 3 / 4)
       window_cached = std::max<int64_t>(0, o.kv_cache_bytes * 3 / 4 / window_bytes - running);
@@ -180,6 +180,9 @@ Status EngineImpl::Init() {
   if (window_bytes > 0 && o.window_blocks > 0) {
     window_blocks = o.window_blocks;
     window_cached = -1;
+  } else if (window_bytes > 0) {
+    // The cached window blocks and the snapshots share one LRU budget: the room left for cached blocks.
+    cache_budget_bytes = window_cached * window_bytes;
   }
   int64_t prefix_blocks = 0;
   if (prefix_bytes > 0 && o.kv_blocks > 0) {
@@ -231,8 +234,12 @@ Status EngineImpl::Init() {
     config.snapshot_layout = HashBytes(layout);
   }
   config.replay_cone = mi.exact_replay_positions;
-  if (o.snapshot_cache_bytes >= 0) snapshot_bytes = o.snapshot_cache_bytes;
-  config.snapshot_bytes = mi.supports_state_export && mi.supports_restore && o.enable_prefix_caching ? snapshot_bytes : 0;
+  // Without window groups the snapshots' budget is their cap alone.
+  if (window_bytes == 0) cache_budget_bytes = std::max<int64_t>(o.snapshot_cache_bytes, 0);
+  if (o.snapshot_cache_bytes > 0 && window_cached < 0) cache_budget_bytes = o.snapshot_cache_bytes;
+  config.cache_budget_bytes = cache_budget_bytes;
+  config.snapshot_bytes =
+      mi.supports_state_export && mi.supports_restore && o.enable_prefix_caching ? o.snapshot_cache_bytes : 0;
   if (!config.supports_restore && o.enable_prefix_caching)
     DI_LOG(kInfo, "engine: the model cannot restore a sequence at a block boundary; prefix-cache hits are off")
         .Field("architecture", mi.architecture);

@@ -195,12 +195,16 @@ struct EngineOptions {
   // > 0: cached window blocks also expire after this long unused (an operator's cap, for a cluster whose
   // memory is better spent elsewhere); 0: they stay until the window pool needs room (LRU).
   double window_ttl_s = 0;
-  // LRU byte budget of cached (unreferenced) window blocks; 0: a quarter of kv_cache_bytes.
+  // One LRU byte budget over what is kept for later prompts besides prefix blocks: cached (unreferenced)
+  // window blocks and the snapshots below (the least recently used of either kind is evicted first);
+  // 0: a quarter of kv_cache_bytes.
   int64_t window_cache_bytes = 0;
-  // LRU byte budget of the snapshots finished sequences leave for token-exact continuation (a prompt that
-  // extends one resumes at its last position instead of its last full block), kept in memory beside the
-  // pools; -1: a quarter of the window cache budget (models that can export their sequence state, with
-  // prefix caching on); 0: none.
+  // The snapshots finished sequences leave for token-exact continuation (a prompt that extends one resumes
+  // at its last position instead of its last full block), kept in memory beside the pools under the window
+  // cache budget: -1: on for models that can export their sequence state (with prefix caching on), with no
+  // cap but that budget; 0: off; > 0: on, holding at most this many bytes of it (with window_blocks given,
+  // or without window groups, this is their whole budget; -1 then means a quarter of the window cache
+  // budget, or none without window groups).
   int64_t snapshot_cache_bytes = -1;
   // Touch every page of the KV pools at creation. The pools are mapped zero pages, so otherwise the
   // process's resident memory grows with every position first written (for as long as the pool has

@@ -14,11 +14,13 @@ namespace {
 constexpr int64_t kMinLatencyChunk = 16;  // progress for prefills even when decodes alone fill the target
 constexpr int64_t kExpireEveryNanos = 1'000'000'000;
 
-kvcache::BlockManagerOptions BlockOptions(const SchedulerConfig& c) {
+kvcache::BlockManagerOptions BlockOptions(const SchedulerConfig& c, kvcache::LruBudget* budget) {
   return {.prefix_blocks = c.prefix_blocks,
           .window_blocks = c.window_blocks,
           .window = c.window,
           .window_max_cached = c.window_cached,
+          .window_budget = c.window_cached >= 0 ? budget : nullptr,
+          .window_block_bytes = c.window_block_bytes,
           .window_ttl_s = c.options.window_ttl_s,
           .prefix_caching = c.options.enable_prefix_caching};
 }
@@ -39,7 +41,7 @@ Scheduler::Scheduler(SchedulerConfig config, Inbox* inbox, EngineMetrics* metric
       metrics_(metrics),
       output_(output),
       bytes_(bytes),
-      blocks_(BlockOptions(config_)),
+      blocks_(BlockOptions(config_, &cache_budget_)),
       can_restore_(config_.supports_restore),
       can_fork_(config_.supports_fork) {}
 
@@ -367,6 +369,9 @@ void Scheduler::PublishPoolGauges() {
   metrics_->prefix_free = p.num_free() + prefix_pinned;
   metrics_->window_used = w.num_used() - window_pinned;
   metrics_->window_cached = w.num_cached();
+  // Window blocks cached past the shared budget evict snapshots too.
+  metrics_->counters.snapshots_cached = snapshots_.count();
+  metrics_->counters.snapshot_bytes = snapshots_.bytes();
 }
 
 // Starts a waiting sequence: matches its tokens against the prefix cache, decides where its state is

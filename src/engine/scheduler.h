@@ -169,13 +169,18 @@ struct SchedulerConfig {
   int64_t window_blocks = 0;   // per window cache group
   int64_t window = 0;          // positions of the widest window group
   int64_t window_cached = -1;  // cached window blocks kept; -1: no bound
+  // One LRU byte budget over what is cached for later prompts besides prefix blocks: the snapshots, and
+  // the cached window blocks when window_cached >= 0 (the least recently used of either kind goes first).
+  int64_t cache_budget_bytes = 0;
   int64_t vocab_size = 0;
   int64_t max_model_len = 0;
   std::vector<int32_t> eos_token_ids;
   bool supports_restore = false;  // prefix-cache hits (else every sequence starts cold)
   bool supports_fork = false;     // n > 1 outputs share the prompt's state (else they recompute it)
   int64_t replay_cone = 0;        // positions exact replay recomputes before a hit without window state
-  int64_t snapshot_bytes = 0;     // token-exact continuation's snapshot budget (0: off)
+  // Token-exact continuation's snapshots, under cache_budget_bytes: 0: off; > 0: at most this many bytes of
+  // it; -1: no cap of their own.
+  int64_t snapshot_bytes = 0;
   // Names everything that shapes a snapshot's bytes besides its tokens (cache groups, block sizes, the
   // model's state): mixed into the name a snapshot is stored under in the persistent tier.
   Hash128 snapshot_layout;
@@ -297,6 +302,7 @@ class Scheduler {
   EngineMetrics* metrics_;
   OutputProcessor* output_;
   PrefixBlockBytes* bytes_;
+  kvcache::LruBudget cache_budget_{config_.cache_budget_bytes};  // before its members
   kvcache::BlockManager blocks_;
   bool can_restore_;
   bool can_fork_;
@@ -332,7 +338,7 @@ class Scheduler {
   std::vector<uint64_t> released_constraints_;
   // Sources of pending copies, referenced until the executor has copied them.
   std::vector<BlockCopy> copy_pins_;
-  SnapshotCache snapshots_{config_.snapshot_bytes};
+  SnapshotCache snapshots_{&cache_budget_, config_.snapshot_bytes};
   std::vector<SnapshotTake> snapshot_takes_;  // for the next plan
   std::vector<BlockCopy> snapshot_pins_;      // their blocks (`from`), referenced until it ran
   // With a persistent tier: the names of snapshots being made, to offer them to the tier once made.

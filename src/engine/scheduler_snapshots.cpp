@@ -83,7 +83,8 @@ void Scheduler::ReceiveSnapshots(const StepResult& result) {
     snapshots_.Fill(key, snapshot);
     auto offer = snapshot_offers_.find(key);
     if (offer == snapshot_offers_.end()) continue;
-    if (snapshot) options_.lower_tier->OfferSnapshot(TierSnapshotName(offer->second.first), offer->second.second, snapshot);
+    const auto& [prefix, tail] = offer->second;
+    if (snapshot) options_.lower_tier->OfferSnapshot(TierSnapshotName(prefix), prefix, tail, snapshot);
     snapshot_offers_.erase(offer);
   }
   MutexLock lock(&metrics_->mu);

@@ -4,6 +4,45 @@
 
 namespace deepinfer::engine {
 
+SnapshotCache::SnapshotCache(int64_t budget_bytes)
+    : own_budget_(std::make_unique<kvcache::LruBudget>(std::max<int64_t>(budget_bytes, 0))),
+      budget_(own_budget_.get()),
+      cap_(-1) {
+  budget_->Join(this);
+}
+
+SnapshotCache::SnapshotCache(kvcache::LruBudget* budget, int64_t cap_bytes) : budget_(budget), cap_(cap_bytes) {
+  budget_->Join(this);
+}
+
+void SnapshotCache::Use(Iterator it) {
+  it->use = budget_->NextUse();
+  entries_.splice(entries_.begin(), entries_, it);
+}
+
+SnapshotCache::Iterator SnapshotCache::OldestMade() {
+  for (auto it = entries_.end(); it != entries_.begin();) {
+    --it;
+    if (it->snapshot) return it;
+  }
+  return entries_.end();
+}
+
+uint64_t SnapshotCache::OldestUse() const {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+    if (it->snapshot) return it->use;
+  return 0;
+}
+
+void SnapshotCache::EvictOldest() {
+  const Iterator victim = OldestMade();
+  if (victim == entries_.end()) return;
+  bytes_ -= victim->bytes;
+  budget_->Credit(victim->bytes);
+  ++evictions_;
+  entries_.erase(victim);
+}
+
 uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
                                int64_t expected_bytes) {
   if (!enabled() || tail.empty() || static_cast<int64_t>(tail.size()) >= kvcache::kBlockTokens) return 0;
@@ -14,37 +53,39 @@ uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<cons
     }
   }
   expected_bytes = std::max<int64_t>(expected_bytes, 0);
-  if (pending_bytes_ + expected_bytes > budget_) return 0;
-  EvictFor(expected_bytes, entries_.end());
-  entries_.push_front(
-      {.key = next_key_++, .prefix = prefix, .tail = {tail.begin(), tail.end()}, .bytes = expected_bytes});
+  if ((budget_->bounded() && pending_bytes_ + expected_bytes > budget_->budget()) ||
+      (cap_ > 0 && pending_bytes_ + expected_bytes > cap_))
+    return 0;
+  entries_.push_front({.key = next_key_++,
+                       .prefix = prefix,
+                       .tail = {tail.begin(), tail.end()},
+                       .bytes = expected_bytes,
+                       .use = budget_->NextUse()});
   pending_bytes_ += expected_bytes;
+  budget_->Charge(expected_bytes);
+  budget_->Enforce();  // spares the ones being made, this one included
+  while (cap_ > 0 && bytes_ + pending_bytes_ > cap_ && OldestUse() != 0) EvictOldest();
   return entries_.front().key;
-}
-
-void SnapshotCache::EvictFor(int64_t room, Iterator keep) {
-  // Least recently used first; a snapshot still being made is counted but not evicted.
-  for (auto victim = entries_.end(); bytes_ + pending_bytes_ + room > budget_ && victim != entries_.begin();) {
-    --victim;
-    if (!victim->snapshot || victim == keep) continue;
-    bytes_ -= victim->bytes;
-    ++evictions_;
-    victim = entries_.erase(victim);
-  }
 }
 
 void SnapshotCache::Fill(uint64_t key, std::shared_ptr<const SequenceSnapshot> snapshot) {
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
   if (it == entries_.end() || it->snapshot) return;
   pending_bytes_ -= it->bytes;
-  if (!snapshot || snapshot->bytes() > budget_) {
+  budget_->Credit(it->bytes);
+  const int64_t bytes = snapshot ? snapshot->bytes() : 0;
+  if (!snapshot || (budget_->bounded() && bytes > budget_->budget()) || (cap_ > 0 && bytes > cap_)) {
     entries_.erase(it);
     return;
   }
-  it->bytes = snapshot->bytes();
+  // Made now: the most recently used, so the budget evicts everything older (of either kind) first.
+  it->bytes = bytes;
   it->snapshot = std::move(snapshot);
-  bytes_ += it->bytes;
-  EvictFor(0, it);
+  Use(it);
+  bytes_ += bytes;
+  budget_->Charge(bytes);
+  budget_->Enforce();
+  while (cap_ > 0 && bytes_ + pending_bytes_ > cap_ && OldestUse() != 0) EvictOldest();
 }
 
 std::shared_ptr<const SequenceSnapshot> SnapshotCache::Find(const kvcache::BlockHash& prefix,

@@ -1,10 +1,12 @@
 // The snapshots of finished sequences that token-exact continuation resumes from (SequenceSnapshot,
 // step_plan.h), by name: the chained hash of a sequence's full blocks (its root when it has none) and its
-// tokens after them. Kept in least-recently-used order under a byte budget that also counts the snapshots
-// being made (at their expected size): many sequences finishing in one step take only as many snapshots as
-// the budget holds, so the memory they need never exceeds it. A snapshot is found only under the hash of
-// full blocks that a prompt matched in the prefix cache, so a hit never needs a block that is gone. Not
-// thread-safe (the scheduler's step thread owns it).
+// tokens after them. Kept in least-recently-used order under a byte budget, their own or one shared with
+// the cached window blocks (kvcache::LruBudget: the least recently used of either kind is evicted first),
+// optionally also under a cap of their own. The budget also counts the snapshots being made (at their
+// expected size): many sequences finishing in one step take only as many snapshots as it holds, so the
+// memory they need never exceeds it. A snapshot is found only under the hash of full blocks that a prompt
+// matched in the prefix cache, so a hit never needs a block that is gone. Not thread-safe (the scheduler's
+// step thread owns it).
 #pragma once
 
 #include <cstdint>
@@ -15,17 +17,24 @@
 
 #include "engine/step_plan.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/lru_budget.h"
 
 namespace deepinfer::engine {
 
-class SnapshotCache {
+class SnapshotCache : private kvcache::LruBudget::Member {
  public:
-  explicit SnapshotCache(int64_t budget_bytes) : budget_(budget_bytes) {}
+  // Alone under a budget of its own (0: keeps nothing).
+  explicit SnapshotCache(int64_t budget_bytes);
+  // Under `budget`, shared with other caches, which must outlive it; cap_bytes > 0: the
+  // snapshots also hold at most that many bytes of it; 0: keeps nothing; < 0: no cap of their own.
+  SnapshotCache(kvcache::LruBudget* budget, int64_t cap_bytes);
+  SnapshotCache(const SnapshotCache&) = delete;
+  SnapshotCache& operator=(const SnapshotCache&) = delete;
 
-  bool enabled() const { return budget_ > 0; }
+  bool enabled() const { return cap_ != 0 && budget_->budget() != 0; }
   // A name for the snapshot of a sequence whose full blocks chain to `prefix` and whose tokens after them
   // are `tail` (1 to 127 of them), made by the executor in the next step with about `expected_bytes`
-  // (SequenceSnapshot::bytes()); least recently used snapshots are evicted to make room. 0 when an equal
+  // (SequenceSnapshot::bytes()); least recently used entries are evicted to make room. 0 when an equal
   // one is already kept or being made (which then counts as just used), or when the snapshots being made
   // leave no room for it (it is then not taken).
   uint64_t Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail, int64_t expected_bytes);
@@ -49,13 +58,18 @@ class SnapshotCache {
     std::vector<int32_t> tail;
     std::shared_ptr<const SequenceSnapshot> snapshot;  // null while the executor makes it
     int64_t bytes = 0;  // expected while being made, then actual
+    uint64_t use = 0;   // the budget's use serial of its last use
   };
   using Iterator = std::list<Entry>::iterator;
-  void Use(Iterator it) { entries_.splice(entries_.begin(), entries_, it); }
-  // Evicts kept snapshots, least recently used first, sparing `keep`, until `room` more bytes fit.
-  void EvictFor(int64_t room, Iterator keep);
+  void Use(Iterator it);
+  // LruBudget::Member: the least recently used snapshot made (one being made is counted, never evicted).
+  Iterator OldestMade();
+  uint64_t OldestUse() const override;
+  void EvictOldest() override;
 
-  int64_t budget_;
+  std::unique_ptr<kvcache::LruBudget> own_budget_;  // when alone
+  kvcache::LruBudget* budget_;
+  int64_t cap_;
   int64_t bytes_ = 0;
   int64_t pending_bytes_ = 0;
   uint64_t next_key_ = 1;

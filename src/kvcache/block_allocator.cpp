@@ -8,7 +8,10 @@ namespace deepinfer::kvcache {
 BlockAllocator::BlockAllocator(const Options& options)
     : blocks_(static_cast<size_t>(std::max<int64_t>(options.num_blocks, 0))),
       max_cached_(options.max_cached),
-      ttl_nanos_(options.ttl_seconds > 0 ? static_cast<int64_t>(options.ttl_seconds * 1e9) : 0) {
+      ttl_nanos_(options.ttl_seconds > 0 ? static_cast<int64_t>(options.ttl_seconds * 1e9) : 0),
+      budget_(options.budget),
+      block_bytes_(options.block_bytes) {
+  if (budget_) budget_->Join(this);
   free_.reserve(blocks_.size());
   // Low ids are handed out first (a stack popped from the back).
   for (int64_t b = num_blocks() - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
@@ -22,6 +25,10 @@ void BlockAllocator::LruPushNewest(int32_t b) {
   lru_newest_ = b;
   if (lru_oldest_ == kNoBlock) lru_oldest_ = b;
   ++num_cached_;
+  if (budget_) {
+    block.use = budget_->NextUse();
+    budget_->Charge(block_bytes_);
+  }
 }
 
 void BlockAllocator::LruRemove(int32_t b) {
@@ -32,6 +39,17 @@ void BlockAllocator::LruRemove(int32_t b) {
   else lru_newest_ = block.prev;
   block.prev = block.next = kNoBlock;
   --num_cached_;
+  if (budget_) budget_->Credit(block_bytes_);
+}
+
+uint64_t BlockAllocator::OldestUse() const {
+  return lru_oldest_ == kNoBlock ? 0 : blocks_[static_cast<size_t>(lru_oldest_)].use;
+}
+
+void BlockAllocator::EvictOldest() {
+  if (lru_oldest_ == kNoBlock) return;
+  EvictCached(lru_oldest_, Forgotten::kEvicted);
+  ++evictions_;
 }
 
 void BlockAllocator::EvictCached(int32_t b, Forgotten why) {
@@ -110,6 +128,7 @@ void BlockAllocator::Release(int32_t b, int64_t now_nanos) {
       ++evictions_;
     }
   }
+  if (budget_) budget_->Enforce();
 }
 
 int32_t BlockAllocator::Register(int32_t b, const BlockHash& hash) {
@@ -154,13 +173,16 @@ Status BlockAllocator::CheckInvariants() const {
   }
   int64_t cached = 0, hashed = 0;
   int64_t prev_use = INT64_MIN;
+  uint64_t prev_serial = 0;
   int32_t prev = kNoBlock;
   for (int32_t b = lru_oldest_; b != kNoBlock; b = blocks_[static_cast<size_t>(b)].next) {
     const Block& block = blocks_[static_cast<size_t>(b)];
     if (block.prev != prev) return fail("LRU back link broken at " + std::to_string(b));
     if (block.refs != 0 || !block.hashed || block.is_free) return fail("LRU block " + std::to_string(b) + " is not cached");
     if (block.last_use < prev_use) return fail("LRU out of last-use order");
+    if (budget_ && block.use <= prev_serial) return fail("LRU out of the shared budget's use order");
     prev_use = block.last_use;
+    prev_serial = block.use;
     prev = b;
     if (++cached > num_blocks()) return fail("LRU list has a cycle");
   }

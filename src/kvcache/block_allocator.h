@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/lru_budget.h"
 
 namespace deepinfer::kvcache {
 
@@ -26,7 +27,7 @@ namespace deepinfer::kvcache {
 // for room, or it expired (the TTL).
 enum class Forgotten { kNever, kEvicted, kExpired };
 
-class BlockAllocator {
+class BlockAllocator : private LruBudget::Member {
  public:
   struct Options {
     int64_t num_blocks = 0;
@@ -35,8 +36,16 @@ class BlockAllocator {
     int64_t max_cached = -1;
     // Expire() frees cached blocks unused for this long; 0: they never expire.
     double ttl_seconds = 0;
+    // A byte budget the cached blocks share with other caches (each cached block counts block_bytes;
+    // releasing past it evicts the least recently used entry of any of them); null: none. It must outlive
+    // the allocator.
+    LruBudget* budget = nullptr;
+    int64_t block_bytes = 0;
   };
   explicit BlockAllocator(const Options& options);
+  // The budget holds a pointer to its members.
+  BlockAllocator(const BlockAllocator&) = delete;
+  BlockAllocator& operator=(const BlockAllocator&) = delete;
 
   // A block with one reference and no hash: a free one if there is one, else the least recently used
   // cached block (forgotten). kNoBlock when every block is referenced.
@@ -84,12 +93,16 @@ class BlockAllocator {
     bool is_free = true;
     BlockHash hash;
     int64_t last_use = 0;
+    uint64_t use = 0;  // the shared budget's use serial at the release that cached it
     int32_t prev = kNoBlock, next = kNoBlock;  // LRU links while cached
   };
   void LruPushNewest(int32_t b);
   void LruRemove(int32_t b);
   // Forgets a cached block and puts it on the free list, remembering why.
   void EvictCached(int32_t b, Forgotten why);
+  // LruBudget::Member: the oldest cached block, evicted for room.
+  uint64_t OldestUse() const override;
+  void EvictOldest() override;
 
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;
@@ -98,6 +111,8 @@ class BlockAllocator {
   int64_t num_cached_ = 0;
   int64_t max_cached_;
   int64_t ttl_nanos_;
+  LruBudget* budget_;
+  int64_t block_bytes_;
   uint64_t evictions_ = 0, expirations_ = 0;
   uint64_t misuse_ = 0;
   // Names forgotten lately: why, and the serial of the latest time; the queue holds them oldest first, and

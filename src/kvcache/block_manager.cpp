@@ -11,7 +11,11 @@ int64_t BlocksCovering(int64_t positions) { return (positions + kBlockTokens - 1
 
 BlockManager::BlockManager(const BlockManagerOptions& o)
     : prefix_({.num_blocks = o.prefix_blocks, .max_cached = -1, .ttl_seconds = o.prefix_ttl_s}),
-      window_({.num_blocks = o.window_blocks, .max_cached = o.window_max_cached, .ttl_seconds = o.window_ttl_s}),
+      window_({.num_blocks = o.window_blocks,
+               .max_cached = o.window_max_cached,
+               .ttl_seconds = o.window_ttl_s,
+               .budget = o.window_budget,
+               .block_bytes = o.window_block_bytes}),
       window_size_(o.window),
       caching_(o.prefix_caching),
       max_rollback_(std::max<int64_t>(o.max_rollback, 0)) {}

@@ -27,6 +27,10 @@ struct BlockManagerOptions {
   int64_t window_blocks = 0;  // ids per window group (0: no window groups)
   int64_t window = 0;         // positions a query sees in the window groups (its own included)
   int64_t window_max_cached = -1;  // cached window blocks kept (the byte budget in blocks); -1: no bound
+  // A byte budget the cached window blocks share with other caches (LruBudget: the least recently used
+  // entry of any of them is evicted first), each block counting window_block_bytes; null: none.
+  LruBudget* window_budget = nullptr;
+  int64_t window_block_bytes = 0;
   double window_ttl_s = 0;    // 0: cached window blocks never expire (only LRU eviction)
   double prefix_ttl_s = 0;    // 0: prefix blocks never expire (only LRU eviction)
   bool prefix_caching = true;  // register full blocks and find them again

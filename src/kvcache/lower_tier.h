@@ -49,12 +49,14 @@ class LowerTier {
   virtual void Read(std::vector<BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> destinations,
                     std::function<void(size_t leading_ok)> done) = 0;
 
-  // Token-exact continuation: a finished sequence's snapshot, named by the chained hash of its full blocks
-  // (`prefix`; the chain's root when it has none), whose tokens after them are `tail`. Stored beside the
-  // blocks, one per prefix (a later one replaces it). Never blocks; the default keeps nothing.
-  virtual void OfferSnapshot(const BlockHash& prefix, std::span<const int32_t> tail,
+  // Token-exact continuation: a finished sequence's snapshot, named `prefix` by the caller from the chained
+  // hash of its full blocks (`last_block`: that of the last one, which the tier keeps it beside and without
+  // which it is of no use; ignored when the snapshot has no full block), whose tokens after them are
+  // `tail`. Stored beside the blocks, one per name (a later one replaces it). Never blocks; the default
+  // keeps nothing.
+  virtual void OfferSnapshot(const BlockHash& prefix, const BlockHash& last_block, std::span<const int32_t> tail,
                              std::shared_ptr<const SequenceSnapshot> snapshot) {
-    (void)prefix, (void)tail, (void)snapshot;
+    (void)prefix, (void)last_block, (void)tail, (void)snapshot;
   }
   // The snapshot stored under `prefix`, verified, with its tail (asynchronously); done({}, nullptr) when
   // there is none or it fails verification.

@@ -26,7 +26,9 @@ Result<StoreLayout> StoreLayoutFor(const kvcache::KvCacheSpec& spec, const Store
 KvStoreTier::KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl)
     : store_(std::move(store)), default_ttl_(default_ttl) {
   auto dir = StoreDir::Open(store_->dir(), false);
-  if (dir.ok()) snapshots_ = std::make_unique<SnapshotFiles>(std::move(dir).value(), store_->namespace_id());
+  if (dir.ok())
+    snapshots_ = std::make_unique<SnapshotFiles>(std::move(dir).value(), store_->namespace_id(),
+                                                 store_->ttl_seconds(default_ttl_));
 }
 
 KvStoreTier::~KvStoreTier() = default;
@@ -77,10 +79,11 @@ void KvStoreTier::Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vec
   });
 }
 
-void KvStoreTier::OfferSnapshot(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
-                                std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) {
+void KvStoreTier::OfferSnapshot(const kvcache::BlockHash& prefix, const kvcache::BlockHash& last_block,
+                                std::span<const int32_t> tail, std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) {
   if (!snapshots_) return;
-  snapshots_->Write({.prefix = prefix, .tail = {tail.begin(), tail.end()}, .snapshot = std::move(snapshot)});
+  snapshots_->Write(
+      {.prefix = prefix, .last_block = last_block, .tail = {tail.begin(), tail.end()}, .snapshot = std::move(snapshot)});
 }
 
 void KvStoreTier::ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone done) {

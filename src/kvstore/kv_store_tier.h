@@ -43,7 +43,7 @@ class KvStoreTier final : public kvcache::LowerTier {
             std::function<void(size_t leading_ok)> done) override;
   double PredictReadSeconds(int64_t blocks) const override;
   // Snapshots are files beside the blocks (snapshot_format.h), written and read on a thread of their own.
-  void OfferSnapshot(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
+  void OfferSnapshot(const kvcache::BlockHash& prefix, const kvcache::BlockHash& last_block, std::span<const int32_t> tail,
                      std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) override;
   void ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone done) override;
 

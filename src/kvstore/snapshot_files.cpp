@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/log.h"
@@ -26,8 +27,17 @@ bool WriteWhole(int fd, const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
-SnapshotFiles::SnapshotFiles(StoreDir dir, const Hash128& namespace_id)
-    : dir_(std::move(dir)), namespace_id_(namespace_id), thread_([this] { Loop(); }) {}
+SnapshotFiles::SnapshotFiles(StoreDir dir, const Hash128& namespace_id, int64_t ttl_seconds)
+    : dir_(std::move(dir)), namespace_id_(namespace_id), ttl_seconds_(ttl_seconds), thread_([this] { Loop(); }) {}
+
+void SnapshotFiles::Stamp(const std::string& path, int64_t old_expiry_ns) const {
+  const int64_t now_ns = UnixNanos();
+  const int64_t expiry_ns = std::max(old_expiry_ns, now_ns + ttl_seconds_ * 1'000'000'000);
+  struct timespec times[2];
+  times[0] = {static_cast<time_t>(now_ns / 1'000'000'000), static_cast<long>(now_ns % 1'000'000'000)};
+  times[1] = {static_cast<time_t>(expiry_ns / 1'000'000'000), static_cast<long>(expiry_ns % 1'000'000'000)};
+  ::utimensat(AT_FDCWD, path.c_str(), times, 0);  // best effort: a read-only store still serves
+}
 
 SnapshotFiles::~SnapshotFiles() {
   {
@@ -113,6 +123,7 @@ void SnapshotFiles::WriteNow(const SnapshotRecord& record) {
     if (fd >= 0) {
       ok = WriteWhole(fd, *bytes);
       ok = ::close(fd) == 0 && ok;
+      if (ok) Stamp(tmp, 0);  // before it appears, so a sweep never sees it already expired
       ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
       if (!ok) ::unlink(tmp.c_str());
     }
@@ -158,6 +169,7 @@ void SnapshotFiles::ReadNow(const Hash128& prefix, const kvcache::LowerTier::Sna
     done({}, nullptr);
     return;
   }
+  Stamp(path, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec);
   done(std::move(record->tail), std::move(record->snapshot));
 }
 

@@ -1,6 +1,8 @@
 // Snapshot files (snapshot_format.h) of one store namespace, written and read on a thread of their own so
 // that the engine's step thread never waits for them. A write goes to a temporary file renamed into place
-// (a reader sees a whole file or none); a read verifies everything before it reports a snapshot.
+// (a reader sees a whole file or none); a read verifies everything before it reports a snapshot. A file's
+// times follow the blocks' rules (sweeper.h): mtime = its expiry, set at write and pushed on by a read
+// (now + the TTL), atime = its last use.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,8 @@ namespace deepinfer::kvstore {
 
 class SnapshotFiles {
  public:
-  SnapshotFiles(StoreDir dir, const Hash128& namespace_id);
+  // ttl_seconds: how long a file lives after its last use.
+  SnapshotFiles(StoreDir dir, const Hash128& namespace_id, int64_t ttl_seconds);
   ~SnapshotFiles();  // finishes the queued work
   SnapshotFiles(const SnapshotFiles&) = delete;
   SnapshotFiles& operator=(const SnapshotFiles&) = delete;
@@ -40,9 +43,12 @@ class SnapshotFiles {
   void Loop();
   void WriteNow(const SnapshotRecord& record);
   void ReadNow(const Hash128& prefix, const kvcache::LowerTier::SnapshotDone& done);
+  // Last use now, expiry now + the TTL (never earlier than it was).
+  void Stamp(const std::string& path, int64_t old_expiry_ns) const;
 
   StoreDir dir_;
   Hash128 namespace_id_;
+  int64_t ttl_seconds_;
   mutable Mutex mu_;
   CondVar cv_;
   std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);

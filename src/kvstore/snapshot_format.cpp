@@ -71,6 +71,7 @@ Result<std::vector<uint8_t>> EncodeSnapshotRecord(const Hash128& namespace_id, c
   for (size_t i = 0; i < 5; ++i) SnapPut64(p + 48 + 8 * i, static_cast<uint64_t>(fields[i]));
   SnapPut64(p + 88, s->state.size());
   SnapPut64(p + 96, s->blocks.size());
+  if (s->num_tokens >= kvcache::kBlockTokens) SnapPutHash(p + 120, record.last_block);
   uint8_t* q = p + kSnapshotHeaderBytes;
   for (int32_t token : record.tail) {
     SnapPut32(q, static_cast<uint32_t>(token));
@@ -81,6 +82,17 @@ Result<std::vector<uint8_t>> EncodeSnapshotRecord(const Hash128& namespace_id, c
   if (!s->blocks.empty()) std::memcpy(q, s->blocks.data(), s->blocks.size());
   SnapPutHash(p + kSnapshotChecksumOffset, SnapshotChecksum(out));
   return out;
+}
+
+Result<std::optional<Hash128>> SnapshotRecordBlock(std::span<const uint8_t> header) {
+  if (header.size() < kSnapshotHeaderBytes) return Status::DataLoss("snapshot record: truncated header");
+  const uint8_t* p = header.data();
+  if (std::memcmp(p, kSnapshotMagic.data(), kSnapshotMagic.size()) != 0)
+    return Status::DataLoss("snapshot record: bad magic");
+  if (const uint32_t version = SnapGet32(p + 8); version != kSnapshotFormatVersion)
+    return Status::FailedPrecondition("snapshot record format version " + std::to_string(version));
+  if (static_cast<int64_t>(SnapGet64(p + 48)) < kvcache::kBlockTokens) return std::optional<Hash128>();
+  return std::optional<Hash128>(SnapGetHash(p + 120));
 }
 
 Result<SnapshotRecord> DecodeSnapshotRecord(std::span<const uint8_t> bytes, const Hash128& namespace_id,
@@ -98,7 +110,7 @@ Result<SnapshotRecord> DecodeSnapshotRecord(std::span<const uint8_t> bytes, cons
     return Status::DataLoss("snapshot record: sizes out of range");
   if (bytes.size() != kSnapshotHeaderBytes + 4 * uint64_t{t} + state_bytes + block_bytes)
     return Status::DataLoss("snapshot record: the file's size does not match its header");
-  if (SnapGet64(p + 120) != 0) return Status::DataLoss("snapshot record: reserved bytes are not zero");
+  if (SnapGet64(p + 136) != 0) return Status::DataLoss("snapshot record: reserved bytes are not zero");
   if (!(SnapGetHash(p + kSnapshotChecksumOffset) == SnapshotChecksum(bytes)))
     return Status::DataLoss("snapshot record: checksum mismatch");
   if (!(SnapGetHash(p + 16) == namespace_id)) return Status::DataLoss("snapshot record: another namespace's");
@@ -111,6 +123,7 @@ Result<SnapshotRecord> DecodeSnapshotRecord(std::span<const uint8_t> bytes, cons
     return Status::DataLoss("snapshot record: inconsistent counts");
   SnapshotRecord record;
   record.prefix = prefix;
+  record.last_block = SnapGetHash(p + 120);
   const uint8_t* q = p + kSnapshotHeaderBytes;
   record.tail.resize(t);
   for (uint32_t i = 0; i < t; ++i, q += 4) record.tail[i] = static_cast<int32_t>(SnapGet32(q));

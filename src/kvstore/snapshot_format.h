@@ -1,11 +1,11 @@
 // The on-disk form of a finished sequence's snapshot (token-exact continuation, kvcache/sequence_snapshot.h),
 // stored beside the blocks of its namespace as DIR/<ns>/<hh>/<name>.kvs, named by the engine from the chained
-// hash of the sequence's full blocks and its cache layout (a later snapshot over the same blocks replaces it). Format version 1; every
+// hash of the sequence's full blocks and its cache layout (a later snapshot over the same blocks replaces it). Format version 2; every
 // multi-byte field little-endian:
 //
 //   offset size  field
 //        0    8  magic "DIKVSNP\0"
-//        8    4  format version (1)
+//        8    4  format version (2)
 //       12    4  tail token count t (1..127): the tokens after the full blocks
 //       16   16  namespace id (StoreLayout::Id)
 //       32   16  the name it is stored under
@@ -14,17 +14,20 @@
 //       88    8  state bytes S
 //       96    8  block bytes B
 //      104   16  checksum: XXH3-128 over the whole record with this field zeroed
-//      120    8  zero
-//      128  4·t  tail token ids (int32)
+//      120   16  the name of the sequence's last full block (the chained hash it is stored under; zero when
+//                num_tokens < 128): the record is of no use once that block is gone, and a sweep removes it
+//      136    8  zero
+//      144  4·t  tail token ids (int32)
 //        …    S  the model's sequence state
 //        …    B  the carried blocks' bytes
-// A file is exactly 128 + 4t + S + B bytes. Anything else (magic, version, sizes past their bounds,
+// A file is exactly 144 + 4t + S + B bytes. Anything else (magic, version, sizes past their bounds,
 // inconsistent counts, non-zero reserved bytes, another namespace or prefix, a checksum mismatch) is
 // refused, never misread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -35,8 +38,8 @@
 
 namespace deepinfer::kvstore {
 
-inline constexpr uint32_t kSnapshotFormatVersion = 1;
-inline constexpr size_t kSnapshotHeaderBytes = 128;
+inline constexpr uint32_t kSnapshotFormatVersion = 2;
+inline constexpr size_t kSnapshotHeaderBytes = 144;
 inline constexpr std::string_view kSnapshotMagic{"DIKVSNP\0", 8};
 // Bounds on what a header may declare, far above real snapshots (a V4-Flash one is a few MiB), so that a
 // corrupt size never makes a reader allocate or read without bound.
@@ -46,7 +49,8 @@ inline constexpr uint64_t kMaxSnapshotFileBytes =
     kSnapshotHeaderBytes + 4 * 127 + kMaxSnapshotStateBytes + kMaxSnapshotBlockBytes;
 
 struct SnapshotRecord {
-  Hash128 prefix;
+  Hash128 prefix;      // the name it is stored under
+  Hash128 last_block;  // the name of the last full block it continues (ignored when it continues none)
   std::vector<int32_t> tail;
   std::shared_ptr<const kvcache::SequenceSnapshot> snapshot;
 };
@@ -57,5 +61,9 @@ Result<std::vector<uint8_t>> EncodeSnapshotRecord(const Hash128& namespace_id, c
 // with the reason on any mismatch, kFailedPrecondition for another format version.
 Result<SnapshotRecord> DecodeSnapshotRecord(std::span<const uint8_t> bytes, const Hash128& namespace_id,
                                             const Hash128& prefix);
+// From a record's first kSnapshotHeaderBytes bytes alone (a sweep reads no more): the name of the last
+// full block its snapshot continues, nullopt when it continues none (fewer than 128 positions). kDataLoss:
+// not a snapshot record; kFailedPrecondition: another format version.
+Result<std::optional<Hash128>> SnapshotRecordBlock(std::span<const uint8_t> header);
 
 }  // namespace deepinfer::kvstore

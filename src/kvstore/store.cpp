@@ -481,5 +481,6 @@ const StoreLayout& Store::layout() const { return impl_->options.layout; }
 const Hash128& Store::namespace_id() const { return impl_->ns; }
 std::string_view Store::backend_name() const { return impl_->backend_name; }
 const std::string& Store::dir() const { return impl_->dir.root(); }
+int64_t Store::ttl_seconds(TtlClass ttl) const { return impl_->options.ttl_seconds[static_cast<int>(ttl)]; }
 
 }  // namespace deepinfer::kvstore

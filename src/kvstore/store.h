@@ -129,6 +129,7 @@ class Store {
   const Hash128& namespace_id() const;
   std::string_view backend_name() const;
   const std::string& dir() const;
+  int64_t ttl_seconds(TtlClass ttl) const;  // how long a block of that class lives after its last use
 
   class Impl;
 

@@ -11,20 +11,55 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
+
+#include "kvstore/snapshot_format.h"
 
 namespace deepinfer::kvstore {
 namespace {
 
 int64_t ToNanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
 
+// A block or a snapshot record (snapshot_format.h): both live by the same times and the same rules.
 struct BlockEntry {
   std::string path;
   uint64_t bytes = 0;
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
+  bool snapshot = false;
+  std::string ns_dir;  // a snapshot's namespace directory, where the block it continues lives
 };
+
+bool ParseSnapshotFileName(std::string_view name) {
+  Hash128 h;
+  return name.size() == 36 && name.ends_with(".kvs") && ParseHex(name.substr(0, 32), &h) &&
+         h.ToHex() == name.substr(0, 32);
+}
+
+// Whether a snapshot record is of no use: the block it continues is gone (or goes in this sweep: `going`),
+// or it is not a snapshot record at all. A record of another format version is left to the other rules.
+bool SnapshotIsOrphaned(const BlockEntry& e, const std::unordered_set<std::string>& going, bool* unreadable) {
+  *unreadable = false;
+  uint8_t header[kSnapshotHeaderBytes];
+  const int fd = ::open(e.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // gone already (another sweeper)
+  const ssize_t n = ::pread(fd, header, sizeof header, 0);
+  ::close(fd);
+  if (n < 0) {
+    *unreadable = true;
+    return false;
+  }
+  auto block = SnapshotRecordBlock(std::span(header, static_cast<size_t>(n)));
+  if (!block.ok()) return block.status().code() == StatusCode::kDataLoss;
+  if (!block->has_value()) return false;  // it continues no block
+  const std::string hex = (*block)->ToHex();
+  const std::string block_path = e.ns_dir + "/" + hex.substr(0, 2) + "/" + hex + ".kvb";
+  struct stat st {};
+  return going.contains(block_path) || (::lstat(block_path.c_str(), &st) != 0 && errno == ENOENT);
+}
 
 // Holds the sweep lock (flock on DIR/sweep.lock) for the sweep's duration.
 class SweepLock {
@@ -126,8 +161,10 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
       const std::string bucket_dir = ns_dir + "/" + std::string(bucket);
       ForEachDirEntry(bucket_dir, [&](std::string_view name) {
         Hash128 h;
-        if (!ParseBlockName(name, &h)) return;
         BlockEntry e;
+        e.snapshot = ParseSnapshotFileName(name);
+        if (!e.snapshot && !ParseBlockName(name, &h)) return;
+        if (e.snapshot) e.ns_dir = ns_dir;
         e.path = bucket_dir + "/" + std::string(name);
         struct stat st {};
         if (::lstat(e.path.c_str(), &st) != 0) {
@@ -138,13 +175,19 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
         e.bytes = static_cast<uint64_t>(st.st_size);
         e.atime_ns = ToNanos(st.st_atim);
         e.mtime_ns = ToNanos(st.st_mtim);
-        report.block_bytes += e.bytes;
+        if (e.snapshot) {
+          ++report.snapshots;
+          report.snapshot_bytes += e.bytes;
+        } else {
+          ++report.blocks;
+          report.block_bytes += e.bytes;
+        }
         blocks.push_back(std::move(e));
       });
     });
   });
-  report.blocks = blocks.size();
 
+  std::unordered_set<std::string> going;  // blocks evicted in this sweep (a dry run's included)
   auto evict = [&](const BlockEntry& e) {
     if (act && ::rename(e.path.c_str(), dir.NewTrashPath(now_ms).c_str()) != 0) {
       if (errno != ENOENT) ++report.errors;
@@ -152,6 +195,7 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
     }
     report.evicted_bytes += e.bytes;
     trash_pending_bytes += e.bytes;
+    if (!e.snapshot) going.insert(e.path);
     return true;
   };
 
@@ -159,7 +203,7 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
   live.reserve(blocks.size());
   for (auto& e : blocks) {
     if (options.evict_all || (options.expired && e.mtime_ns <= now_ns)) {
-      if (evict(e)) ++report.expired;
+      if (evict(e)) ++(e.snapshot ? report.snapshots_evicted : report.expired);
     } else {
       live.push_back(std::move(e));
     }
@@ -195,12 +239,24 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
     std::sort(live.begin(), live.end(), [](const BlockEntry& a, const BlockEntry& b) {
       return a.atime_ns != b.atime_ns ? a.atime_ns < b.atime_ns : a.path < b.path;
     });
-    for (const auto& e : live) {
+    for (auto& e : live) {
       if (projected <= target) break;
       if (evict(e)) {
-        ++report.capacity_evicted;
+        ++(e.snapshot ? report.snapshots_evicted : report.capacity_evicted);
         projected = projected > e.bytes ? projected - e.bytes : 0;
+        e.path.clear();  // gone
       }
+    }
+  }
+  // Snapshot records whose blocks are gone, or that are not records at all.
+  for (const auto& e : live) {
+    if (!e.snapshot || e.path.empty()) continue;
+    bool unreadable = false;
+    const bool orphaned = SnapshotIsOrphaned(e, going, &unreadable);
+    if (unreadable) ++report.errors;
+    if (orphaned && evict(e)) {
+      ++report.snapshots_orphaned;
+      projected = projected > e.bytes ? projected - e.bytes : 0;
     }
   }
   report.used_after = projected;

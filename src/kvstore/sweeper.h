@@ -2,9 +2,10 @@
 // temporaries and old quarantined blocks. One sweep is a scan of the whole directory (every namespace);
 // the store runs it in the background and `deepinfer kvstore gc` runs it on demand. Owned by kvstore.
 //
-// A block's life is kept in its file times, so a sweep needs no file contents: mtime = when it expires
+// A block's life is kept in its file times, so a sweep needs no block's contents: mtime = when it expires
 // (last use + its TTL class's duration, set by the process that last used it), atime = its last use
-// (the LRU order under capacity pressure). Evicting renames the block into the trash; only trash older
+// (the LRU order under capacity pressure). Snapshot records (snapshot_format.h) follow the same rules, and
+// one whose block (the last full block it continues) is gone, or goes in the same sweep, goes too. Evicting renames the block into the trash; only trash older
 // than the grace period is unlinked, so a reader on another host that opened the block just before
 // finishes reading a whole file (on NFS an unlinked file's handle goes stale). Sweepers on several hosts
 // take turns through a lock file; where the filesystem has no locks they may overlap, which is safe:
@@ -39,9 +40,13 @@ struct SweepReport {
   uint64_t namespaces = 0;
   uint64_t blocks = 0;           // block files found
   uint64_t block_bytes = 0;
-  uint64_t expired = 0;          // evicted for expiry
-  uint64_t capacity_evicted = 0; // evicted for the watermark
-  uint64_t evicted_bytes = 0;
+  uint64_t expired = 0;          // blocks evicted for expiry
+  uint64_t capacity_evicted = 0; // blocks evicted for the watermark
+  uint64_t snapshots = 0;        // snapshot records found
+  uint64_t snapshot_bytes = 0;
+  uint64_t snapshots_evicted = 0;   // for expiry or the watermark
+  uint64_t snapshots_orphaned = 0;  // evicted because their block is gone (or they are not records)
+  uint64_t evicted_bytes = 0;    // of blocks and snapshot records
   uint64_t trash_unlinked = 0;
   uint64_t trash_pending = 0;    // in the trash, within the grace period
   uint64_t tmp_removed = 0;

@@ -2,11 +2,12 @@
 // sequence's snapshot at its last computed position, and what it generates is bit-identical (ids,
 // logprobs and top-20 alternatives) to a cold run, at every position inside a block, for V4 and V4.1,
 // with chunked prefill and with speculative decoding; without the full blocks under it the snapshot is
-// not used and the prompt runs as it would without it. Also the snapshot cache's LRU budget and the
-// models' state export refusing bytes that are not an export.
+// not used and the prompt runs as it would without it. Also the snapshot cache's LRU budget, shared with
+// the cached window blocks, and the models' state export refusing bytes that are not an export.
 #include <cstdlib>
 
 #include "engine/snapshot_cache.h"
+#include "kvcache/block_allocator.h"
 #include "engine/speculative_config.h"
 #include "engine_test_support.h"
 
@@ -187,6 +188,74 @@ TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   EXPECT_EQ(cache.pending_bytes(), 0);
   EXPECT_EQ(cache.Reserve(b, t2, 3 * each), 0u);  // expected larger than the budget: not taken
   EXPECT_EQ(cache.Find(a, prompt, 10)->num_tokens, 2);
+}
+
+TEST(EngineSnapshot, SnapshotsAndCachedWindowBlocksShareOneLeastRecentlyUsedBudget) {
+  auto snapshot = [](int64_t n) {
+    auto s = std::make_shared<SequenceSnapshot>();
+    s->num_tokens = n;
+    s->blocks.resize(1000);
+    return std::shared_ptr<const SequenceSnapshot>(std::move(s));
+  };
+  // Every entry of either kind counts `each` bytes; three fit.
+  const int64_t each = snapshot(0)->bytes();
+  kvcache::LruBudget budget(3 * each);
+  kvcache::BlockAllocator window({.num_blocks = 8, .budget = &budget, .block_bytes = each});
+  SnapshotCache snapshots(&budget, -1);
+  auto cache_block = [&](uint64_t name) {  // a full window block its sequence no longer sees
+    const int32_t b = window.Allocate();
+    EXPECT_EQ(window.Register(b, {name, 0}), b);
+    window.Release(b, 0);
+  };
+  const kvcache::BlockHash prefix{7, 7};
+  const std::vector<int32_t> tail1 = {1}, tail2 = {2}, tail3 = {3};
+  auto expect_bound = [&](const char* when) {
+    EXPECT_EQ(budget.bytes(), snapshots.bytes() + snapshots.pending_bytes() + window.num_cached() * each) << when;
+    EXPECT_LE(budget.bytes(), budget.budget()) << when;
+    EXPECT_TRUE(window.CheckInvariants().ok()) << when << ": " << window.CheckInvariants().ToString();
+  };
+  // Uses, oldest first: block A, snapshot 1, block B: the budget is full and nothing was evicted.
+  cache_block(1);
+  snapshots.Fill(snapshots.Reserve(prefix, tail1, each), snapshot(1));
+  cache_block(2);
+  expect_bound("full");
+  EXPECT_EQ(window.num_cached(), 2);
+  EXPECT_EQ(window.evictions() + snapshots.evictions(), 0u);
+  // Snapshot 2 evicts the oldest entry, block A, for room.
+  snapshots.Fill(snapshots.Reserve(prefix, tail2, each), snapshot(2));
+  expect_bound("snapshot 2");
+  EXPECT_EQ(window.Find({1, 0}), kvcache::kNoBlock);
+  EXPECT_EQ(window.WhyForgotten({1, 0}), kvcache::Forgotten::kEvicted);
+  EXPECT_EQ(window.evictions(), 1u);
+  EXPECT_EQ(snapshots.count(), 2);
+  // A prompt finds snapshot 1 (now the most recently used): order B, 2, 1. Block C evicts block B.
+  const std::vector<int32_t> prompt = {1, 9, 9};
+  ASSERT_NE(snapshots.Find(prefix, prompt, 2), nullptr);
+  cache_block(3);
+  expect_bound("block C");
+  EXPECT_EQ(window.Find({2, 0}), kvcache::kNoBlock);
+  EXPECT_NE(window.Find({3, 0}), kvcache::kNoBlock);
+  EXPECT_EQ(window.evictions(), 2u);
+  EXPECT_EQ(snapshots.evictions(), 0u);
+  // Order 2, 1, C: snapshot 3 evicts snapshot 2, the least recently used, not block C.
+  snapshots.Fill(snapshots.Reserve(prefix, tail3, each), snapshot(3));
+  expect_bound("snapshot 3");
+  EXPECT_EQ(snapshots.evictions(), 1u);
+  EXPECT_EQ(snapshots.Find(prefix, std::vector<int32_t>{2, 9}, 1), nullptr);
+  EXPECT_NE(snapshots.Find(prefix, prompt, 2), nullptr);
+  // A hit on block C takes it out of the cache (its bytes are the sequence's now), and its release puts it
+  // back as the most recently used: order 3, 1, C. Block D then evicts snapshot 3.
+  const int32_t c = window.Acquire({3, 0});
+  ASSERT_NE(c, kvcache::kNoBlock);
+  EXPECT_EQ(budget.bytes(), 2 * each);
+  window.Release(c, 0);
+  cache_block(4);
+  expect_bound("block D");
+  EXPECT_EQ(snapshots.evictions(), 2u);
+  EXPECT_EQ(snapshots.Find(prefix, std::vector<int32_t>{3, 9}, 1), nullptr);
+  EXPECT_EQ(snapshots.count(), 1);
+  EXPECT_EQ(window.num_cached(), 2);
+  EXPECT_EQ(window.evictions(), 2u);
 }
 
 TEST(EngineSnapshot, ModelsRefuseBytesThatAreNotTheirExport) {

@@ -16,7 +16,7 @@ SnapshotRecord Sample() {
   s->window_count = 2;
   s->state = {1, 2, 3, 4, 5};
   s->blocks.assign(300, 7);
-  return {.prefix = {11, 12}, .tail = {40, 41, 42}, .snapshot = s};
+  return {.prefix = {11, 12}, .last_block = {21, 22}, .tail = {40, 41, 42}, .snapshot = s};
 }
 
 TEST(SnapshotFormat, RoundTripAndRefusals) {
@@ -28,6 +28,7 @@ TEST(SnapshotFormat, RoundTripAndRefusals) {
   auto back = DecodeSnapshotRecord(*bytes, ns, r.prefix);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->tail, r.tail);
+  EXPECT_EQ(back->last_block, r.last_block);
   EXPECT_EQ(back->snapshot->num_tokens, 259);
   EXPECT_EQ(back->snapshot->window_first, 1);
   EXPECT_EQ(back->snapshot->window_count, 2);
@@ -36,7 +37,7 @@ TEST(SnapshotFormat, RoundTripAndRefusals) {
 
   EXPECT_EQ(DecodeSnapshotRecord(*bytes, Hash128{1, 3}, r.prefix).status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(DecodeSnapshotRecord(*bytes, ns, Hash128{11, 13}).status().code(), StatusCode::kDataLoss);
-  for (size_t at : {size_t{20}, size_t{130}, bytes->size() - 1}) {  // header, tail, blocks
+  for (size_t at : {size_t{20}, size_t{130}, size_t{146}, bytes->size() - 1}) {  // header, its block, tail, blocks
     std::vector<uint8_t> bad = *bytes;
     bad[at] ^= 1;
     EXPECT_EQ(DecodeSnapshotRecord(bad, ns, r.prefix).status().code(), StatusCode::kDataLoss) << at;
@@ -47,8 +48,17 @@ TEST(SnapshotFormat, RoundTripAndRefusals) {
   EXPECT_EQ(DecodeSnapshotRecord(longer, ns, r.prefix).status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(DecodeSnapshotRecord(std::span(bytes->data(), 10), ns, r.prefix).status().code(), StatusCode::kDataLoss);
   std::vector<uint8_t> other_version = *bytes;
-  other_version[8] = 2;
+  other_version[8] = 1;
   EXPECT_EQ(DecodeSnapshotRecord(other_version, ns, r.prefix).status().code(), StatusCode::kFailedPrecondition);
+  // What a sweep reads: the block it continues, from the header alone.
+  auto block = SnapshotRecordBlock(std::span(bytes->data(), kSnapshotHeaderBytes));
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  EXPECT_EQ(*block, std::optional<Hash128>(r.last_block));
+  EXPECT_EQ(SnapshotRecordBlock(other_version).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SnapshotRecordBlock(std::span(bytes->data(), 100)).status().code(), StatusCode::kDataLoss);
+  std::vector<uint8_t> not_a_record = *bytes;
+  not_a_record[0] = 'X';
+  EXPECT_EQ(SnapshotRecordBlock(not_a_record).status().code(), StatusCode::kDataLoss);
   // A declared size past its bound is refused before anything is read or allocated.
   std::vector<uint8_t> huge = *bytes;
   huge[88 + 7] = 0x7f;

@@ -1,4 +1,5 @@
-// The sweeper: expiry, the LRU watermark, the trash's grace period, crashed writers' temporaries.
+// The sweeper: expiry, the LRU watermark, the trash's grace period, crashed writers' temporaries; snapshot
+// records under the same rules, and gone with their blocks.
 #include "kvstore/sweeper.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kvstore/snapshot_files.h"
 #include "kvstore/store.h"
 #include "kvstore_test_util.h"
 
@@ -168,6 +170,70 @@ TEST_F(SweeperTest, BackgroundSweeperRunsAndCounts) {
   EXPECT_EQ(st.used_blocks, 2u);
   EXPECT_EQ(st.used_bytes, 2 * (kHeaderBytes + 8000));
   EXPECT_EQ(st.capacity_bytes, uint64_t{1} << 40);
+}
+
+TEST_F(SweeperTest, SnapshotRecordsFollowTheBlocksRulesAndGoWithTheirBlock) {
+  const auto chain = MakeChain(store_->layout(), 32, 4);
+  for (const auto& b : chain) PutBlock(*store_, b);
+  store_->Flush();
+  // Records written by the store's own writer, each continuing a block (or none: fewer than 128 tokens).
+  SnapshotFiles files(std::move(StoreDir::Open(dir_.path(), false)).value(), store_->namespace_id(), 3600);
+  auto record = [&](uint64_t name, const Hash128& block, int64_t full_blocks, size_t bytes) {
+    auto s = std::make_shared<kvcache::SequenceSnapshot>();
+    s->num_tokens = full_blocks * 128 + 3;
+    s->prefix_first = full_blocks;
+    s->blocks.assign(bytes, 1);
+    files.Write({.prefix = {name, 0}, .last_block = block, .tail = {1, 2, 3}, .snapshot = s});
+    return files.PathOf({name, 0});
+  };
+  const std::string kept = record(1, chain[1].hash, 2, 20000);
+  const std::string block_expires = record(2, chain[3].hash, 4, 100);
+  const std::string block_never_stored = record(3, Hash128{99, 99}, 1, 100);
+  const std::string no_block = record(4, Hash128{}, 0, 100);
+  const std::string expired = record(5, chain[0].hash, 1, 100);
+  files.Flush();
+  ASSERT_EQ(files.writes_done(), 5u);
+  const std::string garbage = files.PathOf({6, 0});
+  std::ofstream(garbage) << "not a snapshot record";
+  SetTimes(garbage, 0, 3600);  // not expired: it goes for what it is
+  SetTimes(expired, 100, -1);
+  SetTimes(Path(chain[3]), 100, -1);
+  SweepOptions o;
+  o.trash_grace_s = 3600;
+  auto r = Sweep(*store_dir_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->blocks, 4u);
+  EXPECT_EQ(r->expired, 1u);
+  EXPECT_EQ(r->snapshots, 6u);
+  EXPECT_EQ(r->snapshots_evicted, 1u);   // the expired one
+  EXPECT_EQ(r->snapshots_orphaned, 3u);  // its block expired in this sweep, never stored, not a record
+  EXPECT_EQ(r->errors, 0u);
+  for (const std::string& gone : {block_expires, block_never_stored, expired, garbage}) EXPECT_FALSE(fs::exists(gone)) << gone;
+  EXPECT_TRUE(fs::exists(kept));
+  EXPECT_TRUE(fs::exists(no_block));
+  EXPECT_EQ(CountFiles(dir_.Sub("trash")), 5u);
+
+  // Under the watermark a record is one more file in least-recently-used order: the large one, used
+  // longest ago, is evicted first and alone brings the store under the low watermark.
+  SetTimes(kept, 1000, 3600);
+  for (int i = 0; i < 3; ++i) SetTimes(Path(chain[static_cast<size_t>(i)]), 10, 3600);
+  const uint64_t live = r->block_bytes + r->snapshot_bytes - r->evicted_bytes;
+  o.capacity_bytes = live * 100 / 95;  // over 90%; without the 20 kB record under 80%
+  r = Sweep(*store_dir_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->snapshots, 2u);
+  EXPECT_EQ(r->snapshots_evicted, 1u);
+  EXPECT_EQ(r->capacity_evicted, 0u);
+  EXPECT_FALSE(fs::exists(kept));
+  EXPECT_TRUE(fs::exists(no_block));
+  // A hit stamps a record's times like a block's: last use now, expiry now + the TTL.
+  SetTimes(no_block, 500, 10);
+  files.Read({4, 0}, [](std::vector<int32_t>, std::shared_ptr<const kvcache::SequenceSnapshot>) {});
+  files.Flush();
+  struct stat st {};
+  ASSERT_EQ(::stat(no_block.c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, UnixMillis() / 1000 + 3000);
+  EXPECT_GT(st.st_atim.tv_sec, UnixMillis() / 1000 - 60);
 }
 
 }  // namespace
