@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "parallel/build_id.h"
+
 namespace deepinfer::parallel {
 
 ExpertGroup::ExpertGroup(Communicator& communicator, GroupTimeouts timeouts)
@@ -230,24 +232,34 @@ void ExpertGroup::FinishAndWait() {
 }
 
 Status ExpertGroup::CheckSameModel(const Hash128& fingerprint, const std::string& settings) {
-  Hasher128 h;
-  h.UpdateInt(settings.size()).Update(settings);
-  const Hash128 settings_hash = h.Digest();
-  std::vector<uint8_t> mine(32);
-  std::memcpy(mine.data(), &fingerprint.high, 8);
-  std::memcpy(mine.data() + 8, &fingerprint.low, 8);
-  std::memcpy(mine.data() + 16, &settings_hash.high, 8);
-  std::memcpy(mine.data() + 24, &settings_hash.low, 8);
+  // Each member's record: the checkpoint's fingerprint, its build id's hash and its settings' hash.
+  const std::string& build_id = ExecutableBuildId();
+  const Hash128 build_hash = Hasher128().UpdateInt(build_id.size()).Update(build_id).Digest();
+  const Hash128 settings_hash = Hasher128().UpdateInt(settings.size()).Update(settings).Digest();
+  constexpr size_t kRecordBytes = 48;
+  std::vector<uint8_t> mine(kRecordBytes);
+  const Hash128* parts[] = {&fingerprint, &build_hash, &settings_hash};
+  for (size_t i = 0; i < 3; ++i) {
+    std::memcpy(mine.data() + 16 * i, &parts[i]->high, 8);
+    std::memcpy(mine.data() + 16 * i + 8, &parts[i]->low, 8);
+  }
   std::vector<uint8_t> all;
   if (Status s = AllGather(mine, timeouts_.startup_s, &all); !s.ok()) Fail("start-up", s);
+  const auto differs = [&](int member, size_t part) {
+    return std::memcmp(all.data() + kRecordBytes * member + 16 * part, all.data() + 16 * part, 16) != 0;
+  };
   for (int p = 1; p < size(); ++p) {
-    if (std::memcmp(all.data() + 32 * p, all.data(), 16) != 0)
+    // The build first: another build may also read the same checkpoint or flags differently.
+    if (differs(p, 1))
+      return Status::FailedPrecondition("rank " + std::to_string(p) + " runs a different deepinfer build from rank 0's (build ids differ; rank " +
+                                        std::to_string(rank()) + "'s is " + ExecutableBuildId() +
+                                        "); every rank must run the same binary");
+    if (differs(p, 0))
       return Status::FailedPrecondition("rank " + std::to_string(p) +
-                                        " loaded a different checkpoint from rank 0's (weights fingerprints differ); "
-                                        "every rank must load the same model");
-    if (std::memcmp(all.data() + 32 * p + 16, all.data() + 16, 16) != 0)
-      return Status::FailedPrecondition("rank " + std::to_string(p) +
-                                        " runs another deepinfer version or other engine flags than rank 0");
+                                        " loaded a different checkpoint from rank 0's (config.json or weights "
+                                        "differ); every rank must load the same model");
+    if (differs(p, 2))
+      return Status::FailedPrecondition("rank " + std::to_string(p) + " runs with other engine flags than rank 0");
   }
   return Status::Ok();
 }

@@ -71,9 +71,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
   ExpertLoads RecordedLoads() const;
 
-  // Before the engines start: every member checks that all run the same build on the same checkpoint
-  // (`fingerprint`: the weights fingerprint) and the same `settings` (flags that must agree); the error
-  // names the first member that differs from rank 0.
+  // Before the engines start: every member checks that all run the same build (ExecutableBuildId) on the
+  // same checkpoint (`fingerprint`: the weights fingerprint, config.json included) with the same `settings`
+  // (flags that must agree), within the start-up deadline; the error names the first member that differs
+  // from rank 0.
   Status CheckSameModel(const Hash128& fingerprint, const std::string& settings);
   // This member has no more requests of its own; returns once every member has said so and none has work
   // left. Until then the engine's step thread keeps joining the others' steps.
