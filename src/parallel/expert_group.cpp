@@ -67,16 +67,21 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
   const Status s = communicator_.AllToAllV(send, send_bytes, recv, recv_bytes, ExchangeTimeout());
   if (!s.ok()) Fail("expert exchange", s);
   const auto end = std::chrono::steady_clock::now();
-  int64_t remote = 0, sent = 0, received = 0;
+  int64_t remote = 0, remote_received = 0, sent = 0, received = 0;
   for (int p = 0; p < size(); ++p) {
     if (p != rank()) remote += send_bytes[p];
+    if (p != rank()) remote_received += recv_bytes[p];
     sent += send_bytes[p];
     received += recv_bytes[p];
   }
   exchanges_.fetch_add(1, std::memory_order_relaxed);
   remote_bytes_.fetch_add(remote, std::memory_order_relaxed);
-  exchange_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
-                            std::memory_order_relaxed);
+  const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
+  exchange_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+  const int64_t fastest = fastest_exchange_nanos_.load(std::memory_order_relaxed);
+  // (one that moves nothing between members returns at once: it says nothing of the others' latency)
+  if (remote + remote_received > 0 && (fastest == 0 || nanos < fastest))
+    fastest_exchange_nanos_.store(nanos, std::memory_order_relaxed);
   if (measure_memcpy_) {
     // The same bytes moved by memcpy: what sending and receiving them would cost within one process.
     memcpy_scratch_.resize(static_cast<size_t>(std::max(sent, received)));
@@ -122,6 +127,13 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     return false;
   }
   const auto now = std::chrono::steady_clock::now();
+  if (work_cycle_start_ != std::chrono::steady_clock::time_point{}) {
+    // A step with work ends here: its agreement, its forward pass (exchanges included) and the engine's own work.
+    step_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - work_cycle_start_).count(),
+                          std::memory_order_relaxed);
+    steps_.fetch_add(1, std::memory_order_relaxed);
+    work_cycle_start_ = {};
+  }
   if (last_work_step_ != std::chrono::steady_clock::time_point{})
     slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
   if (record_loads_ && routed_layer_ > 0) {  // the forward pass since the last agreement ends a step
@@ -141,6 +153,7 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
   }
   if (mailbox_ != nullptr) has_work |= mailbox_->HasWork();
   const uint8_t done = static_cast<uint8_t>(local_done_.load());
+  const bool first_agreement = !agreed_once_;
   const double timeout = agreed_once_ ? timeouts_.idle_pause_max_s + ExchangeTimeout() : timeouts_.startup_s;
   agreed_once_ = true;
   bool any_work = false, all_done = true;
@@ -209,6 +222,13 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     }
   }
   last_work_step_ = any_work ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (any_work && !first_agreement) {  // (the first one waits for the slowest member's start-up)
+    const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(last_work_step_ - now).count();
+    agreement_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+    const int64_t fastest = fastest_agreement_nanos_.load(std::memory_order_relaxed);
+    if (fastest == 0 || nanos < fastest) fastest_agreement_nanos_.store(nanos, std::memory_order_relaxed);
+    work_cycle_start_ = now;
+  }
   if (all_done && !any_work) {
     finished_ = true;  // every member saw the same answer: none makes another collective
     MutexLock lock(&mu_);
@@ -297,8 +317,18 @@ Result<std::vector<std::string>> ExpertGroup::GatherToRoot(const std::string& mi
 }
 
 ExpertGroup::Counters ExpertGroup::counters() const {
-  return {exchanges_.load(), remote_bytes_.load(), static_cast<double>(exchange_nanos_.load()) * 1e-9,
-          static_cast<double>(memcpy_nanos_.load()) * 1e-9};
+  const auto seconds = [](const std::atomic<int64_t>& nanos) { return static_cast<double>(nanos.load()) * 1e-9; };
+  Counters c;
+  c.exchanges = exchanges_.load();
+  c.remote_bytes = remote_bytes_.load();
+  c.exchange_seconds = seconds(exchange_nanos_);
+  c.memcpy_seconds = seconds(memcpy_nanos_);
+  c.fastest_exchange_seconds = seconds(fastest_exchange_nanos_);
+  c.steps = steps_.load();
+  c.step_seconds = seconds(step_nanos_);
+  c.agreement_seconds = seconds(agreement_nanos_);
+  c.fastest_agreement_seconds = seconds(fastest_agreement_nanos_);
+  return c;
 }
 
 }  // namespace deepinfer::parallel
