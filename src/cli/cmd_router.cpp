@@ -29,7 +29,8 @@ constexpr const char* kUsage =
     "request goes to the unit with the least predicted time to first token within the TBT budget (the\n"
     "units' published step-cost models and load); 429 with Retry-After when no unit can meet the SLO. A\n"
     "unit that fails before the first byte: the request goes to another. A streamed /v1/completions whose\n"
-    "unit dies mid-stream continues on another unit from the tokens already sent.\n\n"
+    "unit dies mid-stream continues on another unit from the tokens already sent. POST /router/cancel with\n"
+    "{\"request_id\": ID} cancels the requests in flight under that x-request-id (their units abort them).\n\n"
     "  --unit-dir DIR              the lease directory the units write (re-read every --refresh-s)\n"
     "  --unit URL                  a static unit, http://HOST:PORT (repeatable)\n"
     "  --host ADDR                 address to listen on (default 127.0.0.1)\n"
@@ -46,7 +47,10 @@ constexpr const char* kUsage =
     "  --tbt-slo-ms MS             place only where the predicted time between tokens is within it\n"
     "  --max-in-flight N           requests proxied at once; more get 503 (default 1024)\n"
     "  --max-request-bytes N       largest request body (default 33554432)\n"
-    "  --shutdown-grace-s S        on SIGTERM, how long requests in flight may finish (default 30)\n\n"
+    "  --shutdown-grace-s S        on SIGTERM, how long requests in flight may finish (default 30)\n"
+    "  --apply-plan                apply the planner's prefill:decode split (on /metrics): ask one unit of\n"
+    "                              --unit-dir at a time to drain and switch roles\n"
+    "  --plan-interval-s S         at most one role switch per S seconds (default 30)\n\n"
     "deepinfer router --plan --trace FILE [--unit-dir DIR] [--units N] [--tbt-slo-ms MS]\n"
     "  prints (one JSON line) the prefill:decode split of N units (default: the live leases) that keeps both\n"
     "  pools equally busy for the mix a Mooncake-format trace replays, on the mean step-cost model of the\n"
@@ -126,6 +130,8 @@ int RunRouter(const std::vector<std::string>& argv) {
   flags.Int<int64_t>("--max-in-flight", &max_in_flight, 1, 1 << 20);
   flags.Int<int64_t>("--max-request-bytes", &max_request_bytes, 1024, int64_t{1} << 32);
   flags.Double("--shutdown-grace-s", &grace_s, 0, 86400);
+  flags.Switch("--apply-plan", &options.apply_plan);
+  flags.Double("--plan-interval-s", &options.plan_interval_s, 0, 86400);
   flags.Switch("--plan", &plan);
   flags.Path("--trace", &plan_trace);
   flags.Int<int64_t>("--units", &plan_units, 2, kMaxPlanUnits);
@@ -133,6 +139,8 @@ int RunRouter(const std::vector<std::string>& argv) {
   if (plan) return RunPlan(options.unit_dir, plan_trace, plan_units, tbt_ms);
   if (flags.given("--trace") || flags.given("--units"))
     return UsageError("router", "--trace and --units go with --plan");
+  if (options.apply_plan && options.unit_dir.empty())
+    return UsageError("router", "--apply-plan asks units to switch roles through --unit-dir DIR");
   if (options.unit_dir.empty() && options.static_urls.empty())
     return UsageError("router", "give --unit-dir DIR or at least one --unit URL");
   for (const std::string& url : options.static_urls)

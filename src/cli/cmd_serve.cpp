@@ -319,7 +319,7 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
   lease.version = DEEPINFER_VERSION;
   lease.ttl_ms = static_cast<int64_t>(args.unit_lease_ttl_s * 1000);
   lease.role = args.role;
-  return std::make_unique<router::LeaseWriter>(args.unit_dir, std::move(lease), [engine] {
+  auto writer = std::make_unique<router::LeaseWriter>(args.unit_dir, std::move(lease), [engine] {
     router::UnitLoad load;
     const engine::EngineStats stats = engine->Stats();
     load.running = stats.num_requests_running;
@@ -331,6 +331,24 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
     load.calibrated = stats.step_cost_calibrated;
     return load;
   });
+  // A role the planner asks for (router --apply-plan): prefill and decode units hand blocks over through the
+  // store, and a decode unit's window state must be replayed exactly.
+  const bool has_store = !args.kv_store_dir.empty();
+  const bool exact_replay = args.swa_replay == engine::SwaReplay::kExact ||
+                            (!args.swa_replay && engine && engine::DefaultSwaReplay(engine->info().architecture) ==
+                                                               engine::SwaReplay::kExact);
+  writer->EnableRoleSwitch({[engine] {
+                              const engine::EngineStats s = engine->Stats();
+                              return s.num_requests_running == 0 && s.num_requests_waiting == 0;
+                            },
+                            [has_store, exact_replay](router::UnitRole role) {
+                              if (role != router::UnitRole::kBoth && !has_store)
+                                return Status::FailedPrecondition("prefill and decode roles need --kv-store");
+                              if (role == router::UnitRole::kDecode && !exact_replay)
+                                return Status::FailedPrecondition("a decode unit needs --swa-replay exact");
+                              return Status::Ok();
+                            }});
+  return writer;
 }
 
 int RunServe(const std::vector<std::string>& argv) {

@@ -310,6 +310,8 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
   if (params.cache_salt.size() > kMaxSaltBytes) return Status::InvalidArgument("cache_salt: at most 1024 bytes");
   if (params.tag.size() > kMaxTagBytes) return Status::InvalidArgument("tag: at most 256 bytes");
   if (params.kv_ttl_class.size() > kMaxTtlClassBytes) return Status::InvalidArgument("kv_ttl_class: at most 64 bytes");
+  if (params.primed_output_tokens < 0 || params.primed_output_tokens >= p)
+    return Status::InvalidArgument("primed_output_tokens: must be in [0, prompt tokens)");
   if (!callback) return Status::InvalidArgument("callback: required");
 
   auto r = std::make_unique<Request>();
@@ -340,6 +342,9 @@ Result<RequestId> EngineImpl::AddRequest(std::vector<int32_t> prompt, RequestPar
     if (out->text) {
       os.detokenizer = std::make_unique<tokenizer::StreamingDetokenizer>(*options_.tokenizer, r->params.skip_special_tokens);
       os.stops = std::make_unique<sampling::StopStringMatcher>(rp.stop, rp.include_stop_str_in_output);
+      const std::vector<int32_t>& tokens = r->seqs.front()->tokens;
+      for (size_t i = tokens.size() - static_cast<size_t>(r->params.primed_output_tokens); i < tokens.size(); ++i)
+        os.stops->Feed(os.detokenizer->Add(tokens[i]));
     }
   }
   r->out = out;

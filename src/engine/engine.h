@@ -83,6 +83,11 @@ struct RequestParams {
   // Fill the updates' text and token bytes (needs EngineOptions::tokenizer); stop strings need it too.
   bool detokenize = true;
   bool skip_special_tokens = true;  // special added tokens contribute no text
+  // The prompt's last this many tokens are output an earlier run of this request already reported (a stream
+  // continued on another server): each output's detokenizer and stop strings start in the state those
+  // tokens left them (an incomplete character's bytes held, a stop string's prefix held back), and their
+  // text is not reported again. 0: the output starts fresh.
+  int64_t primed_output_tokens = 0;
   // >= 0: report the log probability of each prompt token (from the logits of the position before it) and
   // this many alternatives (0..sampling::kMaxTopLogprobs), in RequestUpdate::prompt_logprobs. Such a
   // request takes nothing from the prefix cache, so that every prompt position is computed. -1: none.

@@ -77,6 +77,15 @@ class CompletionsTranslator : public UpdateTranslator {
     return out;
   }
 
+  // The replayed tokens' ids and the prompt's went out with the interrupted run's chunks.
+  void Replay(const engine::RequestUpdate& update) override {
+    Translate(update);
+    for (Choice& c : choices_) {
+      c.unsent_ids.clear();
+      c.sent_prompt_ids = true;
+    }
+  }
+
   std::vector<recipe::StreamEvent> StreamEnd() override {
     std::vector<recipe::StreamEvent> events;
     if (shape_.include_usage) events.push_back({"", Envelope(Json::array(), true)});

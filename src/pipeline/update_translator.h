@@ -51,6 +51,9 @@ class UpdateTranslator {
  public:
   virtual ~UpdateTranslator() = default;
   virtual TranslatedUpdate Translate(const engine::RequestUpdate& update) = 0;
+  // An update an interrupted run of this request already streamed (server/stream_resume.h), replayed so
+  // that the translator's state is that run's; its events went out then and are not written again.
+  virtual void Replay(const engine::RequestUpdate& update) { Translate(update); }
   // After the final update: the events that close the stream (`[DONE]` where the protocol has it).
   virtual std::vector<recipe::StreamEvent> StreamEnd() = 0;
   // After the final update: the non-streaming response body.

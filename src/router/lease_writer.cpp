@@ -11,7 +11,46 @@ LeaseWriter::LeaseWriter(std::string dir, UnitLease lease, std::function<UnitLoa
 
 LeaseWriter::~LeaseWriter() { Stop(); }
 
+void LeaseWriter::FollowRoleRequest() {
+  if (!role_switch_.idle) return;
+  auto asked = ReadRoleRequest(dir_, lease_.unit_id);
+  auto end_drain = [&] {
+    if (lease_.draining) DI_LOG(kInfo, "drain ended").Field("role", UnitRoleName(lease_.role));
+    lease_.draining = false;
+  };
+  if (!asked.ok()) {
+    if (asked.status().code() != StatusCode::kNotFound) {
+      DI_LOG(kWarn, "role request ignored").Field("reason", asked.status().message());
+      (void)RemoveRoleRequest(dir_, lease_.unit_id);
+    }
+    end_drain();  // withdrawn: the unit goes on in its role
+    return;
+  }
+  if (*asked == lease_.role) {
+    end_drain();
+    (void)RemoveRoleRequest(dir_, lease_.unit_id);
+    return;
+  }
+  if (Status why = role_switch_.can_take(*asked); !why.ok()) {
+    DI_LOG(kWarn, "role request refused").Field("role", UnitRoleName(*asked)).Field("reason", why.message());
+    end_drain();
+    (void)RemoveRoleRequest(dir_, lease_.unit_id);
+    return;
+  }
+  if (!lease_.draining) {
+    DI_LOG(kInfo, "draining to switch role").Field("from", UnitRoleName(lease_.role)).Field("to", UnitRoleName(*asked));
+    lease_.draining = true;
+    return;  // the lease says so first: requests placed before routers read it still arrive
+  }
+  if (!role_switch_.idle()) return;
+  DI_LOG(kInfo, "role switched").Field("from", UnitRoleName(lease_.role)).Field("to", UnitRoleName(*asked));
+  lease_.role = *asked;
+  lease_.draining = false;
+  (void)RemoveRoleRequest(dir_, lease_.unit_id);
+}
+
 Status LeaseWriter::WriteNow() {
+  FollowRoleRequest();
   if (load_) lease_.load = load_();
   lease_.heartbeat_unix_ms = UnixMillisNow();
   return WriteLease(dir_, lease_);

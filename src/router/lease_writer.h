@@ -2,6 +2,11 @@
 // rewrites the lease (with the load the callback reports) every third of its TTL, so that two missed
 // renewals still leave it alive, and removes it on Stop (a clean shutdown takes the unit out at once).
 // Renewal never waits on requests: it runs on its own thread with a file write as its only I/O.
+//
+// Role switches (with EnableRoleSwitch): at each renewal the writer looks for DIR/<unit_id>.role
+// (unit_lease.h). Asked for another role, the unit drains: its lease says so, and routers send it nothing
+// new; once it is idle (its running requests finished), the lease takes the new role, the drain ends and the
+// request file is removed. A request for a role the unit cannot take is removed with a log line.
 #pragma once
 
 #include <functional>
@@ -21,6 +26,12 @@ class LeaseWriter {
   LeaseWriter(const LeaseWriter&) = delete;
   LeaseWriter& operator=(const LeaseWriter&) = delete;
 
+  struct RoleSwitch {
+    std::function<bool()> idle;                 // no request running or waiting
+    std::function<Status(UnitRole)> can_take;  // why the unit cannot serve in a role, or Ok
+  };
+  void EnableRoleSwitch(RoleSwitch role_switch) { role_switch_ = std::move(role_switch); }
+
   // Writes the first lease (an error when the directory cannot take it) and starts renewing.
   Status Start();
   // Stops renewing and removes the lease.
@@ -29,10 +40,12 @@ class LeaseWriter {
  private:
   void Loop();
   Status WriteNow();
+  void FollowRoleRequest();
 
   std::string dir_;
   UnitLease lease_;
   std::function<UnitLoad()> load_;
+  RoleSwitch role_switch_;
   Mutex mu_;
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;

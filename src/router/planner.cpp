@@ -80,6 +80,23 @@ TraceMix MixOfTrace(const Trace& trace) {
   return mix;
 }
 
+std::optional<RoleSwitch> NextRoleSwitch(const std::vector<UnitRoleState>& units, const PdPlan& plan) {
+  int64_t prefill = 0, decode = 0;
+  for (const UnitRoleState& u : units) {
+    if (u.draining || u.role == UnitRole::kBoth) return std::nullopt;
+    (u.role == UnitRole::kPrefill ? prefill : decode) += 1;
+  }
+  if (prefill + decode != plan.prefill_units + plan.decode_units || prefill == plan.prefill_units) return std::nullopt;
+  const UnitRole from = prefill > plan.prefill_units ? UnitRole::kPrefill : UnitRole::kDecode;
+  std::optional<RoleSwitch> best;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i].role != from) continue;
+    if (!best || units[i].in_flight < units[best->unit].in_flight) best = RoleSwitch{i, UnitRole::kBoth};
+  }
+  if (best) best->to = from == UnitRole::kPrefill ? UnitRole::kDecode : UnitRole::kPrefill;
+  return best;
+}
+
 std::array<double, kStepCostTerms> PlanningStepCost(const std::vector<UnitLease>& units, int64_t* calibrated) {
   std::array<double, kStepCostTerms> sum{};
   int64_t n = 0;

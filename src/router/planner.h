@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
@@ -59,6 +60,21 @@ struct TraceMix {
   double duration_s = 0;
 };
 TraceMix MixOfTrace(const Trace& trace);
+
+// Applying a split: which unit switches roles next, one at a time (router --apply-plan). Nothing while a
+// unit drains (or has a switch asked and not begun: the caller checks that), while any unit serves both roles
+// (no split to apply), or while the units already match the recommendation; otherwise the unit of the
+// over-provisioned pool with the fewest requests in flight.
+struct UnitRoleState {
+  UnitRole role = UnitRole::kBoth;
+  bool draining = false;
+  int64_t in_flight = 0;
+};
+struct RoleSwitch {
+  size_t unit = 0;  // index into the units given
+  UnitRole to = UnitRole::kBoth;
+};
+std::optional<RoleSwitch> NextRoleSwitch(const std::vector<UnitRoleState>& units, const PdPlan& plan);
 
 // The step cost to plan with for a set of units: the mean of the calibrated ones' coefficients, or
 // placement.h's kDefaultStepCost when none is calibrated. `calibrated` (optional) receives their count.

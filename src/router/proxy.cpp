@@ -2,8 +2,11 @@
 // streamed legacy Completion or chat-protocol stream, the migration of an interrupted stream to another
 // unit (router.h).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -29,6 +32,14 @@ using server::ResponseChannel;
 
 // A prompt shorter than one KV block leaves nothing in the store to hand over.
 constexpr int64_t kPrefillMinTokens = kvcache::kBlockTokens;
+
+std::string RandomHex(int digits) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < digits; ++i) out += kHex[rng() & 15];
+  return out;
+}
 
 int64_t Deadline(double seconds) { return NowNanos() + static_cast<int64_t>(seconds * 1e9); }
 
@@ -63,9 +74,9 @@ void EraseArrayField(std::string* event, std::string_view key) {
 struct Continuation {
   bool client_wants_ids = false;
   int64_t max_tokens = 16;  // the legacy Completions default
-  int64_t min_tokens = 0;
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> generated;
+  std::vector<size_t> chunk_sizes;  // ids per chunk: the unit's updates as its codec saw them
   bool finished = false;  // a finish_reason went out
   std::string id, created;  // the first chunk's values, as written
 };
@@ -83,9 +94,12 @@ bool TrackEvent(std::string* event, Continuation* c, bool continued) {
     if (auto p = choice.find("prompt_token_ids"); !continued && p != choice.end() && p->is_array())
       for (const Json& id : *p)
         if (id.is_number_integer()) c->prompt_ids.push_back(id.get<int32_t>());
-    if (auto t = choice.find("token_ids"); t != choice.end() && t->is_array())
+    if (auto t = choice.find("token_ids"); t != choice.end() && t->is_array()) {
+      size_t n = 0;
       for (const Json& id : *t)
-        if (id.is_number_integer()) c->generated.push_back(id.get<int32_t>());
+        if (id.is_number_integer()) c->generated.push_back(id.get<int32_t>()), ++n;
+      if (n > 0) c->chunk_sizes.push_back(n);
+    }
     if (auto f = choice.find("finish_reason"); f != choice.end() && !f->is_null()) c->finished = true;
   }
   // A continuation is another request to its unit: its chunks carry the first response's id and time.
@@ -185,6 +199,39 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     channel->Respond(server::ErrorResponse(family, e));
   };
 
+  // The request's id travels to every unit it reaches, so that a cancel names it (router.h).
+  std::string request_id(request.Header("x-request-id"));
+  if (request_id.empty() || request_id.size() > kMaxRequestIdBytes) {
+    request_id = "router-" + RandomHex(16);
+    std::erase_if(request.headers, [](const HttpHeader& h) { return h.name == "x-request-id"; });  // names: lower case
+    request.headers.push_back({"x-request-id", request_id});
+  }
+  const std::shared_ptr<std::atomic<bool>> cancelled = RegisterInFlight(request_id);
+  auto gone = [&] { return channel->cancelled() || cancelled->load(); };
+  // On a cancel at the router the client's response ends with the protocol's error: a stream with its error
+  // event, anything else with an error response (what was answered already in full stays as it was).
+  bool stream_started = false;
+  std::optional<ChatStreamTracker> chat;
+  struct OnExit {
+    std::function<void()> run;
+    ~OnExit() { run(); }
+  } on_exit{[&] {
+    UnregisterInFlight(request_id, cancelled);
+    if (!cancelled->load() || channel->cancelled()) return;
+    counters_.cancelled.fetch_add(1);
+    const std::string message = "the request was cancelled at the router";
+    if (stream_started) {
+      channel->Write(chat ? chat->ErrorEvent(message)
+                          : "data: {\"error\": {\"message\": \"" + message + "\", \"type\": \"api_error\", \"code\": \"cancelled\"}}\n\n");
+      channel->End();
+      return;
+    }
+    pipeline::ApiError e;
+    e.status = 409;
+    e.message = message;
+    channel->Respond(server::ErrorResponse(family, e));
+  }};
+
   // What the router reads of the body: only what placement and migration need. Validation is the unit's.
   std::string body = std::move(request.body);
   Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -196,17 +243,17 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     Continuation& c = continuation.emplace();
     c.client_wants_ids = json.value("return_token_ids", false) == true;
     if (json.contains("max_tokens") && json["max_tokens"].is_number_integer()) c.max_tokens = json["max_tokens"].get<int64_t>();
-    if (json.contains("min_tokens") && json["min_tokens"].is_number_integer()) c.min_tokens = json["min_tokens"].get<int64_t>();
     json["return_token_ids"] = true;
     // A continuation samples as the interrupted request would have: with the same seed.
     if (!json.contains("seed") || json["seed"].is_null()) json["seed"] = std::random_device{}() & 0x7fffffff;
     body = json.dump();
   }
   // A chat-protocol stream: the unit is asked for what resuming it takes (chat_stream_tracker.h).
-  std::optional<ChatStreamTracker> chat;
   if (auto protocol = ResumableChatPath(request.path); protocol && json.is_object() && json.value("stream", false) == true)
     chat.emplace(*protocol);
   const int64_t prompt_tokens = static_cast<int64_t>(body.size() / 4) + 1;  // bytes per token, about
+  const bool generation = request.path == "/v1/completions" || ResumableChatPath(request.path).has_value();
+  const int64_t arrival_ms = UnixMillisNow();
   std::vector<HttpHeader> headers = ForwardedHeaders(request);
   if (chat) headers.push_back({std::string(server::kStreamResumeHeader), "1"});
 
@@ -222,7 +269,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
         return Status::Ok();
       }
       if (head.status().code() != StatusCode::kDeadlineExceeded || NowNanos() >= deadline) return head.status();
-      if (channel->cancelled()) return Status::Cancelled("the client left");
+      if (gone()) return Status::Cancelled("the client left or the request was cancelled");
     }
   };
   // Opens an exchange on the best unit not yet tried: connected, sent, its head read. Null when none is left.
@@ -230,7 +277,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   auto open = [&](const std::string& payload, int64_t tokens, bool prefill = false) -> std::unique_ptr<Exchange> {
     std::vector<HttpHeader> sent = headers;
     if (prefill) sent.push_back({std::string(server::kPrefillOnlyHeader), "1"});
-    while (attempts < options_.max_attempts && !channel->cancelled()) {
+    while (attempts < options_.max_attempts && !gone()) {
       const auto units = Snapshot();
       const int64_t now_ms = UnixMillisNow();
       std::vector<PlacementLoad> loads;
@@ -270,7 +317,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     return nullptr;
   };
   auto no_unit = [&] {
-    if (channel->cancelled()) return;
+    if (gone()) return;
     if (refused.retry_after_s == 0) {
       fail(503, "no healthy unit could take the request", 1);
       return;
@@ -285,10 +332,12 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   auto read_some = [&](Exchange& ex, std::string* out, double stall_s) -> Result<bool> {
     const int64_t deadline = Deadline(stall_s);
     while (true) {
+      // Checked before every read: a unit streaming without pause never lets a read time out.
+      if (gone()) return Status::Cancelled("the client left or the request was cancelled");
       auto done = ex.upstream.ReadBody(out, std::min(deadline, Deadline(0.2)));
       if (done.ok()) return done;
       if (done.status().code() != StatusCode::kDeadlineExceeded || NowNanos() >= deadline) return done.status();
-      if (channel->cancelled()) return Status::Cancelled("the client left");
+      if (gone()) return Status::Cancelled("the client left or the request was cancelled");
     }
   };
 
@@ -297,7 +346,6 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   // then goes to a decode unit, which reads them from there. Whatever goes wrong on the prefill side (a
   // unit that dies, hangs or refuses, a partial write) leaves blocks the decode unit does not find or
   // refuses on reading them (checksums, token ids): it computes those itself.
-  const bool generation = request.path == "/v1/completions" || ResumableChatPath(request.path).has_value();
   if (generation && json.is_object() && prompt_tokens >= kPrefillMinTokens && HasPrefillUnit()) {
     Json prefill_json = json;
     prefill_json["stream"] = false;
@@ -320,7 +368,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       if (!s.ok()) DI_LOG(kWarn, "prefill failed; the decode unit computes the prompt").Field("unit", prefill->unit->id)
           .Field("reason", s.message());
     }
-    if (channel->cancelled()) return;
+    if (gone()) return;
     (s.ok() ? counters_.prefills : counters_.prefill_fallbacks).fetch_add(1);
     attempts = 0;
   }
@@ -356,6 +404,17 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       r.status = ex->head.status;
       r.content_type = std::string(ex->head.Header("content-type"));
       r.headers = ReturnedHeaders(ex->head, ex->unit->id);
+      if (generation && r.status == 200) {
+        // Every protocol's usage names its counts one of two ways.
+        const Json answer = Json::parse(response, nullptr, false);
+        const Json usage = answer.is_object() && answer.contains("usage") ? answer["usage"] : Json();
+        auto count = [&](const char* a, const char* b) -> int64_t {
+          for (const char* key : {a, b})
+            if (usage.is_object() && usage.contains(key) && usage[key].is_number_integer()) return usage[key].get<int64_t>();
+          return 0;
+        };
+        recent_.Add(arrival_ms, count("prompt_tokens", "input_tokens"), count("completion_tokens", "output_tokens"));
+      }
       r.body = std::move(response);
       channel->Respond(std::move(r));
       return;
@@ -386,6 +445,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
   }
 
   ex->FirstByte();
+  stream_started = true;
   channel->StartStream(ex->head.status, std::string(ex->head.Header("content-type")), ReturnedHeaders(ex->head, ex->unit->id));
   bool continued = false;
   int migrations = 0;
@@ -414,6 +474,11 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
       }
       if (!pending.empty()) channel->Write(std::move(pending));
       channel->End();
+      if (generation && ex->head.status == 200) {
+        if (continuation) recent_.Add(arrival_ms, static_cast<int64_t>(continuation->prompt_ids.size()),
+                                      static_cast<int64_t>(continuation->generated.size()));
+        if (chat) recent_.Add(arrival_ms, prompt_tokens, static_cast<int64_t>(chat->generated()));
+      }
       return;
     }
     if (pending.size() + (chat ? chat->held_bytes() : 0) > options_.max_response_bytes) {
@@ -454,7 +519,7 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
         while (next && next->head.status != 200) next = open(resumed, tokens);
       }
       if (!next) {
-        if (channel->cancelled()) return;
+        if (gone()) return;
         counters_.failed.fetch_add(1);
         channel->Write(chat->ErrorEvent("the unit serving this stream failed and no other could continue it"));
         channel->End();
@@ -475,22 +540,28 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
     }
     const int64_t left = c ? c->max_tokens - static_cast<int64_t>(c->generated.size()) : 0;
     std::unique_ptr<Exchange> next;
-    if (c && !c->prompt_ids.empty() && left > 0 && migrations < options_.migration_limit) {
+    if (c && !c->prompt_ids.empty() && !c->id.empty() && left > 0 && migrations < options_.migration_limit) {
       ++migrations;
+      // The unit appends the ids to the prompt and primes its detokenizer with them: the bytes of a character
+      // the interrupted unit held back are where they were (server/stream_resume.h).
       Json resumed = json;
       Json ids = Json::array();
-      for (int32_t id : c->prompt_ids) ids.push_back(id);
       for (int32_t id : c->generated) ids.push_back(id);
-      resumed["prompt"] = std::move(ids);
-      resumed["max_tokens"] = left;
-      if (c->min_tokens > 0) resumed["min_tokens"] = std::max<int64_t>(0, c->min_tokens - static_cast<int64_t>(c->generated.size()));
+      Json sizes = Json::array();
+      for (size_t n : c->chunk_sizes) sizes.push_back(n);
+      const Json id = Json::parse(c->id, nullptr, false);
+      const int64_t created = std::strtoll(c->created.c_str(), nullptr, 10);
+      resumed[std::string(server::kResumeField)] = {{"token_ids", std::move(ids)}, {"update_sizes", std::move(sizes)},
+                                                    {"seed", json["seed"]}, {"id", id.is_string() ? id : Json("")},
+                                                    {"created", created}};
       attempts = 0;
       const int64_t tokens = static_cast<int64_t>(c->prompt_ids.size() + c->generated.size());
-      next = open(resumed.dump(), tokens);
-      while (next && next->head.status != 200) next = open(resumed.dump(), tokens);
+      const std::string payload = resumed.dump();
+      next = open(payload, tokens);
+      while (next && next->head.status != 200) next = open(payload, tokens);
     }
     if (!next) {
-      if (channel->cancelled()) return;
+      if (gone()) return;
       counters_.failed.fetch_add(1);
       channel->Write("data: {\"error\": {\"message\": \"the unit serving this stream failed and no other could continue it\", "
                      "\"type\": \"api_error\", \"code\": \"unit_failed\"}}\n\n");

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/log.h"
 #include "router/router_internal.h"
 #include "server/api_errors.h"
@@ -136,6 +138,7 @@ void Router::Refresh() {
     unit->healthy.store(ok);
     if (ok) unit->failed_at_ms.store(0);
   }
+  if (options_.apply_plan && !options_.unit_dir.empty()) ApplyPlan(next);
   MutexLock lock(&mu_);
   units_ = std::move(next);
 }
@@ -155,6 +158,10 @@ void Router::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channe
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = Metrics();
     channel->Respond(std::move(r));
+    return;
+  }
+  if (request.method == "POST" && request.path == "/router/cancel") {
+    HandleCancel(request, *channel);
     return;
   }
   if (request.method != "GET" && request.method != "POST") {
@@ -187,6 +194,127 @@ void Router::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channe
   }).detach();
 }
 
+std::optional<Router::LivePlan> Router::CurrentPlan(const std::vector<std::shared_ptr<Unit>>& units,
+                                                    size_t* requests) const {
+  const int64_t now_ms = UnixMillisNow();
+  const TraceMix mix = recent_.Mix(now_ms);
+  *requests = mix.requests.size();
+  std::vector<UnitLease> live;
+  for (const auto& u : units)
+    if (u->healthy.load() && u->LeaseAlive(now_ms)) live.push_back(u->Lease());
+  if (mix.requests.empty() || live.empty()) return std::nullopt;
+  PlannerOptions o;
+  LivePlan out;
+  out.requests = mix.requests.size();
+  o.step_cost = PlanningStepCost(live, &out.calibrated);
+  int64_t max_num_seqs = 0;
+  for (const UnitLease& l : live) max_num_seqs = std::max(max_num_seqs, l.load.max_num_seqs);
+  if (max_num_seqs > 0) o.max_num_seqs = std::min<int64_t>(max_num_seqs, 1 << 16);
+  if (options_.slo.tbt_s > 0) o.tbt_slo_s = options_.slo.tbt_s;
+  o.total_units = live.size() >= 2 ? static_cast<int64_t>(std::min<size_t>(live.size(), 1024)) : 0;
+  auto plan = PlanPrefillDecode(mix.requests, mix.duration_s, o);
+  if (!plan.ok()) return std::nullopt;
+  out.plan = *plan;
+  return out;
+}
+
+void Router::AppendPlan(const std::vector<std::shared_ptr<Unit>>& units, std::string* out) const {
+  auto gauge = [&](const char* name, const char* help, double v) {
+    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+            std::to_string(v) + "\n";
+  };
+  size_t requests = 0;
+  const std::optional<LivePlan> live = CurrentPlan(units, &requests);
+  gauge("deepinfer_router:planner_requests", "Generations of the last minutes the planner plans for.",
+        static_cast<double>(requests));
+  if (!live) return;
+  gauge("deepinfer_router:planner_calibrated_units", "Healthy units whose calibrated step cost the planner uses.",
+        static_cast<double>(live->calibrated));
+  gauge("deepinfer_router:planner_prefill_load", "Prefill units the recent mix keeps busy.", live->plan.prefill_load);
+  gauge("deepinfer_router:planner_decode_load", "Decode units the recent mix keeps busy.", live->plan.decode_load);
+  gauge("deepinfer_router:planner_prefill_units", "Recommended prefill units among the healthy ones.",
+        static_cast<double>(live->plan.prefill_units));
+  gauge("deepinfer_router:planner_decode_units", "Recommended decode units among the healthy ones.",
+        static_cast<double>(live->plan.decode_units));
+}
+
+void Router::ApplyPlan(const std::vector<std::shared_ptr<Unit>>& units) {
+  const int64_t now_ms = UnixMillisNow();
+  if (now_ms - last_role_switch_ms_ < static_cast<int64_t>(options_.plan_interval_s * 1000)) return;
+  size_t requests = 0;
+  const std::optional<LivePlan> live = CurrentPlan(units, &requests);
+  if (!live) return;
+  // The units the plan counted, in the same order; only lease units can be asked to switch.
+  std::vector<std::shared_ptr<Unit>> counted;
+  std::vector<UnitRoleState> states;
+  for (const auto& u : units) {
+    if (!u->healthy.load() || !u->LeaseAlive(now_ms)) continue;
+    const UnitLease lease = u->Lease();
+    if (lease.ttl_ms < 0) return;  // a static unit: no lease directory to ask it through
+    // A request the unit has not acted on yet (it reads it at its next renewal): one switch at a time.
+    if (ReadRoleRequest(options_.unit_dir, lease.unit_id).status().code() != StatusCode::kNotFound) return;
+    counted.push_back(u);
+    states.push_back({lease.role, lease.draining, u->placed_streams.load()});
+  }
+  const std::optional<RoleSwitch> next = NextRoleSwitch(states, live->plan);
+  if (!next) return;
+  const auto& unit = counted[next->unit];
+  if (Status s = WriteRoleRequest(options_.unit_dir, unit->id, next->to); !s.ok()) {
+    DI_LOG(kWarn, "role request not written").Field("unit", unit->id).Field("reason", s.message());
+    return;
+  }
+  last_role_switch_ms_ = now_ms;
+  counters_.role_switches.fetch_add(1);
+  DI_LOG(kInfo, "asked a unit to switch roles").Field("unit", unit->id).Field("to", UnitRoleName(next->to))
+      .Field("prefill_units", live->plan.prefill_units).Field("decode_units", live->plan.decode_units);
+}
+
+std::shared_ptr<std::atomic<bool>> Router::RegisterInFlight(const std::string& request_id) {
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  MutexLock lock(&in_flight_mu_);
+  in_flight_.emplace(request_id, flag);
+  return flag;
+}
+
+void Router::UnregisterInFlight(const std::string& request_id, const std::shared_ptr<std::atomic<bool>>& flag) {
+  MutexLock lock(&in_flight_mu_);
+  auto [from, to] = in_flight_.equal_range(request_id);
+  for (auto it = from; it != to; ++it) {
+    if (it->second == flag) {
+      in_flight_.erase(it);
+      return;
+    }
+  }
+}
+
+void Router::HandleCancel(const HttpRequest& request, ResponseChannel& channel) {
+  const server::ApiFamily family = server::FamilyForPath(request.path);
+  auto refuse = [&](int status, std::string message) {
+    pipeline::ApiError e;
+    e.status = status;
+    e.message = std::move(message);
+    channel.Respond(server::ErrorResponse(family, e));
+  };
+  const nlohmann::json body = nlohmann::json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("request_id") || !body["request_id"].is_string() ||
+      body["request_id"].get_ref<const std::string&>().empty() ||
+      body["request_id"].get_ref<const std::string&>().size() > kMaxRequestIdBytes)
+    return refuse(400, "give {\"request_id\": ID}: the x-request-id of the request to cancel (1 to " +
+                           std::to_string(kMaxRequestIdBytes) + " bytes)");
+  const std::string& id = body["request_id"].get_ref<const std::string&>();
+  int64_t n = 0;
+  {
+    MutexLock lock(&in_flight_mu_);
+    auto [from, to] = in_flight_.equal_range(id);
+    for (auto it = from; it != to; ++it) n += it->second->exchange(true) ? 0 : 1;
+  }
+  if (n == 0) return refuse(404, "no request in flight has the id " + id);
+  DI_LOG(kInfo, "request cancelled").Field("id", id).Field("requests", n);
+  HttpResponse r;
+  r.body = nlohmann::json{{"request_id", id}, {"cancelled", n}}.dump();
+  channel.Respond(std::move(r));
+}
+
 HttpResponse Router::TransportError(int status, std::string_view path, std::string_view message) {
   pipeline::ApiError e;
   e.status = status;
@@ -216,10 +344,15 @@ std::string Router::Metrics() const {
   counter("deepinfer_router:units_ignored_total", "Leases of another model or version skipped.",
           counters_.units_ignored.load());
   counter("deepinfer_router:health_check_failures_total", "Unit health checks failed.", counters_.health_failures.load());
+  counter("deepinfer_router:cancelled_total", "Requests cancelled at the router (POST /router/cancel).",
+          counters_.cancelled.load());
+  counter("deepinfer_router:role_switches_total", "Units asked to switch roles to apply the planner's split.",
+          counters_.role_switches.load());
   counter("deepinfer_router:requests_in_flight", "Requests being proxied.", counters_.in_flight.load(), "gauge");
   const auto units = Snapshot();
   counter("deepinfer_router:units_known", "Units listed (leases and static).", static_cast<int64_t>(units.size()), "gauge");
   counter("deepinfer_router:units_healthy", "Units requests may go to.", healthy_units(), "gauge");
+  AppendPlan(units, &out);
   out += "# HELP deepinfer_router:unit_streams Requests the router has in flight on each unit.\n"
          "# TYPE deepinfer_router:unit_streams gauge\n";
   for (const auto& u : units)

@@ -7,22 +7,34 @@
 // worker thread of its own whose every wait has a deadline. A unit that fails before the first byte
 // reaches the client (refused connection, reset, 503, a deadline) is left for the next unit in the
 // placement order. A streamed legacy Completion whose unit dies mid-stream is migrated: the router asks
-// units for the token ids of every chunk (`return_token_ids`), so it can send the prompt's ids and the
-// tokens its client already has as a continuation to another unit (same seed: the router fixes one when
-// the client gave none), drop what the continuation repeats, and keep streaming. Chat Completions,
-// Messages and Responses streams migrate the same way through the units' resume information
-// (chat_stream_tracker.h).
+// units for the token ids of every chunk (`return_token_ids`), so it can send the request again with the
+// tokens its client already has as a continuation (server/stream_resume.h) to another unit (same seed:
+// the router fixes one when the client gave none), and keep streaming. Chat Completions, Messages and
+// Responses streams migrate the same way through the units' resume information (chat_stream_tracker.h).
+//
+// /metrics carries the planner's recommended prefill:decode split (planner.h) for the healthy units, from
+// their calibrated step costs and the generations of the last minutes (RecentMix).
+//
+// Every request carries an x-request-id to its units (the client's, or one the router makes and returns).
+// `POST /router/cancel` with {"request_id": ID} cancels the requests in flight under that id: the router
+// closes their connections to the units, which abort them and free their KV blocks (a unit aborts a request
+// whose connection closes, prefill and decode units alike), and the client's response ends with the
+// protocol's error. A client that disconnects has its requests' connections to the units closed the same way.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/mutex.h"
 #include "router/placement.h"
+#include "router/planner.h"
+#include "router/recent_mix.h"
 #include "router/unit_lease.h"
 #include "server/http_server.h"
 
@@ -43,6 +55,10 @@ struct RouterOptions {
   int max_in_flight = 1024;           // requests proxied at once; more: 503
   size_t max_response_bytes = 64 * 1024 * 1024;
   PlacementSlo slo;
+  // Apply the planner's split: ask one unit at a time to switch roles (a role request in unit_dir), at most
+  // once per plan_interval_s.
+  bool apply_plan = false;
+  double plan_interval_s = 30;
 };
 
 struct RouterCounters {
@@ -57,7 +73,12 @@ struct RouterCounters {
   std::atomic<int64_t> health_failures{0};  // health checks failed
   std::atomic<int64_t> units_ignored{0};    // leases of another model or version
   std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> cancelled{0};        // requests cancelled at the router
+  std::atomic<int64_t> role_switches{0};    // role requests written to apply the planner's split
 };
+
+// The longest x-request-id the router keeps (a longer one is replaced by one it makes).
+inline constexpr size_t kMaxRequestIdBytes = 128;
 
 class Router : public server::HttpHandler {
  public:
@@ -85,12 +106,29 @@ class Router : public server::HttpHandler {
   void ProxyGet(const server::HttpRequest& request, server::ResponseChannel& channel);
   std::string Metrics() const;
   std::vector<std::shared_ptr<Unit>> Snapshot() const;
+  // The requests in flight by x-request-id, each with the flag a cancel sets.
+  std::shared_ptr<std::atomic<bool>> RegisterInFlight(const std::string& request_id);
+  void UnregisterInFlight(const std::string& request_id, const std::shared_ptr<std::atomic<bool>>& flag);
+  // The planner's split for the usable units and the recent mix; nullopt without requests or units.
+  struct LivePlan {
+    PdPlan plan;
+    int64_t calibrated = 0;
+    size_t requests = 0;
+  };
+  std::optional<LivePlan> CurrentPlan(const std::vector<std::shared_ptr<Unit>>& units, size_t* requests) const;
+  void AppendPlan(const std::vector<std::shared_ptr<Unit>>& units, std::string* out) const;
+  void ApplyPlan(const std::vector<std::shared_ptr<Unit>>& units);
+  void HandleCancel(const server::HttpRequest& request, server::ResponseChannel& channel);
   bool HasPrefillUnit() const;
 
   RouterOptions options_;
   RouterCounters counters_;
   mutable Mutex mu_;
   std::vector<std::shared_ptr<Unit>> units_ GUARDED_BY(mu_);
+  Mutex in_flight_mu_;
+  std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> in_flight_ GUARDED_BY(in_flight_mu_);
+  RecentMix recent_{4096, 10 * 60 * 1000};  // the generations the planner on /metrics plans for
+  int64_t last_role_switch_ms_ = 0;          // the refresh thread's
   Mutex stop_mu_;
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(stop_mu_) = false;

@@ -30,11 +30,22 @@ struct Router::Unit {
     MutexLock lock(&mu);
     return lease_.ttl_ms < 0 || lease_.Alive(now_ms);
   }
+  UnitLease Lease() const {
+    MutexLock lock(&mu);
+    return lease_;
+  }
   UnitRole Role() const {
     MutexLock lock(&mu);
     return lease_.role;
   }
-  bool Usable(int64_t now_ms) const { return healthy.load() && failed_at_ms.load() == 0 && LeaseAlive(now_ms); }
+  // A draining unit (switching roles) finishes what it has and takes nothing new.
+  bool Draining() const {
+    MutexLock lock(&mu);
+    return lease_.draining;
+  }
+  bool Usable(int64_t now_ms) const {
+    return healthy.load() && failed_at_ms.load() == 0 && LeaseAlive(now_ms) && !Draining();
+  }
   PlacementLoad Load(int64_t now_ms) const {
     PlacementLoad l;
     {

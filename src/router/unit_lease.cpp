@@ -84,7 +84,7 @@ std::string LeaseToJson(const UnitLease& lease) {
   Json j = {{"format", kLeaseFormat}, {"unit_id", lease.unit_id}, {"url", lease.url},
             {"models", lease.models}, {"version", lease.version},   {"pid", lease.pid},
             {"heartbeat_unix_ms", lease.heartbeat_unix_ms}, {"ttl_ms", lease.ttl_ms}, {"load", load},
-            {"role", UnitRoleName(lease.role)}};
+            {"role", UnitRoleName(lease.role)}, {"draining", lease.draining}};
   return j.dump();
 }
 
@@ -139,6 +139,10 @@ Result<UnitLease> ParseLease(std::string_view text) {
     if (!role->is_string() || !ParseUnitRole(role->get_ref<const std::string&>(), &lease.role))
       return Bad("role must be \"prefill\", \"decode\" or \"both\"");
   }
+  if (auto draining = j.find("draining"); draining != j.end()) {
+    if (!draining->is_boolean()) return Bad("draining must be a boolean");
+    lease.draining = draining->get<bool>();
+  }
   auto load = j.find("load");
   if (load == j.end() || !load->is_object()) return Bad("load must be an object");
   UnitLoad& l = lease.load;
@@ -162,11 +166,12 @@ Result<UnitLease> ParseLease(std::string_view text) {
   return lease;
 }
 
-Status WriteLease(const std::string& dir, const UnitLease& lease) {
-  if (!IsPlainName(lease.unit_id)) return Status::InvalidArgument("unit id must be a plain name: " + lease.unit_id);
-  const fs::path final_path = fs::path(dir) / (lease.unit_id + std::string(kLeaseSuffix));
-  const fs::path tmp = fs::path(dir) / ("." + lease.unit_id + ".tmp");
-  const std::string text = LeaseToJson(lease);
+namespace {
+
+// DIR/NAME replaced atomically: written beside as a hidden temporary file, then renamed over it.
+Status WriteAtomically(const std::string& dir, const std::string& name, std::string_view text) {
+  const fs::path final_path = fs::path(dir) / name;
+  const fs::path tmp = fs::path(dir) / ("." + name + ".tmp");
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError("writing " + tmp.string() + ": " + std::strerror(errno));
   size_t done = 0;
@@ -183,6 +188,55 @@ Status WriteLease(const std::string& dir, const UnitLease& lease) {
   ::close(fd);
   if (::rename(tmp.c_str(), final_path.c_str()) != 0)
     return Status::IoError("renaming " + tmp.string() + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteLease(const std::string& dir, const UnitLease& lease) {
+  if (!IsPlainName(lease.unit_id)) return Status::InvalidArgument("unit id must be a plain name: " + lease.unit_id);
+  return WriteAtomically(dir, lease.unit_id + std::string(kLeaseSuffix), LeaseToJson(lease));
+}
+
+Status WriteRoleRequest(const std::string& dir, std::string_view unit_id, UnitRole role) {
+  if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
+  return WriteAtomically(dir, std::string(unit_id) + std::string(kRoleRequestSuffix),
+                         Json{{"role", UnitRoleName(role)}}.dump());
+}
+
+Result<UnitRole> ReadRoleRequest(const std::string& dir, std::string_view unit_id) {
+  constexpr size_t kMaxRoleRequestBytes = 4096;
+  if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
+  const fs::path path = fs::path(dir) / (std::string(unit_id) + std::string(kRoleRequestSuffix));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("no role request");
+    return Status::IoError("reading " + path.string() + ": " + std::strerror(errno));
+  }
+  std::string text(kMaxRoleRequestBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMaxRoleRequestBytes) return Status::InvalidArgument(path.string() + ": over 4096 bytes");
+  text.resize(got);
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  UnitRole role = UnitRole::kBoth;
+  if (!j.is_object() || !j.contains("role") || !j["role"].is_string() ||
+      !ParseUnitRole(j["role"].get_ref<const std::string&>(), &role))
+    return Status::InvalidArgument(path.string() + ": must be {\"role\": \"prefill\"|\"decode\"|\"both\"}");
+  return role;
+}
+
+Status RemoveRoleRequest(const std::string& dir, std::string_view unit_id) {
+  if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
+  const fs::path path = fs::path(dir) / (std::string(unit_id) + std::string(kRoleRequestSuffix));
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return Status::IoError("removing " + path.string() + ": " + std::strerror(errno));
   return Status::Ok();
 }
 

@@ -54,6 +54,8 @@ struct UnitLease {
   int64_t heartbeat_unix_ms = 0;
   int64_t ttl_ms = 0;
   UnitRole role = UnitRole::kBoth;  // a lease without one: both
+  // Switching roles (lease_writer.h): the unit takes no new requests until its running ones are done.
+  bool draining = false;
   UnitLoad load;
 
   bool Alive(int64_t now_unix_ms) const { return now_unix_ms < heartbeat_unix_ms + ttl_ms; }
@@ -64,6 +66,15 @@ int64_t UnixMillisNow();
 std::string LeaseToJson(const UnitLease& lease);
 // Every field checked: types, ranges, the format tag, a unit id that is a plain file name, an http URL.
 Result<UnitLease> ParseLease(std::string_view text);
+
+// A role switch asked of a unit: DIR/<unit_id>.role holds {"role": "prefill"|"decode"|"both"}, written by
+// whoever applies the planner's split (`deepinfer router --apply-plan`, an operator); the unit drains, switches
+// and removes it (lease_writer.h).
+inline constexpr std::string_view kRoleRequestSuffix = ".role";
+Status WriteRoleRequest(const std::string& dir, std::string_view unit_id, UnitRole role);
+// NotFound when there is none; InvalidArgument when it does not parse (at most 4 KiB are read).
+Result<UnitRole> ReadRoleRequest(const std::string& dir, std::string_view unit_id);
+Status RemoveRoleRequest(const std::string& dir, std::string_view unit_id);
 
 // Writes DIR/<unit_id>.lease atomically (a temporary file in DIR renamed over it).
 Status WriteLease(const std::string& dir, const UnitLease& lease);

@@ -231,7 +231,7 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   // The resumed ids' events went out from the interrupted unit; replayed here, they set the codec's state.
   if (resume && !resume->token_ids.empty()) {
     for (const engine::RequestUpdate& update : ResumePrimingUpdates(*resume, prompt_tokens, *tokenizer_))
-      translator->Translate(update);
+      translator->Replay(update);
   }
   auto generation = std::make_shared<Generation>(exchange, engine_, std::move(translator));
   if (announce_resume) generation->AnnounceResumeInfo(id, created);

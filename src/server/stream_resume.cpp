@@ -76,8 +76,8 @@ bool ResumableStream(const pipeline::PreparedRequest& request) {
   const sampling::SamplingParams& s = request.params.sampling;
   // Penalties over output tokens only would count the resumed ids as prompt; a grammar's state would start
   // over at them.
-  return request.api != pipeline::Api::kCompletions && request.stream() && s.n == 1 &&
-         !request.params.constraint.grammar && s.presence_penalty == 0 && s.frequency_penalty == 0;
+  return request.stream() && s.n == 1 && request.more_prompts.empty() && !request.params.constraint.grammar &&
+         s.presence_penalty == 0 && s.frequency_penalty == 0;
 }
 
 std::optional<ApiError> ApplyStreamResume(const StreamResume& resume, pipeline::PreparedRequest* request) {
@@ -95,6 +95,7 @@ std::optional<ApiError> ApplyStreamResume(const StreamResume& resume, pipeline::
   s.min_tokens = std::max<int64_t>(0, s.min_tokens - done);
   s.seed = resume.seed;
   request->prompt.insert(request->prompt.end(), resume.token_ids.begin(), resume.token_ids.end());
+  request->params.primed_output_tokens = done;
   return std::nullopt;
 }
 

@@ -1,6 +1,6 @@
-// Resumable chat-protocol streams: what lets a router continue a stream on another unit when its unit
-// fails mid-stream, for Chat Completions, Responses and Messages (the legacy Completions API has
-// `return_token_ids` for this).
+// Resumable streams: what lets a router continue a stream on another unit when its unit fails mid-stream,
+// for Chat Completions, Responses, Messages and the legacy Completions (whose chunks carry their token ids
+// with `return_token_ids`, so the router reads them there rather than from comments).
 //
 // A request that carries the `x-deepinfer-stream-resume` header (the router sets it; clients never see
 // what it adds) and can be resumed exactly (one output, streamed, no grammar, no output-only penalties)
@@ -13,7 +13,8 @@
 // The continuation is the same body with a `deepinfer_resume` field: those ids, the seed, the response id
 // and creation time. The unit renders the prompt as before, appends the ids (the model sees the context
 // the interrupted unit saw, and position-keyed sampling draws the same numbers at the same positions),
-// takes them off max_tokens, min_tokens and a scripted output, and feeds them to the translator without
+// takes them off max_tokens, min_tokens and a scripted output, primes the engine's detokenizer and stop
+// strings with them (engine::RequestParams::primed_output_tokens), and feeds them to the translator without
 // writing its events, one update per group as the interrupted unit fed them (how the codec holds back text,
 // an incomplete character for one, depends on where its updates end): the codec's state (reasoning or content, a tool call half parsed, the held-back
 // text of a stop string, the counts in usage) is then the interrupted one's, and the events it writes from
@@ -59,7 +60,8 @@ struct StreamResume {
 std::optional<ApiError> ReadStreamResume(std::string_view body, size_t max_ids, size_t vocab_size,
                                          std::optional<StreamResume>* out);
 
-// Whether a prepared request's stream can be continued exactly elsewhere.
+// Whether a prepared request's stream can be continued exactly elsewhere (one prompt, one output, no
+// grammar, no penalties over output tokens only).
 bool ResumableStream(const pipeline::PreparedRequest& request);
 
 // The resumed request: the ids after the prompt, the rest of the budget, the seed, the script's rest.

@@ -121,6 +121,49 @@ TEST_F(EngineText, StopStringsSpanTokensAndAreCutFromTheText) {
   EXPECT_EQ(Run(*e, prompt, p).text, text.substr(0, at + stop.size()));
 }
 
+// A continuation of an interrupted output (its tokens so far at the prompt's end, primed_output_tokens of
+// them) reports the text the uninterrupted output would have gone on with: a character whose first byte came
+// before the cut is completed, and a stop string that spans the cut is found.
+TEST_F(EngineText, PrimedOutputTokensContinueTheInterruptedText) {
+  auto e = Make();
+  // The byte-level vocabulary has a token for each single byte; "中" is E4 B8 AD.
+  auto byte_token = [&](unsigned char b) {
+    for (int32_t id = 0; id < static_cast<int32_t>(tokenizer_->vocab_size()); ++id)
+      if (tokenizer_->TokenBytes(id) == std::string(1, static_cast<char>(b))) return id;
+    ADD_FAILURE() << "no token for byte " << int{b};
+    return int32_t{0};
+  };
+  const std::vector<int32_t> prompt = tokenizer_->EncodeText("Say it:");
+  const std::vector<int32_t> rest = tokenizer_->EncodeText("! done");
+  RequestParams p;
+  p.sampling.max_tokens = static_cast<int64_t>(rest.size()) + 2;
+  std::vector<int32_t> script = {byte_token(0xB8), byte_token(0xAD)};
+  script.insert(script.end(), rest.begin(), rest.end());
+  p.constraint.scripted_tokens = script;
+  std::vector<int32_t> continued = prompt;
+  continued.push_back(byte_token(0xE4));  // the interrupted output's one token, an incomplete character
+  p.primed_output_tokens = 1;
+  EXPECT_EQ(Run(*e, continued, p).text, "\u4e2d! done");
+  // Unprimed, the continuation bytes stand alone: each is a replacement character.
+  p.primed_output_tokens = 0;
+  EXPECT_EQ(Run(*e, continued, p).text, "\ufffd\ufffd! done");
+
+  // A stop string across the cut: "it:!" begins in the primed tokens (the prompt's last ones here).
+  p.sampling.stop = {"it:!"};
+  p.primed_output_tokens = static_cast<int64_t>(tokenizer_->EncodeText(" it:").size());
+  p.constraint.scripted_tokens = rest;
+  p.sampling.max_tokens = static_cast<int64_t>(rest.size());
+  const GenerateOutput::Sequence stopped = Run(*e, prompt, p);
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.text, "");
+  p.primed_output_tokens = 0;
+  EXPECT_EQ(Run(*e, prompt, p).text, "! done");
+
+  // At least one prompt token is the prompt's own.
+  p.primed_output_tokens = static_cast<int64_t>(prompt.size());
+  EXPECT_FALSE(e->Generate(std::vector<std::vector<int32_t>>{prompt}, p).ok());
+}
+
 // End-of-sequence ids are config.json's and the tokenizer's end-of-sentence control token;
 // EngineOptions::eos_token_ids replaces both.
 TEST_F(EngineText, TheTokenizersEndOfSentenceEndsGenerationUnlessOverridden) {

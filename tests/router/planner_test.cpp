@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "router/placement.h"
+#include "router/recent_mix.h"
 
 namespace deepinfer::router {
 namespace {
@@ -69,6 +70,68 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_FALSE(PlanPrefillDecode(mix, 0, PlanOptions(4)).ok());
   EXPECT_FALSE(PlanPrefillDecode(mix, 10, PlanOptions(1)).ok());
   EXPECT_FALSE(PlanPrefillDecode({MixRequest{10, 10, 1}}, 10, PlanOptions(4)).ok());
+}
+
+TEST(Planner, SwitchesOneUnitOfTheOverProvisionedPoolAtATime) {
+  PdPlan plan;
+  plan.prefill_units = 3;
+  plan.decode_units = 1;
+  using R = UnitRole;
+  // 1 prefill : 3 decode, 3 : 1 recommended: the idlest decode unit (index 2) becomes a prefill unit.
+  std::vector<UnitRoleState> units = {{R::kPrefill, false, 0}, {R::kDecode, false, 4}, {R::kDecode, false, 1},
+                                      {R::kDecode, false, 3}};
+  auto next = NextRoleSwitch(units, plan);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->unit, 2u);
+  EXPECT_EQ(next->to, R::kPrefill);
+  // While it drains, nothing else moves.
+  units[2].draining = true;
+  EXPECT_FALSE(NextRoleSwitch(units, plan).has_value());
+  // Switched: 2 : 2, one more to go.
+  units[2] = {R::kPrefill, false, 0};
+  next = NextRoleSwitch(units, plan);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->unit, 3u);
+  units[3] = {R::kPrefill, false, 0};
+  EXPECT_FALSE(NextRoleSwitch(units, plan).has_value());  // 3 : 1 as recommended
+  // The other way: too many prefill units for 1 : 3.
+  plan.prefill_units = 1;
+  plan.decode_units = 3;
+  next = NextRoleSwitch(units, plan);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->to, R::kDecode);
+  EXPECT_EQ(units[next->unit].role, R::kPrefill);
+  // A unit of both roles, or a plan for another number of units: no split to apply.
+  units[0].role = R::kBoth;
+  EXPECT_FALSE(NextRoleSwitch(units, plan).has_value());
+  units[0].role = R::kPrefill;
+  plan.decode_units = 5;
+  EXPECT_FALSE(NextRoleSwitch(units, plan).has_value());
+}
+
+TEST(Planner, TheRecentMixKeepsTheNewestRequestsOfItsWindow) {
+  RecentMix recent(/*max_requests=*/3, /*window_ms=*/15'000);
+  EXPECT_TRUE(recent.Mix(50'000).requests.empty());
+  recent.Add(30'000, 100, 10);  // pushed out by the fourth
+  recent.Add(38'000, 0, 0);     // counted as one token each
+  recent.Add(44'000, 300, 30);
+  recent.Add(46'000, 400, 40);
+  TraceMix mix = recent.Mix(50'000);
+  ASSERT_EQ(mix.requests.size(), 3u);
+  EXPECT_EQ(mix.requests[0].prompt_tokens, 1);
+  EXPECT_EQ(mix.requests[0].output_tokens, 1);
+  EXPECT_EQ(mix.requests[2].prompt_tokens, 400);
+  EXPECT_EQ(mix.duration_s, 12);  // from 38 s to 50 s
+  // Later: only the requests of the last 15 s; a span under a second counts as one.
+  mix = recent.Mix(54'500);
+  ASSERT_EQ(mix.requests.size(), 2u);
+  EXPECT_EQ(mix.duration_s, 10.5);
+  recent.Add(54'500, 5, 5);
+  EXPECT_EQ(recent.Mix(65'000).duration_s, 10.5);
+  EXPECT_EQ(recent.Mix(58'000).requests.size(), 3u);  // 44 s, 46 s and 54.5 s
+  RecentMix one(4, 1000);
+  one.Add(1000, 5, 5);
+  EXPECT_EQ(one.Mix(1200).duration_s, 1);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@ and writes its KV blocks to a shared `--kv-store`, a `serve --role decode` unit 
 verified; the window state replayed exactly) and generates. Its output equals a colocated unit's, greedy and
 seeded; a prefill unit killed during the hand-off costs the request nothing (the decode unit computes what it
 does not find) and leaves no sticky state; no KV block stays held once the streams closed."""
+import http.client
 import json
 import signal
 import sys
@@ -43,7 +44,7 @@ def pd(deepinfer_bin, tiny_model, tmp_path):
     wait_for(lambda: len(list(unit_dir.glob("*.lease"))) == 2, timeout=10)
     roles = sorted(json.loads(p.read_text())["role"] for p in unit_dir.glob("*.lease"))
     assert roles == ["decode", "prefill"]  # the leases carry the role
-    router = Router(deepinfer_bin, "--unit-dir", str(unit_dir))
+    router = Router(deepinfer_bin, "--unit-dir", str(unit_dir), "--apply-plan", "--plan-interval-s", "0")
     yield router, prefill, decode, colocated
     assert router.stop() == 0
     for u in (prefill, decode, colocated):
@@ -116,3 +117,105 @@ def test_prefill_unit_killed_during_hand_off(pd):
         status, _, payload = router.request("POST", "/v1/completions", body)
         assert status == 200 and text(payload) == reference
     wait_for(lambda: metric(decode, "deepinfer:kv_blocks_used") == 0)
+
+
+def finished(unit, reason):
+    return sum(v for k, v in unit.metrics().items()
+               if k.startswith("deepinfer:request_success_total{") and f'finished_reason="{reason}"' in k)
+
+
+def open_stream(router, body, headers=None, events=5):
+    """A stream through the router, read until `events` events arrived; the connection stays open."""
+    conn = http.client.HTTPConnection("127.0.0.1", router.port, timeout=60)
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json", **(headers or {})})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    received = b""
+    while received.count(b"\n\n") < events:
+        chunk = resp.read1(65536)
+        assert chunk, received
+        received += chunk
+    return conn, resp, received
+
+
+def test_client_gone_or_request_cancelled_frees_both_units_and_a_unit_switches_roles(pd, tmp_path):
+    router, prefill, decode, _ = pd
+    body = {"model": MODEL, "prompt": PROMPT + " Abort.", "max_tokens": 1500, "temperature": 0, "ignore_eos": True,
+            "stream": True}
+    held = lambda u: metric(u, "deepinfer:kv_blocks_used") + metric(u, "deepinfer:num_requests_running")  # noqa: E731
+
+    # The client leaves mid-stream: the decode unit aborts the request (it does not run to max_tokens).
+    conn, resp, _ = open_stream(router, body)
+    assert resp.getheader("x-request-id").startswith("router-")  # the id the router gave it, for a cancel
+    conn.close()
+    wait_for(lambda: finished(decode, "abort") == 1 and held(decode) == 0, timeout=10)
+
+    # The client leaves while the prefill unit holds the hand-off: the router closes its connection there and
+    # never reaches the decode unit; once the prefill unit runs again it holds nothing.
+    decode_prompts = metric(decode, "deepinfer:prompt_tokens_total")
+    prefill.proc.send_signal(signal.SIGSTOP)
+    conn = http.client.HTTPConnection("127.0.0.1", router.port, timeout=60)
+    conn.request("POST", "/v1/completions", json.dumps({**body, "prompt": PROMPT + " Gone."}),
+                 {"Content-Type": "application/json"})
+    wait_for(lambda: router.metrics()["deepinfer_router:requests_in_flight"] == 1, timeout=5)
+    time.sleep(0.3)
+    conn.close()
+    wait_for(lambda: router.metrics()["deepinfer_router:requests_in_flight"] == 0, timeout=5)
+    prefill.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: held(prefill) == 0, timeout=10)
+    assert metric(decode, "deepinfer:prompt_tokens_total") == decode_prompts
+
+    # Cancelled at the router by its x-request-id: the stream ends with an error event, the unit aborts.
+    status, _, _ = router.request("POST", "/router/cancel", {"request_id": "nobody"})
+    assert status == 404
+    assert router.request("POST", "/router/cancel", {"request_id": 7})[0] == 400
+    conn, resp, received = open_stream(router, body, {"x-request-id": "cancel-me"})
+    assert resp.getheader("x-request-id") == "cancel-me"
+    status, _, answer = router.request("POST", "/router/cancel", {"request_id": "cancel-me"})
+    assert status == 200 and json.loads(answer)["cancelled"] == 1
+    received += resp.read()
+    conn.close()
+    last = [e for e in received.decode().split("\n\n") if e][-1]
+    assert "cancelled at the router" in json.loads(last[6:])["error"]["message"]
+    wait_for(lambda: finished(decode, "abort") == 2 and held(decode) == 0, timeout=10)
+    m = router.metrics()
+    assert m["deepinfer_router:cancelled_total"] == 1 and m["deepinfer_router:requests_in_flight"] == 0
+    # (On the same units, to spare CI a second set.)
+    check_drain_and_role_switch(router, decode, tmp_path / "units")
+
+
+def check_drain_and_role_switch(router, decode, unit_dir):
+    """A role request (what `router --apply-plan` writes): the decode unit drains (its lease says so, the router
+    sends it nothing new, its running stream finishes in full), then switches to prefill. Two prefill units and no
+    decode unit are not the planner's 1:1 split (on /metrics, for the requests the router served): the router
+    (--apply-plan) asks one of them to switch back, and requests are served again."""
+    planned = router.metrics()["deepinfer_router:planner_requests"]
+    decode_id = f"unit-{decode.proc.pid}-{decode.port}"
+    lease = lambda: json.loads((unit_dir / f"{decode_id}.lease").read_text())  # noqa: E731
+    body = {"model": MODEL, "prompt": PROMPT + " Drain.", "max_tokens": 400, "temperature": 0, "ignore_eos": True,
+            "stream": True}
+    conn, resp, received = open_stream(router, body)
+    (unit_dir / f"{decode_id}.role").write_text(json.dumps({"role": "prefill"}))
+    wait_for(lambda: lease()["draining"], timeout=5)
+    wait_for(lambda: router.metrics()["deepinfer_router:units_healthy"] == 1, timeout=5)  # it read the lease
+    status, _, _ = router.request("POST", "/v1/completions", {**body, "stream": False, "max_tokens": 2})
+    assert status == 503  # the only decode unit drains: nothing new goes there
+    received += resp.read()
+    conn.close()
+    chunks = [json.loads(e[6:]) for e in received.decode().split("\n\n") if e.startswith("data: {")]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"  # the running stream finished in full
+    wait_for(lambda: lease()["role"] == "prefill" and not lease()["draining"], timeout=10)
+    m = router.metrics()
+    assert m["deepinfer_router:planner_requests"] == planned + 1  # the drained stream
+    assert m["deepinfer_router:planner_prefill_units"] == 1 and m["deepinfer_router:planner_decode_units"] == 1
+
+    def roles():
+        leases = [json.loads(p.read_text()) for p in unit_dir.glob("*.lease")]
+        return sorted(lease["role"] + ("+draining" if lease["draining"] else "") for lease in leases)
+
+    wait_for(lambda: roles() == ["decode", "prefill"] and router.metrics()["deepinfer_router:units_healthy"] == 2,
+             timeout=15)
+    assert router.metrics()["deepinfer_router:role_switches_total"] == 1
+    assert not list(unit_dir.glob("*.role"))
+    status, _, _ = router.request("POST", "/v1/completions", {**body, "stream": False, "max_tokens": 2})
+    assert status == 200

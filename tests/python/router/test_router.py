@@ -15,9 +15,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from server_process import Server, wait_for  # noqa: E402
 from conftest import make_tiny_model  # noqa: E402
-from router_process import Router  # noqa: E402
+from router_process import CuttingRelay, Router  # noqa: E402
 
 UNIT_ARGS = ["--kv-cache-memory-bytes", str(64 << 20)]
+# A seeded stream of the tiny model whose chunks end inside a character at some boundaries.
+CUT_PROMPT = "Write a poem about the sea #46"
+CUT_SEED = 1047
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +127,7 @@ def test_unit_gone_before_first_byte_and_mid_stream(cluster):
     unit_dir, units, start_router = cluster
     # Health checks far apart: the router learns of the dead unit only from the request that fails on it.
     router = start_router("--refresh-s", "60", static=True)
-    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 600, "temperature": 0,
+    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 300, "temperature": 0,
             "ignore_eos": True, "stream": True}
     # The uninterrupted stream.
     status, headers, payload = router.request("POST", "/v1/completions", body)
@@ -180,3 +183,38 @@ def test_retry_on_another_unit_before_the_first_byte(cluster):
         status, headers, _ = router.request("POST", "/v1/chat/completions", chat)
         assert status == 200 and headers["x-deepinfer-unit"] == units[1].url
     assert router.metrics()["deepinfer_router:retries_total"] == 1
+
+
+def test_completion_cut_inside_a_character_continues_exactly(cluster, deepinfer_bin):
+    """A legacy Completions stream cut right after a chunk whose last token ends inside a UTF-8 character (its
+    unit holds the character's first bytes back): the unit that continues it must hold the same bytes, or the
+    text loses or gains a U+FFFD there."""
+    _, units, _ = cluster
+    body = {"model": "tiny", "prompt": CUT_PROMPT, "max_tokens": 40, "temperature": 1.0, "seed": CUT_SEED,
+            "ignore_eos": True, "stream": True, "return_token_ids": True}
+    _, _, payload = units[1].request("POST", "/v1/completions", body)
+    chunks = [json.loads(e[6:])["choices"][0] for e in sse_events(payload) if e.startswith("data: {")]
+    texts = [c["text"] for c in chunks]
+    ids = [c["token_ids"] for c in chunks]
+
+    def held_bytes_after(k):
+        # One-shot decoding writes held-back bytes as U+FFFD; the stream has not written them yet.
+        decoded = units[1].json("POST", "/detokenize", {"tokens": [i for c in ids[:k + 1] for i in c]})[2]["prompt"]
+        return decoded.endswith("\ufffd") and not texts[k].endswith("\ufffd")
+
+    cut = next(k for k in range(len(chunks) - 2) if held_bytes_after(k))
+    relay = CuttingRelay(units[0].port)
+    try:
+        router = Router(deepinfer_bin, "--unit", relay.url, "--unit", units[1].url, "--refresh-s", "60")
+        relay.cut_after = cut + 1
+        status, headers, resumed = router.request("POST", "/v1/completions", body)
+        assert status == 200 and headers["x-deepinfer-unit"] == relay.url and relay.cuts == 1
+        assert router.metrics()["deepinfer_router:migrations_total"] == 1
+        events = sse_events(resumed)
+        assert completion_text(events) == "".join(texts)
+        got = [json.loads(e[6:])["choices"][0] for e in events if e.startswith("data: {")]
+        assert [i for c in got for i in c["token_ids"]] == [i for c in ids for i in c]
+        assert events[-1] == "data: [DONE]"
+        assert router.stop() == 0
+    finally:
+        relay.close()

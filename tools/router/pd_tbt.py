@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Decode TBT under a long-prompt load, colocated against prefill/decode disaggregation, in one run.
+
+Units (the tiny preset, or --model DIR): one colocated `deepinfer serve` unit, and a `--role prefill` and a
+`--role decode` unit on one KV store behind a router; with --pin (default on when the machine has 2 cores or
+more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both.
+
+Each round measures --decode-streams greedy streams of short prompts (under one KV block: no hand-off), their
+gaps between events (one per token), in three settings, in an order that alternates between rounds:
+  alone      the streams on the colocated unit, nothing else;
+  colocated  the same while a loader sends long prompts (one output token each) back to back to that unit;
+  pd         the streams and the loader through the router: the long prompts are computed on the prefill unit
+             and handed to the decode unit through the store.
+Prints each setting's TBT p50 and p99 over all rounds, and p99 of `colocated` and `pd` over `alone`.
+
+Usage: python3 tools/router/pd_tbt.py [--binary build/release/bin/deepinfer] [--model DIR] [--rounds 3]
+         [--decode-streams 4] [--tokens 128] [--prompt-tokens 2048] [--no-pin] [--out pd_tbt.json]
+Not run in CI (a benchmark: timings).
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+MODEL = "tiny"
+
+
+class Process:
+    """A deepinfer process on a free port, waited for until its ready line."""
+
+    def __init__(self, argv):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.port, self.log = None, []
+        ready = threading.Event()
+
+        def read():
+            for line in self.proc.stdout:
+                self.log.append(line.rstrip("\n"))
+                m = re.search(r" ready url=http://127\.0\.0\.1:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(300) or not self.port:
+            raise RuntimeError("not ready:\n" + "\n".join(self.log[-30:]))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def post(port, body, on_event=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"status {resp.status}: {resp.read()[:200]}")
+    pending = b""
+    while True:
+        data = resp.read1(65536)
+        if not data:
+            break
+        now = time.perf_counter()
+        pending += data
+        while b"\n\n" in pending:
+            event, pending = pending.split(b"\n\n", 1)
+            if on_event and event.startswith(b"data: {"):
+                on_event(now)
+    conn.close()
+
+
+def decode_gaps(port, streams, tokens, tag):
+    gaps, threads = [], []
+
+    def one(i):
+        stamps = []
+        post(port, {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
+                    "ignore_eos": True, "stream": True}, stamps.append)
+        gaps.extend(b - a for a, b in zip(stamps, stamps[1:]))
+
+    for i in range(streams):
+        threads.append(threading.Thread(target=one, args=(i,)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    return gaps
+
+
+def long_prompt(rng, tokens):
+    # Words of a few tokens each; unique per request, so that no prefix is cached.
+    return " ".join(f"w{rng.randrange(10**6)}" for _ in range(tokens // 3))
+
+
+def measure(port_decode, port_load, args, rng, tag):
+    stop = threading.Event()
+    loaded = []
+
+    def loader():
+        while not stop.is_set():
+            post(port_load, {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1,
+                             "temperature": 0})
+            loaded.append(1)
+
+    thread = threading.Thread(target=loader) if port_load else None
+    if thread:
+        thread.start()
+        time.sleep(0.5)  # the load is running when the streams start
+    gaps = decode_gaps(port_decode, args.decode_streams, args.tokens, tag)
+    stop.set()
+    if thread:
+        thread.join()
+    return gaps, len(loaded)
+
+
+def percentile(values, q):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default="build/release/bin/deepinfer")
+    ap.add_argument("--model")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--decode-streams", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--prompt-tokens", type=int, default=2048)
+    ap.add_argument("--no-pin", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    pin = not args.no_pin and (os.cpu_count() or 1) >= 2
+    work = tempfile.mkdtemp(prefix="pd_tbt_")
+    model = args.model
+    if not model:
+        model = os.path.join(work, "model")
+        subprocess.run([args.binary, "init-model", "--preset", "tiny", "--out", model, "--seed", "5"], check=True,
+                       capture_output=True)
+    unit_dir, store = os.path.join(work, "units"), os.path.join(work, "store")
+    os.makedirs(unit_dir)
+    base = [args.binary, "serve", model, "--port", "0", "--served-model-name", MODEL,
+            "--kv-cache-memory-bytes", str(1 << 30)]
+    cores = lambda c: ["taskset", "-c", c] if pin else []  # noqa: E731
+    colocated = Process(cores("0,1") + base)
+    pd_args = ["--kv-store", store, "--unit-dir", unit_dir]
+    prefill = Process(cores("0") + base + pd_args + ["--role", "prefill"])
+    decode = Process(cores("1") + base + pd_args + ["--role", "decode"])
+    router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
+    rng = random.Random(7)
+    gaps = {"alone": [], "colocated": [], "pd": []}
+    long_prompts = {"colocated": 0, "pd": 0}
+    try:
+        decode_gaps(colocated.port, 2, 16, "warm")
+        decode_gaps(router.port, 2, 16, "warm")
+        settings = [("alone", colocated.port, None), ("colocated", colocated.port, colocated.port),
+                    ("pd", router.port, router.port)]
+        for r in range(args.rounds):
+            for name, port, load in settings if r % 2 == 0 else reversed(settings):
+                g, n = measure(port, load, args, rng, f"{r}-{name}")
+                gaps[name] += g
+                if name in long_prompts:
+                    long_prompts[name] += n
+                print(f"round {r} {name}: p99 {percentile(g, 0.99) * 1e3:.2f} ms over {len(g)} gaps"
+                      + (f", {n} long prompts" if load else ""), flush=True)
+    finally:
+        for p in (router, prefill, decode, colocated):
+            p.stop()
+    summary = {name: {"p50_ms": percentile(g, 0.5) * 1e3, "p99_ms": percentile(g, 0.99) * 1e3, "gaps": len(g)}
+               for name, g in gaps.items()}
+    summary["long_prompts"] = long_prompts
+    summary["colocated_p99_over_alone"] = summary["colocated"]["p99_ms"] / summary["alone"]["p99_ms"]
+    summary["pd_p99_over_alone"] = summary["pd"]["p99_ms"] / summary["alone"]["p99_ms"]
+    summary["pinned"] = pin
+    print(json.dumps(summary))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
