@@ -78,6 +78,10 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
   remote_bytes_.fetch_add(remote, std::memory_order_relaxed);
   const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
   exchange_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+  if (work_cycle_start_ != std::chrono::steady_clock::time_point{}) {  // within a counted step
+    step_exchanges_.fetch_add(1, std::memory_order_relaxed);
+    step_exchange_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+  }
   const int64_t fastest = fastest_exchange_nanos_.load(std::memory_order_relaxed);
   // (one that moves nothing between members returns at once: it says nothing of the others' latency)
   if (remote + remote_received > 0 && (fastest == 0 || nanos < fastest))
@@ -271,7 +275,8 @@ Status ExpertGroup::CheckSameModel(const Hash128& fingerprint, const std::string
   for (int p = 1; p < size(); ++p) {
     // The build first: another build may also read the same checkpoint or flags differently.
     if (differs(p, 1))
-      return Status::FailedPrecondition("rank " + std::to_string(p) + " runs a different deepinfer build from rank 0's (build ids differ; rank " +
+      return Status::FailedPrecondition("rank " + std::to_string(p) +
+                                        " runs a different deepinfer build from rank 0's (build ids differ; rank " +
                                         std::to_string(rank()) + "'s is " + ExecutableBuildId() +
                                         "); every rank must run the same binary");
     if (differs(p, 0))
@@ -324,6 +329,8 @@ ExpertGroup::Counters ExpertGroup::counters() const {
   c.exchange_seconds = seconds(exchange_nanos_);
   c.memcpy_seconds = seconds(memcpy_nanos_);
   c.fastest_exchange_seconds = seconds(fastest_exchange_nanos_);
+  c.step_exchanges = step_exchanges_.load();
+  c.step_exchange_seconds = seconds(step_exchange_nanos_);
   c.steps = steps_.load();
   c.step_seconds = seconds(step_nanos_);
   c.agreement_seconds = seconds(agreement_nanos_);

@@ -88,14 +88,14 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // this member right after it: the exchange's cost as a ratio on the same machine at the same moment.
   //
   // Steps: the steps that had work (from one agreement to the next), and within them the seconds spent in the
-  // step agreement (the synchronisation outside the expert exchange). The run's fastest agreement and fastest
-  // exchange (among those moving bytes between members) stand for one where no member waited for another:
-  // the time beyond them bounds from above the time this member waited at those barriers for the slowest.
+  // step agreement (the synchronisation outside the expert exchange) and in exchanges. The run's fastest
+  // agreement and fastest exchange (among those moving bytes between members) stand for one where no member
+  // waited for another: the time beyond them bounds from above the time this member waited at those barriers.
   struct Counters {
     int64_t exchanges = 0, remote_bytes = 0;
     double exchange_seconds = 0, memcpy_seconds = 0, fastest_exchange_seconds = 0;
-    int64_t steps = 0;
-    double step_seconds = 0, agreement_seconds = 0, fastest_agreement_seconds = 0;
+    int64_t steps = 0, step_exchanges = 0;  // (the exchanges within those steps)
+    double step_seconds = 0, agreement_seconds = 0, fastest_agreement_seconds = 0, step_exchange_seconds = 0;
   };
   Counters counters() const;
   void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
@@ -135,8 +135,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer
   int64_t experts_ = 0;
   int64_t routed_layer_ = 0;  // the next NoteRouting's layer in this step
-  std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0}, memcpy_nanos_{0}, fastest_exchange_nanos_{0};
+  std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0}, memcpy_nanos_{0};
+  std::atomic<int64_t> fastest_exchange_nanos_{0};
   std::atomic<int64_t> steps_{0}, step_nanos_{0}, agreement_nanos_{0}, fastest_agreement_nanos_{0};
+  std::atomic<int64_t> step_exchanges_{0}, step_exchange_nanos_{0};
   std::chrono::steady_clock::time_point work_cycle_start_{};  // the agreement that began a step with work
   bool measure_memcpy_ = false;
   std::vector<uint8_t> memcpy_scratch_;
