@@ -198,6 +198,11 @@ Result<CompiledGrammar> Compiler::Run() {
     out.rule_start_.push_back(first);
     out.rule_of_.resize(all.num_states, static_cast<uint32_t>(k));
     out.rule_names_.push_back(builder_.RuleName(kept[k]));
+    const UniqueRole role = kept[k] < g_.rules().size() ? g_.rules()[kept[k]].unique_role : UniqueRole::kNone;
+    if (role != UniqueRole::kNone) {
+      if (out.unique_role_.empty()) out.unique_role_.assign(kept.size(), UniqueRole::kNone);
+      out.unique_role_[k] = role;
+    }
     out.counted_.push_back(bounds[k].counted ? 1 : 0);
     out.count_min_.push_back(bounds[k].min);
     out.count_max_.push_back(bounds[k].max);

@@ -71,6 +71,10 @@ class CompiledGrammar {
   // The source grammar's warnings (Grammar::warnings): where this automaton accepts more than the source.
   const std::vector<std::string>& warnings() const { return warnings_; }
 
+  // uniqueItems at run time (Rule::unique_role): each kept rule's role, and whether any rule has one.
+  UniqueRole unique_role(uint32_t rule) const { return unique_role_.empty() ? UniqueRole::kNone : unique_role_[rule]; }
+  bool has_unique_items() const { return !unique_role_.empty(); }
+
   // Counters (see the header comment).
   bool counting(uint32_t state) const { return flags_[state] & 1; }
   bool boundary(uint32_t state) const { return flags_[state] & 2; }
@@ -128,6 +132,7 @@ class CompiledGrammar {
   std::vector<std::string> warnings_;
   uint32_t root_rule_ = 0;
   std::vector<uint8_t> flags_;
+  std::vector<UniqueRole> unique_role_;  // empty when no rule has a role
   std::vector<uint8_t> counted_;
   std::vector<uint32_t> count_min_, count_max_;
   std::vector<uint32_t> dmin_, dmax_;

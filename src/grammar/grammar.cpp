@@ -238,6 +238,7 @@ std::string Grammar::ToString() const {
     num(i);
     out.push_back(' ');
     out.append(rules_[i].name);
+    if (rules_[i].unique_role != UniqueRole::kNone) out.append(rules_[i].unique_role == UniqueRole::kArray ? " unique-array" : " unique-item");
     out.append(" = e");
     num(rules_[i].body);
     out.push_back('\n');

@@ -61,11 +61,17 @@ struct Expr {
   bool repeat_last = false;
 };
 
+// Rules the matcher treats specially to enforce JSON Schema's uniqueItems at run time (matcher.h): an
+// array whose items must differ, and the rule of one item of it, called from the array's rule. Both are
+// kept as called rules (never inlined), so their stack frames exist at run time.
+enum class UniqueRole : uint8_t { kNone, kArray, kItem };
+
 struct Rule {
   std::string name;
   ExprId body = 0;
   bool defined = false;
   bool keep = false;  // never inlined into callers (a leaf rule whose mask entries other grammars share)
+  UniqueRole unique_role = UniqueRole::kNone;
 };
 
 class Grammar {
@@ -95,6 +101,10 @@ class Grammar {
   uint32_t AddRule(std::string name);
   void Define(uint32_t rule, ExprId body);
   void Keep(uint32_t rule) { rules_[rule].keep = true; }
+  void SetUniqueRole(uint32_t rule, UniqueRole role) {
+    rules_[rule].keep = true;
+    rules_[rule].unique_role = role;
+  }
   // Copies every rule and expression of `other` into this grammar (rule names prefixed with `prefix`,
   // which keeps them apart from this grammar's own) and returns the rule `other`'s root became. Used to
   // embed one front end's grammar in another (a tool parameter's JSON Schema in the DSML tool-call block).

@@ -16,9 +16,11 @@
 // exact decimal the schema spells, integers round it), multipleOf (integers: powers of ten or small
 // ranges; numbers: 10^-k and integers), anyOf, oneOf (branches proven disjoint, required-only branches,
 // or overlapping branches made exclusive by negating the others, up to 256 alternatives; otherwise refused,
-// or taken as anyOf where JsonSchemaOptions::one_of_as_any_of asks), uniqueItems (exact where the items
-// come from a finite set of scalars: enum, const, booleans, null, an integer range of at most 64; with
-// tuple items, contains or any other items refused: see json_schema_object.cpp), allOf
+// or taken as anyOf where JsonSchemaOptions::one_of_as_any_of asks), uniqueItems (in the grammar where the items
+// come from a finite set of scalars small enough to list: enum, const, booleans, null, an integer range of
+// at most 64; any other items are checked by the matcher at run time, a duplicate item's last token masked
+// (matcher.h); with tuple items or contains, or inside an exclusion of automata (an overlapping oneOf made
+// exclusive, a not), refused), allOf
 // (merged), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
 // counts, numeric bounds, enum/const of scalars (numbers kept out by the ranges around them, integers
 // only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
@@ -33,7 +35,7 @@
 // included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default).
-// Anything else that constrains instances (min/maxContains, uniqueItems over other items, other propertyNames keywords,
+// Anything else that constrains instances (min/maxContains, uniqueItems beside tuple items, other propertyNames keywords,
 // unevaluated*, remote $ref, negations with no exact form, ...) is a kUnimplemented error naming the
 // keyword and its path in the schema.
 #pragma once

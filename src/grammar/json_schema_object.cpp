@@ -66,17 +66,31 @@ Result<ExprId> SchemaCompiler::Array(const Json& s, const std::string& path, uin
   if (rest_allowed) {
     DI_ASSIGN_OR_RETURN(item, Compile(*rest_schema, path + "/items", depth + 1));
   }
+  // uniqueItems: exact in the grammar for items from a finite set of scalars; otherwise enforced by the
+  // matcher at run time (UniqueRole: the array and item rules keep their stack frames, and the matcher
+  // drops a parse whose finished item equals an earlier one of the same array).
+  uint32_t unique_array_rule = 0;
+  bool unique_at_run_time = false;
   if (auto u = s.find("uniqueItems"); u != s.end() && u->is_boolean() && u->get<bool>() && max > 1 && (rest_allowed || !prefix.empty())) {
-    // Exact for items from a finite set of scalars; otherwise refused: enforcing it at run time would need
-    // the matcher to keep each array's finished items and compare a token's item ends against them, which
-    // per-state cached masks cannot express.
     if (!prefix.empty()) return Unsupported("uniqueItems (beside tuple items)", path);
     if (s.contains("contains") || s.contains("$contains")) return Unsupported("uniqueItems (beside contains)", path);
     DI_ASSIGN_OR_RETURN(std::optional<std::vector<Json>> classes, DistinctItemValues(*rest_schema, path + "/items", depth));
-    if (!classes)
-      return Unsupported("uniqueItems (items not from a small finite set of scalars: enum, const, boolean, a small integer range)",
-                         path);
-    return UniqueArray(*classes, min, max, path);
+    if (classes) {
+      // Too many sets of distinct items to spell out: checked at run time like any other items.
+      Result<ExprId> listed = UniqueArray(*classes, min, max, path);
+      if (listed.ok() || listed.status().code() != StatusCode::kUnimplemented) return listed;
+    }
+    // The item's own rule sits below the item rule so that a counted string item keeps its counter in a
+    // frame of its own (the item rule's frame holds where the item started).
+    const std::string base = "unique_items" + path + "#" + std::to_string(unique_arrays_++) + "/";
+    const uint32_t value_rule = g_.AddRule(base + "value");
+    g_.Define(value_rule, item);
+    const uint32_t item_rule = g_.AddRule(base + "item");
+    g_.Define(item_rule, g_.Ref(value_rule));
+    g_.SetUniqueRole(item_rule, UniqueRole::kItem);
+    item = g_.Ref(item_rule);
+    unique_array_rule = g_.AddRule(base + "array");
+    unique_at_run_time = true;
   }
   ExprId sep = Tok(",");
   const uint32_t m = static_cast<uint32_t>(prefix.size());
@@ -142,6 +156,11 @@ Result<ExprId> SchemaCompiler::Array(const Json& s, const std::string& path, uin
       if (j > min) cur = g_.Optional(cur);
     }
     body = cur;
+  }
+  if (unique_at_run_time) {
+    g_.Define(unique_array_rule, g_.Seq({Tok("["), body, Lit("]")}));
+    g_.SetUniqueRole(unique_array_rule, UniqueRole::kArray);
+    return g_.Ref(unique_array_rule);
   }
   return g_.Seq({Tok("["), body, Lit("]")});
 }

@@ -224,6 +224,7 @@ BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
   entries_.resize(grammar_->num_states());
   text_closed_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
   self_loop_cats_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
+  if (grammar_->has_unique_items()) FindUniqueItemsParts();
 }
 
 size_t BoundGrammar::cached_entries() const {
@@ -444,9 +445,13 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const BoundGrammar> grammar)
 void GrammarMatcher::Reset() {
   nodes_.clear();
   intern_.clear();
+  unique_ = cg_->has_unique_items();
+  text_.clear();
+  sets_.clear();
+  set_bytes_ = 0;
   configs_ = {Intern(cg_->start(), -1, 0)};
   history_.clear();
-  history_.push_back({configs_, nodes_.size(), false});
+  history_.push_back({configs_, Mark(), false});
   terminated_ = false;
   error_ = Status::Ok();
 }
@@ -465,6 +470,15 @@ void GrammarMatcher::ReleaseTo(size_t mark) {
   }
 }
 
+void GrammarMatcher::ReleaseTo(const Marks& m) {
+  ReleaseTo(m.nodes);
+  while (sets_.size() > m.sets) {
+    set_bytes_ -= sets_.back().item.canonical.size();
+    sets_.pop_back();
+  }
+  text_.resize(m.text);
+}
+
 Status GrammarMatcher::Close(const std::vector<int32_t>& in, std::vector<int32_t>* out) {
   out->clear();
   const size_t limit = g_->limits().max_stacks;
@@ -481,17 +495,29 @@ Status GrammarMatcher::Close(const std::vector<int32_t>& in, std::vector<int32_t
     int32_t x = work_.back();
     work_.pop_back();
     if (!seen_.try_emplace(x, 1).second) continue;
-    out->push_back(x);
-    if (out->size() > limit)
-      return Status::ResourceExhausted("the grammar is too ambiguous (more than " + std::to_string(limit) +
-                                       " parses at once)");
+    const Node n = nodes_[x];
+    // With uniqueItems, a frame that can only end its rule is left out: its end is the one way on, and
+    // that end may be refused (a duplicate item).
+    if (!(unique_ && n.parent >= 0 && g_->stuck(n.state))) {
+      out->push_back(x);
+      if (out->size() > limit)
+        return Status::ResourceExhausted("the grammar is too ambiguous (more than " + std::to_string(limit) +
+                                         " parses at once)");
+    }
     if (nodes_.size() > g_->limits().max_nodes)
       return Status::ResourceExhausted("the parse holds more than " + std::to_string(g_->limits().max_nodes) +
                                        " stack frames");
-    const Node n = nodes_[x];
     for (const CallEdge* e = cg_->calls_begin(n.state); e != cg_->calls_end(n.state); ++e)
-      work_.push_back(Intern(cg_->rule_start(e->rule), Intern(e->target, n.parent, n.count), 0));
-    if (cg_->accepting(n.state) && n.parent >= 0) work_.push_back(n.parent);
+      work_.push_back(CallFrame(e->rule, Intern(e->target, n.parent, n.count), text_.size()));
+    if (cg_->accepting(n.state) && n.parent >= 0) {
+      if (unique_ && cg_->unique_role(cg_->rule_of(n.state)) == UniqueRole::kItem) {
+        DI_ASSIGN_OR_RETURN(const int32_t array, EndItem(n));
+        if (array >= 0) work_.push_back(array);
+        else ++duplicates_dropped_;
+      } else {
+        work_.push_back(n.parent);
+      }
+    }
   }
   return Status::Ok();
 }
@@ -515,6 +541,12 @@ Status GrammarMatcher::StepBytes(std::string_view bytes, std::vector<int32_t>* c
     DI_RETURN_IF_ERROR(Close(*configs, &scratch_a_));
     Advance(scratch_a_, static_cast<uint8_t>(c), configs);
     if (configs->empty()) return Status::InvalidArgument("rejected");
+    if (unique_) text_.push_back(c);
+  }
+  if (unique_) {
+    // A parse left only with a duplicate item to end is no parse: the step is refused, as its mask bit is.
+    DI_RETURN_IF_ERROR(Close(*configs, &scratch_a_));
+    if (scratch_a_.empty()) return Status::InvalidArgument("rejected");
   }
   return Status::Ok();
 }
@@ -527,7 +559,7 @@ bool GrammarMatcher::Terminable(const std::vector<int32_t>& closed) const {
 
 bool GrammarMatcher::CanTerminate() {
   if (terminated_) return true;
-  size_t mark = nodes_.size();
+  const Marks mark = Mark();
   std::vector<int32_t> closed;
   bool ok = Close(configs_, &closed).ok() && Terminable(closed);
   ReleaseTo(mark);
@@ -540,7 +572,7 @@ bool GrammarMatcher::AcceptToken(int32_t id) {
   if (v.IsStop(id)) {
     if (!CanTerminate()) return false;
     terminated_ = true;
-    history_.push_back({configs_, nodes_.size(), true});
+    history_.push_back({configs_, Mark(), true});
     return true;
   }
   if (!v.InTrie(id)) return false;
@@ -549,7 +581,7 @@ bool GrammarMatcher::AcceptToken(int32_t id) {
 
 bool GrammarMatcher::AcceptString(std::string_view bytes) {
   if (terminated_) return false;
-  size_t mark = nodes_.size();
+  const Marks mark = Mark();
   std::vector<int32_t> next = configs_;
   Status s = StepBytes(bytes, &next);
   if (!s.ok()) {
@@ -558,7 +590,7 @@ bool GrammarMatcher::AcceptString(std::string_view bytes) {
     return false;
   }
   configs_ = std::move(next);
-  history_.push_back({configs_, nodes_.size(), false});
+  history_.push_back({configs_, Mark(), false});
   return true;
 }
 
@@ -575,10 +607,16 @@ Status GrammarMatcher::WalkSubtree(uint32_t node, const std::vector<int32_t>& fr
   const TokenIndex& v = g_->vocab();
   const uint16_t base = v.depth(node);
   if (levels_.empty()) levels_.resize(1);
+  const size_t text_base = text_.size();
+  if (unique_) text_.append(NodeBytes(v, node));
   DI_RETURN_IF_ERROR(Close(from, &levels_[0]));
   const uint32_t stop = v.end(node);
   for (uint32_t i = node + 1; i < stop;) {
     const size_t d = v.depth(i) - base;
+    if (unique_) {
+      text_.resize(text_base + v.depth(i) - 1);
+      text_.push_back(static_cast<char>(v.byte(i)));
+    }
     Advance(levels_[d - 1], v.byte(i), &scratch_b_);
     if (scratch_b_.empty()) {
       i = v.end(i);
@@ -592,6 +630,7 @@ Status GrammarMatcher::WalkSubtree(uint32_t node, const std::vector<int32_t>& fr
     for (const int32_t* t = v.tokens_begin(i); t != v.tokens_end(i); ++t) SetBit(bits, *t);
     ++i;
   }
+  if (unique_) text_.resize(text_base);
   return Status::Ok();
 }
 
@@ -599,7 +638,7 @@ Status GrammarMatcher::FillNextTokenBitmask(uint32_t* bits) {
   const TokenIndex& v = g_->vocab();
   std::memset(bits, 0, v.words() * 4);
   if (terminated_) return Status::Ok();
-  const size_t mark = nodes_.size();
+  const Marks mark = Mark();
   size_t budget = g_->limits().max_walk_nodes;
   Status status = Close(configs_, &closed_);
   const bool terminable = status.ok() && Terminable(closed_);
@@ -635,10 +674,11 @@ Status GrammarMatcher::FillNextTokenBitmask(uint32_t* bits) {
       if (!status.ok()) break;
       starts_.clear();
       for (const CallEdge* ce = cg_->calls_begin(c.state); ce != cg_->calls_end(c.state); ++ce)
-        starts_.push_back(Intern(cg_->rule_start(ce->rule), Intern(ce->target, n.parent, n.count), 0));
+        starts_.push_back(CallFrame(ce->rule, Intern(ce->target, n.parent, n.count), text_.size() + v.depth(c.node)));
       status = WalkSubtree(c.node, starts_, bits, &budget);
     }
   }
+  if (status.ok() && unique_) status = MaskUniqueItems(closed, bits, &budget);
   ReleaseTo(mark);
   if (!status.ok()) {
     std::memset(bits, 0, v.words() * 4);
@@ -653,7 +693,7 @@ Status GrammarMatcher::FillNextTokenBitmask(uint32_t* bits) {
 std::string GrammarMatcher::ForcedBytes(size_t max_bytes) {
   std::string out;
   if (terminated_) return out;
-  const size_t mark = nodes_.size();
+  const Marks mark = Mark();
   std::vector<int32_t> cur = configs_, closed, next, only;
   while (out.size() < max_bytes) {
     if (!Close(cur, &closed).ok() || Terminable(closed)) break;
@@ -668,6 +708,7 @@ std::string GrammarMatcher::ForcedBytes(size_t max_bytes) {
     }
     if (many || found < 0) break;
     out.push_back(static_cast<char>(found));
+    if (unique_) text_.push_back(static_cast<char>(found));
     cur = only;
   }
   ReleaseTo(mark);

@@ -13,6 +13,19 @@
 // `max_walk_nodes` visited nodes, or an arena past `max_nodes` stack nodes fails with kResourceExhausted
 // instead of stalling the caller; the matcher then stays in its last good state. An entry walk visits
 // each trie node at most once.
+//
+// uniqueItems at run time (grammars with UniqueRole rules): the matcher keeps the bytes it accepted, an
+// item rule's frame holds where its item started, and an array rule's frame holds the set of its
+// finished items (a persistent list, compared by UniqueItem::canonical). Where an item rule ends, a parse
+// whose item equals an earlier one is dropped; a parse that could only go on by ending such an item
+// (its item rule at a state with no moves left) is dropped with it. The mask is then made as for any
+// grammar and corrected for the tokens a finished duplicate could affect: those on trie paths where
+// some open item may still equal an earlier one (MayEqual), walked from the root with the real parses,
+// and the tokens holding a ',' followed by a whole value (a new item started and finished inside one
+// token), each checked by stepping it. The items kept are bounded by `max_unique_item_bytes` (their
+// canonical forms, all arrays together); past it a step fails with kResourceExhausted. Where every
+// completion of an item repeats an earlier one (a finite item language nearly used up) the mask is
+// empty, and generation ends there with an error.
 #pragma once
 
 #include <atomic>
@@ -28,6 +41,7 @@
 #include "grammar/compiler.h"
 #include "grammar/mask_entry.h"
 #include "grammar/token_index.h"
+#include "grammar/unique_items.h"
 
 namespace deepinfer::grammar {
 
@@ -36,6 +50,7 @@ struct MatcherLimits {
   size_t max_walk_nodes = 4'000'000;   // trie nodes times stacks visited by one mask's subtree walks
   size_t max_nodes = 4'000'000;        // stack nodes one matcher may hold
   size_t cache_bytes = 256u << 20;     // cached per-state entries of non-leaf rules, per BoundGrammar
+  size_t max_unique_item_bytes = 1u << 20;  // uniqueItems: finished items one matcher keeps to compare
 };
 
 class BoundGrammar {
@@ -51,9 +66,14 @@ class BoundGrammar {
   // The entry of `state`, computed on first use. Thread-safe.
   std::shared_ptr<const MaskEntry> GetEntry(uint32_t state) const;
   size_t cached_entries() const;
+  // Grammars with uniqueItems rules: whether `state` has no byte moves and no calls (a parse there can
+  // only end its rule), and the tokens that hold a ',' followed by a whole JSON value.
+  bool stuck(uint32_t state) const { return stuck_[state] != 0; }
+  const std::vector<int32_t>& comma_value_tokens() const { return comma_value_tokens_; }
 
  private:
   std::shared_ptr<const MaskEntry> ComputeEntry(uint32_t state) const;
+  void FindUniqueItemsParts();
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const TokenIndex> vocab_;
@@ -68,6 +88,8 @@ class BoundGrammar {
   // Per state, the plain-text categories whose every code point leads back to it (SelfLoopCats), or 0
   // while not yet asked (an answer carries the bit 0x40).
   std::unique_ptr<std::atomic<uint8_t>[]> self_loop_cats_;
+  std::vector<uint8_t> stuck_;
+  std::vector<int32_t> comma_value_tokens_;
 };
 
 class GrammarMatcher {
@@ -126,6 +148,24 @@ class GrammarMatcher {
   void AddCounted(const MaskEntry& e, uint32_t state, uint32_t count, uint32_t min, uint32_t max, uint32_t* bits) const;
   bool Terminable(const std::vector<int32_t>& closed) const;
   void ReleaseTo(size_t mark);
+  // uniqueItems (see the header comment). The frame pushed for a call of `rule` returning to `ret`.
+  int32_t CallFrame(uint32_t rule, int32_t ret, size_t pos);
+  // Ends the item rule of frame `n`: the array's frame with the item added, or -1 for a duplicate.
+  Result<int32_t> EndItem(const Node& n);
+  bool SetHolds(uint32_t set, const std::string& canonical) const;
+  // Whether some parse in `stacks` has an open item that may still equal an earlier one of its array, or
+  // sits between the items of an array that has some.
+  bool AtRisk(const std::vector<int32_t>& stacks) const;
+  // Corrects the mask in `bits` (made as if items could repeat) for finished duplicates.
+  Status MaskUniqueItems(const std::vector<int32_t>& closed, uint32_t* bits, size_t* budget);
+  static std::string NodeBytes(const TokenIndex& v, uint32_t node);
+  // Whether the closed stacks `closed` can read `bytes` and go on.
+  Result<bool> Survives(const std::vector<int32_t>& closed, std::string_view bytes);
+  struct Marks {
+    size_t nodes, sets, text;
+  };
+  Marks Mark() const { return {nodes_.size(), sets_.size(), text_.size()}; }
+  void ReleaseTo(const Marks& m);
 
   std::shared_ptr<const BoundGrammar> g_;
   const CompiledGrammar* cg_;
@@ -134,7 +174,7 @@ class GrammarMatcher {
   std::vector<int32_t> configs_;
   struct Saved {
     std::vector<int32_t> configs;
-    size_t mark;
+    Marks mark;
     bool terminated;
   };
   std::vector<Saved> history_;
@@ -143,6 +183,17 @@ class GrammarMatcher {
   std::vector<int32_t> scratch_a_, scratch_b_, work_, closed_, starts_;
   std::vector<std::vector<int32_t>> levels_;
   std::unordered_map<int32_t, uint8_t> seen_;
+  // uniqueItems: the bytes so far (during mask walks, with the walked token's bytes after them), and the
+  // item sets (set k > 0 is sets_[k - 1]: one item added to the set `parent`).
+  bool unique_ = false;
+  std::string text_;
+  struct ItemSet {
+    uint32_t parent;
+    UniqueItem item;
+  };
+  std::vector<ItemSet> sets_;
+  size_t set_bytes_ = 0;
+  size_t duplicates_dropped_ = 0;
 };
 
 }  // namespace deepinfer::grammar

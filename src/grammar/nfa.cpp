@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -609,6 +610,14 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildNode(Nfa& nfa, ExprId id, uint32_t dep
       bool inl = x.rule < inline_.size() && inline_[x.rule];
       if (standalone && !inl && x.rule < recursive_.size() && recursive_[x.rule])
         return Status::Unimplemented("an intersection or exclusion over the recursive rule '" + r.name + "'");
+      if (standalone && r.unique_role != UniqueRole::kNone) {
+        // The automaton alone knows nothing of the items' uniqueness, which only the matcher enforces.
+        const size_t from = std::string_view("unique_items").size(), to = r.name.rfind('#');
+        const std::string pointer = to != std::string::npos && to > from ? r.name.substr(from, to - from) : r.name;
+        return Status::Unimplemented(
+            "JSON Schema keyword 'uniqueItems (items checked at run time, under oneOf, not or another exclusion)' at " +
+            pointer + " is not supported");
+      }
       if (inl || standalone) {
         DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, r.body, depth + 1, standalone));
         nfa.states[f.start].eps.push_back(kf.start);

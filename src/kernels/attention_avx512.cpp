@@ -54,10 +54,52 @@ inline void KeyDots(const float* q, int64_t dim, const K* key, float scale, floa
   for (int h = 0; h < H; ++h) out[h * out_stride] = cpu::V::Reduce(acc[h]) * scale;
 }
 
+// Two keys at a time for kHeadBlock heads: each query chunk is loaded once for both keys (16 accumulators), the
+// operations of each accumulator unchanged.
+template <class K>
+inline void KeyPairDots(const float* q, int64_t dim, const K* key0, const K* key1, float scale, float* out,
+                        int64_t out_stride) {
+  constexpr int H = kHeadBlock;
+  __m512 acc0[H], acc1[H];
+  for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= dim; k += 16) {
+    const __m512 kv0 = Load16(key0 + k), kv1 = Load16(key1 + k);
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q + h * dim + k);
+      acc0[h] = _mm512_fmadd_ps(qv, kv0, acc0[h]);
+      acc1[h] = _mm512_fmadd_ps(qv, kv1, acc1[h]);
+    }
+  }
+  if (k < dim) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (dim - k)) - 1);
+    const __m512 kv0 = Load16(m, key0 + k), kv1 = Load16(m, key1 + k);
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * dim + k);
+      acc0[h] = _mm512_mask3_fmadd_ps(qv, kv0, acc0[h], m);
+      acc1[h] = _mm512_mask3_fmadd_ps(qv, kv1, acc1[h], m);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    out[h * out_stride] = cpu::V::Reduce(acc0[h]) * scale;
+    out[h * out_stride + 1] = cpu::V::Reduce(acc1[h]) * scale;
+  }
+}
+
 template <class K>
 void QueryKeyDotsAvx512T(const float* q, int64_t heads, int64_t dim, const K* const* keys, int64_t num_keys, float scale,
                    float* out) {
-  for (int64_t t = 0; t < num_keys; ++t) {
+  int64_t t = 0;
+  const int64_t paired_heads = heads / kHeadBlock * kHeadBlock;
+  for (; paired_heads > 0 && t + 2 <= num_keys; t += 2) {
+    for (int64_t h = 0; h < paired_heads; h += kHeadBlock)
+      KeyPairDots(q + h * dim, dim, keys[t], keys[t + 1], scale, out + h * num_keys + t, num_keys);
+    for (int64_t h = paired_heads; h < heads; ++h) {
+      KeyDots<1>(q + h * dim, dim, keys[t], scale, out + h * num_keys + t, num_keys);
+      KeyDots<1>(q + h * dim, dim, keys[t + 1], scale, out + h * num_keys + t + 1, num_keys);
+    }
+  }
+  for (; t < num_keys; ++t) {
     int64_t h = 0;
     for (; h + kHeadBlock <= heads; h += kHeadBlock)
       KeyDots<kHeadBlock>(q + h * dim, dim, keys[t], scale, out + h * num_keys + t, num_keys);
@@ -79,9 +121,41 @@ inline void WeightedDims(const float* p, int64_t num_keys, const K* const* keys,
   for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(out + h * dim + e, lanes, acc[h]);
 }
 
+// Two blocks of 16 output dims at once (16 accumulators for kHeadBlock heads): each p value is broadcast once for
+// both, the operations of each output element unchanged.
+template <class K>
+inline void WeightedDimPairs(const float* p, int64_t num_keys, const K* const* keys, int64_t e, int64_t dim,
+                             float* out) {
+  constexpr int H = kHeadBlock;
+  __m512 acc0[H], acc1[H];
+  for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < num_keys; ++t) {
+    const __m512 kv0 = Load16(keys[t] + e), kv1 = Load16(keys[t] + e + 16);
+    for (int h = 0; h < H; ++h) {
+      const __m512 pv = _mm512_set1_ps(p[h * num_keys + t]);
+      acc0[h] = _mm512_fmadd_ps(pv, kv0, acc0[h]);
+      acc1[h] = _mm512_fmadd_ps(pv, kv1, acc1[h]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    _mm512_storeu_ps(out + h * dim + e, acc0[h]);
+    _mm512_storeu_ps(out + h * dim + e + 16, acc1[h]);
+  }
+}
+
 template <class K>
 void WeightedKeySumAvx512T(const float* p, int64_t heads, const K* const* keys, int64_t num_keys, int64_t dim, float* out) {
-  for (int64_t e = 0; e < dim; e += 16) {
+  const int64_t paired_heads = heads / kHeadBlock * kHeadBlock;
+  int64_t e = 0;
+  for (; paired_heads > 0 && e + 32 <= dim; e += 32) {
+    for (int64_t h = 0; h < paired_heads; h += kHeadBlock)
+      WeightedDimPairs(p + h * num_keys, num_keys, keys, e, dim, out + h * dim);
+    for (int64_t h = paired_heads; h < heads; ++h) {
+      WeightedDims<1>(p + h * num_keys, num_keys, keys, e, static_cast<__mmask16>(0xFFFF), dim, out + h * dim);
+      WeightedDims<1>(p + h * num_keys, num_keys, keys, e + 16, static_cast<__mmask16>(0xFFFF), dim, out + h * dim);
+    }
+  }
+  for (; e < dim; e += 16) {
     const __mmask16 lanes = dim - e >= 16 ? static_cast<__mmask16>(0xFFFF)
                                           : static_cast<__mmask16>((1u << (dim - e)) - 1);
     int64_t h = 0;

@@ -1,6 +1,6 @@
 // JSON Schema keywords of the benchmark's long tail: `integer` as integer literals only, and uniqueItems
-// (exact over a finite set of scalar items, otherwise refused naming the keyword and the schema's JSON
-// pointer). Expected verdicts are derived by hand from the standard, the reasoning in each comment.
+// (exact over a finite set of scalar items; beside tuple items or contains refused naming the keyword and
+// the schema's JSON pointer; other items are checked by the matcher, unique_items_test.cpp). Expected verdicts are derived by hand from the standard, the reasoning in each comment.
 #include <gtest/gtest.h>
 
 #include "grammar/compiler.h"
@@ -90,16 +90,14 @@ TEST(JsonSchemaUniqueItems, ExactOverFiniteScalarItems) {
     CheckSchemaCase(c);
 }
 
-TEST(JsonSchemaUniqueItems, OtherItemsAreRefusedWithTheirPointer) {
+TEST(JsonSchemaUniqueItems, TupleItemsAndContainsAreRefusedWithTheirPointer) {
   struct Refused {
     std::string schema, pointer;
   };
   for (const Refused& r : std::vector<Refused>{
-           {R"({"type":"array","items":{"type":"string"},"uniqueItems":true})", "at # "},
-           {R"({"type":"object","properties":{"tags":{"type":"array","uniqueItems":true}}})", "at #/properties/tags "},
            {R"({"type":"array","prefixItems":[{"const":1},{"const":1}],"items":false,"uniqueItems":true})", "at # "},
-           // 40 possible items, up to 40 of them: 2^40 sets of distinct items.
-           {R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":39},"uniqueItems":true})", "at # "},
+           {R"({"type":"object","properties":{"t":{"type":"array","contains":{"type":"string"},"uniqueItems":true}}})",
+            "at #/properties/t "},
        }) {
     auto g = JsonSchemaToGrammar(r.schema);
     ASSERT_FALSE(g.ok()) << r.schema;

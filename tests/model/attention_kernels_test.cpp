@@ -23,7 +23,7 @@ std::vector<float> Random(std::mt19937& rng, size_t n) {
 TEST(AttentionKernels, AllIsasBitIdenticalAndAccurate) {
   std::mt19937 rng(5);
   for (int64_t dim : {1, 7, 16, 17, 31, 64, 100, 512}) {
-    const int64_t heads = 3, nk = 11;
+    const int64_t heads = 17, nk = 11;  // two blocks of 8 heads and a single one; key pairs and a single key
     std::vector<float> q = Random(rng, heads * dim), store = Random(rng, nk * dim), p = Random(rng, heads * nk);
     std::vector<const float*> keys;
     for (int64_t t = 0; t < nk; ++t) keys.push_back(store.data() + t * dim);

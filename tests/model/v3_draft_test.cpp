@@ -1,8 +1,9 @@
 // Drafting with DeepSeek-V3's MTP layer through CausalLM::Draft, against the MTP reference of
-// tools/model/gen_v3_fixtures.py (DeepSeek's MTP composed from transformers' V3 modules) on v3_tiny_b_f32.
+// tools/model/gen_v3_fixtures.py (DeepSeek's MTP composed from transformers' V3 modules) on v3_tiny_b_f32, and
+// with V3.2's (whose MTP layer has its own indexer, over the MTP layer's positions) on v32_tiny_c_fp8.
 //
-// Tolerance as in v3_forward_test.cpp: fp32 on both sides, the absorbed against the naive MLA form, so
-// |ours − ref| ≤ 1e-5 · (1 + max|ref row|).
+// Tolerance as in v3_forward_test.cpp: fp32 on both sides (FP8 weights dequantized alike), the absorbed against
+// the naive MLA form, so |ours − ref| ≤ 1e-5 · (1 + max|ref row|); V3.2's selections as discussed there.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -26,6 +27,7 @@ using test_support::FixtureDir;
 using test_support::Reference;
 
 constexpr char kFixture[] = "v3_tiny_b_f32";
+constexpr char kV32Fixture[] = "v32_tiny_c_fp8";
 
 ::testing::AssertionResult RowClose(const float* ours, const float* ref, int64_t n, const std::string& what) {
   double max_ref = 0, max_diff = 0;
@@ -42,10 +44,10 @@ struct DraftRunner {
   kvcache::KvPools pool;
   std::unique_ptr<SequentialBlocks> blocks;
 
-  DraftRunner() {
+  explicit DraftRunner(const std::string& fixture = kFixture) {
     LoadOptions options;
     options.drafting = true;
-    auto m = V3Model::Load(FixtureDir(kFixture), options);
+    auto m = V3Model::Load(FixtureDir(fixture), options);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return;
     model = std::move(*m);
@@ -81,14 +83,22 @@ struct DraftRunner {
 // step after the main model has run p + 1 positions. Token by token it matches the reference; after uneven
 // chunks (crossing the 128-position block) the drafts are bit-identical to the token-by-token ones, and so
 // are those of a sequence restored at the block boundary (the hidden state at 127 comes from the block).
-TEST(V3Draft, MtpMatchesReferenceWhateverTheChunksAndAfterARestore) {
-  Reference ref(kFixture);
+class V3DraftFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(V3DraftFixture, MtpMatchesReferenceWhateverTheChunksAndAfterARestore) {
+  Reference ref(GetParam());
   ASSERT_TRUE(ref.ok());
-  DraftRunner run;
+  DraftRunner run(GetParam());
   ASSERT_TRUE(run.model);
   ASSERT_EQ(run.model->info().draft_kind, "mtp");
   ASSERT_TRUE(run.model->info().supports_draft);
-  ASSERT_EQ(run.model->cache_spec().groups.size(), 2u);
+  std::vector<std::string> groups;
+  for (const auto& g : run.model->cache_spec().groups) groups.push_back(g.name);
+  if (GetParam() == kV32Fixture) {
+    EXPECT_EQ(groups, (std::vector<std::string>{"mla", "mtp", "index", "mtp_index"}));
+  } else {
+    EXPECT_EQ(groups, (std::vector<std::string>{"mla", "mtp"}));
+  }
   const int64_t v = run.model->vocab_size();
   const std::vector<int32_t> tokens = ref.Ints("mtp.tokens");
   const std::vector<float> want = ref.Floats("mtp.logits");
@@ -125,6 +135,8 @@ TEST(V3Draft, MtpMatchesReferenceWhateverTheChunksAndAfterARestore) {
   run.Forward(restored, std::span(tokens).subspan(128, 12));
   EXPECT_EQ(run.Draft(restored, tokens[140]), stepwise[139]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, V3DraftFixture, ::testing::Values(kFixture, kV32Fixture));
 
 // A chain of draft steps writes slots ≥ num_tokens and feeds each step's output hidden state to the next; the
 // next Forward overwrites those slots, and after a Truncate the draft starts again from the main model's

@@ -18,7 +18,8 @@ from it:
                                  hidden state at t and the embedding of token t+1, RoPE at position t).
                                  transformers has no V3 MTP; this follows DeepSeek's reference MTP
                                  (enorm/hnorm, eh_proj on [enorm(embedding); hnorm(hidden)], one decoder
-                                 layer, shared_head.norm, the main lm_head) built from transformers' V3 modules
+                                 layer, shared_head.norm, the main lm_head) built from transformers' V3 (or
+                                 V3.2) modules
 
 V3.2 fixtures (v32_*) come from transformers' `deepseek_v32` with its indexer given the rounding of DeepSeek's
 released inference, which transformers leaves out: after RoPE, the Hadamard transform of the indexer's queries
@@ -43,6 +44,7 @@ Usage: /path/to/venv-with-torch/bin/python tools/model/gen_v3_fixtures.py [--out
 Needs torch and transformers with deepseek_v3 and deepseek_v32 (5.x). Deterministic: seeded, single-threaded.
 """
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -52,7 +54,6 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3DecoderLayer
 from transformers.models.deepseek_v32 import modeling_deepseek_v32 as v32_modeling
 
 GREEDY_NEW_TOKENS = 32
@@ -82,6 +83,9 @@ V32 = dict(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", 
 # v32_a: a's shape with 8 experts (4 groups keeping 2), BF16 weights, index_topk 24, fp32 indexer scales.
 # v32_b: fp32 weights, 12 index heads of 16, index_topk 40, power-of-two indexer scales (scale_fmt ue8m0
 #        in a quantization_config without FP8 weights), no YaRN, routing as b over 8 experts.
+# v32_c: c's FP8 E4M3 weights in 32×32 blocks with fp32 scales, partial last blocks included (the indexer's
+#        wq_b takes 24 inputs: 0.75 blocks), 2 layers, 8 index heads of 32, index_topk 40, and an MTP layer with
+#        its own indexer (the reference's MTP layer is a V3.2 decoder layer).
 FIXTURES = {
     "v3_tiny_a_bf16": dict(
         seed=3301, bf16=True,
@@ -119,6 +123,13 @@ FIXTURES = {
                     num_hidden_layers=2, max_position_embeddings=512, index_topk=40, index_n_heads=12,
                     index_head_dim=16, quantization_config={"scale_fmt": "ue8m0"}),
         seq_lens=[7, 150], greedy_prompt_len=36,
+    ),
+    "v32_tiny_c_fp8": dict(
+        seed=3324, bf16=False, fp8_block=32,
+        config=dict(V32, q_lora_rank=24, n_routed_experts=8, n_group=4, topk_group=2, num_hidden_layers=2,
+                    qk_nope_head_dim=32, v_head_dim=32, max_position_embeddings=512, index_topk=40, index_n_heads=8,
+                    num_nextn_predict_layers=1),
+        seq_lens=[40, 150], greedy_prompt_len=24,
     ),
 }
 
@@ -218,8 +229,9 @@ def quantize_fp8(w, block):
 
 
 def is_fp8_matrix(name, tensor):
+    # As released: the embedding, lm_head, the router and the indexer's head weights stay in full precision.
     return tensor.dim() == 2 and not name.startswith(("model.embed_tokens", "lm_head")) and not name.endswith(
-        "mlp.gate.weight")
+        ("mlp.gate.weight", "indexer.weights_proj.weight"))
 
 
 def write_fixture(name, spec, out_root):
@@ -457,9 +469,13 @@ v32_modeling.DeepseekV32Indexer.forward = fake_quantized_indexer_forward
 
 
 def mtp_reference(model, weights, prefix, tokens):
-    """MTP logits per DeepSeek's reference MTP, composed from transformers' V3 modules."""
+    """MTP logits per DeepSeek's reference MTP, composed from transformers' modules of the model's own family
+    (a V3.2 MTP layer has its own indexer, over the MTP layer's positions)."""
     config = model.config
-    layer = DeepseekV3DecoderLayer(config, config.num_hidden_layers).eval()
+    if getattr(config, "mlp_layer_types", None) is not None:  # V3.2's per-layer list: the MTP layer is an MoE one
+        config = copy.deepcopy(config)
+        config.mlp_layer_types = list(config.mlp_layer_types) + ["sparse"]
+    layer = type(model.model.layers[0])(config, config.num_hidden_layers).eval()
     sd = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
     extra = {k: sd.pop(k) for k in ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight")}
     e = config.n_routed_experts

@@ -28,16 +28,17 @@ using Chunk = ChunkRows<V3SequenceState>;
 struct Step : StepBase<V3SequenceState> {
   const V3Config* config = nullptr;
   bool kv_bf16 = false;
-  size_t index_group = 0;  // V3.2: the indexer keys' group
 };
 
 // Where a layer's cache entries live: the entry of position p sits in slot p + slot_shift of the group's
-// blocks, at layer_offset in each block.
+// blocks, at layer_offset in each block; V3.2's indexer key of p in the same slot of index_group's blocks, at
+// index_offset.
 struct CacheRef {
   size_t group = 0;
   int64_t layer_offset = 0;
   int64_t slot_shift = 0;
-  int64_t index_offset = 0;  // V3.2: the layer's indexer keys in the index group's blocks (slot shift 0)
+  size_t index_group = 0;
+  int64_t index_offset = 0;
 };
 
 // The cache entry (latent_width values) at `pos` of the chunk's sequence.
@@ -50,9 +51,57 @@ uint8_t* Entry(const Step& step, const Chunk& chunk, const CacheRef& cache, int6
 
 // The indexer key of `pos` of the chunk's sequence.
 uint8_t* IndexEntry(const Step& step, const Chunk& chunk, const CacheRef& cache, int64_t pos) {
-  const int32_t block = chunk.state->block_table(step.index_group)[pos / kvcache::kBlockTokens];
-  return step.pools->group(step.index_group).block(block) + cache.index_offset +
-         (pos % kvcache::kBlockTokens) * v32::IndexKeyBytes(*step.config);
+  const int64_t slot = pos + cache.slot_shift;
+  const int32_t block = chunk.state->block_table(cache.index_group)[slot / kvcache::kBlockTokens];
+  return step.pools->group(cache.index_group).block(block) + cache.index_offset +
+         (slot % kvcache::kBlockTokens) * v32::IndexKeyBytes(*step.config);
+}
+
+// Dense attention tiles: rows that see every position up to their own, scored kDenseTileRows at a time (a
+// decode row is a tile of one: its heads still make the product a small GEMM, faster than per-key dots).
+constexpr int64_t kDenseTileRows = 8;
+
+// `count` rows of `chunk` from step row `first` on (consecutive positions), each attending every position up to
+// its own, with the arithmetic of the one-row path (KeyList::Dots, kernels::Softmax, KeyList::WeightedSum) so
+// that a row's bits do not depend on how it was batched: the query-key dots of all the tile's rows and heads
+// are one kernels::Linear per cache block (exact precision, the dot order of kernels::QueryKeyDots, then the
+// same multiply by the softmax scale), and each row's weighted sum runs over its own positions.
+void AttendDenseTile(const Step& step, const Chunk& chunk, const CacheRef& cache, int64_t first, int64_t count,
+                     const float* qt, KeyList& keys, std::vector<float>& logits, std::vector<float>& probs,
+                     float* ol) {
+  const V3Config& c = *step.config;
+  const int64_t h = c.num_heads, lw = c.latent_width();
+  const int64_t first_pos = step.rows[first].pos, nk = first_pos + count;  // positions [0, nk) cover the tile
+  logits.resize(static_cast<size_t>(count * h * nk));
+  kernels::WeightView block_keys;
+  block_keys.format = step.kv_bf16 ? kernels::WeightFormat::kBF16 : kernels::WeightFormat::kF32;
+  block_keys.in_features = lw;
+  for (int64_t p = 0; p < nk;) {
+    // Positions [p, p + run) lie in one block, one after the other.
+    const int64_t slot = p + cache.slot_shift;
+    const int64_t run = std::min(nk - p, kvcache::kBlockTokens - slot % kvcache::kBlockTokens);
+    block_keys.out_features = run;
+    block_keys.data = Entry(step, chunk, cache, p);
+    // Rows before position p do not see these keys.
+    const int64_t skip = std::max<int64_t>(0, p - first_pos);
+    kernels::Linear(qt + (first + skip) * h * lw, (count - skip) * h, lw, block_keys,
+                    logits.data() + skip * h * nk + p, nk, nullptr);
+    p += run;
+  }
+  keys.clear();
+  for (int64_t t = 0; t < first_pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t seen = first_pos + r + 1;
+    keys.push_back(Entry(step, chunk, cache, seen - 1));
+    probs.resize(static_cast<size_t>(h * seen));
+    for (int64_t head = 0; head < h; ++head) {
+      const float* dots = logits.data() + (r * h + head) * nk;
+      float* row = probs.data() + head * seen;
+      for (int64_t t = 0; t < seen; ++t) row[t] = dots[t] * c.softmax_scale;
+      kernels::Softmax(row, seen);
+    }
+    keys.WeightedSum(probs.data(), h, lw, ol + (first + r) * h * lw);
+  }
 }
 
 void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& cache, const float* x, float* out) {
@@ -129,32 +178,54 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
       v32::DequantizeKey(c, IndexEntry(step, chunk, cache, t), index_keys[ci].data() + t * dim);
   }
   std::vector<float> ol(static_cast<size_t>(n * h * lw));
+  // V3.2's rows over their selected positions, one at a time.
+  auto attend_row = [&](int64_t i, KeyList& keys, std::vector<float>& logits, v32::SelectScratch& scratch,
+                        std::vector<int64_t>& selected) {
+    const Row& row = step.rows[i];
+    const Chunk& chunk = step.chunks[row.chunk];
+    const int64_t ih = c.index_n_heads;
+    v32::SelectPositions(c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih, row.pos,
+                         index_keys[row.chunk].data(), scratch, &selected);
+    keys.clear();
+    for (int64_t t : selected) keys.push_back(Entry(step, chunk, cache, t));
+    const int64_t nk = keys.size();
+    logits.resize(static_cast<size_t>(h * nk));
+    keys.Dots(qt.data() + i * h * lw, h, lw, c.softmax_scale, logits.data());
+    for (int64_t head = 0; head < h; ++head) kernels::Softmax(logits.data() + head * nk, nk);
+    keys.WeightedSum(logits.data(), h, lw, ol.data() + i * h * lw);
+  };
+  // Work items: a run of rows of one chunk that all attend every position up to their own (V3, and V3.2 rows
+  // within index_topk) goes as tiles of kDenseTileRows rows (AttendDenseTile), any other row alone.
+  struct Item {
+    int64_t row, count;
+    bool dense;
+  };
+  std::vector<Item> items;
+  for (const Chunk& chunk : step.chunks) {
+    int64_t dense_rows = chunk.num_rows;
+    if (w.indexer) dense_rows = std::clamp<int64_t>(c.index_topk - chunk.start_pos, 0, chunk.num_rows);
+    for (int64_t at = 0; at < dense_rows; at += kDenseTileRows)
+      items.push_back({chunk.first_row + at, std::min(kDenseTileRows, dense_rows - at), true});
+    for (int64_t at = dense_rows; at < chunk.num_rows; ++at) items.push_back({chunk.first_row + at, 1, false});
+  }
   auto attend = [&](int64_t begin, int64_t end) {
     KeyList keys(step.kv_bf16);
-    std::vector<float> logits;
+    std::vector<float> logits, probs;
     v32::SelectScratch scratch;
     std::vector<int64_t> selected;
-    for (int64_t i = begin; i < end; ++i) {
-      const Row& row = step.rows[i];
-      const Chunk& chunk = step.chunks[row.chunk];
-      keys.clear();
-      if (w.indexer) {
-        const int64_t ih = c.index_n_heads;
-        v32::SelectPositions(c, index.queries.data() + i * ih * c.index_head_dim, index.weights.data() + i * ih,
-                             row.pos, index_keys[row.chunk].data(), scratch, &selected);
-        for (int64_t t : selected) keys.push_back(Entry(step, chunk, cache, t));
+    for (int64_t it = begin; it < end; ++it) {
+      const Item& item = items[it];
+      if (item.dense) {
+        AttendDenseTile(step, step.chunks[step.rows[item.row].chunk], cache, item.row, item.count, qt.data(), keys,
+                        logits, probs, ol.data());
       } else {
-        for (int64_t t = 0; t <= row.pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
+        attend_row(item.row, keys, logits, scratch, selected);
       }
-      const int64_t nk = keys.size();
-      logits.resize(static_cast<size_t>(h * nk));
-      keys.Dots(qt.data() + i * h * lw, h, lw, c.softmax_scale, logits.data());
-      for (int64_t head = 0; head < h; ++head) kernels::Softmax(logits.data() + head * nk, nk);
-      keys.WeightedSum(logits.data(), h, lw, ol.data() + i * h * lw);
     }
   };
-  if (n == 1) attend(0, 1);
-  else step.pool->ParallelFor(n, attend, 1);
+  const int64_t num_items = static_cast<int64_t>(items.size());
+  if (num_items == 1) attend(0, 1);
+  else step.pool->ParallelFor(num_items, attend, 1);
 
   phase.Switch(Phase::kAttnOutput);
   // Each head's latent output (its first kv_lora_rank values) back through W_UV, then o_proj.
@@ -279,10 +350,9 @@ Status V3Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
     ForRows(*step.pool, n,
             [&](int64_t i) { EmbeddingRow(*weights_->embed, step.rows[i].token, d, hidden.data() + i * d); });
   }
-  step.index_group = index_group_;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    v3::Block(step, weights_->layers[l], v3::CacheRef{0, l * layer_block_bytes_, 0, l * index_layer_block_bytes_},
-              hidden.data());
+    v3::Block(step, weights_->layers[l],
+              v3::CacheRef{0, l * layer_block_bytes_, 0, index_group_, l * index_layer_block_bytes_}, hidden.data());
   }
   if (drafting_) KeepDraftPace(step, hidden.data());
 
@@ -307,6 +377,8 @@ Status V3Model::Forward(std::span<const SequenceChunk> batch, kvcache::KvPools& 
   }
   return Status::Ok();
 }
+
+v3::CacheRef V3Model::DraftCacheRef() const { return v3::CacheRef{kDraftGroup, 0, 1, draft_index_group_, 0}; }
 
 void V3Model::KeepDraftPace(const v3::Step& step, const float* hidden) {
   const int64_t d = config_.hidden_size, ring = kV3DraftRollback + 1;
@@ -339,7 +411,7 @@ void V3Model::KeepDraftPace(const v3::Step& step, const float* hidden) {
     }
     for (int64_t p = std::max(s, e - ring); p < e; ++p) std::copy(row(p), row(p) + d, state.hidden.begin() + (p % ring) * d);
   }
-  if (mtp.num_rows() > 0) v3::RunMtp(mtp, *weights_, v3::CacheRef{kDraftGroup, 0, 1}, inputs.data());
+  if (mtp.num_rows() > 0) v3::RunMtp(mtp, *weights_, DraftCacheRef(), inputs.data());
 }
 
 Status V3Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) {
@@ -371,13 +443,18 @@ Status V3Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools
     if (pos < 0) return Status::FailedPrecondition(where + ": a fresh sequence needs a Forward before drafting");
     if (slot >= c.max_position_embeddings)
       return Status::OutOfRange(where + ": position " + std::to_string(slot) + " is past max_position_embeddings");
-    const std::vector<int32_t>& table = state->block_table(kDraftGroup);
     const int64_t blocks = slot / kvcache::kBlockTokens + 1;
-    if (static_cast<int64_t>(table.size()) < blocks)
-      return Status::InvalidArgument(where + ": the mtp block table does not reach position " + std::to_string(slot));
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (!pools.group(kDraftGroup).contains(table[b]))
-        return Status::OutOfRange(where + ": mtp block " + std::to_string(b) + " is not in the pool");
+    for (size_t group : {kDraftGroup, draft_index_group_}) {
+      if (group == 0) continue;  // V3: no draft index group
+      const std::vector<int32_t>& table = state->block_table(group);
+      const std::string& name = spec_.groups[group].name;
+      if (static_cast<int64_t>(table.size()) < blocks)
+        return Status::InvalidArgument(where + ": the " + name + " block table does not reach position " +
+                                       std::to_string(slot));
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (!pools.group(group).contains(table[b]))
+          return Status::OutOfRange(where + ": " + name + " block " + std::to_string(b) + " is not in the pool");
+      }
     }
     const float* h = chunk.hidden != nullptr     ? chunk.hidden
                      : state->draft_steps == 0 ? state->hidden.data() + (pos % ring) * d
@@ -387,7 +464,7 @@ Status V3Model::Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools
     step.rows.push_back({chunk.token, pos, static_cast<int32_t>(ci)});
     step.chunks.push_back({state, static_cast<int64_t>(ci), 1, pos, false});
   }
-  std::vector<float> x = v3::RunMtp(step, *weights_, v3::CacheRef{kDraftGroup, 0, 1}, hidden.data());
+  std::vector<float> x = v3::RunMtp(step, *weights_, DraftCacheRef(), hidden.data());
   const int64_t m = static_cast<int64_t>(batch.size());
   {
     ScopedPhase phase(Phase::kHead);

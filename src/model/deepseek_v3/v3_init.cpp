@@ -120,7 +120,6 @@ Result<ordered_json> V32PresetConfig(const std::string& preset) {
   DI_ASSIGN_OR_RETURN(ordered_json c, V3PresetConfig(preset));
   c["architectures"] = {"DeepseekV32ForCausalLM"};
   c["model_type"] = "deepseek_v32";
-  c["num_nextn_predict_layers"] = 0;
   if (preset == "tiny") SetKeys(&c, {{"index_n_heads", 4}, {"index_head_dim", 32}, {"index_topk", 64}});
   else if (preset == "small") SetKeys(&c, {{"index_n_heads", 8}, {"index_head_dim", 64}, {"index_topk", 256}});
   else SetKeys(&c, {{"index_n_heads", 64}, {"index_head_dim", 128}, {"index_topk", 2048}});

@@ -29,7 +29,7 @@ Result<V3InitFormat> ParseV3InitFormat(const std::string& name);  // "f32", "bf1
 // vocabulary.
 Result<nlohmann::ordered_json> V3PresetConfig(const std::string& preset);
 // V3.2's: the V3 preset as model_type deepseek_v32 with the indexer (the released 64 heads of 128 on bench,
-// 8 of 64 on small, 4 of 32 on tiny; index_topk 2048, 256, 64) and without the MTP layer (V3.2 does not draft).
+// 8 of 64 on small, 4 of 32 on tiny; index_topk 2048, 256, 64), its MTP layer with an indexer too.
 Result<nlohmann::ordered_json> V32PresetConfig(const std::string& preset);
 
 // Writes config.json and the weights for `config` into `dir` (created if needed). Values are uniform with

@@ -41,8 +41,6 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   model->drafting_ = options.drafting;
   DI_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Load(dir));
   DI_ASSIGN_OR_RETURN(model->config_, V3Config::FromHf(hf));
-  if (model->drafting_ && model->config_.has_indexer())
-    return Status::FailedPrecondition(hf.source() + ": drafting with DeepSeek-V3.2's MTP layer is not supported");
   DI_ASSIGN_OR_RETURN(const auto block, Fp8BlockSize(hf));
   DI_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   DI_ASSIGN_OR_RETURN(model->weights_,
@@ -95,6 +93,14 @@ void V3Model::BuildCacheSpec() {
     index.num_layers = c.num_layers;
     index_group_ = spec_.groups.size();
     spec_.groups.push_back(index);
+    if (drafting_) {
+      kvcache::CacheGroupSpec draft_index = index;
+      draft_index.name = "mtp_index";
+      draft_index.num_layers = 1;
+      draft_index.bytes_per_block = index_layer_block_bytes_;
+      draft_index_group_ = spec_.groups.size();
+      spec_.groups.push_back(draft_index);
+    }
   }
 }
 

@@ -20,8 +20,9 @@
 //
 // V3.2 adds a group "index" (kIndexerKeys, ratio 1, kPrefix, FP8 E4M3): per layer 128 indexer keys of
 // v32::IndexKeyBytes (FP8 codes and their fp32 scales, v32_indexer.h). Its selection reads nothing else, so a
-// prefix of both groups resumes exactly as V3's one does. V3.2 does not draft (its MTP layer would need an
-// indexer key group of its own).
+// prefix of both groups resumes exactly as V3's one does. V3.2's MTP layer has an indexer of its own, over the
+// MTP layer's positions: with drafting its keys go to one more group, "mtp_index" (as "index", one layer), in
+// the slots of the "mtp" group's entries.
 //
 // Drafting adds the MTP layer (model.layers.{num_hidden_layers}) and a second group, "mtp" (kCompressed,
 // ratio 1, kPrefix): its one layer's entries, the entry of position p (made from the main model's last
@@ -44,6 +45,7 @@
 namespace deepinfer::model {
 namespace v3 {
 struct Step;
+struct CacheRef;
 }
 
 // How far Truncate reaches back when drafting (the hidden states the state keeps).
@@ -91,6 +93,8 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
   // Drafting: the MTP entries of the positions whose next token the step holds, the block-end hidden
   // states and the state's recent hidden states, from the step's last hidden states.
   void KeepDraftPace(const v3::Step& step, const float* hidden);
+  // Where the MTP layer's entries (and V3.2: its indexer keys) live.
+  v3::CacheRef DraftCacheRef() const;
 
   static constexpr size_t kDraftGroup = 1;
   bool kv_bf16_ = false;
@@ -101,6 +105,7 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
   double dense_weight_bytes_ = 0, expert_weight_bytes_ = 0, embed_row_bytes_ = 0;
   int64_t layer_block_bytes_ = 0;
   size_t index_group_ = 0;               // V3.2
+  size_t draft_index_group_ = 0;         // V3.2 with drafting (0: none)
   int64_t index_layer_block_bytes_ = 0;  // V3.2: one layer's indexer keys in a block
   std::vector<float> inv_freq_;
 };

@@ -4,6 +4,7 @@ and each generated text must parse as JSON and validate with Python `jsonschema`
 with `integer` meaning a JSON integer literal (Python's json parses it as int; "35.0" parses as float and fails)."""
 import json
 import pathlib
+import random
 import subprocess
 import sys
 
@@ -82,3 +83,51 @@ def test_integer_fields_are_generated_as_integer_literals(deepinfer_bin):
     for v in values:
         assert type(v["age"]) is int and 0 <= v["age"] <= 150, v
         assert type(v["n"]) is int, v
+
+
+# Item schemas whose arrays the matcher keeps unique at run time (none lists its values).
+UNIQUE_ITEMS = [
+    {"type": "string", "maxLength": 2},
+    {"type": "integer", "minimum": 0, "maximum": 999},
+    {"type": "number", "minimum": -1, "maximum": 1},
+    {"type": "object", "properties": {"k": {"type": "string", "maxLength": 2}, "v": {"type": "boolean"}},
+     "required": ["k"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True, "maxItems": 2},
+]
+
+
+def test_unique_items_hold_in_generated_instances_and_duplicates_are_refused(deepinfer_bin):
+    """Arrays of distinct items generated under the mask validate with jsonschema (uniqueness included); each
+    generated array with one of its items again at a random place (seeded) is refused, the array as
+    generated, re-spelled compactly, accepted."""
+    schemas = [{"type": "array", "items": items, "uniqueItems": True, "minItems": 3, "maxItems": 6} for items in UNIQUE_ITEMS]
+    results = generate(deepinfer_bin, [{"schema": s} for s in schemas], seeds=range(3))
+    rng = random.Random(7)
+    checks, arrays = [], []
+    for k, res in enumerate(results):
+        schema = schemas[k // 3]
+        assert res["compiled"] and res["error"] is None, (schema, res["error"])
+        if res["generated"] is None:
+            continue
+        value = json.loads(res["generated"])
+        errors = list(literal_integer_validator(schema).iter_errors(value))
+        assert not errors, (schema, res["generated"], errors[0].message)
+        arrays.append(value)
+        if value and len(value) < 6:
+            twice = list(value)
+            twice.insert(rng.randrange(len(value) + 1), value[rng.randrange(len(value))])
+            try:
+                texts = [json.dumps(v, separators=(",", ":"), allow_nan=False) for v in (value, twice)]
+            except ValueError:
+                continue  # a number past the double range reads as inf, which JSON cannot spell back
+            checks += [({"json_schema": schema, "instance": texts[0]}, True),
+                       ({"json_schema": schema, "instance": texts[1]}, False)]
+    assert len(arrays) >= 0.85 * len(results), (len(arrays), len(results))
+    assert len(checks) >= 2 * 8, len(checks)
+    out = subprocess.run([deepinfer_bin, "grammar", "--jsonl", "--tokenizer", "deepseek-v3"],
+                         input="".join(json.dumps(c) + "\n" for c, _ in checks), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    verdicts = [json.loads(line)["accepted"] for line in out.stdout.splitlines()]
+    wrong = [(c["instance"], want) for (c, want), got in zip(checks, verdicts) if got != want]
+    assert len(verdicts) == len(checks) and not wrong, wrong[:10]
