@@ -386,6 +386,22 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
                  "to memcpy the same bytes (ratio %.1f)\n",
                  unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
                  c.exchange_seconds, c.memcpy_seconds, c.memcpy_seconds > 0 ? c.exchange_seconds / c.memcpy_seconds : 0.0);
+    // Shares of the time spent in steps with work (the first excluded: it waits for every rank's start-up).
+    const double step_s = c.step_seconds > 0 ? c.step_seconds : 1;
+    const double waited_agreeing_s = c.agreement_seconds - static_cast<double>(c.steps) * c.fastest_agreement_seconds;
+    const double waited_exchanging_s =
+        c.step_exchange_seconds - static_cast<double>(c.step_exchanges) * c.fastest_exchange_seconds;
+    const double waited_s = waited_agreeing_s + waited_exchanging_s;
+    std::fprintf(stderr,
+                 "generate: rank %d: %lld steps in %.4f s: step agreement %.4f s (%.2f%%, fastest %.1f us), expert "
+                 "exchanges %.4f s (%.2f%%, fastest %.1f us, mean %.1f us, memcpy of the same bytes mean %.2f us), "
+                 "waiting beyond the fastest agreement and exchange at most %.4f s (%.2f%%)\n",
+                 unit.rank(), static_cast<long long>(c.steps), c.step_seconds, c.agreement_seconds,
+                 100 * c.agreement_seconds / step_s, 1e6 * c.fastest_agreement_seconds, c.step_exchange_seconds,
+                 100 * c.step_exchange_seconds / step_s, 1e6 * c.fastest_exchange_seconds,
+                 c.exchanges > 0 ? 1e6 * c.exchange_seconds / static_cast<double>(c.exchanges) : 0.0,
+                 c.exchanges > 0 ? 1e6 * c.memcpy_seconds / static_cast<double>(c.exchanges) : 0.0, waited_s,
+                 100 * waited_s / step_s);
   }
   nlohmann::json packed = {{"jobs", nlohmann::json::array()}};
   for (const auto& [index, job] : mine) packed["jobs"].push_back({index, job.out, job.err, job.failed});

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "parallel/build_id.h"
+
 namespace deepinfer::parallel {
 
 ExpertGroup::ExpertGroup(Communicator& communicator, GroupTimeouts timeouts)
@@ -65,16 +67,25 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
   const Status s = communicator_.AllToAllV(send, send_bytes, recv, recv_bytes, ExchangeTimeout());
   if (!s.ok()) Fail("expert exchange", s);
   const auto end = std::chrono::steady_clock::now();
-  int64_t remote = 0, sent = 0, received = 0;
+  int64_t remote = 0, remote_received = 0, sent = 0, received = 0;
   for (int p = 0; p < size(); ++p) {
     if (p != rank()) remote += send_bytes[p];
+    if (p != rank()) remote_received += recv_bytes[p];
     sent += send_bytes[p];
     received += recv_bytes[p];
   }
   exchanges_.fetch_add(1, std::memory_order_relaxed);
   remote_bytes_.fetch_add(remote, std::memory_order_relaxed);
-  exchange_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
-                            std::memory_order_relaxed);
+  const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
+  exchange_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+  if (work_cycle_start_ != std::chrono::steady_clock::time_point{}) {  // within a counted step
+    step_exchanges_.fetch_add(1, std::memory_order_relaxed);
+    step_exchange_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+  }
+  const int64_t fastest = fastest_exchange_nanos_.load(std::memory_order_relaxed);
+  // (one that moves nothing between members returns at once: it says nothing of the others' latency)
+  if (remote + remote_received > 0 && (fastest == 0 || nanos < fastest))
+    fastest_exchange_nanos_.store(nanos, std::memory_order_relaxed);
   if (measure_memcpy_) {
     // The same bytes moved by memcpy: what sending and receiving them would cost within one process.
     memcpy_scratch_.resize(static_cast<size_t>(std::max(sent, received)));
@@ -120,6 +131,13 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     return false;
   }
   const auto now = std::chrono::steady_clock::now();
+  if (work_cycle_start_ != std::chrono::steady_clock::time_point{}) {
+    // A step with work ends here: its agreement, its forward pass (exchanges included) and the engine's own work.
+    step_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - work_cycle_start_).count(),
+                          std::memory_order_relaxed);
+    steps_.fetch_add(1, std::memory_order_relaxed);
+    work_cycle_start_ = {};
+  }
   if (last_work_step_ != std::chrono::steady_clock::time_point{})
     slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
   if (record_loads_ && routed_layer_ > 0) {  // the forward pass since the last agreement ends a step
@@ -139,6 +157,7 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
   }
   if (mailbox_ != nullptr) has_work |= mailbox_->HasWork();
   const uint8_t done = static_cast<uint8_t>(local_done_.load());
+  const bool first_agreement = !agreed_once_;
   const double timeout = agreed_once_ ? timeouts_.idle_pause_max_s + ExchangeTimeout() : timeouts_.startup_s;
   agreed_once_ = true;
   bool any_work = false, all_done = true;
@@ -207,6 +226,13 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     }
   }
   last_work_step_ = any_work ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (any_work && !first_agreement) {  // (the first one waits for the slowest member's start-up)
+    const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(last_work_step_ - now).count();
+    agreement_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+    const int64_t fastest = fastest_agreement_nanos_.load(std::memory_order_relaxed);
+    if (fastest == 0 || nanos < fastest) fastest_agreement_nanos_.store(nanos, std::memory_order_relaxed);
+    work_cycle_start_ = now;
+  }
   if (all_done && !any_work) {
     finished_ = true;  // every member saw the same answer: none makes another collective
     MutexLock lock(&mu_);
@@ -230,24 +256,35 @@ void ExpertGroup::FinishAndWait() {
 }
 
 Status ExpertGroup::CheckSameModel(const Hash128& fingerprint, const std::string& settings) {
-  Hasher128 h;
-  h.UpdateInt(settings.size()).Update(settings);
-  const Hash128 settings_hash = h.Digest();
-  std::vector<uint8_t> mine(32);
-  std::memcpy(mine.data(), &fingerprint.high, 8);
-  std::memcpy(mine.data() + 8, &fingerprint.low, 8);
-  std::memcpy(mine.data() + 16, &settings_hash.high, 8);
-  std::memcpy(mine.data() + 24, &settings_hash.low, 8);
+  // Each member's record: the checkpoint's fingerprint, its build id's hash and its settings' hash.
+  const std::string& build_id = ExecutableBuildId();
+  const Hash128 build_hash = Hasher128().UpdateInt(build_id.size()).Update(build_id).Digest();
+  const Hash128 settings_hash = Hasher128().UpdateInt(settings.size()).Update(settings).Digest();
+  constexpr size_t kRecordBytes = 48;
+  std::vector<uint8_t> mine(kRecordBytes);
+  const Hash128* parts[] = {&fingerprint, &build_hash, &settings_hash};
+  for (size_t i = 0; i < 3; ++i) {
+    std::memcpy(mine.data() + 16 * i, &parts[i]->high, 8);
+    std::memcpy(mine.data() + 16 * i + 8, &parts[i]->low, 8);
+  }
   std::vector<uint8_t> all;
   if (Status s = AllGather(mine, timeouts_.startup_s, &all); !s.ok()) Fail("start-up", s);
+  const auto differs = [&](int member, size_t part) {
+    return std::memcmp(all.data() + kRecordBytes * member + 16 * part, all.data() + 16 * part, 16) != 0;
+  };
   for (int p = 1; p < size(); ++p) {
-    if (std::memcmp(all.data() + 32 * p, all.data(), 16) != 0)
+    // The build first: another build may also read the same checkpoint or flags differently.
+    if (differs(p, 1))
       return Status::FailedPrecondition("rank " + std::to_string(p) +
-                                        " loaded a different checkpoint from rank 0's (weights fingerprints differ); "
-                                        "every rank must load the same model");
-    if (std::memcmp(all.data() + 32 * p + 16, all.data() + 16, 16) != 0)
+                                        " runs a different deepinfer build from rank 0's (build ids differ; rank " +
+                                        std::to_string(rank()) + "'s is " + ExecutableBuildId() +
+                                        "); every rank must run the same binary");
+    if (differs(p, 0))
       return Status::FailedPrecondition("rank " + std::to_string(p) +
-                                        " runs another deepinfer version or other engine flags than rank 0");
+                                        " loaded a different checkpoint from rank 0's (config.json or weights "
+                                        "differ); every rank must load the same model");
+    if (differs(p, 2))
+      return Status::FailedPrecondition("rank " + std::to_string(p) + " runs with other engine flags than rank 0");
   }
   return Status::Ok();
 }
@@ -285,8 +322,20 @@ Result<std::vector<std::string>> ExpertGroup::GatherToRoot(const std::string& mi
 }
 
 ExpertGroup::Counters ExpertGroup::counters() const {
-  return {exchanges_.load(), remote_bytes_.load(), static_cast<double>(exchange_nanos_.load()) * 1e-9,
-          static_cast<double>(memcpy_nanos_.load()) * 1e-9};
+  const auto seconds = [](const std::atomic<int64_t>& nanos) { return static_cast<double>(nanos.load()) * 1e-9; };
+  Counters c;
+  c.exchanges = exchanges_.load();
+  c.remote_bytes = remote_bytes_.load();
+  c.exchange_seconds = seconds(exchange_nanos_);
+  c.memcpy_seconds = seconds(memcpy_nanos_);
+  c.fastest_exchange_seconds = seconds(fastest_exchange_nanos_);
+  c.step_exchanges = step_exchanges_.load();
+  c.step_exchange_seconds = seconds(step_exchange_nanos_);
+  c.steps = steps_.load();
+  c.step_seconds = seconds(step_nanos_);
+  c.agreement_seconds = seconds(agreement_nanos_);
+  c.fastest_agreement_seconds = seconds(fastest_agreement_nanos_);
+  return c;
 }
 
 }  // namespace deepinfer::parallel

@@ -71,9 +71,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
   ExpertLoads RecordedLoads() const;
 
-  // Before the engines start: every member checks that all run the same build on the same checkpoint
-  // (`fingerprint`: the weights fingerprint) and the same `settings` (flags that must agree); the error
-  // names the first member that differs from rank 0.
+  // Before the engines start: every member checks that all run the same build (ExecutableBuildId) on the
+  // same checkpoint (`fingerprint`: the weights fingerprint, config.json included) with the same `settings`
+  // (flags that must agree), within the start-up deadline; the error names the first member that differs
+  // from rank 0.
   Status CheckSameModel(const Hash128& fingerprint, const std::string& settings);
   // This member has no more requests of its own; returns once every member has said so and none has work
   // left. Until then the engine's step thread keeps joining the others' steps.
@@ -85,9 +86,16 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // Figures for the unit's report: exchanges made, bytes sent to other members, seconds spent in exchanges,
   // and with measure_memcpy on, the seconds a memcpy of each exchange's bytes (sent and received) took on
   // this member right after it: the exchange's cost as a ratio on the same machine at the same moment.
+  //
+  // Steps: the steps that had work (from one agreement to the next), and within them the seconds spent in the
+  // step agreement (the synchronisation outside the expert exchange) and in exchanges. The run's fastest
+  // agreement and fastest exchange (among those moving bytes between members) stand for one where no member
+  // waited for another: the time beyond them bounds from above the time this member waited at those barriers.
   struct Counters {
     int64_t exchanges = 0, remote_bytes = 0;
-    double exchange_seconds = 0, memcpy_seconds = 0;
+    double exchange_seconds = 0, memcpy_seconds = 0, fastest_exchange_seconds = 0;
+    int64_t steps = 0, step_exchanges = 0;  // (the exchanges within those steps)
+    double step_seconds = 0, agreement_seconds = 0, fastest_agreement_seconds = 0, step_exchange_seconds = 0;
   };
   Counters counters() const;
   void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
@@ -128,6 +136,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   int64_t experts_ = 0;
   int64_t routed_layer_ = 0;  // the next NoteRouting's layer in this step
   std::atomic<int64_t> exchanges_{0}, remote_bytes_{0}, exchange_nanos_{0}, memcpy_nanos_{0};
+  std::atomic<int64_t> fastest_exchange_nanos_{0};
+  std::atomic<int64_t> steps_{0}, step_nanos_{0}, agreement_nanos_{0}, fastest_agreement_nanos_{0};
+  std::atomic<int64_t> step_exchanges_{0}, step_exchange_nanos_{0};
+  std::chrono::steady_clock::time_point work_cycle_start_{};  // the agreement that began a step with work
   bool measure_memcpy_ = false;
   std::vector<uint8_t> memcpy_scratch_;
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Expert parallelism is bit-identical to one process: `mpirun -n N deepinfer generate ... --data-parallel-size N
 # --enable-expert-parallel` must print exactly what one process prints (greedy token ids and logprobs of
-# several prompts, spread over the ranks), on the tiny presets of the architectures named.
+# several prompts, spread over the ranks), on the tiny presets of the architectures named, and with --ep-stats
+# every rank reports its steps' time.
 # Usage: mpi_generate_identity.sh DEEPINFER MPIRUN ARCH:RANKS[,RANKS...]...   e.g. v4:2,4 v4.1:2,4
 set -euo pipefail
 deepinfer=$1
@@ -24,13 +25,21 @@ for spec in "$@"; do
   "$deepinfer" "${args[@]}" > "$work/single.txt" 2> "$work/single.err"
   for n in "${ranks[@]}"; do
     if ! "$mpirun" "${MPIRUN_ARGS[@]}" -n "$n" "$deepinfer" "${args[@]}" --data-parallel-size "$n" \
-         --enable-expert-parallel --ep-timeout-s 30 > "$work/ep.txt" 2> "$work/ep.err"; then
+         --enable-expert-parallel --ep-timeout-s 30 --ep-stats > "$work/ep.txt" 2> "$work/ep.err"; then
       echo "FAIL: $arch EP$n exited non-zero"; cat "$work/ep.err"; exit 1
     fi
     if ! cmp -s "$work/single.txt" "$work/ep.txt"; then
       echo "FAIL: $arch EP$n printed other outputs than one process"
       diff "$work/single.txt" "$work/ep.txt" | head -20
       exit 1
+    fi
+    # --ep-stats: every rank times its steps; 6 tokens take at least 5 steps after the first (which is not
+    # counted), and the agreement and the exchanges are parts of the steps' time.
+    if ! awk -v n="$n" '/generate: rank [0-9]+: [0-9]+ steps in/ {
+           steps = $4; step_s = $7; agreement_s = $11; exchanges_s = $19
+           if (steps >= 5 && step_s > 0 && agreement_s + exchanges_s <= step_s) ok++
+         } END { exit ok == n ? 0 : 1 }' "$work/ep.err"; then
+      echo "FAIL: $arch EP$n: --ep-stats did not print every rank's steps"; grep "generate: rank" "$work/ep.err"; exit 1
     fi
     echo "ok: $arch EP$n identical to one process ($(wc -l < "$work/ep.txt") outputs)"
   done
