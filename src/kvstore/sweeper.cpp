@@ -236,7 +236,12 @@ Result<SweepReport> Sweep(const StoreDir& dir, const SweepOptions& options) {
   uint64_t projected = used > trash_pending_bytes ? used - trash_pending_bytes : 0;
   if (report.capacity > 0 && static_cast<double>(projected) > options.high_watermark * static_cast<double>(report.capacity)) {
     const auto target = static_cast<uint64_t>(options.low_watermark * static_cast<double>(report.capacity));
+    // Snapshot records go first, least recently used first, then blocks: a record serves only prompts that
+    // extend its sequence exactly and needs its blocks to be of use, while a block serves every prompt with
+    // its prefix; and a record is many blocks' bytes (the window blocks and the model's state), so under a
+    // small capacity ordering by time alone would let each new record push out the blocks it stands on.
     std::sort(live.begin(), live.end(), [](const BlockEntry& a, const BlockEntry& b) {
+      if (a.snapshot != b.snapshot) return a.snapshot;
       return a.atime_ns != b.atime_ns ? a.atime_ns < b.atime_ns : a.path < b.path;
     });
     for (auto& e : live) {

@@ -213,10 +213,10 @@ TEST_F(SweeperTest, SnapshotRecordsFollowTheBlocksRulesAndGoWithTheirBlock) {
   EXPECT_TRUE(fs::exists(no_block));
   EXPECT_EQ(CountFiles(dir_.Sub("trash")), 5u);
 
-  // Under the watermark a record is one more file in least-recently-used order: the large one, used
-  // longest ago, is evicted first and alone brings the store under the low watermark.
-  SetTimes(kept, 1000, 3600);
-  for (int i = 0; i < 3; ++i) SetTimes(Path(chain[static_cast<size_t>(i)]), 10, 3600);
+  // Under the watermark records go before blocks, least recently used first: the large one, though used
+  // after every block, is evicted first and alone brings the store under the low watermark.
+  SetTimes(kept, 10, 3600);
+  for (int i = 0; i < 3; ++i) SetTimes(Path(chain[static_cast<size_t>(i)]), 1000, 3600);
   const uint64_t live = r->block_bytes + r->snapshot_bytes - r->evicted_bytes;
   o.capacity_bytes = live * 100 / 95;  // over 90%; without the 20 kB record under 80%
   r = Sweep(*store_dir_, o);
