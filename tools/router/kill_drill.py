@@ -23,7 +23,6 @@ import http.client
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -32,51 +31,11 @@ import tempfile
 import threading
 import time
 
+from deepinfer_process import Process
+
 MODEL = "tiny"
 
 
-class Process:
-    """A deepinfer process on a free port, waited for until its ready line."""
-
-    def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.port, self.log = None, []
-        ready = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip("\n"))
-                m = re.search(r" ready url=http://127\.0\.0\.1:(\d+)", line)
-                if m:
-                    self.port = int(m.group(1))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(120) or not self.port:
-            raise RuntimeError("not ready:\n" + "\n".join(self.log[-30:]))
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def metrics(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-        conn.close()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name.split("{")[0]] = out.get(name.split("{")[0], 0) + float(value)
-        return out
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 # Several KV blocks of prompt (a block is 128 tokens), for the prefill/decode drill.

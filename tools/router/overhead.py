@@ -17,46 +17,17 @@ import argparse
 import http.client
 import json
 import os
-import re
-import signal
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
 
+from deepinfer_process import Process
+
 MODEL = "tiny"
 
 
-class Process:
-    """A deepinfer process on a free port, waited for until its ready line."""
-
-    def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.port, self.log = None, []
-        ready = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip("\n"))
-                m = re.search(r" ready url=http://127\.0\.0\.1:(\d+)", line)
-                if m:
-                    self.port = int(m.group(1))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(300) or not self.port:
-            raise RuntimeError("not ready:\n" + "\n".join(self.log[-30:]))
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def one_stream(port, body, out):

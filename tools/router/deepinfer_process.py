@@ -1,0 +1,53 @@
+"""A `deepinfer serve` or `deepinfer router` process for the router tools: started on a free port (the command
+line passes `--port 0`), waited for until its ready line, stopped with a signal and a deadline."""
+import http.client
+import re
+import signal
+import subprocess
+import threading
+
+
+class Process:
+    """A deepinfer process on a free port, waited for until its ready line."""
+
+    def __init__(self, argv, ready_timeout_s=300):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.port, self.log = None, []
+        ready = threading.Event()
+
+        def read():
+            for line in self.proc.stdout:
+                self.log.append(line.rstrip("\n"))
+                m = re.search(r" ready url=http://127\.0\.0\.1:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(ready_timeout_s) or not self.port:
+            self.stop(signal.SIGKILL)
+            raise RuntimeError("not ready:\n" + "\n".join(self.log[-30:]))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def metrics(self):
+        """The /metrics samples summed over their labels: {name: value}."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name.split("{")[0]] = out.get(name.split("{")[0], 0) + float(value)
+        return out
+
+    def stop(self, sig=signal.SIGTERM, timeout_s=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
