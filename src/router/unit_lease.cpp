@@ -204,6 +204,34 @@ Status WriteRoleRequest(const std::string& dir, std::string_view unit_id, UnitRo
                          Json{{"role", UnitRoleName(role)}}.dump());
 }
 
+namespace {
+
+// Up to `limit` + 1 bytes of an open file (one more than allowed tells the caller it is too long); closes it.
+std::string ReadAndClose(int fd, size_t limit) {
+  std::string text(limit + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return text;
+}
+
+// Removes DIR/<unit_id><suffix>; one that is not there is already removed.
+Status RemoveUnitFile(const std::string& dir, std::string_view unit_id, std::string_view suffix) {
+  if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
+  const fs::path path = fs::path(dir) / (std::string(unit_id) + std::string(suffix));
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return Status::IoError("removing " + path.string() + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<UnitRole> ReadRoleRequest(const std::string& dir, std::string_view unit_id) {
   constexpr size_t kMaxRoleRequestBytes = 4096;
   if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
@@ -213,17 +241,8 @@ Result<UnitRole> ReadRoleRequest(const std::string& dir, std::string_view unit_i
     if (errno == ENOENT) return Status::NotFound("no role request");
     return Status::IoError("reading " + path.string() + ": " + std::strerror(errno));
   }
-  std::string text(kMaxRoleRequestBytes + 1, '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (got > kMaxRoleRequestBytes) return Status::InvalidArgument(path.string() + ": over 4096 bytes");
-  text.resize(got);
+  std::string text = ReadAndClose(fd, kMaxRoleRequestBytes);
+  if (text.size() > kMaxRoleRequestBytes) return Status::InvalidArgument(path.string() + ": over 4096 bytes");
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   UnitRole role = UnitRole::kBoth;
   if (!j.is_object() || !j.contains("role") || !j["role"].is_string() ||
@@ -233,20 +252,10 @@ Result<UnitRole> ReadRoleRequest(const std::string& dir, std::string_view unit_i
 }
 
 Status RemoveRoleRequest(const std::string& dir, std::string_view unit_id) {
-  if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
-  const fs::path path = fs::path(dir) / (std::string(unit_id) + std::string(kRoleRequestSuffix));
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return Status::IoError("removing " + path.string() + ": " + std::strerror(errno));
-  return Status::Ok();
+  return RemoveUnitFile(dir, unit_id, kRoleRequestSuffix);
 }
 
-Status RemoveLease(const std::string& dir, std::string_view unit_id) {
-  if (!IsPlainName(unit_id)) return Status::InvalidArgument("unit id must be a plain name");
-  const fs::path path = fs::path(dir) / (std::string(unit_id) + std::string(kLeaseSuffix));
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return Status::IoError("removing " + path.string() + ": " + std::strerror(errno));
-  return Status::Ok();
-}
+Status RemoveLease(const std::string& dir, std::string_view unit_id) { return RemoveUnitFile(dir, unit_id, kLeaseSuffix); }
 
 Result<LeaseScan> ScanLeases(const std::string& dir) {
   std::error_code ec;
@@ -269,16 +278,7 @@ Result<LeaseScan> ScanLeases(const std::string& dir) {
       scan.errors.push_back(name + ": " + std::strerror(errno));
       continue;
     }
-    std::string text(kMaxLeaseBytes + 1, '\0');
-    size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    ::close(fd);
-    text.resize(got);
+    const std::string text = ReadAndClose(fd, kMaxLeaseBytes);
     auto lease = ParseLease(text);
     if (!lease.ok()) {
       scan.errors.push_back(name + ": " + lease.status().message());
