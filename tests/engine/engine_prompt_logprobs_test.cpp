@@ -43,12 +43,7 @@ PromptLogprobsRun RunWithPromptLogprobs(Engine& engine, const std::vector<int32_
 }
 
 RequestParams GreedyWithLogprobs(int64_t max_tokens, int prompt_logprobs) {
-  RequestParams p;
-  p.sampling.temperature = 0;
-  p.sampling.max_tokens = max_tokens;
-  p.sampling.ignore_eos = true;
-  p.sampling.logprobs = true;
-  p.sampling.top_logprobs = 2;
+  RequestParams p = test_support::GreedyProbe(max_tokens, 2);
   p.prompt_logprobs = prompt_logprobs;
   return p;
 }

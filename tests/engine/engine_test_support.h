@@ -76,15 +76,15 @@ inline std::vector<int32_t> ReferenceGreedy(const std::vector<int32_t>& prompt, 
   return out;
 }
 
-// Greedy decoding of `max_tokens` with EOS ignored and the top-20 alternatives of every step: with the
-// fixtures' 256-token vocabulary, a fingerprint of the logits that a bit-identity check compares.
-inline RequestParams GreedyProbe(int64_t max_tokens) {
+// Greedy decoding of `max_tokens` with EOS ignored, logprobs and `top_logprobs` alternatives of every step:
+// the default 20 of the fixtures' 256-token vocabulary fingerprint the logits for a bit-identity check.
+inline RequestParams GreedyProbe(int64_t max_tokens, int top_logprobs = 20) {
   RequestParams p;
   p.sampling.temperature = 0;
   p.sampling.max_tokens = max_tokens;
   p.sampling.ignore_eos = true;
   p.sampling.logprobs = true;
-  p.sampling.top_logprobs = 20;
+  p.sampling.top_logprobs = top_logprobs;
   return p;
 }
 

@@ -61,15 +61,7 @@ class EngineText : public ::testing::Test {
 std::string* EngineText::dir_ = nullptr;
 tokenizer::Tokenizer* EngineText::tokenizer_ = nullptr;
 
-RequestParams GreedyWithLogprobs(int64_t n) {
-  RequestParams p;
-  p.sampling.temperature = 0;
-  p.sampling.max_tokens = n;
-  p.sampling.ignore_eos = true;
-  p.sampling.logprobs = true;
-  p.sampling.top_logprobs = 2;
-  return p;
-}
+RequestParams GreedyWithLogprobs(int64_t n) { return test_support::GreedyProbe(n, 2); }
 
 TEST_F(EngineText, BytesControlFlagsAndTextFollowTheTokenizer) {
   auto e = Make();
