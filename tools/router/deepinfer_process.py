@@ -1,10 +1,13 @@
-"""A `deepinfer serve` or `deepinfer router` process for the router tools: started on a free port (the command
-line passes `--port 0`), waited for until its ready line, stopped with a signal and a deadline."""
+"""What the router tools share: a `deepinfer serve` or `deepinfer router` process started on a free port (the
+command line passes `--port 0`), waited for until its ready line and stopped with a signal and a deadline; and a
+streamed /v1/completions request whose events are timed as they arrive."""
 import http.client
+import json
 import re
 import signal
 import subprocess
 import threading
+import time
 
 
 class Process:
@@ -51,3 +54,24 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def stream_completion(port, body, on_event=None, timeout_s=600):
+    """POSTs a streamed /v1/completions body and calls on_event(time.perf_counter()) as each data event arrives."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"status {resp.status}: {resp.read()[:200]}")
+    pending = b""
+    while True:
+        data = resp.read1(65536)
+        if not data:
+            break
+        now = time.perf_counter()
+        pending += data
+        while b"\n\n" in pending:
+            event, pending = pending.split(b"\n\n", 1)
+            if on_event and event.startswith(b"data: {"):
+                on_event(now)
+    conn.close()

@@ -36,8 +36,6 @@ from deepinfer_process import Process
 MODEL = "tiny"
 
 
-
-
 # Several KV blocks of prompt (a block is 128 tokens), for the prefill/decode drill.
 LONG_PROMPT = " ".join(f"Paragraph {i}: the quick brown fox jumps over the lazy dog near the river bank."
                        for i in range(30))

@@ -14,7 +14,6 @@ Usage: python3 tools/router/overhead.py [--binary build/release/bin/deepinfer] [
 Not run in CI (a benchmark: timings).
 """
 import argparse
-import http.client
 import json
 import os
 import statistics
@@ -23,33 +22,16 @@ import tempfile
 import threading
 import time
 
-from deepinfer_process import Process
+from deepinfer_process import Process, stream_completion
 
 MODEL = "tiny"
-
-
 
 
 def one_stream(port, body, out):
     """Times one stream: (time to the first event, the gaps between events, tokens) appended to `out`."""
     start = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"status {resp.status}: {resp.read()[:200]}")
-    stamps, pending = [], b""
-    while True:
-        data = resp.read1(65536)
-        if not data:
-            break
-        now = time.perf_counter()
-        pending += data
-        while b"\n\n" in pending:
-            event, pending = pending.split(b"\n\n", 1)
-            if event.startswith(b"data: {"):
-                stamps.append(now)
-    conn.close()
+    stamps = []
+    stream_completion(port, body, stamps.append, timeout_s=300)
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
     out.append((stamps[0] - start, gaps, len(stamps)))
 

@@ -18,7 +18,6 @@ Usage: python3 tools/router/pd_tbt.py [--binary build/release/bin/deepinfer] [--
 Not run in CI (a benchmark: timings).
 """
 import argparse
-import http.client
 import json
 import os
 import random
@@ -27,31 +26,9 @@ import tempfile
 import threading
 import time
 
-from deepinfer_process import Process
+from deepinfer_process import Process, stream_completion
 
 MODEL = "tiny"
-
-
-
-
-def post(port, body, on_event=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"status {resp.status}: {resp.read()[:200]}")
-    pending = b""
-    while True:
-        data = resp.read1(65536)
-        if not data:
-            break
-        now = time.perf_counter()
-        pending += data
-        while b"\n\n" in pending:
-            event, pending = pending.split(b"\n\n", 1)
-            if on_event and event.startswith(b"data: {"):
-                on_event(now)
-    conn.close()
 
 
 def decode_gaps(port, streams, tokens, tag):
@@ -59,8 +36,9 @@ def decode_gaps(port, streams, tokens, tag):
 
     def one(i):
         stamps = []
-        post(port, {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
-                    "ignore_eos": True, "stream": True}, stamps.append)
+        body = {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
+                "ignore_eos": True, "stream": True}
+        stream_completion(port, body, stamps.append)
         gaps.extend(b - a for a, b in zip(stamps, stamps[1:]))
 
     for i in range(streams):
@@ -82,8 +60,8 @@ def measure(port_decode, port_load, args, rng, tag):
 
     def loader():
         while not stop.is_set():
-            post(port_load, {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1,
-                             "temperature": 0})
+            body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
+            stream_completion(port_load, body)
             loaded.append(1)
 
     thread = threading.Thread(target=loader) if port_load else None
