@@ -9,9 +9,12 @@ Each round measures --decode-streams greedy streams of short prompts (under one 
 gaps between events (one per token), in three settings, in an order that alternates between rounds:
   alone      the streams on the colocated unit, nothing else;
   colocated  the same while a loader sends long prompts (one output token each) back to back to that unit;
+  pd_alone   the streams through the router to the decode unit, nothing else;
   pd         the streams and the loader through the router: the long prompts are computed on the prefill unit
              and handed to the decode unit through the store.
-Prints each setting's TBT p50 and p99 over all rounds, and p99 of `colocated` and `pd` over `alone`.
+Prints each setting's TBT p50 and p99 over all rounds, p99 of `colocated` and `pd` over `alone`, and of `pd` over
+`pd_alone` (the decode unit on its own core without hand-offs: the baseline that isolates what the hand-offs
+cost it).
 
 Usage: python3 tools/router/pd_tbt.py [--binary build/release/bin/deepinfer] [--model DIR] [--rounds 3]
          [--decode-streams 4] [--tokens 128] [--prompt-tokens 2048] [--no-pin] [--out pd_tbt.json]
@@ -109,13 +112,13 @@ def main():
     decode = Process(cores("1") + base + pd_args + ["--role", "decode"])
     router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
     rng = random.Random(7)
-    gaps = {"alone": [], "colocated": [], "pd": []}
+    gaps = {"alone": [], "colocated": [], "pd_alone": [], "pd": []}
     long_prompts = {"colocated": 0, "pd": 0}
     try:
         decode_gaps(colocated.port, 2, 16, "warm")
         decode_gaps(router.port, 2, 16, "warm")
         settings = [("alone", colocated.port, None), ("colocated", colocated.port, colocated.port),
-                    ("pd", router.port, router.port)]
+                    ("pd_alone", router.port, None), ("pd", router.port, router.port)]
         for r in range(args.rounds):
             for name, port, load in settings if r % 2 == 0 else reversed(settings):
                 g, n = measure(port, load, args, rng, f"{r}-{name}")
@@ -132,6 +135,7 @@ def main():
     summary["long_prompts"] = long_prompts
     summary["colocated_p99_over_alone"] = summary["colocated"]["p99_ms"] / summary["alone"]["p99_ms"]
     summary["pd_p99_over_alone"] = summary["pd"]["p99_ms"] / summary["alone"]["p99_ms"]
+    summary["pd_p99_over_pd_alone"] = summary["pd"]["p99_ms"] / summary["pd_alone"]["p99_ms"]
     summary["pinned"] = pin
     print(json.dumps(summary))
     if args.out:
