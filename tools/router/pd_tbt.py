@@ -3,10 +3,12 @@
 
 Units (the tiny preset, or --model DIR): one colocated `deepinfer serve` unit, and a `--role prefill` and a
 `--role decode` unit on one KV store behind a router; with --pin (default on when the machine has 2 cores or
-more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both.
+more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both; the router and
+this tool's own threads (the clients that time the events) run on core 0, away from the decode unit, and ask
+for a short scheduler slice, as the units' HTTP threads do, so that an event is stamped when it arrives.
 
 Each round measures --decode-streams greedy streams of short prompts (under one KV block: no hand-off), their
-gaps between events (one per token), in three settings, in an order that alternates between rounds:
+gaps between events (one per token), in four settings, in an order that alternates between rounds:
   alone      the streams on the colocated unit, nothing else;
   colocated  the same while a loader sends long prompts (one output token each) back to back to that unit;
   pd_alone   the streams through the router to the decode unit, nothing else;
@@ -24,12 +26,13 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import tempfile
 import threading
 import time
 
-from deepinfer_process import Process, stream_completion
+from deepinfer_process import Process, ask_short_slice, stream_completion
 
 MODEL = "tiny"
 
@@ -38,6 +41,7 @@ def decode_gaps(port, streams, tokens, tag):
     gaps, threads = [], []
 
     def one(i):
+        ask_short_slice()
         stamps = []
         body = {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
                 "ignore_eos": True, "stream": True}
@@ -62,6 +66,7 @@ def measure(port_decode, port_load, args, rng, tag):
     loaded = []
 
     def loader():
+        ask_short_slice()
         while not stop.is_set():
             body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
             stream_completion(port_load, body)
@@ -95,6 +100,8 @@ def main():
     ap.add_argument("--out")
     args = ap.parse_args()
     pin = not args.no_pin and (os.cpu_count() or 1) >= 2
+    if pin:
+        os.sched_setaffinity(0, {0})  # the threads started from here on (the clients) too
     work = tempfile.mkdtemp(prefix="pd_tbt_")
     model = args.model
     if not model:
@@ -110,7 +117,7 @@ def main():
     pd_args = ["--kv-store", store, "--unit-dir", unit_dir]
     prefill = Process(cores("0") + base + pd_args + ["--role", "prefill"])
     decode = Process(cores("1") + base + pd_args + ["--role", "decode"])
-    router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
+    router = Process(cores("0") + [args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
     rng = random.Random(7)
     gaps = {"alone": [], "colocated": [], "pd_alone": [], "pd": []}
     long_prompts = {"colocated": 0, "pd": 0}
@@ -130,6 +137,7 @@ def main():
     finally:
         for p in (router, prefill, decode, colocated):
             p.stop()
+        shutil.rmtree(work, ignore_errors=True)
     summary = {name: {"p50_ms": percentile(g, 0.5) * 1e3, "p99_ms": percentile(g, 0.99) * 1e3, "gaps": len(g)}
                for name, g in gaps.items()}
     summary["long_prompts"] = long_prompts
