@@ -4,9 +4,9 @@
 Units (the tiny preset, or --model DIR): one colocated `deepinfer serve` unit, and a `--role prefill` and a
 `--role decode` unit on one KV store behind a router; with --pin (default on when the machine has 2 cores or
 more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both. The router and
-this tool's own threads (the clients that time the events) are left to run on either core (pinned to the prefill
-unit's core, they waited behind its compute thread: PD's p50 gap rose several-fold), and the clients ask for a
-short scheduler slice, as the units' HTTP threads do, so that an event is stamped when it arrives.
+this tool's own threads (the clients that time the events) may run on either core (on the prefill unit's core
+alone they would wait behind its compute thread), and the clients ask for a short scheduler slice, as the units'
+HTTP threads do, so that an event is stamped when it arrives.
 
 Each round measures --decode-streams greedy streams of short prompts (under one KV block: no hand-off), their
 gaps between events (one per token), in four settings, in an order that alternates between rounds:
