@@ -132,6 +132,10 @@ constexpr const char* kUsage =
     "                              serves HTTP and places each request on the least loaded rank\n"
     "  --enable-expert-parallel    shard the routed experts over the unit's ranks\n"
     "  --ep-timeout-s S            the least time a rank waits for the others before it ends the unit (default 1)\n"
+    "  --enable-eplb               balance the experts' load over the ranks: every --eplb-step-interval\n"
+    "                              steps (default 3000) DeepSeek's load balancer places them by their load over\n"
+    "                              the last --eplb-window-size steps (default 1000), applied between steps\n"
+    "  --num-redundant-experts R   extra expert copies the balancer places (implies --enable-eplb)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -217,6 +221,10 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Int<int>("--data-parallel-size", &out->unit.data_parallel_size, 1, 1 << 16);
   flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
   flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
+  flags.Switch("--enable-eplb", &out->unit.eplb.enabled);
+  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0, parallel::EplbLimits::kMaxReplicas);
+  flags.Int<int64_t>("--eplb-window-size", &out->unit.eplb.window_steps, 1, parallel::EplbOptions::kMaxSteps);
+  flags.Int<int64_t>("--eplb-step-interval", &out->unit.eplb.step_interval, 1, parallel::EplbOptions::kMaxSteps);
   flags.Switch("--structured-outputs-one-of-as-any-of", &out->one_of_as_any_of);
   flags.Int<int64_t>("--responses-store-max-entries", &out->responses_store_max_entries, 0, int64_t{1} << 24);
   flags.Double("--responses-store-ttl-s", &out->responses_store_ttl_s, 0.001, 86400.0 * 365);
@@ -473,7 +481,8 @@ int RunServe(const std::vector<std::string>& argv) {
       const std::string settings = std::string(DEEPINFER_VERSION) + " " + std::to_string(args.unit.expert_parallel) +
                                    " " + std::to_string(static_cast<int>(args.precision)) + " " +
                                    std::to_string(args.max_num_seqs) + " " + std::to_string(args.max_num_batched_tokens) +
-                                   " " + std::to_string(args.kv_cache_bytes) + " " + std::to_string(args.max_model_len);
+                                   " " + std::to_string(args.kv_cache_bytes) + " " + std::to_string(args.max_model_len) +
+                                   " " + parallel::EplbSettings(args.unit.eplb);
       if (Status s = group->CheckSameModel((*loaded)->info().weights_fingerprint, settings); !s.ok())
         return front ? Fail("serve", s.message()) : 1;
     }

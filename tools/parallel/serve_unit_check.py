@@ -87,8 +87,11 @@ def main():
           f"{len(differ)} differ; one process {single_s:.1f} s, unit of {a.ranks} {unit_s:.1f} s; placed {placed}")
     for name in ("last_step", "window", "total"):
         key = f"deepinfer_unit_expert_balance_{name}"
-        if key in metrics:
-            print(f"expert balance ({name}): {metrics[key]:.3f}")
+        layers = sorted((k for k in metrics if k.startswith(key + "{layer=")),
+                        key=lambda k: int(k.split('"')[1]))
+        if layers:
+            values = " ".join(f"{metrics[k]:.3f}" for k in layers)
+            print(f"expert balance per layer and step ({name}): {values}")
     print(f"unit exit status {code}")
     for i in differ[:3]:
         print(f"request {i}: one process {str(want[i])[:200]}\n           unit {str(got[i])[:200]}")
