@@ -386,8 +386,8 @@ struct PrintedJob {
 
 // Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
 // until every rank has finished its jobs: its engine keeps joining the others' steps until then.
-// The balance the live expert placement gave since it was swapped in (the pairs each rank computed) against
-// the static shard's over the same steps (the same pairs, expert e on rank e / (experts / ranks)), per layer:
+// The balance the load balancer's placements gave since the first was swapped in (the pairs each rank
+// computed) against the static shard's over the same steps (the same pairs, expert e on rank e / (experts / ranks)), per layer:
 // max/mean over the ranks of the pairs summed over those steps.
 void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t rebalances) {
   const int64_t ranks = since.ranks, per = since.experts / since.ranks;
@@ -409,7 +409,7 @@ void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t r
   }
   const double layers = static_cast<double>(since.layers);
   std::fprintf(stderr,
-               "generate: expert balance since the last rebalance (%lld applied; max/mean over ranks per layer): "
+               "generate: expert balance since the first rebalance (%lld applied; max/mean over ranks per layer): "
                "placed%s (mean %.3f), static shard%s (mean %.3f)\n",
                static_cast<long long>(rebalances), placed_line.c_str(), placed_sum / layers, static_line.c_str(),
                static_sum / layers);
@@ -458,7 +458,7 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump(), wait_s));
   std::map<size_t, PrintedJob> out;
   parallel::ExpertLoads unit_loads;  // the ranks' recorded loads summed
-  parallel::ExpertGroup::SinceSwap unit_since;  // the ranks' pairs since the last placement swap, summed
+  parallel::ExpertGroup::SinceSwap unit_since;  // the ranks' pairs since the first placement swap, summed
   for (const std::string& text : all) {
     const nlohmann::json part = nlohmann::json::parse(text, nullptr, false);
     if (!part.is_object() || !part.contains("jobs") || !part["jobs"].is_array())

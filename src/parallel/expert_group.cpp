@@ -228,6 +228,7 @@ void ExpertGroup::SwapPlacement() {
       }
     }
   }
+  if (old != nullptr) return;  // (the figures compare the balancer's placements, all of them, with the static shard)
   MutexLock lock(&since_mu_);
   std::fill(since_.rank_rows.begin(), since_.rank_rows.end(), 0);
   std::fill(since_.expert_rows.begin(), since_.expert_rows.end(), 0);

@@ -84,9 +84,10 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   void set_eplb(const EplbOptions& options) { eplb_ = options; }
   // Placements swapped in so far (every member swaps at the same step).
   int64_t rebalances() const { return rebalances_.load(); }
-  // Since the last swap (or the start): the routed pairs this member sent to each rank's experts, per layer
+  // Since the first swap (or the start): the routed pairs this member sent to each rank's experts, per layer
   // ([layers][ranks]), and this member's routed pairs per expert ([layers][experts]): summed over the
-  // members, what the live placement did against what the static shard would have done over the same steps.
+  // members, what the balancer's placements did against what the static shard would have done over the
+  // same steps.
   struct SinceSwap {
     int64_t layers = 0, experts = 0, ranks = 0;
     std::vector<int64_t> rank_rows, expert_rows;

@@ -50,7 +50,7 @@ for spec in "$@"; do
          } END { exit ok == n ? 0 : 1 }' "$work/ep.err"; then
       echo "FAIL: $arch EP$n: --ep-stats did not print every rank's steps"; grep "generate: rank" "$work/ep.err"; exit 1
     fi
-    applied=$(sed -n 's/.*expert balance since the last rebalance (\([0-9]*\) applied.*/\1/p' "$work/ep.err")
+    applied=$(sed -n 's/.*expert balance since the first rebalance (\([0-9]*\) applied.*/\1/p' "$work/ep.err")
     if (( eplb )) && ! (( ${applied:-0} >= 1 )); then
       echo "FAIL: $arch EP$n: the load balancer applied no placement"; grep "generate:" "$work/ep.err"; exit 1
     fi
