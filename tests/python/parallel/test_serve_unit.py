@@ -140,7 +140,10 @@ def abandon_stream(unit):
 def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, want):
     # `serve --data-parallel-size 2` runs `mpirun -n 2 deepinfer serve ...` itself: exactly the unit that
     # mpirun starts by hand.
+    # The expert load balancer places the experts anew every 4 steps (2 redundant copies): answers stay
+    # identical to one process's across the swaps.
     unit = Server(deepinfer_bin, model, *SERVE_ARGS, "--data-parallel-size", "2", "--enable-expert-parallel",
+                  "--num-redundant-experts", "2", "--eplb-step-interval", "4", "--eplb-window-size", "8",
                   env=MPI_ENV)
     try:
         assert placed(unit) == [0, 0]
@@ -156,7 +159,7 @@ def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, wa
             for layer in range(4):
                 assert 1 <= m[f'deepinfer_unit_expert_balance_{window}{{layer="{layer}"}}'] <= 2
             assert f'deepinfer_unit_expert_balance_{window}{{layer="4"}}' not in m
-        assert m["deepinfer_unit_expert_rebalances_total"] == 0
+        assert m["deepinfer_unit_expert_rebalances_total"] >= 1
         # A client that goes away aborts its request on the rank that runs it: it finishes there long before
         # its 400 tokens (the abort crosses to that rank at the next step agreement).
         for _ in range(3):
