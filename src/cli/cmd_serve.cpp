@@ -342,6 +342,7 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
   // A role the planner asks for (router --apply-plan): prefill and decode units hand blocks over through the
   // store, and a decode unit's window state must be replayed exactly.
   const bool has_store = !args.kv_store_dir.empty();
+  const bool in_unit = parallel::LauncherWorldSize() > 1;
   const bool exact_replay = args.swa_replay == engine::SwaReplay::kExact ||
                             (!args.swa_replay && engine && engine::DefaultSwaReplay(engine->info().architecture) ==
                                                                engine::SwaReplay::kExact);
@@ -349,7 +350,9 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
                               const engine::EngineStats s = engine->Stats();
                               return s.num_requests_running == 0 && s.num_requests_waiting == 0;
                             },
-                            [has_store, exact_replay](router::UnitRole role) {
+                            [has_store, exact_replay, in_unit](router::UnitRole role) {
+                              if (role != router::UnitRole::kBoth && in_unit)
+                                return Status::FailedPrecondition("a parallel unit serves both roles only");
                               if (role != router::UnitRole::kBoth && !has_store)
                                 return Status::FailedPrecondition("prefill and decode roles need --kv-store");
                               if (role == router::UnitRole::kDecode && !exact_replay)
@@ -420,7 +423,9 @@ int RunServe(const std::vector<std::string>& argv) {
   const bool front = (*unit)->leader();
   parallel::ExpertGroup* group = (*unit)->group();
   if (group != nullptr) {
-    if (!args.kv_store_dir.empty()) return front ? Fail("serve", "--kv-store is not supported in a parallel unit") : 1;
+    // (every rank runs the same model, so the ranks share one store; a prefill-only request's flush is rank 0's)
+    if (args.role != router::UnitRole::kBoth)
+      return front ? Fail("serve", "--role prefill and --role decode are not supported in a parallel unit") : 1;
     if (args.tbt_target_ms == engine::kDerivedTbtTarget) args.tbt_target_ms = 0;  // its calibration steps alone
   }
 
@@ -533,14 +538,14 @@ int RunServe(const std::vector<std::string>& argv) {
       front_engine->Attach(std::move(engine), args.max_num_batched_tokens);
       unit_front = front_engine.get();
       engine = std::move(front_engine);
-      service.SetExtraMetrics([unit_front] { return unit_front->PrometheusText(); });
+      if (!kv_tier) service.SetExtraMetrics([unit_front] { return unit_front->PrometheusText(); });
     }
     if (unit_worker) unit_worker->Attach(engine.get());
     service.SetEngine(engine.get());
     if (kv_tier) {
       service.SetKvStoreFlush([tier = kv_tier.get()] { tier->store().Flush(); });
-      service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get()] {
-        std::string text;
+      service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get(), unit_front] {
+        std::string text = unit_front != nullptr ? unit_front->PrometheusText() : std::string();
         tier->store().AppendPrometheus(&text);
         if (eng) server::AppendTierPrometheus(eng->Stats(), &text);
         return text;
