@@ -13,6 +13,7 @@ namespace deepinfer::parallel {
 
 ExpertGroup::ExpertGroup(Communicator& communicator, GroupTimeouts timeouts)
     : communicator_(communicator), timeouts_(timeouts) {
+  step_deadline_s_.store(timeouts_.idle_pause_max_s + ExchangeTimeout());
   MutexLock lock(&rows_mu_);
   rows_.total.assign(static_cast<size_t>(size()), 0);
 }
@@ -383,6 +384,7 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
       at += bytes;
     }
   }
+  step_deadline_s_.store(timeouts_.idle_pause_max_s + ExchangeTimeout(), std::memory_order_relaxed);
   // The load balancer, at the same agreement on every member: a placement every member has read in is
   // swapped in before the next step; a new one is computed every step_interval steps with work.
   if (all_ready) SwapPlacement();

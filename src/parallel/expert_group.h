@@ -69,8 +69,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
                  std::span<const int64_t> recv_bytes) override;
   bool AnyMemberHasWork(bool has_work) override;
   void NotePredictedStep(double seconds) override { predicted_step_s_ = seconds; }
-  // The deadline of an exchange in the next forward pass (seconds).
+  // The deadline of an exchange in the next forward pass (seconds; step thread).
   double ExchangeTimeout() const;
+  // The step agreement's deadline as of the last agreement (any thread): what waits that span a few steps
+  // scale with.
+  double StepDeadline() const { return step_deadline_s_.load(std::memory_order_relaxed); }
   // With record_loads on: this member's routed rows per layer and step go to an ExpertLoadRecorder (made at
   // the end of the first forward pass, when the routed layers are counted), a step closing at each agreement.
   void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) override;
@@ -156,6 +159,7 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   double last_step_s_ = 0;       // the last step with work, agreement to agreement
   double predicted_step_s_ = 0;  // this member's engine's prediction for its next step
   double unit_predicted_s_ = 0;  // the longest of the members' predictions at the last agreement
+  std::atomic<double> step_deadline_s_{0};
   double idle_pause_s_ = 0;
   bool finished_ = false;
   bool agreed_once_ = false;  // the first agreement waits for the slowest member's engine start-up

@@ -107,7 +107,7 @@ Result<engine::RequestId> UnitFrontEngine::AddRequest(std::vector<int32_t> promp
   }
   // Another rank: its answer comes back within an agreement or two.
   MutexLock lock(&mu_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAcceptTimeoutS);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(AcceptTimeout());
   while (true) {
     auto it = requests_.find(id);
     if (it == requests_.end()) return Status::Unavailable("the unit is shutting down");
@@ -367,7 +367,7 @@ void UnitFrontEngine::Shutdown() {
     std::vector<engine::RequestUpdate> abandoned;
     {
       MutexLock lock(&mu_);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAbortWaitS);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(AbortWait());
       while (!requests_.empty() && std::chrono::steady_clock::now() < deadline) cv_.WaitUntil(&mu_, deadline);
       // What is left gets its last update here; the other ranks are told to stop regardless.
       for (const auto& [id, p] : requests_)

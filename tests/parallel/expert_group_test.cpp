@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -72,28 +73,39 @@ class ThreadUnit {
 
 TEST(ExpertGroup, ExchangeDeadlinesFollowTheUnitsLongestPredictedStep) {
   ThreadUnit unit(2);
-  std::vector<std::vector<double>> deadlines(2);
+  std::vector<std::vector<double>> deadlines(2), step_deadlines(2);
   unit.Run([&](int rank, ExpertGroup& group) {
-    // No prediction yet (an engine whose cost model is not fitted): the floor, 1 s.
+    // No prediction yet (an engine whose cost model is not fitted): the floor, 100 s (far above the time
+    // these steps take even on a loaded machine, so that only predictions raise the deadline).
     group.NotePredictedStep(0);
     group.AnyMemberHasWork(true);
     deadlines[rank].push_back(group.ExchangeTimeout());
-    // Rank 0 predicts a 2 s step (a long prefill), rank 1 a short one: both wait 4 × 2 s in this step.
-    group.NotePredictedStep(rank == 0 ? 2.0 : 0.01);
+    step_deadlines[rank].push_back(group.StepDeadline());
+    // Rank 0 predicts a 50 s step (a long prefill), rank 1 a short one: both wait 4 × 50 s in this step.
+    group.NotePredictedStep(rank == 0 ? 50.0 : 0.01);
     group.AnyMemberHasWork(true);
     deadlines[rank].push_back(group.ExchangeTimeout());
-    // Short steps again: back to the floor (the steps here take microseconds, far below 1 s / 4).
+    step_deadlines[rank].push_back(group.StepDeadline());
+    // Short steps again: back to the floor.
     group.NotePredictedStep(0.1);
     group.AnyMemberHasWork(true);
     deadlines[rank].push_back(group.ExchangeTimeout());
-  });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(deadlines[r], (std::vector<double>{1.0, 8.0, 1.0})) << "rank " << r;
+    step_deadlines[rank].push_back(group.StepDeadline());
+  }, GroupTimeouts{.exchange_floor_s = 100});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(deadlines[r], (std::vector<double>{100.0, 200.0, 100.0})) << "rank " << r;
+    // The agreement's own deadline (what the serving unit's waits scale with) adds the idle pause, 50 ms.
+    EXPECT_EQ(step_deadlines[r], (std::vector<double>{0.05 + 100.0, 0.05 + 200.0, 0.05 + 100.0})) << "rank " << r;
+  }
 }
 
 TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
   // 8 experts over 2 ranks (4 each) plus 2 redundant copies: 5 each. Rows go mostly to expert 0 (rank 0's):
   // the balancer copies it, and from the swap on rank 1 computes some of its pairs.
-  constexpr int kSteps = 12;
+  // The unit steps until two placements are swapped in: the step at which a swap happens depends on when
+  // the members' reader threads finish (the balancer never waits for them), but it is the same on both, so
+  // both leave the loop at the same step.
+  constexpr int kMaxSteps = 5000;
   const std::vector<int32_t> ids = {0, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 6};
   EplbOptions eplb;
   eplb.redundant_experts = 2;
@@ -108,7 +120,8 @@ TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
   unit.Run([&](int rank, ExpertGroup& group) {
     group.set_eplb(eplb);
     EXPECT_EQ(group.redundant_experts(), 2);
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = 0; step < kMaxSteps && group.rebalances() < 2; ++step) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
       group.AnyMemberHasWork(true);
       swaps[rank].push_back(group.rebalances());
       sent_to[rank].emplace_back();
@@ -124,9 +137,10 @@ TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
     }
   });
   EXPECT_EQ(swaps[0], swaps[1]);  // the same step on both
-  EXPECT_GE(swaps[0].back(), 1);
+  ASSERT_EQ(swaps[0].back(), 2);
+  const int steps = static_cast<int>(swaps[0].size());
   bool expert0_on_rank1 = false;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < steps; ++step) {
     for (int layer = 0; layer < 2; ++layer) {
       for (int sender = 0; sender < 2; ++sender) {
         const std::vector<int32_t>& to = sent_to[sender][step][layer];
