@@ -4,7 +4,7 @@ places the requests on both ranks (per-rank counters on /metrics, with the exper
 completions, streamed and not, equal a single-process server's on the same tiny checkpoint, logprobs bit for bit;
 the load balancer swaps expert placements while it serves; the ranks read KV blocks another server wrote to a
 shared store; a client that goes away aborts its request on its rank; SIGTERM ends every rank. Release build only (Open MPI's own
-allocations read as leaks under ASan); about 7 s."""
+allocations read as leaks under ASan); about 9 s."""
 import http.client
 import json
 import os
