@@ -83,8 +83,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
                         std::vector<uint8_t>* computes) override;
   int64_t redundant_experts() const override { return eplb_.enabled ? eplb_.redundant_experts : 0; }
   void SetExpertWeightPages(std::shared_ptr<const model::ExpertWeightPages> pages) override { pages_ = std::move(pages); }
-  // Before the engine starts: the load balancer (off by default).
-  void set_eplb(const EplbOptions& options) { eplb_ = options; }
+  // Before the engine starts: the load balancer (off by default; redundant experts turn it on).
+  void set_eplb(const EplbOptions& options) {
+    eplb_ = options;
+    eplb_.enabled |= options.redundant_experts > 0;
+  }
   // Placements swapped in so far (every member swaps at the same step).
   int64_t rebalances() const { return rebalances_.load(); }
   // Since the first swap (or the start): the routed pairs this member sent to each rank's experts, per layer

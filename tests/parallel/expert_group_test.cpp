@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -162,6 +163,26 @@ TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
     }
   }
   EXPECT_TRUE(expert0_on_rank1);
+}
+
+TEST(ExpertGroup, RedundantExpertsMustFillEveryRankEvenly) {
+  ThreadUnit unit(2);
+  unit.Run([&](int, ExpertGroup& group) {
+    EplbOptions eplb;
+    eplb.redundant_experts = 3;  // 8 experts + 3 copies do not split over 2 ranks
+    group.set_eplb(eplb);
+    const Status odd = model::CheckExpertSharding(8, &group);
+    EXPECT_EQ(odd.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(odd.message().find("8 routed experts plus the redundant copies must be a multiple of the 2 ranks"),
+              std::string::npos) << odd.message();
+    eplb.redundant_experts = 9;  // more than every expert on every rank: 8 × (2 − 1)
+    group.set_eplb(eplb);
+    EXPECT_EQ(model::CheckExpertSharding(8, &group).code(), StatusCode::kInvalidArgument);
+    eplb.redundant_experts = 2;
+    group.set_eplb(eplb);
+    EXPECT_TRUE(model::CheckExpertSharding(8, &group).ok());
+    EXPECT_EQ(model::CheckExpertSharding(7, &group).code(), StatusCode::kInvalidArgument);  // 7 over 2 ranks
+  });
 }
 
 }  // namespace
