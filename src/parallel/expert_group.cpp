@@ -164,6 +164,15 @@ ExpertGroup::SinceSwap ExpertGroup::since_swap() const {
   return since_;
 }
 
+std::vector<uint8_t> ExpertGroup::ExpertsComputedHere(const ExpertPlacement* placement, int64_t layer,
+                                                      int64_t experts) const {
+  if (placement != nullptr) return ExpertsOnRank(*placement, layer, rank());
+  std::vector<uint8_t> on(static_cast<size_t>(experts), 0);  // the static shard
+  const model::ExpertShard shard = model::ExpertShard::Of(experts, rank(), size());
+  for (int64_t e = shard.first; e < shard.last; ++e) on[static_cast<size_t>(e)] = 1;
+  return on;
+}
+
 void ExpertGroup::StartRebalance(double timeout_s) {
   // Every member's window of loads, summed in rank order: integer counts, so every member holds the same
   // loads and computes the same placement.
@@ -189,14 +198,7 @@ void ExpertGroup::StartRebalance(double timeout_s) {
   std::vector<std::pair<int64_t, int64_t>> incoming;
   for (int64_t l = 0; l < pending_->layers; ++l) {
     const std::vector<uint8_t> next = ExpertsOnRank(*pending_, l, rank());
-    std::vector<uint8_t> now;
-    if (live_ != nullptr) {
-      now = ExpertsOnRank(*live_, l, rank());
-    } else {
-      now.assign(static_cast<size_t>(unit.experts), 0);
-      const model::ExpertShard shard = model::ExpertShard::Of(unit.experts, rank(), size());
-      for (int64_t e = shard.first; e < shard.last; ++e) now[static_cast<size_t>(e)] = 1;
-    }
+    const std::vector<uint8_t> now = ExpertsComputedHere(live_.get(), l, unit.experts);
     for (int64_t e = 0; e < unit.experts; ++e)
       if (next[static_cast<size_t>(e)] != 0 && now[static_cast<size_t>(e)] == 0) incoming.push_back({l, e});
   }
@@ -217,16 +219,9 @@ void ExpertGroup::SwapPlacement() {
   if (pages_ != nullptr) {
     for (int64_t l = 0; l < live_->layers; ++l) {
       const std::vector<uint8_t> next = ExpertsOnRank(*live_, l, rank());
-      for (int64_t e = 0; e < live_->experts; ++e) {
-        bool before = false;
-        if (old != nullptr) {
-          before = ExpertsOnRank(*old, l, rank())[static_cast<size_t>(e)] != 0;
-        } else {
-          const model::ExpertShard shard = model::ExpertShard::Of(live_->experts, rank(), size());
-          before = e >= shard.first && e < shard.last;
-        }
-        if (before && next[static_cast<size_t>(e)] == 0) pages_->GiveBack(l, e);
-      }
+      const std::vector<uint8_t> before = ExpertsComputedHere(old.get(), l, live_->experts);
+      for (int64_t e = 0; e < live_->experts; ++e)
+        if (before[static_cast<size_t>(e)] != 0 && next[static_cast<size_t>(e)] == 0) pages_->GiveBack(l, e);
     }
   }
   if (old != nullptr) return;  // (the figures compare the balancer's placements, all of them, with the static shard)

@@ -183,6 +183,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   std::atomic<bool> pending_ready_{false};
   std::atomic<int64_t> rebalances_{0};
   void StartRebalance(double timeout_s);
+  // Which experts this member computes in `layer` under `placement` (null: the static shard).
+  std::vector<uint8_t> ExpertsComputedHere(const ExpertPlacement* placement, int64_t layer, int64_t experts) const;
   void SwapPlacement();
   mutable Mutex since_mu_;
   SinceSwap since_ GUARDED_BY(since_mu_);
