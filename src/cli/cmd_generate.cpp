@@ -223,7 +223,8 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
   flags.Switch("--ep-stats", &out->ep_stats);
   flags.Switch("--enable-eplb", &out->unit.eplb.enabled);
-  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0, parallel::EplbLimits::kMaxReplicas);
+  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0,
+                     parallel::EplbLimits::kMaxReplicas);
   flags.Int<int64_t>("--eplb-window-size", &out->unit.eplb.window_steps, 1, parallel::EplbOptions::kMaxSteps);
   flags.Int<int64_t>("--eplb-step-interval", &out->unit.eplb.step_interval, 1, parallel::EplbOptions::kMaxSteps);
   if (int rc = flags.Parse(args)) return rc;
@@ -322,7 +323,8 @@ struct Loaded {
 // The engine flags every rank of a unit must agree on (ExpertGroup::CheckSameModel).
 std::string UnitSettings(const GenerateArgs& a) {
   return std::string(DEEPINFER_VERSION) + " precision=" + std::to_string(static_cast<int>(a.precision)) +
-         " ep=" + std::to_string(a.unit.expert_parallel) + " eplb=" + parallel::EplbSettings(a.unit.eplb) + " chunk=" + std::to_string(a.prefill_chunk) +
+         " ep=" + std::to_string(a.unit.expert_parallel) + " eplb=" + parallel::EplbSettings(a.unit.eplb) +
+         " chunk=" + std::to_string(a.prefill_chunk) +
          " seqs=" + std::to_string(a.max_num_seqs) + " batched=" + std::to_string(a.max_batched);
 }
 
@@ -384,11 +386,9 @@ struct PrintedJob {
   bool failed = false;
 };
 
-// Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
-// until every rank has finished its jobs: its engine keeps joining the others' steps until then.
 // The balance the load balancer's placements gave since the first was swapped in (the pairs each rank
-// computed) against the static shard's over the same steps (the same pairs, expert e on rank e / (experts / ranks)), per layer:
-// max/mean over the ranks of the pairs summed over those steps.
+// computed) against the static shard's over the same steps (the same pairs, expert e on rank e / (experts /
+// ranks)), per layer: max/mean over the ranks of the pairs summed over those steps.
 void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t rebalances) {
   const int64_t ranks = since.ranks, per = since.experts / since.ranks;
   std::string placed_line, static_line;
@@ -415,6 +415,8 @@ void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t r
                static_sum / layers);
 }
 
+// Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
+// until every rank has finished its jobs: its engine keeps joining the others' steps until then.
 Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::map<size_t, PrintedJob> mine,
                                                     bool stats) {
   if (unit.group() == nullptr) return mine;

@@ -222,7 +222,8 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
   flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
   flags.Switch("--enable-eplb", &out->unit.eplb.enabled);
-  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0, parallel::EplbLimits::kMaxReplicas);
+  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0,
+                     parallel::EplbLimits::kMaxReplicas);
   flags.Int<int64_t>("--eplb-window-size", &out->unit.eplb.window_steps, 1, parallel::EplbOptions::kMaxSteps);
   flags.Int<int64_t>("--eplb-step-interval", &out->unit.eplb.step_interval, 1, parallel::EplbOptions::kMaxSteps);
   flags.Switch("--structured-outputs-one-of-as-any-of", &out->one_of_as_any_of);
