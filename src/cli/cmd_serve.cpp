@@ -23,6 +23,7 @@
 #include "cli/recipe_flags.h"
 #include "core/hf_config.h"
 #include "core/log.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "kvstore/kv_store_tier.h"
 #include "kvstore/store.h"
@@ -509,7 +510,7 @@ int RunServe(const std::vector<std::string>& argv) {
     // than cores only add wake-ups.
     engine_options.output_threads =
         args.output_threads > 0 ? static_cast<int>(args.output_threads)
-                                : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4));
+                                : std::clamp(ThreadPool::Shared().size(), 1, 4);
     engine_options.compute_precision = args.precision;
     // Part of every block's name (and the store's namespace).
     engine_options.swa_replay = args.swa_replay.value_or(engine::DefaultSwaReplay((*loaded)->info().architecture));

@@ -2,6 +2,10 @@
 
 #include "core/sched.h"
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -10,11 +14,18 @@ namespace deepinfer {
 namespace {
 thread_local bool t_inside_job = false;
 
+// Pinned to fewer cores than the machine has (taskset, a cgroup's cpuset), a process that ran a thread per
+// machine core would have more compute threads than cores, which then take turns.
 int DefaultThreadCount() {
   if (const char* env = std::getenv("DEEPINFER_THREADS")) {
     int n = std::atoi(env);
     if (n > 0) return n;
   }
+#if defined(__linux__)
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+#endif
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }

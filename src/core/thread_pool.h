@@ -1,5 +1,5 @@
-// The one thread pool every component shares. It is sized to the machine's cores (or DEEPINFER_THREADS)
-// and the calling thread works as one of them, so a pool of N runs on exactly N threads.
+// The one thread pool every component shares. It is sized to the cores the process may run on (or
+// DEEPINFER_THREADS) and the calling thread works as one of them, so a pool of N runs on exactly N threads.
 #pragma once
 
 #include <atomic>
@@ -20,7 +20,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // The process-wide pool: DEEPINFER_THREADS if set, else std::thread::hardware_concurrency().
+  // The process-wide pool: DEEPINFER_THREADS if set, else as many as the first caller's affinity mask has cores.
   static ThreadPool& Shared();
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }

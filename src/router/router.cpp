@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "core/sched.h"
 #include "router/router_internal.h"
 #include "server/api_errors.h"
 
@@ -185,6 +186,8 @@ void Router::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channe
   }
   counters_.in_flight.fetch_add(1);
   std::thread([this, request = std::move(request), channel = std::move(channel)]() mutable {
+    // Best effort: a kernel that refuses keeps the default slice, which only delays tokens.
+    if (options_.relay_thread_slice_us > 0) (void)SetThreadLatencySlice(options_.relay_thread_slice_us);
     Proxy(std::move(request), channel);
     channel.reset();
     counters_.in_flight.fetch_sub(1);

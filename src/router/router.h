@@ -54,6 +54,10 @@ struct RouterOptions {
   int migration_limit = 2;            // mid-stream migrations per request
   int max_in_flight = 1024;           // requests proxied at once; more: 503
   size_t max_response_bytes = 64 * 1024 * 1024;
+  // Scheduler time slice each request's relay thread asks for (core/sched.h; 0: the kernel's default).
+  // Short, so that a relay woken by a unit's token preempts a compute thread sharing its core instead of
+  // waiting for that thread's slice to end.
+  int64_t relay_thread_slice_us = 0;
   PlacementSlo slo;
   // Apply the planner's split: ask one unit at a time to switch roles (a role request in unit_dir), at most
   // once per plan_interval_s.

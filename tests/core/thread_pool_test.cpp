@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -81,13 +86,38 @@ TEST(ThreadPool, ConcurrentCallersAllComplete) {
   EXPECT_EQ(total.load(), 4 * 50 * 100);
 }
 
-TEST(ThreadPool, SharedPoolIsSizedToTheMachine) {
-  const unsigned hw = std::thread::hardware_concurrency();
-  if (std::getenv("DEEPINFER_THREADS") == nullptr && hw > 0) {
-    EXPECT_EQ(ThreadPool::Shared().size(), static_cast<int>(hw));
-  }
+TEST(ThreadPool, SharedPoolIsSizedToTheCoresTheProcessMayRunOn) {
   EXPECT_GE(ThreadPool::Shared().size(), 1);
+#if defined(__linux__)
+  if (std::getenv("DEEPINFER_THREADS") != nullptr) GTEST_SKIP() << "DEEPINFER_THREADS sets the size";
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  EXPECT_EQ(ThreadPool::Shared().size(), CPU_COUNT(&allowed));
+#endif
 }
+
+#if defined(__linux__)
+TEST(ThreadPool, SharedPoolOfAProcessPinnedToOneCoreHasOneThread) {
+  if (std::getenv("DEEPINFER_THREADS") != nullptr) GTEST_SKIP() << "DEEPINFER_THREADS sets the size";
+  // As under `taskset -c N`, on a machine of any size. The threadsafe style runs the statement in a fresh
+  // copy of this test binary, which has made no shared pool before the pinning (nothing before it here
+  // asks for one).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        cpu_set_t allowed;
+        if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) std::_Exit(100);
+        int first = 0;
+        while (!CPU_ISSET(first, &allowed)) ++first;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(first, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) != 0) std::_Exit(101);
+        std::_Exit(ThreadPool::Shared().size());
+      },
+      ::testing::ExitedWithCode(1), "");
+}
+#endif
 
 }  // namespace
 }  // namespace deepinfer

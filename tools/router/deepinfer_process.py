@@ -1,7 +1,10 @@
 """What the router tools share: a `deepinfer serve` or `deepinfer router` process started on a free port (the
-command line passes `--port 0`), waited for until its ready line and stopped with a signal and a deadline; and a
-streamed /v1/completions request whose events are timed as they arrive."""
+command line passes `--port 0`), waited for until its ready line and stopped with a signal and a deadline; a
+streamed /v1/completions request whose events are timed as they arrive; and a short scheduler slice for the
+threads that time them."""
+import ctypes
 import http.client
+import platform
 import json
 import re
 import signal
@@ -75,3 +78,24 @@ def stream_completion(port, body, on_event=None, timeout_s=600):
             if on_event and event.startswith(b"data: {"):
                 on_event(now)
     conn.close()
+
+
+def ask_short_slice(slice_us=100):
+    """Asks the kernel for a short time slice for the calling thread (Linux >= 6.12 on x86-64: sched_setattr's
+    sched_runtime under the fair scheduler, as the server's own threads do), so that a thread woken by an event
+    preempts a compute thread sharing its core and stamps the event when it arrives, not a slice later. Best
+    effort: returns whether the kernel took it."""
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return False
+    sched_setattr, sched_getattr = 314, 315  # x86-64 syscall numbers
+    attr = (ctypes.c_uint64 * 6)()  # struct sched_attr: 48 bytes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(sched_getattr, 0, attr, ctypes.sizeof(attr), 0) != 0:
+        return False
+    policy = attr[0] >> 32
+    if policy not in (0, 3):  # SCHED_OTHER, SCHED_BATCH
+        return False
+    attr[0] = ctypes.sizeof(attr) | (policy << 32)  # size, policy
+    attr[1] = 0  # flags
+    attr[3] = slice_us * 1000  # sched_runtime; the nice value read above is kept
+    return libc.syscall(sched_setattr, 0, attr, 0) == 0

@@ -3,15 +3,21 @@
 
 Units (the tiny preset, or --model DIR): one colocated `deepinfer serve` unit, and a `--role prefill` and a
 `--role decode` unit on one KV store behind a router; with --pin (default on when the machine has 2 cores or
-more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both.
+more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both. The router and
+this tool's own threads (the clients that time the events) may run on either core (on the prefill unit's core
+alone they would wait behind its compute thread), and the clients ask for a short scheduler slice, as the units'
+HTTP threads do, so that an event is stamped when it arrives.
 
 Each round measures --decode-streams greedy streams of short prompts (under one KV block: no hand-off), their
-gaps between events (one per token), in three settings, in an order that alternates between rounds:
+gaps between events (one per token), in four settings, in an order that alternates between rounds:
   alone      the streams on the colocated unit, nothing else;
   colocated  the same while a loader sends long prompts (one output token each) back to back to that unit;
+  pd_alone   the streams through the router to the decode unit, nothing else;
   pd         the streams and the loader through the router: the long prompts are computed on the prefill unit
              and handed to the decode unit through the store.
-Prints each setting's TBT p50 and p99 over all rounds, and p99 of `colocated` and `pd` over `alone`.
+Prints each setting's TBT p50 and p99 over all rounds, p99 of `colocated` and `pd` over `alone`, and of `pd` over
+`pd_alone` (the decode unit on its own core without hand-offs: the baseline that isolates what the hand-offs
+cost it).
 
 Usage: python3 tools/router/pd_tbt.py [--binary build/release/bin/deepinfer] [--model DIR] [--rounds 3]
          [--decode-streams 4] [--tokens 128] [--prompt-tokens 2048] [--no-pin] [--out pd_tbt.json]
@@ -21,12 +27,13 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import tempfile
 import threading
 import time
 
-from deepinfer_process import Process, stream_completion
+from deepinfer_process import Process, ask_short_slice, stream_completion
 
 MODEL = "tiny"
 
@@ -35,6 +42,7 @@ def decode_gaps(port, streams, tokens, tag):
     gaps, threads = [], []
 
     def one(i):
+        ask_short_slice()
         stamps = []
         body = {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
                 "ignore_eos": True, "stream": True}
@@ -59,6 +67,7 @@ def measure(port_decode, port_load, args, rng, tag):
     loaded = []
 
     def loader():
+        ask_short_slice()
         while not stop.is_set():
             body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
             stream_completion(port_load, body)
@@ -109,13 +118,13 @@ def main():
     decode = Process(cores("1") + base + pd_args + ["--role", "decode"])
     router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
     rng = random.Random(7)
-    gaps = {"alone": [], "colocated": [], "pd": []}
+    gaps = {"alone": [], "colocated": [], "pd_alone": [], "pd": []}
     long_prompts = {"colocated": 0, "pd": 0}
     try:
         decode_gaps(colocated.port, 2, 16, "warm")
         decode_gaps(router.port, 2, 16, "warm")
         settings = [("alone", colocated.port, None), ("colocated", colocated.port, colocated.port),
-                    ("pd", router.port, router.port)]
+                    ("pd_alone", router.port, None), ("pd", router.port, router.port)]
         for r in range(args.rounds):
             for name, port, load in settings if r % 2 == 0 else reversed(settings):
                 g, n = measure(port, load, args, rng, f"{r}-{name}")
@@ -127,11 +136,14 @@ def main():
     finally:
         for p in (router, prefill, decode, colocated):
             p.stop()
+        shutil.rmtree(work, ignore_errors=True)
     summary = {name: {"p50_ms": percentile(g, 0.5) * 1e3, "p99_ms": percentile(g, 0.99) * 1e3, "gaps": len(g)}
                for name, g in gaps.items()}
     summary["long_prompts"] = long_prompts
     summary["colocated_p99_over_alone"] = summary["colocated"]["p99_ms"] / summary["alone"]["p99_ms"]
     summary["pd_p99_over_alone"] = summary["pd"]["p99_ms"] / summary["alone"]["p99_ms"]
+    summary["pd_p99_over_pd_alone"] = summary["pd"]["p99_ms"] / summary["pd_alone"]["p99_ms"]
+    summary["load_average"] = os.getloadavg()  # other work on the machine widens every gap
     summary["pinned"] = pin
     print(json.dumps(summary))
     if args.out:
