@@ -1,7 +1,9 @@
 // The shared model core on its own, beside the fixtures that check it inside both families: which rows a
 // batch's logits come from, the sink softmax, the compressors' gated pooling, the mHC collapse and expand,
-// and the expert dispatch's two places for the routing weight.
+// and the expert dispatch: its two places for the routing weight, and its decode-sized path.
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -101,6 +103,107 @@ TEST(ModelCore, RoutingWeightScalesTheOutputOrTheActivationAlike) {
     const float silu = x[i] / (1.0f + std::exp(-x[i])) * x[i];
     EXPECT_NEAR(combine[i], silu + weights[i / 2] * silu, 1e-6f) << i;
     EXPECT_FLOAT_EQ(combine[i], activation[i]) << i;
+  }
+}
+
+// Random BF16, or FP8 blocks with fp32 scales that are not powers of two (so the kernels take their general
+// FP8 decode) and a partial last block when `out` is not a multiple of 128.
+struct RandomWeight {
+  std::vector<uint8_t> data, scales;
+  kernels::WeightView view;
+};
+
+RandomWeight MakeRandomWeight(kernels::WeightFormat format, int64_t out, int64_t in, std::mt19937& rng) {
+  RandomWeight r;
+  r.view.format = format;
+  r.view.out_features = out;
+  r.view.in_features = in;
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  if (format == kernels::WeightFormat::kBF16) {
+    r.data.resize(static_cast<size_t>(out * in * 2));
+    for (int64_t i = 0; i < out * in; ++i) {
+      const float v = normal(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      const uint16_t b = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(r.data.data() + i * 2, &b, 2);
+    }
+  } else {
+    r.data.resize(static_cast<size_t>(out * in));
+    for (uint8_t& b : r.data) {
+      do b = static_cast<uint8_t>(rng());
+      while ((b & 0x7F) == 0x7F);
+    }
+    const int64_t blocks = ((out + 127) / 128) * ((in + 127) / 128);
+    std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+    r.scales.resize(static_cast<size_t>(blocks * 4));
+    for (int64_t i = 0; i < blocks; ++i) {
+      const float v = scale(rng);
+      std::memcpy(r.scales.data() + i * 4, &v, 4);
+    }
+    r.view.scale_format = kernels::ScaleFormat::kF32;
+    r.view.scales = r.scales.data();
+  }
+  r.view.data = r.data.data();
+  return r;
+}
+
+TEST(ModelCore, OneRowExpertDispatchIsBitIdenticalToTheBatchedOne) {
+  // Experts large enough that the decode-sized path cuts each product into several units (gate/up rows of
+  // 512 inputs: about 128 KiB per unit of gate and up, so 320 rows are 3 BF16 units or 2 FP8 units, the last
+  // one a partial FP8 block). Row 0 runs alone (every expert one row: that path) and beside a second row
+  // that shares an expert (the batched path); row 0's output must be the same bits. Then rows 0 and 1 with
+  // no expert in common (that path, the shared expert over two rows) against the same rows beside a third.
+  const int64_t d = 512, inter = 320, experts = 8, k = 3;
+  ThreadPool pool(4);
+  for (const kernels::WeightFormat format : {kernels::WeightFormat::kBF16, kernels::WeightFormat::kFP8Block}) {
+    std::mt19937 rng(7);
+    std::vector<RandomWeight> storage;
+    auto mlp = [&] {
+      storage.push_back(MakeRandomWeight(format, inter, d, rng));
+      storage.push_back(MakeRandomWeight(format, d, inter, rng));
+      storage.push_back(MakeRandomWeight(format, inter, d, rng));
+    };
+    for (int64_t e = 0; e <= experts; ++e) mlp();
+    ExpertSetWeights set;
+    for (int64_t e = 0; e <= experts; ++e) {
+      const ExpertWeights w{storage[3 * e].view, storage[3 * e + 1].view, storage[3 * e + 2].view};
+      if (e < experts) set.experts.push_back(w);
+      else set.shared = w;
+    }
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(3 * d));
+    for (float& v : x) v = normal(rng);
+    // Rows 0 and 1 share no expert; row 2 shares expert 5 with row 0.
+    const int32_t chosen[] = {5, 1, 6, 0, 2, 7, 3, 5, 4};
+    const float weights[] = {0.7f, 1.3f, 0.4f, 0.9f, 0.5f, 1.1f, 0.6f, 0.8f, 1.2f};
+    for (const RoutingWeightAt at : {RoutingWeightAt::kCombine, RoutingWeightAt::kActivation}) {
+      for (const float limit : {0.0f, 0.5f}) {
+        const ExpertDispatch dispatch{limit, at, {}};
+        ScopedPhase phase(Phase::kMoeGate);
+        std::vector<float> alone(static_cast<size_t>(d)), pair(static_cast<size_t>(2 * d)),
+            shared_pair(static_cast<size_t>(2 * d)), three(static_cast<size_t>(3 * d));
+        DispatchExperts(set, dispatch, x.data(), 1, d, chosen, weights, k, pool, phase, alone.data());
+        DispatchExperts(set, dispatch, x.data(), 2, d, chosen, weights, k, pool, phase, pair.data());
+        // Rows 0 and 2 (expert 5 twice): the batched path.
+        std::vector<float> x02(x.begin(), x.begin() + d);
+        x02.insert(x02.end(), x.begin() + 2 * d, x.end());
+        const int32_t chosen02[] = {5, 1, 6, 3, 5, 4};
+        const float weights02[] = {0.7f, 1.3f, 0.4f, 0.6f, 0.8f, 1.2f};
+        DispatchExperts(set, dispatch, x02.data(), 2, d, chosen02, weights02, k, pool, phase, shared_pair.data());
+        DispatchExperts(set, dispatch, x.data(), 3, d, chosen, weights, k, pool, phase, three.data());
+        const std::string where = std::string(format == kernels::WeightFormat::kBF16 ? "BF16" : "FP8") +
+                                  (at == RoutingWeightAt::kCombine ? " combine" : " activation") +
+                                  " limit " + std::to_string(limit);
+        for (int64_t t = 0; t < d; ++t) {
+          ASSERT_TRUE(std::isfinite(alone[t])) << where;
+          ASSERT_EQ(alone[t], shared_pair[t]) << where << " output " << t;
+          ASSERT_EQ(pair[t], three[t]) << where << " row 0 output " << t;
+          ASSERT_EQ(pair[d + t], three[d + t]) << where << " row 1 output " << t;
+          ASSERT_EQ(alone[t], pair[t]) << where << " output " << t;
+        }
+      }
+    }
   }
 }
 
