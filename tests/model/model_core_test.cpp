@@ -120,15 +120,18 @@ RandomWeight MakeRandomWeight(kernels::WeightFormat format, int64_t out, int64_t
   r.view.format = format;
   r.view.out_features = out;
   r.view.in_features = in;
+  // Each draw gives two BF16 values or four FP8 bytes.
   if (format == kernels::WeightFormat::kBF16) {
-    std::vector<uint16_t> values(static_cast<size_t>(out * in));
-    for (uint16_t& b : values) b = static_cast<uint16_t>(0x3C00u | (rng() & 0x807Fu));
-    r.data.resize(values.size() * 2);
-    std::memcpy(r.data.data(), values.data(), r.data.size());
+    std::vector<uint32_t> pairs(static_cast<size_t>((out * in + 1) / 2));
+    for (uint32_t& p : pairs) p = 0x3C003C00u | (static_cast<uint32_t>(rng()) & 0x807F807Fu);
+    r.data.resize(static_cast<size_t>(out * in * 2));
+    std::memcpy(r.data.data(), pairs.data(), r.data.size());
   } else {
+    std::vector<uint32_t> quads(static_cast<size_t>((out * in + 3) / 4));
+    for (uint32_t& q : quads) q = static_cast<uint32_t>(rng());
     r.data.resize(static_cast<size_t>(out * in));
+    std::memcpy(r.data.data(), quads.data(), r.data.size());
     for (uint8_t& b : r.data) {
-      b = static_cast<uint8_t>(rng());
       if ((b & 0x7F) == 0x7F) b ^= 1;  // no NaN codes
     }
     const int64_t blocks = ((out + 127) / 128) * ((in + 127) / 128);
@@ -146,22 +149,23 @@ RandomWeight MakeRandomWeight(kernels::WeightFormat format, int64_t out, int64_t
 }
 
 TEST(ModelCore, OneRowExpertDispatchIsBitIdenticalToTheBatchedOne) {
-  // Experts large enough that the decode-sized path cuts each product into several units (gate/up rows of
-  // 512 inputs: about 128 KiB per unit of gate and up, so 320 rows are 3 BF16 units or 2 FP8 units, the last
-  // one a partial FP8 block). Row 0 runs alone (every expert one row: that path) and beside a second row
+  // The shared expert and experts 1 and 5 large enough that the decode-sized path cuts their products into
+  // several units (about 512 KiB of gate and as much of up per unit: 600 rows of 1,024 inputs are BF16 units
+  // of 256, 256 and 88 rows, FP8 units of 512 and 88 rows, the last a partial FP8 block; BF16 down rows of 600
+  // inputs: units of 880 and 144 rows); the others small. Row 0 runs alone (every expert one row: that path) and beside a second row
   // that shares an expert (the batched path); row 0's output must be the same bits. Then rows 0 and 1 with
   // no expert in common (that path, the shared expert over two rows) against the same rows beside a third.
-  const int64_t d = 512, inter = 320, experts = 8, k = 3;
+  const int64_t d = 1024, experts = 8, k = 3;
+  auto inter_of = [&](int64_t e) -> int64_t { return e == 1 || e == 5 || e == experts ? 600 : 40; };
   ThreadPool pool(4);
   for (const kernels::WeightFormat format : {kernels::WeightFormat::kBF16, kernels::WeightFormat::kFP8Block}) {
     std::mt19937 rng(7);
     std::vector<RandomWeight> storage;
-    auto mlp = [&] {
-      storage.push_back(MakeRandomWeight(format, inter, d, rng));
-      storage.push_back(MakeRandomWeight(format, d, inter, rng));
-      storage.push_back(MakeRandomWeight(format, inter, d, rng));
-    };
-    for (int64_t e = 0; e <= experts; ++e) mlp();
+    for (int64_t e = 0; e <= experts; ++e) {
+      storage.push_back(MakeRandomWeight(format, inter_of(e), d, rng));
+      storage.push_back(MakeRandomWeight(format, d, inter_of(e), rng));
+      storage.push_back(MakeRandomWeight(format, inter_of(e), d, rng));
+    }
     ExpertSetWeights set;
     for (int64_t e = 0; e <= experts; ++e) {
       const ExpertWeights w{storage[3 * e].view, storage[3 * e + 1].view, storage[3 * e + 2].view};

@@ -93,7 +93,10 @@ void RunExpertFfns(std::vector<ExpertWork>& work, const ExpertWeights& shared_we
 // gate/up units never wait, so the wait always ends). Every output is computed by kernels::Linear over its
 // own weight row, which does not depend on how the rows are split, and SwiGLU and the weight are
 // elementwise: the results are bit-identical to RunExpertFfns.
-constexpr int64_t kOneRowUnitBytes = int64_t{256} * 1024;
+// Units are large because Linear streams a product's rows as four separate runs (linear_kernels.h,
+// DecodeStretch), and each run must stay long for the hardware prefetcher: about as long as the runs of
+// RunLinearTasks' slices (units of a quarter of this streamed slower than those slices).
+constexpr int64_t kOneRowUnitBytes = int64_t{1024} * 1024;
 // The most rows of x (the shared expert's) for which the dispatch takes this path: the products stay on
 // Linear's decode-sized kernels.
 constexpr int64_t kOneRowMaxSharedRows = 4;
