@@ -195,6 +195,18 @@ void RunOneRowExperts(std::vector<ExpertWork>& work, const ExpertWeights& shared
   pool.ParallelFor(static_cast<int64_t>(units.size()), run, 1);
 }
 
+// The experts of `work` and the shared expert over x's n rows: decode-sized work (each routed expert one row,
+// the shared expert or a dense MLP a few) by RunOneRowExperts, the rest by RunExpertFfns.
+void RunExperts(std::vector<ExpertWork>& work, const ExpertWeights& shared_weights, const float* x, int64_t n,
+                int64_t d, const ExpertDispatch& dispatch, ThreadPool& pool, float* out) {
+  if (n <= kOneRowMaxSharedRows &&
+      std::all_of(work.begin(), work.end(), [](const ExpertWork& item) { return item.m() == 1; })) {
+    RunOneRowExperts(work, shared_weights, x, n, d, dispatch, pool, out);
+  } else {
+    RunExpertFfns(work, shared_weights, x, n, d, dispatch, pool, out);
+  }
+}
+
 // out[i] = Σ over row i's contributions in the order given (routed outputs in increasing expert order, each
 // times its weight unless the weight was applied to the activation) + out[i] (the shared expert's).
 void CombineRows(const std::vector<std::vector<std::pair<const float*, float>>>& contributions, int64_t n, int64_t d,
@@ -298,13 +310,7 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
     item.output.resize(pairs.size() * static_cast<size_t>(d));
     work.push_back(std::move(item));
   }
-  // Decode-sized: each routed expert has one row, the shared expert (or a dense MLP) a few.
-  if (n <= kOneRowMaxSharedRows &&
-      std::all_of(work.begin(), work.end(), [](const ExpertWork& item) { return item.m() == 1; })) {
-    RunOneRowExperts(work, w.shared, x, n, d, dispatch, pool, out);
-  } else {
-    RunExpertFfns(work, w.shared, x, n, d, dispatch, pool, out);
-  }
+  RunExperts(work, w.shared, x, n, d, dispatch, pool, out);
 
   // The outputs back to the members their rows came from, in the order they arrived.
   std::vector<float> answers(static_cast<size_t>(received * d)), results(static_cast<size_t>(sent * d));
@@ -375,7 +381,7 @@ void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, 
     item.output.resize(static_cast<size_t>(m * d));
     work.push_back(std::move(item));
   }
-  RunExpertFfns(work, w.shared, x, n, d, dispatch, pool, out);
+  RunExperts(work, w.shared, x, n, d, dispatch, pool, out);
 
   // The combine: row i's routed sum in increasing expert order, then plus the shared expert's output.
   phase.Switch(Phase::kMoeCombine);
