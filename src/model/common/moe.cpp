@@ -95,7 +95,7 @@ void RunExpertFfns(std::vector<ExpertWork>& work, const ExpertWeights& shared_we
 // elementwise: the results are bit-identical to RunExpertFfns.
 // Units are large because Linear streams a product's rows as four separate runs (linear_kernels.h,
 // DecodeStretch), and each run must stay long for the hardware prefetcher: about as long as the runs of
-// RunLinearTasks' slices (units of a quarter of this streamed slower than those slices).
+// RunLinearTasks' slices.
 constexpr int64_t kOneRowUnitBytes = int64_t{1024} * 1024;
 // The most rows of x (the shared expert's) for which the dispatch takes this path: the products stay on
 // Linear's decode-sized kernels.
