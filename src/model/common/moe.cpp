@@ -1,10 +1,13 @@
 #include "model/common/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "kernels/elementwise.h"
 #include "model/common/row_parallel.h"
@@ -79,6 +82,129 @@ void RunExpertFfns(std::vector<ExpertWork>& work, const ExpertWeights& shared_we
   for (ExpertWork& item : work) add_down(item, item.m(), item.output.data());
   if (n > 0) add_down(shared, n, out);
   RunLinearTasks(tasks, dispatch.linear, pool);
+}
+
+// Experts that each multiply one row (batch-1 decode) are GEMVs: nothing but streaming their weights, at
+// a few hundred KiB per product. They run in one hand-off of the pool, as units of whole weight rows of
+// about kOneRowUnitBytes that the threads take in list order: an expert's gate and up rows (and SwiGLU and
+// the activation weight over those rows right after), then, once every such unit of that expert is done,
+// its down rows. Each expert's down units are listed after the next expert's gate/up units, so a thread
+// seldom finds them not ready; it waits for them if it does (units are taken in increasing order, and
+// gate/up units never wait, so the wait always ends). Every output is computed by kernels::Linear over its
+// own weight row, which does not depend on how the rows are split, and SwiGLU and the weight are
+// elementwise: the results are bit-identical to RunExpertFfns.
+// Units are large because Linear streams a product's rows as four separate runs (linear_kernels.h,
+// DecodeStretch), and each run must stay long for the hardware prefetcher: about as long as the runs of
+// RunLinearTasks' slices.
+constexpr int64_t kOneRowUnitBytes = int64_t{1024} * 1024;
+// The most rows of x (the shared expert's) for which the dispatch takes this path: the products stay on
+// Linear's decode-sized kernels.
+constexpr int64_t kOneRowMaxSharedRows = 4;
+
+// Weight rows per unit of `w` (FP8: whole scale blocks), so that a unit streams about `bytes` of it.
+int64_t UnitRows(const kernels::WeightView& w, int64_t bytes) {
+  const int64_t row_bytes = std::max<int64_t>(1, kernels::WeightBytes(w) / std::max<int64_t>(1, w.out_features));
+  const int64_t granule = w.format == kernels::WeightFormat::kFP8Block ? w.block_out : 16;
+  const int64_t rows = std::max<int64_t>(1, bytes / row_bytes);
+  return std::min(w.out_features, (rows + granule - 1) / granule * granule);
+}
+
+void RunOneRowExperts(std::vector<ExpertWork>& work, const ExpertWeights& shared_weights, const float* x, int64_t n,
+                      int64_t d, const ExpertDispatch& dispatch, ThreadPool& pool, float* out) {
+  struct Expert {
+    const ExpertWeights* weights;
+    const float* input;
+    int64_t m;
+    float* output;
+    const float* row_weights;  // null: the activation is not weighted
+    float* gate;
+    float* up;
+  };
+  const bool weight_activation = dispatch.weight_at == RoutingWeightAt::kActivation;
+  ExpertWork shared;
+  std::vector<Expert> experts;
+  if (n > 0) {
+    const int64_t inter = shared_weights.w1.out_features;
+    shared.gate.resize(static_cast<size_t>(n * inter));
+    shared.up.resize(static_cast<size_t>(n * inter));
+    experts.push_back({&shared_weights, x, n, out, nullptr, shared.gate.data(), shared.up.data()});
+  }
+  for (ExpertWork& item : work) {
+    const int64_t inter = item.weights->w1.out_features;
+    item.gate.resize(static_cast<size_t>(item.m() * inter));
+    item.up.resize(static_cast<size_t>(item.m() * inter));
+    experts.push_back({item.weights, item.input.data(), item.m(), item.output.data(),
+                       weight_activation ? item.row_weights.data() : nullptr, item.gate.data(), item.up.data()});
+  }
+  struct Unit {
+    int32_t expert;
+    bool down;
+    int64_t first_row, rows;
+  };
+  std::vector<Unit> units;
+  const auto pending = std::make_unique<std::atomic<int64_t>[]>(experts.size());
+  auto add_units = [&](size_t e, bool down) {
+    const ExpertWeights& w = *experts[e].weights;
+    const int64_t total = down ? w.w2.out_features : w.w1.out_features;
+    const int64_t rows = down ? UnitRows(w.w2, kOneRowUnitBytes) : UnitRows(w.w1, kOneRowUnitBytes / 2);
+    int64_t count = 0;
+    for (int64_t first = 0; first < total; first += rows, ++count)
+      units.push_back({static_cast<int32_t>(e), down, first, std::min(rows, total - first)});
+    if (!down) pending[e].store(count, std::memory_order_relaxed);
+  };
+  for (size_t e = 0; e < experts.size(); ++e) {
+    add_units(e, false);
+    if (e > 0) add_units(e - 1, true);
+  }
+  if (!experts.empty()) add_units(experts.size() - 1, true);
+
+  auto slice = [](const kernels::WeightView& w, const Unit& u) {
+    auto view = kernels::SliceRows(w, u.first_row, u.rows);
+    if (!view.ok()) {  // not expected: units start on multiples of the FP8 block rows
+      std::fprintf(stderr, "deepinfer: expert unit: %s\n", view.status().ToString().c_str());
+      std::abort();
+    }
+    return *view;
+  };
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Unit& u = units[static_cast<size_t>(i)];
+      const Expert& e = experts[static_cast<size_t>(u.expert)];
+      const ExpertWeights& w = *e.weights;
+      const int64_t inter = w.w1.out_features;
+      if (!u.down) {
+        kernels::Linear(e.input, e.m, d, slice(w.w1, u), e.gate + u.first_row, inter, dispatch.linear, nullptr);
+        kernels::Linear(e.input, e.m, d, slice(w.w3, u), e.up + u.first_row, inter, dispatch.linear, nullptr);
+        for (int64_t r = 0; r < e.m; ++r) {
+          float* g = e.gate + r * inter + u.first_row;
+          kernels::SwiGlu(g, e.up + r * inter + u.first_row, u.rows, dispatch.swiglu_limit, g);
+          if (e.row_weights != nullptr) {
+            const float weight = e.row_weights[r];
+            for (int64_t t = 0; t < u.rows; ++t) g[t] = weight * g[t];
+          }
+        }
+        pending[static_cast<size_t>(u.expert)].fetch_sub(1, std::memory_order_release);
+        continue;
+      }
+      for (int spins = 0; pending[static_cast<size_t>(u.expert)].load(std::memory_order_acquire) != 0; ++spins) {
+        if (spins > 64) std::this_thread::yield();
+      }
+      kernels::Linear(e.gate, e.m, inter, slice(w.w2, u), e.output + u.first_row, d, dispatch.linear, nullptr);
+    }
+  };
+  pool.ParallelFor(static_cast<int64_t>(units.size()), run, 1);
+}
+
+// The experts of `work` and the shared expert over x's n rows: decode-sized work (each routed expert one row,
+// the shared expert or a dense MLP a few) by RunOneRowExperts, the rest by RunExpertFfns.
+void RunExperts(std::vector<ExpertWork>& work, const ExpertWeights& shared_weights, const float* x, int64_t n,
+                int64_t d, const ExpertDispatch& dispatch, ThreadPool& pool, float* out) {
+  if (n <= kOneRowMaxSharedRows &&
+      std::all_of(work.begin(), work.end(), [](const ExpertWork& item) { return item.m() == 1; })) {
+    RunOneRowExperts(work, shared_weights, x, n, d, dispatch, pool, out);
+  } else {
+    RunExpertFfns(work, shared_weights, x, n, d, dispatch, pool, out);
+  }
 }
 
 // out[i] = Σ over row i's contributions in the order given (routed outputs in increasing expert order, each
@@ -192,7 +318,7 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
     item.output.resize(pairs.size() * static_cast<size_t>(d));
     work.push_back(std::move(item));
   }
-  RunExpertFfns(work, w.shared, x, n, d, dispatch, pool, out);
+  RunExperts(work, w.shared, x, n, d, dispatch, pool, out);
 
   // The outputs back to the members their rows came from, in the order they arrived.
   std::vector<float> answers(static_cast<size_t>(received * d)), results(static_cast<size_t>(sent * d));
@@ -263,7 +389,7 @@ void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, 
     item.output.resize(static_cast<size_t>(m * d));
     work.push_back(std::move(item));
   }
-  RunExpertFfns(work, w.shared, x, n, d, dispatch, pool, out);
+  RunExperts(work, w.shared, x, n, d, dispatch, pool, out);
 
   // The combine: row i's routed sum in increasing expert order, then plus the shared expert's output.
   phase.Switch(Phase::kMoeCombine);

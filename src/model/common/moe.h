@@ -55,11 +55,12 @@ struct ExpertDispatch {
 // The expert-parallel seam. Routed tokens → rows grouped per expert → expert FFN (clamped SwiGLU) →
 // weighted combine, plus the shared expert over all rows: out[n, d] = shared(x) + Σ routed in increasing
 // expert order. `chosen` and `weights` are [n, k]. Every gate and up product runs in one balanced hand-off
-// of the pool, every down product in another. With `w.exchange` set (expert parallelism, expert_parallel.h)
-// each (row, expert) pair goes to the member holding the expert and its output comes back for the same
-// fixed-order sum; the routing before it and the model around it stay as they are. Under expert
-// parallelism every member calls it for every routed layer of every step, with n = 0 (x and out null) when
-// it has no rows of its own. `phase` is switched to the experts and the combine.
+// of the pool, every down product in another; at decode sizes (each routed expert one row) all of them run
+// in one hand-off, an expert's down rows as soon as its gate and up rows are done. With `w.exchange` set
+// (expert parallelism, expert_parallel.h) each (row, expert) pair goes to the member holding the expert and
+// its output comes back for the same fixed-order sum; the routing before it and the model around it stay as
+// they are. Under expert parallelism every member calls it for every routed layer of every step, with n = 0
+// (x and out null) when it has no rows of its own. `phase` is switched to the experts and the combine.
 void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d,
                      const int32_t* chosen, const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase,
                      float* out);
