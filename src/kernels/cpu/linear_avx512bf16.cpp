@@ -272,6 +272,14 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// The most rows of x run as direct-path groups of 4. Each group decodes its weight chunks again: BF16
+// chunks are loaded as they are, MXFP4's table lookup is cheap enough for two groups, while FP8's decode (and
+// the portable decoder's for F32) costs more than the panel path's single decode and write-back.
+template <WeightFormat kFormat>
+constexpr int kGroupedRows = kFormat == WeightFormat::kBF16    ? V::kDirectGroupedRows
+                             : kFormat == WeightFormat::kMXFP4 ? 8
+                                                               : 4;
+
 // The weight format is a template parameter so that the chunk decode has no per-chunk branch.
 template <WeightFormat kFormat>
 void RunFormat(const LinearTask& task, int64_t n_begin, int64_t n_end) {
@@ -287,11 +295,11 @@ void RunFormat(const LinearTask& task, int64_t n_begin, int64_t n_end) {
     default:
       break;
   }
-  // Up to kDirectGroupedRows rows (a verify step of one sequence, a small decode batch) the direct path
+  // Up to kGroupedRows<kFormat> rows (a verify step of one sequence, a small decode batch) the direct path
   // runs on groups of 4 rows over blocks of about 256 KiB of weights, so that the later groups read the
   // block from cache: no panel is written and read back, which at these sizes costs more than the
   // products (each output is computed the same way on either path).
-  if (task.m <= V::kDirectGroupedRows) {
+  if (task.m <= kGroupedRows<kFormat>) {
     const int64_t in = task.w->in_features > 0 ? task.w->in_features : 1;
     const int64_t block = (int64_t{256} * 1024) / (4 * in) > 64 ? (int64_t{256} * 1024) / (4 * in) : 64;
     LinearTask group = task;
