@@ -92,9 +92,12 @@ int VerifyBudgets::Probe(int cls, int budget) {
 }
 
 double VerifyBudgets::ProbeLoss(int cls, int budget, std::span<const double> expected) const {
-  const double relative = Relative(cls, budget);
+  const Cell& c = At(cls, budget);
+  double relative = 0;
+  for (int i = 0; i < std::min(c.count, kSamples); ++i)
+    relative = i == 0 ? c.ratios[0] : std::min(relative, c.ratios[static_cast<size_t>(i)]);
   const double reference = expected[static_cast<size_t>(classes_[static_cast<size_t>(cls)].reference)];
-  if (!(relative > 0) || !(reference > 0)) return 1;
+  if (!(relative > 0) || !(reference > 0)) return 0;
   return std::max(relative - expected[static_cast<size_t>(budget)] / reference, 0.0);
 }
 
@@ -104,7 +107,7 @@ int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, do
   const int64_t step = k.steps++;
   if (static_cast<int>(expected.size()) != max_budget_ + 1) return max_budget_;
   // Every budget is priced kExploreSamples times before the costs are trusted (a probe awaiting its
-  // reference step counts; one unpriced is repeated, twice at most), each between two reference steps: the
+  // reference step counts; one unpriced is repeated, four times at most), each between two reference steps: the
   // fewest first, the full block, then plain decoding, then the budgets between.
   int explore = -1, fewest = 0;
   for (int i = 0; i <= max_budget_; ++i) {

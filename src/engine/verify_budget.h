@@ -38,7 +38,7 @@ class VerifyBudgets {
   static constexpr int kExploreSamples = 2;     // probes of each budget before a class trusts its costs
   static constexpr int64_t kProbeEvery = 8;     // steps of a class between probes, at most
   static constexpr double kProbeShare = 0.005;  // of the time spent on probes' predicted losses, at most
-  static constexpr double kSteadyLoad = 1.5;    // the most the reference steps around a priced probe differ
+  static constexpr double kSteadyLoad = 3;      // the most the reference steps around a priced probe differ
 
   // Budgets 0..max_budget (the configured K); the full block is every class's first reference.
   explicit VerifyBudgets(int max_budget);
@@ -81,8 +81,9 @@ class VerifyBudgets {
   // Makes `budget` the class's reference: every other budget's ratios are divided by its cost.
   void Rebase(int cls, int budget);
   int Probe(int cls, int budget);
-  // The reference step times a probe of `budget` is predicted to lose: its relative cost less the
-  // reference's time for the tokens it predicts (one step when unpriced).
+  // The reference step times a probe of `budget` is predicted to lose: its lowest recent ratio (optimistic,
+  // so that a budget priced too high in a noisy moment is not starved of the probes that correct it) less
+  // the reference's time for the tokens it predicts; none when unpriced (it cannot be chosen until priced).
   double ProbeLoss(int cls, int budget, std::span<const double> expected) const;
 
   int max_budget_;

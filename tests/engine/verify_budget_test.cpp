@@ -67,11 +67,13 @@ TEST(VerifyBudgets, AProbeIsPricedByTheReferenceStepsAroundIt) {
   t.Observe(1, 0, 0.004);
   t.Observe(1, 3, 0.007);
   EXPECT_DOUBLE_EQ(t.RelativeSeconds(1, 0), 0.5);
-  // The reference steps around this one differ by more than kSteadyLoad (the load moved): unpriced.
+  // The reference steps around this one differ by more than kSteadyLoad (7 and 25 ms: the load moved
+  // during the probe): unpriced.
   t.Observe(1, 0, 0.001);
-  t.Observe(1, 3, 0.012);
+  t.Observe(1, 3, 0.025);
   EXPECT_DOUBLE_EQ(t.RelativeSeconds(1, 0), 0.5);
-  // Of two probes in a row only the later is priced: 6 / 12 and then 3 / 12.
+  t.Observe(1, 3, 0.012);
+  // Of two probes in a row only the later is priced: 6 / 12, then 3 / 12.
   t.Observe(1, 0, 0.0001);
   t.Observe(1, 0, 0.006);
   t.Observe(1, 3, 0.012);
