@@ -35,6 +35,12 @@ struct SpeculativeDecodeOptions {
 // round or the median speed-up is impossible (beyond K + 1).
 int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 
+// The prefill-heavy mix of the sweep: per stream in flight, this many requests of long prompts and short
+// outputs.
+inline constexpr int kPrefillMixRequestsPerStream = 3;
+inline constexpr int64_t kPrefillMixPromptTokens = 512;
+inline constexpr int64_t kPrefillMixOutputTokens = 16;
+
 // For each concurrency (streams decoded at once, greedy): speculation off, the configured drafter at every
 // fixed K from 1 to the configured K (synthetic rates cut to K), and the configuration itself when it
 // schedules its verify lengths, each on its own engine, all alive at once: two warm-up passes each (the
@@ -42,10 +48,14 @@ int MeasureSpeculativeDecode(const SpeculativeDecodeOptions& options);
 // turn (off and the scheduled configuration back to back); prints the median round's tokens/s per stream
 // (and in total for off), the best fixed K, the scheduled run against off and the best fixed K (the median
 // of the rounds' own ratios, in wall time and in CPU time), its spread over the rounds, its scheduled
-// steps, and the load average.
-// Non-zero when any run's outputs differ from speculation off, a stream has other than `tokens` tokens,
-// or a speed-up passes 1.25 (K + 1) (the corruption check).
-int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency);
+// steps, and the load average. With `prefill_mix` > 0 a last row does the same for the prefill-heavy mix:
+// kPrefillMixRequestsPerStream × prefill_mix requests of kPrefillMixPromptTokens-token prompts and
+// kPrefillMixOutputTokens output tokens, prefill_mix at a time (prefix caching off, so that every round
+// prefills), timed from the first submission to the last token.
+// Non-zero when any run's outputs differ from speculation off, a stream has other than its tokens, or a
+// speed-up passes 1.25 (K + 1) (the corruption check).
+int SweepSpeculativeDecode(const SpeculativeDecodeOptions& options, const std::vector<int>& concurrency,
+                           int prefill_mix = 0);
 
 // "1,4,16": up to 16 comma-separated concurrencies in [1, 256]; InvalidArgument with one line otherwise.
 Result<std::vector<int>> ParseConcurrencyList(const std::string& text);

@@ -47,7 +47,7 @@ constexpr const char* kEngineUsage =
     "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
     "                              [--kv-cache-mib N] [--kv-store DIR] [--ram-fraction F] [--seed N]\n"
     "                              [--speculative-config JSON [--spec-batch N] [--spec-tokens N] [--spec-rounds N]\n"
-    "                               [--spec-concurrency LIST]]\n\n"
+    "                               [--spec-concurrency LIST] [--spec-prefill-mix N]]\n\n"
     "Runs the engine under each workload twice, prefix cache on and off, and prints input and output\n"
     "tokens/s, TTFT and TBT p50/p99, the prefix hit rate (tokens), the window-block hit rate (hits resumed\n"
     "exactly from cached window blocks), replayed tokens per hit and the step loop's idle gap, then the\n"
@@ -73,7 +73,9 @@ constexpr const char* kEngineUsage =
     "to the config's and (with scheduled_verification) the config itself, on engines alive at once: two warm-up\n"
     "passes each, then --spec-rounds rounds that run each engine once in turn (off and the scheduled config\n"
     "back to back); the median round, and the scheduled config's speed against off and the best fixed K as\n"
-    "the median of the rounds' own ratios.\n";
+    "the median of the rounds' own ratios. --spec-prefill-mix N adds (or, alone, is) a row for the prefill-heavy\n"
+    "mix: 3N requests of 512-token prompts and 16 output tokens, N at a time, prefix caching off, timed from\n"
+    "the first submission (prefills included).\n";
 
 struct Args {
   std::string model_dir;
@@ -95,6 +97,7 @@ struct Args {
   int64_t spec_tokens = 128;
   int spec_rounds = 3;
   std::vector<int> spec_concurrency;  // non-empty: the sweep instead of the single measurement
+  int spec_prefill_mix = 0;           // > 0: the sweep's prefill-heavy mix row, this many requests at a time
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -687,6 +690,7 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
     DI_ASSIGN_OR_RETURN(a.spec_concurrency, ParseConcurrencyList(v));
     return Status::Ok();
   });
+  flags.Int<int>("--spec-prefill-mix", &a.spec_prefill_mix, 1, 256);
   if (int rc = flags.Parse(argv)) return rc;
   a.goals = !skip_goals;
   if (!workloads.empty()) {
@@ -741,8 +745,9 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
                                         .tokens = a.spec_tokens,
                                         .seed = a.seed,
                                         .rounds = a.spec_rounds};
-    if (int rc = a.spec_concurrency.empty() ? MeasureSpeculativeDecode(spec)
-                                            : SweepSpeculativeDecode(spec, a.spec_concurrency))
+    if (int rc = a.spec_concurrency.empty() && a.spec_prefill_mix == 0
+                     ? MeasureSpeculativeDecode(spec)
+                     : SweepSpeculativeDecode(spec, a.spec_concurrency, a.spec_prefill_mix))
       return rc;
   }
   if (!a.goals) return 0;

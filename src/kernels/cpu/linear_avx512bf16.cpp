@@ -272,6 +272,14 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// The most rows of x run as direct-path groups of 4. Each group decodes its weight chunks again: BF16
+// chunks are loaded as they are, MXFP4's table lookup is cheap enough for two groups, while FP8's decode (and
+// the portable decoder's for F32) costs more than the panel path's single decode and write-back.
+template <WeightFormat kFormat>
+constexpr int kGroupedRows = kFormat == WeightFormat::kBF16    ? V::kDirectGroupedRows
+                             : kFormat == WeightFormat::kMXFP4 ? 8
+                                                               : 4;
+
 // The weight format is a template parameter so that the chunk decode has no per-chunk branch.
 template <WeightFormat kFormat>
 void RunFormat(const LinearTask& task, int64_t n_begin, int64_t n_end) {
@@ -285,8 +293,28 @@ void RunFormat(const LinearTask& task, int64_t n_begin, int64_t n_end) {
     case 4:
       return DirectPath<4, 4, kFormat>(task, n_begin, n_end);
     default:
-      return PanelPath<kFormat>(task, n_begin, n_end);
+      break;
   }
+  // Up to kGroupedRows<kFormat> rows (a verify step of one sequence, a small decode batch) the direct path
+  // runs on groups of 4 rows over blocks of about 256 KiB of weights, so that the later groups read the
+  // block from cache: no panel is written and read back, which at these sizes costs more than the
+  // products (each output is computed the same way on either path).
+  if (task.m <= kGroupedRows<kFormat>) {
+    const int64_t in = task.w->in_features > 0 ? task.w->in_features : 1;
+    const int64_t block = (int64_t{256} * 1024) / (4 * in) > 64 ? (int64_t{256} * 1024) / (4 * in) : 64;
+    LinearTask group = task;
+    for (int64_t nb = n_begin; nb < n_end; nb += block) {
+      const int64_t nb_end = nb + block < n_end ? nb + block : n_end;
+      for (int64_t i0 = 0; i0 < task.m; i0 += 4) {
+        group.x_bf16 = task.x_bf16 + i0 * task.x_bf16_stride;
+        group.y = task.y + i0 * task.y_stride;
+        group.m = task.m - i0 < 4 ? task.m - i0 : 4;
+        RunFormat<kFormat>(group, nb, nb_end);
+      }
+    }
+    return;
+  }
+  PanelPath<kFormat>(task, n_begin, n_end);
 }
 
 }  // namespace
