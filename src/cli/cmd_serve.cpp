@@ -545,7 +545,7 @@ int RunServe(const std::vector<std::string>& argv) {
     if (unit_worker) unit_worker->Attach(engine.get());
     service.SetEngine(engine.get());
     if (kv_tier) {
-      service.SetKvStoreFlush([tier = kv_tier.get()] { tier->store().Flush(); });
+      service.SetKvStoreFlush([tier = kv_tier.get()] { tier->Flush(); });
       service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get(), unit_front] {
         std::string text = unit_front != nullptr ? unit_front->PrometheusText() : std::string();
         tier->store().AppendPrometheus(&text);

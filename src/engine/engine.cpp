@@ -234,8 +234,9 @@ Status EngineImpl::Init() {
     config.snapshot_layout = HashBytes(layout);
   }
   config.replay_cone = mi.exact_replay_positions;
-  // Without window groups the snapshots' budget is their cap alone.
-  if (window_bytes == 0) cache_budget_bytes = std::max<int64_t>(o.snapshot_cache_bytes, 0);
+  // Without window groups the snapshots' budget is their cap alone, by default an eighth of the prefix pool.
+  if (window_bytes == 0)
+    cache_budget_bytes = o.snapshot_cache_bytes >= 0 ? o.snapshot_cache_bytes : prefix_blocks * prefix_bytes / 8;
   if (o.snapshot_cache_bytes > 0 && window_cached < 0) cache_budget_bytes = o.snapshot_cache_bytes;
   config.cache_budget_bytes = cache_budget_bytes;
   config.snapshot_bytes =

@@ -111,7 +111,8 @@ class LocalExecutor final : public Executor {
   void MirrorTables(const PlannedChunk& c, model::SequenceState* state);
   Status Setup(const PlannedChunk& c, Slot& slot);
   // Token-exact continuation: a finished sequence's snapshot, and a new state made from one.
-  Result<std::shared_ptr<const SequenceSnapshot>> TakeSnapshot(const SnapshotTake& take);
+  // rewind: of a copy of the state taken back one position (a prompt's snapshot).
+  Result<std::shared_ptr<const SequenceSnapshot>> TakeSnapshot(const SnapshotTake& take, bool rewind);
   Status ResumeFromSnapshot(const PlannedChunk& c, model::SequenceState* state);
   // Bytes of one block in every group of a class (prefix or window), in spec order.
   int64_t ClassBlockBytes(bool window) const;

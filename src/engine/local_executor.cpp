@@ -181,12 +181,20 @@ int64_t LocalExecutor::ClassBlockBytes(bool window) const {
   return bytes;
 }
 
-Result<std::shared_ptr<const SequenceSnapshot>> LocalExecutor::TakeSnapshot(const SnapshotTake& take) {
+Result<std::shared_ptr<const SequenceSnapshot>> LocalExecutor::TakeSnapshot(const SnapshotTake& take, bool rewind) {
   auto slot = slots_.find(take.id);
-  if (slot == slots_.end() || !slot->second.state || slot->second.state->num_tokens() != take.num_tokens)
+  const model::SequenceState* state = slot == slots_.end() ? nullptr : slot->second.state.get();
+  if (state == nullptr || state->num_tokens() != take.num_tokens + (rewind ? 1 : 0))
     return Status::Internal("engine: a snapshot's sequence has no model state at its position");
   auto snap = std::make_shared<SequenceSnapshot>();
-  DI_ASSIGN_OR_RETURN(snap->state, model_->ExportState(*slot->second.state));
+  if (rewind) {
+    // A copy goes back, the sequence itself goes on.
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<model::SequenceState> copy, model_->Fork(*state));
+    DI_RETURN_IF_ERROR(model_->Truncate(*copy, take.num_tokens));
+    DI_ASSIGN_OR_RETURN(snap->state, model_->ExportState(*copy));
+  } else {
+    DI_ASSIGN_OR_RETURN(snap->state, model_->ExportState(*state));
+  }
   snap->num_tokens = take.num_tokens;
   snap->prefix_first = take.prefix_first;
   snap->prefix_count = static_cast<int64_t>(take.prefix_blocks.size());
@@ -255,7 +263,7 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   // Snapshots first: their sequences' states go with `finished` below, and their blocks may be written
   // by this step's copies and chunks.
   for (const SnapshotTake& take : plan.snapshots) {
-    auto snap = TakeSnapshot(take);
+    auto snap = TakeSnapshot(take, false);
     result.snapshots.emplace_back(take.key, snap.ok() ? std::move(snap).value() : nullptr);
   }
   for (const SamplingSetup& setup : plan.new_samplers) {
@@ -383,6 +391,10 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   }
   if (any_mask) mask_filler_.Wait();
   result.sequences = std::move(failed);
+  for (const SnapshotTake& take : plan.prompt_snapshots) {
+    auto snap = result.status.ok() ? TakeSnapshot(take, true) : Result<std::shared_ptr<const SequenceSnapshot>>(result.status);
+    result.snapshots.emplace_back(take.key, snap.ok() ? std::move(snap).value() : nullptr);
+  }
   if (!result.status.ok()) return result;
   for (size_t k = 0; k < ran.size(); ++k) {
     const PlannedChunk& c = *ran[k];

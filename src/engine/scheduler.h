@@ -274,12 +274,24 @@ class Scheduler {
   // Token-exact continuation (scheduler_snapshots.cpp): a finished sequence's snapshot is asked of the
   // executor in the next plan, its blocks held until that step is done; Admit resumes a prompt from one.
   void TakeSnapshot(Sequence* s, FinishReason reason);
+  // A chunk over [start, end) that ends the prompt: its snapshot one position before the end, taken right
+  // after the step's forward pass (StepPlan::prompt_snapshots), so that the same prompt sent again resumes
+  // there.
+  void TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end, std::vector<SnapshotTake>* takes);
+  // Reserves the snapshot of `s` at position n, whose full blocks chain to `prefix`, to be offered to the
+  // persistent tier under `tier_name`, and holds the blocks the executor copies (its partial prefix block,
+  // the window blocks the next position sees) until the step ran. False when it is not taken.
+  bool ReserveSnapshot(const Sequence& s, int64_t n, const kvcache::BlockHash& prefix,
+                       const kvcache::BlockHash& tier_name, SnapshotTake* take);
   std::shared_ptr<const SequenceSnapshot> FindSnapshot(const Sequence* s, int64_t matched_blocks);
   void ReceiveSnapshots(const StepResult& result);
-  // The persistent tier's snapshots: the name one is stored under, and the read at admission.
-  kvcache::BlockHash TierSnapshotName(const kvcache::BlockHash& prefix) const;
+  // The persistent tier's snapshots: the name one is stored under, and the read at admission. A finished
+  // sequence's is named by its last full block alone (a longer prompt finds it without knowing where that
+  // sequence ended), a prompt's own by its tokens after it too (beside the finished one of the same block).
+  kvcache::BlockHash TierSnapshotName(const kvcache::BlockHash& prefix, std::span<const int32_t> tail) const;
   bool NeedsSnapshotRead(const Sequence* s) const;
   void StartSnapshotRead(Sequence* s);
+  void IssueSnapshotRead(uint64_t ticket, const kvcache::BlockHash& name);
   void OnSnapshotRead(const TierEvent& e);
   // A sequence waits for a snapshot read at most lower_tier_timeout_s, as for the tier's blocks.
   void CheckSnapshotReadTimeouts(int64_t now);
@@ -343,14 +355,19 @@ class Scheduler {
   SnapshotCache snapshots_{&cache_budget_, config_.snapshot_bytes};
   std::vector<SnapshotTake> snapshot_takes_;  // for the next plan
   std::vector<BlockCopy> snapshot_pins_;      // their blocks (`from`), referenced until it ran
-  // With a persistent tier: the names of snapshots being made, to offer them to the tier once made.
-  std::unordered_map<uint64_t, std::pair<kvcache::BlockHash, std::vector<int32_t>>> snapshot_offers_;
+  // With a persistent tier: the snapshots being made, to offer them to the tier once made.
+  struct SnapshotOffer {
+    kvcache::BlockHash name, prefix;
+    std::vector<int32_t> tail;
+  };
+  std::unordered_map<uint64_t, SnapshotOffer> snapshot_offers_;
   // Snapshot reads in flight: the sequence (request, output index) and the prefix asked for.
   struct SnapshotReadTicket {
     RequestId request = 0;
     int index = 0;
     kvcache::BlockHash prefix;
     int64_t start_nanos = 0;
+    bool prompt_first = false;  // asking for the prompt's own snapshot; a finished sequence's next
   };
   std::unordered_map<uint64_t, SnapshotReadTicket> snapshot_reads_;
 

@@ -24,44 +24,76 @@ void Scheduler::TakeSnapshot(Sequence* s, FinishReason reason) {
       b.window_register_limit != INT64_MAX || n > static_cast<int64_t>(s->tokens.size()) ||
       static_cast<int64_t>(b.hashes.size()) < full)
     return;
+  const kvcache::BlockHash& prefix = full > 0 ? b.hashes[static_cast<size_t>(full - 1)] : b.root;
   SnapshotTake take;
-  take.id = s->id;
-  take.num_tokens = n;
-  take.prefix_first = full;
+  if (ReserveSnapshot(*s, n, prefix, TierSnapshotName(prefix, {}), &take)) snapshot_takes_.push_back(std::move(take));
+}
+
+void Scheduler::TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end, std::vector<SnapshotTake>* takes) {
+  const kvcache::SequenceBlocks& b = s.blocks;
+  const int64_t n = end - 1;
+  // Past the first block (a shorter prompt costs little to compute again), part-way into a block, of an
+  // exact state, once per prompt (its first output computes it).
+  if (!snapshots_.enabled() || s.index != 0 || end != s.request->prompt_tokens || start >= end ||
+      n <= kvcache::kBlockTokens || n % kvcache::kBlockTokens == 0 || b.register_limit != INT64_MAX ||
+      b.window_register_limit != INT64_MAX || end > static_cast<int64_t>(s.tokens.size()))
+    return;
+  const int64_t full = n / kvcache::kBlockTokens;
+  std::vector<kvcache::BlockHash> hashes;
+  const std::vector<kvcache::BlockHash>* chain = &b.hashes;
+  if (static_cast<int64_t>(b.hashes.size()) < full) {  // the blocks this chunk fills are not hashed yet
+    hashes = b.hashes;
+    kvcache::ExtendBlockHashes(b.root, std::span(s.tokens).first(static_cast<size_t>(full * kvcache::kBlockTokens)),
+                               &hashes);
+    chain = &hashes;
+  }
+  const kvcache::BlockHash& prefix = (*chain)[static_cast<size_t>(full - 1)];
+  const std::span<const int32_t> tail =
+      std::span(s.tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
+                                  static_cast<size_t>(n - full * kvcache::kBlockTokens));
+  SnapshotTake take;
+  if (ReserveSnapshot(s, n, prefix, TierSnapshotName(prefix, tail), &take)) takes->push_back(std::move(take));
+}
+
+bool Scheduler::ReserveSnapshot(const Sequence& s, int64_t n, const kvcache::BlockHash& prefix,
+                                const kvcache::BlockHash& tier_name, SnapshotTake* take) {
+  const kvcache::SequenceBlocks& b = s.blocks;
+  const int64_t full = n / kvcache::kBlockTokens;
+  take->id = s.id;
+  take->num_tokens = n;
+  take->prefix_first = full;
   if (blocks_.has_prefix()) {
-    if (static_cast<int64_t>(b.prefix.size()) <= full || b.prefix[static_cast<size_t>(full)] == kvcache::kNoBlock) return;
-    take.prefix_blocks.push_back(b.prefix[static_cast<size_t>(full)]);
+    if (static_cast<int64_t>(b.prefix.size()) <= full || b.prefix[static_cast<size_t>(full)] == kvcache::kNoBlock)
+      return false;
+    take->prefix_blocks.push_back(b.prefix[static_cast<size_t>(full)]);
   }
   if (blocks_.has_window()) {
     const kvcache::BlockRange r = blocks_.WindowRange(n - blocks_.window() + 1, n);
-    take.window_first = r.first;
+    take->window_first = r.first;
     for (int64_t i = r.first; i < r.end; ++i) {
-      if (i >= static_cast<int64_t>(b.window.size()) || b.window[static_cast<size_t>(i)] == kvcache::kNoBlock) return;
-      take.window_blocks.push_back(b.window[static_cast<size_t>(i)]);
+      if (i >= static_cast<int64_t>(b.window.size()) || b.window[static_cast<size_t>(i)] == kvcache::kNoBlock)
+        return false;
+      take->window_blocks.push_back(b.window[static_cast<size_t>(i)]);
     }
   }
-  const kvcache::BlockHash& prefix = full > 0 ? b.hashes[static_cast<size_t>(full - 1)] : b.root;
   const int64_t expected = static_cast<int64_t>(sizeof(SequenceSnapshot)) + config_.sequence_state_bytes +
-                           static_cast<int64_t>(take.prefix_blocks.size()) * config_.prefix_block_bytes +
-                           static_cast<int64_t>(take.window_blocks.size()) * config_.window_block_bytes;
-  take.key = snapshots_.Reserve(prefix,
-                                std::span(s->tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
-                                                             static_cast<size_t>(n - full * kvcache::kBlockTokens)),
-                                expected);
-  if (take.key == 0) return;  // an equal one is kept already, or the budget is taken by those being made
-  if (options_.lower_tier) {
-    snapshot_offers_[take.key] = {prefix, std::vector<int32_t>(s->tokens.begin() + full * kvcache::kBlockTokens,
-                                                               s->tokens.begin() + n)};
-  }
-  for (int32_t block : take.prefix_blocks) {
+                           static_cast<int64_t>(take->prefix_blocks.size()) * config_.prefix_block_bytes +
+                           static_cast<int64_t>(take->window_blocks.size()) * config_.window_block_bytes;
+  const std::span<const int32_t> tail =
+      std::span(s.tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
+                                  static_cast<size_t>(n - full * kvcache::kBlockTokens));
+  take->key = snapshots_.Reserve(prefix, tail, expected);
+  if (take->key == 0) return false;  // an equal one is kept already, or the budget is taken by those being made
+  if (options_.lower_tier) snapshot_offers_[take->key] = {tier_name, prefix, {tail.begin(), tail.end()}};
+  for (int32_t block : take->prefix_blocks) {
     blocks_.prefix().AddRef(block);
     snapshot_pins_.push_back({false, block, kvcache::kNoBlock});
   }
-  for (int32_t block : take.window_blocks) {
+  for (int32_t block : take->window_blocks) {
     blocks_.window_class().AddRef(block);
     snapshot_pins_.push_back({true, block, kvcache::kNoBlock});
   }
-  snapshot_takes_.push_back(std::move(take));
+  return true;
 }
 
 std::shared_ptr<const SequenceSnapshot> Scheduler::FindSnapshot(const Sequence* s, int64_t matched_blocks) {
@@ -83,8 +115,8 @@ void Scheduler::ReceiveSnapshots(const StepResult& result) {
     snapshots_.Fill(key, snapshot);
     auto offer = snapshot_offers_.find(key);
     if (offer == snapshot_offers_.end()) continue;
-    const auto& [prefix, tail] = offer->second;
-    if (snapshot) options_.lower_tier->OfferSnapshot(TierSnapshotName(prefix), prefix, tail, snapshot);
+    const SnapshotOffer& o = offer->second;
+    if (snapshot) options_.lower_tier->OfferSnapshot(o.name, o.prefix, o.tail, snapshot);
     snapshot_offers_.erase(offer);
   }
   MutexLock lock(&metrics_->mu);
@@ -92,9 +124,11 @@ void Scheduler::ReceiveSnapshots(const StepResult& result) {
   metrics_->counters.snapshot_bytes = snapshots_.bytes();
 }
 
-kvcache::BlockHash Scheduler::TierSnapshotName(const kvcache::BlockHash& prefix) const {
+kvcache::BlockHash Scheduler::TierSnapshotName(const kvcache::BlockHash& prefix, std::span<const int32_t> tail) const {
   const uint64_t words[] = {prefix.low, prefix.high, config_.snapshot_layout.low, config_.snapshot_layout.high};
-  return HashBytes(words, sizeof words);
+  const kvcache::BlockHash name = HashBytes(words, sizeof words);
+  if (tail.empty()) return name;
+  return kvcache::ChainHash(name, tail);
 }
 
 bool Scheduler::NeedsSnapshotRead(const Sequence* s) const {
@@ -115,15 +149,19 @@ void Scheduler::StartSnapshotRead(Sequence* s) {
   const std::span<const int32_t> after = std::span(s->tokens).subspan(static_cast<size_t>(m * kvcache::kBlockTokens));
   if (snapshots_.Find(prefix, after, length - 1 - m * kvcache::kBlockTokens)) return;
   const uint64_t ticket = next_tier_ticket_++;
-  snapshot_reads_[ticket] = {s->request->id, s->index, prefix, NowNanos()};
+  // First the snapshot of this very prompt (the longest that can serve it), then a finished sequence's.
+  snapshot_reads_[ticket] = {s->request->id, s->index, prefix, NowNanos(), true};
   s->snapshot_read = Sequence::SnapshotRead::kReading;
   {
     MutexLock lock(&tier_mailbox_->mu);
     if (!tier_mailbox_->closed) tier_mailbox_->inbox = inbox_;
   }
+  IssueSnapshotRead(ticket, TierSnapshotName(prefix, after.first(after.size() - 1)));
+}
+
+void Scheduler::IssueSnapshotRead(uint64_t ticket, const kvcache::BlockHash& name) {
   options_.lower_tier->ReadSnapshot(
-      TierSnapshotName(prefix),
-      [box = tier_mailbox_, ticket](std::vector<int32_t> tail, std::shared_ptr<const SequenceSnapshot> snapshot) {
+      name, [box = tier_mailbox_, ticket](std::vector<int32_t> tail, std::shared_ptr<const SequenceSnapshot> snapshot) {
         TierEvent e;
         e.ticket = ticket;
         e.snapshot_read = true;
@@ -137,15 +175,21 @@ void Scheduler::OnSnapshotRead(const TierEvent& e) {
   auto it = snapshot_reads_.find(e.ticket);
   if (it == snapshot_reads_.end()) return;
   const SnapshotReadTicket t = it->second;
-  snapshot_reads_.erase(it);
   // Kept only when its bytes fit this engine's blocks; ImportState checks the state's.
   const SequenceSnapshot* snap = e.snapshot.get();
-  if (snap && static_cast<int64_t>(e.tail.size()) == snap->num_tokens % kvcache::kBlockTokens &&
-      static_cast<int64_t>(snap->blocks.size()) ==
-          snap->prefix_count * config_.prefix_block_bytes + snap->window_count * config_.window_block_bytes) {
+  const bool fits = snap && static_cast<int64_t>(e.tail.size()) == snap->num_tokens % kvcache::kBlockTokens &&
+                    static_cast<int64_t>(snap->blocks.size()) ==
+                        snap->prefix_count * config_.prefix_block_bytes + snap->window_count * config_.window_block_bytes;
+  if (fits) {
     if (const uint64_t key = snapshots_.Reserve(t.prefix, e.tail, snap->bytes()); key != 0)
       snapshots_.Fill(key, e.snapshot);
   }
+  if (!fits && t.prompt_first) {
+    it->second.prompt_first = false;
+    IssueSnapshotRead(e.ticket, TierSnapshotName(t.prefix, {}));
+    return;
+  }
+  snapshot_reads_.erase(it);
   auto r = requests_.find(t.request);
   if (r == requests_.end() || t.index >= static_cast<int>(r->second->seqs.size())) return;
   Sequence* s = r->second->seqs[static_cast<size_t>(t.index)].get();

@@ -67,6 +67,7 @@ StepPlan Scheduler::BuildPlan(std::vector<Work> plan) {
     }
     c.prefix_table = s->blocks.prefix;
     c.window_table = s->blocks.window;
+    if (!w.state_only && w.verify == 0) TakePromptSnapshot(*s, w.start, w.end, &out.prompt_snapshots);
     current_shape_.AddChunk(w.start, w.end - w.start, w.logits);
     current_shape_.logit_rows += static_cast<double>(w.verify);
     out.chunks.push_back(std::move(c));

@@ -51,11 +51,14 @@ struct StateSetup {
   std::shared_ptr<const SequenceSnapshot> snapshot;  // kSnapshot
 };
 
-// A snapshot to make of a finished sequence before anything else in the step changes its blocks or state.
+// A snapshot to make: of a finished sequence before anything else in the step changes its blocks or
+// state (StepPlan::snapshots), or of a sequence whose chunk ends its prompt, right after the forward pass,
+// at the position before the prompt's last (StepPlan::prompt_snapshots), so that the same prompt sent again
+// resumes there and computes only its last position, whose logits it samples.
 struct SnapshotTake {
   SeqId id = 0;       // its model state is still in the executor (the plan's `finished` drops it after)
   uint64_t key = 0;   // the scheduler's name for it (StepResult::snapshots answers under it)
-  int64_t num_tokens = 0;
+  int64_t num_tokens = 0;  // the state's position, or for a prompt's snapshot one before it
   int64_t prefix_first = 0, window_first = 0;
   std::vector<int32_t> prefix_blocks, window_blocks;  // the blocks to copy (held until the step is done)
 };
@@ -119,6 +122,9 @@ struct PlannedChunk {
 
 struct StepPlan {
   std::vector<SnapshotTake> snapshots;  // made first
+  // Made after the forward pass, before anything drafts: a copy of each sequence's state is rolled back
+  // one position (as a rejected draft token is) and exported with copies of its blocks.
+  std::vector<SnapshotTake> prompt_snapshots;
   std::vector<SamplingSetup> new_samplers;
   std::vector<ForkSetup> forks;    // run first
   std::vector<BlockCopy> copies;   // then these (the partial blocks of forks)
@@ -155,7 +161,7 @@ struct StepResult {
   Status status;  // the forward pass; not ok: no chunk of the plan advanced
   std::vector<SequenceResult> sequences;  // one per sampler of the plan, in plan order
   std::vector<PromptLogprobsResult> prompt_logprobs;  // one per chunk that asked and ran
-  // One per SnapshotTake of the plan: its key and the snapshot (null where it could not be made).
+  // One per SnapshotTake of the plan (both kinds): its key and the snapshot (null where it could not be made).
   std::vector<std::pair<uint64_t, std::shared_ptr<const SequenceSnapshot>>> snapshots;
   int64_t forward_start_nanos = 0, forward_end_nanos = 0;  // both 0 when no chunk ran
 };

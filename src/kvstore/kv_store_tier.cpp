@@ -94,6 +94,11 @@ void KvStoreTier::ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone do
   snapshots_->Read(prefix, std::move(done));
 }
 
+void KvStoreTier::Flush() {
+  store_->Flush();
+  if (snapshots_) snapshots_->Flush();
+}
+
 double KvStoreTier::PredictReadSeconds(int64_t blocks) const {
   return store_->PredictReadSeconds(static_cast<size_t>(blocks < 0 ? 0 : blocks));
 }

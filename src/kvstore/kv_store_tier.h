@@ -47,6 +47,9 @@ class KvStoreTier final : public kvcache::LowerTier {
                      std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) override;
   void ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone done) override;
 
+  // Waits until every block and snapshot offered so far is written (what another unit or a restart finds).
+  void Flush();
+
   Store& store() { return *store_; }
   SnapshotFiles* snapshot_files() { return snapshots_.get(); }  // null when the directory could not be opened
   const Store& store() const { return *store_; }

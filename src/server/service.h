@@ -91,7 +91,7 @@ class Service : public HttpHandler {
   void SetHttpServer(const HttpServer* server) { http_ = server; }
   // More metric families for /metrics in Prometheus text (the KV store's), appended as given. Set before serving.
   void SetExtraMetrics(std::function<std::string()> extra) { extra_metrics_ = std::move(extra); }
-  // What makes the KV blocks written so far durable in the shared store (kvstore::Store::Flush): a
+  // What makes the KV blocks and snapshots written so far durable in the shared store (KvStoreTier::Flush): a
   // prefill-only request (stream_resume.h's kPrefillOnlyHeader) answers after it. Set before serving.
   void SetKvStoreFlush(std::function<void()> flush) { kv_store_flush_ = std::move(flush); }
 

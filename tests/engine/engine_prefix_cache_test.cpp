@@ -25,7 +25,9 @@ std::vector<float> Cold(const std::vector<int32_t>& prompt, const RequestParams&
 }
 
 TEST(EnginePrefixCache, WindowBlockHitIsBitExactWithAnExactHitCount) {
-  auto e = MakeEngine();
+  EngineOptions o;
+  o.snapshot_cache_bytes = 0;  // else `first`'s prompt snapshot serves 299 positions
+  auto e = MakeEngine(o);
   const std::vector<int32_t> first = Prompt(300, 1);
   std::vector<int32_t> second = first;
   for (int32_t t : Prompt(77, 2)) second.push_back(t);
@@ -41,13 +43,20 @@ TEST(EnginePrefixCache, WindowBlockHitIsBitExactWithAnExactHitCount) {
   EXPECT_EQ(s.prefix_cache_queries, 300u + 377u);
 }
 
-TEST(EnginePrefixCache, AFullyCachedPromptRecomputesOnlyItsLastBlock) {
-  auto e = MakeEngine();
+TEST(EnginePrefixCache, AFullyCachedPromptRecomputesItsLastPositionOrWithoutSnapshotsItsLastBlock) {
   const std::vector<int32_t> prompt = Prompt(384, 3);  // exactly three blocks
-  GenerateOne(*e, prompt);
-  const GenerateOutput again = GenerateOne(*e, prompt);
-  EXPECT_EQ(again.prompt_cache_hit_tokens, 256);
-  EXPECT_EQ(Fingerprint(again), Cold(prompt));
+  const std::vector<float> cold = Cold(prompt);
+  for (const bool snapshots : {true, false}) {
+    EngineOptions o;
+    if (!snapshots) o.snapshot_cache_bytes = 0;
+    auto e = MakeEngine(o);
+    GenerateOne(*e, prompt);
+    const GenerateOutput again = GenerateOne(*e, prompt);
+    // The last position's logits are needed: the prompt's snapshot one position before it, or the blocks
+    // before the last one.
+    EXPECT_EQ(again.prompt_cache_hit_tokens, snapshots ? 383 : 256);
+    EXPECT_EQ(Fingerprint(again), cold) << snapshots;
+  }
 }
 
 TEST(EnginePrefixCache, ReplaysWithoutWindowBlocksAreBitExact) {
@@ -85,7 +94,7 @@ TEST(EnginePrefixCache, SaltsIsolateTenants) {
   p.cache_salt = "tenant-b";
   EXPECT_EQ(GenerateOne(*e, prompt, p).prompt_cache_hit_tokens, 0);
   p.cache_salt = "tenant-a";
-  EXPECT_EQ(GenerateOne(*e, prompt, p).prompt_cache_hit_tokens, 256);
+  EXPECT_EQ(GenerateOne(*e, prompt, p).prompt_cache_hit_tokens, 299);  // the blocks, then the prompt's snapshot
 }
 
 TEST(EnginePrefixCache, AgentTurnsHitTheWholePreviousTurn) {

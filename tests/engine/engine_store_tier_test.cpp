@@ -224,7 +224,7 @@ ServedRun Serve(const std::vector<int32_t>& prompt, kvcache::LowerTier* tier, do
   run.tier_timeouts = stats.lower_tier_timeouts;
   run.tier_skipped_blocks = stats.lower_tier_skipped_blocks;
   (*engine)->Shutdown();
-  if (auto* store_tier = dynamic_cast<kvstore::KvStoreTier*>(tier)) store_tier->store().Flush();
+  if (auto* store_tier = dynamic_cast<kvstore::KvStoreTier*>(tier)) store_tier->Flush();
   return run;
 }
 
@@ -262,8 +262,8 @@ class HungTier final : public kvcache::LowerTier {
 };
 
 // Restart equivalence: a prompt served by A is served by a restarted A and by a second process B on the
-// same directory as a prefix hit of exactly its full blocks, with tokens and logprobs bit-identical to a
-// cold run (exact replay rebuilds the window state the store does not keep).
+// same directory as a hit of its full blocks and, from the snapshot A stored when it computed the prompt,
+// every position but the last, with tokens and logprobs bit-identical to a cold run.
 TEST(KvStoreTier, RestartedAndSecondServersHitExactlyAndMatchAColdRun) {
   ScratchDir dir;
   const std::vector<int32_t> prompt = Prompt(3 * 128 + 40, 21);  // 3 full blocks
@@ -283,7 +283,7 @@ TEST(KvStoreTier, RestartedAndSecondServersHitExactlyAndMatchAColdRun) {
   a = OpenTier(dir.path(), *m);
   const ServedRun restarted = Serve(prompt, a.get());
   for (const ServedRun* r : {&second, &restarted}) {
-    EXPECT_EQ(r->hit_tokens, 3 * 128);
+    EXPECT_EQ(r->hit_tokens, 3 * 128 + 39);
     EXPECT_EQ(r->external_hits, 3u * 128);
     EXPECT_EQ(r->ids, cold.ids);
     EXPECT_EQ(r->logprobs, cold.logprobs);  // bit-identical: float ==
@@ -496,10 +496,11 @@ TEST(KvStoreTier, AnEvictedMatchIsAskedOfTheTierAgain) {
   (*engine)->Shutdown();
 }
 
-// Token-exact continuation across a restart: a finished sequence's snapshot is stored beside its blocks,
-// and after a restart a prompt extending it resumes from the store's blocks and that snapshot, to the
-// token, with the cold run's tokens and logprobs. A snapshot file that went bad is not used: the prompt
-// resumes at the blocks and still matches the cold run.
+// Token-exact continuation across a restart: a finished sequence's snapshot and its prompt's (one position
+// before the prompt's end) are stored beside its blocks, and after a restart a prompt extending it resumes
+// from the store's blocks and the finished one's snapshot, the same prompt sent again from its prompt's,
+// to the token, with the cold run's tokens and logprobs. A snapshot file that went bad is not used: the
+// prompt resumes at the blocks and still matches the cold run.
 TEST(KvStoreTier, ARestartResumesAFinishedSequenceToTheToken) {
   ScratchDir dir;
   RequestParams p = LongGreedy(4);
@@ -524,9 +525,17 @@ TEST(KvStoreTier, ARestartResumesAFinishedSequenceToTheToken) {
   ASSERT_EQ(one.ids.size(), 4u);
   a->store().Flush();
   ASSERT_NE(a->snapshot_files(), nullptr);
-  a->snapshot_files()->Flush();
-  EXPECT_EQ(a->snapshot_files()->writes_done(), 1u);
+  a->Flush();
+  EXPECT_EQ(a->snapshot_files()->writes_done(), 2u);
   a.reset();  // the server stops
+
+  a = OpenTier(dir.path(), *m);
+  const ServedRun same = run(first, a.get());
+  EXPECT_EQ(same.hit_tokens, 2 * 128 + 49);
+  EXPECT_EQ(same.external_hits, 2u * 128);
+  EXPECT_EQ(same.ids, one.ids);
+  EXPECT_EQ(same.logprobs, one.logprobs);
+  a.reset();
 
   std::vector<int32_t> next = first;
   next.insert(next.end(), one.ids.begin(), one.ids.end());
@@ -549,7 +558,7 @@ TEST(KvStoreTier, ARestartResumesAFinishedSequenceToTheToken) {
     f.put('\x5a');
     ++damaged;
   }
-  EXPECT_EQ(damaged, 1);
+  EXPECT_EQ(damaged, 3);  // the first prompt's, its finished sequence's (written twice), the longer prompt's
   a = OpenTier(dir.path(), *m);
   const ServedRun after = run(next, a.get());
   EXPECT_EQ(after.hit_tokens, 2 * 128);

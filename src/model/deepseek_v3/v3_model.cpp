@@ -56,6 +56,7 @@ Result<std::unique_ptr<V3Model>> V3Model::Load(const std::string& dir, const Loa
   DI_ASSIGN_OR_RETURN(model->info_, ModelInfoFromConfig(model->config_.has_indexer() ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM", model->config_, dir,
                                                         model->checkpoint_, model->spec_,
                                                         model->drafting_ ? "mtp" : ""));
+  model->info_.supports_state_export = true;
   model->inv_freq_ = RopeInverseFrequencies(model->config_.rope, model->config_.rope_dim);
   return model;
 }

@@ -16,7 +16,8 @@
 // Cache groups (see kv_cache_spec.h): one, "mla" (kCompressed, ratio 1, kPrefix): per layer 128 entries of
 // latent_width values in the KV precision. There is no window and no state outside the blocks
 // (sequence_state_bytes 0): every cached prefix resumes exactly, and Truncate reaches any position back to
-// a restore point.
+// a restore point. Token-exact continuation (ExportState) carries the position and its floors, and with
+// drafting the hidden states below; a snapshot's copy of its partial block holds the rest.
 //
 // V3.2 adds a group "index" (kIndexerKeys, ratio 1, kPrefix, FP8 E4M3): per layer 128 indexer keys of
 // v32::IndexKeyBytes (FP8 codes and their fp32 scales, v32_indexer.h). Its selection reads nothing else, so a
@@ -80,6 +81,8 @@ class V3Model : public DeepSeekModel<V3Config, V3Weights> {
   Status Truncate(SequenceState& state, int64_t n) override;
   Result<std::unique_ptr<SequenceState>> Fork(const SequenceState& state) override;
   Status RestoreAt(SequenceState& state, int64_t position, RestoreFrom from, const kvcache::KvPools& pools) override;
+  Result<std::vector<uint8_t>> ExportState(const SequenceState& state) const override;  // v3_state_bytes.cpp
+  Status ImportState(SequenceState& state, std::span<const uint8_t> bytes) override;
   Status Draft(std::span<const DraftChunk> batch, kvcache::KvPools& pools, ForwardOutput* out) override;
   Result<StepCost> EstimateStepCost(std::span<const ChunkShape> chunks) const override;
 

@@ -33,7 +33,7 @@ def test_a_restart_with_the_store_resumes_to_the_token(deepinfer_bin, tiny_model
         assert wait_for(lambda: first.metrics().get("deepinfer:kvstore_writes_total", 0) >= 2)
     finally:
         assert first.stop() == 0, "\n".join(first.log[-50:])
-    assert len(list(store.rglob("*.kvs"))) == 1
+    assert len(list(store.rglob("*.kvs"))) == 2  # the prompt's own (305 positions) and the finished one's (306)
     extended = first_prompt + [11, 12, 13, 14, 15]
 
     cold_server = Server(deepinfer_bin, tiny_model, "--served-model-name", MODEL, "--no-enable-prefix-caching")

@@ -109,7 +109,7 @@ def test_prefix_cache_hit_is_bit_identical(server, arch):
     status, _, warm = server.json("POST", "/v1/completions", body)
     assert status == 200, warm
     assert cold["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
-    assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 256
+    assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 299  # the blocks, then the prompt's snapshot
     assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
     assert warm["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
 
@@ -154,7 +154,7 @@ def test_v3_kv_store_hit_after_restart_is_bit_identical(deepinfer_bin, checkpoin
     try:
         status, _, warm = again.json("POST", "/v1/completions", body)
         assert status == 200, warm
-        assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 256
+        assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 299  # and the stored prompt snapshot
         assert again.metrics()["deepinfer:kvstore_hit_blocks_total"] == 2
         assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
         assert warm["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
