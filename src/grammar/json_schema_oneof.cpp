@@ -46,9 +46,13 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
   std::vector<std::optional<Json>> negated(merged.size());
   // kept[i][j]: the cases of ¬B_j that meet B_i, pointing into negated[j] (which stays as it is from here).
   std::vector<std::map<size_t, std::vector<const Json*>>> kept(merged.size());
+  // ¬B_j meets only the branches that may overlap B_j: instances of their types.
+  std::vector<uint8_t> within(merged.size(), 0);
+  for (size_t i = 0; i < merged.size(); ++i)
+    for (size_t j : overlaps[i]) within[j] |= TypesOf(merged[i]);
   for (size_t i = 0; i < merged.size(); ++i)
     for (size_t j : overlaps[i]) {
-      if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1);
+      if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1, within[j]);
       if (!negated[j]) return Unsupported("oneOf (with branches that may overlap)", path);
       auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
       const bool cases = any != negated[j]->end() && negated[j]->size() == 1 && any->is_array();
