@@ -15,7 +15,8 @@ endfunction()
 # eight files, one translation unit each. Most of a file's compile time is spent instantiating and
 # generating the same templates (nlohmann::json, GoogleTest, the standard containers) as its neighbours; a
 # batch does that once, which halves a full build. So names at file scope (anonymous namespaces, statics)
-# must be unique within a component: a clash is a redefinition error in the batch.
+# must be unique within a target (a component's library or tests, the deepinfer executable's subcommands,
+# the bench targets): a clash is a redefinition error in the batch.
 function(deepinfer_unity target)
   if(DEEPINFER_UNITY_BUILD)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE BATCH UNITY_BUILD_BATCH_SIZE 8)

@@ -41,7 +41,7 @@ namespace {
 
 using cli::Fail;
 
-constexpr const char* kUsage =
+constexpr const char* kEngineUsage =
     "usage: deepinfer bench engine --model DIR [--workloads agent,chat,random|none] [--sessions N] [--turns N]\n"
     "                              [--system-tokens N] [--requests N] [--rate R] [--tbt-target-ms MS]\n"
     "                              [--long-prompt N] [--interference-prompt N] [--skip-goals] [--skip-cache-off]\n"
@@ -807,8 +807,8 @@ int RunBenchEngine(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"engine", "the engine under agent, chat and random workloads", kUsage,
-                                             RunBenchEngine});
+const cli::BenchRegistration kEngineRegistration(
+    {"engine", "the engine under agent, chat and random workloads", kEngineUsage, RunBenchEngine});
 
 }  // namespace
 }  // namespace deepinfer::bench

@@ -18,7 +18,7 @@
 namespace deepinfer::bench {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kEpUsage =
     "usage: deepinfer bench ep --simulate [--model DIR | --preset v4-flash|v4-pro] [--ep 8,16,32,64,128]\n"
     "                          [--link-gbps X] [--link-latency-us Y] [--tokens-per-rank T]\n"
     "                          [--zipf S | --trace FILE] [--num-redundant-experts R] [--json] ...\n\n"
@@ -55,7 +55,7 @@ constexpr const char* kUsage =
     "                            (8: the nodes of the hierarchical policy)\n"
     "  --json                    one JSON object per model\n";
 
-struct Options {
+struct EpOptions {
   parallel::WireFormat wire;
   parallel::LinkSpec link;
   parallel::RankSpec rank;
@@ -74,7 +74,7 @@ struct Options {
   bool json = false;
 };
 
-Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, const Options& o) {
+Result<nlohmann::ordered_json> SimulateModel(const parallel::MoeModelShape& m, const EpOptions& o) {
   nlohmann::ordered_json out;
   out["model"] = m.name;
   out["hidden_size"] = m.hidden_size;
@@ -188,7 +188,7 @@ void PrintText(const nlohmann::ordered_json& r) {
 }
 
 int RunBenchEp(const std::vector<std::string>& args) {
-  Options o;
+  EpOptions o;
   bool simulate = false;
   std::string model_dir, preset, trace_file;
   cli::Flags flags("bench ep");
@@ -266,10 +266,10 @@ int RunBenchEp(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"ep",
-                                            "expert parallelism on paper: exchange bytes, all-to-all and step time, "
-                                            "EPLB balance",
-                                            kUsage, RunBenchEp});
+const cli::BenchRegistration kEpRegistration({"ep",
+                                             "expert parallelism on paper: exchange bytes, all-to-all and step time, "
+                                             "EPLB balance",
+                                             kEpUsage, RunBenchEp});
 
 }  // namespace
 }  // namespace deepinfer::bench

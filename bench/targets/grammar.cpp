@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 using cli::Fail;
 using Json = nlohmann::ordered_json;
 
-constexpr const char* kUsage =
+constexpr const char* kGrammarUsage =
     "usage: deepinfer bench grammar [--data FILE] [--tokenizer PATH] [--limit N] [--peer FILE]\n"
     "                              [--per-schema FILE] [--mismatches FILE] [--lenient-one-of]\n\n"
     "For each schema: compile time; then the first valid instance, serialised compactly and tokenized, is fed\n"
@@ -63,7 +63,8 @@ double ThreadCpuUs() {
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
 
-double Percentile(std::vector<double> v, double p) {
+// The p-quantile of v: the sample at the nearest rank, no interpolation.
+double NearestRank(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
@@ -313,8 +314,8 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     std::snprintf(rej, sizeof rej, "%zu/%zu", f.rejected, f.tested);
     std::printf("%-20s %8.1f%% %11s %9.2f %9.1f %9.1f | %9.1f %9.1f %9.0f\n", f.name.c_str(),
                 f.total ? 100.0 * static_cast<double>(f.compiled) / static_cast<double>(f.total) : 0.0, rej,
-                Percentile(f.compile_ms, 0.5), Percentile(f.compile_ms, 0.99), Percentile(f.compile_ms, 1.0),
-                Percentile(f.mask_us, 0.5), Percentile(f.mask_us, 0.99), Percentile(f.mask_us, 1.0));
+                NearestRank(f.compile_ms, 0.5), NearestRank(f.compile_ms, 0.99), NearestRank(f.compile_ms, 1.0),
+                NearestRank(f.mask_us, 0.5), NearestRank(f.mask_us, 0.99), NearestRank(f.mask_us, 1.0));
   }
   std::printf("deepinfer valid rejected: %zu of %zu as written, %zu also when spelled as the grammar writes it "
               "(members in the schema's order, enum/const as the schema spells them: the data's \"canonical\")\n",
@@ -332,17 +333,17 @@ int RunBenchGrammar(const std::vector<std::string>& args) {
     const Figures& f = all[k];
     if (!f.note.empty() || f.mask_us.empty() || ours.mask_us.empty()) continue;
     std::printf("ratio %s/ours: compile p99 %.2fx, mask p99 %.2fx, mask max %.2fx\n", f.name.c_str(),
-                Percentile(f.compile_ms, 0.99) / std::max(1e-9, Percentile(ours.compile_ms, 0.99)),
-                Percentile(f.mask_us, 0.99) / std::max(1e-9, Percentile(ours.mask_us, 0.99)),
-                Percentile(f.mask_us, 1.0) / std::max(1e-9, Percentile(ours.mask_us, 1.0)));
+                NearestRank(f.compile_ms, 0.99) / std::max(1e-9, NearestRank(ours.compile_ms, 0.99)),
+                NearestRank(f.mask_us, 0.99) / std::max(1e-9, NearestRank(ours.mask_us, 0.99)),
+                NearestRank(f.mask_us, 1.0) / std::max(1e-9, NearestRank(ours.mask_us, 1.0)));
   }
   std::printf("goals: coverage >= 99.0%%, 0 invalid accepted, 0 valid rejected in member order, mask p99 < 150 us, "
               "max < 2 ms, compile p99 < 25 ms, max < 100 ms\n");
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"grammar", "JSON Schema constraints: coverage, compile and mask time vs peers",
-                                       kUsage, RunBenchGrammar});
+const cli::BenchRegistration kGrammarRegistration(
+    {"grammar", "JSON Schema constraints: coverage, compile and mask time vs peers", kGrammarUsage, RunBenchGrammar});
 
 }  // namespace
 }  // namespace deepinfer::bench

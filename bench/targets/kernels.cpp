@@ -242,7 +242,7 @@ int RunBenchKernels(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration(
+const cli::BenchRegistration kKernelsRegistration(
     {"kernels", "Linear GEMV/GEMM throughput per weight format, against the machine's limits",
      "usage: deepinfer bench kernels [--isa scalar|avx2|avx512|avx512bf16] [--bf16-activations]\n"
      "                               [--format F32|BF16|FP8|MXFP4] [--seconds S] [--gemm-m M]\n"

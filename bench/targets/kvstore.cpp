@@ -46,12 +46,12 @@ int64_t V4FlashPrefixBlockBytes(int64_t element_bytes) {
 struct FioFigures {
   double gbps = 0, p50_ms = 0, p99_ms = 0;
 };
-struct Peer {
+struct FioPeer {
   std::string system;
   std::map<int64_t, std::pair<FioFigures, FioFigures>> by_block;  // write, read
 };
 
-Result<Peer> LoadPeer(const std::string& path) {
+Result<FioPeer> LoadFioPeer(const std::string& path) {
   DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   auto parsed = ParseJson(text);
   if (!parsed.ok()) return Status::InvalidArgument(path + ": " + parsed.status().message());
@@ -59,7 +59,7 @@ Result<Peer> LoadPeer(const std::string& path) {
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array()) {
     return Status::InvalidArgument(path + ": expected an object with a 'results' array (tools/kvstore/bench_fio.py)");
   }
-  Peer peer;
+  FioPeer peer;
   peer.system = doc.contains("system") && doc["system"].is_string() ? doc["system"].get<std::string>() : "fio";
   auto figures = [&](const nlohmann::json& j, FioFigures* out) -> Status {
     if (!j.is_object()) return Status::InvalidArgument(path + ": a result's read/write must be objects");
@@ -81,7 +81,7 @@ Result<Peer> LoadPeer(const std::string& path) {
   return peer;
 }
 
-struct Row {
+struct StoreRow {
   double gbps = 0, p50_ms = 0, p99_ms = 0;
 };
 
@@ -151,8 +151,8 @@ Result<FioFigures> RunFio(const std::string& file, bool read, int64_t io_bytes, 
   return f;
 }
 
-struct Measured {
-  std::vector<Row> rows;  // write, read (O_DIRECT; the median round), read (page cache)
+struct BlockSizeMeasurement {
+  std::vector<StoreRow> rows;  // write, read (O_DIRECT; the median round), read (page cache)
   bool have_fio = false;
   FioFigures fio_write, fio_read;  // fio_read: the median round's
   std::vector<double> read_ratios;  // per round: our O_DIRECT read GB/s / fio's
@@ -165,16 +165,16 @@ double Median(std::vector<double> v) {
 
 // Writes n blocks, reads them back with O_DIRECT `rounds` times (each right after fio's read, with --fio),
 // then from the page cache.
-Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, int rounds, bool fio,
-                            std::string* backend) {
+Result<BlockSizeMeasurement> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, int rounds,
+                                        bool fio, std::string* backend) {
   std::vector<uint8_t> payload(static_cast<size_t>(block_bytes));
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + 7);
   std::vector<int32_t> tokens(kvcache::kBlockTokens);
   const uint64_t nonce = static_cast<uint64_t>(NowNanos());
   auto hash_of = [&](int64_t i) { return kvstore::Hash128{.high = nonce, .low = static_cast<uint64_t>(i)}; };
   const double file_bytes = static_cast<double>(block_bytes + static_cast<int64_t>(kvstore::kHeaderBytes));
-  Measured m;
-  std::vector<Row>& rows = m.rows;
+  BlockSizeMeasurement m;
+  std::vector<StoreRow>& rows = m.rows;
   {
     DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(OptionsFor(setup, block_bytes, false)));
     *backend = std::string(store->backend_name());
@@ -200,8 +200,8 @@ Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, 
     rows.push_back({static_cast<double>(n) * file_bytes / seconds / 1e9, st.write_p50 * 1e3, st.write_p99 * 1e3});
   }
   ::sync();  // O_DIRECT reads of dirty pages would wait for their writeback
-  auto read_pass = [&](bool direct) -> Result<Row> {
-    Row row;
+  auto read_pass = [&](bool direct) -> Result<StoreRow> {
+    StoreRow row;
     DI_ASSIGN_OR_RETURN(auto store, kvstore::Store::Open(OptionsFor(setup, block_bytes, direct)));
     // setup.queue_depth blocks per batch, two batches in flight, each with its own destination blocks:
     // page-aligned, as the engine's pool blocks are (an mmap'd pool; V4-Flash's group blocks are page
@@ -274,13 +274,13 @@ Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, 
     if (fio) {
       DI_ASSIGN_OR_RETURN(m.fio_write, RunFio(fio_file, false, io_bytes, setup.queue_depth, n * io_bytes));
     }
-    std::vector<std::pair<double, std::pair<Row, FioFigures>>> by_ratio;
+    std::vector<std::pair<double, std::pair<StoreRow, FioFigures>>> by_ratio;
     for (int round = 0; round < rounds; ++round) {
       FioFigures f;
       if (fio) {
         DI_ASSIGN_OR_RETURN(f, RunFio(fio_file, true, io_bytes, setup.queue_depth, n * io_bytes));
       }
-      DI_ASSIGN_OR_RETURN(Row ours, read_pass(true));
+      DI_ASSIGN_OR_RETURN(StoreRow ours, read_pass(true));
       const double ratio = fio && f.gbps > 0 ? ours.gbps / f.gbps : ours.gbps;
       if (fio) m.read_ratios.push_back(ratio);
       by_ratio.push_back({ratio, {ours, f}});
@@ -290,7 +290,7 @@ Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, 
     const auto& mid = by_ratio[by_ratio.size() / 2];
     rows.push_back(mid.second.first);
     m.fio_read = mid.second.second;
-    DI_ASSIGN_OR_RETURN(Row warm, read_pass(false));
+    DI_ASSIGN_OR_RETURN(StoreRow warm, read_pass(false));
     rows.push_back(warm);
     return Status::Ok();
   };
@@ -309,7 +309,7 @@ Result<Measured> MeasureOne(const Setup& setup, int64_t block_bytes, int64_t n, 
   return m;
 }
 
-std::string FioCells(const Peer* peer, int64_t block_bytes, bool read, const Row& ours) {
+std::string FioCells(const FioPeer* peer, int64_t block_bytes, bool read, const StoreRow& ours) {
   if (peer == nullptr) return "";
   auto it = peer->by_block.find(block_bytes);
   char buf[96];
@@ -411,15 +411,15 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
   if (setup.queue_depth < setup.io_threads) return cli::UsageError("bench kvstore", "--queue-depth below --io-threads");
   if (run_fio && !peer_path.empty()) return cli::UsageError("bench kvstore", "--fio runs fio itself: drop --peer");
   if (rounds == 0) rounds = run_fio ? 3 : 1;
-  Peer peer;
+  FioPeer peer;
   if (!peer_path.empty()) {
-    auto loaded = LoadPeer(peer_path);
+    auto loaded = LoadFioPeer(peer_path);
     if (!loaded.ok()) return cli::Fail("bench kvstore", loaded.status().message());
     peer = std::move(*loaded);
   }
-  const Peer* peer_ptr = peer_path.empty() ? nullptr : &peer;  // --fio: set once fio has run
+  const FioPeer* peer_ptr = peer_path.empty() ? nullptr : &peer;  // --fio: set once fio has run
   std::string backend;
-  std::vector<std::pair<int64_t, Measured>> results;
+  std::vector<std::pair<int64_t, BlockSizeMeasurement>> results;
   for (int64_t bytes : sizes) {
     const int64_t n = std::max<int64_t>(16, (total_mib << 20) / (bytes + static_cast<int64_t>(kvstore::kHeaderBytes)));
     auto rows = MeasureOne(setup, bytes, n, rounds, run_fio, &backend);
@@ -442,7 +442,7 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
   std::printf("\n%-22s %-18s %9s %8s %8s%s\n", "block", "op", "GB/s", "p50 ms", "p99 ms",
               peer_ptr != nullptr ? "  fio GB/s   p50 ms   p99 ms  of fio" : "");
   for (const auto& [bytes, measured] : results) {
-    const std::vector<Row>& rows = measured.rows;
+    const std::vector<StoreRow>& rows = measured.rows;
     char label[64];
     const char* what = bytes == kDeepSeekBlockBytes               ? "DeepSeek 112 KiB"
                        : bytes == V4FlashPrefixBlockBytes(2) ? "V4-Flash bf16"
@@ -451,7 +451,7 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
     std::snprintf(label, sizeof label, "%lld B %s", static_cast<long long>(bytes), what);
     const char* ops[] = {"write", "read (O_DIRECT)", "read (page cache)"};
     for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
+      const StoreRow& r = rows[i];
       const std::string fio = i == 2 ? "" : FioCells(peer_ptr, bytes, i == 1, r);
       std::printf("%-22s %-18s %9.3f %8.3f %8.3f%s\n", i == 0 ? label : "", ops[i], r.gbps, r.p50_ms, r.p99_ms,
                   fio.c_str());
@@ -475,7 +475,7 @@ int RunBenchKvstore(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration(
+const cli::BenchRegistration kKvstoreRegistration(
     {"kvstore", "KV store block write/read throughput and latency, beside fio",
      "usage: deepinfer bench kvstore --dir DIR [--block-bytes LIST] [--total-mib N] [--queue-depth N]\n"
      "                              [--io-threads N] [--fsync none|data] [--backend auto|uring|posix]\n"

@@ -27,8 +27,9 @@ int RunBenchMachine(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"machine", "memory bandwidth and peak FLOP/s of this machine",
-                                       "usage: deepinfer bench machine [--buffer-mib N]\n", RunBenchMachine});
+const cli::BenchRegistration kMachineRegistration(
+    {"machine", "memory bandwidth and peak FLOP/s of this machine",
+     "usage: deepinfer bench machine [--buffer-mib N]\n", RunBenchMachine});
 
 }  // namespace
 }  // namespace deepinfer::bench

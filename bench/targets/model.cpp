@@ -33,7 +33,7 @@ namespace {
 using cli::Fail;
 
 
-constexpr const char* kUsage =
+constexpr const char* kModelUsage =
     "usage: deepinfer bench model --model DIR [--prompts 512,4096] [--batches 1,8,32] [--context N]\n"
     "                             [--steps N] [--precision exact|bf16] [--kv-precision f32|bf16] [--breakdown]\n"
     "                             [--peer FILE]\n\n"
@@ -299,8 +299,8 @@ int RunBenchModel(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"model", "prefill and decode speed of a DeepSeek-V3, V4 or V4.1 checkpoint",
-                                            kUsage, RunBenchModel});
+const cli::BenchRegistration kModelRegistration(
+    {"model", "prefill and decode speed of a DeepSeek-V3, V4 or V4.1 checkpoint", kModelUsage, RunBenchModel});
 
 }  // namespace
 }  // namespace deepinfer::bench

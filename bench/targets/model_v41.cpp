@@ -19,11 +19,10 @@ namespace deepinfer::bench {
 namespace {
 
 using cli::Fail;
-using model::Phase;
 using model::V41Config;
 using model::V41Model;
 
-using PhaseSeconds = std::array<double, static_cast<int>(Phase::kCount)>;
+using PhaseSeconds = std::array<double, static_cast<int>(model::Phase::kCount)>;
 
 // Cache bytes one more position costs a long sequence: V4.1's prefix groups (latents and indexer keys in
 // their FP4 formats; the window is bounded per sequence).
@@ -178,7 +177,7 @@ int RunBenchModelV41(const ModelBenchOptions& o) {
     const double gbps = r.bytes / r.step_seconds / 1e9;
     std::printf("%-18s %12.1f %12.1f %9.1f%% %14.1f %9.1f%%\n", ("batch " + std::to_string(r.batch)).c_str(),
                 r.batch / r.step_seconds, gbps, 100.0 * gbps / bw.read_gbps, r.bytes / 1e6,
-                100.0 * r.phases[static_cast<int>(Phase::kEngram)] / r.step_seconds);
+                100.0 * r.phases[static_cast<int>(model::Phase::kEngram)] / r.step_seconds);
   }
   std::printf("(Engram: the n-gram table lookups, wkv and the gate, as a share of the median decode step)\n");
 
@@ -209,11 +208,12 @@ int RunBenchModelV41(const ModelBenchOptions& o) {
       std::printf("\n%-34s", title);
       for (const auto& col : cols) std::printf(" %9s", col.first.c_str());
       std::printf("\n");
-      for (int p = 0; p <= static_cast<int>(Phase::kCount); ++p) {
-        std::printf("%-34s", p == static_cast<int>(Phase::kCount) ? "whole" : model::PhaseName(static_cast<Phase>(p)));
+      for (int p = 0; p <= static_cast<int>(model::Phase::kCount); ++p) {
+        const bool whole = p == static_cast<int>(model::Phase::kCount);
+        std::printf("%-34s", whole ? "whole" : model::PhaseName(static_cast<model::Phase>(p)));
         for (const auto& col : cols) {
           std::printf(" ");
-          std::printf(format, 1e3 * (p == static_cast<int>(Phase::kCount) ? col.second.first : col.second.second[p]));
+          std::printf(format, 1e3 * (whole ? col.second.first : col.second.second[p]));
         }
         std::printf("\n");
       }

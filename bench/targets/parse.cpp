@@ -20,7 +20,7 @@ namespace deepinfer::bench {
 namespace {
 
 
-constexpr const char* kUsage =
+constexpr const char* kParseUsage =
     "usage: deepinfer bench parse [--kib N] [--chunk-bytes N] [--peer FILE] [--write-inputs DIR]\n\n"
     "Parses a synthetic thinking-mode completion (reasoning, answer, a DSML tool-call block; English,\n"
     "Chinese and JSON) fed in token-sized chunks, and prints MB/s and per-chunk latency (p50, p99,\n"
@@ -173,8 +173,8 @@ int RunBenchParse(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"parse", "output parser MB/s and worst chunk latency vs deepseek-recipe",
-                                       kUsage, RunBenchParse});
+const cli::BenchRegistration kParseRegistration(
+    {"parse", "output parser MB/s and worst chunk latency vs deepseek-recipe", kParseUsage, RunBenchParse});
 
 }  // namespace
 }  // namespace deepinfer::bench

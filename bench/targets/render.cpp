@@ -27,7 +27,7 @@ using cli::Fail;
 
 using Json = nlohmann::ordered_json;
 
-constexpr const char* kUsage =
+constexpr const char* kRenderUsage =
     "usage: deepinfer bench render [--tokenizer T] [--turns N] [--iterations N] [--peer FILE] [--write-inputs DIR]\n\n"
     "Times parse + render + tokenize of one long Chat Completions request (multi-turn, tools, tool results;\n"
     "about 77,000 prompt tokens with the default 160 turns) for DeepSeek V4; with --peer, beside the same work\n"
@@ -178,9 +178,10 @@ int RunBenchRender(const std::vector<std::string>& args) {
   return same ? 0 : 1;
 }
 
-const cli::BenchRegistration kRegistration({"render",
-                                       "request → prompt → token ids for a 77k-token conversation, vs deepseek-recipe",
-                                       kUsage, RunBenchRender});
+const cli::BenchRegistration kRenderRegistration(
+    {"render",
+     "request → prompt → token ids for a 77k-token conversation, vs deepseek-recipe",
+     kRenderUsage, RunBenchRender});
 
 }  // namespace
 }  // namespace deepinfer::bench

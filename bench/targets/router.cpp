@@ -19,7 +19,7 @@
 namespace deepinfer::bench {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kRouterUsage =
     "usage: deepinfer bench router (--trace FILE | --synthetic N) [--units N | --prefill-units P --decode-units D]\n"
     "                              [--policy all|round-robin|least-load|cache-aware|cost|predicted-ttft]\n"
     "                              [--store both|on|off] [--json] ...\n\n"
@@ -286,9 +286,9 @@ int RunBenchRouter(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"router",
-                                            "router simulator: routing policies on a request trace, P:D planner",
-                                            kUsage, RunBenchRouter});
+const cli::BenchRegistration kRouterRegistration({"router",
+                                                 "router simulator: routing policies on a request trace, P:D planner",
+                                                 kRouterUsage, RunBenchRouter});
 
 }  // namespace
 }  // namespace deepinfer::bench

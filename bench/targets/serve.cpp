@@ -30,7 +30,7 @@
 namespace deepinfer::bench {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kServeUsage =
     "usage: deepinfer bench serve [--url URL] [--peer-url URL] [options]\n\n"
     "Streams the same workload through each server in turn (start one server at a time, or give two\n"
     "that do not share the machine's cores) and prints TTFT and inter-token latency percentiles and\n"
@@ -55,7 +55,7 @@ constexpr const char* kUsage =
     "  --json FILE            write every figure as JSON\n";
 
 // Short common English words, about one token each with their leading space in BPE vocabularies.
-constexpr const char* kWords[] = {
+constexpr const char* kOneTokenWords[] = {
     "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "it", "was", "red", "blue", "big", "old",
     "new", "day", "sun", "sky", "sea", "man", "car", "road", "tree", "book", "door", "hand", "eye", "time",
     "year", "way", "home", "water", "room", "work", "part", "city", "world", "house", "light", "night", "food",
@@ -66,7 +66,7 @@ std::string Words(int64_t n, std::mt19937_64& rng) {
   std::string s;
   for (int64_t i = 0; i < n; ++i) {
     if (i) s += ' ';
-    s += kWords[rng() % std::size(kWords)];
+    s += kOneTokenWords[rng() % std::size(kOneTokenWords)];
   }
   return s;
 }
@@ -378,8 +378,8 @@ int RunBenchServe(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"serve", "TTFT, ITL and tokens/s of a streaming workload, beside a peer's",
-                                             kUsage, RunBenchServe});
+const cli::BenchRegistration kServeRegistration(
+    {"serve", "TTFT, ITL and tokens/s of a streaming workload, beside a peer's", kServeUsage, RunBenchServe});
 
 }  // namespace
 }  // namespace deepinfer::bench

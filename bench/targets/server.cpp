@@ -47,7 +47,7 @@
 namespace deepinfer::bench {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kServerUsage =
     "usage: deepinfer bench server [--url http://127.0.0.1:8000] [--model NAME] [options]\n\n"
     "Drives a running OpenAI-compatible server over loopback HTTP/1.1 keep-alive connections.\n\n"
     "  --url URL             the server (http://HOST:PORT, default http://127.0.0.1:8000)\n"
@@ -77,14 +77,14 @@ double Metric(const std::string& metrics, const std::string& name) {
   return -1;
 }
 
-struct RunResult {
+struct ClosedLoopResult {
   int64_t ok = 0, errors = 0;
   LatencyHistogram latency;
 };
 
 // `request(n)` is the n-th request of the run (n counts over all connections).
 void ClosedLoop(const Url& url, int connections, double seconds, const std::function<std::string(int64_t)>& request,
-                RunResult& result) {
+                ClosedLoopResult& result) {
   std::atomic<int64_t> ok{0}, errors{0}, sent{0};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::vector<std::thread> threads;
@@ -174,19 +174,19 @@ void ChatLoop(const Url& url, int connections, double seconds, const std::string
 }
 
 // Figures of one system, as --json writes them and --peer reads them.
-struct Figures {
+struct ServerFigures {
   std::string system = "peer";
   std::map<int64_t, double> completions_rps;  // connections -> requests/s
   double chat_tokens_per_s = -1, chat_streams_per_s = -1, chat_ttft_p50_ms = -1;
 };
 
-Result<Figures> LoadFigures(const std::string& path) {
+Result<ServerFigures> LoadFigures(const std::string& path) {
   DI_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   auto parsed = ParseJson(text);
   if (!parsed.ok()) return Status::InvalidArgument(path + ": " + parsed.status().message());
   const nlohmann::json& doc = *parsed;
   if (!doc.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
-  Figures f;
+  ServerFigures f;
   if (auto it = doc.find("system"); it != doc.end() && it->is_string()) f.system = it->get<std::string>();
   if (auto it = doc.find("completions"); it != doc.end() && it->is_object()) {
     for (const auto& [k, v] : it->items()) {
@@ -227,7 +227,7 @@ int RunBenchServer(const std::vector<std::string>& args) {
   flags.Path("--json", &json_path);
   flags.Path("--peer", &peer_path);
   if (int rc = flags.Parse(args)) return rc;
-  Figures peer;
+  ServerFigures peer;
   const bool with_peer = !peer_path.empty();
   if (with_peer) {
     auto loaded = LoadFigures(peer_path);
@@ -282,7 +282,7 @@ int RunBenchServer(const std::vector<std::string>& args) {
   };
   for (const int64_t c : connections) {
     Stopwatch w;
-    RunResult r;
+    ClosedLoopResult r;
     ClosedLoop(url, static_cast<int>(c), seconds, request, r);
     const double wall = w.ElapsedSeconds();
     const double rps = r.ok / wall;
@@ -451,8 +451,8 @@ int RunBenchServer(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"server", "HTTP server: req/s, per-token overhead, held streams", kUsage,
-                                            RunBenchServer});
+const cli::BenchRegistration kServerRegistration(
+    {"server", "HTTP server: req/s, per-token overhead, held streams", kServerUsage, RunBenchServer});
 
 }  // namespace
 }  // namespace deepinfer::bench

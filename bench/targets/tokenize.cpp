@@ -25,7 +25,7 @@ namespace {
 using cli::Fail;
 
 
-constexpr const char* kUsage =
+constexpr const char* kTokenizeUsage =
     "usage: deepinfer bench tokenize [--tokenizer T] [--mixed-mb N] [--corpus FILE] [--peer FILE]\n"
     "                                [--write-inputs DIR]\n\n"
     "Encoding throughput (MB/s, best of 3) on the committed corpus (tests/tokenizer/data/corpus.jsonl, each\n"
@@ -241,8 +241,8 @@ int RunBenchTokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::BenchRegistration kRegistration({"tokenize", "tokenizer throughput against Hugging Face tokenizers",
-                                       kUsage, RunBenchTokenize});
+const cli::BenchRegistration kTokenizeRegistration({"tokenize", "tokenizer throughput against Hugging Face tokenizers",
+                                                   kTokenizeUsage, RunBenchTokenize});
 
 }  // namespace
 }  // namespace deepinfer::bench

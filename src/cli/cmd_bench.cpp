@@ -22,7 +22,7 @@ int RunBench(const std::vector<std::string>& args) {
   return UsageError("bench", "unknown target '" + args[0] + "'");
 }
 
-const CommandRegistration kRegistration({"bench", "benchmarks (tokenize, machine, ...)", "", RunBench});
+const CommandRegistration kBenchRegistration({"bench", "benchmarks (tokenize, machine, ...)", "", RunBench});
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -12,7 +12,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kEplbUsage =
     "usage: deepinfer eplb (--weights JSON | --weights-file FILE) --replicas R --ranks K [--groups G]\n"
     "                      [--nodes N] [--json]\n\n"
     "Places each MoE layer's experts on K ranks with R physical slots in all (R - experts redundant\n"
@@ -94,8 +94,8 @@ int RunEplb(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"eplb", "DeepSeek's expert-parallel load balancer: expert copies and ranks",
-                                         kUsage, RunEplb});
+const CommandRegistration kEplbRegistration(
+    {"eplb", "DeepSeek's expert-parallel load balancer: expert copies and ranks", kEplbUsage, RunEplb});
 
 }  // namespace
 }  // namespace deepinfer::cli

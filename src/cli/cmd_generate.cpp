@@ -43,7 +43,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kGenerateUsage =
     "usage: deepinfer generate --model DIR (--prompt TEXT | --request FILE|- | --requests FILE.jsonl |\n"
     "                          --prompt-ids IDS...) [options]\n\n"
     "Runs requests through the whole pipeline on the engine, without a server. Protocol requests are parsed,\n"
@@ -659,8 +659,8 @@ int RunGenerate(const std::vector<std::string>& argv) {
   return args.prompt_ids.empty() ? RunProtocol(args, **unit) : RunPromptIds(args, **unit);
 }
 
-const CommandRegistration kRegistration({"generate", "requests through the whole pipeline on the engine, no server",
-                                         kUsage, RunGenerate});
+const CommandRegistration kGenerateRegistration(
+    {"generate", "requests through the whole pipeline on the engine, no server", kGenerateUsage, RunGenerate});
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -21,7 +21,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kGrammarUsage =
     "usage: deepinfer grammar (--json-schema FILE|JSON | --regex PATTERN | --ebnf FILE | --json-object)\n"
     "                         [--test TEXT]... [--prefix TEXT] [--top N] [--flexible-ws] [--strict]\n"
     "                         [--tokenizer PATH]\n"
@@ -307,8 +307,8 @@ int RunGrammar(const std::vector<std::string>& args) {
   return rc;
 }
 
-const CommandRegistration kRegistration({"grammar", "compile and test a JSON schema, regex or EBNF constraint",
-                                         kUsage, RunGrammar});
+const CommandRegistration kGrammarRegistration(
+    {"grammar", "compile and test a JSON schema, regex or EBNF constraint", kGrammarUsage, RunGrammar});
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -16,7 +16,7 @@ namespace deepinfer::cli {
 namespace {
 
 
-constexpr const char* kUsage =
+constexpr const char* kInitModelUsage =
     "usage: deepinfer init-model --preset tiny|small|bench --out DIR [--arch v3|v3.2|v4|v4.1]\n"
     "                            [--seed N] [--format f32|bf16|fp8] [--tokenizer PATH]\n\n"
     "Writes a random DeepSeek-V4 checkpoint (model_type deepseek_v4) into DIR: config.json, sharded safetensors\n"
@@ -122,9 +122,9 @@ int RunInitModel(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"init-model",
-                                         "write a random-initialised DeepSeek-V3, V3.2, V4 or V4.1 checkpoint", kUsage,
-                                         RunInitModel});
+const CommandRegistration kInitModelRegistration({"init-model",
+                                                  "write a random-initialised DeepSeek-V3, V3.2, V4 or V4.1 checkpoint",
+                                                  kInitModelUsage, RunInitModel});
 
 }  // namespace
 }  // namespace deepinfer::cli

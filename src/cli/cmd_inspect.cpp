@@ -15,7 +15,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kInspectUsage =
     "usage: deepinfer inspect [--json] MODEL_DIR\n\n"
     "Prints the architecture summary from MODEL_DIR/config.json and the inventory of the safetensors\n"
     "checkpoint (single file, sharded with model.safetensors.index.json, or a lone .safetensors file):\n"
@@ -37,19 +37,6 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
 }
 
 int RunInspect(const std::vector<std::string>& args) {
@@ -133,8 +120,8 @@ int RunInspect(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"inspect", "architecture summary and tensor inventory of a checkpoint",
-                                         kUsage, RunInspect});
+const CommandRegistration kInspectRegistration(
+    {"inspect", "architecture summary and tensor inventory of a checkpoint", kInspectUsage, RunInspect});
 
 }  // namespace
 }  // namespace deepinfer::cli

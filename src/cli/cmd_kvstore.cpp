@@ -14,7 +14,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kKvstoreUsage =
     "usage: deepinfer kvstore stats DIR [--json]\n"
     "       deepinfer kvstore verify DIR [--quarantine] [--json]\n"
     "       deepinfer kvstore gc DIR [--all] [--dry-run] [--capacity BYTES] [--high F] [--low F]\n"
@@ -30,19 +30,6 @@ constexpr const char* kUsage =
     "           The capacity is --capacity bytes of blocks, or else the filesystem's size and used space.\n"
     "           --all evicts every block; --dry-run only counts.\n"
     "  --json   one JSON object instead of the text report\n";
-
-std::string HumanBytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
-}
 
 std::string IsoTime(int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
@@ -220,7 +207,8 @@ int RunKvstore(const std::vector<std::string>& args) {
   return UsageError("kvstore", "unknown action '" + utf8::ToValidLossy(args[0]) + "' (stats, verify or gc)");
 }
 
-const CommandRegistration kRegistration({"kvstore", "inspect, verify and sweep a KV store directory", kUsage, RunKvstore});
+const CommandRegistration kKvstoreRegistration(
+    {"kvstore", "inspect, verify and sweep a KV store directory", kKvstoreUsage, RunKvstore});
 
 }  // namespace
 }  // namespace deepinfer::cli

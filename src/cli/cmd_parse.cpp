@@ -24,7 +24,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kParseUsage =
     "usage: deepinfer parse [options] [FILE|-]\n\n"
     "Parses a DeepSeek model completion (what the model wrote after the prompt, read from FILE or stdin) the\n"
     "way the server does while streaming, and prints the protocol response: the non-streaming JSON body,\n"
@@ -67,7 +67,7 @@ constexpr const char* kUsage =
 
 constexpr size_t kMaxChunks = size_t{1} << 24;
 
-struct ParseArgs {
+struct ParseCommandArgs {
   recipe::OutputParserOptions parser_options;
   recipe::ResponseOptions response_options;
   std::optional<recipe::BackendFinish> finish = recipe::BackendFinish::kStop;
@@ -214,7 +214,7 @@ nlohmann::ordered_json EventsJson(const recipe::StreamRunResult& run) {
 }
 
 // One --jsonl line: the chunks of the completion it holds, and its finish.
-Status LineChunks(const std::string& line, const ParseArgs& args,
+Status LineChunks(const std::string& line, const ParseCommandArgs& args,
                   const std::function<Result<const tokenizer::Tokenizer*>()>& vocabulary,
                   std::vector<recipe::CompletionChunk>* chunks, std::optional<recipe::BackendFinish>* finish) {
   DI_ASSIGN_OR_RETURN(nlohmann::json value, ParseJson(line));
@@ -254,7 +254,7 @@ std::string_view DefaultTokenizer(recipe::ModelVersion version) {
 }
 
 int RunParse(const std::vector<std::string>& argv) {
-  ParseArgs args;
+  ParseCommandArgs args;
   recipe::OutputParserOptions& parser_options = args.parser_options;
   recipe::ResponseOptions& response_options = args.response_options;
   parser_options.thinking_stage = recipe::ThinkingStage::kReasoningStart;
@@ -391,8 +391,8 @@ int RunParse(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration{
-    {"parse", "parse a model completion into a protocol response or SSE stream", kUsage, RunParse}};
+const CommandRegistration kParseRegistration{
+    {"parse", "parse a model completion into a protocol response or SSE stream", kParseUsage, RunParse}};
 
 }  // namespace
 }  // namespace deepinfer::cli

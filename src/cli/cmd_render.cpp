@@ -17,7 +17,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kRenderUsage =
     "usage: deepinfer render [options] [REQUEST.json | -]\n\n"
     "Reads an API request (a file, or stdin when the path is '-' or absent), converts it into a conversation\n"
     "and prints the DeepSeek prompt for it.\n\n"
@@ -153,8 +153,8 @@ int RunRender(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"render", "render an API request into a DeepSeek prompt (text or ids)", kUsage,
-                                         RunRender});
+const CommandRegistration kRenderRegistration(
+    {"render", "render an API request into a DeepSeek prompt (text or ids)", kRenderUsage, RunRender});
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -21,7 +21,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kRouterUsage =
     "usage: deepinfer router (--unit-dir DIR | --unit URL ...) [--host 127.0.0.1] [--port 8000] [options]\n\n"
     "Serves the same HTTP API as `deepinfer serve` in front of several units. Units register with\n"
     "`deepinfer serve --unit-dir DIR` (a lease file each, renewed while they run) or are listed with --unit;\n"
@@ -195,8 +195,8 @@ int RunRouter(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"router", "HTTP router in front of several serving units", kUsage, RunRouter,
-                                         LogLevel::kInfo});
+const CommandRegistration kRouterRegistration(
+    {"router", "HTTP router in front of several serving units", kRouterUsage, RunRouter, LogLevel::kInfo});
 
 }  // namespace
 }  // namespace deepinfer::cli

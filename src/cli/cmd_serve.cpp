@@ -46,7 +46,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kUsage =
+constexpr const char* kServeUsage =
     "usage: deepinfer serve [MODEL_DIR] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [options]\n\n"
     "Serves MODEL_DIR over HTTP with the OpenAI (Chat Completions, Completions, Responses) and Anthropic\n"
     "(Messages) APIs. Without MODEL_DIR it serves the embedded default: the `small` DeepSeek-V4 preset with\n"
@@ -583,8 +583,8 @@ int RunServe(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"serve", "OpenAI- and Anthropic-compatible HTTP server", kUsage, RunServe,
-                                         LogLevel::kInfo});
+const CommandRegistration kServeRegistration(
+    {"serve", "OpenAI- and Anthropic-compatible HTTP server", kServeUsage, RunServe, LogLevel::kInfo});
 
 }  // namespace
 }  // namespace deepinfer::cli

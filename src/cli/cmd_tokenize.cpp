@@ -16,7 +16,7 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kTokenizeUsage =
     "usage: deepinfer tokenize [options] [TEXT...]\n\n"
     "Encodes TEXT (the arguments joined by spaces), or --file, or standard input when neither is given,\n"
     "and prints the token ids separated by spaces. Added-token spellings such as <｜User｜> in the text stay\n"
@@ -160,8 +160,8 @@ int RunTokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"tokenize", "text to token ids and back (tokenizer.json)", kUsage,
-                                         RunTokenize});
+const CommandRegistration kTokenizeRegistration(
+    {"tokenize", "text to token ids and back (tokenizer.json)", kTokenizeUsage, RunTokenize});
 
 }  // namespace
 }  // namespace deepinfer::cli

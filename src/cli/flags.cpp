@@ -31,6 +31,19 @@ std::string UsageLine(const std::string& command, const std::string& message) {
   return "deepinfer " + command + ": " + message + " (see 'deepinfer " + command + " --help')";
 }
 
+std::string HumanBytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
 Flags::Flags(std::string command) : command_(std::move(command)) {}
 
 Flags& Flags::Add(std::string name, bool takes_value, std::function<Status(const std::string&)> apply) {

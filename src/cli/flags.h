@@ -98,6 +98,10 @@ class Flags {
 // Usage errors and failures in the CLI's one-line format (also used by Flags::Parse).
 std::string UsageLine(const std::string& command, const std::string& message);
 
+// A byte count for people: "512 B", then two decimals of the largest binary unit that keeps the value at
+// 1 or more ("1.50 KiB", up to PiB).
+std::string HumanBytes(uint64_t bytes);
+
 template <std::integral T>
 Flags& Flags::Int(std::string name, T* out, T min, T max) {
   return Add(std::move(name), true, [out, min, max](const std::string& text) -> Status {

@@ -149,5 +149,14 @@ TEST(Flags, UsageLineFormat) {
             "deepinfer bench model: --model is required (see 'deepinfer bench model --help')");
 }
 
+TEST(Flags, HumanBytesPicksTheLargestUnitKeepingOneOrMore) {
+  EXPECT_EQ(HumanBytes(0), "0 B");
+  EXPECT_EQ(HumanBytes(1023), "1023 B");
+  EXPECT_EQ(HumanBytes(1536), "1.50 KiB");               // 1536 / 1024
+  EXPECT_EQ(HumanBytes(uint64_t{3} << 30), "3.00 GiB");  // 3 * 1024^3
+  EXPECT_EQ(HumanBytes(uint64_t{2048} << 40), "2.00 PiB");  // 2048 TiB, past the last step only PiB remains
+  EXPECT_EQ(HumanBytes(uint64_t{4096} << 50), "4096.00 PiB");  // PiB is the largest unit
+}
+
 }  // namespace
 }  // namespace deepinfer::cli
