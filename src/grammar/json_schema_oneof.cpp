@@ -53,7 +53,8 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
   for (size_t i = 0; i < merged.size(); ++i)
     for (size_t j : overlaps[i]) {
       if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1, within[j]);
-      if (!negated[j]) return Unsupported("oneOf (with branches that may overlap)", path);
+      if (!negated[j])
+        return Unsupported("oneOf (with branches that may overlap; branch " + std::to_string(j) + " has no exact negation)", path);
       auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
       const bool cases = any != negated[j]->end() && negated[j]->size() == 1 && any->is_array();
       std::vector<const Json*> k;
@@ -115,7 +116,8 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
     double product = rest_empty ? 0 : 1;
     for (const Json& l : lists) product *= rest_empty ? 1.0 : static_cast<double>(l.size());
     alternatives += static_cast<double>(common.size()) + product;
-    if (alternatives > kMaxAlternatives) return Unsupported("oneOf (with branches that may overlap)", path);
+    if (alternatives > kMaxAlternatives)
+      return Unsupported("oneOf (with branches that may overlap; their exclusion needs more than 256 alternatives)", path);
     std::vector<Json> exclusions;
     for (const Json& l : lists) exclusions.push_back(l.size() == 1 ? l[0] : Json{{"anyOf", l}});
     if (!common.empty()) {
