@@ -99,6 +99,13 @@ constexpr const char* kGenerateUsage =
     "                                 exchange tokens at every MoE layer; outputs are bit-identical to one process\n"
     "  --ep-timeout-s S               the least time a rank waits for the others in a collective before it ends\n"
     "                                 the unit naming the rank it waited for (default 1)\n"
+    "  --enable-eplb                  balance the experts' load over the ranks (with --enable-expert-parallel):\n"
+    "                                 every --eplb-step-interval steps (default 3000) DeepSeek's load balancer\n"
+    "                                 places them by their load over the last --eplb-window-size steps\n"
+    "                                 (default 1000) and the ranks switch to it between steps; outputs stay\n"
+    "                                 bit-identical\n"
+    "  --num-redundant-experts R      extra expert copies the balancer places (implies --enable-eplb; the\n"
+    "                                 experts plus R must be a multiple of the ranks)\n"
     "  --ep-stats                     each rank prints its expert exchanges, bytes sent and time spent (against\n"
     "                                 memcpy of the same bytes), rank 0 the unit's expert load balance per layer\n";
 
@@ -215,6 +222,11 @@ int ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
   flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
   flags.Switch("--ep-stats", &out->ep_stats);
+  flags.Switch("--enable-eplb", &out->unit.eplb.enabled);
+  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0,
+                     parallel::EplbLimits::kMaxReplicas);
+  flags.Int<int64_t>("--eplb-window-size", &out->unit.eplb.window_steps, 1, parallel::EplbOptions::kMaxSteps);
+  flags.Int<int64_t>("--eplb-step-interval", &out->unit.eplb.step_interval, 1, parallel::EplbOptions::kMaxSteps);
   if (int rc = flags.Parse(args)) return rc;
   out->version_given = flags.given("--model-version");
   out->temperature_given = flags.given("--temperature");
@@ -311,7 +323,8 @@ struct Loaded {
 // The engine flags every rank of a unit must agree on (ExpertGroup::CheckSameModel).
 std::string UnitSettings(const GenerateArgs& a) {
   return std::string(DEEPINFER_VERSION) + " precision=" + std::to_string(static_cast<int>(a.precision)) +
-         " ep=" + std::to_string(a.unit.expert_parallel) + " chunk=" + std::to_string(a.prefill_chunk) +
+         " ep=" + std::to_string(a.unit.expert_parallel) + " eplb=" + parallel::EplbSettings(a.unit.eplb) +
+         " chunk=" + std::to_string(a.prefill_chunk) +
          " seqs=" + std::to_string(a.max_num_seqs) + " batched=" + std::to_string(a.max_batched);
 }
 
@@ -373,6 +386,35 @@ struct PrintedJob {
   bool failed = false;
 };
 
+// The balance the load balancer's placements gave since the first was swapped in (the pairs each rank
+// computed) against the static shard's over the same steps (the same pairs, expert e on rank e / (experts /
+// ranks)), per layer: max/mean over the ranks of the pairs summed over those steps.
+void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t rebalances) {
+  const int64_t ranks = since.ranks, per = since.experts / since.ranks;
+  std::string placed_line, static_line;
+  double placed_sum = 0, static_sum = 0;
+  for (int64_t l = 0; l < since.layers; ++l) {
+    std::vector<double> placed(static_cast<size_t>(ranks)), fixed(static_cast<size_t>(ranks));
+    for (int64_t r = 0; r < ranks; ++r) placed[r] = static_cast<double>(since.rank_rows[l * ranks + r]);
+    for (int64_t e = 0; e < since.experts; ++e)
+      fixed[std::min(e / per, ranks - 1)] += static_cast<double>(since.expert_rows[l * since.experts + e]);
+    const double a = parallel::BalanceRatio(placed), b = parallel::BalanceRatio(fixed);
+    placed_sum += a;
+    static_sum += b;
+    char figure[32];
+    std::snprintf(figure, sizeof(figure), " %.3f", a);
+    placed_line += figure;
+    std::snprintf(figure, sizeof(figure), " %.3f", b);
+    static_line += figure;
+  }
+  const double layers = static_cast<double>(since.layers);
+  std::fprintf(stderr,
+               "generate: expert balance since the first rebalance (%lld applied; max/mean over ranks per layer): "
+               "placed%s (mean %.3f), static shard%s (mean %.3f)\n",
+               static_cast<long long>(rebalances), placed_line.c_str(), placed_sum / layers, static_line.c_str(),
+               static_sum / layers);
+}
+
 // Every rank's printed jobs on rank 0, keyed by job index. A rank of an expert-parallel unit first waits
 // until every rank has finished its jobs: its engine keeps joining the others' steps until then.
 Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::map<size_t, PrintedJob> mine,
@@ -408,6 +450,9 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   if (stats) {
     const parallel::ExpertLoads loads = unit.group()->RecordedLoads();
     packed["loads"] = {{"layers", loads.layers}, {"experts", loads.experts}, {"values", loads.values}};
+    const parallel::ExpertGroup::SinceSwap since = unit.group()->since_swap();
+    packed["since_swap"] = {{"layers", since.layers}, {"experts", since.experts}, {"rank_rows", since.rank_rows},
+                            {"expert_rows", since.expert_rows}};
   }
   // In lock step every rank is here at once; ranks of data parallelism alone finish their own requests at their
   // own pace, so the first waits as long as the slowest one generates.
@@ -415,6 +460,7 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   DI_ASSIGN_OR_RETURN(std::vector<std::string> all, unit.group()->GatherToRoot(packed.dump(), wait_s));
   std::map<size_t, PrintedJob> out;
   parallel::ExpertLoads unit_loads;  // the ranks' recorded loads summed
+  parallel::ExpertGroup::SinceSwap unit_since;  // the ranks' pairs since the first placement swap, summed
   for (const std::string& text : all) {
     const nlohmann::json part = nlohmann::json::parse(text, nullptr, false);
     if (!part.is_object() || !part.contains("jobs") || !part["jobs"].is_array())
@@ -427,6 +473,19 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
       const std::vector<double> values = l["values"].get<std::vector<double>>();
       if (values.size() != unit_loads.values.size()) return Status::Internal("ranks recorded different expert layouts");
       for (size_t i = 0; i < values.size(); ++i) unit_loads.values[i] += values[i];
+    }
+    if (part.contains("since_swap") && part["since_swap"]["layers"].get<int64_t>() > 0) {
+      const nlohmann::json& since = part["since_swap"];
+      const auto rank_rows = since["rank_rows"].get<std::vector<int64_t>>();
+      const auto expert_rows = since["expert_rows"].get<std::vector<int64_t>>();
+      if (unit_since.layers == 0) {
+        unit_since = {since["layers"].get<int64_t>(), since["experts"].get<int64_t>(), unit.size(),
+                      std::vector<int64_t>(rank_rows.size(), 0), std::vector<int64_t>(expert_rows.size(), 0)};
+      }
+      if (rank_rows.size() != unit_since.rank_rows.size() || expert_rows.size() != unit_since.expert_rows.size())
+        return Status::Internal("ranks counted different expert layouts");
+      for (size_t i = 0; i < rank_rows.size(); ++i) unit_since.rank_rows[i] += rank_rows[i];
+      for (size_t i = 0; i < expert_rows.size(); ++i) unit_since.expert_rows[i] += expert_rows[i];
     }
   }
   if (unit.leader() && unit_loads.layers > 0 && unit_loads.experts % unit.size() == 0) {
@@ -447,6 +506,7 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }
+  if (unit.leader() && unit_since.layers > 0) PrintPlacedBalance(unit_since, unit.group()->rebalances());
   return out;
 }
 

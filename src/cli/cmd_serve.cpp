@@ -132,6 +132,10 @@ constexpr const char* kServeUsage =
     "                              serves HTTP and places each request on the least loaded rank\n"
     "  --enable-expert-parallel    shard the routed experts over the unit's ranks\n"
     "  --ep-timeout-s S            the least time a rank waits for the others before it ends the unit (default 1)\n"
+    "  --enable-eplb               balance the experts' load over the ranks: every --eplb-step-interval\n"
+    "                              steps (default 3000) DeepSeek's load balancer places them by their load over\n"
+    "                              the last --eplb-window-size steps (default 1000), applied between steps\n"
+    "  --num-redundant-experts R   extra expert copies the balancer places (implies --enable-eplb)\n"
     "  --enable-test-hooks         TESTS ONLY: a request's \"deepinfer_test_output\" field scripts the output\n"
     "  --log-level debug|info|warn|error   (default info; DEEPINFER_LOG also sets it)\n";
 
@@ -217,6 +221,11 @@ int ParseArgs(const std::vector<std::string>& args, ServeArgs* out) {
   flags.Int<int>("--data-parallel-size", &out->unit.data_parallel_size, 1, 1 << 16);
   flags.Switch("--enable-expert-parallel", &out->unit.expert_parallel);
   flags.Double("--ep-timeout-s", &out->unit.timeouts.exchange_floor_s, 0.05, 3600);
+  flags.Switch("--enable-eplb", &out->unit.eplb.enabled);
+  flags.Int<int64_t>("--num-redundant-experts", &out->unit.eplb.redundant_experts, 0,
+                     parallel::EplbLimits::kMaxReplicas);
+  flags.Int<int64_t>("--eplb-window-size", &out->unit.eplb.window_steps, 1, parallel::EplbOptions::kMaxSteps);
+  flags.Int<int64_t>("--eplb-step-interval", &out->unit.eplb.step_interval, 1, parallel::EplbOptions::kMaxSteps);
   flags.Switch("--structured-outputs-one-of-as-any-of", &out->one_of_as_any_of);
   flags.Int<int64_t>("--responses-store-max-entries", &out->responses_store_max_entries, 0, int64_t{1} << 24);
   flags.Double("--responses-store-ttl-s", &out->responses_store_ttl_s, 0.001, 86400.0 * 365);
@@ -334,6 +343,7 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
   // A role the planner asks for (router --apply-plan): prefill and decode units hand blocks over through the
   // store, and a decode unit's window state must be replayed exactly.
   const bool has_store = !args.kv_store_dir.empty();
+  const bool in_unit = parallel::LauncherWorldSize() > 1;
   const bool exact_replay = args.swa_replay == engine::SwaReplay::kExact ||
                             (!args.swa_replay && engine && engine::DefaultSwaReplay(engine->info().architecture) ==
                                                                engine::SwaReplay::kExact);
@@ -341,7 +351,9 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
                               const engine::EngineStats s = engine->Stats();
                               return s.num_requests_running == 0 && s.num_requests_waiting == 0;
                             },
-                            [has_store, exact_replay](router::UnitRole role) {
+                            [has_store, exact_replay, in_unit](router::UnitRole role) {
+                              if (role != router::UnitRole::kBoth && in_unit)
+                                return Status::FailedPrecondition("a parallel unit serves both roles only");
                               if (role != router::UnitRole::kBoth && !has_store)
                                 return Status::FailedPrecondition("prefill and decode roles need --kv-store");
                               if (role == router::UnitRole::kDecode && !exact_replay)
@@ -412,7 +424,9 @@ int RunServe(const std::vector<std::string>& argv) {
   const bool front = (*unit)->leader();
   parallel::ExpertGroup* group = (*unit)->group();
   if (group != nullptr) {
-    if (!args.kv_store_dir.empty()) return front ? Fail("serve", "--kv-store is not supported in a parallel unit") : 1;
+    // (every rank runs the same model, so the ranks share one store; a prefill-only request's flush is rank 0's)
+    if (args.role != router::UnitRole::kBoth)
+      return front ? Fail("serve", "--role prefill and --role decode are not supported in a parallel unit") : 1;
     if (args.tbt_target_ms == engine::kDerivedTbtTarget) args.tbt_target_ms = 0;  // its calibration steps alone
   }
 
@@ -473,7 +487,8 @@ int RunServe(const std::vector<std::string>& argv) {
       const std::string settings = std::string(DEEPINFER_VERSION) + " " + std::to_string(args.unit.expert_parallel) +
                                    " " + std::to_string(static_cast<int>(args.precision)) + " " +
                                    std::to_string(args.max_num_seqs) + " " + std::to_string(args.max_num_batched_tokens) +
-                                   " " + std::to_string(args.kv_cache_bytes) + " " + std::to_string(args.max_model_len);
+                                   " " + std::to_string(args.kv_cache_bytes) + " " + std::to_string(args.max_model_len) +
+                                   " " + parallel::EplbSettings(args.unit.eplb);
       if (Status s = group->CheckSameModel((*loaded)->info().weights_fingerprint, settings); !s.ok())
         return front ? Fail("serve", s.message()) : 1;
     }
@@ -524,14 +539,14 @@ int RunServe(const std::vector<std::string>& argv) {
       front_engine->Attach(std::move(engine), args.max_num_batched_tokens);
       unit_front = front_engine.get();
       engine = std::move(front_engine);
-      service.SetExtraMetrics([unit_front] { return unit_front->PrometheusText(); });
+      if (!kv_tier) service.SetExtraMetrics([unit_front] { return unit_front->PrometheusText(); });
     }
     if (unit_worker) unit_worker->Attach(engine.get());
     service.SetEngine(engine.get());
     if (kv_tier) {
       service.SetKvStoreFlush([tier = kv_tier.get()] { tier->store().Flush(); });
-      service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get()] {
-        std::string text;
+      service.SetExtraMetrics([tier = kv_tier.get(), eng = engine.get(), unit_front] {
+        std::string text = unit_front != nullptr ? unit_front->PrometheusText() : std::string();
         tier->store().AppendPrometheus(&text);
         if (eng) server::AppendTierPrometheus(eng->Stats(), &text);
         return text;

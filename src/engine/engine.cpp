@@ -500,6 +500,7 @@ void EngineImpl::StepLoop() {
     scheduler_->CheckDeadlines(NowNanos());
     const StepPlan plan = scheduler_->Schedule();
     idle = plan.empty();
+    if (options_.step_group != nullptr) options_.step_group->NotePredictedStep(scheduler_->PredictedStepSeconds());
     if (options_.step_group != nullptr && options_.step_group->AnyMemberHasWork(!idle) && idle) {
       executor_->Execute(plan);  // no chunks here: the forward pass only serves the others' expert exchanges
       idle = false;              // the others are busy: no waiting for requests until they are not

@@ -169,6 +169,9 @@ class StepGroup {
   // whether this engine has a step to run; returns whether any member has. When none has, it pauses before
   // returning (the engine does not wait for requests itself): the members' idle agreements are paced here.
   virtual bool AnyMemberHasWork(bool has_work) = 0;
+  // Right before AnyMemberHasWork: how long this engine's step-cost model predicts its step will take (0
+  // without a step or a fitted model), so that the members' deadlines follow the steps they run.
+  virtual void NotePredictedStep(double seconds) { (void)seconds; }
 };
 
 struct EngineOptions {

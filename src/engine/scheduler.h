@@ -206,6 +206,8 @@ class Scheduler {
   void Update(const StepResult& result);
   // The step loop waits for work: the next gap measures waiting, not the loop.
   void NoteIdle() { last_forward_end_ = 0; }
+  // The calibrated step-cost model's prediction for the step Schedule() planned last (0 before it is fitted).
+  double PredictedStepSeconds() const { return cost_.ready() ? cost_.Predict(current_shape_) : 0; }
   // A short profile of typical step shapes through `run` calibrates the cost model.
   void Calibrate(const std::function<StepResult(const StepPlan&)>& run);
   // Finishes everything in flight with kAbort.

@@ -1,6 +1,7 @@
 #include "parallel/expert_group.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,14 +12,18 @@
 namespace deepinfer::parallel {
 
 ExpertGroup::ExpertGroup(Communicator& communicator, GroupTimeouts timeouts)
-    : communicator_(communicator), timeouts_(timeouts), step_rows_(static_cast<size_t>(communicator.size()), 0) {
+    : communicator_(communicator), timeouts_(timeouts) {
+  step_deadline_s_.store(timeouts_.idle_pause_max_s + ExchangeTimeout());
   MutexLock lock(&rows_mu_);
   rows_.total.assign(static_cast<size_t>(size()), 0);
-  window_sum_.assign(static_cast<size_t>(size()), 0);
+}
+
+ExpertGroup::~ExpertGroup() {
+  if (reader_.joinable()) reader_.join();
 }
 
 namespace {
-double Balance(const std::vector<int64_t>& per_rank) {
+double Balance(std::span<const int64_t> per_rank) {
   int64_t sum = 0, most = 0;
   for (int64_t v : per_rank) {
     sum += v;
@@ -29,22 +34,38 @@ double Balance(const std::vector<int64_t>& per_rank) {
 }  // namespace
 
 void ExpertGroup::NoteUnitRows(const std::vector<int64_t>& unit_step_rows) {
+  const size_t n = static_cast<size_t>(size());
+  const size_t layers = unit_step_rows.size() / n;
   int64_t sum = 0;
   for (int64_t v : unit_step_rows) sum += v;
   if (sum == 0) return;
+  std::vector<double> balance(layers);
+  for (size_t l = 0; l < layers; ++l) balance[l] = Balance(std::span(unit_step_rows).subspan(l * n, n));
   MutexLock lock(&rows_mu_);
-  for (size_t r = 0; r < unit_step_rows.size(); ++r) {
-    rows_.total[r] += unit_step_rows[r];
-    window_sum_[r] += unit_step_rows[r];
+  for (size_t l = 0; l < layers; ++l)
+    for (size_t r = 0; r < n; ++r) rows_.total[r] += unit_step_rows[l * n + r];
+  if (window_sum_.size() != layers) {
+    window_sum_.assign(layers, 0);
+    total_sum_.assign(layers, 0);
+    window_.clear();
   }
-  window_.push_back(unit_step_rows);
+  window_.push_back(balance);
+  for (size_t l = 0; l < layers; ++l) {
+    window_sum_[l] += balance[l];
+    total_sum_[l] += balance[l];
+  }
   if (window_.size() > static_cast<size_t>(kBalanceWindowSteps)) {
-    for (size_t r = 0; r < unit_step_rows.size(); ++r) window_sum_[r] -= window_.front()[r];
+    for (size_t l = 0; l < layers; ++l) window_sum_[l] -= window_.front()[l];
     window_.erase(window_.begin());
   }
   ++rows_.routed_steps;
-  rows_.last_step_balance = Balance(unit_step_rows);
-  rows_.window_balance = Balance(window_sum_);
+  rows_.last_step_balance = balance;
+  rows_.window_balance.resize(layers);
+  rows_.total_balance.resize(layers);
+  for (size_t l = 0; l < layers; ++l) {
+    rows_.window_balance[l] = window_sum_[l] / static_cast<double>(window_.size());
+    rows_.total_balance[l] = total_sum_[l] / static_cast<double>(rows_.routed_steps);
+  }
 }
 
 ExpertGroup::ExpertRows ExpertGroup::expert_rows() const {
@@ -59,7 +80,9 @@ void ExpertGroup::Fail(const std::string& what, const Status& status) {
   std::abort();  // (Abort does not return)
 }
 
-double ExpertGroup::ExchangeTimeout() const { return std::max(timeouts_.exchange_floor_s, 4 * slowest_step_s_); }
+double ExpertGroup::ExchangeTimeout() const {
+  return std::max(timeouts_.exchange_floor_s, 4 * std::max(unit_predicted_s_, last_step_s_));
+}
 
 void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                             std::span<const int64_t> recv_bytes) {
@@ -99,18 +122,112 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
 }
 
 void ExpertGroup::NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) {
-  const int64_t per_rank = experts / size();  // the load refuses a rank count that does not divide them
-  if (mailbox_ != nullptr && per_rank > 0)
-    for (int32_t id : expert_ids)
-      if (id >= 0 && id < experts) ++step_rows_[static_cast<size_t>(std::min<int64_t>(id / per_rank, size() - 1))];
-  if (!record_loads_) return;
   experts_ = experts;
+  if (eplb_recorder_ != nullptr) {
+    if (const Status s = eplb_recorder_->RecordRouting(routed_layer_, expert_ids); !s.ok())
+      std::fprintf(stderr, "deepinfer: rank %d: expert loads not recorded: %s\n", rank(), s.message().c_str());
+  }
+  if (!record_loads_) return;
   if (recorder_ == nullptr) {
     first_step_.emplace_back(expert_ids.begin(), expert_ids.end());
   } else if (const Status s = recorder_->RecordRouting(routed_layer_, expert_ids); !s.ok()) {
     std::fprintf(stderr, "deepinfer: rank %d: expert loads not recorded: %s\n", rank(), s.message().c_str());
   }
-  ++routed_layer_;
+}
+
+void ExpertGroup::PlaceRoutedPairs(int64_t experts, std::span<const int32_t> expert_ids, std::span<int32_t> members,
+                                   std::vector<uint8_t>* computes) {
+  const int64_t layer = routed_layer_++;
+  if (live_ != nullptr && layer < live_->layers && experts == live_->experts) {
+    AssignPairsToRanks(*live_, layer, rank(), expert_ids, members);
+    *computes = ExpertsOnRank(*live_, layer, rank());
+  } else {
+    model::ExpertExchange::PlaceRoutedPairs(experts, expert_ids, members, computes);
+  }
+  const size_t n = static_cast<size_t>(size());
+  if (agreement_layers_ > 0 && layer < agreement_layers_)
+    for (int32_t m : members) ++step_rows_[static_cast<size_t>(layer) * n + static_cast<size_t>(m)];
+  MutexLock lock(&since_mu_);
+  if (since_.layers == 0 && agreement_layers_ > 0) {
+    since_ = {agreement_layers_, experts, size(), std::vector<int64_t>(static_cast<size_t>(agreement_layers_) * n, 0),
+              std::vector<int64_t>(static_cast<size_t>(agreement_layers_ * experts), 0)};
+  }
+  if (layer < since_.layers && experts == since_.experts) {
+    for (int32_t m : members) ++since_.rank_rows[static_cast<size_t>(layer) * n + static_cast<size_t>(m)];
+    for (int32_t id : expert_ids)
+      if (id >= 0 && id < experts) ++since_.expert_rows[static_cast<size_t>(layer * experts + id)];
+  }
+}
+
+ExpertGroup::SinceSwap ExpertGroup::since_swap() const {
+  MutexLock lock(&since_mu_);
+  return since_;
+}
+
+std::vector<uint8_t> ExpertGroup::ExpertsComputedHere(const ExpertPlacement* placement, int64_t layer,
+                                                      int64_t experts) const {
+  if (placement != nullptr) return ExpertsOnRank(*placement, layer, rank());
+  std::vector<uint8_t> on(static_cast<size_t>(experts), 0);  // the static shard
+  const model::ExpertShard shard = model::ExpertShard::Of(experts, rank(), size());
+  for (int64_t e = shard.first; e < shard.last; ++e) on[static_cast<size_t>(e)] = 1;
+  return on;
+}
+
+void ExpertGroup::StartRebalance(double timeout_s) {
+  // Every member's window of loads, summed in rank order: integer counts, so every member holds the same
+  // loads and computes the same placement.
+  const ExpertLoads mine = eplb_recorder_->WindowLoads();
+  std::vector<uint8_t> bytes(mine.values.size() * sizeof(double)), all;
+  std::memcpy(bytes.data(), mine.values.data(), bytes.size());
+  if (const Status s = AllGather(bytes, timeout_s, &all); !s.ok()) Fail("expert loads for the load balancer", s);
+  ExpertLoads unit(mine.layers, mine.experts);
+  for (int p = 0; p < size(); ++p) {
+    std::vector<double> theirs(mine.values.size());
+    std::memcpy(theirs.data(), all.data() + static_cast<size_t>(p) * bytes.size(), bytes.size());
+    for (size_t i = 0; i < theirs.size(); ++i) unit.values[i] += theirs[i];
+  }
+  EplbShape shape;
+  shape.replicas = unit.experts + eplb_.redundant_experts;
+  shape.ranks = size();
+  auto placed = RebalanceExperts(unit, shape);
+  if (!placed.ok()) Fail("expert load balancer", placed.status());
+  pending_ = std::make_unique<ExpertPlacement>(std::move(placed).value());
+  pending_ready_.store(false);
+  // The experts this member computes under the new placement and not now: their pages are read in while
+  // the unit keeps stepping.
+  std::vector<std::pair<int64_t, int64_t>> incoming;
+  for (int64_t l = 0; l < pending_->layers; ++l) {
+    const std::vector<uint8_t> next = ExpertsOnRank(*pending_, l, rank());
+    const std::vector<uint8_t> now = ExpertsComputedHere(live_.get(), l, unit.experts);
+    for (int64_t e = 0; e < unit.experts; ++e)
+      if (next[static_cast<size_t>(e)] != 0 && now[static_cast<size_t>(e)] == 0) incoming.push_back({l, e});
+  }
+  if (reader_.joinable()) reader_.join();
+  reader_ = std::thread([this, incoming = std::move(incoming), pages = pages_] {
+    if (pages != nullptr)
+      for (const auto& [layer, expert] : incoming) pages->ReadIn(layer, expert);
+    pending_ready_.store(true);
+  });
+}
+
+void ExpertGroup::SwapPlacement() {
+  if (reader_.joinable()) reader_.join();
+  std::unique_ptr<ExpertPlacement> old = std::move(live_);
+  live_ = std::move(pending_);
+  rebalances_.fetch_add(1);
+  // The pages of the experts this member no longer computes go back to the kernel.
+  if (pages_ != nullptr) {
+    for (int64_t l = 0; l < live_->layers; ++l) {
+      const std::vector<uint8_t> next = ExpertsOnRank(*live_, l, rank());
+      const std::vector<uint8_t> before = ExpertsComputedHere(old.get(), l, live_->experts);
+      for (int64_t e = 0; e < live_->experts; ++e)
+        if (before[static_cast<size_t>(e)] != 0 && next[static_cast<size_t>(e)] == 0) pages_->GiveBack(l, e);
+    }
+  }
+  if (old != nullptr) return;  // (the figures compare the balancer's placements, all of them, with the static shard)
+  MutexLock lock(&since_mu_);
+  std::fill(since_.rank_rows.begin(), since_.rank_rows.end(), 0);
+  std::fill(since_.expert_rows.begin(), since_.expert_rows.end(), 0);
 }
 
 ExpertLoads ExpertGroup::RecordedLoads() const { return recorder_ ? recorder_->WindowLoads() : ExpertLoads(); }
@@ -139,7 +256,7 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     work_cycle_start_ = {};
   }
   if (last_work_step_ != std::chrono::steady_clock::time_point{})
-    slowest_step_s_ = std::max(slowest_step_s_, std::chrono::duration<double>(now - last_work_step_).count());
+    last_step_s_ = std::chrono::duration<double>(now - last_work_step_).count();
   if (record_loads_ && routed_layer_ > 0) {  // the forward pass since the last agreement ends a step
     if (recorder_ == nullptr) {
       auto made = ExpertLoadRecorder::Create(routed_layer_, experts_, int64_t{1} << 16, 64);
@@ -153,22 +270,51 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
       first_step_.clear();
     }
     if (recorder_ != nullptr) recorder_->EndStep();
+  }
+  if (routed_layer_ > 0) {  // a forward pass ran since the last agreement
+    if (agreement_layers_ == 0) {
+      // Every member ran the same first forward pass (lock step), so all know the layer count here.
+      agreement_layers_ = routed_layer_;
+      step_rows_.assign(static_cast<size_t>(agreement_layers_ * size()), 0);
+      if (eplb_.enabled) {
+        int64_t slots = std::min<int64_t>(64, eplb_.window_steps);
+        while (eplb_.window_steps % slots != 0) --slots;
+        auto made = ExpertLoadRecorder::Create(agreement_layers_, experts_, eplb_.window_steps, slots);
+        if (!made.ok()) Fail("expert load balancer", made.status());
+        eplb_recorder_ = std::move(made).value();
+      }
+    } else if (eplb_recorder_ != nullptr) {
+      eplb_recorder_->EndStep();
+    }
     routed_layer_ = 0;
   }
   if (mailbox_ != nullptr) has_work |= mailbox_->HasWork();
-  const uint8_t done = static_cast<uint8_t>(local_done_.load());
+  // Bit 0: this member has finished; bit 1: it has read in the pending placement's experts.
+  const uint8_t done = static_cast<uint8_t>(local_done_.load()) |
+                       static_cast<uint8_t>(pending_ != nullptr && pending_ready_.load() ? 2 : 0);
+  bool all_ready = pending_ != nullptr;
   const bool first_agreement = !agreed_once_;
   const double timeout = agreed_once_ ? timeouts_.idle_pause_max_s + ExchangeTimeout() : timeouts_.startup_s;
   agreed_once_ = true;
   bool any_work = false, all_done = true;
   if (mailbox_ == nullptr) {
-    const uint8_t record[2] = {static_cast<uint8_t>(has_work), done};
-    std::vector<uint8_t> all;
-    const Status s = AllGather({record, record + 2}, timeout, &all);
+    constexpr size_t kRecord = 2 + sizeof(double);
+    std::vector<uint8_t> record(kRecord), all;
+    record[0] = static_cast<uint8_t>(has_work);
+    record[1] = done;
+    std::memcpy(record.data() + 2, &predicted_step_s_, sizeof(double));
+    const Status s = AllGather(record, timeout, &all);
     if (!s.ok()) Fail("step agreement", s);
+    std::fill(step_rows_.begin(), step_rows_.end(), 0);  // (rows ride only with a mailbox: a serving unit)
+    unit_predicted_s_ = 0;
     for (int p = 0; p < size(); ++p) {
-      any_work |= all[2 * p] != 0;
-      all_done &= all[2 * p + 1] != 0;
+      const uint8_t* r = all.data() + kRecord * static_cast<size_t>(p);
+      any_work |= r[0] != 0;
+      all_done &= (r[1] & 1) != 0;
+      all_ready &= (r[1] & 2) != 0;
+      double predicted = 0;
+      std::memcpy(&predicted, r + 2, sizeof(double));
+      if (std::isfinite(predicted)) unit_predicted_s_ = std::max(unit_predicted_s_, predicted);
     }
   } else {
     // Each member tells each other one whether it has work, whether it has finished, and how many message
@@ -178,7 +324,9 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
     mailbox_->TakeOutgoing(&outgoing);
     outgoing[static_cast<size_t>(rank())].clear();
     // ... and this member's routed pairs of the step by the rank owning the expert.
-    const size_t kHeader = 2 + sizeof(int64_t) * (1 + static_cast<size_t>(n));
+    const size_t rows_bytes = sizeof(int64_t) * step_rows_.size();
+    // (bytes: has work, done; then the message size, the predicted step, the rows)
+    const size_t kHeader = 2 + sizeof(int64_t) + sizeof(double) + rows_bytes;
     std::vector<uint8_t> send(kHeader * static_cast<size_t>(n)), recv(send.size());
     std::vector<int64_t> send_bytes(static_cast<size_t>(n)), recv_bytes(static_cast<size_t>(n));
     for (int p = 0; p < n; ++p) {
@@ -187,20 +335,26 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
       h[1] = done;
       const int64_t bytes = static_cast<int64_t>(outgoing[static_cast<size_t>(p)].size());
       std::memcpy(h + 2, &bytes, sizeof(bytes));
-      std::memcpy(h + 2 + sizeof(bytes), step_rows_.data(), sizeof(int64_t) * static_cast<size_t>(n));
+      std::memcpy(h + 2 + sizeof(bytes), &predicted_step_s_, sizeof(double));
+      if (rows_bytes > 0) std::memcpy(h + 2 + sizeof(bytes) + sizeof(double), step_rows_.data(), rows_bytes);
       send_bytes[static_cast<size_t>(p)] = static_cast<int64_t>(kHeader);
     }
     Status s = communicator_.AllToAllV(send.data(), send_bytes, recv.data(), send_bytes, timeout);
     if (!s.ok()) Fail("step agreement", s);
     std::fill(step_rows_.begin(), step_rows_.end(), 0);
     int64_t total_in = 0;
-    std::vector<int64_t> unit_step_rows(static_cast<size_t>(n), 0), rows(static_cast<size_t>(n));
+    unit_predicted_s_ = 0;
+    std::vector<int64_t> unit_step_rows(step_rows_.size(), 0), rows(step_rows_.size());
     for (int p = 0; p < n; ++p) {
       const uint8_t* h = recv.data() + kHeader * static_cast<size_t>(p);
-      std::memcpy(rows.data(), h + 2 + sizeof(int64_t), sizeof(int64_t) * static_cast<size_t>(n));
-      for (int q = 0; q < n; ++q) unit_step_rows[static_cast<size_t>(q)] += rows[static_cast<size_t>(q)];
+      if (rows_bytes > 0) std::memcpy(rows.data(), h + 2 + sizeof(int64_t) + sizeof(double), rows_bytes);
+      double predicted = 0;
+      std::memcpy(&predicted, h + 2 + sizeof(int64_t), sizeof(double));
+      if (std::isfinite(predicted)) unit_predicted_s_ = std::max(unit_predicted_s_, predicted);
+      for (size_t i = 0; i < rows.size(); ++i) unit_step_rows[i] += rows[i];
       any_work |= h[0] != 0;
-      all_done &= h[1] != 0;
+      all_done &= (h[1] & 1) != 0;
+      all_ready &= (h[1] & 2) != 0;
       std::memcpy(&recv_bytes[static_cast<size_t>(p)], h + 2, sizeof(int64_t));
       if (recv_bytes[static_cast<size_t>(p)] < 0) Fail("step agreement", Status::DataLoss("a negative message size"));
       total_in += recv_bytes[static_cast<size_t>(p)];
@@ -225,6 +379,13 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
       at += bytes;
     }
   }
+  step_deadline_s_.store(timeouts_.idle_pause_max_s + ExchangeTimeout(), std::memory_order_relaxed);
+  // The load balancer, at the same agreement on every member: a placement every member has read in is
+  // swapped in before the next step; a new one is computed every step_interval steps with work.
+  if (all_ready) SwapPlacement();
+  if (any_work) ++work_steps_;
+  if (any_work && eplb_recorder_ != nullptr && pending_ == nullptr && work_steps_ % eplb_.step_interval == 0)
+    StartRebalance(timeout);
   last_work_step_ = any_work ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (any_work && !first_agreement) {  // (the first one waits for the slowest member's start-up)
     const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(last_work_step_ - now).count();
@@ -235,6 +396,7 @@ bool ExpertGroup::AnyMemberHasWork(bool has_work) {
   }
   if (all_done && !any_work) {
     finished_ = true;  // every member saw the same answer: none makes another collective
+    if (reader_.joinable()) reader_.join();  // (the model's weights must outlive their reader)
     MutexLock lock(&mu_);
     all_done_ = true;
     cv_.SignalAll();

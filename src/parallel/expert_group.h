@@ -3,9 +3,12 @@
 // collective with a deadline. A collective that misses its deadline ends the unit: this member prints
 // which rank it waited for and aborts every member (the others would otherwise wait for it forever).
 //
-// Deadlines. An exchange inside a forward pass waits at most for the slowest member's share of one layer,
-// so it gets max(floor, 4 × the slowest step seen so far); the agreement before a step also covers the pause
-// of an idle member.
+// Deadlines follow the steps. Each member tells the others at every agreement how long its engine's
+// calibrated step-cost model predicts its next step (engine::StepGroup::NotePredictedStep); an exchange inside
+// a forward pass waits at most for the slowest member's share of one layer, so it gets max(floor, 4 × the
+// longer of the longest predicted step of the unit and the last step it took); the agreement before a step
+// also covers the pause of an idle member. A long prefill is predicted long, so its deadline grows before
+// it runs, and shrinks again after it.
 //
 // Idle. When no member has work, every member pauses before the next agreement, 1 ms at first, doubling
 // up to 50 ms while the unit stays idle: a request waits at most that long for the others to wake, and an
@@ -18,6 +21,7 @@
 #include <atomic>
 #include <memory>
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,6 +34,7 @@
 #include "model/common/expert_parallel.h"
 #include "parallel/communicator.h"
 #include "parallel/expert_load_recorder.h"
+#include "parallel/live_placement.h"
 
 namespace deepinfer::parallel {
 
@@ -56,16 +61,44 @@ class StepMailbox {
 class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup {
  public:
   ExpertGroup(Communicator& communicator, GroupTimeouts timeouts = {});
+  ~ExpertGroup() override;
 
   int rank() const override { return communicator_.rank(); }
   int size() const override { return communicator_.size(); }
   void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                  std::span<const int64_t> recv_bytes) override;
   bool AnyMemberHasWork(bool has_work) override;
+  void NotePredictedStep(double seconds) override { predicted_step_s_ = seconds; }
+  // The deadline of an exchange in the next forward pass (seconds; step thread).
+  double ExchangeTimeout() const;
+  // The step agreement's deadline as of the last agreement (any thread): what waits that span a few steps
+  // scale with.
+  double StepDeadline() const { return step_deadline_s_.load(std::memory_order_relaxed); }
   // With record_loads on: this member's routed rows per layer and step go to an ExpertLoadRecorder (made at
   // the end of the first forward pass, when the routed layers are counted), a step closing at each agreement.
   void NoteRouting(int64_t experts, std::span<const int32_t> expert_ids) override;
-  void set_record_loads(bool on) { record_loads_ = on; }
+  // The live placement's ranks for this member's pairs (the static shard until the first rebalance); counts
+  // the pairs each rank computes per layer for the balance figures.
+  void PlaceRoutedPairs(int64_t experts, std::span<const int32_t> expert_ids, std::span<int32_t> members,
+                        std::vector<uint8_t>* computes) override;
+  int64_t redundant_experts() const override { return eplb_.enabled ? eplb_.redundant_experts : 0; }
+  void SetExpertWeightPages(std::shared_ptr<const model::ExpertWeightPages> pages) override { pages_ = std::move(pages); }
+  // Before the engine starts: the load balancer (off by default; redundant experts turn it on).
+  void set_eplb(const EplbOptions& options) {
+    eplb_ = options;
+    eplb_.enabled |= options.redundant_experts > 0;
+  }
+  // Placements swapped in so far (every member swaps at the same step).
+  int64_t rebalances() const { return rebalances_.load(); }
+  // Since the first swap (or the start): the routed pairs this member sent to each rank's experts, per layer
+  // ([layers][ranks]), and this member's routed pairs per expert ([layers][experts]): summed over the
+  // members, what the balancer's placements did against what the static shard would have done over the
+  // same steps.
+  struct SinceSwap {
+    int64_t layers = 0, experts = 0, ranks = 0;
+    std::vector<int64_t> rank_rows, expert_rows;
+  };
+  SinceSwap since_swap() const;  void set_record_loads(bool on) { record_loads_ = on; }
   // Before the engine starts: the mailbox whose messages each agreement carries (not owned; null: none).
   void set_mailbox(StepMailbox* mailbox) { mailbox_ = mailbox; }
   // The loads recorded over the last 65,536 steps (empty without record_loads or before a step ended).
@@ -104,10 +137,14 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   // member's rows sent to each member's experts in the step before it, so that every member knows the
   // unit's expert load per rank: in total, in the last step that routed rows, and over the last
   // kBalanceWindowSteps such steps. Balance is max/mean over the ranks (1: even; N: one rank does it all).
+  //
+  // Balance is taken per MoE layer and step: max/mean over the ranks of the pairs they computed in that
+  // layer in that step; the figures are its value in the last routed step, and its mean over the last
+  // kBalanceWindowSteps routed steps and since start, per layer.
   static constexpr int kBalanceWindowSteps = 64;
   struct ExpertRows {
     std::vector<int64_t> total;  // per rank, since start
-    double last_step_balance = 0, window_balance = 0;  // 0 before any routed step
+    std::vector<double> last_step_balance, window_balance, total_balance;  // per layer; empty before a routed step
     int64_t routed_steps = 0;
   };
   ExpertRows expert_rows() const;
@@ -115,7 +152,6 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
  private:
   // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
   [[noreturn]] void Fail(const std::string& what, const Status& status);
-  double ExchangeTimeout() const;
   // An all-gather of a fixed-size record through the all-to-all.
   Status AllGather(const std::vector<uint8_t>& mine, double timeout_s, std::vector<uint8_t>* all);
 
@@ -123,14 +159,35 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   GroupTimeouts timeouts_;
   // Step thread only.
   std::chrono::steady_clock::time_point last_work_step_{};
-  double slowest_step_s_ = 0;
+  double last_step_s_ = 0;       // the last step with work, agreement to agreement
+  double predicted_step_s_ = 0;  // this member's engine's prediction for its next step
+  double unit_predicted_s_ = 0;  // the longest of the members' predictions at the last agreement
+  std::atomic<double> step_deadline_s_{0};
   double idle_pause_s_ = 0;
   bool finished_ = false;
   bool agreed_once_ = false;  // the first agreement waits for the slowest member's engine start-up
   StepMailbox* mailbox_ = nullptr;
   bool record_loads_ = false;
-  std::vector<int64_t> step_rows_;  // this member's routed pairs by the rank owning the expert, this step
+  // This member's routed pairs by layer and the rank computing them, this step ([agreement_layers_][ranks]).
+  std::vector<int64_t> step_rows_;
+  int64_t agreement_layers_ = 0;  // routed layers per forward pass, once the first one has run
   void NoteUnitRows(const std::vector<int64_t>& unit_step_rows);
+  // The load balancer (step thread): its window of this member's loads, the steps with work, the placement
+  // in use (null: the static shard) and the one being read in by reader_ (ready once its pages are in).
+  EplbOptions eplb_;
+  std::shared_ptr<const model::ExpertWeightPages> pages_;
+  std::unique_ptr<ExpertLoadRecorder> eplb_recorder_;
+  int64_t work_steps_ = 0;
+  std::unique_ptr<ExpertPlacement> live_, pending_;
+  std::thread reader_;
+  std::atomic<bool> pending_ready_{false};
+  std::atomic<int64_t> rebalances_{0};
+  void StartRebalance(double timeout_s);
+  // Which experts this member computes in `layer` under `placement` (null: the static shard).
+  std::vector<uint8_t> ExpertsComputedHere(const ExpertPlacement* placement, int64_t layer, int64_t experts) const;
+  void SwapPlacement();
+  mutable Mutex since_mu_;
+  SinceSwap since_ GUARDED_BY(since_mu_);
   std::unique_ptr<ExpertLoadRecorder> recorder_;
   std::vector<std::vector<int32_t>> first_step_;  // the routing of the first forward pass, by layer
   int64_t experts_ = 0;
@@ -149,8 +206,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   bool all_done_ GUARDED_BY(mu_) = false;
   mutable Mutex rows_mu_;
   ExpertRows rows_ GUARDED_BY(rows_mu_);
-  std::vector<std::vector<int64_t>> window_ GUARDED_BY(rows_mu_);  // the last routed steps' rows per rank
-  std::vector<int64_t> window_sum_ GUARDED_BY(rows_mu_);
+  std::vector<std::vector<double>> window_ GUARDED_BY(rows_mu_);  // the last routed steps' balance per layer
+  std::vector<double> window_sum_ GUARDED_BY(rows_mu_), total_sum_ GUARDED_BY(rows_mu_);
 };
 
 }  // namespace deepinfer::parallel

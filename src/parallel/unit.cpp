@@ -22,6 +22,10 @@ int LauncherRank() {
 
 Result<std::unique_ptr<Unit>> Unit::Start(const UnitOptions& options) {
   auto unit = std::make_unique<Unit>();
+  EplbOptions eplb = options.eplb;
+  eplb.enabled |= eplb.redundant_experts > 0;
+  if (eplb.enabled && !options.expert_parallel)
+    return Status::InvalidArgument("--enable-eplb and --num-redundant-experts need --enable-expert-parallel");
   const int launched = LauncherWorldSize();
   const int wanted = options.data_parallel_size > 0 ? options.data_parallel_size : launched;
   if (launched == 1 && wanted == 1) {
@@ -42,6 +46,7 @@ Result<std::unique_ptr<Unit>> Unit::Start(const UnitOptions& options) {
     return Status::FailedPrecondition("MPI reports " + std::to_string(unit->communicator_->size()) +
                                       " processes where the launcher announced " + std::to_string(launched));
   unit->group_ = std::make_unique<ExpertGroup>(*unit->communicator_, options.timeouts);
+  unit->group_->set_eplb(eplb);
   unit->expert_parallel_ = options.expert_parallel;
   unit->lock_step_ = options.lock_step;
   return unit;

@@ -21,6 +21,8 @@ struct UnitOptions {
   // ride on the step agreement).
   bool lock_step = false;
   GroupTimeouts timeouts;
+  // The expert load balancer (with expert parallelism only); redundant experts turn it on.
+  EplbOptions eplb;
 };
 
 class Unit {

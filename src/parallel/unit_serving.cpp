@@ -107,7 +107,7 @@ Result<engine::RequestId> UnitFrontEngine::AddRequest(std::vector<int32_t> promp
   }
   // Another rank: its answer comes back within an agreement or two.
   MutexLock lock(&mu_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAcceptTimeoutS);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(AcceptTimeout());
   while (true) {
     auto it = requests_.find(id);
     if (it == requests_.end()) return Status::Unavailable("the unit is shutting down");
@@ -323,25 +323,27 @@ std::string UnitFrontEngine::PrometheusText() const {
            "# TYPE deepinfer_unit_rank_expert_rows_total counter\n";
     for (size_t r = 0; r < rows.total.size(); ++r)
       out += "deepinfer_unit_rank_expert_rows_total{rank=\"" + std::to_string(r) + "\"} " + std::to_string(rows.total[r]) + "\n";
-    const auto gauge = [&out](const std::string& name, const std::string& help, double value) {
-      out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + std::to_string(value) + "\n";
+    // Per MoE layer (label `layer`, routed layers in order): max over mean of the pairs the ranks computed in
+    // that layer in one step.
+    const auto per_layer = [&out](const std::string& name, const std::string& help, const std::vector<double>& values) {
+      out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n";
+      for (size_t l = 0; l < values.size(); ++l)
+        out += name + "{layer=\"" + std::to_string(l) + "\"} " + std::to_string(values[l]) + "\n";
     };
-    gauge("deepinfer_unit_expert_balance_last_step",
-          "Max over mean of the rows the ranks' experts computed in the last step that routed rows.",
-          rows.last_step_balance);
-    gauge("deepinfer_unit_expert_balance_window",
-          "Max over mean of the rows the ranks' experts computed over the last " +
-              std::to_string(ExpertGroup::kBalanceWindowSteps) + " steps that routed rows.",
-          rows.window_balance);
-    gauge("deepinfer_unit_expert_balance_total", "Max over mean of the rows the ranks' experts computed since start.",
-          [&rows] {
-            int64_t sum = 0, most = 0;
-            for (int64_t v : rows.total) {
-              sum += v;
-              most = std::max(most, v);
-            }
-            return sum > 0 ? static_cast<double>(most) * static_cast<double>(rows.total.size()) / static_cast<double>(sum) : 0.0;
-          }());
+    per_layer("deepinfer_unit_expert_balance_last_step",
+              "Max over mean of the routed pairs the ranks' experts computed per layer, in the last step that routed rows.",
+              rows.last_step_balance);
+    per_layer("deepinfer_unit_expert_balance_window",
+              "Mean over the last " + std::to_string(ExpertGroup::kBalanceWindowSteps) +
+                  " steps that routed rows of each step's max over mean of the pairs the ranks computed per layer.",
+              rows.window_balance);
+    per_layer("deepinfer_unit_expert_balance_total",
+              "Mean since start over the steps that routed rows of each step's max over mean of the pairs the "
+              "ranks computed per layer.",
+              rows.total_balance);
+    out += "# HELP deepinfer_unit_expert_rebalances_total Expert placements the load balancer applied.\n"
+           "# TYPE deepinfer_unit_expert_rebalances_total counter\n"
+           "deepinfer_unit_expert_rebalances_total " + std::to_string(group_.rebalances()) + "\n";
   }
   return out;
 }
@@ -365,7 +367,7 @@ void UnitFrontEngine::Shutdown() {
     std::vector<engine::RequestUpdate> abandoned;
     {
       MutexLock lock(&mu_);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kAbortWaitS);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(AbortWait());
       while (!requests_.empty() && std::chrono::steady_clock::now() < deadline) cv_.WaitUntil(&mu_, deadline);
       // What is left gets its last update here; the other ranks are told to stop regardless.
       for (const auto& [id, p] : requests_)

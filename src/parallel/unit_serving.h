@@ -9,6 +9,8 @@
 // callback never holds up the unit's steps. A rank's worker adds requests to its engine on its step thread.
 #pragma once
 
+#include <algorithm>
+
 #include <chrono>
 #include <deque>
 #include <map>
@@ -65,9 +67,13 @@ class UnitFrontEngine final : public engine::Engine, public StepMailbox {
   void TakeOutgoing(std::vector<std::string>* to_member) override;
   Status Deliver(int from, std::string_view bytes) override;
 
-  // How long AddRequest waits for another rank to accept a request, and Shutdown for the last updates.
-  static constexpr double kAcceptTimeoutS = 30;
-  static constexpr double kAbortWaitS = 10;
+  // How long AddRequest waits for another rank to accept a request (its answer rides on the agreement after
+  // the one that took the request there: 3 step deadlines, ExpertGroup::StepDeadline), and Shutdown for the
+  // last updates (4), each at least its floor.
+  static constexpr double kAcceptFloorS = 5;
+  static constexpr double kAbortWaitFloorS = 2;
+  double AcceptTimeout() const { return std::max(kAcceptFloorS, 3 * group_.StepDeadline()); }
+  double AbortWait() const { return std::max(kAbortWaitFloorS, 4 * group_.StepDeadline()); }
   // How often the other ranks report their engine's figures.
   static constexpr double kFiguresEveryS = 0.1;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A parallel unit refuses what it cannot run with one error line and a non-zero exit: a rank count that does
-# not divide the routed experts, a missing MPI module, ranks that loaded different weights or configs or run
+# not divide the routed experts (with redundant copies, their sum: ExpertGroup's unit test), a missing MPI module, ranks that loaded different weights or configs or run
 # different builds, and --data-parallel-size without mpirun.
 # Usage: mpi_bad_input.sh DEEPINFER MPIRUN
 set -uo pipefail
@@ -50,6 +50,8 @@ args=(generate --model "$work/a" --prompt-ids 1,2,3 --max-tokens 2)
 # The tiny preset has 8 routed experts.
 expect "3 ranks for 8 experts" "3 ranks do not divide the model's 8 routed experts" \
   "$mpirun" "${MPIRUN_ARGS[@]}" -n 3 "$deepinfer" "${args[@]}" --data-parallel-size 3 --enable-expert-parallel
+expect "load balancer without expert parallelism" "--num-redundant-experts need --enable-expert-parallel" \
+  "$deepinfer" "${args[@]}" --num-redundant-experts 2
 expect "missing MPI module" "MPI is not available .*no-such-module.so" \
   env DEEPINFER_MPI_MODULE="$work/no-such-module.so" \
   "$mpirun" "${MPIRUN_ARGS[@]}" -x DEEPINFER_MPI_MODULE -n 2 "$deepinfer" "${args[@]}" --data-parallel-size 2 \

@@ -2,12 +2,19 @@
 # Expert parallelism is bit-identical to one process: `mpirun -n N deepinfer generate ... --data-parallel-size N
 # --enable-expert-parallel` must print exactly what one process prints (greedy token ids and logprobs of
 # several prompts, spread over the ranks), on the tiny presets of the architectures named, and with --ep-stats
-# every rank reports its steps' time.
-# Usage: mpi_generate_identity.sh DEEPINFER MPIRUN ARCH:RANKS[,RANKS...]...   e.g. v4:2,4 v4.1:2,4
+# every rank reports its steps' time. With --eplb the expert load balancer runs with one redundant expert per
+# rank and rebalances every 2 steps: the outputs stay identical across the placements it swaps in, and rank 0
+# reports at least one applied.
+# Usage: mpi_generate_identity.sh DEEPINFER MPIRUN [--eplb] [--preset tiny|small] ARCH:RANKS[,RANKS...]...
+#   e.g. v4:2,4 v4.1:2,4
 set -euo pipefail
 deepinfer=$1
 mpirun=$2
 shift 2
+eplb=0
+if [[ ${1:-} == --eplb ]]; then eplb=1; shift; fi
+preset=tiny
+if [[ ${1:-} == --preset ]]; then preset=$2; shift 2; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/mpi_env.sh"
@@ -16,7 +23,7 @@ prompts=(--prompt-ids 1,2,3,4,5 --prompt-ids 9,8,7 --prompt-ids 40,41,42,43,44,4
 for spec in "$@"; do
   arch=${spec%%:*}
   IFS=, read -ra ranks <<< "${spec#*:}"
-  "$deepinfer" init-model --preset tiny --arch "$arch" --out "$work/$arch" > /dev/null
+  "$deepinfer" init-model --preset "$preset" --arch "$arch" --out "$work/$arch" > /dev/null
   # Token ids need no tokenizer, and reading one costs most of a tiny model's start-up; V4.1's Engram
   # hashes need it.
   [[ $arch == v4 ]] && rm "$work/$arch/tokenizer.json"
@@ -24,8 +31,10 @@ for spec in "$@"; do
   # A generous exchange deadline: a loaded CI machine must not end the unit (the drills test the deadline).
   "$deepinfer" "${args[@]}" > "$work/single.txt" 2> "$work/single.err"
   for n in "${ranks[@]}"; do
+    balancer=()
+    (( eplb )) && balancer=(--num-redundant-experts "$n" --eplb-step-interval 2 --eplb-window-size 4)
     if ! "$mpirun" "${MPIRUN_ARGS[@]}" -n "$n" "$deepinfer" "${args[@]}" --data-parallel-size "$n" \
-         --enable-expert-parallel --ep-timeout-s 30 --ep-stats > "$work/ep.txt" 2> "$work/ep.err"; then
+         --enable-expert-parallel --ep-timeout-s 30 --ep-stats "${balancer[@]}" > "$work/ep.txt" 2> "$work/ep.err"; then
       echo "FAIL: $arch EP$n exited non-zero"; cat "$work/ep.err"; exit 1
     fi
     if ! cmp -s "$work/single.txt" "$work/ep.txt"; then
@@ -41,6 +50,10 @@ for spec in "$@"; do
          } END { exit ok == n ? 0 : 1 }' "$work/ep.err"; then
       echo "FAIL: $arch EP$n: --ep-stats did not print every rank's steps"; grep "generate: rank" "$work/ep.err"; exit 1
     fi
-    echo "ok: $arch EP$n identical to one process ($(wc -l < "$work/ep.txt") outputs)"
+    applied=$(sed -n 's/.*expert balance since the first rebalance (\([0-9]*\) applied.*/\1/p' "$work/ep.err")
+    if (( eplb )) && ! (( ${applied:-0} >= 1 )); then
+      echo "FAIL: $arch EP$n: the load balancer applied no placement"; grep "generate:" "$work/ep.err"; exit 1
+    fi
+    echo "ok: $arch EP$n identical to one process ($(wc -l < "$work/ep.txt") outputs${applied:+, $applied placements applied})"
   done
 done

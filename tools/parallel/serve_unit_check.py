@@ -5,7 +5,10 @@ once, streamed and not, of varied lengths), and reports whether every answer (te
 the same, how the unit placed the requests, and its expert balance. Exit 1 on any difference.
 
 Usage: tools/parallel/serve_unit_check.py MODEL_DIR [--ranks N] [--requests R] [--concurrency C]
-                                          [--no-expert-parallel] [--deepinfer BIN]"""
+                                          [--no-expert-parallel] [--num-redundant-experts R]
+                                          [--eplb-step-interval S] [--deepinfer BIN]
+With --num-redundant-experts the unit's load balancer places the experts anew every S steps (default 16, window
+2 × S) while it serves."""
 import argparse
 import json
 import os
@@ -63,6 +66,8 @@ def main():
     p.add_argument("--requests", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--no-expert-parallel", action="store_true")
+    p.add_argument("--num-redundant-experts", type=int, default=0)
+    p.add_argument("--eplb-step-interval", type=int, default=16)
     p.add_argument("--deepinfer", default=str(ROOT / "build" / "release" / "bin" / "deepinfer"))
     a = p.parse_args()
     common = ["--served-model-name", "m", "--no-thinking", "--kv-cache-memory-bytes", str(256 << 20),
@@ -75,6 +80,9 @@ def main():
     unit_args = [*common, "--data-parallel-size", str(a.ranks)]
     if not a.no_expert_parallel:
         unit_args.append("--enable-expert-parallel")
+    if a.num_redundant_experts:
+        unit_args += ["--num-redundant-experts", str(a.num_redundant_experts), "--eplb-step-interval",
+                      str(a.eplb_step_interval), "--eplb-window-size", str(2 * a.eplb_step_interval)]
     unit = Server(a.deepinfer, a.model, *unit_args, env={**os.environ, **MPI_ENV})
     try:
         got, unit_s = run_all(unit, a.requests, a.concurrency)
@@ -87,8 +95,13 @@ def main():
           f"{len(differ)} differ; one process {single_s:.1f} s, unit of {a.ranks} {unit_s:.1f} s; placed {placed}")
     for name in ("last_step", "window", "total"):
         key = f"deepinfer_unit_expert_balance_{name}"
-        if key in metrics:
-            print(f"expert balance ({name}): {metrics[key]:.3f}")
+        layers = sorted((k for k in metrics if k.startswith(key + "{layer=")),
+                        key=lambda k: int(k.split('"')[1]))
+        if layers:
+            values = " ".join(f"{metrics[k]:.3f}" for k in layers)
+            print(f"expert balance per layer and step ({name}): {values}")
+    if "deepinfer_unit_expert_rebalances_total" in metrics:
+        print(f"expert placements applied: {int(metrics['deepinfer_unit_expert_rebalances_total'])}")
     print(f"unit exit status {code}")
     for i in differ[:3]:
         print(f"request {i}: one process {str(want[i])[:200]}\n           unit {str(got[i])[:200]}")

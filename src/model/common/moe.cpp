@@ -113,15 +113,24 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
   ExpertExchange& exchange = *w.exchange;
   const int members = exchange.size();
   const int64_t e = static_cast<int64_t>(w.experts.size());
-  const int64_t per = e / members;
-  const ExpertShard shard = ExpertShard::Of(e, exchange.rank(), members);
   const bool weight_activation = dispatch.weight_at == RoutingWeightAt::kActivation;
   const int64_t pair_floats = kPairHeaderFloats + d;
-  exchange.NoteRouting(e, {chosen, static_cast<size_t>(n * k)});
+  const std::span<const int32_t> routed(chosen, static_cast<size_t>(n * k));
+  exchange.NoteRouting(e, routed);
+  std::vector<int32_t> member_of(static_cast<size_t>(n * k));
+  std::vector<uint8_t> computes;
+  exchange.PlaceRoutedPairs(e, routed, member_of, &computes);
 
   // The pairs each member receives from here, in row order, then slot order.
   std::vector<std::vector<int64_t>> outgoing(static_cast<size_t>(members));
-  for (int64_t p = 0; p < n * k; ++p) outgoing[static_cast<size_t>(chosen[p] / per)].push_back(p);
+  for (int64_t p = 0; p < n * k; ++p) {
+    const int32_t member = member_of[static_cast<size_t>(p)];
+    if (member < 0 || member >= members) {
+      std::fprintf(stderr, "deepinfer: expert parallelism: expert %d placed on rank %d of %d\n", chosen[p], member, members);
+      std::abort();  // a placement outside the unit: nothing computed from here on can be trusted
+    }
+    outgoing[static_cast<size_t>(member)].push_back(p);
+  }
   std::vector<int64_t> send_counts(static_cast<size_t>(members)), recv_counts(static_cast<size_t>(members));
   for (int m = 0; m < members; ++m) send_counts[m] = static_cast<int64_t>(outgoing[m].size());
   const std::vector<int64_t> count_bytes(static_cast<size_t>(members), sizeof(int64_t));
@@ -154,25 +163,24 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
 
   // The received pairs grouped by this member's experts, in increasing expert order, each expert's rows in
   // arrival order (sending member, then its order).
-  std::vector<int32_t> expert_of(static_cast<size_t>(received));
-  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(shard.last - shard.first));
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(e));
   for (int64_t q = 0; q < received; ++q) {
     int32_t expert = 0;
     std::memcpy(&expert, recv.data() + q * pair_floats, sizeof(expert));
-    if (expert < shard.first || expert >= shard.last) {
-      std::fprintf(stderr, "deepinfer: expert parallelism: received a row for expert %d outside this rank's [%lld, %lld)\n",
-                   expert, static_cast<long long>(shard.first), static_cast<long long>(shard.last));
-      std::abort();  // the members disagree about the sharding: nothing they compute can be trusted
+    if (expert < 0 || expert >= e || computes[static_cast<size_t>(expert)] == 0) {
+      std::fprintf(stderr, "deepinfer: expert parallelism: rank %d received a row for expert %d, which it does not compute\n",
+                   exchange.rank(), expert);
+      std::abort();  // the members disagree about the placement: nothing they compute can be trusted
     }
-    by_expert[static_cast<size_t>(expert - shard.first)].push_back(q);
+    by_expert[static_cast<size_t>(expert)].push_back(q);
   }
   std::vector<ExpertWork> work;
   std::vector<std::pair<size_t, int64_t>> place(static_cast<size_t>(received));  // pair q → (work item, row)
-  for (int64_t local = 0; local < shard.last - shard.first; ++local) {
-    const std::vector<int64_t>& pairs = by_expert[static_cast<size_t>(local)];
+  for (int64_t expert = 0; expert < e; ++expert) {
+    const std::vector<int64_t>& pairs = by_expert[static_cast<size_t>(expert)];
     if (pairs.empty()) continue;
     ExpertWork item;
-    item.weights = &w.experts[static_cast<size_t>(shard.first + local)];
+    item.weights = &w.experts[static_cast<size_t>(expert)];
     item.rows = pairs;
     item.input.resize(pairs.size() * static_cast<size_t>(d));
     for (size_t r = 0; r < pairs.size(); ++r) {

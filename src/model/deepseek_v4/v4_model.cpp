@@ -75,6 +75,7 @@ Result<std::unique_ptr<V4Model>> V4Model::Load(const std::string& dir, const Loa
     std::vector<ExpertSetWeights*> sets;
     for (V4BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
     DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, model->config_.n_routed_experts, sets));
+    options.expert_exchange->SetExpertWeightPages(CheckpointExpertPages(model->checkpoint_));
   }
   // Under expert parallelism the other members' experts are never read here: out of memory.
   std::function<bool(const TensorInfo&)> remote;

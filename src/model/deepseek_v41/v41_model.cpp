@@ -63,6 +63,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(const std::string& dir, const L
     std::vector<ExpertSetWeights*> sets;
     for (V41BlockWeights& layer : model->weights_->layers) sets.push_back(&layer.moe);
     DI_RETURN_IF_ERROR(ShardExpertSets(options.expert_exchange, c.n_routed_experts, sets));
+    options.expert_exchange->SetExpertWeightPages(CheckpointExpertPages(model->checkpoint_));
   }
   // Under expert parallelism the other members' experts are never read here: out of memory.
   std::function<bool(const TensorInfo&)> skip = IsEngramTable, remote;

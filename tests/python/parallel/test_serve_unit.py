@@ -2,8 +2,9 @@
 `serve --data-parallel-size 2`, which runs a real `mpirun -n 2 deepinfer serve ...` itself. Rank 0 serves HTTP and
 places the requests on both ranks (per-rank counters on /metrics, with the experts' load per rank); greedy chat
 completions, streamed and not, equal a single-process server's on the same tiny checkpoint, logprobs bit for bit;
-a client that goes away aborts its request on its rank; SIGTERM ends every rank. Release build only (Open MPI's own
-allocations read as leaks under ASan); about 7 s."""
+the load balancer swaps expert placements while it serves; the ranks read KV blocks another server wrote to a
+shared store; a client that goes away aborts its request on its rank; SIGTERM ends every rank. Release build only (Open MPI's own
+allocations read as leaks under ASan); about 9 s."""
 import http.client
 import json
 import os
@@ -30,6 +31,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 SERVE_ARGS = ["--served-model-name", "tiny", "--no-thinking", "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "512",
               "--ep-timeout-s", "30"]
 PROMPTS = ["Hello there", "What is two plus two?", "Name a colour.", "Tell me a story about a cat"]
+LONG_PROMPT = " ".join(f"item {i}," for i in range(90))  # a few full KV blocks
 
 
 
@@ -46,15 +48,29 @@ def model(deepinfer_bin, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def want(deepinfer_bin, model):
-    """One process's answers."""
-    s = Server(deepinfer_bin, model, *SERVE_ARGS)
+def store(tmp_path_factory):
+    """A KV store the single process writes and the unit reads."""
+    return str(tmp_path_factory.mktemp("unit") / "store")
+
+
+@pytest.fixture(scope="module")
+def single(deepinfer_bin, model, store):
+    """One process's answers to PROMPTS, and to LONG_PROMPT (whose KV blocks it writes to the store)."""
+    s = Server(deepinfer_bin, model, *SERVE_ARGS, "--kv-store", store)
     try:
         out = answers(s, concurrent=False)
+        long = chat(s, LONG_PROMPT, stream=False)
+        written = s.metrics()["deepinfer:kvstore_writes_total"]
     finally:
         assert s.stop() == 0
     assert all(text and len(logprobs) == 8 for text, _, logprobs in out), out
-    return out
+    assert written > 0
+    return {"answers": out, "long": long}
+
+
+@pytest.fixture(scope="module")
+def want(single):
+    return single["answers"]
 
 
 def chat(server, prompt, stream):
@@ -137,11 +153,15 @@ def abandon_stream(unit):
     return rank
 
 
-def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, want):
+def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, want, single, store):
     # `serve --data-parallel-size 2` runs `mpirun -n 2 deepinfer serve ...` itself: exactly the unit that
     # mpirun starts by hand.
+    # The expert load balancer places the experts anew every 4 steps (2 redundant copies): answers stay
+    # identical to one process's across the swaps.
+    # The ranks share the store the single process wrote.
     unit = Server(deepinfer_bin, model, *SERVE_ARGS, "--data-parallel-size", "2", "--enable-expert-parallel",
-                  env=MPI_ENV)
+                  "--num-redundant-experts", "2", "--eplb-step-interval", "4", "--eplb-window-size", "8",
+                  "--kv-store", store, env=MPI_ENV)
     try:
         assert placed(unit) == [0, 0]
         check_unit(unit, want)
@@ -150,10 +170,19 @@ def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, wa
         m = unit.metrics()
         rows = [m[f'deepinfer_unit_rank_expert_rows_total{{rank="{r}"}}'] for r in range(2)]
         assert min(rows) > 0 and sum(rows) % 2 == 0, rows
-        # max/mean over 2 ranks lies in [1, 2]; the total one follows from the rows.
-        assert m["deepinfer_unit_expert_balance_total"] == pytest.approx(2 * max(rows) / sum(rows), rel=1e-5)
-        for window in ("last_step", "window"):
-            assert 1 <= m[f"deepinfer_unit_expert_balance_{window}"] <= 2
+        # Balance per MoE layer and step: max/mean over 2 ranks lies in [1, 2], for each of the preset's 4
+        # layers (every one routed) and no other.
+        for window in ("last_step", "window", "total"):
+            for layer in range(4):
+                assert 1 <= m[f'deepinfer_unit_expert_balance_{window}{{layer="{layer}"}}'] <= 2
+            assert f'deepinfer_unit_expert_balance_{window}{{layer="4"}}' not in m
+        assert m["deepinfer_unit_expert_rebalances_total"] >= 1
+        # Blocks one process wrote are read by the unit's ranks: an idle unit places requests in turn, so the
+        # long prompt runs once on each rank (neither has it in RAM), rank 0's store figures on /metrics.
+        before, hits = placed(unit), m["deepinfer:kvstore_hit_blocks_total"]
+        assert [chat(unit, LONG_PROMPT, stream=False) for _ in range(2)] == [single["long"]] * 2
+        assert [a - b for a, b in zip(placed(unit), before)] == [1, 1]
+        assert unit.metrics()["deepinfer:kvstore_hit_blocks_total"] > hits
         # A client that goes away aborts its request on the rank that runs it: it finishes there long before
         # its 400 tokens (the abort crosses to that rank at the next step agreement).
         for _ in range(3):
@@ -180,3 +209,4 @@ def test_serve_without_mpirun_is_one_line(deepinfer_bin, model, tmp_path):
                           text=True, timeout=30, env={**os.environ, "PATH": str(tmp_path)})
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "mpirun" in proc.stderr, proc.stderr
+
