@@ -73,7 +73,9 @@ class SchemaResolver {
   // where one has no exact lowering). Negate: a schema for exactly the instances `schema` rejects, or
   // nullopt. ExactlyOneRequired: a oneOf of required-only branches as anyOf alternatives, or nullopt.
   Result<std::optional<Json>> Rewrite(const Json& s, const std::string& path, uint32_t depth) const;
-  std::optional<Json> Negate(const Json& schema, const std::string& path, uint32_t depth) const;
+  // `within` (TypeBits): the types of the instances the negation will meet (the schema it is merged into
+  // holds no others); a keyword that constrains only other types never fails for those, so it adds no case.
+  std::optional<Json> Negate(const Json& schema, const std::string& path, uint32_t depth, uint8_t within = kAllTypes) const;
   Result<std::optional<std::vector<Json>>> ExactlyOneRequired(const Json& branches, const Json& rest,
                                                               const std::string& path, uint32_t depth) const;
   // SharedCases: anyOf `branches` beside allOf members of `rest` that are anyOf lists as well, where some

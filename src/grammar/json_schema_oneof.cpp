@@ -46,10 +46,15 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
   std::vector<std::optional<Json>> negated(merged.size());
   // kept[i][j]: the cases of ¬B_j that meet B_i, pointing into negated[j] (which stays as it is from here).
   std::vector<std::map<size_t, std::vector<const Json*>>> kept(merged.size());
+  // ¬B_j meets only the branches that may overlap B_j: instances of their types.
+  std::vector<uint8_t> within(merged.size(), 0);
+  for (size_t i = 0; i < merged.size(); ++i)
+    for (size_t j : overlaps[i]) within[j] |= TypesOf(merged[i]);
   for (size_t i = 0; i < merged.size(); ++i)
     for (size_t j : overlaps[i]) {
-      if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1);
-      if (!negated[j]) return Unsupported("oneOf (with branches that may overlap)", path);
+      if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1, within[j]);
+      if (!negated[j])
+        return Unsupported("oneOf (with branches that may overlap; branch " + std::to_string(j) + " has no exact negation)", path);
       auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
       const bool cases = any != negated[j]->end() && negated[j]->size() == 1 && any->is_array();
       std::vector<const Json*> k;
@@ -111,7 +116,8 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
     double product = rest_empty ? 0 : 1;
     for (const Json& l : lists) product *= rest_empty ? 1.0 : static_cast<double>(l.size());
     alternatives += static_cast<double>(common.size()) + product;
-    if (alternatives > kMaxAlternatives) return Unsupported("oneOf (with branches that may overlap)", path);
+    if (alternatives > kMaxAlternatives)
+      return Unsupported("oneOf (with branches that may overlap; their exclusion needs more than 256 alternatives)", path);
     std::vector<Json> exclusions;
     for (const Json& l : lists) exclusions.push_back(l.size() == 1 ? l[0] : Json{{"anyOf", l}});
     if (!common.empty()) {

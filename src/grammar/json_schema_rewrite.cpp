@@ -1,6 +1,7 @@
 // Keywords the JSON Schema front end lowers to others before compiling: `not` through an exact negation of
 // its schema, if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -28,6 +29,25 @@ bool ConstrainingKeyword(const std::string& k) {
   return known.count(k) > 0;
 }
 
+// The types of instances a keyword can reject: each of these constrains one type only and holds for every
+// other (kAllTypes for the rest).
+uint8_t TypesConstrainedBy(const std::string& k) {
+  static const std::set<std::string> strings = {"minLength", "maxLength", "pattern", "format", "$patterns",
+                                                "$not_patterns", "$any_patterns"};
+  static const std::set<std::string> numbers = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+  static const std::set<std::string> arrays = {"items", "prefixItems", "additionalItems", "minItems", "maxItems",
+                                               "uniqueItems", "contains", "$contains", "minContains", "maxContains",
+                                               "unevaluatedItems"};
+  static const std::set<std::string> objects = {"properties", "required", "additionalProperties", "patternProperties",
+                                                "minProperties", "maxProperties", "propertyNames", "dependencies",
+                                                "dependentRequired", "dependentSchemas", "unevaluatedProperties", "$some"};
+  if (strings.count(k)) return kString;
+  if (numbers.count(k)) return kInteger | kNumber;
+  if (arrays.count(k)) return kArray;
+  if (objects.count(k)) return kObject;
+  return kAllTypes;
+}
+
 }  // namespace
 
 // Keywords lowered to others before compiling (nullopt: none here): `not` through its exact negation
@@ -41,15 +61,16 @@ Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::st
     return std::optional<Json>(std::move(rest));
   }
   if (auto it = s.find("not"); it != s.end()) {
-    std::optional<Json> neg = Negate(*it, path + "/not", depth + 1);
-    if (!neg) return Unsupported("not", path);
     Json rest = s;
     rest.erase("not");
+    // Only instances of the types the rest allows meet the negation.
+    std::optional<Json> neg = Negate(*it, path + "/not", depth + 1, TypesOf(rest));
+    if (!neg) return Unsupported("not", path);
     DI_ASSIGN_OR_RETURN(Json m, Merge(rest, *neg, path, depth + 1));
     return std::optional<Json>(std::move(m));
   }
   if (auto it = s.find("if"); it != s.end()) {
-    std::optional<Json> neg = Negate(*it, path + "/if", depth + 1);
+    std::optional<Json> neg = Negate(*it, path + "/if", depth + 1, TypesOf(s));
     if (!neg) return Unsupported("if", path);
     Json rest = s;
     const Json then = rest.value("then", Json(true)), otherwise = rest.value("else", Json(true));
@@ -247,10 +268,12 @@ Result<Json> SchemaResolver::Conditionals(const std::vector<Json>& conditions, u
 
 // The negation of a schema as a schema the compiler takes, for the forms where it is exact (nullopt
 // otherwise): booleans, type sets, required (an object missing a name), properties (an object with a
-// member that fails its schema), string patterns and lengths, array counts, non-numeric enum/const
-// members ($not_in), and not/anyOf/allOf of those. Keywords that apply to one type only hold for every
-// other type, so their negation is that type failing them.
-std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string& path, uint32_t depth) const {
+// member that fails its schema), string patterns and lengths, array counts, enum/const members (strings
+// and other scalars by $not_in, integral numbers by the ranges around them, objects as the objects equal
+// to them), multipleOf 1 (the numbers with a fraction), and not/anyOf/allOf of those. Keywords that apply
+// to one type only hold for every other type, so their negation is that type failing them, and none at
+// all where `within` holds no instance of that type.
+std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string& path, uint32_t depth, uint8_t within) const {
   if (depth > o_.max_depth) return std::nullopt;
   if (schema.is_boolean()) return Json(!schema.get<bool>());
   auto inlined = Inline(schema, path, depth + 1);
@@ -262,6 +285,7 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     const Json& v = it.value();
     if (AnnotationKeywords().count(k) || k.rfind("x-", 0) == 0 || !ConstrainingKeyword(k)) continue;
     if (k == "format" && v.is_string() && !FormatRegex(v.get<std::string>())) continue;  // an annotation
+    if ((TypesConstrainedBy(k) & within) == 0) continue;  // fails only for instances the caller never has
     if (k == "type") {
       const uint8_t keep = static_cast<uint8_t>(~SchemaResolver::TypesOf(Json{{"type", v}})) & kAllTypes;
       Json t = Json::array();
@@ -322,22 +346,53 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       }
       const char* other = lower ? (exclusive ? "maximum" : "exclusiveMaximum") : (exclusive ? "minimum" : "exclusiveMinimum");
       any.push_back(Json{{"type", "number"}, {other, v}});
+    } else if (k == "multipleOf" && v.is_number() && v.get<double>() == 1.0) {
+      // A multiple of 1 is an integer (1.0 too): the other side is the numbers with a fraction.
+      any.push_back(Json{{"type", "$fraction"}});
     } else if ((k == "exclusiveMinimum" || k == "exclusiveMaximum") && v.is_boolean()) {
       continue;  // draft 4's flag: read with its minimum/maximum above
     } else if ((k == "enum" && v.is_array()) || k == "const") {
       const Json values = k == "const" ? Json::array({v}) : v;
+      if (std::any_of(values.begin(), values.end(), [](const Json& x) { return x.is_object(); })) {
+        // An object member has many spellings (member order): read as the schema of the objects equal to
+        // it, the enum is an anyOf whose negation is exact where theirs are.
+        Json alternatives = Json::array(), others = Json::array();
+        for (const Json& x : values) {
+          if (!x.is_object()) {
+            others.push_back(x);
+            continue;
+          }
+          Json equal = {{"type", "object"}, {"additionalProperties", false}, {"required", Json::array()}, {"properties", Json::object()}};
+          for (auto m = x.begin(); m != x.end(); ++m) {
+            equal["required"].push_back(m.key());
+            equal["properties"][m.key()] = Json{{"const", m.value()}};
+          }
+          alternatives.push_back(std::move(equal));
+        }
+        if (!others.empty()) alternatives.push_back(Json{{"enum", std::move(others)}});
+        auto neg = Negate(Json{{"anyOf", std::move(alternatives)}}, path + "/" + k, depth + 1, within);
+        if (!neg) return std::nullopt;
+        any.push_back(std::move(*neg));
+        continue;
+      }
       Json scalars = Json::array();
       std::vector<int64_t> numbers;
       for (const Json& x : values) {
-        if (x.is_object() || x.is_array()) return std::nullopt;
+        if (x.is_array()) return std::nullopt;
         if (!x.is_number()) {
           scalars.push_back(x);
           continue;
         }
         // A number has many spellings (1, 1.0, 1e0): it is kept out by the ranges around it, exact for
-        // integers that a double holds exactly.
+        // integers that a double holds exactly (written 9 or 9.0).
         constexpr int64_t kExactInDouble = int64_t{1} << 53;
-        if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t{kExactInDouble}) ||
+        if (x.is_number_float()) {
+          const double d = x.get<double>();
+          if (d != std::floor(d) || !(std::fabs(d) <= static_cast<double>(kExactInDouble))) return std::nullopt;
+          numbers.push_back(static_cast<int64_t>(d));
+          continue;
+        }
+        if ((x.is_number_unsigned() && x.get<uint64_t>() > uint64_t{kExactInDouble}) ||
             (!x.is_number_unsigned() && std::llabs(x.get<int64_t>()) > kExactInDouble))
           return std::nullopt;
         numbers.push_back(x.get<int64_t>());
@@ -439,7 +494,7 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
       constexpr size_t kMaxMeetingPairs = 16;
       Json none = Json::array();
       for (size_t i = 0; i < v.size(); ++i) {
-        auto neg = Negate(v[i], path + "/oneOf/" + std::to_string(i), depth + 1);
+        auto neg = Negate(v[i], path + "/oneOf/" + std::to_string(i), depth + 1, within);
         if (!neg) return std::nullopt;
         none.push_back(std::move(*neg));
       }
@@ -455,7 +510,7 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     } else if ((k == "anyOf" && v.is_array()) || (k == "oneOf" && v.is_array() && v.size() == 1)) {  // one: as anyOf
       Json all = Json::array();
       for (size_t i = 0; i < v.size(); ++i) {
-        auto neg = Negate(v[i], path + "/anyOf/" + std::to_string(i), depth + 1);
+        auto neg = Negate(v[i], path + "/anyOf/" + std::to_string(i), depth + 1, within);
         if (!neg) return std::nullopt;
         all.push_back(*neg);
       }

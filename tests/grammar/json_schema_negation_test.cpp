@@ -78,6 +78,40 @@ TEST(JsonSchemaNegation, NumericEnumMembers) {
     CheckSchemaCase(c);
 }
 
+// Enum members written as floats with an integral value (9.0 is 9) and object members (equal objects have
+// the same members, in any order, with equal values) have exact negations.
+TEST(JsonSchemaNegation, IntegralFloatAndObjectEnumMembers) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"not":{"enum":[9.0,"red"]}})", {"8", "9.5", "10", R"("blue")"}, {"9", "9.0", R"("red")"}},
+           // {"a":1} is kept out in every spelling of 1; an extra member, another value or no member differ.
+           {R"({"not":{"enum":[{"a":1},"x"]}})", {R"({"a":2})", R"({"a":1,"b":1})", "{}", R"("y")", "1"},
+            {R"({"a":1})", R"({"a":1.0})", R"("x")"}},
+           // Overlapping oneOf branches (the object {"type":"void"} is in both enums): it meets two, so no
+           // instance of it validates; each other member meets one branch.
+           {R"({"oneOf":[{"enum":[{"type":"void"},"a"]},{"enum":[{"type":"void"},"b"]}]})", {R"("a")", R"("b")"},
+            {R"({"type":"void"})", R"("c")"}},
+       })
+    CheckSchemaCase(c);
+}
+
+// A multiple of 1 is an integer, so not multipleOf 1 holds for the numbers with a fraction only (and for no
+// other type: multipleOf holds for every non-number).
+TEST(JsonSchemaNegation, MultipleOfOne) {
+  CheckSchemaCase({R"({"not":{"multipleOf":1}})", {"1.5", "-0.25"}, {"1", "1.0", "0", R"("a")", "null"}});
+}
+
+// A negation meets only the instances of the types the schema around it allows, so keywords of other types
+// need no negation: `null` meets both branches below (rejected) while the array branch's tuple items (which
+// have no negation) only constrain arrays, which the other branches never hold. The first branch is thus
+// the arrays of at most one string (draft 7 tuple, nothing after it).
+TEST(JsonSchemaNegation, KeywordsOfOtherTypesNeedNoNegation) {
+  CheckSchemaCase({R"({"oneOf":[{"type":["array","null"],"items":[{"type":"string"}],"additionalItems":false},{"type":"null"},{"type":"boolean"}]})",
+                   {R"(["a"])", "[]", "true", "false"}, {"null", R"(["a","b"])", "[1]", "1", R"("a")"}});
+  // `not` beside type string: the array keywords of its schema constrain no string.
+  CheckSchemaCase({R"({"type":"string","not":{"type":["string","array"],"maxLength":2,"uniqueItems":true}})",
+                   {R"("abc")"}, {R"("ab")", R"("")", "[1]"}});
+}
+
 // What still has no exact form is refused: kUnimplemented naming the keyword and its JSON pointer.
 TEST(JsonSchemaNegation, RefusalsNameKeywordAndPointer) {
   struct Refusal {
