@@ -293,6 +293,15 @@ Result<SweepReport> Store::Impl::RunSweep() {
   counters.used_bytes.store(r.block_bytes - std::min(r.block_bytes, r.evicted_bytes));
   counters.used_blocks.store(r.blocks - std::min(r.blocks, r.expired + r.capacity_evicted));
   counters.capacity_bytes.store(r.capacity);
+  if (r.capacity_evicted > 0 && options.sweep.capacity_bytes == 0) {
+    // Without a capacity of its own the store yields to whatever else fills its filesystem: say so, since
+    // an emptied store otherwise looks like a store that never hits.
+    DI_LOG(kWarn, "kvstore: the filesystem is above its high watermark; evicted the store's least recently used "
+                  "blocks (a capacity of its own: --kv-store-capacity)")
+        .Field("blocks", r.capacity_evicted)
+        .Field("filesystem_used_bytes", r.used_before)
+        .Field("filesystem_bytes", r.capacity);
+  }
   if (r.expired + r.capacity_evicted > 0) {
     DI_LOG(kInfo, "kvstore: sweep evicted blocks")
         .Field("expired", r.expired)

@@ -15,6 +15,11 @@ class Server:
         self.log = []
         full_env = dict(os.environ)
         full_env.update(env or {})
+        # Without a capacity the store keeps its filesystem below 90% used, evicting its own blocks when the
+        # host's disk is fuller than that for other reasons: a test's store gets a capacity of its own, so what
+        # it finds does not depend on how full the machine's disk is (a test of capacity sets its own).
+        if "--kv-store" in args and "--kv-store-capacity" not in args:
+            args = (*args, "--kv-store-capacity", str(1 << 30))
         # model_dir None: the embedded default model.
         self.proc = subprocess.Popen([binary, "serve", *([model_dir] if model_dir else []), "--port", "0", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=full_env)
