@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,14 +16,62 @@ namespace {
 
 constexpr int64_t kMaxQueuedSnapshotWrites = 64;
 
-bool WriteWhole(int fd, const std::vector<uint8_t>& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+// Writes the pieces one after another, straight from where they are (no copy of the record is made).
+bool WriteWhole(int fd, std::vector<std::span<const uint8_t>> pieces) {
+  std::erase_if(pieces, [](std::span<const uint8_t> piece) { return piece.empty(); });
+  size_t first = 0;
+  while (first < pieces.size()) {
+    std::vector<iovec> io;
+    for (size_t i = first; i < pieces.size(); ++i)
+      io.push_back({const_cast<uint8_t*>(pieces[i].data()), pieces[i].size()});
+    ssize_t n = ::writev(fd, io.data(), static_cast<int>(io.size()));
     if (n <= 0) return false;
-    done += static_cast<size_t>(n);
+    while (first < pieces.size() && static_cast<size_t>(n) >= pieces[first].size()) {
+      n -= static_cast<ssize_t>(pieces[first].size());
+      ++first;
+    }
+    if (first < pieces.size()) pieces[first] = pieces[first].subspan(static_cast<size_t>(n));
   }
   return true;
+}
+
+// Whether the file at `path` begins with `head`: then it holds this very record, state and blocks included
+// (the head's checksum covers them), written by an earlier offer of the same snapshot (a prefill unit's,
+// before its decode unit finishes the same prompt) or by this one.
+bool StoredWithHead(const std::string& path, std::span<const uint8_t> head) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::vector<uint8_t> stored(head.size());
+  const ssize_t n = ::pread(fd, stored.data(), stored.size(), 0);
+  ::close(fd);
+  return n == static_cast<ssize_t>(head.size()) && std::equal(head.begin(), head.end(), stored.begin());
+}
+
+bool ReadWhole(int fd, std::span<uint8_t> into, uint64_t offset) {
+  size_t got = 0;
+  while (got < into.size()) {
+    const ssize_t n = ::pread(fd, into.data() + got, into.size() - got, static_cast<off_t>(offset + got));
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The head first, then the state and the blocks straight into the vectors the snapshot keeps (no copy of
+// the file is made). kUnavailable: the file could not be read; kDataLoss and the rest: it is not a record.
+Result<SnapshotRecord> ReadRecord(int fd, uint64_t file_bytes, const Hash128& namespace_id, const Hash128& prefix) {
+  if (file_bytes < kSnapshotHeaderBytes) return Status::DataLoss("snapshot record: truncated header");
+  std::vector<uint8_t> head(kSnapshotHeaderBytes);
+  if (!ReadWhole(fd, head, 0)) return Status::Unavailable("snapshot record: a read failed");
+  DI_ASSIGN_OR_RETURN(const SnapshotRecordSizes sizes, SnapshotRecordSizesOf(head));
+  if (sizes.file_bytes() != file_bytes)
+    return Status::DataLoss("snapshot record: the file's size does not match its header");
+  head.resize(sizes.head_bytes());
+  std::vector<uint8_t> state(sizes.state_bytes), blocks(sizes.block_bytes);
+  if (!ReadWhole(fd, std::span(head).subspan(kSnapshotHeaderBytes), kSnapshotHeaderBytes) ||
+      !ReadWhole(fd, state, sizes.head_bytes()) || !ReadWhole(fd, blocks, sizes.head_bytes() + sizes.state_bytes))
+    return Status::Unavailable("snapshot record: a read failed");
+  return DecodeSnapshotPieces(head, std::move(state), std::move(blocks), namespace_id, prefix);
 }
 
 }  // namespace
@@ -86,6 +135,11 @@ uint64_t SnapshotFiles::writes_done() const {
   return writes_done_;
 }
 
+uint64_t SnapshotFiles::writes_present() const {
+  MutexLock lock(&mu_);
+  return writes_present_;
+}
+
 uint64_t SnapshotFiles::writes_dropped() const {
   MutexLock lock(&mu_);
   return writes_dropped_;
@@ -113,25 +167,39 @@ void SnapshotFiles::Loop() {
 }
 
 void SnapshotFiles::WriteNow(const SnapshotRecord& record) {
-  bool ok = false;
-  auto bytes = EncodeSnapshotRecord(namespace_id_, record);
-  if (bytes.ok()) {
+  bool ok = false, present = false;
+  auto head = EncodeSnapshotHead(namespace_id_, record);
+  if (head.ok()) {
     const std::string tmp = dir_.NewTmpPath(), path = PathOf(record.prefix);
-    const std::string bucket = path.substr(0, path.rfind('/'));
-    ::mkdir(bucket.c_str(), 0755);  // may exist already
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ok = WriteWhole(fd, *bytes);
-      ok = ::close(fd) == 0 && ok;
-      if (ok) Stamp(tmp, 0);  // before it appears, so a sweep never sees it already expired
-      ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-      if (!ok) ::unlink(tmp.c_str());
+    // Snapshots are exact, so the same tokens under the same name give the same bytes: one stored already is
+    // kept (the sizes, tail and checksum in its head say it is this one) and only gets this write's times.
+    struct stat st {};
+    present = ::stat(path.c_str(), &st) == 0 &&
+              static_cast<uint64_t>(st.st_size) ==
+                  head->size() + record.snapshot->state.size() + record.snapshot->blocks.size() &&
+              StoredWithHead(path, *head);
+    if (present) {
+      Stamp(path, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec);
+      ok = true;
+    } else {
+      const std::string bucket = path.substr(0, path.rfind('/'));
+      ::mkdir(bucket.c_str(), 0755);  // may exist already
+      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ok = WriteWhole(fd, {*head, record.snapshot->state, record.snapshot->blocks});
+        ok = ::close(fd) == 0 && ok;
+        if (ok) Stamp(tmp, 0);  // before it appears, so a sweep never sees it already expired
+        ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+        if (!ok) ::unlink(tmp.c_str());
+      }
     }
     if (!ok) DI_LOG(kWarn, "kvstore: a snapshot could not be written").Field("path", path);
   }
   MutexLock lock(&mu_);
   --queued_writes_;
-  if (ok) {
+  if (present) {
+    ++writes_present_;
+  } else if (ok) {
     ++writes_done_;
   } else {
     ++writes_dropped_;
@@ -146,26 +214,16 @@ void SnapshotFiles::ReadNow(const Hash128& prefix, const kvcache::LowerTier::Sna
     return;
   }
   struct stat st {};
-  std::vector<uint8_t> bytes;
-  bool ok = ::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= kMaxSnapshotFileBytes;
-  if (ok) {
-    bytes.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < bytes.size()) {
-      const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    ok = got == bytes.size();
-  }
+  const bool sized =
+      ::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= kMaxSnapshotFileBytes;
+  Result<SnapshotRecord> record = sized ? ReadRecord(fd, static_cast<uint64_t>(st.st_size), namespace_id_, prefix)
+                                        : Result<SnapshotRecord>(Status::Unavailable("snapshot record: no size"));
   ::close(fd);
-  if (!ok) {
-    done({}, nullptr);
-    return;
-  }
-  auto record = DecodeSnapshotRecord(bytes, namespace_id_, prefix);
   if (!record.ok()) {
-    DI_LOG(kWarn, "kvstore: a snapshot failed verification").Field("path", path).Field("status", record.status().ToString());
+    if (record.status().code() != StatusCode::kUnavailable)
+      DI_LOG(kWarn, "kvstore: a snapshot failed verification")
+          .Field("path", path)
+          .Field("status", record.status().ToString());
     done({}, nullptr);
     return;
   }

@@ -1,14 +1,17 @@
 // Snapshot files (snapshot_format.h) of one store namespace, written and read on a thread of their own so
 // that the engine's step thread never waits for them. A write goes to a temporary file renamed into place
-// (a reader sees a whole file or none); a read verifies everything before it reports a snapshot. A file's
-// times follow the blocks' rules (sweeper.h): mtime = its expiry, set at write and pushed on by a read
-// (now + the TTL), atime = its last use.
+// (a reader sees a whole file or none), unless the file holds that very record already (its head, checksum
+// included, is equal): then it only gets the write's times. A read verifies everything before it reports a
+// snapshot. Neither copies a whole record: the pieces go between the file and the snapshot's own vectors.
+// A file's times follow the blocks' rules (sweeper.h): mtime = its expiry, set at write and pushed on by a
+// read (now + the TTL), atime = its last use.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +40,8 @@ class SnapshotFiles {
 
   std::string PathOf(const Hash128& prefix) const;
   uint64_t writes_done() const;
+  // Writes of a record the file held already (not written again).
+  uint64_t writes_present() const;
   uint64_t writes_dropped() const;
 
  private:
@@ -56,6 +61,7 @@ class SnapshotFiles {
   bool busy_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
   uint64_t writes_done_ GUARDED_BY(mu_) = 0;
+  uint64_t writes_present_ GUARDED_BY(mu_) = 0;
   uint64_t writes_dropped_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };

@@ -57,9 +57,26 @@ struct SnapshotRecord {
 
 // The file's bytes. InvalidArgument for a tail outside 1..127 or counts that do not match num_tokens.
 Result<std::vector<uint8_t>> EncodeSnapshotRecord(const Hash128& namespace_id, const SnapshotRecord& record);
+// The file's first kSnapshotHeaderBytes + 4·t bytes (the header, its checksum over the whole record, and the
+// tail ids); the snapshot's state and blocks follow them. Same errors as EncodeSnapshotRecord.
+Result<std::vector<uint8_t>> EncodeSnapshotHead(const Hash128& namespace_id, const SnapshotRecord& record);
 // Parses and verifies a file's bytes as a snapshot of `prefix` in namespace `namespace_id`; kDataLoss
 // with the reason on any mismatch, kFailedPrecondition for another format version.
 Result<SnapshotRecord> DecodeSnapshotRecord(std::span<const uint8_t> bytes, const Hash128& namespace_id,
+                                            const Hash128& prefix);
+// What a record's header declares: its tail count and the bytes of state and blocks after the tail ids.
+struct SnapshotRecordSizes {
+  uint32_t tail = 0;
+  uint64_t state_bytes = 0, block_bytes = 0;
+  uint64_t head_bytes() const { return kSnapshotHeaderBytes + 4 * uint64_t{tail}; }
+  uint64_t file_bytes() const { return head_bytes() + state_bytes + block_bytes; }
+};
+// From a record's first kSnapshotHeaderBytes bytes; the errors of DecodeSnapshotRecord for them.
+Result<SnapshotRecordSizes> SnapshotRecordSizesOf(std::span<const uint8_t> header);
+// DecodeSnapshotRecord of a file read in three pieces: its head (header and tail ids), its state and its
+// blocks, which become the snapshot's own without a copy.
+Result<SnapshotRecord> DecodeSnapshotPieces(std::span<const uint8_t> head, std::vector<uint8_t> state,
+                                            std::vector<uint8_t> blocks, const Hash128& namespace_id,
                                             const Hash128& prefix);
 // From a record's first kSnapshotHeaderBytes bytes alone (a sweep reads no more): the name of the last
 // full block its snapshot continues, nullopt when it continues none (fewer than 128 positions). kDataLoss:

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""CPU a decode unit spends per prefill/decode hand-off, by thread, in one run.
+
+A `--role prefill` and a `--role decode` unit (the tiny preset, or --model DIR) on one KV store behind a router,
+pinned to a core each as in pd_tbt.py; --hand-offs long prompts (one output token each, unique so that
+nothing is cached) go through the router one after another, and each of the decode unit's threads is read
+from /proc/PID/task/TID/schedstat (nanoseconds on the CPU) before and after. Every microsecond printed is
+taken from the decode unit's core between its decode steps, whichever thread spends it (pd_tbt.py's decode
+TBT under long prompts); CPU time, unlike those gaps, barely moves with other load on the machine, so two
+binaries compare on a busy machine too (alternate them).
+
+Usage: python3 tools/router/pd_handoff_cpu.py [--binary build/release/bin/deepinfer] [--model DIR]
+         [--hand-offs 20] [--prompt-tokens 2048]
+Not run in CI (a benchmark).
+"""
+import argparse
+import collections
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+
+from deepinfer_process import Process, stream_completion
+from pd_tbt import MODEL, long_prompt
+
+
+def thread_cpu_ns(pid):
+    """Nanoseconds on the CPU per thread name, summed over the threads of that name."""
+    out = collections.Counter()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[name] += int(f.read().split()[0])
+        except OSError:
+            pass  # the thread ended meanwhile
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default="build/release/bin/deepinfer")
+    ap.add_argument("--model")
+    ap.add_argument("--hand-offs", type=int, default=20)
+    ap.add_argument("--prompt-tokens", type=int, default=2048)
+    args = ap.parse_args()
+    pin = (os.cpu_count() or 1) >= 2
+    work = tempfile.mkdtemp(prefix="pd_handoff_cpu_")
+    model = args.model
+    if not model:
+        model = os.path.join(work, "model")
+        subprocess.run([args.binary, "init-model", "--preset", "tiny", "--out", model, "--seed", "5"], check=True,
+                       capture_output=True)
+    unit_dir, store = os.path.join(work, "units"), os.path.join(work, "store")
+    os.makedirs(unit_dir)
+    base = [args.binary, "serve", model, "--port", "0", "--served-model-name", MODEL,
+            "--kv-cache-memory-bytes", str(1 << 30), "--kv-store", store, "--unit-dir", unit_dir]
+    cores = lambda c: ["taskset", "-c", c] if pin else []  # noqa: E731
+    prefill = Process(cores("0") + base + ["--role", "prefill"])
+    decode = Process(cores("1") + base + ["--role", "decode"])
+    router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
+    rng = random.Random(7)
+
+    def hand_off():
+        body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
+        stream_completion(router.port, body)
+
+    try:
+        for _ in range(2):  # warm: first allocations, the store's directories
+            hand_off()
+        before = thread_cpu_ns(decode.proc.pid)
+        for _ in range(args.hand_offs):
+            hand_off()
+        after = thread_cpu_ns(decode.proc.pid)
+    finally:
+        for p in (router, prefill, decode):
+            p.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    total = 0.0
+    for name in sorted(after):
+        us = (after[name] - before.get(name, 0)) / args.hand_offs / 1e3
+        total += us
+        if us >= 1:
+            print(f"{name:24s} {us:9.1f} us per hand-off")
+    print(f"{'total':24s} {total:9.1f} us per hand-off (load average {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
