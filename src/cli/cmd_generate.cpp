@@ -424,9 +424,9 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   if (stats) {
     const parallel::ExpertGroup::Counters c = unit.group()->counters();
     std::fprintf(stderr,
-                 "generate: rank %d: %lld expert exchanges, %lld bytes to other ranks, %.4f s in exchanges, %.4f s "
-                 "to memcpy the same bytes (ratio %.1f)\n",
-                 unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
+                 "generate: rank %d: %lld expert exchanges over %s, %lld bytes to other ranks, %.4f s in exchanges, "
+                 "%.4f s to memcpy the same bytes (ratio %.1f)\n",
+                 unit.rank(), static_cast<long long>(c.exchanges), unit.group()->transport(), static_cast<long long>(c.remote_bytes),
                  c.exchange_seconds, c.memcpy_seconds, c.memcpy_seconds > 0 ? c.exchange_seconds / c.memcpy_seconds : 0.0);
     // Shares of the time spent in steps with work (the first excluded: it waits for every rank's start-up).
     const double step_s = c.step_seconds > 0 ? c.step_seconds : 1;

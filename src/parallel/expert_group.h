@@ -65,6 +65,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
 
   int rank() const override { return communicator_.rank(); }
   int size() const override { return communicator_.size(); }
+  // What carries the collectives ("MPI", "shared memory").
+  const char* transport() const { return communicator_.transport(); }
   void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                  std::span<const int64_t> recv_bytes) override;
   bool AnyMemberHasWork(bool has_work) override;
