@@ -334,7 +334,10 @@ Result<Communicator*> OpenSameHostCommunicator(Communicator& base, double timeou
       failure = made.status().message();
     }
   }
-  DI_RETURN_IF_ERROR(AllGatherRecord(base, name_record, timeout_s, &all));
+  if (Status named = AllGatherRecord(base, name_record, timeout_s, &all); !named.ok()) {
+    if (segment != nullptr) SharedMemorySegment::Unlink(name);
+    return named;
+  }
   if (base.rank() != 0) {
     name.assign(reinterpret_cast<const char*>(all.data()), strnlen(reinterpret_cast<const char*>(all.data()), kNameBytes));
     if (!name.empty()) {
