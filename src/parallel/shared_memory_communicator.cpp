@@ -215,8 +215,8 @@ Status SharedMemoryCommunicator::AllToAllV(const uint8_t* send, std::span<const 
       if (to_send[p] > 0) {
         const size_t ring = RingIndex(n, rank_, p);
         const uint64_t written = head(ring).load(std::memory_order_relaxed);  // (this member is its only writer)
-        const uint64_t free = capacity - (written - tail(ring).load(std::memory_order_acquire));
-        const uint64_t count = std::min<uint64_t>(free, static_cast<uint64_t>(to_send[p]));
+        const uint64_t room = capacity - (written - tail(ring).load(std::memory_order_acquire));
+        const uint64_t count = std::min<uint64_t>(room, static_cast<uint64_t>(to_send[p]));
         if (count > 0) {
           const uint64_t at = written % capacity, first = std::min(count, capacity - at);
           std::memcpy(data(ring) + at, send + send_at[p], first);
