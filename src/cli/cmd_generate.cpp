@@ -389,7 +389,7 @@ struct PrintedJob {
 // The balance the load balancer's placements gave since the first was swapped in (the pairs each rank
 // computed) against the static shard's over the same steps (the same pairs, expert e on rank e / (experts /
 // ranks)), per layer: max/mean over the ranks of the pairs summed over those steps.
-void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t rebalances) {
+void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t rebalances, int64_t skipped) {
   const int64_t ranks = since.ranks, per = since.experts / since.ranks;
   std::string placed_line, static_line;
   double placed_sum = 0, static_sum = 0;
@@ -409,9 +409,9 @@ void PrintPlacedBalance(const parallel::ExpertGroup::SinceSwap& since, int64_t r
   }
   const double layers = static_cast<double>(since.layers);
   std::fprintf(stderr,
-               "generate: expert balance since the first rebalance (%lld applied; max/mean over ranks per layer): "
-               "placed%s (mean %.3f), static shard%s (mean %.3f)\n",
-               static_cast<long long>(rebalances), placed_line.c_str(), placed_sum / layers, static_line.c_str(),
+               "generate: expert balance since the first rebalance (%lld applied, %lld skipped as no better; max/mean "
+               "over ranks per layer): placed%s (mean %.3f), static shard%s (mean %.3f)\n",
+               static_cast<long long>(rebalances), static_cast<long long>(skipped), placed_line.c_str(), placed_sum / layers, static_line.c_str(),
                static_sum / layers);
 }
 
@@ -424,9 +424,10 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
   if (stats) {
     const parallel::ExpertGroup::Counters c = unit.group()->counters();
     std::fprintf(stderr,
-                 "generate: rank %d: %lld expert exchanges, %lld bytes to other ranks, %.4f s in exchanges, %.4f s "
-                 "to memcpy the same bytes (ratio %.1f)\n",
-                 unit.rank(), static_cast<long long>(c.exchanges), static_cast<long long>(c.remote_bytes),
+                 "generate: rank %d: %lld expert exchanges over %s, %lld bytes to other ranks, %.4f s in exchanges, "
+                 "%.4f s to memcpy the same bytes (ratio %.1f)\n",
+                 unit.rank(), static_cast<long long>(c.exchanges), unit.group()->transport(),
+                 static_cast<long long>(c.remote_bytes),
                  c.exchange_seconds, c.memcpy_seconds, c.memcpy_seconds > 0 ? c.exchange_seconds / c.memcpy_seconds : 0.0);
     // Shares of the time spent in steps with work (the first excluded: it waits for every rank's start-up).
     const double step_s = c.step_seconds > 0 ? c.step_seconds : 1;
@@ -506,7 +507,8 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }
-  if (unit.leader() && unit_since.layers > 0) PrintPlacedBalance(unit_since, unit.group()->rebalances());
+  if (unit.leader() && unit_since.layers > 0)
+    PrintPlacedBalance(unit_since, unit.group()->rebalances(), unit.group()->skipped_rebalances());
   return out;
 }
 

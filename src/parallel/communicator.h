@@ -26,6 +26,8 @@ class Communicator {
                            std::span<const int64_t> recv_bytes, double timeout_s) = 0;
   // Ends every member's process with `code` (MPI_Abort): how a unit stops when one member fails.
   [[noreturn]] virtual void Abort(int code) = 0;
+  // What carries the bytes, for the unit's figures.
+  virtual const char* transport() const { return "MPI"; }
 };
 
 // The entry point the MPI module exports (extern "C"): initialises MPI and returns its communicator over

@@ -191,6 +191,16 @@ void ExpertGroup::StartRebalance(double timeout_s) {
   shape.ranks = size();
   auto placed = RebalanceExperts(unit, shape);
   if (!placed.ok()) Fail("expert load balancer", placed.status());
+  if (live_ != nullptr) {
+    if (!PlacementWorthSwapping(*live_, *placed, unit, eplb_.min_improvement)) {
+      skipped_rebalances_.fetch_add(1);
+      return;
+    }
+  } else if (auto shard = IdentityPlacement(unit.layers, unit.experts, size());
+             shard.ok() && !PlacementWorthSwapping(*shard, *placed, unit, eplb_.min_improvement)) {
+    skipped_rebalances_.fetch_add(1);
+    return;
+  }
   pending_ = std::make_unique<ExpertPlacement>(std::move(placed).value());
   pending_ready_.store(false);
   // The experts this member computes under the new placement and not now: their pages are read in while

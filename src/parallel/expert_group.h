@@ -65,6 +65,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
 
   int rank() const override { return communicator_.rank(); }
   int size() const override { return communicator_.size(); }
+  // What carries the collectives ("MPI", "shared memory").
+  const char* transport() const { return communicator_.transport(); }
   void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                  std::span<const int64_t> recv_bytes) override;
   bool AnyMemberHasWork(bool has_work) override;
@@ -88,8 +90,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
     eplb_ = options;
     eplb_.enabled |= options.redundant_experts > 0;
   }
-  // Placements swapped in so far (every member swaps at the same step).
+  // Placements swapped in so far (every member swaps at the same step), and those computed but not swapped
+  // in because they would not have beaten the one in use over the window by EplbOptions::min_improvement
+  // (every member decides the same: all hold the same loads).
   int64_t rebalances() const { return rebalances_.load(); }
+  int64_t skipped_rebalances() const { return skipped_rebalances_.load(); }
   // Since the first swap (or the start): the routed pairs this member sent to each rank's experts, per layer
   // ([layers][ranks]), and this member's routed pairs per expert ([layers][experts]): summed over the
   // members, what the balancer's placements did against what the static shard would have done over the
@@ -181,7 +186,7 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   std::unique_ptr<ExpertPlacement> live_, pending_;
   std::thread reader_;
   std::atomic<bool> pending_ready_{false};
-  std::atomic<int64_t> rebalances_{0};
+  std::atomic<int64_t> rebalances_{0}, skipped_rebalances_{0};
   void StartRebalance(double timeout_s);
   // Which experts this member computes in `layer` under `placement` (null: the static shard).
   std::vector<uint8_t> ExpertsComputedHere(const ExpertPlacement* placement, int64_t layer, int64_t experts) const;

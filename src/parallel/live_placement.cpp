@@ -1,5 +1,7 @@
 #include "parallel/live_placement.h"
 
+#include <algorithm>
+
 namespace deepinfer::parallel {
 
 std::string EplbSettings(const EplbOptions& o) {
@@ -17,6 +19,26 @@ void AssignPairsToRanks(const ExpertPlacement& placement, int64_t layer, int sen
     const int64_t copy = (seen[static_cast<size_t>(expert)]++ + sender) % count;
     ranks[p] = static_cast<int32_t>(placement.RankOfPhysical(copies[expert * placement.max_count + copy]));
   }
+}
+
+double WindowImbalance(const ExpertPlacement& placement, const ExpertLoads& loads) {
+  double most = 0, mean = 0;
+  for (int64_t l = 0; l < std::min(placement.layers, loads.layers); ++l) {
+    const std::vector<double> ranks = RankLoads(placement, l, loads.row(l));
+    double sum = 0, max = 0;
+    for (double v : ranks) {
+      sum += v;
+      max = std::max(max, v);
+    }
+    most += max;
+    mean += sum / static_cast<double>(ranks.size());
+  }
+  return mean > 0 ? most / mean : 1.0;
+}
+
+bool PlacementWorthSwapping(const ExpertPlacement& current, const ExpertPlacement& next, const ExpertLoads& loads,
+                            double min_improvement) {
+  return WindowImbalance(next, loads) <= WindowImbalance(current, loads) * (1 - min_improvement);
 }
 
 std::vector<uint8_t> ExpertsOnRank(const ExpertPlacement& placement, int64_t layer, int rank) {

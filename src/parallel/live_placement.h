@@ -22,6 +22,10 @@ struct EplbOptions {
   int64_t redundant_experts = 0;
   int64_t window_steps = 1000;
   int64_t step_interval = 3000;
+  // A new placement is swapped in only when it would cut the window's imbalance (WindowImbalance) by at
+  // least this fraction of the current one's: a swap reads experts' weights in and gives others back, which
+  // is not worth a rounding-sized gain.
+  double min_improvement = 0.01;
   static constexpr int64_t kMaxSteps = int64_t{1} << 20;
 };
 
@@ -33,6 +37,16 @@ std::string EplbSettings(const EplbOptions& options);
 // that the copies share the expert's pairs evenly and different senders start on different copies.
 void AssignPairsToRanks(const ExpertPlacement& placement, int64_t layer, int sender,
                         std::span<const int32_t> expert_ids, std::span<int32_t> ranks);
+
+// How much longer the slowest rank works than the average one over a window of `loads`, when each layer
+// waits for its most loaded rank: Σ_layers max_rank / Σ_layers mean_rank of the pairs each rank computes
+// under `placement` (an expert's pairs split evenly over its copies). 1 is even; 1 when nothing was routed.
+double WindowImbalance(const ExpertPlacement& placement, const ExpertLoads& loads);
+
+// Whether `next` beats `current` over `loads` by the margin: WindowImbalance(next) ≤ WindowImbalance(current)
+// × (1 − min_improvement).
+bool PlacementWorthSwapping(const ExpertPlacement& current, const ExpertPlacement& next, const ExpertLoads& loads,
+                            double min_improvement);
 
 // Whether `rank` holds a copy of each expert in `layer` (placement.experts flags).
 std::vector<uint8_t> ExpertsOnRank(const ExpertPlacement& placement, int64_t layer, int rank);

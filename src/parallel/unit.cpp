@@ -5,6 +5,7 @@
 #include <string>
 
 #include "parallel/mpi_module.h"
+#include "parallel/shared_memory_communicator.h"
 
 namespace deepinfer::parallel {
 
@@ -45,7 +46,11 @@ Result<std::unique_ptr<Unit>> Unit::Start(const UnitOptions& options) {
   if (unit->communicator_->size() != launched)
     return Status::FailedPrecondition("MPI reports " + std::to_string(unit->communicator_->size()) +
                                       " processes where the launcher announced " + std::to_string(launched));
-  unit->group_ = std::make_unique<ExpertGroup>(*unit->communicator_, options.timeouts);
+  // Ranks that share a host exchange through shared memory (MPI's latency dominates a decode step's small
+  // exchanges); ranks on several hosts, or where the segment cannot be made, keep MPI.
+  DI_ASSIGN_OR_RETURN(Communicator * collectives,
+                      OpenSameHostCommunicator(*unit->communicator_, options.timeouts.startup_s, &unit->same_host_));
+  unit->group_ = std::make_unique<ExpertGroup>(*collectives, options.timeouts);
   unit->group_->set_eplb(eplb);
   unit->expert_parallel_ = options.expert_parallel;
   unit->lock_step_ = options.lock_step;

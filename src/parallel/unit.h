@@ -44,7 +44,8 @@ class Unit {
   bool Owns(size_t index) const { return static_cast<int>(index % static_cast<size_t>(size())) == rank(); }
 
  private:
-  std::unique_ptr<Communicator> communicator_;
+  std::unique_ptr<Communicator> communicator_;  // MPI: set-up, and ending the unit
+  std::unique_ptr<Communicator> same_host_;     // shared memory when every rank runs on this host
   std::unique_ptr<ExpertGroup> group_;
   bool expert_parallel_ = false;
   bool lock_step_ = false;

@@ -344,6 +344,10 @@ std::string UnitFrontEngine::PrometheusText() const {
     out += "# HELP deepinfer_unit_expert_rebalances_total Expert placements the load balancer applied.\n"
            "# TYPE deepinfer_unit_expert_rebalances_total counter\n"
            "deepinfer_unit_expert_rebalances_total " + std::to_string(group_.rebalances()) + "\n";
+    out += "# HELP deepinfer_unit_expert_rebalances_skipped_total Expert placements the load balancer computed and "
+           "did not apply: no better than the one in use over its window.\n"
+           "# TYPE deepinfer_unit_expert_rebalances_skipped_total counter\n"
+           "deepinfer_unit_expert_rebalances_skipped_total " + std::to_string(group_.skipped_rebalances()) + "\n";
   }
   return out;
 }

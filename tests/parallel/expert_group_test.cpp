@@ -100,33 +100,40 @@ TEST(ExpertGroup, ExchangeDeadlinesFollowTheUnitsLongestPredictedStep) {
   }
 }
 
-TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
+TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStepAndSkipOneNoBetter) {
   // 8 experts over 2 ranks (4 each) plus 2 redundant copies: 5 each. Rows go mostly to expert 0 (rank 0's):
-  // the balancer copies it, and from the swap on rank 1 computes some of its pairs.
-  // The unit steps until two placements are swapped in: the step at which a swap happens depends on when
-  // the members' reader threads finish (the balancer never waits for them), but it is the same on both, so
-  // both leave the loop at the same step.
-  constexpr int kMaxSteps = 5000;
-  const std::vector<int32_t> ids = {0, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 6};
+  // the balancer copies it, and from the swap on rank 1 computes some of its pairs. For kSameRowsSteps
+  // steps after that swap the rows stay the same: every placement computed then equals the one in use, so it
+  // is not swapped in but counted as skipped (the balance cannot improve by the 1% margin). Then the rows
+  // move to expert 6 (rank 1's, not copied): a second placement beats the first and is swapped in.
+  // The step at which a swap happens depends on when the members' reader threads finish (the balancer never
+  // waits for them), but it is the same on both, so both leave the loop at the same step.
+  constexpr int kMaxSteps = 5000, kSameRowsSteps = 10;
+  const std::vector<int32_t> ids_a = {0, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 6};
+  const std::vector<int32_t> ids_b = {6, 6, 6, 6, 6, 6, 1, 5, 6, 6, 6, 2};
   EplbOptions eplb;
   eplb.redundant_experts = 2;
   eplb.enabled = true;
   eplb.window_steps = 4;
   eplb.step_interval = 3;
   ThreadUnit unit(2);
-  std::vector<std::vector<int64_t>> swaps(2);
+  std::vector<std::vector<int64_t>> swaps(2), skips(2);
   // [rank][step][layer]: which ranks this member's pairs went to, and which experts it computes.
   std::vector<std::vector<std::vector<std::vector<int32_t>>>> sent_to(2);
   std::vector<std::vector<std::vector<std::vector<uint8_t>>>> computes(2);
   unit.Run([&](int rank, ExpertGroup& group) {
     group.set_eplb(eplb);
     EXPECT_EQ(group.redundant_experts(), 2);
+    int first_swap = -1;
     for (int step = 0; step < kMaxSteps && group.rebalances() < 2; ++step) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
       group.AnyMemberHasWork(true);
       swaps[rank].push_back(group.rebalances());
+      skips[rank].push_back(group.skipped_rebalances());
       sent_to[rank].emplace_back();
       computes[rank].emplace_back();
+      if (first_swap < 0 && group.rebalances() == 1) first_swap = step;
+      const std::vector<int32_t>& ids = first_swap < 0 || step < first_swap + kSameRowsSteps ? ids_a : ids_b;
       for (int layer = 0; layer < 2; ++layer) {
         std::vector<int32_t> members(ids.size(), -1);
         std::vector<uint8_t> on;
@@ -138,10 +145,20 @@ TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
     }
   });
   EXPECT_EQ(swaps[0], swaps[1]);  // the same step on both
+  EXPECT_EQ(skips[0], skips[1]);
   ASSERT_EQ(swaps[0].back(), 2);
+  const int first_swap = static_cast<int>(std::find(swaps[0].begin(), swaps[0].end(), 1) - swaps[0].begin());
+  // The first placement beats the static shard: nothing skipped before it. The same rows after it: a
+  // placement computed every 3 steps over a window of 4 steps that all routed them, each skipped.
+  ASSERT_GE(first_swap, 1);
+  EXPECT_EQ(skips[0][first_swap - 1], 0);
+  ASSERT_GT(static_cast<int>(swaps[0].size()), first_swap + kSameRowsSteps);
+  EXPECT_GE(skips[0][first_swap + kSameRowsSteps - 1], 2);
+  EXPECT_EQ(swaps[0][first_swap + kSameRowsSteps - 1], 1);
   const int steps = static_cast<int>(swaps[0].size());
-  bool expert0_on_rank1 = false;
+  bool expert0_on_rank1 = false, expert6_on_rank0 = false;
   for (int step = 0; step < steps; ++step) {
+    const std::vector<int32_t>& ids = step < first_swap + kSameRowsSteps ? ids_a : ids_b;
     for (int layer = 0; layer < 2; ++layer) {
       for (int sender = 0; sender < 2; ++sender) {
         const std::vector<int32_t>& to = sent_to[sender][step][layer];
@@ -150,6 +167,7 @@ TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
           // Every pair goes to a member that computes its expert in that step.
           EXPECT_EQ(computes[to[p]][step][layer][ids[p]], 1) << "step " << step << " pair " << p;
           expert0_on_rank1 |= ids[p] == 0 && to[p] == 1;
+          expert6_on_rank0 |= ids[p] == 6 && to[p] == 0;
         }
       }
       if (swaps[0][step] == 0) {  // before the first swap: the static shard, experts 0-3 on rank 0
@@ -158,11 +176,14 @@ TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStep) {
         for (int r = 0; r < 2; ++r)
           EXPECT_LE(std::count(computes[r][step][layer].begin(), computes[r][step][layer].end(), 1), 5);
         for (size_t e = 0; e < 8; ++e) EXPECT_TRUE(computes[0][step][layer][e] || computes[1][step][layer][e]) << e;
-        EXPECT_TRUE(computes[0][step][layer][0] && computes[1][step][layer][0]);  // expert 0 copied on both
+        if (swaps[0][step] == 1) {
+          EXPECT_TRUE(computes[0][step][layer][0] && computes[1][step][layer][0]);
+        }
       }
     }
   }
   EXPECT_TRUE(expert0_on_rank1);
+  EXPECT_TRUE(expert6_on_rank0);  // the second placement copied expert 6 onto rank 0
 }
 
 TEST(ExpertGroup, RedundantExpertsMustFillEveryRankEvenly) {

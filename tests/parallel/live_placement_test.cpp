@@ -52,6 +52,40 @@ TEST(LivePlacement, AnExpertsPairsAreSplitEvenlyOverItsCopies) {
   EXPECT_EQ(second[0], p.RankOfPhysical(copy1));
 }
 
+TEST(LivePlacement, APlacementIsSwappedInOnlyWhenItBeatsTheOneInUseByTheMargin) {
+  const ExpertPlacement skewed = SkewedPlacement();
+  auto shard = IdentityPlacement(1, 4, 2);
+  ASSERT_TRUE(shard.ok());
+  ExpertLoads heavy(1, 4);  // the loads SkewedPlacement was made for
+  heavy.at(0, 0) = 100;
+  heavy.at(0, 1) = heavy.at(0, 2) = heavy.at(0, 3) = 1;
+  // By hand. Static shard: rank 0 holds experts 0 and 1 (101), rank 1 experts 2 and 3 (2): max 101 over
+  // mean 51.5. Skewed: rank 0 two copies of expert 0 and expert 3 (33.3 + 33.3 + 1), rank 1 the third copy
+  // and experts 1 and 2 (33.3 + 1 + 1): max 67.67 over mean 51.5.
+  EXPECT_NEAR(WindowImbalance(*shard, heavy), 101 / 51.5, 1e-12);
+  EXPECT_NEAR(WindowImbalance(skewed, heavy), (200.0 / 3 + 1) / 51.5, 1e-12);
+  EXPECT_TRUE(PlacementWorthSwapping(*shard, skewed, heavy, 0.01));
+  EXPECT_FALSE(PlacementWorthSwapping(skewed, skewed, heavy, 0.01));  // the same placement again: no gain
+  // Even loads: the static shard is exact (1), the skewed placement is not (rank 1: 1/3 + 1 + 1 over a mean
+  // of 2): keep the shard.
+  ExpertLoads even(1, 4);
+  for (double& v : even.values) v = 1;
+  EXPECT_NEAR(WindowImbalance(skewed, even), (1.0 / 3 + 2) / 2, 1e-12);
+  EXPECT_FALSE(PlacementWorthSwapping(*shard, skewed, even, 0.01));
+  // Nothing routed: every placement is even.
+  EXPECT_EQ(WindowImbalance(skewed, ExpertLoads(1, 4)), 1.0);
+  // Two layers, the skewed one and an even one: the slowest rank of each, summed, over the means summed,
+  // (101 + 2) / (51.5 + 2), not the mean of the layers' ratios ((1.961 + 1) / 2): a layer weighs by its work.
+  auto two_shard = IdentityPlacement(2, 4, 2);
+  ASSERT_TRUE(two_shard.ok());
+  ExpertLoads two(2, 4);
+  for (int64_t e = 0; e < 4; ++e) {
+    two.at(0, e) = heavy.at(0, e);
+    two.at(1, e) = 1;
+  }
+  EXPECT_NEAR(WindowImbalance(*two_shard, two), 103 / 53.5, 1e-12);
+}
+
 TEST(LivePlacement, EveryPairGoesToARankHoldingItsExpert) {
   std::mt19937 rng(7);
   ExpertLoads loads(3, 16);

@@ -177,6 +177,7 @@ def test_unit_serves_what_one_process_serves(needs_mpi, deepinfer_bin, model, wa
                 assert 1 <= m[f'deepinfer_unit_expert_balance_{window}{{layer="{layer}"}}'] <= 2
             assert f'deepinfer_unit_expert_balance_{window}{{layer="4"}}' not in m
         assert m["deepinfer_unit_expert_rebalances_total"] >= 1
+        assert m["deepinfer_unit_expert_rebalances_skipped_total"] >= 0  # (placements no better than the one in use)
         # Blocks one process wrote are read by the unit's ranks: an idle unit places requests in turn, so the
         # long prompt runs once on each rank (neither has it in RAM), rank 0's store figures on /metrics.
         before, hits = placed(unit), m["deepinfer:kvstore_hit_blocks_total"]

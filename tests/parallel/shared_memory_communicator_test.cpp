@@ -1,0 +1,118 @@
+#include "parallel/shared_memory_communicator.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace deepinfer::parallel {
+namespace {
+
+std::string UniqueName(const char* what) {
+  return "/deepinfer-test-" + std::string(what) + "-" + std::to_string(getpid());
+}
+
+// The byte member `from` sends member `to` at `index` of its part in collective `round`: every part's bytes
+// differ from every other's, so a byte landing in the wrong place or a wrong order shows.
+uint8_t Byte(int from, int to, int round, int64_t index) {
+  return static_cast<uint8_t>(from * 131 + to * 71 + round * 29 + index * 7 + index / 251);
+}
+// Part sizes that vary by pair and round: empty parts, parts within one ring, and parts several rings long
+// (the sender must wait for the receiver to free room).
+int64_t PartBytes(int from, int to, int round) {
+  static constexpr int64_t kSizes[] = {0, 1, 100, 4096, 9000, 20000, 37};
+  return kSizes[(from * 5 + to * 3 + round) % 7];
+}
+
+TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThanThem) {
+  constexpr int kMembers = 3, kRounds = 24;
+  const std::string name = UniqueName("parts");
+  // One page of ring: the 9,000- and 20,000-byte parts stream through it in pieces.
+  auto made = SharedMemorySegment::Create(name, kMembers, 4096);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  std::vector<std::shared_ptr<SharedMemorySegment>> segments = {std::move(made).value()};
+  for (int m = 1; m < kMembers; ++m) {
+    auto opened = SharedMemorySegment::Open(name, kMembers);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    segments.push_back(std::move(opened).value());
+  }
+  SharedMemorySegment::Unlink(name);  // (the mappings outlive the name, as in a unit)
+  std::vector<std::string> errors(kMembers);
+  std::vector<std::thread> threads;
+  for (int m = 0; m < kMembers; ++m) {
+    threads.emplace_back([&, m] {
+      // No spin: the late member below makes the others sleep on the futex and be woken.
+      SharedMemoryCommunicator comm(segments[static_cast<size_t>(m)], m, nullptr, SharedMemoryWait{0});
+      for (int round = 0; round < kRounds; ++round) {
+        if (m == 2 && round % 6 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::vector<int64_t> send_bytes(kMembers), recv_bytes(kMembers);
+        std::vector<uint8_t> send;
+        int64_t received = 0;
+        for (int p = 0; p < kMembers; ++p) {
+          send_bytes[p] = PartBytes(m, p, round);
+          recv_bytes[p] = PartBytes(p, m, round);
+          for (int64_t i = 0; i < send_bytes[p]; ++i) send.push_back(Byte(m, p, round, i));
+          received += recv_bytes[p];
+        }
+        std::vector<uint8_t> recv(static_cast<size_t>(received), 0);
+        const Status s = comm.AllToAllV(send.data(), send_bytes, recv.data(), recv_bytes, 10.0);
+        if (!s.ok()) {
+          errors[m] = s.message();
+          return;
+        }
+        int64_t at = 0;
+        for (int p = 0; p < kMembers; ++p) {
+          for (int64_t i = 0; i < recv_bytes[p]; ++i, ++at) {
+            if (recv[static_cast<size_t>(at)] != Byte(p, m, round, i)) {
+              errors[m] = "round " + std::to_string(round) + ": byte " + std::to_string(i) + " from member " +
+                          std::to_string(p) + " differs";
+              return;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int m = 0; m < kMembers; ++m) EXPECT_EQ(errors[m], "") << "member " << m;
+}
+
+TEST(SharedMemoryCommunicator, AMemberThatNeverComesIsNamedAtTheDeadline) {
+  const std::string name = UniqueName("absent");
+  auto made = SharedMemorySegment::Create(name, 2, 4096);
+  SharedMemorySegment::Unlink(name);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  SharedMemoryCommunicator comm(std::move(made).value(), 0, nullptr);
+  // Member 0 sends 10 bytes to member 1 and waits for 10 from it; member 1 never calls.
+  const std::vector<uint8_t> send(10, 1);
+  std::vector<uint8_t> recv(10);
+  const std::vector<int64_t> bytes = {0, 10};
+  const Status s = comm.AllToAllV(send.data(), bytes, recv.data(), bytes, 0.06);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(s.message().find("rank 1 did not answer within 0.1 s"), std::string::npos) << s.message();
+}
+
+TEST(SharedMemoryCommunicator, ASegmentOfAnotherMemberCountIsRefused) {
+  const std::string name = UniqueName("count");
+  auto made = SharedMemorySegment::Create(name, 2, 4096);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const auto opened = SharedMemorySegment::Open(name, 3);
+  SharedMemorySegment::Unlink(name);
+  EXPECT_EQ(opened.status().code(), StatusCode::kDataLoss);
+}
+
+TEST(SharedMemoryCommunicator, RingsShareAFixedBudgetWithinBounds) {
+  // 32 MiB over N(N−1) rings, whole pages, within [64 KiB, 4 MiB].
+  EXPECT_EQ(SharedMemorySegment::RingBytesFor(2), int64_t{4} << 20);               // 16 MiB each: capped
+  EXPECT_EQ(SharedMemorySegment::RingBytesFor(4), (int64_t{32} << 20) / 12 / 4096 * 4096);  // 2,793,472
+  EXPECT_EQ(SharedMemorySegment::RingBytesFor(64), int64_t{64} << 10);             // 8,322 B each: floored
+}
+
+}  // namespace
+}  // namespace deepinfer::parallel
