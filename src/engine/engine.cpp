@@ -183,7 +183,7 @@ Status EngineImpl::Init() {
   } else if (window_bytes > 0) {
     // The snapshots get as many bytes beside the pools as the cached window blocks have slots in the window
     // pool, each kind its own: the window blocks that many concurrent decodes release must not push out
-    // the snapshots their prompts left (the resident bytes at most are what one shared budget allowed).
+    // the snapshots their prompts left. The pools are resident whether those slots are used or not.
     snapshot_budget_bytes = window_cached * window_bytes;
   }
   int64_t prefix_blocks = 0;

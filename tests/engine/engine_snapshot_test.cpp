@@ -230,7 +230,8 @@ TEST(EngineSnapshot, ConcurrentPromptsSentAgainAllResumeFromTheirSnapshots) {
   const std::vector<GenerateOutput> reference = RunBatch(*cold, extended, GreedyProbe(2));
   for (int i = 0; i < kPrompts; ++i) {
     EXPECT_EQ(turn2[static_cast<size_t>(i)].prompt_cache_hit_tokens, 299) << "prompt " << i;
-    EXPECT_EQ(Fingerprint(turn2[static_cast<size_t>(i)]), Fingerprint(reference[static_cast<size_t>(i)])) << "prompt " << i;
+    EXPECT_EQ(Fingerprint(turn2[static_cast<size_t>(i)]), Fingerprint(reference[static_cast<size_t>(i)]))
+        << "prompt " << i;
   }
 }
 
