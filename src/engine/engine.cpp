@@ -146,7 +146,7 @@ Status EngineImpl::Init() {
     }
   }
   const int64_t max_chunk = std::min(o.max_num_batched_tokens, std::max<int64_t>(o.prefill_chunk, 1));
-  int64_t window_blocks = 0, window_cached = -1, cache_budget_bytes = 0;
+  int64_t window_blocks = 0, window_cached = -1, snapshot_budget_bytes = 0;
   if (window_bytes > 0) {
     // A decoding sequence's window, plus a block for the lookahead of speculative decoding.
     const int64_t per_decode = (window - 1 + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens + 1 +
@@ -165,7 +165,7 @@ Status EngineImpl::Init() {
     }
     const int64_t running = o.max_num_seqs * per_decode + 2 * per_prefill;
     const int64_t cache_bytes = o.window_cache_bytes > 0 ? o.window_cache_bytes : o.kv_cache_bytes / 4;
-    cache_budget_bytes = cache_bytes / 4;  // the snapshots' alone, when the window pool is given in blocks
+    snapshot_budget_bytes = cache_bytes / 4;  // the snapshots' alone, when the window pool is given in blocks
     window_cached = std::max<int64_t>(cache_bytes / window_bytes, 0);
     if ((running + window_cached) * window_bytes > o.kv_cache_bytes * 3 / 4)
       window_cached = std::max<int64_t>(0, o.kv_cache_bytes * 3 / 4 / window_bytes - running);
@@ -181,8 +181,10 @@ Status EngineImpl::Init() {
     window_blocks = o.window_blocks;
     window_cached = -1;
   } else if (window_bytes > 0) {
-    // The cached window blocks and the snapshots share one LRU budget: the room left for cached blocks.
-    cache_budget_bytes = window_cached * window_bytes;
+    // The snapshots get as many bytes beside the pools as the cached window blocks have slots in the window
+    // pool, each kind its own: the window blocks that many concurrent decodes release must not push out
+    // the snapshots their prompts left. The pools are resident whether those slots are used or not.
+    snapshot_budget_bytes = window_cached * window_bytes;
   }
   int64_t prefix_blocks = 0;
   if (prefix_bytes > 0 && o.kv_blocks > 0) {
@@ -236,9 +238,9 @@ Status EngineImpl::Init() {
   config.replay_cone = mi.exact_replay_positions;
   // Without window groups the snapshots' budget is their cap alone, by default an eighth of the prefix pool.
   if (window_bytes == 0)
-    cache_budget_bytes = o.snapshot_cache_bytes >= 0 ? o.snapshot_cache_bytes : prefix_blocks * prefix_bytes / 8;
-  if (o.snapshot_cache_bytes > 0 && window_cached < 0) cache_budget_bytes = o.snapshot_cache_bytes;
-  config.cache_budget_bytes = cache_budget_bytes;
+    snapshot_budget_bytes = o.snapshot_cache_bytes >= 0 ? o.snapshot_cache_bytes : prefix_blocks * prefix_bytes / 8;
+  if (o.snapshot_cache_bytes > 0 && window_cached < 0) snapshot_budget_bytes = o.snapshot_cache_bytes;
+  config.snapshot_budget_bytes = snapshot_budget_bytes;
   config.snapshot_bytes =
       mi.supports_state_export && mi.supports_restore && o.enable_prefix_caching ? o.snapshot_cache_bytes : 0;
   if (!config.supports_restore && o.enable_prefix_caching)

@@ -198,17 +198,18 @@ struct EngineOptions {
   // > 0: cached window blocks also expire after this long unused (an operator's cap, for a cluster whose
   // memory is better spent elsewhere); 0: they stay until the window pool needs room (LRU).
   double window_ttl_s = 0;
-  // One LRU byte budget over what is kept for later prompts besides prefix blocks: cached (unreferenced)
-  // window blocks and the snapshots below (the least recently used of either kind is evicted first);
-  // 0: a quarter of kv_cache_bytes.
+  // What is kept for later prompts besides prefix blocks: this many bytes of window-pool slots for cached
+  // (unreferenced) window blocks, and as many bytes beside the pools for the snapshots below, each kind
+  // evicting its own least recently used entries (so the window blocks that concurrent decodes release do
+  // not push out the prompts' snapshots); 0: a quarter of kv_cache_bytes.
   int64_t window_cache_bytes = 0;
-  // The snapshots for token-exact continuation, kept in memory beside the pools under the window cache
-  // budget: a finished sequence's (a prompt that extends one resumes at its last position instead of its
-  // last full block) and a prompt's own one position before its end (the same prompt sent again computes
-  // only its last position). -1: on for models that can export their sequence state (with prefix caching
-  // on), with no cap but that budget; 0: off; > 0: on, holding at most this many bytes of it (with
-  // window_blocks given, or without window groups, this is their whole budget; -1 then means a quarter of
-  // the window cache budget, or without window groups an eighth of the prefix pool's bytes).
+  // The snapshots for token-exact continuation, kept in memory beside the pools under their budget (above):
+  // a finished sequence's (a prompt that extends one resumes at its last position instead of its last full
+  // block) and a prompt's own one position before its end (the same prompt sent again computes only its
+  // last position). -1: on for models that can export their sequence state (with prefix caching on), with
+  // no cap but that budget; 0: off; > 0: on, holding at most this many bytes of it (with window_blocks
+  // given, or without window groups, this is their whole budget; -1 then means a quarter of the window
+  // cache budget, or without window groups an eighth of the prefix pool's bytes).
   int64_t snapshot_cache_bytes = -1;
   // Touch every page of the KV pools at creation. The pools are mapped zero pages, so otherwise the
   // process's resident memory grows with every position first written (for as long as the pool has

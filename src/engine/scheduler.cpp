@@ -14,12 +14,13 @@ namespace {
 constexpr int64_t kMinLatencyChunk = 16;  // progress for prefills even when decodes alone fill the target
 constexpr int64_t kExpireEveryNanos = 1'000'000'000;
 
-kvcache::BlockManagerOptions BlockOptions(const SchedulerConfig& c, kvcache::LruBudget* budget) {
+// Cached window blocks keep to the pool slots counted for them (window_cached); the snapshots have a
+// budget of their own (SchedulerConfig::snapshot_budget_bytes), so neither kind pushes the other out.
+kvcache::BlockManagerOptions BlockOptions(const SchedulerConfig& c) {
   return {.prefix_blocks = c.prefix_blocks,
           .window_blocks = c.window_blocks,
           .window = c.window,
           .window_max_cached = c.window_cached,
-          .window_budget = c.window_cached >= 0 ? budget : nullptr,
           .window_block_bytes = c.window_block_bytes,
           .window_ttl_s = c.options.window_ttl_s,
           .prefix_caching = c.options.enable_prefix_caching};
@@ -41,7 +42,7 @@ Scheduler::Scheduler(SchedulerConfig config, Inbox* inbox, EngineMetrics* metric
       metrics_(metrics),
       output_(output),
       bytes_(bytes),
-      blocks_(BlockOptions(config_, &cache_budget_)),
+      blocks_(BlockOptions(config_)),
       can_restore_(config_.supports_restore),
       can_fork_(config_.supports_fork) {}
 

@@ -168,18 +168,20 @@ struct SchedulerConfig {
   int64_t prefix_blocks = 0;   // per prefix cache group
   int64_t window_blocks = 0;   // per window cache group
   int64_t window = 0;          // positions of the widest window group
-  int64_t window_cached = -1;  // cached window blocks kept; -1: no bound
-  // One LRU byte budget over what is cached for later prompts besides prefix blocks: the snapshots, and
-  // the cached window blocks when window_cached >= 0 (the least recently used of either kind goes first).
-  int64_t cache_budget_bytes = 0;
+  int64_t window_cached = -1;  // cached window blocks kept (pool slots beyond the running sequences'); -1: no bound
+  // The snapshots' byte budget, in memory beside the pools (least recently used evicted first). Their own,
+  // not shared with the cached window blocks: those live in pool slots that are resident anyway, and at
+  // many concurrent prompts the window blocks their decodes release would otherwise push out the prompts'
+  // own snapshots, the entries an identical re-send needs.
+  int64_t snapshot_budget_bytes = 0;
   int64_t vocab_size = 0;
   int64_t max_model_len = 0;
   std::vector<int32_t> eos_token_ids;
   bool supports_restore = false;  // prefix-cache hits (else every sequence starts cold)
   bool supports_fork = false;     // n > 1 outputs share the prompt's state (else they recompute it)
   int64_t replay_cone = 0;        // positions exact replay recomputes before a hit without window state
-  // Token-exact continuation's snapshots, under cache_budget_bytes: 0: off; > 0: at most this many bytes of
-  // it; -1: no cap of their own.
+  // Token-exact continuation's snapshots, under snapshot_budget_bytes: 0: off; > 0: at most this many bytes
+  // of it; -1: no cap of their own.
   int64_t snapshot_bytes = 0;
   // Names everything that shapes a snapshot's bytes besides its tokens (cache groups, block sizes, the
   // model's state): mixed into the name a snapshot is stored under in the persistent tier.
@@ -316,7 +318,7 @@ class Scheduler {
   EngineMetrics* metrics_;
   OutputProcessor* output_;
   PrefixBlockBytes* bytes_;
-  kvcache::LruBudget cache_budget_{config_.cache_budget_bytes};  // before its members
+  kvcache::LruBudget snapshot_budget_{config_.snapshot_budget_bytes};  // before snapshots_
   kvcache::BlockManager blocks_;
   bool can_restore_;
   bool can_fork_;
@@ -352,7 +354,7 @@ class Scheduler {
   std::vector<uint64_t> released_constraints_;
   // Sources of pending copies, referenced until the executor has copied them.
   std::vector<BlockCopy> copy_pins_;
-  SnapshotCache snapshots_{&cache_budget_, config_.snapshot_bytes};
+  SnapshotCache snapshots_{&snapshot_budget_, config_.snapshot_bytes};
   std::vector<SnapshotTake> snapshot_takes_;  // for the next plan
   std::vector<BlockCopy> snapshot_pins_;      // their blocks (`from`), referenced until it ran
   // With a persistent tier: the snapshots being made, to offer them to the tier once made.

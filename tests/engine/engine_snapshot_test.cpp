@@ -3,8 +3,9 @@
 // end from the snapshot taken when it was computed, and what either generates is bit-identical (ids,
 // logprobs and top-20 alternatives) to a cold run, at every position inside a block, for V4, V4.1, V3 and V3.2,
 // with chunked prefill and with speculative decoding; without the full blocks under it the snapshot is
-// not used and the prompt runs as it would without it. Also the snapshot cache's LRU budget, shared with
-// the cached window blocks, and the models' state export refusing bytes that are not an export.
+// not used and the prompt runs as it would without it. Many prompts at once keep their snapshots beside the
+// window blocks their decodes release. Also the snapshot cache's LRU budget (and the budget mechanism
+// shared with a block allocator), and the models' state export refusing bytes that are not an export.
 #include <cstdlib>
 
 #include "engine/snapshot_cache.h"
@@ -174,6 +175,67 @@ TEST(EngineSnapshot, APromptThatDivergesInTheTailDoesNotResume) {
   for (int32_t t : Prompt(20, 31)) second.push_back(t);
   EXPECT_EQ(RunBatch(*e, {second}, GreedyProbe(2))[0].prompt_cache_hit_tokens, 128);  // the full block only
   EXPECT_EQ(e->Stats().snapshot_hits, 0u);
+}
+
+TEST(EngineSnapshot, ConcurrentPromptsSentAgainAllResumeFromTheirSnapshots) {
+  // Prompts of 200 tokens decode 100 tokens each, all at once: each leaves its prompt's snapshot (at 199),
+  // a cached window block as its prompt ends (block 0) and one as its decode moves past it (block 1), and
+  // its finished sequence's snapshot (at 299). With a window cache budget that holds every snapshot (and a
+  // window block more), the window blocks must not push the snapshots out: sent again, every prompt
+  // resumes one position before its end; extended by its answer and 3 tokens, at its finished sequence's
+  // end, generating what a cold engine does.
+  constexpr int kPrompts = 6;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kPrompts; ++i) prompts.push_back(Prompt(200, 50 + static_cast<uint32_t>(i)));
+  int64_t window_block_bytes = 0;
+  {
+    auto m = LoadFixture("v4_mixed");
+    ASSERT_TRUE(m);
+    for (const kvcache::CacheGroupSpec& g : m->cache_spec().groups)
+      if (g.retention == kvcache::CacheRetention::kWindow) window_block_bytes += g.bytes_per_block;
+  }
+  ASSERT_GT(window_block_bytes, 0);
+  int64_t snapshot_bytes = 0;
+  {
+    EngineOptions ample;
+    ample.window_cache_bytes = int64_t{32} << 20;
+    auto e = MakeEngine(ample);
+    ASSERT_TRUE(e);
+    RunBatch(*e, prompts, GreedyProbe(100));
+    // The finished sequences' snapshots are made in the step after they finish: a request of one full
+    // block (which leaves none) runs after that step, so the figures below count them all.
+    RunBatch(*e, {Prompt(128, 99)}, GreedyProbe(1));
+    const EngineStats s = e->Stats();
+    ASSERT_EQ(s.snapshots_cached, 2 * kPrompts);
+    ASSERT_GE(s.window_blocks_cached, 2 * kPrompts);
+    snapshot_bytes = s.snapshot_bytes;
+  }
+  EngineOptions o;
+  o.window_cache_bytes = snapshot_bytes + window_block_bytes;
+  auto e = MakeEngine(o);
+  ASSERT_TRUE(e);
+  const std::vector<GenerateOutput> first = RunBatch(*e, prompts, GreedyProbe(100));
+  const std::vector<GenerateOutput> again = RunBatch(*e, prompts, GreedyProbe(100));
+  std::vector<std::vector<int32_t>> extended;
+  for (int i = 0; i < kPrompts; ++i) {
+    EXPECT_EQ(again[static_cast<size_t>(i)].prompt_cache_hit_tokens, 199) << "prompt " << i;
+    EXPECT_EQ(Fingerprint(again[static_cast<size_t>(i)]), Fingerprint(first[static_cast<size_t>(i)])) << "prompt " << i;
+    std::vector<int32_t> next = prompts[static_cast<size_t>(i)];
+    for (const GeneratedToken& t : first[static_cast<size_t>(i)].sequences[0].tokens) next.push_back(t.id);
+    for (int32_t t : Prompt(3, 70 + static_cast<uint32_t>(i))) next.push_back(t);
+    extended.push_back(std::move(next));
+  }
+  const std::vector<GenerateOutput> turn2 = RunBatch(*e, extended, GreedyProbe(2));
+  EngineOptions cold_options;
+  cold_options.enable_prefix_caching = false;
+  auto cold = MakeEngine(cold_options);
+  ASSERT_TRUE(cold);
+  const std::vector<GenerateOutput> reference = RunBatch(*cold, extended, GreedyProbe(2));
+  for (int i = 0; i < kPrompts; ++i) {
+    EXPECT_EQ(turn2[static_cast<size_t>(i)].prompt_cache_hit_tokens, 299) << "prompt " << i;
+    EXPECT_EQ(Fingerprint(turn2[static_cast<size_t>(i)]), Fingerprint(reference[static_cast<size_t>(i)]))
+        << "prompt " << i;
+  }
 }
 
 TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
