@@ -111,8 +111,8 @@ function(deepinfer_glob_component name)
 endfunction()
 
 # deepinfer_glob_tests(component [LIBS ...]): the *_test.cpp files in the current directory are the
-# component's tests. The unit tests form one executable, <component>_tests (compiled in batches: see
-# deepinfer_unity), each GoogleTest case a ctest test of the "unit" label; a file ending in _slow_test.cpp is
+# component's tests. The unit tests form one executable, <component>_tests (compiled in batches of sixteen:
+# see deepinfer_unity), each GoogleTest case a ctest test of the "unit" label; a file ending in _slow_test.cpp is
 # an executable of its own, <component>_<stem>, labelled "slow" (Release pass only: the sanitizer build,
 # which runs the unit label, does not build them).
 function(deepinfer_glob_tests component)
@@ -132,6 +132,8 @@ function(deepinfer_glob_tests component)
   if(unit_sources)
     deepinfer_add_test(${component}_tests SOURCES ${unit_sources} LIBS deepinfer_${component} ${ARG_LIBS}
                        LABELS unit)
-    deepinfer_unity(${component}_tests)
+    # A test file's own code is small beside the GoogleTest and project headers it shares with its
+    # neighbours, so a component's tests compile in batches of sixteen, most components' in one.
+    deepinfer_unity(${component}_tests BATCH_SIZE 16)
   endif()
 endfunction()

@@ -17,7 +17,7 @@ using internal::Join;
 using internal::Json;
 using internal::WrongType;
 
-std::string Missing(const std::string& path) { return path + ": Field required"; }
+std::string FieldRequired(const std::string& path) { return path + ": Field required"; }
 
 std::string JoinTexts(const std::vector<std::string>& parts) {
   std::string out;
@@ -32,18 +32,18 @@ std::string JoinTexts(const std::vector<std::string>& parts) {
 Check ReadImage(const Json& block, const std::string& path, const std::string& message_path,
                 const RequestOptions& options, std::vector<ImageSource>* images, std::string* text) {
   const Json* source = Field(block, "source");
-  if (!source || !source->is_object()) return Invalid(Join(path, "source"), Missing(Join(path, "source")));
+  if (!source || !source->is_object()) return Invalid(Join(path, "source"), FieldRequired(Join(path, "source")));
   std::optional<std::string> type, data, media_type, url;
   DI_REQ_CHECK(internal::ReadString(*source, "type", Join(path, "source"), &type));
   std::string full_url;
   if (type && *type == "base64") {
     DI_REQ_CHECK(internal::ReadString(*source, "data", Join(path, "source"), &data));
     DI_REQ_CHECK(internal::ReadString(*source, "media_type", Join(path, "source"), &media_type));
-    if (!data) return Invalid(Join(path, "source.data"), Missing(Join(path, "source.data")));
+    if (!data) return Invalid(Join(path, "source.data"), FieldRequired(Join(path, "source.data")));
     full_url = "data:" + media_type.value_or("image/png") + ";base64," + *data;
   } else if (type && *type == "url") {
     DI_REQ_CHECK(internal::ReadString(*source, "url", Join(path, "source"), &url));
-    if (!url) return Invalid(Join(path, "source.url"), Missing(Join(path, "source.url")));
+    if (!url) return Invalid(Join(path, "source.url"), FieldRequired(Join(path, "source.url")));
     full_url = *url;
   } else {
     return Invalid(Join(path, "source.type"), "Input tag '" + type.value_or("") +
@@ -78,7 +78,7 @@ Check ReadToolResultContent(const Json& block, const std::string& path, const st
     if (type && *type == "text") {
       std::optional<std::string> text;
       DI_REQ_CHECK(internal::ReadString(part, "text", part_path, &text));
-      if (!text) return Invalid(Join(part_path, "text"), Missing(Join(part_path, "text")));
+      if (!text) return Invalid(Join(part_path, "text"), FieldRequired(Join(part_path, "text")));
       parts.push_back(*text);
     } else if (type && *type == "image") {
       std::string text;
@@ -104,13 +104,13 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, c
   if (!m.is_object()) return WrongType(path, "an object", m);
   std::optional<std::string> role;
   DI_REQ_CHECK(internal::ReadString(m, "role", path, &role));
-  if (!role) return Invalid(Join(path, "role"), Missing(Join(path, "role")));
+  if (!role) return Invalid(Join(path, "role"), FieldRequired(Join(path, "role")));
   if (*role != "user" && *role != "assistant") {
     return Invalid(Join(path, "role"), "Input should be 'user' or 'assistant'");
   }
   const bool is_user = *role == "user";
   const Json* content = Field(m, "content");
-  if (!content) return Invalid(Join(path, "content"), Missing(Join(path, "content")));
+  if (!content) return Invalid(Join(path, "content"), FieldRequired(Join(path, "content")));
   const std::string empty_message = "messages." + std::to_string(index) + ": all messages must have non-empty content";
   if (content->is_string()) {
     Message message;
@@ -141,7 +141,7 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, c
       if (t == "tool_result") {
         std::optional<std::string> id;
         DI_REQ_CHECK(internal::ReadString(block, "tool_use_id", block_path, &id));
-        if (!id) return Invalid(Join(block_path, "tool_use_id"), Missing(Join(block_path, "tool_use_id")));
+        if (!id) return Invalid(Join(block_path, "tool_use_id"), FieldRequired(Join(block_path, "tool_use_id")));
         bool known = false;
         if (previous_assistant) {
           for (const ToolCall& call : previous_assistant->tool_calls) known = known || call.id == *id;
@@ -159,7 +159,7 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, c
       } else if (t == "text") {
         std::optional<std::string> text;
         DI_REQ_CHECK(internal::ReadString(block, "text", block_path, &text));
-        if (!text) return Invalid(Join(block_path, "text"), Missing(Join(block_path, "text")));
+        if (!text) return Invalid(Join(block_path, "text"), FieldRequired(Join(block_path, "text")));
         message.role = Role::kUser;
         message.content = *text;
         seen_other = true;
@@ -208,20 +208,20 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, c
     if (t == "text") {
       std::optional<std::string> text;
       DI_REQ_CHECK(internal::ReadString(block, "text", block_path, &text));
-      if (!text) return Invalid(Join(block_path, "text"), Missing(Join(block_path, "text")));
+      if (!text) return Invalid(Join(block_path, "text"), FieldRequired(Join(block_path, "text")));
       texts.push_back(*text);
     } else if (t == "thinking") {
       std::optional<std::string> thinking;
       DI_REQ_CHECK(internal::ReadString(block, "thinking", block_path, &thinking));
-      if (!thinking) return Invalid(Join(block_path, "thinking"), Missing(Join(block_path, "thinking")));
+      if (!thinking) return Invalid(Join(block_path, "thinking"), FieldRequired(Join(block_path, "thinking")));
       thoughts.push_back(*thinking);
       has_thinking = true;
     } else if (t == "tool_use") {
       std::optional<std::string> id, name;
       DI_REQ_CHECK(internal::ReadString(block, "id", block_path, &id));
       DI_REQ_CHECK(internal::ReadString(block, "name", block_path, &name));
-      if (!id) return Invalid(Join(block_path, "id"), Missing(Join(block_path, "id")));
-      if (!name) return Invalid(Join(block_path, "name"), Missing(Join(block_path, "name")));
+      if (!id) return Invalid(Join(block_path, "id"), FieldRequired(Join(block_path, "id")));
+      if (!name) return Invalid(Join(block_path, "name"), FieldRequired(Join(block_path, "name")));
       const Json* input = Field(block, "input");
       if (input && !input->is_object()) return WrongType(Join(block_path, "input"), "an object", *input);
       message.tool_calls.push_back({*id, *name, PyJsonDumps(input ? *input : Json::object())});
@@ -237,7 +237,7 @@ Check ParseMessage(const Json& m, size_t index, const RequestOptions& options, c
   return std::nullopt;
 }
 
-Check ParseTools(const Json& body, Conversation* c) {
+Check ParseMessagesTools(const Json& body, Conversation* c) {
   const Json* tools = Field(body, "tools");
   if (!tools) return std::nullopt;
   if (!tools->is_array()) return WrongType("tools", "an array", *tools);
@@ -249,12 +249,12 @@ Check ParseTools(const Json& body, Conversation* c) {
     ToolDefinition def;
     std::optional<std::string> name;
     DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
-    if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+    if (!name) return Invalid(Join(path, "name"), FieldRequired(Join(path, "name")));
     DI_REQ_CHECK(internal::CheckToolName(*name, Join(path, "name")));
     def.name = *name;
     DI_REQ_CHECK(internal::ReadString(tool, "description", path, &def.description));
     const Json* schema = Field(tool, "input_schema");
-    if (!schema) return Invalid(Join(path, "input_schema"), Missing(Join(path, "input_schema")));
+    if (!schema) return Invalid(Join(path, "input_schema"), FieldRequired(Join(path, "input_schema")));
     if (!schema->is_object()) return WrongType(Join(path, "input_schema"), "an object", *schema);
     def.parameters = *schema;
     // `strict: true` (Messages API): the tool's calls are constrained to its input_schema as written
@@ -266,16 +266,16 @@ Check ParseTools(const Json& body, Conversation* c) {
   return std::nullopt;
 }
 
-Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
+Check ParseMessagesBody(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   r->protocol = Protocol::kMessages;
   Conversation& c = r->conversation;
   InferenceOptions& inf = r->inference;
   std::optional<std::string> model;
   DI_REQ_CHECK(internal::ReadString(body, "model", "", &model));
-  if (!model) return Invalid("model", Missing("model"));
+  if (!model) return Invalid("model", FieldRequired("model"));
   r->model = *model;
   DI_REQ_CHECK(internal::ReadInt(body, "max_tokens", "", &inf.max_tokens));
-  if (!inf.max_tokens) return Invalid("max_tokens", Missing("max_tokens"));
+  if (!inf.max_tokens) return Invalid("max_tokens", FieldRequired("max_tokens"));
   // Messages lowers an over-large max_tokens to the bound instead of rejecting it (deepseek-recipe).
   if (*inf.max_tokens > options.max_tokens_upper_bound) inf.max_tokens = options.max_tokens_upper_bound;
   DI_REQ_CHECK(internal::CheckMaxTokens(inf.max_tokens, options.max_tokens_upper_bound, "max_tokens"));
@@ -292,7 +292,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
         std::optional<std::string> text;
         if (!block.is_object()) return WrongType(Index("system", i), "an object", block);
         DI_REQ_CHECK(internal::ReadString(block, "text", Index("system", i), &text));
-        if (!text) return Invalid(Index("system", i) + ".text", Missing(Index("system", i) + ".text"));
+        if (!text) return Invalid(Index("system", i) + ".text", FieldRequired(Index("system", i) + ".text"));
         parts.push_back(*text);
       }
       message.content = JoinTexts(parts);
@@ -303,7 +303,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   }
 
   const Json* messages = Field(body, "messages");
-  if (!messages) return Invalid("messages", Missing("messages"));
+  if (!messages) return Invalid("messages", FieldRequired("messages"));
   if (!messages->is_array()) return WrongType("messages", "an array", *messages);
   if (messages->empty()) return Invalid("messages", "messages: at least one message is required");
   const Message* previous_assistant = nullptr;
@@ -325,7 +325,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
                    "must have a corresponding `tool_result` block in the next message.");
   }
 
-  DI_REQ_CHECK(ParseTools(body, &c));
+  DI_REQ_CHECK(ParseMessagesTools(body, &c));
   std::optional<std::string> named_tool;
   if (const Json* choice = Field(body, "tool_choice")) {
     if (!choice->is_object()) return WrongType("tool_choice", "an object", *choice);
@@ -337,7 +337,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
       c.tool_choice = ToolChoice::kNone;
     } else if (type && *type == "tool") {
       DI_REQ_CHECK(internal::ReadString(*choice, "name", "tool_choice", &name));
-      if (!name) return Invalid("tool_choice.name", Missing("tool_choice.name"));
+      if (!name) return Invalid("tool_choice.name", FieldRequired("tool_choice.name"));
       named_tool = name;
     } else {
       return Invalid("tool_choice.type", "Input tag '" + type.value_or("") +
@@ -401,7 +401,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
 }  // namespace
 
 ParseOutcome ParseMessagesRequest(std::string_view body_text, const RequestOptions& options) {
-  return internal::ParseWith(Parse, body_text, options);
+  return internal::ParseWith(ParseMessagesBody, body_text, options);
 }
 
 }  // namespace deepinfer::recipe

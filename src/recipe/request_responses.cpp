@@ -21,7 +21,7 @@ using internal::Join;
 using internal::Json;
 using internal::WrongType;
 
-std::string Missing(const std::string& path) { return "Missing required parameter: '" + path + "'."; }
+std::string MissingParameter(const std::string& path) { return "Missing required parameter: '" + path + "'."; }
 
 // Text of a message's content: a string or parts (input_text, output_text, input_image) joined by "\n\n".
 Check ReadContent(const Json& content, const std::string& path, const RequestOptions& options,
@@ -43,7 +43,7 @@ Check ReadContent(const Json& content, const std::string& path, const RequestOpt
     if (t == "input_text" || t == "output_text" || t == "text" || t == "refusal") {
       std::optional<std::string> value;
       DI_REQ_CHECK(internal::ReadString(part, t == "refusal" ? "refusal" : "text", part_path, &value));
-      if (!value) return Invalid(Join(part_path, "text"), Missing(Join(part_path, "text")));
+      if (!value) return Invalid(Join(part_path, "text"), MissingParameter(Join(part_path, "text")));
       piece = *value;
     } else if (t == "input_image") {
       std::optional<std::string> url, detail;
@@ -129,7 +129,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, C
   const std::string t = type.value_or(role ? "message" : "");
   const std::string message_path = ".input[" + std::to_string(index) + "]";
   if (t == "message") {
-    if (!role) return Invalid(Join(path, "role"), Missing(Join(path, "role")));
+    if (!role) return Invalid(Join(path, "role"), MissingParameter(Join(path, "role")));
     Message m;
     // deepseek-recipe reads developer messages as system messages for V4.1 and as user text otherwise.
     if (*role == "developer") m.role = options.model_version == ModelVersion::kV41 ? Role::kSystem : Role::kUser;
@@ -142,7 +142,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, C
                                              "'developer'.");
     }
     const Json* content = Field(item, "content");
-    if (!content) return Invalid(Join(path, "content"), Missing(Join(path, "content")));
+    if (!content) return Invalid(Join(path, "content"), MissingParameter(Join(path, "content")));
     DI_REQ_CHECK(ReadContent(*content, Join(path, "content"), options, message_path, &m));
     if (m.role == Role::kAssistant) {
       AddAssistantText(std::move(m.content), c);
@@ -171,9 +171,9 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, C
     DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
     DI_REQ_CHECK(internal::ReadString(item, "name", path, &name));
     DI_REQ_CHECK(internal::ReadString(item, "arguments", path, &arguments));
-    if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
-    if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
-    if (!arguments) return Invalid(Join(path, "arguments"), Missing(Join(path, "arguments")));
+    if (!call_id) return Invalid(Join(path, "call_id"), MissingParameter(Join(path, "call_id")));
+    if (!name) return Invalid(Join(path, "name"), MissingParameter(Join(path, "name")));
+    if (!arguments) return Invalid(Join(path, "arguments"), MissingParameter(Join(path, "arguments")));
     Message* assistant = AssistantForToolCall(c);
     std::optional<std::string> ns;
     DI_REQ_CHECK(internal::ReadString(item, "namespace", path, &ns));
@@ -188,9 +188,9 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, C
     DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
     DI_REQ_CHECK(internal::ReadString(item, "name", path, &name));
     DI_REQ_CHECK(internal::ReadString(item, "input", path, &input));
-    if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
-    if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
-    if (!input) return Invalid(Join(path, "input"), Missing(Join(path, "input")));
+    if (!call_id) return Invalid(Join(path, "call_id"), MissingParameter(Join(path, "call_id")));
+    if (!name) return Invalid(Join(path, "name"), MissingParameter(Join(path, "name")));
+    if (!input) return Invalid(Join(path, "input"), MissingParameter(Join(path, "input")));
     Message* assistant = AssistantForToolCall(c);
     Json arguments = Json::object();
     arguments["input"] = *input;
@@ -200,9 +200,9 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, C
   if (t == "function_call_output" || t == "custom_tool_call_output") {
     std::optional<std::string> call_id;
     DI_REQ_CHECK(internal::ReadString(item, "call_id", path, &call_id));
-    if (!call_id) return Invalid(Join(path, "call_id"), Missing(Join(path, "call_id")));
+    if (!call_id) return Invalid(Join(path, "call_id"), MissingParameter(Join(path, "call_id")));
     const Json* output = Field(item, "output");
-    if (!output) return Invalid(Join(path, "output"), Missing(Join(path, "output")));
+    if (!output) return Invalid(Join(path, "output"), MissingParameter(Join(path, "output")));
     Message m;
     m.role = Role::kTool;
     m.tool_call_id = *call_id;
@@ -210,7 +210,7 @@ Check ParseItem(const Json& item, size_t index, const RequestOptions& options, C
     c->messages.push_back(std::move(m));
     return std::nullopt;
   }
-  if (t.empty()) return Invalid(Join(path, "type"), Missing(Join(path, "type")));
+  if (t.empty()) return Invalid(Join(path, "type"), MissingParameter(Join(path, "type")));
   // Items of the tools this server does not run (item_reference, web_search_call, mcp_*, local_shell_call,
   // computer_call, compaction, ...), and any type added to the API later: a client replaying a Codex or
   // Agents-SDK history sends them, and the oracle skips them rather than failing the request.
@@ -295,7 +295,7 @@ class ToolPairing {
 Check ParseFunctionTool(const Json& tool, const std::string& path, ToolDefinition* def) {
   std::optional<std::string> name;
   DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
-  if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+  if (!name) return Invalid(Join(path, "name"), MissingParameter(Join(path, "name")));
   DI_REQ_CHECK(internal::CheckToolName(*name, Join(path, "name")));
   def->name = *name;
   DI_REQ_CHECK(internal::ReadString(tool, "description", path, &def->description));
@@ -319,7 +319,7 @@ ToolDefinition ApplyPatchTool(ModelVersion version) {
   return def;
 }
 
-Check ParseTools(const Json& body, const RequestOptions& options, Conversation* c) {
+Check ParseResponsesTools(const Json& body, const RequestOptions& options, Conversation* c) {
   const Json* tools = Field(body, "tools");
   if (!tools) return std::nullopt;
   if (!tools->is_array()) return WrongType("tools", "an array", *tools);
@@ -344,9 +344,9 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
       std::optional<std::string> ns, ns_description;
       DI_REQ_CHECK(internal::ReadString(tool, "name", path, &ns));
       DI_REQ_CHECK(internal::ReadString(tool, "description", path, &ns_description));
-      if (!ns) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+      if (!ns) return Invalid(Join(path, "name"), MissingParameter(Join(path, "name")));
       const Json* members = Field(tool, "tools");
-      if (!members || !members->is_array()) return Invalid(Join(path, "tools"), Missing(Join(path, "tools")));
+      if (!members || !members->is_array()) return Invalid(Join(path, "tools"), MissingParameter(Join(path, "tools")));
       for (size_t k = 0; k < members->size(); ++k) {
         const std::string member_path = Index(Join(path, "tools"), k);
         if (!(*members)[k].is_object()) return WrongType(member_path, "an object", (*members)[k]);
@@ -368,14 +368,14 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
     } else if (t == "custom") {
       std::optional<std::string> name;
       DI_REQ_CHECK(internal::ReadString(tool, "name", path, &name));
-      if (!name) return Invalid(Join(path, "name"), Missing(Join(path, "name")));
+      if (!name) return Invalid(Join(path, "name"), MissingParameter(Join(path, "name")));
       if (*name != "apply_patch") {
         return Invalid(Join(path, "name"), "Unsupported custom tool: '" + *name + "'. Only 'apply_patch' is supported.");
       }
       // The oracle ignores the request's description and grammar and declares its own function tool.
       DI_REQ_CHECK(add(ApplyPatchTool(options.model_version)));
     } else if (t.empty()) {
-      return Invalid(Join(path, "type"), Missing(Join(path, "type")));
+      return Invalid(Join(path, "type"), MissingParameter(Join(path, "type")));
     }
     // Other types are tools this server does not run (web_search, apply_patch, local_shell, mcp, file_search,
     // computer_use_preview, code_interpreter, ...): dropped, as deepseek-recipe drops them by default.
@@ -383,13 +383,13 @@ Check ParseTools(const Json& body, const RequestOptions& options, Conversation* 
   return std::nullopt;
 }
 
-Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
+Check ParseResponsesBody(const Json& body, const RequestOptions& options, ParsedRequest* r) {
   r->protocol = Protocol::kResponses;
   Conversation& c = r->conversation;
   InferenceOptions& inf = r->inference;
   std::optional<std::string> model, instructions;
   DI_REQ_CHECK(internal::ReadString(body, "model", "", &model));
-  if (!model) return Invalid("model", Missing("model"));
+  if (!model) return Invalid("model", MissingParameter("model"));
   r->model = *model;
   DI_REQ_CHECK(internal::ReadString(body, "instructions", "", &instructions));
   if (instructions && !instructions->empty()) {
@@ -399,9 +399,9 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     c.messages.push_back(std::move(m));
   }
   const Json* input = Field(body, "input");
-  if (!input) return Invalid("input", Missing("input"));
+  if (!input) return Invalid("input", MissingParameter("input"));
   // Tools before the items, as deepseek-recipe checks them (its error for a bad tool wins over an item's).
-  DI_REQ_CHECK(ParseTools(body, options, &c));
+  DI_REQ_CHECK(ParseResponsesTools(body, options, &c));
   if (input->is_string()) {
     Message m;
     m.role = Role::kUser;
@@ -431,7 +431,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
     } else if (choice->is_object()) {
       std::optional<std::string> name;
       DI_REQ_CHECK(internal::ReadString(*choice, "name", "tool_choice", &name));
-      if (!name) return Invalid("tool_choice.name", Missing("tool_choice.name"));
+      if (!name) return Invalid("tool_choice.name", MissingParameter("tool_choice.name"));
       named_tool = name;
     } else {
       return WrongType("tool_choice", "a string or an object", *choice);
@@ -454,9 +454,9 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
       } else if (*type == "json_schema") {
         std::optional<std::string> name;
         DI_REQ_CHECK(internal::ReadString(*format, "name", "text.format", &name));
-        if (!name) return Invalid("text.format.name", Missing("text.format.name"));
+        if (!name) return Invalid("text.format.name", MissingParameter("text.format.name"));
         const Json* schema = Field(*format, "schema");
-        if (!schema) return Invalid("text.format.schema", Missing("text.format.schema"));
+        if (!schema) return Invalid("text.format.schema", MissingParameter("text.format.schema"));
         c.response_format = ResponseFormat::kJsonSchema;
         std::optional<bool> strict;
         DI_REQ_CHECK(internal::ReadBool(*format, "strict", "text.format", &strict));
@@ -511,7 +511,7 @@ Check Parse(const Json& body, const RequestOptions& options, ParsedRequest* r) {
 }  // namespace
 
 ParseOutcome ParseResponsesRequest(std::string_view body_text, const RequestOptions& options) {
-  return internal::ParseWith(Parse, body_text, options);
+  return internal::ParseWith(ParseResponsesBody, body_text, options);
 }
 
 }  // namespace deepinfer::recipe

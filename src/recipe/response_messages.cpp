@@ -12,7 +12,7 @@
 namespace deepinfer::recipe {
 namespace {
 
-void AppendString(std::string& out, std::string_view text) { PyJsonAppendString(out, text, false); }
+void AppendJsonString(std::string& out, std::string_view text) { PyJsonAppendString(out, text, false); }
 
 std::string BlockIndexPrefix(std::string_view type, size_t index) {
   return "{\"type\":\"" + std::string(type) + "\",\"index\":" + std::to_string(index);
@@ -119,9 +119,9 @@ std::string MessagesStream::UsageJson(const UsageCounts& usage) const {
 
 void MessagesStream::Start(const UsageCounts& usage, std::vector<MessagesEvent>* events) {
   std::string json = "{\"type\":\"message_start\",\"message\":{\"id\":";
-  AppendString(json, options_.id);
+  AppendJsonString(json, options_.id);
   json += ",\"type\":\"message\",\"role\":\"assistant\",\"model\":";
-  AppendString(json, options_.model);
+  AppendJsonString(json, options_.model);
   UsageCounts start = usage;
   start.completion_tokens = 0;
   json += ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":" + UsageJson(start) + "}}";
@@ -140,9 +140,9 @@ void MessagesStream::OpenBlock(Block block, std::vector<MessagesEvent>* events) 
       break;
     case BlockType::kToolUse:
       json += "{\"type\":\"tool_use\",\"id\":";
-      AppendString(json, block.id);
+      AppendJsonString(json, block.id);
       json += ",\"name\":";
-      AppendString(json, block.name);
+      AppendJsonString(json, block.name);
       json += ",\"input\":{}}}";
       break;
   }
@@ -161,7 +161,7 @@ void MessagesStream::CloseBlock(std::vector<MessagesEvent>* events) {
   if (blocks_.back().type == BlockType::kThinking) {
     std::string json = BlockIndexPrefix("content_block_delta", index) +
                        ",\"delta\":{\"type\":\"signature_delta\",\"signature\":";
-    AppendString(json, options_.id);
+    AppendJsonString(json, options_.id);
     json += "}}";
     events->push_back({"content_block_delta", std::move(json)});
   }
@@ -182,7 +182,7 @@ void MessagesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::v
         blocks_.back().text += delta.text;
         json = BlockIndexPrefix("content_block_delta", blocks_.size() - 1) +
                ",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":";
-        AppendString(json, delta.text);
+        AppendJsonString(json, delta.text);
         break;
       case OutputDelta::Kind::kContent:
         if (!block_open_ || current != BlockType::kText) {
@@ -192,7 +192,7 @@ void MessagesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::v
         blocks_.back().text += delta.text;
         json = BlockIndexPrefix("content_block_delta", blocks_.size() - 1) +
                ",\"delta\":{\"type\":\"text_delta\",\"text\":";
-        AppendString(json, delta.text);
+        AppendJsonString(json, delta.text);
         break;
       case OutputDelta::Kind::kToolCallBegin:
         CloseBlock(events);
@@ -203,7 +203,7 @@ void MessagesStream::AppendEvents(const std::vector<OutputDelta>& deltas, std::v
         blocks_.back().text += delta.text;
         json = BlockIndexPrefix("content_block_delta", blocks_.size() - 1) +
                ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":";
-        AppendString(json, delta.text);
+        AppendJsonString(json, delta.text);
         break;
     }
     json += "}}";
@@ -215,9 +215,9 @@ void MessagesStream::Finish(std::string_view stop_reason, const std::string* sto
                             std::vector<MessagesEvent>* events) {
   CloseBlock(events);
   std::string json = "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":";
-  AppendString(json, stop_reason);
+  AppendJsonString(json, stop_reason);
   json += ",\"stop_sequence\":";
-  if (stop_sequence) AppendString(json, *stop_sequence);
+  if (stop_sequence) AppendJsonString(json, *stop_sequence);
   else json += "null";
   json += "},\"usage\":" + UsageJson(usage) + "}";
   events->push_back({"message_delta", std::move(json)});
@@ -227,9 +227,9 @@ void MessagesStream::Finish(std::string_view stop_reason, const std::string* sto
 std::string MessagesStream::Response(std::string_view stop_reason, const std::string* stop_sequence,
                                      const UsageCounts& usage) const {
   std::string out = "{\"id\":";
-  AppendString(out, options_.id);
+  AppendJsonString(out, options_.id);
   out += ",\"type\":\"message\",\"role\":\"assistant\",\"model\":";
-  AppendString(out, options_.model);
+  AppendJsonString(out, options_.model);
   out += ",\"content\":[";
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& block = blocks_[i];
@@ -237,29 +237,29 @@ std::string MessagesStream::Response(std::string_view stop_reason, const std::st
     switch (block.type) {
       case BlockType::kThinking:
         out += "{\"type\":\"thinking\",\"thinking\":";
-        AppendString(out, block.text);
+        AppendJsonString(out, block.text);
         out += ",\"signature\":";
-        AppendString(out, options_.id);
+        AppendJsonString(out, options_.id);
         out += '}';
         break;
       case BlockType::kText:
         out += "{\"type\":\"text\",\"text\":";
-        AppendString(out, block.text);
+        AppendJsonString(out, block.text);
         out += '}';
         break;
       case BlockType::kToolUse:
         out += "{\"type\":\"tool_use\",\"id\":";
-        AppendString(out, block.id);
+        AppendJsonString(out, block.id);
         out += ",\"name\":";
-        AppendString(out, block.name);
+        AppendJsonString(out, block.name);
         out += ",\"input\":" + ToolInput(block.text) + '}';
         break;
     }
   }
   out += "],\"stop_reason\":";
-  AppendString(out, stop_reason);
+  AppendJsonString(out, stop_reason);
   out += ",\"stop_sequence\":";
-  if (stop_sequence) AppendString(out, *stop_sequence);
+  if (stop_sequence) AppendJsonString(out, *stop_sequence);
   else out += "null";
   out += ",\"usage\":" + UsageJson(usage) + '}';
   return out;

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 // Messages quote names and values from the file: OneLine keeps a control character in them (a fuzzed key
 // such as "compressed_sparse_att\ntion") from splitting the one-line error.
-Status Invalid(const HfConfig& hf, const std::string& message) {
+Status InvalidV4Config(const HfConfig& hf, const std::string& message) {
   return Status::InvalidArgument(hf.source() + ": " + utf8::OneLine(message));
 }
 
@@ -44,7 +44,7 @@ Result<V4AttentionType> AttentionTypeFromName(const HfConfig& hf, const std::str
   if (name == "sliding_attention") return V4AttentionType::kSliding;
   if (name == "compressed_sparse_attention") return V4AttentionType::kCsa;
   if (name == "heavily_compressed_attention") return V4AttentionType::kHca;
-  return Invalid(hf, "unknown layer type " + Quoted(name));
+  return InvalidV4Config(hf, "unknown layer type " + Quoted(name));
 }
 
 // The released configs list compress ratios 0/4/128; transformers maps exactly these to layer types and
@@ -53,12 +53,12 @@ Result<V4AttentionType> AttentionTypeFromRatio(const HfConfig& hf, int64_t ratio
   if (ratio == 0) return V4AttentionType::kSliding;
   if (ratio == 4) return V4AttentionType::kCsa;
   if (ratio == 128) return V4AttentionType::kHca;
-  return Invalid(hf, "compress_ratios entry " + std::to_string(ratio) + " is not 0, 4 or 128");
+  return InvalidV4Config(hf, "compress_ratios entry " + std::to_string(ratio) + " is not 0, 4 or 128");
 }
 
-Result<RopeParams> RopeFromJson(const HfConfig& hf, const json& j, const std::string& what) {
+Result<RopeParams> V4RopeFromJson(const HfConfig& hf, const json& j, const std::string& what) {
   RopeParams p;
-  if (!j.is_object()) return Invalid(hf, what + " is not an object");
+  if (!j.is_object()) return InvalidV4Config(hf, what + " is not an object");
   const std::string where = what + ".";
   DI_ASSIGN_OR_RETURN(p.theta, FloatIn(hf, j, where, "rope_theta", 0, 0, 1e12, /*lo_open=*/true));
   std::string type = "default";
@@ -67,16 +67,16 @@ Result<RopeParams> RopeFromJson(const HfConfig& hf, const json& j, const std::st
   if (type == "yarn") {
     p.yarn = true;
     if (!j.contains("factor") || !j.contains("original_max_position_embeddings"))
-      return Invalid(hf, what + ": yarn needs a positive factor and original_max_position_embeddings");
+      return InvalidV4Config(hf, what + ": yarn needs a positive factor and original_max_position_embeddings");
     DI_ASSIGN_OR_RETURN(p.factor, FloatIn(hf, j, where, "factor", 0, 0, 1e6, true));
     DI_ASSIGN_OR_RETURN(p.original_max_position_embeddings,
                         FloatIn(hf, j, where, "original_max_position_embeddings", 0, 0, 1 << 24, true));
     DI_ASSIGN_OR_RETURN(p.beta_fast, FloatIn(hf, j, where, "beta_fast", 32, 0, 1e6, true));
     DI_ASSIGN_OR_RETURN(p.beta_slow, FloatIn(hf, j, where, "beta_slow", 1, 0, 1e6, true));
     DI_ASSIGN_OR_RETURN(double attention_factor, FloatIn(hf, j, where, "attention_factor", 1.0, 0, 1e6, true));
-    if (attention_factor != 1.0) return Invalid(hf, what + ": attention_factor other than 1 is not supported");
+    if (attention_factor != 1.0) return InvalidV4Config(hf, what + ": attention_factor other than 1 is not supported");
   } else if (type != "default") {
-    return Invalid(hf, what + ": rope type '" + type + "' is not supported");
+    return InvalidV4Config(hf, what + ": rope type '" + type + "' is not supported");
   }
   return p;
 }
@@ -94,7 +94,7 @@ const char* V4AttentionTypeName(V4AttentionType type) {
 
 Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   if (hf.model_type() != "deepseek_v4")
-    return Invalid(hf, "model_type is '" + hf.model_type() + "', expected 'deepseek_v4'");
+    return InvalidV4Config(hf, "model_type is '" + hf.model_type() + "', expected 'deepseek_v4'");
   V4Config c;
   // Far above any DeepSeek model (V4-Pro: hidden 7168, 61 layers, 384 experts).
   constexpr int64_t kMaxDim = int64_t{1} << 17;
@@ -120,7 +120,7 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   DI_ASSIGN_OR_RETURN(c.moe_intermediate_size, IntIn(hf, "moe_intermediate_size", std::nullopt, 1, 1 << 18));
   c.scoring_func = hf.GetString("scoring_func", "sqrtsoftplus");
   if (c.scoring_func != "sqrtsoftplus" && c.scoring_func != "sigmoid")
-    return Invalid(hf, "scoring_func '" + c.scoring_func + "' is not supported (sqrtsoftplus, sigmoid)");
+    return InvalidV4Config(hf, "scoring_func '" + c.scoring_func + "' is not supported (sqrtsoftplus, sigmoid)");
   DI_ASSIGN_OR_RETURN(c.routed_scaling_factor, FloatIn(hf, hf.raw(), "", "routed_scaling_factor", 1.5, 0, 1e6, true));
   DI_ASSIGN_OR_RETURN(c.swiglu_limit, FloatIn(hf, hf.raw(), "", "swiglu_limit", 10.0, -1e30, 1e30, false));
 
@@ -136,8 +136,8 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   DI_ASSIGN_OR_RETURN(c.bos_token_id, IntIn(hf, "bos_token_id", 0, 0, c.vocab_size - 1));
   if (hf.Has("eos_token_id") && hf.raw()["eos_token_id"].is_array()) {
     DI_ASSIGN_OR_RETURN(c.eos_token_ids, hf.IntList("eos_token_id"));
-    if (c.eos_token_ids.empty()) return Invalid(hf, "eos_token_id is an empty list");
-    if (c.eos_token_ids.size() > 64) return Invalid(hf, "eos_token_id lists more than 64 ids");
+    if (c.eos_token_ids.empty()) return InvalidV4Config(hf, "eos_token_id is an empty list");
+    if (c.eos_token_ids.size() > 64) return InvalidV4Config(hf, "eos_token_id lists more than 64 ids");
     for (int64_t id : c.eos_token_ids) {
       if (id < 0 || id >= c.vocab_size)
         return KeyError(hf, "eos_token_id", id, "ids in " + KeyRange(0, c.vocab_size - 1));
@@ -154,13 +154,13 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   DI_ASSIGN_OR_RETURN(int64_t hca_rate, IntIn(hf, "compress_rate_hca", 128, 1, 128));
   if (hf.Has("compress_rates")) {
     const json& rates = hf.raw()["compress_rates"];
-    if (!rates.is_object()) return Invalid(hf, "compress_rates is not an object");
+    if (!rates.is_object()) return InvalidV4Config(hf, "compress_rates is not an object");
     for (const auto& [key, value] : rates.items()) {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 128)
         return KeyError(hf, "compress_rates." + Quoted(key), value, "an integer in [1, 128]");
       if (key == "compressed_sparse_attention") csa_rate = value.get<int64_t>();
       else if (key == "heavily_compressed_attention") hca_rate = value.get<int64_t>();
-      else return Invalid(hf, "compress_rates has unknown key " + Quoted(key));
+      else return InvalidV4Config(hf, "compress_rates has unknown key " + Quoted(key));
     }
   }
 
@@ -169,9 +169,9 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   bool have_mtp_type = false;
   if (hf.Has("layer_types")) {
     const json& list = hf.raw()["layer_types"];
-    if (!list.is_array()) return Invalid(hf, "layer_types is not a list");
+    if (!list.is_array()) return InvalidV4Config(hf, "layer_types is not a list");
     for (const auto& v : list) {
-      if (!v.is_string()) return Invalid(hf, "layer_types entries must be strings");
+      if (!v.is_string()) return InvalidV4Config(hf, "layer_types entries must be strings");
       DI_ASSIGN_OR_RETURN(V4AttentionType t, AttentionTypeFromName(hf, v.get<std::string>()));
       types.push_back(t);
     }
@@ -186,10 +186,10 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
       have_mtp_type = true;
     }
   } else {
-    return Invalid(hf, "needs layer_types or compress_ratios");
+    return InvalidV4Config(hf, "needs layer_types or compress_ratios");
   }
   if (static_cast<int64_t>(types.size()) < c.num_layers)
-    return Invalid(hf, "the layer schedule has " + std::to_string(types.size()) + " entries for " +
+    return InvalidV4Config(hf, "the layer schedule has " + std::to_string(types.size()) + " entries for " +
                            std::to_string(c.num_layers) + " layers");
   types.resize(c.num_layers);
   if (!have_mtp_type) c.mtp_attention_type = V4AttentionType::kSliding;
@@ -202,15 +202,15 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
 
   if (hf.Has("mlp_layer_types")) {
     const json& list = hf.raw()["mlp_layer_types"];
-    if (!list.is_array()) return Invalid(hf, "mlp_layer_types is not a list");
+    if (!list.is_array()) return InvalidV4Config(hf, "mlp_layer_types is not a list");
     for (const auto& v : list) {
       std::string s = v.is_string() ? v.get<std::string>() : "";
       if (s == "hash_moe") c.router_types.push_back(V4RouterType::kHash);
       else if (s == "moe") c.router_types.push_back(V4RouterType::kScore);
-      else return Invalid(hf, "mlp_layer_types entries must be 'hash_moe' or 'moe'");
+      else return InvalidV4Config(hf, "mlp_layer_types entries must be 'hash_moe' or 'moe'");
     }
     if (static_cast<int64_t>(c.router_types.size()) < c.num_layers)
-      return Invalid(hf, "mlp_layer_types has fewer entries than num_hidden_layers");
+      return InvalidV4Config(hf, "mlp_layer_types has fewer entries than num_hidden_layers");
     c.router_types.resize(c.num_layers);
   } else {
     DI_ASSIGN_OR_RETURN(int64_t n_hash, IntIn(hf, "num_hash_layers", 3, 0, 1024));
@@ -221,8 +221,8 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
   // RoPE: nested {"main", "compress"} (transformers) or rope_theta / compress_rope_theta / rope_scaling.
   const json* nested = NestedRopeParameters(hf);
   if (nested) {
-    DI_ASSIGN_OR_RETURN(c.main_rope, RopeFromJson(hf, (*nested)["main"], "rope_parameters.main"));
-    DI_ASSIGN_OR_RETURN(c.compress_rope, RopeFromJson(hf, (*nested)["compress"], "rope_parameters.compress"));
+    DI_ASSIGN_OR_RETURN(c.main_rope, V4RopeFromJson(hf, (*nested)["main"], "rope_parameters.main"));
+    DI_ASSIGN_OR_RETURN(c.compress_rope, V4RopeFromJson(hf, (*nested)["compress"], "rope_parameters.compress"));
   } else {
     DI_ASSIGN_OR_RETURN(c.main_rope.theta, FloatIn(hf, hf.raw(), "", "rope_theta", 10000.0, 0, 1e12, true));
     json compress = json::object();
@@ -231,25 +231,25 @@ Result<V4Config> V4Config::FromHf(const HfConfig& hf) {
     }
     DI_ASSIGN_OR_RETURN(double compress_theta, FloatIn(hf, hf.raw(), "", "compress_rope_theta", 160000.0, 0, 1e12, true));
     compress["rope_theta"] = compress_theta;
-    DI_ASSIGN_OR_RETURN(c.compress_rope, RopeFromJson(hf, compress, "rope_scaling"));
+    DI_ASSIGN_OR_RETURN(c.compress_rope, V4RopeFromJson(hf, compress, "rope_scaling"));
   }
-  if (c.main_rope.yarn) return Invalid(hf, "YaRN on the sliding-window rope is not supported");
+  if (c.main_rope.yarn) return InvalidV4Config(hf, "YaRN on the sliding-window rope is not supported");
 
   // Consistency.
   if (c.rope_dim <= 0 || c.rope_dim % 2 || c.rope_dim > c.head_dim)
-    return Invalid(hf, "the rope dimension must be even and within head_dim");
-  if (c.num_heads % c.o_groups) return Invalid(hf, "num_attention_heads must be a multiple of o_groups");
+    return InvalidV4Config(hf, "the rope dimension must be even and within head_dim");
+  if (c.num_heads % c.o_groups) return InvalidV4Config(hf, "num_attention_heads must be a multiple of o_groups");
   bool any_csa = false;
   for (size_t i = 0; i < c.compress_ratios.size(); ++i) {
     int64_t r = c.compress_ratios[i];
     if (r == 0) continue;
     // KV blocks hold 128 token positions, so a block holds a whole number of compressed entries.
-    if (r < 1 || 128 % r) return Invalid(hf, "compression rate " + std::to_string(r) + " does not divide 128");
+    if (r < 1 || 128 % r) return InvalidV4Config(hf, "compression rate " + std::to_string(r) + " does not divide 128");
     any_csa |= c.attention_types[i] == V4AttentionType::kCsa;
   }
-  if (c.mtp_compress_ratio != 0) return Invalid(hf, "an MTP layer with compression is not supported");
+  if (c.mtp_compress_ratio != 0) return InvalidV4Config(hf, "an MTP layer with compression is not supported");
   if (any_csa) {
-    if (c.index_head_dim < c.rope_dim) return Invalid(hf, "index_head_dim must be at least the rope dimension");
+    if (c.index_head_dim < c.rope_dim) return InvalidV4Config(hf, "index_head_dim must be at least the rope dimension");
   }
   return c;
 }

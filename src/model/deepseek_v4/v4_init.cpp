@@ -81,7 +81,7 @@ void AddBlock(SeededShardWriter& w, const V4Config& c, const std::string& p, V4A
   WriteExperts(w, shape, p, e);
 }
 
-ordered_json BaseConfig() {
+ordered_json V4BaseConfig() {
   ordered_json c{{"architectures", {"DeepseekV4ForCausalLM"}},
                  {"model_type", "deepseek_v4"},
                  {"bos_token_id", 0},
@@ -115,7 +115,7 @@ Result<V4InitFormat> ParseV4InitFormat(const std::string& name) {
 }
 
 Result<ordered_json> V4PresetConfig(const std::string& preset) {
-  ordered_json c = BaseConfig();
+  ordered_json c = V4BaseConfig();
   const int64_t layers = preset == "tiny" ? 4 : preset == "small" ? 6 : 8;
   DI_RETURN_IF_ERROR(SetPresetShape(preset, layers, &c));
   if (preset == "tiny") {
