@@ -4,8 +4,10 @@
 // wherever a shortcut's precondition fails.
 //
 // FP8 (scales that are powers of two: UE8M0, or fp32 scales that happen to be): an E4M3 byte b becomes
-// the fp32 bit pattern sign(b) << 31 | (b & 0x7F) << 20, which is exactly value(b) · 2^-120 (E4M3
-// subnormals land on fp32 subnormals, which the FMA takes at full speed), in three integer operations.
+// the fp32 bit pattern sign(b) << 31 | (b & 0x7F) << 20, which is exactly value(b) · 2^-120, in three
+// integer operations. E4M3 subnormals land on fp32 subnormals: Zen 4's FMA takes them at full speed, but
+// Intel cores take a microcode assist for each FMA with a subnormal input, so there a weight with many
+// subnormal codes decodes many times slower (the bench presets' random weights have none).
 // The block scale s and the 2^120 move onto x instead: xs = x · (s · 2^120) once per block of weight rows.
 // When xs is exact (checked: no overflow, no underflow) x·(q·s) and xs·(q·2^-120) are the same real
 // product, and an FMA rounds that product with the accumulator once, so the result is bit-identical.
