@@ -52,24 +52,24 @@ void VerifyBudgets::Observe(int64_t decoders, int budget, double seconds) {
   c.last = ++classes_[static_cast<size_t>(cls)].observed;
 }
 
-int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, double min_gain) {
-  const int cls = ClassOf(decoders);
-  Class& k = classes_[static_cast<size_t>(cls)];
-  const int64_t decision = k.decisions++;
-  if (static_cast<int>(expected.size()) != max_budget_ + 1) return max_budget_;
-  // Every budget is measured before the table is trusted: the fewest samples first, the full block, then
-  // plain decoding, then the budgets between.
+int VerifyBudgets::Explore(int cls) const {
+  // The fewest samples first; among equals the full block, then plain decoding, then the budgets between.
   int explore = -1;
   for (int i = 0; i <= max_budget_; ++i) {
     const int b = i == 0 ? max_budget_ : i - 1;
     const int count = At(cls, b).count;
     if (count < kExploreSamples && (explore < 0 || count < At(cls, explore).count)) explore = b;
   }
-  if (explore >= 0) return explore;
-  auto rate = [&](int b) {
-    const double seconds = Median(At(cls, b));
-    return seconds > 0 ? expected[static_cast<size_t>(b)] / seconds : 0.0;
-  };
+  return explore;
+}
+
+double VerifyBudgets::Rate(int cls, int budget, std::span<const double> expected) const {
+  const double seconds = Median(At(cls, budget));
+  return seconds > 0 ? expected[static_cast<size_t>(budget)] / seconds : 0.0;
+}
+
+int VerifyBudgets::Best(int cls, std::span<const double> expected, double min_gain) const {
+  auto rate = [&](int b) { return Rate(cls, b, expected); };
   int best = 0;
   for (int b = 1; b <= max_budget_; ++b) {
     if (rate(b) > rate(best)) best = b;
@@ -81,6 +81,28 @@ int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, do
   if (best != 0 && !(rate(best) > plain)) best = 0;
   const double full = rate(max_budget_);
   if (best != 0 && best != max_budget_ && full > plain && !(rate(best) > full * (1 + min_gain))) best = max_budget_;
+  return best;
+}
+
+int VerifyBudgets::Choose(int64_t decoders, std::span<const double> expected, double min_gain) {
+  const int cls = ClassOf(decoders);
+  Class& k = classes_[static_cast<size_t>(cls)];
+  const int64_t decision = k.decisions++;
+  if (static_cast<int>(expected.size()) != max_budget_ + 1) return max_budget_;
+  // Every budget is measured before the table is trusted. Meanwhile, where the nearest class is measured,
+  // only every kProbeGap-th decision explores and the others take that class's choice: a batch size seen
+  // for a few steps at a time (the last outputs of a batch) does not spend them all on bad budgets.
+  if (const int explore = Explore(cls); explore >= 0) {
+    if (decision % kProbeGap == 0) return explore;
+    for (int distance = 1; distance < kClasses; ++distance) {
+      for (int near : {cls - distance, cls + distance}) {
+        if (near >= 0 && near < kClasses && Explore(near) < 0) return Best(near, expected, min_gain);
+      }
+    }
+    return explore;
+  }
+  const int best = Best(cls, expected, min_gain);
+  auto rate = [&](int b) { return Rate(cls, b, expected); };
   // Probes paid from the credit: the budget measured longest ago among those whose credit covers their
   // predicted loss, at most one every kProbeGap decisions.
   const double best_rate = rate(best);

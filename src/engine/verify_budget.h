@@ -14,7 +14,8 @@
 // cost, and the best is used, so the choice falls back to plain decoding whenever no budget gains.
 //
 // Every budget of a class is measured kExploreSamples times first (round-robin, so that a drift reaches
-// all alike); after that, other budgets are measured again only as far as a credit pays for them: each
+// all alike; where the nearest class is measured, on every kProbeGap-th decision only, the others taking
+// that class's choice); after that, other budgets are measured again only as far as a credit pays for them: each
 // decision adds kProbeShare of a step to the credit of the budgets not chosen, and a budget is probed
 // when its credit covers the share of a step it is predicted to lose (its rate's shortfall against the
 // best), which it then spends. A budget as good as the best is probed for free and often, one that loses
@@ -76,6 +77,11 @@ class VerifyBudgets {
   Cell& At(int cls, int budget) { return cells_[static_cast<size_t>(cls * (max_budget_ + 1) + budget)]; }
   const Cell& At(int cls, int budget) const { return cells_[static_cast<size_t>(cls * (max_budget_ + 1) + budget)]; }
   static double Median(const Cell& c);
+  // The budget class `cls` still has to measure before it trusts its table (-1: none).
+  int Explore(int cls) const;
+  double Rate(int cls, int budget, std::span<const double> expected) const;
+  // The budget of the best predicted rate, within the margins.
+  int Best(int cls, std::span<const double> expected, double min_gain) const;
 
   int max_budget_;
   std::vector<Cell> cells_;

@@ -52,6 +52,19 @@ TEST(VerifyBudgets, MeasuresEveryBudgetRoundRobinFullBlockFirst) {
   EXPECT_EQ(t.CostSeconds(8, 2), 0.0);  // another, unmeasured
 }
 
+TEST(VerifyBudgets, AClassBeingMeasuredTakesTheNearestMeasuredClasssChoiceMeanwhile) {
+  // One output: rates 100, 145, 158.6, 155 tokens/s (10 ms + 2 ms per verified token), budget 2. Two
+  // outputs (the next class) then explore on every fourth decision only: the full block, plain decoding,
+  // budget 1 (budget 2, the one output's choice, is measured by the decisions between).
+  VerifyBudgets t(3);
+  const std::vector<double> expected = {1, 1.74, 2.22, 2.48};
+  auto seconds = [](int b) { return 0.010 + 0.002 * b; };
+  Decide(&t, 1, expected, seconds, kExplore);
+  const std::vector<double> expected2 = {2, 2 * 1.74, 2 * 2.22, 2 * 2.48};
+  const std::vector<int> chosen = Decide(&t, 2, expected2, [](int b) { return 0.012 + 0.004 * b; }, 12);
+  EXPECT_EQ(chosen, (std::vector<int>{3, 2, 2, 2, 0, 2, 2, 2, 1, 2, 2, 2}));
+}
+
 TEST(VerifyBudgets, ChoosesTheMostTokensPerSecond) {
   // One output: 0.74, 0.48, 0.26 survive (expected 1, 1.74, 2.22, 2.48 tokens); a step costs 10 ms plus
   // 2 ms per verified token: rates 100, 145, 158.6, 155 tokens/s, so budget 2. The closest other budget
