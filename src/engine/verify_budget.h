@@ -1,29 +1,28 @@
 // The verify budget of scheduled verification: how many draft tokens per decoding output a decode step
 // verifies (0: speculation off for the step), chosen from measured step costs. A linear step-cost model
 // fitted to forward passes misses what a verify row costs outside the model (sampling over the vocabulary,
-// the next draft) and the kernels' row-count steps (a CPU step of one output costs about the same for 3 and
-// 4 verify tokens, and a third more for 5), so each (batch size class, budget) keeps the costs of its own
-// recent steps.
+// the next draft) and the kernels' steps in row count (a kernel path that changes with the rows makes one
+// more verify token cost far more than the one before), so each (batch size class, budget) keeps the costs
+// of its own recent steps.
 //
 // The cost of a step is the caller's measure of the work it takes: the scheduler gives the process's CPU
-// time over the step, which a shared machine's other load hardly moves (the same decode step measured
-// 10-90 ms of wall time but 11-12 ms of CPU time on two cores under a load of 20), and which on a dedicated
-// machine is proportional to the wall time (the step's work spreads over the same pool whatever its budget).
-// A budget's cost is the median of its recent steps (one preempted step does not hide it); its predicted
-// rate is the caller's expected tokens of the step (one per output plus the survivals admitted) over that
-// cost, and the best is used, so the choice falls back to plain decoding whenever no budget gains.
+// time over the step, which a shared machine's other load hardly moves while it stretches the wall time of
+// the same step several times over, and which on a dedicated machine is proportional to the wall time (the
+// step's work spreads over the same pool whatever its budget). A budget's cost is the median of its recent
+// steps (one preempted step does not hide it); its predicted rate is the caller's expected tokens of the
+// step (one per output plus the survivals admitted) over that cost, and the best is used, so the choice
+// falls back to plain decoding whenever no budget gains.
 //
 // Every budget of a class is measured kExploreSamples times first (round-robin, so that a drift reaches
 // all alike; where the nearest class is measured, on every kProbeGap-th decision only, the others taking
-// that class's choice); after that, other budgets are measured again only as far as a credit pays for them: each
-// decision adds kProbeShare of a step to the credit of the budgets not chosen, and a budget is probed
-// when its credit covers the share of a step it is predicted to lose (its rate's shortfall against the
-// best), which it then spends. A budget as good as the best is probed for free and often, one that loses
-// a quarter of a step rarely, and probing never costs more than kProbeShare of the time (plus one unpaid
-// probe after each sample found well under its budget's table), so that the choice follows changes
-// of load and acceptance without giving away what it gains. A budget not chosen is measured again only by
-// these probes: one that became much cheaper than its table says waits until its credit covers the loss
-// the table predicts.
+// that class's choice); after that, other budgets are measured again only as far as a credit pays for
+// them: each decision adds kProbeShare of a step to the credit of the budgets not chosen, and a budget is
+// probed when its credit covers the share of a step it is predicted to lose (its rate's shortfall against
+// the best), which it then spends. A budget as good as the best is probed for free and often, a costly one
+// rarely, and probing never costs more than kProbeShare of the time (plus one unpaid probe after each
+// sample found well under its budget's table), so that the choice follows changes of load and acceptance
+// without giving away what it gains. A budget not chosen is measured again only by these probes: one that
+// became much cheaper than its table says waits until its credit covers the loss the table predicts.
 #pragma once
 
 #include <array>
