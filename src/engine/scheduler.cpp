@@ -137,6 +137,7 @@ StepPlan Scheduler::Schedule() {
     return out;
   }
   schedule_started_nanos_ = NowNanos();
+  schedule_started_cpu_nanos_ = ProcessCpuNanos();
   std::vector<Work> plan;
   Plan(&plan);
   if (plan.empty() && !running_.empty()) {

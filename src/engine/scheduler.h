@@ -245,8 +245,9 @@ class Scheduler {
   // Scheduled verification (verify_schedule.cpp): sets each decoding sequence's verify_limit for this step
   // and draft_limit for the next.
   void ScheduleVerifyLengths(int64_t budget);
-  // A step ran with `decoders` decode chunks verifying `verified_positions` draft tokens in `seconds` (from
-  // planning to its result): measured for the budget it was planned with, if it ran as planned.
+  // A step ran with `decoders` decode chunks verifying `verified_positions` draft tokens at a cost of
+  // `seconds` (the process's CPU time from planning to its result): measured for the budget whose positions
+  // it verified as planned (whatever budget was asked: a shorter draft may verify a smaller one's).
   void ObserveVerifyStep(int64_t decoders, int64_t verified_positions, double seconds);
   // The predicted survival of a sequence's first k draft prefixes: its drafter's, else the online
   // per-position acceptance estimate.
@@ -327,13 +328,14 @@ class Scheduler {
   // Per draft position: drafts that reached it (every earlier one accepted) and those accepted there.
   std::array<double, kMaxSpeculativeTokens> reached_at_{};
   std::array<double, kMaxSpeculativeTokens> accepted_at_{};
-  // Scheduled verification: measured step times per budget, the budget chosen for the next step (-1: none
+  // Scheduled verification: measured step costs per budget, the budget chosen for the next step (-1: none
   // yet), and what the step being executed is measured as (budget -1: not measured).
   VerifyBudgets budgets_{options_.speculative.num_speculative_tokens};
   int next_budget_ = -1;
   int measured_budget_ = -1;
   int64_t measured_decoders_ = 0, measured_positions_ = 0;
   int64_t schedule_started_nanos_ = 0;
+  int64_t schedule_started_cpu_nanos_ = 0;
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // best first

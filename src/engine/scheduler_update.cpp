@@ -207,11 +207,11 @@ void Scheduler::Update(const StepResult& result) {
   if (current_.empty()) return;  // a step of snapshots only
   // The executor has copied the forks' partial blocks.
   const int64_t released_at = NowNanos();
-  if (result.status.ok() && schedule_started_nanos_ > 0) {
+  if (result.status.ok() && schedule_started_cpu_nanos_ > 0) {
     int64_t verified = 0;
     for (const Work& w : current_) verified += w.verify;
     ObserveVerifyStep(static_cast<int64_t>(current_.size()), verified,
-                      static_cast<double>(released_at - schedule_started_nanos_) * 1e-9);
+                      static_cast<double>(ProcessCpuNanos() - schedule_started_cpu_nanos_) * 1e-9);
   }
   for (const BlockCopy& pin : copy_pins_)
     (pin.window ? blocks_.window_class() : blocks_.prefix()).Release(pin.from, released_at);

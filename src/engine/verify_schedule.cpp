@@ -1,9 +1,9 @@
 // Scheduled verification (DSpark's hardware-aware prefix scheduler, generalised to every drafter, with
 // its production split): the step's verify budget (draft tokens per decoding output, 0 to K) comes from
-// measured whole-step times (VerifyBudgets: the budget with the most predicted tokens per measured second,
-// plain decoding included), and within that budget every (sequence, draft position) pair is ranked by
-// its predicted survival, so a confident sequence may verify more than a weak one, which may verify
-// nothing. The budget for the next step is chosen with this one, so that outputs that will not verify
+// measured whole-step costs (VerifyBudgets: the budget with the most predicted tokens per second of the
+// process's CPU time, plain decoding included), and within that budget every (sequence, draft position)
+// pair is ranked by its predicted survival, so a confident sequence may verify more than a weak one, which
+// may verify nothing. The budget for the next step is chosen with this one, so that outputs that will not verify
 // are not drafted for. Since verification keeps only what plain decoding would produce, the lengths
 // change speed only, never an output.
 #include <algorithm>
@@ -79,10 +79,12 @@ double AdmitRanked(const std::vector<VerifyCandidate>& ranked, int64_t budget, s
 }  // namespace
 
 void Scheduler::ScheduleVerifyLengths(int64_t budget) {
-  // Outputs whose drafts the last plan skipped (it chose plain decoding for this step).
-  std::vector<bool> skipped(running_.size());
+  // Outputs whose drafts the last plan limited below the full block (it chose a smaller budget, or plain
+  // decoding, for this step).
+  std::vector<bool> limited(running_.size());
+  const int64_t full_block = options_.speculative.num_speculative_tokens;
   for (size_t r = 0; r < running_.size(); ++r) {
-    skipped[r] = running_[r]->draft_limit == 0;
+    limited[r] = running_[r]->draft_limit >= 0 && running_[r]->draft_limit < full_block;
     running_[r]->verify_limit = -1;
     running_[r]->draft_limit = -1;
   }
@@ -148,16 +150,19 @@ void Scheduler::ScheduleVerifyLengths(int64_t budget) {
     // whole block (the ranking may give a confident sequence more than the budget).
     s->draft_limit = next_budget_ == 0 ? 0 : s->draft_survival.empty() ? next_budget_ : k_max;
   }
-  // The step is measured when it verifies what the budget gives (its drafts were made for it).
-  if (positions == positions_of(use)) {
-    measured_budget_ = use;
-    measured_decoders_ = decoders;
-    measured_positions_ = positions;
+  // The step is measured for the budget whose positions it verifies, b per output: the one it runs, or a
+  // smaller one where drafts came out shorter alike (near the end of a drafter's proposals). A step near
+  // outputs' ends, whose room is less than the budget, is cheaper than the budget and not measured (its
+  // last step verifies nothing, whatever the budget: it is plain decoding's).
+  for (int b = use; b >= 0 && measured_budget_ < 0; --b) {
+    if (positions == decoders * b) measured_budget_ = b;
   }
+  measured_decoders_ = decoders;
+  measured_positions_ = positions;
   // Trimmed: the positions the full block would verify (with the drafts there are, whole where the drafts
-  // were skipped) that this step does not.
+  // were limited) that this step does not.
   int64_t full = 0;
-  for (size_t r = 0; r < decoding.size(); ++r) full += skipped[r] ? rooms[r] : caps[r];
+  for (size_t r = 0; r < decoding.size(); ++r) full += limited[r] ? rooms[r] : caps[r];
   if (positions < full) {
     MutexLock lock(&metrics_->mu);
     ++metrics_->counters.spec_decode_scheduled_steps;
