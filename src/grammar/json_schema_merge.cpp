@@ -142,7 +142,7 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   const auto y_pattern = y.find("patternProperties");
   const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
   // y's values move into the result: y is this call's own copy.
-  ReserveMergeMembers(&out, y.size() + 2);  // + $patterns, $contains
+  ReserveMergeMembers(&out, y.size() + 3);  // + $patterns, $contains, $multiples
   for (auto it = y.begin(); it != y.end(); ++it) {
     const std::string& k = it.key();
     Json& v = it.value();
@@ -212,14 +212,18 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
     } else if (k == "contains") {  // both must hold: each needs an element of its own kind
       if (!out.contains("$contains")) out["$contains"] = Json::array();
       out["$contains"].push_back(v);
-    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some" || k == "$any_patterns") {
+    } else if (k == "multipleOf") {  // both: the second as one more step the number must be a multiple of
+      if (!out.contains("$multiples")) out["$multiples"] = Json::array();
+      out["$multiples"].push_back(std::move(v));
+    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some" || k == "$any_patterns" ||
+               k == "$multiples" || k == "$not_multiples") {
       for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
       if (!out.contains("allOf")) out["allOf"] = Json::array();
       out["allOf"].push_back(Json{{k, std::move(v)}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
-      if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
+      if (k == "format" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
           k == "dependentRequired" || k == "dependentSchemas")
         return Unsupported("allOf with two different '" + k + "'", path);
     }
@@ -471,6 +475,7 @@ bool ProvablyEmpty(const Grammar& g, ExprId root) {
         case ExprKind::kEmpty:
         case ExprKind::kLiteral: ok = true; break;
         case ExprKind::kNothing: ok = false; break;
+        case ExprKind::kMultiple: ok = true; break;  // 0 is a multiple of every step
         case ExprKind::kChars:
         case ExprKind::kBytes: ok = !e.ranges.empty(); break;
         case ExprKind::kSeq:
