@@ -189,6 +189,14 @@ ExprId Grammar::Counted(ExprId body, ExprId unit, ExprId fallback, uint32_t min,
   return Add(std::move(e));
 }
 
+ExprId Grammar::Multiple(uint32_t numerator, uint32_t fraction_digits) {
+  Expr e;
+  e.kind = ExprKind::kMultiple;
+  e.min = numerator;
+  e.max = fraction_digits;
+  return Add(std::move(e));
+}
+
 uint32_t Grammar::AddRule(std::string name) {
   rules_.push_back(Rule{std::move(name), 0, false});
   return static_cast<uint32_t>(rules_.size() - 1);
@@ -227,7 +235,7 @@ int32_t Grammar::FindRule(std::string_view name) const {
 
 std::string Grammar::ToString() const {
   static const char* kNames[] = {"empty", "nothing", "lit", "chars", "bytes", "seq",
-                                 "alt",   "rep",     "ref", "seplist", "and", "minus", "counted"};
+                                 "alt",   "rep",     "ref", "seplist", "and", "minus", "counted", "multiple"};
   std::string out;
   auto num = [&](uint64_t v) { out.append(std::to_string(v)); };
   out.append("root ");
@@ -267,6 +275,7 @@ std::string Grammar::ToString() const {
         break;
       case ExprKind::kRepeat:
       case ExprKind::kCounted:
+      case ExprKind::kMultiple:
         out.push_back(' ');
         num(e.min);
         out.push_back(',');

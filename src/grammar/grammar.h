@@ -15,6 +15,9 @@
 //    with minLength/maxLength: units are characters), run with a counter instead of an automaton unrolled
 //    max times. It must be a direct part of its rule's top-level sequence (the counter lives in the
 //    rule's stack frame), and the rule must end with bytes the units cannot start with (the closing quote).
+//  - kMultiple: decimal numbers (-?[0-9]+(\.[0-9]+)?, no exponent) whose value is an integer multiple of
+//    min / 10^max (JSON Schema's multipleOf for any decimal step, and with kMinus its negation), run as a
+//    remainder automaton over the digits: the number's value is decided digit by digit, exactly.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,7 @@ enum class ExprKind : uint8_t {
   kMinus,    // kids[0] but not kids[1], both regular
   kCounted,  // kids[0] (the body, regular) as a sequence of min..max kids[1] (the unit: regular, prefix-free);
              // kids[2] is the same language without a counter (used where a counter cannot be run)
+  kMultiple,  // decimals whose value is a multiple of min / 10^max (see the header comment); no kids
 };
 
 inline constexpr uint32_t kUnbounded = 0xFFFFFFFFu;
@@ -96,6 +100,9 @@ class Grammar {
   ExprId And(ExprId a, ExprId b);
   ExprId Minus(ExprId a, ExprId b);
   ExprId Counted(ExprId body, ExprId unit, ExprId fallback, uint32_t min, uint32_t max);
+  // Decimals whose value is a multiple of numerator / 10^fraction_digits (numerator > 0). Its automaton
+  // has about numerator * (fraction_digits + 3) states: the caller bounds it.
+  ExprId Multiple(uint32_t numerator, uint32_t fraction_digits);
 
   // Rules: AddRule appends an undefined rule (for forward references); Define sets its body.
   uint32_t AddRule(std::string name);

@@ -423,7 +423,7 @@ Result<ExprId> SchemaCompiler::Typed(const Json& s, uint8_t types, const std::st
   if ((types & (kInteger | kNumber)) == kNumber) {
     // Numbers that are not integers (the negation of type integer): a fraction with a digit other than
     // 0, spelled without exponent (each such value has that spelling; with one, 1.5e1 would be 15).
-    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "$multiples", "$not_multiples"})
       if (s.contains(k)) return Unsupported(std::string("not (of type integer beside '") + k + "')", path);
     RegexOptions ro;
     ro.full_match = true;

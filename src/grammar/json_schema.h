@@ -13,8 +13,9 @@
 // contains (one kind of element, without tuple items or min/maxContains; counts up to 64 around it),
 // min/maxLength, pattern, format (date-time, date, time, duration, uuid, email, hostname, uri, ipv4, ipv6),
 // minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
-// exact decimal the schema spells, integers round it), multipleOf (integers: powers of ten or small
-// ranges; numbers: 10^-k and integers), anyOf, oneOf (branches proven disjoint, required-only branches,
+// exact decimal the schema spells, integers round it), multipleOf (any decimal step, exact on the digits:
+// a remainder automaton where the step is not 10^k or 10^-k, which then leaves exponent spellings out;
+// several steps at once from allOf), anyOf, oneOf (branches proven disjoint, required-only branches,
 // or overlapping branches made exclusive by negating the others, up to 256 alternatives; otherwise refused,
 // or taken as anyOf where JsonSchemaOptions::one_of_as_any_of asks), uniqueItems (in the grammar where the items
 // come from a finite set of scalars small enough to list: enum, const, booleans, null, an integer range of
@@ -22,7 +23,7 @@
 // (matcher.h); with tuple items or contains, or inside an exclusion of automata (an overlapping oneOf made
 // exclusive, a not), refused), allOf
 // (merged), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
-// counts, numeric bounds, enum/const of scalars (numbers kept out by the ranges around them, integers
+// counts, numeric bounds, multipleOf (numbers no multiple of the step), enum/const of scalars (numbers kept out by the ranges around them, integers
 // only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
 // (one such member-needing negation per object), and not/anyOf/allOf/oneOf of those (not oneOf: none of
 // the branches, or two that may meet); numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:

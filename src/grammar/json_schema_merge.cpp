@@ -135,6 +135,17 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   if (y_lists_properties)
     for (auto p = y_props->begin(); p != y_props->end(); ++p)
       if (!x_lists_properties || !x_props->contains(p.key())) only_in_y.push_back(p.key());
+  // Patterns one side has and the other lacks: the other side's additionalProperties still holds for the
+  // names they match (where its own properties and patterns do not), which a merged patternProperties
+  // would no longer say.
+  auto patterns_beyond = [](const Json& one, const Json& other) {
+    const auto mine = one.find("patternProperties"), theirs = other.find("patternProperties");
+    if (mine == one.end() || !mine->is_object()) return false;
+    for (auto p = mine->begin(); p != mine->end(); ++p)
+      if (theirs == other.end() || !theirs->is_object() || !theirs->contains(p.key())) return true;
+    return false;
+  };
+  const bool y_patterns_beyond_x = patterns_beyond(y, x), x_patterns_beyond_y = patterns_beyond(x, y);
   Json out = std::move(x);
   const auto y_add = y.find("additionalProperties");
   const bool y_has_additional = y_add != y.end();
@@ -142,7 +153,7 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   const auto y_pattern = y.find("patternProperties");
   const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
   // y's values move into the result: y is this call's own copy.
-  ReserveMergeMembers(&out, y.size() + 2);  // + $patterns, $contains
+  ReserveMergeMembers(&out, y.size() + 3);  // + $patterns, $contains, $multiples
   for (auto it = y.begin(); it != y.end(); ++it) {
     const std::string& k = it.key();
     Json& v = it.value();
@@ -212,14 +223,18 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
     } else if (k == "contains") {  // both must hold: each needs an element of its own kind
       if (!out.contains("$contains")) out["$contains"] = Json::array();
       out["$contains"].push_back(v);
-    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some" || k == "$any_patterns") {
+    } else if (k == "multipleOf") {  // both: the second as one more step the number must be a multiple of
+      if (!out.contains("$multiples")) out["$multiples"] = Json::array();
+      out["$multiples"].push_back(std::move(v));
+    } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some" || k == "$any_patterns" ||
+               k == "$multiples" || k == "$not_multiples") {
       for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
       if (!out.contains("allOf")) out["allOf"] = Json::array();
       out["allOf"].push_back(Json{{k, std::move(v)}});
     } else if (UnsupportedKeywords().count(k) == 0 && k.rfind("x-", 0) != 0) {
-      if (k == "format" || k == "multipleOf" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
+      if (k == "format" || k == "uniqueItems" || k == "prefixItems" || k == "dependencies" ||
           k == "dependentRequired" || k == "dependentSchemas")
         return Unsupported("allOf with two different '" + k + "'", path);
     }
@@ -231,11 +246,14 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
     const Json* additional;  // null: none
     bool has_patterns;
     const std::vector<std::string>* theirs_only;  // the other side's names this side does not list
+    bool their_patterns_beyond;                    // the other side has patterns this side lacks
   };
-  for (const Side& side : {Side{x_has_additional ? &x_additional : nullptr, x_has_patterns, &only_in_y},
-                           Side{y_has_additional ? &y_additional : nullptr, y_has_patterns, &only_in_x}}) {
-    if (!side.additional || (side.additional->is_boolean() && side.additional->get<bool>()) || side.theirs_only->empty())
-      continue;
+  for (const Side& side : {Side{x_has_additional ? &x_additional : nullptr, x_has_patterns, &only_in_y, y_patterns_beyond_x},
+                           Side{y_has_additional ? &y_additional : nullptr, y_has_patterns, &only_in_x, x_patterns_beyond_y}}) {
+    if (!side.additional || (side.additional->is_boolean() && side.additional->get<bool>())) continue;
+    if (side.their_patterns_beyond)
+      return Unsupported("allOf with additionalProperties beside another member's patternProperties", path);
+    if (side.theirs_only->empty()) continue;
     if (side.has_patterns)
       return Unsupported("allOf with additionalProperties beside patternProperties and other properties", path);
     for (const std::string& name : *side.theirs_only) {
@@ -471,6 +489,7 @@ bool ProvablyEmpty(const Grammar& g, ExprId root) {
         case ExprKind::kEmpty:
         case ExprKind::kLiteral: ok = true; break;
         case ExprKind::kNothing: ok = false; break;
+        case ExprKind::kMultiple: ok = true; break;  // 0 is a multiple of every step
         case ExprKind::kChars:
         case ExprKind::kBytes: ok = !e.ranges.empty(); break;
         case ExprKind::kSeq:

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "grammar/json_schema_internal.h"
@@ -223,7 +224,72 @@ class NumberBuilder {
     return std::optional<uint64_t>(static_cast<uint64_t>(std::fabs(r)));
   }
 
+  // The number schema `s`: its range and multipleOf, then the steps the range does not spell by itself
+  // ($multiples from merged allOf members, a multipleOf other than 10^k or 10^-k) as remainder automata
+  // beside it, and the steps it must not be a multiple of ($not_multiples, from negations) taken out.
   Result<ExprId> Number(const Json& s, bool integer, const std::string& path) {
+    std::vector<double> steps, excluded;
+    for (const auto& [key, into] : {std::pair{"$multiples", &steps}, std::pair{"$not_multiples", &excluded}}) {
+      auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_array()) return Invalid(std::string(key) + " must be an array", path);
+      for (const Json& m : *it) {
+        if (!m.is_number() || !(m.get<double>() > 0)) return Invalid("multipleOf must be positive", path);
+        into->push_back(m.get<double>());
+      }
+    }
+    DI_ASSIGN_OR_RETURN(ExprId out, Range(s, integer, path, &steps));
+    for (double m : steps) {
+      DI_ASSIGN_OR_RETURN(ExprId multiples, MultiplesOf(m, path));
+      out = g_.And(out, multiples);
+    }
+    if (!excluded.empty()) {
+      // The remainder automaton reads plain decimals only: an exponent spelling (1e2) is left out, as it
+      // would pass for "not a multiple" whatever its value.
+      ExprId digits = g_.Plus(Digit('0', '9'));
+      out = g_.And(out, g_.Seq({g_.Optional(Lit("-")), digits, g_.Optional(g_.Seq({Lit("."), digits}))}));
+      std::vector<ExprId> multiples;
+      for (double m : excluded) {
+        DI_ASSIGN_OR_RETURN(ExprId e, MultiplesOf(m, path));
+        multiples.push_back(e);
+      }
+      out = g_.Minus(out, g_.Alt(std::move(multiples)));
+    }
+    return out;
+  }
+
+  // The decimals that are multiples of `step`: the step as the shortest decimal that reads back as its
+  // double (what the schema's text says, e.g. 0.25), numerator / 10^fraction digits, and a remainder
+  // automaton modulo the numerator (Grammar::Multiple), exact on the digits as written.
+  Result<ExprId> MultiplesOf(double step, const std::string& path) {
+    // The automaton has numerator * (fraction digits + 3) states; past this the product with the range
+    // grows too large to compile within the limits.
+    constexpr uint64_t kMaxStates = uint64_t{1} << 16;
+    const std::string what = "multipleOf (" + std::to_string(step) + ")";
+    char buf[512];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), step, std::chars_format::fixed);
+    if (ec != std::errc() || !std::isfinite(step)) return Unsupported(what, path);
+    uint64_t numerator = 0;
+    uint32_t fraction_digits = 0;
+    bool fraction = false;
+    for (const char* c = buf; c != end; ++c) {
+      if (*c == '.') {
+        fraction = true;
+        continue;
+      }
+      numerator = numerator * 10 + static_cast<uint64_t>(*c - '0');
+      fraction_digits += fraction ? 1 : 0;
+      if (numerator > kMaxStates || fraction_digits > 30) return Unsupported(what + " with a step of this many digits", path);
+    }
+    while (fraction_digits > 0 && numerator % 10 == 0) numerator /= 10, --fraction_digits;
+    if (numerator == 0 || numerator * (fraction_digits + 3) > kMaxStates)
+      return Unsupported(what + " with a step of this many digits", path);
+    return g_.Multiple(static_cast<uint32_t>(numerator), fraction_digits);
+  }
+
+  // The range and multipleOf of a number schema. A multipleOf the range cannot spell (a step other than
+  // 10^k, beyond a small finite range, or other than 10^-k) is added to `steps` instead.
+  Result<ExprId> Range(const Json& s, bool integer, const std::string& path, std::vector<double>* steps) {
     std::optional<double> lo, hi;
     bool lo_excl = false, hi_excl = false;
     auto num = [&](const char* k) -> std::optional<double> {
@@ -241,20 +307,26 @@ class NumberBuilder {
       if (it->is_boolean()) hi_excl = it->get<bool>();
       else if (auto v = num("exclusiveMaximum"); v && (!hi || *v <= *hi)) hi = v, hi_excl = true;
     }
-    std::optional<double> mult = num("multipleOf");
-    if (mult && *mult <= 0) return Invalid("multipleOf must be positive", path);
+    // The step the range spells itself (an integer), 0 for none.
+    double mult = num("multipleOf").value_or(0);
+    if (auto it = s.find("multipleOf"); it != s.end() && it->is_number() && !(mult > 0))
+      return Invalid("multipleOf must be positive", path);
     int frac_digits = -1;  // -1: any
     bool int_only = integer;
-    if (mult) {
-      double m = *mult;
+    if (mult > 0) {
+      const double m = mult;
       if (m == std::floor(m)) {
         int_only = true;
       } else {
         int k = 0;
         double p = m;
         while (k < 10 && std::fabs(p - std::round(p)) > 1e-9) p *= 10, ++k;
-        if (std::fabs(std::round(p) - 1.0) > 1e-9) return Unsupported("multipleOf (" + std::to_string(m) + ")", path);
-        frac_digits = k;
+        if (std::fabs(std::round(p) - 1.0) > 1e-9) {
+          steps->push_back(m);  // not 10^-k: a remainder automaton
+        } else {
+          frac_digits = k;
+        }
+        mult = 0;  // spelled by frac_digits or by `steps`: nothing below reads it
       }
     }
     // Integer-only with a non-integral bound: round the bound inwards.
@@ -267,7 +339,7 @@ class NumberBuilder {
     };
     if (!int_only && (fractional(lo) || fractional(hi))) return Decimal(lo, lo_excl, hi, hi_excl, frac_digits, path);
     bool bounded = lo || hi;
-    if (!bounded && frac_digits < 0 && (!mult || *mult == 1.0)) return NumberAny(int_only);
+    if (!bounded && frac_digits < 0 && (mult == 0 || mult == 1.0)) return NumberAny(int_only);
     std::vector<ExprId> alts;
     // Non-negative part.
     bool want_nonneg = !hi || *hi > 0 || (*hi == 0 && !hi_excl);
@@ -306,15 +378,15 @@ class NumberBuilder {
     // Bounded on one side only, at zero or beyond it, the sign alone decides: a number on the allowed side
     // keeps JSON's exponent spelling too (1e-06 for minimum 0, as Python writes it), with a nonzero
     // mantissa where zero itself is excluded.
-    if (!int_only && frac_digits < 0 && !mult) {
+    if (!int_only && frac_digits < 0 && mult == 0) {
       const bool nonneg_any = lo && !hi && *lo <= 0;
       const bool neg_any = hi && !lo && *hi >= 0;
       if (nonneg_any) alts.push_back(Exponential(*lo == 0 && lo_excl));
       if (neg_any) alts.push_back(g_.Seq({Lit("-"), Exponential(*hi == 0 && hi_excl)}));
     }
     ExprId out = g_.Alt(std::move(alts));
-    if (mult && int_only && *mult != 1.0) {
-      double m = *mult;
+    if (mult > 0 && int_only && mult != 1.0) {
+      double m = mult;
       double p = m;
       int zeros = 0;
       while (p >= 10 && std::fmod(p, 10) == 0) p /= 10, ++zeros;
@@ -333,7 +405,7 @@ class NumberBuilder {
         }
         out = g_.Alt(std::move(values));
       } else {
-        return Unsupported("multipleOf (" + std::to_string(m) + ") without a small finite range", path);
+        steps->push_back(m);  // beside the range, as a remainder automaton
       }
     }
     return out;

@@ -25,7 +25,8 @@ bool ConstrainingKeyword(const std::string& k) {
       "contains", "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum",
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
-      "$patterns", "$not_patterns", "$not_in", "$contains", "$some", "$any_patterns"};
+      "$patterns", "$not_patterns", "$not_in", "$contains", "$some", "$any_patterns", "$multiples",
+      "$not_multiples"};
   return known.count(k) > 0;
 }
 
@@ -34,7 +35,8 @@ bool ConstrainingKeyword(const std::string& k) {
 uint8_t TypesConstrainedBy(const std::string& k) {
   static const std::set<std::string> strings = {"minLength", "maxLength", "pattern", "format", "$patterns",
                                                 "$not_patterns", "$any_patterns"};
-  static const std::set<std::string> numbers = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+  static const std::set<std::string> numbers = {"minimum",    "maximum",    "exclusiveMinimum", "exclusiveMaximum",
+                                                "multipleOf", "$multiples", "$not_multiples"};
   static const std::set<std::string> arrays = {"items", "prefixItems", "additionalItems", "minItems", "maxItems",
                                                "uniqueItems", "contains", "$contains", "minContains", "maxContains",
                                                "unevaluatedItems"};
@@ -270,7 +272,8 @@ Result<Json> SchemaResolver::Conditionals(const std::vector<Json>& conditions, u
 // otherwise): booleans, type sets, required (an object missing a name), properties (an object with a
 // member that fails its schema), string patterns and lengths, array counts, enum/const members (strings
 // and other scalars by $not_in, integral numbers by the ranges around them, objects as the objects equal
-// to them), multipleOf 1 (the numbers with a fraction), and not/anyOf/allOf of those. Keywords that apply
+// to them), multipleOf (for 1 the numbers with a fraction, else the numbers no multiple
+// of the step: $not_multiples), and not/anyOf/allOf of those. Keywords that apply
 // to one type only hold for every other type, so their negation is that type failing them, and none at
 // all where `within` holds no instance of that type.
 std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string& path, uint32_t depth, uint8_t within) const {
@@ -349,6 +352,11 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     } else if (k == "multipleOf" && v.is_number() && v.get<double>() == 1.0) {
       // A multiple of 1 is an integer (1.0 too): the other side is the numbers with a fraction.
       any.push_back(Json{{"type", "$fraction"}});
+    } else if ((k == "multipleOf" && v.is_number()) || (k == "$multiples" && v.is_array())) {
+      // A number that is no multiple of the step (the compiler's remainder automaton, taken out).
+      for (const Json& m : k == "multipleOf" ? Json::array({v}) : v) any.push_back(Json{{"type", "number"}, {"$not_multiples", Json::array({m})}});
+    } else if (k == "$not_multiples" && v.is_array()) {
+      for (const Json& m : v) any.push_back(Json{{"type", "number"}, {"multipleOf", m}});
     } else if ((k == "exclusiveMinimum" || k == "exclusiveMaximum") && v.is_boolean()) {
       continue;  // draft 4's flag: read with its minimum/maximum above
     } else if ((k == "enum" && v.is_array()) || k == "const") {

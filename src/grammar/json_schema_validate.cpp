@@ -259,16 +259,30 @@ class Validator {
     if (auto m = num("exclusiveMinimum"); m && x <= *m) return false;
     if (auto m = num("exclusiveMaximum"); m && x >= *m) return false;
     if (auto it = s.find("multipleOf"); it != s.end() && it->is_number()) {
-      const double m = it->get<double>();
-      if (!(m > 0)) return Invalid("multipleOf must be positive", path);
-      if ((v.is_number_integer() || v.is_number_unsigned()) && (it->is_number_integer() || it->is_number_unsigned())) {
-        const auto a = v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>()) : static_cast<long double>(v.get<int64_t>());
-        return std::fmod(a, static_cast<long double>(m)) == 0;
+      DI_ASSIGN_OR_RETURN(bool multiple, MultipleOf(*it, v, path));
+      if (!multiple) return false;
+    }
+    // The compiler's own, from merging and negation: every step of $multiples, none of $not_multiples.
+    for (const char* key : {"$multiples", "$not_multiples"}) {
+      auto it = s.find(key);
+      if (it == s.end() || !it->is_array()) continue;
+      for (const Json& m : *it) {
+        DI_ASSIGN_OR_RETURN(bool multiple, MultipleOf(m, v, path));
+        if (multiple != (key[1] == 'm')) return false;
       }
-      const double q = x / m;
-      return std::isfinite(q) && q == std::floor(q);
     }
     return true;
+  }
+
+  static Result<bool> MultipleOf(const Json& step, const Json& v, const std::string& path) {
+    if (!step.is_number() || !(step.get<double>() > 0)) return Invalid("multipleOf must be positive", path);
+    const double m = step.get<double>();
+    if ((v.is_number_integer() || v.is_number_unsigned()) && (step.is_number_integer() || step.is_number_unsigned())) {
+      const auto a = v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>()) : static_cast<long double>(v.get<int64_t>());
+      return std::fmod(a, static_cast<long double>(m)) == 0;
+    }
+    const double q = v.get<double>() / m;
+    return std::isfinite(q) && q == std::floor(q);
   }
 
   Result<bool> ArrayValid(const Json& s, const Json& v, const std::string& path, uint32_t d) {

@@ -641,6 +641,9 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildNode(Nfa& nfa, ExprId id, uint32_t dep
       nfa.states[kf.end].eps.push_back(f.end);
       break;
     }
+    case ExprKind::kMultiple:
+      DI_RETURN_IF_ERROR(BuildMultiple(nfa, x, f));
+      break;
     case ExprKind::kCounted: {
       std::optional<Frag> counted;
       if (!standalone && &nfa == &nfa_ && static_cast<int64_t>(id) == counted_expr_) {
@@ -658,6 +661,52 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildNode(Nfa& nfa, ExprId id, uint32_t dep
     }
   }
   return f;
+}
+
+// A remainder automaton: the value read so far, times 10^max, modulo min (the step's numerator). Integer
+// digits r -> 10r + c; after the point, each of the first `max` fraction digits the same; past them only
+// zeros (a further nonzero digit makes the value no multiple: no edge). A state accepts where the value,
+// scaled by the fraction digits not yet read, is 0 modulo the numerator.
+Status NfaBuilder::BuildMultiple(Nfa& nfa, const Expr& x, const Frag& f) {
+  const uint32_t p = x.min, digits = x.max;
+  if (p == 0) return Status::InvalidArgument("a multiple of zero");
+  const uint64_t states = uint64_t{p} * (digits + 2) + 1;
+  if (states > limits_.max_nfa_states)
+    return Status::ResourceExhausted("the grammar expands past " + std::to_string(limits_.max_nfa_states) +
+                                     " automaton states (a multipleOf step with too many digits)");
+  const uint32_t unsigned_start = nfa.New();
+  nfa.states[f.start].eps.push_back(unsigned_start);
+  nfa.states[f.start].bytes.push_back({'-', '-', unsigned_start});
+  // phase[0]: integer digits; phase[1]: after the point, no digit yet; phase[1 + j]: j fraction digits
+  // read (the last, j = max, loops on trailing zeros; with max = 0 it is the zeros after the point).
+  std::vector<std::vector<uint32_t>> phase(digits + 2 + (digits == 0 ? 1 : 0), std::vector<uint32_t>(p));
+  for (auto& ph : phase)
+    for (uint32_t& st : ph) st = nfa.New();
+  DI_RETURN_IF_ERROR(Grow(nfa));
+  const size_t last = phase.size() - 1;  // the state class that takes trailing zeros
+  // 10^k mod p, for the digits not read yet.
+  std::vector<uint64_t> scale(digits + 1, 1 % p);
+  for (uint32_t k = 1; k <= digits; ++k) scale[k] = scale[k - 1] * 10 % p;
+  auto digit_edges = [&](uint32_t from, uint32_t r, const std::vector<uint32_t>& to) {
+    for (uint32_t c = 0; c < 10; ++c) {
+      const uint8_t b = static_cast<uint8_t>('0' + c);
+      nfa.states[from].bytes.push_back({b, b, to[(uint64_t{r} * 10 + c) % p]});
+    }
+  };
+  digit_edges(unsigned_start, 0, phase[0]);
+  for (uint32_t r = 0; r < p; ++r) {
+    digit_edges(phase[0][r], r, phase[0]);
+    nfa.states[phase[0][r]].bytes.push_back({'.', '.', phase[1][r]});
+    if (scale[digits] * r % p == 0) nfa.states[phase[0][r]].eps.push_back(f.end);
+    for (size_t j = 1; j < last; ++j) {  // j - 1 fraction digits read, fewer than max
+      if (digits > 0) digit_edges(phase[j][r], r, phase[j + 1]);
+      else nfa.states[phase[j][r]].bytes.push_back({'0', '0', phase[last][r]});
+      if (j > 1 && scale[digits - (j - 1)] * r % p == 0) nfa.states[phase[j][r]].eps.push_back(f.end);
+    }
+    nfa.states[phase[last][r]].bytes.push_back({'0', '0', phase[last][r]});
+    if (r == 0) nfa.states[phase[last][r]].eps.push_back(f.end);
+  }
+  return Status::Ok();
 }
 
 Result<std::optional<NfaBuilder::Frag>> NfaBuilder::BuildCounted(Nfa& nfa, const Expr& x, uint32_t depth) {

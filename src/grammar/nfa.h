@@ -290,6 +290,8 @@ class NfaBuilder {
   // The counted part of a rule: body x unit* as a product automaton whose states carry the counting
   // flags, or nullopt when a counter cannot run it exactly (then the caller builds the fallback).
   Result<std::optional<Frag>> BuildCounted(Nfa& nfa, const Expr& x, uint32_t depth);
+  // kMultiple's remainder automaton, from f.start to f.end.
+  Status BuildMultiple(Nfa& nfa, const Expr& x, const Frag& f);
   Status Grow(const Nfa& nfa);
 
   const Grammar& g_;

@@ -104,6 +104,10 @@ void NfaBuilder::AnalyseExprs() {
           size = SatAdd(size, SatMul(cap + 1, SatAdd(SatMul(2, kids_size), x.kids.size() + 1)));
           break;
         }
+        case ExprKind::kMultiple:
+          h.Mix((static_cast<uint64_t>(x.min) << 32) | x.max);
+          size = SatAdd(size, SatMul(uint64_t{x.min}, uint64_t{x.max} + 3));
+          break;
         case ExprKind::kRef: {
           ExprId body = 0;
           const ExprInfo* bi = inlined_body(x, &body) ? kid_info(body) : nullptr;

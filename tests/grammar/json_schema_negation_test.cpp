@@ -118,10 +118,10 @@ TEST(JsonSchemaNegation, RefusalsNameKeywordAndPointer) {
     std::string schema, keyword, pointer;
   };
   for (const Refusal& r : std::vector<Refusal>{
-           // The integers that are not multiples of 3: no exact form here.
-           {R"({"properties":{"n":{"not":{"multipleOf":3}}}})", "'not'", "#/properties/n"},
-           // Multiples of 3 and of 5 overlap (15) and neither negation has an exact form.
-           {R"({"properties":{"m":{"oneOf":[{"multipleOf":3},{"multipleOf":5}]}}})", "'oneOf", "#/properties/m"},
+           // An enum of arrays: no exact form here for the instances other than its members.
+           {R"({"properties":{"n":{"not":{"enum":[[1,2]]}}}})", "'not'", "#/properties/n"},
+           // [1] meets both branches, and the enum of arrays has no exact negation to keep it out.
+           {R"({"properties":{"m":{"oneOf":[{"enum":[[1],[2]]},{"type":"array","maxItems":1}]}}})", "'oneOf", "#/properties/m"},
        }) {
     auto g = JsonSchemaToGrammar(r.schema);
     ASSERT_FALSE(g.ok()) << r.schema;
@@ -136,7 +136,7 @@ TEST(JsonSchemaNegation, RefusalsNameKeywordAndPointer) {
 // grammar compiled for another).
 TEST(JsonSchemaLenientOneOf, WarnsWhereItIsTakenAndCachesModesApart) {
   const std::string overlapping =
-      R"({"properties":{"m":{"type":"integer","minimum":0,"maximum":30,"oneOf":[{"multipleOf":3},{"multipleOf":5}]}}})";
+      R"({"properties":{"m":{"oneOf":[{"enum":[[1],[2]]},{"type":"array","maxItems":1,"items":{"type":"integer"}}]}}})";
   JsonSchemaOptions lenient;
   lenient.one_of_as_any_of = true;
   auto g = JsonSchemaToGrammar(overlapping, lenient);
@@ -146,9 +146,9 @@ TEST(JsonSchemaLenientOneOf, WarnsWhereItIsTakenAndCachesModesApart) {
   auto cg = Compile(*g);
   ASSERT_TRUE(cg.ok());
   EXPECT_EQ(cg->warnings(), g->warnings());
-  // 15 meets both branches: the anyOf reading accepts it.
-  EXPECT_TRUE(cg->Matches(R"({"m":15})"));
-  EXPECT_FALSE(cg->Matches(R"({"m":7})"));
+  // [1] meets both branches: the anyOf reading accepts it; [1,3] meets neither.
+  EXPECT_TRUE(cg->Matches(R"({"m":[1]})"));
+  EXPECT_FALSE(cg->Matches(R"({"m":[1,3]})"));
   auto exact = JsonSchemaToGrammar(R"({"oneOf":[{"type":"string"},{"type":"null"}]})", lenient);
   ASSERT_TRUE(exact.ok());
   EXPECT_TRUE(exact->warnings().empty());

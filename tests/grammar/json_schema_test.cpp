@@ -112,9 +112,20 @@ TEST(JsonSchemaOneOf, OverlappingBranchesAreMadeExclusive) {
     CheckSchemaCase(c);
 }
 
-// Where a branch has no exact negation (multipleOf here), overlapping branches stay an error.
+// A member's additionalProperties false also forbids the names another member's patterns match (where its
+// own patterns do not): {"xa":1} matches "a" but not "^b", so the allOf rejects it. A merged patternProperties
+// would allow it; the merge is refused instead.
+TEST(JsonSchemaAllOf, AdditionalPropertiesBesideAnotherMembersPatterns) {
+  auto g = JsonSchemaToGrammar(
+      R"({"type":"object","allOf":[{"patternProperties":{"^b":true},"additionalProperties":false}],"patternProperties":{"a":{"type":"integer"}}})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(g.status().message().find("another member's patternProperties"), std::string::npos) << g.status().message();
+}
+
+// Where a branch has no exact negation (an enum of arrays here), overlapping branches stay an error.
 TEST(JsonSchemaOneOf, OverlapWithoutANegationIsAnError) {
-  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"type":"integer","multipleOf":3},{"type":"integer","minimum":1}]})");
+  auto g = JsonSchemaToGrammar(R"({"oneOf":[{"enum":[[1],[2]]},{"type":"array","minItems":1}]})");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(g.status().message().find("oneOf"), std::string::npos) << g.status().ToString();

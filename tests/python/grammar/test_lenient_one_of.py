@@ -17,11 +17,12 @@ from server_process import Server  # noqa: E402
 
 MODEL = "tiny-lenient"
 NO_THINKING = {"thinking": {"type": "disabled"}}
-# Multiples of 3 and of 5 in [0, 30] overlap at 0, 15 and 30; the integers that are not multiples of 3 have no
-# exact form here, so neither branch can keep the other out.
+# The enum's [1] is also an array of at most one integer in [0, 1]; the instances other than the enum's arrays
+# have no exact form here, so the second branch cannot keep the first out.
 OVERLAPPING = {"type": "object", "required": ["v"], "additionalProperties": False,
-               "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 30,
-                                    "oneOf": [{"multipleOf": 3}, {"multipleOf": 5}]}}}
+               "properties": {"v": {"oneOf": [{"enum": [[1], [2]]},
+                                              {"type": "array", "maxItems": 1,
+                                               "items": {"type": "integer", "minimum": 0, "maximum": 1}}]}}}
 AS_ANY_OF = json.loads(json.dumps(OVERLAPPING).replace('"oneOf"', '"anyOf"'))
 # Branches of different types: exact as written, so the option changes nothing and nothing is reported.
 DISJOINT = {"type": "object", "required": ["v"], "additionalProperties": False,
