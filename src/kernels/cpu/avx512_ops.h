@@ -3,7 +3,9 @@
 #pragma once
 
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics headers as uninitialised.
+#if !defined(__clang__)  // clang has no such warning and warns about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>
