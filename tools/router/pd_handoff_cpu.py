@@ -18,11 +18,9 @@ import collections
 import os
 import random
 import shutil
-import subprocess
-import tempfile
 
-from deepinfer_process import Process, stream_completion
-from pd_tbt import MODEL, long_prompt
+from deepinfer_process import stream_completion
+from pd_tbt import MODEL, long_prompt, start_units
 
 
 def thread_cpu_ns(pid):
@@ -47,20 +45,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=2048)
     args = ap.parse_args()
     pin = (os.cpu_count() or 1) >= 2
-    work = tempfile.mkdtemp(prefix="pd_handoff_cpu_")
-    model = args.model
-    if not model:
-        model = os.path.join(work, "model")
-        subprocess.run([args.binary, "init-model", "--preset", "tiny", "--out", model, "--seed", "5"], check=True,
-                       capture_output=True)
-    unit_dir, store = os.path.join(work, "units"), os.path.join(work, "store")
-    os.makedirs(unit_dir)
-    base = [args.binary, "serve", model, "--port", "0", "--served-model-name", MODEL,
-            "--kv-cache-memory-bytes", str(1 << 30), "--kv-store", store, "--unit-dir", unit_dir]
-    cores = lambda c: ["taskset", "-c", c] if pin else []  # noqa: E731
-    prefill = Process(cores("0") + base + ["--role", "prefill"])
-    decode = Process(cores("1") + base + ["--role", "decode"])
-    router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
+    work, _, prefill, decode, router = start_units(args.binary, args.model, pin, colocated_unit=False)
     rng = random.Random(7)
 
     def hand_off():

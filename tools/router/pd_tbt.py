@@ -89,6 +89,28 @@ def percentile(values, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def start_units(binary, model, pin, colocated_unit):
+    """A prefill unit on core 0 and a decode unit on core 1 (pinned when `pin`) sharing a KV store, a router in
+    front of them, and with `colocated_unit` one unit on both cores beside them; a tiny model unless `model`.
+    Returns (work dir, colocated or None, prefill, decode, router)."""
+    work = tempfile.mkdtemp(prefix="pd_units_")
+    if not model:
+        model = os.path.join(work, "model")
+        subprocess.run([binary, "init-model", "--preset", "tiny", "--out", model, "--seed", "5"], check=True,
+                       capture_output=True)
+    unit_dir, store = os.path.join(work, "units"), os.path.join(work, "store")
+    os.makedirs(unit_dir)
+    base = [binary, "serve", model, "--port", "0", "--served-model-name", MODEL,
+            "--kv-cache-memory-bytes", str(1 << 30)]
+    cores = lambda c: ["taskset", "-c", c] if pin else []  # noqa: E731
+    colocated = Process(cores("0,1") + base) if colocated_unit else None
+    pd_args = ["--kv-store", store, "--unit-dir", unit_dir]
+    prefill = Process(cores("0") + base + pd_args + ["--role", "prefill"])
+    decode = Process(cores("1") + base + pd_args + ["--role", "decode"])
+    router = Process([binary, "router", "--port", "0", "--unit-dir", unit_dir])
+    return work, colocated, prefill, decode, router
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="build/release/bin/deepinfer")
@@ -101,22 +123,7 @@ def main():
     ap.add_argument("--out")
     args = ap.parse_args()
     pin = not args.no_pin and (os.cpu_count() or 1) >= 2
-    work = tempfile.mkdtemp(prefix="pd_tbt_")
-    model = args.model
-    if not model:
-        model = os.path.join(work, "model")
-        subprocess.run([args.binary, "init-model", "--preset", "tiny", "--out", model, "--seed", "5"], check=True,
-                       capture_output=True)
-    unit_dir, store = os.path.join(work, "units"), os.path.join(work, "store")
-    os.makedirs(unit_dir)
-    base = [args.binary, "serve", model, "--port", "0", "--served-model-name", MODEL,
-            "--kv-cache-memory-bytes", str(1 << 30)]
-    cores = lambda c: ["taskset", "-c", c] if pin else []  # noqa: E731
-    colocated = Process(cores("0,1") + base)
-    pd_args = ["--kv-store", store, "--unit-dir", unit_dir]
-    prefill = Process(cores("0") + base + pd_args + ["--role", "prefill"])
-    decode = Process(cores("1") + base + pd_args + ["--role", "decode"])
-    router = Process([args.binary, "router", "--port", "0", "--unit-dir", unit_dir])
+    work, colocated, prefill, decode, router = start_units(args.binary, args.model, pin, colocated_unit=True)
     rng = random.Random(7)
     gaps = {"alone": [], "colocated": [], "pd_alone": [], "pd": []}
     long_prompts = {"colocated": 0, "pd": 0}
