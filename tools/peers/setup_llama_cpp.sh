@@ -21,19 +21,28 @@ version=0.3.36
 # --bench builds llama.cpp's own benchmark tools from the same tree instead, for compare_v3_llama_cpp.sh.
 # --converter: a Python for llama.cpp's own converter (compare_v3_llama_cpp.sh's CONVERT_PYTHON) without the
 # tens of minutes of building llama-cpp-python; the converter reads the gguf-py beside it, so no gguf package.
+# llama.cpp's converter (with its conversion package, the gguf-py it reads and the chat templates) copied from
+# the sdist into VENV/share once; prints that directory.
+install_converter() {
+  local venv="$1" share="$1/share/llama.cpp-$version"
+  if [ ! -f "$share/convert_hf_to_gguf.py" ]; then
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    "$venv/bin/pip" download -q --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$version" >&2
+    tar -xzf "$tmp"/llama_cpp_python-$version.tar.gz -C "$tmp"
+    local src="$tmp/llama_cpp_python-$version/vendor/llama.cpp"
+    mkdir -p "$share/models"
+    cp -r "$src/convert_hf_to_gguf.py" "$src/conversion" "$src/gguf-py" "$share/"
+    cp -r "$src/models/templates" "$share/models/"
+  fi
+  echo "$share"
+}
+
 if [ "${1:-}" = "--converter" ]; then
   venv="${2:?--converter needs a venv directory}"
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   nice -n 19 "$venv/bin/pip" install -q torch numpy safetensors sentencepiece transformers protobuf
-  share="$venv/share/llama.cpp-$version"
-  if [ ! -f "$share/convert_hf_to_gguf.py" ]; then
-    tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
-    "$venv/bin/pip" download -q --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$version"
-    tar -xzf "$tmp"/llama_cpp_python-$version.tar.gz -C "$tmp"
-    mkdir -p "$share"
-    cp -r "$tmp/llama_cpp_python-$version/vendor/llama.cpp/"{convert_hf_to_gguf.py,conversion,gguf-py} "$share/"
-  fi
+  share="$(install_converter "$venv")"
   echo "converter: CONVERT_PYTHON=$venv/bin/python CONVERTER=$share/convert_hf_to_gguf.py"
   exit 0
 fi
@@ -90,16 +99,6 @@ fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 nice -n 19 "$venv/bin/pip" install --no-binary llama-cpp-python -r "$root/requirements-bench.txt"
 
-share="$venv/share/llama.cpp-$version"
-if [ ! -f "$share/convert_hf_to_gguf.py" ]; then
-  tmp="$(mktemp -d)"
-  trap 'rm -rf "$tmp"' EXIT
-  "$venv/bin/pip" download -q --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$version"
-  tar -xzf "$tmp"/llama_cpp_python-$version.tar.gz -C "$tmp"
-  src="$tmp/llama_cpp_python-$version/vendor/llama.cpp"
-  mkdir -p "$share/models"
-  cp -r "$src/convert_hf_to_gguf.py" "$src/conversion" "$src/gguf-py" "$share/"
-  cp -r "$src/models/templates" "$share/models/"
-fi
+share="$(install_converter "$venv")"
 "$venv/bin/python" -c 'import llama_cpp, gguf; print("llama_cpp", llama_cpp.__version__, "gguf ok")'
 echo "converter: $share/convert_hf_to_gguf.py"
