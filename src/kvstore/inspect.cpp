@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "kvstore/file_io.h"
 
 namespace deepinfer::kvstore {
 namespace {
@@ -28,19 +29,6 @@ void ReadNamespaceFile(const std::string& ns_dir, NamespaceSummary* out) {
   if (auto it = j.find("payload_bytes"); it != j.end() && it->is_number_unsigned()) {
     out->payload_bytes = std::min<uint64_t>(it->get<uint64_t>(), kMaxPayloadBytes);
   }
-}
-
-// Reads exactly n bytes at offset; false on a short read or an error.
-bool ReadAt(int fd, uint8_t* p, size_t n, uint64_t offset) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
-  return true;
 }
 
 }  // namespace
@@ -103,7 +91,7 @@ VerifyFailure VerifyBlockFile(const std::string& path, const Hash128& ns, const 
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < kHeaderBytes) return VerifyFailure::kTruncated;
   alignas(64) uint8_t header[kHeaderBytes];
-  if (!ReadAt(fd, header, kHeaderBytes, 0)) return VerifyFailure::kIo;
+  if (!ReadAt(fd, std::span<uint8_t>(header, kHeaderBytes), 0)) return VerifyFailure::kIo;
   auto decoded = DecodeHeader(std::span<const uint8_t, kHeaderBytes>(header, kHeaderBytes));
   if (!decoded.ok()) {
     return decoded.status().code() == StatusCode::kFailedPrecondition ? VerifyFailure::kVersion : VerifyFailure::kHeader;
@@ -122,7 +110,7 @@ VerifyFailure VerifyBlockFile(const std::string& path, const Hash128& ns, const 
   sum.Update(h.data() + 112, kHeaderBytes - 112);
   for (uint64_t at = 0; at < payload;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(payload - at, kPiece));
-    if (!ReadAt(fd, buf.data(), n, kHeaderBytes + at)) return VerifyFailure::kIo;
+    if (!ReadAt(fd, std::span(buf.data(), n), kHeaderBytes + at)) return VerifyFailure::kIo;
     sum.Update(buf.data(), n);
     at += n;
   }

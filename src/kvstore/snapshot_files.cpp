@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "core/sched.h"
+#include "kvstore/file_io.h"
 
 namespace deepinfer::kvstore {
 namespace {
@@ -47,29 +48,19 @@ bool StoredWithHead(const std::string& path, std::span<const uint8_t> head) {
   return n == static_cast<ssize_t>(head.size()) && std::equal(head.begin(), head.end(), stored.begin());
 }
 
-bool ReadWhole(int fd, std::span<uint8_t> into, uint64_t offset) {
-  size_t got = 0;
-  while (got < into.size()) {
-    const ssize_t n = ::pread(fd, into.data() + got, into.size() - got, static_cast<off_t>(offset + got));
-    if (n <= 0) return false;
-    got += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // The head first, then the state and the blocks straight into the vectors the snapshot keeps (no copy of
 // the file is made). kUnavailable: the file could not be read; kDataLoss and the rest: it is not a record.
 Result<SnapshotRecord> ReadRecord(int fd, uint64_t file_bytes, const Hash128& namespace_id, const Hash128& prefix) {
   if (file_bytes < kSnapshotHeaderBytes) return Status::DataLoss("snapshot record: truncated header");
   std::vector<uint8_t> head(kSnapshotHeaderBytes);
-  if (!ReadWhole(fd, head, 0)) return Status::Unavailable("snapshot record: a read failed");
+  if (!ReadAt(fd, head, 0)) return Status::Unavailable("snapshot record: a read failed");
   DI_ASSIGN_OR_RETURN(const SnapshotRecordSizes sizes, SnapshotRecordSizesOf(head));
   if (sizes.file_bytes() != file_bytes)
     return Status::DataLoss("snapshot record: the file's size does not match its header");
   head.resize(sizes.head_bytes());
   std::vector<uint8_t> state(sizes.state_bytes), blocks(sizes.block_bytes);
-  if (!ReadWhole(fd, std::span(head).subspan(kSnapshotHeaderBytes), kSnapshotHeaderBytes) ||
-      !ReadWhole(fd, state, sizes.head_bytes()) || !ReadWhole(fd, blocks, sizes.head_bytes() + sizes.state_bytes))
+  if (!ReadAt(fd, std::span(head).subspan(kSnapshotHeaderBytes), kSnapshotHeaderBytes) ||
+      !ReadAt(fd, state, sizes.head_bytes()) || !ReadAt(fd, blocks, sizes.head_bytes() + sizes.state_bytes))
     return Status::Unavailable("snapshot record: a read failed");
   return DecodeSnapshotPieces(head, std::move(state), std::move(blocks), namespace_id, prefix);
 }
