@@ -280,7 +280,10 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
   if (depth > o_.max_depth) return std::nullopt;
   if (schema.is_boolean()) return Json(!schema.get<bool>());
   auto inlined = Inline(schema, path, depth + 1);
-  if (!inlined.ok() || !inlined->is_object()) return inlined.ok() ? std::optional<Json>(Json(!inlined->get<bool>())) : std::nullopt;
+  // Not an object: a boolean schema negates to its opposite; anything else (an array where a keyword's value
+  // is not a schema) has no negation here.
+  if (!inlined.ok() || !inlined->is_object())
+    return inlined.ok() && inlined->is_boolean() ? std::optional<Json>(Json(!inlined->get<bool>())) : std::nullopt;
   const Json& s = *inlined;
   Json any = Json::array();  // not (A and B and ...) = (not A) or (not B) or ...
   for (auto it = s.begin(); it != s.end(); ++it) {
