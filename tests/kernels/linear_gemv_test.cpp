@@ -97,7 +97,7 @@ TEST(LinearGemvTest, Fp8EveryBatchSizeShapeAndScaleKind) {
 TEST(LinearGemvTest, Fp8XThatCannotBePrescaledFallsBack) {
   const int64_t out = 260, in = 300;
   TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 7);
-  // Block row 1 gets tiny scales (2^-127 .. 2^-125): the prescale factor (s · 2^117, or s · 2^120 without
+  // Block row 1 gets tiny scales (2^-127 .. 2^-125): the prescale factor (s · 2^117, or s · 2^104 without
   // VBMI) is then below 1 and tiny x underflow.
   for (size_t i = 3; i < 6; ++i) w.scales[i] = static_cast<uint8_t>(i - 3);
   const float cases[] = {3e38f, -2e37f, 1.1e-38f, 3e-42f, INFINITY, -INFINITY, NAN, 0.0f, -0.0f};
@@ -171,8 +171,9 @@ TEST(LinearGemvTest, Fp8EveryCodeAtEveryStepPosition) {
 }
 
 #if defined(__x86_64__)
-// The prescaled FP8 decode feeds subnormal fp32 patterns to the FMA; with denormals-are-zero set it must
-// not be used (E4M3 subnormals would read as zero).
+// The prescaled FP8 decode relies on subnormal FMA inputs being honoured (prescaled x, and weights whose
+// product with their scale is subnormal in the generic kernel); with denormals-are-zero set it must not be
+// used.
 TEST(LinearGemvTest, Fp8ExactUnderDenormalsAreZero) {
   const int64_t out = 20, in = 128;
   TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 13);

@@ -8,11 +8,11 @@
 // once per block of weight rows. When xs is exact (checked: no overflow, no underflow) x·(q·s) and
 // xs·(q·2^c) are the same real product, and an FMA rounds that product with the accumulator once, so the
 // result is bit-identical.
-// Where AVX512_VBMI is present, byte tables give c = -117, at which every E4M3 value, the subnormals
-// included, is a normal fp32 number (DecodeE4M3TableBytes). Elsewhere three integer operations give
-// sign(q) << 31 | (q & 0x7F) << 20, which is exactly q · 2^-120 (DecodeE4M3Scaled); there E4M3 subnormals
-// land on fp32 subnormals, which Zen 4's FMA takes at full speed but Intel cores only through a microcode
-// assist per FMA (so weights with many subnormal codes decode many times slower on such cores).
+// Every decode keeps every weight a normal fp32 number, E4M3 subnormals included: Intel cores take a
+// microcode assist for each FMA that reads a subnormal, so a decode that produced them would run many times
+// slower on weights with many subnormal codes. Where AVX512_VBMI is present, byte tables give c = -117
+// (DecodeE4M3TableBytes); elsewhere a shift and a vpternlogd give c = -104 for codes with a nonzero
+// exponent, and steps that hold codes with a zero exponent fix those lanes up (DecodeE4M3Shifted).
 // NaN codes (0x7F, 0xFF) do not decode to NaN; they are detected as the bytes stream by, and a tile that
 // holds one is recomputed by the generic kernel (which makes exactly those outputs NaN), unless the weight
 // is marked fp8_nan_free (checked once by its owner), which saves the two operations per 64 bytes the watch
@@ -66,12 +66,8 @@ inline bool DenormalsAreZero() { return (_mm_getcsr() & 0x0040u) != 0; }
 // ---------------------------------------------------------------------------------------------------
 // FP8
 
-// The decodes produce value(q) · 2^kShiftScaleExponent (the shift decode) or · 2^kTableScaleExponent (the
-// byte tables); the block scale and the inverse of that power of two move onto x.
-constexpr int kShiftScaleExponent = -120;
-
-// s · 2^exponent for a block scale s that is a power of two in [2^-127, 2^7] (so q · s is exact for every
-// E4M3 q, and for exponent 117 or 120 the factor is a normal fp32 number); false otherwise.
+// s · 2^exponent_shift for a block scale s that is a power of two in [2^-127, 2^7] (so q · s is exact for
+// every E4M3 q, and for a shift of 104 or 117 the factor is a normal fp32 number); false otherwise.
 bool Fp8PrescaleFactor(const WeightView& w, int64_t block, int exponent_shift, float* factor) {
   float s;
   if (w.scale_format == ScaleFormat::kUE8M0) {
@@ -121,20 +117,56 @@ bool PrescaleX(const LinearTask& t, int64_t block_row, int exponent_shift, float
   return true;
 }
 
-// 16 E4M3 bytes -> value · 2^-120 as fp32 bit patterns (E4M3 subnormals as fp32 subnormals).
-inline __m512 DecodeE4M3Scaled(__m128i bytes) {
-  const __m512i sign_extended = _mm512_cvtepi8_epi32(bytes);
-  return _mm512_castsi512_ps(
-      _mm512_and_si512(_mm512_slli_epi32(sign_extended, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u))));
+// The shift decode, 16 sign-extended E4M3 codes at a time: (code << 20) & 0x87F00000 | 16 << 23 is
+// sign | (e + 16) << 23 | m << 20, exactly value · 2^-104 for every code with a nonzero exponent field e (one
+// shift and one vpternlogd). Codes with e = 0 (zero and the subnormals m · 2^-9) come out wrong that way;
+// E4M3ZeroExponentFix replaces them by m · 2^-113, normal like every other pattern. The fix costs three
+// operations per 16 weights, so tiles run it only in 64-byte steps that hold such a code (rare in trained
+// weights: magnitudes below 2^-6 of their block's scale). The same argument as for the tables below makes
+// the products, and so the outputs, the same bits: for s in [2^-127, 2^7] the factor s · 2^104 is a normal
+// power of two in [2^-23, 2^111].
+constexpr int kShiftScaleExponent = -104;
+
+inline __m512 DecodeE4M3Shifted(__m512i sign_extended) {
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_slli_epi32(sign_extended, 20),
+                                                       _mm512_set1_epi32(static_cast<int>(0x87F00000u)),
+                                                       _mm512_set1_epi32(16 << 23), 0xEA));  // (a & b) | c
 }
 
-// Where AVX512_VBMI is present the patterns come from byte tables instead, and are normal fp32 numbers for
+// m · 2^-9 · 2^-104 for mantissa m (entries 8..15, unused, are 0).
+constexpr float E4M3ZeroExponentValue(int m) {
+  float value = m < 8 ? static_cast<float>(m) : 0.0f;
+  for (int i = 0; i < 9 - kShiftScaleExponent; ++i) value /= 2.0f;
+  return value;
+}
+alignas(64) constexpr float kE4M3ZeroExponentValues[16] = {
+    E4M3ZeroExponentValue(0),  E4M3ZeroExponentValue(1),  E4M3ZeroExponentValue(2),  E4M3ZeroExponentValue(3),
+    E4M3ZeroExponentValue(4),  E4M3ZeroExponentValue(5),  E4M3ZeroExponentValue(6),  E4M3ZeroExponentValue(7),
+    E4M3ZeroExponentValue(8),  E4M3ZeroExponentValue(9),  E4M3ZeroExponentValue(10), E4M3ZeroExponentValue(11),
+    E4M3ZeroExponentValue(12), E4M3ZeroExponentValue(13), E4M3ZeroExponentValue(14), E4M3ZeroExponentValue(15)};
+static_assert(std::bit_cast<uint32_t>(E4M3ZeroExponentValue(1)) == 14u << 23);  // 2^-113: normal
+
+// The lanes of `decoded` whose code has e = 0 replaced by the code's sign | m · 2^-113: vpermps reads the
+// low 4 bits of each sign-extended code, which for these codes are 0mmm.
+inline __m512 E4M3ZeroExponentFix(__m512i sign_extended, __m512 decoded) {
+  const __mmask16 zero_exponent = _mm512_testn_epi32_mask(sign_extended, _mm512_set1_epi32(0x78));
+  const __m512 magnitude = _mm512_permutexvar_ps(sign_extended, _mm512_load_ps(kE4M3ZeroExponentValues));
+  return _mm512_castsi512_ps(_mm512_mask_ternarylogic_epi32(
+      _mm512_castps_si512(decoded), zero_exponent, _mm512_castps_si512(magnitude),
+      _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xEC));  // b | (a & c): the magnitude, a's sign
+}
+
+// Whether any of 64 bytes is an E4M3 code with a zero exponent field.
+inline bool HasZeroExponent(const uint8_t* bytes) {
+  return _mm512_testn_epi8_mask(_mm512_loadu_si512(bytes), _mm512_set1_epi8(0x78)) != 0;
+}
+
+// Where AVX512_VBMI is present the patterns come from byte tables instead, normal fp32 numbers for
 // every code: value(q) · 2^-117 (kTableScaleExponent). Why 2^-117: the smallest nonzero E4M3 magnitude, the
 // subnormal 2^-9, becomes 2^-126, the smallest normal fp32 number, and the largest, 448 < 2^9, stays far
-// below the top of the range; so no weight pattern is subnormal and no FMA reads one (the 2^-120 patterns
-// of DecodeE4M3Scaled put E4M3 subnormals on fp32 subnormals, for which Intel cores take a microcode assist
-// per FMA). Why the bits do not change: (1) every pattern is exactly value(q) · 2^-117 (checked for all
-// 128 magnitudes at compile time below; the sign is the code's); (2) the factor on x is f = s · 2^117, for
+// below the top of the range; so no weight pattern is subnormal and no FMA reads one. Why the bits do not
+// change: (1) every pattern is exactly value(q) · 2^-117 (checked for all 128 magnitudes at compile time
+// below; the sign is the code's); (2) the factor on x is f = s · 2^117, for
 // s in [2^-127, 2^7] a normal power of two in [2^-10, 2^124], and xs = x · f is checked to be exact
 // (PrescaleX), so xs = x · s · 2^117 as a real number; (3) the FMA multiplies xs by the pattern exactly,
 // giving x · (q · s) as a real number, the same product the generic kernel forms from x and its exact
@@ -297,18 +329,22 @@ inline __mmask16 TailLanes(int64_t in, int64_t k) {
   return static_cast<__mmask16>((1u << n) - 1);
 }
 
-// The canonical dots of MR prescaled (by s · 2^120) x rows with NR FP8 weight rows, decoded by
-// DecodeE4M3Scaled; false if a NaN code was seen (watched for unless kNanFree).
+// The canonical dots of MR prescaled (by s · 2^104) x rows with NR FP8 weight rows, by the shift decode;
+// false if a NaN code was seen (watched for unless kNanFree).
 template <int MR, int NR, bool kNanFree>
 bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* rows, int64_t in, int64_t prefetch,
              float* dots) {
   Fp8Accumulators<MR, NR, kNanFree> tile;
   for (int64_t k = 0; k < in / 64 * 64; k += 64) {
     tile.Begin64(rows, k, prefetch);
+    bool zero_exponent = false;
+    for (int j = 0; j < NR; ++j) zero_exponent |= HasZeroExponent(rows[j] + k);
     for (int s = 0; s < 64; s += 16) {
       __m512 wv[NR];
       for (int j = 0; j < NR; ++j) {
-        wv[j] = DecodeE4M3Scaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + k + s)));
+        const __m512i code = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + k + s)));
+        wv[j] = DecodeE4M3Shifted(code);
+        if (zero_exponent) wv[j] = E4M3ZeroExponentFix(code, wv[j]);
       }
       tile.Step(xs, xs_stride, k + s, wv);
     }
@@ -319,7 +355,8 @@ bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* rows, int
     for (int j = 0; j < NR; ++j) {
       const __m128i bytes = _mm_maskz_loadu_epi8(lanes, rows[j] + k);
       tile.WatchTail(_mm512_zextsi128_si512(bytes), lanes);
-      wv[j] = DecodeE4M3Scaled(bytes);
+      const __m512i code = _mm512_cvtepi8_epi32(bytes);
+      wv[j] = E4M3ZeroExponentFix(code, DecodeE4M3Shifted(code));
     }
     tile.Step(xs, xs_stride, k, wv);
   }
