@@ -92,6 +92,29 @@ DEEPINFER_LINEAR_BENCH(mxfp4, WeightFormat::kMXFP4, LinearPrecision::kExact);
 DEEPINFER_LINEAR_BENCH(bf16_bf16act, WeightFormat::kBF16, LinearPrecision::kBf16Activations);
 DEEPINFER_LINEAR_BENCH(mxfp4_bf16act, WeightFormat::kMXFP4, LinearPrecision::kBf16Activations);
 
+// FP8 weights whose codes are all E4M3 subnormals (exponent field 0, nonzero mantissa) or all normal, at
+// decode sizes: a decode that feeds subnormal fp32 patterns to the FMA runs far slower on cores that take
+// a microcode assist for them, one that keeps every pattern normal runs both at the same speed.
+void BM_LinearFp8Codes(benchmark::State& state, bool subnormal) {
+  const int64_t m = state.range(0), out = state.range(1), in = state.range(2);
+  Weights w = MakeWeights(WeightFormat::kFP8Block, out, in);
+  std::mt19937 rng(2);
+  for (uint8_t& b : w.data) {
+    const auto sign = static_cast<uint8_t>(rng() & 0x80);
+    b = subnormal ? static_cast<uint8_t>(sign | (1 + rng() % 7)) : static_cast<uint8_t>(sign | (8 + rng() % 112));
+  }
+  w.view.fp8_nan_free = !Fp8ContainsNanCodes(w.view);
+  std::vector<float> x(static_cast<size_t>(m * in), 0.5f), y(static_cast<size_t>(m * out));
+  for (auto _ : state) {
+    Linear(x.data(), m, in, w.view, y.data(), out);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(WeightBytes(w.view)) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_LinearFp8Codes, subnormal, true)->Args({1, 2048, 4096})->Args({8, 2048, 4096})->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearFp8Codes, normal, false)->Args({1, 2048, 4096})->Args({8, 2048, 4096})->UseRealTime();
+
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::vector<float> x(static_cast<size_t>(n), 0.3f), w(static_cast<size_t>(n), 1.0f), out(static_cast<size_t>(n));

@@ -97,7 +97,8 @@ TEST(LinearGemvTest, Fp8EveryBatchSizeShapeAndScaleKind) {
 TEST(LinearGemvTest, Fp8XThatCannotBePrescaledFallsBack) {
   const int64_t out = 260, in = 300;
   TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 7);
-  // Block row 1 gets tiny scales (2^-127 .. 2^-121): x · s · 2^120 is then below 1 and tiny x underflow.
+  // Block row 1 gets tiny scales (2^-127 .. 2^-125): the prescale factor (s · 2^117, or s · 2^104 without
+  // VBMI) is then below 1 and tiny x underflow.
   for (size_t i = 3; i < 6; ++i) w.scales[i] = static_cast<uint8_t>(i - 3);
   const float cases[] = {3e38f, -2e37f, 1.1e-38f, 3e-42f, INFINITY, -INFINITY, NAN, 0.0f, -0.0f};
   for (float special : cases) {
@@ -149,9 +150,30 @@ TEST(LinearGemvTest, Fp8EveryCodeAndNanCodes) {
   }
 }
 
+// Every finite E4M3 code at every byte position of the 64-byte steps: row n holds code (k + n) mod 256 at
+// input k, so position p of a step sees codes p + n, p + n + 64, p + n + 128 and p + n + 192 across the 64
+// rows, which are all 256 (the two NaN codes replaced by their neighbours: they send tiles to the generic
+// kernel, tested above). Subnormal codes exercise the decodes' handling of the smallest magnitudes.
+TEST(LinearGemvTest, Fp8EveryCodeAtEveryStepPosition) {
+  const int64_t out = 64, in = 256 + 15;
+  TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 15);
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t k = 0; k < in; ++k) {
+      uint8_t code = static_cast<uint8_t>((k + n) % 256);
+      if ((code & 0x7F) == 0x7F) code ^= 0x01;
+      w.data[static_cast<size_t>(n * in + k)] = code;
+    }
+  }
+  const std::vector<float> x = RandomVector(static_cast<size_t>(8 * in), 16);
+  ExpectEveryIsaMatchesScalar(w.view, x, "every code at every position");
+  w.view.fp8_nan_free = true;
+  ExpectEveryIsaMatchesScalar(w.view, x, "every code at every position, NaN-free");
+}
+
 #if defined(__x86_64__)
-// The prescaled FP8 decode feeds subnormal fp32 patterns to the FMA; with denormals-are-zero set it must
-// not be used (E4M3 subnormals would read as zero).
+// The prescaled FP8 decode relies on subnormal FMA inputs being honoured (prescaled x, and weights whose
+// product with their scale is subnormal in the generic kernel); with denormals-are-zero set it must not be
+// used.
 TEST(LinearGemvTest, Fp8ExactUnderDenormalsAreZero) {
   const int64_t out = 20, in = 128;
   TestWeight w = MakeTestWeight(WeightFormat::kFP8Block, out, in, 13);

@@ -3,20 +3,20 @@
 // counts. Results are bit-identical to the generic kernels (linear_vector_impl.h), which this falls back to
 // wherever a shortcut's precondition fails.
 //
-// FP8 (scales that are powers of two: UE8M0, or fp32 scales that happen to be): an E4M3 byte b becomes
-// the fp32 bit pattern sign(b) << 31 | (b & 0x7F) << 20, which is exactly value(b) · 2^-120, in three
-// integer operations. E4M3 subnormals land on fp32 subnormals: Zen 4's FMA takes them at full speed, but
-// Intel cores take a microcode assist for each FMA with a subnormal input, so there a weight with many
-// subnormal codes decodes many times slower (the bench presets' random weights have none).
-// The block scale s and the 2^120 move onto x instead: xs = x · (s · 2^120) once per block of weight rows.
-// When xs is exact (checked: no overflow, no underflow) x·(q·s) and xs·(q·2^-120) are the same real
-// product, and an FMA rounds that product with the accumulator once, so the result is bit-identical.
-// NaN codes (0x7F, 0xFF) do not decode to NaN this way; they are detected as the bytes stream by, and a
-// tile that holds one is recomputed by the generic kernel (which makes exactly those outputs NaN), unless
-// the weight is marked fp8_nan_free (checked once by its owner), which saves the two operations per 64
-// bytes the watch costs (about 15% of the decode at m = 1).
-// Where AVX512_VBMI and GFNI are present the same patterns come from a bit-matrix shuffle and byte permutes
-// instead (DecodeE4M3Scaled32: fewer operations per weight, same bits).
+// FP8 (scales that are powers of two: UE8M0, or fp32 scales that happen to be): each E4M3 byte q becomes the
+// fp32 value q · 2^c for a fixed c, and the block scale s and 2^-c move onto x instead: xs = x · (s · 2^-c)
+// once per block of weight rows. When xs is exact (checked: no overflow, no underflow) x·(q·s) and
+// xs·(q·2^c) are the same real product, and an FMA rounds that product with the accumulator once, so the
+// result is bit-identical.
+// Every decode keeps every weight a normal fp32 number, E4M3 subnormals included: Intel cores take a
+// microcode assist for each FMA that reads a subnormal, so a decode that produced them would run many times
+// slower on weights with many subnormal codes. Where AVX512_VBMI is present, byte tables give c = -117
+// (DecodeE4M3TableBytes); elsewhere a shift and a vpternlogd give c = -104 for codes with a nonzero
+// exponent, and steps that hold codes with a zero exponent fix those lanes up (DecodeE4M3Shifted).
+// NaN codes (0x7F, 0xFF) do not decode to NaN; they are detected as the bytes stream by, and a tile that
+// holds one is recomputed by the generic kernel (which makes exactly those outputs NaN), unless the weight
+// is marked fp8_nan_free (checked once by its owner), which saves the two operations per 64 bytes the watch
+// costs (about 15% of the decode at m = 1).
 // Why not the fp16 route (E4M3 bits placed in fp16, vcvtph2ps): the 512-bit conversion is the slowest
 // step on Zen 4; the integer decode runs about 1.5 times as fast per core.
 //
@@ -31,6 +31,7 @@
 // Both stream NR weight rows at a time and issue software prefetches one tile ahead: rows of small matrices
 // are short, and the hardware prefetcher ramps up too slowly over many short interleaved streams.
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -65,9 +66,9 @@ inline bool DenormalsAreZero() { return (_mm_getcsr() & 0x0040u) != 0; }
 // ---------------------------------------------------------------------------------------------------
 // FP8
 
-// s · 2^120 for a block scale s that is a power of two in [2^-127, 2^7] (so the product stays a normal
-// fp32 number and q · s is exact for every E4M3 q); false otherwise.
-bool Fp8PrescaleFactor(const WeightView& w, int64_t block, float* factor) {
+// s · 2^exponent_shift for a block scale s that is a power of two in [2^-127, 2^7] (so q · s is exact for
+// every E4M3 q, and for a shift of 104 or 117 the factor is a normal fp32 number); false otherwise.
+bool Fp8PrescaleFactor(const WeightView& w, int64_t block, int exponent_shift, float* factor) {
   float s;
   if (w.scale_format == ScaleFormat::kUE8M0) {
     s = E8M0ToFloat(static_cast<const uint8_t*>(w.scales)[block]);
@@ -77,21 +78,21 @@ bool Fp8PrescaleFactor(const WeightView& w, int64_t block, float* factor) {
   int exponent = 0;
   const float mantissa = std::frexp(s, &exponent);  // |s| = 2^(exponent-1) when |mantissa| = 0.5
   if (std::fabs(mantissa) != 0.5f || exponent - 1 < -127 || exponent - 1 > 7) return false;
-  *factor = std::ldexp(s, 120);
+  *factor = std::ldexp(s, exponent_shift);
   return true;
 }
 
 // xs[i][k] = x[i][k] · factor(k) for the weight block row `block_row`, each row `stride` floats and
 // zero-padded past in_features. False when a factor or a product is not exact (the caller then uses the
 // generic kernel for these weight rows).
-bool PrescaleX(const LinearTask& t, int64_t block_row, float* xs, int64_t stride) {
+bool PrescaleX(const LinearTask& t, int64_t block_row, int exponent_shift, float* xs, int64_t stride) {
   const WeightView& w = *t.w;
   const int64_t in = w.in_features;
   const int64_t blocks = (in + w.block_in - 1) / w.block_in;
   __mmask16 inexact = 0;
   for (int64_t b = 0; b < blocks; ++b) {
     float factor;
-    if (!Fp8PrescaleFactor(w, block_row * blocks + b, &factor)) return false;
+    if (!Fp8PrescaleFactor(w, block_row * blocks + b, exponent_shift, &factor)) return false;
     const __m512 f = _mm512_set1_ps(factor);
     const __m512 inverse = _mm512_set1_ps(1.0f / factor);  // a power of two: exact
     const int64_t k_begin = b * w.block_in, k_end = k_begin + w.block_in < in ? k_begin + w.block_in : in;
@@ -116,66 +117,162 @@ bool PrescaleX(const LinearTask& t, int64_t block_row, float* xs, int64_t stride
   return true;
 }
 
-// 16 E4M3 bytes -> value · 2^-120 as fp32 bit patterns.
-inline __m512 DecodeE4M3Scaled(__m128i bytes) {
-  const __m512i sign_extended = _mm512_cvtepi8_epi32(bytes);
-  return _mm512_castsi512_ps(
-      _mm512_and_si512(_mm512_slli_epi32(sign_extended, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u))));
+// The shift decode, 16 sign-extended E4M3 codes at a time: (code << 20) & 0x87F00000 | 16 << 23 is
+// sign | (e + 16) << 23 | m << 20, exactly value · 2^-104 for every code with a nonzero exponent field e (one
+// shift and one vpternlogd). Codes with e = 0 (zero and the subnormals m · 2^-9) come out wrong that way;
+// E4M3ZeroExponentFix replaces them by m · 2^-113, normal like every other pattern. The fix costs three
+// operations per 16 weights, so tiles run it only in 64-byte steps that hold such a code (rare in trained
+// weights: magnitudes below 2^-6 of their block's scale). The same argument as for the tables below makes
+// the products, and so the outputs, the same bits: for s in [2^-127, 2^7] the factor s · 2^104 is a normal
+// power of two in [2^-23, 2^111].
+constexpr int kShiftScaleExponent = -104;
+
+inline __m512 DecodeE4M3Shifted(__m512i sign_extended) {
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_slli_epi32(sign_extended, 20),
+                                                       _mm512_set1_epi32(static_cast<int>(0x87F00000u)),
+                                                       _mm512_set1_epi32(16 << 23), 0xEA));  // (a & b) | c
 }
 
-// The same patterns for 32 weights at a time with one bit shuffle and two byte permutes. Of the pattern
-// sign(b) << 31 | (b & 0x7F) << 20 only bytes 2 and 3 are nonzero: byte 3 is b's bits 7, 6, 5, 4 in bits 7, 2,
-// 1, 0 and byte 2 is b << 4. One vgf2p8affineqb (an 8×8 bit matrix per qword) makes both from 32 bytes
-// broadcast to both halves of a register (byte 2's matrix in the low half, byte 3's in the high half), and a
-// zero-masking vpermb per 16 weights moves them into place: two and a half vector operations per 16 weights
-// at m = 1 instead of four (the sign extension, shift and mask above), where at m = 1 the decode, not the
-// FMA, bounds the product. The broadcast is a plain load (no shuffle port), and neither permute overwrites
-// its operands, so the bytes need no copies.
+// m · 2^-9 · 2^-104 for mantissa m (entries 8..15, unused, are 0).
+constexpr float E4M3ZeroExponentValue(int m) {
+  float value = m < 8 ? static_cast<float>(m) : 0.0f;
+  for (int i = 0; i < 9 - kShiftScaleExponent; ++i) value /= 2.0f;
+  return value;
+}
+alignas(64) constexpr float kE4M3ZeroExponentValues[16] = {
+    E4M3ZeroExponentValue(0),  E4M3ZeroExponentValue(1),  E4M3ZeroExponentValue(2),  E4M3ZeroExponentValue(3),
+    E4M3ZeroExponentValue(4),  E4M3ZeroExponentValue(5),  E4M3ZeroExponentValue(6),  E4M3ZeroExponentValue(7),
+    E4M3ZeroExponentValue(8),  E4M3ZeroExponentValue(9),  E4M3ZeroExponentValue(10), E4M3ZeroExponentValue(11),
+    E4M3ZeroExponentValue(12), E4M3ZeroExponentValue(13), E4M3ZeroExponentValue(14), E4M3ZeroExponentValue(15)};
+static_assert(std::bit_cast<uint32_t>(E4M3ZeroExponentValue(1)) == 14u << 23);  // 2^-113: normal
 
-// The gf2p8affine matrix that copies input bit source[i] to output bit i (source[i] < 0: bit i is 0). Row i
-// of the matrix is byte 7 - i of the qword.
-constexpr uint64_t BitMatrix(const int (&source)[8]) {
-  uint64_t matrix = 0;
-  for (int i = 0; i < 8; ++i) {
-    if (source[i] >= 0) matrix |= uint64_t{1} << source[i] << (8 * (7 - i));
+// The lanes of `decoded` whose code has e = 0 replaced by the code's sign | m · 2^-113: vpermps reads the
+// low 4 bits of each sign-extended code, which for these codes are 0mmm.
+inline __m512 E4M3ZeroExponentFix(__m512i sign_extended, __m512 decoded) {
+  const __mmask16 zero_exponent = _mm512_testn_epi32_mask(sign_extended, _mm512_set1_epi32(0x78));
+  const __m512 magnitude = _mm512_permutexvar_ps(sign_extended, _mm512_load_ps(kE4M3ZeroExponentValues));
+  return _mm512_castsi512_ps(_mm512_mask_ternarylogic_epi32(
+      _mm512_castps_si512(decoded), zero_exponent, _mm512_castps_si512(magnitude),
+      _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xEC));  // b | (a & c): the magnitude, a's sign
+}
+
+// Whether any of 64 bytes is an E4M3 code with a zero exponent field.
+inline bool HasZeroExponent(const uint8_t* bytes) {
+  return _mm512_testn_epi8_mask(_mm512_loadu_si512(bytes), _mm512_set1_epi8(0x78)) != 0;
+}
+
+// Where AVX512_VBMI is present the patterns come from byte tables instead, normal fp32 numbers for
+// every code: value(q) · 2^-117 (kTableScaleExponent). Why 2^-117: the smallest nonzero E4M3 magnitude, the
+// subnormal 2^-9, becomes 2^-126, the smallest normal fp32 number, and the largest, 448 < 2^9, stays far
+// below the top of the range; so no weight pattern is subnormal and no FMA reads one. Why the bits do not
+// change: (1) every pattern is exactly value(q) · 2^-117 (checked for all 128 magnitudes at compile time
+// below; the sign is the code's); (2) the factor on x is f = s · 2^117, for
+// s in [2^-127, 2^7] a normal power of two in [2^-10, 2^124], and xs = x · f is checked to be exact
+// (PrescaleX), so xs = x · s · 2^117 as a real number; (3) the FMA multiplies xs by the pattern exactly,
+// giving x · (q · s) as a real number, the same product the generic kernel forms from x and its exact
+// dequantised weight q · s (exact for s in that range: at most 4 significant bits, none below 2^-149), and
+// rounds that product plus the same accumulator once: the same bits. A value of at most 4 significant bits
+// leaves the low 20 bits of its pattern zero, so only bytes 2 and 3 carry anything: each is a function of the
+// code's low 7 bits (two 128-entry tables, one vpermi2b over two registers each), with the sign bit added to
+// byte 3 by one vpternlogd; one zero-masking vpermt2b per 16 weights then moves both bytes into place. Seven
+// vector operations per 64 weights.
+constexpr int kTableScaleExponent = -117;
+
+// The fp32 bit pattern of value(code) · 2^kTableScaleExponent for an E4M3 code without its sign (0..127; the
+// NaN code 0x7F gets that of 480, as if it were finite: the NaN watch, or fp8_nan_free, deals with it).
+constexpr uint32_t E4M3TablePattern(int code) {
+  const int e = code >> 3, m = code & 7;
+  if (e == 0 && m == 0) return 0;
+  // value = significand · 2^exponent with the significand an integer in [8, 15]: normal codes are
+  // (8 + m) · 2^(e - 10); subnormal codes m · 2^-9, normalised by shifting m up to bit 3.
+  int significand = e == 0 ? m : 8 + m;
+  int exponent = e == 0 ? -9 : e - 10;
+  while (significand < 8) {
+    significand <<= 1;
+    --exponent;
   }
-  return matrix;
+  // value · 2^-117 = (significand / 8) · 2^(exponent + 3 - 117): 1.mmm times that power, biased by 127.
+  const int biased = exponent + 3 + kTableScaleExponent + 127;
+  return static_cast<uint32_t>(biased) << 23 | static_cast<uint32_t>(significand - 8) << 20;
 }
-constexpr uint64_t kE4M3Byte2 = BitMatrix({-1, -1, -1, -1, 0, 1, 2, 3});  // b << 4
-constexpr uint64_t kE4M3Byte3 = BitMatrix({4, 5, 6, -1, -1, -1, -1, 7});  // exponent bits 3..1, sign
-static_assert(kE4M3Byte2 == 0x0000000001020408u && kE4M3Byte3 == 0x1020400000000080u);
 
-// vpermb indices: dword d of half h takes byte 2 from byte 16h + d of the low (byte-2) half and byte 3 from
-// byte 32 + 16h + d of the high half; bytes 0 and 1 are zeroed by kE4M3ByteMask.
-constexpr std::array<uint8_t, 64> E4M3PermuteIndex(int half) {
+// The same value computed in fp32 arithmetic (every step exact: small integers and powers of two).
+constexpr float E4M3TableValue(int code) {
+  const int e = code >> 3, m = code & 7;
+  // (1 + m/8) · 2^(e-1) for normal codes, m/8 for subnormals; then 2^-6: the E4M3 bias of 7.
+  float value = e == 0 ? static_cast<float>(m) / 8.0f : static_cast<float>(8 + m) / 8.0f;
+  for (int i = 1; i < e; ++i) value *= 2.0f;
+  for (int i = 0; i < 6; ++i) value /= 2.0f;
+  for (int i = 0; i < -kTableScaleExponent; ++i) value /= 2.0f;
+  return value;
+}
+
+struct E4M3ByteTables {
+  uint8_t byte2[128], byte3[128];
+  constexpr E4M3ByteTables() : byte2(), byte3() {
+    for (int code = 0; code < 128; ++code) {
+      byte2[code] = static_cast<uint8_t>(E4M3TablePattern(code) >> 16);
+      byte3[code] = static_cast<uint8_t>(E4M3TablePattern(code) >> 24);
+    }
+  }
+};
+alignas(64) constexpr E4M3ByteTables kE4M3ByteTables;
+
+constexpr bool E4M3TablesAreExactAndNormal() {
+  for (int code = 0; code < 127; ++code) {
+    const uint32_t pattern = E4M3TablePattern(code);
+    if (std::bit_cast<float>(pattern) != E4M3TableValue(code)) return false;
+    if ((pattern & 0xFFFFu) != 0 || pattern >> 31 != 0) return false;
+    if (code != 0 && (pattern >> 23) == 0) return false;  // a subnormal (or zero) pattern
+  }
+  return true;
+}
+static_assert(E4M3TablesAreExactAndNormal());
+static_assert(E4M3TablePattern(1) == 0x00800000u);  // 2^-9 · 2^-117 = 2^-126, the smallest normal
+static_assert(E4M3TablePattern(0x7E) == 0x09600000u);  // 448 · 2^-117 = 1.75 · 2^-109
+
+// vpermt2b indices for the 16 weights of quarter q: byte 2 of dword d from byte 16q + d of the byte-2 register
+// (the first source), byte 3 from byte 16q + d of the byte-3 register (the second: index bit 6 set).
+constexpr std::array<uint8_t, 64> E4M3PlaceIndex(int quarter) {
   std::array<uint8_t, 64> index{};
   for (int d = 0; d < 16; ++d) {
-    index[static_cast<size_t>(4 * d + 2)] = static_cast<uint8_t>(16 * half + d);
-    index[static_cast<size_t>(4 * d + 3)] = static_cast<uint8_t>(32 + 16 * half + d);
+    index[static_cast<size_t>(4 * d + 2)] = static_cast<uint8_t>(16 * quarter + d);
+    index[static_cast<size_t>(4 * d + 3)] = static_cast<uint8_t>(64 + 16 * quarter + d);
   }
   return index;
 }
-alignas(64) constexpr std::array<uint8_t, 64> kE4M3PermuteIndex[2] = {E4M3PermuteIndex(0), E4M3PermuteIndex(1)};
-constexpr __mmask64 kE4M3ByteMask = 0xCCCCCCCCCCCCCCCCu;
+alignas(64) constexpr std::array<uint8_t, 64> kE4M3PlaceIndex[4] = {E4M3PlaceIndex(0), E4M3PlaceIndex(1),
+                                                                     E4M3PlaceIndex(2), E4M3PlaceIndex(3)};
+constexpr __mmask64 kE4M3ByteMask = 0xCCCCCCCCCCCCCCCCu;  // bytes 2 and 3 of each dword
 
-struct E4M3ByteShuffle {
-  __m512i matrices, index0, index1;
+struct E4M3Tables {
+  __m512i byte2_low, byte2_high, byte3_low, byte3_high, place[4];
 };
 
-__attribute__((target("avx512vbmi,gfni"))) inline E4M3ByteShuffle LoadE4M3ByteShuffle() {
-  const auto byte2 = static_cast<long long>(kE4M3Byte2), byte3 = static_cast<long long>(kE4M3Byte3);
-  return {_mm512_set_epi64(byte3, byte3, byte3, byte3, byte2, byte2, byte2, byte2),
-          _mm512_load_si512(kE4M3PermuteIndex[0].data()), _mm512_load_si512(kE4M3PermuteIndex[1].data())};
+__attribute__((target("avx512vbmi"))) inline E4M3Tables LoadE4M3Tables() {
+  E4M3Tables t;
+  t.byte2_low = _mm512_load_si512(kE4M3ByteTables.byte2);
+  t.byte2_high = _mm512_load_si512(kE4M3ByteTables.byte2 + 64);
+  t.byte3_low = _mm512_load_si512(kE4M3ByteTables.byte3);
+  t.byte3_high = _mm512_load_si512(kE4M3ByteTables.byte3 + 64);
+  for (int q = 0; q < 4; ++q) t.place[q] = _mm512_load_si512(kE4M3PlaceIndex[q].data());
+  return t;
 }
 
-// 32 E4M3 bytes -> two registers of value · 2^-120 as fp32 bit patterns (bytes 0..15, then 16..31).
-__attribute__((target("avx512vbmi,gfni"))) inline void DecodeE4M3Scaled32(const uint8_t* bytes,
-                                                                          const E4M3ByteShuffle& shuffle,
-                                                                          __m512* low, __m512* high) {
-  const __m512i both = _mm512_gf2p8affine_epi64_epi8(
-      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes))), shuffle.matrices, 0);
-  *low = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi8(kE4M3ByteMask, shuffle.index0, both));
-  *high = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi8(kE4M3ByteMask, shuffle.index1, both));
+// Bytes 2 and 3 of the patterns of 64 E4M3 codes. vpermi2b reads the low 7 bits of each index byte, so the
+// sign bit selects nothing; it is added to byte 3 after.
+__attribute__((target("avx512vbmi"), always_inline)) inline void DecodeE4M3TableBytes(__m512i codes,
+                                                                                      const E4M3Tables& t,
+                                                                                      __m512i* byte2, __m512i* byte3) {
+  *byte2 = _mm512_permutex2var_epi8(t.byte2_low, codes, t.byte2_high);
+  *byte3 = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.byte3_low, codes, t.byte3_high), codes,
+                                     _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // a | (b & c)
+}
+
+// The 16 fp32 patterns value · 2^-117 of codes 16q .. 16q + 15 of those 64.
+__attribute__((target("avx512vbmi"), always_inline)) inline __m512 PlaceE4M3TableBytes(__m512i byte2, __m512i byte3,
+                                                                                      const E4M3Tables& t, int q) {
+  return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(kE4M3ByteMask, byte2, t.place[q], byte3));
 }
 
 // Lanes of 64 bytes that are E4M3 NaN codes.
@@ -184,8 +281,13 @@ inline __mmask64 NanCodes(__m512i bytes) {
                                 _mm512_set1_epi8(static_cast<char>(0xFF)));
 }
 
+bool HasVbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
 // The accumulators of MR prescaled x rows with NR FP8 weight rows, and the parts of a tile that do not
-// depend on how the main 64-byte steps decode (inlined into either decode's tile).
+// depend on how the weights decode (inlined into either decode's tile).
 template <int MR, int NR, bool kNanFree>
 struct Fp8Accumulators {
   __m512 acc[MR][NR];
@@ -202,27 +304,18 @@ struct Fp8Accumulators {
       if constexpr (!kNanFree) nan |= NanCodes(_mm512_loadu_si512(rows[j] + k));
     }
   }
+  // Watches the `lanes` of a tail step's bytes (those past the last whole 64, zero-padded) for NaN codes.
+  __attribute__((always_inline)) void WatchTail(__m512i bytes, __mmask64 lanes) {
+    if constexpr (!kNanFree) nan |= NanCodes(bytes) & lanes;
+  }
   __attribute__((always_inline)) void Step(const float* xs, int64_t xs_stride, int64_t k, const __m512* wv) {
     for (int i = 0; i < MR; ++i) {
       const __m512 xv = _mm512_loadu_ps(xs + i * xs_stride + k);
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
-  // The inputs past the last whole 64 bytes, 16 at a time, zero-padded as the generic kernel pads its tail;
-  // then the dots, or false if a NaN code was seen (watched for unless kNanFree).
-  __attribute__((always_inline)) bool Finish(const float* xs, int64_t xs_stride, const uint8_t* const* rows,
-                                             int64_t in, float* dots) {
-    for (int64_t k = in / 64 * 64; k < in; k += kLanes) {
-      const int64_t n = in - k < kLanes ? in - k : kLanes;
-      const __mmask16 lanes = static_cast<__mmask16>((1u << n) - 1);
-      __m512 wv[NR];
-      for (int j = 0; j < NR; ++j) {
-        const __m128i bytes = _mm_maskz_loadu_epi8(lanes, rows[j] + k);
-        if constexpr (!kNanFree) nan |= NanCodes(_mm512_zextsi128_si512(bytes)) & lanes;
-        wv[j] = DecodeE4M3Scaled(bytes);
-      }
-      Step(xs, xs_stride, k, wv);
-    }
+  // The dots, or false if a NaN code was seen (watched for unless kNanFree).
+  __attribute__((always_inline)) bool Dots(float* dots) {
     if (nan != 0) return false;
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) dots[i * NR + j] = V::Reduce(acc[i][j]);
@@ -230,65 +323,92 @@ struct Fp8Accumulators {
   }
 };
 
-// The canonical dots of MR prescaled x rows with NR FP8 weight rows, decoded by DecodeE4M3Scaled; false if
-// a NaN code was seen (watched for unless kNanFree).
+// The inputs past the last whole 64 bytes go 16 at a time, zero-padded as the generic kernel pads its tail.
+inline __mmask16 TailLanes(int64_t in, int64_t k) {
+  const int64_t n = in - k < kLanes ? in - k : kLanes;
+  return static_cast<__mmask16>((1u << n) - 1);
+}
+
+// The canonical dots of MR prescaled (by s · 2^104) x rows with NR FP8 weight rows, by the shift decode;
+// false if a NaN code was seen (watched for unless kNanFree).
 template <int MR, int NR, bool kNanFree>
 bool Fp8Tile(const float* xs, int64_t xs_stride, const uint8_t* const* rows, int64_t in, int64_t prefetch,
              float* dots) {
   Fp8Accumulators<MR, NR, kNanFree> tile;
   for (int64_t k = 0; k < in / 64 * 64; k += 64) {
     tile.Begin64(rows, k, prefetch);
+    bool zero_exponent = false;
+    for (int j = 0; j < NR; ++j) zero_exponent |= HasZeroExponent(rows[j] + k);
     for (int s = 0; s < 64; s += 16) {
       __m512 wv[NR];
       for (int j = 0; j < NR; ++j) {
-        wv[j] = DecodeE4M3Scaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + k + s)));
+        const __m512i code = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + k + s)));
+        wv[j] = DecodeE4M3Shifted(code);
+        if (zero_exponent) wv[j] = E4M3ZeroExponentFix(code, wv[j]);
       }
       tile.Step(xs, xs_stride, k + s, wv);
     }
   }
-  return tile.Finish(xs, xs_stride, rows, in, dots);
+  for (int64_t k = in / 64 * 64; k < in; k += kLanes) {
+    const __mmask16 lanes = TailLanes(in, k);
+    __m512 wv[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m128i bytes = _mm_maskz_loadu_epi8(lanes, rows[j] + k);
+      tile.WatchTail(_mm512_zextsi128_si512(bytes), lanes);
+      const __m512i code = _mm512_cvtepi8_epi32(bytes);
+      wv[j] = E4M3ZeroExponentFix(code, DecodeE4M3Shifted(code));
+    }
+    tile.Step(xs, xs_stride, k, wv);
+  }
+  return tile.Dots(dots);
 }
 
-// The same, decoded by DecodeE4M3Scaled32 (needs AVX512_VBMI and GFNI).
+// The same with x prescaled by s · 2^117 and the weights decoded by the byte tables (needs AVX512_VBMI).
 template <int MR, int NR, bool kNanFree>
-__attribute__((target("avx512vbmi,gfni"))) bool Fp8TileByteShuffle(const float* xs, int64_t xs_stride,
-                                                                    const uint8_t* const* rows, int64_t in,
-                                                                    int64_t prefetch, float* dots) {
+__attribute__((target("avx512vbmi"))) bool Fp8TileTable(const float* xs, int64_t xs_stride, const uint8_t* const* rows,
+                                                        int64_t in, int64_t prefetch, float* dots) {
   Fp8Accumulators<MR, NR, kNanFree> tile;
-  const E4M3ByteShuffle shuffle = LoadE4M3ByteShuffle();
+  const E4M3Tables tables = LoadE4M3Tables();
   for (int64_t k = 0; k < in / 64 * 64; k += 64) {
     tile.Begin64(rows, k, prefetch);
-    for (int s = 0; s < 64; s += 32) {
-      __m512 low[NR], high[NR];
-      for (int j = 0; j < NR; ++j) DecodeE4M3Scaled32(rows[j] + k + s, shuffle, &low[j], &high[j]);
-      tile.Step(xs, xs_stride, k + s, low);
-      tile.Step(xs, xs_stride, k + s + 16, high);
+    __m512i byte2[NR], byte3[NR];
+    for (int j = 0; j < NR; ++j) DecodeE4M3TableBytes(_mm512_loadu_si512(rows[j] + k), tables, &byte2[j], &byte3[j]);
+    for (int q = 0; q < 4; ++q) {
+      __m512 wv[NR];
+      for (int j = 0; j < NR; ++j) wv[j] = PlaceE4M3TableBytes(byte2[j], byte3[j], tables, q);
+      tile.Step(xs, xs_stride, k + 16 * q, wv);
     }
   }
-  return tile.Finish(xs, xs_stride, rows, in, dots);
-}
-
-bool HasVbmiAndGfni() {
-  static const bool has = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni");
-  return has;
+  for (int64_t k = in / 64 * 64; k < in; k += kLanes) {
+    const __mmask16 lanes = TailLanes(in, k);
+    __m512 wv[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, rows[j] + k);
+      tile.WatchTail(bytes, lanes);
+      __m512i byte2, byte3;
+      DecodeE4M3TableBytes(bytes, tables, &byte2, &byte3);
+      wv[j] = PlaceE4M3TableBytes(byte2, byte3, tables, 0);
+    }
+    tile.Step(xs, xs_stride, k, wv);
+  }
+  return tile.Dots(dots);
 }
 
 template <int MR, int NR, bool kNanFree>
-void Fp8Rows(const LinearTask& t, int64_t n_begin, int64_t n_end, const float* xs, int64_t xs_stride,
+void Fp8Rows(const LinearTask& t, int64_t n_begin, int64_t n_end, const float* xs, int64_t xs_stride, bool table,
              LinearRangeFn fallback) {
   const WeightView& w = *t.w;
   const int64_t in = w.in_features;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t tile_bytes = NR * in;
   const int64_t prefetch = (kPrefetchBytes + tile_bytes - 1) / tile_bytes * tile_bytes;
-  const bool byte_shuffle = HasVbmiAndGfni();
   for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
     const int valid_n = static_cast<int>(n_end - n0 < NR ? n_end - n0 : NR);
     const uint8_t* rows[NR];
     for (int j = 0; j < NR; ++j) rows[j] = base + (j < valid_n ? n0 + j : n_end - 1) * in;
     float dots[MR * NR];
-    const bool finite = byte_shuffle ? Fp8TileByteShuffle<MR, NR, kNanFree>(xs, xs_stride, rows, in, prefetch, dots)
-                                     : Fp8Tile<MR, NR, kNanFree>(xs, xs_stride, rows, in, prefetch, dots);
+    const bool finite = table ? Fp8TileTable<MR, NR, kNanFree>(xs, xs_stride, rows, in, prefetch, dots)
+                              : Fp8Tile<MR, NR, kNanFree>(xs, xs_stride, rows, in, prefetch, dots);
     if (finite) {
       StoreOutputs(t, MR, valid_n, n0, dots, NR);
     } else {
@@ -302,14 +422,16 @@ void Fp8Gemv(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn 
   const WeightView& w = *t.w;
   const int64_t stride = (w.in_features + kLanes - 1) / kLanes * kLanes;
   float* xs = ThreadScratchX(static_cast<size_t>(MR * stride));
+  const bool table = HasVbmi();
+  const int prescale_exponent = table ? -kTableScaleExponent : -kShiftScaleExponent;
   for (int64_t block_begin = n_begin; block_begin < n_end;) {
     const int64_t block_row = block_begin / w.block_out;
     const int64_t block_end = (block_row + 1) * w.block_out < n_end ? (block_row + 1) * w.block_out : n_end;
-    if (PrescaleX(t, block_row, xs, stride)) {
+    if (PrescaleX(t, block_row, prescale_exponent, xs, stride)) {
       if (w.fp8_nan_free) {
-        Fp8Rows<MR, NR, true>(t, block_begin, block_end, xs, stride, fallback);
+        Fp8Rows<MR, NR, true>(t, block_begin, block_end, xs, stride, table, fallback);
       } else {
-        Fp8Rows<MR, NR, false>(t, block_begin, block_end, xs, stride, fallback);
+        Fp8Rows<MR, NR, false>(t, block_begin, block_end, xs, stride, table, fallback);
       }
     } else {
       fallback(t, block_begin, block_end);
@@ -447,11 +569,6 @@ __attribute__((target("avx512vbmi"))) void Fp4Gemv(const LinearTask& t, int64_t 
   }
 }
 
-bool HasVbmi() {
-  static const bool has = __builtin_cpu_supports("avx512vbmi");
-  return has;
-}
-
 template <int MR>
 void RunRows(const LinearTask& t, int64_t n_begin, int64_t n_end, LinearRangeFn fallback) {
   // Tiles: 4 weight rows up to m = 4 (16 accumulators at most), 2 beyond.
@@ -469,7 +586,8 @@ bool LinearGemvAvx512(const LinearTask& t, int64_t n_begin, int64_t n_end, Linea
   if (t.m < 1 || t.m > kMaxRows) return false;
   const WeightView& w = *t.w;
   if (w.format == WeightFormat::kFP8Block) {
-    if (DenormalsAreZero()) return false;  // the decode relies on subnormal FMA inputs
+    // Subnormal FMA inputs must be honoured: the shift decode's weights, and prescaled x of either decode.
+    if (DenormalsAreZero()) return false;
   } else if (w.format == WeightFormat::kMXFP4) {
     if (!HasVbmi()) return false;
   } else {
