@@ -107,7 +107,8 @@ constexpr const char* kGenerateUsage =
     "  --num-redundant-experts R      extra expert copies the balancer places (implies --enable-eplb; the\n"
     "                                 experts plus R must be a multiple of the ranks)\n"
     "  --ep-stats                     each rank prints its expert exchanges, bytes sent and time spent (against\n"
-    "                                 memcpy of the same bytes), rank 0 the unit's expert load balance per layer\n";
+    "                                 memcpy of the same bytes) and where it waited per layer, rank 0 the unit's\n"
+    "                                 expert load balance per layer\n";
 
 struct GenerateArgs {
   std::string model_dir, prompt, request_path, requests_path, tokenizer_path;
@@ -445,6 +446,26 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
                  c.exchanges > 0 ? 1e6 * c.exchange_seconds / static_cast<double>(c.exchanges) : 0.0,
                  c.exchanges > 0 ? 1e6 * c.memcpy_seconds / static_cast<double>(c.exchanges) : 0.0, waited_s,
                  100 * waited_s / step_s);
+    // Where the waiting is: per routed layer and exchange, the time beyond that exchange's fastest, per step.
+    const parallel::ExpertGroup::WaitBreakdown b = unit.group()->wait_breakdown();
+    constexpr int kKinds = parallel::ExpertGroup::kExchangeKinds;
+    std::string layers;
+    double by_kind[kKinds] = {};
+    for (size_t at = 0; at < b.exchanges.size(); ++at) {
+      const parallel::ExpertGroup::LayerExchange& e = b.exchanges[at];
+      const double waited = e.seconds - static_cast<double>(e.count) * e.fastest_seconds;
+      by_kind[at % kKinds] += waited;
+      char part[48];
+      std::snprintf(part, sizeof(part), "%s%.0f", at % kKinds == 0 ? " " : "/",
+                    c.steps > 0 ? 1e6 * waited / static_cast<double>(c.steps) : 0.0);
+      layers += part;
+    }
+    std::fprintf(stderr,
+                 "generate: rank %d: waiting beyond each layer's fastest exchange: counts %.2f%%, pairs %.2f%%, "
+                 "outputs %.2f%% of step time; per layer (counts/pairs/outputs, us per step):%s; shared expert run "
+                 "while waiting in %lld layers, %.4f s\n",
+                 unit.rank(), 100 * by_kind[0] / step_s, 100 * by_kind[1] / step_s, 100 * by_kind[2] / step_s,
+                 layers.c_str(), static_cast<long long>(b.idle_works), b.idle_work_seconds);
   }
   nlohmann::json packed = {{"jobs", nlohmann::json::array()}};
   for (const auto& [index, job] : mine) packed["jobs"].push_back({index, job.out, job.err, job.failed});

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -24,6 +25,16 @@ class Communicator {
   // resumed after that.
   virtual Status AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                            std::span<const int64_t> recv_bytes, double timeout_s) = 0;
+  // The same all-to-all, and where this member would first wait for its peers, having moved every byte it
+  // could, it runs `*idle_work` (work of its own that the exchange does not need) and empties it, so that the
+  // wait does something useful; a member that never waits leaves it for the caller. Its time does not count
+  // against timeout_s. By default the exchange alone.
+  virtual Status AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                                       std::span<const int64_t> recv_bytes, double timeout_s,
+                                       std::function<void()>* idle_work) {
+    (void)idle_work;
+    return AllToAllV(send, send_bytes, recv, recv_bytes, timeout_s);
+  }
   // Ends every member's process with `code` (MPI_Abort): how a unit stops when one member fails.
   [[noreturn]] virtual void Abort(int code) = 0;
   // What carries the bytes, for the unit's figures.

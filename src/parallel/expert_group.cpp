@@ -86,10 +86,33 @@ double ExpertGroup::ExchangeTimeout() const {
 
 void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                             std::span<const int64_t> recv_bytes) {
+  Exchange(send, send_bytes, recv, recv_bytes, nullptr);
+}
+
+void ExpertGroup::AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                                        std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) {
+  Exchange(send, send_bytes, recv, recv_bytes, idle_work);
+}
+
+void ExpertGroup::Exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                           std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) {
+  // The idle work is timed apart: the exchange's figures are its own.
+  std::chrono::steady_clock::duration idle_work_time{};
+  std::function<void()> timed_work;
+  if (idle_work != nullptr && *idle_work) {
+    timed_work = [&idle_work_time, work = idle_work] {
+      const auto work_start = std::chrono::steady_clock::now();
+      (*work)();
+      idle_work_time = std::chrono::steady_clock::now() - work_start;
+    };
+  }
   const auto start = std::chrono::steady_clock::now();
-  const Status s = communicator_.AllToAllV(send, send_bytes, recv, recv_bytes, ExchangeTimeout());
+  const Status s = communicator_.AllToAllVWithIdleWork(send, send_bytes, recv, recv_bytes, ExchangeTimeout(),
+                                                       timed_work ? &timed_work : nullptr);
   if (!s.ok()) Fail("expert exchange", s);
-  const auto end = std::chrono::steady_clock::now();
+  const bool ran_idle_work = idle_work != nullptr && *idle_work && !timed_work;
+  if (ran_idle_work) *idle_work = nullptr;
+  const auto end = std::chrono::steady_clock::now() - idle_work_time;
   int64_t remote = 0, remote_received = 0, sent = 0, received = 0;
   for (int p = 0; p < size(); ++p) {
     if (p != rank()) remote += send_bytes[p];
@@ -104,7 +127,24 @@ void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_b
   if (work_cycle_start_ != std::chrono::steady_clock::time_point{}) {  // within a counted step
     step_exchanges_.fetch_add(1, std::memory_order_relaxed);
     step_exchange_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+    const int64_t layer = routed_layer_ - 1;  // (PlaceRoutedPairs counted the layer before its exchanges)
+    const int kind = exchange_in_layer_;
+    MutexLock lock(&breakdown_mu_);
+    if (layer >= 0 && kind < kExchangeKinds) {
+      const size_t at = static_cast<size_t>(layer * kExchangeKinds + kind);
+      if (breakdown_.exchanges.size() <= at) breakdown_.exchanges.resize(at + 1);
+      LayerExchange& e = breakdown_.exchanges[at];
+      const double seconds = static_cast<double>(nanos) * 1e-9;
+      e.fastest_seconds = e.count == 0 ? seconds : std::min(e.fastest_seconds, seconds);
+      ++e.count;
+      e.seconds += seconds;
+    }
+    if (ran_idle_work) {
+      ++breakdown_.idle_works;
+      breakdown_.idle_work_seconds += std::chrono::duration<double>(idle_work_time).count();
+    }
   }
+  ++exchange_in_layer_;
   const int64_t fastest = fastest_exchange_nanos_.load(std::memory_order_relaxed);
   // (one that moves nothing between members returns at once: it says nothing of the others' latency)
   if (remote + remote_received > 0 && (fastest == 0 || nanos < fastest))
@@ -138,6 +178,7 @@ void ExpertGroup::NoteRouting(int64_t experts, std::span<const int32_t> expert_i
 void ExpertGroup::PlaceRoutedPairs(int64_t experts, std::span<const int32_t> expert_ids, std::span<int32_t> members,
                                    std::vector<uint8_t>* computes) {
   const int64_t layer = routed_layer_++;
+  exchange_in_layer_ = 0;
   if (live_ != nullptr && layer < live_->layers && experts == live_->experts) {
     AssignPairsToRanks(*live_, layer, rank(), expert_ids, members);
     *computes = ExpertsOnRank(*live_, layer, rank());
@@ -157,6 +198,11 @@ void ExpertGroup::PlaceRoutedPairs(int64_t experts, std::span<const int32_t> exp
     for (int32_t id : expert_ids)
       if (id >= 0 && id < experts) ++since_.expert_rows[static_cast<size_t>(layer * experts + id)];
   }
+}
+
+ExpertGroup::WaitBreakdown ExpertGroup::wait_breakdown() const {
+  MutexLock lock(&breakdown_mu_);
+  return breakdown_;
 }
 
 ExpertGroup::SinceSwap ExpertGroup::since_swap() const {

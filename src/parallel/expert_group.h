@@ -23,6 +23,7 @@
 #include <chrono>
 #include <thread>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,6 +70,8 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   const char* transport() const { return communicator_.transport(); }
   void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                  std::span<const int64_t> recv_bytes) override;
+  void AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                             std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) override;
   bool AnyMemberHasWork(bool has_work) override;
   void NotePredictedStep(double seconds) override { predicted_step_s_ = seconds; }
   // The deadline of an exchange in the next forward pass (seconds; step thread).
@@ -136,6 +139,21 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
     double step_seconds = 0, agreement_seconds = 0, fastest_agreement_seconds = 0, step_exchange_seconds = 0;
   };
   Counters counters() const;
+  // Where waiting happens within a forward pass: per routed layer, the three exchanges of its dispatch
+  // (kinds: the pair counts, which wait for the slowest member's attention; the pairs; the outputs, which
+  // wait for the slowest member's experts), each kind's count, total and fastest seconds within steps with
+  // work; and the idle work (the shared expert) run inside waits. The seconds exclude the idle work.
+  static constexpr int kExchangeKinds = 3;
+  struct LayerExchange {
+    int64_t count = 0;
+    double seconds = 0, fastest_seconds = 0;
+  };
+  struct WaitBreakdown {
+    std::vector<LayerExchange> exchanges;  // [layers][kExchangeKinds]
+    int64_t idle_works = 0;
+    double idle_work_seconds = 0;
+  };
+  WaitBreakdown wait_breakdown() const;
   void set_measure_memcpy(bool on) { measure_memcpy_ = on; }
 
   // With a mailbox and expert parallelism, each agreement also carries the routed (row, expert) pairs each
@@ -155,6 +173,9 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   ExpertRows expert_rows() const;
 
  private:
+  // The model's exchanges (idle_work may be null), timed.
+  void Exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                std::span<const int64_t> recv_bytes, std::function<void()>* idle_work);
   // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
   [[noreturn]] void Fail(const std::string& what, const Status& status);
   // An all-gather of a fixed-size record through the all-to-all.
@@ -201,6 +222,9 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   std::atomic<int64_t> fastest_exchange_nanos_{0};
   std::atomic<int64_t> steps_{0}, step_nanos_{0}, agreement_nanos_{0}, fastest_agreement_nanos_{0};
   std::atomic<int64_t> step_exchanges_{0}, step_exchange_nanos_{0};
+  int exchange_in_layer_ = 0;  // the next exchange's kind in the routed layer (step thread)
+  mutable Mutex breakdown_mu_;
+  WaitBreakdown breakdown_ GUARDED_BY(breakdown_mu_);
   std::chrono::steady_clock::time_point work_cycle_start_{};  // the agreement that began a step with work
   bool measure_memcpy_ = false;
   std::vector<uint8_t> memcpy_scratch_;

@@ -152,6 +152,12 @@ void SharedMemoryCommunicator::Abort(int code) {
 
 Status SharedMemoryCommunicator::AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                                            std::span<const int64_t> recv_bytes, double timeout_s) {
+  return AllToAllVWithIdleWork(send, send_bytes, recv, recv_bytes, timeout_s, nullptr);
+}
+
+Status SharedMemoryCommunicator::AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes,
+                                                       uint8_t* recv, std::span<const int64_t> recv_bytes,
+                                                       double timeout_s, std::function<void()>* idle_work) {
   const int n = size();
   if (static_cast<int>(send_bytes.size()) != n || static_cast<int>(recv_bytes.size()) != n)
     return Status::InvalidArgument("all-to-all: one size per member expected");
@@ -201,7 +207,7 @@ Status SharedMemoryCommunicator::AllToAllV(const uint8_t* send, std::span<const 
   if (open == 0) return Status::Ok();
 
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+  auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(timeout_s));
   const auto spin = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(wait_.spin_s));
@@ -254,6 +260,18 @@ Status SharedMemoryCommunicator::AllToAllV(const uint8_t* send, std::span<const 
       continue;
     }
     if (now >= deadline) break;
+    // The idle work once every part of ours is in its ring: the peers then wait for nothing of this member's
+    // while it runs (a ring towards here that were full would have moved bytes above).
+    if (idle_work != nullptr && *idle_work &&
+        std::all_of(to_send.begin(), to_send.end(), [](int64_t bytes) { return bytes == 0; })) {
+      const std::function<void()> work = std::move(*idle_work);
+      *idle_work = nullptr;
+      work();
+      const auto after = std::chrono::steady_clock::now();
+      deadline += after - now;
+      idle_since = after;
+      continue;
+    }
     if (now - idle_since < spin) {
       CpuRelax();
       continue;

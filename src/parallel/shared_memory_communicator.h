@@ -8,8 +8,10 @@
 //
 // Waiting spins briefly (a balanced exchange completes within microseconds), then sleeps on a futex in the
 // segment: the member that moves bytes for a sleeping peer wakes it, so a waiting rank neither burns its core
-// nor oversleeps. Every wait has the caller's deadline, past which the call fails naming the members it still
-// waits for, as the MPI communicator's does.
+// nor oversleeps. A caller's idle work (AllToAllVWithIdleWork) runs instead of the first wait, once every
+// part of the caller's is in its ring, so that no peer waits for this member while it runs. Every wait has
+// the caller's deadline, past which the call fails naming the members it still waits for, as the MPI
+// communicator's does.
 //
 // The segment is a POSIX shared memory object that rank 0 creates and names to the others through the
 // unit's MPI communicator; once every member has mapped it the name is removed, so nothing outlives the
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,6 +78,9 @@ class SharedMemoryCommunicator final : public Communicator {
   int size() const override { return segment_->members(); }
   Status AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                    std::span<const int64_t> recv_bytes, double timeout_s) override;
+  Status AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                               std::span<const int64_t> recv_bytes, double timeout_s,
+                               std::function<void()>* idle_work) override;
   [[noreturn]] void Abort(int code) override;
   const char* transport() const override { return "shared memory"; }
 

@@ -50,6 +50,16 @@ for spec in "$@"; do
          } END { exit ok == n ? 0 : 1 }' "$work/ep.err"; then
       echo "FAIL: $arch EP$n: --ep-stats did not print every rank's steps"; grep "generate: rank" "$work/ep.err"; exit 1
     fi
+    # ... and where it waited: one counts/pairs/outputs triple per routed layer (as many as the balance line's
+    # layers), shares of the step time that sum to at most all of it.
+    layers=$(sed -n 's/.*expert load balance per layer[^:]*: //p' "$work/ep.err" | wc -w)
+    if ! awk -v n="$n" -v layers="$layers" '/waiting beyond each layer.s fastest exchange/ {
+           line = $0; sub(/.*us per step\):/, "", line); sub(/;.*/, "", line)
+           split($0, share, /counts |%, pairs |%, outputs |% of step/)
+           if (split(line, triples, " ") == layers && layers > 0 && share[2] + share[3] + share[4] <= 100) ok++
+         } END { exit ok == n ? 0 : 1 }' "$work/ep.err"; then
+      echo "FAIL: $arch EP$n: --ep-stats did not say where every rank waited"; grep "generate: rank" "$work/ep.err"; exit 1
+    fi
     applied=$(sed -n 's/.*expert balance since the first rebalance (\([0-9]*\) applied.*/\1/p' "$work/ep.err")
     if (( eplb )) && ! (( ${applied:-0} >= 1 )); then
       echo "FAIL: $arch EP$n: the load balancer applied no placement"; grep "generate:" "$work/ep.err"; exit 1

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -96,6 +98,54 @@ TEST(SharedMemoryCommunicator, AMemberThatNeverComesIsNamedAtTheDeadline) {
   const Status s = comm.AllToAllV(send.data(), bytes, recv.data(), bytes, 0.06);
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(s.message().find("rank 1 did not answer within 0.1 s"), std::string::npos) << s.message();
+}
+
+TEST(SharedMemoryCommunicator, AMemberThatWaitsRunsItsIdleWorkOnceAndOneThatDoesNotLeavesIt) {
+  const std::string name = UniqueName("idle");
+  auto made = SharedMemorySegment::Create(name, 2, 4096);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  auto opened = SharedMemorySegment::Open(name, 2);
+  SharedMemorySegment::Unlink(name);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::shared_ptr<SharedMemorySegment> segments[] = {std::move(made).value(), std::move(opened).value()};
+  // Member 1 starts its exchange only once member 0's idle work has run: member 0 must wait for it, so it
+  // runs its work (else it would wait until the deadline); member 1 then finds member 0's part already in
+  // its ring, never waits, and leaves its work to its caller.
+  std::atomic<bool> member0_worked{false}, member0_returned{false};  // (the latter: no hang if it never works)
+  int runs[2] = {0, 0};
+  bool left[2] = {false, false};
+  std::string errors[2];
+  std::vector<uint8_t> received[2];
+  std::vector<std::thread> threads;
+  for (int m = 0; m < 2; ++m) {
+    threads.emplace_back([&, m] {
+      SharedMemoryCommunicator comm(segments[m], m, nullptr);
+      if (m == 1)
+        while (!member0_worked.load() && !member0_returned.load()) std::this_thread::yield();
+      std::function<void()> work = [&, m] {
+        ++runs[m];
+        if (m == 0) member0_worked.store(true);
+      };
+      // Member 0 keeps 1 byte and sends 2, member 1 sends 2 and keeps 1 (each receives as it sends).
+      const std::vector<uint8_t> send = {static_cast<uint8_t>(10 + m), static_cast<uint8_t>(20 + m),
+                                         static_cast<uint8_t>(30 + m)};
+      const std::vector<int64_t> bytes = m == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{2, 1};
+      received[m].assign(3, 0);
+      const Status s = comm.AllToAllVWithIdleWork(send.data(), bytes, received[m].data(), bytes, 10.0, &work);
+      if (!s.ok()) errors[m] = s.message();
+      left[m] = static_cast<bool>(work);
+      if (m == 0) member0_returned.store(true);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(runs[0], 1);
+  EXPECT_FALSE(left[0]);
+  EXPECT_EQ(runs[1], 0);
+  EXPECT_TRUE(left[1]);
+  EXPECT_EQ(received[0], (std::vector<uint8_t>{10, 11, 21}));  // its own byte, then member 1's first two
+  EXPECT_EQ(received[1], (std::vector<uint8_t>{20, 30, 31}));  // member 0's last two, then its own
 }
 
 TEST(SharedMemoryCommunicator, ASegmentOfAnotherMemberCountIsRefused) {

@@ -13,6 +13,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -43,6 +44,14 @@ class ExpertExchange {
   // cannot continue without its peers), so it returns only on success.
   virtual void AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                          std::span<const int64_t> recv_bytes) = 0;
+  // The same exchange, and where this member would wait for its peers it first runs `*idle_work` (and
+  // empties it): work of its own that the exchange does not need, such as the shared expert over its rows. A
+  // member that never waits leaves it for the caller. By default the exchange alone.
+  virtual void AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                                     std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) {
+    (void)idle_work;
+    AllToAllV(send, send_bytes, recv, recv_bytes);
+  }
   // The experts (of `experts`) this member's rows were routed to in the routed layer about to exchange:
   // each row's k ids one after another, empty for a member without rows. Called once per routed layer of a
   // forward pass, in layer order: the expert loads a load balancer needs. Nothing by default.

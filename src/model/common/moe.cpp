@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -259,9 +260,15 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
   }
   std::vector<int64_t> send_counts(static_cast<size_t>(members)), recv_counts(static_cast<size_t>(members));
   for (int m = 0; m < members; ++m) send_counts[m] = static_cast<int64_t>(outgoing[m].size());
+  // The shared expert over this member's rows needs nothing from the others: it runs where this member
+  // would first wait for them in the exchanges below (a peer still in its attention or its experts), else
+  // with the routed experts here. Its products are the same whichever hand-off runs them.
+  std::vector<ExpertWork> no_routed_work;
+  std::function<void()> shared_expert;
+  if (n > 0) shared_expert = [&] { RunExperts(no_routed_work, w.shared, x, n, d, dispatch, pool, out); };
   const std::vector<int64_t> count_bytes(static_cast<size_t>(members), sizeof(int64_t));
-  exchange.AllToAllV(reinterpret_cast<const uint8_t*>(send_counts.data()), count_bytes,
-                     reinterpret_cast<uint8_t*>(recv_counts.data()), count_bytes);
+  exchange.AllToAllVWithIdleWork(reinterpret_cast<const uint8_t*>(send_counts.data()), count_bytes,
+                                 reinterpret_cast<uint8_t*>(recv_counts.data()), count_bytes, &shared_expert);
 
   int64_t sent = 0, received = 0;
   std::vector<int64_t> send_bytes(static_cast<size_t>(members)), recv_bytes(static_cast<size_t>(members));
@@ -284,8 +291,8 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
       }
     }
   }
-  exchange.AllToAllV(reinterpret_cast<const uint8_t*>(send.data()), send_bytes, reinterpret_cast<uint8_t*>(recv.data()),
-                     recv_bytes);
+  exchange.AllToAllVWithIdleWork(reinterpret_cast<const uint8_t*>(send.data()), send_bytes,
+                                 reinterpret_cast<uint8_t*>(recv.data()), recv_bytes, &shared_expert);
 
   // The received pairs grouped by this member's experts, in increasing expert order, each expert's rows in
   // arrival order (sending member, then its order).
@@ -318,7 +325,7 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
     item.output.resize(pairs.size() * static_cast<size_t>(d));
     work.push_back(std::move(item));
   }
-  RunExperts(work, w.shared, x, n, d, dispatch, pool, out);
+  RunExperts(work, w.shared, nullptr, 0, d, dispatch, pool, out);  // (the routed experts alone)
 
   // The outputs back to the members their rows came from, in the order they arrived.
   std::vector<float> answers(static_cast<size_t>(received * d)), results(static_cast<size_t>(sent * d));
@@ -331,8 +338,9 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
     send_bytes[m] = recv_counts[m] * d * static_cast<int64_t>(sizeof(float));
     recv_bytes[m] = send_counts[m] * d * static_cast<int64_t>(sizeof(float));
   }
-  exchange.AllToAllV(reinterpret_cast<const uint8_t*>(answers.data()), send_bytes,
-                     reinterpret_cast<uint8_t*>(results.data()), recv_bytes);
+  exchange.AllToAllVWithIdleWork(reinterpret_cast<const uint8_t*>(answers.data()), send_bytes,
+                                 reinterpret_cast<uint8_t*>(results.data()), recv_bytes, &shared_expert);
+  if (shared_expert) shared_expert();  // (this member never waited)
 
   // The combine: each row's routed outputs in increasing expert order (slot order among equal experts), as
   // one process sums them.

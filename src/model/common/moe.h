@@ -60,7 +60,9 @@ struct ExpertDispatch {
 // (expert parallelism, expert_parallel.h) each (row, expert) pair goes to the member holding the expert and
 // its output comes back for the same fixed-order sum; the routing before it and the model around it stay as
 // they are. Under expert parallelism every member calls it for every routed layer of every step, with n = 0
-// (x and out null) when it has no rows of its own. `phase` is switched to the experts and the combine.
+// (x and out null) when it has no rows of its own. There the shared expert over the member's rows runs where
+// it would first wait for its peers' rows or outputs (if it waits), so out must not overlap x. `phase` is switched to the experts
+// and the combine.
 void DispatchExperts(const ExpertSetWeights& w, const ExpertDispatch& dispatch, const float* x, int64_t n, int64_t d,
                      const int32_t* chosen, const float* weights, int64_t k, ThreadPool& pool, ScopedPhase& phase,
                      float* out);
