@@ -88,6 +88,10 @@ struct RequestParams {
   // tokens left them (an incomplete character's bytes held, a stop string's prefix held back), and their
   // text is not reported again. 0: the output starts fresh.
   int64_t primed_output_tokens = 0;
+  // The prompt's snapshot for the persistent tier (when one is taken) is of the state after its last position
+  // rather than the one before it: for a continuation that knows the first output token already (a prefill
+  // unit hands it to the decode unit with the prompt, which then computes no prompt position again).
+  bool snapshot_whole_prompt = false;
   // >= 0: report the log probability of each prompt token (from the logits of the position before it) and
   // this many alternatives (0..sampling::kMaxTopLogprobs), in RequestUpdate::prompt_logprobs. Such a
   // request takes nothing from the prefix cache, so that every prompt position is computed. -1: none.

@@ -392,7 +392,7 @@ StepResult LocalExecutor::Execute(const StepPlan& plan) {
   if (any_mask) mask_filler_.Wait();
   result.sequences = std::move(failed);
   for (const SnapshotTake& take : plan.prompt_snapshots) {
-    auto snap = result.status.ok() ? TakeSnapshot(take, true) : Result<std::shared_ptr<const SequenceSnapshot>>(result.status);
+    auto snap = result.status.ok() ? TakeSnapshot(take, take.rewind) : Result<std::shared_ptr<const SequenceSnapshot>>(result.status);
     result.snapshots.emplace_back(take.key, snap.ok() ? std::move(snap).value() : nullptr);
   }
   if (!result.status.ok()) return result;

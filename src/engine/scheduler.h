@@ -277,9 +277,9 @@ class Scheduler {
   // Token-exact continuation (scheduler_snapshots.cpp): a finished sequence's snapshot is asked of the
   // executor in the next plan, its blocks held until that step is done; Admit resumes a prompt from one.
   void TakeSnapshot(Sequence* s, FinishReason reason);
-  // A chunk over [start, end) that ends the prompt: its snapshot one position before the end, taken right
-  // after the step's forward pass (StepPlan::prompt_snapshots), so that the same prompt sent again resumes
-  // there.
+  // A chunk over [start, end) that ends the prompt: its snapshot one position before the end (at the end
+  // for RequestParams::snapshot_whole_prompt), taken right after the step's forward pass
+  // (StepPlan::prompt_snapshots), so that the same prompt sent again resumes there.
   void TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end, std::vector<SnapshotTake>* takes);
   // Reserves the snapshot of `s` at position n, whose full blocks chain to `prefix`, to be offered to the
   // persistent tier under `tier_name`, and holds the blocks the executor copies (its partial prefix block,

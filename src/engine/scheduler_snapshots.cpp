@@ -31,7 +31,10 @@ void Scheduler::TakeSnapshot(Sequence* s, FinishReason reason) {
 
 void Scheduler::TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end, std::vector<SnapshotTake>* takes) {
   const kvcache::SequenceBlocks& b = s.blocks;
-  const int64_t n = end - 1;
+  // Before the last position, whose logits the same prompt sent again samples; or after it, for a
+  // continuation that brings the token sampled there.
+  const bool whole = s.request->params.snapshot_whole_prompt;
+  const int64_t n = whole ? end : end - 1;
   // Past the first block (a shorter prompt costs little to compute again), part-way into a block, of an
   // exact state, once per prompt (its first output computes it).
   if (!snapshots_.enabled() || s.index != 0 || end != s.request->prompt_tokens || start >= end ||
@@ -52,6 +55,7 @@ void Scheduler::TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end
       std::span(s.tokens).subspan(static_cast<size_t>(full * kvcache::kBlockTokens),
                                   static_cast<size_t>(n - full * kvcache::kBlockTokens));
   SnapshotTake take;
+  take.rewind = !whole;
   if (ReserveSnapshot(s, n, prefix, TierSnapshotName(prefix, tail), &take)) takes->push_back(std::move(take));
 }
 

@@ -54,11 +54,15 @@ struct StateSetup {
 // A snapshot to make: of a finished sequence before anything else in the step changes its blocks or
 // state (StepPlan::snapshots), or of a sequence whose chunk ends its prompt, right after the forward pass,
 // at the position before the prompt's last (StepPlan::prompt_snapshots), so that the same prompt sent again
-// resumes there and computes only its last position, whose logits it samples.
+// resumes there and computes only its last position, whose logits it samples (or, for a request that asks,
+// after the prompt's last position: RequestParams::snapshot_whole_prompt).
 struct SnapshotTake {
   SeqId id = 0;       // its model state is still in the executor (the plan's `finished` drops it after)
   uint64_t key = 0;   // the scheduler's name for it (StepResult::snapshots answers under it)
   int64_t num_tokens = 0;  // the state's position, or for a prompt's snapshot one before it
+  // A prompt's snapshot one position before the state's (the position its last token is at); false: at the
+  // state's position (a finished sequence's, or a whole prompt's: RequestParams::snapshot_whole_prompt).
+  bool rewind = false;
   int64_t prefix_first = 0, window_first = 0;
   std::vector<int32_t> prefix_blocks, window_blocks;  // the blocks to copy (held until the step is done)
 };

@@ -367,6 +367,14 @@ void Router::Proxy(HttpRequest request, std::shared_ptr<ResponseChannel> channel
         prefill->unit->failed_at_ms.store(UnixMillisNow());
       if (!s.ok()) DI_LOG(kWarn, "prefill failed; the decode unit computes the prompt").Field("unit", prefill->unit->id)
           .Field("reason", s.message());
+      // The first output token, sampled where the prompt's last position was computed: the decode unit
+      // reports it and resumes after it (the unit checks the id; here only its form).
+      const std::string_view first = prefill->head.Header(server::kFirstTokenHeader);
+      if (s.ok() && !first.empty() && first.size() <= 10 &&
+          std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        headers.push_back({std::string(server::kFirstTokenHeader), std::string(first)});
+        counters_.first_tokens_handed.fetch_add(1);
+      }
     }
     if (gone()) return;
     (s.ok() ? counters_.prefills : counters_.prefill_fallbacks).fetch_add(1);

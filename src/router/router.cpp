@@ -337,6 +337,9 @@ std::string Router::Metrics() const {
           counters_.migrations.load());
   counter("deepinfer_router:prefills_total", "Prompts computed on a prefill unit and handed to a decode unit.",
           counters_.prefills.load());
+  counter("deepinfer_router:first_tokens_handed_total",
+          "Hand-offs that carried the output's first token, which the decode unit resumes after.",
+          counters_.first_tokens_handed.load());
   counter("deepinfer_router:prefill_fallbacks_total",
           "Hand-offs that failed (the prefill unit died, hung or refused): the decode unit computed the prompt.",
           counters_.prefill_fallbacks.load());

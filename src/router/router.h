@@ -71,6 +71,7 @@ struct RouterCounters {
   std::atomic<int64_t> migrations{0};       // mid-stream continuations on another unit
   std::atomic<int64_t> prefills{0};         // prompts computed on a prefill unit and handed over
   std::atomic<int64_t> prefill_fallbacks{0};  // hand-offs that failed: the decode unit computed the prompt
+  std::atomic<int64_t> first_tokens_handed{0};  // hand-offs that carried the output's first token
   std::atomic<int64_t> failed{0};           // requests that ended with an error the router made
   std::atomic<int64_t> rejected_slo{0};     // 429: no unit predicted within the SLO
   std::atomic<int64_t> lease_errors{0};     // lease files skipped as malformed

@@ -73,6 +73,14 @@ Generation::~Generation() = default;
 
 void Generation::Start(std::vector<std::vector<int32_t>> prompts, engine::RequestParams params, bool draining) {
   if (translator_->stream()) exchange_->BeginStream(200);
+  if (first_token_update_ && first_token_update_->finished) {
+    // The handed-over token ended the output: the engine has nothing to do.
+    std::lock_guard lock(mu_);
+    origin_nanos_ = handling_nanos_ = NowNanos();
+    done_ = true;
+    OnUpdate(*first_token_update_, /*last=*/true);
+    return;
+  }
   std::weak_ptr<Generation> weak = weak_from_this();
   {
     // Held until the requests are set up: the engine may deliver a first update (on its output thread)
@@ -119,11 +127,24 @@ void Generation::Deliver(engine::RequestUpdate update, int prompt) {
   if (prompt > 0) {
     for (engine::SequenceDelta& delta : update.sequences) delta.index += prompt * outputs_per_prompt_;
   }
+  if (first_token_taken_) {
+    // The engine's prompt ends with the handed-over token, which the client sees as output.
+    update.prompt_tokens -= 1;
+    update.prompt_cache_hit_tokens = std::min(update.prompt_cache_hit_tokens, update.prompt_tokens);
+  }
   const bool last = update.finished && --unfinished_ == 0;
   // The latency of these bytes starts when the engine's step thread handed the tokens over.
   origin_nanos_ = update.emitted_nanos > 0 ? update.emitted_nanos : NowNanos();
   handling_nanos_ = NowNanos();
   handoff_recorded_ = false;  // recorded with the update's first stream write
+  if (first_token_update_) {
+    // Reported with the engine's first update, whose prompt counts it takes (the translators read a
+    // response's usage from the first update): what the engine found in its caches is known from then.
+    first_token_update_->prompt_tokens = update.prompt_tokens;
+    first_token_update_->prompt_cache_hit_tokens = update.prompt_cache_hit_tokens;
+    OnUpdate(*first_token_update_, /*last=*/false);
+    first_token_update_.reset();
+  }
   OnUpdate(update, last);
   if (handoff_recorded_ && exchange_->stream_delivery)
     exchange_->stream_delivery->Record(static_cast<double>(NowNanos() - handling_nanos_) * 1e-9);
@@ -134,6 +155,15 @@ void Generation::Deliver(engine::RequestUpdate update, int prompt) {
 }
 
 void Generation::OnUpdate(const engine::RequestUpdate& update, bool last) {
+  if (answer_first_token_) {
+    for (const engine::SequenceDelta& delta : update.sequences) {
+      if (delta.index != 0) continue;
+      if (!delta.tokens.empty() && first_token_ < 0) first_token_ = delta.tokens.front().id;
+      // Only a token that left the output open goes on: one that ended it (an end or stop token, a stop
+      // string) is the decode unit's to find again.
+      if (delta.finish) first_token_open_ = *delta.finish == engine::FinishReason::kLength && delta.stop_string.empty();
+    }
+  }
   pipeline::TranslatedUpdate translated = translator_->Translate(update);
   if (resume_info_ && translator_->stream()) {
     // One write per update: the announcement once, the events, then the ids they came from.
@@ -176,6 +206,8 @@ void Generation::Complete() {
     return exchange_->Fail(e);
   }
   HttpResponse response;
+  if (answer_first_token_ && first_token_ >= 0 && first_token_open_)
+    response.headers.push_back({std::string(kFirstTokenHeader), std::to_string(first_token_)});
   response.body = translator_->Body();
   if (completed_) completed_(response.body);
   exchange_->Reply(std::move(response));
@@ -204,7 +236,23 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
     if (auto error = ApplyStreamResume(*resume, &request)) return exchange->Fail(*error);
   }
   const bool prefill_only = !exchange->request.Header(kPrefillOnlyHeader).empty();
+  // Prefill/decode disaggregation: the first output token travels from the prefill unit with the state after
+  // the whole prompt (kFirstTokenHeader); a continuation's ids already hold it.
+  const bool hands_off_first_token = prefill_only && CanTakeFirstToken(request);
+  std::optional<engine::RequestUpdate> first_token_update;
+  if (!prefill_only && !resume) {
+    std::optional<int32_t> first_token;
+    if (auto error = ReadFirstToken(exchange->request.Header(kFirstTokenHeader), tokenizer_->vocab_size(), &first_token))
+      return exchange->Fail(*error);
+    // A prompt the engine could not hold one token longer computes that token itself (never a refusal).
+    if (first_token && engine_ && CanTakeFirstToken(request) &&
+        static_cast<int64_t>(request.prompt.size()) < engine_->info().max_prompt_tokens)
+      first_token_update = TakeFirstToken(*first_token, *tokenizer_, &request);
+  }
   if (prefill_only) {
+    // The decode unit resumes after the first token from the state after the whole prompt; one that has no
+    // other token to generate needs no state at all.
+    request.params.snapshot_whole_prompt = hands_off_first_token && request.params.sampling.max_tokens > 1;
     request.params.sampling.max_tokens = 1;
     request.params.sampling.min_tokens = 0;
   }
@@ -236,6 +284,8 @@ void Service::HandleGeneration(const std::shared_ptr<Exchange>& exchange, pipeli
   auto generation = std::make_shared<Generation>(exchange, engine_, std::move(translator));
   if (announce_resume) generation->AnnounceResumeInfo(id, created);
   if (prefill_only && kv_store_flush_) generation->FlushBeforeAnswer(kv_store_flush_);
+  if (hands_off_first_token) generation->AnswerFirstToken();
+  if (first_token_update) generation->ReportFirstToken(std::move(*first_token_update));
   if (turn && turn->store) {
     generation->OnCompleted([this, id, turn](const std::string& body) { StoreResponse(id, *turn, body); });
   }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "engine/engine.h"
@@ -32,6 +33,16 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // Before Start: the stream carries what a router needs to resume it elsewhere (stream_resume.h).
   // Before Start: the answer waits for `flush` (the KV store's blocks made durable; a prefill-only request).
   void FlushBeforeAnswer(std::function<void()> flush) { flush_before_answer_ = std::move(flush); }
+  // Before Start: a prefill-only answer names the output's first token (stream_resume.h's kFirstTokenHeader)
+  // when it left the output open.
+  void AnswerFirstToken() { answer_first_token_ = true; }
+  // Before Start: the update that reports a handed-over first token (stream_resume.h's TakeFirstToken). A
+  // finished one is the whole answer (Start queues nothing); otherwise it is handled right before the
+  // engine's first update, and the engine's updates count the token out of their prompt.
+  void ReportFirstToken(engine::RequestUpdate update) {
+    first_token_taken_ = !update.finished;
+    first_token_update_ = std::move(update);
+  }
   void AnnounceResumeInfo(std::string id, int64_t created) {
     resume_info_ = true;
     response_id_ = std::move(id);
@@ -75,6 +86,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool resume_finished_ = false;
   std::string response_id_;
   int64_t created_ = 0;
+  bool answer_first_token_ = false;
+  int32_t first_token_ = -1;       // the first token of output 0, once generated
+  bool first_token_open_ = false;  // it did not end the output
+  std::optional<engine::RequestUpdate> first_token_update_;
+  bool first_token_taken_ = false;
 };
 
 }  // namespace deepinfer::server

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "pipeline/json_body.h"
 #include "pipeline/request_fields.h"
+#include "sampling/stop_strings.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
@@ -97,6 +100,71 @@ std::optional<ApiError> ApplyStreamResume(const StreamResume& resume, pipeline::
   request->prompt.insert(request->prompt.end(), resume.token_ids.begin(), resume.token_ids.end());
   request->params.primed_output_tokens = done;
   return std::nullopt;
+}
+
+bool CanTakeFirstToken(const pipeline::PreparedRequest& request) {
+  const sampling::SamplingParams& s = request.params.sampling;
+  return s.n == 1 && request.more_prompts.empty() && !request.params.constraint.grammar &&
+         !request.params.constraint.scripted_tokens && s.presence_penalty == 0 && s.frequency_penalty == 0 &&
+         !s.logprobs && request.params.prompt_logprobs < 0 && request.params.detokenize;
+}
+
+std::optional<ApiError> ReadFirstToken(std::string_view header, size_t vocab_size, std::optional<int32_t>* out) {
+  out->reset();
+  if (header.empty()) return std::nullopt;
+  uint64_t id = 0;
+  const auto [end, error] = std::from_chars(header.data(), header.data() + header.size(), id);
+  if (error != std::errc() || end != header.data() + header.size() || id >= vocab_size) {
+    ApiError e;
+    e.status = 400;
+    e.message = std::string(kFirstTokenHeader) + " must be a token id of this model's vocabulary";
+    return e;
+  }
+  *out = static_cast<int32_t>(id);
+  return std::nullopt;
+}
+
+engine::RequestUpdate TakeFirstToken(int32_t token, const tokenizer::Tokenizer& tokenizer,
+                                     pipeline::PreparedRequest* request) {
+  sampling::SamplingParams& s = request->params.sampling;
+  // The seed the engine's draws use, reported with the token (a stream's resume announcement carries the
+  // first update's): drawn here when the request has none, as the engine would draw it.
+  if (!s.seed) s.seed = std::random_device{}() & 0x7fffffff;
+  engine::RequestUpdate update;
+  update.prompt_tokens = static_cast<int64_t>(request->prompt.size());
+  update.seed = *s.seed;
+  engine::SequenceDelta& delta = update.sequences.emplace_back();
+  engine::GeneratedToken& generated = delta.tokens.emplace_back();
+  generated.id = token;
+  generated.bytes = std::string(tokenizer.TokenBytes(token));
+  generated.control = tokenizer.IsAddedToken(token);
+  generated.special = generated.control && tokenizer.IsSpecialToken(token);
+  // The text the engine's output thread would release for it, from the same fresh state (the engine's
+  // output processor's steps, one token long).
+  tokenizer::StreamingDetokenizer detokenizer(tokenizer, request->params.skip_special_tokens);
+  sampling::StopStringMatcher stops(s.stop, s.include_stop_str_in_output);
+  sampling::StopStringMatcher::Step step = stops.Feed(detokenizer.Add(token));
+  delta.text = std::move(step.release);
+  if (step.stopped || s.max_tokens == 1) {
+    // The output ends with it: nothing is left for the engine, and no prompt position was computed here.
+    if (step.stopped) {
+      delta.stop_string = std::move(step.matched);
+    } else {
+      sampling::StopStringMatcher::Step tail = stops.Feed(detokenizer.Finish());
+      delta.text += tail.release;
+      if (tail.stopped) delta.stop_string = std::move(tail.matched);
+      else delta.text += stops.Flush();
+    }
+    delta.finish = delta.stop_string.empty() ? engine::FinishReason::kLength : engine::FinishReason::kStop;
+    update.prompt_cache_hit_tokens = update.prompt_tokens;
+    update.finished = true;
+    return update;
+  }
+  s.max_tokens -= 1;
+  s.min_tokens = std::max<int64_t>(0, s.min_tokens - 1);
+  request->prompt.push_back(token);
+  request->params.primed_output_tokens = 1;
+  return update;
 }
 
 std::vector<engine::RequestUpdate> ResumePrimingUpdates(const StreamResume& resume, int64_t prompt_tokens,

@@ -46,6 +46,13 @@ inline constexpr std::string_view kResumeField = "deepinfer_resume";
 // sampled and answered as usual) and answered once the prompt's KV blocks are durable in the shared store,
 // where the decode unit the router sends the full request to next finds them.
 inline constexpr std::string_view kPrefillOnlyHeader = "x-deepinfer-prefill-only";
+// The prefill unit's answer carries the output's first token (sampled where the prompt's last position was
+// computed, as a colocated unit samples it) when the request can take it (CanTakeFirstToken) and it did
+// not end the output; its KV store then holds the state after the whole prompt. The router sends it on
+// to the decode unit in the same header: that unit appends it to the prompt (the context the prefill unit
+// saw, and position-keyed sampling draws the same numbers at the same positions), reports it as its first
+// output token, and resumes from that state, computing no prompt position again.
+inline constexpr std::string_view kFirstTokenHeader = "x-deepinfer-first-token";
 
 struct StreamResume {
   std::vector<int32_t> token_ids;
@@ -63,6 +70,23 @@ std::optional<ApiError> ReadStreamResume(std::string_view body, size_t max_ids, 
 // Whether a prepared request's stream can be continued exactly elsewhere (one prompt, one output, no
 // grammar, no penalties over output tokens only).
 bool ResumableStream(const pipeline::PreparedRequest& request);
+
+// Whether a request's first output token can come from elsewhere (kFirstTokenHeader): one prompt, one output,
+// no grammar, no penalties over output tokens only, no log probabilities
+// (the token's own would be missing), no scripted output.
+bool CanTakeFirstToken(const pipeline::PreparedRequest& request);
+
+// The kFirstTokenHeader's value (nullopt: none or empty): a decimal id in [0, vocab_size), or an error.
+std::optional<ApiError> ReadFirstToken(std::string_view header, size_t vocab_size, std::optional<int32_t>* out);
+
+// A handed-over first token for a request that CanTakeFirstToken, and the update that reports it (the text
+// it releases, as the engine's output thread would release it). When it ends the output (max_tokens 1, a
+// stop string completed) the update is the last (finished) and the request is left as it was: the engine
+// has nothing to do. Otherwise it is appended to the request's prompt, with one token less to generate and
+// the engine's detokenizer and stop strings primed with it (primed_output_tokens); the update's prompt
+// counts are then the engine's first update's, less the token (Generation::ReportFirstToken).
+engine::RequestUpdate TakeFirstToken(int32_t token, const tokenizer::Tokenizer& tokenizer,
+                                     pipeline::PreparedRequest* request);
 
 // The resumed request: the ids after the prompt, the rest of the budget, the seed, the script's rest.
 std::optional<ApiError> ApplyStreamResume(const StreamResume& resume, pipeline::PreparedRequest* request);

@@ -566,5 +566,58 @@ TEST(KvStoreTier, ARestartResumesAFinishedSequenceToTheToken) {
   EXPECT_EQ(after.logprobs, cold.logprobs);
 }
 
+// Prefill/decode hand-off: a prompt run for one token with snapshot_whole_prompt stores the state after its
+// last position; a second engine on the store, given the prompt and that token, resumes there: every prompt
+// position from the store (the full blocks, the rest from the snapshot), only the handed-over token's own
+// row computed, and its seeded draws are the ones one engine running the whole request makes (sampling is
+// keyed by position, and the token sits at the position it was sampled for).
+TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
+  ScratchDir dir;
+  RequestParams p;
+  p.sampling.max_tokens = 5;
+  p.sampling.temperature = 1;
+  p.sampling.seed = 77;
+  p.sampling.ignore_eos = true;
+  p.sampling.logprobs = true;
+  auto run = [](const std::vector<int32_t>& prompt, const RequestParams& params, kvcache::LowerTier* tier) {
+    EngineOptions options;
+    options.kv_cache_bytes = int64_t{64} << 20;
+    options.lower_tier = tier;
+    auto engine = Engine::Create(LoadFixture(), options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    auto out = (*engine)->Generate(std::span(&prompt, 1), params);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    ServedRun r = RunOf((*out)[0]);
+    r.external_hits = (*engine)->Stats().external_prefix_cache_hits;
+    (*engine)->Shutdown();
+    return r;
+  };
+  const std::vector<int32_t> prompt = Prompt(2 * 128 + 50, 41);
+  const ServedRun whole = run(prompt, p, nullptr);
+  ASSERT_EQ(whole.ids.size(), 5u);
+
+  auto m = LoadFixture();
+  auto prefill_tier = OpenTier(dir.path(), *m);
+  RequestParams prefill = p;
+  prefill.sampling.max_tokens = 1;
+  prefill.snapshot_whole_prompt = true;
+  const ServedRun first = run(prompt, prefill, prefill_tier.get());
+  ASSERT_EQ(first.ids.size(), 1u);
+  EXPECT_EQ(first.ids[0], whole.ids[0]);
+  prefill_tier->Flush();
+  prefill_tier.reset();
+
+  std::vector<int32_t> handed = prompt;
+  handed.push_back(first.ids[0]);
+  RequestParams decode = p;
+  decode.sampling.max_tokens = 4;
+  auto decode_tier = OpenTier(dir.path(), *m);
+  const ServedRun rest = run(handed, decode, decode_tier.get());
+  EXPECT_EQ(rest.hit_tokens, 2 * 128 + 50);  // the whole prompt; the handed-over token is the first row
+  EXPECT_EQ(rest.external_hits, 2u * 128);   // the full blocks; the 50 positions after them from the snapshot
+  EXPECT_EQ(rest.ids, std::vector<int32_t>(whole.ids.begin() + 1, whole.ids.end()));
+  EXPECT_EQ(rest.logprobs, std::vector<float>(whole.logprobs.begin() + 1, whole.logprobs.end()));  // float ==
+}
+
 }  // namespace
 }  // namespace deepinfer::engine

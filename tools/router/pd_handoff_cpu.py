@@ -10,7 +10,7 @@ TBT under long prompts); CPU time, unlike those gaps, barely moves with other lo
 binaries compare on a busy machine too (alternate them).
 
 Usage: python3 tools/router/pd_handoff_cpu.py [--binary build/release/bin/deepinfer] [--model DIR]
-         [--hand-offs 20] [--prompt-tokens 2048]
+         [--hand-offs 20] [--prompt-tokens 2048] [--max-tokens 1]
 Not run in CI (a benchmark).
 """
 import argparse
@@ -43,13 +43,16 @@ def main():
     ap.add_argument("--model")
     ap.add_argument("--hand-offs", type=int, default=20)
     ap.add_argument("--prompt-tokens", type=int, default=2048)
+    # 1: the prefill unit's token is the whole output; more: the decode unit resumes after it and decodes.
+    ap.add_argument("--max-tokens", type=int, default=1)
     args = ap.parse_args()
     pin = (os.cpu_count() or 1) >= 2
     work, _, prefill, decode, router = start_units(args.binary, args.model, pin, colocated_unit=False)
     rng = random.Random(7)
 
     def hand_off():
-        body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
+        body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": args.max_tokens,
+                "temperature": 0, "ignore_eos": True}
         stream_completion(router.port, body)
 
     try:

@@ -69,28 +69,52 @@ def test_pd_output_equals_a_colocated_unit(pd):
     assert status == 200 and headers["x-deepinfer-unit"] == f"unit-{decode.proc.pid}-{decode.port}"
     _, _, reference = colocated.json("POST", "/v1/completions", greedy)
     assert json.loads(body)["choices"][0]["text"] == reference["choices"][0]["text"]
-    # The prompt was computed on the prefill unit and read by the decode unit from the store: its full blocks,
-    # then the prompt's snapshot, flushed before the prefill unit answered, so only the last position is
-    # computed again.
-    prompt_tokens = json.loads(body)["usage"]["prompt_tokens"]
-    assert prompt_tokens >= 256
-    assert json.loads(body)["usage"]["prompt_tokens_details"]["cached_tokens"] == prompt_tokens - 1
-    assert metric(prefill, "deepinfer:prompt_tokens_total") >= 256
-    assert metric(decode, "deepinfer:external_prefix_cache_hits_total") == (prompt_tokens - 1) // 128 * 128
-    assert router.metrics()["deepinfer_router:prefills_total"] == 1
+    usage = json.loads(body)["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (reference["usage"]["prompt_tokens"], 24)
+    # The prompt was computed on the prefill unit, which sampled the first token there and stored the state
+    # after the prompt's last position (its full blocks and a snapshot of the rest), flushed before it answered.
+    # The decode unit read them from the store and reported that token: it computed no prompt position (every
+    # one of them cached), only the 23 rows of the tokens it generated.
+    prompt_tokens = usage["prompt_tokens"]
+    assert prompt_tokens >= 256 and prompt_tokens % 128 != 0
+    assert usage["prompt_tokens_details"]["cached_tokens"] == prompt_tokens
+    assert metric(prefill, "deepinfer:prompt_tokens_total") == prompt_tokens
+    assert metric(decode, "deepinfer:external_prefix_cache_hits_total") == prompt_tokens // 128 * 128
+    assert metric(decode, "deepinfer:generation_tokens_total") == 23
+    m = router.metrics()
+    assert m["deepinfer_router:prefills_total"] == 1 and m["deepinfer_router:first_tokens_handed_total"] == 1
+    # A streamed, seeded Completions request: the stream, its ids and its usage equal the colocated unit's.
+    streamed = {**greedy, "temperature": 1.0, "seed": 5, "stream": True, "return_token_ids": True,
+                "stream_options": {"include_usage": True}}
+
+    def chunks(payload):
+        return [json.loads(e[6:]) for e in payload.decode().split("\n\n") if e.startswith("data: {")]
+
+    status, _, payload = router.request("POST", "/v1/completions", streamed)
+    assert status == 200
+    got, want = chunks(payload), chunks(colocated.request("POST", "/v1/completions", streamed)[2])
+    assert [c["choices"] for c in got] == [c["choices"] for c in want] and got[-1]["usage"]["completion_tokens"] == 24
+    assert got[-1]["usage"]["prompt_tokens"] == want[-1]["usage"]["prompt_tokens"]
+    assert router.metrics()["deepinfer_router:first_tokens_handed_total"] == 2
+    # The id a unit is handed is checked (a client may send the header to a unit itself): malformed or out of
+    # the vocabulary, a clear error.
+    for bad in ("x", "-1", "1e3", "4294967296", "99999999"):
+        status, _, answer = decode.request("POST", "/v1/completions", greedy, {"x-deepinfer-first-token": bad})
+        assert status == 400 and b"x-deepinfer-first-token" in answer, (bad, answer)
 
     seeded = {"model": MODEL, "messages": [{"role": "user", "content": PROMPT + " Go on."}], "max_tokens": 24,
               "temperature": 1.0, "seed": 77, "ignore_eos": True, "stream": True}
     text, _ = chat_stream_text(router.request("POST", "/v1/chat/completions", seeded))
     assert text and text == chat_stream_text(colocated.request("POST", "/v1/chat/completions", seeded))[0]
     m = router.metrics()
-    assert m["deepinfer_router:prefills_total"] == 2 and m["deepinfer_router:prefill_fallbacks_total"] == 0
+    assert m["deepinfer_router:prefills_total"] == 3 and m["deepinfer_router:prefill_fallbacks_total"] == 0
+    assert m["deepinfer_router:first_tokens_handed_total"] == 3
     # Short prompts skip the hand-off, and so do requests that generate nothing.
     status, _, _ = router.request("POST", "/v1/completions", {**greedy, "prompt": "Hi"})
     assert status == 200
     status, _, _ = router.request("POST", "/v1/messages/count_tokens",
                                   {"model": MODEL, "messages": [{"role": "user", "content": PROMPT}]})
-    assert status == 200 and router.metrics()["deepinfer_router:prefills_total"] == 2
+    assert status == 200 and router.metrics()["deepinfer_router:prefills_total"] == 3
     wait_for(lambda: metric(decode, "deepinfer:kv_blocks_used") == 0 and metric(prefill, "deepinfer:kv_blocks_used") == 0)
 
 
