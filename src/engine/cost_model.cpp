@@ -27,7 +27,9 @@ void CostModel::Observe(const StepShape& shape, double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) return;
   samples_.push_back({Features(shape), seconds});
   while (samples_.size() > calibration_samples_ + kWindow) samples_.erase(samples_.begin() + static_cast<long>(calibration_samples_));
-  if (!fitted_ || ++since_fit_ >= kRefitEvery) Refit();
+  // Every sample while there are few (a start-up profile is shorter than kRefitEvery steps: its fit would
+  // otherwise be its first step's alone), then every kRefitEvery.
+  if (!fitted_ || samples_.size() <= static_cast<size_t>(kRefitEvery) || ++since_fit_ >= kRefitEvery) Refit();
 }
 
 // Least squares with non-negative coefficients by an active set: solve the ridge-regularised normal
@@ -37,6 +39,14 @@ void CostModel::Refit() {
   if (samples_.empty()) return;
   std::array<bool, kFeatures> active;
   active.fill(true);
+  // A feature with the same value in every sample cannot be told from the intercept (a calibration cut
+  // short by a slow machine has one chunk and one logits row in every step): the system is singular along
+  // it and its solved coefficient is arbitrary, so a shape outside the samples (a batch of decodes) would be
+  // predicted many times too slow. It is left out; its cost stays in the intercept until the samples vary it.
+  for (int i = 1; i < kFeatures; ++i) {
+    active[i] = std::any_of(samples_.begin(), samples_.end(),
+                            [&](const Sample& s) { return s.x[i] != samples_.front().x[i]; });
+  }
   std::array<double, kFeatures> theta{};
   for (int round = 0; round < kFeatures; ++round) {
     double a[kFeatures][kFeatures + 1] = {};
