@@ -71,5 +71,30 @@ TEST(CostModel, ACalibrationCutShortPredictsADecodeBatchFromAllItsSteps) {
   EXPECT_NEAR(DerivedTbtTargetSeconds(m, Decode(16)), 0.039, 2e-3);
 }
 
+// The tier's choice on the known machine: 384 tokens cost 394 ms to recompute, so a read is kept up to
+// twice that (a recomputation stalls every stream in the step; a read only its own sequence).
+TEST(CostModel, TheTierReadIsKeptUnlessRecomputingIsPredictedAtMostHalfIt) {
+  const CostModel m = Fitted();
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 0.010));
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 0.700));  // slower than 394 ms, but not twice
+  EXPECT_TRUE(RecomputeRatherThanRead(m, 0, 384, 0.800));
+  EXPECT_FALSE(RecomputeRatherThanRead(CostModel{}, 0, 384, 1e6));  // no fit: read
+}
+
+TEST(CostModel, AFitOfDecodesAlonePricesAPrefillAsItsStepsScaledByTokens) {
+  // One decode step observed (11 ms): the fit is its intercept, which prices every shape at 11 ms, a
+  // 384-token prefill too (394 ms on this machine). The tier prices that recomputation as 384 such steps
+  // (4.2 s), so a read of 30 ms is kept.
+  CostModel m;
+  m.Observe(Decode(1), MachineSeconds(Decode(1)));
+  ASSERT_TRUE(m.ready());
+  StepShape prefill;
+  prefill.AddChunk(0, 384, true);
+  EXPECT_NEAR(m.Predict(prefill), 0.011, 1e-4);
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 0.030));
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 8.0));  // 4.2 s × 2 > 8 s
+  EXPECT_TRUE(RecomputeRatherThanRead(m, 0, 384, 9.0));
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
