@@ -8,12 +8,13 @@ namespace {
 
 constexpr size_t kWindow = 512;  // observed steps kept beside the calibration profile
 constexpr int64_t kRefitEvery = 16;
+constexpr double kTokensScale = 256.0;  // the tokens feature is tokens / kTokensScale
 
 }  // namespace
 
 std::array<double, CostModel::kFeatures> CostModel::Features(const StepShape& s) {
   // Scaled so the normal equations are well conditioned (all features near 1 for a typical step).
-  return {1.0, s.tokens / 256.0, s.logit_rows / 16.0, s.context / 1e6, s.chunks / 16.0};
+  return {1.0, s.tokens / kTokensScale, s.logit_rows / 16.0, s.context / 1e6, s.chunks / 16.0};
 }
 
 double CostModel::Predict(const StepShape& shape) const {
@@ -27,7 +28,9 @@ void CostModel::Observe(const StepShape& shape, double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) return;
   samples_.push_back({Features(shape), seconds});
   while (samples_.size() > calibration_samples_ + kWindow) samples_.erase(samples_.begin() + static_cast<long>(calibration_samples_));
-  if (!fitted_ || ++since_fit_ >= kRefitEvery) Refit();
+  // Every sample while there are few (a start-up profile is shorter than kRefitEvery steps: its fit would
+  // otherwise be its first step's alone), then every kRefitEvery.
+  if (!fitted_ || samples_.size() <= static_cast<size_t>(kRefitEvery) || ++since_fit_ >= kRefitEvery) Refit();
 }
 
 // Least squares with non-negative coefficients by an active set: solve the ridge-regularised normal
@@ -37,6 +40,14 @@ void CostModel::Refit() {
   if (samples_.empty()) return;
   std::array<bool, kFeatures> active;
   active.fill(true);
+  // A feature with the same value in every sample cannot be told from the intercept (a calibration cut
+  // short by a slow machine has one chunk and one logits row in every step): the system is singular along
+  // it and its solved coefficient is arbitrary, so a shape outside the samples (a batch of decodes) would be
+  // predicted many times too slow. It is left out; its cost stays in the intercept until the samples vary it.
+  for (int i = 1; i < kFeatures; ++i) {
+    active[i] = std::any_of(samples_.begin(), samples_.end(),
+                            [&](const Sample& s) { return s.x[i] != samples_.front().x[i]; });
+  }
   std::array<double, kFeatures> theta{};
   for (int round = 0; round < kFeatures; ++round) {
     double a[kFeatures][kFeatures + 1] = {};
@@ -78,6 +89,8 @@ void CostModel::Refit() {
   }
   for (double& t : theta) t = std::max(t, 0.0);
   theta_ = theta;
+  fitted_tokens_ = 0;
+  for (const Sample& s : samples_) fitted_tokens_ = std::max(fitted_tokens_, s.x[1] * kTokensScale);
   fitted_ = true;
 }
 
@@ -106,6 +119,24 @@ double DerivedTbtTargetSeconds(const CostModel& model, const StepShape& decode) 
   StepShape floor;
   for (int i = 0; i < 8; ++i) floor.AddChunk(1024, 1, true);
   return kSlack * std::max(model.Predict(decode), model.Predict(floor));
+}
+
+bool RecomputeRatherThanRead(const CostModel& model, int64_t start, int64_t tokens, double read_seconds) {
+  constexpr double kReadWorth = 2;  // a read is kept while at most this many times the recomputation
+  if (!model.ready() || tokens <= 0) return false;
+  const double sampled = std::floor(model.fitted_tokens());
+  StepShape prefill;
+  double recompute;
+  if (static_cast<double>(tokens) <= sampled) {
+    prefill.AddChunk(start, tokens, true);
+    recompute = model.Predict(prefill);
+  } else if (sampled >= 1) {
+    prefill.AddChunk(start, static_cast<int64_t>(sampled), true);
+    recompute = model.Predict(prefill) * static_cast<double>(tokens) / sampled;
+  } else {
+    return false;
+  }
+  return read_seconds > kReadWorth * recompute;
 }
 
 }  // namespace deepinfer::engine

@@ -33,6 +33,8 @@ class CostModel {
   double Predict(const StepShape& shape) const;
   void Observe(const StepShape& shape, double seconds);
   bool ready() const { return fitted_; }
+  // The most tokens of one step among the samples of the current fit: past it a prediction extrapolates.
+  double fitted_tokens() const { return fitted_tokens_; }
   int64_t observations() const { return static_cast<int64_t>(samples_.size()); }
   // The largest n in [0, max_tokens] for which a chunk of n tokens at position `start` (with logits when
   // it would finish the sequence's pending tokens, i.e. n == finish_at) added to `base` is predicted
@@ -53,6 +55,7 @@ class CostModel {
   size_t calibration_samples_ = 0;
   std::array<double, kFeatures> theta_{};
   bool fitted_ = false;
+  double fitted_tokens_ = 0;
   int64_t since_fit_ = 0;
 
  public:
@@ -66,5 +69,15 @@ class CostModel {
 // few streams leave prompts room to progress. Without decode tokens nobody waits on the step: 0 (fixed
 // chunks).
 double DerivedTbtTargetSeconds(const CostModel& model, const StepShape& decode);
+
+// The persistent tier's read-or-recompute choice for `tokens` prompt tokens from position `start` that the
+// tier holds, `read_seconds` being its predicted read. Recomputing is chosen only when predicted at most
+// half the read: a read runs on the tier's threads beside the steps and delays only the sequence waiting for
+// it, while a recomputation is prefill in the shared step that every running stream waits on. A fit whose
+// samples never held a step of `tokens` tokens (decodes alone: early on, or once a long generation has
+// rolled every prefill out of the window) extrapolates and can price a long prefill near its intercept, below
+// any read. Past its samples the recomputation is priced as its largest sampled step scaled by tokens,
+// intercept included, so that such a fit cannot turn the choice to recomputing. Without a fit: read.
+bool RecomputeRatherThanRead(const CostModel& model, int64_t start, int64_t tokens, double read_seconds);
 
 }  // namespace deepinfer::engine

@@ -167,21 +167,20 @@ void Scheduler::OnTierEvent(const TierEvent& e) {
     tier_loads_.erase(it);
     return;
   }
-  // A lookup: read what is there into fresh blocks when that is predicted faster than recomputing it.
+  // A lookup: read what is there into fresh blocks unless recomputing it is predicted clearly faster.
   size_t n = std::min(e.leading, load.keys.size());
   if (s && n == 0) {
     MutexLock stats(&metrics_->mu);
     ++metrics_->counters.lower_tier_lookup_misses;
   }
-  if (s && n > 0 && cost_.ready()) {
-    StepShape shape;
-    shape.AddChunk(load.from * kvcache::kBlockTokens, static_cast<int64_t>(n) * kvcache::kBlockTokens, true);
-    if (options_.lower_tier->PredictReadSeconds(static_cast<int64_t>(n)) >= cost_.Predict(shape)) {
-      MutexLock stats(&metrics_->mu);
-      metrics_->counters.lower_tier_skipped_blocks += n;
-      n = 0;
-      s->tier_match_end = 0;  // recomputing was the choice: asking again would choose the same
-    }
+  if (s && n > 0 &&
+      RecomputeRatherThanRead(cost_, load.from * kvcache::kBlockTokens,
+                              static_cast<int64_t>(n) * kvcache::kBlockTokens,
+                              options_.lower_tier->PredictReadSeconds(static_cast<int64_t>(n)))) {
+    MutexLock stats(&metrics_->mu);
+    metrics_->counters.lower_tier_skipped_blocks += n;
+    n = 0;
+    s->tier_match_end = 0;  // recomputing was the choice: asking again would choose the same
   }
   if (!s || n == 0) {
     if (s) s->tier = Sequence::Tier::kChecked;

@@ -1,5 +1,6 @@
 // The derived latency target (EngineOptions::kDerivedTbtTarget) on a cost model fitted to a known machine:
-// every step costs 10 ms plus 1 ms per token, whatever its context, logits rows or chunks.
+// every step costs 10 ms plus 1 ms per token, whatever its context, logits rows or chunks. Also the fit of a
+// start-up profile that a slow machine cut short.
 #include "engine/cost_model.h"
 
 #include <gtest/gtest.h>
@@ -47,6 +48,52 @@ TEST(CostModel, DerivedTargetIsOneAndAHalfDecodeStepsOfTheRunningStreams) {
   EXPECT_GE(chunk, 12);
   EXPECT_LE(chunk, 13);
   EXPECT_EQ(DerivedTbtTargetSeconds(CostModel{}, Decode(16)), 0);  // not calibrated: fixed chunks
+}
+
+TEST(CostModel, ACalibrationCutShortPredictsADecodeBatchFromAllItsSteps) {
+  // A slow machine stops the start-up profile after its single-sequence steps (a chunk of 512 and one of
+  // 64, two decodes): one chunk and one logits row each, so those features cannot be told from the
+  // intercept. The fit is of all four steps and leaves those two features out: 16 streams cost 10 ms +
+  // 16 × 1 ms, not a multiple of the intercept per stream.
+  CostModel m;
+  const std::pair<int64_t, int64_t> steps[] = {{0, 512}, {512, 64}, {576, 1}, {577, 1}};
+  for (const auto& [start, n] : steps) {
+    StepShape s;
+    s.AddChunk(start, n, true);
+    m.Observe(s, MachineSeconds(s));
+  }
+  m.EndCalibration();
+  EXPECT_NEAR(m.coefficients()[0], 0.010, 1e-4);
+  EXPECT_NEAR(m.coefficients()[1], 0.256, 1e-3);  // per 256 tokens
+  EXPECT_EQ(m.coefficients()[2], 0);              // logits rows: never varied
+  EXPECT_EQ(m.coefficients()[4], 0);              // chunks: never varied
+  EXPECT_NEAR(m.Predict(Decode(16)), 0.026, 1e-3);
+  EXPECT_NEAR(DerivedTbtTargetSeconds(m, Decode(16)), 0.039, 2e-3);
+}
+
+// The tier's choice on the known machine: 384 tokens cost 394 ms to recompute, so a read is kept up to
+// twice that (a recomputation stalls every stream in the step; a read only its own sequence).
+TEST(CostModel, TheTierReadIsKeptUnlessRecomputingIsPredictedAtMostHalfIt) {
+  const CostModel m = Fitted();
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 0.010));
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 0.700));  // slower than 394 ms, but not twice
+  EXPECT_TRUE(RecomputeRatherThanRead(m, 0, 384, 0.800));
+  EXPECT_FALSE(RecomputeRatherThanRead(CostModel{}, 0, 384, 1e6));  // no fit: read
+}
+
+TEST(CostModel, AFitOfDecodesAlonePricesAPrefillAsItsStepsScaledByTokens) {
+  // One decode step observed (11 ms): the fit is its intercept, which prices every shape at 11 ms, a
+  // 384-token prefill too (394 ms on this machine). The tier prices that recomputation as 384 such steps
+  // (4.2 s), so a read of 30 ms is kept.
+  CostModel m;
+  m.Observe(Decode(1), MachineSeconds(Decode(1)));
+  ASSERT_TRUE(m.ready());
+  StepShape prefill;
+  prefill.AddChunk(0, 384, true);
+  EXPECT_NEAR(m.Predict(prefill), 0.011, 1e-4);
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 0.030));
+  EXPECT_FALSE(RecomputeRatherThanRead(m, 0, 384, 8.0));  // 4.2 s × 2 > 8 s
+  EXPECT_TRUE(RecomputeRatherThanRead(m, 0, 384, 9.0));
 }
 
 }  // namespace
