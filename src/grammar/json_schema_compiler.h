@@ -132,6 +132,10 @@ class SchemaCompiler {
   }
 
   Result<ExprId> Array(const Json& s, const std::string& path, uint32_t depth);
+  // `needs` (two or more contains schemas) inside an array's brackets: some element meets each, one
+  // element may meet several; `item` is the items schema `rest_schema` compiled.
+  Result<ExprId> ContainsSeveral(const std::vector<Json>& needs, const Json& rest_schema, ExprId item, uint32_t min,
+                                 uint32_t max, const std::string& path, uint32_t depth);
   // uniqueItems over items from a finite set of scalars (enum, const, booleans and null, a small integer
   // range): the values that validate against `items`, grouped into classes of equal values (1 and 1.0 are
   // one), or nullopt where the set is not finite, holds an object or array, or is too large.
@@ -152,7 +156,8 @@ class SchemaCompiler {
   Result<ExprId> KeyBody(const Json& k, ExprId any, const std::string& path);
 
   // The object without $some; `witness` ({key, value}): one of the members no property lists must meet it.
-  Result<ExprId> ObjectBody(const Json& s, const Json* witness, const std::string& path, uint32_t depth);
+  Result<ExprId> ObjectBody(const Json& s, const Json* witness, const std::string& path, uint32_t depth,
+                            const Json* second = nullptr);
 
   const Json& root_;
   const JsonSchemaOptions& o_;

@@ -5,8 +5,10 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "grammar/compiler.h"
@@ -104,9 +106,12 @@ Result<ExprId> SchemaCompiler::Array(const Json& s, const std::string& path, uin
     for (const Json& x : *c) needs.push_back(x);
   if (!needs.empty()) {
     constexpr uint32_t kMaxSplit = 64;
-    if (needs.size() > 1) return Unsupported("contains (more than one kind of element)", path);
     if (m > 0) return Unsupported("contains beside tuple items", path);
     if (!rest_allowed || max == 0) return g_.Nothing();
+    if (needs.size() > 1) {
+      DI_ASSIGN_OR_RETURN(ExprId several, ContainsSeveral(needs, *rest_schema, item, min, max, path, depth));
+      return g_.Seq({Tok("["), several, Lit("]")});
+    }
     DI_ASSIGN_OR_RETURN(ExprId witness, Compile(Json{{"allOf", Json::array({*rest_schema, needs[0]})}}, path + "/contains", depth + 1));
     const ExprId before = g_.Seq({el(item), sep}), after = g_.Seq({sep, el(item)});
     std::vector<ExprId> alts;
@@ -163,6 +168,92 @@ Result<ExprId> SchemaCompiler::Array(const Json& s, const std::string& path, uin
     return g_.Ref(unique_array_rule);
   }
   return g_.Seq({Tok("["), body, Lit("]")});
+}
+
+// Several kinds of element the array must contain (contains, and $contains from negated items): each kind
+// is met by some element, one element may meet several. An array holds them iff its elements, read in
+// order, include witnesses for an ordered partition of the kinds: a first element meeting the kinds of the
+// first block, a later one those of the second, and so on. The union over every ordered partition (3 for
+// two kinds, 13 for three) is thus exact; the elements between witnesses take the items schema, and their
+// counts split so that witnesses plus the others stay within min..max.
+Result<ExprId> SchemaCompiler::ContainsSeveral(const std::vector<Json>& needs, const Json& rest_schema, ExprId item,
+                                               uint32_t min, uint32_t max, const std::string& path, uint32_t depth) {
+  constexpr size_t kMaxKinds = 3;
+  constexpr size_t kMaxAlternatives = 1024;
+  if (needs.size() > kMaxKinds)
+    return Unsupported("contains (more than " + std::to_string(kMaxKinds) + " kinds of element)", path);
+  const uint32_t kinds = static_cast<uint32_t>(needs.size());
+  // The witness of each non-empty set of kinds: an element meeting the items schema and all of them.
+  std::map<uint32_t, ExprId> witness_of;
+  auto witness = [&](uint32_t set) -> Result<ExprId> {
+    if (auto it = witness_of.find(set); it != witness_of.end()) return it->second;
+    Json all = Json::array({rest_schema});
+    for (uint32_t k = 0; k < kinds; ++k)
+      if (set >> k & 1) all.push_back(needs[k]);
+    DI_ASSIGN_OR_RETURN(ExprId e, Compile(Json{{"allOf", all}}, path + "/contains", depth + 1));
+    witness_of[set] = e;
+    return e;
+  };
+  std::vector<std::vector<uint32_t>> partitions;  // ordered partitions of the kinds, as bit sets
+  std::vector<uint32_t> blocks;
+  std::function<void(uint32_t)> split = [&](uint32_t left) {
+    if (left == 0) {
+      partitions.push_back(blocks);
+      return;
+    }
+    for (uint32_t set = left; set != 0; set = (set - 1) & left) {
+      blocks.push_back(set);
+      split(left & ~set);
+      blocks.pop_back();
+    }
+  };
+  split((1u << kinds) - 1);
+
+  const ExprId sep = Tok(",");
+  auto el = [&](ExprId e) { return g_.Seq({e, Ws()}); };
+  const ExprId before = g_.Seq({el(item), sep}), after = g_.Seq({sep, el(item)});
+  size_t alternatives = 0;
+  std::vector<ExprId> alts;
+  for (const std::vector<uint32_t>& p : partitions) {
+    const uint32_t w = static_cast<uint32_t>(p.size());
+    if (max != kUnbounded && max < w) continue;
+    std::vector<ExprId> wit;
+    for (uint32_t set : p) {
+      DI_ASSIGN_OR_RETURN(ExprId e, witness(set));
+      wit.push_back(e);
+    }
+    // The elements from witness i on, with lo..hi other elements still to place (hi kUnbounded: no bound).
+    std::map<std::tuple<uint32_t, uint32_t, uint32_t>, ExprId> memo;
+    std::function<Result<ExprId>(uint32_t, uint32_t, uint32_t)> from = [&](uint32_t i, uint32_t lo, uint32_t hi) -> Result<ExprId> {
+      if (i == w) return g_.Repeat(after, lo, hi);
+      if (auto it = memo.find({i, lo, hi}); it != memo.end()) return it->second;
+      const ExprId gap = i == 0 ? before : after;
+      const ExprId here = i == 0 ? el(wit[i]) : g_.Seq({sep, el(wit[i])});
+      std::vector<ExprId> cases;
+      auto add = [&](uint32_t a, uint32_t a_hi, uint32_t next_lo, uint32_t next_hi) -> Status {
+        if (++alternatives > kMaxAlternatives)
+          return Unsupported("contains (more than " + std::to_string(kMaxAlternatives) + " ways to place its kinds)", path);
+        DI_ASSIGN_OR_RETURN(ExprId rest, from(i + 1, next_lo, next_hi));
+        cases.push_back(g_.Seq({g_.Repeat(gap, a, a_hi), here, rest}));
+        return Status::Ok();
+      };
+      // Fewer than lo elements here: the rest must place the difference.
+      for (uint32_t a = 0; a < lo; ++a) DI_RETURN_IF_ERROR(add(a, a, lo - a, hi == kUnbounded ? kUnbounded : hi - a));
+      if (hi == kUnbounded) {
+        DI_RETURN_IF_ERROR(add(lo, kUnbounded, 0, kUnbounded));
+      } else {
+        for (uint32_t a = lo; a <= hi; ++a) DI_RETURN_IF_ERROR(add(a, a, 0, hi - a));
+      }
+      const ExprId e = g_.Alt(std::move(cases));
+      memo[{i, lo, hi}] = e;
+      return e;
+    };
+    const uint32_t lo = min > w ? min - w : 0;
+    const uint32_t hi = max == kUnbounded ? kUnbounded : max - w;
+    DI_ASSIGN_OR_RETURN(ExprId e, from(0, lo, hi));
+    alts.push_back(e);
+  }
+  return g_.Alt(std::move(alts));
 }
 
 Result<std::optional<std::vector<Json>>> SchemaCompiler::DistinctItemValues(const Json& items, const std::string& path,
@@ -247,28 +338,26 @@ Result<ExprId> SchemaCompiler::UniqueArray(const std::vector<Json>& classes, uin
 // An object (`s`, its keywords merged). `$some` (from negations: a member whose key meets a key schema
 // and whose value meets a value schema must exist) is taken here: the witness is a listed name (that
 // name required, its schema and the value schema both), or one of the other members (ObjectBody).
+// Two witnesses: the first is a listed member (and the second is found in that object as for one), or
+// one of the other members while the second is a listed member, the same other member, or a different
+// one (ObjectBody with both). Under maxProperties 1 the one member is every witness.
 Result<ExprId> SchemaCompiler::Object(const Json& s, const std::string& path, uint32_t depth) {
   auto some = s.find("$some");
   if (some == s.end()) return ObjectBody(s, nullptr, path, depth);
   if (!some->is_array() || some->empty()) return Invalid("$some must be a non-empty array", path);
-  Json combined;
-  if (some->size() > 1) {
-    // Under maxProperties 1 the one member is every witness: their key and value schemas hold together.
-    uint32_t most = kUnbounded;
-    DI_RETURN_IF_ERROR(ReadCount(s, "maxProperties", 1e4, path, &most));
-    if (most > 1) return Unsupported("not (of several object keywords that need a member each)", path);
-    combined = Json{{"key", Json::object()}, {"value", Json{{"allOf", Json::array()}}}};
-    for (const Json& x : *some) {
+  // One member meeting every witness of `ws`: their key and value schemas hold together.
+  auto combine = [](const std::vector<const Json*>& ws) {
+    Json combined = Json{{"key", Json::object()}, {"value", Json{{"allOf", Json::array()}}}};
+    for (const Json* x : ws) {
       for (const char* k : {"$patterns", "$not_patterns", "$not_in"})
-        if (auto it = x.at("key").find(k); it != x.at("key").end())
+        if (auto it = x->at("key").find(k); it != x->at("key").end())
           for (const Json& e : *it) combined["key"][k].push_back(e);
-      combined["value"]["allOf"].push_back(x.at("value"));
+      combined["value"]["allOf"].push_back(x->at("value"));
     }
-  }
-  const Json& w = some->size() > 1 ? combined : (*some)[0];
+    return combined;
+  };
   Json rest = s;
   rest.erase("$some");
-  std::vector<ExprId> alts;
   Json names = Json::array();
   const Json props = s.value("properties", Json::object());
   if (props.is_object())
@@ -276,10 +365,10 @@ Result<ExprId> SchemaCompiler::Object(const Json& s, const std::string& path, ui
   if (auto req = s.find("required"); req != s.end() && req->is_array())
     for (const Json& n : *req)
       if (n.is_string() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  DI_ASSIGN_OR_RETURN(Json good, ValidMembers(r_, o_.max_depth, w.at("key"), names, path));
-  for (const Json& n : good) {
+  // `base` with the listed name `n` required and meeting witness `w`'s value schema as well as its own.
+  auto with_member = [&](const Json& base, const Json& n, const Json& w) -> Result<Json> {
     const std::string name = n.get<std::string>();
-    Json t = rest;
+    Json t = base;
     DI_ASSIGN_OR_RETURN(bool patterned, MatchesAPattern(s, name, path));
     Json own = props.is_object() && props.contains(name) ? props[name]
                : patterned                             ? Json(true)  // the pattern schemas apply (ObjectBody)
@@ -288,6 +377,43 @@ Result<ExprId> SchemaCompiler::Object(const Json& s, const std::string& path, ui
     t["properties"][name] = Json{{"allOf", Json::array({own, w.at("value")})}};
     if (!t.contains("required") || !t["required"].is_array()) t["required"] = Json::array();
     if (std::find(t["required"].begin(), t["required"].end(), n) == t["required"].end()) t["required"].push_back(n);
+    return t;
+  };
+  std::vector<ExprId> alts;
+  if (some->size() > 1) {
+    uint32_t most = kUnbounded;
+    DI_RETURN_IF_ERROR(ReadCount(s, "maxProperties", 1e4, path, &most));
+    if (most > 1 && some->size() > 2) return Unsupported("not (of more than two object keywords that need a member each)", path);
+    if (most > 1) {
+      const Json &w1 = (*some)[0], &w2 = (*some)[1];
+      DI_ASSIGN_OR_RETURN(Json good1, ValidMembers(r_, o_.max_depth, w1.at("key"), names, path));
+      for (const Json& n : good1) {
+        DI_ASSIGN_OR_RETURN(Json t, with_member(rest, n, w1));
+        t["$some"] = Json::array({w2});
+        DI_ASSIGN_OR_RETURN(ExprId e, Object(t, path, depth + 1));
+        alts.push_back(e);
+      }
+      DI_ASSIGN_OR_RETURN(Json good2, ValidMembers(r_, o_.max_depth, w2.at("key"), names, path));
+      for (const Json& n : good2) {
+        DI_ASSIGN_OR_RETURN(Json t, with_member(rest, n, w2));
+        DI_ASSIGN_OR_RETURN(ExprId e, ObjectBody(t, &w1, path, depth + 1));
+        alts.push_back(e);
+      }
+      const Json both = combine({&w1, &w2});
+      DI_ASSIGN_OR_RETURN(ExprId same, ObjectBody(rest, &both, path, depth + 1));
+      alts.push_back(same);
+      DI_ASSIGN_OR_RETURN(ExprId apart, ObjectBody(rest, &w1, path, depth + 1, &w2));
+      alts.push_back(apart);
+      return g_.Alt(std::move(alts));
+    }
+  }
+  std::vector<const Json*> all;
+  for (const Json& x : *some) all.push_back(&x);
+  const Json combined = some->size() > 1 ? combine(all) : Json();
+  const Json& w = some->size() > 1 ? combined : (*some)[0];
+  DI_ASSIGN_OR_RETURN(Json good, ValidMembers(r_, o_.max_depth, w.at("key"), names, path));
+  for (const Json& n : good) {
+    DI_ASSIGN_OR_RETURN(Json t, with_member(rest, n, w));
     DI_ASSIGN_OR_RETURN(ExprId e, ObjectBody(t, nullptr, path, depth + 1));
     alts.push_back(e);
   }
@@ -323,8 +449,10 @@ Result<ExprId> SchemaCompiler::KeyBody(const Json& k, ExprId any, const std::str
   return out.empty() ? body : g_.Minus(body, g_.Alt(std::move(out)));
 }
 
-// The object without $some; `witness` ({key, value}): one of the members no property lists must meet it.
-Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, const std::string& path, uint32_t depth) {
+// The object without $some; `witness` ({key, value}): one of the members no property lists must meet it;
+// `second`: another of them must meet that one (supported without maxProperties, minProperties at most 2).
+Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, const std::string& path, uint32_t depth,
+                                          const Json* second) {
   std::vector<std::string> names;
   std::vector<const Json*> schemas;
   std::vector<uint8_t> required;
@@ -378,8 +506,8 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
       }
     }
   }
-  // propertyNames (a pattern, lengths; Rewrite lets no other form through): listed names it rejects
-  // cannot appear, and other keys are spelled within it.
+  // propertyNames (a pattern, lengths, enum/const; Rewrite lets no other form through): listed names it
+  // rejects cannot appear, and other keys are spelled within it.
   ExprId key_any = CanonicalStar();
   std::set<std::string> bad_names;
   if (auto it = s.find("propertyNames"); it != s.end()) {
@@ -411,6 +539,28 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
       if (hi != kUnbounded && hi > 1024) return Unsupported("propertyNames (maxLength above 1024)", path);
       if (lo > 1024) return Unsupported("propertyNames (minLength above 1024)", path);
       if (lo > 0 || hi != kUnbounded) key_any = g_.And(key_any, g_.Repeat(CanonicalAnyChar(), lo, hi));
+      // enum/const: a key is one of their strings (members of other types name no key), spelled as the
+      // canonical key text spells it.
+      std::optional<std::vector<std::string>> allowed;
+      for (const char* kw : {"enum", "const"}) {
+        auto e = k.find(kw);
+        if (e == k.end()) continue;
+        const Json members = std::string(kw) == "const" ? Json::array({*e}) : *e;
+        if (!members.is_array()) return Invalid(std::string("propertyNames' ") + kw + " must be an array", path);
+        std::vector<std::string> strings;
+        for (const Json& m : members)
+          if (m.is_string() && (!allowed || std::find(allowed->begin(), allowed->end(), m.get<std::string>()) != allowed->end()))
+            strings.push_back(m.get<std::string>());
+        allowed = std::move(strings);
+      }
+      if (allowed) {
+        std::vector<ExprId> spelled;
+        for (const std::string& a : *allowed) {
+          const std::string q = JsonQuote(a);
+          spelled.push_back(Lit(q.substr(1, q.size() - 2)));
+        }
+        key_any = spelled.empty() ? g_.Nothing() : g_.And(key_any, g_.Alt(std::move(spelled)));
+      }
     }
   }
   std::vector<ExprId> items;
@@ -424,7 +574,8 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
     required.push_back(req.count(names[i]) ? 1 : 0);
   }
   // Other members: keys not listed (canonical spelling), by pattern, then the additional schema.
-  std::vector<ExprId> extra_alts, witness_alts;
+  std::vector<ExprId> extra_alts, witness_alts, second_alts;
+  const Json* const witnesses[2] = {witness, second};
   std::vector<ExprId> listed_bodies;
   for (const auto& n : names) {
     std::string q = JsonQuote(n);
@@ -490,10 +641,12 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
       }
       DI_ASSIGN_OR_RETURN(ExprId v, Compile(schema, where, depth + 1));
       extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(body, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
-      if (witness) {
-        DI_ASSIGN_OR_RETURN(ExprId wk, KeyBody(witness->at("key"), key_body_excluding(body, out), where));
-        DI_ASSIGN_OR_RETURN(ExprId wv, Compile(Json{{"allOf", Json::array({schema, witness->at("value")})}}, where, depth + 1));
-        witness_alts.push_back(g_.Seq({Lit("\""), wk, Lit("\""), Ws(), Tok(":"), wv, Ws()}));
+      for (int wi = 0; wi < 2; ++wi) {
+        const Json* wt = witnesses[wi];
+        if (!wt) continue;
+        DI_ASSIGN_OR_RETURN(ExprId wk, KeyBody(wt->at("key"), key_body_excluding(body, out), where));
+        DI_ASSIGN_OR_RETURN(ExprId wv, Compile(Json{{"allOf", Json::array({schema, wt->at("value")})}}, where, depth + 1));
+        (wi == 0 ? witness_alts : second_alts).push_back(g_.Seq({Lit("\""), wk, Lit("\""), Ws(), Tok(":"), wv, Ws()}));
       }
     }
   }
@@ -502,11 +655,13 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
     out.insert(out.end(), pattern_bodies.begin(), pattern_bodies.end());
     DI_ASSIGN_OR_RETURN(ExprId v, Compile(*additional, path + "/additionalProperties", depth + 1));
     extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(key_any, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));
-    if (witness) {
-      DI_ASSIGN_OR_RETURN(ExprId wk, KeyBody(witness->at("key"), key_body_excluding(key_any, out), path));
-      DI_ASSIGN_OR_RETURN(ExprId wv, Compile(Json{{"allOf", Json::array({*additional, witness->at("value")})}},
+    for (int wi = 0; wi < 2; ++wi) {
+      const Json* wt = witnesses[wi];
+      if (!wt) continue;
+      DI_ASSIGN_OR_RETURN(ExprId wk, KeyBody(wt->at("key"), key_body_excluding(key_any, out), path));
+      DI_ASSIGN_OR_RETURN(ExprId wv, Compile(Json{{"allOf", Json::array({*additional, wt->at("value")})}},
                                              path + "/additionalProperties", depth + 1));
-      witness_alts.push_back(g_.Seq({Lit("\""), wk, Lit("\""), Ws(), Tok(":"), wv, Ws()}));
+      (wi == 0 ? witness_alts : second_alts).push_back(g_.Seq({Lit("\""), wk, Lit("\""), Ws(), Tok(":"), wv, Ws()}));
     }
   }
   bool has_extra = !extra_alts.empty();
@@ -517,12 +672,21 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
   if (witness) {
     // Other members with the witness among them: a required item of k other members then the witness,
     // one item to the count, so each k shifts the bounds by k (k up to 64 where they bind).
-    if (witness_alts.empty()) return g_.Nothing();
+    if (witness_alts.empty() || (second && second_alts.empty())) return g_.Nothing();
     const ExprId wm = g_.Alt(std::move(witness_alts));
     const ExprId before = g_.Seq({extra, Tok(",")});
     std::vector<std::pair<ExprId, std::pair<uint32_t, uint32_t>>> xs;  // item, its bounds
     constexpr uint32_t kMaxSplit = 64;
-    if (!has_extra) {
+    if (second) {
+      // Both witnesses, in either order, other members before and between them: one item of at least two
+      // members, so minProperties up to 2 always holds and the count needs no bound.
+      if (min > 2 || max != kUnbounded)
+        return Unsupported("not (of two object keywords that need a member each, under min/maxProperties)", path);
+      const ExprId wm2 = g_.Alt(std::move(second_alts));
+      const ExprId others = has_extra ? g_.Star(before) : g_.Empty();
+      xs.push_back({g_.Alt({g_.Seq({others, wm, Tok(","), others, wm2}), g_.Seq({others, wm2, Tok(","), others, wm})}),
+                    {0, kUnbounded}});
+    } else if (!has_extra) {
       xs.push_back({wm, {min, max}});
     } else if (min <= 1 && max == kUnbounded) {
       xs.push_back({g_.Seq({g_.Star(before), wm}), {min, max}});

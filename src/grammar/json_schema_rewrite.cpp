@@ -121,13 +121,14 @@ Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::st
         if (!AnnotationKeywords().count(k.key()) && !(k.key() == "type" && k.value() == "string")) trivial = false;
     }
     if (!trivial) {
-      // Keys under a pattern, lengths or a type string: the object compiler restricts its keys (Object).
+      // Keys under a pattern, lengths, enum/const or a type string: the object compiler restricts its keys
+      // (ObjectBody).
       DI_ASSIGN_OR_RETURN(Json names, Inline(*it, path + "/propertyNames", depth + 1));
       if (names.is_boolean()) return std::optional<Json>();
       for (auto k = names.begin(); k != names.end(); ++k)
         if (!AnnotationKeywords().count(k.key()) && ConstrainingKeyword(k.key()) &&
             !(k.key() == "type" && k.value() == "string") && k.key() != "pattern" && k.key() != "$patterns" &&
-            k.key() != "minLength" && k.key() != "maxLength")
+            k.key() != "minLength" && k.key() != "maxLength" && k.key() != "enum" && k.key() != "const")
           return Unsupported("propertyNames", path);
       return std::optional<Json>();
     }

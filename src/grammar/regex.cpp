@@ -64,20 +64,42 @@ class Parser {
         ++pos_;
         start_anchor = true;
       }
+      // Look-aheads right at the start of an anchored alternative test the whole string: it must (or, for
+      // (?!...), must not) begin with a match of theirs, an intersection (or difference) of regular
+      // languages. Elsewhere a look-ahead's reach depends on what follows it: refused (ParseAtom).
+      std::vector<std::pair<ExprId, bool>> looks;  // the strings that begin with a match; negative
+      while ((start_anchor || o_.full_match) && (p_.substr(pos_, 3) == "(?=" || p_.substr(pos_, 3) == "(?!")) {
+        const bool negative = p_[pos_ + 2] == '!';
+        pos_ += 3;
+        if (Peek('^')) ++pos_;  // the look-ahead stands at the start already
+        DI_ASSIGN_OR_RETURN(Piece x, ParseAlt(1));
+        if (!Peek(')')) return Error("missing ')'");
+        ++pos_;
+        ExprId begins = g_->Seq({x.free, g_->Star(Char(Ranges{{0, 0x10FFFF}}))});
+        if (x.has_end) begins = g_->Alt({begins, x.end});
+        looks.push_back({begins, negative});
+      }
       DI_ASSIGN_OR_RETURN(Piece seq, ParseSeq(0));
       if (Peek('$')) {
         ++pos_;
         end_anchor = true;
       }
-      std::vector<ExprId> parts;
+      std::vector<ExprId> parts, branch;
       const bool free_start = !start_anchor && !o_.full_match;
       if (free_start) parts.push_back(g_->Star(Char(Ranges{{0, 0x10FFFF}})));
       parts.push_back(seq.free);
       if (!end_anchor && !o_.full_match) parts.push_back(g_->Star(Char(Ranges{{0, 0x10FFFF}})));
-      alts.push_back(g_->Seq(std::move(parts)));
+      branch.push_back(g_->Seq(std::move(parts)));
       if (seq.has_end) {
-        if (free_start) alts.push_back(g_->Seq({g_->Star(Char(Ranges{{0, 0x10FFFF}})), seq.end}));
-        else alts.push_back(seq.end);
+        if (free_start) branch.push_back(g_->Seq({g_->Star(Char(Ranges{{0, 0x10FFFF}})), seq.end}));
+        else branch.push_back(seq.end);
+      }
+      if (looks.empty()) {
+        alts.insert(alts.end(), branch.begin(), branch.end());
+      } else {
+        ExprId b = g_->Alt(std::move(branch));
+        for (const auto& [begins, negative] : looks) b = negative ? g_->Minus(b, begins) : g_->And(b, begins);
+        alts.push_back(b);
       }
       if (pos_ >= p_.size()) break;
       if (p_[pos_] == '|') {

@@ -1,6 +1,8 @@
-// JSON Schema keywords of the benchmark's long tail: `integer` as integer literals only, and uniqueItems
+// JSON Schema keywords of the benchmark's long tail: `integer` as integer literals only, uniqueItems
 // (exact over a finite set of scalar items; beside tuple items or contains refused naming the keyword and
-// the schema's JSON pointer; other items are checked by the matcher, unique_items_test.cpp). Expected verdicts are derived by hand from the standard, the reasoning in each comment.
+// the schema's JSON pointer; other items are checked by the matcher, unique_items_test.cpp), and look-aheads
+// at the start of a pattern. Expected verdicts are derived by hand from the standard, the reasoning in each
+// comment.
 #include <gtest/gtest.h>
 
 #include "grammar/compiler.h"
@@ -108,6 +110,32 @@ TEST(JsonSchemaUniqueItems, TupleItemsAndContainsAreRefusedWithTheirPointer) {
   // One item at most: nothing to repeat, whatever the items are.
   CheckSchemaCase({R"({"type":"array","items":{"type":"string"},"uniqueItems":true,"maxItems":1})",
                    {"[]", R"(["a"])"}, {R"(["a","a"])"}});
+}
+
+// A pattern's look-aheads right after `^` test the whole string (it begins, or does not begin, with their
+// match); elsewhere they stay refused, naming the look-ahead. Verdicts derived by hand, each checked with
+// jsonschema (Python re agrees with ECMA 262 on these patterns).
+TEST(JsonSchemaPatterns, LookAheadsAtTheStart) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           // Dotted lower-case names, except those in io.papermc.
+           {R"({"type":"string","pattern":"^(?!io\\.papermc\\.)([a-z]+\\.)*[a-z]+$"})", {R"("org.example")", R"("io.other")", R"("io")"},
+            {R"("io.papermc.x")", R"("Org")", R"("io.papermc.")"}},
+           // Two in a row, one with `$` inside: no `=`, not only white space, not empty.
+           {R"({"type":"string","pattern":"^(?=[^=]+$)(?!\\s+$)(.|\\n)+$"})", {R"("ab")", R"(" a")"}, {R"("a=b")", R"("   ")", R"("")"}},
+           // Unanchored at the end: the look-ahead sees the whole string, past the three characters.
+           {R"({"type":"string","pattern":"^(?=.*\\d)[a-z0-9]{3}"})", {R"("ab1")", R"("a1cXYZ")", R"("abcd5")"},
+            {R"("ab")", R"("abc")", R"("AB1")"}},
+           // A `^` inside the look-ahead is where it stands already.
+           {R"({"type":"string","pattern":"^(?!^lucene\\.|builtin\\.).*"})", {R"("x")", R"("lucenex")", R"("a.builtin.b")"},
+            {R"("lucene.a")", R"("builtin.b")"}},
+       })
+    CheckSchemaCase(c);
+  for (const char* refused : {R"j({"type":"string","pattern":"a(?=b)"})j", R"j({"type":"string","pattern":"^((?!mode).)*$"})j"}) {
+    auto g = JsonSchemaToGrammar(refused);
+    ASSERT_FALSE(g.ok()) << refused;
+    EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented) << refused;
+    EXPECT_NE(g.status().message().find("look-ahead"), std::string::npos) << g.status().message();
+  }
 }
 
 // A definition that only names another (an alias) means that other one, also when it is an object whose

@@ -57,9 +57,9 @@ struct Exception {
 // Counts from running this test (they change only with what the compiler covers: update them with the
 // exceptions file, in the same commit as the compiler change).
 constexpr int kCases = 640;
-constexpr int kCasesCompiled = 449;
+constexpr int kCasesCompiled = 453;
 constexpr int kTests = 2226;
-constexpr int kTestsChecked = 1730;
+constexpr int kTestsChecked = 1744;
 
 TEST(JsonSchemaTestSuite, CompiledSchemasGiveTheSuitesVerdicts) {
   std::map<std::pair<std::string, int>, Exception> exceptions;

@@ -275,7 +275,7 @@ TEST(JsonSchemaCoverage, RecursiveAnyOfConditionalsAndOneOf) {
     CheckSchemaCase(c);
 }
 
-// propertyNames with a pattern and lengths (verdicts from jsonschema's Draft202012Validator).
+// propertyNames with a pattern, lengths and enum/const (verdicts from jsonschema's Draft202012Validator).
 TEST(JsonSchemaCoverage, PropertyNames) {
   for (const SchemaCase& c : std::vector<SchemaCase>{
            // Listed "ab" fails the pattern, so it cannot appear; other keys are numbers of at most 3 digits.
@@ -288,6 +288,16 @@ TEST(JsonSchemaCoverage, PropertyNames) {
            // Two propertyNames in allOf: keys start with a and end with b.
            {R"({"allOf":[{"propertyNames":{"pattern":"^a"}},{"propertyNames":{"pattern":"b$"}}]})", {R"({"ab":1})", R"({"axb":1})"},
             {R"({"a":1})", R"({"b":1})"}},
+           // enum: keys are its strings only (1 names no key; "NS" is no member).
+           {R"({"type":"object","propertyNames":{"enum":["N","S",1]},"additionalProperties":{"type":"integer"}})",
+            {"{}", R"({"N":1})", R"({"S":2,"N":3})"}, {R"({"E":1})", R"({"N":"x"})", R"({"1":1})", R"({"NS":1})"}},
+           // Through a $ref; the listed "x" is no member, so it cannot appear.
+           {R"({"type":"object","properties":{"x":{}},"propertyNames":{"$ref":"#/definitions/d"},)"
+            R"("definitions":{"d":{"type":"string","enum":["a","b"]}}})",
+            {R"({"a":1})", R"({"b":null,"a":2})", "{}"}, {R"({"x":1})", R"({"c":1})", R"({"a":1,"x":2})"}},
+           {R"({"propertyNames":{"const":"k"}})", {R"({"k":1})", "{}", "1"}, {R"({"j":1})", R"({"k":1,"kk":2})"}},
+           // enum and pattern both hold.
+           {R"({"propertyNames":{"enum":["ab","ba","c"],"pattern":"^a"}})", {R"({"ab":1})", "{}"}, {R"({"ba":1})", R"({"c":1})", R"({"a":1})"}},
        })
     CheckSchemaCase(c);
 }
@@ -342,6 +352,62 @@ TEST(JsonSchemaCoverage, Contains) {
             {R"(["a"])", "1"}},
        })
     CheckSchemaCase(c);
+}
+
+// Several kinds of element (contains in two allOf members, three, and contains beside a negated items): each
+// kind needs an element, one element may serve several, in any order, with the other elements counted
+// within min/maxItems. Verdicts derived by hand, each checked with jsonschema's Draft202012Validator.
+TEST(JsonSchemaCoverage, ContainsSeveralKinds) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           // A string and an integer somewhere, in either order; 1.5 is no integer.
+           {R"({"type":"array","allOf":[{"contains":{"type":"string"}},{"contains":{"type":"integer"}}]})",
+            {R"(["a",1])", R"([1,"a"])", R"([null,1,true,"x"])", R"([1,2,"a"])"}, {"[]", R"(["a"])", "[1,2]", "[null]", R"(["a","b",1.5])"}},
+           // 6 meets both kinds alone; 9 only >= 5, 1 only <= 7; items still apply to every element.
+           {R"({"type":"array","items":{"type":"integer"},"allOf":[{"contains":{"minimum":5}},{"contains":{"maximum":7}}]})",
+            {"[6]", "[1,9]", "[9,1]", "[3,6,9]"}, {"[9]", "[1]", "[]", "[8,9]", R"([6,"a"])"}},
+           // No element is both 1 and 2: two witnesses, so maxItems 2 leaves no room for a third element.
+           {R"({"type":"array","maxItems":2,"allOf":[{"contains":{"const":1}},{"contains":{"const":2}}]})", {"[1,2]", "[2,1]"},
+            {"[1,2,3]", "[1,3]", "[1]", "[3,1,2]"}},
+           // Exactly three elements: one other element before, between or after the witnesses.
+           {R"({"type":"array","minItems":3,"maxItems":3,"allOf":[{"contains":{"const":1}},{"contains":{"const":2}}]})",
+            {"[1,0,2]", "[0,1,2]", "[2,1,0]", "[1,2,2]"}, {"[1,2]", "[1,2,0,0]", "[0,0,1]"}},
+           // At least four: two others anywhere around the witnesses.
+           {R"({"type":"array","minItems":4,"allOf":[{"contains":{"const":1}},{"contains":{"const":2}}]})",
+            {"[1,0,0,2]", "[0,0,1,2]", "[2,1,0,0,0]"}, {"[1,0,2]", "[1,2]", "[0,0,0,1]"}},
+           // Three kinds, any order.
+           {R"({"type":"array","allOf":[{"contains":{"type":"string"}},{"contains":{"type":"null"}},{"contains":{"type":"boolean"}}]})",
+            {R"([true,null,"a"])", R"(["a",1,null,false])", R"([null,"a",true])"}, {R"(["a",null])", "[true,false,null]", "[]"}},
+           // not items: some element neither a string nor null, beside a string.
+           {R"({"type":"array","contains":{"type":"string"},"not":{"items":{"type":["string","null"]}}})",
+            {R"(["a",1])", R"([1,"a"])", R"(["a",null,{}])"}, {R"(["a",null])", "[1]", "[]", R"(["a"])"}},
+       })
+    CheckSchemaCase(c);
+}
+
+// Two negations that each need a member, without maxProperties 1: each is met by a listed property or by
+// one of the other members, the same member or two apart, in either order. Patterns are unanchored, so
+// "ab" meets both. Verdicts derived by hand, each checked with jsonschema's Draft202012Validator.
+TEST(JsonSchemaCoverage, TwoNegationsThatNeedAMemberEach) {
+  const std::string both = R"("allOf":[{"not":{"patternProperties":{"a":{"type":"string"}}}},)"
+                           R"({"not":{"patternProperties":{"b":{"type":"string"}}}}])";
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"type":"object",)" + both + "}",
+            {R"({"a":1,"b":2})", R"({"b":2,"a":1})", R"({"ab":1})", R"({"x":"s","a":1,"y":"t","b":null,"z":0})"},
+            {"{}", R"({"a":1})", R"({"a":1,"b":"s"})", R"({"ab":"s"})", R"({"a":"s","b":1})", "[]"}},
+           // Listed properties serve as witnesses too (a1 still an integer).
+           {R"({"type":"object","properties":{"a1":{"type":"integer"},"b1":{}},)" + both + "}",
+            {R"({"a1":1,"b1":2})", R"({"a1":1,"b":true})", R"({"b1":null,"a":0})", R"({"a":1,"b":2})"},
+            {R"({"a1":1})", R"({"a1":1,"b1":"s"})", R"({"a1":"s","b":1})", R"({"b1":"s","a":1})"}},
+           // minProperties 2: one member meeting both is not enough alone.
+           {R"({"type":"object","minProperties":2,)" + both + "}", {R"({"a":1,"b":2})", R"({"ab":1,"c":"s"})", R"({"c":"s","ab":1})"},
+            {R"({"ab":1})", R"({"a":1})"}},
+       })
+    CheckSchemaCase(c);
+  // Under maxProperties 3 the members apart would need counting: still refused, naming the keyword.
+  auto g = JsonSchemaToGrammar(R"({"type":"object","maxProperties":3,)" + both + "}");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(g.status().message().find("not (of two object keywords"), std::string::npos) << g.status().message();
 }
 
 // Negations that need a member of some kind (additionalProperties, patternProperties, propertyNames): the
