@@ -147,6 +147,7 @@ bool SchemaCompiler::IntersectionEmpty(const Json& a, const Json& b, uint32_t de
   if (!o_.strict && ProvablyMeet(r_, o_.max_depth, a, b)) return false;
   SchemaCompiler sub(root_, o_);
   sub.pair_checks_ = pair_checks_;
+  sub.translate_deadline_ = translate_deadline_;  // the checks spend the schema's budget, not a fresh one
   const uint32_t rule = sub.g_.AddRule("both");
   sub.g_.set_root(rule);
   auto e = sub.Compile(Json{{"allOf", Json::array({a, b})}}, "#", depth + 1);
@@ -251,6 +252,9 @@ Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& pa
 
 Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::string& path, uint32_t depth) {
   if (depth > o_.max_depth) return Status::ResourceExhausted("the schema nests deeper than " + std::to_string(o_.max_depth) + " levels");
+  // Every subschema passes here, so the budget is checked often enough to bound the whole translation.
+  if (std::chrono::steady_clock::now() >= translate_deadline_)
+    return Status::DeadlineExceeded("translating the schema into a grammar took longer than the limit (at " + path + ")");
   if (schema.is_boolean()) return schema.get<bool>() ? AnyValue() : g_.Nothing();
   if (!schema.is_object()) return Invalid("a schema must be an object or a boolean", path);
   // An enum or const (at the top or in an allOf member) makes the language finite: exactly the members

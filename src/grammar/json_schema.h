@@ -71,6 +71,10 @@ struct JsonSchemaOptions {
   bool one_of_as_any_of = false;
   size_t max_schema_bytes = 4u << 20;
   uint32_t max_depth = 128;  // nesting of schemas (and of merged allOf / $ref chains)
+  // Wall-clock budget for translating the schema into a grammar (the automaton compiler has its own). Merging
+  // allOf members and inlining references can multiply work far beyond the schema's size, so a request must
+  // not be able to hold a thread for longer than this; past it the schema is refused (kDeadlineExceeded).
+  double max_translate_ms = 2'000.0;
 };
 
 Result<Grammar> JsonSchemaToGrammar(std::string_view schema_json, const JsonSchemaOptions& options = {});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -24,7 +25,12 @@ namespace deepinfer::grammar::json_schema_internal {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o), r_(root, o) {}
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& o)
+      : root_(root),
+        o_(o),
+        r_(root, o),
+        translate_deadline_(std::chrono::steady_clock::now() +
+                            std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, o.max_translate_ms) * 1000.0))) {}
 
   Result<Grammar> Run() {
     uint32_t r = g_.AddRule("root");
@@ -162,6 +168,7 @@ class SchemaCompiler {
   const Json& root_;
   const JsonSchemaOptions& o_;
   SchemaResolver r_;
+  std::chrono::steady_clock::time_point translate_deadline_;  // from JsonSchemaOptions::max_translate_ms
   Grammar g_;
   std::map<std::string, uint32_t> ref_rules_;
   std::map<std::string, uint32_t> string_rules_;

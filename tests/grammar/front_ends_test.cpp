@@ -249,6 +249,19 @@ TEST(Errors, SizeLimitsAreEnforced) {
   EXPECT_NE(r.status().message().find("exceeds 100 states"), std::string::npos) << r.status().message();
 }
 
+// The schema's translation has a time budget of its own: with none left, the first subschema it reaches is
+// refused (kDeadlineExceeded naming where), never compiled; the default budget compiles the same schema.
+TEST(Errors, SchemaTranslationStopsAtItsTimeBudget) {
+  const std::string schema = R"({"type":"object","properties":{"a":{"type":"integer"}}})";
+  JsonSchemaOptions spent;
+  spent.max_translate_ms = 0;
+  auto refused = JsonSchemaToGrammar(schema, spent);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(refused.status().message().find("(at #"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(JsonSchemaToGrammar(schema, JsonSchemaOptions{}).ok());
+}
+
 TEST(Errors, DeepNestingIsBounded) {
   std::string deep(100000, '(');
   deep += "a";
