@@ -42,9 +42,9 @@ class Communicator {
   // how many bytes came from member p. A size over max_part_bytes (or negative) fails with kDataLoss before
   // anything is allocated. Idle work and deadline as in AllToAllVWithIdleWork.
   //
-  // By default two collectives, the sizes and then the parts, as MPI needs: a receive is posted with its
-  // size. (A probe for each peer's message would spare the first, but costs a probe round per peer instead,
-  // and the MPI transport serves hosts apart, where bandwidth rather than rendezvous dominates.)
+  // By default two collectives, the sizes and then the parts: the MPI transport posts every receive with its
+  // size before it polls them against the deadline. (Probing each peer's message for its size would merge
+  // the two there too, at the price of a second polling loop.)
   virtual Status AllToAllVSized(const uint8_t* send, std::span<const int64_t> send_bytes,
                                 const std::function<uint8_t*(int64_t)>& receive_into, std::span<int64_t> recv_bytes,
                                 int64_t max_part_bytes, double timeout_s, std::function<void()>* idle_work) {
