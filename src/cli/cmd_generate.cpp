@@ -460,12 +460,13 @@ Result<std::map<size_t, PrintedJob>> CollectPrinted(parallel::Unit& unit, std::m
                     c.steps > 0 ? 1e6 * waited / static_cast<double>(c.steps) : 0.0);
       layers += part;
     }
+    static_assert(kKinds == 2, "the line below names each kind");
     std::fprintf(stderr,
-                 "generate: rank %d: waiting beyond each layer's fastest exchange: counts %.2f%%, pairs %.2f%%, "
-                 "outputs %.2f%% of step time; per layer (counts/pairs/outputs, us per step):%s; shared expert run "
-                 "while waiting in %lld layers, %.4f s\n",
-                 unit.rank(), 100 * by_kind[0] / step_s, 100 * by_kind[1] / step_s, 100 * by_kind[2] / step_s,
-                 layers.c_str(), static_cast<long long>(b.idle_works), b.idle_work_seconds);
+                 "generate: rank %d: waiting beyond each layer's fastest exchange: pairs %.2f%%, outputs %.2f%% of "
+                 "step time; per layer (pairs/outputs, us per step):%s; shared expert run while waiting in %lld "
+                 "layers, %.4f s\n",
+                 unit.rank(), 100 * by_kind[0] / step_s, 100 * by_kind[1] / step_s, layers.c_str(),
+                 static_cast<long long>(b.idle_works), b.idle_work_seconds);
   }
   nlohmann::json packed = {{"jobs", nlohmann::json::array()}};
   for (const auto& [index, job] : mine) packed["jobs"].push_back({index, job.out, job.err, job.failed});

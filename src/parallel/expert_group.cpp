@@ -86,16 +86,38 @@ double ExpertGroup::ExchangeTimeout() const {
 
 void ExpertGroup::AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                             std::span<const int64_t> recv_bytes) {
-  Exchange(send, send_bytes, recv, recv_bytes, nullptr);
+  AllToAllVWithIdleWork(send, send_bytes, recv, recv_bytes, nullptr);
 }
 
 void ExpertGroup::AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                                         std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) {
-  Exchange(send, send_bytes, recv, recv_bytes, idle_work);
+  const uint8_t* const received = recv;
+  Exchange(
+      [&](double timeout_s, std::function<void()>* work) {
+        return communicator_.AllToAllVWithIdleWork(send, send_bytes, recv, recv_bytes, timeout_s, work);
+      },
+      send, send_bytes, &received, recv_bytes, idle_work);
 }
 
-void ExpertGroup::Exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
-                           std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) {
+void ExpertGroup::AllToAllVSized(const uint8_t* send, std::span<const int64_t> send_bytes,
+                                 const std::function<uint8_t*(int64_t)>& receive_into, std::span<int64_t> recv_bytes,
+                                 int64_t max_part_bytes, std::function<void()>* idle_work) {
+  const uint8_t* received = nullptr;
+  const std::function<uint8_t*(int64_t)> noted = [&](int64_t bytes) {
+    uint8_t* room = receive_into(bytes);
+    received = room;
+    return room;
+  };
+  Exchange(
+      [&](double timeout_s, std::function<void()>* work) {
+        return communicator_.AllToAllVSized(send, send_bytes, noted, recv_bytes, max_part_bytes, timeout_s, work);
+      },
+      send, send_bytes, &received, recv_bytes, idle_work);
+}
+
+void ExpertGroup::Exchange(const Collective& collective, const uint8_t* send, std::span<const int64_t> send_bytes,
+                           const uint8_t* const* recv, std::span<const int64_t> recv_bytes,
+                           std::function<void()>* idle_work) {
   // The idle work is timed apart: the exchange's figures are its own.
   std::chrono::steady_clock::duration idle_work_time{};
   std::function<void()> timed_work;
@@ -107,8 +129,7 @@ void ExpertGroup::Exchange(const uint8_t* send, std::span<const int64_t> send_by
     };
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status s = communicator_.AllToAllVWithIdleWork(send, send_bytes, recv, recv_bytes, ExchangeTimeout(),
-                                                       timed_work ? &timed_work : nullptr);
+  const Status s = collective(ExchangeTimeout(), timed_work ? &timed_work : nullptr);
   if (!s.ok()) Fail("expert exchange", s);
   const bool ran_idle_work = idle_work != nullptr && *idle_work && !timed_work;
   if (ran_idle_work) *idle_work = nullptr;
@@ -154,7 +175,7 @@ void ExpertGroup::Exchange(const uint8_t* send, std::span<const int64_t> send_by
     memcpy_scratch_.resize(static_cast<size_t>(std::max(sent, received)));
     const auto copy_start = std::chrono::steady_clock::now();
     if (sent > 0) std::memcpy(memcpy_scratch_.data(), send, static_cast<size_t>(sent));
-    if (received > 0) std::memcpy(memcpy_scratch_.data(), recv, static_cast<size_t>(received));
+    if (received > 0) std::memcpy(memcpy_scratch_.data(), *recv, static_cast<size_t>(received));
     memcpy_nanos_.fetch_add(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - copy_start).count(),
         std::memory_order_relaxed);

@@ -72,6 +72,9 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
                  std::span<const int64_t> recv_bytes) override;
   void AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                              std::span<const int64_t> recv_bytes, std::function<void()>* idle_work) override;
+  void AllToAllVSized(const uint8_t* send, std::span<const int64_t> send_bytes,
+                      const std::function<uint8_t*(int64_t)>& receive_into, std::span<int64_t> recv_bytes,
+                      int64_t max_part_bytes, std::function<void()>* idle_work) override;
   bool AnyMemberHasWork(bool has_work) override;
   void NotePredictedStep(double seconds) override { predicted_step_s_ = seconds; }
   // The deadline of an exchange in the next forward pass (seconds; step thread).
@@ -139,11 +142,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
     double step_seconds = 0, agreement_seconds = 0, fastest_agreement_seconds = 0, step_exchange_seconds = 0;
   };
   Counters counters() const;
-  // Where waiting happens within a forward pass: per routed layer, the three exchanges of its dispatch
-  // (kinds: the pair counts, which wait for the slowest member's attention; the pairs; the outputs, which
+  // Where waiting happens within a forward pass: per routed layer, the two exchanges of its dispatch
+  // (kinds: the pairs with their counts, which wait for the slowest member's attention; the outputs, which
   // wait for the slowest member's experts), each kind's count, total and fastest seconds within steps with
   // work; and the idle work (the shared expert) run inside waits. The seconds exclude the idle work.
-  static constexpr int kExchangeKinds = 3;
+  static constexpr int kExchangeKinds = 2;
   struct LayerExchange {
     int64_t count = 0;
     double seconds = 0, fastest_seconds = 0;
@@ -173,9 +176,11 @@ class ExpertGroup final : public model::ExpertExchange, public engine::StepGroup
   ExpertRows expert_rows() const;
 
  private:
-  // The model's exchanges (idle_work may be null), timed.
-  void Exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
-                std::span<const int64_t> recv_bytes, std::function<void()>* idle_work);
+  // The model's exchanges, timed: `collective` runs the communicator's with the deadline and the idle work
+  // (may be null) it is given; then send_bytes went out of `send` and recv_bytes came into `*recv`.
+  using Collective = std::function<Status(double timeout_s, std::function<void()>* idle_work)>;
+  void Exchange(const Collective& collective, const uint8_t* send, std::span<const int64_t> send_bytes,
+                const uint8_t* const* recv, std::span<const int64_t> recv_bytes, std::function<void()>* idle_work);
   // Prints "deepinfer: rank R: <what>: <status>" and ends every member.
   [[noreturn]] void Fail(const std::string& what, const Status& status);
   // An all-gather of a fixed-size record through the all-to-all.

@@ -152,14 +152,30 @@ void SharedMemoryCommunicator::Abort(int code) {
 
 Status SharedMemoryCommunicator::AllToAllV(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                                            std::span<const int64_t> recv_bytes, double timeout_s) {
-  return AllToAllVWithIdleWork(send, send_bytes, recv, recv_bytes, timeout_s, nullptr);
+  return Move(send, send_bytes, recv, recv_bytes, nullptr, timeout_s, nullptr);
 }
 
 Status SharedMemoryCommunicator::AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes,
                                                        uint8_t* recv, std::span<const int64_t> recv_bytes,
                                                        double timeout_s, std::function<void()>* idle_work) {
+  return Move(send, send_bytes, recv, recv_bytes, nullptr, timeout_s, idle_work);
+}
+
+Status SharedMemoryCommunicator::AllToAllVSized(const uint8_t* send, std::span<const int64_t> send_bytes,
+                                                const std::function<uint8_t*(int64_t)>& receive_into,
+                                                std::span<int64_t> recv_bytes, int64_t max_part_bytes,
+                                                double timeout_s, std::function<void()>* idle_work) {
+  if (static_cast<int>(recv_bytes.size()) != size())
+    return Status::InvalidArgument("all-to-all: one size per member expected");
+  const Sized sized{&receive_into, recv_bytes, max_part_bytes};
+  return Move(send, send_bytes, nullptr, {}, &sized, timeout_s, idle_work);
+}
+
+Status SharedMemoryCommunicator::Move(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                                      std::span<const int64_t> recv_bytes, const Sized* sized, double timeout_s,
+                                      std::function<void()>* idle_work) {
   const int n = size();
-  if (static_cast<int>(send_bytes.size()) != n || static_cast<int>(recv_bytes.size()) != n)
+  if (static_cast<int>(send_bytes.size()) != n || (sized == nullptr && static_cast<int>(recv_bytes.size()) != n))
     return Status::InvalidArgument("all-to-all: one size per member expected");
   uint8_t* const base = segment_->base();
   const uint64_t capacity = static_cast<uint64_t>(segment_->ring_bytes());
@@ -183,27 +199,65 @@ Status SharedMemoryCommunicator::AllToAllVWithIdleWork(const uint8_t* send, std:
       Futex(reinterpret_cast<uint32_t*>(base + MemberLinesAt() + kLine * member), FUTEX_WAKE, 1, nullptr);
   };
 
-  // What is left to move with each member, and where it starts in the caller's buffers.
-  std::vector<int64_t> send_at(static_cast<size_t>(n)), recv_at(static_cast<size_t>(n));
-  std::vector<int64_t> to_send(static_cast<size_t>(n)), to_recv(static_cast<size_t>(n));
+  // What is left to move with each member, and where it starts in the caller's buffers. In a sized
+  // collective each ring towards a peer first carries the part's size (size_out, size_out_left bytes of it
+  // still to write), and each ring from a peer first gives its size (size_in, size_in_left bytes still to
+  // read); the received parts are taken once every size is in (sizes_known).
+  const size_t members = static_cast<size_t>(n);
+  std::vector<int64_t> send_at(members), recv_at(members), to_send(members), to_recv(members);
+  std::vector<int64_t> size_out(members), size_in(members);
+  std::vector<uint64_t> size_out_left(members), size_in_left(members);
+  const uint64_t size_length = sized != nullptr ? sizeof(int64_t) : 0;
+  int sizes_missing = 0;
   int64_t send_offset = 0, recv_offset = 0;
   int open = 0;
   for (int p = 0; p < n; ++p) {
-    const int64_t out = send_bytes[p], in = recv_bytes[p];
+    const int64_t out = send_bytes[p], in = sized != nullptr ? 0 : recv_bytes[p];
     if (out < 0 || in < 0) return Status::InvalidArgument("all-to-all: a negative size");
     if (p == rank_) {
-      if (out != in) return Status::InvalidArgument("all-to-all: this member's own part differs in size");
-      if (out > 0) std::memcpy(recv + recv_offset, send + send_offset, static_cast<size_t>(out));
+      if (sized != nullptr) {
+        sized->recv_bytes[p] = out;
+      } else {
+        if (out != in) return Status::InvalidArgument("all-to-all: this member's own part differs in size");
+        if (out > 0) std::memcpy(recv + recv_offset, send + send_offset, static_cast<size_t>(out));
+      }
     } else {
       send_at[p] = send_offset;
       recv_at[p] = recv_offset;
       to_send[p] = out;
       to_recv[p] = in;
-      open += (out > 0) + (in > 0);
+      size_out[p] = out;
+      size_out_left[p] = size_in_left[p] = size_length;
+      sizes_missing += sized != nullptr;
+      open += (out > 0 || size_length > 0) + (in > 0 || size_length > 0);
     }
     send_offset += out;
     recv_offset += in;
   }
+  // Once every peer's size is in: the room for the parts, this member's own part copied in.
+  const auto place_parts = [&]() -> Status {
+    int64_t total = 0;
+    for (int p = 0; p < n; ++p) {
+      const int64_t bytes = p == rank_ ? send_bytes[p] : size_in[p];
+      if (bytes < 0 || bytes > sized->max_part_bytes)
+        return Status::DataLoss("all-to-all: rank " + std::to_string(p) + " announced a part of " +
+                                std::to_string(bytes) + " bytes (at most " + std::to_string(sized->max_part_bytes) +
+                                " expected)");
+      sized->recv_bytes[p] = bytes;
+      recv_at[p] = total;
+      if (p != rank_) to_recv[p] = bytes;
+      total += bytes;
+    }
+    recv = (*sized->receive_into)(total);
+    int64_t own_at = 0;
+    for (int p = 0; p < rank_; ++p) own_at += send_bytes[p];
+    if (send_bytes[rank_] > 0)
+      std::memcpy(recv + recv_at[rank_], send + own_at, static_cast<size_t>(send_bytes[rank_]));
+    for (int p = 0; p < n; ++p)
+      if (p != rank_ && to_recv[p] == 0) --open;  // (an empty part: its size was all there was)
+    return Status::Ok();
+  };
+  if (sized != nullptr && sizes_missing == 0) DI_RETURN_IF_ERROR(place_parts());  // (no peers: not a unit)
   if (open == 0) return Status::Ok();
 
   const auto start = std::chrono::steady_clock::now();
@@ -218,39 +272,68 @@ Status SharedMemoryCommunicator::AllToAllVWithIdleWork(const uint8_t* send, std:
     const uint32_t seen = bell(rank_).load(std::memory_order_seq_cst);
     bool moved = false;
     for (int p = 0; p < n; ++p) {
-      if (to_send[p] > 0) {
+      if (p == rank_) continue;
+      if (size_out_left[p] > 0 || to_send[p] > 0) {
         const size_t ring = RingIndex(n, rank_, p);
         const uint64_t written = head(ring).load(std::memory_order_relaxed);  // (this member is its only writer)
         const uint64_t room = capacity - (written - tail(ring).load(std::memory_order_acquire));
-        const uint64_t count = std::min<uint64_t>(room, static_cast<uint64_t>(to_send[p]));
+        uint64_t count = 0;  // bytes written into the ring this turn
+        const auto put = [&](const uint8_t* from, uint64_t bytes) {
+          const uint64_t at = (written + count) % capacity, first = std::min(bytes, capacity - at);
+          std::memcpy(data(ring) + at, from, first);
+          if (bytes > first) std::memcpy(data(ring), from + first, bytes - first);
+          count += bytes;
+        };
+        if (size_out_left[p] > 0) {
+          const uint64_t bytes = std::min(room, size_out_left[p]);
+          put(reinterpret_cast<const uint8_t*>(&size_out[p]) + (size_length - size_out_left[p]), bytes);
+          size_out_left[p] -= bytes;
+        }
+        if (size_out_left[p] == 0 && to_send[p] > 0) {
+          const uint64_t bytes = std::min<uint64_t>(room - count, static_cast<uint64_t>(to_send[p]));
+          put(send + send_at[p], bytes);
+          send_at[p] += static_cast<int64_t>(bytes);
+          to_send[p] -= static_cast<int64_t>(bytes);
+        }
         if (count > 0) {
-          const uint64_t at = written % capacity, first = std::min(count, capacity - at);
-          std::memcpy(data(ring) + at, send + send_at[p], first);
-          if (count > first) std::memcpy(data(ring), send + send_at[p] + first, count - first);
           head(ring).store(written + count, std::memory_order_release);
-          send_at[p] += static_cast<int64_t>(count);
-          to_send[p] -= static_cast<int64_t>(count);
-          open -= to_send[p] == 0;
+          open -= size_out_left[p] == 0 && to_send[p] == 0;
           ring_bell(p);
           moved = true;
         }
       }
-      if (to_recv[p] > 0) {
+      if (size_in_left[p] > 0 || (sizes_missing == 0 && to_recv[p] > 0)) {
         const size_t ring = RingIndex(n, p, rank_);
         const uint64_t read = tail(ring).load(std::memory_order_relaxed);  // (this member is its only reader)
         const uint64_t ready = head(ring).load(std::memory_order_acquire) - read;
-        const uint64_t count = std::min<uint64_t>(ready, static_cast<uint64_t>(to_recv[p]));
-        if (count > 0) {
-          const uint64_t at = read % capacity, first = std::min(count, capacity - at);
-          std::memcpy(recv + recv_at[p], data(ring) + at, first);
-          if (count > first) std::memcpy(recv + recv_at[p] + first, data(ring), count - first);
-          tail(ring).store(read + count, std::memory_order_release);
-          recv_at[p] += static_cast<int64_t>(count);
-          to_recv[p] -= static_cast<int64_t>(count);
+        uint64_t count = 0;  // bytes taken from the ring this turn
+        const auto take = [&](uint8_t* to, uint64_t bytes) {
+          const uint64_t at = (read + count) % capacity, first = std::min(bytes, capacity - at);
+          std::memcpy(to, data(ring) + at, first);
+          if (bytes > first) std::memcpy(to + first, data(ring), bytes - first);
+          count += bytes;
+        };
+        bool sizes_complete = false;
+        if (size_in_left[p] > 0) {
+          const uint64_t bytes = std::min(ready, size_in_left[p]);
+          take(reinterpret_cast<uint8_t*>(&size_in[p]) + (size_length - size_in_left[p]), bytes);
+          size_in_left[p] -= bytes;
+          sizes_complete = size_in_left[p] == 0 && --sizes_missing == 0;
+        }
+        if (sizes_missing == 0 && to_recv[p] > 0) {
+          const uint64_t bytes = std::min<uint64_t>(ready - count, static_cast<uint64_t>(to_recv[p]));
+          take(recv + recv_at[p], bytes);
+          recv_at[p] += static_cast<int64_t>(bytes);
+          to_recv[p] -= static_cast<int64_t>(bytes);
           open -= to_recv[p] == 0;
+        }
+        if (count > 0) {
+          tail(ring).store(read + count, std::memory_order_release);
           ring_bell(p);  // (its producer may wait for the room)
           moved = true;
         }
+        // The last size in: the room for the parts (the other peers' parts are taken on the next turn).
+        if (sizes_complete) DI_RETURN_IF_ERROR(place_parts());
       }
     }
     if (open == 0) return Status::Ok();
@@ -263,7 +346,8 @@ Status SharedMemoryCommunicator::AllToAllVWithIdleWork(const uint8_t* send, std:
     // The idle work once every part of ours is in its ring: the peers then wait for nothing of this member's
     // while it runs (a ring towards here that were full would have moved bytes above).
     if (idle_work != nullptr && *idle_work &&
-        std::all_of(to_send.begin(), to_send.end(), [](int64_t bytes) { return bytes == 0; })) {
+        std::all_of(to_send.begin(), to_send.end(), [](int64_t bytes) { return bytes == 0; }) &&
+        std::all_of(size_out_left.begin(), size_out_left.end(), [](uint64_t bytes) { return bytes == 0; })) {
       const std::function<void()> work = std::move(*idle_work);
       *idle_work = nullptr;
       work();
@@ -289,7 +373,8 @@ Status SharedMemoryCommunicator::AllToAllVWithIdleWork(const uint8_t* send, std:
   std::string who;
   for (int pass = 0; pass < 2 && who.empty(); ++pass)
     for (int p = 0; p < n; ++p)
-      if ((pass == 0 ? to_recv[p] : to_send[p]) > 0) who += (who.empty() ? " " : ", ") + std::to_string(p);
+      if (pass == 0 ? to_recv[p] > 0 || size_in_left[p] > 0 : to_send[p] > 0 || size_out_left[p] > 0)
+        who += (who.empty() ? " " : ", ") + std::to_string(p);
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%.1f", timeout_s);
   return Status::DeadlineExceeded("rank" + who + " did not answer within " + seconds + " s (stopped, dead or stalled)");

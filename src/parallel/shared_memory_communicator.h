@@ -2,8 +2,9 @@
 // MPI: every per-layer expert exchange of a small decode step is a few kilobytes, and its cost through MPI is
 // latency (the library's queues and the poll loop's sleeps), not bandwidth. Here every ordered pair of members
 // has a single-producer, single-consumer byte ring in the segment; an all-to-all writes each part into its
-// ring and reads each expected part from the ring towards it, both sides knowing every size (as the
-// Communicator contract says), so the rings carry bare bytes and consecutive collectives simply follow one
+// ring and reads each expected part from the ring towards it. Where both sides know every size (AllToAllV)
+// the rings carry bare bytes; where only the senders do (AllToAllVSized) each part carries its size in front,
+// so that one collective does what would otherwise take two. Consecutive collectives simply follow one
 // another in each ring. A part larger than its ring streams through it: the receiver frees space as it reads.
 //
 // Waiting spins briefly (a balanced exchange completes within microseconds), then sleeps on a futex in the
@@ -81,10 +82,27 @@ class SharedMemoryCommunicator final : public Communicator {
   Status AllToAllVWithIdleWork(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                                std::span<const int64_t> recv_bytes, double timeout_s,
                                std::function<void()>* idle_work) override;
+  // One collective: each ring carries the part's size (8 bytes) in front of its bytes, so that the sizes
+  // need no collective of their own. The receiver reads every peer's size first and takes the parts once it
+  // knows them all (room for them in rank order); until then the parts wait in the rings, which the peers
+  // fill as usual.
+  Status AllToAllVSized(const uint8_t* send, std::span<const int64_t> send_bytes,
+                        const std::function<uint8_t*(int64_t)>& receive_into, std::span<int64_t> recv_bytes,
+                        int64_t max_part_bytes, double timeout_s, std::function<void()>* idle_work) override;
   [[noreturn]] void Abort(int code) override;
   const char* transport() const override { return "shared memory"; }
 
  private:
+  // Both all-to-alls: with `sized` null every size is known (recv_bytes and recv given); else the sizes
+  // travel in the rings, land in sized->recv_bytes, and recv comes from sized->receive_into.
+  struct Sized {
+    const std::function<uint8_t*(int64_t)>* receive_into;
+    std::span<int64_t> recv_bytes;
+    int64_t max_part_bytes;
+  };
+  Status Move(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+              std::span<const int64_t> recv_bytes, const Sized* sized, double timeout_s,
+              std::function<void()>* idle_work);
   std::shared_ptr<SharedMemorySegment> segment_;
   int rank_;
   Communicator* base_;

@@ -100,6 +100,36 @@ TEST(ExpertGroup, ExchangeDeadlinesFollowTheUnitsLongestPredictedStep) {
   }
 }
 
+TEST(ExpertGroup, PartsWhoseSizesOnlyTheirSendersKnowArriveThroughATransportThatNeedsThemFirst) {
+  // ThreadUnit's members implement only AllToAllV: the sized exchange is the Communicator's default (the
+  // sizes, then the parts), as over MPI. Member m sends member p (m + 1) · (p + 2) bytes of value 16m + p.
+  constexpr int kMembers = 3;
+  ThreadUnit unit(kMembers);
+  std::vector<std::string> errors(kMembers);
+  unit.Run([&](int rank, ExpertGroup& group) {
+    std::vector<int64_t> send_bytes(kMembers), recv_bytes(kMembers, -1);
+    std::vector<uint8_t> send, recv;
+    for (int p = 0; p < kMembers; ++p) {
+      send_bytes[p] = (rank + 1) * (p + 2);
+      send.insert(send.end(), static_cast<size_t>(send_bytes[p]), static_cast<uint8_t>(16 * rank + p));
+    }
+    int calls = 0;
+    group.AllToAllVSized(send.data(), send_bytes,
+                         [&](int64_t bytes) {
+                           ++calls;
+                           recv.assign(static_cast<size_t>(bytes), 0);
+                           return recv.data();
+                         },
+                         recv_bytes, 64, nullptr);
+    std::vector<uint8_t> expected;
+    for (int p = 0; p < kMembers; ++p)
+      expected.insert(expected.end(), static_cast<size_t>((p + 1) * (rank + 2)), static_cast<uint8_t>(16 * p + rank));
+    if (calls != 1 || recv != expected || recv_bytes != std::vector<int64_t>{rank + 2, 2 * (rank + 2), 3 * (rank + 2)})
+      errors[static_cast<size_t>(rank)] = "received other parts than sent";
+  });
+  for (int m = 0; m < kMembers; ++m) EXPECT_EQ(errors[m], "") << "member " << m;
+}
+
 TEST(ExpertGroup, MembersSwapTheBalancersPlacementAtTheSameStepAndSkipOneNoBetter) {
   // 8 experts over 2 ranks (4 each) plus 2 redundant copies: 5 each. Rows go mostly to expert 0 (rank 0's):
   // the balancer copies it, and from the swap on rank 1 computes some of its pairs. For kSameRowsSteps

@@ -85,6 +85,119 @@ TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThan
   for (int m = 0; m < kMembers; ++m) EXPECT_EQ(errors[m], "") << "member " << m;
 }
 
+// Maps one segment of `members` members with rings of `ring_bytes`, its name already removed.
+std::vector<std::shared_ptr<SharedMemorySegment>> MapSegment(const char* what, int members, int64_t ring_bytes) {
+  const std::string name = UniqueName(what);
+  auto made = SharedMemorySegment::Create(name, members, ring_bytes);
+  if (!made.ok()) return {};
+  std::vector<std::shared_ptr<SharedMemorySegment>> segments = {std::move(made).value()};
+  for (int m = 1; m < members; ++m) {
+    auto opened = SharedMemorySegment::Open(name, members);
+    if (!opened.ok()) break;
+    segments.push_back(std::move(opened).value());
+  }
+  SharedMemorySegment::Unlink(name);
+  return segments;
+}
+
+TEST(SharedMemoryCommunicator, PartsWhoseSizesOnlyTheirSendersKnowArriveWithThem) {
+  // Sized and plain all-to-alls alternate in the same rings (each must leave them where the next expects),
+  // with parts larger than the rings, empty parts and a late member whose peers sleep meanwhile.
+  constexpr int kMembers = 3, kRounds = 24;
+  std::vector<std::shared_ptr<SharedMemorySegment>> segments = MapSegment("sized", kMembers, 4096);
+  ASSERT_EQ(segments.size(), static_cast<size_t>(kMembers));
+  std::vector<std::string> errors(kMembers);
+  std::vector<std::thread> threads;
+  for (int m = 0; m < kMembers; ++m) {
+    threads.emplace_back([&, m] {
+      SharedMemoryCommunicator comm(segments[static_cast<size_t>(m)], m, nullptr, SharedMemoryWait{0});
+      for (int round = 0; round < kRounds; ++round) {
+        if (m == 1 && round % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::vector<int64_t> send_bytes(kMembers), recv_bytes(kMembers, -1);
+        std::vector<uint8_t> send, recv;
+        int64_t expected_total = 0;
+        for (int p = 0; p < kMembers; ++p) {
+          send_bytes[p] = PartBytes(m, p, round);
+          for (int64_t i = 0; i < send_bytes[p]; ++i) send.push_back(Byte(m, p, round, i));
+          expected_total += PartBytes(p, m, round);
+        }
+        int calls = 0;
+        int64_t asked = -1;
+        const std::function<uint8_t*(int64_t)> receive_into = [&](int64_t bytes) {
+          ++calls;
+          asked = bytes;
+          recv.assign(static_cast<size_t>(bytes), 0);
+          return recv.data();
+        };
+        Status s = round % 2 == 0
+                       ? comm.AllToAllVSized(send.data(), send_bytes, receive_into, recv_bytes, 20000, 10.0, nullptr)
+                       : Status::Ok();
+        if (round % 2 != 0) {  // (the plain one: the receiver knows the sizes)
+          for (int p = 0; p < kMembers; ++p) recv_bytes[p] = PartBytes(p, m, round);
+          recv.assign(static_cast<size_t>(expected_total), 0);
+          calls = 1;
+          asked = expected_total;
+          s = comm.AllToAllV(send.data(), send_bytes, recv.data(), recv_bytes, 10.0);
+        }
+        if (!s.ok() || calls != 1 || asked != expected_total) {
+          errors[m] = "round " + std::to_string(round) + ": " + s.message() + " (room asked " + std::to_string(calls) +
+                      " times, for " + std::to_string(asked) + " bytes of " + std::to_string(expected_total) + ")";
+          return;
+        }
+        int64_t at = 0;
+        for (int p = 0; p < kMembers; ++p) {
+          if (recv_bytes[p] != PartBytes(p, m, round)) {
+            errors[m] = "round " + std::to_string(round) + ": member " + std::to_string(p) + "'s size is " +
+                        std::to_string(recv_bytes[p]);
+            return;
+          }
+          for (int64_t i = 0; i < recv_bytes[p]; ++i, ++at) {
+            if (recv[static_cast<size_t>(at)] != Byte(p, m, round, i)) {
+              errors[m] = "round " + std::to_string(round) + ": byte " + std::to_string(i) + " from member " +
+                          std::to_string(p) + " differs";
+              return;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int m = 0; m < kMembers; ++m) EXPECT_EQ(errors[m], "") << "member " << m;
+}
+
+TEST(SharedMemoryCommunicator, ASizeOverTheReceiversBoundIsRefusedBeforeAnyRoomIsAsked) {
+  std::vector<std::shared_ptr<SharedMemorySegment>> segments = MapSegment("bound", 2, 4096);
+  ASSERT_EQ(segments.size(), 2u);
+  // Member 1 sends member 0 a part of 100 bytes where member 0 takes at most 50; member 0's own 10 bytes
+  // for member 1 are within member 1's bound, so member 1 completes.
+  Status status[2];
+  int calls[2] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int m = 0; m < 2; ++m) {
+    threads.emplace_back([&, m] {
+      SharedMemoryCommunicator comm(segments[static_cast<size_t>(m)], m, nullptr);
+      const std::vector<uint8_t> send(110, 5);
+      const std::vector<int64_t> send_bytes = m == 0 ? std::vector<int64_t>{0, 10} : std::vector<int64_t>{100, 0};
+      std::vector<int64_t> recv_bytes(2);
+      std::vector<uint8_t> recv;
+      const std::function<uint8_t*(int64_t)> receive_into = [&](int64_t bytes) {
+        ++calls[m];
+        recv.assign(static_cast<size_t>(bytes), 0);
+        return recv.data();
+      };
+      status[m] = comm.AllToAllVSized(send.data(), send_bytes, receive_into, recv_bytes, 50, 10.0, nullptr);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(status[0].code(), StatusCode::kDataLoss);
+  EXPECT_NE(status[0].message().find("rank 1 announced a part of 100 bytes (at most 50 expected)"), std::string::npos)
+      << status[0].message();
+  EXPECT_EQ(calls[0], 0);
+  EXPECT_TRUE(status[1].ok()) << status[1].message();
+  EXPECT_EQ(calls[1], 1);
+}
+
 TEST(SharedMemoryCommunicator, AMemberThatNeverComesIsNamedAtTheDeadline) {
   const std::string name = UniqueName("absent");
   auto made = SharedMemorySegment::Create(name, 2, 4096);

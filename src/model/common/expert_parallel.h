@@ -52,6 +52,14 @@ class ExpertExchange {
     (void)idle_work;
     AllToAllV(send, send_bytes, recv, recv_bytes);
   }
+  // The same exchange where only the senders know the sizes: each part travels with its size; once every
+  // member's is in, `receive_into(total)` gives room for all the parts in rank order (this member's own
+  // included) and recv_bytes[p] says how many bytes came from member p. A part over max_part_bytes ends the
+  // group, as a missed deadline does. Where the transport allows it (shared memory), one rendezvous instead
+  // of a sizes exchange followed by the parts'.
+  virtual void AllToAllVSized(const uint8_t* send, std::span<const int64_t> send_bytes,
+                              const std::function<uint8_t*(int64_t)>& receive_into, std::span<int64_t> recv_bytes,
+                              int64_t max_part_bytes, std::function<void()>* idle_work) = 0;
   // The experts (of `experts`) this member's rows were routed to in the routed layer about to exchange:
   // each row's k ids one after another, empty for a member without rows. Called once per routed layer of a
   // forward pass, in layer order: the expert loads a load balancer needs. Nothing by default.

@@ -230,9 +230,13 @@ void CombineRows(const std::vector<std::vector<std::pair<const float*, float>>>&
 
 // A routed (row, expert) pair on the wire: the expert id, the routing weight, then the row's d floats.
 constexpr int64_t kPairHeaderFloats = 2;
+// The most rows a member routes in one forward pass: the engine's cap on a step's tokens. A member's part of
+// the dispatch is at most that many rows' k pairs, which bounds the size a peer announces.
+constexpr int64_t kMaxRowsPerMember = int64_t{1} << 20;
 
-// The dispatch of an expert-parallel member (ExpertSetWeights::exchange): counts, then the pairs to each
-// expert's member, the member's experts over what it received, the outputs back, and the combine here.
+// The dispatch of an expert-parallel member (ExpertSetWeights::exchange): the pairs to each expert's member
+// (their counts travelling with them), the member's experts over what it received, the outputs back, and the
+// combine here.
 void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dispatch, const float* x, int64_t n,
                             int64_t d, const int32_t* chosen, const float* weights, int64_t k, ThreadPool& pool,
                             ScopedPhase& phase, float* out) {
@@ -266,19 +270,16 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
   std::vector<ExpertWork> no_routed_work;
   std::function<void()> shared_expert;
   if (n > 0) shared_expert = [&] { RunExperts(no_routed_work, w.shared, x, n, d, dispatch, pool, out); };
-  const std::vector<int64_t> count_bytes(static_cast<size_t>(members), sizeof(int64_t));
-  exchange.AllToAllVWithIdleWork(reinterpret_cast<const uint8_t*>(send_counts.data()), count_bytes,
-                                 reinterpret_cast<uint8_t*>(recv_counts.data()), count_bytes, &shared_expert);
 
-  int64_t sent = 0, received = 0;
+  // The pairs, their counts travelling with them (one rendezvous where the transport allows it).
+  const int64_t pair_bytes = pair_floats * static_cast<int64_t>(sizeof(float));
+  int64_t sent = 0;
   std::vector<int64_t> send_bytes(static_cast<size_t>(members)), recv_bytes(static_cast<size_t>(members));
   for (int m = 0; m < members; ++m) {
     sent += send_counts[m];
-    received += recv_counts[m];
-    send_bytes[m] = send_counts[m] * pair_floats * static_cast<int64_t>(sizeof(float));
-    recv_bytes[m] = recv_counts[m] * pair_floats * static_cast<int64_t>(sizeof(float));
+    send_bytes[m] = send_counts[m] * pair_bytes;
   }
-  std::vector<float> send(static_cast<size_t>(sent * pair_floats)), recv(static_cast<size_t>(received * pair_floats));
+  std::vector<float> send(static_cast<size_t>(sent * pair_floats)), recv;
   {
     float* at = send.data();
     for (const std::vector<int64_t>& pairs : outgoing) {
@@ -291,8 +292,24 @@ void DispatchExpertsSharded(const ExpertSetWeights& w, const ExpertDispatch& dis
       }
     }
   }
-  exchange.AllToAllVWithIdleWork(reinterpret_cast<const uint8_t*>(send.data()), send_bytes,
-                                 reinterpret_cast<uint8_t*>(recv.data()), recv_bytes, &shared_expert);
+  const auto receive_into = [&](int64_t bytes) {
+    // (rounded up: a part of other than whole pairs is refused below, after it has landed)
+    constexpr int64_t kFloat = sizeof(float);
+    recv.resize(static_cast<size_t>((bytes + kFloat - 1) / kFloat));
+    return reinterpret_cast<uint8_t*>(recv.data());
+  };
+  exchange.AllToAllVSized(reinterpret_cast<const uint8_t*>(send.data()), send_bytes, receive_into, recv_bytes,
+                          kMaxRowsPerMember * k * pair_bytes, &shared_expert);
+  int64_t received = 0;
+  for (int m = 0; m < members; ++m) {
+    if (recv_bytes[m] % pair_bytes != 0) {
+      std::fprintf(stderr, "deepinfer: expert parallelism: rank %d sent %lld bytes, not whole pairs of %lld\n", m,
+                   static_cast<long long>(recv_bytes[m]), static_cast<long long>(pair_bytes));
+      std::abort();  // the members disagree about the model's shape: nothing they compute can be trusted
+    }
+    recv_counts[m] = recv_bytes[m] / pair_bytes;
+    received += recv_counts[m];
+  }
 
   // The received pairs grouped by this member's experts, in increasing expert order, each expert's rows in
   // arrival order (sending member, then its order).
