@@ -40,7 +40,9 @@ void BackgroundWorker::Loop() {
   SetCurrentThreadName(thread_name_.c_str());
   // Without it the jobs still run, at the default priority.
   if (const Status s = SetThreadBackgroundPriority(); !s.ok())
-    DI_LOG(kWarn, "background thread keeps the default priority").Field("thread", thread_name_).Field("error", s.message());
+    DI_LOG(kWarn, "background thread keeps the default priority")
+        .Field("thread", thread_name_)
+        .Field("error", s.message());
   while (true) {
     std::function<void()> job;
     {
