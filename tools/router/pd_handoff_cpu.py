@@ -20,7 +20,7 @@ import random
 import shutil
 
 from deepinfer_process import stream_completion
-from pd_tbt import MODEL, long_prompt, start_units
+from pd_tbt import MODEL, long_prompt, start_units, wait_routable
 
 
 def thread_cpu_ns(pid):
@@ -56,6 +56,7 @@ def main():
         stream_completion(router.port, body)
 
     try:
+        wait_routable(router.port)
         for _ in range(2):  # warm: first allocations, the store's directories
             hand_off()
         before = thread_cpu_ns(decode.proc.pid)

@@ -57,6 +57,20 @@ def decode_gaps(port, streams, tokens, tag):
     return gaps
 
 
+def wait_routable(port, deadline_s=120):
+    """Until the router places a request (the units register and pass a health check after they start)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            stream_completion(port, {"model": MODEL, "prompt": "Warm?", "max_tokens": 2, "temperature": 0,
+                                     "stream": True})
+            return
+        except RuntimeError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
 def long_prompt(rng, tokens):
     # Words of a few tokens each; unique per request, so that no prefix is cached.
     return " ".join(f"w{rng.randrange(10**6)}" for _ in range(tokens // 3))
@@ -130,6 +144,7 @@ def main():
     long_prompts = {"colocated": [], "pd": []}  # each long prompt's latency (its answer's last byte), seconds
     try:
         decode_gaps(colocated.port, 2, 16, "warm")
+        wait_routable(router.port)
         decode_gaps(router.port, 2, 16, "warm")
         settings = [("alone", colocated.port, None), ("colocated", colocated.port, colocated.port),
                     ("pd_alone", router.port, None), ("pd", router.port, router.port)]
