@@ -6,12 +6,15 @@
 //
 // Properties: nothing crashes; every request is answered exactly once, synchronously, with a known status;
 // a JSON answer is valid JSON (an error one has the protocol's error shape); x-request-id is echoed when
-// the client's is acceptable and made otherwise.
+// the client's is acceptable and made otherwise; a generation request whose x-deepinfer-first-token (the
+// output's first token a prefill unit hands over) is not a decimal id of the vocabulary never gets as far as
+// the missing engine (no 503), whether its other parts are good or not.
 //
 // Input layout (text, so seeds read as requests): "METHOD PATH\n", then "name: value\n" header lines up to
 // an empty line, then the body.
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -48,12 +51,17 @@ class RecordingChannel : public server::ResponseChannel {
   server::HttpResponse last;
 };
 
-server::Service& TheService() {
+const tokenizer::Tokenizer& TheTokenizer() {
   static tokenizer::Tokenizer* tok = [] {
     auto t = tokenizer::LoadTokenizer("deepseek-v4");
     if (!t.ok()) std::abort();
     return new tokenizer::Tokenizer(std::move(*t));
   }();
+  return *tok;
+}
+
+server::Service& TheService() {
+  static const tokenizer::Tokenizer* tok = &TheTokenizer();
   static server::Service* service = [] {
     server::ServiceOptions o;
     o.served_model_names = {"m", "other"};
@@ -97,6 +105,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   request.body = std::string(in);
   const std::string given_id(request.Header("x-request-id"));
+  // Read only where neither a prefill-only header nor a stream resumption takes its place.
+  const std::string_view first_token = request.Header("x-deepinfer-first-token");
+  bool first_token_read = !first_token.empty() && request.Header("x-deepinfer-prefill-only").empty() &&
+                          request.body.find("deepinfer_resume") == std::string::npos;
+  bool generation = false;
+  for (const char* route : {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses"})
+    generation = generation || (request.path == route && request.method == "POST");
+  first_token_read = first_token_read && generation;
+  bool first_token_ok = true;
+  uint64_t first_token_id = 0;
+  for (char c : first_token) {
+    first_token_ok = first_token_ok && c >= '0' && c <= '9';
+    first_token_id = std::min<uint64_t>(first_token_id * 10 + static_cast<uint64_t>(c - '0'), uint64_t{1} << 40);
+  }
+  first_token_ok = first_token_ok && first_token_id < TheTokenizer().vocab_size();
 
   auto channel = std::make_shared<RecordingChannel>();
   TheService().Handle(request, channel);
@@ -110,6 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool acceptable = !given_id.empty() && given_id.size() <= 128;
   for (char c : given_id) acceptable = acceptable && c > 0x20 && c < 0x7f;
   if (acceptable && echoed != given_id) std::abort();
+  if (first_token_read && !first_token_ok && r.status == 503) std::abort();
   if (r.content_type == "application/json" && !r.body.empty()) {
     auto parsed = ParseJson(r.body);
     if (!parsed.ok()) std::abort();

@@ -575,7 +575,10 @@ int RunServe(const std::vector<std::string>& argv) {
   std::unique_ptr<router::LeaseWriter> lease;
   if (!args.unit_dir.empty()) {
     lease = NewUnitLease(args, url, engine.get());
-    if (Status s = lease->Start(); !s.ok()) return Fail("serve", "--unit-dir: " + s.message());
+    if (Status s = lease->Start(); !s.ok()) {
+      service.StopBackgroundWork();  // before the engine goes
+      return Fail("serve", "--unit-dir: " + s.message());
+    }
   }
 
   int signal_number = 0;
@@ -592,6 +595,7 @@ int RunServe(const std::vector<std::string>& argv) {
     if (sigtimedwait(&signals, nullptr, &poll) > 0) break;
   }
   const int64_t unfinished = server.counters().exchanges_active;
+  service.StopBackgroundWork();  // what is queued there reaches the engine, and is cancelled with the rest
   server.CancelAll();
   if (engine) engine->Shutdown();
   server.Stop();

@@ -44,8 +44,20 @@ Status SetThreadLatencySlice(int64_t slice_us) {
     return Status::Unavailable(std::string("sched_setattr: ") + std::strerror(errno));
   return Status::Ok();
 }
+
+Status SetThreadBackgroundPriority() {
+  SchedAttr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.size = sizeof attr;
+  attr.sched_policy = kSchedBatch;
+  attr.sched_nice = 19;
+  if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
+    return Status::Unavailable(std::string("sched_setattr: ") + std::strerror(errno));
+  return Status::Ok();
+}
 #else
 Status SetThreadLatencySlice(int64_t) { return Status::Unavailable("per-thread slices need Linux"); }
+Status SetThreadBackgroundPriority() { return Status::Unavailable("background priority needs Linux"); }
 #endif
 
 void SetCurrentThreadName(const char* name) {

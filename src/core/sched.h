@@ -17,6 +17,13 @@ namespace deepinfer {
 // kept. Kernels without per-task slices accept and ignore it; an error means the request was refused.
 Status SetThreadLatencySlice(int64_t slice_us);
 
+// Moves the calling thread to the background: SCHED_BATCH at nice 19 with the kernel's default slice. On a
+// core that a default thread keeps busy it runs in what that thread leaves (about 1.5% of the core beside a
+// nice-0 thread that never sleeps, and every idle moment), and waking it never preempts another thread. For
+// work that may wait but must not lengthen a latency-bound thread's turn; an unprivileged thread cannot
+// return to a higher priority.
+Status SetThreadBackgroundPriority();
+
 // Names the calling thread for `top -H`, `perf sched` and debuggers (Linux keeps the first 15 bytes).
 // Best effort: elsewhere, or if the kernel refuses, the thread keeps its name.
 void SetCurrentThreadName(const char* name);

@@ -2,7 +2,8 @@
 // goes through the pipeline (src/pipeline) and between the engine and its connection here.
 //
 // A request is validated, tokenized and its grammar compiled on the connection's strand (pipeline::Prepare),
-// then handed to the engine. The engine delivers updates on its output thread, where the request's
+// or on the background preparation thread for one a prefill unit handed over (Service::Dispatch), then
+// handed to the engine. The engine delivers updates on its output thread, where the request's
 // translator turns tokens into protocol events and the events are written into the socket without blocking
 // (what the socket does not take goes on through the connection's strand). So the step thread never waits
 // for the network or the codec, and a streamed token reaches the socket with no thread hand-off after the

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "sampling/constraint_masks.h"
 #include "server/service_internal.h"
+#include "server/stream_resume.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
@@ -244,10 +245,22 @@ void Service::Dispatch(const std::shared_ptr<Exchange>& exchange) {
     e.message = draining_.load() ? "The server is shutting down." : "The model is still loading.";
     return exchange->Fail(e);
   }
-  if (path == "/v1/chat/completions") return HandleGeneration(exchange, pipeline::Api::kChatCompletions);
-  if (path == "/v1/responses") return HandleGeneration(exchange, pipeline::Api::kResponses);
-  if (path == "/v1/messages") return HandleGeneration(exchange, pipeline::Api::kMessages);
-  if (path == "/v1/completions") return HandleGeneration(exchange, pipeline::Api::kCompletions);
+  pipeline::Api api = pipeline::Api::kChatCompletions;
+  if (path == "/v1/responses") api = pipeline::Api::kResponses;
+  else if (path == "/v1/messages") api = pipeline::Api::kMessages;
+  else if (path == "/v1/completions") api = pipeline::Api::kCompletions;
+  else if (path != "/v1/chat/completions") return;
+  // A request a prefill unit handed over (it brings the output's first token; stream_resume.h) is prepared at
+  // background priority: a decode unit's running streams each wait on the engine's step thread for their next
+  // token, and on a core of their own the long prompt's parsing, rendering and tokenizing would otherwise
+  // preempt it (this thread asks for a short slice), lengthening one of their gaps by all of that work. In
+  // the background it takes what the step thread leaves, and the handed-over request waits for it instead.
+  // A malformed id, or a server without an engine, is answered at once (HandleGeneration's checks).
+  std::optional<int32_t> first_token;
+  if (engine_ && !ReadFirstToken(exchange->request.Header(kFirstTokenHeader), tokenizer_->vocab_size(), &first_token) &&
+      first_token)
+    return preparation_.Post([this, exchange, api] { HandleGeneration(exchange, api); });
+  HandleGeneration(exchange, api);
 }
 
 void Service::HandleModels(const std::shared_ptr<Exchange>& exchange) {

@@ -24,6 +24,7 @@
 #include "recipe/render.h"
 #include "recipe/request.h"
 #include "server/api_errors.h"
+#include "server/background_worker.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/responses_store.h"
@@ -95,6 +96,10 @@ class Service : public HttpHandler {
   // prefill-only request (stream_resume.h's kPrefillOnlyHeader) answers after it. Set before serving.
   void SetKvStoreFlush(std::function<void()> flush) { kv_store_flush_ = std::move(flush); }
 
+  // Runs the requests still queued for background preparation (a hand-over's, see Dispatch) and ends that
+  // thread: called before the engine goes (later requests are prepared at once, on their own thread).
+  void StopBackgroundWork() { preparation_.Stop(); }
+
   std::string MetricsText() const;
   const ServiceOptions& options() const { return options_; }
 
@@ -145,6 +150,8 @@ class Service : public HttpHandler {
   LatencyHistogram stream_handoff_;   // ServiceExchange::stream_handoff
   LatencyHistogram stream_delivery_;  // ServiceExchange::stream_delivery
   std::unique_ptr<ResponsesStore> responses_;
+  // Last: its queued jobs use everything above, and it stops (running them) before any of it goes.
+  BackgroundWorker preparation_{"di-prepare"};
 };
 
 }  // namespace deepinfer::server

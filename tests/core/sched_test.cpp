@@ -54,6 +54,26 @@ TEST(SchedTest, SetsTheSliceAndKeepsPolicyAndNice) {
   }).join();
 }
 
+// On a thread of its own: the move cannot be undone without privilege.
+TEST(SchedTest, MovesTheThreadToTheBackground) {
+  const Attr main_before = Current();
+  std::thread([] {
+    const Status s = SetThreadBackgroundPriority();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const Attr after = Current();
+    EXPECT_EQ(after.policy, 3u);  // SCHED_BATCH (uapi/linux/sched.h)
+    EXPECT_EQ(after.nice, 19);
+    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())), 19);
+    // A latency slice asked for later keeps the background policy and nice value.
+    ASSERT_TRUE(SetThreadLatencySlice(200).ok());
+    EXPECT_EQ(Current().policy, 3u);
+    EXPECT_EQ(Current().nice, 19);
+  }).join();
+  // The process's other threads keep theirs.
+  EXPECT_EQ(Current().policy, main_before.policy);
+  EXPECT_EQ(Current().nice, main_before.nice);
+}
+
 TEST(SchedTest, RefusesANonPositiveSlice) {
   EXPECT_EQ(SetThreadLatencySlice(0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(SetThreadLatencySlice(-5).code(), StatusCode::kInvalidArgument);

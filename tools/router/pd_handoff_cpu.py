@@ -7,10 +7,12 @@ nothing is cached) go through the router one after another, and each of the deco
 from /proc/PID/task/TID/schedstat (nanoseconds on the CPU) before and after. Every microsecond printed is
 taken from the decode unit's core between its decode steps, whichever thread spends it (pd_tbt.py's decode
 TBT under long prompts); CPU time, unlike those gaps, barely moves with other load on the machine, so two
-binaries compare on a busy machine too (alternate them).
+binaries compare on a busy machine too (alternate them). Part of it is the unit's work with no hand-off at all
+(the router's health checks, lease renewals), which grows with the wall time a hand-off takes: it is measured
+first (--idle-s seconds without requests) and printed apart, per thread, as the rate times that wall time.
 
 Usage: python3 tools/router/pd_handoff_cpu.py [--binary build/release/bin/deepinfer] [--model DIR]
-         [--hand-offs 20] [--prompt-tokens 2048] [--max-tokens 1]
+         [--hand-offs 20] [--prompt-tokens 2048] [--max-tokens 1] [--idle-s 5]
 Not run in CI (a benchmark).
 """
 import argparse
@@ -18,9 +20,10 @@ import collections
 import os
 import random
 import shutil
+import time
 
 from deepinfer_process import stream_completion
-from pd_tbt import MODEL, long_prompt, start_units
+from pd_tbt import MODEL, long_prompt, start_units, wait_routable
 
 
 def thread_cpu_ns(pid):
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=2048)
     # 1: the prefill unit's token is the whole output; more: the decode unit resumes after it and decodes.
     ap.add_argument("--max-tokens", type=int, default=1)
+    ap.add_argument("--idle-s", type=float, default=5)
     args = ap.parse_args()
     pin = (os.cpu_count() or 1) >= 2
     work, _, prefill, decode, router = start_units(args.binary, args.model, pin, colocated_unit=False)
@@ -56,23 +60,35 @@ def main():
         stream_completion(router.port, body)
 
     try:
+        wait_routable(router.port)
         for _ in range(2):  # warm: first allocations, the store's directories
             hand_off()
+        # What the unit spends with no hand-off (the router's health checks, lease renewals), per second.
+        idle_before = thread_cpu_ns(decode.proc.pid)
+        time.sleep(args.idle_s)
+        idle_after = thread_cpu_ns(decode.proc.pid)
         before = thread_cpu_ns(decode.proc.pid)
+        start = time.monotonic()
         for _ in range(args.hand_offs):
             hand_off()
+        wall_s = (time.monotonic() - start) / args.hand_offs
         after = thread_cpu_ns(decode.proc.pid)
     finally:
         for p in (router, prefill, decode):
             p.stop()
         shutil.rmtree(work, ignore_errors=True)
-    total = 0.0
+    total = own_total = 0.0
+    print(f"{'thread':24s} {'us/hand-off':>11s} {'of it idle':>10s} {'own':>9s}   (idle: the unit's rate without"
+          f" hand-offs x {wall_s * 1e3:.0f} ms per hand-off)")
     for name in sorted(after):
         us = (after[name] - before.get(name, 0)) / args.hand_offs / 1e3
+        idle_us = (idle_after[name] - idle_before.get(name, 0)) / args.idle_s * wall_s / 1e3
         total += us
+        own_total += us - idle_us
         if us >= 1:
-            print(f"{name:24s} {us:9.1f} us per hand-off")
-    print(f"{'total':24s} {total:9.1f} us per hand-off (load average {os.getloadavg()[0]:.1f})")
+            print(f"{name:24s} {us:11.1f} {idle_us:10.1f} {us - idle_us:9.1f}")
+    print(f"{'total':24s} {total:11.1f} {total - own_total:10.1f} {own_total:9.1f}"
+          f"   (load average {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

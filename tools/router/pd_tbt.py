@@ -57,6 +57,20 @@ def decode_gaps(port, streams, tokens, tag):
     return gaps
 
 
+def wait_routable(port, deadline_s=120):
+    """Until the router places a request (the units register and pass a health check after they start)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            stream_completion(port, {"model": MODEL, "prompt": "Warm?", "max_tokens": 2, "temperature": 0,
+                                     "stream": True})
+            return
+        except RuntimeError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
 def long_prompt(rng, tokens):
     # Words of a few tokens each; unique per request, so that no prefix is cached.
     return " ".join(f"w{rng.randrange(10**6)}" for _ in range(tokens // 3))
@@ -70,8 +84,9 @@ def measure(port_decode, port_load, args, rng, tag):
         ask_short_slice()
         while not stop.is_set():
             body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
+            start = time.monotonic()
             stream_completion(port_load, body)
-            loaded.append(1)
+            loaded.append(time.monotonic() - start)
 
     thread = threading.Thread(target=loader) if port_load else None
     if thread:
@@ -81,7 +96,7 @@ def measure(port_decode, port_load, args, rng, tag):
     stop.set()
     if thread:
         thread.join()
-    return gaps, len(loaded)
+    return gaps, loaded
 
 
 def percentile(values, q):
@@ -126,27 +141,32 @@ def main():
     work, colocated, prefill, decode, router = start_units(args.binary, args.model, pin, colocated_unit=True)
     rng = random.Random(7)
     gaps = {"alone": [], "colocated": [], "pd_alone": [], "pd": []}
-    long_prompts = {"colocated": 0, "pd": 0}
+    long_prompts = {"colocated": [], "pd": []}  # each long prompt's latency (its answer's last byte), seconds
     try:
         decode_gaps(colocated.port, 2, 16, "warm")
+        wait_routable(router.port)
         decode_gaps(router.port, 2, 16, "warm")
         settings = [("alone", colocated.port, None), ("colocated", colocated.port, colocated.port),
                     ("pd_alone", router.port, None), ("pd", router.port, router.port)]
         for r in range(args.rounds):
             for name, port, load in settings if r % 2 == 0 else reversed(settings):
-                g, n = measure(port, load, args, rng, f"{r}-{name}")
+                g, latencies = measure(port, load, args, rng, f"{r}-{name}")
                 gaps[name] += g
                 if name in long_prompts:
-                    long_prompts[name] += n
+                    long_prompts[name] += latencies
                 print(f"round {r} {name}: p99 {percentile(g, 0.99) * 1e3:.2f} ms over {len(g)} gaps"
-                      + (f", {n} long prompts" if load else ""), flush=True)
+                      + (f", {len(latencies)} long prompts" if load else ""), flush=True)
     finally:
         for p in (router, prefill, decode, colocated):
             p.stop()
         shutil.rmtree(work, ignore_errors=True)
     summary = {name: {"p50_ms": percentile(g, 0.5) * 1e3, "p99_ms": percentile(g, 0.99) * 1e3, "gaps": len(g)}
                for name, g in gaps.items()}
-    summary["long_prompts"] = long_prompts
+    summary["long_prompts"] = {name: len(v) for name, v in long_prompts.items()}
+    # How long a long prompt's answer took (what moving a decode unit's work into its core's spare time costs).
+    summary["long_prompt_latency_ms"] = {
+        name: {"p50": percentile(v, 0.5) * 1e3, "p99": percentile(v, 0.99) * 1e3} if v else None
+        for name, v in long_prompts.items()}
     summary["colocated_p99_over_alone"] = summary["colocated"]["p99_ms"] / summary["alone"]["p99_ms"]
     summary["pd_p99_over_alone"] = summary["pd"]["p99_ms"] / summary["alone"]["p99_ms"]
     summary["pd_p99_over_pd_alone"] = summary["pd"]["p99_ms"] / summary["pd_alone"]["p99_ms"]
