@@ -30,12 +30,14 @@ void QueryKeyDotsT(const float* q, int64_t heads, int64_t dim, const K* const* k
 }
 
 template <class K>
-void WeightedKeySumT(const float* p, int64_t heads, const K* const* keys, int64_t num_keys, int64_t dim, float* out) {
-  for (int64_t h = 0; h < heads; ++h) {
-    float* o = out + h * dim;
-    for (int64_t e = 0; e < dim; ++e) o[e] = 0.0f;
+void WeightedKeySumT(const float* p, int64_t p_stride, int64_t queries, const K* const* keys, int64_t num_keys,
+                     int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  for (int64_t q = 0; q < queries; ++q) {
+    float* o = out + q * out_stride;
+    if (!accumulate)
+      for (int64_t e = 0; e < dim; ++e) o[e] = 0.0f;
     for (int64_t t = 0; t < num_keys; ++t) {
-      const float w = p[h * num_keys + t];
+      const float w = p[q * p_stride + t];
       const K* k = keys[t];
       for (int64_t e = 0; e < dim; ++e) o[e] = std::fma(w, Widen(k[e]), o[e]);
     }
@@ -51,9 +53,9 @@ void QueryKeyDotsScalar(const float* q, int64_t heads, int64_t dim, const float*
   QueryKeyDotsT(q, heads, dim, keys, num_keys, scale, out);
 }
 
-void WeightedKeySumScalar(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
-                          float* out) {
-  WeightedKeySumT(p, heads, keys, num_keys, dim, out);
+void WeightedKeySumScalar(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                          int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumT(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
 
 void QueryKeyDotsBf16Scalar(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
@@ -61,9 +63,9 @@ void QueryKeyDotsBf16Scalar(const float* q, int64_t heads, int64_t dim, const ui
   QueryKeyDotsT(q, heads, dim, keys, num_keys, scale, out);
 }
 
-void WeightedKeySumBf16Scalar(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
-                              int64_t dim, float* out) {
-  WeightedKeySumT(p, heads, keys, num_keys, dim, out);
+void WeightedKeySumBf16Scalar(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
+                              int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumT(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
 
 }  // namespace attention_impl
@@ -91,15 +93,21 @@ void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, co
   QueryKeyDotsScalar(q, heads, dim, keys, num_keys, scale, out);
 }
 
-void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* const* keys, int64_t num_keys,
-                           int64_t dim, float* out) {
+void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                               int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
   switch (isa) {
     case Isa::kAvx512:
-    case Isa::kAvx512Bf16: return WeightedKeySumAvx512(p, heads, keys, num_keys, dim, out);
-    case Isa::kAvx2: return WeightedKeySumAvx2(p, heads, keys, num_keys, dim, out);
+    case Isa::kAvx512Bf16:
+      return WeightedKeySumAvx512(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
+    case Isa::kAvx2: return WeightedKeySumAvx2(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
     case Isa::kScalar: break;
   }
-  WeightedKeySumScalar(p, heads, keys, num_keys, dim, out);
+  WeightedKeySumScalar(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
+}
+
+void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* const* keys, int64_t num_keys,
+                           int64_t dim, float* out) {
+  WeightedKeySumRowsWithIsa(isa, p, num_keys, heads, keys, num_keys, dim, out, dim, false);
 }
 
 void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
@@ -113,15 +121,23 @@ void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, co
   QueryKeyDotsBf16Scalar(q, heads, dim, keys, num_keys, scale, out);
 }
 
-void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
-                           int64_t dim, float* out) {
+void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries,
+                               const uint16_t* const* keys, int64_t num_keys, int64_t dim, float* out,
+                               int64_t out_stride, bool accumulate) {
   switch (isa) {
     case Isa::kAvx512:
-    case Isa::kAvx512Bf16: return WeightedKeySumBf16Avx512(p, heads, keys, num_keys, dim, out);
-    case Isa::kAvx2: return WeightedKeySumBf16Avx2(p, heads, keys, num_keys, dim, out);
+    case Isa::kAvx512Bf16:
+      return WeightedKeySumBf16Avx512(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
+    case Isa::kAvx2:
+      return WeightedKeySumBf16Avx2(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
     case Isa::kScalar: break;
   }
-  WeightedKeySumBf16Scalar(p, heads, keys, num_keys, dim, out);
+  WeightedKeySumBf16Scalar(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
+}
+
+void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
+                           int64_t dim, float* out) {
+  WeightedKeySumRowsWithIsa(isa, p, num_keys, heads, keys, num_keys, dim, out, dim, false);
 }
 
 void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys, int64_t num_keys,
@@ -144,6 +160,16 @@ void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const float* const
 void WeightedKeySum(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
                     float* out) {
   WeightedKeySumWithIsa(BestIsa(), p, heads, keys, num_keys, dim, out);
+}
+
+void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                        int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumRowsWithIsa(BestIsa(), p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
+}
+
+void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
+                        int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumRowsWithIsa(BestIsa(), p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
 
 }  // namespace deepinfer::kernels

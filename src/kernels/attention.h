@@ -24,11 +24,23 @@ void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const float* const
 void WeightedKeySum(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
                     float* out);
 
+// The weighted sum for many query vectors at once (e.g. all heads of several rows that share their keys), with
+// strides: out[q · out_stride + e] = Σ_t p[q · p_stride + t] · keys[t][e] for q < queries, in the order above.
+// With `accumulate` each element's chain of fused multiply-adds starts from the value already in out instead
+// of +0, so summing keys [0, a) and then, accumulating, keys [a, b) gives the bits of one sum over [0, b): a
+// causal tile sums the keys all its rows see once for all of them, then each later key for the rows that see
+// it, and every row gets the bits of its own single-row sum. The work is register-blocked over queries and
+// output dims, so each key is read once per block of queries rather than once per query.
+void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                        int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate);
+
 // The same with bfloat16 keys.
 void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys, int64_t num_keys,
                   float scale, float* out);
 void WeightedKeySum(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys, int64_t dim,
                     float* out);
+void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
+                        int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate);
 
 // The same on a given ISA (tests compare them); the caller checks IsaSupported(isa).
 float DotF32WithIsa(Isa isa, const float* a, const float* b, int64_t n);
@@ -40,5 +52,10 @@ void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, co
                          int64_t num_keys, float scale, float* out);
 void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
                            int64_t dim, float* out);
+void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                               int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate);
+void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries,
+                               const uint16_t* const* keys, int64_t num_keys, int64_t dim, float* out,
+                               int64_t out_stride, bool accumulate);
 
 }  // namespace deepinfer::kernels

@@ -51,24 +51,76 @@ void QueryKeyDotsAvx2T(const float* q, int64_t heads, int64_t dim, const K* cons
     for (int64_t h = 0; h < heads; ++h) out[h * num_keys + t] = DotLanes(q + h * dim, keys[t], dim) * scale;
 }
 
-template <class K>
-void WeightedKeySumAvx2T(const float* p, int64_t heads, const K* const* keys, int64_t num_keys, int64_t dim,
-                         float* out) {
-  // Keys outermost, so each key is read once for all heads; the accumulators (heads × dim) stay in L1.
-  for (int64_t i = 0; i < heads * dim; ++i) out[i] = 0.0f;
-  const int64_t full = dim / 8 * 8;
-  const __m256i tail = TailMask(dim - full);
-  for (int64_t t = 0; t < num_keys; ++t) {
-    const K* k = keys[t];
-    for (int64_t h = 0; h < heads; ++h) {
-      const __m256 w = _mm256_set1_ps(p[h * num_keys + t]);
-      float* o = out + h * dim;
-      for (int64_t e = 0; e < full; e += 8)
-        _mm256_storeu_ps(o + e, _mm256_fmadd_ps(w, Load8(k + e), _mm256_loadu_ps(o + e)));
-      if (full < dim)
-        _mm256_maskstore_ps(o + full, tail, _mm256_fmadd_ps(w, Load8(k + full, dim - full),
-                                                            _mm256_maskload_ps(o + full, tail)));
+// Keys are taken kKeyBlock at a time, so that the slice of them a block of output dims reads stays in L1
+// while every block of queries goes by; between key blocks the accumulators rest in `out`, which changes no
+// bits (a stored fp32 is the register's value).
+constexpr int64_t kKeyBlock = 64;
+constexpr int kQueryBlock = 4;  // queries × kDimVectors vectors of 8 dims: 12 accumulators
+constexpr int kDimVectors = 3;
+
+// Q queries × E vectors of 8 output dims from e on (with Tail, the last vector holds only `rest` dims), over
+// keys [t0, t1): each accumulator stays in a register while the keys go by, each key vector is loaded once
+// for all Q queries and each p value broadcast once for all E vectors; per output element the operations are
+// those of the one-query sum, FMA over increasing t, from +0 or (from_out) from out.
+template <int Q, int E, bool Tail, class K>
+inline void WeightedBlock(const float* p, int64_t p_stride, const K* const* keys, int64_t t0, int64_t t1, int64_t e,
+                          int64_t rest, float* out, int64_t out_stride, bool from_out) {
+  const __m256i tail = TailMask(rest);
+  __m256 acc[Q][E];
+  for (int q = 0; q < Q; ++q) {
+    for (int j = 0; j < E; ++j) {
+      const float* o = out + q * out_stride + e + 8 * j;
+      if (!from_out) acc[q][j] = _mm256_setzero_ps();
+      else acc[q][j] = Tail && j == E - 1 ? _mm256_maskload_ps(o, tail) : _mm256_loadu_ps(o);
     }
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const K* k = keys[t] + e;
+    __m256 kv[E];
+    for (int j = 0; j < E; ++j) kv[j] = Tail && j == E - 1 ? Load8(k + 8 * j, rest) : Load8(k + 8 * j);
+    for (int q = 0; q < Q; ++q) {
+      const __m256 pv = _mm256_broadcast_ss(p + q * p_stride + t);
+      for (int j = 0; j < E; ++j) acc[q][j] = _mm256_fmadd_ps(pv, kv[j], acc[q][j]);
+    }
+  }
+  for (int q = 0; q < Q; ++q) {
+    for (int j = 0; j < E; ++j) {
+      float* o = out + q * out_stride + e + 8 * j;
+      if (Tail && j == E - 1) _mm256_maskstore_ps(o, tail, acc[q][j]);
+      else _mm256_storeu_ps(o, acc[q][j]);
+    }
+  }
+}
+
+template <int E, bool Tail, class K>
+inline void QueryBlocks(const float* p, int64_t p_stride, int64_t queries, const K* const* keys, int64_t t0,
+                        int64_t t1, int64_t e, int64_t rest, float* out, int64_t out_stride, bool from_out) {
+  int64_t q = 0;
+  for (; q + kQueryBlock <= queries; q += kQueryBlock)
+    WeightedBlock<kQueryBlock, E, Tail>(p + q * p_stride, p_stride, keys, t0, t1, e, rest, out + q * out_stride,
+                                        out_stride, from_out);
+  for (; q < queries; ++q)
+    WeightedBlock<1, E, Tail>(p + q * p_stride, p_stride, keys, t0, t1, e, rest, out + q * out_stride, out_stride,
+                              from_out);
+}
+
+template <class K>
+void WeightedKeySumAvx2T(const float* p, int64_t p_stride, int64_t queries, const K* const* keys, int64_t num_keys,
+                         int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  if (num_keys == 0) {
+    if (!accumulate)
+      for (int64_t q = 0; q < queries; ++q)
+        for (int64_t e = 0; e < dim; ++e) out[q * out_stride + e] = 0.0f;
+    return;
+  }
+  for (int64_t t0 = 0; t0 < num_keys; t0 += kKeyBlock) {
+    const int64_t t1 = t0 + kKeyBlock < num_keys ? t0 + kKeyBlock : num_keys;
+    const bool from_out = accumulate || t0 > 0;
+    int64_t e = 0;
+    for (; e + 8 * kDimVectors <= dim; e += 8 * kDimVectors)
+      QueryBlocks<kDimVectors, false>(p, p_stride, queries, keys, t0, t1, e, 8, out, out_stride, from_out);
+    for (; e + 8 <= dim; e += 8) QueryBlocks<1, false>(p, p_stride, queries, keys, t0, t1, e, 8, out, out_stride, from_out);
+    if (e < dim) QueryBlocks<1, true>(p, p_stride, queries, keys, t0, t1, e, dim - e, out, out_stride, from_out);
   }
 }
 
@@ -84,13 +136,13 @@ void QueryKeyDotsBf16Avx2(const float* q, int64_t heads, int64_t dim, const uint
                           float scale, float* out) {
   QueryKeyDotsAvx2T(q, heads, dim, keys, num_keys, scale, out);
 }
-void WeightedKeySumAvx2(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
-                        float* out) {
-  WeightedKeySumAvx2T(p, heads, keys, num_keys, dim, out);
+void WeightedKeySumAvx2(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                        int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumAvx2T(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
-void WeightedKeySumBf16Avx2(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
-                            int64_t dim, float* out) {
-  WeightedKeySumAvx2T(p, heads, keys, num_keys, dim, out);
+void WeightedKeySumBf16Avx2(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
+                            int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumAvx2T(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
 
 }  // namespace deepinfer::kernels::attention_impl

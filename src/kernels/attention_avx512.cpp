@@ -107,61 +107,72 @@ void QueryKeyDotsAvx512T(const float* q, int64_t heads, int64_t dim, const K* co
   }
 }
 
-// For each block of 16 output dims, the accumulators of up to kHeadBlock heads stay in registers while
-// every key goes by; per output element that is Σ_t p·key from +0 in increasing t with FMA, as specified.
+// For each block of 16 output dims, the accumulators of up to kHeadBlock queries stay in registers while
+// every key goes by; per output element that is Σ_t p·key in increasing t with FMA, from +0 or (from_out) from
+// the value in out, as specified.
 template <int H, class K>
-inline void WeightedDims(const float* p, int64_t num_keys, const K* const* keys, int64_t e, __mmask16 lanes,
-                         int64_t dim, float* out) {
+inline void WeightedDims(const float* p, int64_t p_stride, int64_t num_keys, const K* const* keys, int64_t e,
+                         __mmask16 lanes, float* out, int64_t out_stride, bool from_out) {
   __m512 acc[H];
-  for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
+  for (int h = 0; h < H; ++h)
+    acc[h] = from_out ? _mm512_maskz_loadu_ps(lanes, out + h * out_stride + e) : _mm512_setzero_ps();
   for (int64_t t = 0; t < num_keys; ++t) {
     const __m512 kv = Load16(lanes, keys[t] + e);
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * num_keys + t]), kv, acc[h]);
+    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * p_stride + t]), kv, acc[h]);
   }
-  for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(out + h * dim + e, lanes, acc[h]);
+  for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(out + h * out_stride + e, lanes, acc[h]);
 }
 
-// Two blocks of 16 output dims at once (16 accumulators for kHeadBlock heads): each p value is broadcast once for
-// both, the operations of each output element unchanged.
+// Two blocks of 16 output dims at once (16 accumulators for kHeadBlock queries): each p value is broadcast once
+// for both, the operations of each output element unchanged.
 template <class K>
-inline void WeightedDimPairs(const float* p, int64_t num_keys, const K* const* keys, int64_t e, int64_t dim,
-                             float* out) {
+inline void WeightedDimPairs(const float* p, int64_t p_stride, int64_t num_keys, const K* const* keys, int64_t e,
+                             float* out, int64_t out_stride, bool from_out) {
   constexpr int H = kHeadBlock;
   __m512 acc0[H], acc1[H];
-  for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
+  for (int h = 0; h < H; ++h) {
+    acc0[h] = from_out ? _mm512_loadu_ps(out + h * out_stride + e) : _mm512_setzero_ps();
+    acc1[h] = from_out ? _mm512_loadu_ps(out + h * out_stride + e + 16) : _mm512_setzero_ps();
+  }
   for (int64_t t = 0; t < num_keys; ++t) {
     const __m512 kv0 = Load16(keys[t] + e), kv1 = Load16(keys[t] + e + 16);
     for (int h = 0; h < H; ++h) {
-      const __m512 pv = _mm512_set1_ps(p[h * num_keys + t]);
+      const __m512 pv = _mm512_set1_ps(p[h * p_stride + t]);
       acc0[h] = _mm512_fmadd_ps(pv, kv0, acc0[h]);
       acc1[h] = _mm512_fmadd_ps(pv, kv1, acc1[h]);
     }
   }
   for (int h = 0; h < H; ++h) {
-    _mm512_storeu_ps(out + h * dim + e, acc0[h]);
-    _mm512_storeu_ps(out + h * dim + e + 16, acc1[h]);
+    _mm512_storeu_ps(out + h * out_stride + e, acc0[h]);
+    _mm512_storeu_ps(out + h * out_stride + e + 16, acc1[h]);
   }
 }
 
 template <class K>
-void WeightedKeySumAvx512T(const float* p, int64_t heads, const K* const* keys, int64_t num_keys, int64_t dim, float* out) {
-  const int64_t paired_heads = heads / kHeadBlock * kHeadBlock;
+void WeightedKeySumAvx512T(const float* p, int64_t p_stride, int64_t queries, const K* const* keys, int64_t num_keys,
+                           int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  const int64_t paired = queries / kHeadBlock * kHeadBlock;
+  constexpr __mmask16 kAll = static_cast<__mmask16>(0xFFFF);
   int64_t e = 0;
-  for (; paired_heads > 0 && e + 32 <= dim; e += 32) {
-    for (int64_t h = 0; h < paired_heads; h += kHeadBlock)
-      WeightedDimPairs(p + h * num_keys, num_keys, keys, e, dim, out + h * dim);
-    for (int64_t h = paired_heads; h < heads; ++h) {
-      WeightedDims<1>(p + h * num_keys, num_keys, keys, e, static_cast<__mmask16>(0xFFFF), dim, out + h * dim);
-      WeightedDims<1>(p + h * num_keys, num_keys, keys, e + 16, static_cast<__mmask16>(0xFFFF), dim, out + h * dim);
+  for (; paired > 0 && e + 32 <= dim; e += 32) {
+    for (int64_t h = 0; h < paired; h += kHeadBlock)
+      WeightedDimPairs(p + h * p_stride, p_stride, num_keys, keys, e, out + h * out_stride, out_stride, accumulate);
+    for (int64_t h = paired; h < queries; ++h) {
+      WeightedDims<1>(p + h * p_stride, p_stride, num_keys, keys, e, kAll, out + h * out_stride, out_stride,
+                      accumulate);
+      WeightedDims<1>(p + h * p_stride, p_stride, num_keys, keys, e + 16, kAll, out + h * out_stride, out_stride,
+                      accumulate);
     }
   }
   for (; e < dim; e += 16) {
-    const __mmask16 lanes = dim - e >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                          : static_cast<__mmask16>((1u << (dim - e)) - 1);
+    const __mmask16 lanes = dim - e >= 16 ? kAll : static_cast<__mmask16>((1u << (dim - e)) - 1);
     int64_t h = 0;
-    for (; h + kHeadBlock <= heads; h += kHeadBlock)
-      WeightedDims<kHeadBlock>(p + h * num_keys, num_keys, keys, e, lanes, dim, out + h * dim);
-    for (; h < heads; ++h) WeightedDims<1>(p + h * num_keys, num_keys, keys, e, lanes, dim, out + h * dim);
+    for (; h + kHeadBlock <= queries; h += kHeadBlock)
+      WeightedDims<kHeadBlock>(p + h * p_stride, p_stride, num_keys, keys, e, lanes, out + h * out_stride, out_stride,
+                               accumulate);
+    for (; h < queries; ++h)
+      WeightedDims<1>(p + h * p_stride, p_stride, num_keys, keys, e, lanes, out + h * out_stride, out_stride,
+                      accumulate);
   }
 }
 
@@ -173,13 +184,13 @@ void QueryKeyDotsBf16Avx512(const float* q, int64_t heads, int64_t dim, const ui
                             int64_t num_keys, float scale, float* out) {
   QueryKeyDotsAvx512T(q, heads, dim, keys, num_keys, scale, out);
 }
-void WeightedKeySumAvx512(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
-                          float* out) {
-  WeightedKeySumAvx512T(p, heads, keys, num_keys, dim, out);
+void WeightedKeySumAvx512(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
+                          int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumAvx512T(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
-void WeightedKeySumBf16Avx512(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys,
-                              int64_t dim, float* out) {
-  WeightedKeySumAvx512T(p, heads, keys, num_keys, dim, out);
+void WeightedKeySumBf16Avx512(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
+                              int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
+  WeightedKeySumAvx512T(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
 
 }  // namespace deepinfer::kernels::attention_impl

@@ -9,12 +9,12 @@ namespace deepinfer::kernels::attention_impl {
   float Dot##suffix(const float* a, const float* b, int64_t n);                                                 \
   void QueryKeyDots##suffix(const float* q, int64_t heads, int64_t dim, const float* const* keys,              \
                             int64_t num_keys, float scale, float* out);                                         \
-  void WeightedKeySum##suffix(const float* p, int64_t heads, const float* const* keys, int64_t num_keys,       \
-                              int64_t dim, float* out);                                                         \
+  void WeightedKeySum##suffix(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,   \
+                              int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate);  \
   void QueryKeyDotsBf16##suffix(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,       \
                                 int64_t num_keys, float scale, float* out);                                     \
-  void WeightedKeySumBf16##suffix(const float* p, int64_t heads, const uint16_t* const* keys, int64_t num_keys, \
-                                  int64_t dim, float* out);
+  void WeightedKeySumBf16##suffix(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys, \
+                                  int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate);
 
 DI_ATTENTION_KERNELS(Scalar)
 DI_ATTENTION_KERNELS(Avx2)

@@ -86,5 +86,52 @@ TEST(AttentionKernels, Bf16KeysEqualTheFp32KernelsOnWidenedKeys) {
   }
 }
 
+// The strided many-query sum: every ISA gives the bits of the scalar reference, each query's row equals the
+// one-query WeightedKeySum of its own p row, and a sum split at any key into a first call and an accumulating
+// second call equals the unsplit sum, bit for bit (fp32 and bf16 keys; query counts and dims that leave every
+// kind of remainder block; more keys than one key block).
+TEST(AttentionKernels, WeightedKeySumRowsEqualsOneQuerySumsAndSplitsExactly) {
+  std::mt19937 rng(11);
+  for (int64_t dim : {1, 7, 8, 23, 24, 25, 40, 100, 576}) {
+    for (int64_t queries : {1, 3, 4, 5, 9, 17}) {
+      const int64_t nk = 70, p_stride = nk + 3, out_stride = dim + 5;
+      std::vector<float> store = Random(rng, nk * dim), p = Random(rng, queries * p_stride);
+      std::vector<uint16_t> half(store.size());
+      FloatToBf16(store.data(), half.data(), static_cast<int64_t>(store.size()));
+      std::vector<const float*> keys;
+      std::vector<const uint16_t*> hkeys;
+      for (int64_t t = 0; t < nk; ++t) {
+        keys.push_back(store.data() + t * dim);
+        hkeys.push_back(half.data() + t * dim);
+      }
+      // Reference: each query alone through the scalar one-query kernel.
+      std::vector<float> ref(queries * out_stride, -7.0f), href(queries * out_stride, -7.0f);
+      for (int64_t q = 0; q < queries; ++q) {
+        WeightedKeySumWithIsa(Isa::kScalar, p.data() + q * p_stride, 1, keys.data(), nk, dim,
+                              ref.data() + q * out_stride);
+        WeightedKeySumWithIsa(Isa::kScalar, p.data() + q * p_stride, 1, hkeys.data(), nk, dim,
+                              href.data() + q * out_stride);
+      }
+      const int64_t split = static_cast<int64_t>(rng() % (nk + 1));
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+        if (!IsaSupported(isa)) continue;
+        std::vector<float> whole(queries * out_stride, -7.0f), parts(queries * out_stride, -7.0f);
+        WeightedKeySumRowsWithIsa(isa, p.data(), p_stride, queries, keys.data(), nk, dim, whole.data(), out_stride,
+                                  false);
+        EXPECT_EQ(whole, ref) << IsaName(isa) << " dim " << dim << " queries " << queries;
+        WeightedKeySumRowsWithIsa(isa, p.data(), p_stride, queries, keys.data(), split, dim, parts.data(), out_stride,
+                                  false);
+        WeightedKeySumRowsWithIsa(isa, p.data() + split, p_stride, queries, keys.data() + split, nk - split, dim,
+                                  parts.data(), out_stride, true);
+        EXPECT_EQ(parts, ref) << IsaName(isa) << " dim " << dim << " queries " << queries << " split " << split;
+        std::vector<float> hwhole(queries * out_stride, -7.0f);
+        WeightedKeySumRowsWithIsa(isa, p.data(), p_stride, queries, hkeys.data(), nk, dim, hwhole.data(), out_stride,
+                                  false);
+        EXPECT_EQ(hwhole, href) << IsaName(isa) << " bf16 dim " << dim << " queries " << queries;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::kernels

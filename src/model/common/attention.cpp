@@ -20,6 +20,13 @@ void KeyList::WeightedSum(const float* p, int64_t heads, int64_t dim, float* out
   else kernels::WeightedKeySum(p, heads, f32_.data(), size(), dim, out);
 }
 
+void KeyList::WeightedSumRows(const float* p, int64_t p_stride, int64_t queries, int64_t first, int64_t count,
+                              int64_t dim, float* out, int64_t out_stride, bool accumulate) const {
+  if (bf16_)
+    kernels::WeightedKeySumRows(p, p_stride, queries, bf16s_.data() + first, count, dim, out, out_stride, accumulate);
+  else kernels::WeightedKeySumRows(p, p_stride, queries, f32_.data() + first, count, dim, out, out_stride, accumulate);
+}
+
 void AttendRow(const float* q, const KeyList& keys, const float* sinks, int64_t heads, int64_t head_dim,
                int64_t rope_dim, float scale, const float* cos, const float* sin, std::vector<float>* logits,
                float* o) {

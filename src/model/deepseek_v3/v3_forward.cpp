@@ -63,12 +63,14 @@ constexpr int64_t kDenseTileRows = 8;
 
 // `count` rows of `chunk` from step row `first` on (consecutive positions), each attending every position up to
 // its own, with the arithmetic of the one-row path (KeyList::Dots, kernels::Softmax, KeyList::WeightedSum) so
-// that a row's bits do not depend on how it was batched: the query-key dots of all the tile's rows and heads
-// are one kernels::Linear per cache block (exact precision, the dot order of kernels::QueryKeyDots, then the
-// same multiply by the softmax scale), and each row's weighted sum runs over its own positions.
+// that a row's bits do not depend on how it was batched. All the tile's rows and heads share one key per
+// position (the latent), so both halves are products over the tile's (row, head) query vectors: the dots are
+// one kernels::Linear per cache block (exact precision, the dot order of kernels::QueryKeyDots, then the same
+// multiply by the softmax scale), and the weighted sum is kernels::WeightedKeySumRows, first over the positions
+// every row sees, then each later position for the rows that see it (accumulating, so each output is still
+// one chain of fused multiply-adds over its own positions in increasing order).
 void AttendDenseTile(const Step& step, const Chunk& chunk, const CacheRef& cache, int64_t first, int64_t count,
-                     const float* qt, KeyList& keys, std::vector<float>& logits, std::vector<float>& probs,
-                     float* ol) {
+                     const float* qt, KeyList& keys, std::vector<float>& logits, float* ol) {
   const V3Config& c = *step.config;
   const int64_t h = c.num_heads, lw = c.latent_width();
   const int64_t first_pos = step.rows[first].pos, nk = first_pos + count;  // positions [0, nk) cover the tile
@@ -89,19 +91,21 @@ void AttendDenseTile(const Step& step, const Chunk& chunk, const CacheRef& cache
     p += run;
   }
   keys.clear();
-  for (int64_t t = 0; t < first_pos; ++t) keys.push_back(Entry(step, chunk, cache, t));
+  for (int64_t t = 0; t < nk; ++t) keys.push_back(Entry(step, chunk, cache, t));
+  // Each (row, head)'s probabilities over its own positions, in place.
   for (int64_t r = 0; r < count; ++r) {
     const int64_t seen = first_pos + r + 1;
-    keys.push_back(Entry(step, chunk, cache, seen - 1));
-    probs.resize(static_cast<size_t>(h * seen));
     for (int64_t head = 0; head < h; ++head) {
-      const float* dots = logits.data() + (r * h + head) * nk;
-      float* row = probs.data() + head * seen;
-      for (int64_t t = 0; t < seen; ++t) row[t] = dots[t] * c.softmax_scale;
+      float* row = logits.data() + (r * h + head) * nk;
+      for (int64_t t = 0; t < seen; ++t) row[t] *= c.softmax_scale;
       kernels::Softmax(row, seen);
     }
-    keys.WeightedSum(probs.data(), h, lw, ol + (first + r) * h * lw);
   }
+  float* out = ol + first * h * lw;
+  keys.WeightedSumRows(logits.data(), nk, count * h, 0, first_pos + 1, lw, out, lw, false);
+  for (int64_t r = 1; r < count; ++r)  // position first_pos + r, seen by rows r and later
+    keys.WeightedSumRows(logits.data() + r * h * nk + first_pos + r, nk, (count - r) * h, first_pos + r, 1, lw,
+                         out + r * h * lw, lw, true);
 }
 
 void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& cache, const float* x, float* out) {
@@ -210,14 +214,14 @@ void Attention(const Step& step, const V3AttentionWeights& w, const CacheRef& ca
   }
   auto attend = [&](int64_t begin, int64_t end) {
     KeyList keys(step.kv_bf16);
-    std::vector<float> logits, probs;
+    std::vector<float> logits;
     v32::SelectScratch scratch;
     std::vector<int64_t> selected;
     for (int64_t it = begin; it < end; ++it) {
       const Item& item = items[it];
       if (item.dense) {
         AttendDenseTile(step, step.chunks[step.rows[item.row].chunk], cache, item.row, item.count, qt.data(), keys,
-                        logits, probs, ol.data());
+                        logits, ol.data());
       } else {
         attend_row(item.row, keys, logits, scratch, selected);
       }
