@@ -22,7 +22,8 @@
 // at most 64; any other items are checked by the matcher at run time, a duplicate item's last token masked
 // (matcher.h); with tuple items or contains, or inside an exclusion of automata (an overlapping oneOf made
 // exclusive, a not), refused), allOf
-// (merged), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
+// (merged; each member's additionalProperties still holds for exactly the names it neither lists nor
+// matches, whatever other members list or match), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
 // counts, numeric bounds, multipleOf (numbers no multiple of the step), enum/const of scalars (numbers kept out by the ranges around them, integers
 // only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
 // (one such member-needing negation per object), and not/anyOf/allOf/oneOf of those (not oneOf: none of

@@ -26,7 +26,7 @@ bool ConstrainingKeyword(const std::string& k) {
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
       "$patterns", "$not_patterns", "$not_in", "$contains", "$some", "$any_patterns", "$multiples",
-      "$not_multiples"};
+      "$not_multiples", "$pattern_guards"};
   return known.count(k) > 0;
 }
 
@@ -42,7 +42,8 @@ uint8_t TypesConstrainedBy(const std::string& k) {
                                                "unevaluatedItems"};
   static const std::set<std::string> objects = {"properties", "required", "additionalProperties", "patternProperties",
                                                 "minProperties", "maxProperties", "propertyNames", "dependencies",
-                                                "dependentRequired", "dependentSchemas", "unevaluatedProperties", "$some"};
+                                                "dependentRequired", "dependentSchemas", "unevaluatedProperties", "$some",
+                                                "$pattern_guards"};
   if (strings.count(k)) return kString;
   if (numbers.count(k)) return kInteger | kNumber;
   if (arrays.count(k)) return kArray;
