@@ -493,6 +493,13 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
         } else if (n.key() == "not" && n->is_object() && n->size() == 1 && n->contains("pattern") && (*n)["pattern"].is_string() &&
                    !key.contains("$patterns")) {
           key["$patterns"] = Json::array({(*n)["pattern"]});
+        } else if (n.key() == "not" && n->is_object() && n->size() == 1 && (n->contains("enum") || n->contains("const"))) {
+          // A key that fails `not: {enum}` is one of the enum's strings (other members name no key): the
+          // object has one of them. A case of its own beside the other keywords': a key failing any of them.
+          const Json members = n->contains("const") ? Json::array({(*n)["const"]}) : (*n)["enum"];
+          if (!members.is_array()) return std::nullopt;
+          for (const Json& m : members)
+            if (m.is_string()) any.push_back(Json{{"type", "object"}, {"required", Json::array({m})}});
         } else {
           return std::nullopt;
         }

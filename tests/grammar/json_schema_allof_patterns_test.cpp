@@ -111,5 +111,20 @@ TEST(JsonSchemaAllOfPatterns, NegationRefusedOrExact) {
   CheckSchemaCase({schema, {R"({"x1":"s"})", R"({"x1":3})", R"({"q":"s"})"}, {R"({"x1":7})", "{}", R"({"q":1})"}});
 }
 
+// not {propertyNames: {not: {enum}}}: some key fails `not enum`, i.e. is one of the enum's strings (a number
+// among them names no key).
+TEST(JsonSchemaNotPropertyNames, SomeKeyFromTheEnum) {
+  for (const SchemaCase& c : std::vector<SchemaCase>{
+           {R"({"type":"object","not":{"propertyNames":{"not":{"const":"0"}}}})",
+            {R"({"0":1})", R"({"0":2,"a":1})"}, {"{}", R"({"a":1})", R"({"00":1})"}},
+           {R"({"type":"object","not":{"propertyNames":{"not":{"enum":["1","3",5]}}}})",
+            {R"({"1":true})", R"({"3":0})", R"({"1":1,"3":2})"}, {"{}", R"({"5":1})", R"({"2":1})"}},
+           // Beside a pattern: a key failing either, so one not matching ^a or one of the enum's.
+           {R"({"type":"object","not":{"propertyNames":{"pattern":"^a","not":{"enum":["ab"]}}}})",
+            {R"({"b":1})", R"({"ab":1})"}, {"{}", R"({"ac":1})"}},
+       })
+    CheckSchemaCase(c);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
