@@ -299,6 +299,14 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
       return Ref(rule);
     }
   }
+  // An allOf of one member (annotations aside) is that member, compiled as written: a `$ref` in it stays a
+  // rule, so a recursion through `allOf: [{$ref}]` stays finite as it does through the `$ref` alone.
+  if (auto it = schema.find("allOf"); it != schema.end() && it->is_array() && it->size() == 1) {
+    bool alone = true;
+    for (auto k = schema.begin(); k != schema.end(); ++k)
+      if (k.key() != "allOf" && !AnnotationKeywords().count(k.key()) && k.key().rfind("x-", 0) != 0) alone = false;
+    if (alone) return Compile((*it)[0], path + "/allOf/0", depth + 1);
+  }
   Json inlined;
   DI_ASSIGN_OR_RETURN(const Json* view, r_.InlineView(schema, path, depth, &inlined));
   const Json& s = *view;

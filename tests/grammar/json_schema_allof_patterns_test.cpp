@@ -111,6 +111,7 @@ TEST(JsonSchemaAllOfPatterns, NegationRefusedOrExact) {
   CheckSchemaCase({schema, {R"({"x1":"s"})", R"({"x1":3})", R"({"q":"s"})"}, {R"({"x1":7})", "{}", R"({"q":1})"}});
 }
 
+
 // not {propertyNames: {not: {enum}}}: some key fails `not enum`, i.e. is one of the enum's strings (a number
 // among them names no key).
 TEST(JsonSchemaNotPropertyNames, SomeKeyFromTheEnum) {
@@ -124,6 +125,17 @@ TEST(JsonSchemaNotPropertyNames, SomeKeyFromTheEnum) {
             {R"({"b":1})", R"({"ab":1})"}, {"{}", R"({"ac":1})"}},
        })
     CheckSchemaCase(c);
+}
+
+// allOf [{$ref}] alone is the reference: a recursion through it (items of the same definition) compiles, and
+// means what the definition means at every level.
+TEST(JsonSchemaAllOfOne, RecursionThroughOneMember) {
+  CheckSchemaCase({R"({"definitions":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+                      "kids":{"type":"array","items":{"allOf":[{"$ref":"#/definitions/node"}]}}},
+                      "required":["v"],"additionalProperties":false}},
+                      "allOf":[{"$ref":"#/definitions/node"}]})",
+                   {R"({"v":1})", R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]})"},
+                   {"{}", R"({"v":1,"kids":[{}]})", R"({"v":1,"kids":[{"v":2,"kids":[{"v":"s"}]}]})", R"({"v":1,"w":2})"}});
 }
 
 }  // namespace
