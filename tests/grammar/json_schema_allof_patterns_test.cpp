@@ -1,7 +1,8 @@
 // allOf members whose additionalProperties meet another member's properties and patternProperties: each
 // member's additionalProperties holds exactly for the names it neither lists nor matches with its own
-// patterns, whatever the other members say about those names. Expected verdicts are derived by hand from
-// the standard, the reasoning in each comment.
+// patterns, whatever the other members say about those names. Also the negation of propertyNames'
+// `not: {enum}` and an allOf with one constraining member. Expected verdicts are derived by hand from the
+// standard, the reasoning in each comment.
 #include <gtest/gtest.h>
 
 #include "grammar/compiler.h"
@@ -136,6 +137,12 @@ TEST(JsonSchemaAllOfOne, RecursionThroughOneMember) {
                       "allOf":[{"$ref":"#/definitions/node"}]})",
                    {R"({"v":1})", R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]})"},
                    {"{}", R"({"v":1,"kids":[{}]})", R"({"v":1,"kids":[{"v":2,"kids":[{"v":"s"}]}]})", R"({"v":1,"w":2})"}});
+  // Beside members that only annotate (a title, true): the same.
+  CheckSchemaCase({R"({"definitions":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+                      "next":{"allOf":[{"$ref":"#/definitions/node"},{"title":"next"},true]}},"required":["v"]}},
+                      "$ref":"#/definitions/node"})",
+                   {R"({"v":1})", R"({"v":1,"next":{"v":2,"next":{"v":3}}})"},
+                   {"{}", R"({"v":1,"next":{}})", R"({"v":1,"next":{"v":2,"next":{"v":"s"}}})"}});
 }
 
 }  // namespace
