@@ -299,6 +299,23 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
       return Ref(rule);
     }
   }
+  // An allOf with one member that constrains anything (annotations aside, here and in the other members) is
+  // that member, compiled as written: a `$ref` in it stays a rule, so a recursion through
+  // `allOf: [{$ref}, {title}]` stays finite as it does through the `$ref` alone.
+  auto annotations_only = [](const Json& x, const char* besides) {
+    if (x.is_boolean()) return x.get<bool>();
+    if (!x.is_object()) return false;
+    for (auto k = x.begin(); k != x.end(); ++k)
+      if (k.key() != besides && !AnnotationKeywords().count(k.key()) && k.key().rfind("x-", 0) != 0) return false;
+    return true;
+  };
+  if (auto it = schema.find("allOf"); it != schema.end() && it->is_array() && annotations_only(schema, "allOf")) {
+    const Json* only = nullptr;
+    size_t at = 0, constraining = 0;
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!annotations_only((*it)[i], "")) only = &(*it)[i], at = i, ++constraining;
+    if (constraining == 1) return Compile(*only, path + "/allOf/" + std::to_string(at), depth + 1);
+  }
   Json inlined;
   DI_ASSIGN_OR_RETURN(const Json* view, r_.InlineView(schema, path, depth, &inlined));
   const Json& s = *view;

@@ -22,10 +22,11 @@
 // at most 64; any other items are checked by the matcher at run time, a duplicate item's last token masked
 // (matcher.h); with tuple items or contains, or inside an exclusion of automata (an overlapping oneOf made
 // exclusive, a not), refused), allOf
-// (merged), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
+// (merged; each member's additionalProperties still holds for exactly the names it neither lists nor
+// matches, whatever other members list or match), not (where the negation is exact: types, required, properties, patterns, formats, lengths,
 // counts, numeric bounds, multipleOf (numbers no multiple of the step), enum/const of scalars (numbers kept out by the ranges around them, integers
 // only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
-// (one such member-needing negation per object), and not/anyOf/allOf/oneOf of those (not oneOf: none of
+// (one such member-needing negation per object) and `not` enum/const (an object with one of its names), and not/anyOf/allOf/oneOf of those (not oneOf: none of
 // the branches, or two that may meet); numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
 // under a `$schema` naming an older draft they are unknown words; when `if` has such a negation; several
 // in one allOf when each `if` tests member values: const/enum, required),

@@ -36,6 +36,14 @@ void ReserveMergeMembers(Json* object, size_t extra) {
   members = std::move(grown);
 }
 
+// The patternProperties patterns of a schema, in its order.
+std::vector<std::string> PatternKeys(const Json& s) {
+  std::vector<std::string> keys;
+  if (auto it = s.find("patternProperties"); it != s.end() && it->is_object())
+    for (auto p = it->begin(); p != it->end(); ++p) keys.push_back(p.key());
+  return keys;
+}
+
 }  // namespace
 
 SchemaResolver::SchemaResolver(const Json& root, const JsonSchemaOptions& o) : root_(root), o_(o) {
@@ -122,8 +130,8 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   const auto x_add = x.find("additionalProperties");
   const bool x_has_additional = x_add != x.end();
   const Json x_additional = x_has_additional ? *x_add : Json();
-  const auto x_pattern = x.find("patternProperties");
-  const bool x_has_patterns = x_pattern != x.end() && x_pattern->is_object() && !x_pattern->empty();
+  const std::vector<std::string> x_patterns = PatternKeys(x);
+  const Json x_guards = x.value("$pattern_guards", Json::array());
   const auto x_props = x.find("properties");
   const bool x_lists_properties = x_props != x.end() && x_props->is_object();
   const auto y_props = y.find("properties");
@@ -150,8 +158,8 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
   const auto y_add = y.find("additionalProperties");
   const bool y_has_additional = y_add != y.end();
   const Json y_additional = y_has_additional ? *y_add : Json();
-  const auto y_pattern = y.find("patternProperties");
-  const bool y_has_patterns = y_pattern != y.end() && y_pattern->is_object() && !y_pattern->empty();
+  const std::vector<std::string> y_patterns = PatternKeys(y);
+  const Json y_guards = y.value("$pattern_guards", Json::array());
   // y's values move into the result: y is this call's own copy.
   ReserveMergeMembers(&out, y.size() + 3);  // + $patterns, $contains, $multiples
   for (auto it = y.begin(); it != y.end(); ++it) {
@@ -227,7 +235,7 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
       if (!out.contains("$multiples")) out["$multiples"] = Json::array();
       out["$multiples"].push_back(std::move(v));
     } else if (k == "$not_patterns" || k == "$not_in" || k == "$contains" || k == "$some" || k == "$any_patterns" ||
-               k == "$multiples" || k == "$not_multiples") {
+               k == "$multiples" || k == "$not_multiples" || k == "$pattern_guards") {
       for (auto& e : v) cur.push_back(std::move(e));
     } else if (k == "anyOf" || k == "oneOf") {
       // Both must hold: keep one here, the other as an allOf member.
@@ -239,26 +247,51 @@ Result<Json> SchemaResolver::Merge(Json a, Json b, const std::string& path, uint
         return Unsupported("allOf with two different '" + k + "'", path);
     }
   }
-  // One side's additionalProperties also holds the other side's properties that it does not list: in
-  // allOf [{properties: {p}, additionalProperties: false}, {properties: {q}}] no q may appear. (The merged
-  // additionalProperties above covers the names neither side lists.)
+  // One side's additionalProperties also holds the other side's properties that it does not list and its
+  // patterns do not match: in allOf [{properties: {p}, additionalProperties: false}, {properties: {q}}] no q
+  // may appear. (The merged additionalProperties covers the names neither side lists nor matches.) The names
+  // the other side's own patterns match, where this side's do not, get it through a guard ($pattern_guards:
+  // the schema holds for a key no listed name spells whose patterns are none of the guard's), and so do a
+  // side's earlier guards, for the names the other side adds.
   struct Side {
-    const Json* additional;  // null: none
-    bool has_patterns;
-    const std::vector<std::string>* theirs_only;  // the other side's names this side does not list
+    const Json* additional;                        // null: none
+    const std::vector<std::string>* patterns;      // this side's patternProperties
+    const Json* guards;                            // this side's $pattern_guards
+    const std::vector<std::string>* theirs_only;   // the other side's names this side does not list
     bool their_patterns_beyond;                    // the other side has patterns this side lacks
   };
-  for (const Side& side : {Side{x_has_additional ? &x_additional : nullptr, x_has_patterns, &only_in_y, y_patterns_beyond_x},
-                           Side{y_has_additional ? &y_additional : nullptr, y_has_patterns, &only_in_x, x_patterns_beyond_y}}) {
+  auto matches_none = [&](const std::string& name, const Json& patterns) -> Result<bool> {
+    if (!patterns.is_array()) return Invalid("$pattern_guards' patterns must be an array", path);
+    for (const Json& p : patterns) {
+      DI_ASSIGN_OR_RETURN(Json hit, ValidMembers(*this, o_.max_depth, Json{{"pattern", p}}, Json::array({name}),
+                                                 path + "/patternProperties"));
+      if (!hit.empty()) return false;
+    }
+    return true;
+  };
+  auto add_to_property = [&](const std::string& name, const Json& schema) {
+    Json& merged = out["properties"][name];
+    merged = Json{{"allOf", Json::array({std::move(merged), schema})}};
+  };
+  for (const Side& side : {Side{x_has_additional ? &x_additional : nullptr, &x_patterns, &x_guards, &only_in_y, y_patterns_beyond_x},
+                           Side{y_has_additional ? &y_additional : nullptr, &y_patterns, &y_guards, &only_in_x, x_patterns_beyond_y}}) {
+    for (const Json& guard : *side.guards) {
+      if (!guard.is_object() || !guard.contains("patterns") || !guard.contains("schema"))
+        return Invalid("$pattern_guards must hold {patterns, schema} objects", path);
+      for (const std::string& name : *side.theirs_only) {
+        DI_ASSIGN_OR_RETURN(bool none, matches_none(name, guard["patterns"]));
+        if (none) add_to_property(name, guard["schema"]);
+      }
+    }
     if (!side.additional || (side.additional->is_boolean() && side.additional->get<bool>())) continue;
-    if (side.their_patterns_beyond)
-      return Unsupported("allOf with additionalProperties beside another member's patternProperties", path);
-    if (side.theirs_only->empty()) continue;
-    if (side.has_patterns)
-      return Unsupported("allOf with additionalProperties beside patternProperties and other properties", path);
+    const Json own_patterns(*side.patterns);
     for (const std::string& name : *side.theirs_only) {
-      Json& merged = out["properties"][name];
-      merged = Json{{"allOf", Json::array({std::move(merged), *side.additional})}};
+      DI_ASSIGN_OR_RETURN(bool none, matches_none(name, own_patterns));
+      if (none) add_to_property(name, *side.additional);
+    }
+    if (side.their_patterns_beyond) {
+      if (!out.contains("$pattern_guards")) out["$pattern_guards"] = Json::array();
+      out["$pattern_guards"].push_back(Json{{"patterns", own_patterns}, {"schema", *side.additional}});
     }
   }
   return out;

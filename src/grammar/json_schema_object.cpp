@@ -474,6 +474,7 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
       schemas.push_back(&p.value());
     }
   }
+  const size_t listed_count = names.size();  // the names after these are required ones nothing lists
   std::deque<Json> owned;  // schemas[i] may point here: a deque keeps them in place as it grows (a name
                            // matching several patterns adds one per pattern)
   for (const auto& r : req_order) {
@@ -484,6 +485,35 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
     // the pattern schemas below, and not the additional one.
     DI_ASSIGN_OR_RETURN(bool patterned, MatchesAPattern(s, r, path));
     schemas.push_back(patterned ? &any : additional ? additional : s.contains("additionalProperties") ? &additional_false : &any);
+  }
+  // $pattern_guards (from merging allOf members): a guard's schema holds for a key no listed name spells
+  // that matches a pattern and none of the guard's patterns.
+  std::vector<std::pair<std::set<std::string>, const Json*>> guards;
+  if (auto it = s.find("$pattern_guards"); it != s.end()) {
+    if (!it->is_array()) return Invalid("$pattern_guards must be an array", path);
+    for (const Json& g : *it) {
+      if (!g.is_object() || !g.contains("schema") || !g.contains("patterns") || !g["patterns"].is_array())
+        return Invalid("$pattern_guards must hold {patterns, schema} objects", path);
+      std::set<std::string> own;
+      for (const Json& p : g["patterns"])
+        if (p.is_string()) own.insert(p.get<std::string>());
+      guards.push_back({std::move(own), &g["schema"]});
+    }
+  }
+  // Required names nothing lists that a pattern matches: the guards whose patterns match none of them.
+  for (size_t i = listed_count; i < names.size() && !guards.empty() && patterns; ++i) {
+    DI_ASSIGN_OR_RETURN(bool patterned, MatchesAPattern(s, names[i], path));
+    if (!patterned) continue;
+    for (const auto& [own, schema] : guards) {
+      bool hit = false;
+      for (const std::string& p : own) {
+        DI_ASSIGN_OR_RETURN(Json m, ValidMembers(r_, o_.max_depth, Json{{"pattern", p}}, Json::array({names[i]}), path + "/patternProperties"));
+        hit = hit || !m.empty();
+      }
+      if (hit) continue;
+      owned.push_back(Json{{"allOf", Json::array({*schemas[i], *schema})}});
+      schemas[i] = &owned.back();
+    }
   }
   // Listed names matching a pattern must satisfy that pattern's schema too.
   std::vector<Grammar> pattern_tests;
@@ -638,6 +668,12 @@ Result<ExprId> SchemaCompiler::ObjectBody(const Json& s, const Json* witness, co
       if (set.size() > 1) {
         schema = Json{{"allOf", Json::array()}};
         for (size_t m : set) schema["allOf"].push_back(*values[m]);
+      }
+      // The keys of this set match its patterns and no other: a guard holds where none is the guard's.
+      for (const auto& [own, guard] : guards) {
+        bool mine = false;
+        for (size_t m : set) mine = mine || own.count(keys[m]) > 0;
+        if (!mine) schema = Json{{"allOf", Json::array({std::move(schema), *guard})}};
       }
       DI_ASSIGN_OR_RETURN(ExprId v, Compile(schema, where, depth + 1));
       extra_alts.push_back(g_.Seq({Lit("\""), key_body_excluding(body, out), Lit("\""), Ws(), Tok(":"), v, Ws()}));

@@ -26,7 +26,7 @@ bool ConstrainingKeyword(const std::string& k) {
       "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf", "not", "if",
       "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems",
       "$patterns", "$not_patterns", "$not_in", "$contains", "$some", "$any_patterns", "$multiples",
-      "$not_multiples"};
+      "$not_multiples", "$pattern_guards"};
   return known.count(k) > 0;
 }
 
@@ -42,7 +42,8 @@ uint8_t TypesConstrainedBy(const std::string& k) {
                                                "unevaluatedItems"};
   static const std::set<std::string> objects = {"properties", "required", "additionalProperties", "patternProperties",
                                                 "minProperties", "maxProperties", "propertyNames", "dependencies",
-                                                "dependentRequired", "dependentSchemas", "unevaluatedProperties", "$some"};
+                                                "dependentRequired", "dependentSchemas", "unevaluatedProperties", "$some",
+                                                "$pattern_guards"};
   if (strings.count(k)) return kString;
   if (numbers.count(k)) return kInteger | kNumber;
   if (arrays.count(k)) return kArray;
@@ -492,6 +493,13 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
         } else if (n.key() == "not" && n->is_object() && n->size() == 1 && n->contains("pattern") && (*n)["pattern"].is_string() &&
                    !key.contains("$patterns")) {
           key["$patterns"] = Json::array({(*n)["pattern"]});
+        } else if (n.key() == "not" && n->is_object() && n->size() == 1 && (n->contains("enum") || n->contains("const"))) {
+          // A key that fails `not: {enum}` is one of the enum's strings (other members name no key): the
+          // object has one of them. A case of its own beside the other keywords': a key failing any of them.
+          const Json members = n->contains("const") ? Json::array({(*n)["const"]}) : (*n)["enum"];
+          if (!members.is_array()) return std::nullopt;
+          for (const Json& m : members)
+            if (m.is_string()) any.push_back(Json{{"type", "object"}, {"required", Json::array({m})}});
         } else {
           return std::nullopt;
         }

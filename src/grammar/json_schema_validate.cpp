@@ -365,10 +365,10 @@ class Validator {
     const auto names = s.find("propertyNames");
     for (auto m = v.begin(); m != v.end(); ++m) {
       const std::string& key = m.key();
-      bool matched = false;
+      bool matched = false, listed = false;
       if (props != s.end() && props->is_object()) {
         if (auto p = props->find(key); p != props->end()) {
-          matched = true;
+          matched = listed = true;
           DI_ASSIGN_OR_RETURN(bool ok, Valid(*p, m.value(), path + "/properties/" + key, d));
           if (!ok) return false;
         }
@@ -380,6 +380,25 @@ class Validator {
           matched = true;
           DI_ASSIGN_OR_RETURN(bool ok, Valid(p.value(), m.value(), path + "/patternProperties/" + p.key(), d));
           if (!ok) return false;
+        }
+      }
+      // $pattern_guards (from merging): a guard's schema holds for a key no property lists that a pattern
+      // matches and none of the guard's patterns does.
+      if (matched && !listed) {
+        if (auto guards = s.find("$pattern_guards"); guards != s.end() && guards->is_array()) {
+          for (const Json& g : *guards) {
+            if (!g.is_object() || !g.contains("schema") || !g.contains("patterns") || !g["patterns"].is_array())
+              return Invalid("$pattern_guards must hold {patterns, schema} objects", path);
+            bool own = false;
+            for (const Json& p : g["patterns"]) {
+              if (!p.is_string()) return Invalid("pattern must be a string", path);
+              DI_ASSIGN_OR_RETURN(bool hit, Matches(p.get<std::string>(), false, key, path + "/patternProperties"));
+              own = own || hit;
+            }
+            if (own) continue;
+            DI_ASSIGN_OR_RETURN(bool ok, Valid(g["schema"], m.value(), path + "/$pattern_guards", d));
+            if (!ok) return false;
+          }
         }
       }
       if (!matched && additional != s.end()) {
