@@ -278,8 +278,8 @@ class Scheduler {
   // executor in the next plan, its blocks held until that step is done; Admit resumes a prompt from one.
   void TakeSnapshot(Sequence* s, FinishReason reason);
   // A chunk over [start, end) that ends the prompt: its snapshot one position before the end (at the end
-  // for RequestParams::snapshot_whole_prompt), taken right after the step's forward pass
-  // (StepPlan::prompt_snapshots), so that the same prompt sent again resumes there.
+  // for RequestParams::snapshot_whole_prompt, a block boundary included), taken right after the step's
+  // forward pass (StepPlan::prompt_snapshots), so that the same prompt sent again resumes there.
   void TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end, std::vector<SnapshotTake>* takes);
   // Reserves the snapshot of `s` at position n, whose full blocks chain to `prefix`, to be offered to the
   // persistent tier under `tier_name`, and holds the blocks the executor copies (its partial prefix block,
@@ -291,7 +291,10 @@ class Scheduler {
   // The persistent tier's snapshots: the name one is stored under, and the read at admission. A finished
   // sequence's is named by its last full block alone (a longer prompt finds it without knowing where that
   // sequence ended), a prompt's own by its tokens after it too (beside the finished one of the same block).
+  // A whole prompt that ends at a block boundary has no tokens after it: its name is one of its own, apart
+  // from the finished sequence's of that block.
   kvcache::BlockHash TierSnapshotName(const kvcache::BlockHash& prefix, std::span<const int32_t> tail) const;
+  kvcache::BlockHash TierBoundarySnapshotName(const kvcache::BlockHash& prefix) const;
   bool NeedsSnapshotRead(const Sequence* s) const;
   void StartSnapshotRead(Sequence* s);
   void IssueSnapshotRead(uint64_t ticket, const kvcache::BlockHash& name);

@@ -35,10 +35,13 @@ void Scheduler::TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end
   // continuation that brings the token sampled there.
   const bool whole = s.request->params.snapshot_whole_prompt;
   const int64_t n = whole ? end : end - 1;
-  // Past the first block (a shorter prompt costs little to compute again), part-way into a block, of an
-  // exact state, once per prompt (its first output computes it).
+  // Past the first block (a shorter prompt costs little to compute again), of an exact state, once per
+  // prompt (its first output computes it). Part-way into a block, or at a block boundary for the whole
+  // prompt: the continuation that brings the sampled token finds the full blocks in the tier but not the
+  // window blocks at their end (the tier keeps none), and would replay the window's reach without it.
+  const bool boundary = n % kvcache::kBlockTokens == 0;
   if (!snapshots_.enabled() || s.index != 0 || end != s.request->prompt_tokens || start >= end ||
-      n <= kvcache::kBlockTokens || n % kvcache::kBlockTokens == 0 || b.register_limit != INT64_MAX ||
+      n <= kvcache::kBlockTokens || (boundary && !whole) || b.register_limit != INT64_MAX ||
       b.window_register_limit != INT64_MAX || end > static_cast<int64_t>(s.tokens.size()))
     return;
   const int64_t full = n / kvcache::kBlockTokens;
@@ -56,7 +59,8 @@ void Scheduler::TakePromptSnapshot(const Sequence& s, int64_t start, int64_t end
                                   static_cast<size_t>(n - full * kvcache::kBlockTokens));
   SnapshotTake take;
   take.rewind = !whole;
-  if (ReserveSnapshot(s, n, prefix, TierSnapshotName(prefix, tail), &take)) takes->push_back(std::move(take));
+  const kvcache::BlockHash name = boundary ? TierBoundarySnapshotName(prefix) : TierSnapshotName(prefix, tail);
+  if (ReserveSnapshot(s, n, prefix, name, &take)) takes->push_back(std::move(take));
 }
 
 bool Scheduler::ReserveSnapshot(const Sequence& s, int64_t n, const kvcache::BlockHash& prefix,
@@ -66,7 +70,7 @@ bool Scheduler::ReserveSnapshot(const Sequence& s, int64_t n, const kvcache::Blo
   take->id = s.id;
   take->num_tokens = n;
   take->prefix_first = full;
-  if (blocks_.has_prefix()) {
+  if (blocks_.has_prefix() && n % kvcache::kBlockTokens != 0) {  // a boundary has no partial block
     if (static_cast<int64_t>(b.prefix.size()) <= full || b.prefix[static_cast<size_t>(full)] == kvcache::kNoBlock)
       return false;
     take->prefix_blocks.push_back(b.prefix[static_cast<size_t>(full)]);
@@ -128,6 +132,12 @@ void Scheduler::ReceiveSnapshots(const StepResult& result) {
   metrics_->counters.snapshot_bytes = snapshots_.bytes();
 }
 
+kvcache::BlockHash Scheduler::TierBoundarySnapshotName(const kvcache::BlockHash& prefix) const {
+  constexpr uint64_t kBoundary = 1;  // five words: never the four of TierSnapshotName
+  const uint64_t words[] = {prefix.low, prefix.high, config_.snapshot_layout.low, config_.snapshot_layout.high, kBoundary};
+  return HashBytes(words, sizeof words);
+}
+
 kvcache::BlockHash Scheduler::TierSnapshotName(const kvcache::BlockHash& prefix, std::span<const int32_t> tail) const {
   const uint64_t words[] = {prefix.low, prefix.high, config_.snapshot_layout.low, config_.snapshot_layout.high};
   const kvcache::BlockHash name = HashBytes(words, sizeof words);
@@ -147,20 +157,24 @@ void Scheduler::StartSnapshotRead(Sequence* s) {
   kvcache::ExtendBlockHashes(s->request->root, s->tokens, &hashes);
   const int64_t length = static_cast<int64_t>(s->tokens.size());
   const int64_t m = blocks_.MatchPrefix(hashes, (length - 1) / kvcache::kBlockTokens);
-  // Room for a tail that leaves the last position to compute, and none kept in RAM already.
-  if (length - 1 - m * kvcache::kBlockTokens < 1) return;
+  const int64_t room = length - 1 - m * kvcache::kBlockTokens;  // the most a snapshot's tail may have
+  // The match ends right before the last position (a prompt of full blocks and one token more, as a
+  // handed-over request is): only a state at that boundary serves, and only where its window blocks are gone.
+  const bool boundary = room == 0;
+  if (boundary && (m == 0 || !blocks_.has_window() || blocks_.HasWindowAt(hashes, m))) return;
   const kvcache::BlockHash prefix = m > 0 ? hashes[static_cast<size_t>(m - 1)] : s->request->root;
   const std::span<const int32_t> after = std::span(s->tokens).subspan(static_cast<size_t>(m * kvcache::kBlockTokens));
-  if (snapshots_.Find(prefix, after, length - 1 - m * kvcache::kBlockTokens)) return;
+  if (snapshots_.Find(prefix, after, room)) return;  // kept in RAM already
   const uint64_t ticket = next_tier_ticket_++;
-  // First the snapshot of this very prompt (the longest that can serve it), then a finished sequence's.
-  snapshot_reads_[ticket] = {s->request->id, s->index, prefix, NowNanos(), true};
+  // First the snapshot of this very prompt (the longest that can serve it), then a finished sequence's
+  // (whose tail, at least one token, never fits a boundary).
+  snapshot_reads_[ticket] = {s->request->id, s->index, prefix, NowNanos(), !boundary};
   s->snapshot_read = Sequence::SnapshotRead::kReading;
   {
     MutexLock lock(&tier_mailbox_->mu);
     if (!tier_mailbox_->closed) tier_mailbox_->inbox = inbox_;
   }
-  IssueSnapshotRead(ticket, TierSnapshotName(prefix, after.first(after.size() - 1)));
+  IssueSnapshotRead(ticket, boundary ? TierBoundarySnapshotName(prefix) : TierSnapshotName(prefix, after.first(after.size() - 1)));
 }
 
 void Scheduler::IssueSnapshotRead(uint64_t ticket, const kvcache::BlockHash& name) {

@@ -45,7 +45,7 @@ void SnapshotCache::EvictOldest() {
 
 uint64_t SnapshotCache::Reserve(const kvcache::BlockHash& prefix, std::span<const int32_t> tail,
                                int64_t expected_bytes) {
-  if (!enabled() || tail.empty() || static_cast<int64_t>(tail.size()) >= kvcache::kBlockTokens) return 0;
+  if (!enabled() || static_cast<int64_t>(tail.size()) >= kvcache::kBlockTokens) return 0;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->prefix == prefix && std::ranges::equal(it->tail, tail)) {
       Use(it);

@@ -33,7 +33,7 @@ class SnapshotCache : private kvcache::LruBudget::Member {
 
   bool enabled() const { return cap_ != 0 && budget_->budget() != 0; }
   // A name for the snapshot of a sequence whose full blocks chain to `prefix` and whose tokens after them
-  // are `tail` (1 to 127 of them), made by the executor in the next step with about `expected_bytes`
+  // are `tail` (0 to 127 of them; none: a whole prompt's state at a block boundary), made by the executor in the next step with about `expected_bytes`
   // (SequenceSnapshot::bytes()); least recently used entries are evicted to make room. 0 when an equal
   // one is already kept or being made (which then counts as just used), or when the snapshots being made
   // leave no room for it (it is then not taken).

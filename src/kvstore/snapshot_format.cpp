@@ -45,12 +45,13 @@ Hash128 RecordChecksum(std::span<const uint8_t> head, std::span<const uint8_t> s
 }
 
 // Counts a snapshot of num_tokens positions can carry: the partial prefix block (at most one) right after
-// the full ones, and window blocks ending at the partial one.
+// the full ones (none at a block boundary), and window blocks ending at the partial one.
 bool CountsFit(int64_t num_tokens, int64_t prefix_first, int64_t prefix_count, int64_t window_first,
                int64_t window_count) {
   const int64_t full = num_tokens / kvcache::kBlockTokens;
   const int64_t extent = (num_tokens + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens;
-  return num_tokens > 0 && num_tokens < (int64_t{1} << 40) && prefix_first == full && prefix_count >= 0 && prefix_count <= 1 && window_count >= 0 &&
+  return num_tokens > 0 && num_tokens < (int64_t{1} << 40) && prefix_first == full && prefix_count >= 0 &&
+         prefix_count <= (num_tokens % kvcache::kBlockTokens != 0 ? 1 : 0) && window_count >= 0 &&
          window_first >= 0 && window_first <= extent && window_count <= extent - window_first;
 }
 
@@ -60,7 +61,7 @@ Result<std::vector<uint8_t>> EncodeSnapshotHead(const Hash128& namespace_id, con
   const kvcache::SequenceSnapshot* s = record.snapshot.get();
   if (s == nullptr) return Status::InvalidArgument("snapshot record: no snapshot");
   const auto t = static_cast<int64_t>(record.tail.size());
-  if (t < 1 || t >= kvcache::kBlockTokens || s->num_tokens % kvcache::kBlockTokens != t ||
+  if (t >= kvcache::kBlockTokens || s->num_tokens % kvcache::kBlockTokens != t ||
       !CountsFit(s->num_tokens, s->prefix_first, s->prefix_count, s->window_first, s->window_count) ||
       s->state.size() > kMaxSnapshotStateBytes || s->blocks.size() > kMaxSnapshotBlockBytes)
     return Status::InvalidArgument("snapshot record: its tail, counts or sizes are out of range");
@@ -116,7 +117,7 @@ Result<SnapshotRecordSizes> SnapshotRecordSizesOf(std::span<const uint8_t> heade
   sizes.tail = SnapGet32(p + 12);
   sizes.state_bytes = SnapGet64(p + 88);
   sizes.block_bytes = SnapGet64(p + 96);
-  if (sizes.tail < 1 || sizes.tail >= kvcache::kBlockTokens || sizes.state_bytes > kMaxSnapshotStateBytes ||
+  if (sizes.tail >= kvcache::kBlockTokens || sizes.state_bytes > kMaxSnapshotStateBytes ||
       sizes.block_bytes > kMaxSnapshotBlockBytes)
     return Status::DataLoss("snapshot record: sizes out of range");
   return sizes;

@@ -6,7 +6,8 @@
 //   offset size  field
 //        0    8  magic "DIKVSNP\0"
 //        8    4  format version (2)
-//       12    4  tail token count t (1..127): the tokens after the full blocks
+//       12    4  tail token count t (0..127): the tokens after the full blocks (0: a state at a block
+//                boundary, num_tokens >= 128)
 //       16   16  namespace id (StoreLayout::Id)
 //       32   16  the name it is stored under
 //       48    8  num_tokens (= 128 · full blocks + t)
@@ -55,7 +56,7 @@ struct SnapshotRecord {
   std::shared_ptr<const kvcache::SequenceSnapshot> snapshot;
 };
 
-// The file's bytes. InvalidArgument for a tail outside 1..127 or counts that do not match num_tokens.
+// The file's bytes. InvalidArgument for a tail past 127 or counts that do not match num_tokens.
 Result<std::vector<uint8_t>> EncodeSnapshotRecord(const Hash128& namespace_id, const SnapshotRecord& record);
 // The file's first kSnapshotHeaderBytes + 4·t bytes (the header, its checksum over the whole record, and the
 // tail ids); the snapshot's state and blocks follow them. Same errors as EncodeSnapshotRecord.

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/log.h"
+#include "core/sched.h"
 
 namespace deepinfer::router {
 
@@ -63,6 +64,12 @@ Status LeaseWriter::Start() {
 }
 
 void LeaseWriter::Loop() {
+  SetCurrentThreadName("lease-renewal");
+  // A renewal may wait: the lease lives three periods, and a nice-19 thread still gets a turn within one on
+  // a core whose latency-bound threads (a decode unit's engine, its event loop) sleep between their steps;
+  // at the default priority its wake-ups would cut into their turns instead.
+  if (const Status s = SetThreadBackgroundPriority(); !s.ok())
+    DI_LOG(kWarn, "lease renewal keeps the default priority").Field("error", s.message());
   const auto period = std::chrono::milliseconds(std::max<int64_t>(lease_.ttl_ms / 3, 10));
   while (true) {
     {

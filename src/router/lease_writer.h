@@ -1,7 +1,8 @@
 // The unit side of discovery: `deepinfer serve --unit-dir DIR` keeps its lease fresh with this. A thread
 // rewrites the lease (with the load the callback reports) every third of its TTL, so that two missed
 // renewals still leave it alive, and removes it on Stop (a clean shutdown takes the unit out at once).
-// Renewal never waits on requests: it runs on its own thread with a file write as its only I/O.
+// Renewal never waits on requests: it runs on its own thread, at background priority (core/sched.h), with
+// a file write as its only I/O.
 //
 // Role switches (with EnableRoleSwitch): at each renewal the writer looks for DIR/<unit_id>.role
 // (unit_lease.h). Asked for another role, the unit drains: its lease says so, and routers send it nothing

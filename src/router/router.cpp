@@ -119,16 +119,18 @@ void Router::Refresh() {
       unit->id = lease.unit_id;
       unit->url = lease.url;
       unit->addr = *addr;
+      unit->health = std::make_unique<KeptAliveGetter>(addr->host, addr->port);
       DI_LOG(kInfo, "unit found").Field("unit", unit->id).Field("url", unit->url);
     }
     unit->SetLease(lease);
     next.push_back(std::move(unit));
   }
-  // Health checks, each with its own deadline: a hung unit costs one timeout, not the router.
+  // Health checks, each with its own deadline: a hung unit costs one timeout, not the router. Each unit's
+  // go over one kept-alive connection.
   const int64_t now_ms = UnixMillisNow();
   for (const auto& unit : next) {
     if (!unit->LeaseAlive(now_ms)) continue;
-    auto health = HttpGet(unit->addr.host, unit->addr.port, "/health", options_.health_timeout_s, 64 * 1024);
+    auto health = unit->health->Get("/health", options_.health_timeout_s, 64 * 1024);
     const bool ok = health.ok() && health->status == 200;
     if (!ok) counters_.health_failures.fetch_add(1);
     if (ok != unit->healthy.load()) {

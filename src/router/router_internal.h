@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/mutex.h"
@@ -20,6 +21,7 @@ struct Router::Unit {
   std::atomic<int64_t> failed_at_ms{0};    // a request failed here: out until a health check passes
   std::atomic<int64_t> placed_prefill_tokens{0};
   std::atomic<int64_t> placed_streams{0};
+  std::unique_ptr<KeptAliveGetter> health;  // the health checks' connection (the refresh thread's alone)
 
   void SetLease(const UnitLease& lease) {
     MutexLock lock(&mu);

@@ -51,6 +51,8 @@ Upstream::~Upstream() { Close(); }
 void Upstream::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  buffer_.clear();
+  done_ = false;
 }
 
 Status Upstream::Connect(const std::string& host, int port, int64_t deadline_nanos) {
@@ -246,21 +248,44 @@ Result<bool> Upstream::ReadBody(std::string* out, int64_t deadline_nanos) {
   return true;
 }
 
-Result<SimpleResponse> HttpGet(const std::string& host, int port, std::string_view target, double timeout_s,
-                               size_t max_body_bytes) {
-  const int64_t deadline = NowNanos() + static_cast<int64_t>(timeout_s * 1e9);
-  Upstream up;
-  DI_RETURN_IF_ERROR(up.Connect(host, port, deadline));
-  DI_RETURN_IF_ERROR(up.Send("GET", target, {}, {}, deadline));
-  DI_ASSIGN_OR_RETURN(UpstreamHead head, up.ReadHead(deadline));
+Result<SimpleResponse> KeptAliveGetter::Exchange(std::string_view target, int64_t deadline_nanos,
+                                                 size_t max_body_bytes) {
+  DI_RETURN_IF_ERROR(up_.Send("GET", target, {}, {}, deadline_nanos));
+  DI_ASSIGN_OR_RETURN(UpstreamHead head, up_.ReadHead(deadline_nanos));
   SimpleResponse out;
   out.status = head.status;
   while (true) {
-    DI_ASSIGN_OR_RETURN(bool done, up.ReadBody(&out.body, deadline));
+    DI_ASSIGN_OR_RETURN(bool done, up_.ReadBody(&out.body, deadline_nanos));
     if (out.body.size() > max_body_bytes) return Status::ResourceExhausted("the unit's response is too large");
     if (done) break;
   }
+  std::string connection(head.Header("connection"));
+  for (char& c : connection) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (!up_.ReusableAfterResponse() || connection.find("close") != std::string::npos) {
+    up_.Close();
+    open_ = false;
+  }
   return out;
+}
+
+Result<SimpleResponse> KeptAliveGetter::Get(std::string_view target, double timeout_s, size_t max_body_bytes) {
+  const int64_t deadline = NowNanos() + static_cast<int64_t>(timeout_s * 1e9);
+  if (open_) {
+    Result<SimpleResponse> kept = Exchange(target, deadline, max_body_bytes);
+    if (kept.ok()) return kept;
+    up_.Close();
+    open_ = false;
+    if (kept.status().code() == StatusCode::kDeadlineExceeded) return kept;
+  }
+  DI_RETURN_IF_ERROR(up_.Connect(host_, port_, deadline));
+  open_ = true;
+  ++connections_;
+  Result<SimpleResponse> fresh = Exchange(target, deadline, max_body_bytes);
+  if (!fresh.ok()) {
+    up_.Close();
+    open_ = false;
+  }
+  return fresh;
 }
 
 }  // namespace deepinfer::router

@@ -39,6 +39,9 @@ class Upstream {
   // true once the body is complete. An error: the unit closed early, sent a malformed chunk, or the
   // deadline passed (kDeadlineExceeded).
   Result<bool> ReadBody(std::string* out, int64_t deadline_nanos);
+  // After ReadBody said the body is complete: whether the connection may carry another request (the body
+  // had a Content-Length, nothing after it arrived; a chunked body's trailers are never read).
+  bool ReusableAfterResponse() const { return fd_ >= 0 && done_ && !chunked_ && !until_close_ && buffer_.empty(); }
   void Close();
 
  private:
@@ -53,12 +56,32 @@ class Upstream {
   bool done_ = false;
 };
 
-// A whole GET with one deadline: the status and body (bounded by max_body_bytes), for health checks.
 struct SimpleResponse {
   int status = 0;
   std::string body;
 };
-Result<SimpleResponse> HttpGet(const std::string& host, int port, std::string_view target, double timeout_s,
-                               size_t max_body_bytes = 1 << 20);
+
+// Whole GETs to one unit, each with one deadline, over one kept-alive connection: health checks come every
+// refresh, and a connection of its own each time costs the unit an accept, a connection's setup and its
+// teardown on the core its latency-bound threads run on. The connection is kept while the unit keeps it
+// open; a GET that fails on a kept one (the unit closed it while idle, or restarted) is sent once more on a
+// fresh one within what is left of its deadline, unless that deadline passed (a hung unit costs one
+// timeout). One caller at a time.
+class KeptAliveGetter {
+ public:
+  KeptAliveGetter(std::string host, int port) : host_(std::move(host)), port_(port) {}
+  // The status and body (bounded by max_body_bytes).
+  Result<SimpleResponse> Get(std::string_view target, double timeout_s, size_t max_body_bytes = 1 << 20);
+  int64_t connections() const { return connections_; }  // opened so far
+
+ private:
+  Result<SimpleResponse> Exchange(std::string_view target, int64_t deadline_nanos, size_t max_body_bytes);
+
+  std::string host_;
+  int port_;
+  Upstream up_;
+  bool open_ = false;
+  int64_t connections_ = 0;
+};
 
 }  // namespace deepinfer::router

@@ -238,6 +238,30 @@ TEST(EngineSnapshot, ConcurrentPromptsSentAgainAllResumeFromTheirSnapshots) {
   }
 }
 
+// A whole prompt's state at a block boundary is kept under its full blocks with no tail: it serves a prompt
+// of those blocks and one token more (which leaves it no tail token to resume past), and a longer snapshot
+// under the same blocks is still preferred where the prompt leaves room for it.
+TEST(EngineSnapshot, TheCacheKeepsABlockBoundaryStateUnderNoTail) {
+  auto snapshot = [](int64_t n) {
+    auto s = std::make_shared<SequenceSnapshot>();
+    s->num_tokens = n;
+    return std::shared_ptr<const SequenceSnapshot>(std::move(s));
+  };
+  SnapshotCache cache(1 << 20);
+  const kvcache::BlockHash a{1, 2}, b{3, 4};
+  const uint64_t boundary = cache.Reserve(a, {}, 100);
+  ASSERT_NE(boundary, 0u);
+  EXPECT_EQ(cache.Reserve(a, {}, 100), 0u);  // the same one again
+  cache.Fill(boundary, snapshot(256));
+  const std::vector<int32_t> one = {9}, three = {9, 8, 7};
+  ASSERT_NE(cache.Find(a, one, 0), nullptr);
+  EXPECT_EQ(cache.Find(a, one, 0)->num_tokens, 256);
+  EXPECT_EQ(cache.Find(b, one, 0), nullptr);  // other full blocks
+  cache.Fill(cache.Reserve(a, std::vector<int32_t>{9, 8}, 100), snapshot(258));
+  EXPECT_EQ(cache.Find(a, three, 2)->num_tokens, 258);  // the longest
+  EXPECT_EQ(cache.Find(a, three, 1)->num_tokens, 256);  // the longest that leaves a position to compute
+}
+
 TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   auto snapshot = [](int64_t n, size_t bytes) {
     auto s = std::make_shared<SequenceSnapshot>();
@@ -252,7 +276,6 @@ TEST(EngineSnapshot, TheCacheKeepsTheMostRecentlyUsedWithinItsBudget) {
   const uint64_t k1 = cache.Reserve(a, t1, each), k2 = cache.Reserve(a, t2, each);
   EXPECT_NE(k1, 0u);
   EXPECT_EQ(cache.Reserve(a, t1, each), 0u);  // the same one again
-  EXPECT_EQ(cache.Reserve(a, {}, each), 0u);  // no tail: a block boundary is not a snapshot's
   // Two being made take the budget: a third is not taken.
   EXPECT_EQ(cache.Reserve(b, t3, each), 0u);
   EXPECT_EQ(cache.pending_bytes(), 2 * each);

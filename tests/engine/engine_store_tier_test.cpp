@@ -569,9 +569,9 @@ TEST(KvStoreTier, ARestartResumesAFinishedSequenceToTheToken) {
 // Prefill/decode hand-off: a prompt run for one token with snapshot_whole_prompt stores the state after its
 // last position; a second engine on the store, given the prompt and that token, resumes there: every prompt
 // position from the store (the full blocks, the rest from the snapshot), only the handed-over token's own
-// row computed, and its seeded draws are the ones one engine running the whole request makes (sampling is
-// keyed by position, and the token sits at the position it was sampled for).
-TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
+// row computed, none replayed, and its seeded draws are the ones one engine running the whole request makes
+// (sampling is keyed by position, and the token sits at the position it was sampled for).
+void ExpectAHandOffComputesOnlyItsToken(int64_t prompt_tokens, int32_t seed) {
   ScratchDir dir;
   RequestParams p;
   p.sampling.max_tokens = 5;
@@ -579,6 +579,10 @@ TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
   p.sampling.seed = 77;
   p.sampling.ignore_eos = true;
   p.sampling.logprobs = true;
+  struct DecodeRun {
+    ServedRun run;
+    uint64_t replayed = 0, snapshot_hits = 0;
+  };
   auto run = [](const std::vector<int32_t>& prompt, const RequestParams& params, kvcache::LowerTier* tier) {
     EngineOptions options;
     options.kv_cache_bytes = int64_t{64} << 20;
@@ -587,13 +591,16 @@ TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
     auto out = (*engine)->Generate(std::span(&prompt, 1), params);
     EXPECT_TRUE(out.ok()) << out.status().ToString();
-    ServedRun r = RunOf((*out)[0]);
-    r.external_hits = (*engine)->Stats().external_prefix_cache_hits;
+    DecodeRun r{.run = RunOf((*out)[0])};
+    const EngineStats stats = (*engine)->Stats();
+    r.run.external_hits = stats.external_prefix_cache_hits;
+    r.replayed = stats.replayed_tokens;
+    r.snapshot_hits = stats.snapshot_hits;
     (*engine)->Shutdown();
     return r;
   };
-  const std::vector<int32_t> prompt = Prompt(2 * 128 + 50, 41);
-  const ServedRun whole = run(prompt, p, nullptr);
+  const std::vector<int32_t> prompt = Prompt(prompt_tokens, seed);
+  const ServedRun whole = run(prompt, p, nullptr).run;
   ASSERT_EQ(whole.ids.size(), 5u);
 
   auto m = LoadFixture();
@@ -601,7 +608,7 @@ TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
   RequestParams prefill = p;
   prefill.sampling.max_tokens = 1;
   prefill.snapshot_whole_prompt = true;
-  const ServedRun first = run(prompt, prefill, prefill_tier.get());
+  const ServedRun first = run(prompt, prefill, prefill_tier.get()).run;
   ASSERT_EQ(first.ids.size(), 1u);
   EXPECT_EQ(first.ids[0], whole.ids[0]);
   prefill_tier->Flush();
@@ -612,11 +619,25 @@ TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
   RequestParams decode = p;
   decode.sampling.max_tokens = 4;
   auto decode_tier = OpenTier(dir.path(), *m);
-  const ServedRun rest = run(handed, decode, decode_tier.get());
-  EXPECT_EQ(rest.hit_tokens, 2 * 128 + 50);  // the whole prompt; the handed-over token is the first row
-  EXPECT_EQ(rest.external_hits, 2u * 128);   // the full blocks; the 50 positions after them from the snapshot
-  EXPECT_EQ(rest.ids, std::vector<int32_t>(whole.ids.begin() + 1, whole.ids.end()));
-  EXPECT_EQ(rest.logprobs, std::vector<float>(whole.logprobs.begin() + 1, whole.logprobs.end()));  // float ==
+  const DecodeRun rest = run(handed, decode, decode_tier.get());
+  const int64_t full = prompt_tokens / 128 * 128;
+  EXPECT_EQ(rest.run.hit_tokens, prompt_tokens);  // the whole prompt; the handed-over token is the first row
+  EXPECT_EQ(rest.run.external_hits, static_cast<uint64_t>(full));  // the full blocks; the rest from the snapshot
+  EXPECT_EQ(rest.replayed, 0u);
+  EXPECT_EQ(rest.snapshot_hits, 1u);
+  EXPECT_EQ(rest.run.ids, std::vector<int32_t>(whole.ids.begin() + 1, whole.ids.end()));
+  EXPECT_EQ(rest.run.logprobs, std::vector<float>(whole.logprobs.begin() + 1, whole.logprobs.end()));  // float ==
+}
+
+TEST(KvStoreTier, AWholePromptSnapshotLeavesNoPromptPositionToCompute) {
+  ExpectAHandOffComputesOnlyItsToken(2 * 128 + 50, 41);
+}
+
+// A prompt of full blocks only: its state at the boundary is a snapshot of its own (no tail, no partial
+// block), without which the decode engine, finding the blocks but no window blocks at their end, replays
+// the window's reach.
+TEST(KvStoreTier, AWholePromptSnapshotAtABlockBoundaryLeavesNoPromptPositionToCompute) {
+  ExpectAHandOffComputesOnlyItsToken(2 * 128, 42);
 }
 
 }  // namespace

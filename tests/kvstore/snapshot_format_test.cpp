@@ -65,6 +65,42 @@ TEST(SnapshotFormat, RoundTripAndRefusals) {
   EXPECT_EQ(DecodeSnapshotRecord(huge, ns, r.prefix).status().code(), StatusCode::kDataLoss);
 }
 
+// A state at a block boundary (a whole prompt of full blocks) has no tail and no partial prefix block: it
+// round-trips; a partial block there, or a boundary before the first block, is refused.
+TEST(SnapshotFormat, ABlockBoundaryStateHasNoTail) {
+  const Hash128 ns{1, 2};
+  SnapshotRecord r = Sample();
+  auto s = std::make_shared<kvcache::SequenceSnapshot>(*r.snapshot);
+  s->num_tokens = 2 * 128;
+  s->prefix_count = 0;
+  s->window_first = 0;  // the window blocks end at the last full one
+  s->blocks.assign(200, 7);
+  r.snapshot = s;
+  r.tail.clear();
+  auto bytes = EncodeSnapshotRecord(ns, r);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(bytes->size(), kSnapshotHeaderBytes + 5 + 200);
+  auto back = DecodeSnapshotRecord(*bytes, ns, r.prefix);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->tail.empty());
+  EXPECT_EQ(back->snapshot->num_tokens, 256);
+  EXPECT_EQ(back->snapshot->prefix_count, 0);
+  EXPECT_EQ(back->snapshot->window_count, 2);
+  EXPECT_EQ(back->snapshot->blocks, s->blocks);
+  EXPECT_EQ(back->last_block, r.last_block);
+
+  auto partial = std::make_shared<kvcache::SequenceSnapshot>(*s);
+  partial->prefix_count = 1;  // block 2 holds no position yet
+  r.snapshot = partial;
+  EXPECT_EQ(EncodeSnapshotRecord(ns, r).status().code(), StatusCode::kInvalidArgument);
+  auto none = std::make_shared<kvcache::SequenceSnapshot>(*s);
+  none->num_tokens = 0;
+  none->prefix_first = 0;
+  none->window_count = 0;
+  r.snapshot = none;
+  EXPECT_EQ(EncodeSnapshotRecord(ns, r).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SnapshotFormat, InconsistentRecordsAreNotWritten) {
   SnapshotRecord r = Sample();
   r.tail = {40, 41};  // 2 tokens for a position 3 past the blocks

@@ -1,9 +1,14 @@
 #include "router/unit_lease.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "router/lease_writer.h"
 
@@ -160,6 +165,39 @@ TEST(LeaseWriter, RenewsAndRemovesItsLease) {
     writer.Stop();
     EXPECT_FALSE(fs::exists(dir / "unit-42-8001.lease"));
   }
+  fs::remove_all(dir);
+}
+
+// Renewals run on a thread of their own at background priority (core/sched.h: nice 19): the load
+// callback, which each renewal calls, sees it.
+TEST(LeaseWriter, RenewsAtBackgroundPriority) {
+  const fs::path dir = FreshDir("writer-priority");
+  UnitLease lease = SampleLease();
+  lease.ttl_ms = 30;  // renewed every 10 ms
+  std::mutex mu;
+  std::vector<int> renewal_nices;  // of the calls not on the test's thread (Start writes the first lease)
+  const std::thread::id test_thread = std::this_thread::get_id();
+  {
+    LeaseWriter writer(dir, lease, [&] {
+      if (std::this_thread::get_id() != test_thread) {
+        std::lock_guard lock(mu);
+        renewal_nices.push_back(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())));
+      }
+      return UnitLoad{};
+    });
+    ASSERT_TRUE(writer.Start().ok());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(mu);
+        if (renewal_nices.size() >= 2) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    writer.Stop();
+  }
+  ASSERT_GE(renewal_nices.size(), 2u);
+  for (int nice : renewal_nices) EXPECT_EQ(nice, 19);
   fs::remove_all(dir);
 }
 
