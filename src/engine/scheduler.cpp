@@ -199,7 +199,11 @@ int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& 
   if (const double target = TargetSeconds(); target > 0) {
     const int64_t finish_at = s->replaying() ? -1 : stop - s->computed;
     const int64_t solved = cost_.SolveChunk(shape, s->computed, n, finish_at, target);
-    n = std::min(n, std::max(solved, kMinLatencyChunk));
+    // When the decodes alone fill the target, the best prompt still progresses by a minimal chunk; the
+    // others wait for a step with room. A minimal chunk for every prompt would put all of them into every
+    // step the streams wait on (sixteen prompts arriving together: a step of many times the target).
+    const bool first_prefill = shape.chunks == decode_shape_.chunks;
+    n = std::min(n, first_prefill ? std::max(solved, kMinLatencyChunk) : solved);
   } else {
     n = std::min(n, options_.prefill_chunk);
   }

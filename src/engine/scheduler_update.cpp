@@ -221,6 +221,22 @@ void Scheduler::Update(const StepResult& result) {
   const double gap = last_forward_end_ > 0 && t0 > 0 ? static_cast<double>(t0 - last_forward_end_) * 1e-9 : -1;
   last_forward_end_ = t1;
   const double seconds = static_cast<double>(t1 - t0) * 1e-9;
+  if (GetLogLevel() == LogLevel::kDebug && t1 > t0) {
+    // One line a step, to see which steps make the streams' inter-token latency: its decode rows and
+    // prefill tokens, the model's prediction (before this step joins its samples), the target it was
+    // planned against and what it took.
+    int64_t decode_rows = 0;
+    for (const Work& w : current_) decode_rows += w.end - w.start == 1 + w.verify && w.logits ? 1 : 0;
+    DI_LOG(kDebug, "engine: step")
+        .Field("decode_rows", decode_rows)
+        .Field("prefill_tokens", static_cast<int64_t>(current_shape_.tokens) - decode_rows)
+        .Field("chunks", current_.size())
+        .Field("predicted_ms", PredictedStepSeconds() * 1e3)
+        .Field("target_ms", TargetSeconds() * 1e3)
+        .Field("measured_ms", seconds * 1e3)
+        .Field("gap_ms", gap * 1e3)
+        .Field("fitted_tokens", cost_.fitted_tokens());
+  }
   if (result.status.ok() && t1 > t0) cost_.Observe(current_shape_, seconds);  // t0 = t1 = 0: no forward pass
   if (options_.check_invariants) CheckStep();
   {

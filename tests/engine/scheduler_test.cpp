@@ -1,5 +1,6 @@
 // The scheduler alone, with no model: its plans are plain data (fresh and restored states, chunks, block
 // tables, sampling setups) and its updates come from hand-made results, as any executor would send them.
+#include <algorithm>
 #include <atomic>
 
 #include <gtest/gtest.h>
@@ -22,9 +23,10 @@ struct Harness {
   OutputProcessor output{nullptr, 1, 0, [](std::vector<std::pair<RequestId, int>>) {}};
   std::unique_ptr<Scheduler> scheduler;
 
-  Harness() {
+  explicit Harness(EngineOptions options = {}, int64_t prefix_blocks = 16) {
     SchedulerConfig config;
-    config.prefix_blocks = 16;
+    config.options = std::move(options);
+    config.prefix_blocks = prefix_blocks;
     config.vocab_size = 256;
     config.max_model_len = 2048;
     config.eos_token_ids = {1};
@@ -182,6 +184,73 @@ TEST(EngineScheduler, BirthsSampleFromTheParentsRowAndForkInTheNextPlan) {
   h.scheduler->AbortAll();
   h.output.Stop();
   EXPECT_EQ(h.finished.load(), 1);
+}
+
+// A machine whose every step costs 10 ms plus 1 ms per token (so the cost model's fit is exact), fed to
+// the scheduler as plain step costs: the executor's forward-pass start and end.
+double MachineSeconds(const StepPlan& plan) {
+  int64_t tokens = 0;
+  for (const PlannedChunk& c : plan.chunks) tokens += c.end - c.start;
+  return 0.010 + 0.001 * static_cast<double>(tokens);
+}
+
+StepResult Ran(const StepPlan& plan, int32_t token) {
+  StepResult result;
+  result.forward_start_nanos = 1;
+  result.forward_end_nanos = 1 + static_cast<int64_t>(MachineSeconds(plan) * 1e9);
+  for (const PlannedChunk& c : plan.chunks) {
+    if (!c.logits) continue;
+    SequenceResult r;
+    r.id = c.id;
+    r.tokens.push_back({.id = token});
+    result.sequences.push_back(std::move(r));
+  }
+  return result;
+}
+
+TEST(EngineScheduler, PromptsArrivingTogetherBesideAStreamKeepItsStepsWithinTheDerivedTarget) {
+  // One stream decodes when fifteen prompts of 300 tokens arrive together. With k streams decoding, the
+  // derived target is 1.5 × the larger of their decode step (10 + k ms) and that of 8 streams (18 ms). Every
+  // step the streams wait on stays within it, but for the best prompt's minimal chunk of 16 tokens when the
+  // decodes alone fill it: at most max(1.5 × max(10 + k, 18), 10 + k + 16) ms. A minimal chunk for every
+  // prompt would make the first such step 10 + 1 + 15 × 16 = 251 ms against a target of 27 ms.
+  EngineOptions options;
+  options.tbt_target_ms = kDerivedTbtTarget;
+  Harness h(options, /*prefix_blocks=*/96);
+  h.scheduler->Calibrate([](const StepPlan& plan) { return Ran(plan, 5); });
+  // Prompts of their own (no prefix hits between them).
+  auto prompt = [](RequestId id) {
+    std::vector<int32_t> p(300);
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>(2 + (i * 7 + id * 13) % 250);
+    return p;
+  };
+  h.Add(1, prompt(1), 40);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+  h.scheduler->Update(Ran(h.scheduler->Schedule(), 5));  // nobody waits on its prompt: one chunk
+  for (RequestId id = 2; id <= 16; ++id) h.Add(id, prompt(id), 8);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+
+  int64_t steps = 0, mixed = 0;
+  for (; steps < 1000; ++steps) {
+    const StepPlan plan = h.scheduler->Schedule();
+    if (plan.empty()) break;  // all done
+    if (plan.chunks.empty()) continue;  // a step of finished sequences' snapshots only
+    int64_t decodes = 0, prompt_chunks = 0;
+    for (const PlannedChunk& c : plan.chunks) (c.end - c.start == 1 ? decodes : prompt_chunks) += 1;  // as the scheduler counts them
+    if (decodes > 0) {
+      const double k = static_cast<double>(decodes);
+      const double bound = std::max(1.5 * std::max(0.010 + 0.001 * k, 0.018), 0.010 + 0.001 * (k + 16));
+      EXPECT_LE(MachineSeconds(plan), bound + 1e-9) << "step " << steps << ": " << decodes << " decodes, "
+                                                    << prompt_chunks << " prompt chunks";
+      mixed += prompt_chunks > 0;
+    }
+    h.scheduler->Update(Ran(plan, 5));
+  }
+  EXPECT_LT(steps, 1000);  // the scheduler ran out of work: every request got through
+  EXPECT_GT(mixed, 0);
+  h.scheduler->AbortAll();  // nothing left to abort
+  h.output.Stop();
+  EXPECT_EQ(h.finished.load(), 16);
 }
 
 }  // namespace
