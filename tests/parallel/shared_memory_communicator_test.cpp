@@ -32,6 +32,26 @@ int64_t PartBytes(int from, int to, int round) {
   return kSizes[(from * 5 + to * 3 + round) % 7];
 }
 
+// What member `m` received in `round` against what every peer sent it, in rank order: "" when every size and
+// byte is right, else the first difference.
+std::string FirstDifference(const std::vector<uint8_t>& recv, const std::vector<int64_t>& recv_bytes, int members,
+                            int m, int round) {
+  int64_t at = 0;
+  for (int p = 0; p < members; ++p) {
+    if (recv_bytes[p] != PartBytes(p, m, round)) {
+      return "round " + std::to_string(round) + ": member " + std::to_string(p) + "'s size is " +
+             std::to_string(recv_bytes[p]);
+    }
+    for (int64_t i = 0; i < recv_bytes[p]; ++i, ++at) {
+      if (recv[static_cast<size_t>(at)] != Byte(p, m, round, i)) {
+        return "round " + std::to_string(round) + ": byte " + std::to_string(i) + " from member " +
+               std::to_string(p) + " differs";
+      }
+    }
+  }
+  return "";
+}
+
 TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThanThem) {
   constexpr int kMembers = 3, kRounds = 24;
   const std::string name = UniqueName("parts");
@@ -68,16 +88,8 @@ TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThan
           errors[m] = s.message();
           return;
         }
-        int64_t at = 0;
-        for (int p = 0; p < kMembers; ++p) {
-          for (int64_t i = 0; i < recv_bytes[p]; ++i, ++at) {
-            if (recv[static_cast<size_t>(at)] != Byte(p, m, round, i)) {
-              errors[m] = "round " + std::to_string(round) + ": byte " + std::to_string(i) + " from member " +
-                          std::to_string(p) + " differs";
-              return;
-            }
-          }
-        }
+        errors[m] = FirstDifference(recv, recv_bytes, kMembers, m, round);
+        if (!errors[m].empty()) return;
       }
     });
   }
@@ -144,21 +156,8 @@ TEST(SharedMemoryCommunicator, PartsWhoseSizesOnlyTheirSendersKnowArriveWithThem
                       " times, for " + std::to_string(asked) + " bytes of " + std::to_string(expected_total) + ")";
           return;
         }
-        int64_t at = 0;
-        for (int p = 0; p < kMembers; ++p) {
-          if (recv_bytes[p] != PartBytes(p, m, round)) {
-            errors[m] = "round " + std::to_string(round) + ": member " + std::to_string(p) + "'s size is " +
-                        std::to_string(recv_bytes[p]);
-            return;
-          }
-          for (int64_t i = 0; i < recv_bytes[p]; ++i, ++at) {
-            if (recv[static_cast<size_t>(at)] != Byte(p, m, round, i)) {
-              errors[m] = "round " + std::to_string(round) + ": byte " + std::to_string(i) + " from member " +
-                          std::to_string(p) + " differs";
-              return;
-            }
-          }
-        }
+        errors[m] = FirstDifference(recv, recv_bytes, kMembers, m, round);
+        if (!errors[m].empty()) return;
       }
     });
   }
