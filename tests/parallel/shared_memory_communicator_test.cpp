@@ -52,19 +52,26 @@ std::string FirstDifference(const std::vector<uint8_t>& recv, const std::vector<
   return "";
 }
 
-TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThanThem) {
-  constexpr int kMembers = 3, kRounds = 24;
-  const std::string name = UniqueName("parts");
-  // One page of ring: the 9,000- and 20,000-byte parts stream through it in pieces.
-  auto made = SharedMemorySegment::Create(name, kMembers, 4096);
-  ASSERT_TRUE(made.ok()) << made.status().message();
+// Maps one segment of `members` members with rings of `ring_bytes`, its name already removed.
+std::vector<std::shared_ptr<SharedMemorySegment>> MapSegment(const char* what, int members, int64_t ring_bytes) {
+  const std::string name = UniqueName(what);
+  auto made = SharedMemorySegment::Create(name, members, ring_bytes);
+  if (!made.ok()) return {};
   std::vector<std::shared_ptr<SharedMemorySegment>> segments = {std::move(made).value()};
-  for (int m = 1; m < kMembers; ++m) {
-    auto opened = SharedMemorySegment::Open(name, kMembers);
-    ASSERT_TRUE(opened.ok()) << opened.status().message();
+  for (int m = 1; m < members; ++m) {
+    auto opened = SharedMemorySegment::Open(name, members);
+    if (!opened.ok()) break;
     segments.push_back(std::move(opened).value());
   }
   SharedMemorySegment::Unlink(name);  // (the mappings outlive the name, as in a unit)
+  return segments;
+}
+
+TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThanThem) {
+  constexpr int kMembers = 3, kRounds = 24;
+  // One page of ring: the 9,000- and 20,000-byte parts stream through it in pieces.
+  std::vector<std::shared_ptr<SharedMemorySegment>> segments = MapSegment("parts", kMembers, 4096);
+  ASSERT_EQ(segments.size(), static_cast<size_t>(kMembers));
   std::vector<std::string> errors(kMembers);
   std::vector<std::thread> threads;
   for (int m = 0; m < kMembers; ++m) {
@@ -95,21 +102,6 @@ TEST(SharedMemoryCommunicator, MembersExchangeVariedPartsThroughRingsSmallerThan
   }
   for (std::thread& t : threads) t.join();
   for (int m = 0; m < kMembers; ++m) EXPECT_EQ(errors[m], "") << "member " << m;
-}
-
-// Maps one segment of `members` members with rings of `ring_bytes`, its name already removed.
-std::vector<std::shared_ptr<SharedMemorySegment>> MapSegment(const char* what, int members, int64_t ring_bytes) {
-  const std::string name = UniqueName(what);
-  auto made = SharedMemorySegment::Create(name, members, ring_bytes);
-  if (!made.ok()) return {};
-  std::vector<std::shared_ptr<SharedMemorySegment>> segments = {std::move(made).value()};
-  for (int m = 1; m < members; ++m) {
-    auto opened = SharedMemorySegment::Open(name, members);
-    if (!opened.ok()) break;
-    segments.push_back(std::move(opened).value());
-  }
-  SharedMemorySegment::Unlink(name);
-  return segments;
 }
 
 TEST(SharedMemoryCommunicator, PartsWhoseSizesOnlyTheirSendersKnowArriveWithThem) {
