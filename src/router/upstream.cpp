@@ -259,8 +259,7 @@ Result<SimpleResponse> KeptAliveGetter::Exchange(std::string_view target, int64_
     if (out.body.size() > max_body_bytes) return Status::ResourceExhausted("the unit's response is too large");
     if (done) break;
   }
-  std::string connection(head.Header("connection"));
-  for (char& c : connection) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string connection = Lower(head.Header("connection"));
   if (!up_.ReusableAfterResponse() || connection.find("close") != std::string::npos) {
     up_.Close();
     open_ = false;
