@@ -50,6 +50,21 @@ function(deepinfer_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   deepinfer_target_warnings(${name})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  target_compile_options(${name} PRIVATE ${DEEPINFER_TEST_COMPILE_OPTIONS})  # CMakeLists.txt says why
+  # DEEPINFER_PCH: the headers nearly every test file includes are compiled once, by the first test executable,
+  # and reused by the others (their compile options are the same).
+  if(DEEPINFER_PCH)
+    get_property(pch_owner GLOBAL PROPERTY DEEPINFER_TEST_PCH_OWNER)
+    if(pch_owner)
+      target_precompile_headers(${name} REUSE_FROM ${pch_owner})
+    else()
+      target_precompile_headers(${name} PRIVATE <gtest/gtest.h> <nlohmann/json.hpp> <algorithm> <atomic> <chrono>
+                                <cmath> <cstdint> <cstring> <filesystem> <fstream> <functional> <map> <memory>
+                                <mutex> <optional> <random> <span> <string> <string_view> <thread> <unordered_map>
+                                <vector>)
+      set_property(GLOBAL PROPERTY DEEPINFER_TEST_PCH_OWNER ${name})
+    endif()
+  endif()
   target_compile_definitions(${name} PRIVATE DEEPINFER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)  # "support/require_data.h"
   if(NOT ARG_LABELS)

@@ -58,12 +58,20 @@ scripts/setup.sh
 
 stage "Release build"
 launcher=()
+pch=ON
 if [ $quick = 1 ] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  pch=OFF  # ccache does not cache what is compiled against a precompiled header
 fi
+# Both builds compile the libraries with their build type's flags and the test executables' own code with
+# little optimisation (DEEPINFER_TEST_COMPILE_OPTIONS, CMakeLists.txt): a test file is small and runs briefly,
+# but optimising GoogleTest's and nlohmann::json's templates in it costs more than all the tests' run time. Here
+# -Og, which keeps gcc's warnings that need the optimiser's data flow (maybe-uninitialized and the like);
+# DEEPINFER_PCH compiles the headers every test file includes once for all of them.
 # The Python package's module is part of this build (src/python; every library position-independent), so the
 # package is tested from build/release/python without compiling the project a second time.
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERROR=ON "${launcher[@]}" \
+  -DDEEPINFER_TEST_COMPILE_OPTIONS=-Og -DDEEPINFER_PCH=$pch \
   -DDEEPINFER_PYTHON=ON -DPython_EXECUTABLE="$root/.venv/bin/python" >/dev/null
 ninja -C build/release -j "$jobs"
 
@@ -121,17 +129,20 @@ rm -rf build/hostile
 .venv/bin/python tools/hostile/gen_corpus.py --deepinfer "$root/build/release/bin/deepinfer" --out build/hostile
 
 # One clang build serves both the ASan+UBSan unit tests and the fuzzers: every library is compiled once with
-# -fsanitize=fuzzer-no-link,address,undefined (DEEPINFER_SANITIZE + DEEPINFER_FUZZ); the tests and the CLI link
-# the sanitizer runtimes only, the fuzz mains add libFuzzer. Asserts stay on (no NDEBUG), and -gline-tables-only
-# keeps file:line in every report at a fraction of full debug info's cost; warnings are errors in the gcc
-# Release build above. This halves the sanitizer stages' compile time against a gcc ASan+UBSan build plus a
-# separate clang build of the fuzzers, which DEEPINFER_ONE_CLANG_BUILD=0 still gives.
+# -fsanitize=fuzzer-no-link,address,undefined (DEEPINFER_SANITIZE + DEEPINFER_FUZZ) at -O1; the tests and the CLI
+# link the sanitizer runtimes only, the fuzz mains add libFuzzer. The tests' and bench targets' own code, never
+# linked into a fuzzer, is compiled with the sanitizers but without coverage counters, the tests' at -O0 (clang's
+# warnings do not depend on the optimiser). Asserts stay on (no NDEBUG), and -gline-tables-only keeps file:line
+# in every report at a fraction of full debug info's cost; warnings are errors in the gcc Release build above.
+# This halves the sanitizer stages' compile time against a gcc ASan+UBSan build plus a separate clang build of
+# the fuzzers, which DEEPINFER_ONE_CLANG_BUILD=0 still gives.
 if [ "${DEEPINFER_ONE_CLANG_BUILD:-1}" = 1 ]; then
   sanitize_dir=build/sanitize fuzz_dir=build/sanitize/fuzz
   stage "ASan+UBSan+fuzz build (clang)"
   CC=clang CXX=clang++ cmake -S . -B "$sanitize_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDEEPINFER_SANITIZE=ON -DDEEPINFER_FUZZ=ON -DDEEPINFER_BUILD_BENCH=OFF \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DDEEPINFER_TEST_COMPILE_OPTIONS=-O0 \
+    -DDEEPINFER_PCH=ON >/dev/null
   ninja -C "$sanitize_dir" -j "$jobs"
 else
   sanitize_dir=build/asan fuzz_dir=build/fuzz/fuzz
