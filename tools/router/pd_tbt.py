@@ -43,16 +43,20 @@ from deepinfer_process import Process, ask_short_slice, stream_completion
 MODEL = "tiny"
 
 
-def decode_gaps(port, streams, tokens, tag):
+def decode_gaps(port, streams, tokens, tag, stamps=None):
+    """The gaps between the events of `streams` greedy streams (seconds); with `stamps`, each stream's event
+    times (time.perf_counter) are appended to it too."""
     gaps, threads = [], []
 
     def one(i):
         ask_short_slice()
-        stamps = []
+        times = []
         body = {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
                 "ignore_eos": True, "stream": True}
-        stream_completion(port, body, stamps.append)
-        gaps.extend(b - a for a, b in zip(stamps, stamps[1:]))
+        stream_completion(port, body, times.append)
+        gaps.extend(b - a for a, b in zip(times, times[1:]))
+        if stamps is not None:
+            stamps.append(times)
 
     for i in range(streams):
         threads.append(threading.Thread(target=one, args=(i,)))
@@ -95,7 +99,7 @@ def load_long_prompts(port, prompt_tokens, seed, started, stop, latencies):
     latencies.put(None)
 
 
-def measure(port_decode, port_load, args, rng, tag):
+def measure(port_decode, port_load, args, rng, tag, stamps=None):
     loader = None
     if port_load:
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: this one runs threads
@@ -107,7 +111,7 @@ def measure(port_decode, port_load, args, rng, tag):
             loader.kill()
             raise RuntimeError("the long-prompt process did not start")
         time.sleep(0.5)  # the load is running when the streams start
-    gaps = decode_gaps(port_decode, args.decode_streams, args.tokens, tag)
+    gaps = decode_gaps(port_decode, args.decode_streams, args.tokens, tag, stamps)
     loaded = []
     if loader:
         stop.set()
