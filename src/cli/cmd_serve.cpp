@@ -315,12 +315,13 @@ std::unique_ptr<kvstore::KvStoreTier> OpenKvStore(const ServeArgs& args, const m
         .Field("reason", store.status().message());
     return nullptr;
   }
-  return std::make_unique<kvstore::KvStoreTier>(std::move(*store), args.kv_ttl_class);
+  return std::make_unique<kvstore::KvStoreTier>(std::move(*store), args.kv_ttl_class,
+                                                kvstore::SnapshotWritesFor(args.role == router::UnitRole::kPrefill));
 }
 
 // The lease that registers this server with `deepinfer router --unit-dir` (router/lease_writer.h).
 std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const std::string& url,
-                                                  const engine::Engine* engine) {
+                                                  const engine::Engine* engine, kvstore::KvStoreTier* kv_tier) {
   router::UnitLease lease;
   lease.pid = getpid();
   lease.unit_id = "unit-" + std::to_string(lease.pid) + "-" + url.substr(url.rfind(':') + 1);
@@ -360,6 +361,10 @@ std::unique_ptr<router::LeaseWriter> NewUnitLease(const ServeArgs& args, const s
                               if (role == router::UnitRole::kDecode && !exact_replay)
                                 return Status::FailedPrecondition("a decode unit needs --swa-replay exact");
                               return Status::Ok();
+                            },
+                            [kv_tier](router::UnitRole role) {
+                              const bool prefill = role == router::UnitRole::kPrefill;
+                              if (kv_tier) kv_tier->SetSnapshotWrites(kvstore::SnapshotWritesFor(prefill));
                             }});
   return writer;
 }
@@ -574,7 +579,7 @@ int RunServe(const std::vector<std::string>& argv) {
   DI_LOG(kInfo, "ready").Field("url", url).Field("model", args.served_names.front());
   std::unique_ptr<router::LeaseWriter> lease;
   if (!args.unit_dir.empty()) {
-    lease = NewUnitLease(args, url, engine.get());
+    lease = NewUnitLease(args, url, engine.get(), kv_tier.get());
     if (Status s = lease->Start(); !s.ok()) {
       service.StopBackgroundWork();  // before the engine goes
       return Fail("serve", "--unit-dir: " + s.message());

@@ -23,15 +23,19 @@ Result<StoreLayout> StoreLayoutFor(const kvcache::KvCacheSpec& spec, const Store
   return layout;
 }
 
-KvStoreTier::KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl)
+KvStoreTier::KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl, SnapshotWrites snapshot_writes)
     : store_(std::move(store)), default_ttl_(default_ttl) {
   auto dir = StoreDir::Open(store_->dir(), false);
   if (dir.ok())
     snapshots_ = std::make_unique<SnapshotFiles>(std::move(dir).value(), store_->namespace_id(),
-                                                 store_->ttl_seconds(default_ttl_));
+                                                 store_->ttl_seconds(default_ttl_), snapshot_writes);
 }
 
 KvStoreTier::~KvStoreTier() = default;
+
+void KvStoreTier::SetSnapshotWrites(SnapshotWrites writes) {
+  if (snapshots_) snapshots_->SetWrites(writes);
+}
 
 TtlClass KvStoreTier::ClassOf(std::string_view name) const {
   TtlClass c = default_ttl_;

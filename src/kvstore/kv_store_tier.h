@@ -33,8 +33,10 @@ Result<StoreLayout> StoreLayoutFor(const kvcache::KvCacheSpec& spec, const Store
 
 class KvStoreTier final : public kvcache::LowerTier {
  public:
-  // `default_ttl` serves requests whose ttl_class is empty or unknown.
-  KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl);
+  // `default_ttl` serves requests whose ttl_class is empty or unknown; `snapshot_writes`: where the snapshot
+  // files are written (snapshot_files.h: kBackground where no request waits for a write).
+  KvStoreTier(std::unique_ptr<Store> store, TtlClass default_ttl,
+              SnapshotWrites snapshot_writes = SnapshotWrites::kWithReads);
   ~KvStoreTier() override;
 
   void Offer(const kvcache::BlockKey& key, std::span<const std::span<const uint8_t>> group_bytes) override;
@@ -42,10 +44,13 @@ class KvStoreTier final : public kvcache::LowerTier {
   void Read(std::vector<kvcache::BlockKey> keys, std::vector<std::vector<std::span<uint8_t>>> destinations,
             std::function<void(size_t leading_ok)> done) override;
   double PredictReadSeconds(int64_t blocks) const override;
-  // Snapshots are files beside the blocks (snapshot_format.h), written and read on a thread of their own.
+  // Snapshots are files beside the blocks (snapshot_format.h), written and read on threads of their own.
   void OfferSnapshot(const kvcache::BlockHash& prefix, const kvcache::BlockHash& last_block, std::span<const int32_t> tail,
                      std::shared_ptr<const kvcache::SequenceSnapshot> snapshot) override;
   void ReadSnapshot(const kvcache::BlockHash& prefix, SnapshotDone done) override;
+
+  // Where snapshot files offered from now on are written (a unit whose role changes).
+  void SetSnapshotWrites(SnapshotWrites writes);
 
   // Waits until every block and snapshot offered so far is written (what another unit or a restart finds).
   void Flush();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 #include "core/log.h"
 #include "core/sched.h"
@@ -67,8 +68,9 @@ Result<SnapshotRecord> ReadRecord(int fd, uint64_t file_bytes, const Hash128& na
 
 }  // namespace
 
-SnapshotFiles::SnapshotFiles(StoreDir dir, const Hash128& namespace_id, int64_t ttl_seconds)
-    : dir_(std::move(dir)), namespace_id_(namespace_id), ttl_seconds_(ttl_seconds), thread_([this] { Loop(); }) {}
+SnapshotFiles::SnapshotFiles(StoreDir dir, const Hash128& namespace_id, int64_t ttl_seconds, SnapshotWrites writes)
+    : dir_(std::move(dir)), namespace_id_(namespace_id), ttl_seconds_(ttl_seconds), writes_(writes),
+      thread_([this] { Loop(kReads); }), write_thread_([this] { Loop(kWrites); }) {}
 
 void SnapshotFiles::Stamp(const std::string& path, int64_t old_expiry_ns) const {
   const int64_t now_ns = UnixNanos();
@@ -86,6 +88,12 @@ SnapshotFiles::~SnapshotFiles() {
   }
   cv_.SignalAll();
   thread_.join();
+  write_thread_.join();
+}
+
+void SnapshotFiles::SetWrites(SnapshotWrites writes) {
+  MutexLock lock(&mu_);
+  writes_ = writes;
 }
 
 std::string SnapshotFiles::PathOf(const Hash128& prefix) const {
@@ -100,7 +108,8 @@ void SnapshotFiles::Write(SnapshotRecord record) {
     return;
   }
   ++queued_writes_;
-  jobs_.push_back([this, record = std::move(record)] { WriteNow(record); });
+  queues_[writes_ == SnapshotWrites::kBackground ? kWrites : kReads].jobs.push_back(
+      [this, record = std::move(record)] { WriteNow(record); });
   cv_.SignalAll();
 }
 
@@ -108,7 +117,7 @@ void SnapshotFiles::Read(const Hash128& prefix, kvcache::LowerTier::SnapshotDone
   {
     MutexLock lock(&mu_);
     if (!stop_) {
-      jobs_.push_back([this, prefix, done] { ReadNow(prefix, done); });
+      queues_[kReads].jobs.push_back([this, prefix, done] { ReadNow(prefix, done); });
       cv_.SignalAll();
       return;
     }
@@ -118,7 +127,11 @@ void SnapshotFiles::Read(const Hash128& prefix, kvcache::LowerTier::SnapshotDone
 
 void SnapshotFiles::Flush() {
   MutexLock lock(&mu_);
-  while (!jobs_.empty() || busy_) cv_.Wait(&mu_);
+  auto idle = [this]() REQUIRES(mu_) {
+    return std::all_of(std::begin(queues_), std::end(queues_),
+                       [](const JobQueue& q) { return q.jobs.empty() && !q.busy; });
+  };
+  while (!idle()) cv_.Wait(&mu_);
 }
 
 uint64_t SnapshotFiles::writes_done() const {
@@ -136,22 +149,29 @@ uint64_t SnapshotFiles::writes_dropped() const {
   return writes_dropped_;
 }
 
-void SnapshotFiles::Loop() {
-  SetCurrentThreadName("di-kvs-snap");
+void SnapshotFiles::Loop(int queue) {
+  if (queue == kWrites) {
+    SetCurrentThreadName("di-kvs-snap-w");
+    if (const Status s = SetThreadBackgroundPriority(); !s.ok())
+      DI_LOG(kWarn, "kvstore: snapshot writes stay at normal priority").Field("status", s.ToString());
+  } else {
+    SetCurrentThreadName("di-kvs-snap");
+  }
   while (true) {
     std::function<void()> job;
     {
       MutexLock lock(&mu_);
-      while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
-      if (jobs_.empty()) return;  // stopping, and everything queued has run
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-      busy_ = true;
+      JobQueue& q = queues_[queue];
+      while (!stop_ && q.jobs.empty()) cv_.Wait(&mu_);
+      if (q.jobs.empty()) return;  // stopping, and everything queued here has run
+      job = std::move(q.jobs.front());
+      q.jobs.pop_front();
+      q.busy = true;
     }
     job();
     {
       MutexLock lock(&mu_);
-      busy_ = false;
+      queues_[queue].busy = false;
     }
     cv_.SignalAll();
   }

@@ -178,7 +178,7 @@ PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& o
       return refuse(e);
     }
   }
-  if (auto error = ApplyExtras(body, options, &request.params, /*read_seed=*/false)) return refuse(*error);
+  if (auto error = ApplyExtras(json.value, options, &request.params, /*read_seed=*/false)) return refuse(*error);
   std::vector<std::string> warnings;
   if (options.constraint_compiler) {
     // The chat path's constraint fields, compile and errors; applied from the first generated token.

@@ -58,7 +58,11 @@ std::optional<ApiError> ApplyExtras(std::string_view body_text, const PrepareOpt
                                     engine::RequestParams* params, bool read_seed) {
   JsonBody json = ParseJsonObject(body_text);
   if (!json.ok()) return std::nullopt;  // the protocol parser already accepted it; nothing extra to read
-  const Json& body = json.value;
+  return ApplyExtras(json.value, options, params, read_seed);
+}
+
+std::optional<ApiError> ApplyExtras(const Json& body, const PrepareOptions& options, engine::RequestParams* params,
+                                    bool read_seed) {
   sampling::SamplingParams& s = params->sampling;
   int64_t min_tokens = s.min_tokens;
   std::optional<ApiError> error;

@@ -26,6 +26,10 @@ std::optional<ApiError> ReadBool(const nlohmann::json& body, const char* key, bo
 // none; Chat's codec and the legacy Completions parser read their own).
 std::optional<ApiError> ApplyExtras(std::string_view body, const PrepareOptions& options,
                                     engine::RequestParams* params, bool read_seed);
+// The same from a body parsed already (a request body is read once where it can be: a long prompt makes
+// every parse cost).
+std::optional<ApiError> ApplyExtras(const nlohmann::json& body, const PrepareOptions& options,
+                                    engine::RequestParams* params, bool read_seed);
 
 // The legacy Completions API's request: parsed and checked, the model name and the context included.
 PrepareOutcome PrepareCompletions(std::string_view body, const PrepareOptions& options);

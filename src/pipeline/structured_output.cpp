@@ -126,7 +126,8 @@ std::optional<recipe::RequestError> ApplyStructuredOutput(std::string_view body,
   using Kind = recipe::StructuredOutput::Kind;
   using SpecKind = grammar::ConstraintSpec::Kind;
   const recipe::Conversation& c = request.conversation;
-  const CallRules rules = ReadCallRules(body, request.protocol);
+  // The rules matter only beside tools (a forced call, the tool-call grammar): no parse of the body without.
+  const CallRules rules = c.tools.empty() ? CallRules{} : ReadCallRules(body, request.protocol);
   // Which grammar the output gets: the tool-call grammar whenever a call is forced (the prompt opened the
   // block, or Anthropic "any"; the format then has no say, the output being calls), tools are constrained,
   // or the protocol's JSON format sits beside tools (the model calls a tool or answers in the format, as

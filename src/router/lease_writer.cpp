@@ -48,6 +48,7 @@ void LeaseWriter::FollowRoleRequest() {
   lease_.role = *asked;
   lease_.draining = false;
   (void)RemoveRoleRequest(dir_, lease_.unit_id);
+  if (role_switch_.switched) role_switch_.switched(lease_.role);
 }
 
 Status LeaseWriter::WriteNow() {

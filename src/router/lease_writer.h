@@ -30,6 +30,7 @@ class LeaseWriter {
   struct RoleSwitch {
     std::function<bool()> idle;                 // no request running or waiting
     std::function<Status(UnitRole)> can_take;  // why the unit cannot serve in a role, or Ok
+    std::function<void(UnitRole)> switched;     // optional: the lease names the new role from now on
   };
   void EnableRoleSwitch(RoleSwitch role_switch) { role_switch_ = std::move(role_switch); }
 

@@ -4,11 +4,16 @@
 #include "kvstore/snapshot_files.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <thread>
 
 #include "kvstore/store.h"
 #include "kvstore_test_util.h"
@@ -90,6 +95,64 @@ TEST(SnapshotFiles, TheSameRecordIsKeptAndAnotherIsWritten) {
   ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(std::filesystem::file_size(path) - 1)), 0);
   EXPECT_EQ(Read(files, first.prefix).snapshot, nullptr);
   EXPECT_EQ(Read(files, Hash128{99, 99}).snapshot, nullptr);  // none stored
+}
+
+// The threads of this process named `name` (/proc/self/task/*/comm).
+std::vector<pid_t> ThreadsNamed(const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) out.push_back(static_cast<pid_t>(std::stoi(task.path().filename().string())));
+  }
+  return out;
+}
+
+// Where nothing waits for a write (kBackground: a decode unit's finished sequences), writes run on a thread
+// of their own at background priority (core/sched.h: SCHED_BATCH, nice 19) while reads keep the caller's
+// priority: a write completes while a read holds the reads' thread. With kWithReads (a prefill unit, whose
+// hand-off waits for its write) a write queues behind that read.
+TEST(SnapshotFiles, BackgroundWritesRunBesideReadsAtBackgroundPriority) {
+  EXPECT_EQ(SnapshotWritesFor(/*prefill_role=*/true), SnapshotWrites::kWithReads);
+  EXPECT_EQ(SnapshotWritesFor(/*prefill_role=*/false), SnapshotWrites::kBackground);
+  ScratchDir dir;
+  auto store = Store::Open(TestOptions(dir.path()));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  SnapshotFiles files(std::move(StoreDir::Open(dir.path(), false)).value(), (*store)->namespace_id(), 3600,
+                      SnapshotWrites::kBackground);
+  const int test_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<int> read_nice;
+  files.Read(Hash128{99, 99}, [&](std::vector<int32_t>, std::shared_ptr<const kvcache::SequenceSnapshot>) {
+    read_nice.set_value(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())));
+    released.wait();  // holds the reads' thread
+  });
+  EXPECT_EQ(read_nice.get_future().get(), test_nice);
+
+  const SnapshotRecord first = Record(5);
+  files.Write(first);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (files.writes_done() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(files.writes_done(), 1u);  // beside the read, which still runs
+  EXPECT_TRUE(std::filesystem::exists(files.PathOf(first.prefix)));
+  const std::vector<pid_t> writers = ThreadsNamed("di-kvs-snap-w");
+  EXPECT_EQ(writers.size(), 1u);
+  for (pid_t writer : writers) {  // no early return: the read holds its thread until released below
+    EXPECT_EQ(sched_getscheduler(writer), SCHED_BATCH);
+    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(writer)), 19);
+  }
+
+  files.SetWrites(SnapshotWrites::kWithReads);
+  files.Write(Record(6));  // another state byte: written, once the read ends
+  EXPECT_EQ(files.writes_done(), 1u);  // queued behind the read: it cannot have run
+  release.set_value();
+  files.Flush();
+  EXPECT_EQ(files.writes_done(), 2u);
+  ReadBack back = Read(files, first.prefix);
+  ASSERT_NE(back.snapshot, nullptr);
+  EXPECT_EQ(back.snapshot->state, (std::vector<uint8_t>{1, 2, 3, 4, 6}));
 }
 
 }  // namespace

@@ -6,7 +6,10 @@ Units (the tiny preset, or --model DIR): one colocated `deepinfer serve` unit, a
 more) the prefill unit runs on core 0, the decode unit on core 1 and the colocated unit on both. The router and
 this tool's own threads (the clients that time the events) may run on either core (on the prefill unit's core
 alone they would wait behind its compute thread), and the clients ask for a short scheduler slice, as the units'
-HTTP threads do, so that an event is stamped when it arrives.
+HTTP threads do, so that an event is stamped when it arrives. The long prompts are sent from a process of their
+own: building and sending a prompt of thousands of tokens holds Python's interpreter lock for a while, and in
+this process a timing thread whose event arrived meanwhile would stamp it only after that (a delay the settings
+with a loader would have and the others not).
 
 Each round measures --decode-streams greedy streams of short prompts (under one KV block: no hand-off), their
 gaps between events (one per token), in four settings, in an order that alternates between rounds:
@@ -17,7 +20,8 @@ gaps between events (one per token), in four settings, in an order that alternat
              and handed to the decode unit through the store.
 Prints each setting's TBT p50 and p99 over all rounds, p99 of `colocated` and `pd` over `alone`, and of `pd` over
 `pd_alone` (the decode unit on its own core without hand-offs: the baseline that isolates what the hand-offs
-cost it).
+cost it). A round holds about 500 gaps per setting, so a run's p99 rests on its few largest gaps: --out keeps
+every gap (milliseconds) too, so that several runs' gaps can be pooled (pooled_p99.py).
 
 Usage: python3 tools/router/pd_tbt.py [--binary build/release/bin/deepinfer] [--model DIR] [--rounds 3]
          [--decode-streams 4] [--tokens 128] [--prompt-tokens 2048] [--no-pin] [--out pd_tbt.json]
@@ -25,6 +29,7 @@ Not run in CI (a benchmark: timings).
 """
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -38,16 +43,20 @@ from deepinfer_process import Process, ask_short_slice, stream_completion
 MODEL = "tiny"
 
 
-def decode_gaps(port, streams, tokens, tag):
+def decode_gaps(port, streams, tokens, tag, stamps=None):
+    """The gaps between the events of `streams` greedy streams (seconds); with `stamps`, each stream's event
+    times (time.perf_counter) are appended to it too."""
     gaps, threads = [], []
 
     def one(i):
         ask_short_slice()
-        stamps = []
+        times = []
         body = {"model": MODEL, "prompt": f"Short question {tag}-{i}?", "max_tokens": tokens, "temperature": 0,
                 "ignore_eos": True, "stream": True}
-        stream_completion(port, body, stamps.append)
-        gaps.extend(b - a for a, b in zip(stamps, stamps[1:]))
+        stream_completion(port, body, times.append)
+        gaps.extend(b - a for a, b in zip(times, times[1:]))
+        if stamps is not None:
+            stamps.append(times)
 
     for i in range(streams):
         threads.append(threading.Thread(target=one, args=(i,)))
@@ -76,26 +85,39 @@ def long_prompt(rng, tokens):
     return " ".join(f"w{rng.randrange(10**6)}" for _ in range(tokens // 3))
 
 
-def measure(port_decode, port_load, args, rng, tag):
-    stop = threading.Event()
-    loaded = []
+def load_long_prompts(port, prompt_tokens, seed, started, stop, latencies):
+    """In a process of its own: long prompts (one output token each) back to back until `stop`; each one's
+    latency in seconds goes to the `latencies` queue, then None."""
+    ask_short_slice()
+    rng = random.Random(seed)
+    started.set()
+    while not stop.is_set():
+        body = {"model": MODEL, "prompt": long_prompt(rng, prompt_tokens), "max_tokens": 1, "temperature": 0}
+        start = time.monotonic()
+        stream_completion(port, body)
+        latencies.put(time.monotonic() - start)
+    latencies.put(None)
 
-    def loader():
-        ask_short_slice()
-        while not stop.is_set():
-            body = {"model": MODEL, "prompt": long_prompt(rng, args.prompt_tokens), "max_tokens": 1, "temperature": 0}
-            start = time.monotonic()
-            stream_completion(port_load, body)
-            loaded.append(time.monotonic() - start)
 
-    thread = threading.Thread(target=loader) if port_load else None
-    if thread:
-        thread.start()
+def measure(port_decode, port_load, args, rng, tag, stamps=None):
+    loader = None
+    if port_load:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: this one runs threads
+        started, stop, latencies = context.Event(), context.Event(), context.Queue()
+        loader = context.Process(target=load_long_prompts,
+                                 args=(port_load, args.prompt_tokens, rng.randrange(1 << 30), started, stop, latencies))
+        loader.start()
+        if not started.wait(60):
+            loader.kill()
+            raise RuntimeError("the long-prompt process did not start")
         time.sleep(0.5)  # the load is running when the streams start
-    gaps = decode_gaps(port_decode, args.decode_streams, args.tokens, tag)
-    stop.set()
-    if thread:
-        thread.join()
+    gaps = decode_gaps(port_decode, args.decode_streams, args.tokens, tag, stamps)
+    loaded = []
+    if loader:
+        stop.set()
+        while (latency := latencies.get(timeout=600)) is not None:  # drained before the join: a full pipe blocks
+            loaded.append(latency)
+        loader.join(60)
     return gaps, loaded
 
 
@@ -170,9 +192,10 @@ def main():
     summary["colocated_p99_over_alone"] = summary["colocated"]["p99_ms"] / summary["alone"]["p99_ms"]
     summary["pd_p99_over_alone"] = summary["pd"]["p99_ms"] / summary["alone"]["p99_ms"]
     summary["pd_p99_over_pd_alone"] = summary["pd"]["p99_ms"] / summary["pd_alone"]["p99_ms"]
+    summary["gaps_ms"] = {name: [round(x * 1e3, 4) for x in g] for name, g in gaps.items()}
     summary["load_average"] = os.getloadavg()  # other work on the machine widens every gap
     summary["pinned"] = pin
-    print(json.dumps(summary))
+    print(json.dumps({k: v for k, v in summary.items() if k != "gaps_ms"}))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)
