@@ -2,10 +2,12 @@
 // `deepinfer bench kernels`; these track single kernels over time.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "kernels/number_formats.h"
@@ -114,6 +116,53 @@ void BM_LinearFp8Codes(benchmark::State& state, bool subnormal) {
 }
 BENCHMARK_CAPTURE(BM_LinearFp8Codes, subnormal, true)->Args({1, 2048, 4096})->Args({8, 2048, 4096})->UseRealTime();
 BENCHMARK_CAPTURE(BM_LinearFp8Codes, normal, false)->Args({1, 2048, 4096})->Args({8, 2048, 4096})->UseRealTime();
+
+// MLA's scores: `queries` (row, head) vectors against `keys` 576-wide latents in fp32 (keys_bf16: bf16) cache
+// entries, as QueryKeyDotsRows reads them in place, and as a kernels::Linear per 128-key block (which decodes
+// each block into a panel first). Same dots, same bits; the ratio of the two is the in-place gain.
+void BM_LatentScores(benchmark::State& state, bool keys_bf16, bool through_linear) {
+  const int64_t queries = state.range(0), num_keys = state.range(1), dim = 576, block = 128;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  std::vector<float> q(static_cast<size_t>(queries * dim)), store(static_cast<size_t>(num_keys * dim));
+  for (float& v : q) v = dist(rng);
+  for (float& v : store) v = dist(rng);
+  std::vector<uint16_t> half(store.size());
+  FloatToBf16(store.data(), half.data(), static_cast<int64_t>(store.size()));
+  std::vector<const float*> keys;
+  std::vector<const uint16_t*> hkeys;
+  for (int64_t t = 0; t < num_keys; ++t) {
+    keys.push_back(store.data() + t * dim);
+    hkeys.push_back(half.data() + t * dim);
+  }
+  std::vector<float> out(static_cast<size_t>(queries * num_keys));
+  for (auto _ : state) {
+    if (through_linear) {
+      WeightView w;
+      w.format = keys_bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+      w.in_features = dim;
+      for (int64_t t = 0; t < num_keys; t += block) {
+        w.out_features = std::min(block, num_keys - t);
+        w.data = keys_bf16 ? static_cast<const void*>(hkeys[t]) : static_cast<const void*>(keys[t]);
+        Linear(q.data(), queries, dim, w, out.data() + t, num_keys, nullptr);
+      }
+    } else if (keys_bf16) {
+      QueryKeyDotsRows(q.data(), dim, queries, hkeys.data(), num_keys, dim, 1.0f, out.data(), num_keys);
+    } else {
+      QueryKeyDotsRows(q.data(), dim, queries, keys.data(), num_keys, dim, 1.0f, out.data(), num_keys);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * static_cast<double>(queries * num_keys * dim),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+// 16 heads: a decode row (16 queries) and a tile of 8 prefill rows (128), over 256 and 512 positions.
+#define DEEPINFER_SCORES_BENCH(name, bf16, linear) \
+  BENCHMARK_CAPTURE(BM_LatentScores, name, bf16, linear)->Args({16, 256})->Args({128, 256})->Args({128, 512})
+DEEPINFER_SCORES_BENCH(f32_in_place, false, false);
+DEEPINFER_SCORES_BENCH(f32_linear_panels, false, true);
+DEEPINFER_SCORES_BENCH(bf16_in_place, true, false);
+DEEPINFER_SCORES_BENCH(bf16_linear_panels, true, true);
 
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t n = state.range(0);

@@ -23,10 +23,10 @@ float Dot(const float* a, const K* b, int64_t n) {
 }
 
 template <class K>
-void QueryKeyDotsT(const float* q, int64_t heads, int64_t dim, const K* const* keys, int64_t num_keys, float scale,
-                   float* out) {
+void QueryKeyDotsT(const float* q, int64_t q_stride, int64_t queries, const K* const* keys, int64_t num_keys,
+                   int64_t dim, float scale, float* out, int64_t out_stride) {
   for (int64_t t = 0; t < num_keys; ++t)
-    for (int64_t h = 0; h < heads; ++h) out[h * num_keys + t] = Dot(q + h * dim, keys[t], dim) * scale;
+    for (int64_t i = 0; i < queries; ++i) out[i * out_stride + t] = Dot(q + i * q_stride, keys[t], dim) * scale;
 }
 
 template <class K>
@@ -48,9 +48,9 @@ void WeightedKeySumT(const float* p, int64_t p_stride, int64_t queries, const K*
 
 float DotScalar(const float* a, const float* b, int64_t n) { return Dot(a, b, n); }
 
-void QueryKeyDotsScalar(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
-                        float scale, float* out) {
-  QueryKeyDotsT(q, heads, dim, keys, num_keys, scale, out);
+void QueryKeyDotsScalar(const float* q, int64_t q_stride, int64_t queries, const float* const* keys,
+                        int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
+  QueryKeyDotsT(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
 }
 
 void WeightedKeySumScalar(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
@@ -58,9 +58,9 @@ void WeightedKeySumScalar(const float* p, int64_t p_stride, int64_t queries, con
   WeightedKeySumT(p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
 }
 
-void QueryKeyDotsBf16Scalar(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
-                            int64_t num_keys, float scale, float* out) {
-  QueryKeyDotsT(q, heads, dim, keys, num_keys, scale, out);
+void QueryKeyDotsBf16Scalar(const float* q, int64_t q_stride, int64_t queries, const uint16_t* const* keys,
+                            int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
+  QueryKeyDotsT(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
 }
 
 void WeightedKeySumBf16Scalar(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
@@ -82,15 +82,33 @@ float DotF32WithIsa(Isa isa, const float* a, const float* b, int64_t n) {
   return DotScalar(a, b, n);
 }
 
-void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const float* const* keys,
-                         int64_t num_keys, float scale, float* out) {
+void QueryKeyDotsRowsWithIsa(Isa isa, const float* q, int64_t q_stride, int64_t queries, const float* const* keys,
+                             int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
   switch (isa) {
     case Isa::kAvx512:
-    case Isa::kAvx512Bf16: return QueryKeyDotsAvx512(q, heads, dim, keys, num_keys, scale, out);
-    case Isa::kAvx2: return QueryKeyDotsAvx2(q, heads, dim, keys, num_keys, scale, out);
+    case Isa::kAvx512Bf16:
+      return QueryKeyDotsAvx512(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
+    case Isa::kAvx2: return QueryKeyDotsAvx2(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
     case Isa::kScalar: break;
   }
-  QueryKeyDotsScalar(q, heads, dim, keys, num_keys, scale, out);
+  QueryKeyDotsScalar(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
+}
+
+void QueryKeyDotsRowsWithIsa(Isa isa, const float* q, int64_t q_stride, int64_t queries, const uint16_t* const* keys,
+                             int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
+  switch (isa) {
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16:
+      return QueryKeyDotsBf16Avx512(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
+    case Isa::kAvx2: return QueryKeyDotsBf16Avx2(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
+    case Isa::kScalar: break;
+  }
+  QueryKeyDotsBf16Scalar(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
+}
+
+void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const float* const* keys,
+                         int64_t num_keys, float scale, float* out) {
+  QueryKeyDotsRowsWithIsa(isa, q, dim, heads, keys, num_keys, dim, scale, out, num_keys);
 }
 
 void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
@@ -112,13 +130,7 @@ void WeightedKeySumWithIsa(Isa isa, const float* p, int64_t heads, const float* 
 
 void QueryKeyDotsWithIsa(Isa isa, const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
                          int64_t num_keys, float scale, float* out) {
-  switch (isa) {
-    case Isa::kAvx512:
-    case Isa::kAvx512Bf16: return QueryKeyDotsBf16Avx512(q, heads, dim, keys, num_keys, scale, out);
-    case Isa::kAvx2: return QueryKeyDotsBf16Avx2(q, heads, dim, keys, num_keys, scale, out);
-    case Isa::kScalar: break;
-  }
-  QueryKeyDotsBf16Scalar(q, heads, dim, keys, num_keys, scale, out);
+  QueryKeyDotsRowsWithIsa(isa, q, dim, heads, keys, num_keys, dim, scale, out, num_keys);
 }
 
 void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries,
@@ -170,6 +182,16 @@ void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const
 void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
                         int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {
   WeightedKeySumRowsWithIsa(BestIsa(), p, p_stride, queries, keys, num_keys, dim, out, out_stride, accumulate);
+}
+
+void QueryKeyDotsRows(const float* q, int64_t q_stride, int64_t queries, const float* const* keys, int64_t num_keys,
+                      int64_t dim, float scale, float* out, int64_t out_stride) {
+  QueryKeyDotsRowsWithIsa(BestIsa(), q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
+}
+
+void QueryKeyDotsRows(const float* q, int64_t q_stride, int64_t queries, const uint16_t* const* keys,
+                      int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
+  QueryKeyDotsRowsWithIsa(BestIsa(), q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
 }
 
 }  // namespace deepinfer::kernels

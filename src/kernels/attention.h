@@ -20,6 +20,13 @@ float DotF32(const float* a, const float* b, int64_t n);
 void QueryKeyDots(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys, float scale,
                   float* out);
 
+// The dots for many query vectors at once (e.g. all heads of several rows that share their keys), with strides:
+// out[i · out_stride + t] = DotF32(q + i·q_stride, keys[t], dim) · scale for i < queries, t < num_keys, each
+// the bits of the one-query dot. The work is register-blocked over queries and keys and reads each key where it
+// lies (no copy), so a block of keys is loaded once per block of queries.
+void QueryKeyDotsRows(const float* q, int64_t q_stride, int64_t queries, const float* const* keys, int64_t num_keys,
+                      int64_t dim, float scale, float* out, int64_t out_stride);
+
 // out[h · dim + e] = Σ_t p[h · num_keys + t] · keys[t][e], t increasing, for h < heads.
 void WeightedKeySum(const float* p, int64_t heads, const float* const* keys, int64_t num_keys, int64_t dim,
                     float* out);
@@ -41,6 +48,8 @@ void WeightedKeySum(const float* p, int64_t heads, const uint16_t* const* keys, 
                     float* out);
 void WeightedKeySumRows(const float* p, int64_t p_stride, int64_t queries, const uint16_t* const* keys,
                         int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate);
+void QueryKeyDotsRows(const float* q, int64_t q_stride, int64_t queries, const uint16_t* const* keys,
+                      int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride);
 
 // The same on a given ISA (tests compare them); the caller checks IsaSupported(isa).
 float DotF32WithIsa(Isa isa, const float* a, const float* b, int64_t n);
@@ -57,5 +66,9 @@ void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_
 void WeightedKeySumRowsWithIsa(Isa isa, const float* p, int64_t p_stride, int64_t queries,
                                const uint16_t* const* keys, int64_t num_keys, int64_t dim, float* out,
                                int64_t out_stride, bool accumulate);
+void QueryKeyDotsRowsWithIsa(Isa isa, const float* q, int64_t q_stride, int64_t queries, const float* const* keys,
+                             int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride);
+void QueryKeyDotsRowsWithIsa(Isa isa, const float* q, int64_t q_stride, int64_t queries, const uint16_t* const* keys,
+                             int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride);
 
 }  // namespace deepinfer::kernels

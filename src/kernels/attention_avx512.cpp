@@ -38,18 +38,19 @@ float DotAvx512(const float* a, const float* b, int64_t n) { return cpu::V::Redu
 constexpr int kHeadBlock = 8;
 
 template <int H, class K>
-inline void KeyDots(const float* q, int64_t dim, const K* key, float scale, float* out, int64_t out_stride) {
+inline void KeyDots(const float* q, int64_t q_stride, int64_t dim, const K* key, float scale, float* out,
+                    int64_t out_stride) {
   __m512 acc[H];
   for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= dim; k += 16) {
     const __m512 kv = Load16(key + k);
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * dim + k), kv, acc[h]);
+    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * q_stride + k), kv, acc[h]);
   }
   if (k < dim) {
     const __mmask16 m = static_cast<__mmask16>((1u << (dim - k)) - 1);
     const __m512 kv = Load16(m, key + k);
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * dim + k), kv, acc[h], m);
+    for (int h = 0; h < H; ++h) acc[h] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * q_stride + k), kv, acc[h], m);
   }
   for (int h = 0; h < H; ++h) out[h * out_stride] = cpu::V::Reduce(acc[h]) * scale;
 }
@@ -57,8 +58,8 @@ inline void KeyDots(const float* q, int64_t dim, const K* key, float scale, floa
 // Two keys at a time for kHeadBlock heads: each query chunk is loaded once for both keys (16 accumulators), the
 // operations of each accumulator unchanged.
 template <class K>
-inline void KeyPairDots(const float* q, int64_t dim, const K* key0, const K* key1, float scale, float* out,
-                        int64_t out_stride) {
+inline void KeyPairDots(const float* q, int64_t q_stride, int64_t dim, const K* key0, const K* key1, float scale,
+                        float* out, int64_t out_stride) {
   constexpr int H = kHeadBlock;
   __m512 acc0[H], acc1[H];
   for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
@@ -66,7 +67,7 @@ inline void KeyPairDots(const float* q, int64_t dim, const K* key0, const K* key
   for (; k + 16 <= dim; k += 16) {
     const __m512 kv0 = Load16(key0 + k), kv1 = Load16(key1 + k);
     for (int h = 0; h < H; ++h) {
-      const __m512 qv = _mm512_loadu_ps(q + h * dim + k);
+      const __m512 qv = _mm512_loadu_ps(q + h * q_stride + k);
       acc0[h] = _mm512_fmadd_ps(qv, kv0, acc0[h]);
       acc1[h] = _mm512_fmadd_ps(qv, kv1, acc1[h]);
     }
@@ -75,7 +76,7 @@ inline void KeyPairDots(const float* q, int64_t dim, const K* key0, const K* key
     const __mmask16 m = static_cast<__mmask16>((1u << (dim - k)) - 1);
     const __m512 kv0 = Load16(m, key0 + k), kv1 = Load16(m, key1 + k);
     for (int h = 0; h < H; ++h) {
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * dim + k);
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * q_stride + k);
       acc0[h] = _mm512_mask3_fmadd_ps(qv, kv0, acc0[h], m);
       acc1[h] = _mm512_mask3_fmadd_ps(qv, kv1, acc1[h], m);
     }
@@ -87,23 +88,24 @@ inline void KeyPairDots(const float* q, int64_t dim, const K* key0, const K* key
 }
 
 template <class K>
-void QueryKeyDotsAvx512T(const float* q, int64_t heads, int64_t dim, const K* const* keys, int64_t num_keys, float scale,
-                   float* out) {
+void QueryKeyDotsAvx512T(const float* q, int64_t q_stride, int64_t heads, const K* const* keys, int64_t num_keys,
+                         int64_t dim, float scale, float* out, int64_t out_stride) {
   int64_t t = 0;
   const int64_t paired_heads = heads / kHeadBlock * kHeadBlock;
   for (; paired_heads > 0 && t + 2 <= num_keys; t += 2) {
     for (int64_t h = 0; h < paired_heads; h += kHeadBlock)
-      KeyPairDots(q + h * dim, dim, keys[t], keys[t + 1], scale, out + h * num_keys + t, num_keys);
+      KeyPairDots(q + h * q_stride, q_stride, dim, keys[t], keys[t + 1], scale, out + h * out_stride + t, out_stride);
     for (int64_t h = paired_heads; h < heads; ++h) {
-      KeyDots<1>(q + h * dim, dim, keys[t], scale, out + h * num_keys + t, num_keys);
-      KeyDots<1>(q + h * dim, dim, keys[t + 1], scale, out + h * num_keys + t + 1, num_keys);
+      KeyDots<1>(q + h * q_stride, q_stride, dim, keys[t], scale, out + h * out_stride + t, out_stride);
+      KeyDots<1>(q + h * q_stride, q_stride, dim, keys[t + 1], scale, out + h * out_stride + t + 1, out_stride);
     }
   }
   for (; t < num_keys; ++t) {
     int64_t h = 0;
     for (; h + kHeadBlock <= heads; h += kHeadBlock)
-      KeyDots<kHeadBlock>(q + h * dim, dim, keys[t], scale, out + h * num_keys + t, num_keys);
-    for (; h < heads; ++h) KeyDots<1>(q + h * dim, dim, keys[t], scale, out + h * num_keys + t, num_keys);
+      KeyDots<kHeadBlock>(q + h * q_stride, q_stride, dim, keys[t], scale, out + h * out_stride + t, out_stride);
+    for (; h < heads; ++h)
+      KeyDots<1>(q + h * q_stride, q_stride, dim, keys[t], scale, out + h * out_stride + t, out_stride);
   }
 }
 
@@ -176,13 +178,13 @@ void WeightedKeySumAvx512T(const float* p, int64_t p_stride, int64_t queries, co
   }
 }
 
-void QueryKeyDotsAvx512(const float* q, int64_t heads, int64_t dim, const float* const* keys, int64_t num_keys,
-                        float scale, float* out) {
-  QueryKeyDotsAvx512T(q, heads, dim, keys, num_keys, scale, out);
+void QueryKeyDotsAvx512(const float* q, int64_t q_stride, int64_t queries, const float* const* keys,
+                        int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
+  QueryKeyDotsAvx512T(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
 }
-void QueryKeyDotsBf16Avx512(const float* q, int64_t heads, int64_t dim, const uint16_t* const* keys,
-                            int64_t num_keys, float scale, float* out) {
-  QueryKeyDotsAvx512T(q, heads, dim, keys, num_keys, scale, out);
+void QueryKeyDotsBf16Avx512(const float* q, int64_t q_stride, int64_t queries, const uint16_t* const* keys,
+                            int64_t num_keys, int64_t dim, float scale, float* out, int64_t out_stride) {
+  QueryKeyDotsAvx512T(q, q_stride, queries, keys, num_keys, dim, scale, out, out_stride);
 }
 void WeightedKeySumAvx512(const float* p, int64_t p_stride, int64_t queries, const float* const* keys,
                           int64_t num_keys, int64_t dim, float* out, int64_t out_stride, bool accumulate) {

@@ -133,5 +133,49 @@ TEST(AttentionKernels, WeightedKeySumRowsEqualsOneQuerySumsAndSplitsExactly) {
   }
 }
 
+// The strided many-query dots: every ISA, fp32 and bf16 keys, gives for each (query, key) the bits of the
+// one-query scalar dot times the scale, and writes nothing outside its out rows' first num_keys entries (query
+// and key counts that leave every remainder of the register tiles; dims with every tail length of both 8-lane
+// halves of a 16-element chunk, and the latent width).
+TEST(AttentionKernels, QueryKeyDotsRowsEqualOneQueryDots) {
+  std::mt19937 rng(13);
+  for (int64_t dim : {1, 5, 8, 9, 15, 16, 17, 24, 31, 33, 100, 576}) {
+    for (int64_t queries : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
+      for (int64_t nk : {1, 2, 3, 4, 5, 7}) {
+        const int64_t q_stride = dim + 3, out_stride = nk + 2;
+        std::vector<float> q = Random(rng, queries * q_stride), store = Random(rng, nk * dim);
+        std::vector<uint16_t> half(store.size());
+        FloatToBf16(store.data(), half.data(), static_cast<int64_t>(store.size()));
+        std::vector<float> widened(store.size());
+        Bf16ToFloat(half.data(), widened.data(), static_cast<int64_t>(half.size()));
+        std::vector<const float*> keys, wkeys;
+        std::vector<const uint16_t*> hkeys;
+        for (int64_t t = 0; t < nk; ++t) {
+          keys.push_back(store.data() + t * dim);
+          wkeys.push_back(widened.data() + t * dim);
+          hkeys.push_back(half.data() + t * dim);
+        }
+        std::vector<float> ref(queries * out_stride, -7.0f), href(queries * out_stride, -7.0f);
+        for (int64_t i = 0; i < queries; ++i) {
+          for (int64_t t = 0; t < nk; ++t) {
+            ref[i * out_stride + t] = DotF32WithIsa(Isa::kScalar, q.data() + i * q_stride, keys[t], dim) * 0.125f;
+            href[i * out_stride + t] = DotF32WithIsa(Isa::kScalar, q.data() + i * q_stride, wkeys[t], dim) * 0.125f;
+          }
+        }
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+          if (!IsaSupported(isa)) continue;
+          std::vector<float> dots(queries * out_stride, -7.0f), hdots(queries * out_stride, -7.0f);
+          QueryKeyDotsRowsWithIsa(isa, q.data(), q_stride, queries, keys.data(), nk, dim, 0.125f, dots.data(),
+                                  out_stride);
+          QueryKeyDotsRowsWithIsa(isa, q.data(), q_stride, queries, hkeys.data(), nk, dim, 0.125f, hdots.data(),
+                                  out_stride);
+          EXPECT_EQ(dots, ref) << IsaName(isa) << " dim " << dim << " queries " << queries << " keys " << nk;
+          EXPECT_EQ(hdots, href) << IsaName(isa) << " bf16 dim " << dim << " queries " << queries << " keys " << nk;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::kernels

@@ -20,6 +20,13 @@ void KeyList::WeightedSum(const float* p, int64_t heads, int64_t dim, float* out
   else kernels::WeightedKeySum(p, heads, f32_.data(), size(), dim, out);
 }
 
+void KeyList::DotsRows(const float* q, int64_t q_stride, int64_t queries, int64_t first, int64_t count, int64_t dim,
+                       float scale, float* out, int64_t out_stride) const {
+  if (bf16_)
+    kernels::QueryKeyDotsRows(q, q_stride, queries, bf16s_.data() + first, count, dim, scale, out, out_stride);
+  else kernels::QueryKeyDotsRows(q, q_stride, queries, f32_.data() + first, count, dim, scale, out, out_stride);
+}
+
 void KeyList::WeightedSumRows(const float* p, int64_t p_stride, int64_t queries, int64_t first, int64_t count,
                               int64_t dim, float* out, int64_t out_stride, bool accumulate) const {
   if (bf16_)

@@ -34,6 +34,9 @@ class KeyList {
   // kernels::QueryKeyDots / WeightedKeySum over the list.
   void Dots(const float* q, int64_t heads, int64_t dim, float scale, float* out) const;
   void WeightedSum(const float* p, int64_t heads, int64_t dim, float* out) const;
+  // kernels::QueryKeyDotsRows over the list's keys [first, first + count).
+  void DotsRows(const float* q, int64_t q_stride, int64_t queries, int64_t first, int64_t count, int64_t dim,
+                float scale, float* out, int64_t out_stride) const;
   // kernels::WeightedKeySumRows over the list's keys [first, first + count).
   void WeightedSumRows(const float* p, int64_t p_stride, int64_t queries, int64_t first, int64_t count, int64_t dim,
                        float* out, int64_t out_stride, bool accumulate) const;

@@ -64,42 +64,29 @@ constexpr int64_t kDenseTileRows = 8;
 // `count` rows of `chunk` from step row `first` on (consecutive positions), each attending every position up to
 // its own, with the arithmetic of the one-row path (KeyList::Dots, kernels::Softmax, KeyList::WeightedSum) so
 // that a row's bits do not depend on how it was batched. All the tile's rows and heads share one key per
-// position (the latent), so both halves are products over the tile's (row, head) query vectors: the dots are
-// one kernels::Linear per cache block (exact precision, the dot order of kernels::QueryKeyDots, then the same
-// multiply by the softmax scale), and the weighted sum is kernels::WeightedKeySumRows, first over the positions
-// every row sees, then each later position for the rows that see it (accumulating, so each output is still
-// one chain of fused multiply-adds over its own positions in increasing order).
+// position (the latent), so both halves are products over the tile's (row, head) query vectors, reading the
+// keys where they lie in the cache blocks: the dots are kernels::QueryKeyDotsRows (each the one-query dot times
+// the softmax scale), first over the positions every row sees, then over the later ones for the rows after the
+// first (a row's dots past its own position are never read); the weighted sum is kernels::WeightedKeySumRows,
+// first over the positions every row sees, then each later position for the rows that see it (accumulating, so
+// each output is still one chain of fused multiply-adds over its own positions in increasing order).
 void AttendDenseTile(const Step& step, const Chunk& chunk, const CacheRef& cache, int64_t first, int64_t count,
                      const float* qt, KeyList& keys, std::vector<float>& logits, float* ol) {
   const V3Config& c = *step.config;
   const int64_t h = c.num_heads, lw = c.latent_width();
   const int64_t first_pos = step.rows[first].pos, nk = first_pos + count;  // positions [0, nk) cover the tile
   logits.resize(static_cast<size_t>(count * h * nk));
-  kernels::WeightView block_keys;
-  block_keys.format = step.kv_bf16 ? kernels::WeightFormat::kBF16 : kernels::WeightFormat::kF32;
-  block_keys.in_features = lw;
-  for (int64_t p = 0; p < nk;) {
-    // Positions [p, p + run) lie in one block, one after the other.
-    const int64_t slot = p + cache.slot_shift;
-    const int64_t run = std::min(nk - p, kvcache::kBlockTokens - slot % kvcache::kBlockTokens);
-    block_keys.out_features = run;
-    block_keys.data = Entry(step, chunk, cache, p);
-    // Rows before position p do not see these keys.
-    const int64_t skip = std::max<int64_t>(0, p - first_pos);
-    kernels::Linear(qt + (first + skip) * h * lw, (count - skip) * h, lw, block_keys,
-                    logits.data() + skip * h * nk + p, nk, nullptr);
-    p += run;
-  }
   keys.clear();
   for (int64_t t = 0; t < nk; ++t) keys.push_back(Entry(step, chunk, cache, t));
+  const float* q = qt + first * h * lw;
+  keys.DotsRows(q, lw, count * h, 0, first_pos + 1, lw, c.softmax_scale, logits.data(), nk);
+  if (count > 1)
+    keys.DotsRows(q + h * lw, lw, (count - 1) * h, first_pos + 1, count - 1, lw, c.softmax_scale,
+                  logits.data() + h * nk + first_pos + 1, nk);
   // Each (row, head)'s probabilities over its own positions, in place.
   for (int64_t r = 0; r < count; ++r) {
     const int64_t seen = first_pos + r + 1;
-    for (int64_t head = 0; head < h; ++head) {
-      float* row = logits.data() + (r * h + head) * nk;
-      for (int64_t t = 0; t < seen; ++t) row[t] *= c.softmax_scale;
-      kernels::Softmax(row, seen);
-    }
+    for (int64_t head = 0; head < h; ++head) kernels::Softmax(logits.data() + (r * h + head) * nk, seen);
   }
   float* out = ol + first * h * lw;
   keys.WeightedSumRows(logits.data(), nk, count * h, 0, first_pos + 1, lw, out, lw, false);
