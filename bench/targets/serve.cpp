@@ -5,9 +5,16 @@
 //   after --warm-after-s seconds;
 //   --agent: sessions that each run several chat turns, each turn re-sending the shared system prompt, the
 //   whole conversation so far, the last answer and a new message, with think time between turns.
-// Per phase: time to first token and inter-token latency percentiles (the gaps between streamed text
-// events) and output tokens/s (all clients' tokens over the phase's wall time); with --peer-url, the
-// peer's beside ours with the ratio (how many times better ours is).
+// Per phase: time to first token and inter-token latency percentiles and output tokens/s (all clients'
+// tokens over the phase's wall time); with --peer-url, the peer's beside ours with the ratio (how many times
+// better ours is).
+// Inter-token latency is counted by token where the stream says how many tokens each event carries (vLLM's
+// and ours: `token_ids`, asked for with return_token_ids; llama-server's: `timings.predicted_n`, asked for
+// with timings_per_token): the gap before an event of k tokens counts as k gaps of a k-th of it. A server
+// holds back a token that ends inside a UTF-8 character (random weights emit many) and sends its text with
+// the next one, so by event that gap would span two steps, and its share of the tokens (about 1% here) is
+// where a p99 lies: by token the figure measures the steps. A stream that reports neither is counted by
+// event; the output says which, and how many events carried several tokens.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -52,7 +59,10 @@ constexpr const char* kServeUsage =
     "  --message-tokens N     words of each new user message (default 64)\n"
     "  --think-s MIN,MAX      seconds between a session's turns, uniform (default 60,300)\n"
     "  --seed N               the prompts' words (default 1)\n"
-    "  --json FILE            write every figure as JSON\n";
+    "  --json FILE            write every figure as JSON\n\n"
+    "Inter-token latency is counted by token where the stream reports each event's tokens (token_ids,\n"
+    "timings.predicted_n): an event of k tokens (text held back for an incomplete UTF-8 character) counts\n"
+    "as k gaps of a k-th of its gap; otherwise by event. The output says which.\n";
 
 // Short common English words, about one token each with their leading space in BPE vocabularies.
 constexpr const char* kOneTokenWords[] = {
@@ -80,6 +90,10 @@ struct Server {
 struct Phase {
   LatencyHistogram ttft, itl;
   int64_t requests = 0, errors = 0, tokens = 0;
+  // Text events after the first: those whose tokens the stream reported (counted by token), and those of
+  // them that carried several tokens.
+  int64_t gap_events = 0, counted_events = 0, multi_token_events = 0;
+  std::mutex mu;  // guards the event counts, which the clients' threads add to
   double wall = 0;
   double tokens_per_s() const { return wall > 0 ? static_cast<double>(tokens) / wall : 0; }
 };
@@ -89,6 +103,27 @@ struct StreamResult {
   int64_t tokens = 0;
   std::string text;  // the generated text (the agent's next turn re-sends it)
 };
+
+// The tokens one streamed event carries, from what the server reports beside the text: the choice's
+// token_ids (return_token_ids), or llama-server's running count of generated tokens (timings_per_token),
+// `*generated` holding the previous event's. -1: the event does not say.
+int64_t EventTokens(const nlohmann::json& event, int64_t* generated) {
+  const auto choices = event.find("choices");
+  if (choices != event.end() && choices->is_array() && !choices->empty()) {
+    const auto ids = choices->front().find("token_ids");
+    if (ids != choices->front().end() && ids->is_array()) return static_cast<int64_t>(ids->size());
+  }
+  const auto timings = event.find("timings");
+  if (timings != event.end() && timings->is_object()) {
+    const auto predicted = timings->find("predicted_n");
+    if (predicted != timings->end() && predicted->is_number_integer()) {
+      const int64_t n = predicted->get<int64_t>() - *generated;
+      *generated = predicted->get<int64_t>();
+      return n;
+    }
+  }
+  return -1;
+}
 
 // Whether a legacy completions event carries text (a non-empty "text").
 bool CarriesCompletionText(std::string_view event) {
@@ -103,7 +138,7 @@ StreamResult StreamOne(Connection& c, const std::string& request, Phase& phase) 
   std::string body;
   size_t scanned = 0;
   double first = -1, last = -1;
-  int64_t events = 0;
+  int64_t events = 0, generated = 0, gap_events = 0, counted_events = 0, multi_token_events = 0;
   LatencyHistogram gaps;
   const int status = c.Exchange(request, [&](std::string_view d) {
     body.append(d);
@@ -112,20 +147,32 @@ StreamResult StreamOne(Connection& c, const std::string& request, Phase& phase) 
       const std::string_view event = std::string_view(body).substr(scanned, end - scanned);
       if (CarriesText(event) || CarriesCompletionText(event)) {
         const double now = w.ElapsedSeconds();
-        if (first < 0) first = now;
-        else gaps.Record(now - last);
-        last = now;
-        ++events;
+        int64_t tokens = -1;
         const size_t data = event.find('{');
         if (data != std::string_view::npos) {
           auto j = nlohmann::json::parse(event.substr(data), nullptr, false);
-          if (!j.is_discarded() && j.contains("choices") && !j["choices"].empty()) {
+          if (!j.is_discarded() && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
             const auto& choice = j["choices"][0];
             if (choice.contains("text") && choice["text"].is_string()) r.text += choice["text"].get<std::string>();
             if (choice.contains("delta") && choice["delta"].contains("content") && choice["delta"]["content"].is_string())
               r.text += choice["delta"]["content"].get<std::string>();
+            tokens = EventTokens(j, &generated);
           }
         }
+        if (first < 0) {
+          first = now;
+        } else {
+          ++gap_events;
+          if (tokens >= 1) {
+            ++counted_events;
+            multi_token_events += tokens > 1 ? 1 : 0;
+            for (int64_t i = 0; i < tokens; ++i) gaps.Record((now - last) / static_cast<double>(tokens));
+          } else {
+            gaps.Record(now - last);
+          }
+        }
+        last = now;
+        ++events;
       }
       scanned = next;
     }
@@ -137,21 +184,29 @@ StreamResult StreamOne(Connection& c, const std::string& request, Phase& phase) 
     r.tokens = usage >= 0 ? usage : events;
     phase.ttft.Record(first);
     phase.itl.Merge(gaps);
+    std::lock_guard lock(phase.mu);
+    phase.gap_events += gap_events;
+    phase.counted_events += counted_events;
+    phase.multi_token_events += multi_token_events;
   }
   return r;
 }
 
+// Both ask for each event's tokens in the two forms that servers know (EventTokens); a server ignores the
+// member it does not know.
 std::string CompletionRequest(const Server& s, const std::string& prompt, int64_t max_tokens) {
   nlohmann::json body = {{"model", s.model},     {"prompt", prompt},      {"max_tokens", max_tokens},
                          {"temperature", 0},     {"ignore_eos", true},    {"stream", true},
-                         {"stream_options", {{"include_usage", true}}}};
+                         {"stream_options", {{"include_usage", true}}},
+                         {"return_token_ids", true},                      {"timings_per_token", true}};
   return Post("/v1/completions", body.dump());
 }
 
 std::string ChatRequest(const Server& s, const nlohmann::json& messages, int64_t max_tokens) {
   nlohmann::json body = {{"model", s.model},     {"messages", messages},  {"max_tokens", max_tokens},
                          {"temperature", 0},     {"ignore_eos", true},    {"stream", true},
-                         {"stream_options", {{"include_usage", true}}}};
+                         {"stream_options", {{"include_usage", true}}},
+                         {"return_token_ids", true},                      {"timings_per_token", true}};
   return Post("/v1/chat/completions", body.dump());
 }
 
@@ -228,6 +283,9 @@ void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& late
     all.requests += p->requests;
     all.errors += p->errors;
     all.tokens += p->tokens;
+    all.gap_events += p->gap_events;
+    all.counted_events += p->counted_events;
+    all.multi_token_events += p->multi_token_events;
   }
   all.wall = first_turns.wall = later_turns.wall = wall.ElapsedSeconds();
 }
@@ -266,6 +324,12 @@ std::vector<Row> RunAll(const Server& s, const Options& o) {
   return rows;
 }
 
+// How the phase's inter-token latency was counted.
+const char* ItlCounting(const Phase& p) {
+  if (p.counted_events == p.gap_events) return "token";
+  return p.counted_events == 0 ? "event" : "token where reported, else event";
+}
+
 nlohmann::ordered_json PhaseJson(const Phase& p) {
   return {{"requests", p.requests},
           {"errors", p.errors},
@@ -273,6 +337,9 @@ nlohmann::ordered_json PhaseJson(const Phase& p) {
           {"ttft_p99_ms", p.ttft.Percentile(0.99) * 1e3},
           {"itl_p50_ms", p.itl.Percentile(0.5) * 1e3},
           {"itl_p99_ms", p.itl.Percentile(0.99) * 1e3},
+          {"itl_counted_by", ItlCounting(p)},
+          {"itl_samples", static_cast<int64_t>(p.itl.count())},
+          {"multi_token_events", p.multi_token_events},
           {"output_tokens_per_s", p.tokens_per_s()}};
 }
 
@@ -361,6 +428,17 @@ int RunBenchServe(const std::vector<std::string>& args) {
         std::printf(" %12.1f %8s", b, (m < 4 ? Ratio(b, a) : Ratio(a, b)).c_str());
       }
       std::printf("\n");
+    }
+  }
+  // How each ITL figure was counted, and how many events carried the text of several tokens (held back).
+  std::printf("ITL counted by token where the stream reports each event's tokens (an event of k tokens: k gaps of\n"
+              "a k-th of its gap), else by event:\n");
+  for (size_t i = 0; i < servers.size(); ++i) {
+    for (const Row& row : results[i]) {
+      const Phase& p = *row.phase;
+      std::printf("  %-12s %-16s by %s; %lld of %lld events carried several tokens\n", servers[i]->name.c_str(),
+                  row.label.c_str(), ItlCounting(p), static_cast<long long>(p.multi_token_events),
+                  static_cast<long long>(p.gap_events));
     }
   }
   if (!json_path.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace deepinfer::engine {
 namespace {
@@ -33,8 +34,12 @@ void CostModel::Observe(const StepShape& shape, double seconds) {
   if (!fitted_ || samples_.size() <= static_cast<size_t>(kRefitEvery) || ++since_fit_ >= kRefitEvery) Refit();
 }
 
-// Least squares with non-negative coefficients by an active set: solve the ridge-regularised normal
-// equations over the free features, drop the most negative, repeat (at most kFeatures rounds).
+// Least squares of the relative error (each sample weighted 1 / y²) with non-negative coefficients, by an
+// active set: solve the ridge-regularised normal equations over the free features, drop the most negative,
+// repeat (at most kFeatures rounds). Relative, because the shapes the scheduler asks about most (decode
+// batches and decodes beside a chunk) are the short steps: fitted for absolute error, the few long prefill
+// steps would own the fit, their noise worth many decode steps, and a decode step predicted tens of percent
+// too slow makes its derived latency target as much too loose.
 void CostModel::Refit() {
   since_fit_ = 0;
   if (samples_.empty()) return;
@@ -48,16 +53,29 @@ void CostModel::Refit() {
     active[i] = std::any_of(samples_.begin(), samples_.end(),
                             [&](const Sample& s) { return s.x[i] != samples_.front().x[i]; });
   }
+  // The weights are scaled by the median step's (the same fit; the ridge keeps its size relative to the
+  // samples' sums whether steps take microseconds or seconds). A step measured at 0 s (a coarse clock) is
+  // weighted as one of kShortestStep.
+  constexpr double kShortestStep = 1e-6;
+  std::vector<double> weights;
+  weights.reserve(samples_.size());
+  for (const Sample& s : samples_) weights.push_back(std::max(s.y, kShortestStep));
+  std::vector<double> sorted = weights;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  for (double& w : weights) w = (median / w) * (median / w);
   std::array<double, kFeatures> theta{};
   for (int round = 0; round < kFeatures; ++round) {
     double a[kFeatures][kFeatures + 1] = {};
-    for (const Sample& s : samples_) {
+    for (size_t k = 0; k < samples_.size(); ++k) {
+      const Sample& s = samples_[k];
+      const double w = weights[k];
       for (int i = 0; i < kFeatures; ++i) {
         if (!active[i]) continue;
         for (int j = 0; j < kFeatures; ++j) {
-          if (active[j]) a[i][j] += s.x[i] * s.x[j];
+          if (active[j]) a[i][j] += w * s.x[i] * s.x[j];
         }
-        a[i][kFeatures] += s.x[i] * s.y;
+        a[i][kFeatures] += w * s.x[i] * s.y;
       }
     }
     for (int i = 0; i < kFeatures; ++i) {

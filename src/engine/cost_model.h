@@ -1,8 +1,8 @@
 // Predicts a step's duration from its shape, so that the scheduler can take the largest prefill chunk that
 // keeps the step within the target time-between-tokens. A linear model over the step's tokens, logits rows,
-// attended context (tokens × the positions before them) and chunks, fitted by least squares with
-// non-negative coefficients to a short start-up profile and then to a window of recently observed steps,
-// so it follows the machine's actual speed (other load included).
+// attended context (tokens × the positions before them) and chunks, fitted by least squares of the relative
+// error with non-negative coefficients to a short start-up profile and then to a window of recently observed
+// steps, so it follows the machine's actual speed (other load included).
 #pragma once
 
 #include <array>

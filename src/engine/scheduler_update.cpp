@@ -235,7 +235,10 @@ void Scheduler::Update(const StepResult& result) {
         .Field("target_ms", TargetSeconds() * 1e3)
         .Field("measured_ms", seconds * 1e3)
         .Field("gap_ms", gap * 1e3)
-        .Field("fitted_tokens", cost_.fitted_tokens());
+        .Field("fitted_tokens", cost_.fitted_tokens())
+        // The step's whole shape (the cost model's features), so that a log replays the fit exactly.
+        .Field("logit_rows", current_shape_.logit_rows)
+        .Field("context", current_shape_.context);
   }
   if (result.status.ok() && t1 > t0) cost_.Observe(current_shape_, seconds);  // t0 = t1 = 0: no forward pass
   if (options_.check_invariants) CheckStep();

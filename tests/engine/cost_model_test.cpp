@@ -1,9 +1,13 @@
 // The derived latency target (EngineOptions::kDerivedTbtTarget) on a cost model fitted to a known machine:
 // every step costs 10 ms plus 1 ms per token, whatever its context, logits rows or chunks. Also the fit of a
-// start-up profile that a slow machine cut short.
+// start-up profile that a slow machine cut short, and a fit that a few noisy prefill steps must not own.
 #include "engine/cost_model.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <utility>
+#include <vector>
 
 namespace deepinfer::engine {
 namespace {
@@ -69,6 +73,40 @@ TEST(CostModel, ACalibrationCutShortPredictsADecodeBatchFromAllItsSteps) {
   EXPECT_EQ(m.coefficients()[4], 0);              // chunks: never varied
   EXPECT_NEAR(m.Predict(Decode(16)), 0.026, 1e-3);
   EXPECT_NEAR(DerivedTbtTargetSeconds(m, Decode(16)), 0.039, 2e-3);
+}
+
+TEST(CostModel, AFewSlowOrFastPrefillStepsLeaveTheDecodeStepsPredictedWithinTheirShare) {
+  // The known machine's decode steps (1 to 14 streams at contexts up to 30K: 140 steps, exact) beside four
+  // huge prefill steps that the machine's other load made 25% slower (4096 tokens) or faster (1024 tokens).
+  // No line fits those four, and fitted for absolute error their seconds of residual outweigh every decode
+  // step's milliseconds. Fitted for relative error, the weighted squared error of the fit is at most that of
+  // the machine's own coefficients, whose residuals are the prefill steps' alone: each at most
+  // e / (1 - e) = 1/3 relative (e = 0.25), weighted alike (the weights are each sample's inverse square,
+  // times one constant). So the decode steps' squared relative errors sum to at most 4 × (1/3)², and their
+  // root mean square over 140 steps is at most sqrt(4 / 140) / 3 = 5.6%.
+  CostModel m;
+  // The model refits every 16 steps: the 144 steps are all in its last fit.
+  for (const auto& [tokens, load] : {std::pair{4096, 1.25}, {1024, 0.75}, {4096, 1.25}, {1024, 0.75}}) {
+    StepShape s;
+    s.AddChunk(0, tokens, true);
+    m.Observe(s, MachineSeconds(s) * load);
+  }
+  std::vector<StepShape> decodes;
+  for (int64_t streams = 1; streams <= 14; ++streams) {
+    for (int64_t start : {100, 600, 1500, 3000, 5000, 8000, 12000, 16000, 20000, 30000}) {
+      StepShape s;
+      for (int64_t i = 0; i < streams; ++i) s.AddChunk(start + 10 * i, 1, true);
+      decodes.push_back(s);
+      m.Observe(s, MachineSeconds(s));
+    }
+  }
+  double squares = 0;
+  for (const StepShape& s : decodes) {
+    const double relative = m.Predict(s) / MachineSeconds(s) - 1;
+    squares += relative * relative;
+  }
+  const double bound = std::sqrt(4.0 / static_cast<double>(decodes.size())) / 3;
+  EXPECT_LE(std::sqrt(squares / static_cast<double>(decodes.size())), bound);
 }
 
 // The tier's choice on the known machine: 384 tokens cost 394 ms to recompute, so a read is kept up to

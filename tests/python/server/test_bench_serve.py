@@ -1,6 +1,7 @@
 """`deepinfer bench serve` against the real `deepinfer serve`, given as both systems: every phase counts
-every token, the table has the peer's column and ratios, and the warm round's re-sent prompts resume from
-cached window state (the server's window-hit counter), whose misses the server reports by cause."""
+every token, completions rounds count inter-token latency by token, the table has the peer's column and
+ratios, and the warm round's re-sent prompts resume from cached window state (the server's window-hit
+counter), whose misses the server reports by cause."""
 import json
 import subprocess
 
@@ -33,6 +34,9 @@ def test_bench_serve_cold_warm_and_agent_rounds_beside_a_peer(deepinfer_bin, tmp
             assert phases[label]["requests"] == requests and phases[label]["errors"] == 0, (system, label, phases)
             assert 0 < phases[label]["ttft_p50_ms"] <= phases[label]["ttft_p99_ms"], (system, label, phases)
             assert phases[label]["output_tokens_per_s"] > 0, (system, label, phases)
+            # Completions streams report each event's token ids: ITL by token; chat streams do not: by event.
+            counted_by = "event" if label.startswith("agent") else "token"
+            assert phases[label]["itl_counted_by"] == counted_by, (system, label, phases)
     header = next(line for line in proc.stdout.splitlines() if line.startswith("phase"))
     assert header.split() == ["phase", "figure", "deepinfer", "again", "ratio"]
     assert any(line.rstrip().endswith("x") for line in proc.stdout.splitlines() if "TTFT p50" in line)
