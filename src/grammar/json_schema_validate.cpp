@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "grammar/compiler.h"
 #include "grammar/json_schema_internal.h"
@@ -60,14 +61,7 @@ class Validator {
     }
     if (auto it = schema.find("enum"); it != schema.end()) {
       if (!it->is_array()) return Invalid("enum must be an array", path);
-      bool found = false;
-      for (const Json& e : *it) {
-        DI_ASSIGN_OR_RETURN(bool eq, Equal(e, v, d));
-        if (eq) {
-          found = true;
-          break;
-        }
-      }
+      DI_ASSIGN_OR_RETURN(bool found, InEnum(*it, v, d));
       if (!found) return false;
     }
     // The compiler's own keywords, from merging and negation: all of $patterns, none of $not_patterns,
@@ -136,6 +130,41 @@ class Validator {
       return false;
     }
     return one(type);
+  }
+
+  // Whether `v` equals a member of the enum array `e`. A large enum is indexed on first use by a hash that
+  // equal scalars share (numbers by value), so validating each member of an enum of thousands against the
+  // enum itself takes linear time, not quadratic. The index lives as long as the validator and is keyed
+  // by the enum's address: every schema this class sees outlives it (the caller's, or the resolver's).
+  Result<bool> InEnum(const Json& e, const Json& v, uint32_t depth) {
+    constexpr size_t kIndexedEnum = 16;
+    if (e.size() >= kIndexedEnum && !v.is_array() && !v.is_object()) {
+      auto [index, fresh] = enum_index_.try_emplace(&e);
+      if (fresh)
+        for (const Json& m : e)
+          if (!m.is_array() && !m.is_object()) index->second.emplace(ScalarHash(m), &m);
+      // A container never equals a scalar, so only the scalars with v's hash are compared.
+      for (auto [k, end] = index->second.equal_range(ScalarHash(v)); k != end; ++k) {
+        DI_ASSIGN_OR_RETURN(bool eq, Equal(*k->second, v, depth));
+        if (eq) return true;
+      }
+      return false;
+    }
+    for (const Json& m : e) {
+      DI_ASSIGN_OR_RETURN(bool eq, Equal(m, v, depth));
+      if (eq) return true;
+    }
+    return false;
+  }
+  // Equal scalars (Equal below) hash alike: numbers by their double value, so 1 and 1.0 meet.
+  static size_t ScalarHash(const Json& v) {
+    if (v.is_number()) {
+      const double d = v.get<double>();
+      return std::hash<double>{}(d == 0 ? 0.0 : d) ^ 0x9E3779B97F4A7C15ULL;
+    }
+    if (v.is_string()) return std::hash<std::string>{}(v.get_ref<const std::string&>());
+    if (v.is_boolean()) return v.get<bool>() ? 1 : 2;
+    return 3 + static_cast<size_t>(v.type());
   }
 
   Result<bool> Equal(const Json& a, const Json& b, uint32_t depth) {
@@ -412,12 +441,18 @@ class Validator {
     }
     // $some (from negations): a member whose key and value meet the given schemas, for each.
     if (auto it = s.find("$some"); it != s.end() && it->is_array()) {
+      static const Json kAny(true);
       for (const Json& w : *it) {
         bool hit = false;
+        // The schemas by reference (never a copy): the enum index below is keyed by where a schema lives.
+        auto part = [&](const char* name) -> const Json& {
+          auto p = w.find(name);
+          return p == w.end() ? kAny : *p;
+        };
         for (auto m = v.begin(); m != v.end() && !hit; ++m) {
-          DI_ASSIGN_OR_RETURN(bool key_ok, Valid(w.value("key", Json(true)), Json(m.key()), path + "/$some", d));
+          DI_ASSIGN_OR_RETURN(bool key_ok, Valid(part("key"), Json(m.key()), path + "/$some", d));
           if (!key_ok) continue;
-          DI_ASSIGN_OR_RETURN(hit, Valid(w.value("value", Json(true)), m.value(), path + "/$some", d));
+          DI_ASSIGN_OR_RETURN(hit, Valid(part("value"), m.value(), path + "/$some", d));
         }
         if (!hit) return false;
       }
@@ -442,6 +477,7 @@ class Validator {
   const SchemaResolver& r_;
   uint32_t max_depth_;
   std::map<std::string, std::unique_ptr<CompiledGrammar>> regexes_;
+  std::unordered_map<const Json*, std::unordered_multimap<size_t, const Json*>> enum_index_;
 };
 
 }  // namespace

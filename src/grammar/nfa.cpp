@@ -537,21 +537,21 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildNode(Nfa& nfa, ExprId id, uint32_t dep
       break;
     }
     case ExprKind::kAlt: {
-      bool pre = false, suf = false;
-      CommonEnds(x, &pre, &suf);
-      if (pre || suf) {
-        // P a | P b = P (a | b), and a S | b S = (a | b) S: the shared part is built once. An unanchored
-        // pattern's alternatives each start and end with "any text"; kept apart, the subset construction
-        // tracks which alternatives have matched so far (2^n sets for n alternatives).
-        uint32_t cur = f.start;
-        const std::vector<ExprId>& first = g_.expr(x.kids[0]).kids;
+      // P a | P b = P (a | b), and a S | b S = (a | b) S: the shared part is built once. An unanchored
+      // pattern's alternatives each start and end with "any text"; kept apart, the subset construction
+      // tracks which alternatives have matched so far (2^n sets for n alternatives). Where only some
+      // alternatives share both ends (an anchored one among unanchored ones), those are built as one.
+      // `kids` (two or more) are built from `from` to `to`, sharing the prefix and/or suffix.
+      auto build_shared = [&](const std::vector<ExprId>& kids, bool pre, bool suf, uint32_t from, uint32_t to) -> Status {
+        uint32_t cur = from;
+        const std::vector<ExprId>& first = g_.expr(kids[0]).kids;
         if (pre) {
           DI_ASSIGN_OR_RETURN(Frag pf, Build(nfa, first.front(), depth + 1, standalone));
           nfa.states[cur].eps.push_back(pf.start);
           cur = pf.end;
         }
         const uint32_t mid_end = nfa.New();
-        for (ExprId k : x.kids) {
+        for (ExprId k : kids) {
           const std::vector<ExprId>& parts = g_.expr(k).kids;
           uint32_t at = cur;
           for (size_t i = pre ? 1 : 0; i + (suf ? 1 : 0) < parts.size(); ++i) {
@@ -567,11 +567,21 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildNode(Nfa& nfa, ExprId id, uint32_t dep
           nfa.states[cur].eps.push_back(sf.start);
           cur = sf.end;
         }
-        nfa.states[cur].eps.push_back(f.end);
+        nfa.states[cur].eps.push_back(to);
+        return Status::Ok();
+      };
+      bool pre = false, suf = false;
+      CommonEnds(x, &pre, &suf);
+      if (pre || suf) {
+        DI_RETURN_IF_ERROR(build_shared(x.kids, pre, suf, f.start, f.end));
         break;
       }
-      for (ExprId k : x.kids) {
-        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, k, depth + 1, standalone));
+      for (const std::vector<ExprId>& group : AltGroupsByEnds(x)) {
+        if (group.size() > 1) {
+          DI_RETURN_IF_ERROR(build_shared(group, true, true, f.start, f.end));
+          continue;
+        }
+        DI_ASSIGN_OR_RETURN(Frag kf, Build(nfa, group[0], depth + 1, standalone));
         nfa.states[f.start].eps.push_back(kf.start);
         nfa.states[kf.end].eps.push_back(f.end);
       }

@@ -264,6 +264,10 @@ class NfaBuilder {
   // Whether every alternative of `alt` is a sequence starting (*pre) or ending (*suf) with the same
   // regular part, by content (a sequence of just the two shared parts leaves the empty string between).
   void CommonEnds(const Expr& alt, bool* pre, bool* suf) const;
+  // The alternatives of `alt` in groups, in order of first appearance: sequences of two or more parts
+  // that start with the same regular part and end with the same regular part (by content) form one group;
+  // every other alternative is a group of its own.
+  std::vector<std::vector<ExprId>> AltGroupsByEnds(const Expr& alt) const;
   Result<std::shared_ptr<const SmallDfa>> SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth);
   static Frag Splice(Nfa& nfa, const SmallDfa& d);
   // The live part of `d` as a SmallDfa, equivalent states merged unless `merge` is false.

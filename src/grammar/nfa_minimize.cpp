@@ -1,6 +1,8 @@
 // NfaBuilder's cache of minimal DFAs for regular sub-expressions (see nfa.h): which expressions qualify,
 // their content hashes, the minimisation and the splice back into an NFA.
 #include <algorithm>
+#include <array>
+#include <map>
 #include <unordered_map>
 
 #include "grammar/hash128.h"
@@ -157,6 +159,28 @@ void NfaBuilder::CommonEnds(const Expr& alt, bool* pre, bool* suf) const {
   }
   *pre = p;
   *suf = s;
+}
+
+std::vector<std::vector<ExprId>> NfaBuilder::AltGroupsByEnds(const Expr& alt) const {
+  std::vector<std::vector<ExprId>> groups;
+  // Keys: the content hashes of the first and the last part; a group is keyed only when both are regular.
+  std::map<std::array<uint64_t, 4>, size_t> group_of;
+  for (ExprId k : alt.kids) {
+    const Expr& e = g_.expr(k);
+    bool keyed = k < info_.size() && e.kind == ExprKind::kSeq && e.kids.size() >= 2;
+    std::array<uint64_t, 4> key{};
+    if (keyed) {
+      const ExprId a = e.kids.front(), b = e.kids.back();
+      keyed = a < info_.size() && b < info_.size() && info_[a].visit == 2 && info_[b].visit == 2 && info_[a].regular &&
+              info_[b].regular;
+      if (keyed) key = {info_[a].ha, info_[a].hb, info_[b].ha, info_[b].hb};
+    }
+    size_t at = groups.size();
+    if (keyed) at = group_of.try_emplace(key, groups.size()).first->second;
+    if (at == groups.size()) groups.emplace_back();
+    groups[at].push_back(k);
+  }
+  return groups;
 }
 
 Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth) {

@@ -46,6 +46,13 @@ TEST(JsonSchemaFinite, EnumMembersMustPassEveryOtherKeyword) {
            {R"({"enum":[1,3,4],"oneOf":[{"not":{"multipleOf":2}},{"minimum":2}]})", {"1", "4"}, {"3"}},
            // An enum merged from allOf with a length elsewhere: "abcd" is too long (used to be accepted).
            {R"({"allOf":[{"enum":["ab","abcd"]},{"maxLength":2}]})", {R"("ab")"}, {R"("abcd")"}},
+           // Enums of 16 or more members, which the validator looks up by a value hash: numbers still compare
+           // by value (1.0 and 5.0 exclude 1 and 5), the object member goes by Equal, and 0 stays (0.0 is
+           // not excluded).
+           {R"({"enum":[0,1,2,3,4,5,6,7,8,9,"s0","s1","s2","s3","s4","s5",1.5,true,null,{"a":1}],)"
+            R"("not":{"enum":[1.0,3,5.0,7,9,"s0","s2","s4",true,"z1","z2","z3","z4","z5","z6",[1]]}})",
+            {"0", "2", "4", "6", "8", R"("s1")", R"("s3")", R"("s5")", "1.5", "null", R"({"a":1})"},
+            {"1", "3", "5", "7", "9", R"("s0")", R"("s2")", R"("s4")", "true", R"("z1")", "false"}},
            // An enum reached through an allOf member's $ref.
            {R"({"$defs":{"e":{"enum":["x","y"]}},"allOf":[{"$ref":"#/$defs/e"},{"not":{"const":"x"}}]})", {R"("y")"},
             {R"("x")"}},

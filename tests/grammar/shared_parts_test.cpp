@@ -64,6 +64,7 @@ TEST(SharedParts, RegexesAgreeWithStdRegex) {
            {"UTC|(Africa/[A-Za-z]+)|(America/[A-Za-z]+)|(Asia/[A-Za-z]+)", false, "UTCAfricamesA/x ", 24},
            {"ab|ba|(c[ab]{2,12})", false, "abc", 20},
            {"^a[bc]{2,20}|d{2}$", false, "abcd", 24},
+           {"^ab|ca|b[ab]c|cc$|(a|c)b{2}", false, "abc", 16},
        }) {
     auto g = RegexGrammar(c.pattern, c.full_match);
     ASSERT_TRUE(g.ok()) << c.pattern << ": " << g.status().ToString();
@@ -97,6 +98,34 @@ TEST(SharedParts, UnanchoredPatternAlternativesStaySmall) {
     if (i % 3 == 0) s.insert(0, i % 2 ? "xEurope/" : "xAsia/");
     EXPECT_EQ(g.Matches("\"" + s + "\""), std::regex_search(s, ref)) << s;
   }
+}
+
+TEST(SharedParts, AnchoredAlternativesBesideUnanchoredOnesStaySmall) {
+  // An anchored alternative at each end keeps the alternatives from all sharing "any text" at both ends;
+  // the unanchored ones between still share it, so the subset construction stays about the size of their
+  // words (kept apart, it tracked which of them had matched so far: hundreds of milliseconds). The limit
+  // on automaton states, which the intermediate subset construction must also stay under, tells the two.
+  const std::string pattern = "^list|date|time|string|enum|int|double|long|boolean|number$";
+  ConstraintSpec spec;
+  spec.text = R"({"type":"string","pattern":")" + pattern + R"("})";
+  auto built = BuildGrammar(spec);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  CompileLimits limits;
+  limits.max_dfa_states = 1000;
+  auto g = Compile(*built, limits);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::regex ref(pattern, std::regex::ECMAScript);
+  std::mt19937 rng(4);
+  size_t yes = 0, no = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string s = RandomString(rng, "listdaemnumbrgx", 14);
+    if (i % 4 == 0) s.insert(rng() % (s.size() + 1), i % 8 ? "time" : "list");
+    const bool want = std::regex_search(s, ref);
+    (want ? yes : no) += 1;
+    EXPECT_EQ(g->Matches("\"" + s + "\""), want) << s;
+  }
+  EXPECT_GT(yes, 0u);
+  EXPECT_GT(no, 0u);
 }
 
 TEST(SharedParts, IntegerRangesAreExact) {
