@@ -64,6 +64,12 @@ void SchemaResolver::DropUnknownConditionals(Json* s) const {
 }
 
 Result<const Json*> SchemaResolver::Resolve(const std::string& ref, const std::string& path) const {
+  if (std::optional<std::string> negated = NegatedRefTarget(ref)) {
+    // Only the negations NegateRef built: any other such name is a reference this front end cannot follow.
+    auto e = negated_->by_ref.find(*negated);
+    if (e != negated_->by_ref.end() && e->second.state == NegatedDefinitions::State::kDone) return &e->second.schema;
+    return Unsupported("$ref to '" + ref + "' (only local references)", path);
+  }
   if (ref.empty() || ref[0] != '#') return Unsupported("$ref to '" + ref + "' (only local references)", path);
   const Json* cur = &root_;
   size_t pos = 1;
