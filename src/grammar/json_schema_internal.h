@@ -67,7 +67,8 @@ class SchemaResolver {
   Result<Json> Inline(Json s, const std::string& path, uint32_t depth) const;
   // The same without a copy where there is nothing to fold in: `s` itself, or `*storage` holding the result.
   Result<const Json*> InlineView(const Json& s, const std::string& path, uint32_t depth, Json* storage) const;
-  // Whether two branches can never validate the same instance (a proof: false may still be disjoint).
+  // Whether two branches can never validate the same instance (a proof: false may still be disjoint; so
+  // is a question that runs out of its bounded steps).
   Result<bool> Disjoint(const Json& a, const Json& b, uint32_t depth) const;
 
   // Lowerings before compiling (json_schema_rewrite.cpp). Rewrite: the schema with `not`, if/then/else,
@@ -159,6 +160,9 @@ class SchemaResolver {
   bool ref_overrides_ = false;
   bool conditionals_ = true;
   std::shared_ptr<NegatedDefinitions> negated_ = std::make_shared<NegatedDefinitions>();
+  // Disjoint's budget: calls under way, and the steps left to the outermost one.
+  mutable uint32_t disjoint_nesting_ = 0;
+  mutable uint32_t disjoint_steps_ = 0;
 };
 
 // A schema that no instance meets, by its form: false, an empty enum, or an allOf with a false member.

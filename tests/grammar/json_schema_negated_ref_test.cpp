@@ -81,10 +81,12 @@ TEST(JsonSchemaNegatedRef, DefinitionBudgetIsBounded) {
   // 80 lists d0..d79, each an object whose optional `n` is another list of its own kind; not anyOf of all.
   std::string defs, refs;
   for (int i = 0; i < 80; ++i) {
-    const std::string name = "d" + std::to_string(i);
-    defs += (i ? "," : "") + std::string(R"(")") + name + R"(":{"type":"object","required":["k)" + std::to_string(i) +
-            R"("],"properties":{"n":{"$ref":"#/definitions/)" + name + R"("}}})";
-    refs += (i ? "," : "") + std::string(R"({"$ref":"#/definitions/)") + name + R"("})";
+    std::string name = "d";
+    name += std::to_string(i);
+    if (i > 0) defs.append(","), refs.append(",");
+    defs.append("\"").append(name).append(R"(":{"type":"object","required":["k)").append(std::to_string(i));
+    defs.append(R"("],"properties":{"n":{"$ref":"#/definitions/)").append(name).append(R"("}}})");
+    refs.append(R"({"$ref":"#/definitions/)").append(name).append(R"("})");
   }
   auto g = JsonSchemaToGrammar(R"({"definitions":{)" + defs + R"(},"not":{"anyOf":[)" + refs + "]}}");
   ASSERT_FALSE(g.ok());
@@ -124,6 +126,20 @@ TEST(JsonSchemaNegatedRef, OneOfOverTwoRecursiveDefinitions) {
                        // Neither.
                        "{}", R"({"n":"a"})", R"({"n":1,"x":{}})", R"({"s":"t","x":{"n":1}})", "[]",
                    }});
+}
+
+// Disjointness of definitions that recur in several members each branches out at every level: the
+// question is bounded, so the schema compiles. a needs k and s, both a's, and b needs n, an a: neither
+// has a finite instance, so the oneOf is c alone (an object whose s, if present, is a c and whose x, if
+// present, is an integer).
+TEST(JsonSchemaNegatedRef, DisjointnessOfRecursiveDefinitionsIsBounded) {
+  CheckSchemaCase({R"({"definitions":{"a":{"type":"object","properties":{"k":{"$ref":"#/definitions/a"},"n":{"$ref":"#/definitions/a"},)"
+                   R"("s":{"$ref":"#/definitions/a"}},"required":["k","s"]},"b":{"type":"object","properties":{"k":{"$ref":"#/definitions/b"},)"
+                   R"("n":{"$ref":"#/definitions/a"},"x":{"$ref":"#/definitions/a"}},"required":["n"]},"c":{"type":"object",)"
+                   R"("properties":{"s":{"$ref":"#/definitions/c"},"x":{"type":"integer"}}}},)"
+                   R"("oneOf":[{"$ref":"#/definitions/c"},{"$ref":"#/definitions/a"},{"$ref":"#/definitions/b"}]})",
+                   {"{}", R"({"x":1})", R"({"s":{}})", R"({"s":{"s":{"x":2}}})"},
+                   {R"({"x":"a"})", R"({"s":1})", R"({"s":{"x":[]}})", "1", "[]"}});
 }
 
 }  // namespace
