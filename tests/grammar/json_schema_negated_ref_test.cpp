@@ -50,8 +50,9 @@ TEST(JsonSchemaNegatedRef, OneOfOverARecursiveDefinition) {
 TEST(JsonSchemaNegatedRef, NotOfASelfReference) {
   CheckSchemaCase({R"({"definitions":{"list":{"type":"object","required":["n"],"properties":{"n":{"type":"integer"},)"
                    R"("next":{"$ref":"#/definitions/list"}}}},"type":"object","not":{"$ref":"#/definitions/list"}})",
-                   {"{}", R"({"n":"a"})", R"({"n":1,"next":{}})", R"({"n":1,"next":7})",
-                    R"({"n":1,"next":{"n":2,"next":{"n":"x"}}})"},
+                   // In the grammar's member order: the member a case of the negation needs comes first.
+                   {"{}", R"({"n":"a"})", R"({"next":{},"n":1})", R"({"next":7,"n":1})",
+                    R"({"next":{"next":{"n":"x"},"n":2},"n":1})"},
                    {R"({"n":1})", R"({"n":1,"next":{"n":2}})", R"({"n":1,"next":{"n":2,"next":{"n":3}}})",
                     // Not objects: the schema's own type.
                     R"("s")", "1"}});
@@ -99,8 +100,9 @@ TEST(JsonSchemaNegatedRef, MergedRecursionBecomesARule) {
   CheckSchemaCase({R"({"definitions":{"Foo":{"type":"object","properties":{"child":{"allOf":[{"$ref":"#/definitions/Foo"},)"
                    R"({"$ref":"#/definitions/Named"}]}}},"Named":{"required":["name"],"properties":{"name":{"type":"string"}}}},)"
                    R"("$ref":"#/definitions/Foo"})",
-                   {"{}", R"({"child":{"name":"a"}})", R"({"child":{"name":"a","child":{"name":"b"}}})",
-                    R"({"child":{"name":"a","child":{"name":"b","child":{"name":"c"}}}})"},
+                   // In the grammar's member order: Foo's members, then Named's.
+                   {"{}", R"({"child":{"name":"a"}})", R"({"child":{"child":{"name":"b"},"name":"a"}})",
+                    R"({"child":{"child":{"child":{"name":"c"},"name":"b"},"name":"a"}})"},
                    {R"({"child":{}})", R"({"child":{"name":1}})", R"({"child":{"name":"a","child":{}}})",
                     R"({"child":{"name":"a","child":{"name":"b","child":{"name":2}}}})", "1"}});
 }
@@ -115,10 +117,11 @@ TEST(JsonSchemaNegatedRef, OneOfOverTwoRecursiveDefinitions) {
                    {
                        // a only, b only.
                        R"({"n":1})", R"({"s":"t"})", R"({"n":1,"x":{"n":2}})", R"({"s":"t","x":{"s":"u"}})",
-                       // Both n and s, but x is an a and no b (x lacks s): a only.
-                       R"({"n":1,"s":"t","x":{"n":2}})",
+                       // Both n and s, but x is an a and no b (x lacks s): a only. In the grammar's member
+                       // order: a's members, then those b's negation adds.
+                       R"({"n":1,"x":{"n":2},"s":"t"})",
                        // Both at the top, x both, x.x an a only: a only.
-                       R"({"n":1,"s":"t","x":{"n":2,"s":"u","x":{"n":3}}})",
+                       R"({"n":1,"x":{"n":2,"x":{"n":3},"s":"u"},"s":"t"})",
                    },
                    {
                        // Both: x absent, or x both all the way down.
