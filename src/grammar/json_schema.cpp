@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -146,6 +147,7 @@ bool SchemaCompiler::IntersectionEmpty(const Json& a, const Json& b, uint32_t de
   // without additionalProperties allow fewer members than the validator knows, so no such shortcut.
   if (!o_.strict && ProvablyMeet(r_, o_.max_depth, a, b)) return false;
   SchemaCompiler sub(root_, o_);
+  sub.r_.ShareNegatedDefinitions(r_);  // the branches may name negated definitions
   sub.pair_checks_ = pair_checks_;
   sub.translate_deadline_ = translate_deadline_;  // the checks spend the schema's budget, not a fresh one
   const uint32_t rule = sub.g_.AddRule("both");
@@ -241,10 +243,39 @@ Hash128 SchemaContentHash(const Json& root, std::string* buf) {
 }  // namespace
 
 Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& path, uint32_t depth) {
-  if (depth > o_.max_depth || !schema.is_object()) return CompileUncached(schema, path, depth);
+  if (depth > o_.max_depth || !schema.is_object()) {
+    rule_body_ = false;
+    return CompileUncached(schema, path, depth);
+  }
+  const bool rule_body = std::exchange(rule_body_, false);
   const Hash128 key = SchemaContentHash(schema, &hash_bytes_);
   if (auto it = compiled_.find(key); it != compiled_.end() && depth <= it->second.depth) return it->second.expr;
-  DI_ASSIGN_OR_RETURN(ExprId e, CompileUncached(schema, path, depth));
+  // A `$ref` alone is a rule already (CompileUncached).
+  if (schema.contains("$ref") && schema.size() == 1) return CompileUncached(schema, path, depth);
+  constexpr uint32_t kNoRule = 0xFFFFFFFFu;
+  auto [outer, first] = in_progress_.try_emplace(key, InProgress{containers_, kNoRule});
+  if (!first && containers_ > outer->second.containers && !rule_body) {
+    // The same schema inside a member or element of its own instance: a smaller instance, so the rule
+    // describes exactly the finite instances (a recursion at the instance itself unfolds as before, and
+    // meets the depth limit).
+    if (outer->second.rule == kNoRule) outer->second.rule = g_.AddRule("recursion " + path);
+    return Ref(outer->second.rule);
+  }
+  Result<ExprId> compiled = CompileUncached(schema, path, depth);
+  if (first) {
+    const uint32_t rule = in_progress_[key].rule;
+    in_progress_.erase(key);
+    if (rule != kNoRule) {
+      // Defined either way: on an error nothing that refers to it is kept. A body that only calls another
+      // rule takes that rule's body instead (the automaton compiler needs no rule to be a lone call); this
+      // occurrence keeps the expression itself, so no caller receives a lone call either.
+      ExprId body = compiled.ok() ? *compiled : g_.Nothing();
+      if (const Expr& x = g_.expr(body); x.kind == ExprKind::kRef && x.rule < g_.rules().size() && g_.rules()[x.rule].defined)
+        body = g_.rules()[x.rule].body;
+      g_.Define(rule, body);
+    }
+  }
+  DI_ASSIGN_OR_RETURN(ExprId e, std::move(compiled));
   Compiled& c = compiled_[key];
   if (c.depth <= depth) c = Compiled{e, depth};
   return e;
@@ -294,6 +325,9 @@ Result<ExprId> SchemaCompiler::CompileUncached(const Json& schema, const std::st
       }
       uint32_t rule = g_.AddRule(ref);
       ref_rules_[ref] = rule;
+      // Never a call of the rule Compile makes for a recursion of the same content: a rule whose body is
+      // a lone call of another trips the automaton compiler (above).
+      rule_body_ = true;
       DI_ASSIGN_OR_RETURN(ExprId body, Compile(*target, ref, depth + 1));
       g_.Define(rule, body);
       return Ref(rule);
@@ -457,11 +491,21 @@ Result<ExprId> SchemaCompiler::Typed(const Json& s, uint8_t types, const std::st
     DI_ASSIGN_OR_RETURN(ExprId e, JsonNumber(&g_, s, integer_only, o_.integer_fraction && !integer_only, path));
     alts.push_back(e);
   }
+  // Whatever Array and Object compile describes an element or a member (Compile's recursion rules).
+  struct Container {
+    explicit Container(uint32_t* n) : n_(n) { ++*n_; }
+    ~Container() { --*n_; }
+    Container(const Container&) = delete;
+    Container& operator=(const Container&) = delete;
+    uint32_t* n_;
+  };
   if (types & kArray) {
+    const Container inside(&containers_);
     DI_ASSIGN_OR_RETURN(ExprId e, Array(s, path, depth));
     alts.push_back(e);
   }
   if (types & kObject) {
+    const Container inside(&containers_);
     DI_ASSIGN_OR_RETURN(ExprId e, Object(s, path, depth));
     alts.push_back(e);
   }

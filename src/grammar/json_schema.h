@@ -27,11 +27,14 @@
 // counts, numeric bounds, multipleOf (numbers no multiple of the step), enum/const of scalars (numbers kept out by the ranges around them, integers
 // only), dependencies, items, contains, additionalProperties, patternProperties, propertyNames patterns
 // (one such member-needing negation per object) and `not` enum/const (an object with one of its names), and not/anyOf/allOf/oneOf of those (not oneOf: none of
-// the branches, or two that may meet); numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
+// the branches, or two that may meet), and `$ref`s of those: a reference into a definition that reaches itself
+// negates to a definition of its own (one rule per reference, at most 64, its recursion under a member or an element);
+// numbers that are not integers are spelled without exponent), if/then/else (draft 7 on:
 // under a `$schema` naming an older draft they are unknown words; when `if` has such a negation; several
 // in one allOf when each `if` tests member values: const/enum, required),
 // dependencies, dependentRequired, dependentSchemas, propertyNames (pattern, min/maxLength),
-// $ref/$defs/definitions (recursive too; local references only; siblings of a `$ref` as the schema's
+// $ref/$defs/definitions (recursive too, also where merged schemas recur inside their own members, as in an allOf of
+// recursive definitions; local references only; siblings of a `$ref` as the schema's
 // draft says, see JsonSchemaOptions::draft7_without_schema; an enum beside an ignored `$ref` is ignored
 // too). An enum or const under any other keywords (uniqueItems, contains, propertyNames, if/then/else, ...
 // included) is the list of its members that validate.

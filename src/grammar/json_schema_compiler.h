@@ -181,6 +181,17 @@ class SchemaCompiler {
     uint32_t depth;
   };
   std::unordered_map<Hash128, Compiled, Hash128Hasher> compiled_;  // by SchemaContentHash
+  // Schemas being compiled, by content: how many arrays and objects (`containers_`) enclosed each when it
+  // began, and the rule made for it where the same content recurs inside one of its own members or
+  // elements (two recursive definitions merged, a definition beside its own negation): that recursion
+  // becomes the rule's, as a lone `$ref` does, where unfolding it would never end.
+  struct InProgress {
+    uint32_t containers;
+    uint32_t rule;
+  };
+  std::unordered_map<Hash128, InProgress, Hash128Hasher> in_progress_;
+  uint32_t containers_ = 0;
+  bool rule_body_ = false;  // the next Compile makes the body of a `$ref`'s rule
   std::string hash_bytes_;  // SchemaContentHash's buffer, reused
   uint32_t unique_arrays_ = 0;  // numbers the rules of each uniqueItems array
   uint32_t own_pair_checks_ = 0;

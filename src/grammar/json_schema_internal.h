@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,7 +67,8 @@ class SchemaResolver {
   Result<Json> Inline(Json s, const std::string& path, uint32_t depth) const;
   // The same without a copy where there is nothing to fold in: `s` itself, or `*storage` holding the result.
   Result<const Json*> InlineView(const Json& s, const std::string& path, uint32_t depth, Json* storage) const;
-  // Whether two branches can never validate the same instance (a proof: false may still be disjoint).
+  // Whether two branches can never validate the same instance (a proof: false may still be disjoint; so
+  // is a question that runs out of its bounded steps).
   Result<bool> Disjoint(const Json& a, const Json& b, uint32_t depth) const;
 
   // Lowerings before compiling (json_schema_rewrite.cpp). Rewrite: the schema with `not`, if/then/else,
@@ -102,15 +105,64 @@ class SchemaResolver {
   // nullopt where it stays as it is.
   Result<std::optional<Json>> PresentIsEnough(const Json& c, const Json& bi, const Json& bj, uint32_t depth) const;
 
+  // Negated definitions (json_schema_rewrite.cpp): a `$ref` to `kNegatedRefPrefix` + R names the
+  // instances that R's target rejects, a schema built once per R and resolved like any other target, so a
+  // negation meets a recursive definition as a rule of its own (the compiler makes every `$ref` alone one).
+  static constexpr const char* kNegatedRefPrefix = "$not:";
+  // R where `ref` names the negation of R, else nullopt.
+  static std::optional<std::string> NegatedRefTarget(const std::string& ref);
+  // A sub-compiler's resolver reads (and adds to) the negated definitions of the one it checks for.
+  void ShareNegatedDefinitions(const SchemaResolver& other) { negated_ = other.negated_; }
+
   static bool HasConstraints(const Json& s);
   // The TypeBits of the instances the schema's type/const/enum allow.
   static uint8_t TypesOf(const Json& s);
 
  private:
+  // The negation of a `$ref` alone: the target's own negation inlined where that is finite, else (the target
+  // reaches itself) a `$ref` to its negated definition; nullopt where neither is exact.
+  std::optional<Json> NegateRef(const std::string& ref, const std::string& path, uint32_t depth, uint8_t within) const;
+  // Builds R's negated definition; false where some part of it has no exact negation or a budget is spent.
+  bool BuildNegatedDefinition(const std::string& ref, const Json& target, const std::string& path, uint32_t depth) const;
+
+  // What the negations of references share. A definition is built while the others it meets are still
+  // being built (recursion): a reference to one in progress is taken as exact, which holds because every
+  // recursion it closes lies under a member or element (`descents`: negations of a member's or an
+  // element's schema entered so far), so the rule it makes describes a smaller instance each time; and
+  // where any definition fails, every one begun since fails with it.
+  struct NegatedDefinitions {
+    enum class State : uint8_t { kBuilding, kDone, kFailed };
+    struct Entry {
+      Json schema;
+      State state = State::kBuilding;
+      uint32_t descents = 0;  // `descents` when it was begun
+      size_t order = 0;       // when it was begun
+    };
+    std::map<std::string, Entry> by_ref;  // nodes stay put: Resolve hands out pointers into them
+    std::set<std::string> self_reaching;  // refs whose inline negation met themselves
+    std::vector<std::string> inlining;    // refs whose targets are being negated inline, outermost first
+    uint32_t descents = 0;
+  };
+  // The member or element negations (properties, items, ...) count as descents while they run.
+  class Descent {
+   public:
+    explicit Descent(NegatedDefinitions* n) : n_(n) { ++n_->descents; }
+    ~Descent() { --n_->descents; }
+    Descent(const Descent&) = delete;
+    Descent& operator=(const Descent&) = delete;
+
+   private:
+    NegatedDefinitions* n_;
+  };
+
   const Json& root_;
   const JsonSchemaOptions& o_;
   bool ref_overrides_ = false;
   bool conditionals_ = true;
+  std::shared_ptr<NegatedDefinitions> negated_ = std::make_shared<NegatedDefinitions>();
+  // Disjoint's budget: calls under way, and the steps left to the outermost one.
+  mutable uint32_t disjoint_nesting_ = 0;
+  mutable uint32_t disjoint_steps_ = 0;
 };
 
 // A schema that no instance meets, by its form: false, an empty enum, or an allOf with a false member.

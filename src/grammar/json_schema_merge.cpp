@@ -64,6 +64,12 @@ void SchemaResolver::DropUnknownConditionals(Json* s) const {
 }
 
 Result<const Json*> SchemaResolver::Resolve(const std::string& ref, const std::string& path) const {
+  if (std::optional<std::string> negated = NegatedRefTarget(ref)) {
+    // Only the negations NegateRef built: any other such name is a reference this front end cannot follow.
+    auto e = negated_->by_ref.find(*negated);
+    if (e != negated_->by_ref.end() && e->second.state == NegatedDefinitions::State::kDone) return &e->second.schema;
+    return Unsupported("$ref to '" + ref + "' (only local references)", path);
+  }
   if (ref.empty() || ref[0] != '#') return Unsupported("$ref to '" + ref + "' (only local references)", path);
   const Json* cur = &root_;
   size_t pos = 1;
@@ -406,6 +412,20 @@ bool NeverHolds(const Json& s) {
 // forbids (false, or additionalProperties false without patterns), or whose schemas on both sides are
 // themselves disjoint (recursively, bounded by the depth limit).
 Result<bool> SchemaResolver::Disjoint(const Json& a, const Json& b, uint32_t depth) const {
+  // Each question gets a bounded number of steps: recursive definitions compared member by member branch
+  // out at every level, which the depth limit alone lets grow exponentially. Out of steps is no proof.
+  constexpr uint32_t kMaxSteps = 4096;
+  struct Question {
+    explicit Question(const SchemaResolver& r) : r_(r) {
+      if (r_.disjoint_nesting_++ == 0) r_.disjoint_steps_ = kMaxSteps;
+    }
+    ~Question() { --r_.disjoint_nesting_; }
+    Question(const Question&) = delete;
+    Question& operator=(const Question&) = delete;
+    const SchemaResolver& r_;
+  } question(*this);
+  if (disjoint_steps_ == 0) return false;
+  --disjoint_steps_;
   if (depth > o_.max_depth) return false;
   if ((TypesOf(a) & TypesOf(b)) == 0) return true;
   if (!a.is_object() || !b.is_object()) return false;

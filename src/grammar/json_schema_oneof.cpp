@@ -55,6 +55,12 @@ Result<std::vector<uint8_t>> SchemaResolver::MakeExclusive(const Json& branches,
       if (!negated[j]) negated[j] = Negate(branches[j], path + "/" + kw + "/" + std::to_string(j), depth + 1, within[j]);
       if (!negated[j])
         return Unsupported("oneOf (with branches that may overlap; branch " + std::to_string(j) + " has no exact negation)", path);
+      // A negated definition is read as its cases, so that those that cannot meet branch i drop out.
+      if (auto ref = negated[j]->is_object() && negated[j]->size() == 1 ? negated[j]->find("$ref") : negated[j]->end();
+          ref != negated[j]->end() && ref->is_string() && NegatedRefTarget(ref->get<std::string>())) {
+        DI_ASSIGN_OR_RETURN(const Json* definition, Resolve(ref->get<std::string>(), path));
+        negated[j] = *definition;
+      }
       auto any = negated[j]->is_object() ? negated[j]->find("anyOf") : negated[j]->end();
       const bool cases = any != negated[j]->end() && negated[j]->size() == 1 && any->is_array();
       std::vector<const Json*> k;

@@ -1,5 +1,6 @@
 // Keywords the JSON Schema front end lowers to others before compiling: `not` through an exact negation of
-// its schema, if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
+// its schema (a reference into a recursive definition through a negated definition of its own),
+// if/then/else, dependencies, trivial propertyNames, and oneOf of required-only branches.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grammar/json_schema_internal.h"
@@ -32,6 +34,9 @@ bool ConstrainingKeyword(const std::string& k) {
 
 // The types of instances a keyword can reject: each of these constrains one type only and holds for every
 // other (kAllTypes for the rest).
+// Negated definitions one schema may build: each is about as large as the definition it negates.
+constexpr size_t kMaxNegatedDefinitions = 64;
+
 uint8_t TypesConstrainedBy(const std::string& k) {
   static const std::set<std::string> strings = {"minLength", "maxLength", "pattern", "format", "$patterns",
                                                 "$not_patterns", "$any_patterns"};
@@ -281,6 +286,13 @@ Result<Json> SchemaResolver::Conditionals(const std::vector<Json>& conditions, u
 std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string& path, uint32_t depth, uint8_t within) const {
   if (depth > o_.max_depth) return std::nullopt;
   if (schema.is_boolean()) return Json(!schema.get<bool>());
+  // A reference alone (annotations aside) negates as a reference: a recursive target cannot be inlined.
+  if (auto ref = schema.is_object() ? schema.find("$ref") : schema.end(); schema.is_object() && ref != schema.end() && ref->is_string()) {
+    bool alone = true;
+    for (auto k = schema.begin(); k != schema.end() && !ref_overrides_; ++k)
+      if (k.key() != "$ref" && !AnnotationKeywords().count(k.key()) && k.key().rfind("x-", 0) != 0) alone = false;
+    if (alone) return NegateRef(ref->get<std::string>(), path, depth + 1, within);
+  }
   auto inlined = Inline(schema, path, depth + 1);
   // Not an object: a boolean schema negates to its opposite; anything else (an array where a keyword's value
   // is not a schema) has no negation here.
@@ -316,6 +328,7 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     } else if (k == "properties" && v.is_object()) {
       const auto req = s.find("required");
       for (auto p = v.begin(); p != v.end(); ++p) {
+        const Descent member(negated_.get());
         auto neg = Negate(p.value(), path + "/properties/" + p.key(), depth + 1);
         if (!neg) return std::nullopt;
         // A required member: absent, or present and failing, is one case (properties hold for absent ones).
@@ -443,17 +456,20 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     } else if (k == "contains" || k == "$contains") {
       // No element of the kind: every element fails it.
       for (const Json& c : k == "contains" ? Json::array({v}) : v) {
+        const Descent element(negated_.get());
         auto neg = Negate(c, path + "/" + k, depth + 1);
         if (!neg) return std::nullopt;
         any.push_back(Json{{"type", "array"}, {"items", *neg}});
       }
     } else if (k == "items" && !v.is_array() && !s.contains("prefixItems")) {
       // An element that fails it.
+      const Descent element(negated_.get());
       auto neg = Negate(v, path + "/items", depth + 1);
       if (!neg) return std::nullopt;
       any.push_back(Json{{"type", "array"}, {"$contains", Json::array({*neg})}});
     } else if (k == "additionalProperties") {
       // A member that no property lists and no pattern matches, whose value fails it.
+      const Descent member(negated_.get());
       auto neg = Negate(v, path + "/additionalProperties", depth + 1);
       if (!neg) return std::nullopt;
       if (neg->is_boolean() && !neg->get<bool>()) continue;  // additionalProperties true: never fails
@@ -470,6 +486,7 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     } else if (k == "patternProperties" && v.is_object()) {
       // A member whose key matches a pattern and whose value fails its schema.
       for (auto p = v.begin(); p != v.end(); ++p) {
+        const Descent member(negated_.get());
         auto neg = Negate(p.value(), path + "/patternProperties/" + p.key(), depth + 1);
         if (!neg) return std::nullopt;
         if (neg->is_boolean() && !neg->get<bool>()) continue;
@@ -542,6 +559,71 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
   if (any.empty()) return Json(false);
   if (any.size() == 1) return any[0];
   return Json{{"anyOf", any}};
+}
+
+// Negations of references. A definition that reaches itself (a tree of nodes, an expression of
+// expressions) has no finite inline negation; its negation is a definition of its own instead, built
+// once per reference and named by a `$ref` to "$not:" + the reference, which the compiler makes a rule
+// like any other `$ref` alone, and which a nested reference back to it reuses.
+
+std::optional<std::string> SchemaResolver::NegatedRefTarget(const std::string& ref) {
+  const std::string prefix = kNegatedRefPrefix;
+  if (ref.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  return ref.substr(prefix.size());
+}
+
+std::optional<Json> SchemaResolver::NegateRef(const std::string& ref_in, const std::string& path, uint32_t depth,
+                                              uint8_t within) const {
+  if (depth > o_.max_depth) return std::nullopt;
+  // The negation of a negated definition is the definition.
+  if (std::optional<std::string> positive = NegatedRefTarget(ref_in)) return Json{{"$ref", *positive}};
+  const std::string ref = ref_in == "#/" ? "#" : ref_in;
+  NegatedDefinitions& n = *negated_;
+  if (auto e = n.by_ref.find(ref); e != n.by_ref.end()) {
+    if (e->second.state == NegatedDefinitions::State::kFailed) return std::nullopt;
+    // A reference back to a definition being built must lie under a member or an element of its
+    // instance: one at the instance itself would define the negation by itself (no instance's).
+    if (e->second.state == NegatedDefinitions::State::kBuilding && n.descents <= e->second.descents) return std::nullopt;
+    return Json{{"$ref", kNegatedRefPrefix + ref}};
+  }
+  if (std::find(n.inlining.begin(), n.inlining.end(), ref) != n.inlining.end()) {
+    n.self_reaching.insert(ref);
+    return std::nullopt;
+  }
+  auto target = Resolve(ref, path);
+  if (!target.ok()) return std::nullopt;
+  // First inline, as for any schema: the negation of a target that does not reach itself is finite.
+  n.inlining.push_back(ref);
+  std::optional<Json> inline_negation = Negate(**target, path, depth + 1, within);
+  n.inlining.pop_back();
+  if (inline_negation || !n.self_reaching.count(ref)) return inline_negation;
+  if (!BuildNegatedDefinition(ref, **target, path, depth + 1)) return std::nullopt;
+  return Json{{"$ref", kNegatedRefPrefix + ref}};
+}
+
+bool SchemaResolver::BuildNegatedDefinition(const std::string& ref, const Json& target, const std::string& path,
+                                            uint32_t depth) const {
+  NegatedDefinitions& n = *negated_;
+  if (n.by_ref.size() >= kMaxNegatedDefinitions) return false;
+  const size_t order = n.by_ref.size();
+  auto [entry, inserted] = n.by_ref.try_emplace(ref);
+  if (!inserted) return entry->second.state == NegatedDefinitions::State::kDone;
+  entry->second.descents = n.descents;
+  entry->second.order = order;
+  // The definition is the same wherever it is met: built with no inline negation around it, over
+  // instances of every type.
+  std::vector<std::string> outer = std::move(n.inlining);
+  n.inlining.clear();
+  std::optional<Json> negation = Negate(target, path, depth + 1, kAllTypes);
+  n.inlining = std::move(outer);
+  if (!negation) {
+    for (auto& [r, e] : n.by_ref)
+      if (e.order >= order) e.state = NegatedDefinitions::State::kFailed;
+    return false;
+  }
+  entry->second.schema = std::move(*negation);
+  entry->second.state = NegatedDefinitions::State::kDone;
+  return true;
 }
 
 std::optional<Json> SchemaResolver::SharedCases(const Json& branches, const Json& rest) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -50,8 +51,12 @@ class Validator {
     const uint32_t d = depth + 1;
     if (auto it = schema.find("$ref"); it != schema.end()) {
       if (!it->is_string()) return Invalid("$ref must be a string", path);
-      DI_ASSIGN_OR_RETURN(const Json* target, r_.Resolve(it->get<std::string>(), path));
+      // A negated definition: the instances its definition rejects (exact by construction, and the
+      // definition's own keywords are all evaluated here).
+      const std::optional<std::string> negated = SchemaResolver::NegatedRefTarget(it->get<std::string>());
+      DI_ASSIGN_OR_RETURN(const Json* target, r_.Resolve(negated ? *negated : it->get<std::string>(), path));
       DI_ASSIGN_OR_RETURN(bool ok, Valid(*target, v, it->get<std::string>(), d));
+      if (negated) ok = !ok;
       if (!ok || r_.RefOverridesSiblings()) return ok;
     }
     if (auto it = schema.find("type"); it != schema.end() && !TypeMatches(*it, v)) return false;
