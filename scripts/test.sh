@@ -131,8 +131,11 @@ rm -rf build/hostile
 # One clang build serves both the ASan+UBSan unit tests and the fuzzers: every library is compiled once with
 # -fsanitize=fuzzer-no-link,address,undefined (DEEPINFER_SANITIZE + DEEPINFER_FUZZ) at -O1; the tests and the CLI
 # link the sanitizer runtimes only, the fuzz mains add libFuzzer. The tests' and bench targets' own code, never
-# linked into a fuzzer, is compiled with the sanitizers but without coverage counters, the tests' at -O0 (clang's
-# warnings do not depend on the optimiser). Asserts stay on (no NDEBUG), and -gline-tables-only keeps file:line
+# linked into a fuzzer, is compiled with the sanitizers but without coverage counters, at the libraries' -O1: an
+# inline function (a header template such as nlohmann::json's) compiled in both a test object and a library keeps
+# one copy at link time, often the test object's, so test code at -O0 would make the libraries' own calls into
+# such headers run unoptimised under the sanitizers (a grammar test then ran past its translation deadline).
+# Asserts stay on (no NDEBUG), and -gline-tables-only keeps file:line
 # in every report at a fraction of full debug info's cost; warnings are errors in the gcc Release build above.
 # This halves the sanitizer stages' compile time against a gcc ASan+UBSan build plus a separate clang build of
 # the fuzzers, which DEEPINFER_ONE_CLANG_BUILD=0 still gives.
@@ -141,7 +144,7 @@ if [ "${DEEPINFER_ONE_CLANG_BUILD:-1}" = 1 ]; then
   stage "ASan+UBSan+fuzz build (clang)"
   CC=clang CXX=clang++ cmake -S . -B "$sanitize_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDEEPINFER_SANITIZE=ON -DDEEPINFER_FUZZ=ON -DDEEPINFER_BUILD_BENCH=OFF \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DDEEPINFER_TEST_COMPILE_OPTIONS=-O0 \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DDEEPINFER_TEST_COMPILE_OPTIONS=-O1 \
     -DDEEPINFER_PCH=ON >/dev/null
   ninja -C "$sanitize_dir" -j "$jobs"
 else
