@@ -21,7 +21,11 @@ using Json = nlohmann::json;
 constexpr size_t kMaxResumeIdBytes = 256;
 
 ApiError BadResume(std::string message) {
-  return pipeline::Invalid(std::string(kResumeField), std::string(kResumeField) + ": " + std::move(message));
+  // Appended: gcc 12 takes `std::string(field) + ": " + message` at -O3 for a write past the
+  // temporary (a false -Warray-bounds, an error here), depending on what it inlined around it.
+  std::string text(kResumeField);
+  text.append(": ").append(message);
+  return pipeline::Invalid(std::string(kResumeField), std::move(text));
 }
 
 }  // namespace
