@@ -277,7 +277,7 @@ class NfaBuilder {
   std::vector<std::vector<ExprId>> AltGroupsByEnds(const Expr& alt) const;
   Result<std::shared_ptr<const SmallDfa>> SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth);
   // An alternation with two or more large regular alternatives, as the union of their minimal DFAs taken
-  // one at a time, minimised after each (the small alternatives `rest` first, as one automaton). The
+  // in pairs, then pairs of those, minimised after each (the small alternatives `rest` as one automaton). The
   // subset construction over all of them at once tracks every combination of the alternatives' states:
   // objects that differ only in which member is required made hundreds of thousands of states that
   // minimise to a few thousand; folded, no step is much larger than its result.

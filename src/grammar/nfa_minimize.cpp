@@ -203,7 +203,26 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
     small_.emplace(key, small);
     return small;
   }
+  // Unanchored pattern alternatives share "any text" at their ends, which BuildNode builds once; a fold
+  // would undo that (each union tracks the partial matches of both sides). Other shared ends (an object's
+  // braces) do not keep the subset construction from tracking every combination, so those still fold.
+  bool shared_ends = false;
   if (x.kind == ExprKind::kAlt && limits_.fold_unions) {
+    auto loops = [&](ExprId part) {
+      const Expr& y = g_.expr(part);
+      return y.kind == ExprKind::kRepeat && y.max == kUnbounded;
+    };
+    bool pre = false, suf = false, grouped = false;
+    CommonEnds(x, &pre, &suf);
+    grouped = pre || suf;
+    for (const std::vector<ExprId>& group : grouped ? std::vector<std::vector<ExprId>>{} : AltGroupsByEnds(x))
+      grouped |= group.size() > 1;
+    for (ExprId k : x.kids) {
+      const Expr& y = g_.expr(k);
+      shared_ends |= grouped && y.kind == ExprKind::kSeq && y.kids.size() >= 2 && (loops(y.kids.front()) || loops(y.kids.back()));
+    }
+  }
+  if (x.kind == ExprKind::kAlt && limits_.fold_unions && !shared_ends) {
     std::vector<ExprId> large, rest;
     for (ExprId k : x.kids)
       (k < info_.size() && info_[k].regular && info_[k].size >= kSpliceMinSize ? large : rest).push_back(k);
@@ -449,15 +468,25 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::UnionOfParts(con
     DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f.start, f.end, classes, deadline_, limits_.max_dfa_states));
     sum = Minimize(d, classes);
   }
+  std::vector<std::shared_ptr<const SmallDfa>> parts;
+  if (sum) parts.push_back(std::move(sum));
   for (ExprId k : large) {
     // Built against the main NFA: no scratch automaton of this union is open meanwhile.
     DI_ASSIGN_OR_RETURN(std::shared_ptr<const SmallDfa> part, SmallDfaOf(nfa_, k, depth + 1));
-    if (!sum) {
-      sum = part;
-      continue;
-    }
-    DI_ASSIGN_OR_RETURN(sum, UnionOf(*sum, *part));
+    parts.push_back(std::move(part));
   }
+  // Pairs first, then pairs of those: each round reads every part once, so many parts (long enum strings)
+  // cost their total size times the rounds, not times their number.
+  while (parts.size() > 1) {
+    std::vector<std::shared_ptr<const SmallDfa>> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+      DI_ASSIGN_OR_RETURN(std::shared_ptr<const SmallDfa> u, UnionOf(*parts[i], *parts[i + 1]));
+      next.push_back(std::move(u));
+    }
+    if (parts.size() % 2) next.push_back(std::move(parts.back()));
+    parts = std::move(next);
+  }
+  sum = std::move(parts[0]);
   return sum;
 }
 
