@@ -36,6 +36,10 @@ struct CompileLimits {
   uint32_t max_depth = 400;            // nesting of expressions plus inlined references
   uint32_t max_repeat = 100'000;       // the largest finite bound of a repetition
   double max_compile_ms = 2'000.0;     // wall clock; kDeadlineExceeded past it
+  // Alternations of large regular parts are built as a union of the parts' minimal DFAs, one at a time
+  // (NfaBuilder::UnionOfParts); false builds them with one subset construction (the same language: tests
+  // compare the two).
+  bool fold_unions = true;
 };
 
 struct RuleHash {

@@ -136,60 +136,6 @@ Result<ExprId> SchemaCompiler::String(const Json& s, const std::string& path) {
   return StringRule(key, body, false, min, max);
 }
 
-// No instance validates both branches: the grammar of allOf [a, b] accepts nothing, shown on the IR
-// (ProvablyEmpty) or, for two string schemas (whose patterns meet in a kAnd), by compiling it. A proof
-// either way; anything else (an error, a budget spent) is no proof. The checks share one budget per
-// schema, as each one compiles both branches again.
-bool SchemaCompiler::IntersectionEmpty(const Json& a, const Json& b, uint32_t depth) {
-  constexpr uint32_t kMaxPairChecks = 512;
-  if (++*pair_checks_ > kMaxPairChecks) return false;
-  // An instance both accept settles it without compiling them together. Under `strict`, objects
-  // without additionalProperties allow fewer members than the validator knows, so no such shortcut.
-  if (!o_.strict && ProvablyMeet(r_, o_.max_depth, a, b)) return false;
-  SchemaCompiler sub(root_, o_);
-  sub.r_.ShareNegatedDefinitions(r_);  // the branches may name negated definitions
-  sub.pair_checks_ = pair_checks_;
-  sub.translate_deadline_ = translate_deadline_;  // the checks spend the schema's budget, not a fresh one
-  const uint32_t rule = sub.g_.AddRule("both");
-  sub.g_.set_root(rule);
-  auto e = sub.Compile(Json{{"allOf", Json::array({a, b})}}, "#", depth + 1);
-  if (!e.ok()) return false;
-  sub.g_.Define(rule, *e);
-  if (ProvablyEmpty(sub.g_, *e)) return true;
-  if ((SchemaResolver::TypesOf(a) & SchemaResolver::TypesOf(b)) != kString) return false;
-  CompileLimits limits;
-  limits.max_compile_ms = 50;
-  auto cg = grammar::Compile(sub.g_, limits);
-  return !cg.ok() && cg.status().code() == StatusCode::kInvalidArgument &&
-         cg.status().message() == "the grammar accepts no string";
-}
-
-// The candidates of a finite language: the schema's const or enum, or those of an allOf member (itself
-// or its $ref's target).
-std::optional<Json> SchemaCompiler::FiniteValues(const Json& s, const std::string& path) {
-  auto own = [&](const Json& x) -> std::optional<Json> {
-    if (!x.is_object()) return std::nullopt;
-    // Draft 7 and earlier: an enum beside a $ref is ignored, the reference alone decides.
-    if (x.contains("$ref") && r_.RefOverridesSiblings()) return std::nullopt;
-    if (auto c = x.find("const"); c != x.end()) return Json::array({*c});
-    if (auto e = x.find("enum"); e != x.end() && e->is_array()) return *e;
-    return std::nullopt;
-  };
-  if (auto v = own(s)) return v;
-  auto all = s.find("allOf");
-  if (all == s.end() || !all->is_array()) return std::nullopt;
-  for (const Json& m : *all) {
-    if (auto v = own(m)) return v;
-    if (!m.is_object()) continue;
-    if (auto ref = m.find("$ref"); ref != m.end() && ref->is_string()) {
-      auto target = r_.Resolve(ref->get<std::string>(), path);
-      if (target.ok())
-        if (auto v = own(**target)) return v;
-    }
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 // A schema's content hash: its values spelled into `buf` in document order (an object's member order
@@ -241,6 +187,84 @@ Hash128 SchemaContentHash(const Json& root, std::string* buf) {
 }
 
 }  // namespace
+
+// No instance validates both branches: the grammar of allOf [a, b] accepts nothing, shown on the IR
+// (ProvablyEmpty) or, for two string schemas (whose patterns meet in a kAnd), by compiling it. A proof
+// either way; anything else (an error, a budget spent) is no proof. The checks share one budget per
+// schema, as each one compiles both branches again.
+bool SchemaCompiler::IntersectionEmpty(const Json& a, const Json& b, uint32_t depth) {
+  constexpr uint32_t kMaxPairChecks = 512;
+  if (++*pair_checks_ > kMaxPairChecks) return false;
+  Hash128 key = SchemaContentHash(a, &hash_bytes_);
+  {
+    const Hash128 kb = SchemaContentHash(b, &hash_bytes_);
+    key = Hash128{key.high * 0x9E3779B97F4A7C15ULL ^ kb.low, (key.low ^ (key.low >> 31)) * 0xC2B2AE3D27D4EB4FULL ^ kb.high};
+  }
+  if (auto it = pair_verdicts_->find(key); remember_pair_verdicts_ && it != pair_verdicts_->end() &&
+                                             depth <= it->second.depth &&
+                                             *pair_checks_ + it->second.checks <= kMaxPairChecks) {
+    *pair_checks_ += it->second.checks;
+    ++*pair_verdicts_reused_;
+    return it->second.disjoint;
+  }
+  const uint32_t checks_before = *pair_checks_;
+  auto verdict = [&](bool disjoint) {
+    // Nested checks cut short by the budget may have shaped the grammar: no verdict to keep then.
+    if (*pair_checks_ <= kMaxPairChecks) (*pair_verdicts_)[key] = PairVerdict{disjoint, *pair_checks_ - checks_before, depth};
+    return disjoint;
+  };
+  // An instance both accept settles it without compiling them together. Under `strict`, objects
+  // without additionalProperties allow fewer members than the validator knows, so no such shortcut.
+  if (!o_.strict && ProvablyMeet(r_, o_.max_depth, a, b)) return verdict(false);
+  SchemaCompiler sub(root_, o_);
+  sub.r_.ShareNegatedDefinitions(r_);  // the branches may name negated definitions
+  sub.pair_checks_ = pair_checks_;
+  sub.pair_verdicts_ = pair_verdicts_;
+  sub.remember_pair_verdicts_ = remember_pair_verdicts_;
+  sub.pair_verdicts_reused_ = pair_verdicts_reused_;
+  sub.translate_deadline_ = translate_deadline_;  // the checks spend the schema's budget, not a fresh one
+  const uint32_t rule = sub.g_.AddRule("both");
+  sub.g_.set_root(rule);
+  auto e = sub.Compile(Json{{"allOf", Json::array({a, b})}}, "#", depth + 1);
+  if (!e.ok()) return false;  // the depth or the time limit may be why: no verdict to keep
+  sub.g_.Define(rule, *e);
+  if (ProvablyEmpty(sub.g_, *e)) return verdict(true);
+  if ((SchemaResolver::TypesOf(a) & SchemaResolver::TypesOf(b)) != kString) return verdict(false);
+  CompileLimits limits;
+  limits.max_compile_ms = 50;
+  auto cg = grammar::Compile(sub.g_, limits);
+  if (cg.ok()) return verdict(false);
+  if (cg.status().code() == StatusCode::kInvalidArgument && cg.status().message() == "the grammar accepts no string")
+    return verdict(true);
+  return false;
+}
+
+// The candidates of a finite language: the schema's const or enum, or those of an allOf member (itself
+// or its $ref's target).
+std::optional<Json> SchemaCompiler::FiniteValues(const Json& s, const std::string& path) {
+  auto own = [&](const Json& x) -> std::optional<Json> {
+    if (!x.is_object()) return std::nullopt;
+    // Draft 7 and earlier: an enum beside a $ref is ignored, the reference alone decides.
+    if (x.contains("$ref") && r_.RefOverridesSiblings()) return std::nullopt;
+    if (auto c = x.find("const"); c != x.end()) return Json::array({*c});
+    if (auto e = x.find("enum"); e != x.end() && e->is_array()) return *e;
+    return std::nullopt;
+  };
+  if (auto v = own(s)) return v;
+  auto all = s.find("allOf");
+  if (all == s.end() || !all->is_array()) return std::nullopt;
+  for (const Json& m : *all) {
+    if (auto v = own(m)) return v;
+    if (!m.is_object()) continue;
+    if (auto ref = m.find("$ref"); ref != m.end() && ref->is_string()) {
+      auto target = r_.Resolve(ref->get<std::string>(), path);
+      if (target.ok())
+        if (auto v = own(**target)) return v;
+    }
+  }
+  return std::nullopt;
+}
+
 
 Result<ExprId> SchemaCompiler::Compile(const Json& schema, const std::string& path, uint32_t depth) {
   if (depth > o_.max_depth || !schema.is_object()) {

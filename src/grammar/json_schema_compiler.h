@@ -32,6 +32,11 @@ class SchemaCompiler {
         translate_deadline_(std::chrono::steady_clock::now() +
                             std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, o.max_translate_ms) * 1000.0))) {}
 
+  // Tests: whether IntersectionEmpty keeps verdicts (PairVerdict) for later checks of the same pair, and
+  // how many checks took a kept verdict.
+  void set_remember_pair_verdicts(bool on) { remember_pair_verdicts_ = on; }
+  uint32_t pair_verdicts_reused() const { return *pair_verdicts_reused_; }
+
   Result<Grammar> Run() {
     uint32_t r = g_.AddRule("root");
     g_.set_root(r);
@@ -196,6 +201,21 @@ class SchemaCompiler {
   uint32_t unique_arrays_ = 0;  // numbers the rules of each uniqueItems array
   uint32_t own_pair_checks_ = 0;
   uint32_t* pair_checks_ = &own_pair_checks_;  // shared with the compilers of IntersectionEmpty
+  // IntersectionEmpty's verdicts by the two schemas' content hashes, where they depend on nothing else (no
+  // error, no time limit met): nested oneOfs repeat the same pairs of branches at every level, and each
+  // check compiled both again. A verdict keeps the checks its own compilation spent (nested pairs) and the
+  // depth it was found at; it stands for a check no deeper whose spending stays within the budget, where
+  // the compilation would run exactly as it did. Shared with the compilers of IntersectionEmpty.
+  struct PairVerdict {
+    bool disjoint;
+    uint32_t checks;  // pair checks spent by the nested ones
+    uint32_t depth;
+  };
+  std::unordered_map<Hash128, PairVerdict, Hash128Hasher> own_pair_verdicts_;
+  std::unordered_map<Hash128, PairVerdict, Hash128Hasher>* pair_verdicts_ = &own_pair_verdicts_;
+  bool remember_pair_verdicts_ = true;
+  uint32_t own_pair_verdicts_reused_ = 0;
+  uint32_t* pair_verdicts_reused_ = &own_pair_verdicts_reused_;
 };
 
 }  // namespace deepinfer::grammar::json_schema_internal

@@ -870,22 +870,12 @@ Result<NfaBuilder::Frag> NfaBuilder::BuildSepList(Nfa& nfa, const Expr& x, uint3
   return f;
 }
 
-Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth) {
-  Nfa scratch;
-  DI_ASSIGN_OR_RETURN(Frag fa, Build(scratch, x.kids[0], depth + 1, true));
-  DI_ASSIGN_OR_RETURN(Frag fb, Build(scratch, x.kids[1], depth + 1, true));
-  scratch_states_ += scratch.states.size();
-  Product p;
-  p.classes = ByteClasses::FromNfa(scratch);
-  size_t budget = limits_.max_dfa_states;
-  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, p.classes, deadline_, budget));
-  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, p.classes, deadline_, budget));
-  scratch = Nfa();
-  const bool minus = x.kind == ExprKind::kMinus;
-  const uint32_t nc = p.classes.count;
+Result<Dfa> PairProduct(const Dfa& a, const Dfa& b, PairMode mode, size_t budget, const Deadline& deadline) {
+  const uint32_t nc = a.num_classes;
   // Product states (pa, pb) are DFA states 1, 2, ... (state 0 is dead); pb == 0 (b dead) stays possible
-  // for kMinus. Pairs are numbered through a table of all of them where that is small (a cell per pair
-  // met: a hash lookup per cell was most of a large product's time), else through a map.
+  // for kMinus and kOr, pa == 0 for kOr. Pairs are numbered through a table of all of them where that is
+  // small (a cell per pair met: a hash lookup per cell was most of a large product's time), else through
+  // a map.
   const uint64_t all_pairs = static_cast<uint64_t>(a.num_states) * b.num_states;
   constexpr uint64_t kDensePairs = uint64_t{1} << 22;
   // calloc: pages of the table that no pair touches are never written.
@@ -893,11 +883,11 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
       all_pairs <= kDensePairs ? static_cast<uint32_t*>(std::calloc(all_pairs, sizeof(uint32_t))) : nullptr, &std::free);
   std::unordered_map<uint64_t, uint32_t> ids;
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  Dfa& d = p.dfa;
+  Dfa d;
   d.num_classes = nc;
   d.next.assign(nc, 0);
   auto intern = [&](uint32_t pa, uint32_t pb) -> uint32_t {
-    if (pa == 0 || (!minus && pb == 0)) return 0;
+    if (mode == PairMode::kOr ? pa == 0 && pb == 0 : pa == 0 || (mode == PairMode::kAnd && pb == 0)) return 0;
     const uint32_t fresh_id = static_cast<uint32_t>(pairs.size() + 1);
     if (dense) {
       uint32_t& slot = dense.get()[static_cast<size_t>(pa) * b.num_states + pb];
@@ -911,8 +901,10 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
   };
   intern(1, 1);
   for (size_t i = 0; i < pairs.size(); ++i) {
-    if (pairs.size() > budget) return Status::ResourceExhausted("an intersection or exclusion is too large");
-    if (deadline_.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
+    if (pairs.size() > budget)
+      return Status::ResourceExhausted(mode == PairMode::kOr ? "the grammar's automaton exceeds " + std::to_string(budget) + " states"
+                                                             : std::string("an intersection or exclusion is too large"));
+    if (deadline.Passed()) return Status::DeadlineExceeded("compiling the grammar took longer than the limit");
     auto [pa, pb] = pairs[i];
     const size_t row = d.next.size();
     d.next.resize(row + nc);
@@ -931,11 +923,27 @@ Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth
   d.accepting.assign(d.num_states, 0);
   for (size_t i = 0; i < pairs.size(); ++i) {
     auto [pa, pb] = pairs[i];
-    bool in_b = pb != 0 && b.accepting[pb];
-    d.accepting[i + 1] = a.accepting[pa] && (minus ? !in_b : in_b);
+    const bool in_a = a.accepting[pa], in_b = b.accepting[pb];  // state 0 of each never accepts
+    d.accepting[i + 1] = mode == PairMode::kOr ? in_a || in_b : in_a && (mode == PairMode::kMinus ? !in_b : in_b);
   }
   d.flags.assign(d.num_states, 0);
   d.calls.assign(d.num_states, {});
+  return d;
+}
+
+Result<NfaBuilder::Product> NfaBuilder::ProductDfa(const Expr& x, uint32_t depth) {
+  Nfa scratch;
+  DI_ASSIGN_OR_RETURN(Frag fa, Build(scratch, x.kids[0], depth + 1, true));
+  DI_ASSIGN_OR_RETURN(Frag fb, Build(scratch, x.kids[1], depth + 1, true));
+  scratch_states_ += scratch.states.size();
+  Product p;
+  p.classes = ByteClasses::FromNfa(scratch);
+  size_t budget = limits_.max_dfa_states;
+  DI_ASSIGN_OR_RETURN(Dfa a, Determinize(scratch, fa.start, fa.end, p.classes, deadline_, budget));
+  DI_ASSIGN_OR_RETURN(Dfa b, Determinize(scratch, fb.start, fb.end, p.classes, deadline_, budget));
+  scratch = Nfa();
+  DI_ASSIGN_OR_RETURN(p.dfa, PairProduct(a, b, x.kind == ExprKind::kMinus ? PairMode::kMinus : PairMode::kAnd, budget,
+                                          deadline_));
   return p;
 }
 

@@ -170,6 +170,12 @@ Result<Dfa> Determinize(const Nfa& nfa, uint32_t start, uint32_t final, const By
 Status DeterminizeInto(const Nfa& nfa, uint32_t start, uint32_t final, const ByteClasses& classes,
                        const Deadline& deadline, size_t max_states, Dfa* into);
 
+// The product of DFAs `a` and `b` over the same classes (each one's state 1 its start), its reachable pairs
+// only, not minimised: both languages (kAnd), a's without b's (kMinus) or either (kOr). Fails past
+// `budget` states or the deadline.
+enum class PairMode : uint8_t { kAnd, kMinus, kOr };
+Result<Dfa> PairProduct(const Dfa& a, const Dfa& b, PairMode mode, size_t budget, const Deadline& deadline);
+
 // The byte-range sequences that spell the code points lo..hi in UTF-8 (surrogates excluded).
 std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo, uint32_t hi);
 
@@ -248,9 +254,10 @@ class NfaBuilder {
   // are built once per distinct content as a minimal DFA and spliced in wherever they are used
   // (nfa_minimize.cpp). Front ends repeat such pieces (an integer range per property, one enum per use),
   // and their Thompson automata are far from minimal, so the rule's DFA shrinks as well as its NFA.
+  using SmallDfaEdges = std::vector<std::vector<ByteEdge>>;
   struct SmallDfa {
     uint32_t start = 0;
-    std::vector<std::vector<ByteEdge>> edges;  // `to` indexes this DFA's states
+    SmallDfaEdges edges;  // `to` indexes this DFA's states
     std::vector<uint8_t> accepting;
   };
   struct ExprInfo {
@@ -269,6 +276,15 @@ class NfaBuilder {
   // every other alternative is a group of its own.
   std::vector<std::vector<ExprId>> AltGroupsByEnds(const Expr& alt) const;
   Result<std::shared_ptr<const SmallDfa>> SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth);
+  // An alternation with two or more large regular alternatives, as the union of their minimal DFAs taken
+  // in pairs, then pairs of those, minimised after each (the small alternatives `rest` as one automaton). The
+  // subset construction over all of them at once tracks every combination of the alternatives' states:
+  // objects that differ only in which member is required made hundreds of thousands of states that
+  // minimise to a few thousand; folded, no step is much larger than its result.
+  Result<std::shared_ptr<const SmallDfa>> UnionOfParts(const std::vector<ExprId>& large, const std::vector<ExprId>& rest,
+                                                       uint32_t depth);
+  // The union of two minimal DFAs, minimised.
+  Result<std::shared_ptr<const SmallDfa>> UnionOf(const SmallDfa& a, const SmallDfa& b);
   static Frag Splice(Nfa& nfa, const SmallDfa& d);
   // The live part of `d` as a SmallDfa, equivalent states merged unless `merge` is false.
   static std::shared_ptr<const SmallDfa> Minimize(const Dfa& d, const ByteClasses& classes, bool merge = true);

@@ -203,6 +203,37 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
     small_.emplace(key, small);
     return small;
   }
+  // Unanchored pattern alternatives share "any text" at their ends, which BuildNode builds once; a fold
+  // would undo that (each union tracks the partial matches of both sides). Other shared ends (an object's
+  // braces) do not keep the subset construction from tracking every combination, so those still fold.
+  bool shared_ends = false;
+  if (x.kind == ExprKind::kAlt && limits_.fold_unions) {
+    auto loops = [&](ExprId part) {
+      const Expr& y = g_.expr(part);
+      return y.kind == ExprKind::kRepeat && y.max == kUnbounded;
+    };
+    bool pre = false, suf = false, grouped = false;
+    CommonEnds(x, &pre, &suf);
+    grouped = pre || suf;
+    for (const std::vector<ExprId>& group : grouped ? std::vector<std::vector<ExprId>>{} : AltGroupsByEnds(x))
+      grouped |= group.size() > 1;
+    for (ExprId k : x.kids) {
+      const Expr& y = g_.expr(k);
+      shared_ends |= grouped && y.kind == ExprKind::kSeq && y.kids.size() >= 2 && (loops(y.kids.front()) || loops(y.kids.back()));
+    }
+  }
+  if (x.kind == ExprKind::kAlt && limits_.fold_unions && !shared_ends) {
+    std::vector<ExprId> large, rest;
+    for (ExprId k : x.kids)
+      (k < info_.size() && info_[k].regular && info_[k].size >= kSpliceMinSize ? large : rest).push_back(k);
+    if (large.size() >= 2) {
+      auto u = UnionOfParts(large, rest, depth);
+      open_scratch_ -= open;
+      if (!u.ok()) return u.status();
+      small_.emplace(key, *u);
+      return *u;
+    }
+  }
   Nfa scratch;
   auto f = BuildNode(scratch, e, depth, true);
   open_scratch_ -= open;
@@ -216,6 +247,40 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
 }
 
 namespace {
+
+// Classes cut wherever an edge of `a` or `b` starts or ends.
+ByteClasses ClassesOf(const std::vector<std::vector<ByteEdge>>& a, const std::vector<std::vector<ByteEdge>>& b) {
+  std::array<uint8_t, 257> cut{};
+  for (const auto* edges : {&a, &b})
+    for (const auto& state : *edges)
+      for (const ByteEdge& e : state) cut[e.lo] = 1, cut[static_cast<size_t>(e.hi) + 1] = 1;
+  ByteClasses c;
+  uint32_t cls = 0;
+  for (size_t byte = 0; byte < 256; ++byte) {
+    if (byte > 0 && cut[byte]) ++cls;
+    c.map[byte] = static_cast<uint8_t>(cls);
+  }
+  c.count = cls + 1;
+  return c;
+}
+
+// A minimal DFA's table over `classes` (which no edge of it cuts): its start is state 1, state 0 dead.
+Dfa TableOf(const std::vector<std::vector<ByteEdge>>& edges, const std::vector<uint8_t>& accepting, uint32_t start,
+            const ByteClasses& classes) {
+  const uint32_t n = static_cast<uint32_t>(edges.size()), nc = classes.count;
+  auto id = [&](uint32_t s) { return s == start ? 1u : s < start ? s + 2 : s + 1; };
+  Dfa d;
+  d.num_states = n + 1;
+  d.num_classes = nc;
+  d.next.assign(static_cast<size_t>(n + 1) * nc, 0);
+  d.accepting.assign(n + 1, 0);
+  for (uint32_t s = 0; s < n; ++s) {
+    d.accepting[id(s)] = accepting[s];
+    for (const ByteEdge& e : edges[s])
+      for (uint32_t c = classes.map[e.lo]; c <= classes.map[e.hi]; ++c) d.next[id(s) * nc + c] = id(e.to);
+  }
+  return d;
+}
 
 // Hopcroft's partition refinement over the live states and their transitions between live states only
 // (the dead state and the transitions into it stay implicit, as in Valmari and Lehtinen's minimisation
@@ -376,6 +441,53 @@ std::shared_ptr<const NfaBuilder::SmallDfa> NfaBuilder::Minimize(const Dfa& d, c
     }
   }
   return out;
+}
+
+Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::UnionOf(const SmallDfa& a, const SmallDfa& b) {
+  const ByteClasses classes = ClassesOf(a.edges, b.edges);
+  DI_ASSIGN_OR_RETURN(Dfa u, PairProduct(TableOf(a.edges, a.accepting, a.start, classes),
+                                         TableOf(b.edges, b.accepting, b.start, classes), PairMode::kOr,
+                                         limits_.max_dfa_states, deadline_));
+  return Minimize(u, classes);
+}
+
+Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::UnionOfParts(const std::vector<ExprId>& large,
+                                                                             const std::vector<ExprId>& rest,
+                                                                             uint32_t depth) {
+  std::shared_ptr<const SmallDfa> sum;
+  if (!rest.empty()) {
+    Nfa scratch;
+    Frag f{scratch.New(), 0};
+    f.end = scratch.New();
+    for (ExprId k : rest) {
+      DI_ASSIGN_OR_RETURN(Frag kf, Build(scratch, k, depth + 1, true));
+      scratch.states[f.start].eps.push_back(kf.start);
+      scratch.states[kf.end].eps.push_back(f.end);
+    }
+    const ByteClasses classes = ByteClasses::FromNfa(scratch);
+    DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f.start, f.end, classes, deadline_, limits_.max_dfa_states));
+    sum = Minimize(d, classes);
+  }
+  std::vector<std::shared_ptr<const SmallDfa>> parts;
+  if (sum) parts.push_back(std::move(sum));
+  for (ExprId k : large) {
+    // Built against the main NFA: no scratch automaton of this union is open meanwhile.
+    DI_ASSIGN_OR_RETURN(std::shared_ptr<const SmallDfa> part, SmallDfaOf(nfa_, k, depth + 1));
+    parts.push_back(std::move(part));
+  }
+  // Pairs first, then pairs of those: each round reads every part once, so many parts (long enum strings)
+  // cost their total size times the rounds, not times their number.
+  while (parts.size() > 1) {
+    std::vector<std::shared_ptr<const SmallDfa>> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+      DI_ASSIGN_OR_RETURN(std::shared_ptr<const SmallDfa> u, UnionOf(*parts[i], *parts[i + 1]));
+      next.push_back(std::move(u));
+    }
+    if (parts.size() % 2) next.push_back(std::move(parts.back()));
+    parts = std::move(next);
+  }
+  sum = std::move(parts[0]);
+  return sum;
 }
 
 NfaBuilder::Frag NfaBuilder::Splice(Nfa& nfa, const SmallDfa& d) {
