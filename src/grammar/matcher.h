@@ -85,9 +85,6 @@ class BoundGrammar {
   // States from which every plain text keeps the automaton alive, found by earlier entries' plain-text
   // searches: a later search stops there instead of exploring the same states again.
   std::unique_ptr<std::atomic<uint8_t>[]> text_closed_;
-  // Per state, the plain-text categories whose every code point leads back to it (SelfLoopCats), or 0
-  // while not yet asked (an answer carries the bit 0x40).
-  std::unique_ptr<std::atomic<uint8_t>[]> self_loop_cats_;
   std::vector<uint8_t> stuck_;
   std::vector<int32_t> comma_value_tokens_;
 };
