@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
-#include <unordered_map>
 
 namespace deepinfer::grammar {
 
@@ -223,6 +222,7 @@ BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)), limits_(limits) {
   entries_.resize(grammar_->num_states());
   text_closed_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
+  loop_chars_.reset(new LoopCharsSlot[grammar_->num_states()]);
   if (grammar_->has_unique_items()) FindUniqueItemsParts();
 }
 
@@ -283,16 +283,22 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
     count += n;
   }
   const uint8_t not_cats = static_cast<uint8_t>(~cats);
-  // Self-loop characters of the states the walk meets (the last one asked, then all asked before).
-  std::unordered_map<uint32_t, TokenIndex::CharSet> self_loops;
+  // Self-loop characters of the states the walk meets (the last one asked, else the grammar's cache).
   uint32_t last_loop_state = CompiledGrammar::kDead;
   TokenIndex::CharSet last_loop_chars;
   auto self_loop_chars = [&](uint32_t s) -> const TokenIndex::CharSet& {
     if (s != last_loop_state) {
-      auto [it, fresh] = self_loops.try_emplace(s);
-      if (fresh) it->second = LoopChars(g, s);
+      LoopCharsSlot& slot = loop_chars_[s];
+      if (slot.known.load(std::memory_order_acquire)) {
+        last_loop_chars.lo = slot.lo.load(std::memory_order_relaxed);
+        last_loop_chars.hi = slot.hi.load(std::memory_order_relaxed);
+      } else {
+        last_loop_chars = LoopChars(g, s);
+        slot.lo.store(last_loop_chars.lo, std::memory_order_relaxed);
+        slot.hi.store(last_loop_chars.hi, std::memory_order_relaxed);
+        slot.known.store(true, std::memory_order_release);
+      }
       last_loop_state = s;
-      last_loop_chars = it->second;
     }
     return last_loop_chars;
   };
