@@ -155,16 +155,16 @@ uint8_t CountedTextLoop(const CompiledGrammar& g, uint32_t state) {
   return loops;
 }
 
-// The categories whose every code point leads from `state` back to `state` by byte transitions alone
-// (the loop of a character class such as [^,:&\\s]+ or an unconstrained string's content). Answers are
-// kept per state in `known` (BoundGrammar::self_loop_cats_).
-constexpr uint8_t kSelfLoopKnown = 0x40;
-[[gnu::noinline]] uint8_t SelfLoopCats(const CompiledGrammar& g, uint32_t state, std::atomic<uint8_t>* known) {
-  const uint8_t seen = known[state].load(std::memory_order_relaxed);
-  if (seen & kSelfLoopKnown) return static_cast<uint8_t>(seen & ~kSelfLoopKnown);
+// The characters (TokenIndex::CharSet members) that lead from `state` back to `state` by byte transitions
+// alone (the loop of a character class such as [^,:&\\s]+, or of a search for a word before the word
+// starts): each ASCII character by itself, the non-ASCII classes as wholes.
+TokenIndex::CharSet LoopChars(const CompiledGrammar& g, uint32_t state) {
+  TokenIndex::CharSet loops;
+  for (int c = 0x20; c < 0x80; ++c)
+    if (c != '"' && c != '\\' && g.Next(state, static_cast<uint8_t>(c)) == state) loops.Add(c);
   std::vector<uint32_t> cur, tmp;
-  uint8_t loops = 0;
   for (const auto& [cat, seqs] : TextSeqs()) {
+    if (cat != TokenIndex::kTextNonAscii && cat != TokenIndex::kTextLineSep) continue;
     bool ok = true;
     for (size_t k = 0; k < seqs.size() && ok; ++k) {
       cur.assign(1, state);
@@ -177,9 +177,8 @@ constexpr uint8_t kSelfLoopKnown = 0x40;
       }
       ok = ok && cur.size() == 1 && cur[0] == state;
     }
-    if (ok) loops |= cat;
+    if (ok) loops.Add(cat == TokenIndex::kTextNonAscii ? TokenIndex::kCharNonAscii : TokenIndex::kCharLineSep);
   }
-  known[state].store(static_cast<uint8_t>(loops | kSelfLoopKnown), std::memory_order_relaxed);
   return loops;
 }
 
@@ -223,7 +222,7 @@ BoundGrammar::BoundGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)), limits_(limits) {
   entries_.resize(grammar_->num_states());
   text_closed_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
-  self_loop_cats_.reset(new std::atomic<uint8_t>[grammar_->num_states()]());
+  loop_chars_.reset(new LoopCharsSlot[grammar_->num_states()]);
   if (grammar_->has_unique_items()) FindUniqueItemsParts();
 }
 
@@ -284,6 +283,26 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
     count += n;
   }
   const uint8_t not_cats = static_cast<uint8_t>(~cats);
+  // Self-loop characters of the states the walk meets (the last one asked, else the grammar's cache).
+  uint32_t last_loop_state = CompiledGrammar::kDead;
+  TokenIndex::CharSet last_loop_chars;
+  auto self_loop_chars = [&](uint32_t s) -> const TokenIndex::CharSet& {
+    if (s != last_loop_state) {
+      LoopCharsSlot& slot = loop_chars_[s];
+      if (slot.known.load(std::memory_order_acquire)) {
+        last_loop_chars.lo = slot.lo.load(std::memory_order_relaxed);
+        last_loop_chars.hi = slot.hi.load(std::memory_order_relaxed);
+      } else {
+        last_loop_chars = LoopChars(g, s);
+        slot.lo.store(last_loop_chars.lo, std::memory_order_relaxed);
+        slot.hi.store(last_loop_chars.hi, std::memory_order_relaxed);
+        slot.known.store(true, std::memory_order_release);
+      }
+      last_loop_state = s;
+    }
+    return last_loop_chars;
+  };
+  const TokenIndex::CharSet* const tail_chars = v.tail_chars();
   const size_t depth_cap = v.max_depth() + 1;
   std::vector<uint32_t> st(depth_cap), units(depth_cap, 0), exited(depth_cap, kNoExit);
   st[0] = state;
@@ -313,10 +332,11 @@ std::shared_ptr<const MaskEntry> BoundGrammar::ComputeEntry(uint32_t state) cons
         i = node.end[i];
         continue;
       }
-      if (!kCounted && t == s && node.end[i] - i >= kMinSelfLoopSubtree && node.tail_cats[i] < TokenIndex::kTextOther &&
-          (node.tail_cats[i] & ~SelfLoopCats(g, s, self_loop_cats_.get())) == 0) {
+      if (!kCounted && t == s && node.end[i] - i >= kMinSelfLoopSubtree && !tail_chars[i].Has(TokenIndex::kCharOther) &&
+          tail_chars[i].SubsetOf(self_loop_chars(s))) {
         // Every token here is the walked prefix, then code points that each come back to `s`: all are
-        // accepted (and need no exits or calls, which only ever add tokens).
+        // accepted (and need no exits or calls, which only ever add tokens). Characters, not categories:
+        // a search for a word loops on every letter but the word's first.
         for (const int32_t *k = node.tok_ids + node.tok_begin[i], *te = node.tok_ids + node.tok_begin[node.end[i]];
              k != te; ++k) {
           SetBit(acc_bits, *k);

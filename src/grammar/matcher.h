@@ -85,9 +85,13 @@ class BoundGrammar {
   // States from which every plain text keeps the automaton alive, found by earlier entries' plain-text
   // searches: a later search stops there instead of exploring the same states again.
   std::unique_ptr<std::atomic<uint8_t>[]> text_closed_;
-  // Per state, the plain-text categories whose every code point leads back to it (SelfLoopCats), or 0
-  // while not yet asked (an answer carries the bit 0x40).
-  std::unique_ptr<std::atomic<uint8_t>[]> self_loop_cats_;
+  // Per state, the characters that lead back to it (LoopChars), kept for every later entry: `known` is set
+  // (release) after both words are stored, so a reader that sees it (acquire) reads the whole set.
+  struct LoopCharsSlot {
+    std::atomic<uint64_t> lo{0}, hi{0};
+    std::atomic<bool> known{false};
+  };
+  std::unique_ptr<LoopCharsSlot[]> loop_chars_;
   std::vector<uint8_t> stuck_;
   std::vector<int32_t> comma_value_tokens_;
 };

@@ -30,6 +30,27 @@ void TailCategories(std::string_view bytes, std::vector<uint8_t>* tail) {
   }
 }
 
+int CharMemberOf(char32_t cp) {
+  if (cp < 0x80) return static_cast<int>(cp);
+  return cp == 0x2028 || cp == 0x2029 ? TokenIndex::kCharLineSep : TokenIndex::kCharNonAscii;
+}
+
+// As TailCategories, by CharSet members: (*tail)[p] holds the members of bytes[p..], kCharOther where byte
+// p starts no complete plain code point or a later one is not plain.
+void TailChars(std::string_view bytes, std::vector<TokenIndex::CharSet>* tail) {
+  tail->assign(bytes.size() + 1, TokenIndex::CharSet{});
+  for (size_t p = bytes.size(); p-- > 0;) {
+    char32_t cp;
+    const size_t len = utf8::Decode(bytes, p, &cp);
+    if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') {
+      (*tail)[p].Add(TokenIndex::kCharOther);
+    } else {
+      (*tail)[p] = (*tail)[p + len];
+      (*tail)[p].Add(CharMemberOf(cp));
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<uint32_t>& TokenIndex::text_mask(uint8_t cats, int len, size_t* count) const {
@@ -121,6 +142,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
   std::vector<uint32_t> path = {0};  // path[d] = open node at depth d
   std::string prev;
   std::vector<uint8_t> tail_of_token;  // tail_of_token[p]: categories of bytes p.. of the token
+  std::vector<CharSet> chars_of_token;  // the same as members
   for (int32_t id : order) {
     const std::string& s = tokens[id];
     size_t common = 0;
@@ -141,6 +163,9 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
     TailCategories(s, &tail_of_token);
     t.tail_cats_.resize(t.byte_.size(), 0);
     for (size_t d = 1; d < path.size(); ++d) t.tail_cats_[path[d]] |= tail_of_token[d - 1];
+    TailChars(s, &chars_of_token);
+    t.tail_chars_.resize(t.byte_.size());
+    for (size_t d = 1; d < path.size(); ++d) t.tail_chars_[path[d]] |= chars_of_token[d - 1];
     t.max_depth_ = std::max(t.max_depth_, s.size());
     prev = s;
   }
@@ -149,6 +174,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
     path.pop_back();
   }
   t.tail_cats_.resize(t.byte_.size(), 0);
+  t.tail_chars_.resize(t.byte_.size());
   t.tok_begin_.push_back(0);
   for (const auto& v : node_tokens) {
     for (int32_t id : v) t.tok_ids_.push_back(id);

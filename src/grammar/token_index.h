@@ -99,6 +99,24 @@ class TokenIndex {
     const size_t i = static_cast<size_t>(id);
     return i < tok_cats_.size() && tok_plain_[i] <= kPlainCap && (tok_cats_[i] & ~cats) == 0;
   }
+  // Plain text at the finest grain the mask shortcuts use: each printable ASCII character is its own
+  // member (bit = its byte), non-ASCII code points are two members (kCharLineSep: U+2028 and U+2029;
+  // kCharNonAscii: the others), and kCharOther marks what is not plain text (a byte that starts no
+  // complete plain code point, '"', '\\', controls). A state's character class (a pattern's [a-z0-9_-])
+  // is a set of these, where the five categories above are too coarse to describe it.
+  static constexpr int kCharOther = 0, kCharNonAscii = 1, kCharLineSep = 2;
+  struct CharSet {
+    uint64_t lo = 0, hi = 0;  // members 0..63 and 64..127
+    void Add(int member) { (member < 64 ? lo : hi) |= uint64_t{1} << (member & 63); }
+    bool Has(int member) const { return ((member < 64 ? lo : hi) >> (member & 63)) & 1; }
+    bool SubsetOf(const CharSet& o) const { return (lo & ~o.lo) == 0 && (hi & ~o.hi) == 0; }
+    CharSet& operator|=(const CharSet& o) {
+      lo |= o.lo, hi |= o.hi;
+      return *this;
+    }
+  };
+  // Per node: the members its subtree's tokens hold from the node's byte on (as tail_cats, finer).
+  const CharSet* tail_chars() const { return tail_chars_.data(); }
   // Content fingerprint (tokens, exclusions, stops, width): part of the compiled-grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
   // The longest token in bytes (the deepest trie node).
@@ -129,6 +147,7 @@ class TokenIndex {
   // those categories comes back accepts the whole subtree.
   std::vector<uint8_t> tail_cats_;
   std::vector<uint8_t> tok_cats_, tok_plain_;  // per token id: categories, plain length (255: not plain)
+  std::vector<CharSet> tail_chars_;            // per node, see tail_chars()
   struct TextMasks {
     std::mutex mu;
     std::unordered_map<uint32_t, std::pair<std::vector<uint32_t>, size_t>> by_key;
