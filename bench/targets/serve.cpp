@@ -219,21 +219,28 @@ std::string ChatRequest(const Server& s, const nlohmann::json& messages, int64_t
 }
 
 // Lets requests to one server at a time be in flight. While the other server's requests wait, new requests to
-// the one in flight wait behind them, and when both wait as the last one ends the other server goes next, so
-// neither starves.
+// the one in flight wait behind them; when the last one ends the other server goes next, all its waiting
+// requests at once (sessions that were ready together stay concurrent), so neither starves.
 class OneServerAtATime {
  public:
   void Enter(int server) {
     std::unique_lock lock(mu_);
     ++waiting_[server];
     cv_.wait(lock, [&] {
+      if (owner_ == server && admitted_ > 0) return true;
       const bool other_waits = waiting_[1 - server] > 0;
       if (in_flight_ == 0) return !other_waits || owner_ != server;
       return owner_ == server && !other_waits;
     });
+    if (owner_ == server && admitted_ > 0) {
+      --admitted_;
+    } else if (in_flight_ == 0) {
+      owner_ = server;
+      admitted_ = waiting_[server] - 1;  // the rest of this server's waiting requests go with this one
+    }
     --waiting_[server];
-    owner_ = server;
     ++in_flight_;
+    cv_.notify_all();
   }
   void Leave() {
     std::lock_guard lock(mu_);
@@ -245,7 +252,7 @@ class OneServerAtATime {
   std::mutex mu_;
   std::condition_variable cv_;
   int owner_ = -1;
-  int64_t in_flight_ = 0;
+  int64_t in_flight_ = 0, admitted_ = 0;
   int64_t waiting_[2] = {0, 0};
 };
 
