@@ -226,6 +226,8 @@ class OneServerAtATime {
   void Enter(int server) {
     std::unique_lock lock(mu_);
     ++waiting_[server];
+    ++arrived_[server];
+    cv_.notify_all();
     cv_.wait(lock, [&] {
       if (owner_ == server && admitted_ > 0) return true;
       const bool other_waits = waiting_[1 - server] > 0;
@@ -247,13 +249,19 @@ class OneServerAtATime {
     --in_flight_;
     cv_.notify_all();
   }
+  // Waits until `n` requests to `server` have arrived (in flight, done or waiting): the first turns of one
+  // server's sessions all arrive before the next server's sessions start, so that they go together.
+  void AwaitArrivals(int server, int64_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return arrived_[server] >= n; });
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   int owner_ = -1;
   int64_t in_flight_ = 0, admitted_ = 0;
-  int64_t waiting_[2] = {0, 0};
+  int64_t waiting_[2] = {0, 0}, arrived_[2] = {0, 0};
 };
 
 struct Options {
@@ -424,6 +432,7 @@ std::vector<std::vector<Row>> RunAll(const std::vector<Server*>& servers, const 
           RunAgent(*servers[i], o, *first[i].phase, *later[i].phase, *all[i].phase, now.size() > 1 ? &gate : nullptr,
                    static_cast<int>(i));
         });
+        if (now.size() > 1) gate.AwaitArrivals(static_cast<int>(i), o.sessions);
       }
       for (auto& t : threads) t.join();
       for (size_t i : now) {
