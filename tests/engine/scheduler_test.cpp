@@ -208,6 +208,29 @@ StepResult Ran(const StepPlan& plan, int32_t token) {
   return result;
 }
 
+TEST(EngineScheduler, PromptsSharingAPrefixArrivingTogetherComputeItOnce) {
+  // Three requests with the same 600-token prompt arrive together (agents' first turns under one system
+  // prompt). The first computes it (a chunk of 512, then 88); the others wait while it computes the blocks
+  // they lack, then resume from its four cached full blocks (the last, partial block is always computed):
+  // 600 + 2 × 88 = 776 prompt positions computed, not 3 × 600.
+  Harness h({}, /*prefix_blocks=*/32);
+  std::vector<int32_t> prompt(600);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(2 + (i * 7) % 250);
+  for (RequestId id = 1; id <= 3; ++id) h.Add(id, prompt, 2);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+  int64_t prompt_positions = 0, steps = 0;
+  for (; steps < 100; ++steps) {
+    const StepPlan plan = h.scheduler->Schedule();
+    if (plan.empty()) break;
+    for (const PlannedChunk& c : plan.chunks) prompt_positions += std::max<int64_t>(0, std::min<int64_t>(c.end, 600) - c.start);
+    h.scheduler->Update(Ran(plan, 5));
+  }
+  EXPECT_LT(steps, 100);
+  EXPECT_EQ(prompt_positions, 600 + 2 * 88);
+  h.output.Stop();
+  EXPECT_EQ(h.finished.load(), 3);
+}
+
 TEST(EngineScheduler, ASlowMachinesCalibrationStillHoldsAStepOfSeveralSequences) {
   // A machine whose every step costs 1 s, 100 ms per sequence and 2 ms per token: the profile's budget of
   // forward time is spent by its first two steps (2.124 s and 1.228 s). Its one step of eight sequences a
