@@ -5,8 +5,12 @@
 //   after --warm-after-s seconds;
 //   --agent: sessions that each run several chat turns, each turn re-sending the shared system prompt, the
 //   whole conversation so far, the last answer and a new message, with think time between turns.
+// --interleave runs both servers' workloads in one span instead of one after the other, still sending requests
+// to one server at a time: the rounds alternate (ours cold, the peer's cold, the pause, ours warm, the peer's
+// warm), and both servers' agent sessions think at once while a turn waits for the other server's requests in
+// flight to end. A run whose pauses and think times are minutes long then takes about half as long.
 // Per phase: time to first token and inter-token latency percentiles and output tokens/s (all clients'
-// tokens over the phase's wall time); with --peer-url, the peer's beside ours with the ratio (how many times
+// tokens over the phase's wall time; an agent phase's over the time its requests were in flight); with --peer-url, the peer's beside ours with the ratio (how many times
 // better ours is).
 // Inter-token latency is counted by token where the stream says how many tokens each event carries (vLLM's
 // and ours: `token_ids`, asked for with return_token_ids; llama-server's: `timings.predicted_n`, asked for
@@ -17,6 +21,7 @@
 // event; the output says which, and how many events carried several tokens.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <cstdio>
 #include <fstream>
@@ -57,8 +62,11 @@ constexpr const char* kServeUsage =
     "  --agent-turns N        turns per session (default 6)\n"
     "  --system-tokens N      words of the system prompt every session shares (default 2048)\n"
     "  --message-tokens N     words of each new user message (default 64)\n"
-    "  --think-s MIN,MAX      seconds between a session's turns, uniform (default 60,300)\n"
+    "  --think-s MIN,MAX      seconds between a session's turns, uniform (default 60,300); the agent's\n"
+    "                         tokens/s are over the time its requests were in flight, thinking excluded\n"
     "  --seed N               the prompts' words (default 1)\n"
+    "  --interleave           with --peer-url: both servers' workloads in one span (rounds alternate, agent\n"
+    "                         sessions think at once), requests still sent to one server at a time\n"
     "  --json FILE            write every figure as JSON\n\n"
     "Inter-token latency is counted by token where the stream reports each event's tokens (token_ids,\n"
     "timings.predicted_n): an event of k tokens (text held back for an incomplete UTF-8 character) counts\n"
@@ -210,6 +218,52 @@ std::string ChatRequest(const Server& s, const nlohmann::json& messages, int64_t
   return Post("/v1/chat/completions", body.dump());
 }
 
+// Lets requests to one server at a time be in flight. While the other server's requests wait, new requests to
+// the one in flight wait behind them; when the last one ends the other server goes next, all its waiting
+// requests at once (sessions that were ready together stay concurrent), so neither starves.
+class OneServerAtATime {
+ public:
+  void Enter(int server) {
+    std::unique_lock lock(mu_);
+    ++waiting_[server];
+    ++arrived_[server];
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      if (owner_ == server && admitted_ > 0) return true;
+      const bool other_waits = waiting_[1 - server] > 0;
+      if (in_flight_ == 0) return !other_waits || owner_ != server;
+      return owner_ == server && !other_waits;
+    });
+    if (owner_ == server && admitted_ > 0) {
+      --admitted_;
+    } else if (in_flight_ == 0) {
+      owner_ = server;
+      admitted_ = waiting_[server] - 1;  // the rest of this server's waiting requests go with this one
+    }
+    --waiting_[server];
+    ++in_flight_;
+    cv_.notify_all();
+  }
+  void Leave() {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    cv_.notify_all();
+  }
+  // Waits until `n` requests to `server` have arrived (in flight, done or waiting): the first turns of one
+  // server's sessions all arrive before the next server's sessions start, so that they go together.
+  void AwaitArrivals(int server, int64_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return arrived_[server] >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int owner_ = -1;
+  int64_t in_flight_ = 0, admitted_ = 0;
+  int64_t waiting_[2] = {0, 0}, arrived_[2] = {0, 0};
+};
+
 struct Options {
   int64_t prompt_tokens = 512, output_tokens = 128, requests_per_client = 2;
   std::vector<int64_t> concurrency = {1, 4, 16};
@@ -247,11 +301,37 @@ void RunRound(const Server& s, const std::vector<std::vector<std::string>>& prom
   out.wall = wall.ElapsedSeconds();
 }
 
-void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& later_turns, Phase& all) {
+// The seconds during which at least one of a phase's requests is in flight: an agent phase's tokens/s is
+// over these, since its sessions spend most of the run thinking.
+class BusyTime {
+ public:
+  void Start() {
+    std::lock_guard lock(mu_);
+    if (in_flight_++ == 0) since_ = clock_.ElapsedSeconds();
+  }
+  void Stop() {
+    std::lock_guard lock(mu_);
+    if (--in_flight_ == 0) seconds_ += clock_.ElapsedSeconds() - since_;
+  }
+  double seconds() {
+    std::lock_guard lock(mu_);
+    return seconds_;
+  }
+
+ private:
+  std::mutex mu_;
+  Stopwatch clock_;
+  int64_t in_flight_ = 0;
+  double since_ = 0, seconds_ = 0;
+};
+
+// `gate` (null: no other server is sent requests meanwhile) holds each turn until it may go to server `index`.
+void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& later_turns, Phase& all,
+              OneServerAtATime* gate = nullptr, int index = 0) {
   std::mt19937_64 shared(o.seed * 7919 + 1);
   const std::string system = "You are a helpful agent. " + Words(o.system_tokens, shared);
   std::mutex mu;
-  Stopwatch wall;
+  BusyTime first_busy, later_busy, all_busy;
   std::vector<std::thread> threads;
   for (int64_t session = 0; session < o.sessions; ++session) {
     threads.emplace_back([&, session] {
@@ -261,10 +341,19 @@ void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& late
       for (int64_t turn = 0; turn < o.turns; ++turn) {
         if (turn > 0) std::this_thread::sleep_for(std::chrono::duration<double>(think(rng)));
         messages.push_back({{"role", "user"}, {"content", Words(o.message_tokens, rng)}});
-        Connection c(s.url);  // a client that thought for minutes reconnects
         Phase& phase = turn == 0 ? first_turns : later_turns;
         StreamResult r;
-        if (c.ok()) r = StreamOne(c, ChatRequest(s, messages, o.output_tokens), phase);
+        BusyTime& busy = turn == 0 ? first_busy : later_busy;
+        if (gate) gate->Enter(index);
+        busy.Start();
+        all_busy.Start();
+        {
+          Connection c(s.url);  // a client that thought for minutes reconnects
+          if (c.ok()) r = StreamOne(c, ChatRequest(s, messages, o.output_tokens), phase);
+        }
+        all_busy.Stop();
+        busy.Stop();
+        if (gate) gate->Leave();
         std::lock_guard lock(mu);
         if (!r.ok) {
           ++phase.errors;
@@ -287,7 +376,9 @@ void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& late
     all.counted_events += p->counted_events;
     all.multi_token_events += p->multi_token_events;
   }
-  all.wall = first_turns.wall = later_turns.wall = wall.ElapsedSeconds();
+  first_turns.wall = first_busy.seconds();
+  later_turns.wall = later_busy.seconds();
+  all.wall = all_busy.seconds();
 }
 
 struct Row {
@@ -295,31 +386,63 @@ struct Row {
   std::unique_ptr<Phase> phase = std::make_unique<Phase>();
 };
 
-std::vector<Row> RunAll(const Server& s, const Options& o) {
-  std::vector<Row> rows;
-  if (o.rounds) {
-    for (int64_t clients : o.concurrency) {
-      // Prompts of their own per concurrency, so that one concurrency's cold round is not warm from another.
-      std::mt19937_64 rng(o.seed * 31 + static_cast<uint64_t>(clients));
-      std::vector<std::vector<std::string>> prompts(static_cast<size_t>(clients));
-      for (auto& mine : prompts)
-        for (int64_t i = 0; i < o.requests_per_client; ++i) mine.push_back(Words(o.prompt_tokens, rng));
-      for (int warm = 0; warm < 2; ++warm) {
-        if (warm && o.warm_after_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(o.warm_after_s));
-        Row row{std::string(warm ? "warm" : "cold") + " x" + std::to_string(clients)};
-        RunRound(s, prompts, o.output_tokens, *row.phase);
-        std::fprintf(stderr, "  %s %s: %lld ok, %lld errors\n", s.name.c_str(), row.label.c_str(),
-                     static_cast<long long>(row.phase->requests), static_cast<long long>(row.phase->errors));
-        rows.push_back(std::move(row));
+// Each server's rows. Without `interleave` one server's whole workload runs, then the next's.
+std::vector<std::vector<Row>> RunAll(const std::vector<Server*>& servers, const Options& o, bool interleave) {
+  std::vector<std::vector<Row>> rows(servers.size());
+  // The servers whose turn it is: all of them at once when interleaved, else each alone.
+  std::vector<std::vector<size_t>> turns;
+  if (interleave) {
+    turns.emplace_back();
+    for (size_t i = 0; i < servers.size(); ++i) turns.back().push_back(i);
+  } else {
+    for (size_t i = 0; i < servers.size(); ++i) turns.push_back({i});
+  }
+  for (const std::vector<size_t>& now : turns) {
+    for (size_t i : now)
+      std::fprintf(stderr, "bench serve: %s at %s (model %s)\n", servers[i]->name.c_str(),
+                   servers[i]->url_text.c_str(), servers[i]->model.c_str());
+    if (o.rounds) {
+      for (int64_t clients : o.concurrency) {
+        // Prompts of their own per concurrency, so that one concurrency's cold round is not warm from another.
+        std::mt19937_64 rng(o.seed * 31 + static_cast<uint64_t>(clients));
+        std::vector<std::vector<std::string>> prompts(static_cast<size_t>(clients));
+        for (auto& mine : prompts)
+          for (int64_t i = 0; i < o.requests_per_client; ++i) mine.push_back(Words(o.prompt_tokens, rng));
+        for (int warm = 0; warm < 2; ++warm) {
+          if (warm && o.warm_after_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(o.warm_after_s));
+          for (size_t i : now) {
+            Row row{std::string(warm ? "warm" : "cold") + " x" + std::to_string(clients)};
+            RunRound(*servers[i], prompts, o.output_tokens, *row.phase);
+            std::fprintf(stderr, "  %s %s: %lld ok, %lld errors\n", servers[i]->name.c_str(), row.label.c_str(),
+                         static_cast<long long>(row.phase->requests), static_cast<long long>(row.phase->errors));
+            rows[i].push_back(std::move(row));
+          }
+        }
       }
     }
-  }
-  if (o.agent) {
-    Row first{"agent turn 1"}, later{"agent turns 2+"}, all{"agent all"};
-    RunAgent(s, o, *first.phase, *later.phase, *all.phase);
-    rows.push_back(std::move(first));
-    rows.push_back(std::move(later));
-    rows.push_back(std::move(all));
+    if (o.agent) {
+      std::vector<Row> first(servers.size()), later(servers.size()), all(servers.size());
+      OneServerAtATime gate;
+      std::vector<std::thread> threads;
+      for (size_t i : now) {
+        first[i].label = "agent turn 1";
+        later[i].label = "agent turns 2+";
+        all[i].label = "agent all";
+        threads.emplace_back([&, i] {
+          RunAgent(*servers[i], o, *first[i].phase, *later[i].phase, *all[i].phase, now.size() > 1 ? &gate : nullptr,
+                   static_cast<int>(i));
+        });
+        if (now.size() > 1) gate.AwaitArrivals(static_cast<int>(i), o.sessions);
+      }
+      for (auto& t : threads) t.join();
+      for (size_t i : now) {
+        std::fprintf(stderr, "  %s agent: %lld ok, %lld errors\n", servers[i]->name.c_str(),
+                     static_cast<long long>(all[i].phase->requests), static_cast<long long>(all[i].phase->errors));
+        rows[i].push_back(std::move(first[i]));
+        rows[i].push_back(std::move(later[i]));
+        rows[i].push_back(std::move(all[i]));
+      }
+    }
   }
   return rows;
 }
@@ -362,7 +485,7 @@ int RunBenchServe(const std::vector<std::string>& args) {
   Options o;
   std::vector<int64_t> think = {60, 300};
   std::string json_path;
-  bool no_rounds = false;
+  bool no_rounds = false, interleave = false;
   cli::Flags flags("bench serve");
   flags.String("--url", &ours.url_text);
   flags.String("--peer-url", &peer.url_text);
@@ -377,6 +500,7 @@ int RunBenchServe(const std::vector<std::string>& args) {
   flags.Double("--warm-after-s", &o.warm_after_s, 0, 86400);
   flags.Switch("--no-rounds", &no_rounds);
   flags.Switch("--agent", &o.agent);
+  flags.Switch("--interleave", &interleave);
   flags.Int<int64_t>("--agent-sessions", &o.sessions, 1, 1024);
   flags.Int<int64_t>("--agent-turns", &o.turns, 1, 1024);
   flags.Int<int64_t>("--system-tokens", &o.system_tokens, 0, 1 << 20);
@@ -396,11 +520,7 @@ int RunBenchServe(const std::vector<std::string>& args) {
   for (Server* s : servers) {
     if (Status st = Resolve(*s); !st.ok()) return cli::Fail("bench serve", st.message());
   }
-  std::vector<std::vector<Row>> results;
-  for (Server* s : servers) {
-    std::fprintf(stderr, "bench serve: %s at %s (model %s)\n", s->name.c_str(), s->url_text.c_str(), s->model.c_str());
-    results.push_back(RunAll(*s, o));
-  }
+  const std::vector<std::vector<Row>> results = RunAll(servers, o, interleave);
 
   std::printf("bench serve: prompts of %lld words, %lld output tokens, %lld requests per client per round\n",
               static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.output_tokens),

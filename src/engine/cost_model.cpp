@@ -18,6 +18,8 @@ std::array<double, CostModel::kFeatures> CostModel::Features(const StepShape& s)
   return {1.0, s.tokens / kTokensScale, s.logit_rows / 16.0, s.context / 1e6, s.chunks / 16.0};
 }
 
+int CostModel::Kind(const StepShape& s) { return (s.chunks > 1 ? 2 : 0) + (s.tokens > s.chunks ? 1 : 0); }
+
 double CostModel::Predict(const StepShape& shape) const {
   const auto x = Features(shape);
   double y = 0;
@@ -27,7 +29,17 @@ double CostModel::Predict(const StepShape& shape) const {
 
 void CostModel::Observe(const StepShape& shape, double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) return;
-  samples_.push_back({Features(shape), seconds});
+  const int kind = Kind(shape);
+  // The oldest calibration sample of this kind gives way: measured at start-up (other load, cold caches,
+  // scratch sequences), it would otherwise bias every fit of the shapes this step now speaks for.
+  const auto profile_end = samples_.begin() + static_cast<long>(calibration_samples_);
+  const auto displaced =
+      std::find_if(samples_.begin(), profile_end, [&](const Sample& s) { return s.kind == kind; });
+  if (displaced != profile_end) {
+    samples_.erase(displaced);
+    --calibration_samples_;
+  }
+  samples_.push_back({Features(shape), seconds, kind});
   while (samples_.size() > calibration_samples_ + kWindow) samples_.erase(samples_.begin() + static_cast<long>(calibration_samples_));
   // Every sample while there are few (a start-up profile is shorter than kRefitEvery steps: its fit would
   // otherwise be its first step's alone), then every kRefitEvery.

@@ -2,7 +2,9 @@
 // keeps the step within the target time-between-tokens. A linear model over the step's tokens, logits rows,
 // attended context (tokens × the positions before them) and chunks, fitted by least squares of the relative
 // error with non-negative coefficients to a short start-up profile and then to a window of recently observed
-// steps, so it follows the machine's actual speed (other load included).
+// steps, so it follows the machine's actual speed (other load included). Each observed step displaces the
+// oldest profile step of its kind (one or several sequences; decodes alone or with prompt tokens): the
+// profile, measured once at start-up, speaks for a kind only until the machine's own steps of that kind do.
 #pragma once
 
 #include <array>
@@ -47,11 +49,16 @@ class CostModel {
   struct Sample {
     std::array<double, kFeatures> x;
     double y;
+    int kind;
   };
   static std::array<double, kFeatures> Features(const StepShape& s);
+  // One of four: one sequence or several, times decodes alone (a token a chunk) or prompt tokens too.
+  static int Kind(const StepShape& s);
   void Refit();
 
-  std::deque<Sample> samples_;  // calibration samples are kept; observed ones roll over
+  // The calibration samples first (kept until observed steps of their kind displace them), then the window
+  // of observed ones, which rolls over.
+  std::deque<Sample> samples_;
   size_t calibration_samples_ = 0;
   std::array<double, kFeatures> theta_{};
   bool fitted_ = false;
@@ -59,8 +66,11 @@ class CostModel {
   int64_t since_fit_ = 0;
 
  public:
-  // Marks the samples observed so far as the calibration profile, kept when newer ones roll over.
+  // Marks the samples observed so far as the calibration profile, kept when newer ones roll over and until
+  // observed steps of their kind displace them.
   void EndCalibration() { calibration_samples_ = samples_.size(); }
+  // The calibration samples not yet displaced.
+  int64_t calibration_samples() const { return static_cast<int64_t>(calibration_samples_); }
 };
 
 // The derived latency target (EngineOptions::kDerivedTbtTarget) of a step whose decode tokens have the

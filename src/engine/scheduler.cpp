@@ -340,6 +340,10 @@ void Scheduler::Plan(std::vector<Work>* plan) {
       ++it;
       continue;
     }
+    if (AnotherComputesItsNextBlock(s)) {
+      ++it;
+      continue;
+    }
     const int64_t n = Admit(s, budget, shape);
     if (n <= 0) break;
     add(s, n);
@@ -378,6 +382,29 @@ void Scheduler::PublishPoolGauges() {
   // Window blocks cached past the shared budget evict snapshots too.
   metrics_->counters.snapshots_cached = snapshots_.count();
   metrics_->counters.snapshot_bytes = snapshots_.bytes();
+}
+
+// Prompts that share a prefix and arrive together (agents' turns under one system prompt) would otherwise
+// each compute the shared blocks in the same steps. Waiting costs the later one nothing: the blocks it waits
+// for are computed at the pace it would have computed them, and once they are cached it starts from them.
+// A running sequence passes the block within its chunks (or is preempted, and no longer runs), so the wait
+// ends.
+bool Scheduler::AnotherComputesItsNextBlock(const Sequence* s) const {
+  const Request* r = s->request;
+  if (!can_restore_ || r->params.prompt_logprobs >= 0 || running_.empty()) return false;
+  const int64_t length = static_cast<int64_t>(s->tokens.size());
+  const int64_t limit = (length - 1) / kvcache::kBlockTokens;
+  if (limit <= 0) return false;
+  std::vector<kvcache::BlockHash> hashes;
+  kvcache::ExtendBlockHashes(r->root, std::span<const int32_t>(s->tokens).first(static_cast<size_t>(limit) * kvcache::kBlockTokens), &hashes);
+  const int64_t m = blocks_.MatchPrefix(hashes, limit);
+  if (m >= limit) return false;
+  const kvcache::BlockHash& next = hashes[static_cast<size_t>(m)];
+  const int64_t block_end = (m + 1) * kvcache::kBlockTokens;
+  return std::any_of(running_.begin(), running_.end(), [&](const Sequence* other) {
+    return other->computed < block_end && static_cast<int64_t>(other->blocks.hashes.size()) > m &&
+           other->blocks.hashes[static_cast<size_t>(m)] == next;
+  });
 }
 
 // Starts a waiting sequence: matches its tokens against the prefix cache, decides where its state is

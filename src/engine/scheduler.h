@@ -232,6 +232,9 @@ class Scheduler {
   void Plan(std::vector<Work>* plan);
   StepPlan BuildPlan(std::vector<Work> plan);
   int64_t Admit(Sequence* s, int64_t budget, const StepShape& shape);
+  // Whether a running sequence is computing the first block of `s`'s prompt that the prefix cache lacks
+  // (the same tokens from the same root): `s` then waits for it to be cached rather than compute it too.
+  bool AnotherComputesItsNextBlock(const Sequence* s) const;
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
   // This step's latency target (EngineOptions::tbt_target_ms; derived from decode_shape_), or 0 for fixed
   // chunks.

@@ -477,8 +477,12 @@ void Scheduler::CheckStep() {
 
 void Scheduler::Calibrate(const std::function<StepResult(const StepPlan&)>& run) {
   // A few steps of typical shapes (a long and a short prefill chunk, decode batches) on scratch sequences;
-  // the model's logits are discarded and the blocks freed (never registered).
+  // the model's logits are discarded and the blocks freed (never registered). The optional steps stop once
+  // the profile's forward passes took kBudgetSeconds (a slow or loaded machine): its measured seconds, not
+  // the clock, so that the profile depends on what the steps cost alone.
+  constexpr double kBudgetSeconds = 3;
   Stopwatch watch;
+  double measured = 0;
   std::vector<std::unique_ptr<Sequence>> seqs;
   auto make = [&](int64_t len) {
     auto s = std::make_unique<Sequence>();
@@ -510,26 +514,38 @@ void Scheduler::Calibrate(const std::function<StepResult(const StepPlan&)>& run)
     }
     const StepResult result = run(plan);
     if (!result.status.ok()) return false;
-    cost_.Observe(shape, static_cast<double>(result.forward_end_nanos - result.forward_start_nanos) * 1e-9);
+    const double seconds = static_cast<double>(result.forward_end_nanos - result.forward_start_nanos) * 1e-9;
+    measured += seconds;
+    cost_.Observe(shape, seconds);
     for (const auto& [s, n] : work) s->computed += n;
     return true;
   };
+  auto within_budget = [&] { return measured < kBudgetSeconds; };
   const int64_t big = std::min<int64_t>(options_.max_num_batched_tokens, 512);
   // `a` runs chunks of big, 64, 1 and 1, one token in two of the decode rounds and a last chunk of 8.
   Sequence* a = make(big + 64 + 1 + 1 + 2 + 8);
   bool ok = step({{a, big}}) && step({{a, 64}}) && step({{a, 1}}) && step({{a, 1}});
+  // One step of several sequences a token each whatever the budget: without one, the fit cannot tell a
+  // sequence's own cost from the intercept, and the first real decode batches (whose steps set the derived
+  // latency target) are predicted from single-sequence steps alone. Each batch sequence takes a token here,
+  // a chunk of 16 and a token in each decode round.
   std::vector<Sequence*> batch;
-  for (int i = 0; ok && i < 8 && watch.ElapsedSeconds() < 3; ++i) batch.push_back(make(24));
+  for (int i = 0; ok && i < 8; ++i) batch.push_back(make(24));
   std::vector<std::pair<Sequence*, int64_t>> work;
-  for (Sequence* s : batch) work.push_back({s, 16});
-  ok = ok && !batch.empty() && step(work);
-  for (int round = 0; ok && round < 4 && watch.ElapsedSeconds() < 3; ++round) {
+  for (Sequence* s : batch) work.push_back({s, 1});
+  ok = ok && step(work);
+  if (ok && within_budget()) {
+    work.clear();
+    for (Sequence* s : batch) work.push_back({s, 16});
+    ok = step(work);
+  }
+  for (int round = 0; ok && round < 4 && within_budget(); ++round) {
     work.clear();
     for (Sequence* s : batch) work.push_back({s, 1});
     if (round % 2) work.push_back({a, 1});
     ok = step(work);
   }
-  if (ok && watch.ElapsedSeconds() < 3) step({{a, 8}, {batch[0], 1}, {batch[1], 1}});
+  if (ok && within_budget()) step({{a, 8}, {batch[0], 1}, {batch[1], 1}});
   for (auto& s : seqs) {
     blocks_.Free(&s->blocks, NowNanos());
     finished_.push_back(s->id);

@@ -1,10 +1,12 @@
 // The derived latency target (EngineOptions::kDerivedTbtTarget) on a cost model fitted to a known machine:
 // every step costs 10 ms plus 1 ms per token, whatever its context, logits rows or chunks. Also the fit of a
-// start-up profile that a slow machine cut short, and a fit that a few noisy prefill steps must not own.
+// start-up profile that a slow machine cut short, a fit that a few noisy prefill steps must not own, and a
+// profile whose steps the machine's own steps displace kind by kind.
 #include "engine/cost_model.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -107,6 +109,48 @@ TEST(CostModel, AFewSlowOrFastPrefillStepsLeaveTheDecodeStepsPredictedWithinThei
   }
   const double bound = std::sqrt(4.0 / static_cast<double>(decodes.size())) / 3;
   EXPECT_LE(std::sqrt(squares / static_cast<double>(decodes.size())), bound);
+}
+
+TEST(CostModel, ObservedStepsDisplaceTheProfileStepsOfTheirKindAndOnlyThose) {
+  // A start-up profile on the known machine whose three 8-sequence decode steps ran twice as slow (other
+  // load at start-up), beside its single-sequence steps (a chunk of 512 and one of 64, two decodes), exact.
+  CostModel m;
+  const std::pair<int64_t, int64_t> single[] = {{0, 512}, {512, 64}, {576, 1}, {577, 1}};
+  for (const auto& [start, n] : single) {
+    StepShape s;
+    s.AddChunk(start, n, true);
+    m.Observe(s, MachineSeconds(s));
+  }
+  for (int64_t start : {0, 1, 2}) {
+    StepShape s;
+    for (int i = 0; i < 8; ++i) s.AddChunk(start, 1, true);
+    m.Observe(s, 2 * MachineSeconds(s));
+  }
+  m.EndCalibration();
+  ASSERT_EQ(m.calibration_samples(), 7);
+  // Real decode batches of 9 to 16 streams, exact: each displaces one slow profile step, and once all three
+  // are gone every sample is the machine's own, so the fit is exact: 16 streams cost 10 ms + 16 × 1 ms.
+  // (Kept, the slow steps would pull a multi-sequence decode's prediction above the machine's.)
+  for (int streams = 9; streams <= 16; ++streams) {
+    StepShape s;
+    for (int i = 0; i < streams; ++i) s.AddChunk(1024 + 3 * streams, 1, true);
+    m.Observe(s, MachineSeconds(s));
+    EXPECT_EQ(m.calibration_samples(), 7 - std::min(streams - 8, 3));
+  }
+  EXPECT_NEAR(m.Predict(Decode(16)), 0.026, 2e-4);
+  // Kinds the real steps never had stay: after the window has rolled over many times the profile's
+  // single-sequence steps are still there, its chunk of 512 among them (a prefill of 512 costs 522 ms).
+  for (int i = 0; i < 2000; ++i) m.Observe(Decode(8 + i % 9), MachineSeconds(Decode(8 + i % 9)));
+  EXPECT_EQ(m.calibration_samples(), 4);
+  EXPECT_EQ(m.fitted_tokens(), 512);
+  StepShape prefill;
+  prefill.AddChunk(0, 512, true);
+  EXPECT_NEAR(m.Predict(prefill), 0.522, 2e-3);
+  // A real single-sequence prompt step displaces one of those two prompt steps (the oldest: the 512).
+  StepShape chunk;
+  chunk.AddChunk(0, 100, true);
+  m.Observe(chunk, MachineSeconds(chunk));
+  EXPECT_EQ(m.calibration_samples(), 3);
 }
 
 // The tier's choice on the known machine: 384 tokens cost 394 ms to recompute, so a read is kept up to

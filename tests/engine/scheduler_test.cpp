@@ -208,6 +208,64 @@ StepResult Ran(const StepPlan& plan, int32_t token) {
   return result;
 }
 
+TEST(EngineScheduler, PromptsSharingAPrefixArrivingTogetherComputeItOnce) {
+  // Three requests with the same 600-token prompt arrive together (agents' first turns under one system
+  // prompt). The first computes it (a chunk of 512, then 88); the others wait while it computes the blocks
+  // they lack, then resume from its four cached full blocks (the last, partial block is always computed):
+  // 600 + 2 × 88 = 776 prompt positions computed, not 3 × 600.
+  Harness h({}, /*prefix_blocks=*/32);
+  std::vector<int32_t> prompt(600);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(2 + (i * 7) % 250);
+  for (RequestId id = 1; id <= 3; ++id) h.Add(id, prompt, 2);
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+  int64_t prompt_positions = 0, steps = 0;
+  for (; steps < 100; ++steps) {
+    const StepPlan plan = h.scheduler->Schedule();
+    if (plan.empty()) break;
+    for (const PlannedChunk& c : plan.chunks) prompt_positions += std::max<int64_t>(0, std::min<int64_t>(c.end, 600) - c.start);
+    h.scheduler->Update(Ran(plan, 5));
+  }
+  EXPECT_LT(steps, 100);
+  EXPECT_EQ(prompt_positions, 600 + 2 * 88);
+  h.output.Stop();
+  EXPECT_EQ(h.finished.load(), 3);
+}
+
+TEST(EngineScheduler, ASlowMachinesCalibrationStillHoldsAStepOfSeveralSequences) {
+  // A machine whose every step costs 1 s, 100 ms per sequence and 2 ms per token: the profile's budget of
+  // forward time is spent by its first two steps (2.124 s and 1.228 s). Its one step of eight sequences a
+  // token each still runs, so the fit knows a sequence's own cost: the first real step, sixteen prompts of
+  // 8 tokens, is predicted at the machine's 1 + 1.6 + 0.256 = 2.856 s. From single-sequence steps alone it
+  // would be 1.1 + 0.256 s.
+  auto slow = [](const StepPlan& plan) {
+    StepResult result = Ran(plan, 5);
+    int64_t tokens = 0;
+    for (const PlannedChunk& c : plan.chunks) tokens += c.end - c.start;
+    const double seconds = 1 + 0.1 * static_cast<double>(plan.chunks.size()) + 0.002 * static_cast<double>(tokens);
+    result.forward_end_nanos = result.forward_start_nanos + static_cast<int64_t>(seconds * 1e9);
+    return result;
+  };
+  Harness h({}, /*prefix_blocks=*/64);
+  int64_t profile_steps = 0;
+  h.scheduler->Calibrate([&](const StepPlan& plan) {
+    ++profile_steps;
+    return slow(plan);
+  });
+  EXPECT_EQ(profile_steps, 5);  // 512, 64, 1, 1 and the eight sequences' step; then the budget stops it
+  for (RequestId id = 1; id <= 16; ++id) {
+    std::vector<int32_t> prompt(8);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(2 + (i * 5 + id * 11) % 250);
+    h.Add(id, prompt, 2);
+  }
+  ASSERT_FALSE(h.scheduler->DrainInbox(false));
+  const StepPlan plan = h.scheduler->Schedule();
+  ASSERT_EQ(plan.chunks.size(), 16u);
+  EXPECT_NEAR(h.scheduler->PredictedStepSeconds(), 2.856, 0.03);
+  h.scheduler->Update(slow(plan));
+  h.scheduler->AbortAll();
+  h.output.Stop();
+}
+
 TEST(EngineScheduler, PromptsArrivingTogetherBesideAStreamKeepItsStepsWithinTheDerivedTarget) {
   // One stream decodes when fifteen prompts of 300 tokens arrive together. With k streams decoding, the
   // derived target is 1.5 × the larger of their decode step (10 + k ms) and that of 8 streams (18 ms). Every

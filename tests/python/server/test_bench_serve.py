@@ -1,15 +1,18 @@
 """`deepinfer bench serve` against the real `deepinfer serve`, given as both systems: every phase counts
 every token, completions rounds count inter-token latency by token, the table has the peer's column and
 ratios, and the warm round's re-sent prompts resume from cached window state (the server's window-hit
-counter), whose misses the server reports by cause."""
+counter), whose misses the server reports by cause; the same with the two systems' workloads interleaved."""
 import json
 import subprocess
+
+import pytest
 
 from conftest import make_tiny_model
 from server_process import Server
 
 
-def test_bench_serve_cold_warm_and_agent_rounds_beside_a_peer(deepinfer_bin, tmp_path):
+@pytest.mark.parametrize("interleave", [[], ["--interleave"]], ids=["in_turn", "interleaved"])
+def test_bench_serve_cold_warm_and_agent_rounds_beside_a_peer(deepinfer_bin, tmp_path, interleave):
     model = make_tiny_model(deepinfer_bin, tmp_path / "tiny", seed=5)
     server = Server(deepinfer_bin, model, "--served-model-name", "tiny-serve")
     out = tmp_path / "serve.json"
@@ -19,7 +22,7 @@ def test_bench_serve_cold_warm_and_agent_rounds_beside_a_peer(deepinfer_bin, tmp
             [deepinfer_bin, "bench", "serve", "--url", server.url, "--peer-url", server.url, "--peer-name", "again",
              "--concurrency", "1,2", "--prompt-tokens", "300", "--output-tokens", "4", "--agent",
              "--agent-sessions", "2", "--agent-turns", "2", "--system-tokens", "300", "--message-tokens", "5",
-             "--think-s", "0,0", "--json", str(out)],
+             "--think-s", "0,0", "--json", str(out)] + interleave,
             capture_output=True, text=True, timeout=120)
         after = server.metrics()
     finally:
@@ -42,7 +45,8 @@ def test_bench_serve_cold_warm_and_agent_rounds_beside_a_peer(deepinfer_bin, tmp
     assert any(line.rstrip().endswith("x") for line in proc.stdout.splitlines() if "TTFT p50" in line)
     # Prompts of 300 words are at least two full blocks: the first pass's warm prompts (2 + 4) and second
     # agent turns (2) resume from the cache, and so does every request of the second pass, which re-sends the
-    # first pass's prompts (2 + 2 + 4 + 4 + 2 + 2). A re-sent prompt resumes from its own snapshot (one hit, to
+    # first pass's prompts (2 + 2 + 4 + 4 + 2 + 2); interleaved, the second system's requests of each phase
+    # come right after the first's, re-sending them. A re-sent prompt resumes from its own snapshot (one hit, to
     # its last token); a longer one from a finished sequence's snapshot or from the cached window blocks.
     def resumed(m):
         return sum(m.get(f'deepinfer:{name}{{model_name="tiny-serve"}}', 0)
