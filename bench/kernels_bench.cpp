@@ -125,7 +125,10 @@ BENCHMARK_CAPTURE(BM_LinearOneThread, bf16, WeightFormat::kBF16)
     ->Args({32, 3072, 512})
     ->Args({32, 8192, 1024})
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_LinearOneThread, fp8, WeightFormat::kFP8Block)->Args({48, 512, 1024})->Args({512, 1024, 2048})->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearOneThread, fp8, WeightFormat::kFP8Block)
+    ->Args({48, 512, 1024})
+    ->Args({512, 1024, 2048})
+    ->UseRealTime();
 
 // FP8 weights whose codes are all E4M3 subnormals (exponent field 0, nonzero mantissa) or all normal, at
 // decode sizes: a decode that feeds subnormal fp32 patterns to the FMA runs far slower on cores that take
