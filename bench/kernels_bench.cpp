@@ -94,6 +94,42 @@ DEEPINFER_LINEAR_BENCH(mxfp4, WeightFormat::kMXFP4, LinearPrecision::kExact);
 DEEPINFER_LINEAR_BENCH(bf16_bf16act, WeightFormat::kBF16, LinearPrecision::kBf16Activations);
 DEEPINFER_LINEAR_BENCH(mxfp4_bf16act, WeightFormat::kMXFP4, LinearPrecision::kBf16Activations);
 
+// One thread (no pool) at the DeepSeek-V3 bench preset's prefill and batch-32 shapes, for the GEMM
+// efficiency against one core's FMA peak: a routed expert's gate (or up) and down product at 512 prompt
+// tokens (about 48 rows each: 512 x top-6 / 64 experts) and at batch 32 (about 3 rows), the attention
+// projections at 512 rows, and a slice of the vocabulary head at 32 rows.
+void BM_LinearOneThread(benchmark::State& state, WeightFormat format) {
+  const int64_t m = state.range(0), out = state.range(1), in = state.range(2);
+  const Weights w = MakeWeights(format, out, in);
+  std::vector<float> x(static_cast<size_t>(m * in)), y(static_cast<size_t>(m * out));
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  for (auto _ : state) {
+    Linear(x.data(), m, in, w.view, y.data(), out, nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * static_cast<double>(m * out * in), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_LinearOneThread, bf16, WeightFormat::kBF16)
+    ->Args({48, 512, 1024})
+    ->Args({48, 1024, 512})
+    ->Args({3, 512, 1024})
+    ->Args({3, 1024, 512})
+    ->Args({96, 1024, 1024})
+    ->Args({192, 1024, 1024})
+    ->Args({512, 576, 1024})
+    ->Args({512, 3072, 512})
+    ->Args({512, 1024, 2048})
+    ->Args({32, 3072, 512})
+    ->Args({32, 8192, 1024})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearOneThread, fp8, WeightFormat::kFP8Block)
+    ->Args({48, 512, 1024})
+    ->Args({512, 1024, 2048})
+    ->UseRealTime();
+
 // FP8 weights whose codes are all E4M3 subnormals (exponent field 0, nonzero mantissa) or all normal, at
 // decode sizes: a decode that feeds subnormal fp32 patterns to the FMA runs far slower on cores that take
 // a microcode assist for them, one that keeps every pattern normal runs both at the same speed.

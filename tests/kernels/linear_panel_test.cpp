@@ -1,4 +1,4 @@
-// The batched (panel) path of Linear (m ≥ 5), tile by tile: every mix of full and partial register tiles
+// The batched (panel) paths of Linear (m ≥ 5), tile by tile: every mix of full and partial register tiles
 // in m and out_features, inputs that are and are not whole 16-lane steps, plain and accumulating stores,
 // on every ISA, against the canonical order of linear.h written out here from its definition.
 #include <gtest/gtest.h>
@@ -83,6 +83,58 @@ TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
                       << "row " << i << " output " << n << ": " << y[at] << " vs " << expected;
                 }
               }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Larger batches take the lane-major panel where the ISA has one (AVX2): whole and partial groups of 16
+// outputs, tiles of 6 rows of x and every remainder of 1 to 5 rows, runs of k longer than one chunk of
+// 512 (in = 600, 1040), more than one panel block (out = 120 at in = 600 is two), inputs that are and are
+// not whole 16-lane steps (200, 600), rows of x and y wider than the product; each output bit for bit the
+// canonical order, plain and accumulating.
+TEST(LinearPanelTest, LargeBatchesMatchTheCanonicalOrderBitForBit) {
+  struct ProductShape {
+    int64_t m, out, in;
+  };
+  const ProductShape shapes[] = {{8, 16, 16}, {13, 33, 48}, {17, 120, 600}, {9, 17, 200}, {22, 40, 1040}, {12, 3, 64}};
+  uint32_t seed = 500;
+  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kF32, WeightFormat::kFP8Block, WeightFormat::kMXFP4}) {
+    for (const ProductShape& shape : shapes) {
+      const int64_t m = shape.m, out = shape.out;
+      const int64_t in = format == WeightFormat::kMXFP4 ? (shape.in + 31) / 32 * 32 : shape.in;
+      const TestWeight w = MakeTestWeight(format, out, in, seed++);
+      const int64_t x_stride = in + 5, y_stride = out + 3;
+      const std::vector<float> x = SpreadX(m, x_stride, seed++);
+      const std::vector<float> initial = RandomVector(static_cast<size_t>(m * y_stride), seed++);
+      std::vector<float> dots(static_cast<size_t>(m * out));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t n = 0; n < out; ++n) {
+          dots[static_cast<size_t>(i * out + n)] = CanonicalDot(x.data() + i * x_stride, w, n);
+        }
+      }
+      for (bool accumulate : {false, true}) {
+        for (Isa isa : IsasToTest()) {
+          SCOPED_TRACE(test_support::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
+                       " in=" + std::to_string(in) + (accumulate ? " accumulate" : "") +
+                       " isa=" + std::string(IsaName(isa)));
+          std::vector<float> y = initial;
+          LinearOptions options;
+          options.accumulate = accumulate;
+          LinearWithIsa(isa, x.data(), m, x_stride, w.view, y.data(), y_stride, options, nullptr);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t n = 0; n < y_stride; ++n) {
+              const size_t at = static_cast<size_t>(i * y_stride + n);
+              float expected = initial[at];  // past out_features: untouched
+              if (n < out) {
+                const float dot = dots[static_cast<size_t>(i * out + n)];
+                expected = accumulate ? initial[at] + dot : dot;
+              }
+              ASSERT_EQ(0, std::memcmp(&y[at], &expected, 4))
+                  << "row " << i << " output " << n << ": " << y[at] << " vs " << expected;
             }
           }
         }
