@@ -21,6 +21,10 @@ ByteClasses ByteClasses::FromNfa(const Nfa& nfa) {
       cut[e.lo] = 1;
       cut[static_cast<size_t>(e.hi) + 1] = 1;
     }
+  return FromCuts(cut);
+}
+
+ByteClasses ByteClasses::FromCuts(const std::array<uint8_t, 257>& cut) {
   ByteClasses c;
   uint32_t cls = 0;
   for (size_t b = 0; b < 256; ++b) {

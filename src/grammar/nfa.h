@@ -125,6 +125,8 @@ struct ByteClasses {
   uint32_t count = 1;
   std::array<uint8_t, 256> map{};
   static ByteClasses FromNfa(const Nfa& nfa);
+  // `cut[b]` set where an edge range starts at byte b or ends at b - 1 (index 256: past the last byte).
+  static ByteClasses FromCuts(const std::array<uint8_t, 257>& cut);
 };
 
 // Classes lo..hi of state `source` lead to `target` (a run of a row: one target, nonzero).

@@ -254,14 +254,7 @@ ByteClasses ClassesOf(const std::vector<std::vector<ByteEdge>>& a, const std::ve
   for (const auto* edges : {&a, &b})
     for (const auto& state : *edges)
       for (const ByteEdge& e : state) cut[e.lo] = 1, cut[static_cast<size_t>(e.hi) + 1] = 1;
-  ByteClasses c;
-  uint32_t cls = 0;
-  for (size_t byte = 0; byte < 256; ++byte) {
-    if (byte > 0 && cut[byte]) ++cls;
-    c.map[byte] = static_cast<uint8_t>(cls);
-  }
-  c.count = cls + 1;
-  return c;
+  return ByteClasses::FromCuts(cut);
 }
 
 // A minimal DFA's table over `classes` (which no edge of it cuts): its start is state 1, state 0 dead.

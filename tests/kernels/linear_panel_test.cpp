@@ -50,6 +50,46 @@ std::vector<float> SpreadX(int64_t rows, int64_t stride, uint32_t seed) {
   return x;
 }
 
+// Runs Linear on every ISA, plain and accumulating, from `initial` outputs, and checks each output bit for
+// bit against `dots[i·out + n]` (the canonical order); columns past out_features must stay untouched.
+void ExpectCanonicalOnEveryIsa(const std::vector<float>& x, int64_t m, int64_t x_stride, const TestWeight& w,
+                               const std::vector<float>& initial, int64_t y_stride, const std::vector<float>& dots,
+                               WeightFormat format) {
+  const int64_t out = w.view.out_features, in = w.view.in_features;
+  for (bool accumulate : {false, true}) {
+    for (Isa isa : IsasToTest()) {
+      SCOPED_TRACE(test_support::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
+                   " in=" + std::to_string(in) + (accumulate ? " accumulate" : "") + " isa=" + std::string(IsaName(isa)));
+      std::vector<float> y = initial;
+      LinearOptions options;
+      options.accumulate = accumulate;
+      LinearWithIsa(isa, x.data(), m, x_stride, w.view, y.data(), y_stride, options, nullptr);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t n = 0; n < y_stride; ++n) {
+          const size_t at = static_cast<size_t>(i * y_stride + n);
+          float expected = initial[at];  // past out_features: untouched
+          if (n < out) {
+            const float dot = dots[static_cast<size_t>(i * out + n)];
+            expected = accumulate ? initial[at] + dot : dot;
+          }
+          ASSERT_EQ(0, std::memcmp(&y[at], &expected, 4))
+              << "row " << i << " output " << n << ": " << y[at] << " vs " << expected;
+        }
+      }
+    }
+  }
+}
+
+// The canonical dots of every row of x against every output of w.
+std::vector<float> CanonicalDots(const std::vector<float>& x, int64_t m, int64_t x_stride, const TestWeight& w) {
+  const int64_t out = w.view.out_features;
+  std::vector<float> dots(static_cast<size_t>(m * out));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t n = 0; n < out; ++n) dots[static_cast<size_t>(i * out + n)] = CanonicalDot(x.data() + i * x_stride, w, n);
+  }
+  return dots;
+}
+
 TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
   uint32_t seed = 100;
   // At() is the decoded fp32 weight exactly as the kernels define it, so it is the FMA's operand.
@@ -62,29 +102,7 @@ TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
           const int64_t x_stride = in + 3, y_stride = out + 2;
           const std::vector<float> x = SpreadX(m, x_stride, seed++);
           const std::vector<float> initial = RandomVector(static_cast<size_t>(m * y_stride), seed++);
-          for (bool accumulate : {false, true}) {
-            for (Isa isa : IsasToTest()) {
-              SCOPED_TRACE(test_support::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
-                           " in=" + std::to_string(in) + (accumulate ? " accumulate" : "") +
-                           " isa=" + std::string(IsaName(isa)));
-              std::vector<float> y = initial;
-              LinearOptions options;
-              options.accumulate = accumulate;
-              LinearWithIsa(isa, x.data(), m, x_stride, w.view, y.data(), y_stride, options, nullptr);
-              for (int64_t i = 0; i < m; ++i) {
-                for (int64_t n = 0; n < y_stride; ++n) {
-                  const size_t at = static_cast<size_t>(i * y_stride + n);
-                  float expected = initial[at];  // past out_features: untouched
-                  if (n < out) {
-                    const float dot = CanonicalDot(x.data() + i * x_stride, w, n);
-                    expected = accumulate ? initial[at] + dot : dot;
-                  }
-                  ASSERT_EQ(0, std::memcmp(&y[at], &expected, 4))
-                      << "row " << i << " output " << n << ": " << y[at] << " vs " << expected;
-                }
-              }
-            }
-          }
+          ExpectCanonicalOnEveryIsa(x, m, x_stride, w, initial, y_stride, CanonicalDots(x, m, x_stride, w), format);
         }
       }
     }
@@ -110,35 +128,7 @@ TEST(LinearPanelTest, LargeBatchesMatchTheCanonicalOrderBitForBit) {
       const int64_t x_stride = in + 5, y_stride = out + 3;
       const std::vector<float> x = SpreadX(m, x_stride, seed++);
       const std::vector<float> initial = RandomVector(static_cast<size_t>(m * y_stride), seed++);
-      std::vector<float> dots(static_cast<size_t>(m * out));
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t n = 0; n < out; ++n) {
-          dots[static_cast<size_t>(i * out + n)] = CanonicalDot(x.data() + i * x_stride, w, n);
-        }
-      }
-      for (bool accumulate : {false, true}) {
-        for (Isa isa : IsasToTest()) {
-          SCOPED_TRACE(test_support::FormatName(format) + " m=" + std::to_string(m) + " out=" + std::to_string(out) +
-                       " in=" + std::to_string(in) + (accumulate ? " accumulate" : "") +
-                       " isa=" + std::string(IsaName(isa)));
-          std::vector<float> y = initial;
-          LinearOptions options;
-          options.accumulate = accumulate;
-          LinearWithIsa(isa, x.data(), m, x_stride, w.view, y.data(), y_stride, options, nullptr);
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t n = 0; n < y_stride; ++n) {
-              const size_t at = static_cast<size_t>(i * y_stride + n);
-              float expected = initial[at];  // past out_features: untouched
-              if (n < out) {
-                const float dot = dots[static_cast<size_t>(i * out + n)];
-                expected = accumulate ? initial[at] + dot : dot;
-              }
-              ASSERT_EQ(0, std::memcmp(&y[at], &expected, 4))
-                  << "row " << i << " output " << n << ": " << y[at] << " vs " << expected;
-            }
-          }
-        }
-      }
+      ExpectCanonicalOnEveryIsa(x, m, x_stride, w, initial, y_stride, CanonicalDots(x, m, x_stride, w), format);
     }
   }
 }
