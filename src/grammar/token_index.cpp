@@ -18,25 +18,13 @@ uint8_t TextCategoryOf(char32_t cp) {
   return TokenIndex::kTextNonAscii;
 }
 
-// (*tail)[p]: the categories of the code points of bytes[p..], or kTextOther when byte p starts no
-// complete plain code point or a later one is not plain. Backwards, one decode per position.
-void TailCategories(std::string_view bytes, std::vector<uint8_t>* tail) {
-  tail->assign(bytes.size() + 1, 0);
-  for (size_t p = bytes.size(); p-- > 0;) {
-    char32_t cp;
-    const size_t len = utf8::Decode(bytes, p, &cp);
-    if (len == 0 || cp < 0x20 || cp == '"' || cp == '\\') (*tail)[p] = TokenIndex::kTextOther;
-    else (*tail)[p] = static_cast<uint8_t>(TextCategoryOf(cp) | (*tail)[p + len]);
-  }
-}
-
 int CharMemberOf(char32_t cp) {
   if (cp < 0x80) return static_cast<int>(cp);
   return cp == 0x2028 || cp == 0x2029 ? TokenIndex::kCharLineSep : TokenIndex::kCharNonAscii;
 }
 
-// As TailCategories, by CharSet members: (*tail)[p] holds the members of bytes[p..], kCharOther where byte
-// p starts no complete plain code point or a later one is not plain.
+// (*tail)[p]: the CharSet members of the code points of bytes[p..], kCharOther where byte p starts no
+// complete plain code point or a later one is not plain. Backwards, one decode per position.
 void TailChars(std::string_view bytes, std::vector<TokenIndex::CharSet>* tail) {
   tail->assign(bytes.size() + 1, TokenIndex::CharSet{});
   for (size_t p = bytes.size(); p-- > 0;) {
@@ -141,8 +129,7 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
   std::vector<std::vector<int32_t>> node_tokens(1);
   std::vector<uint32_t> path = {0};  // path[d] = open node at depth d
   std::string prev;
-  std::vector<uint8_t> tail_of_token;  // tail_of_token[p]: categories of bytes p.. of the token
-  std::vector<CharSet> chars_of_token;  // the same as members
+  std::vector<CharSet> chars_of_token;  // chars_of_token[p]: members of bytes p.. of the token
   for (int32_t id : order) {
     const std::string& s = tokens[id];
     size_t common = 0;
@@ -160,9 +147,6 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
       path.push_back(static_cast<uint32_t>(t.byte_.size() - 1));
     }
     node_tokens[path.back()].push_back(id);
-    TailCategories(s, &tail_of_token);
-    t.tail_cats_.resize(t.byte_.size(), 0);
-    for (size_t d = 1; d < path.size(); ++d) t.tail_cats_[path[d]] |= tail_of_token[d - 1];
     TailChars(s, &chars_of_token);
     t.tail_chars_.resize(t.byte_.size());
     for (size_t d = 1; d < path.size(); ++d) t.tail_chars_[path[d]] |= chars_of_token[d - 1];
@@ -173,7 +157,6 @@ Result<std::shared_ptr<const TokenIndex>> TokenIndex::FromTokens(const std::vect
     t.end_[path.back()] = static_cast<uint32_t>(t.byte_.size());
     path.pop_back();
   }
-  t.tail_cats_.resize(t.byte_.size(), 0);
   t.tail_chars_.resize(t.byte_.size());
   t.tok_begin_.push_back(0);
   for (const auto& v : node_tokens) {

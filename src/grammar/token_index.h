@@ -71,11 +71,9 @@ class TokenIndex {
     const int32_t* tok_ids;
     const uint8_t* max_plain;
     const uint8_t* cats;
-    const uint8_t* tail_cats;
   };
   NodeArrays node_arrays() const {
-    return {byte_.data(), depth_.data(), end_.data(), tok_begin_.data(), tok_ids_.data(), max_plain_.data(), cats_.data(),
-            tail_cats_.data()};
+    return {byte_.data(), depth_.data(), end_.data(), tok_begin_.data(), tok_ids_.data(), max_plain_.data(), cats_.data()};
   }
   // JSON-plain tokens: every byte belongs to a complete code point >= U+0020 other than '"' and '\'
   // (what a JSON string holds unescaped). plain_mask(L) has the plain tokens of 1..L code points
@@ -115,7 +113,8 @@ class TokenIndex {
       return *this;
     }
   };
-  // Per node: the members its subtree's tokens hold from the node's byte on (as tail_cats, finer).
+  // Per node: the members of the code points its subtree's tokens hold from the node's byte on (their
+  // tails past the parent), with kCharOther where some tail does not start a plain code point there.
   const CharSet* tail_chars() const { return tail_chars_.data(); }
   // Content fingerprint (tokens, exclusions, stops, width): part of the compiled-grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -141,11 +140,6 @@ class TokenIndex {
   std::vector<size_t> plain_counts_;
   std::vector<uint8_t> max_plain_;
   std::vector<uint8_t> cats_;                  // per node: categories of its subtree's tokens
-  // Per node (NodeArrays::tail_cats): the categories of the code points its subtree's tokens hold from the
-  // node's byte on (their tails past the parent), with kTextOther when some tail does not start a code
-  // point there or is not plain text. Tails of any length count: a state to which every code point of
-  // those categories comes back accepts the whole subtree.
-  std::vector<uint8_t> tail_cats_;
   std::vector<uint8_t> tok_cats_, tok_plain_;  // per token id: categories, plain length (255: not plain)
   std::vector<CharSet> tail_chars_;            // per node, see tail_chars()
   struct TextMasks {
