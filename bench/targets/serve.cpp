@@ -51,7 +51,8 @@ constexpr const char* kServeUsage =
     "  --peer-url URL         the peer's (e.g. llama-server); omitted: ours alone\n"
     "  --model NAME, --peer-model NAME   served model names (default: the first of /v1/models)\n"
     "  --name NAME, --peer-name NAME     what the table calls them (default deepinfer, peer)\n"
-    "  --prompt-tokens N      words per prompt (about one token each; default 512)\n"
+    "  --prompt-tokens N|MIN,MAX   words per prompt (about one token each; default 512); MIN,MAX draws each\n"
+    "                         prompt's length uniformly from that range (seeded, the same for every server)\n"
     "  --output-tokens N      tokens per completion (default 128; the end of text is ignored)\n"
     "  --concurrency LIST     concurrent clients of the cold and warm rounds (default 1,4,16)\n"
     "  --requests-per-client N   prompts each client sends per round (default 2)\n"
@@ -265,7 +266,7 @@ class OneServerAtATime {
 };
 
 struct Options {
-  int64_t prompt_tokens = 512, output_tokens = 128, requests_per_client = 2;
+  int64_t prompt_tokens = 512, prompt_tokens_max = 512, output_tokens = 128, requests_per_client = 2;
   std::vector<int64_t> concurrency = {1, 4, 16};
   double warm_after_s = 0;
   bool rounds = true, agent = false;
@@ -407,7 +408,12 @@ std::vector<std::vector<Row>> RunAll(const std::vector<Server*>& servers, const 
         std::mt19937_64 rng(o.seed * 31 + static_cast<uint64_t>(clients));
         std::vector<std::vector<std::string>> prompts(static_cast<size_t>(clients));
         for (auto& mine : prompts)
-          for (int64_t i = 0; i < o.requests_per_client; ++i) mine.push_back(Words(o.prompt_tokens, rng));
+          for (int64_t i = 0; i < o.requests_per_client; ++i) {
+            int64_t words = o.prompt_tokens;
+            if (o.prompt_tokens_max > o.prompt_tokens)
+              words = std::uniform_int_distribution<int64_t>(o.prompt_tokens, o.prompt_tokens_max)(rng);
+            mine.push_back(Words(words, rng));
+          }
         for (int warm = 0; warm < 2; ++warm) {
           if (warm && o.warm_after_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(o.warm_after_s));
           for (size_t i : now) {
@@ -483,7 +489,7 @@ Status Resolve(Server& s) {
 int RunBenchServe(const std::vector<std::string>& args) {
   Server ours{"deepinfer", "http://127.0.0.1:8000", "", {}}, peer{"peer", "", "", {}};
   Options o;
-  std::vector<int64_t> think = {60, 300};
+  std::vector<int64_t> think = {60, 300}, prompt_range = {512};
   std::string json_path;
   bool no_rounds = false, interleave = false;
   cli::Flags flags("bench serve");
@@ -493,7 +499,7 @@ int RunBenchServe(const std::vector<std::string>& args) {
   flags.String("--peer-model", &peer.model);
   flags.String("--name", &ours.name);
   flags.String("--peer-name", &peer.name);
-  flags.Int<int64_t>("--prompt-tokens", &o.prompt_tokens, 1, 1 << 20);
+  flags.IntList("--prompt-tokens", &prompt_range, 1, 1 << 20, 2);
   flags.Int<int64_t>("--output-tokens", &o.output_tokens, 1, 1 << 20);
   flags.IntList("--concurrency", &o.concurrency, 1, 1024, 16);
   flags.Int<int64_t>("--requests-per-client", &o.requests_per_client, 1, 1 << 16);
@@ -510,6 +516,10 @@ int RunBenchServe(const std::vector<std::string>& args) {
   flags.Path("--json", &json_path);
   if (int rc = flags.Parse(args)) return rc;
   o.rounds = !no_rounds;
+  o.prompt_tokens = prompt_range[0];
+  o.prompt_tokens_max = prompt_range.size() > 1 ? prompt_range[1] : prompt_range[0];
+  if (o.prompt_tokens_max < o.prompt_tokens)
+    return cli::UsageError("bench serve", "--prompt-tokens takes N or MIN,MAX with MIN <= MAX");
   o.think_min = static_cast<double>(think[0]);
   o.think_max = static_cast<double>(think.size() > 1 ? think[1] : think[0]);
   if (o.think_max < o.think_min) return cli::UsageError("bench serve", "--think-s takes MIN,MAX with MIN <= MAX");
@@ -522,8 +532,9 @@ int RunBenchServe(const std::vector<std::string>& args) {
   }
   const std::vector<std::vector<Row>> results = RunAll(servers, o, interleave);
 
-  std::printf("bench serve: prompts of %lld words, %lld output tokens, %lld requests per client per round\n",
-              static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.output_tokens),
+  std::printf("bench serve: prompts of %lld-%lld words, %lld output tokens, %lld requests per client per round\n",
+              static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.prompt_tokens_max),
+              static_cast<long long>(o.output_tokens),
               static_cast<long long>(o.requests_per_client));
   const char* metrics[] = {"TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "out tok/s"};
   auto value = [](const Phase& p, int m) {

@@ -40,6 +40,9 @@ class StreamHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def seen(self, request):
+        pass
+
     def do_GET(self):
         data = json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "me"}]}).encode()
         self.send_response(200)
@@ -50,6 +53,7 @@ class StreamHandler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen(request)
         # Each server is asked for its per-token data in both forms.
         assert request["stream"] is True and request["return_token_ids"] is True
         assert request["timings_per_token"] is True
@@ -92,3 +96,39 @@ def test_itl_counts_each_token_of_an_event_where_the_stream_reports_them(deepinf
             assert (phase["itl_counted_by"], phase["itl_samples"], phase["multi_token_events"]) == ("token", 14, 4)
     by = "event" if style == "none" else "token"
     assert f"cold x2          by {by}; {0 if style == 'none' else 4} of 8 events carried several tokens" in proc.stdout
+
+
+class RecordingHandler(StreamHandler):
+    style = "token_ids"
+    prompts = None  # (port, words) of every completion request, in arrival order
+
+    def seen(self, request):
+        self.prompts.append((self.server.server_address[1], len(request["prompt"].split())))
+
+
+def test_prompt_lengths_drawn_from_a_range_are_the_same_for_both_servers(deepinfer_bin, tmp_path):
+    prompts = []
+    handler = type("Handler", (RecordingHandler,), {"prompts": prompts})
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    ours, peer = (server.server_address[1] for server in servers)
+    try:
+        proc = subprocess.run([deepinfer_bin, "bench", "serve", "--url", f"http://127.0.0.1:{ours}",
+                               "--peer-url", f"http://127.0.0.1:{peer}", "--concurrency", "1",
+                               "--requests-per-client", "12", "--prompt-tokens", "20,40", "--output-tokens", "8"],
+                              capture_output=True, text=True, timeout=60)
+        reversed_range = subprocess.run([deepinfer_bin, "bench", "serve", "--url", f"http://127.0.0.1:{ours}",
+                                         "--prompt-tokens", "40,20"], capture_output=True, text=True, timeout=60)
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "prompts of 20-40 words" in proc.stdout
+    lengths = {port: [words for p, words in prompts if p == port] for port in (ours, peer)}
+    # One client sends 12 prompts in its cold round and the same 12 again warm, to each server in turn.
+    assert len(lengths[ours]) == 24 and lengths[ours] == lengths[peer]
+    assert lengths[ours][:12] == lengths[ours][12:]
+    assert all(20 <= n <= 40 for n in lengths[ours]) and len(set(lengths[ours])) > 1, lengths
+    assert reversed_range.returncode != 0 and "MIN <= MAX" in reversed_range.stderr
