@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "grammar/compiler.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 
@@ -111,8 +112,18 @@ class SchemaResolver {
   static constexpr const char* kNegatedRefPrefix = "$not:";
   // R where `ref` names the negation of R, else nullopt.
   static std::optional<std::string> NegatedRefTarget(const std::string& ref);
-  // A sub-compiler's resolver reads (and adds to) the negated definitions of the one it checks for.
-  void ShareNegatedDefinitions(const SchemaResolver& other) { negated_ = other.negated_; }
+  // A sub-compiler's resolver reads (and adds to) the negated definitions and the compiled patterns of the
+  // one it checks for.
+  void ShareNegatedDefinitions(const SchemaResolver& other) {
+    negated_ = other.negated_;
+    patterns_ = other.patterns_;
+  }
+
+  // The validator's compiled patterns (json_schema_validate.cpp), keyed by the pattern and whether it must
+  // match whole: each check of one schema (enum members, a witness, a pair of branches) starts a validator
+  // of its own, and they meet the same few patterns, each compiled to an automaton, again and again.
+  using CompiledPatterns = std::map<std::string, std::unique_ptr<CompiledGrammar>>;
+  CompiledPatterns& Patterns() const { return *patterns_; }
 
   static bool HasConstraints(const Json& s);
   // The TypeBits of the instances the schema's type/const/enum allow.
@@ -160,6 +171,7 @@ class SchemaResolver {
   bool ref_overrides_ = false;
   bool conditionals_ = true;
   std::shared_ptr<NegatedDefinitions> negated_ = std::make_shared<NegatedDefinitions>();
+  std::shared_ptr<CompiledPatterns> patterns_ = std::make_shared<CompiledPatterns>();
   // Disjoint's budget: calls under way, and the steps left to the outermost one.
   mutable uint32_t disjoint_nesting_ = 0;
   mutable uint32_t disjoint_steps_ = 0;

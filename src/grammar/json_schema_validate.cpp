@@ -242,8 +242,9 @@ class Validator {
   // A pattern (or a format's expression, `full`) against the raw text.
   Result<bool> Matches(const std::string& pattern, bool full, const std::string& text, const std::string& path) {
     const std::string key = (full ? "F" : "P") + pattern;
-    auto it = regexes_.find(key);
-    if (it == regexes_.end()) {
+    SchemaResolver::CompiledPatterns& regexes = r_.Patterns();
+    auto it = regexes.find(key);
+    if (it == regexes.end()) {
       Grammar g;
       const uint32_t rule = g.AddRule("p");
       RegexOptions ro;
@@ -254,7 +255,7 @@ class Validator {
       g.set_root(rule);
       auto cg = grammar::Compile(g);
       if (!cg.ok()) return cg.status().WithContext(path + "/pattern");
-      it = regexes_.emplace(key, std::make_unique<CompiledGrammar>(std::move(*cg))).first;
+      it = regexes.emplace(key, std::make_unique<CompiledGrammar>(std::move(*cg))).first;
     }
     return it->second->Matches(text);
   }
@@ -481,7 +482,6 @@ class Validator {
 
   const SchemaResolver& r_;
   uint32_t max_depth_;
-  std::map<std::string, std::unique_ptr<CompiledGrammar>> regexes_;
   std::unordered_map<const Json*, std::unordered_multimap<size_t, const Json*>> enum_index_;
 };
 

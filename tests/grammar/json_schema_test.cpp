@@ -442,7 +442,8 @@ TEST(JsonSchemaCoverage, NegationsThatNeedAMember) {
 // Formats against the JSON-Schema-Test-Suite's optional/format verdicts (draft 2020-12) and the RFC
 // grammars they cite: durations (RFC 3339 appendix A: years then days need months between), email
 // (RFC 5321 quoted local parts and address literals), IPv6 (RFC 3986, IPv4 in the last 32 bits), URI
-// (RFC 3986: percent-encoding, numeric ports, brackets only around an IP literal).
+// (RFC 3986: percent-encoding, numeric ports, brackets only around an IP literal), URI references, IRIs
+// (RFC 3987), URI templates (RFC 6570) and JSON pointers (RFC 6901).
 TEST(JsonSchemaFormats, RfcGrammars) {
   for (const SchemaCase& c : std::vector<SchemaCase>{
            {R"({"type":"string","format":"duration"})", {R"("P1Y2M3D")", R"("PT1H2M3S")", R"("P4W")", R"("P1D")"},
@@ -454,6 +455,22 @@ TEST(JsonSchemaFormats, RfcGrammars) {
             {R"("12345::")", R"("1:2:3:4:5:6:7:8:9")", R"("::ffff:01.2.3.4")", R"("1::2::3")"}},
            {R"({"type":"string","format":"uri"})", {R"("http://example.com/a%20b?q=1#f")", R"("urn:isbn:0451450523")", R"("http://[::1]:80/")"},
             {R"("http://example.com/%")", R"("http://example.com:abc/path")", R"("http:/[::1]")", R"("//foo.bar")", R"("http://[::ffff:01.2.3.4]")"}},
+           // A relative reference's first segment holds no ":" (it would read as a scheme).
+           {R"({"type":"string","format":"uri-reference"})", {R"("//foo.bar/?baz=qux#quux")", R"("/abc")", R"("a/b:c")", R"("#f")", R"("")"},
+            {R"("://")", R"("\\\\WINDOWS\\fileshare")", R"("#frag\\ment")", R"("a b")"}},
+           // RFC 3987: an IRI's unreserved characters include ucschar (é, U+1F600 outside the BMP), iprivate only
+           // in the query.
+           {R"({"type":"string","format":"iri"})", {R"("http://ƒøø.ßår/?∂éœ=πîx#πîüx")", R"("http://example.com/😀")", "\"http://a/?\uE000\""},
+            {R"("not-an-iri")", R"("/abc")", "\"http://a/\uE000\"", R"("http://a b")"}},
+           {R"({"type":"string","format":"iri-reference"})", {R"("//ƒøø.ßår/?∂éœ=πîx#πîüx")", R"("/âππ")", R"("http://a/é")"},
+            {R"("\\\\WINDOWS\\filëßåré")", R"("#€π»\\")", R"(":a")"}},
+           // RFC 6570: expressions close, their operators are the defined ones, a prefix is 1-9999.
+           {R"({"type":"string","format":"uri-template"})",
+            {R"("http://example.com/dictionary/{term:1}/{term}")", R"("{+path}/x{?a,b*}")", R"("{a.b,c_d}")", R"("no-expressions")"},
+            {R"("http://example.com/resource/{")", R"("http://example.com/dictionary/{term:1}/{term")", R"("{=a}")", R"("{a:0}")",
+             R"("{a:10000}")", R"("{a..b}")", R"("x}")"}},
+           {R"({"type":"string","format":"json-pointer"})", {R"("")", R"("/foo/0")", R"("/a~1b/m~0n")", R"("/")"},
+            {R"("foo")", R"("/foo/~")", R"("/~2")"}},
        })
     CheckSchemaCase(c);
 }

@@ -20,7 +20,8 @@ import sys
 
 import jsonschema
 
-FORMATS = {"date", "time", "date-time", "duration", "uuid", "email", "hostname", "uri", "ipv4", "ipv6"}
+FORMATS = {"date", "time", "date-time", "duration", "uuid", "email", "hostname", "uri", "ipv4", "ipv6", "uri-reference",
+           "iri", "iri-reference", "uri-template", "json-pointer"}
 
 
 def validator_for(schema):
