@@ -150,7 +150,7 @@ constexpr int kQueryBlock = 4;  // queries × kDimVectors vectors of 8 dims: 12 
 constexpr int kDimVectors = 3;
 
 // Q queries × E vectors of 8 output dims from e on (with Tail, the last vector holds only `rest` dims), over
-// keys [t0, t1): each accumulator stays in a register while the keys go by, each key vector is loaded once
+// keys [t0, t1), t1 > t0: each accumulator stays in a register while the keys go by, each key vector is loaded once
 // for all Q queries and each p value broadcast once for all E vectors; per output element the operations are
 // those of the one-query sum, FMA over increasing t, from +0 or (from_out) from out.
 template <int Q, int E, bool Tail, class K>
@@ -165,7 +165,10 @@ inline void WeightedBlock(const float* p, int64_t p_stride, const K* const* keys
       else acc[q][j] = Tail && j == E - 1 ? _mm256_maskload_ps(o, tail) : _mm256_loadu_ps(o);
     }
   }
-  for (int64_t t = t0; t < t1; ++t) {
+  // A do-while (the caller gives at least one key): with a loop that might not run, GCC keeps every
+  // accumulator's home on the stack and stores all of them on each key.
+  int64_t t = t0;
+  do {
     const K* k = keys[t] + e;
     __m256 kv[E];
     for (int j = 0; j < E; ++j) kv[j] = Tail && j == E - 1 ? Load8(k + 8 * j, rest) : Load8(k + 8 * j);
@@ -173,7 +176,7 @@ inline void WeightedBlock(const float* p, int64_t p_stride, const K* const* keys
       const __m256 pv = _mm256_broadcast_ss(p + q * p_stride + t);
       for (int j = 0; j < E; ++j) acc[q][j] = _mm256_fmadd_ps(pv, kv[j], acc[q][j]);
     }
-  }
+  } while (++t < t1);
   for (int q = 0; q < Q; ++q) {
     for (int j = 0; j < E; ++j) {
       float* o = out + q * out_stride + e + 8 * j;

@@ -32,82 +32,88 @@ inline __m512 DotLanes(const float* a, const float* b, int64_t n) {
 
 float DotAvx512(const float* a, const float* b, int64_t n) { return cpu::V::Reduce(DotLanes(a, b, n)); }
 
-// Up to kHeadBlock heads of one key at a time, each head's dot in its own accumulator (so the key is
-// loaded once per 16 dims for all of them, and the FMA chains run side by side instead of one after the
-// other); each accumulator sees exactly the operations of DotLanes, then the halving reduction.
-constexpr int kHeadBlock = 8;
-
-template <int H, class K>
-inline void KeyDots(const float* q, int64_t q_stride, int64_t dim, const K* key, float scale, float* out,
-                    int64_t out_stride) {
-  __m512 acc[H];
-  for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
+// A tile of Q queries × T keys: Q·T accumulators, each with exactly the operations of DotLanes (the masked
+// tail included, which leaves lanes past dim untouched rather than adding zero products: that keeps a -0
+// partial sum's sign), then Reduce's halving four dots at a time (V::Reduce4: the same additions) and the
+// scale. Per 16 dims each key vector is loaded once for the Q queries and each query vector once for the
+// T keys. Keys from `valid_t` on are stand-ins (the caller repeats a real key) and are not stored.
+template <int Q, int T, class K>
+inline void DotsTile(const float* const* q, const K* const* key, int64_t dim, float scale, float* out,
+                     int64_t out_stride, int valid_t) {
+  static_assert(T % 4 == 0, "the dots are reduced and stored four keys at a time");
+  __m512 acc[Q][T];
+  for (int i = 0; i < Q; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= dim; k += 16) {
-    const __m512 kv = Load16(key + k);
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * q_stride + k), kv, acc[h]);
-  }
-  if (k < dim) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (dim - k)) - 1);
-    const __m512 kv = Load16(m, key + k);
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * q_stride + k), kv, acc[h], m);
-  }
-  for (int h = 0; h < H; ++h) out[h * out_stride] = cpu::V::Reduce(acc[h]) * scale;
-}
-
-// Two keys at a time for kHeadBlock heads: each query chunk is loaded once for both keys (16 accumulators), the
-// operations of each accumulator unchanged.
-template <class K>
-inline void KeyPairDots(const float* q, int64_t q_stride, int64_t dim, const K* key0, const K* key1, float scale,
-                        float* out, int64_t out_stride) {
-  constexpr int H = kHeadBlock;
-  __m512 acc0[H], acc1[H];
-  for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= dim; k += 16) {
-    const __m512 kv0 = Load16(key0 + k), kv1 = Load16(key1 + k);
-    for (int h = 0; h < H; ++h) {
-      const __m512 qv = _mm512_loadu_ps(q + h * q_stride + k);
-      acc0[h] = _mm512_fmadd_ps(qv, kv0, acc0[h]);
-      acc1[h] = _mm512_fmadd_ps(qv, kv1, acc1[h]);
+    __m512 kv[T];
+    for (int t = 0; t < T; ++t) kv[t] = Load16(key[t] + k);
+    for (int i = 0; i < Q; ++i) {
+      const __m512 qv = _mm512_loadu_ps(q[i] + k);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(qv, kv[t], acc[i][t]);
     }
   }
   if (k < dim) {
     const __mmask16 m = static_cast<__mmask16>((1u << (dim - k)) - 1);
-    const __m512 kv0 = Load16(m, key0 + k), kv1 = Load16(m, key1 + k);
-    for (int h = 0; h < H; ++h) {
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * q_stride + k);
-      acc0[h] = _mm512_mask3_fmadd_ps(qv, kv0, acc0[h], m);
-      acc1[h] = _mm512_mask3_fmadd_ps(qv, kv1, acc1[h], m);
+    __m512 kv[T];
+    for (int t = 0; t < T; ++t) kv[t] = Load16(m, key[t] + k);
+    for (int i = 0; i < Q; ++i) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + k);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_mask3_fmadd_ps(qv, kv[t], acc[i][t], m);
     }
   }
-  for (int h = 0; h < H; ++h) {
-    out[h * out_stride] = cpu::V::Reduce(acc0[h]) * scale;
-    out[h * out_stride + 1] = cpu::V::Reduce(acc1[h]) * scale;
+  const __m128 s = _mm_set1_ps(scale);
+  for (int i = 0; i < Q; ++i) {
+    for (int t = 0; t < T && t < valid_t; t += 4) {
+      const __m128 dots =
+          _mm_mul_ps(cpu::V::Reduce4(acc[i][t], acc[i][t + 1], acc[i][t + 2], acc[i][t + 3]), s);
+      const int n = valid_t - t < 4 ? valid_t - t : 4;
+      _mm_mask_storeu_ps(out + i * out_stride + t, static_cast<__mmask8>((1u << n) - 1), dots);
+    }
+  }
+}
+
+// Query tiles of kDotQueries × kDotKeys (16 accumulators, the keys' 8 vectors and a query vector). Keys are
+// taken a chunk of about kDotChunkBytes at a time, outermost: the chunk stays in L1 while every block of
+// queries goes by, and each query vector read from L2 serves kDotKeys dots.
+constexpr int kDotQueries = 2;
+constexpr int kDotKeys = 8;
+constexpr int64_t kDotChunkBytes = int64_t{24} * 1024;
+
+template <int Q, class K>
+inline void KeyTiles(const float* const* rows, const K* const* keys, int64_t t0, int64_t t1, int64_t dim,
+                     float scale, float* out, int64_t out_stride) {
+  for (int64_t t = t0; t < t1; t += kDotKeys) {
+    const int valid = static_cast<int>(t1 - t < kDotKeys ? t1 - t : kDotKeys);
+    const K* tile[kDotKeys];
+    for (int j = 0; j < kDotKeys; ++j) tile[j] = keys[t + (j < valid ? j : valid - 1)];
+    DotsTile<Q, kDotKeys>(rows, tile, dim, scale, out + t, out_stride, valid);
   }
 }
 
 template <class K>
-void QueryKeyDotsAvx512T(const float* q, int64_t q_stride, int64_t heads, const K* const* keys, int64_t num_keys,
+void QueryKeyDotsAvx512T(const float* q, int64_t q_stride, int64_t queries, const K* const* keys, int64_t num_keys,
                          int64_t dim, float scale, float* out, int64_t out_stride) {
-  int64_t t = 0;
-  const int64_t paired_heads = heads / kHeadBlock * kHeadBlock;
-  for (; paired_heads > 0 && t + 2 <= num_keys; t += 2) {
-    for (int64_t h = 0; h < paired_heads; h += kHeadBlock)
-      KeyPairDots(q + h * q_stride, q_stride, dim, keys[t], keys[t + 1], scale, out + h * out_stride + t, out_stride);
-    for (int64_t h = paired_heads; h < heads; ++h) {
-      KeyDots<1>(q + h * q_stride, q_stride, dim, keys[t], scale, out + h * out_stride + t, out_stride);
-      KeyDots<1>(q + h * q_stride, q_stride, dim, keys[t + 1], scale, out + h * out_stride + t + 1, out_stride);
+  const int64_t key_bytes = (dim > 0 ? dim : 1) * static_cast<int64_t>(sizeof(K));
+  const int64_t per_chunk = kDotChunkBytes / key_bytes / kDotKeys * kDotKeys;
+  const int64_t chunk = per_chunk > kDotKeys ? per_chunk : kDotKeys;
+  for (int64_t t0 = 0; t0 < num_keys; t0 += chunk) {
+    const int64_t t1 = t0 + chunk < num_keys ? t0 + chunk : num_keys;
+    int64_t i = 0;
+    for (; i + kDotQueries <= queries; i += kDotQueries) {
+      const float* rows[kDotQueries];
+      for (int r = 0; r < kDotQueries; ++r) rows[r] = q + (i + r) * q_stride;
+      KeyTiles<kDotQueries>(rows, keys, t0, t1, dim, scale, out + i * out_stride, out_stride);
+    }
+    for (; i < queries; ++i) {
+      const float* row = q + i * q_stride;
+      KeyTiles<1>(&row, keys, t0, t1, dim, scale, out + i * out_stride, out_stride);
     }
   }
-  for (; t < num_keys; ++t) {
-    int64_t h = 0;
-    for (; h + kHeadBlock <= heads; h += kHeadBlock)
-      KeyDots<kHeadBlock>(q + h * q_stride, q_stride, dim, keys[t], scale, out + h * out_stride + t, out_stride);
-    for (; h < heads; ++h)
-      KeyDots<1>(q + h * q_stride, q_stride, dim, keys[t], scale, out + h * out_stride + t, out_stride);
-  }
 }
+
+// Up to kHeadBlock queries' accumulators of the weighted sums below stay in registers together.
+constexpr int kHeadBlock = 8;
 
 // For each block of 16 output dims, the accumulators of up to kHeadBlock queries stay in registers while
 // every key goes by; per output element that is Σ_t p·key in increasing t with FMA, from +0 or (from_out) from

@@ -112,13 +112,15 @@ TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
 // Larger batches take the lane-major panel where the ISA has one (AVX2): whole and partial groups of 16
 // outputs, tiles of 6 rows of x and every remainder of 1 to 5 rows, runs of k longer than one chunk of
 // 512 (in = 600, 1040), more than one panel block (out = 120 at in = 600 is two), inputs that are and are
-// not whole 16-lane steps (200, 600), rows of x and y wider than the product; each output bit for bit the
-// canonical order, plain and accumulating.
+// not whole 16-lane steps (200, 600), rows of x and y wider than the product, more rows of x than one padded
+// copy of them holds (m = 1000 at in = 1040: a group of 990 rows, then one of 10); each output bit for bit
+// the canonical order, plain and accumulating.
 TEST(LinearPanelTest, LargeBatchesMatchTheCanonicalOrderBitForBit) {
   struct ProductShape {
     int64_t m, out, in;
   };
-  const ProductShape shapes[] = {{8, 16, 16}, {13, 33, 48}, {17, 120, 600}, {9, 17, 200}, {22, 40, 1040}, {12, 3, 64}};
+  const ProductShape shapes[] = {{8, 16, 16}, {13, 33, 48}, {17, 120, 600}, {9, 17, 200}, {22, 40, 1040}, {12, 3, 64},
+                                  {1000, 17, 1040}};
   uint32_t seed = 500;
   for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kF32, WeightFormat::kFP8Block, WeightFormat::kMXFP4}) {
     for (const ProductShape& shape : shapes) {

@@ -135,13 +135,14 @@ TEST(AttentionKernels, WeightedKeySumRowsEqualsOneQuerySumsAndSplitsExactly) {
 
 // The strided many-query dots: every ISA, fp32 and bf16 keys, gives for each (query, key) the bits of the
 // one-query scalar dot times the scale, and writes nothing outside its out rows' first num_keys entries (query
-// and key counts that leave every remainder of the register tiles; dims with every tail length of both 8-lane
-// halves of a 16-element chunk, and the latent width).
+// and key counts that leave every remainder of the register tiles, whole and partial tiles of 8 keys, and at
+// the latent width more keys than one L1 chunk holds; dims with every tail length of both 8-lane halves of a
+// 16-element chunk, and the latent width).
 TEST(AttentionKernels, QueryKeyDotsRowsEqualOneQueryDots) {
   std::mt19937 rng(13);
   for (int64_t dim : {1, 5, 8, 9, 15, 16, 17, 24, 31, 33, 100, 576}) {
     for (int64_t queries : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
-      for (int64_t nk : {1, 2, 3, 4, 5, 7}) {
+      for (int64_t nk : {1, 2, 3, 4, 5, 7, 8, 9, 16, 19, 33}) {
         const int64_t q_stride = dim + 3, out_stride = nk + 2;
         std::vector<float> q = Random(rng, queries * q_stride), store = Random(rng, nk * dim);
         std::vector<uint16_t> half(store.size());

@@ -436,10 +436,11 @@ void DecodeLaneGroup(const WeightView& w, int64_t n0, int64_t n_end, int64_t str
 }
 
 // Rows x[0 .. MR) (each at least `steps` x 16 floats, zero-padded) against one lane-major group: y[i][n0 + c]
-// (+)= the canonical dot, for c < valid_n.
+// (+)= the canonical dot, for c < valid_n. Kept out of line: inlined into its caller's loops, the FMA loop runs
+// short of general registers and keeps its counter in memory.
 template <int MR, class Vec>
-void LaneTile(const float* const* x, const float* group, int64_t steps, int64_t lane_stride, float* sums,
-              float* const* y, int64_t n0, int valid_n, bool accumulate) {
+[[gnu::noinline]] void LaneTile(const float* const* x, const float* group, int64_t steps, int64_t lane_stride,
+                                float* sums, float* const* y, int64_t n0, int valid_n, bool accumulate) {
   using Reg = typename Vec::Reg;
   for (int64_t t0 = 0; t0 < steps; t0 += kLaneChunkSteps) {
     const int64_t t1 = t0 + kLaneChunkSteps < steps ? t0 + kLaneChunkSteps : steps;
@@ -456,36 +457,35 @@ void LaneTile(const float* const* x, const float* group, int64_t steps, int64_t 
     }
   }
   for (int i = 0; i < MR; ++i) {
-    Reg lane[16];
-    for (int j = 0; j < 16; ++j) lane[j] = Vec::Load(sums + (j * MR + i) * kLanes);
-    for (int half = 8; half >= 1; half /= 2) {
-      for (int j = 0; j < half; ++j) lane[j] = Vec::Add(lane[j], lane[j + half]);
-    }
+    // The halving (lane j + j+8, then j+4, j+2, j+1) walked depth first: the same additions of the same
+    // operands, with a few registers live instead of sixteen lanes' worth (which spill, and the spilled
+    // partial sums then wait on store forwarding).
+    const float* row_sums = sums + i * kLanes;
+    auto lane = [&](int j) { return Vec::Load(row_sums + j * MR * kLanes); };
+    auto by8 = [&](int j) { return Vec::Add(lane(j), lane(j + 8)); };
+    auto by4 = [&](int j) { return Vec::Add(by8(j), by8(j + 4)); };
+    auto by2 = [&](int j) { return Vec::Add(by4(j), by4(j + 2)); };
+    const Reg dot = Vec::Add(by2(0), by2(1));
     float* out = y[i] + n0;
     if (valid_n == 16) {
-      Vec::Store(out, accumulate ? Vec::Add(Vec::Load(out), lane[0]) : lane[0]);
+      Vec::Store(out, accumulate ? Vec::Add(Vec::Load(out), dot) : dot);
     } else {
       alignas(64) float dots[kLanes];
-      Vec::Store(dots, lane[0]);
+      Vec::Store(dots, dot);
       for (int c = 0; c < valid_n; ++c) out[c] = accumulate ? out[c] + dots[c] : dots[c];
     }
   }
 }
 
+// Rows x[0 .. MR) of the padded copy of x (rows lane_stride floats apart) against every group of the block.
 template <int MR, class Vec>
-void LaneRowTile(const LinearTask& t, int64_t i0, const float* group_block, int64_t nb, int64_t nb_end,
-                 int64_t steps, int64_t lane_stride, float* x_padded, float* sums) {
-  const int64_t in = t.w->in_features;
+void LaneRowTile(const LinearTask& t, const float* x_rows, int64_t i0, const float* group_block, int64_t nb,
+                 int64_t nb_end, int64_t steps, int64_t lane_stride, float* sums) {
   const float* x[MR];
   float* y[MR];
   for (int i = 0; i < MR; ++i) {
-    x[i] = t.x + (i0 + i) * t.x_stride;
+    x[i] = x_rows + i * lane_stride;
     y[i] = t.y + (i0 + i) * t.y_stride;
-    // Copied with the zero padding of the canonical order, rows lane_stride apart (see LanePanelPath).
-    float* padded = x_padded + i * lane_stride;
-    std::memcpy(padded, x[i], static_cast<size_t>(in) * sizeof(float));
-    std::memset(padded + in, 0, static_cast<size_t>(steps * kLanes - in) * sizeof(float));
-    x[i] = padded;
   }
   for (int64_t n0 = nb; n0 < nb_end; n0 += 16) {
     const int valid_n = static_cast<int>(nb_end - n0 < 16 ? nb_end - n0 : 16);
@@ -493,6 +493,12 @@ void LaneRowTile(const LinearTask& t, int64_t i0, const float* group_block, int6
                       t.accumulate);
   }
 }
+
+// Rows of x are copied with their padding a group of about this many bytes at a time, and one copy serves
+// every block of weights: a block holds few weight rows when rows are long (16 at in = 2048), and a copy per
+// block would move x once per that many outputs. A group past the first decodes the panel again, a small
+// part of its work at this many rows.
+constexpr int64_t kLanePaddedXBytes = int64_t{4} * 1024 * 1024;
 
 template <template <int> class Source, class Vec = V>
 void LanePanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
@@ -508,25 +514,40 @@ void LanePanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   int64_t block_n = (int64_t{256} * 1024 / 4) / lane_stride;
   block_n = block_n < 16 ? 16 : block_n / 16 * 16;
   const int64_t group_floats = 16 * stride;
-  float* panel =
-      ThreadScratch(static_cast<size_t>(block_n * lane_stride + group_floats + MR * lane_stride + 16 * MR * kLanes));
+  float* panel = ThreadScratch(static_cast<size_t>(block_n * lane_stride + group_floats + 16 * MR * kLanes));
   float* natural = panel + block_n * lane_stride;
-  float* x_padded = natural + group_floats;
-  float* sums = x_padded + MR * lane_stride;
-  for (int64_t nb = n_begin; nb < n_end; nb += block_n) {
-    const int64_t nb_end = nb + block_n < n_end ? nb + block_n : n_end;
-    for (int64_t n0 = nb; n0 < nb_end; n0 += 16) {
-      DecodeLaneGroup<Source<16>, Vec>(*t.w, n0, nb_end, stride, lane_stride, natural, panel + (n0 - nb) * lane_stride);
+  float* sums = natural + group_floats;
+  // Rows of x per group: whole tiles of MR.
+  int64_t group_rows = kLanePaddedXBytes / static_cast<int64_t>(sizeof(float)) / lane_stride / MR * MR;
+  group_rows = group_rows < MR ? MR : group_rows;
+  if (group_rows > t.m) group_rows = t.m;
+  float* x_padded = ThreadScratchX(static_cast<size_t>(group_rows * lane_stride));
+  for (int64_t g0 = 0; g0 < t.m; g0 += group_rows) {
+    const int64_t rows = t.m - g0 < group_rows ? t.m - g0 : group_rows;
+    // Each row with the zero padding of the canonical order, rows lane_stride apart.
+    for (int64_t i = 0; i < rows; ++i) {
+      float* padded = x_padded + i * lane_stride;
+      std::memcpy(padded, t.x + (g0 + i) * t.x_stride, static_cast<size_t>(in) * sizeof(float));
+      std::memset(padded + in, 0, static_cast<size_t>(stride - in) * sizeof(float));
     }
-    int64_t i0 = 0;
-    for (; i0 + MR <= t.m; i0 += MR) LaneRowTile<MR, Vec>(t, i0, panel, nb, nb_end, steps, lane_stride, x_padded, sums);
-    switch (t.m - i0) {  // a last tile of fewer rows runs only those (expert batches are any size)
-      case 1: LaneRowTile<1, Vec>(t, i0, panel, nb, nb_end, steps, lane_stride, x_padded, sums); break;
-      case 2: LaneRowTile<2, Vec>(t, i0, panel, nb, nb_end, steps, lane_stride, x_padded, sums); break;
-      case 3: LaneRowTile<3, Vec>(t, i0, panel, nb, nb_end, steps, lane_stride, x_padded, sums); break;
-      case 4: LaneRowTile<4, Vec>(t, i0, panel, nb, nb_end, steps, lane_stride, x_padded, sums); break;
-      case 5: LaneRowTile<5, Vec>(t, i0, panel, nb, nb_end, steps, lane_stride, x_padded, sums); break;
-      default: break;
+    for (int64_t nb = n_begin; nb < n_end; nb += block_n) {
+      const int64_t nb_end = nb + block_n < n_end ? nb + block_n : n_end;
+      for (int64_t n0 = nb; n0 < nb_end; n0 += 16) {
+        DecodeLaneGroup<Source<16>, Vec>(*t.w, n0, nb_end, stride, lane_stride, natural,
+                                         panel + (n0 - nb) * lane_stride);
+      }
+      int64_t i = 0;
+      for (; i + MR <= rows; i += MR)
+        LaneRowTile<MR, Vec>(t, x_padded + i * lane_stride, g0 + i, panel, nb, nb_end, steps, lane_stride, sums);
+      const float* x_rest = x_padded + i * lane_stride;
+      switch (rows - i) {  // a last tile of fewer rows runs only those (expert batches are any size)
+        case 1: LaneRowTile<1, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 2: LaneRowTile<2, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 3: LaneRowTile<3, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 4: LaneRowTile<4, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 5: LaneRowTile<5, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        default: break;
+      }
     }
   }
 }
