@@ -70,5 +70,12 @@ function(deepinfer_add_test name)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  if(DEEPINFER_TEST_PER_CASE)
+    gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  else()
+    # The whole executable is one test: what its cases share (a tokenizer, a model built from a preset) is
+    # loaded once instead of once per case. It runs every case, so it may take far longer than one case.
+    add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 3600)
+  endif()
 endfunction()
