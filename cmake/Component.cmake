@@ -112,7 +112,8 @@ endfunction()
 
 # deepinfer_glob_tests(component [LIBS ...]): the *_test.cpp files in the current directory are the
 # component's tests. The unit tests form one executable, <component>_tests (compiled in batches of sixteen:
-# see deepinfer_unity), each GoogleTest case a ctest test of the "unit" label; a file ending in _slow_test.cpp is
+# see deepinfer_unity), each GoogleTest case (the whole executable with DEEPINFER_TEST_PER_CASE off) a ctest
+# test of the "unit" label; a file ending in _slow_test.cpp is
 # an executable of its own, <component>_<stem>, labelled "slow" (Release pass only: the sanitizer build,
 # which runs the unit label, does not build them).
 function(deepinfer_glob_tests component)

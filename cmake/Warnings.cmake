@@ -12,15 +12,15 @@ function(deepinfer_target_warnings target)
 endfunction()
 
 # deepinfer_unity(target [BATCH_SIZE n]): with DEEPINFER_UNITY_BUILD, the target's sources are compiled in
-# batches of up to eight files (n with BATCH_SIZE), one translation unit each. Most of a file's compile time is
-# spent instantiating and generating the same templates (nlohmann::json, GoogleTest, the standard containers)
-# as its neighbours; a batch does that once, which halves a full build. So names at file scope (anonymous
-# namespaces, statics) must be unique within a target (a component's library or tests, the deepinfer
-# executable's subcommands, the bench targets): a clash is a redefinition error in the batch.
+# batches of up to DEEPINFER_UNITY_BATCH_SIZE files (n with BATCH_SIZE), one translation unit each. Most of a
+# file's compile time is spent instantiating and generating the same templates (nlohmann::json, GoogleTest, the
+# standard containers) as its neighbours; a batch does that once, which halves a full build. So names at file
+# scope (anonymous namespaces, statics) must be unique within a target (a component's library or tests, the
+# deepinfer executable's subcommands, the bench targets): a clash is a redefinition error in the batch.
 function(deepinfer_unity target)
   cmake_parse_arguments(ARG "" "BATCH_SIZE" "" ${ARGN})
   if(NOT ARG_BATCH_SIZE)
-    set(ARG_BATCH_SIZE 8)
+    set(ARG_BATCH_SIZE ${DEEPINFER_UNITY_BATCH_SIZE})
   endif()
   if(DEEPINFER_UNITY_BUILD)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE BATCH
@@ -70,5 +70,12 @@ function(deepinfer_add_test name)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  if(DEEPINFER_TEST_PER_CASE)
+    gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  else()
+    # The whole executable is one test: what its cases share (a tokenizer, a model built from a preset) is
+    # loaded once instead of once per case. It runs every case, so it may take far longer than one case.
+    add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 3600)
+  endif()
 endfunction()

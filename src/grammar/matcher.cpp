@@ -4,11 +4,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "grammar/mask_bits.h"
+
 namespace deepinfer::grammar {
 
 namespace {
-
-inline void SetBit(uint32_t* bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 
 // The states reached from `from` by one byte in [lo, hi], through byte transitions only (one state per
 // byte class the range touches); false when some byte of the range is rejected.

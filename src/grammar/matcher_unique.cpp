@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "grammar/mask_bits.h"
 #include "grammar/matcher.h"
 
 namespace deepinfer::grammar {
@@ -24,10 +25,6 @@ bool WholeValueAt(std::string_view bytes, size_t at) {
     if (bytes.substr(at, word.size()) == word) return true;
   return false;
 }
-
-inline void SetBit(uint32_t* bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
-inline void ClearBit(uint32_t* bits, int32_t id) { bits[id >> 5] &= ~(1u << (id & 31)); }
-inline bool TestBit(const uint32_t* bits, int32_t id) { return bits[id >> 5] >> (id & 31) & 1; }
 
 }  // namespace
 
