@@ -12,13 +12,6 @@ namespace deepinfer::engine {
 namespace {
 
 constexpr int64_t kMinLatencyChunk = 16;  // progress for prefills even when decodes alone fill the target
-// A prompt of a burst waits for the others' prefill of at most this many full steps; longer prompts are not
-// waited for.
-constexpr int64_t kBurstSteps = 8;
-
-// Still computing its prompt: no token sampled yet (a recomputation after preemption, or an output born at the
-// first token, holds generated tokens).
-bool InPrompt(const Sequence* s) { return static_cast<int64_t>(s->tokens.size()) == s->request->prompt_tokens; }
 constexpr int64_t kExpireEveryNanos = 1'000'000'000;
 
 // Cached window blocks keep to the pool slots counted for them (window_cached); the snapshots have a
@@ -214,39 +207,7 @@ int64_t Scheduler::ChunkFor(const Sequence* s, int64_t budget, const StepShape& 
   } else {
     n = std::min(n, options_.prefill_chunk);
   }
-  // A burst's prompt stops short of its last position; one already running waits there with nothing to do.
-  if (hold_finals_ && !s->replaying() && InPrompt(s) && n == stop - s->computed)
-    n = s->running ? n - 1 : std::max<int64_t>(n - 1, 1);
   return std::max<int64_t>(n, 0);
-}
-
-// Prompts that arrive together while no stream decodes (a burst) would otherwise finish one after another:
-// the first to finish decodes alone, the latency target then keeps every later prompt's chunks small enough
-// for that one stream's steps, and the streams decode in small batches for the whole burst. Holding back
-// every prompt's last position until the others' positions are computed lets the burst's prefill run in full
-// steps and every stream decode in one batch from the same step on, as a slot-parallel server's do. Holds only
-// while nothing decodes, among prompts of at most kBurstSteps full steps (a long prompt is not waited for), when
-// the burst cannot finish in this step and the free blocks hold its remaining positions (a parked prompt must
-// not keep the others from blocks).
-bool Scheduler::HoldsBurstFinals(int64_t budget) const {
-  const int64_t longest = kBurstSteps * options_.max_num_batched_tokens;
-  int64_t members = 0, positions = 0, blocks = 0;
-  bool beyond_a_chunk = false;
-  auto add = [&](int64_t pending) {
-    if (pending > longest) return;
-    ++members;
-    positions += pending;
-    blocks += (pending + kvcache::kBlockTokens - 1) / kvcache::kBlockTokens;
-    beyond_a_chunk = beyond_a_chunk || pending > options_.prefill_chunk;
-  };
-  for (const Sequence* s : running_) {
-    if (s->pending() <= 0) continue;
-    if (s->pending() == 1 && !s->replaying() && !InPrompt(s)) return false;  // a stream decodes
-    add(s->pending());
-  }
-  int64_t room = options_.max_num_seqs - static_cast<int64_t>(running_.size());
-  for (auto it = waiting_.begin(); it != waiting_.end() && room > 0; ++it, --room) add((*it)->pending());
-  return members >= 2 && (positions > budget || beyond_a_chunk) && blocks <= blocks_.prefix().num_available();
 }
 
 double Scheduler::TargetSeconds() const {
@@ -303,14 +264,13 @@ void Scheduler::Plan(std::vector<Work>* plan) {
   };
 
   ScheduleVerifyLengths(budget);
-  hold_finals_ = HoldsBurstFinals(budget);
   // 1. Decode tokens: every running sequence with one pending token, best first, with its draft tokens
   //    when it has some and their lookahead blocks are free (and, for the model's draft layers, the
   //    blocks of the positions the next draft writes); preempt from the worst end when blocks for the
   //    pending token run out.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* s = running_[i];
-    if (s->pending() != 1 || s->replaying() || (hold_finals_ && InPrompt(s))) continue;
+    if (s->pending() != 1 || s->replaying()) continue;
     const int64_t verify = VerifyLength(s, budget);
     const int64_t room = DraftRoom(s, 1 + verify);
     if ((verify > 0 || room > 0) && blocks_.AllocateLookahead(&s->blocks, s->computed, 1 + verify + room)) {
@@ -334,13 +294,7 @@ void Scheduler::Plan(std::vector<Work>* plan) {
     add(s, 1);
   }
 
-  // The streams a prefill chunk would slow: a prompt's last position planned here has no stream yet.
-  decode_shape_ = StepShape{};
-  for (const Work& c : *plan) {
-    if (InPrompt(c.seq)) continue;
-    decode_shape_.AddChunk(c.start, c.end - c.start, c.logits);
-    decode_shape_.logit_rows += static_cast<double>(c.verify);
-  }
+  decode_shape_ = shape;
 
   // 2. Prefill and replay chunks of running sequences.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {

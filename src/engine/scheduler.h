@@ -236,8 +236,6 @@ class Scheduler {
   // (the same tokens from the same root): `s` then waits for it to be cached rather than compute it too.
   bool AnotherComputesItsNextBlock(const Sequence* s) const;
   int64_t ChunkFor(const Sequence* s, int64_t budget, const StepShape& shape) const;
-  // Whether this step holds back the last position of every prompt of a burst (see HoldsBurstFinals).
-  bool HoldsBurstFinals(int64_t budget) const;
   // This step's latency target (EngineOptions::tbt_target_ms; derived from decode_shape_), or 0 for fixed
   // chunks.
   double TargetSeconds() const;
@@ -333,7 +331,6 @@ class Scheduler {
   bool can_fork_;
   CostModel cost_;
   StepShape decode_shape_;  // this step's decode tokens (the streams a prefill chunk would slow)
-  bool hold_finals_ = false;  // this step computes no prompt's last position (a burst's prompts finish together)
   // Per draft position: drafts that reached it (every earlier one accepted) and those accepted there.
   std::array<double, kMaxSpeculativeTokens> reached_at_{};
   std::array<double, kMaxSpeculativeTokens> accepted_at_{};

@@ -2,8 +2,6 @@
 // tables, sampling setups) and its updates come from hand-made results, as any executor would send them.
 #include <algorithm>
 #include <atomic>
-#include <map>
-#include <set>
 
 #include <gtest/gtest.h>
 
@@ -291,16 +289,12 @@ TEST(EngineScheduler, PromptsArrivingTogetherBesideAStreamKeepItsStepsWithinTheD
   ASSERT_FALSE(h.scheduler->DrainInbox(false));
 
   int64_t steps = 0, mixed = 0;
-  std::set<SeqId> streams = {1};  // the first request's prompt went through in one chunk above
   for (; steps < 1000; ++steps) {
     const StepPlan plan = h.scheduler->Schedule();
     if (plan.empty()) break;  // all done
     if (plan.chunks.empty()) continue;  // a step of finished sequences' snapshots only
-    // Streams are the outputs that have sampled a token; a prompt's last position is not one yet.
     int64_t decodes = 0, prompt_chunks = 0;
-    for (const PlannedChunk& c : plan.chunks) (streams.contains(c.id) ? decodes : prompt_chunks) += 1;
-    for (const PlannedChunk& c : plan.chunks)
-      if (c.logits) streams.insert(c.id);
+    for (const PlannedChunk& c : plan.chunks) (c.end - c.start == 1 ? decodes : prompt_chunks) += 1;  // as the scheduler counts them
     if (decodes > 0) {
       const double k = static_cast<double>(decodes);
       const double bound = std::max(1.5 * std::max(0.010 + 0.001 * k, 0.018), 0.010 + 0.001 * (k + 16));
@@ -315,75 +309,6 @@ TEST(EngineScheduler, PromptsArrivingTogetherBesideAStreamKeepItsStepsWithinTheD
   h.scheduler->AbortAll();  // nothing left to abort
   h.output.Stop();
   EXPECT_EQ(h.finished.load(), 16);
-}
-
-// A prompt of its own per id (no prefix hits between them).
-std::vector<int32_t> OwnPrompt(RequestId id, size_t length) {
-  std::vector<int32_t> p(length);
-  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>(2 + (i * 7 + id * 13) % 250);
-  return p;
-}
-
-TEST(EngineScheduler, PromptsArrivingTogetherWhileNothingDecodesFinishInOneStep) {
-  // Sixteen prompts of 300 tokens arrive while nothing decodes. Each holds back its last position while the
-  // others' remain: 16 × 299 = 4,784 other positions fill steps of 2,048, 2,048, then 688 + the 16 last
-  // positions (704 fit one step, so nothing is held any more). Every prompt samples its first token in
-  // that third step, and all sixteen streams decode together from the fourth. Without the hold the first
-  // step would finish six prompts (6 × 300 + 248) and the others would follow in later steps.
-  Harness h({}, /*prefix_blocks=*/64);
-  for (RequestId id = 1; id <= 16; ++id) h.Add(id, OwnPrompt(id, 300), 4);
-  ASSERT_FALSE(h.scheduler->DrainInbox(false));
-  std::vector<int64_t> tokens, logits;
-  for (int step = 0; step < 4; ++step) {
-    const StepPlan plan = h.scheduler->Schedule();
-    int64_t n = 0, sampled = 0;
-    for (const PlannedChunk& c : plan.chunks) {
-      n += c.end - c.start;
-      sampled += c.logits;
-    }
-    tokens.push_back(n);
-    logits.push_back(sampled);
-    h.scheduler->Update(Ran(plan, 5));
-  }
-  EXPECT_EQ(tokens, (std::vector<int64_t>{2048, 2048, 704, 16}));
-  EXPECT_EQ(logits, (std::vector<int64_t>{0, 0, 16, 16}));
-  h.scheduler->AbortAll();
-  h.output.Stop();
-}
-
-TEST(EngineScheduler, ABurstDoesNotWaitForAPromptLongerThanItsBound) {
-  // Steps of 128 tokens: a burst's prompt waits for others of at most 8 × 128 = 1,024 positions. The
-  // 1,500-token prompt that arrived first takes chunks of 64 and is not waited for; the three prompts of 100
-  // tokens behind it share the other 64 positions of each step and finish together (297 positions held
-  // back, then their 3 last ones) after about 5 steps, while the long prompt needs 24 steps for its own.
-  EngineOptions options;
-  options.max_num_batched_tokens = 128;
-  options.prefill_chunk = 64;
-  Harness h(options, /*prefix_blocks=*/64);
-  h.Add(1, OwnPrompt(1, 1500), 4);
-  for (RequestId id = 2; id <= 4; ++id) h.Add(id, OwnPrompt(id, 100), 4);
-  ASSERT_FALSE(h.scheduler->DrainInbox(false));
-  std::map<SeqId, int> first_token_step;  // each output's step that sampled its first token
-  std::map<SeqId, int64_t> prompt_positions;
-  for (int step = 0; step < 60; ++step) {
-    const StepPlan plan = h.scheduler->Schedule();
-    if (plan.empty()) break;
-    for (const PlannedChunk& c : plan.chunks) {
-      if (!first_token_step.contains(c.id)) prompt_positions[c.id] = std::max(prompt_positions[c.id], c.end);
-      if (c.logits) first_token_step.try_emplace(c.id, step);
-    }
-    h.scheduler->Update(Ran(plan, 5));
-  }
-  ASSERT_EQ(first_token_step.size(), 4u);
-  std::vector<std::pair<int, int64_t>> by_step;  // (first token's step, prompt length)
-  for (const auto& [id, step] : first_token_step) by_step.emplace_back(step, prompt_positions[id]);
-  std::sort(by_step.begin(), by_step.end());
-  EXPECT_EQ(by_step[0].first, by_step[2].first);
-  EXPECT_LT(by_step[2].first, by_step[3].first);
-  EXPECT_EQ(by_step[3].second, 1500);
-  EXPECT_EQ(by_step[0].second, 100);
-  h.scheduler->AbortAll();
-  h.output.Stop();
 }
 
 }  // namespace
