@@ -304,6 +304,8 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     const std::string& k = it.key();
     const Json& v = it.value();
     if (AnnotationKeywords().count(k) || k.rfind("x-", 0) == 0 || !ConstrainingKeyword(k)) continue;
+    // The strings that are no valid pattern are not a regular language: no negation here.
+    if (k == "format" && v == "regex" && RegexFormatEnforced(s)) return std::nullopt;
     if (k == "format" && v.is_string() && !FormatRegex(v.get<std::string>())) continue;  // an annotation
     if ((TypesConstrainedBy(k) & within) == 0) continue;  // fails only for instances the caller never has
     if (k == "type") {

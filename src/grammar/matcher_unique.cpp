@@ -25,7 +25,7 @@ bool WholeValueAt(std::string_view bytes, size_t at) {
   return false;
 }
 
-inline void SetBit(uint32_t* bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
+inline void SetTokenBit(uint32_t* bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 inline void ClearBit(uint32_t* bits, int32_t id) { bits[id >> 5] &= ~(1u << (id & 31)); }
 inline bool TestBit(const uint32_t* bits, int32_t id) { return bits[id >> 5] >> (id & 31) & 1; }
 
@@ -157,7 +157,7 @@ Status GrammarMatcher::MaskUniqueItems(const std::vector<int32_t>& closed, uint3
         i = v.end(i);
         continue;
       }
-      for (const int32_t* t = v.tokens_begin(i); t != v.tokens_end(i); ++t) SetBit(bits, *t);
+      for (const int32_t* t = v.tokens_begin(i); t != v.tokens_end(i); ++t) SetTokenBit(bits, *t);
       i = AtRisk(levels_[d]) ? i + 1 : v.end(i);
     }
     text_.resize(text_base);
