@@ -11,7 +11,7 @@
 //    to the closing brace.
 //  - Class ranges must be in order: exact when the left end is ASCII, spelled as a character or an escape
 //    with a value (\xHH, \uHHHH, \t, \cX, \0, an identity escape); other left-end escapes (octal \1..\7)
-//    are refused in a range. A non-ASCII left end is compared by its 256-code-unit block only: the right
+//    are refused in a range. A non-ASCII left end is compared by its 4096-code-unit block only: the right
 //    end must not lie in an earlier block (accepting a reversed range within one block).
 //  - Group names are ASCII identifiers; a name's duplicates and a \k<name> without its group are not
 //    detected (a grammar cannot compare names).
@@ -67,26 +67,40 @@ class RegexSyntaxBuilder {
     return g_->Seq({alternative, g_->Star(g_->Seq({Lit("|"), alternative}))});
   }
 
-  // Terms in sequence. A literal `{` must not be followed by a digit (see the header comment).
+  // Terms in sequence: runs of terms without groups, each group between two. A run is a rule that calls
+  // none (kept apart, so its mask entries are computed once, not walked at every mask).
   ExprId Alternative(ExprId group_body) {
-    ExprId quantifier = Quantifier();
-    ExprId brace = Lit("{");
-    ExprId term = Term(group_body, quantifier, true);
-    ExprId term_no_digit = Term(group_body, quantifier, false);
-    ExprId brace_run = g_->Seq({g_->Plus(brace), term_no_digit});
-    return g_->Seq({g_->Star(g_->Alt({term, brace_run})), g_->Star(brace)});
-  }
-
-  ExprId Term(ExprId group_body, ExprId quantifier, bool may_start_with_digit) {
-    ExprId pattern_char = Chars(AllBut(may_start_with_digit ? "^$\\.*+?()[|{" : "^$\\.*+?()[|{0123456789"));
+    if (run_rule_ == kNone) {
+      run_rule_ = g_->AddRule("regex_terms");
+      g_->Define(run_rule_, TermsWithoutGroups());
+      g_->Keep(run_rule_);
+    }
+    ExprId run = g_->Ref(run_rule_);
     ExprId group = g_->Alt({g_->Seq({Lit("("), group_body, Lit(")")}), g_->Seq({Lit("(?:"), group_body, Lit(")")}),
                             g_->Seq({Lit("(?<"), GroupName(), Lit(">"), group_body, Lit(")")})});
     ExprId lookahead = g_->Seq({g_->Alt({Lit("(?="), Lit("(?!")}), group_body, Lit(")")});
     ExprId lookbehind = g_->Seq({g_->Alt({Lit("(?<="), Lit("(?<!")}), group_body, Lit(")")});
+    // Annex B: a lookahead may be quantified, a lookbehind may not.
+    ExprId group_term = g_->Alt({g_->Seq({g_->Alt({group, lookahead}), g_->Optional(Quantifier())}), lookbehind});
+    return g_->Seq({run, g_->Star(g_->Seq({group_term, run}))});
+  }
+
+  // A literal `{` must not be followed by a digit (see the header comment); one before a group is.
+  ExprId TermsWithoutGroups() {
+    ExprId quantifier = Quantifier();
+    ExprId brace = Lit("{");
+    ExprId term = Term(quantifier, true);
+    ExprId term_no_digit = Term(quantifier, false);
+    ExprId brace_run = g_->Seq({g_->Plus(brace), term_no_digit});
+    return g_->Seq({g_->Star(g_->Alt({term, brace_run})), g_->Star(brace)});
+  }
+
+  ExprId Term(ExprId quantifier, bool may_start_with_digit) {
+    ExprId pattern_char = Chars(AllBut(may_start_with_digit ? "^$\\.*+?()[|{" : "^$\\.*+?()[|{0123456789"));
     // Annex B: after `\` any character is an escape (\c without a control letter is a literal `\`).
     ExprId escape = Escaped(Chars(AllBut("bB")));
-    ExprId atom = g_->Alt({Lit("."), pattern_char, escape, CharacterClass(), group, lookahead});
-    ExprId assertion = g_->Alt({Lit("^"), Lit("$"), Escaped(Chars({{'b', 'b'}, {'B', 'B'}})), lookbehind});
+    ExprId atom = g_->Alt({Lit("."), pattern_char, escape, CharacterClass()});
+    ExprId assertion = g_->Alt({Lit("^"), Lit("$"), Escaped(Chars({{'b', 'b'}, {'B', 'B'}}))});
     return g_->Alt({assertion, g_->Seq({atom, g_->Optional(quantifier)}), g_->Seq({Lit("{"), quantifier})});
   }
 
@@ -250,18 +264,25 @@ class RegexSyntaxBuilder {
     std::vector<ExprId> alts;
     ExprId dash = Lit("-");
     for (uint32_t v = 0; v < 0x80; ++v) alts.push_back(g_->Seq({LeftEnd(v), dash, RightEndAtLeast(v)}));
-    for (uint32_t block = 0; block <= 0xFF; ++block) {
-      const uint32_t lo = std::max<uint32_t>(block << 8, 0x80), hi = (block << 8) | 0xFF;
-      if (lo >= 0xD800 && hi <= 0xDFFF) continue;  // no literal; escapes below
+    // A non-ASCII left end, by its block of 4096 code units: the right end must not lie in an earlier
+    // block (a reversed range within one block is accepted: an exact check takes an automaton state per
+    // left end).
+    const ExprId hex_from_8 = Chars({{'8', '9'}, {'A', 'F'}, {'a', 'f'}});
+    for (uint32_t block = 0; block < 16; ++block) {
+      const uint32_t lo = std::max<uint32_t>(block << 12, 0x80), hi = (block << 12) | 0xFFF;
       std::vector<ExprId> left;
       left.push_back(Chars({{lo, hi}}));
-      if (block == 0) left.push_back(Escaped(g_->Seq({Lit("x"), Chars({{'8', '9'}, {'A', 'F'}, {'a', 'f'}}), Hex()})));
-      left.push_back(Escaped(g_->Seq({Lit("u"), HexIs(block, 2), block == 0 ? Chars({{'8', '9'}, {'A', 'F'}, {'a', 'f'}}) : Hex(), Hex()})));
+      if (block == 0) {
+        left.push_back(Escaped(g_->Seq({Lit("x"), hex_from_8, Hex()})));
+        left.push_back(Escaped(g_->Seq({Lit("u0"), g_->Alt({g_->Seq({Lit("0"), hex_from_8}),
+                                                            g_->Seq({Chars({{'1', '9'}, {'A', 'F'}, {'a', 'f'}}), Hex()})}),
+                                        Hex()})));
+      } else {
+        left.push_back(Escaped(g_->Seq({Lit("u"), HexDigitIs(block), Hex(), Hex(), Hex()})));
+      }
       alts.push_back(g_->Seq({g_->Alt(std::move(left)), dash, RightEndAtLeast(lo)}));
     }
-    // Escaped surrogates, by block; a literal astral character's second code unit (a low surrogate).
-    for (uint32_t block = 0xD8; block <= 0xDF; ++block)
-      alts.push_back(g_->Seq({Escaped(g_->Seq({Lit("u"), HexIs(block, 2), Hex(), Hex()})), dash, RightEndAtLeast(block << 8)}));
+    // A literal astral character ends a u-less range with its second code unit, a low surrogate.
     alts.push_back(g_->Seq({Chars({{0x10000, 0x10FFFF}}), dash, RightEndAtLeast(0xDC00)}));
     return g_->Alt(std::move(alts));
   }
@@ -292,6 +313,7 @@ class RegexSyntaxBuilder {
   Grammar* g_;
   ExprId quantifier_ = kNone;
   ExprId class_ = kNone;
+  uint32_t run_rule_ = kNone;
   std::map<uint32_t, ExprId> at_least_;
 };
 
