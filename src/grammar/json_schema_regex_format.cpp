@@ -2,8 +2,9 @@
 // grammar rules over a JSON string's canonical content. Groups nest, so the pattern is a rule that calls
 // itself (as JSON values do); the matcher's stack bounds its depth as it bounds JSON nesting.
 //
-// Syntax checks that no finite grammar makes exact are bounded, each on the side of refusing a valid
-// pattern rather than accepting an invalid one, except where noted:
+// Checks that a context-free grammar cannot make exact, or only with an automaton too large to compile
+// per schema, are bounded, each on the side of refusing a valid pattern rather than accepting an invalid
+// one, except where noted:
 //  - {n,m} must have n <= m: exact when n has fewer significant digits than m (up to 9 of them) or both
 //    have the same number of them, at most 2; larger equal-length bounds are refused.
 //  - A literal `{` (Annex B) is accepted only where no digit follows it: `{1a` is refused although Annex B
@@ -13,6 +14,8 @@
 //    with a value (\xHH, \uHHHH, \t, \cX, \0, an identity escape); other left-end escapes (octal \1..\7)
 //    are refused in a range. A non-ASCII left end is compared by its 4096-code-unit block only: the right
 //    end must not lie in an earlier block (accepting a reversed range within one block).
+//  - Inside a class, \x and \u take all their hex digits (`[\x]`, an identity escape in Annex B, is
+//    refused). Modifier groups such as (?i:...), newer than the u-less syntax, are refused.
 //  - Group names are ASCII identifiers; a name's duplicates and a \k<name> without its group are not
 //    detected (a grammar cannot compare names).
 #include <map>
