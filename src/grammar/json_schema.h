@@ -15,7 +15,8 @@
 // uri-reference, iri, iri-reference, uri-template, json-pointer: the regular languages of their RFCs; regex:
 // ECMA-262 pattern syntax without the u flag, Annex B as browsers read it, groups nesting through a rule,
 // within the bounds json_schema_regex_format.cpp states, and only where no pattern, length or negation
-// also constrains the string: those need a regular language),
+// also constrains the string: those need a regular language; a negation of it, as in `not` or oneOf's
+// other branches, leaves out every string that fails only the format),
 // minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
 // exact decimal the schema spells, integers round it), multipleOf (any decimal step, exact on the digits:
 // a remainder automaton where the step is not 10^k or 10^-k, which then leaves exponent spellings out;

@@ -131,5 +131,26 @@ TEST(RegexFormat, NotEnforcedBesideAPattern) {
   EXPECT_FALSE(ce->Matches(Quoted("x")));
 }
 
+// A negation takes the format as met: `not` keeps the non-strings and leaves out every string (the
+// invalid patterns too, which the exact negation would keep); a oneOf whose branches need negating
+// compiles.
+TEST(RegexFormat, NegationLeavesOutStringsFailingOnlyTheFormat) {
+  auto g = JsonSchemaToGrammar(R"({"not":{"type":"string","format":"regex"}})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto cg = Compile(*g);
+  ASSERT_TRUE(cg.ok());
+  EXPECT_TRUE(cg->Matches("1"));
+  EXPECT_FALSE(cg->Matches(Quoted("a")));
+  EXPECT_FALSE(cg->Matches(Quoted("*")));
+  auto o = JsonSchemaToGrammar(
+      R"({"oneOf":[{"type":"object","properties":{"r":{"type":"string","format":"regex"}}},{"type":"object","required":["n"]}]})");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  auto co = Compile(*o);
+  ASSERT_TRUE(co.ok());
+  EXPECT_TRUE(co->Matches(R"({"r":"a+"})"));
+  EXPECT_FALSE(co->Matches(R"({"r":"a**"})"));  // neither branch: the first fails the format
+  EXPECT_FALSE(co->Matches(R"({"r":"a+","n":1})"));  // both branches
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
