@@ -90,6 +90,10 @@ Result<ExprId> SchemaCompiler::String(const Json& s, const std::string& path) {
     DI_ASSIGN_OR_RETURN(ExprId f, Format(it->get<std::string>()));
     constraints.push_back(f);
   }
+  if (auto it = s.find("format"); it != s.end() && *it == "regex" && RegexFormatEnforced(s)) {
+    key += " format regex";
+    constraints.push_back(RegexFormat());
+  }
   if (auto it = s.find("$patterns"); it != s.end()) {
     for (const auto& p : *it) {
       DI_ASSIGN_OR_RETURN(ExprId re, pattern(p, "/pattern"));

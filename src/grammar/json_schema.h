@@ -12,7 +12,11 @@
 // patternProperties, min/maxProperties, items, prefixItems, additionalItems (draft 7 tuples), min/maxItems,
 // contains (one kind of element, without tuple items or min/maxContains; counts up to 64 around it),
 // min/maxLength, pattern, format (date-time, date, time, duration, uuid, email, hostname, ipv4, ipv6, uri,
-// uri-reference, iri, iri-reference, uri-template, json-pointer: the regular languages of their RFCs),
+// uri-reference, iri, iri-reference, uri-template, json-pointer: the regular languages of their RFCs; regex:
+// ECMA-262 pattern syntax without the u flag, Annex B as browsers read it, groups nesting through a rule,
+// within the bounds json_schema_regex_format.cpp states, and only where no pattern, length or negation
+// also constrains the string: those need a regular language; a negation of it, as in `not` or oneOf's
+// other branches, leaves out every string that fails only the format),
 // minimum, maximum, exclusiveMinimum/Maximum (both drafts' forms; a bound with a fraction compares as the
 // exact decimal the schema spells, integers round it), multipleOf (any decimal step, exact on the digits:
 // a remainder automaton where the step is not 10^k or 10^-k, which then leaves exponent spellings out;
@@ -41,7 +45,7 @@
 // included) is the list of its members that validate.
 // Ignored, as the standard allows: annotations (title, description, default, examples, readOnly, ...),
 // unknown keywords, and formats not listed above (format is an annotation by default): among the standard ones
-// `regex` (a pattern nests its groups: no regular language), `idn-email` and `idn-hostname` (IDNA's
+// `idn-email` and `idn-hostname` (IDNA's
 // rules rest on Unicode tables and context rules) and `relative-json-pointer` (its drafts disagree on index adjustments).
 // Anything else that constrains instances (min/maxContains, uniqueItems beside tuple items, other propertyNames keywords,
 // unevaluated*, remote $ref, negations with no exact form, ...) is a kUnimplemented error naming the

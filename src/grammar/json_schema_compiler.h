@@ -101,6 +101,11 @@ class SchemaCompiler {
   }
   ExprId CanonicalStar() { return g_.Star(CanonicalAnyChar()); }
   static bool KnownFormat(const std::string& f) { return FormatRegex(f) != nullptr; }
+  // The `regex` format's content, its rules made once per grammar.
+  ExprId RegexFormat() {
+    if (regex_format_ == 0xFFFFFFFFu) regex_format_ = RegexFormatSyntax(&g_);
+    return regex_format_;
+  }
 
   Result<ExprId> String(const Json& s, const std::string& path);
 
@@ -176,6 +181,7 @@ class SchemaCompiler {
   uint32_t any_object_rule_ = 0xFFFFFFFFu;
   ExprId ws_ = 0xFFFFFFFFu;
   ExprId canon_char_ = 0xFFFFFFFFu;
+  ExprId regex_format_ = 0xFFFFFFFFu;
   struct Compiled {
     ExprId expr;
     uint32_t depth;

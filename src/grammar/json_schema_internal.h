@@ -42,6 +42,15 @@ enum TypeBit : uint8_t {
 // The regular expression (full match, raw text) of a format the compiler constrains; null for the others.
 const std::string* FormatRegex(const std::string& format);
 
+// The `regex` format (json_schema_regex_format.cpp): canonical JSON string content that spells a valid
+// ECMA-262 pattern, through a rule that calls itself for groups.
+ExprId RegexFormatSyntax(Grammar* g);
+// Whether a string schema's `regex` format is enforced (for both the compiler and the instance validator:
+// they must agree): only where nothing else constrains the string's characters or length, since kAnd,
+// kMinus and kCounted take regular operands only and the pattern syntax unrolled to a fixed group depth
+// is too large an automaton to intersect.
+bool RegexFormatEnforced(const Json& string_schema);
+
 // Numbers (json_schema_number.cpp). `integer_fraction`: JsonSchemaOptions::integer_fraction.
 ExprId JsonNumberAny(Grammar* g, bool integer, bool integer_fraction);
 // A number (or, `integer`, an integer) under the schema's minimum/maximum/exclusive*/multipleOf.

@@ -304,7 +304,10 @@ std::optional<Json> SchemaResolver::Negate(const Json& schema, const std::string
     const std::string& k = it.key();
     const Json& v = it.value();
     if (AnnotationKeywords().count(k) || k.rfind("x-", 0) == 0 || !ConstrainingKeyword(k)) continue;
-    if (k == "format" && v.is_string() && !FormatRegex(v.get<std::string>())) continue;  // an annotation
+    // An annotation; or `regex`, whose failing strings (no valid pattern) no grammar here spells: taken as
+    // met, the negation leaves them out, a subset of the exact one (Negate recurses only into negations, so
+    // the subset carries through `not` and oneOf's other branches without turning into a superset).
+    if (k == "format" && v.is_string() && !FormatRegex(v.get<std::string>())) continue;
     if ((TypesConstrainedBy(k) & within) == 0) continue;  // fails only for instances the caller never has
     if (k == "type") {
       const uint8_t keep = static_cast<uint8_t>(~SchemaResolver::TypesOf(Json{{"type", v}})) & kAllTypes;

@@ -17,6 +17,7 @@
 
 #include "grammar/compiler.h"
 #include "grammar/json_schema_internal.h"
+#include "grammar/json_text.h"
 #include "grammar/regex.h"
 
 namespace deepinfer::grammar::json_schema_internal {
@@ -260,6 +261,24 @@ class Validator {
     return it->second->Matches(text);
   }
 
+  // The `regex` format, by the compiler's own rules over the text's canonical JSON spelling.
+  Result<bool> ValidRegexFormat(const std::string& text, const std::string& path) {
+    const std::string key = "R";  // apart from the patterns ("P", "F")
+    SchemaResolver::CompiledPatterns& compiled = r_.Patterns();
+    auto it = compiled.find(key);
+    if (it == compiled.end()) {
+      Grammar g;
+      const uint32_t rule = g.AddRule("regex");
+      g.Define(rule, RegexFormatSyntax(&g));
+      g.set_root(rule);
+      auto cg = grammar::Compile(g);
+      if (!cg.ok()) return cg.status().WithContext(path + "/format");
+      it = compiled.emplace(key, std::make_unique<CompiledGrammar>(std::move(*cg))).first;
+    }
+    const std::string quoted = JsonQuote(text);
+    return it->second->Matches(std::string_view(quoted).substr(1, quoted.size() - 2));
+  }
+
   Result<bool> StringValid(const Json& s, const std::string& text, const std::string& path) {
     const size_t n = CodePoints(text);
     if (auto it = s.find("minLength"); it != s.end() && it->is_number() && static_cast<double>(n) < it->get<double>()) return false;
@@ -272,6 +291,10 @@ class Validator {
     if (auto it = s.find("format"); it != s.end() && it->is_string()) {
       if (const std::string* re = FormatRegex(it->get<std::string>())) {
         DI_ASSIGN_OR_RETURN(bool ok, Matches(*re, true, text, path));
+        if (!ok) return false;
+      }
+      if (*it == "regex" && RegexFormatEnforced(s)) {
+        DI_ASSIGN_OR_RETURN(bool ok, ValidRegexFormat(text, path));
         if (!ok) return false;
       }
     }

@@ -59,7 +59,7 @@ struct Exception {
 constexpr int kCases = 640;
 constexpr int kCasesCompiled = 453;
 constexpr int kTests = 2226;
-constexpr int kTestsChecked = 1739;
+constexpr int kTestsChecked = 1738;
 
 TEST(JsonSchemaTestSuite, CompiledSchemasGiveTheSuitesVerdicts) {
   std::map<std::pair<std::string, int>, Exception> exceptions;
