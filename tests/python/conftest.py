@@ -53,6 +53,8 @@ def make_tiny_model(binary, out, seed):
 def pytest_configure(config):
     config.addinivalue_line("markers", "optional(reason): an opt-in check that needs something the repository may "
                                        "not carry (it may skip even in CI)")
+    config.addinivalue_line("markers", "alone: measures a server's memory under its own load; scripts/test.sh runs "
+                                       "these after the parallel workers, with nothing beside them")
 
 
 @pytest.hookimpl(hookwrapper=True)

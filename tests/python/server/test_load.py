@@ -18,7 +18,12 @@ import os
 import statistics
 import time
 
+import pytest
+
 from server_process import Server, wait_for
+
+# Memory measured beside other tests' servers on two cores follows their load (batches grow as steps slow down).
+pytestmark = pytest.mark.alone
 
 CLIENTS = int(os.environ.get("DEEPINFER_LOAD_CLIENTS", "200"))
 SECONDS = float(os.environ.get("DEEPINFER_LOAD_SECONDS", "30"))
