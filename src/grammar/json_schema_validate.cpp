@@ -240,43 +240,46 @@ class Validator {
     return true;
   }
 
-  // A pattern (or a format's expression, `full`) against the raw text.
-  Result<bool> Matches(const std::string& pattern, bool full, const std::string& text, const std::string& path) {
-    const std::string key = (full ? "F" : "P") + pattern;
-    SchemaResolver::CompiledPatterns& regexes = r_.Patterns();
-    auto it = regexes.find(key);
-    if (it == regexes.end()) {
-      Grammar g;
-      const uint32_t rule = g.AddRule("p");
-      RegexOptions ro;
-      ro.full_match = full;
-      auto re = CompileRegex(pattern, ro, &g);
-      if (!re.ok()) return re.status().WithContext(path + "/pattern");
-      g.Define(rule, *re);
-      g.set_root(rule);
-      auto cg = grammar::Compile(g);
-      if (!cg.ok()) return cg.status().WithContext(path + "/pattern");
-      it = regexes.emplace(key, std::make_unique<CompiledGrammar>(std::move(*cg))).first;
-    }
-    return it->second->Matches(text);
-  }
-
-  // The `regex` format, by the compiler's own rules over the text's canonical JSON spelling.
-  Result<bool> ValidRegexFormat(const std::string& text, const std::string& path) {
-    const std::string key = "R";  // apart from the patterns ("P", "F")
+  // The automaton cached under `key` in the schema's shared cache, its root rule `name` defined once by
+  // `define(grammar)` (an expression, or an error reported at `where`).
+  template <class Define>
+  Result<const CompiledGrammar*> CompiledOnce(const std::string& key, const char* name, const std::string& where,
+                                              Define define) {
     SchemaResolver::CompiledPatterns& compiled = r_.Patterns();
     auto it = compiled.find(key);
     if (it == compiled.end()) {
       Grammar g;
-      const uint32_t rule = g.AddRule("regex");
-      g.Define(rule, RegexFormatSyntax(&g));
+      const uint32_t rule = g.AddRule(name);
+      Result<ExprId> root = define(&g);
+      if (!root.ok()) return root.status().WithContext(where);
+      g.Define(rule, *root);
       g.set_root(rule);
       auto cg = grammar::Compile(g);
-      if (!cg.ok()) return cg.status().WithContext(path + "/format");
+      if (!cg.ok()) return cg.status().WithContext(where);
       it = compiled.emplace(key, std::make_unique<CompiledGrammar>(std::move(*cg))).first;
     }
+    return it->second.get();
+  }
+
+  // A pattern (or a format's expression, `full`) against the raw text.
+  Result<bool> Matches(const std::string& pattern, bool full, const std::string& text, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(const CompiledGrammar* cg,
+                        CompiledOnce((full ? "F" : "P") + pattern, "p", path + "/pattern", [&](Grammar* g) {
+                          RegexOptions ro;
+                          ro.full_match = full;
+                          return CompileRegex(pattern, ro, g);
+                        }));
+    return cg->Matches(text);
+  }
+
+  // The `regex` format, by the compiler's own rules over the text's canonical JSON spelling (cached apart
+  // from the patterns, whose keys start "P" or "F").
+  Result<bool> ValidRegexFormat(const std::string& text, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(const CompiledGrammar* cg, CompiledOnce("R", "regex", path + "/format", [](Grammar* g) {
+                          return Result<ExprId>(RegexFormatSyntax(g));
+                        }));
     const std::string quoted = JsonQuote(text);
-    return it->second->Matches(std::string_view(quoted).substr(1, quoted.size() - 2));
+    return cg->Matches(std::string_view(quoted).substr(1, quoted.size() - 2));
   }
 
   Result<bool> StringValid(const Json& s, const std::string& text, const std::string& path) {
