@@ -99,6 +99,9 @@ struct Server {
 struct Phase {
   LatencyHistogram ttft, itl;
   int64_t requests = 0, errors = 0, tokens = 0;
+  // Completions that ended before the tokens asked for (the end of text is ignored, so a server cut them
+  // off, e.g. at a slot's share of its context): the phase measured less work than the other server's.
+  int64_t short_outputs = 0;
   // Text events after the first: those whose tokens the stream reported (counted by token), and those of
   // them that carried several tokens.
   int64_t gap_events = 0, counted_events = 0, multi_token_events = 0;
@@ -283,7 +286,7 @@ void RunRound(const Server& s, const std::vector<std::vector<std::string>>& prom
   for (const auto& mine : prompts) {
     threads.emplace_back([&, &mine = mine] {
       Connection c(s.url);
-      int64_t ok = 0, errors = 0, tokens = 0;
+      int64_t ok = 0, errors = 0, tokens = 0, short_outputs = 0;
       for (const std::string& p : mine) {
         if (!c.ok()) {
           ++errors;
@@ -291,8 +294,10 @@ void RunRound(const Server& s, const std::vector<std::vector<std::string>>& prom
         }
         const StreamResult r = StreamOne(c, CompletionRequest(s, p, max_tokens), out);
         r.ok ? (++ok, tokens += r.tokens) : ++errors;
+        short_outputs += r.ok && r.tokens < max_tokens ? 1 : 0;
       }
       std::lock_guard lock(mu);
+      out.short_outputs += short_outputs;
       out.requests += ok;
       out.errors += errors;
       out.tokens += tokens;
@@ -362,6 +367,7 @@ void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& late
         }
         ++phase.requests;
         phase.tokens += r.tokens;
+        phase.short_outputs += r.tokens < o.output_tokens ? 1 : 0;
         messages.push_back({{"role", "assistant"}, {"content", r.text}});
       }
     });
@@ -373,6 +379,7 @@ void RunAgent(const Server& s, const Options& o, Phase& first_turns, Phase& late
     all.requests += p->requests;
     all.errors += p->errors;
     all.tokens += p->tokens;
+    all.short_outputs += p->short_outputs;
     all.gap_events += p->gap_events;
     all.counted_events += p->counted_events;
     all.multi_token_events += p->multi_token_events;
@@ -462,6 +469,7 @@ const char* ItlCounting(const Phase& p) {
 nlohmann::ordered_json PhaseJson(const Phase& p) {
   return {{"requests", p.requests},
           {"errors", p.errors},
+          {"short_outputs", p.short_outputs},
           {"ttft_p50_ms", p.ttft.Percentile(0.5) * 1e3},
           {"ttft_p99_ms", p.ttft.Percentile(0.99) * 1e3},
           {"itl_p50_ms", p.itl.Percentile(0.5) * 1e3},
@@ -570,6 +578,18 @@ int RunBenchServe(const std::vector<std::string>& args) {
       std::printf("  %-12s %-16s by %s; %lld of %lld events carried several tokens\n", servers[i]->name.c_str(),
                   row.label.c_str(), ItlCounting(p), static_cast<long long>(p.multi_token_events),
                   static_cast<long long>(p.gap_events));
+    }
+  }
+  // A server that stopped completions short did less work than asked: its figures are not comparable.
+  for (size_t i = 0; i < servers.size(); ++i) {
+    for (const Row& row : results[i]) {
+      const Phase& p = *row.phase;
+      if (p.short_outputs > 0) {
+        std::printf("WARNING: %s %s: %lld of %lld completions ended before the tokens asked for (cut off by the "
+                    "server, e.g. at a slot's share of its context): not the same work\n",
+                    servers[i]->name.c_str(), row.label.c_str(), static_cast<long long>(p.short_outputs),
+                    static_cast<long long>(p.requests));
+      }
     }
   }
   if (!json_path.empty()) {

@@ -35,6 +35,7 @@ def test_bench_serve_cold_warm_and_agent_rounds_beside_a_peer(deepinfer_bin, tmp
         for label, requests in (("cold x1", 2), ("warm x1", 2), ("cold x2", 4), ("warm x2", 4),
                                 ("agent turn 1", 2), ("agent turns 2+", 2)):
             assert phases[label]["requests"] == requests and phases[label]["errors"] == 0, (system, label, phases)
+            assert phases[label]["short_outputs"] == 0, (system, label, phases)
             assert 0 < phases[label]["ttft_p50_ms"] <= phases[label]["ttft_p99_ms"], (system, label, phases)
             assert phases[label]["output_tokens_per_s"] > 0, (system, label, phases)
             # Completions streams report each event's token ids: ITL by token; chat streams do not: by event.

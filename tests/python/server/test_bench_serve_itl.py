@@ -87,7 +87,7 @@ def test_itl_counts_each_token_of_an_event_where_the_stream_reports_them(deepinf
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for label in ("cold x2", "warm x2"):
         phase = json.loads(out.read_text())["deepinfer"]["phases"][label]
-        assert phase["requests"] == 2 and phase["errors"] == 0, phase
+        assert phase["requests"] == 2 and phase["errors"] == 0 and phase["short_outputs"] == 0, phase
         if style == "none":
             # Four gaps per stream, one per event after the first, whatever each event carried.
             assert (phase["itl_counted_by"], phase["itl_samples"], phase["multi_token_events"]) == ("event", 8, 0)
@@ -96,6 +96,27 @@ def test_itl_counts_each_token_of_an_event_where_the_stream_reports_them(deepinf
             assert (phase["itl_counted_by"], phase["itl_samples"], phase["multi_token_events"]) == ("token", 14, 4)
     by = "event" if style == "none" else "token"
     assert f"cold x2          by {by}; {0 if style == 'none' else 4} of 8 events carried several tokens" in proc.stdout
+
+
+def test_completions_a_server_cuts_short_are_counted_and_flagged(deepinfer_bin, tmp_path):
+    # The stand-in streams 8 tokens whatever it is asked for (as llama-server does at a slot's share of its
+    # context): asked for 12, every completion is short, and the output says the work differed.
+    handler = type("Handler", (StreamHandler,), {"style": "token_ids"})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = tmp_path / "serve.json"
+    try:
+        proc = subprocess.run([deepinfer_bin, "bench", "serve", "--url", f"http://127.0.0.1:{server.server_address[1]}",
+                               "--concurrency", "2", "--requests-per-client", "1", "--prompt-tokens", "3",
+                               "--output-tokens", "12", "--json", str(out)], capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for label in ("cold x2", "warm x2"):
+        phase = json.loads(out.read_text())["deepinfer"]["phases"][label]
+        assert (phase["requests"], phase["short_outputs"]) == (2, 2), phase
+        assert f"WARNING: deepinfer {label}: 2 of 2 completions ended before the tokens asked for" in proc.stdout
 
 
 class RecordingHandler(StreamHandler):
