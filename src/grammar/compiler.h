@@ -40,6 +40,11 @@ struct CompileLimits {
   // (NfaBuilder::UnionOfParts); false builds them with one subset construction (the same language: tests
   // compare the two).
   bool fold_unions = true;
+  // Minimal DFAs of large regular parts are also looked up in, and added to, one cache shared by every
+  // compile in the process (NfaBuilder::SharedParts): fixed pieces that front ends put in many grammars
+  // (the `regex` format's syntax, date-time and e-mail formats) are built once. false builds every part
+  // afresh (the same automaton: tests compare the two).
+  bool share_parts_across_grammars = true;
 };
 
 struct RuleHash {

@@ -56,6 +56,55 @@ uint8_t TypesConstrainedBy(const std::string& k) {
   return kAllTypes;
 }
 
+// Schema dependencies that each only restrict one same member (the tag) to listed values, as schema
+// stores say which members go with which kind of object: {"dependencies": {"a": {"properties": {"type":
+// {"enum": [...]}}}, ...}}. As one anyOf per dependency, merged, they multiply out to two branches per
+// dependency; split instead by the tag's value, each cell decides every dependency: the tag absent (each
+// holds vacuously), the tag equal to a listed value (the members whose list lacks it are forbidden), or
+// the tag present with another value (every dependent member forbidden). The cells are disjoint and
+// exactly the original. nullopt where the dependencies have another shape.
+std::optional<Json> DependenciesByTag(const Json& deps) {
+  std::string tag;
+  std::vector<std::pair<std::string, Json>> lists;  // dependent member -> the tag's values it allows
+  Json named = Json::array();                       // every listed value, in order of appearance
+  for (auto d = deps.begin(); d != deps.end(); ++d) {
+    if (!d->is_object()) return std::nullopt;
+    const Json* props = nullptr;
+    for (auto k = d->begin(); k != d->end(); ++k) {
+      if (AnnotationKeywords().count(k.key())) continue;
+      if (k.key() != "properties" || !k->is_object() || k->size() != 1) return std::nullopt;
+      props = &*k;
+    }
+    if (!props) return std::nullopt;
+    const std::string& member = props->begin().key();
+    const Json& values_schema = props->begin().value();
+    if ((!tag.empty() && member != tag) || member == d.key() || !values_schema.is_object()) return std::nullopt;
+    tag = member;
+    Json values;
+    for (auto q = values_schema.begin(); q != values_schema.end(); ++q) {
+      if (AnnotationKeywords().count(q.key())) continue;
+      if (q.key() == "const" && values.is_null()) values = Json::array({*q});
+      else if (q.key() == "enum" && q->is_array() && values.is_null()) values = *q;
+      else return std::nullopt;
+    }
+    if (values.is_null()) return std::nullopt;
+    for (const Json& v : values)
+      if (std::find(named.begin(), named.end(), v) == named.end()) named.push_back(v);
+    lists.emplace_back(d.key(), std::move(values));
+  }
+  if (tag.empty()) return std::nullopt;
+  Json cells = Json::array({Json{{"properties", Json{{tag, false}}}}});
+  auto cell = [&](Json tag_schema, const Json* value) {
+    Json props = Json{{tag, std::move(tag_schema)}};
+    for (const auto& [member, values] : lists)
+      if (!value || std::find(values.begin(), values.end(), *value) == values.end()) props[member] = false;
+    return Json{{"required", Json::array({tag})}, {"properties", std::move(props)}};
+  };
+  for (const Json& v : named) cells.push_back(cell(Json{{"const", v}}, &v));
+  cells.push_back(cell(Json{{"not", Json{{"enum", named}}}}, nullptr));
+  return Json{{"anyOf", std::move(cells)}};
+}
+
 }  // namespace
 
 // Keywords lowered to others before compiling (nullopt: none here): `not` through its exact negation
@@ -100,6 +149,12 @@ Result<std::optional<Json>> SchemaResolver::Rewrite(const Json& s, const std::st
     auto it = s.find(k);
     if (it == s.end()) continue;
     if (!it->is_object()) return Invalid(std::string(k) + " must be an object", path);
+    if (std::optional<Json> cells = DependenciesByTag(*it)) {
+      Json rest = s;
+      rest.erase(k);
+      DI_ASSIGN_OR_RETURN(Json m, Merge(rest, *cells, path, depth + 1));
+      return std::optional<Json>(std::move(m));
+    }
     Json all = Json::array();
     for (auto d = it->begin(); d != it->end(); ++d) {
       Json present;

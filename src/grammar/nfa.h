@@ -290,8 +290,19 @@ class NfaBuilder {
   static Frag Splice(Nfa& nfa, const SmallDfa& d);
   // The live part of `d` as a SmallDfa, equivalent states merged unless `merge` is false.
   static std::shared_ptr<const SmallDfa> Minimize(const Dfa& d, const ByteClasses& classes, bool merge = true);
+  // The process-wide cache behind CompileLimits::share_parts_across_grammars: parts whose Thompson
+  // automaton is at least kShareAcrossMinSize states (smaller ones cost less to build than to look up
+  // under a lock), at most kSharedEdgeBudget edges in all, the least recently used evicted first. Entries
+  // are immutable and handed out as shared_ptr, so a compile keeps using one another compile evicted.
+  static constexpr uint64_t kShareAcrossMinSize = 4096;
+  static constexpr size_t kSharedEdgeBudget = size_t{1} << 22;
+  class SharedParts;
+  // The cache key of part `e`: its content hash, apart per way of building unions (their automata differ).
+  Hash128 PartKey(ExprId e) const;
   std::vector<ExprInfo> info_;
   std::unordered_map<Hash128, std::shared_ptr<const SmallDfa>, Hash128Hasher> small_;
+  // Records `small` as part `e`'s minimal DFA, in the shared cache too where it qualifies.
+  void KeepSmallDfa(ExprId e, const std::shared_ptr<const SmallDfa>& small);
   size_t open_scratch_ = 0;  // states of scratch automata under construction below the current one
   // Parts that are not regular (they call rules: JSON strings, nested values) and large are built once
   // per distinct content as a rule of their own, called from the second use on: schemas whose $refs were

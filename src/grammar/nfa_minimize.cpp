@@ -2,7 +2,9 @@
 // their content hashes, the minimisation and the splice back into an NFA.
 #include <algorithm>
 #include <array>
+#include <list>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 
 #include "grammar/hash128.h"
@@ -183,9 +185,68 @@ std::vector<std::vector<ExprId>> NfaBuilder::AltGroupsByEnds(const Expr& alt) co
   return groups;
 }
 
+class NfaBuilder::SharedParts {
+ public:
+  static SharedParts& Get() {
+    static SharedParts* parts = new SharedParts();  // never destroyed: compiles may run at exit
+    return *parts;
+  }
+  std::shared_ptr<const SmallDfa> Find(const Hash128& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second.place);
+    return it->second.dfa;
+  }
+  void Add(const Hash128& key, std::shared_ptr<const SmallDfa> dfa) {
+    size_t edges = 0;
+    for (const auto& state : dfa->edges) edges += state.size() + 1;
+    if (edges > kSharedEdgeBudget / 4) return;  // one part must not flush the rest
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(key)) return;
+    while (edges_ + edges > kSharedEdgeBudget && !order_.empty()) {
+      auto victim = map_.find(order_.back());
+      edges_ -= victim->second.edges;
+      map_.erase(victim);
+      order_.pop_back();
+    }
+    order_.push_front(key);
+    map_.emplace(key, Entry{std::move(dfa), edges, order_.begin()});
+    edges_ += edges;
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<const SmallDfa> dfa;
+    size_t edges;
+    std::list<Hash128>::iterator place;
+  };
+  std::mutex mu_;
+  std::unordered_map<Hash128, Entry, Hash128Hasher> map_;
+  std::list<Hash128> order_;  // most recently used first
+  size_t edges_ = 0;
+};
+
+Hash128 NfaBuilder::PartKey(ExprId e) const {
+  // Folded and plain unions give different (equivalent) automata; tests compare the two.
+  return Hash128{info_[e].ha, info_[e].hb ^ (limits_.fold_unions ? 0 : 0x9E3779B97F4A7C15ULL)};
+}
+
+void NfaBuilder::KeepSmallDfa(ExprId e, const std::shared_ptr<const SmallDfa>& small) {
+  const Hash128 key = PartKey(e);
+  small_.emplace(key, small);
+  if (limits_.share_parts_across_grammars && info_[e].size >= kShareAcrossMinSize) SharedParts::Get().Add(key, small);
+}
+
 Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth) {
-  const Hash128 key{info_[e].ha, info_[e].hb};
+  const Hash128 key = PartKey(e);
   if (auto it = small_.find(key); it != small_.end()) return it->second;
+  if (limits_.share_parts_across_grammars && info_[e].size >= kShareAcrossMinSize) {
+    if (std::shared_ptr<const SmallDfa> shared = SharedParts::Get().Find(key)) {
+      small_.emplace(key, shared);
+      return shared;
+    }
+  }
   const size_t open = &into == &nfa_ ? 0 : into.states.size();
   open_scratch_ += open;
   const Expr& x = g_.expr(e);
@@ -200,7 +261,7 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
     if (!p.ok()) return p.status();
     const bool merge = static_cast<uint64_t>(p->dfa.num_states) * p->classes.count <= kMergeCells;
     std::shared_ptr<const SmallDfa> small = Minimize(p->dfa, p->classes, merge);
-    small_.emplace(key, small);
+    KeepSmallDfa(e, small);
     return small;
   }
   // Unanchored pattern alternatives share "any text" at their ends, which BuildNode builds once; a fold
@@ -230,7 +291,7 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
       auto u = UnionOfParts(large, rest, depth);
       open_scratch_ -= open;
       if (!u.ok()) return u.status();
-      small_.emplace(key, *u);
+      KeepSmallDfa(e, *u);
       return *u;
     }
   }
@@ -242,7 +303,7 @@ Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const
   DI_ASSIGN_OR_RETURN(Dfa d, Determinize(scratch, f->start, f->end, classes, deadline_, limits_.max_dfa_states));
   scratch = Nfa();
   std::shared_ptr<const SmallDfa> small = Minimize(d, classes);
-  small_.emplace(key, small);
+  KeepSmallDfa(e, small);
   return small;
 }
 

@@ -197,6 +197,37 @@ TEST(JsonSchemaConditional, IfThenElseAndDependencies) {
     CheckSchemaCase(c);
 }
 
+// Dependencies that each only restrict one member (the tag) to listed values are split by the tag's value.
+// Verdicts by hand: x goes with kind a, y with kind b or c, z with a or b; without a kind every member is
+// allowed (the dependencies hold vacuously), with an unlisted kind (d, or a number) none of x, y, z is.
+TEST(JsonSchemaConditional, DependenciesOnOneTagBySplittingOnItsValue) {
+  const std::string schema =
+      R"({"type":"object","additionalProperties":false,"properties":{"kind":{"enum":["a","b","c","d",1]},)"
+      R"("x":{"type":"integer"},"y":{"type":"integer"},"z":{"type":"integer"}},"dependencies":{)"
+      R"("x":{"properties":{"kind":{"const":"a"}},"description":"only for a"},)"
+      R"("y":{"properties":{"kind":{"enum":["b","c"]}}},"z":{"properties":{"kind":{"enum":["a","b"]}}}}})";
+  CheckSchemaCase({schema,
+                   {"{}", R"({"x":1,"y":2,"z":3})", R"({"kind":"a","x":1,"z":3})", R"({"kind":"b","y":2,"z":3})",
+                    R"({"kind":"c","y":2})", R"({"kind":"d"})", R"({"kind":1})"},
+                   {R"({"kind":"b","x":1})", R"({"kind":"a","y":1})", R"({"kind":"c","z":1})", R"({"kind":"d","x":1})",
+                    R"({"kind":1,"y":1})", R"({"kind":"e"})", R"({"kind":"a","w":1})"}});
+}
+
+// Twenty such dependencies: one anyOf per dependency multiplied out to 2^20 branches and ran past the
+// translation's time limit; split by the tag there are 22 cells.
+TEST(JsonSchemaConditional, ManyDependenciesOnOneTagCompile) {
+  std::string props = R"("kind":{"type":"string"})", deps;
+  for (int i = 0; i < 20; ++i) {
+    const std::string m = "m" + std::to_string(i);
+    props += ",\"" + m + "\":{\"type\":\"boolean\"}";
+    deps += std::string(i ? "," : "") + "\"" + m + R"(":{"properties":{"kind":{"enum":["k)" + std::to_string(i) + "\"]}}}";
+  }
+  CheckSchemaCase({R"({"type":"object","additionalProperties":false,"properties":{)" + props + R"(},"dependencies":{)" +
+                       deps + "}}",
+                   {R"({"kind":"k3","m3":true})", R"({"m3":true,"m7":false})", R"({"kind":"k19"})"},
+                   {R"({"kind":"k3","m4":true})", R"({"kind":"other","m0":true})"}});
+}
+
 // oneOf of branches that only require names: exactly one branch's names all present.
 TEST(JsonSchemaOneOf, ExactlyOneOfRequiredNames) {
   for (const SchemaCase& c : std::vector<SchemaCase>{
