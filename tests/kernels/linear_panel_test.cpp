@@ -135,13 +135,13 @@ TEST(LinearPanelTest, LargeBatchesMatchTheCanonicalOrderBitForBit) {
   }
 }
 
-// From 17 rows of x, AVX-512 takes the two-register lane-major panel (tiles of up to 12 rows of x against 32
+// From 17 rows of x, AVX-512 takes the two-register lane-major panel for BF16 and F32 weights (tiles of up to 12 rows of x against 32
 // outputs): tiles split evenly (17, 24 and 25 rows: 8 + 9, 12 + 12, 8 + 8 + 9), a pair of groups of 16 outputs
 // and a last group alone (out = 48, 40, 72), partial groups (out = 17, 40), inputs that widen bf16 two steps at
 // a time (in % 32 == 0), one step at a time (48, 80) or through the portable tail (200, 1030), runs of k longer
 // than one chunk (1030, 1056), several panel blocks (out = 200 at in = 1030 is three), and more rows of x than
 // one packed copy holds (m = 1010 at in = 1056: 984 rows, then 26); strided x and y; each output bit for bit the
-// canonical order, plain and accumulating, on every ISA.
+// canonical order, plain and accumulating, on every ISA (FP8 as well, which keeps the panel path there).
 TEST(LinearPanelTest, TwoRegisterLanePanelsMatchTheCanonicalOrderBitForBit) {
   struct ProductShape {
     int64_t m, out, in;

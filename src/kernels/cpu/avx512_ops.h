@@ -55,9 +55,10 @@ struct V {
   static constexpr int kDirectGroupedRows = 16;
   static constexpr int kPanelMr = 4;
   static constexpr int kPanelNr = 4;
-  // The two-register lane-major panel (linear_lane_panels_impl.h, LanePairPanelPath) from this many rows of x:
-  // a tile of 12 rows of x against lane j of 32 outputs holds 24 accumulators, and each broadcast of x feeds
-  // two FMAs, so a tile takes 14 loads per 24 FMAs, of which only 2 come from the L2-resident panel.
+  // The two-register lane-major panel (linear_lane_panels_impl.h, LanePairPanelPath; BF16 and F32 weights)
+  // from this many rows of x: a tile of 12 rows of x against lane j of 32 outputs holds 24 accumulators, and
+  // each broadcast of x feeds two FMAs, so a tile takes 14 loads per 24 FMAs, only 2 of them from the
+  // L2-resident panel.
   static constexpr int kLanePairMr = 12;
   static constexpr int kLanePairMinRows = 17;
 
