@@ -364,7 +364,8 @@ template <template <int> class Source, class Vec = V>
 bool TryLanePanel(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   // FP8 and MXFP4 weights keep the panel path there: their decode, fused into the first tile's FMAs on
   // that path, would be a pass of its own before the transpose here, and costs more than the tile saves.
-  constexpr bool kPairFormat = std::is_same_v<Source<16>, Bf16Source<16>> || std::is_same_v<Source<16>, F32Source<16>>;
+  constexpr bool kPairFormat =
+      std::is_same_v<Source<16>, Bf16Source<16>> || std::is_same_v<Source<16>, F32Source<16>>;
   if constexpr (HasLanePairPanel<Vec>) {
     if (kPairFormat && t.m >= Vec::kLanePairMinRows) {
       LanePairPanelPath<Source, Vec>(t, n_begin, n_end);
