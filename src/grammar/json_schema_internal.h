@@ -24,6 +24,10 @@ using Json = nlohmann::ordered_json;
 const std::set<std::string>& AnnotationKeywords();
 // Keywords that constrain instances and that the compiler does not implement.
 const std::set<std::string>& UnsupportedKeywords();
+// Whether a keyword constrains instances (in any draft); unknown keywords constrain nothing.
+bool ConstrainingKeyword(const std::string& k);
+// The instance types (kString, kObject, ...) a keyword can reject: kAllTypes unless it constrains one type only.
+uint8_t TypesConstrainedBy(const std::string& k);
 
 Status Unsupported(const std::string& keyword, const std::string& path);
 Status Invalid(const std::string& what, const std::string& path);
