@@ -4,10 +4,9 @@
 // full-size copy. For decode-sized m (≤ 4; FP8 and MXFP4 on AVX-512: ≤ 8) weights are decoded in
 // registers as they stream in; for larger m each thread decodes a block of rows (a few hundred KiB of fp32,
 // sized for L2) into a reusable per-thread panel and runs every row of x across it, so each weight byte is
-// read once per call. On AVX2 from 8 rows of x, and on AVX-512 for BF16 and F32 weights from 17 rows, the
-// panel is stored transposed, lane by lane (see cpu/linear_lane_panels_impl.h), so that a register holds one
-// lane of 16 outputs (on AVX-512, two registers hold lane j of 32): the same sums in the same order with
-// fewer loads per FMA. Output rows are split among the pool's threads in whole rows.
+// read once per call. On AVX2, from 8 rows of x, the panel is stored transposed, lane by lane (see
+// cpu/linear_vector_impl.h, LanePanelPath), so that a register holds one lane of 16 outputs: the same sums
+// in the same order with fewer loads per FMA. Output rows are split among the pool's threads in whole rows.
 // The AVX-512 FP8 decode applies power-of-two block scales (UE8M0, or fp32 scales that are powers of two)
 // to x instead of to each weight, which is exact (see cpu/linear_gemv_avx512.cpp); blocks where it would
 // not be (scales beyond 2^7, x that would overflow or underflow when scaled, E4M3 NaN codes, the FPU in
