@@ -109,12 +109,12 @@ TEST(LinearPanelTest, EveryTileMixMatchesTheCanonicalOrderBitForBit) {
   }
 }
 
-// Larger batches take the lane-major panel where the ISA has one (AVX2; AVX-512 has its own, below): whole
-// and partial groups of 16 outputs, tiles of 6 rows of x and every remainder of 1 to 5 rows, runs of k longer
-// than one chunk of 512 (in = 600, 1040), more than one panel block (out = 120 at in = 600 is two), inputs that
-// are and are not whole 16-lane steps (200, 600), rows of x and y wider than the product, more rows of x than
-// one padded copy of them holds (m = 1000 at in = 1040: a group of 990 rows, then one of 10); each output bit
-// for bit the canonical order, plain and accumulating.
+// Larger batches take the lane-major panel where the ISA has one (AVX2): whole and partial groups of 16
+// outputs, tiles of 6 rows of x and every remainder of 1 to 5 rows, runs of k longer than one chunk of
+// 512 (in = 600, 1040), more than one panel block (out = 120 at in = 600 is two), inputs that are and are
+// not whole 16-lane steps (200, 600), rows of x and y wider than the product, more rows of x than one padded
+// copy of them holds (m = 1000 at in = 1040: a group of 990 rows, then one of 10); each output bit for bit
+// the canonical order, plain and accumulating.
 TEST(LinearPanelTest, LargeBatchesMatchTheCanonicalOrderBitForBit) {
   struct ProductShape {
     int64_t m, out, in;
@@ -131,33 +131,6 @@ TEST(LinearPanelTest, LargeBatchesMatchTheCanonicalOrderBitForBit) {
       const std::vector<float> x = SpreadX(m, x_stride, seed++);
       const std::vector<float> initial = RandomVector(static_cast<size_t>(m * y_stride), seed++);
       ExpectCanonicalOnEveryIsa(x, m, x_stride, w, initial, y_stride, CanonicalDots(x, m, x_stride, w), format);
-    }
-  }
-}
-
-// From 17 rows of x, AVX-512 takes the two-register lane-major panel for BF16 and F32 weights (tiles of up to
-// 12 rows of x against 32 outputs): tiles split evenly (17, 24 and 25 rows: 8 + 9, 12 + 12, 8 + 8 + 9), a pair
-// of groups of 16 outputs and a last group alone (out = 48, 40, 72), partial groups (out = 17, 40), inputs that
-// widen bf16 two steps at a time (in % 32 == 0), one step at a time (48, 80) or through the portable tail (200,
-// 1030), runs of k longer than one chunk (1030, 1056), several panel blocks (out = 200 at in = 1030 is three),
-// and more rows of x than one packed copy holds (m = 1010 at in = 1056: 984 rows, then 26); strided x and y;
-// each output bit for bit the canonical order, plain and accumulating, on every ISA (FP8 as well, which keeps
-// the panel path there).
-TEST(LinearPanelTest, TwoRegisterLanePanelsMatchTheCanonicalOrderBitForBit) {
-  struct ProductShape {
-    int64_t m, out, in;
-  };
-  const ProductShape shapes[] = {{17, 48, 64},  {24, 40, 80},   {25, 72, 48},   {36, 17, 200},
-                                 {61, 33, 512}, {37, 200, 1030}, {20, 64, 1056}, {1010, 17, 1056}};
-  uint32_t seed = 900;
-  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kF32, WeightFormat::kFP8Block}) {
-    for (const ProductShape& shape : shapes) {
-      const TestWeight w = MakeTestWeight(format, shape.out, shape.in, seed++);
-      const int64_t x_stride = shape.in + 7, y_stride = shape.out + 5;
-      const std::vector<float> x = SpreadX(shape.m, x_stride, seed++);
-      const std::vector<float> initial = RandomVector(static_cast<size_t>(shape.m * y_stride), seed++);
-      ExpectCanonicalOnEveryIsa(x, shape.m, x_stride, w, initial, y_stride, CanonicalDots(x, shape.m, x_stride, w),
-                                format);
     }
   }
 }

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/ymm_transpose.h"
 #include "kernels/number_formats.h"
 
 namespace deepinfer::kernels::cpu {
@@ -55,12 +54,6 @@ struct V {
   static constexpr int kDirectGroupedRows = 16;
   static constexpr int kPanelMr = 4;
   static constexpr int kPanelNr = 4;
-  // The two-register lane-major panel (linear_lane_panels_impl.h, LanePairPanelPath; BF16 and F32 weights)
-  // from this many rows of x: a tile of 12 rows of x against lane j of 32 outputs holds 24 accumulators, and
-  // each broadcast of x feeds two FMAs, so a tile takes 14 loads per 24 FMAs, only 2 of them from the
-  // L2-resident panel.
-  static constexpr int kLanePairMr = 12;
-  static constexpr int kLanePairMinRows = 17;
 
   static Reg Zero() { return _mm512_setzero_ps(); }
   static Reg Load(const float* p) { return _mm512_loadu_ps(p); }
@@ -68,69 +61,6 @@ struct V {
   static Reg Set1(float v) { return _mm512_set1_ps(v); }
   static Reg Mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
-  static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
-  // r[c] lane j becomes r[j] lane c, for 16 x 16 floats: 4 x 4 blocks transposed within 128-bit lanes, then
-  // the blocks regrouped across lanes.
-  static void Transpose16InRegisters(Reg* r) {
-    Reg t[16], u[16];
-    for (int c = 0; c < 16; c += 2) {
-      t[c] = _mm512_unpacklo_ps(r[c], r[c + 1]);  // per 128-bit lane: r[c][0], r[c+1][0], r[c][1], r[c+1][1]
-      t[c + 1] = _mm512_unpackhi_ps(r[c], r[c + 1]);
-    }
-    for (int c = 0; c < 16; c += 4) {  // u[c + q], lane L: rows c .. c+3 of column 4L + q
-      u[c] = _mm512_shuffle_ps(t[c], t[c + 2], 0x44);
-      u[c + 1] = _mm512_shuffle_ps(t[c], t[c + 2], 0xEE);
-      u[c + 2] = _mm512_shuffle_ps(t[c + 1], t[c + 3], 0x44);
-      u[c + 3] = _mm512_shuffle_ps(t[c + 1], t[c + 3], 0xEE);
-    }
-    for (int q = 0; q < 4; ++q) {  // column 4L + q gathers lane L of u[q], u[4 + q], u[8 + q], u[12 + q]
-      const Reg even_low = _mm512_shuffle_f32x4(u[q], u[4 + q], _MM_SHUFFLE(2, 0, 2, 0));
-      const Reg odd_low = _mm512_shuffle_f32x4(u[q], u[4 + q], _MM_SHUFFLE(3, 1, 3, 1));
-      const Reg even_high = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], _MM_SHUFFLE(2, 0, 2, 0));
-      const Reg odd_high = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], _MM_SHUFFLE(3, 1, 3, 1));
-      r[q] = _mm512_shuffle_f32x4(even_low, even_high, _MM_SHUFFLE(2, 0, 2, 0));
-      r[8 + q] = _mm512_shuffle_f32x4(even_low, even_high, _MM_SHUFFLE(3, 1, 3, 1));
-      r[4 + q] = _mm512_shuffle_f32x4(odd_low, odd_high, _MM_SHUFFLE(2, 0, 2, 0));
-      r[12 + q] = _mm512_shuffle_f32x4(odd_low, odd_high, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-  }
-  static void Transpose16(const float* in, int64_t in_stride, float* out, int64_t out_stride) {
-    Reg r[16];
-    for (int c = 0; c < 16; ++c) r[c] = _mm512_loadu_ps(in + c * in_stride);
-    Transpose16InRegisters(r);
-    for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * out_stride, r[j]);
-  }
-  // out[j · rows + i] = x[i · x_stride + j] for i < rows ≤ 16 and j < 16, zero for j ≥ valid_k (which
-  // is not read).
-  static void PackRows16(const float* x, int64_t x_stride, int rows, int valid_k, float* out) {
-    Reg r[16];
-    const __mmask16 k_mask = static_cast<__mmask16>((1u << valid_k) - 1);
-    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(k_mask, x + i * x_stride) : Zero();
-    Transpose16InRegisters(r);
-    const __mmask16 row_mask = static_cast<__mmask16>((1u << rows) - 1);
-    for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(out + j * rows, row_mask, r[j]);
-  }
-  static void Transpose16Bf16(const uint16_t* const* rows, int64_t k, float* out, int64_t out_stride) {
-    cpu::Transpose16Bf16(rows, k, out, out_stride);
-  }
-  // Two 16 x 16 steps of 16 bf16 rows at once (rows[c] + k .. + 32): out + t · 16 + j · out_stride gets lane j
-  // of step t (k / 16 and the next). A dword of two bf16 values is widened without a shuffle: shifted left
-  // it is the even element, masked the odd one; the even elements of all 16 rows, transposed, are the even
-  // lanes of both steps, and likewise the odd ones.
-  static void Transpose32Bf16(const uint16_t* const* rows, int64_t k, float* out, int64_t out_stride) {
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    for (int odd = 0; odd < 2; ++odd) {  // one half at a time: both at once spill the 32 registers
-      Reg r[16];
-      for (int c = 0; c < 16; ++c) {
-        const __m512i pairs = _mm512_loadu_si512(rows[c] + k);
-        r[c] = _mm512_castsi512_ps(odd ? _mm512_and_si512(pairs, high) : _mm512_slli_epi32(pairs, 16));
-      }
-      Transpose16InRegisters(r);
-      // r[i] holds element 2i + odd of the 32 of every row: lane 2i + odd of the first step for i < 8,
-      // lane 2(i - 8) + odd of the second.
-      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(out + (2 * (i % 8) + odd) * out_stride + (i / 8) * 16, r[i]);
-    }
-  }
 
   static float Reduce(Reg a) {
     const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));

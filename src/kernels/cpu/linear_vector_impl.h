@@ -388,14 +388,184 @@ void PanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
   }
 }
 
-}  // namespace
-}  // namespace deepinfer::kernels::cpu
+// The lane-major panel. The canonical order makes each of an output's 16 lane sums its own chain of FMAs
+// (lane j: k = j, j + 16, ... from +0), so a register may as well hold lane j of 16 different outputs as 16
+// lanes of one output: the chains, and so the results, are the same. Laid out that way, a row of x is a
+// broadcast scalar instead of a vector, and a register tile of MR rows of x by 16 outputs needs one
+// panel vector and MR broadcasts per MR FMAs.
+//
+// Weights are decoded 16 rows at a time and transposed into groups of `steps` x 16 floats per lane:
+// group[j][t][c] = W[n0 + c][16 t + j] (zero past in_features), so that each lane's chain reads its panel
+// contiguously. Each tile keeps its 16 lanes' partial sums for every (row, output) in `sums`, the whole
+// run of k at once for short rows and in chunks of kLaneChunkSteps otherwise (x's chunk then stays in L1
+// while the 16 lanes revisit it), and reduces them at the end by halving, across 16 outputs at a time.
+constexpr int64_t kLaneChunkSteps = 32;
 
-// The lane-major panels (TryLanePanel), written over the same V and weight sources.
-#include "kernels/cpu/linear_lane_panels_impl.h"
+template <class Source, class Vec>
+void DecodeLaneGroup(const WeightView& w, int64_t n0, int64_t n_end, int64_t stride, int64_t lane_stride,
+                     float* natural, float* group) {
+  int64_t rows[16];
+  RowIndices<16>(n0, n_end, rows);  // rows past n_end repeat the last one; their outputs are never stored
+  Source src(w, rows);
+  const int64_t steps = stride / kLanes;
+  if constexpr (std::is_same_v<Source, Bf16Source<16>>) {
+    if (w.in_features % kLanes == 0) {  // widened as they are transposed: no pass through `natural`
+      for (int64_t t = 0; t < steps; ++t) Vec::Transpose16Bf16(src.ptr, t * kLanes, group + t * kLanes, lane_stride);
+      return;
+    }
+  }
+  constexpr int kSub = Source::kStep / 16;
+  const int64_t in = w.in_features;
+  const int64_t full = in / Source::kStep * Source::kStep;
+  const int64_t span = src.Span();
+  for (int64_t kb = 0; kb < full; kb += span) {
+    src.Begin(kb);
+    const int64_t kb_end = kb + span < full ? kb + span : full;
+    for (int64_t k = kb; k < kb_end; k += Source::kStep) {
+      for (int c = 0; c < 16; ++c) {
+        typename Vec::Reg r[kSub];
+        src.Load(c, k, r);
+        for (int s = 0; s < kSub; ++s) Vec::Store(natural + c * stride + k + s * 16, r[s]);
+      }
+    }
+  }
+  for (int64_t k = full; k < in; k += kLanes) {
+    for (int c = 0; c < 16; ++c) src.Tail(c, k, natural + c * stride + k);
+  }
+  for (int64_t t = 0; t < steps; ++t) Vec::Transpose16(natural + t * kLanes, stride, group + t * kLanes, lane_stride);
+}
 
-namespace deepinfer::kernels::cpu {
-namespace {
+// Rows x[0 .. MR) (each at least `steps` x 16 floats, zero-padded) against one lane-major group: y[i][n0 + c]
+// (+)= the canonical dot, for c < valid_n. Kept out of line: inlined into its caller's loops, the FMA loop runs
+// short of general registers and keeps its counter in memory.
+template <int MR, class Vec>
+[[gnu::noinline]] void LaneTile(const float* const* x, const float* group, int64_t steps, int64_t lane_stride,
+                                float* sums, float* const* y, int64_t n0, int valid_n, bool accumulate) {
+  using Reg = typename Vec::Reg;
+  for (int64_t t0 = 0; t0 < steps; t0 += kLaneChunkSteps) {
+    const int64_t t1 = t0 + kLaneChunkSteps < steps ? t0 + kLaneChunkSteps : steps;
+    for (int j = 0; j < 16; ++j) {
+      Reg acc[MR];
+      float* lane_sums = sums + j * MR * kLanes;
+      for (int i = 0; i < MR; ++i) acc[i] = t0 == 0 ? Vec::Zero() : Vec::Load(lane_sums + i * kLanes);
+      const float* p = group + j * lane_stride + t0 * kLanes;
+      for (int64_t t = t0; t < t1; ++t, p += kLanes) {
+        const Reg wv = Vec::Load(p);
+        for (int i = 0; i < MR; ++i) acc[i] = Vec::Fma(Vec::Set1(x[i][t * kLanes + j]), wv, acc[i]);
+      }
+      for (int i = 0; i < MR; ++i) Vec::Store(lane_sums + i * kLanes, acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    // The halving (lane j + j+8, then j+4, j+2, j+1) walked depth first: the same additions of the same
+    // operands, with a few registers live instead of sixteen lanes' worth (which spill, and the spilled
+    // partial sums then wait on store forwarding).
+    const float* row_sums = sums + i * kLanes;
+    auto lane = [&](int j) { return Vec::Load(row_sums + j * MR * kLanes); };
+    auto by8 = [&](int j) { return Vec::Add(lane(j), lane(j + 8)); };
+    auto by4 = [&](int j) { return Vec::Add(by8(j), by8(j + 4)); };
+    auto by2 = [&](int j) { return Vec::Add(by4(j), by4(j + 2)); };
+    const Reg dot = Vec::Add(by2(0), by2(1));
+    float* out = y[i] + n0;
+    if (valid_n == 16) {
+      Vec::Store(out, accumulate ? Vec::Add(Vec::Load(out), dot) : dot);
+    } else {
+      alignas(64) float dots[kLanes];
+      Vec::Store(dots, dot);
+      for (int c = 0; c < valid_n; ++c) out[c] = accumulate ? out[c] + dots[c] : dots[c];
+    }
+  }
+}
+
+// Rows x[0 .. MR) of the padded copy of x (rows lane_stride floats apart) against every group of the block.
+template <int MR, class Vec>
+void LaneRowTile(const LinearTask& t, const float* x_rows, int64_t i0, const float* group_block, int64_t nb,
+                 int64_t nb_end, int64_t steps, int64_t lane_stride, float* sums) {
+  const float* x[MR];
+  float* y[MR];
+  for (int i = 0; i < MR; ++i) {
+    x[i] = x_rows + i * lane_stride;
+    y[i] = t.y + (i0 + i) * t.y_stride;
+  }
+  for (int64_t n0 = nb; n0 < nb_end; n0 += 16) {
+    const int valid_n = static_cast<int>(nb_end - n0 < 16 ? nb_end - n0 : 16);
+    LaneTile<MR, Vec>(x, group_block + (n0 - nb) * lane_stride, steps, lane_stride, sums, y, n0, valid_n,
+                      t.accumulate);
+  }
+}
+
+// Rows of x are copied with their padding a group of about this many bytes at a time, and one copy serves
+// every block of weights: a block holds few weight rows when rows are long (16 at in = 2048), and a copy per
+// block would move x once per that many outputs. A group past the first decodes the panel again, a small
+// part of its work at this many rows.
+constexpr int64_t kLanePaddedXBytes = int64_t{4} * 1024 * 1024;
+
+template <template <int> class Source, class Vec = V>
+void LanePanelPath(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  constexpr int MR = Vec::kLanePanelMr;
+  static_assert(MR >= 1 && MR <= 6, "the remainder switch below covers tiles of up to 5 rows");
+  const int64_t in = t.w->in_features;
+  const int64_t steps = (in + kLanes - 1) / kLanes;
+  const int64_t stride = steps * kLanes;
+  // Lanes of a group, and rows of x, one cache line further apart than their length: at lengths of a
+  // multiple of 4 KiB the 16 lanes' streams (and the rows of x) would all fall in the same L1 sets.
+  const int64_t lane_stride = stride + kLanes;
+  // Weight rows per block: about 256 KiB of panel (whole groups of 16), leaving L2 room for x.
+  int64_t block_n = (int64_t{256} * 1024 / 4) / lane_stride;
+  block_n = block_n < 16 ? 16 : block_n / 16 * 16;
+  const int64_t group_floats = 16 * stride;
+  float* panel = ThreadScratch(static_cast<size_t>(block_n * lane_stride + group_floats + 16 * MR * kLanes));
+  float* natural = panel + block_n * lane_stride;
+  float* sums = natural + group_floats;
+  // Rows of x per group: whole tiles of MR.
+  int64_t group_rows = kLanePaddedXBytes / static_cast<int64_t>(sizeof(float)) / lane_stride / MR * MR;
+  group_rows = group_rows < MR ? MR : group_rows;
+  if (group_rows > t.m) group_rows = t.m;
+  float* x_padded = ThreadScratchX(static_cast<size_t>(group_rows * lane_stride));
+  for (int64_t g0 = 0; g0 < t.m; g0 += group_rows) {
+    const int64_t rows = t.m - g0 < group_rows ? t.m - g0 : group_rows;
+    // Each row with the zero padding of the canonical order, rows lane_stride apart.
+    for (int64_t i = 0; i < rows; ++i) {
+      float* padded = x_padded + i * lane_stride;
+      std::memcpy(padded, t.x + (g0 + i) * t.x_stride, static_cast<size_t>(in) * sizeof(float));
+      std::memset(padded + in, 0, static_cast<size_t>(stride - in) * sizeof(float));
+    }
+    for (int64_t nb = n_begin; nb < n_end; nb += block_n) {
+      const int64_t nb_end = nb + block_n < n_end ? nb + block_n : n_end;
+      for (int64_t n0 = nb; n0 < nb_end; n0 += 16) {
+        DecodeLaneGroup<Source<16>, Vec>(*t.w, n0, nb_end, stride, lane_stride, natural,
+                                         panel + (n0 - nb) * lane_stride);
+      }
+      int64_t i = 0;
+      for (; i + MR <= rows; i += MR)
+        LaneRowTile<MR, Vec>(t, x_padded + i * lane_stride, g0 + i, panel, nb, nb_end, steps, lane_stride, sums);
+      const float* x_rest = x_padded + i * lane_stride;
+      switch (rows - i) {  // a last tile of fewer rows runs only those (expert batches are any size)
+        case 1: LaneRowTile<1, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 2: LaneRowTile<2, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 3: LaneRowTile<3, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 4: LaneRowTile<4, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        case 5: LaneRowTile<5, Vec>(t, x_rest, g0 + i, panel, nb, nb_end, steps, lane_stride, sums); break;
+        default: break;
+      }
+    }
+  }
+}
+
+template <class Vec>
+concept HasLanePanel = requires { Vec::kLanePanelMr; };
+
+// Runs LanePanelPath where the ISA has it and m is large enough for it; false otherwise.
+template <template <int> class Source, class Vec = V>
+bool TryLanePanel(const LinearTask& t, int64_t n_begin, int64_t n_end) {
+  if constexpr (HasLanePanel<Vec>) {
+    if (t.m >= Vec::kLanePanelMinRows) {
+      LanePanelPath<Source, Vec>(t, n_begin, n_end);
+      return true;
+    }
+  }
+  return false;
+}
 
 template <template <int> class Source>
 void RunFormat(const LinearTask& t, int64_t n_begin, int64_t n_end) {
