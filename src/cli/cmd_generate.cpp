@@ -83,7 +83,7 @@ constexpr const char* kGenerateUsage =
     "  --max-num-seqs N               sequences running at once (default 64)\n"
     "  --max-num-batched-tokens N     tokens per step (default 2048)\n"
     "  --kv-cache-memory-bytes N      bytes of KV block pools (default 1 GiB; --kv-cache-mib N: in MiB)\n"
-    "  --tbt-target-ms MS|auto        size prefill chunks to keep steps within this time (auto: 2 x the\n"
+    "  --tbt-target-ms MS|auto        size prefill chunks to keep steps within this time (auto: 1.5 x the\n"
     "                                 calibrated decode step; default 0: fixed --prefill-chunk chunks)\n"
     "  --window-ttl-s S               cached window state also expires S seconds after its last use\n"
     "                                 (default 0: kept until the KV budget needs the room)\n"

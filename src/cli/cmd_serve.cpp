@@ -90,7 +90,7 @@ constexpr const char* kServeUsage =
     "  --max-queued-requests N     waiting requests beyond which new ones get 429 (default 4096)\n"
     "  --tbt-target-ms MS|auto     the inter-token latency a prompt's prefill may raise the running streams'\n"
     "                              steps to: each step takes the largest prompt chunk the cost model\n"
-    "                              (calibrated at start-up) predicts within it. Default auto: 2 x the\n"
+    "                              (calibrated at start-up) predicts within it. Default auto: 1.5 x the\n"
     "                              predicted decode step of the streams running (at least of 8 streams),\n"
     "                              so decodes never wait on a long prompt; 0: fixed 512-token chunks\n"
     "  --no-enable-prefix-caching  no prefix reuse between requests\n"

@@ -144,7 +144,7 @@ int64_t CostModel::SolveChunk(const StepShape& base, int64_t start, int64_t max_
 }
 
 double DerivedTbtTargetSeconds(const CostModel& model, const StepShape& decode) {
-  constexpr double kSlack = 2;
+  constexpr double kSlack = 1.5;
   if (!model.ready() || decode.chunks == 0) return 0;
   StepShape floor;
   for (int i = 0; i < 8; ++i) floor.AddChunk(1024, 1, true);

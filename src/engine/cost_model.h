@@ -74,11 +74,9 @@ class CostModel {
 };
 
 // The derived latency target (EngineOptions::kDerivedTbtTarget) of a step whose decode tokens have the
-// shape `decode`: 2 × their predicted step, so that a prefill chunk adds at most one decode step to the
-// streams' inter-token latency; at least 2 × a decode step of 8 sequences at 1024 positions, so that a
-// few streams leave prompts room to progress. Not less: a decode step's cost is mostly what every step
-// pays (expert weights read, logits, attention over the streams' contexts), so a chunk that got only a
-// small part of the step would spend most of the machine's time on that fixed part while prompts wait. Without decode tokens nobody waits on the step: 0 (fixed
+// shape `decode`: 1.5 × their predicted step, so that a prefill chunk adds at most half a decode step to the
+// streams' inter-token latency; at least 1.5 × a decode step of 8 sequences at 1024 positions, so that a
+// few streams leave prompts room to progress. Without decode tokens nobody waits on the step: 0 (fixed
 // chunks).
 double DerivedTbtTargetSeconds(const CostModel& model, const StepShape& decode);
 

@@ -193,7 +193,7 @@ struct EngineOptions {
   // > 0: each step takes the largest prefill chunk that keeps its predicted time within this target
   // time-between-tokens (cost model calibrated at start-up and updated from observed steps).
   // kDerivedTbtTarget: the target follows the decode step the cost model predicts (see
-  // DerivedTbtTargetSeconds): a prompt adds at most one decode step to the running streams' steps.
+  // DerivedTbtTargetSeconds): a prompt adds at most half a decode step to the running streams' steps.
   // 0: fixed chunks of prefill_chunk tokens.
   double tbt_target_ms = 0;
   int64_t prefill_chunk = 512;
