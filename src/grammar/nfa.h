@@ -299,6 +299,10 @@ class NfaBuilder {
   class SharedParts;
   // The cache key of part `e`: its content hash, apart per way of building unions (their automata differ).
   Hash128 PartKey(ExprId e) const;
+  // Whether part `e` is looked up in, and added to, the shared cache.
+  bool SharedAcrossGrammars(ExprId e) const {
+    return limits_.share_parts_across_grammars && info_[e].size >= kShareAcrossMinSize;
+  }
   std::vector<ExprInfo> info_;
   std::unordered_map<Hash128, std::shared_ptr<const SmallDfa>, Hash128Hasher> small_;
   // Records `small` as part `e`'s minimal DFA, in the shared cache too where it qualifies.

@@ -235,13 +235,13 @@ Hash128 NfaBuilder::PartKey(ExprId e) const {
 void NfaBuilder::KeepSmallDfa(ExprId e, const std::shared_ptr<const SmallDfa>& small) {
   const Hash128 key = PartKey(e);
   small_.emplace(key, small);
-  if (limits_.share_parts_across_grammars && info_[e].size >= kShareAcrossMinSize) SharedParts::Get().Add(key, small);
+  if (SharedAcrossGrammars(e)) SharedParts::Get().Add(key, small);
 }
 
 Result<std::shared_ptr<const NfaBuilder::SmallDfa>> NfaBuilder::SmallDfaOf(const Nfa& into, ExprId e, uint32_t depth) {
   const Hash128 key = PartKey(e);
   if (auto it = small_.find(key); it != small_.end()) return it->second;
-  if (limits_.share_parts_across_grammars && info_[e].size >= kShareAcrossMinSize) {
+  if (SharedAcrossGrammars(e)) {
     if (std::shared_ptr<const SmallDfa> shared = SharedParts::Get().Find(key)) {
       small_.emplace(key, shared);
       return shared;
